@@ -1,0 +1,812 @@
+//! The executor core: simulation state, the run loop, and the state transitions that futures ask
+//! for (charge, sleep, block, wake, acquire, release).
+//!
+//! All state sits in one `RefCell<State>` behind the executor's single thread. Futures borrow it
+//! only inside `poll`, never across an `.await`, so an accidental borrow across a blocking point
+//! fails loudly. Task futures live in a separate cell and are taken out while polled, so a task
+//! may spawn others.
+
+use crate::config::{ConfigError, SimConfig};
+use crate::cpu::{Cpu, CpuId, CpuStats};
+use crate::cx::Cx;
+use crate::lock::lockdep::{ClassKey, Lockdep, LockdepReport, Names};
+use crate::lock::state::{Attempt, LockState};
+use crate::lock::stats::{ClassId, LockClassStats, LockClasses, lock_stat_text};
+use crate::lock::{Completion, LockId, Mode, Mutex, RwSem, SpinLock, WaitQueue, op::Op};
+use crate::sched::{self, ReadyEntry, Scheduler};
+use crate::task::{HeldLock, Point, PointKind, Status, Task, TaskId, TaskStats};
+use crate::watchdog::DeadlockReport;
+use simcore::{Digest, IdVec, Prng, SimDuration, SimTime};
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::fmt;
+use std::future::Future;
+use std::panic::{AssertUnwindSafe, Location};
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll, Waker};
+
+type TaskFuture = Pin<Box<dyn Future<Output = ()>>>;
+
+#[derive(Debug)]
+pub(crate) struct Lock {
+    pub class: ClassId,
+    pub state: LockState,
+}
+
+/// The simulation state.
+pub(crate) struct State {
+    pub config: SimConfig,
+    pub now: SimTime,
+    seq: u64,
+    pub events: u64,
+    pub digest: Digest,
+    sched: Box<dyn Scheduler>,
+    pub preempts_at_every_point: bool,
+    pub tasks: IdVec<TaskId, Task>,
+    pub cpus: IdVec<CpuId, Cpu>,
+    pub locks: IdVec<LockId, Lock>,
+    pub classes: LockClasses,
+    lockdep: Lockdep,
+    /// Non-daemon tasks not yet done: the run ends when this reaches zero.
+    live: usize,
+    prng: Prng,
+    /// `(time, task, point)` per scheduling event when tracing.
+    pub trace: Option<Vec<(SimTime, TaskId, Point)>>,
+    pub tearing_down: bool,
+    /// Scratch list of tasks granted a lock by a release.
+    granted: Vec<TaskId>,
+}
+
+pub(crate) struct Core {
+    pub state: RefCell<State>,
+    futures: RefCell<IdVec<TaskId, Option<TaskFuture>>>,
+}
+
+/// A cheap shared reference to a simulation, for creating locks and tasks and reading the clock.
+#[derive(Clone)]
+pub struct Handle(Rc<Core>);
+
+impl fmt::Debug for Handle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let st = self.0.state.borrow();
+        write!(f, "Handle(now={}, tasks={})", st.now, st.tasks.len())
+    }
+}
+
+/// A run that could not finish.
+#[derive(Clone, Debug)]
+pub enum SimError {
+    /// Every remaining task is blocked (the watchdog's dump says on what).
+    Deadlock(Box<DeadlockReport>),
+    /// The run exceeded `max_events`.
+    EventLimit { limit: u64, now: SimTime },
+}
+
+impl fmt::Display for SimError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SimError::Deadlock(r) => write!(f, "{r}"),
+            SimError::EventLimit { limit, now } => {
+                write!(f, "event bound exceeded: more than {limit} scheduling events by {now}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for SimError {}
+
+/// The outcome of a run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RunReport {
+    /// Fingerprint of the whole event history: equal seeds give equal digests.
+    pub digest: Digest,
+    /// Scheduling events so far.
+    pub events: u64,
+    /// Virtual time at the end.
+    pub now: SimTime,
+}
+
+impl State {
+    fn new(config: SimConfig, sched: Option<Box<dyn Scheduler>>) -> State {
+        let prng = Prng::from_seed(config.seed);
+        let sched = sched.unwrap_or_else(|| sched::build(config.scheduler, &prng));
+        let mut cpus = IdVec::new();
+        for _ in 0..config.cpus {
+            cpus.push(Cpu::default());
+        }
+        State {
+            preempts_at_every_point: sched.preempts_at_every_point(),
+            trace: config.trace.then(Vec::new),
+            config,
+            now: SimTime::ZERO,
+            seq: 0,
+            events: 0,
+            digest: Digest::new(),
+            sched,
+            tasks: IdVec::new(),
+            cpus,
+            locks: IdVec::new(),
+            classes: LockClasses::default(),
+            lockdep: Lockdep::default(),
+            live: 0,
+            prng,
+            tearing_down: false,
+            granted: Vec::new(),
+        }
+    }
+
+    fn schedule(&mut self, task: TaskId, time: SimTime) {
+        self.seq += 1;
+        self.tasks[task].status = Status::Queued;
+        self.sched.push(ReadyEntry { time, seq: self.seq, task });
+    }
+
+    /// Gives the CPU to the next task on its run queue, or leaves it idle.
+    fn release_cpu(&mut self, cpu: CpuId) {
+        let now = self.now;
+        let c = &mut self.cpus[cpu];
+        c.owner = c.runqueue.pop_front();
+        if let Some(next) = c.owner {
+            let t = &mut self.tasks[next];
+            debug_assert_eq!(t.status, Status::OnRunqueue);
+            t.stats.runqueue_wait += now.since(t.wait_since);
+            t.slice_start = now;
+            self.schedule(next, now);
+        }
+    }
+
+    /// Decides whether a popped task runs now; false if it must wait for its CPU.
+    fn dispatch(&mut self, e: ReadyEntry) -> bool {
+        self.now = self.now.max(e.time);
+        let now = self.now;
+        let task = &mut self.tasks[e.task];
+        assert_eq!(task.status, Status::Queued, "task {} popped while {:?}", e.task, task.status);
+        let cpu_id = task.cpu;
+        let cpu = &mut self.cpus[cpu_id];
+        match cpu.owner {
+            None => {
+                cpu.owner = Some(e.task);
+                task.slice_start = now;
+            }
+            Some(o) if o == e.task => {
+                let slice_used = now.since(task.slice_start) >= self.config.timeslice;
+                if task.point.kind == PointKind::Charge
+                    && task.preempt_count == 0
+                    && slice_used
+                    && !cpu.runqueue.is_empty()
+                {
+                    task.status = Status::OnRunqueue;
+                    task.wait_since = now;
+                    cpu.runqueue.push_back(e.task);
+                    cpu.stats.runqueue_waits += 1;
+                    self.release_cpu(cpu_id);
+                    return false;
+                }
+            }
+            Some(_) => {
+                task.status = Status::OnRunqueue;
+                task.wait_since = now;
+                cpu.runqueue.push_back(e.task);
+                cpu.stats.runqueue_waits += 1;
+                return false;
+            }
+        }
+        task.status = Status::Running;
+        task.stats.switches += 1;
+        self.digest.write_u64(now.as_ns());
+        self.digest.write_u64(u64::from(e.task.0) << 8 | point_tag(task.point.kind));
+        if let Some(trace) = &mut self.trace {
+            trace.push((now, e.task, task.point));
+        }
+        true
+    }
+
+    fn running(&self, task: TaskId) -> &Task {
+        let t = &self.tasks[task];
+        debug_assert_eq!(t.status, Status::Running, "task {task} acts while not running");
+        t
+    }
+
+    pub(crate) fn charge(&mut self, task: TaskId, d: SimDuration, at: &'static Location<'static>) {
+        let cpu = self.running(task).cpu;
+        let t = &mut self.tasks[task];
+        t.point = Point { kind: PointKind::Charge, at };
+        t.stats.cpu += d;
+        self.cpus[cpu].stats.busy += d;
+        self.schedule(task, self.now + d);
+    }
+
+    pub(crate) fn sleep(&mut self, task: TaskId, d: SimDuration, at: &'static Location<'static>) {
+        self.might_sleep(task, "a timer", at);
+        let cpu = self.running(task).cpu;
+        self.tasks[task].point = Point { kind: PointKind::Sleep, at };
+        self.schedule(task, self.now + d);
+        self.release_cpu(cpu);
+    }
+
+    /// A preemption point: the task stays runnable (and keeps its CPU).
+    pub(crate) fn yield_point(&mut self, task: TaskId, point: Point) {
+        self.running(task);
+        self.tasks[task].point = point;
+        self.schedule(task, self.now);
+    }
+
+    /// Blocks a running task on `point`; spinning keeps the CPU, sleeping gives it away.
+    fn block(&mut self, task: TaskId, point: Point, spinning: bool) {
+        let cpu = self.running(task).cpu;
+        let t = &mut self.tasks[task];
+        t.status = Status::Blocked;
+        t.point = point;
+        t.wait_since = self.now;
+        if !spinning {
+            self.release_cpu(cpu);
+        }
+    }
+
+    /// Makes a blocked task runnable again.
+    fn wake(&mut self, task: TaskId, spinning: bool) {
+        let now = self.now;
+        let t = &mut self.tasks[task];
+        assert_eq!(t.status, Status::Blocked, "waking task {task} that is {:?}", t.status);
+        let waited = now.since(t.wait_since);
+        let cpu = t.cpu;
+        let at = if spinning {
+            t.stats.spin += waited;
+            self.cpus[cpu].stats.spin += waited;
+            now
+        } else {
+            t.stats.sleep_wait += waited;
+            now + self.config.wakeup_latency
+        };
+        self.schedule(task, at);
+    }
+
+    /// The kernel's `might_sleep()`: sleeping with a spinlock held is a bug lockdep reports.
+    fn might_sleep(&mut self, task: TaskId, what: &str, at: &'static Location<'static>) {
+        if self.tasks[task].preempt_count == 0 {
+            return;
+        }
+        let held = self.tasks[task].held.iter().rev().find(|h| self.locks[h.lock].state.is_spin());
+        let spin = held.map(|h| ClassKey { class: self.locks[h.lock].class, subclass: h.subclass });
+        let spin = spin.expect("preempt_count without a spinlock");
+        let tasks = &self.tasks;
+        let names = Names { classes: &self.classes, task_name: &|t| tasks[TaskId(t)].name.clone() };
+        self.lockdep.sleep_in_atomic(&names, task.0, spin, what.to_string(), at);
+    }
+
+    fn lockdep_acquire(
+        &mut self,
+        task: TaskId,
+        lock: LockId,
+        subclass: u8,
+        at: &'static Location<'static>,
+    ) {
+        let new = ClassKey { class: self.locks[lock].class, subclass };
+        let held: Vec<(ClassKey, &'static Location<'static>)> = self.tasks[task]
+            .held
+            .iter()
+            .map(|h| (ClassKey { class: self.locks[h.lock].class, subclass: h.subclass }, h.at))
+            .collect();
+        if held.is_empty() {
+            return;
+        }
+        let tasks = &self.tasks;
+        let names = Names { classes: &self.classes, task_name: &|t| tasks[TaskId(t)].name.clone() };
+        self.lockdep.acquire(&names, task.0, &held, new, at);
+    }
+
+    /// Records that `task` now holds `lock`.
+    fn hold(
+        &mut self,
+        task: TaskId,
+        lock: LockId,
+        mode: Mode,
+        subclass: u8,
+        at: &'static Location<'static>,
+    ) {
+        let spin = self.locks[lock].state.is_spin();
+        let class = self.locks[lock].class;
+        self.classes.stats[class].acquisitions += 1;
+        let t = &mut self.tasks[task];
+        t.held.push(HeldLock { lock, mode, subclass, since: self.now, at });
+        if spin {
+            t.preempt_count += 1;
+        }
+    }
+
+    /// `lock`/`down_read`/`down_write`: true if granted at once, else the task is queued.
+    pub(crate) fn acquire(
+        &mut self,
+        task: TaskId,
+        lock: LockId,
+        mode: Mode,
+        subclass: u8,
+        at: &'static Location<'static>,
+    ) -> bool {
+        self.running(task);
+        let spinning = self.locks[lock].state.is_spin();
+        if !spinning {
+            let what = format!("{} {}", self.classes.name(self.locks[lock].class), mode);
+            self.might_sleep(task, &what, at);
+        }
+        self.lockdep_acquire(task, lock, subclass, at);
+        match self.locks[lock].state.attempt(task, mode, true) {
+            Attempt::Granted => {
+                self.hold(task, lock, mode, subclass, at);
+                true
+            }
+            Attempt::Queued => {
+                self.classes.stats[self.locks[lock].class].contentions += 1;
+                let point = Point { kind: PointKind::Lock(lock, mode), at };
+                self.tasks[task].held_pending = Some((subclass, at));
+                self.block(task, point, spinning);
+                false
+            }
+            Attempt::Busy => unreachable!("a queued attempt is never busy"),
+        }
+    }
+
+    /// Trylock: never waits and adds no lockdep dependency for the lock it takes.
+    pub(crate) fn try_acquire(
+        &mut self,
+        task: TaskId,
+        lock: LockId,
+        mode: Mode,
+        at: &'static Location<'static>,
+    ) -> bool {
+        self.running(task);
+        let granted = self.locks[lock].state.attempt(task, mode, false) == Attempt::Granted;
+        if granted {
+            self.hold(task, lock, mode, 0, at);
+        }
+        granted
+    }
+
+    /// Hands `lock` to tasks that waited for it.
+    fn grant_waiters(&mut self, lock: LockId, granted: &[TaskId]) {
+        let spinning = self.locks[lock].state.is_spin();
+        let class = self.locks[lock].class;
+        for &w in granted {
+            let waited = self.now.since(self.tasks[w].wait_since);
+            self.classes.stats[class].wait_ns.record(waited.as_ns());
+            let PointKind::Lock(_, mode) = self.tasks[w].point.kind else {
+                panic!("task {w} granted {lock} without waiting for it");
+            };
+            let (subclass, at) =
+                self.tasks[w].held_pending.take().expect("granted without a pending acquisition");
+            self.hold(w, lock, mode, subclass, at);
+            self.wake(w, spinning);
+        }
+    }
+
+    pub(crate) fn release(&mut self, task: TaskId, lock: LockId, mode: Mode) {
+        let t = &mut self.tasks[task];
+        let i = t.held.iter().rposition(|h| h.lock == lock && h.mode == mode);
+        let h = t
+            .held
+            .remove(i.unwrap_or_else(|| panic!("task {task} releases {lock} it does not hold")));
+        let spin = self.locks[lock].state.is_spin();
+        if spin {
+            t.preempt_count -= 1;
+        }
+        let hold = self.now.since(h.since);
+        let stats = &mut self.classes.stats[self.locks[lock].class];
+        stats.hold_total += hold;
+        stats.hold_max = stats.hold_max.max(hold);
+        let mut granted = std::mem::take(&mut self.granted);
+        self.locks[lock].state.release(task, mode, &mut granted);
+        self.grant_waiters(lock, &granted);
+        granted.clear();
+        self.granted = granted;
+    }
+
+    pub(crate) fn downgrade(&mut self, task: TaskId, lock: LockId) {
+        let t = &mut self.tasks[task];
+        let h = t.held.iter_mut().rev().find(|h| h.lock == lock && h.mode == Mode::Write);
+        h.expect("downgrade of a lock not held for write").mode = Mode::Read;
+        let mut granted = std::mem::take(&mut self.granted);
+        self.locks[lock].state.downgrade(task, &mut granted);
+        self.grant_waiters(lock, &granted);
+        granted.clear();
+        self.granted = granted;
+    }
+
+    /// Completion or wait-queue wait: true if it passes at once.
+    pub(crate) fn wait(
+        &mut self,
+        task: TaskId,
+        lock: LockId,
+        at: &'static Location<'static>,
+    ) -> bool {
+        self.running(task);
+        let what = self.classes.name(self.locks[lock].class);
+        self.might_sleep(task, what, at);
+        if self.locks[lock].state.wait(task) {
+            return true;
+        }
+        self.block(task, Point { kind: PointKind::Wait(lock), at }, false);
+        false
+    }
+
+    pub(crate) fn complete(&mut self, lock: LockId, all: bool) {
+        let mut woken = std::mem::take(&mut self.granted);
+        self.locks[lock].state.complete(all, &mut woken);
+        for &t in &woken {
+            self.wake(t, false);
+        }
+        woken.clear();
+        self.granted = woken;
+    }
+
+    pub(crate) fn wake_queue(&mut self, lock: LockId, all: bool) {
+        let mut woken = std::mem::take(&mut self.granted);
+        self.locks[lock].state.wake_queue(all, &mut woken);
+        for &t in &woken {
+            self.wake(t, false);
+        }
+        woken.clear();
+        self.granted = woken;
+    }
+
+    /// A resumed lock waiter must hold what it waited for.
+    pub(crate) fn assert_granted(&self, task: TaskId, lock: LockId, op: Op) {
+        match op {
+            Op::Acquire(mode, _) => assert!(
+                self.tasks[task].held.iter().any(|h| h.lock == lock && h.mode == mode),
+                "task {task} resumed without holding {lock}"
+            ),
+            Op::Wait => {}
+            Op::TryAcquire(_) => unreachable!("trylocks never wait"),
+        }
+    }
+
+    pub(crate) fn join(
+        &mut self,
+        task: TaskId,
+        target: TaskId,
+        at: &'static Location<'static>,
+    ) -> bool {
+        self.running(task);
+        assert_ne!(task, target, "task {task} joins itself");
+        self.might_sleep(task, "join", at);
+        if self.tasks[target].status == Status::Done {
+            return true;
+        }
+        self.tasks[target].joiners.push(task);
+        self.block(task, Point { kind: PointKind::Join(target), at }, false);
+        false
+    }
+
+    fn finish(&mut self, task: TaskId) {
+        let t = &mut self.tasks[task];
+        assert!(
+            t.held.is_empty(),
+            "task {} ended holding {} lock(s) (lock held when returning to user space)",
+            t.name,
+            t.held.len()
+        );
+        t.status = Status::Done;
+        if !t.daemon {
+            self.live -= 1;
+        }
+        let cpu = t.cpu;
+        for j in std::mem::take(&mut t.joiners) {
+            self.wake(j, false);
+        }
+        self.release_cpu(cpu);
+    }
+
+    fn new_lock(&mut self, name: &'static str, state: LockState) -> LockId {
+        let class = self.classes.intern(name);
+        self.locks.push(Lock { class, state })
+    }
+
+    pub(crate) fn lock_label(&self, lock: LockId) -> String {
+        format!("{}#{}", self.classes.name(self.locks[lock].class), lock)
+    }
+}
+
+fn point_tag(kind: PointKind) -> u64 {
+    match kind {
+        PointKind::Spawn => 1,
+        PointKind::Charge => 2,
+        PointKind::Sleep => 3,
+        PointKind::Yield => 4,
+        PointKind::Lock(l, m) => 5 | u64::from(l.0) << 8 | (m as u64) << 4,
+        PointKind::Wait(l) => 6 | u64::from(l.0) << 8,
+        PointKind::Join(t) => 7 | u64::from(t.0) << 8,
+    }
+}
+
+impl Handle {
+    pub(crate) fn core(&self) -> &Core {
+        &self.0
+    }
+
+    /// The current virtual time.
+    pub fn now(&self) -> SimTime {
+        self.0.state.borrow().now
+    }
+
+    /// CPU `n`, if the machine has it.
+    pub fn cpu(&self, n: u32) -> Result<CpuId, ConfigError> {
+        let cpus = self.0.state.borrow().config.cpus;
+        if n < cpus { Ok(CpuId(n)) } else { Err(ConfigError::NoSuchCpu { cpu: n, cpus }) }
+    }
+
+    pub fn cpus(&self) -> u32 {
+        self.0.state.borrow().config.cpus
+    }
+
+    pub fn seed(&self) -> u64 {
+        self.0.state.borrow().config.seed
+    }
+
+    /// The named random stream `name` of this run.
+    pub fn prng(&self, name: &str) -> Prng {
+        self.0.state.borrow().prng.stream(name)
+    }
+
+    /// Starts a task on `cpu`; it runs from the current time.
+    pub fn spawn<F, Fut>(&self, cpu: CpuId, name: impl Into<String>, f: F) -> TaskId
+    where
+        F: FnOnce(Cx) -> Fut,
+        Fut: Future<Output = ()> + 'static,
+    {
+        self.spawn_task(cpu, name.into(), false, f)
+    }
+
+    /// Starts a daemon (kswapd, khugepaged, a device): the run may end while it still waits.
+    pub fn spawn_daemon<F, Fut>(&self, cpu: CpuId, name: impl Into<String>, f: F) -> TaskId
+    where
+        F: FnOnce(Cx) -> Fut,
+        Fut: Future<Output = ()> + 'static,
+    {
+        self.spawn_task(cpu, name.into(), true, f)
+    }
+
+    #[track_caller]
+    fn spawn_task<F, Fut>(&self, cpu: CpuId, name: String, daemon: bool, f: F) -> TaskId
+    where
+        F: FnOnce(Cx) -> Fut,
+        Fut: Future<Output = ()> + 'static,
+    {
+        let at = Location::caller();
+        let id = {
+            let mut st = self.0.state.borrow_mut();
+            assert!(
+                cpu.0 < st.config.cpus,
+                "spawn on CPU {cpu} of a {}-CPU machine",
+                st.config.cpus
+            );
+            let now = st.now;
+            let id = st.tasks.push(Task {
+                name,
+                cpu,
+                daemon,
+                status: Status::Blocked,
+                point: Point { kind: PointKind::Spawn, at },
+                held: Vec::new(),
+                held_pending: None,
+                preempt_count: 0,
+                joiners: Vec::new(),
+                wait_since: now,
+                slice_start: now,
+                stats: TaskStats::default(),
+            });
+            if !daemon {
+                st.live += 1;
+            }
+            id
+        };
+        let fut: TaskFuture = Box::pin(f(Cx::new(self.clone(), id, cpu)));
+        let slot = self.0.futures.borrow_mut().push(Some(fut));
+        assert_eq!(slot, id);
+        let mut st = self.0.state.borrow_mut();
+        let now = st.now;
+        st.schedule(id, now);
+        id
+    }
+
+    /// Declares a lock order, outermost first, by class name; lockdep reports any acquisition
+    /// that inverts it.
+    #[track_caller]
+    pub fn declare_lock_order(&self, order: &[&'static str]) {
+        let mut st = self.0.state.borrow_mut();
+        let keys: Vec<ClassKey> =
+            order.iter().map(|n| ClassKey { class: st.classes.intern(n), subclass: 0 }).collect();
+        st.lockdep.declare(&keys, Location::caller());
+    }
+
+    pub fn spin_lock(&self, name: &'static str) -> SpinLock {
+        let state = LockState::Exclusive { spin: true, owner: None, waiters: VecDeque::new() };
+        SpinLock(self.0.state.borrow_mut().new_lock(name, state))
+    }
+
+    pub fn mutex(&self, name: &'static str) -> Mutex {
+        let state = LockState::Exclusive { spin: false, owner: None, waiters: VecDeque::new() };
+        Mutex(self.0.state.borrow_mut().new_lock(name, state))
+    }
+
+    pub fn rwsem(&self, name: &'static str) -> RwSem {
+        let state =
+            LockState::RwSem { readers: Vec::new(), writer: None, waiters: VecDeque::new() };
+        RwSem(self.0.state.borrow_mut().new_lock(name, state))
+    }
+
+    pub fn completion(&self, name: &'static str) -> Completion {
+        let state = LockState::Completion { done: 0, waiters: VecDeque::new() };
+        Completion(self.0.state.borrow_mut().new_lock(name, state))
+    }
+
+    pub fn wait_queue(&self, name: &'static str) -> WaitQueue {
+        let state = LockState::WaitQueue { waiters: VecDeque::new() };
+        WaitQueue(self.0.state.borrow_mut().new_lock(name, state))
+    }
+
+    /// Lockdep reports so far.
+    pub fn lockdep_reports(&self) -> Vec<LockdepReport> {
+        self.0.state.borrow().lockdep.reports.clone()
+    }
+
+    /// Contention statistics per lock class, in creation order.
+    pub fn lock_stats(&self) -> Vec<LockClassStats> {
+        self.0.state.borrow().classes.stats.values().cloned().collect()
+    }
+
+    /// `/proc/lock_stat`-style text.
+    pub fn lock_stat_text(&self) -> String {
+        lock_stat_text(&self.lock_stats())
+    }
+
+    pub fn task_stats(&self, task: TaskId) -> TaskStats {
+        self.0.state.borrow().tasks[task].stats
+    }
+
+    pub fn task_name(&self, task: TaskId) -> String {
+        self.0.state.borrow().tasks[task].name.clone()
+    }
+
+    pub fn cpu_stats(&self, cpu: CpuId) -> CpuStats {
+        self.0.state.borrow().cpus[cpu].stats
+    }
+
+    /// The scheduling events of the run, as `(time, task name, point, source line)`, when the
+    /// configuration asked for a trace.
+    pub fn trace(&self) -> Option<Vec<(SimTime, String, String, String)>> {
+        let st = self.0.state.borrow();
+        let trace = st.trace.as_ref()?;
+        let describe = |p: &Point| match p.kind {
+            PointKind::Lock(l, m) => format!("{m} {}", st.lock_label(l)),
+            PointKind::Wait(l) => format!("wait {}", st.lock_label(l)),
+            PointKind::Join(t) => format!("join {}", st.tasks[t].name),
+            k => k.to_string(),
+        };
+        Some(
+            trace
+                .iter()
+                .map(|(t, task, p)| {
+                    (*t, st.tasks[*task].name.clone(), describe(p), p.at.to_string())
+                })
+                .collect(),
+        )
+    }
+}
+
+/// A simulation: create it, create locks and tasks through [`handle`](Sim::handle), then
+/// [`run`](Sim::run). Runs may be repeated after spawning more tasks; time carries on.
+pub struct Sim {
+    handle: Handle,
+    poisoned: bool,
+}
+
+impl fmt::Debug for Sim {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Sim({:?})", self.handle)
+    }
+}
+
+impl Sim {
+    pub fn new(config: SimConfig) -> Result<Sim, ConfigError> {
+        Sim::build(config, None)
+    }
+
+    /// A simulation driven by a scheduler of the caller's (the explorer's exhaustive search);
+    /// `config.scheduler` is then only a label in messages.
+    pub fn with_scheduler(
+        config: SimConfig,
+        sched: Box<dyn Scheduler>,
+    ) -> Result<Sim, ConfigError> {
+        Sim::build(config, Some(sched))
+    }
+
+    fn build(config: SimConfig, sched: Option<Box<dyn Scheduler>>) -> Result<Sim, ConfigError> {
+        config.validate()?;
+        let state = RefCell::new(State::new(config, sched));
+        let core = Core { state, futures: RefCell::new(IdVec::new()) };
+        Ok(Sim { handle: Handle(Rc::new(core)), poisoned: false })
+    }
+
+    pub fn handle(&self) -> &Handle {
+        &self.handle
+    }
+
+    /// Runs until every non-daemon task has ended.
+    ///
+    /// A panic inside a task (a broken invariant) is re-raised with the seed and scheduler that
+    /// reproduce it.
+    pub fn run(&mut self) -> Result<RunReport, SimError> {
+        assert!(!self.poisoned, "run() after a panic: the simulation state is inconsistent");
+        let core = &self.handle.0;
+        match std::panic::catch_unwind(AssertUnwindSafe(|| run_loop(core))) {
+            Ok(result) => result,
+            Err(payload) => {
+                self.poisoned = true;
+                let msg = payload
+                    .downcast_ref::<String>()
+                    .map(String::as_str)
+                    .or_else(|| payload.downcast_ref::<&str>().copied())
+                    .unwrap_or("(non-text panic)");
+                let st = core.state.borrow();
+                panic!(
+                    "{msg}\n  at {} after {} events; reproduce with seed={} scheduler={}",
+                    st.now, st.events, st.config.seed, st.config.scheduler
+                );
+            }
+        }
+    }
+}
+
+fn run_loop(core: &Core) -> Result<RunReport, SimError> {
+    let mut cx = Context::from_waker(Waker::noop());
+    loop {
+        let (task, mut fut) = {
+            let mut st = core.state.borrow_mut();
+            if st.live == 0 {
+                return Ok(RunReport { digest: st.digest, events: st.events, now: st.now });
+            }
+            let Some(entry) = st.sched.pop() else {
+                return Err(SimError::Deadlock(Box::new(DeadlockReport::new(&st))));
+            };
+            st.events += 1;
+            if st.events > st.config.max_events {
+                return Err(SimError::EventLimit { limit: st.config.max_events, now: st.now });
+            }
+            if !st.dispatch(entry) {
+                continue;
+            }
+            let fut = core.futures.borrow_mut()[entry.task].take();
+            (entry.task, fut.expect("a runnable task has no future"))
+        };
+        match fut.as_mut().poll(&mut cx) {
+            Poll::Ready(()) => {
+                drop(fut);
+                core.state.borrow_mut().finish(task);
+            }
+            Poll::Pending => {
+                core.futures.borrow_mut()[task] = Some(fut);
+                let st = core.state.borrow();
+                let t = &st.tasks[task];
+                assert_ne!(
+                    t.status,
+                    Status::Running,
+                    "task {} returned Pending without blocking at a simulation point (an await on \
+                     a foreign future?)",
+                    t.name
+                );
+            }
+        }
+    }
+}
+
+impl Drop for Sim {
+    /// Drops unfinished task futures (daemons, deadlocked tasks) without running lock releases,
+    /// which also breaks the reference cycle between the core and the tasks' contexts.
+    fn drop(&mut self) {
+        self.handle.0.state.borrow_mut().tearing_down = true;
+        let futures: Vec<TaskFuture> =
+            self.handle.0.futures.borrow_mut().values_mut().filter_map(Option::take).collect();
+        drop(futures);
+    }
+}

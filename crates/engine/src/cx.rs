@@ -1,0 +1,125 @@
+//! `Cx`: what a task's code receives — its identity, its CPU, and the simulation points
+//! (`charge`, `sleep`, `join`) it may stop at.
+
+use crate::core::{Core, Handle};
+use crate::cpu::CpuId;
+use crate::task::{Point, PointKind, TaskId};
+use simcore::SimDuration;
+use std::fmt;
+use std::future::Future;
+use std::ops::Deref;
+use std::panic::Location;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+/// A task's context. Dereferences to the simulation [`Handle`].
+pub struct Cx {
+    handle: Handle,
+    task: TaskId,
+    cpu: CpuId,
+}
+
+impl fmt::Debug for Cx {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Cx(task={}, cpu={})", self.task, self.cpu)
+    }
+}
+
+impl Deref for Cx {
+    type Target = Handle;
+    fn deref(&self) -> &Handle {
+        &self.handle
+    }
+}
+
+impl Cx {
+    pub(crate) fn new(handle: Handle, task: TaskId, cpu: CpuId) -> Cx {
+        Cx { handle, task, cpu }
+    }
+
+    pub(crate) fn core(&self) -> &Core {
+        self.handle.core()
+    }
+
+    pub fn task(&self) -> TaskId {
+        self.task
+    }
+
+    pub fn cpu(&self) -> CpuId {
+        self.cpu
+    }
+
+    /// Spends `d` of CPU time: the task's CPU is busy and virtual time advances for this task.
+    /// A zero charge passes at once under the time-ordered scheduler and is a preemption point
+    /// under the exploration schedulers.
+    #[track_caller]
+    pub fn charge(&self, d: SimDuration) -> PointFuture<'_> {
+        PointFuture { cx: self, kind: Kind::Charge(d), at: Location::caller(), started: false }
+    }
+
+    /// Sleeps for `d` without using the CPU (`msleep`, a device's latency).
+    #[track_caller]
+    pub fn sleep(&self, d: SimDuration) -> PointFuture<'_> {
+        PointFuture { cx: self, kind: Kind::Sleep(d), at: Location::caller(), started: false }
+    }
+
+    /// Waits until `task` has ended.
+    #[track_caller]
+    pub fn join(&self, task: TaskId) -> PointFuture<'_> {
+        PointFuture { cx: self, kind: Kind::Join(task), at: Location::caller(), started: false }
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Kind {
+    Charge(SimDuration),
+    Sleep(SimDuration),
+    Join(TaskId),
+}
+
+/// The future of a simulation point (`charge`, `sleep`, `join`).
+#[derive(Debug)]
+#[must_use = "a simulation point does nothing unless awaited"]
+pub struct PointFuture<'a> {
+    cx: &'a Cx,
+    kind: Kind,
+    at: &'static Location<'static>,
+    started: bool,
+}
+
+impl Future for PointFuture<'_> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<()> {
+        let this = self.get_mut();
+        if this.started {
+            return Poll::Ready(());
+        }
+        let task = this.cx.task;
+        let mut st = this.cx.core().state.borrow_mut();
+        let passes = match this.kind {
+            Kind::Charge(d) if d.is_zero() => {
+                if st.preempts_at_every_point {
+                    st.yield_point(task, Point { kind: PointKind::Yield, at: this.at });
+                    false
+                } else {
+                    true
+                }
+            }
+            Kind::Charge(d) => {
+                st.charge(task, d, this.at);
+                false
+            }
+            Kind::Sleep(d) => {
+                st.sleep(task, d, this.at);
+                false
+            }
+            Kind::Join(target) => st.join(task, target, this.at),
+        };
+        if passes {
+            return Poll::Ready(());
+        }
+        this.started = true;
+        Poll::Pending
+    }
+}

@@ -1,0 +1,280 @@
+//! Kernel locks with kernel semantics: spinlock, mutex, rwsem, completion, wait queue.
+//!
+//! - Spinlock (`kernel/locking/qspinlock.c`): a waiter keeps its CPU busy until the lock is
+//!   handed to it; waiters are served FIFO (the MCS queue); a holder is never preempted.
+//! - Mutex (`kernel/locking/mutex.c`): a waiter sleeps and gives its CPU away; FIFO hand-off
+//!   (the kernel's optimistic spinning is not modelled: it changes latency, not ordering).
+//! - Rwsem (`kernel/locking/rwsem.c`, v5.3 and later): readers share the lock; once any task
+//!   waits, new readers queue behind it (`down_read` fails its fast path when the WAITERS flag is
+//!   set), so a waiting writer blocks later readers. On release the head of the queue is served:
+//!   a writer alone, or, when the head is a reader, every queued reader (up to 256, the kernel's
+//!   `MAX_READERS_WAKEUP`) while writers keep their places. Trylocks fail whenever anybody waits.
+//!   `downgrade_write` turns the writer into a reader and wakes the queued readers if a reader
+//!   heads the queue.
+//! - Completion (`kernel/sched/completion.c`) and wait queue (`kernel/sched/wait.c`).
+//!
+//! Each acquisition is a named blocking point (the caller's source line, via `#[track_caller]`)
+//! and goes through the simulated lockdep ([`lockdep`]). Lock *classes* are named by the
+//! `&'static str` given at creation (`"mmap_lock"`), as lockdep keys classes by their
+//! initialisation site.
+
+pub(crate) mod lockdep;
+pub(crate) mod op;
+pub(crate) mod state;
+pub(crate) mod stats;
+
+use crate::core::Handle;
+use crate::cx::Cx;
+use op::{LockOp, Op};
+use simcore::define_id;
+use std::fmt;
+use std::future::Future;
+use std::panic::Location;
+
+define_id!(
+    /// A lock, completion or wait queue instance.
+    pub struct LockId;
+);
+
+/// How a lock is held.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Mode {
+    /// Spinlock or mutex.
+    Exclusive,
+    Read,
+    Write,
+}
+
+impl fmt::Display for Mode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Mode::Exclusive => "exclusive",
+            Mode::Read => "read",
+            Mode::Write => "write",
+        })
+    }
+}
+
+/// A held lock; released on drop or by [`unlock`](LockGuard::unlock).
+#[must_use = "the lock is released when the guard drops"]
+pub struct LockGuard<'a> {
+    cx: &'a Cx,
+    lock: LockId,
+    mode: Mode,
+}
+
+impl<'a> LockGuard<'a> {
+    fn new(cx: &'a Cx, lock: LockId, mode: Mode) -> LockGuard<'a> {
+        LockGuard { cx, lock, mode }
+    }
+
+    pub fn lock(&self) -> LockId {
+        self.lock
+    }
+
+    /// Releases the lock now (`spin_unlock`, `mutex_unlock`, `up_read`, `up_write`).
+    pub fn unlock(self) {
+        drop(self);
+    }
+
+    /// `downgrade_write`: turns a write hold of an rwsem into a read hold without letting a
+    /// writer in between.
+    pub fn downgrade(mut self) -> LockGuard<'a> {
+        assert_eq!(self.mode, Mode::Write, "downgrade of a lock not held for write");
+        self.cx.core().state.borrow_mut().downgrade(self.cx.task(), self.lock);
+        self.mode = Mode::Read;
+        self
+    }
+}
+
+impl Drop for LockGuard<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            return;
+        }
+        let mut st = self.cx.core().state.borrow_mut();
+        if !st.tearing_down {
+            st.release(self.cx.task(), self.lock, self.mode);
+        }
+    }
+}
+
+impl fmt::Debug for LockGuard<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "LockGuard(#{} {})", self.lock, self.mode)
+    }
+}
+
+/// The guard a lock future resolves to once the acquisition has succeeded.
+async fn acquired<'a>(cx: &'a Cx, op: LockOp<'a>, lock: LockId, mode: Mode) -> LockGuard<'a> {
+    let granted = op.await;
+    debug_assert!(granted);
+    LockGuard::new(cx, lock, mode)
+}
+
+/// The guard of a trylock, if it succeeded.
+async fn tried<'a>(cx: &'a Cx, op: LockOp<'a>, lock: LockId, mode: Mode) -> Option<LockGuard<'a>> {
+    op.await.then(|| LockGuard::new(cx, lock, mode))
+}
+
+macro_rules! lock_handle {
+    ($(#[$meta:meta])* $name:ident) => {
+        $(#[$meta])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+        pub struct $name(pub(crate) LockId);
+
+        impl $name {
+            pub fn id(self) -> LockId {
+                self.0
+            }
+        }
+    };
+}
+
+lock_handle!(
+    /// A spinlock: waiters burn CPU time.
+    SpinLock
+);
+lock_handle!(
+    /// A sleeping mutex.
+    Mutex
+);
+lock_handle!(
+    /// A reader-writer semaphore with the kernel's writer-waiting rule.
+    RwSem
+);
+lock_handle!(
+    /// A completion (`wait_for_completion` / `complete`).
+    Completion
+);
+lock_handle!(
+    /// A wait queue: waiters sleep until woken; they re-check their condition themselves.
+    WaitQueue
+);
+
+/// Exclusive locks: `lock`, `lock_nested`, `try_lock`.
+macro_rules! exclusive_methods {
+    ($name:ident) => {
+        impl $name {
+            #[track_caller]
+            pub fn lock<'a>(self, cx: &'a Cx) -> impl Future<Output = LockGuard<'a>> + 'a {
+                self.lock_nested(cx, 0)
+            }
+
+            /// Acquires with a lockdep subclass, for two locks of one class taken in a fixed
+            /// order (`spin_lock_nested(ptl, SINGLE_DEPTH_NESTING)`).
+            #[track_caller]
+            pub fn lock_nested<'a>(
+                self,
+                cx: &'a Cx,
+                subclass: u8,
+            ) -> impl Future<Output = LockGuard<'a>> + 'a {
+                let op = LockOp::new(
+                    cx,
+                    self.0,
+                    Op::Acquire(Mode::Exclusive, subclass),
+                    Location::caller(),
+                );
+                acquired(cx, op, self.0, Mode::Exclusive)
+            }
+
+            #[track_caller]
+            pub fn try_lock<'a>(
+                self,
+                cx: &'a Cx,
+            ) -> impl Future<Output = Option<LockGuard<'a>>> + 'a {
+                let op =
+                    LockOp::new(cx, self.0, Op::TryAcquire(Mode::Exclusive), Location::caller());
+                tried(cx, op, self.0, Mode::Exclusive)
+            }
+        }
+    };
+}
+
+exclusive_methods!(SpinLock);
+exclusive_methods!(Mutex);
+
+impl RwSem {
+    /// `down_read`.
+    #[track_caller]
+    pub fn read<'a>(self, cx: &'a Cx) -> impl Future<Output = LockGuard<'a>> + 'a {
+        let op = LockOp::new(cx, self.0, Op::Acquire(Mode::Read, 0), Location::caller());
+        acquired(cx, op, self.0, Mode::Read)
+    }
+
+    /// `down_write`.
+    #[track_caller]
+    pub fn write<'a>(self, cx: &'a Cx) -> impl Future<Output = LockGuard<'a>> + 'a {
+        self.write_nested(cx, 0)
+    }
+
+    /// `down_write_nested` (e.g. the child's `mmap_lock` in `dup_mmap`).
+    #[track_caller]
+    pub fn write_nested<'a>(
+        self,
+        cx: &'a Cx,
+        subclass: u8,
+    ) -> impl Future<Output = LockGuard<'a>> + 'a {
+        let op = LockOp::new(cx, self.0, Op::Acquire(Mode::Write, subclass), Location::caller());
+        acquired(cx, op, self.0, Mode::Write)
+    }
+
+    /// `down_read_trylock`: fails if a writer holds the lock or anybody waits.
+    #[track_caller]
+    pub fn try_read<'a>(self, cx: &'a Cx) -> impl Future<Output = Option<LockGuard<'a>>> + 'a {
+        let op = LockOp::new(cx, self.0, Op::TryAcquire(Mode::Read), Location::caller());
+        tried(cx, op, self.0, Mode::Read)
+    }
+
+    /// `down_write_trylock`: fails if anybody holds the lock or waits.
+    #[track_caller]
+    pub fn try_write<'a>(self, cx: &'a Cx) -> impl Future<Output = Option<LockGuard<'a>>> + 'a {
+        let op = LockOp::new(cx, self.0, Op::TryAcquire(Mode::Write), Location::caller());
+        tried(cx, op, self.0, Mode::Write)
+    }
+
+    /// Whether any task holds the lock (for `lockdep_assert_held`-style checks).
+    pub fn is_locked(self, handle: &Handle) -> bool {
+        handle.core().state.borrow().locks[self.0].state.is_held()
+    }
+}
+
+impl Completion {
+    /// `wait_for_completion`: returns at once if `complete` was called more often than waited.
+    #[track_caller]
+    pub fn wait<'a>(self, cx: &'a Cx) -> impl Future<Output = ()> + 'a {
+        let op = LockOp::new(cx, self.0, Op::Wait, Location::caller());
+        async move {
+            op.await;
+        }
+    }
+
+    /// `complete`: wakes one waiter, or lets the next `wait` pass.
+    pub fn complete(self, handle: &Handle) {
+        handle.core().state.borrow_mut().complete(self.0, false);
+    }
+
+    /// `complete_all`: wakes every waiter and lets every later `wait` pass.
+    pub fn complete_all(self, handle: &Handle) {
+        handle.core().state.borrow_mut().complete(self.0, true);
+    }
+}
+
+impl WaitQueue {
+    /// Sleeps until `wake_up_one` or `wake_up_all`.
+    #[track_caller]
+    pub fn wait<'a>(self, cx: &'a Cx) -> impl Future<Output = ()> + 'a {
+        let op = LockOp::new(cx, self.0, Op::Wait, Location::caller());
+        async move {
+            op.await;
+        }
+    }
+
+    pub fn wake_up_one(self, handle: &Handle) {
+        handle.core().state.borrow_mut().wake_queue(self.0, false);
+    }
+
+    pub fn wake_up_all(self, handle: &Handle) {
+        handle.core().state.borrow_mut().wake_queue(self.0, true);
+    }
+}

@@ -1,0 +1,74 @@
+//! The future behind every lock operation: an optional preemption point, then the attempt, then
+//! (if it had to wait) the resumption holding the lock.
+
+use super::{LockId, Mode};
+use crate::cx::Cx;
+use crate::task::{Point, PointKind};
+use std::future::Future;
+use std::panic::Location;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Op {
+    Acquire(Mode, u8),
+    TryAcquire(Mode),
+    /// Completion or wait-queue wait.
+    Wait,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stage {
+    Start,
+    Yielded,
+    Waiting,
+}
+
+/// Resolves to whether the operation succeeded (always true except for a failed trylock).
+#[derive(Debug)]
+#[must_use = "futures do nothing unless awaited"]
+pub(crate) struct LockOp<'a> {
+    cx: &'a Cx,
+    lock: LockId,
+    op: Op,
+    at: &'static Location<'static>,
+    stage: Stage,
+}
+
+impl<'a> LockOp<'a> {
+    pub(crate) fn new(cx: &'a Cx, lock: LockId, op: Op, at: &'static Location<'static>) -> Self {
+        LockOp { cx, lock, op, at, stage: Stage::Start }
+    }
+}
+
+impl Future for LockOp<'_> {
+    type Output = bool;
+
+    fn poll(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<bool> {
+        let this = self.get_mut();
+        let task = this.cx.task();
+        let mut st = this.cx.core().state.borrow_mut();
+        if this.stage == Stage::Start && st.preempts_at_every_point {
+            st.yield_point(task, Point { kind: PointKind::Yield, at: this.at });
+            this.stage = Stage::Yielded;
+            return Poll::Pending;
+        }
+        if this.stage == Stage::Waiting {
+            st.assert_granted(task, this.lock, this.op);
+            return Poll::Ready(true);
+        }
+        let outcome = match this.op {
+            Op::Acquire(mode, subclass) => st.acquire(task, this.lock, mode, subclass, this.at),
+            Op::TryAcquire(mode) => {
+                return Poll::Ready(st.try_acquire(task, this.lock, mode, this.at));
+            }
+            Op::Wait => st.wait(task, this.lock, this.at),
+        };
+        if outcome {
+            Poll::Ready(true)
+        } else {
+            this.stage = Stage::Waiting;
+            Poll::Pending
+        }
+    }
+}

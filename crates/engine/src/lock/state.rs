@@ -1,0 +1,336 @@
+//! Per-lock state and the kernel's grant rules, free of task bookkeeping: each operation says who
+//! got the lock; the executor core updates tasks, lockdep and statistics.
+
+use super::Mode;
+use crate::task::TaskId;
+use std::collections::VecDeque;
+
+/// The kernel's `MAX_READERS_WAKEUP` (kernel/locking/rwsem.c): readers woken in one hand-off.
+const MAX_READERS_WAKEUP: usize = 256;
+
+#[derive(Debug)]
+pub(crate) enum LockState {
+    /// Spinlock (`spin == true`) or mutex.
+    Exclusive {
+        spin: bool,
+        owner: Option<TaskId>,
+        waiters: VecDeque<TaskId>,
+    },
+    RwSem {
+        readers: Vec<TaskId>,
+        writer: Option<TaskId>,
+        waiters: VecDeque<(TaskId, Mode)>,
+    },
+    /// `done` counts completions not yet consumed; `u32::MAX` after `complete_all`.
+    Completion {
+        done: u32,
+        waiters: VecDeque<TaskId>,
+    },
+    WaitQueue {
+        waiters: VecDeque<TaskId>,
+    },
+}
+
+/// What an acquisition attempt did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Attempt {
+    Granted,
+    /// The task was queued (only when queueing was asked for).
+    Queued,
+    /// Not available and not queued (trylock).
+    Busy,
+}
+
+impl LockState {
+    pub(crate) fn kind_name(&self) -> &'static str {
+        match self {
+            LockState::Exclusive { spin: true, .. } => "spinlock",
+            LockState::Exclusive { spin: false, .. } => "mutex",
+            LockState::RwSem { .. } => "rwsem",
+            LockState::Completion { .. } => "completion",
+            LockState::WaitQueue { .. } => "wait queue",
+        }
+    }
+
+    pub(crate) fn is_spin(&self) -> bool {
+        matches!(self, LockState::Exclusive { spin: true, .. })
+    }
+
+    pub(crate) fn is_held(&self) -> bool {
+        match self {
+            LockState::Exclusive { owner, .. } => owner.is_some(),
+            LockState::RwSem { readers, writer, .. } => writer.is_some() || !readers.is_empty(),
+            LockState::Completion { .. } | LockState::WaitQueue { .. } => false,
+        }
+    }
+
+    /// Tries to take the lock in `mode`; queues `task` if busy and `queue` is set.
+    pub(crate) fn attempt(&mut self, task: TaskId, mode: Mode, queue: bool) -> Attempt {
+        match self {
+            LockState::Exclusive { owner, waiters, .. } => {
+                assert_eq!(mode, Mode::Exclusive, "spinlock/mutex taken in {mode} mode");
+                assert_ne!(*owner, Some(task), "task {task} takes a lock it already holds");
+                if owner.is_none() {
+                    debug_assert!(waiters.is_empty(), "free lock with waiters");
+                    *owner = Some(task);
+                    Attempt::Granted
+                } else if queue {
+                    waiters.push_back(task);
+                    Attempt::Queued
+                } else {
+                    Attempt::Busy
+                }
+            }
+            LockState::RwSem { readers, writer, waiters } => {
+                assert_ne!(*writer, Some(task), "task {task} takes an rwsem it holds for write");
+                let free_for = match mode {
+                    Mode::Read => writer.is_none() && waiters.is_empty(),
+                    Mode::Write => writer.is_none() && readers.is_empty() && waiters.is_empty(),
+                    Mode::Exclusive => panic!("rwsem taken in exclusive mode"),
+                };
+                if free_for {
+                    match mode {
+                        Mode::Read => readers.push(task),
+                        _ => *writer = Some(task),
+                    }
+                    Attempt::Granted
+                } else if queue {
+                    waiters.push_back((task, mode));
+                    Attempt::Queued
+                } else {
+                    Attempt::Busy
+                }
+            }
+            LockState::Completion { .. } | LockState::WaitQueue { .. } => {
+                panic!("{} used as a lock", self.kind_name())
+            }
+        }
+    }
+
+    /// Releases `task`'s hold; pushes onto `granted` the waiters that now hold the lock.
+    pub(crate) fn release(&mut self, task: TaskId, mode: Mode, granted: &mut Vec<TaskId>) {
+        match self {
+            LockState::Exclusive { owner, waiters, .. } => {
+                assert_eq!(*owner, Some(task), "task {task} releases a lock it does not hold");
+                *owner = waiters.pop_front();
+                granted.extend(*owner);
+            }
+            LockState::RwSem { readers, writer, waiters } => {
+                match mode {
+                    Mode::Read => {
+                        let i = readers.iter().position(|&r| r == task);
+                        readers.swap_remove(i.expect("up_read by a task that is not a reader"));
+                    }
+                    Mode::Write => {
+                        assert_eq!(
+                            *writer,
+                            Some(task),
+                            "up_write by a task that is not the writer"
+                        );
+                        *writer = None;
+                    }
+                    Mode::Exclusive => panic!("rwsem released in exclusive mode"),
+                }
+                if readers.is_empty() && writer.is_none() {
+                    rwsem_wake(readers, writer, waiters, granted);
+                }
+            }
+            LockState::Completion { .. } | LockState::WaitQueue { .. } => {
+                panic!("{} released as a lock", self.kind_name())
+            }
+        }
+    }
+
+    /// `downgrade_write`: the writer becomes a reader; queued readers join it if one heads the
+    /// queue.
+    pub(crate) fn downgrade(&mut self, task: TaskId, granted: &mut Vec<TaskId>) {
+        let LockState::RwSem { readers, writer, waiters } = self else {
+            panic!("downgrade of a {}", self.kind_name());
+        };
+        assert_eq!(*writer, Some(task), "downgrade by a task that is not the writer");
+        *writer = None;
+        readers.push(task);
+        if matches!(waiters.front(), Some((_, Mode::Read))) {
+            wake_readers(readers, waiters, granted);
+        }
+    }
+
+    /// `wait_for_completion` / wait-queue wait: true if it may pass at once, else queued.
+    pub(crate) fn wait(&mut self, task: TaskId) -> bool {
+        match self {
+            LockState::Completion { done, waiters } => {
+                if *done > 0 {
+                    if *done != u32::MAX {
+                        *done -= 1;
+                    }
+                    true
+                } else {
+                    waiters.push_back(task);
+                    false
+                }
+            }
+            LockState::WaitQueue { waiters } => {
+                waiters.push_back(task);
+                false
+            }
+            _ => panic!("wait on a {}", self.kind_name()),
+        }
+    }
+
+    /// `complete` / `complete_all`.
+    pub(crate) fn complete(&mut self, all: bool, woken: &mut Vec<TaskId>) {
+        let LockState::Completion { done, waiters } = self else {
+            panic!("complete on a {}", self.kind_name());
+        };
+        if all {
+            *done = u32::MAX;
+            woken.extend(waiters.drain(..));
+        } else if let Some(t) = waiters.pop_front() {
+            woken.push(t);
+        } else {
+            *done = done.saturating_add(1);
+        }
+    }
+
+    /// `wake_up` / `wake_up_all`.
+    pub(crate) fn wake_queue(&mut self, all: bool, woken: &mut Vec<TaskId>) {
+        let LockState::WaitQueue { waiters } = self else {
+            panic!("wake_up on a {}", self.kind_name());
+        };
+        let n = if all { waiters.len() } else { waiters.len().min(1) };
+        woken.extend(waiters.drain(..n));
+    }
+
+    /// Holders, for dumps.
+    pub(crate) fn holders(&self) -> Vec<(TaskId, Mode)> {
+        match self {
+            LockState::Exclusive { owner, .. } => {
+                owner.iter().map(|&t| (t, Mode::Exclusive)).collect()
+            }
+            LockState::RwSem { readers, writer, .. } => writer
+                .iter()
+                .map(|&t| (t, Mode::Write))
+                .chain(readers.iter().map(|&t| (t, Mode::Read)))
+                .collect(),
+            LockState::Completion { .. } | LockState::WaitQueue { .. } => Vec::new(),
+        }
+    }
+
+    /// Waiters in queue order, for dumps.
+    pub(crate) fn waiters(&self) -> Vec<(TaskId, Mode)> {
+        match self {
+            LockState::Exclusive { waiters, .. } => {
+                waiters.iter().map(|&t| (t, Mode::Exclusive)).collect()
+            }
+            LockState::RwSem { waiters, .. } => waiters.iter().copied().collect(),
+            LockState::Completion { waiters, .. } | LockState::WaitQueue { waiters } => {
+                waiters.iter().map(|&t| (t, Mode::Exclusive)).collect()
+            }
+        }
+    }
+}
+
+/// Hands a free rwsem to the head of its queue: a writer alone, or all queued readers.
+fn rwsem_wake(
+    readers: &mut Vec<TaskId>,
+    writer: &mut Option<TaskId>,
+    waiters: &mut VecDeque<(TaskId, Mode)>,
+    granted: &mut Vec<TaskId>,
+) {
+    debug_assert!(readers.is_empty() && writer.is_none());
+    match waiters.front() {
+        None => {}
+        Some(&(w, Mode::Write)) => {
+            waiters.pop_front();
+            *writer = Some(w);
+            granted.push(w);
+        }
+        Some(_) => wake_readers(readers, waiters, granted),
+    }
+}
+
+/// Grants the lock to up to `MAX_READERS_WAKEUP` queued readers, leaving writers queued in order.
+fn wake_readers(
+    readers: &mut Vec<TaskId>,
+    waiters: &mut VecDeque<(TaskId, Mode)>,
+    granted: &mut Vec<TaskId>,
+) {
+    let mut woken = 0;
+    waiters.retain(|&(t, mode)| {
+        if mode == Mode::Read && woken < MAX_READERS_WAKEUP {
+            woken += 1;
+            readers.push(t);
+            granted.push(t);
+            false
+        } else {
+            true
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(n: u32) -> TaskId {
+        TaskId(n)
+    }
+
+    fn rwsem() -> LockState {
+        LockState::RwSem { readers: Vec::new(), writer: None, waiters: VecDeque::new() }
+    }
+
+    #[test]
+    fn waiting_writer_blocks_new_readers() {
+        let mut l = rwsem();
+        assert_eq!(l.attempt(t(0), Mode::Read, true), Attempt::Granted);
+        assert_eq!(l.attempt(t(1), Mode::Read, true), Attempt::Granted);
+        assert_eq!(l.attempt(t(2), Mode::Write, true), Attempt::Queued);
+        assert_eq!(l.attempt(t(3), Mode::Read, false), Attempt::Busy);
+        assert_eq!(l.attempt(t(3), Mode::Read, true), Attempt::Queued);
+        let mut g = Vec::new();
+        l.release(t(0), Mode::Read, &mut g);
+        assert!(g.is_empty());
+        l.release(t(1), Mode::Read, &mut g);
+        assert_eq!(g, [t(2)]);
+        g.clear();
+        l.release(t(2), Mode::Write, &mut g);
+        assert_eq!(g, [t(3)]);
+    }
+
+    #[test]
+    fn reader_at_head_wakes_all_queued_readers() {
+        let mut l = rwsem();
+        l.attempt(t(0), Mode::Write, true);
+        for (n, m) in [(1, Mode::Read), (2, Mode::Write), (3, Mode::Read)] {
+            assert_eq!(l.attempt(t(n), m, true), Attempt::Queued);
+        }
+        let mut g = Vec::new();
+        l.release(t(0), Mode::Write, &mut g);
+        assert_eq!(g, [t(1), t(3)]);
+        assert_eq!(l.waiters(), [(t(2), Mode::Write)]);
+    }
+
+    #[test]
+    fn downgrade_lets_queued_readers_in() {
+        let mut l = rwsem();
+        l.attempt(t(0), Mode::Write, true);
+        l.attempt(t(1), Mode::Read, true);
+        let mut g = Vec::new();
+        l.downgrade(t(0), &mut g);
+        assert_eq!(g, [t(1)]);
+        assert_eq!(l.holders().len(), 2);
+    }
+
+    #[test]
+    fn completion_counts() {
+        let mut c = LockState::Completion { done: 0, waiters: VecDeque::new() };
+        let mut w = Vec::new();
+        c.complete(false, &mut w);
+        assert!(c.wait(t(0)));
+        assert!(!c.wait(t(1)));
+        c.complete(true, &mut w);
+        assert_eq!(w, [t(1)]);
+        assert!(c.wait(t(2)) && c.wait(t(3)));
+    }
+}

@@ -1,0 +1,288 @@
+//! Lock semantics on the executor: who gets a lock when, and what waiting costs.
+
+use engine::{Sim, SimConfig};
+use simcore::{SimDuration, SimTime};
+use std::cell::RefCell;
+use std::rc::Rc;
+
+fn us(n: u64) -> SimDuration {
+    SimDuration::from_us(n)
+}
+
+fn sim(cpus: u32) -> Sim {
+    Sim::new(SimConfig { cpus, ..SimConfig::default() }).unwrap()
+}
+
+type Log = Rc<RefCell<Vec<(u64, String)>>>;
+
+fn note(log: &Log, cx: &engine::Cx, what: &str) {
+    log.borrow_mut().push((cx.now().as_ns() / 1000, what.to_string()));
+}
+
+/// Given one reader holding an rwsem, a second reader shares it; a writer that arrives next waits,
+/// and a reader arriving after the writer queues behind it; the writer gets the lock before it.
+#[test]
+fn rwsem_readers_share_and_waiting_writer_blocks_later_readers() {
+    let mut sim = sim(4);
+    let h = sim.handle().clone();
+    let sem = h.rwsem("test_rwsem");
+    let log: Log = Rc::default();
+    let plan = [("r1", 0, false), ("r2", 1, false), ("w", 2, true), ("r3", 3, false)];
+    for (i, (name, start, write)) in plan.into_iter().enumerate() {
+        let log = log.clone();
+        h.spawn(h.cpu(i as u32).unwrap(), name, move |cx| async move {
+            cx.sleep(us(start)).await;
+            let g = if write { sem.write(&cx).await } else { sem.read(&cx).await };
+            note(&log, &cx, &format!("{name} in"));
+            cx.charge(us(10)).await;
+            note(&log, &cx, &format!("{name} out"));
+            drop(g);
+        });
+    }
+    sim.run().unwrap();
+    let got: Vec<(u64, String)> = log.borrow().clone();
+    let want = [
+        (0, "r1 in"),
+        (1, "r2 in"),
+        (10, "r1 out"),
+        (11, "r2 out"),
+        (11, "w in"),
+        (21, "w out"),
+        (21, "r3 in"),
+        (31, "r3 out"),
+    ];
+    assert_eq!(got, want.map(|(t, s)| (t, s.to_string())));
+}
+
+/// Writers are served in arrival order, and a reader at the head of the queue brings every queued
+/// reader with it (the kernel's rwsem_mark_wake), while writers keep their places.
+#[test]
+fn rwsem_hand_off_is_fifo() {
+    let mut sim = sim(6);
+    let h = sim.handle().clone();
+    let sem = h.rwsem("test_rwsem");
+    let log: Log = Rc::default();
+    let plan =
+        [("w0", true), ("w1", true), ("r1", false), ("w2", true), ("r2", false), ("w3", true)];
+    for (i, (name, write)) in plan.into_iter().enumerate() {
+        let log = log.clone();
+        h.spawn(h.cpu(i as u32).unwrap(), name, move |cx| async move {
+            cx.sleep(us(i as u64)).await;
+            let g = if write { sem.write(&cx).await } else { sem.read(&cx).await };
+            note(&log, &cx, name);
+            cx.charge(us(100)).await;
+            drop(g);
+        });
+    }
+    sim.run().unwrap();
+    let order: Vec<String> = log.borrow().iter().map(|(_, s)| s.clone()).collect();
+    assert_eq!(order, ["w0", "w1", "r1", "r2", "w2", "w3"]);
+}
+
+/// A mutex admits one task at a time, FIFO; its waiters sleep (their CPU is not busy), while
+/// spinlock waiters burn CPU time for as long as they wait.
+#[test]
+fn mutex_and_spinlock_exclusion_with_time_accounting() {
+    for spin in [false, true] {
+        let mut sim = sim(3);
+        let h = sim.handle().clone();
+        let (mutex, spinlock) = (h.mutex("test_mutex"), h.spin_lock("test_spin"));
+        let inside = Rc::new(RefCell::new(0u32));
+        let log: Log = Rc::default();
+        let mut tasks = Vec::new();
+        for i in 0..3u32 {
+            let (inside, log) = (inside.clone(), log.clone());
+            tasks.push(h.spawn(h.cpu(i).unwrap(), format!("t{i}"), move |cx| async move {
+                cx.sleep(us(u64::from(i))).await;
+                let g = if spin { spinlock.lock(&cx).await } else { mutex.lock(&cx).await };
+                *inside.borrow_mut() += 1;
+                assert_eq!(*inside.borrow(), 1, "two tasks inside the critical section");
+                note(&log, &cx, &format!("t{i}"));
+                cx.charge(us(10)).await;
+                *inside.borrow_mut() -= 1;
+                drop(g);
+            }));
+        }
+        sim.run().unwrap();
+        let got: Vec<(u64, String)> = log.borrow().clone();
+        assert_eq!(got, [(0, "t0"), (10, "t1"), (20, "t2")].map(|(t, s)| (t, s.to_string())));
+        let t2 = h.task_stats(tasks[2]);
+        let cpu2 = h.cpu_stats(h.cpu(2).unwrap());
+        assert_eq!(t2.cpu, us(10));
+        // t2 arrived at 2 us and got the lock at 20 us: 18 us of waiting.
+        if spin {
+            assert_eq!((t2.spin, t2.sleep_wait), (us(18), SimDuration::ZERO));
+            assert_eq!(cpu2.spin, us(18));
+        } else {
+            assert_eq!((t2.spin, t2.sleep_wait), (SimDuration::ZERO, us(18)));
+            assert_eq!(cpu2.spin, SimDuration::ZERO);
+        }
+        let name = if spin { "test_spin" } else { "test_mutex" };
+        let stats = h.lock_stats().into_iter().find(|c| c.name == name).unwrap();
+        assert_eq!((stats.acquisitions, stats.contentions, stats.wait_ns.max()), (3, 2, 18_000));
+    }
+}
+
+/// Two tasks on one CPU: while one sleeps on a mutex the other runs; while one spins, the CPU is
+/// taken and the other must wait on the run queue.
+#[test]
+fn sleeping_waiter_frees_its_cpu_spinning_one_does_not() {
+    for spin in [false, true] {
+        let mut sim = sim(2);
+        let h = sim.handle().clone();
+        let (mutex, spinlock) = (h.mutex("m"), h.spin_lock("s"));
+        let log: Log = Rc::default();
+        let l = log.clone();
+        h.spawn(h.cpu(1).unwrap(), "holder", move |cx| async move {
+            let g = if spin { spinlock.lock(&cx).await } else { mutex.lock(&cx).await };
+            cx.charge(us(50)).await;
+            drop(g);
+            note(&l, &cx, "holder released");
+        });
+        let l = log.clone();
+        h.spawn(h.cpu(0).unwrap(), "waiter", move |cx| async move {
+            cx.charge(us(1)).await;
+            let g = if spin { spinlock.lock(&cx).await } else { mutex.lock(&cx).await };
+            note(&l, &cx, "waiter got it");
+            drop(g);
+        });
+        let l = log.clone();
+        h.spawn(h.cpu(0).unwrap(), "bystander", move |cx| async move {
+            cx.sleep(us(5)).await;
+            cx.charge(us(1)).await;
+            note(&l, &cx, "bystander ran");
+        });
+        sim.run().unwrap();
+        let got: Vec<(u64, String)> = log.borrow().clone();
+        let want: &[(u64, &str)] = if spin {
+            // The bystander only starts (and begins its 5 us sleep) once the spinner is done.
+            &[(50, "holder released"), (50, "waiter got it"), (56, "bystander ran")]
+        } else {
+            // The bystander gets the CPU at 1 us when the waiter goes to sleep.
+            &[(7, "bystander ran"), (50, "holder released"), (50, "waiter got it")]
+        };
+        assert_eq!(got, want.iter().map(|&(t, s)| (t, s.to_string())).collect::<Vec<_>>());
+    }
+}
+
+/// A task that has used its time slice is preempted at the end of a charge when another task
+/// waits for its CPU; a task holding a spinlock is not.
+#[test]
+fn timeslice_preemption_spares_spinlock_holders() {
+    for hold_spinlock in [false, true] {
+        let mut sim =
+            Sim::new(SimConfig { cpus: 1, timeslice: us(100), ..SimConfig::default() }).unwrap();
+        let h = sim.handle().clone();
+        let lock = h.spin_lock("s");
+        let log: Log = Rc::default();
+        let l = log.clone();
+        h.spawn(h.cpu(0).unwrap(), "hog", move |cx| async move {
+            let g = if hold_spinlock { Some(lock.lock(&cx).await) } else { None };
+            for _ in 0..10 {
+                cx.charge(us(50)).await;
+            }
+            drop(g);
+            note(&l, &cx, "hog done");
+        });
+        let l = log.clone();
+        h.spawn(h.cpu(0).unwrap(), "other", move |cx| async move {
+            cx.charge(us(1)).await;
+            note(&l, &cx, "other done");
+        });
+        sim.run().unwrap();
+        let first = log.borrow()[0].1.clone();
+        assert_eq!(first, if hold_spinlock { "hog done" } else { "other done" });
+    }
+}
+
+#[test]
+fn completion_and_wait_queue_wake_waiters() {
+    let mut sim = sim(3);
+    let h = sim.handle().clone();
+    let done = h.completion("io_done");
+    let wq = h.wait_queue("wq");
+    let flag = Rc::new(RefCell::new(false));
+    let log: Log = Rc::default();
+    let (l, f) = (log.clone(), flag.clone());
+    h.spawn(h.cpu(0).unwrap(), "waiter", move |cx| async move {
+        done.wait(&cx).await;
+        note(&l, &cx, "completed");
+        while !*f.borrow() {
+            wq.wait(&cx).await;
+        }
+        note(&l, &cx, "flag seen");
+    });
+    let f = flag;
+    h.spawn_daemon(h.cpu(1).unwrap(), "device", move |cx| async move {
+        cx.sleep(us(7)).await;
+        done.complete(&cx);
+        cx.sleep(us(3)).await;
+        wq.wake_up_all(&cx);
+        cx.sleep(us(3)).await;
+        *f.borrow_mut() = true;
+        wq.wake_up_one(&cx);
+    });
+    sim.run().unwrap();
+    let got: Vec<(u64, String)> = log.borrow().clone();
+    assert_eq!(got, [(7, "completed"), (13, "flag seen")].map(|(t, s)| (t, s.to_string())));
+}
+
+#[test]
+fn downgrade_keeps_writers_out_and_lets_readers_in() {
+    let mut sim = sim(3);
+    let h = sim.handle().clone();
+    let sem = h.rwsem("mmap_lock");
+    let log: Log = Rc::default();
+    let l = log.clone();
+    h.spawn(h.cpu(0).unwrap(), "munmap", move |cx| async move {
+        let g = sem.write(&cx).await;
+        cx.charge(us(10)).await;
+        let g = g.downgrade();
+        note(&l, &cx, "downgraded");
+        cx.charge(us(10)).await;
+        drop(g);
+    });
+    for (i, (name, write)) in [("reader", false), ("writer", true)].into_iter().enumerate() {
+        let l = log.clone();
+        h.spawn(h.cpu(i as u32 + 1).unwrap(), name, move |cx| async move {
+            cx.sleep(us(1 + i as u64)).await;
+            let _g = if write { sem.write(&cx).await } else { sem.read(&cx).await };
+            note(&l, &cx, name);
+        });
+    }
+    sim.run().unwrap();
+    let got: Vec<(u64, String)> = log.borrow().clone();
+    // The reader queued before the writer, so the downgrade lets it in; the writer waits for both.
+    assert_eq!(
+        got,
+        [(10, "downgraded"), (10, "reader"), (20, "writer")].map(|(t, s)| (t, s.to_string()))
+    );
+}
+
+#[test]
+fn trylocks_fail_when_anybody_waits() {
+    let mut sim = sim(3);
+    let h = sim.handle().clone();
+    let sem = h.rwsem("sem");
+    let results = Rc::new(RefCell::new(Vec::new()));
+    h.spawn(h.cpu(0).unwrap(), "reader", move |cx| async move {
+        let _g = sem.read(&cx).await;
+        cx.charge(us(10)).await;
+    });
+    h.spawn(h.cpu(1).unwrap(), "writer", move |cx| async move {
+        cx.sleep(us(1)).await;
+        let _g = sem.write(&cx).await;
+    });
+    let r = results.clone();
+    h.spawn(h.cpu(2).unwrap(), "trier", move |cx| async move {
+        cx.sleep(us(2)).await;
+        let read = sem.try_read(&cx).await.is_some();
+        r.borrow_mut().push(read);
+        cx.sleep(us(20)).await;
+        let write = sem.try_write(&cx).await.is_some();
+        r.borrow_mut().push(write);
+    });
+    sim.run().unwrap();
+    assert_eq!(*results.borrow(), [false, true]);
+    assert_eq!(h.now(), SimTime::from_ns(22_000));
+}
