@@ -1,1 +1,45 @@
-fn main() {}
+//! `mmsim`: the command-line front end.
+//!
+//! Subcommands are defined once here with clap; each lives in its own module. Exit codes: 0 on
+//! success, 1 when a run finds what it was asked to look for (a failed expectation, a violation),
+//! 2 on bad input.
+
+#![allow(clippy::disallowed_types, clippy::disallowed_methods)]
+
+mod bench;
+mod demo;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+#[derive(Debug, Parser)]
+#[command(name = "mmsim", version, about = "A deterministic simulator of Linux memory management")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Small demonstrations of the engine.
+    #[command(subcommand)]
+    Demo(demo::Demo),
+    /// Benchmarks that print throughput figures.
+    #[command(subcommand)]
+    Bench(bench::Bench),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Demo(d) => demo::run(&d),
+        Command::Bench(b) => bench::run(&b),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("mmsim: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
