@@ -81,6 +81,8 @@ pub enum SimError {
     Deadlock(Box<DeadlockReport>),
     /// The run exceeded `max_events`.
     EventLimit { limit: u64, now: SimTime },
+    /// A checker given to [`Sim::run_checked`] failed.
+    Check { message: String, now: SimTime, events: u64 },
 }
 
 impl fmt::Display for SimError {
@@ -89,6 +91,9 @@ impl fmt::Display for SimError {
             SimError::Deadlock(r) => write!(f, "{r}"),
             SimError::EventLimit { limit, now } => {
                 write!(f, "event bound exceeded: more than {limit} scheduling events by {now}")
+            }
+            SimError::Check { message, now, events } => {
+                write!(f, "check failed at {now} after {events} events: {message}")
             }
         }
     }
@@ -505,6 +510,22 @@ impl State {
     pub(crate) fn lock_label(&self, lock: LockId) -> String {
         format!("{}#{}", self.classes.name(self.locks[lock].class), lock)
     }
+
+    /// `class#id: held by t (mode), ...; waited for by ...`.
+    pub(crate) fn describe_lock(&self, lock: LockId) -> String {
+        let names = |v: Vec<(TaskId, Mode)>| -> String {
+            let v: Vec<String> =
+                v.into_iter().map(|(t, m)| format!("{} ({m})", self.tasks[t].name)).collect();
+            if v.is_empty() { "nobody".into() } else { v.join(", ") }
+        };
+        let s = &self.locks[lock].state;
+        format!(
+            "{}: held by {}; waited for by {}",
+            self.lock_label(lock),
+            names(s.holders()),
+            names(s.waiters())
+        )
+    }
 }
 
 fn point_tag(kind: PointKind) -> u64 {
@@ -660,6 +681,34 @@ impl Handle {
         lock_stat_text(&self.lock_stats())
     }
 
+    /// A fingerprint of the scheduling state (each task's status and point, each lock's holders
+    /// and waiters), without time: two interleavings that reach the same fingerprint (and the same
+    /// model state) have the same futures. The explorer combines it with the model's own.
+    pub fn fingerprint(&self) -> u64 {
+        let st = self.0.state.borrow();
+        let mut d = Digest::new();
+        for (id, t) in st.tasks.iter() {
+            d.write_u64(u64::from(id.0) << 32 | t.status as u64);
+            d.write_u64(point_tag(t.point.kind));
+            d.write_u64(t.point.at.line().into());
+            d.write_str(t.point.at.file());
+        }
+        for (id, l) in st.locks.iter() {
+            for (t, m) in l.state.holders().into_iter().chain(l.state.waiters()) {
+                d.write_u64(u64::from(id.0) << 40 | u64::from(t.0) << 8 | m as u64);
+            }
+        }
+        d.value()
+    }
+
+    /// Every lock that is held or waited for: `class#id: held by ...; waited for by ...`.
+    pub fn describe_locks(&self) -> Vec<String> {
+        let st = self.0.state.borrow();
+        let busy =
+            st.locks.iter().filter(|(_, l)| l.state.is_held() || !l.state.waiters().is_empty());
+        busy.map(|(id, _)| st.describe_lock(id)).collect()
+    }
+
     pub fn task_stats(&self, task: TaskId) -> TaskStats {
         self.0.state.borrow().tasks[task].stats
     }
@@ -737,9 +786,19 @@ impl Sim {
     /// A panic inside a task (a broken invariant) is re-raised with the seed and scheduler that
     /// reproduce it.
     pub fn run(&mut self) -> Result<RunReport, SimError> {
+        self.run_checked(&mut || Ok(()))
+    }
+
+    /// Like [`run`](Sim::run), calling `check` after every step (every resumption of a task up to
+    /// its next blocking point); the first error stops the run with [`SimError::Check`]. This is
+    /// how whole-system checkers run after every event.
+    pub fn run_checked(
+        &mut self,
+        check: &mut dyn FnMut() -> Result<(), String>,
+    ) -> Result<RunReport, SimError> {
         assert!(!self.poisoned, "run() after a panic: the simulation state is inconsistent");
         let core = &self.handle.0;
-        match std::panic::catch_unwind(AssertUnwindSafe(|| run_loop(core))) {
+        match std::panic::catch_unwind(AssertUnwindSafe(|| run_loop(core, check))) {
             Ok(result) => result,
             Err(payload) => {
                 self.poisoned = true;
@@ -758,7 +817,10 @@ impl Sim {
     }
 }
 
-fn run_loop(core: &Core) -> Result<RunReport, SimError> {
+fn run_loop(
+    core: &Core,
+    check: &mut dyn FnMut() -> Result<(), String>,
+) -> Result<RunReport, SimError> {
     let mut cx = Context::from_waker(Waker::noop());
     loop {
         let (task, mut fut) = {
@@ -796,6 +858,10 @@ fn run_loop(core: &Core) -> Result<RunReport, SimError> {
                     t.name
                 );
             }
+        }
+        if let Err(message) = check() {
+            let st = core.state.borrow();
+            return Err(SimError::Check { message, now: st.now, events: st.events });
         }
     }
 }

@@ -68,23 +68,7 @@ impl DeadlockReport {
         }
         involved.sort_unstable();
         involved.dedup();
-        let names = |v: Vec<_>| -> String {
-            let v: Vec<String> =
-                v.into_iter().map(|(t, m)| format!("{} ({m})", st.tasks[t].name)).collect();
-            if v.is_empty() { "nobody".into() } else { v.join(", ") }
-        };
-        let locks = involved
-            .into_iter()
-            .map(|l| {
-                let s = &st.locks[l].state;
-                format!(
-                    "{}: held by {}; waited for by {}",
-                    st.lock_label(l),
-                    names(s.holders()),
-                    names(s.waiters())
-                )
-            })
-            .collect();
+        let locks = involved.into_iter().map(|l| st.describe_lock(l)).collect();
         DeadlockReport { now: st.now, tasks, locks }
     }
 }

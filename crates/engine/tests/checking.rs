@@ -272,3 +272,30 @@ fn runs_continue_and_join_waits() {
     assert!(second.events > first.events);
     assert_ne!(first.digest, second.digest);
 }
+
+/// A checker runs after every step and stops the run at the first failure; the fingerprint
+/// reflects where tasks stand.
+#[test]
+fn checkers_run_after_every_step() {
+    let mut sim = sim(1);
+    let h = sim.handle().clone();
+    let counter = Rc::new(Cell::new(0u32));
+    let c = counter.clone();
+    h.spawn(h.cpu(0).unwrap(), "counter", move |cx| async move {
+        for _ in 0..10 {
+            c.set(c.get() + 1);
+            cx.charge(us(1)).await;
+        }
+    });
+    let before = h.fingerprint();
+    let mut steps = 0;
+    let err = sim
+        .run_checked(&mut || {
+            steps += 1;
+            if counter.get() == 3 { Err(format!("counter reached {}", counter.get())) } else { Ok(()) }
+        })
+        .unwrap_err();
+    assert_eq!(steps, 3);
+    assert_eq!(err.to_string(), "check failed at t=2.000us after 3 events: counter reached 3");
+    assert_ne!(h.fingerprint(), before);
+}
