@@ -1,0 +1,1 @@
+//! Linux memory management as executable models (placeholder until the mm core lands).
