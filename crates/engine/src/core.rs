@@ -569,7 +569,9 @@ impl Handle {
         self.0.state.borrow().prng.stream(name)
     }
 
-    /// Starts a task on `cpu`; it runs from the current time.
+    /// Starts a task on `cpu`; it runs from the current time. Its first blocking point (`spawn`)
+    /// is named by the caller's source line.
+    #[track_caller]
     pub fn spawn<F, Fut>(&self, cpu: CpuId, name: impl Into<String>, f: F) -> TaskId
     where
         F: FnOnce(Cx) -> Fut,
@@ -579,6 +581,7 @@ impl Handle {
     }
 
     /// Starts a daemon (kswapd, khugepaged, a device): the run may end while it still waits.
+    #[track_caller]
     pub fn spawn_daemon<F, Fut>(&self, cpu: CpuId, name: impl Into<String>, f: F) -> TaskId
     where
         F: FnOnce(Cx) -> Fut,
@@ -681,24 +684,46 @@ impl Handle {
         lock_stat_text(&self.lock_stats())
     }
 
-    /// A fingerprint of the scheduling state (each task's status and point, each lock's holders
-    /// and waiters), without time: two interleavings that reach the same fingerprint (and the same
-    /// model state) have the same futures. The explorer combines it with the model's own.
+    /// A fingerprint of the scheduling state, without time: each task's status, point (kind and
+    /// source location) and held locks; each CPU's owner and run queue; each lock's holders,
+    /// waiters in order and completion count; lockdep's dependency graph and reported set. Two
+    /// interleavings that reach the same fingerprint (and the same model state, task-local
+    /// variables included) have the same futures, except through virtual time, which under the
+    /// exploration schedulers only decides time-slice preemption on a CPU with a run queue
+    /// (see [`CpuStats::runqueue_waits`]). The explorer combines it with the model's own.
     pub fn fingerprint(&self) -> u64 {
         let st = self.0.state.borrow();
         let mut d = Digest::new();
         for (id, t) in st.tasks.iter() {
             d.write_u64(u64::from(id.0) << 32 | t.status as u64);
             d.write_u64(point_tag(t.point.kind));
-            d.write_u64(t.point.at.line().into());
+            d.write_u64(u64::from(t.point.at.line()) << 32 | u64::from(t.point.at.column()));
             d.write_str(t.point.at.file());
-        }
-        for (id, l) in st.locks.iter() {
-            for (t, m) in l.state.holders().into_iter().chain(l.state.waiters()) {
-                d.write_u64(u64::from(id.0) << 40 | u64::from(t.0) << 8 | m as u64);
+            for h in &t.held {
+                d.write_u64(
+                    u64::from(h.lock.0) << 16 | (h.mode as u64) << 8 | u64::from(h.subclass),
+                );
             }
+            d.write_u64(u64::MAX);
         }
+        for (_, c) in st.cpus.iter() {
+            d.write_u64(c.owner.map_or(u64::MAX, |t| t.0.into()));
+            for t in &c.runqueue {
+                d.write_u64(t.0.into());
+            }
+            d.write_u64(u64::MAX);
+        }
+        for (_, l) in st.locks.iter() {
+            l.state.fingerprint(&mut d);
+        }
+        st.lockdep.fingerprint(&mut d);
         d.value()
+    }
+
+    /// The digest of the event history so far (what [`RunReport::digest`] reports at the end),
+    /// also available after a run that stopped with an error.
+    pub fn digest(&self) -> Digest {
+        self.0.state.borrow().digest
     }
 
     /// Every lock that is held or waited for: `class#id: held by ...; waited for by ...`.

@@ -32,6 +32,6 @@ pub use cx::Cx;
 pub use lock::lockdep::{LockdepKind, LockdepReport};
 pub use lock::stats::LockClassStats;
 pub use lock::{Completion, LockGuard, LockId, Mutex, RwSem, SpinLock, WaitQueue};
-pub use sched::{ReadyEntry, Scheduler};
+pub use sched::{ReadyEntry, Scheduler, build as build_scheduler};
 pub use task::{TaskId, TaskStats};
 pub use watchdog::DeadlockReport;

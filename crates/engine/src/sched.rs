@@ -45,7 +45,10 @@ pub trait Scheduler: fmt::Debug {
     fn preempts_at_every_point(&self) -> bool;
 }
 
-pub(crate) fn build(kind: SchedulerKind, prng: &Prng) -> Box<dyn Scheduler> {
+/// The scheduler `kind` drawing from the run's root generator `prng` (`Prng::from_seed(seed)`):
+/// what [`Sim::new`](crate::Sim::new) plugs in, for callers that wrap it (the explorer records
+/// the choices of the random and PCT schedulers this way).
+pub fn build(kind: SchedulerKind, prng: &Prng) -> Box<dyn Scheduler> {
     match kind {
         SchedulerKind::TimeOrdered => Box::new(TimeOrdered::default()),
         SchedulerKind::Random => {

@@ -18,6 +18,7 @@
 //! does not cascade into many reports.
 
 use super::stats::{ClassId, LockClasses};
+use simcore::Digest;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt;
 use std::panic::Location;
@@ -159,6 +160,25 @@ impl Names<'_> {
 }
 
 impl Lockdep {
+    /// Mixes the dependency graph and the already-reported set into `d`: both decide what later
+    /// acquisitions report, so they belong to the state the explorer compares.
+    pub(crate) fn fingerprint(&self, d: &mut Digest) {
+        let key = |k: ClassKey| u64::from(k.class.0) << 8 | u64::from(k.subclass);
+        for (&held, acquired) in &self.graph {
+            d.write_u64(key(held));
+            for &a in acquired.keys() {
+                d.write_u64(key(a));
+            }
+            d.write_u64(u64::MAX);
+        }
+        d.write_u64(u64::MAX);
+        for &(kind, a, b) in &self.reported {
+            d.write_u64(kind as u64);
+            d.write_u64(key(a));
+            d.write_u64(key(b));
+        }
+    }
+
     /// Preloads `order` (outermost first) as dependencies.
     pub(crate) fn declare(&mut self, order: &[ClassKey], at: &'static Location<'static>) {
         for pair in order.windows(2) {

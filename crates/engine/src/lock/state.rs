@@ -3,6 +3,7 @@
 
 use super::Mode;
 use crate::task::TaskId;
+use simcore::Digest;
 use std::collections::VecDeque;
 
 /// The kernel's `MAX_READERS_WAKEUP` (kernel/locking/rwsem.c): readers woken in one hand-off.
@@ -199,6 +200,22 @@ impl LockState {
         };
         let n = if all { waiters.len() } else { waiters.len().min(1) };
         woken.extend(waiters.drain(..n));
+    }
+
+    /// Mixes everything that decides later grants into `d`: holders, the queue in order, and a
+    /// completion's count (kept apart by separators, so a holder never reads as a waiter).
+    pub(crate) fn fingerprint(&self, d: &mut Digest) {
+        for (t, m) in self.holders() {
+            d.write_u64(u64::from(t.0) << 8 | m as u64);
+        }
+        d.write_u64(u64::MAX);
+        for (t, m) in self.waiters() {
+            d.write_u64(u64::from(t.0) << 8 | m as u64);
+        }
+        d.write_u64(u64::MAX);
+        if let LockState::Completion { done, .. } = self {
+            d.write_u64((*done).into());
+        }
     }
 
     /// Holders, for dumps.
