@@ -36,4 +36,4 @@ pub use schedule::{SCHEDULE_FORMAT_VERSION, Schedule, ScheduleError};
 pub use search::{ExploreError, Options, Outcome, Progress, Violation, explore};
 pub use strategy::{Strategy, StrategyError};
 pub use toy::{LostUpdate, bench};
-pub use trial::{Check, Factory, Finding, Step, Trial, TrialSetup, ViolationKind};
+pub use trial::{Factory, Finding, Step, Trial, TrialSetup, ViolationKind};

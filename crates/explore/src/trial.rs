@@ -57,7 +57,7 @@ impl TrialSetup {
 }
 
 /// A checker: `Err(message)` when the invariant or expectation does not hold.
-pub type Check = Box<dyn FnMut() -> Result<(), String>>;
+pub(crate) type Check = Box<dyn FnMut() -> Result<(), String>>;
 
 /// A simulation ready to run (tasks spawned), with its checks.
 pub struct Trial {

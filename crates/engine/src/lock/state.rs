@@ -297,6 +297,31 @@ mod tests {
         LockState::RwSem { readers: Vec::new(), writer: None, waiters: VecDeque::new() }
     }
 
+    fn fingerprint(l: &LockState) -> u64 {
+        let mut d = Digest::new();
+        l.fingerprint(&mut d);
+        d.value()
+    }
+
+    /// Two readers holding differ from a reader holding and a reader waiting; a completion's
+    /// count is part of its state.
+    #[test]
+    fn fingerprints_tell_holders_from_waiters_and_count_completions() {
+        let both =
+            LockState::RwSem { readers: vec![t(0), t(1)], writer: None, waiters: VecDeque::new() };
+        let queued = LockState::RwSem {
+            readers: vec![t(0)],
+            writer: None,
+            waiters: VecDeque::from([(t(1), Mode::Read)]),
+        };
+        assert_ne!(fingerprint(&both), fingerprint(&queued));
+        let mut g = Vec::new();
+        let mut c = LockState::Completion { done: 0, waiters: VecDeque::new() };
+        let before = fingerprint(&c);
+        c.complete(false, &mut g);
+        assert_ne!(fingerprint(&c), before);
+    }
+
     #[test]
     fn waiting_writer_blocks_new_readers() {
         let mut l = rwsem();
