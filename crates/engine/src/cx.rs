@@ -57,6 +57,18 @@ impl Cx {
         PointFuture { cx: self, kind: Kind::Charge(d), at: Location::caller(), started: false }
     }
 
+    /// A preemption point that spends no time: a no-op under the time-ordered scheduler, a place
+    /// where the exploration schedulers may switch tasks.
+    #[track_caller]
+    pub fn preempt_point(&self) -> PointFuture<'_> {
+        PointFuture {
+            cx: self,
+            kind: Kind::Charge(SimDuration::ZERO),
+            at: Location::caller(),
+            started: false,
+        }
+    }
+
     /// Sleeps for `d` without using the CPU (`msleep`, a device's latency).
     #[track_caller]
     pub fn sleep(&self, d: SimDuration) -> PointFuture<'_> {

@@ -28,7 +28,7 @@ mod watchdog;
 pub use config::{ConfigError, SchedulerKind, SimConfig};
 pub use core::{Handle, RunReport, Sim, SimError};
 pub use cpu::{CpuId, CpuStats};
-pub use cx::Cx;
+pub use cx::{Cx, PointFuture};
 pub use lock::lockdep::{LockdepKind, LockdepReport};
 pub use lock::stats::LockClassStats;
 pub use lock::{Completion, LockGuard, LockId, Mutex, RwSem, SpinLock, WaitQueue};

@@ -292,7 +292,11 @@ fn checkers_run_after_every_step() {
     let err = sim
         .run_checked(&mut || {
             steps += 1;
-            if counter.get() == 3 { Err(format!("counter reached {}", counter.get())) } else { Ok(()) }
+            if counter.get() == 3 {
+                Err(format!("counter reached {}", counter.get()))
+            } else {
+                Ok(())
+            }
         })
         .unwrap_err();
     assert_eq!(steps, 3);

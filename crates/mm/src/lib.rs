@@ -1,1 +1,54 @@
-//! Linux memory management as executable models (placeholder until the mm core lands).
+//! Linux memory management as executable models.
+//!
+//! State (folios, page tables, VMAs, the page cache, LRU lists) is kept apart from mechanisms
+//! (faults, fork, truncate, mmap): one module per kernel concern, each naming the kernel file and
+//! version it models and what it leaves out. Mechanisms are `async` functions that take the
+//! kernel's locks in the kernel's order (engine locks, checked by the simulated lockdep against
+//! the `mm/rmap.c` order) and charge the machine profile's costs. Observables print in the
+//! kernel's own formats; whole-system checkers verify the state.
+//!
+//! Architecture invariant: `mm` names no workload, experiment or scheduler; it does no IO.
+//!
+//! Entry point: [`Machine`] (create files and processes, start threads, run, observe);
+//! threads act through [`Thread`], whose methods mirror the syscalls.
+
+pub mod check;
+pub mod content;
+pub mod cost;
+mod cow;
+pub mod era;
+pub mod errno;
+mod exec;
+pub mod fault;
+pub mod filemap;
+pub mod folio;
+mod fork;
+pub mod fs;
+mod gup;
+pub mod kernel;
+pub mod machine;
+pub mod mm_struct;
+pub mod mmap;
+pub mod page_alloc;
+pub mod pgtable;
+pub mod proc;
+pub mod process;
+pub mod profile;
+pub mod rmap;
+pub mod syscall;
+mod tlbflush;
+mod truncate;
+mod uaccess;
+pub mod vma;
+pub mod vmstat;
+mod zap;
+
+pub use era::{KernelVersion, Switches};
+pub use errno::{Errno, Signal, SysError};
+pub use exec::{ExecImage, ExecLayout};
+pub use fault::Access;
+pub use machine::{FileSpec, Machine, MachineConfig};
+pub use mmap::{MmapArgs, madv, map, prot};
+pub use process::Pid;
+pub use profile::Profile;
+pub use syscall::{OpenFlags, Thread};

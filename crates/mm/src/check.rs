@@ -1,0 +1,301 @@
+//! Whole-system checkers: invariants that span components, recomputed from scratch and compared
+//! with the incrementally kept state (TigerBeetle's state checkers; the kernel's
+//! `CONFIG_DEBUG_VM` checks and the `nr_foll_pin_acquired == nr_foll_pin_released` balance of
+//! `Documentation/core-api/pin_user_pages.rst`).
+//!
+//! Read-only and O(state): they run after every step under the explorer and in tests (when
+//! `simcore::verify::verify()` is on), and at the end of runs. Each returns the first violation as
+//! a message naming the object.
+//!
+//! Checked:
+//! - every frame is free, a folio, a page table or the zero page, and the counts agree with
+//!   `nr_free_pages` and `nr_page_table_pages`;
+//! - each folio's refcount is its page-cache references plus its mappings plus the references of
+//!   registered holders;
+//! - the PTEs and the mapcounts agree, every mapping is reachable through rmap at the right
+//!   address, and no PTE points at a free frame;
+//! - each mm's RSS counters equal a recount;
+//! - the vmstat gauges (`nr_anon_pages`, `nr_mapped`, `nr_file_pages`, `nr_shmem`, `nr_dirty`)
+//!   and the LRU lists equal a recount;
+//! - under `anon_exclusive`, a writable PTE of an anonymous page maps a PageAnonExclusive page.
+
+use crate::era::CowReuse;
+use crate::fault::vm_normal_page;
+use crate::folio::{LruList, Mapping, pg};
+use crate::fs::FsType;
+use crate::kernel::KState;
+use crate::mm_struct::{MmCounter, MmId};
+use crate::pgtable::{Level, PtId, Pte, Upper};
+use crate::vmstat::VmStat;
+use simcore::{Pfn, VirtAddr};
+use std::collections::BTreeMap;
+
+/// A present leaf PTE found by the page-table walk.
+struct Mapped {
+    mm: MmId,
+    addr: VirtAddr,
+    pte: Pte,
+}
+
+/// Every present or swap PTE of every mm.
+fn all_ptes(st: &KState) -> Result<Vec<Mapped>, String> {
+    let mut out = Vec::new();
+    for (mm, m) in st.mms.iter() {
+        let Some(m) = m else { continue };
+        walk(st, mm, m.pgd, Level::Pgd, 0, &mut out)?;
+    }
+    Ok(out)
+}
+
+fn walk(
+    st: &KState,
+    mm: MmId,
+    table: PtId,
+    level: Level,
+    base: u64,
+    out: &mut Vec<Mapped>,
+) -> Result<(), String> {
+    let t = st.pt.table(table);
+    if t.level != level {
+        return Err(format!("table {table} of mm {mm} is level {:?}, expected {level:?}", t.level));
+    }
+    let mut used = 0;
+    for idx in 0..512u64 {
+        let addr = base + (idx << level.shift());
+        if level == Level::Pte {
+            let pte = st.pt.pte(table, idx as usize);
+            if !pte.is_none() {
+                used += 1;
+                out.push(Mapped { mm, addr: VirtAddr(addr), pte });
+            }
+            continue;
+        }
+        match st.pt.upper(table, idx as usize) {
+            Upper::None => {}
+            Upper::Table(child) => {
+                used += 1;
+                walk(st, mm, child, level.below(), addr, out)?;
+            }
+            Upper::Leaf(pte) => {
+                used += 1;
+                out.push(Mapped { mm, addr: VirtAddr(addr), pte });
+            }
+        }
+    }
+    if used != t.used {
+        return Err(format!("table {table} of mm {mm} counts {} entries but has {used}", t.used));
+    }
+    Ok(())
+}
+
+/// Runs every checker.
+pub fn check_all(st: &KState, rule: CowReuse) -> Result<(), String> {
+    let ptes = all_ptes(st)?;
+    check_frames(st)?;
+    check_mappings(st, &ptes, rule)?;
+    check_refcounts(st)?;
+    check_page_cache_and_lru(st)
+}
+
+fn check_frames(st: &KState) -> Result<(), String> {
+    let folio_pages: u64 = st
+        .folios
+        .heads()
+        .filter(|&h| !st.folios.test(h, pg::RESERVED))
+        .map(|h| st.folios.order(h).pages())
+        .sum();
+    let used = st.total_pages() - st.free_pages();
+    let tables = st.pt.live();
+    if used != folio_pages + tables + 1 {
+        return Err(format!(
+            "frame accounting: {used} frames in use, but {folio_pages} in folios + {tables} page tables + 1 zero page"
+        ));
+    }
+    let free = st.vmstat.get(VmStat::NrFreePages);
+    if free != st.free_pages() {
+        return Err(format!(
+            "nr_free_pages is {free}, the buddy allocator has {}",
+            st.free_pages()
+        ));
+    }
+    let nr_pt = st.vmstat.get(VmStat::NrPageTablePages);
+    if nr_pt != tables {
+        return Err(format!("nr_page_table_pages is {nr_pt}, but {tables} page tables exist"));
+    }
+    Ok(())
+}
+
+fn check_mappings(st: &KState, ptes: &[Mapped], rule: CowReuse) -> Result<(), String> {
+    let mut mapcount: BTreeMap<u64, u32> = BTreeMap::new();
+    let mut rss: BTreeMap<(MmId, usize), u64> = BTreeMap::new();
+    for m in ptes {
+        if m.pte.is_swap() {
+            *rss.entry((m.mm, MmCounter::SwapEnts as usize)).or_default() += 1;
+            continue;
+        }
+        let Some(page) = vm_normal_page(m.pte) else {
+            if m.pte.pfn() != st.zero_pfn {
+                return Err(format!(
+                    "special PTE at {} of mm {} maps {} (not the zero page)",
+                    m.addr,
+                    m.mm,
+                    m.pte.pfn()
+                ));
+            }
+            continue;
+        };
+        let head = st.folios.head(page);
+        if st.buddy.is_free(page) || st.folios.refcount(head) == 0 {
+            return Err(format!("PTE at {} of mm {} maps free frame {page}", m.addr, m.mm));
+        }
+        *mapcount.entry(page.0).or_default() += 1;
+        let counter = crate::fault::mm_counter(st, head);
+        *rss.entry((m.mm, counter as usize)).or_default() += 1;
+        if !st.rmap_walk(page).iter().any(|&(mm, _, a)| mm == m.mm && a == m.addr) {
+            return Err(format!(
+                "page {page} mapped at {} of mm {} is not found by rmap ({:?})",
+                m.addr,
+                m.mm,
+                st.folios.mapping(head)
+            ));
+        }
+        if rule == CowReuse::AnonExclusive
+            && m.pte.write()
+            && st.folios.is_anon(head)
+            && !st.folios.test(page, pg::ANON_EXCLUSIVE)
+        {
+            return Err(format!(
+                "writable PTE at {} of mm {} maps anon page {page} that is not exclusive",
+                m.addr, m.mm
+            ));
+        }
+    }
+    for head in st.folios.heads() {
+        for i in 0..st.folios.order(head).pages() {
+            let page = head + i;
+            let counted = mapcount.get(&page.0).copied().unwrap_or(0);
+            if st.folios.page_mapcount(page) != counted {
+                return Err(format!(
+                    "page {page}: mapcount {} but {counted} PTEs map it",
+                    st.folios.page_mapcount(page)
+                ));
+            }
+        }
+    }
+    for (mm, m) in st.mms.iter() {
+        let Some(m) = m else { continue };
+        for c in
+            [MmCounter::FilePages, MmCounter::AnonPages, MmCounter::SwapEnts, MmCounter::ShmemPages]
+        {
+            let counted = rss.get(&(mm, c as usize)).copied().unwrap_or(0);
+            if m.rss(c) != counted {
+                return Err(format!(
+                    "mm {mm}: {c:?} counter {} but {counted} pages mapped",
+                    m.rss(c)
+                ));
+            }
+        }
+    }
+    let anon_mapped =
+        mapcount.keys().filter(|&&p| st.folios.is_anon(st.folios.head(Pfn(p)))).count() as u64;
+    let file_mapped = mapcount.len() as u64 - anon_mapped;
+    for (key, counted) in [(VmStat::NrAnonPages, anon_mapped), (VmStat::NrMapped, file_mapped)] {
+        if st.vmstat.get(key) != counted {
+            return Err(format!(
+                "{}: {} but {counted} pages are mapped",
+                simcore::CounterKey::name(key),
+                st.vmstat.get(key)
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn check_refcounts(st: &KState) -> Result<(), String> {
+    for head in st.folios.heads() {
+        if st.folios.test(head, pg::RESERVED) {
+            continue;
+        }
+        let nr = st.folios.order(head).pages() as u32;
+        let cache = match st.folios.mapping(head) {
+            Mapping::File(inode) => {
+                let index = st.folio_index(head);
+                if st.inodes[inode].mapping.pages.get(&index) != Some(&head) {
+                    return Err(format!(
+                        "folio {head} claims page {index} of {} but is not cached there",
+                        st.inodes[inode].path
+                    ));
+                }
+                nr
+            }
+            _ => 0,
+        };
+        let expected = cache + st.folios.folio_mapcount(head) + st.folios.extra_refs(head);
+        if st.folios.refcount(head) != expected {
+            return Err(format!(
+                "folio {head}: refcount {} but {cache} cache + {} mappings + {} holders",
+                st.folios.refcount(head),
+                st.folios.folio_mapcount(head),
+                st.folios.extra_refs(head)
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn check_page_cache_and_lru(st: &KState) -> Result<(), String> {
+    let (mut file_pages, mut shmem, mut dirty) = (0u64, 0u64, 0u64);
+    for (inode, i) in st.inodes.iter() {
+        let mut n = 0;
+        for (&index, &head) in &i.mapping.pages {
+            if st.folios.mapping(head) != Mapping::File(inode) || st.folio_index(head) != index {
+                return Err(format!(
+                    "page {index} of {}: cached folio {head} points elsewhere",
+                    i.path
+                ));
+            }
+            let nr = st.folios.order(head).pages();
+            n += nr;
+            if st.folios.test(head, pg::DIRTY) {
+                dirty += nr;
+            }
+        }
+        if n != i.mapping.nrpages {
+            return Err(format!("{}: nrpages {} but {n} cached", i.path, i.mapping.nrpages));
+        }
+        file_pages += n;
+        if i.fs == FsType::Tmpfs {
+            shmem += n;
+        }
+    }
+    for (key, counted) in
+        [(VmStat::NrFilePages, file_pages), (VmStat::NrShmem, shmem), (VmStat::NrDirty, dirty)]
+    {
+        if st.vmstat.get(key) != counted {
+            return Err(format!(
+                "{}: {} but {counted} counted",
+                simcore::CounterKey::name(key),
+                st.vmstat.get(key)
+            ));
+        }
+    }
+    for list in LruList::ALL {
+        let mut pages = 0;
+        for head in st.folios.lru_iter(list) {
+            if !st.folios.test(head, pg::LRU) || st.folio_lru_list(head) != list {
+                return Err(format!(
+                    "folio {head} on {list:?} has flags {:?}",
+                    crate::folio::flag_names(st.folios.meta(head).flags)
+                ));
+            }
+            pages += st.folios.order(head).pages();
+        }
+        if pages != st.folios.lru_pages(list) {
+            return Err(format!(
+                "{list:?}: {} pages counted, {pages} on the list",
+                st.folios.lru_pages(list)
+            ));
+        }
+    }
+    Ok(())
+}

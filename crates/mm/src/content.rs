@@ -1,0 +1,155 @@
+//! The contents of simulated memory and of backing stores.
+//!
+//! A frame's bytes are stored only when they are not all zero: either as explicit bytes (written
+//! by `write_bytes`, a DMA, a `write()`), or as a *pattern* — 4 KiB generated from a 64-bit seed —
+//! for pages read from a file whose contents are a pattern. A frame with no entry reads as zeros.
+//! This keeps host memory proportional to the data a scenario actually uses, while every copy
+//! (COW, page-cache read, writeback) moves real contents, so a lost write shows up as wrong bytes.
+
+use simcore::units::PAGE_SIZE;
+use std::collections::BTreeMap;
+
+const PAGE: usize = PAGE_SIZE as usize;
+
+/// The contents of one non-zero page.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Content {
+    Bytes(Box<[u8; PAGE]>),
+    /// Deterministic bytes generated from the seed.
+    Pattern(u64),
+}
+
+impl Content {
+    fn byte(&self, off: usize) -> u8 {
+        match self {
+            Content::Bytes(b) => b[off],
+            Content::Pattern(seed) => pattern_word(*seed, off / 8).to_le_bytes()[off % 8],
+        }
+    }
+
+    fn materialize(&self) -> Box<[u8; PAGE]> {
+        match self {
+            Content::Bytes(b) => b.clone(),
+            Content::Pattern(seed) => {
+                let mut b = Box::new([0u8; PAGE]);
+                for (i, chunk) in b.chunks_exact_mut(8).enumerate() {
+                    chunk.copy_from_slice(&pattern_word(*seed, i).to_le_bytes());
+                }
+                b
+            }
+        }
+    }
+
+    /// Reads `out.len()` bytes at `off` of a page whose content is `content` (`None`: zeros).
+    pub fn read(content: Option<&Content>, off: usize, out: &mut [u8]) {
+        assert!(off + out.len() <= PAGE, "read across a page boundary");
+        match content {
+            None => out.fill(0),
+            Some(Content::Bytes(b)) => out.copy_from_slice(&b[off..off + out.len()]),
+            Some(c) => {
+                for (i, o) in out.iter_mut().enumerate() {
+                    *o = c.byte(off + i);
+                }
+            }
+        }
+    }
+
+    /// Writes `data` at `off` into `slot`, turning it into explicit bytes.
+    pub fn write(slot: &mut Option<Content>, off: usize, data: &[u8]) {
+        assert!(off + data.len() <= PAGE, "write across a page boundary");
+        let mut bytes = match slot.take() {
+            None => Box::new([0u8; PAGE]),
+            Some(Content::Bytes(b)) => b,
+            Some(c) => c.materialize(),
+        };
+        bytes[off..off + data.len()].copy_from_slice(data);
+        *slot = if bytes.iter().all(|&b| b == 0) { None } else { Some(Content::Bytes(bytes)) };
+    }
+}
+
+/// Word `i` of the pattern `seed` (SplitMix64 of the pair).
+fn pattern_word(seed: u64, i: usize) -> u64 {
+    let mut z = seed.wrapping_add((i as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// Contents of physical frames, by pfn.
+#[derive(Debug, Default)]
+pub struct FrameContents {
+    pages: BTreeMap<u64, Content>,
+}
+
+impl FrameContents {
+    pub fn get(&self, pfn: u64) -> Option<&Content> {
+        self.pages.get(&pfn)
+    }
+
+    pub(crate) fn set(&mut self, pfn: u64, content: Option<Content>) {
+        match content {
+            Some(c) => {
+                self.pages.insert(pfn, c);
+            }
+            None => {
+                self.pages.remove(&pfn);
+            }
+        }
+    }
+
+    pub fn read(&self, pfn: u64, off: usize, out: &mut [u8]) {
+        Content::read(self.pages.get(&pfn), off, out);
+    }
+
+    pub(crate) fn write(&mut self, pfn: u64, off: usize, data: &[u8]) {
+        let mut slot = self.pages.remove(&pfn);
+        Content::write(&mut slot, off, data);
+        self.set(pfn, slot);
+    }
+
+    /// `copy_page`.
+    pub(crate) fn copy(&mut self, src: u64, dst: u64) {
+        let c = self.pages.get(&src).cloned();
+        self.set(dst, c);
+    }
+
+    /// `clear_page`.
+    pub(crate) fn zero(&mut self, pfn: u64) {
+        self.pages.remove(&pfn);
+    }
+
+    /// Host bytes spent on contents (approximate: payloads only).
+    pub fn host_bytes(&self) -> usize {
+        self.pages
+            .values()
+            .map(|c| if matches!(c, Content::Bytes(_)) { PAGE + 48 } else { 56 })
+            .sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writes_patterns_and_zeros() {
+        let mut m = FrameContents::default();
+        let mut buf = [1u8; 4];
+        m.read(9, 100, &mut buf);
+        assert_eq!(buf, [0; 4]);
+        m.set(9, Some(Content::Pattern(42)));
+        m.read(9, 100, &mut buf);
+        let before = buf;
+        assert_ne!(before, [0; 4]);
+        m.write(9, 0, b"hi");
+        m.read(9, 100, &mut buf);
+        assert_eq!(buf, before, "materialising keeps the pattern");
+        m.copy(9, 10);
+        m.read(10, 0, &mut buf[..2]);
+        assert_eq!(&buf[..2], b"hi");
+        m.zero(9);
+        assert!(m.get(9).is_none());
+        m.write(11, 5, &[0, 0]);
+        assert!(m.get(11).is_none(), "an all-zero page stores nothing");
+    }
+}

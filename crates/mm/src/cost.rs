@@ -1,0 +1,104 @@
+//! The named cost table: every span of virtual time a mechanism charges comes from here.
+//!
+//! Costs are the machine's basic operations (enter a fault, allocate a page, clear 4 KiB, install
+//! a PTE, flush a TLB entry), never the published latency of a whole mechanism: a figure a seed
+//! reports must emerge from the basic operations its code path performs, plus contention. Each
+//! profile ([`crate::profile`]) gives the values and says where they come from.
+
+use simcore::SimDuration;
+
+simcore::counter_keys! {
+    /// A basic operation with a cost in the machine profile.
+    pub enum Cost {
+        /// Enter and leave a syscall (`getppid` round trip).
+        Syscall = "syscall",
+        /// Exception entry and exit, `handle_mm_fault` dispatch, VMA lookup and page-table walk.
+        FaultEntry = "fault_entry",
+        /// Set one PTE with its rmap and counter updates (`set_pte_at`, `folio_add_*_rmap`).
+        PteInstall = "pte_install",
+        /// Map one more page-cache page during fault-around (`filemap_map_pages`, per page).
+        FaultAroundPage = "fault_around_page",
+        /// Allocate one order-0 page (buddy fast path with memcg charge).
+        PageAlloc = "page_alloc",
+        /// Extra cost per page of a higher-order allocation (finding and splitting blocks).
+        PageAllocHighOrderPerPage = "page_alloc_high_order_per_page",
+        /// Free one page back to the buddy allocator.
+        PageFree = "page_free",
+        /// Clear 4 KiB of memory (`clear_page` on a cold page).
+        ZeroPage4k = "zero_page_4k",
+        /// Copy 4 KiB (`copy_page`).
+        CopyPage4k = "copy_page_4k",
+        /// Add a folio to an LRU list (batched `folio_add_lru`).
+        LruAdd = "lru_add",
+        /// Allocate and initialise a page-table page.
+        PgtableAlloc = "pgtable_alloc",
+        /// Look a page up in the page cache (xarray walk).
+        PageCacheLookup = "page_cache_lookup",
+        /// Insert a folio into the page cache.
+        PageCacheInsert = "page_cache_insert",
+        /// Clear or copy one PTE during zap, fork or mprotect.
+        PteUpdate = "pte_update",
+        /// Invalidate one TLB entry on this CPU (`invlpg`).
+        TlbFlushOne = "tlb_flush_one",
+        /// Flush this CPU's TLB for an address space.
+        TlbFlushAll = "tlb_flush_all",
+        /// Send a TLB shootdown IPI and wait for the acknowledgement.
+        TlbShootdownIpi = "tlb_shootdown_ipi",
+        /// Create, split or free a VMA (`vm_area_alloc`, maple-tree update).
+        VmaUpdate = "vma_update",
+        /// Copy one byte range of user memory, per 4 KiB (`copy_to_user`/`copy_from_user`).
+        UserCopy4k = "user_copy_4k",
+        /// Block device: latency of one read or write request.
+        BlockIoLatency = "block_io_latency",
+        /// Block device: transfer time per 4 KiB.
+        BlockIoPerPage = "block_io_per_page",
+        /// Process creation beyond copying the address space (`copy_process`).
+        ForkBase = "fork_base",
+        /// One user memory access that hits the TLB and the caches.
+        MemAccess = "mem_access",
+    }
+}
+
+/// A value per [`Cost`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CostTable {
+    ns: Vec<u64>,
+}
+
+impl CostTable {
+    /// A table from `(cost, ns)` pairs; every cost must be given exactly once.
+    pub fn new(values: &[(Cost, u64)]) -> CostTable {
+        use simcore::CounterKey;
+        let mut ns = vec![u64::MAX; Cost::ALL.len()];
+        for &(c, v) in values {
+            assert_eq!(ns[c.index()], u64::MAX, "cost {} given twice", c.name());
+            ns[c.index()] = v;
+        }
+        if let Some(missing) = Cost::ALL.iter().find(|c| ns[c.index()] == u64::MAX) {
+            panic!("cost {} missing from the table", missing.name());
+        }
+        CostTable { ns }
+    }
+
+    pub fn get(&self, c: Cost) -> SimDuration {
+        use simcore::CounterKey;
+        SimDuration::from_ns(self.ns[c.index()])
+    }
+
+    /// Overrides one cost (for sensitivity studies: `--set cost.zero_page_4k=300`).
+    pub fn set(&mut self, name: &str, ns: u64) -> Result<(), String> {
+        use simcore::CounterKey;
+        let c = Cost::ALL.iter().find(|c| c.name() == name).ok_or_else(|| {
+            let names: Vec<&str> = Cost::ALL.iter().map(|c| c.name()).collect();
+            format!("unknown cost `{name}`: expected one of {}", names.join(", "))
+        })?;
+        self.ns[c.index()] = ns;
+        Ok(())
+    }
+
+    /// `(name, ns)` for every cost.
+    pub fn iter(&self) -> impl Iterator<Item = (&'static str, u64)> + '_ {
+        use simcore::CounterKey;
+        Cost::ALL.iter().map(|c| (c.name(), self.ns[c.index()]))
+    }
+}

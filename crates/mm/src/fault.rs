@@ -1,0 +1,578 @@
+//! Page faults (`arch/x86/mm/fault.c` `do_user_addr_fault`; `mm/memory.c` `handle_mm_fault`,
+//! `do_anonymous_page`, `do_read_fault`, `do_cow_fault`, `do_shared_fault`, `do_fault_around`,
+//! `do_wp_page`, `wp_page_copy`; Linux v6.8).
+//!
+//! The order of locks and charges follows the kernel: the fault entry cost, `mmap_lock` for read,
+//! page-table population under `page_table_lock` (upper levels) or the PMD's split lock (a new PTE
+//! table), allocation and clearing of a new page *before* the PTE lock, then the PTE lock around
+//! the check that the PTE is still what the fault saw and the update. A fault that loses a race
+//! (the PTE changed while it slept) backs out and lets the access retry, as the kernel does.
+//!
+//! Modelled: anonymous read faults map the shared zero page; anonymous write faults allocate a
+//! zeroed exclusive page; file read faults go through the page cache with fault-around; private
+//! file write faults copy into anonymous memory; shared file write faults dirty the page-cache
+//! page; write-protect faults reuse or copy by the `cow_reuse` rule (`cow.rs`), replace the zero
+//! page, or make a shared page writable. PTEs get x86's bits: young on the faulting address,
+//! dirty (and soft-dirty, as x86's `pte_mkdirty` sets both) when written.
+//!
+//! Not yet modelled: transparent huge pages (THP is `never`), swap entries, userfaultfd, stack
+//! expansion of `VM_GROWSDOWN` VMAs (an access below a stack VMA is SIGSEGV).
+
+use crate::cost::Cost;
+use crate::cow;
+use crate::errno::VmFault;
+use crate::filemap::{FaultPage, filemap_fault, folio_lock, folio_unlock};
+use crate::folio::{InodeId, pg};
+use crate::fs::FsType;
+use crate::kernel::{Cx, KState};
+use crate::mm_struct::{MmCounter, MmId};
+use crate::pgtable::{Level, PtId, Pte, Upper};
+use crate::tlbflush::flush_tlb_page;
+use crate::vma::{VmFlags, VmaId};
+use crate::vmstat::VmStat;
+use engine::LockGuard;
+use simcore::{Order, Pfn, VirtAddr};
+
+/// The kind of user access that faulted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    Read,
+    Write,
+    /// An instruction fetch.
+    Exec,
+}
+
+impl Access {
+    pub fn is_write(self) -> bool {
+        self == Access::Write
+    }
+}
+
+/// Whether the fault read from the backing store.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FaultOutcome {
+    Minor,
+    Major,
+}
+
+/// The PTE bits a mapping of `vma` gets (`vm_get_page_prot` plus the fault's `maybe_mkwrite`).
+pub(crate) fn pte_bits(flags: VmFlags, writable: bool, dirty: bool) -> u64 {
+    let mut bits = Pte::USER | Pte::ACCESSED;
+    if !flags.has(VmFlags::EXEC) {
+        bits |= Pte::NX;
+    }
+    if writable {
+        bits |= Pte::RW;
+    }
+    if dirty {
+        bits |= Pte::DIRTY | Pte::SOFT_DIRTY;
+    }
+    bits
+}
+
+/// `vma_wants_writenotify` for the cases modelled: a shared writable mapping of a disk file is
+/// mapped read-only so that the first write is seen (dirty accounting, `page_mkwrite`).
+pub(crate) fn wants_writenotify(st: &KState, vma: VmaId) -> bool {
+    let v = st.vma(vma);
+    if !v.is_shared() || !v.flags.has(VmFlags::WRITE) {
+        return false;
+    }
+    v.file.is_some_and(|f| st.inodes[st.file(f).inode].fs == FsType::Disk)
+}
+
+/// `vm_normal_page`: the page a PTE maps, or `None` for special mappings (the zero page).
+pub(crate) fn vm_normal_page(pte: Pte) -> Option<Pfn> {
+    (pte.is_present() && !pte.special()).then(|| pte.pfn())
+}
+
+/// The RSS counter a page counts in (`mm_counter`).
+pub(crate) fn mm_counter(st: &KState, head: Pfn) -> MmCounter {
+    if st.folios.is_anon(head) {
+        MmCounter::AnonPages
+    } else if st.folios.test(head, pg::SWAPBACKED) {
+        MmCounter::ShmemPages
+    } else {
+        MmCounter::FilePages
+    }
+}
+
+/// The x86 page-fault handler for a user access: returns once the access can be retried.
+pub(crate) async fn do_user_addr_fault(
+    cx: &Cx,
+    mm: MmId,
+    addr: VirtAddr,
+    access: Access,
+) -> Result<FaultOutcome, VmFault> {
+    cx.charge(Cost::FaultEntry).await;
+    let mmap_lock = cx.st().mm(mm).mmap_lock;
+    let _mmap = mmap_lock.read(cx).await;
+    let vma = {
+        let st = cx.st();
+        let vma = st.find_vma(mm, addr).ok_or(VmFault::SigSegv)?;
+        let flags = st.vma(vma).flags;
+        let allowed = match access {
+            Access::Write => flags.has(VmFlags::WRITE),
+            Access::Exec => flags.has(VmFlags::EXEC),
+            Access::Read => flags.has(VmFlags::READ | VmFlags::WRITE | VmFlags::EXEC),
+        };
+        if !allowed {
+            return Err(VmFault::SigSegv);
+        }
+        vma
+    };
+    handle_mm_fault(cx, mm, vma, addr, access.is_write()).await
+}
+
+/// `handle_mm_fault`: resolves a fault at `addr` of `vma`; the caller holds `mmap_lock`.
+pub(crate) async fn handle_mm_fault(
+    cx: &Cx,
+    mm: MmId,
+    vma: VmaId,
+    addr: VirtAddr,
+    write: bool,
+) -> Result<FaultOutcome, VmFault> {
+    cx.st().vmstat.inc(VmStat::Pgfault);
+    let addr = addr.align_down(simcore::Bytes::PAGE);
+    let pte_table = pte_alloc(cx, mm, addr).await?;
+    let idx = Level::Pte.index(addr);
+    let orig = cx.st().pt.pte(pte_table, idx);
+    if orig.is_none() {
+        return if cx.st().vma(vma).is_anonymous() {
+            do_anonymous_page(cx, mm, vma, addr, pte_table, write).await
+        } else {
+            do_fault(cx, mm, vma, addr, pte_table, write).await
+        };
+    }
+    assert!(orig.is_present(), "swap entry at {addr} before swap is modelled");
+    let ptl = cx.st().pt.ptl(pte_table);
+    let guard = ptl.lock(cx).await;
+    let cur = cx.st().pt.pte(pte_table, idx);
+    if cur != orig {
+        return Ok(FaultOutcome::Minor);
+    }
+    if write && !cur.write() {
+        return do_wp_page(cx, mm, vma, addr, pte_table, guard).await;
+    }
+    // Spurious fault (another CPU fixed it up) or an access bit to set.
+    let bits = if write { Pte::ACCESSED | Pte::DIRTY | Pte::SOFT_DIRTY } else { Pte::ACCESSED };
+    cx.st().pt.set_pte(pte_table, idx, cur.with(bits));
+    Ok(FaultOutcome::Minor)
+}
+
+/// Makes sure the table below `parent`'s entry for `addr` exists (`__pud_alloc`, `__pmd_alloc`,
+/// `__pte_alloc`): the page is allocated before the lock, installed under it unless another task
+/// won the race.
+async fn table_alloc(
+    cx: &Cx,
+    mm: MmId,
+    parent: PtId,
+    level: Level,
+    addr: VirtAddr,
+) -> Result<PtId, VmFault> {
+    let idx = level.index(addr);
+    let entry = cx.st().pt.upper(parent, idx);
+    match entry {
+        Upper::Table(t) => return Ok(t),
+        Upper::Leaf(_) => panic!("huge leaf at {addr} before THP is modelled"),
+        Upper::None => {}
+    }
+    cx.charge(Cost::PgtableAlloc).await;
+    let lock =
+        if level == Level::Pmd { cx.st().pt.ptl(parent) } else { cx.st().mm(mm).page_table_lock };
+    let _g = lock.lock(cx).await;
+    let mut st = cx.st();
+    if let Upper::Table(t) = st.pt.upper(parent, idx) {
+        return Ok(t);
+    }
+    let frame = st.alloc_pgtable_frame().ok_or(VmFault::Oom)?;
+    st.mm_mut(mm).nr_ptes += 1;
+    let handle: &engine::Handle = cx;
+    let t = st.pt.alloc(level.below(), frame, || handle.spin_lock("ptlock"));
+    st.pt.set_upper(parent, idx, Upper::Table(t));
+    Ok(t)
+}
+
+/// Walks to the PTE table covering `addr`, populating the levels that are missing.
+pub(crate) async fn pte_alloc(cx: &Cx, mm: MmId, addr: VirtAddr) -> Result<PtId, VmFault> {
+    let mut table = cx.st().mm(mm).pgd;
+    for level in [Level::Pgd, Level::Pud, Level::Pmd] {
+        table = table_alloc(cx, mm, table, level, addr).await?;
+    }
+    Ok(table)
+}
+
+/// `__anon_vma_prepare`: gives the VMA an anon_vma before its first anonymous page.
+pub(crate) async fn anon_vma_prepare(cx: &Cx, mm: MmId, vma: VmaId) {
+    if cx.st().vma(vma).anon_vma.is_some() {
+        return;
+    }
+    let lock = cx.rwsem("anon_vma");
+    let _a = lock.write(cx).await;
+    let ptl = cx.st().mm(mm).page_table_lock;
+    let _p = ptl.lock(cx).await;
+    let mut st = cx.st();
+    if st.vma(vma).anon_vma.is_none() {
+        st.anon_vma_attach_new(vma, lock);
+    }
+}
+
+async fn do_anonymous_page(
+    cx: &Cx,
+    mm: MmId,
+    vma: VmaId,
+    addr: VirtAddr,
+    table: PtId,
+    write: bool,
+) -> Result<FaultOutcome, VmFault> {
+    let idx = Level::Pte.index(addr);
+    let ptl = cx.st().pt.ptl(table);
+    let flags = cx.st().vma(vma).flags;
+    if !write {
+        let _g = ptl.lock(cx).await;
+        cx.charge(Cost::PteInstall).await;
+        let mut st = cx.st();
+        if st.pt.pte(table, idx).is_none() {
+            let zero = Pte::new(st.zero_pfn, pte_bits(flags, false, false) | Pte::SPECIAL);
+            st.pt.set_pte(table, idx, zero);
+        }
+        return Ok(FaultOutcome::Minor);
+    }
+    anon_vma_prepare(cx, mm, vma).await;
+    cx.charge(Cost::PageAlloc).await;
+    cx.charge(Cost::ZeroPage4k).await;
+    let folio = cx.st().alloc_folio(Order::BASE).ok_or(VmFault::Oom)?;
+    let _g = ptl.lock(cx).await;
+    cx.charge(Cost::LruAdd).await;
+    cx.charge(Cost::PteInstall).await;
+    let mut st = cx.st();
+    if !st.pt.pte(table, idx).is_none() {
+        st.put_folio_extra(folio);
+        return Ok(FaultOutcome::Minor);
+    }
+    st.folios.extra_to_mapping(folio);
+    st.rmap_add_new_anon(folio, vma, addr);
+    st.folio_add_lru(folio);
+    st.mm_mut(mm).add_rss(MmCounter::AnonPages, 1);
+    st.pt.set_pte(table, idx, Pte::new(folio, pte_bits(flags, true, true)));
+    Ok(FaultOutcome::Minor)
+}
+
+/// `do_fault`: a file-backed VMA with no PTE at `addr`.
+async fn do_fault(
+    cx: &Cx,
+    mm: MmId,
+    vma: VmaId,
+    addr: VirtAddr,
+    table: PtId,
+    write: bool,
+) -> Result<FaultOutcome, VmFault> {
+    let (inode, index, shared, readaround) = {
+        let st = cx.st();
+        let v = st.vma(vma);
+        let inode = st.file(v.file.expect("file VMA")).inode;
+        let ra = if v.flags.has(VmFlags::RAND_READ) { 1 } else { cx.kernel().tunables.ra_pages };
+        (inode, v.page_index(addr), v.is_shared(), ra)
+    };
+    if !write {
+        if do_fault_around(cx, mm, vma, addr, table, inode).await {
+            return Ok(FaultOutcome::Minor);
+        }
+        let fp = filemap_fault(cx, inode, index, readaround).await?;
+        let outcome = finish_fault(cx, mm, vma, addr, table, fp, false).await;
+        folio_unlock(cx, fp.head);
+        return outcome;
+    }
+    if !shared {
+        return do_cow_fault(cx, mm, vma, addr, table, inode, index, readaround).await;
+    }
+    let fp = filemap_fault(cx, inode, index, readaround).await?;
+    cx.st().folio_mark_dirty(fp.head);
+    let outcome = finish_fault(cx, mm, vma, addr, table, fp, true).await;
+    folio_unlock(cx, fp.head);
+    outcome
+}
+
+/// `finish_fault` for a page-cache page: maps it (writable only for a shared write), giving the
+/// fault's reference to the mapping.
+async fn finish_fault(
+    cx: &Cx,
+    mm: MmId,
+    vma: VmaId,
+    addr: VirtAddr,
+    table: PtId,
+    fp: FaultPage,
+    write: bool,
+) -> Result<FaultOutcome, VmFault> {
+    let idx = Level::Pte.index(addr);
+    let ptl = cx.st().pt.ptl(table);
+    let _g = ptl.lock(cx).await;
+    cx.charge(Cost::PteInstall).await;
+    let mut st = cx.st();
+    if !st.pt.pte(table, idx).is_none() {
+        st.put_folio_extra(fp.head);
+        return Ok(outcome_of(fp));
+    }
+    let flags = st.vma(vma).flags;
+    let shared_writable = flags.has(VmFlags::SHARED) && flags.has(VmFlags::WRITE);
+    let writable = write || (shared_writable && !wants_writenotify(&st, vma));
+    st.folios.extra_to_mapping(fp.head);
+    st.rmap_add_pte(fp.page);
+    let counter = mm_counter(&st, fp.head);
+    st.mm_mut(mm).add_rss(counter, 1);
+    st.pt.set_pte(table, idx, Pte::new(fp.page, pte_bits(flags, writable, write)));
+    Ok(outcome_of(fp))
+}
+
+fn outcome_of(fp: FaultPage) -> FaultOutcome {
+    if fp.major { FaultOutcome::Major } else { FaultOutcome::Minor }
+}
+
+/// `do_fault_around`: maps the cached, uptodate, unlocked pages of the fault-around window that
+/// have no PTE yet. Returns whether the faulting address got mapped.
+async fn do_fault_around(
+    cx: &Cx,
+    mm: MmId,
+    vma: VmaId,
+    addr: VirtAddr,
+    table: PtId,
+    inode: InodeId,
+) -> bool {
+    let window = cx.kernel().tunables.fault_around_pages;
+    if window <= 1 {
+        return false;
+    }
+    let (start, end, flags, writable) = {
+        let st = cx.st();
+        let v = st.vma(vma);
+        let bytes = simcore::Bytes(window << 12);
+        let pmd_start = addr.align_down(simcore::Bytes::PMD);
+        let eof = v.address_of(st.inodes[inode].size_pages()).unwrap_or(v.end);
+        let window_start = addr.align_down(bytes);
+        let start = window_start.max(v.start).max(pmd_start);
+        let end = (window_start + bytes)
+            .min(v.end)
+            .min(pmd_start + simcore::Bytes::PMD)
+            .min(eof.max(v.start));
+        let writable = v.flags.has(VmFlags::SHARED)
+            && v.flags.has(VmFlags::WRITE)
+            && !wants_writenotify(&st, vma);
+        (start, end, v.flags, writable)
+    };
+    let ptl = cx.st().pt.ptl(table);
+    let _g = ptl.lock(cx).await;
+    let (mapped, hit) = {
+        let mut st = cx.st();
+        let mut mapped = 0;
+        let mut hit = false;
+        let mut a = start;
+        while a < end {
+            let idx = Level::Pte.index(a);
+            let index = st.vma(vma).page_index(a);
+            let head = st.page_cache_get(inode, index);
+            if let Some(head) = head.filter(|&h| {
+                st.pt.pte(table, idx).is_none()
+                    && st.folios.test(h, pg::UPTODATE)
+                    && !st.folios.test(h, pg::LOCKED)
+            }) {
+                let page = head + (index - st.folio_index(head));
+                st.folios.get(head, 1);
+                st.rmap_add_pte(page);
+                let counter = mm_counter(&st, head);
+                st.mm_mut(mm).add_rss(counter, 1);
+                st.pt.set_pte(table, idx, Pte::new(page, pte_bits(flags, writable, false)));
+                mapped += 1;
+                hit |= a == addr;
+            }
+            a = a + simcore::Bytes::PAGE;
+        }
+        (mapped, hit)
+    };
+    cx.charge_n(Cost::FaultAroundPage, mapped).await;
+    hit
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn do_cow_fault(
+    cx: &Cx,
+    mm: MmId,
+    vma: VmaId,
+    addr: VirtAddr,
+    table: PtId,
+    inode: InodeId,
+    index: u64,
+    readaround: u64,
+) -> Result<FaultOutcome, VmFault> {
+    anon_vma_prepare(cx, mm, vma).await;
+    cx.charge(Cost::PageAlloc).await;
+    let new = cx.st().alloc_folio(Order::BASE).ok_or(VmFault::Oom)?;
+    let fp = match filemap_fault(cx, inode, index, readaround).await {
+        Ok(fp) => fp,
+        Err(e) => {
+            cx.st().put_folio_extra(new);
+            return Err(e);
+        }
+    };
+    cx.charge(Cost::CopyPage4k).await;
+    cx.st().mem.copy(fp.page.0, new.0);
+    folio_unlock(cx, fp.head);
+    cx.st().put_folio_extra(fp.head);
+    let idx = Level::Pte.index(addr);
+    let ptl = cx.st().pt.ptl(table);
+    let _g = ptl.lock(cx).await;
+    cx.charge(Cost::LruAdd).await;
+    cx.charge(Cost::PteInstall).await;
+    let mut st = cx.st();
+    if !st.pt.pte(table, idx).is_none() {
+        st.put_folio_extra(new);
+        return Ok(outcome_of(fp));
+    }
+    let flags = st.vma(vma).flags;
+    st.folios.extra_to_mapping(new);
+    st.rmap_add_new_anon(new, vma, addr);
+    st.folio_add_lru(new);
+    st.mm_mut(mm).add_rss(MmCounter::AnonPages, 1);
+    st.pt.set_pte(table, idx, Pte::new(new, pte_bits(flags, true, true)));
+    Ok(outcome_of(fp))
+}
+
+/// `do_wp_page`: a write to a present, read-only PTE. Entered with the PTE lock held.
+async fn do_wp_page(
+    cx: &Cx,
+    mm: MmId,
+    vma: VmaId,
+    addr: VirtAddr,
+    table: PtId,
+    ptl: LockGuard<'_>,
+) -> Result<FaultOutcome, VmFault> {
+    let idx = Level::Pte.index(addr);
+    let (orig, shared, page) = {
+        let st = cx.st();
+        let pte = st.pt.pte(table, idx);
+        (pte, st.vma(vma).is_shared(), vm_normal_page(pte))
+    };
+    if shared {
+        let page = page.expect("shared mappings map normal pages");
+        let head = cx.st().folios.head(page);
+        drop(ptl);
+        return wp_page_shared(cx, vma, table, idx, orig, head).await;
+    }
+    if let Some(page) = page {
+        let mut st = cx.st();
+        let head = st.folios.head(page);
+        if st.folios.is_anon(head)
+            && cow::can_reuse_anon(&mut st, cx.kernel().switches.cow_reuse, head, page)
+        {
+            st.vmstat.inc(VmStat::Pgreuse);
+            st.rmap_move_anon(head, vma);
+            st.pt.set_pte(
+                table,
+                idx,
+                orig.with(Pte::RW | Pte::DIRTY | Pte::SOFT_DIRTY | Pte::ACCESSED),
+            );
+            return Ok(FaultOutcome::Minor);
+        }
+    }
+    wp_page_copy(cx, mm, vma, addr, table, orig, ptl).await
+}
+
+/// `wp_page_shared`: the first write through a write-notify shared mapping dirties the page.
+async fn wp_page_shared(
+    cx: &Cx,
+    vma: VmaId,
+    table: PtId,
+    idx: usize,
+    orig: Pte,
+    head: Pfn,
+) -> Result<FaultOutcome, VmFault> {
+    cx.st().folios.get_extra(head);
+    folio_lock(cx, head).await;
+    cx.st().folio_mark_dirty(head);
+    let ptl = cx.st().pt.ptl(table);
+    let g = ptl.lock(cx).await;
+    {
+        let mut st = cx.st();
+        if st.pt.pte(table, idx) == orig {
+            debug_assert!(st.vma(vma).is_shared());
+            st.pt.set_pte(
+                table,
+                idx,
+                orig.with(Pte::RW | Pte::DIRTY | Pte::SOFT_DIRTY | Pte::ACCESSED),
+            );
+        }
+    }
+    drop(g);
+    folio_unlock(cx, head);
+    cx.st().put_folio_extra(head);
+    Ok(FaultOutcome::Minor)
+}
+
+/// `wp_page_copy`: gives the faulting mapping its own copy (of the zero page: a zeroed page).
+async fn wp_page_copy(
+    cx: &Cx,
+    mm: MmId,
+    vma: VmaId,
+    addr: VirtAddr,
+    table: PtId,
+    orig: Pte,
+    ptl: LockGuard<'_>,
+) -> Result<FaultOutcome, VmFault> {
+    let idx = Level::Pte.index(addr);
+    let old = vm_normal_page(orig);
+    let old_head = old.map(|p| {
+        let mut st = cx.st();
+        let h = st.folios.head(p);
+        st.folios.get_extra(h);
+        h
+    });
+    drop(ptl);
+    anon_vma_prepare(cx, mm, vma).await;
+    cx.charge(Cost::PageAlloc).await;
+    cx.charge(if old.is_some() { Cost::CopyPage4k } else { Cost::ZeroPage4k }).await;
+    let new = cx.st().alloc_folio(Order::BASE);
+    let Some(new) = new else {
+        if let Some(h) = old_head {
+            cx.st().put_folio_extra(h);
+        }
+        return Err(VmFault::Oom);
+    };
+    if let Some(p) = old {
+        cx.st().mem.copy(p.0, new.0);
+    }
+    let lock = cx.st().pt.ptl(table);
+    let g = lock.lock(cx).await;
+    cx.charge(Cost::LruAdd).await;
+    cx.charge(Cost::PteInstall).await;
+    let replaced = {
+        let mut st = cx.st();
+        if st.pt.pte(table, idx) != orig {
+            st.put_folio_extra(new);
+            false
+        } else {
+            let flags = st.vma(vma).flags;
+            if let (Some(p), Some(h)) = (old, old_head) {
+                st.rmap_remove_pte(p);
+                st.folios.mapping_to_extra(h);
+                let counter = mm_counter(&st, h);
+                st.mm_mut(mm).sub_rss(counter, 1);
+            }
+            st.mm_mut(mm).add_rss(MmCounter::AnonPages, 1);
+            st.folios.extra_to_mapping(new);
+            st.rmap_add_new_anon(new, vma, addr);
+            st.folio_add_lru(new);
+            st.pt.set_pte(table, idx, Pte::new(new, pte_bits(flags, true, true)));
+            true
+        }
+    };
+    if replaced {
+        flush_tlb_page(cx, mm, addr).await;
+    }
+    drop(g);
+    if let Some(h) = old_head {
+        let mut st = cx.st();
+        if replaced {
+            st.put_folio_extra(h); // the old PTE's reference, gathered until the flush
+        }
+        st.put_folio_extra(h);
+    }
+    Ok(FaultOutcome::Minor)
+}

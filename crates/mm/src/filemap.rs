@@ -1,0 +1,437 @@
+//! The page cache (`mm/filemap.c`, `mm/readahead.c`, `mm/shmem.c`, `mm/swap.c`, Linux v6.8).
+//!
+//! - Lookup, insertion and deletion of folios in an inode's `address_space`; a cached folio holds
+//!   one reference per page and sits on an LRU list (file pages on the file lists; tmpfs pages,
+//!   being swap-backed, on the anon lists, as in the kernel).
+//! - The folio lock: the `PG_locked` bit plus the hashed `folio_waitqueue`s; waiters re-check
+//!   after every wake-up, as `folio_wait_bit_common` does.
+//! - Reading from the backing store: missing pages of a window are allocated, inserted locked
+//!   and not uptodate, read with one device request (latency plus per-page transfer), then
+//!   unlocked. Tasks that find a locked folio wait for the read.
+//! - `filemap_fault` with mmap read-around (`ra_pages` centred on the fault; one page with
+//!   `MADV_RANDOM`), tmpfs faults allocating zeroed pages, and the `read()`/`write()` paths.
+//! - `folio_mark_accessed`, the classic two-touch activation.
+//!
+//! Approximations: readahead is a fixed window (no ramp-up, no async `PG_readahead` marker);
+//! LRU additions are not batched per CPU; writeback is synchronous (`fsync`).
+
+use crate::cost::Cost;
+use crate::errno::VmFault;
+use crate::folio::{InodeId, LruList, Mapping, pg};
+use crate::fs::FsType;
+use crate::kernel::{Cx, KState};
+use crate::vmstat::VmStat;
+use simcore::{Order, Pfn};
+
+impl KState {
+    /// The head of the cached folio covering page `index`, if any.
+    pub fn page_cache_get(&self, inode: InodeId, index: u64) -> Option<Pfn> {
+        let (&start, &head) = self.inodes[inode].mapping.pages.range(..=index).next_back()?;
+        (index < start + self.folios.order(head).pages()).then_some(head)
+    }
+
+    /// `folio_lru_list`: the list a folio belongs on.
+    pub fn folio_lru_list(&self, head: Pfn) -> LruList {
+        let f = &self.folios;
+        if f.test(head, pg::UNEVICTABLE) {
+            return LruList::Unevictable;
+        }
+        match (f.test(head, pg::SWAPBACKED), f.test(head, pg::ACTIVE)) {
+            (true, false) => LruList::InactiveAnon,
+            (true, true) => LruList::ActiveAnon,
+            (false, false) => LruList::InactiveFile,
+            (false, true) => LruList::ActiveFile,
+        }
+    }
+
+    /// `folio_add_lru`.
+    pub(crate) fn folio_add_lru(&mut self, head: Pfn) {
+        let list = self.folio_lru_list(head);
+        self.folios.lru_add(head, list);
+    }
+
+    /// `folio_mark_accessed`: inactive,unreferenced -> referenced; inactive,referenced ->
+    /// active; active,unreferenced -> referenced.
+    pub(crate) fn folio_mark_accessed(&mut self, head: Pfn) {
+        let f = &self.folios;
+        if f.test(head, pg::UNEVICTABLE) {
+            return;
+        }
+        if !f.test(head, pg::ACTIVE) && f.test(head, pg::REFERENCED) {
+            let on_lru = f.test(head, pg::LRU);
+            if on_lru {
+                let list = self.folio_lru_list(head);
+                self.folios.lru_del(head, list);
+            }
+            self.folios.set(head, pg::ACTIVE);
+            self.folios.clear_flag(head, pg::REFERENCED);
+            if on_lru {
+                self.folio_add_lru(head);
+            }
+            self.vmstat.add(VmStat::Pgactivate, self.folios.order(head).pages());
+        } else {
+            self.folios.set(head, pg::REFERENCED);
+        }
+    }
+
+    /// `folio_mark_dirty` for a page-cache folio.
+    pub(crate) fn folio_mark_dirty(&mut self, head: Pfn) {
+        if !self.folios.test_and_set(head, pg::DIRTY) {
+            let nr = self.folios.order(head).pages();
+            self.vmstat.add(VmStat::NrDirty, nr);
+            self.vmstat.add(VmStat::NrDirtied, nr);
+        }
+    }
+
+    /// Inserts a new folio at `index` (`__filemap_add_folio`): the cache's references, the
+    /// mapping, the LRU, the counters.
+    pub(crate) fn page_cache_insert(&mut self, inode: InodeId, index: u64, head: Pfn) {
+        let nr = self.folios.order(head).pages();
+        debug_assert!(self.page_cache_get(inode, index).is_none());
+        let index32 = u32::try_from(index).expect("file index beyond 16 TiB");
+        self.folios.set_mapping(head, Mapping::File(inode), index32);
+        self.folios.get(head, nr as u32);
+        self.vmstat.add(VmStat::NrFilePages, nr);
+        if self.inodes[inode].fs == FsType::Tmpfs {
+            self.folios.set(head, pg::SWAPBACKED);
+            self.vmstat.add(VmStat::NrShmem, nr);
+        }
+        let m = &mut self.inodes[inode].mapping;
+        m.pages.insert(index, head);
+        m.nrpages += nr;
+        self.folio_add_lru(head);
+    }
+
+    /// Removes a folio from the page cache (`filemap_remove_folio`), dropping the cache's
+    /// references; the folio is freed if nobody else holds it.
+    pub(crate) fn page_cache_delete(&mut self, inode: InodeId, head: Pfn) {
+        let nr = self.folios.order(head).pages();
+        let index = self.folio_index(head);
+        let m = &mut self.inodes[inode].mapping;
+        assert_eq!(m.pages.remove(&index), Some(head), "deleting a folio not in the cache");
+        m.nrpages -= nr;
+        self.vmstat.sub(VmStat::NrFilePages, nr);
+        if self.inodes[inode].fs == FsType::Tmpfs {
+            self.vmstat.sub(VmStat::NrShmem, nr);
+        }
+        if self.folios.test(head, pg::DIRTY) {
+            self.folios.clear_flag(head, pg::DIRTY);
+            self.vmstat.sub(VmStat::NrDirty, nr);
+        }
+        self.folios.set_mapping(head, Mapping::None, 0);
+        self.put_folio(head, nr as u32);
+    }
+
+    /// Writes a dirty folio back to the backing store (synchronous writeback).
+    pub(crate) fn writeback_folio(&mut self, inode: InodeId, head: Pfn) {
+        if !self.folios.test(head, pg::DIRTY) {
+            return;
+        }
+        let index = self.folio_index(head);
+        let nr = self.folios.order(head).pages();
+        for i in 0..nr {
+            let content = self.mem.get((head + i).0).cloned();
+            self.inodes[inode].backing.write(index + i, content);
+        }
+        self.folios.clear_flag(head, pg::DIRTY);
+        self.vmstat.sub(VmStat::NrDirty, nr);
+        self.vmstat.add(VmStat::NrWritten, nr);
+        self.vmstat.add(VmStat::Pgpgout, nr * 4);
+    }
+}
+
+/// `folio_trylock`.
+pub(crate) fn folio_trylock(st: &mut KState, head: Pfn) -> bool {
+    !st.folios.test_and_set(head, pg::LOCKED)
+}
+
+/// `folio_lock`: sleeps until the folio's lock is free, then takes it.
+pub(crate) async fn folio_lock(cx: &Cx, head: Pfn) {
+    cx.preempt_point().await;
+    while !folio_trylock(&mut cx.st(), head) {
+        cx.kernel().folio_waitqueue(head).wait(cx).await;
+    }
+}
+
+/// `folio_unlock`: releases the lock and wakes the waiters of its hashed queue.
+pub(crate) fn folio_unlock(cx: &Cx, head: Pfn) {
+    let mut st = cx.st();
+    assert!(st.folios.test(head, pg::LOCKED), "unlocking unlocked folio {head}");
+    st.folios.clear_flag(head, pg::LOCKED);
+    drop(st);
+    cx.kernel().folio_waitqueue(head).wake_up_all(cx);
+}
+
+/// Brings the missing pages of `[start, end)` of a disk file into the page cache and reads them
+/// with one device request. Pages already cached are left alone. Returns the pages read.
+pub(crate) async fn read_pages(
+    cx: &Cx,
+    inode: InodeId,
+    start: u64,
+    end: u64,
+) -> Result<u64, VmFault> {
+    let mut batch = Vec::new();
+    {
+        let mut st = cx.st();
+        debug_assert_eq!(st.inodes[inode].fs, FsType::Disk);
+        for index in start..end {
+            if st.page_cache_get(inode, index).is_some() {
+                continue;
+            }
+            let Some(head) = st.alloc_folio(Order::BASE) else {
+                break;
+            };
+            st.folios.set(head, pg::LOCKED);
+            st.page_cache_insert(inode, index, head);
+            st.put_folio_extra(head); // the allocation reference; the cache holds its own
+            batch.push((index, head));
+        }
+    }
+    if batch.is_empty() {
+        // Nothing was missing, or not even one page could be allocated.
+        let wanted_missing = (start..end).any(|i| cx.st().page_cache_get(inode, i).is_none());
+        return if wanted_missing { Err(VmFault::Oom) } else { Ok(0) };
+    }
+    let n = batch.len() as u64;
+    cx.charge_n(Cost::PageAlloc, n).await;
+    cx.charge_n(Cost::PageCacheInsert, n).await;
+    let io = cx.cost(Cost::BlockIoLatency) + cx.cost(Cost::BlockIoPerPage) * n;
+    cx.sleep(io).await;
+    {
+        let mut st = cx.st();
+        for &(index, head) in &batch {
+            let content = st.inodes[inode].backing.read(index);
+            st.mem.set(head.0, content);
+            st.folios.set(head, pg::UPTODATE);
+        }
+        st.vmstat.add(VmStat::Pgpgin, n * 4);
+    }
+    for &(_, head) in &batch {
+        folio_unlock(cx, head);
+    }
+    Ok(n)
+}
+
+/// Allocates a zeroed tmpfs page at `index` (`shmem_get_folio` for a missing page).
+async fn shmem_alloc_page(cx: &Cx, inode: InodeId, index: u64) -> Result<(), VmFault> {
+    cx.charge(Cost::PageAlloc).await;
+    cx.charge(Cost::ZeroPage4k).await;
+    let mut st = cx.st();
+    if st.page_cache_get(inode, index).is_some() {
+        return Ok(());
+    }
+    let head = st.alloc_folio(Order::BASE).ok_or(VmFault::Oom)?;
+    st.folios.set(head, pg::UPTODATE);
+    st.page_cache_insert(inode, index, head);
+    st.put_folio_extra(head);
+    Ok(())
+}
+
+/// What `filemap_fault` returns: the page, locked, with a reference for the caller.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct FaultPage {
+    pub head: Pfn,
+    pub page: Pfn,
+    pub major: bool,
+}
+
+/// `filemap_fault` / `shmem_fault`: finds or reads page `index` of `inode`, returns it locked.
+/// `readaround` is the read-around window in pages (1 for `MADV_RANDOM`).
+pub(crate) async fn filemap_fault(
+    cx: &Cx,
+    inode: InodeId,
+    index: u64,
+    readaround: u64,
+) -> Result<FaultPage, VmFault> {
+    let mut major = false;
+    loop {
+        cx.charge(Cost::PageCacheLookup).await;
+        let (found, fs, size) = {
+            let st = cx.st();
+            let i = &st.inodes[inode];
+            (st.page_cache_get(inode, index), i.fs, i.size_pages())
+        };
+        if index >= size {
+            return Err(VmFault::SigBus);
+        }
+        let Some(head) = found else {
+            major = true;
+            match fs {
+                FsType::Tmpfs => shmem_alloc_page(cx, inode, index).await?,
+                FsType::Disk => {
+                    let start = index.saturating_sub(readaround / 2);
+                    let end = (start + readaround).min(size).max(index + 1);
+                    read_pages(cx, inode, start, end).await?;
+                }
+            }
+            continue;
+        };
+        cx.st().folios.get_extra(head);
+        folio_lock(cx, head).await;
+        let mut st = cx.st();
+        if st.folios.mapping(head) != Mapping::File(inode) || index >= st.inodes[inode].size_pages()
+        {
+            // Truncated while we slept: drop it and look again (or SIGBUS past the new EOF).
+            drop(st);
+            folio_unlock(cx, head);
+            cx.st().put_folio_extra(head);
+            continue;
+        }
+        debug_assert!(st.folios.test(head, pg::UPTODATE));
+        if major {
+            st.vmstat.inc(VmStat::Pgmajfault);
+        }
+        let page = head + (index - st.folio_index(head));
+        return Ok(FaultPage { head, page, major });
+    }
+}
+
+/// Reads `len` bytes at `pos` of `inode` through the page cache (`filemap_read`), marking each
+/// page accessed. Returns the bytes (`None` when `want_data` is false: the caller only needs the
+/// accounting, and no bytes are generated).
+pub(crate) async fn file_read(
+    cx: &Cx,
+    inode: InodeId,
+    pos: u64,
+    len: u64,
+    ra_pages: u64,
+    want_data: bool,
+) -> Result<Option<Vec<u8>>, VmFault> {
+    let size = cx.st().inodes[inode].size;
+    if pos >= size || len == 0 {
+        return Ok(want_data.then(Vec::new));
+    }
+    let end = (pos + len).min(size);
+    let mut out = want_data.then(|| Vec::with_capacity((end - pos) as usize));
+    let mut off = pos;
+    while off < end {
+        let index = off / 4096;
+        cx.charge(Cost::PageCacheLookup).await;
+        let cached = cx.st().page_cache_get(inode, index);
+        let head = match cached {
+            Some(h) => h,
+            None => {
+                let fs = cx.st().inodes[inode].fs;
+                match fs {
+                    FsType::Tmpfs => shmem_alloc_page(cx, inode, index).await?,
+                    FsType::Disk => {
+                        let last = end.div_ceil(4096);
+                        let window = (last - index).max(ra_pages);
+                        let stop = (index + window).min(cx.st().inodes[inode].size_pages());
+                        read_pages(cx, inode, index, stop).await?;
+                    }
+                }
+                continue;
+            }
+        };
+        if cx.st().folios.test(head, pg::LOCKED) {
+            // Under IO or truncation: wait for it, then look again.
+            folio_lock(cx, head).await;
+            folio_unlock(cx, head);
+            continue;
+        }
+        let chunk_end = ((index + 1) * 4096).min(end);
+        let n = (chunk_end - off) as usize;
+        {
+            let mut st = cx.st();
+            if let Some(out) = out.as_mut() {
+                let page = head + (index - st.folio_index(head));
+                let at = out.len();
+                out.resize(at + n, 0);
+                st.mem.read(page.0, (off % 4096) as usize, &mut out[at..]);
+            }
+            st.folio_mark_accessed(head);
+        }
+        cx.charge(Cost::UserCopy4k).await;
+        off = chunk_end;
+    }
+    Ok(out)
+}
+
+/// Writes `data` at `pos` of `inode` through the page cache (`generic_perform_write`): each page
+/// is found or created, read first if partially overwritten and not cached, locked, copied into,
+/// marked dirty. Extends `i_size`.
+pub(crate) async fn file_write(
+    cx: &Cx,
+    inode: InodeId,
+    pos: u64,
+    data: &[u8],
+) -> Result<(), VmFault> {
+    let end = pos + data.len() as u64;
+    let mut off = pos;
+    while off < end {
+        let index = off / 4096;
+        let chunk_end = ((index + 1) * 4096).min(end);
+        let whole_page = off.is_multiple_of(4096) && chunk_end - off == 4096;
+        cx.charge(Cost::PageCacheLookup).await;
+        let (cached, fs, size) = {
+            let st = cx.st();
+            (st.page_cache_get(inode, index), st.inodes[inode].fs, st.inodes[inode].size)
+        };
+        let Some(head) = cached else {
+            let beyond_eof = index * 4096 >= size;
+            match fs {
+                FsType::Disk if !whole_page && !beyond_eof => {
+                    read_pages(cx, inode, index, index + 1).await?;
+                }
+                _ => {
+                    cx.charge(Cost::PageAlloc).await;
+                    let mut st = cx.st();
+                    let head = st.alloc_folio(Order::BASE).ok_or(VmFault::Oom)?;
+                    st.folios.set(head, pg::UPTODATE);
+                    st.page_cache_insert(inode, index, head);
+                    st.put_folio_extra(head);
+                }
+            }
+            continue;
+        };
+        cx.st().folios.get_extra(head);
+        folio_lock(cx, head).await;
+        cx.charge(Cost::UserCopy4k).await;
+        {
+            let mut st = cx.st();
+            let page = head + (index - st.folio_index(head));
+            let from = (off - pos) as usize;
+            st.mem.write(
+                page.0,
+                (off % 4096) as usize,
+                &data[from..from + (chunk_end - off) as usize],
+            );
+            st.folio_mark_dirty(head);
+            let i = &mut st.inodes[inode];
+            i.size = i.size.max(chunk_end);
+        }
+        folio_unlock(cx, head);
+        cx.st().put_folio_extra(head);
+        off = chunk_end;
+    }
+    Ok(())
+}
+
+/// Writes every dirty page of `inode` back (`filemap_write_and_wait`): one device request.
+pub(crate) async fn writeback(cx: &Cx, inode: InodeId) {
+    let dirty: Vec<Pfn> = {
+        let st = cx.st();
+        if st.inodes[inode].fs == FsType::Tmpfs {
+            return;
+        }
+        st.inodes[inode]
+            .mapping
+            .pages
+            .values()
+            .copied()
+            .filter(|&h| st.folios.test(h, pg::DIRTY))
+            .collect()
+    };
+    if dirty.is_empty() {
+        return;
+    }
+    let io = cx.cost(Cost::BlockIoLatency) + cx.cost(Cost::BlockIoPerPage) * dirty.len() as u64;
+    cx.sleep(io).await;
+    let mut st = cx.st();
+    for head in dirty {
+        if st.folios.mapping(head) == Mapping::File(inode) {
+            st.writeback_folio(inode, head);
+        }
+    }
+}

@@ -1,0 +1,503 @@
+//! Folios: the per-frame state of simulated physical memory (`include/linux/mm_types.h`,
+//! `include/linux/page-flags.h`, Linux v6.8).
+//!
+//! One packed [`PageMeta`] of 24 bytes per frame (Linux spends 64 on `struct page`), indexed by
+//! pfn and grown only as far as frames have been handed out. For a large folio the head frame
+//! carries the folio's flags, refcount and mapping; its order, entire (PMD) mapcount and pincount
+//! live in a side table, since large folios are few. Tail frames carry their per-page (PTE)
+//! mapcount and their offset from the head, as the kernel's tail pages do.
+//!
+//! References: a folio's refcount is the sum of its page-cache or swap-cache references (one per
+//! page), one per PTE or PMD that maps it, `GUP_PIN_COUNTING_BIAS` per FOLL_PIN pin of a small
+//! folio (one per pin of a large one), and the references other holders take (FOLL_GET users,
+//! isolation, in-flight IO). Those other holders register with [`Folios::get_extra`] so the
+//! refcount checker can account for every reference.
+//!
+//! Limits (asserted): 2^32 frames (16 TiB), 65 535 PTE mappings of one page.
+
+use simcore::{Order, Pfn};
+use std::collections::BTreeMap;
+
+/// Page flags (a subset of `enum pageflags`), as bits of [`PageMeta::flags`].
+pub mod pg {
+    pub const LOCKED: u16 = 1 << 0;
+    pub const REFERENCED: u16 = 1 << 1;
+    pub const UPTODATE: u16 = 1 << 2;
+    pub const DIRTY: u16 = 1 << 3;
+    pub const LRU: u16 = 1 << 4;
+    pub const ACTIVE: u16 = 1 << 5;
+    pub const WORKINGSET: u16 = 1 << 6;
+    pub const WRITEBACK: u16 = 1 << 7;
+    pub const HEAD: u16 = 1 << 8;
+    pub const TAIL: u16 = 1 << 9;
+    pub const SWAPBACKED: u16 = 1 << 10;
+    pub const ANON_EXCLUSIVE: u16 = 1 << 11;
+    pub const RECLAIM: u16 = 1 << 12;
+    pub const UNEVICTABLE: u16 = 1 << 13;
+    pub const SWAPCACHE: u16 = 1 << 14;
+    /// `PG_reserved`: the zero pages; never refcounted or freed.
+    pub const RESERVED: u16 = 1 << 15;
+
+    /// Names for dumps, in bit order.
+    pub const NAMES: [&str; 16] = [
+        "locked",
+        "referenced",
+        "uptodate",
+        "dirty",
+        "lru",
+        "active",
+        "workingset",
+        "writeback",
+        "head",
+        "tail",
+        "swapbacked",
+        "anon_exclusive",
+        "reclaim",
+        "unevictable",
+        "swapcache",
+        "reserved",
+    ];
+}
+
+/// `GUP_PIN_COUNTING_BIAS` (`include/linux/mm.h`): what one FOLL_PIN adds to a small folio.
+pub const GUP_PIN_COUNTING_BIAS: u32 = 1024;
+
+simcore::define_id!(
+    /// An `anon_vma`.
+    pub struct AnonVmaId;
+);
+simcore::define_id!(
+    /// An inode (and its `address_space`).
+    pub struct InodeId;
+);
+
+/// What `folio->mapping` points at.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Mapping {
+    None,
+    Anon(AnonVmaId),
+    File(InodeId),
+}
+
+const ANON_TAG: u32 = 1 << 31;
+
+impl Mapping {
+    fn pack(self) -> u32 {
+        match self {
+            Mapping::None => 0,
+            Mapping::Anon(a) => {
+                assert!(a.0 < ANON_TAG, "too many anon_vmas");
+                ANON_TAG | a.0
+            }
+            Mapping::File(i) => {
+                assert!(i.0 < ANON_TAG - 1, "too many inodes");
+                i.0 + 1
+            }
+        }
+    }
+
+    fn unpack(raw: u32) -> Mapping {
+        match raw {
+            0 => Mapping::None,
+            r if r & ANON_TAG != 0 => Mapping::Anon(AnonVmaId(r & !ANON_TAG)),
+            r => Mapping::File(InodeId(r - 1)),
+        }
+    }
+}
+
+/// The state of one frame.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(C)]
+pub struct PageMeta {
+    pub flags: u16,
+    /// PTE mappings of this page (the kernel's `_mapcount + 1`).
+    pub mapcount: u16,
+    /// Head or small folio: `_refcount`. Tail: 0.
+    pub refcount: u32,
+    mapping: u32,
+    /// Head or small folio: `folio->index` (page offset in the file, or the anon index relative
+    /// to its anon_vma). Tail: offset from the head.
+    pub index: u32,
+    lru_prev: u32,
+    lru_next: u32,
+}
+
+const _: () = assert!(size_of::<PageMeta>() == 24);
+
+/// The list a folio is on (`enum lru_list`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum LruList {
+    InactiveAnon = 0,
+    ActiveAnon = 1,
+    InactiveFile = 2,
+    ActiveFile = 3,
+    Unevictable = 4,
+}
+
+impl LruList {
+    pub const ALL: [LruList; 5] = [
+        LruList::InactiveAnon,
+        LruList::ActiveAnon,
+        LruList::InactiveFile,
+        LruList::ActiveFile,
+        LruList::Unevictable,
+    ];
+}
+
+/// State of a large folio kept beside its head page.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LargeInfo {
+    pub order: u8,
+    /// PMD mappings of the whole folio (`_entire_mapcount + 1`).
+    pub entire_mapcount: u32,
+    /// FOLL_PIN pins (`_pincount`).
+    pub pincount: u32,
+}
+
+const NIL: u32 = u32::MAX;
+
+#[derive(Clone, Copy, Debug)]
+struct ListHead {
+    head: u32,
+    tail: u32,
+    /// Pages on the list (large folios count all their pages).
+    nr_pages: u64,
+}
+
+/// Every frame's state, the large-folio side table, and the LRU lists.
+#[derive(Debug)]
+pub struct Folios {
+    meta: Vec<PageMeta>,
+    large: BTreeMap<u32, LargeInfo>,
+    /// References held by holders other than mappings and caches, per head pfn.
+    extra: BTreeMap<u32, u32>,
+    lists: [ListHead; 5],
+}
+
+impl Folios {
+    pub(crate) fn new() -> Folios {
+        let empty = ListHead { head: NIL, tail: NIL, nr_pages: 0 };
+        Folios {
+            meta: Vec::new(),
+            large: BTreeMap::new(),
+            extra: BTreeMap::new(),
+            lists: [empty; 5],
+        }
+    }
+
+    /// Makes room for frames below `high_water`.
+    pub(crate) fn grow(&mut self, high_water: u64) {
+        let n = usize::try_from(high_water).expect("frame count");
+        assert!(high_water <= u64::from(NIL), "more than 2^32 frames");
+        if self.meta.len() < n {
+            self.meta.resize(n, PageMeta::default());
+        }
+    }
+
+    /// Host bytes spent on per-frame state (for the memory benchmark).
+    pub fn host_bytes(&self) -> usize {
+        self.meta.capacity() * size_of::<PageMeta>()
+    }
+
+    pub fn meta(&self, pfn: Pfn) -> &PageMeta {
+        &self.meta[pfn.0 as usize]
+    }
+
+    pub(crate) fn meta_mut(&mut self, pfn: Pfn) -> &mut PageMeta {
+        &mut self.meta[pfn.0 as usize]
+    }
+
+    /// Sets up a newly allocated folio of `order`: refcount 1, no mapping.
+    pub(crate) fn prep_new(&mut self, head: Pfn, order: Order) {
+        self.grow(head.0 + order.pages());
+        self.extra.insert(head.0 as u32, 1);
+        let m = self.meta_mut(head);
+        assert_eq!(m.refcount, 0, "allocating folio {head} with references");
+        *m = PageMeta { refcount: 1, ..PageMeta::default() };
+        if order.0 > 0 {
+            m.flags = pg::HEAD;
+            for i in 1..order.pages() {
+                let tail = self.meta_mut(head + i);
+                *tail = PageMeta { flags: pg::TAIL, index: i as u32, ..PageMeta::default() };
+            }
+            self.large.insert(head.0 as u32, LargeInfo { order: order.0, ..LargeInfo::default() });
+        }
+    }
+
+    /// Clears a freed folio's state; returns its order.
+    pub(crate) fn clear(&mut self, head: Pfn) -> Order {
+        let order = self.order(head);
+        let m = self.meta(head);
+        assert_eq!(m.refcount, 0, "freeing folio {head} with references");
+        assert_eq!(m.mapcount, 0, "freeing mapped folio {head}");
+        assert_eq!(m.flags & pg::LRU, 0, "freeing folio {head} still on an LRU list");
+        assert!(!self.extra.contains_key(&(head.0 as u32)), "freeing folio {head} with holders");
+        for i in 0..order.pages() {
+            *self.meta_mut(head + i) = PageMeta::default();
+        }
+        self.large.remove(&(head.0 as u32));
+        order
+    }
+
+    pub fn is_tail(&self, pfn: Pfn) -> bool {
+        self.meta(pfn).flags & pg::TAIL != 0
+    }
+
+    /// `compound_head`.
+    pub fn head(&self, pfn: Pfn) -> Pfn {
+        let m = self.meta(pfn);
+        if m.flags & pg::TAIL != 0 { Pfn(pfn.0 - u64::from(m.index)) } else { pfn }
+    }
+
+    pub fn order(&self, head: Pfn) -> Order {
+        debug_assert!(!self.is_tail(head));
+        if self.meta(head).flags & pg::HEAD != 0 {
+            Order(self.large[&(head.0 as u32)].order)
+        } else {
+            Order::BASE
+        }
+    }
+
+    pub fn large(&self, head: Pfn) -> Option<&LargeInfo> {
+        self.large.get(&(head.0 as u32))
+    }
+
+    pub fn test(&self, pfn: Pfn, flag: u16) -> bool {
+        self.meta(pfn).flags & flag != 0
+    }
+
+    pub(crate) fn set(&mut self, pfn: Pfn, flag: u16) {
+        self.meta_mut(pfn).flags |= flag;
+    }
+
+    pub(crate) fn clear_flag(&mut self, pfn: Pfn, flag: u16) {
+        self.meta_mut(pfn).flags &= !flag;
+    }
+
+    /// Sets `flag` and returns whether it was already set (`folio_test_set_*`).
+    pub(crate) fn test_and_set(&mut self, pfn: Pfn, flag: u16) -> bool {
+        let was = self.test(pfn, flag);
+        self.set(pfn, flag);
+        was
+    }
+
+    pub fn mapping(&self, head: Pfn) -> Mapping {
+        Mapping::unpack(self.meta(head).mapping)
+    }
+
+    pub(crate) fn set_mapping(&mut self, head: Pfn, mapping: Mapping, index: u32) {
+        let m = self.meta_mut(head);
+        m.mapping = mapping.pack();
+        m.index = index;
+    }
+
+    pub fn is_anon(&self, head: Pfn) -> bool {
+        matches!(self.mapping(head), Mapping::Anon(_))
+    }
+
+    pub fn refcount(&self, head: Pfn) -> u32 {
+        self.meta(head).refcount
+    }
+
+    /// `folio_ref_add`.
+    pub(crate) fn get(&mut self, head: Pfn, n: u32) {
+        let m = self.meta_mut(head);
+        assert!(m.refcount > 0, "get on free folio {head}");
+        m.refcount = m.refcount.checked_add(n).expect("refcount overflow");
+    }
+
+    /// `folio_ref_sub`; returns true when the count reached zero (the caller frees the folio).
+    #[must_use = "a folio whose last reference was dropped must be freed"]
+    pub(crate) fn put(&mut self, head: Pfn, n: u32) -> bool {
+        let m = self.meta_mut(head);
+        m.refcount =
+            m.refcount.checked_sub(n).unwrap_or_else(|| panic!("refcount underflow on {head}"));
+        m.refcount == 0
+    }
+
+    /// A reference taken by a holder that is not a mapping or a cache (GUP, IO, isolation).
+    pub(crate) fn get_extra(&mut self, head: Pfn) {
+        self.get(head, 1);
+        *self.extra.entry(head.0 as u32).or_default() += 1;
+    }
+
+    /// Drops a [`get_extra`](Folios::get_extra) reference.
+    #[must_use = "a folio whose last reference was dropped must be freed"]
+    pub(crate) fn put_extra(&mut self, head: Pfn) -> bool {
+        let e = self.extra.get_mut(&(head.0 as u32)).expect("put_extra without get_extra");
+        *e -= 1;
+        if *e == 0 {
+            self.extra.remove(&(head.0 as u32));
+        }
+        self.put(head, 1)
+    }
+
+    /// Hands a [`get_extra`](Folios::get_extra) reference over to a new mapping (the fault's
+    /// reference becomes the PTE's): the refcount is unchanged.
+    pub(crate) fn extra_to_mapping(&mut self, head: Pfn) {
+        let e = self.extra.get_mut(&(head.0 as u32)).expect("no extra reference to hand over");
+        *e -= 1;
+        if *e == 0 {
+            self.extra.remove(&(head.0 as u32));
+        }
+    }
+
+    /// The reverse: a mapping's reference kept by the unmapper until the TLB flush (the
+    /// kernel's `mmu_gather`), then dropped with [`put_extra`](Folios::put_extra).
+    pub(crate) fn mapping_to_extra(&mut self, head: Pfn) {
+        *self.extra.entry(head.0 as u32).or_default() += 1;
+    }
+
+    pub fn extra_refs(&self, head: Pfn) -> u32 {
+        self.extra.get(&(head.0 as u32)).copied().unwrap_or(0)
+    }
+
+    pub fn page_mapcount(&self, pfn: Pfn) -> u32 {
+        u32::from(self.meta(pfn).mapcount)
+    }
+
+    /// `folio_mapcount`: PTE mappings of all pages plus PMD mappings.
+    pub fn folio_mapcount(&self, head: Pfn) -> u32 {
+        match self.large(head) {
+            None => self.page_mapcount(head),
+            Some(l) => {
+                let ptes: u32 = (0..1u64 << l.order).map(|i| self.page_mapcount(head + i)).sum();
+                ptes + l.entire_mapcount
+            }
+        }
+    }
+
+    pub(crate) fn inc_mapcount(&mut self, pfn: Pfn) {
+        let m = self.meta_mut(pfn);
+        m.mapcount = m.mapcount.checked_add(1).expect("more than 65535 mappings of one page");
+    }
+
+    pub(crate) fn dec_mapcount(&mut self, pfn: Pfn) {
+        let m = self.meta_mut(pfn);
+        m.mapcount =
+            m.mapcount.checked_sub(1).unwrap_or_else(|| panic!("mapcount underflow on {pfn}"));
+    }
+
+    /// Pages on `list`.
+    pub fn lru_pages(&self, list: LruList) -> u64 {
+        self.lists[list as usize].nr_pages
+    }
+
+    /// `lruvec_add_folio`: puts the folio at the head (most recent end) of `list`.
+    pub(crate) fn lru_add(&mut self, head: Pfn, list: LruList) {
+        let nr = self.order(head).pages();
+        let h = head.0 as u32;
+        let l = &mut self.lists[list as usize];
+        let old_head = l.head;
+        l.head = h;
+        if old_head == NIL {
+            l.tail = h;
+        }
+        l.nr_pages += nr;
+        if old_head != NIL {
+            self.meta[old_head as usize].lru_prev = h;
+        }
+        let m = &mut self.meta[h as usize];
+        assert_eq!(m.flags & pg::LRU, 0, "folio {head} already on an LRU list");
+        m.flags |= pg::LRU;
+        m.lru_prev = NIL;
+        m.lru_next = old_head;
+    }
+
+    /// `lruvec_del_folio`: takes the folio off `list`.
+    pub(crate) fn lru_del(&mut self, head: Pfn, list: LruList) {
+        let nr = self.order(head).pages();
+        let h = head.0 as usize;
+        let (prev, next) = (self.meta[h].lru_prev, self.meta[h].lru_next);
+        assert_ne!(self.meta[h].flags & pg::LRU, 0, "folio {head} is not on an LRU list");
+        let l = &mut self.lists[list as usize];
+        if prev == NIL {
+            l.head = next;
+        } else {
+            self.meta[prev as usize].lru_next = next;
+        }
+        let l = &mut self.lists[list as usize];
+        if next == NIL {
+            l.tail = prev;
+        } else {
+            self.meta[next as usize].lru_prev = prev;
+        }
+        self.lists[list as usize].nr_pages -= nr;
+        let m = &mut self.meta[h];
+        m.flags &= !pg::LRU;
+        m.lru_prev = NIL;
+        m.lru_next = NIL;
+    }
+
+    /// The folios of `list` from the tail (least recent) to the head.
+    pub fn lru_iter(&self, list: LruList) -> impl Iterator<Item = Pfn> + '_ {
+        let mut cur = self.lists[list as usize].tail;
+        std::iter::from_fn(move || {
+            if cur == NIL {
+                return None;
+            }
+            let p = cur;
+            cur = self.meta[p as usize].lru_prev;
+            Some(Pfn(u64::from(p)))
+        })
+    }
+
+    /// Frames with state (for checkers): every head of an allocated folio.
+    pub(crate) fn heads(&self) -> impl Iterator<Item = Pfn> + '_ {
+        (0..self.meta.len() as u64)
+            .map(Pfn)
+            .filter(|&p| self.meta(p).refcount > 0 || self.meta(p).flags & pg::RESERVED != 0)
+    }
+}
+
+/// Names of the set flags, for dumps.
+pub fn flag_names(flags: u16) -> Vec<&'static str> {
+    (0..16).filter(|b| flags & (1 << b) != 0).map(|b| pg::NAMES[b]).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn large_folios_have_heads_and_tails() {
+        let mut f = Folios::new();
+        f.prep_new(Pfn(512), Order::PMD);
+        assert_eq!(f.extra_refs(Pfn(512)), 1, "the allocator's reference");
+        f.extra_to_mapping(Pfn(512));
+        assert_eq!(f.head(Pfn(700)), Pfn(512));
+        assert_eq!(f.order(Pfn(512)), Order::PMD);
+        f.inc_mapcount(Pfn(513));
+        f.inc_mapcount(Pfn(600));
+        assert_eq!(f.folio_mapcount(Pfn(512)), 2);
+        f.dec_mapcount(Pfn(513));
+        f.dec_mapcount(Pfn(600));
+        assert!(f.put(Pfn(512), 1));
+        assert_eq!(f.clear(Pfn(512)), Order::PMD);
+        assert!(!f.is_tail(Pfn(700)));
+    }
+
+    #[test]
+    fn lru_lists_keep_order() {
+        let mut f = Folios::new();
+        for p in 0..4 {
+            f.prep_new(Pfn(p), Order::BASE);
+            f.extra_to_mapping(Pfn(p));
+            f.lru_add(Pfn(p), LruList::InactiveFile);
+        }
+        f.lru_del(Pfn(1), LruList::InactiveFile);
+        f.lru_add(Pfn(1), LruList::ActiveFile);
+        let inactive: Vec<u64> = f.lru_iter(LruList::InactiveFile).map(|p| p.0).collect();
+        assert_eq!(inactive, [0, 2, 3], "tail (oldest) first");
+        assert_eq!((f.lru_pages(LruList::InactiveFile), f.lru_pages(LruList::ActiveFile)), (3, 1));
+        assert!(f.test(Pfn(1), pg::LRU));
+    }
+
+    #[test]
+    fn mappings_pack() {
+        for m in [Mapping::None, Mapping::Anon(AnonVmaId(7)), Mapping::File(InodeId(0))] {
+            assert_eq!(Mapping::unpack(m.pack()), m);
+        }
+        assert_eq!(flag_names(pg::DIRTY | pg::LRU), ["dirty", "lru"]);
+    }
+}

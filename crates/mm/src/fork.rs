@@ -1,0 +1,234 @@
+//! `fork` and address-space teardown (`kernel/fork.c` `dup_mmap`, `mm/memory.c`
+//! `copy_page_range`/`copy_present_pte`, `mm/mmap.c` `exit_mmap`; Linux v6.8).
+//!
+//! Fork takes the parent's `mmap_lock` for write, then the child's (nested, as the kernel
+//! annotates it), copies each VMA (skipping `VM_DONTCOPY`), chains the child VMA into the
+//! parent's anon_vmas, links file VMAs into `i_mmap`, and copies page tables only for VMAs that
+//! have anonymous pages (file pages fault back in, as `vma_needs_copy` decides). Copying a PTE of
+//! an anonymous page in a COW mapping write-protects it in both processes and clears
+//! `PageAnonExclusive` (`folio_try_dup_anon_rmap_pte`); the destination PTE table lock is taken
+//! first, the source's nested. The parent's TLB is flushed at the end.
+//!
+//! Not yet modelled: copying possibly-pinned pages at fork (arrives with GUP pins), swap entries.
+
+use crate::cost::Cost;
+use crate::errno::Errno;
+use crate::fault::{mm_counter, pte_alloc, vm_normal_page};
+use crate::folio::pg;
+use crate::kernel::{Cx, KState};
+use crate::mm_struct::{MmCounter, MmId, MmStruct};
+use crate::pgtable::{Level, Pte};
+use crate::process::{Pid, ProcState, Process};
+use crate::tlbflush::flush_tlb_range;
+use crate::vma::{VmFlags, Vma, VmaId};
+use crate::zap::{ZapDetails, zap_vma_range};
+use simcore::{Bytes, VirtAddr};
+
+impl KState {
+    /// `mm_alloc`: an empty address space with its PGD.
+    pub(crate) fn mm_alloc(&mut self, handle: &engine::Handle, owner: Pid) -> Result<MmId, Errno> {
+        let frame = self.alloc_pgtable_frame().ok_or(Errno::ENOMEM)?;
+        let pgd = self.pt.alloc(Level::Pgd, frame, || handle.spin_lock("ptlock"));
+        let mm = MmStruct {
+            owner,
+            pgd,
+            mmap_lock: handle.rwsem("mmap_lock"),
+            page_table_lock: handle.spin_lock("page_table_lock"),
+            vmas: Default::default(),
+            rss: [0; 4],
+            hiwater_rss: 0,
+            flags: 0,
+            cpumask: Default::default(),
+            exe_file: None,
+            nr_ptes: 1,
+        };
+        Ok(self.mms.push(Some(Box::new(mm))))
+    }
+}
+
+/// `fork()`: a child process with a copy of `parent`'s address space and file table.
+pub(crate) async fn do_fork(cx: &Cx, parent: Pid) -> Result<Pid, Errno> {
+    cx.charge(Cost::Syscall).await;
+    cx.charge(Cost::ForkBase).await;
+    let old = cx.st().procs[parent].mm.ok_or(Errno::EINVAL)?;
+    let child = {
+        let mut st = cx.st();
+        let fds = st.procs[parent].fds.clone();
+        for &f in fds.values() {
+            st.file_mut(f).refs += 1;
+        }
+        let name = st.procs[parent].name.clone();
+        st.procs.push(Process {
+            name,
+            parent: Some(parent),
+            mm: None,
+            fds,
+            state: ProcState::Running,
+        })
+    };
+    let new = cx.st().mm_alloc(cx, child)?;
+    cx.st().procs[child].mm = Some(new);
+    let (old_lock, new_lock) = {
+        let st = cx.st();
+        (st.mm(old).mmap_lock, st.mm(new).mmap_lock)
+    };
+    let _old = old_lock.write(cx).await;
+    let _new = new_lock.write_nested(cx, 1).await;
+    {
+        let mut st = cx.st();
+        if let Some(exe) = st.mm(old).exe_file {
+            st.file_mut(exe).refs += 1;
+            let inode = st.file(exe).inode;
+            st.inodes[inode].deny_write_access().expect("the parent already denies writes");
+            st.mm_mut(new).exe_file = Some(exe);
+        }
+    }
+    let parents: Vec<VmaId> = cx.st().mm(old).vmas.values().copied().collect();
+    let mut wrprotected = false;
+    for pv in parents {
+        let (copy, needs_pages, i_mmap) = {
+            let mut st = cx.st();
+            let p = st.vma(pv);
+            if p.flags.has(VmFlags::DONTCOPY) {
+                continue;
+            }
+            let copy = Vma { mm: new, anon_vma: None, anon_vma_chain: Vec::new(), ..p.clone() };
+            let needs = p.anon_vma.is_some() && !p.flags.has(VmFlags::WIPEONFORK);
+            let i_mmap = p.file.map(|f| st.inodes[st.file(f).inode].mapping.i_mmap_rwsem);
+            if let Some(f) = copy.file {
+                st.file_mut(f).refs += 1;
+            }
+            (copy, needs, i_mmap)
+        };
+        cx.charge(Cost::VmaUpdate).await;
+        let cv = match i_mmap {
+            Some(l) => {
+                let _g = l.write(cx).await;
+                cx.st().vma_link(copy)
+            }
+            None => cx.st().vma_link(copy),
+        };
+        if needs_pages {
+            cx.st().anon_vma_fork(cv, pv);
+            wrprotected |= copy_page_range(cx, new, cv, old, pv).await?;
+        }
+    }
+    if wrprotected {
+        flush_tlb_range(cx, old, VirtAddr(0), VirtAddr(crate::pgtable::TASK_SIZE)).await;
+    }
+    Ok(child)
+}
+
+/// Copies the PTEs of `src` (in `src_mm`) into `dst` (in `dst_mm`); returns whether any source
+/// PTE was write-protected.
+async fn copy_page_range(
+    cx: &Cx,
+    dst_mm: MmId,
+    dst: VmaId,
+    src_mm: MmId,
+    src: VmaId,
+) -> Result<bool, Errno> {
+    let (start, end, cow) = {
+        let st = cx.st();
+        let v = st.vma(src);
+        (v.start, v.end, v.is_cow_mapping())
+    };
+    let mut wrprotected = false;
+    let mut addr = start;
+    while addr < end {
+        let next = (addr + Bytes::PMD).align_down(Bytes::PMD).min(end);
+        let src_table = {
+            let st = cx.st();
+            st.pt.pte_slot(st.mm(src_mm).pgd, addr).map(|(t, _)| t)
+        };
+        let Some(src_table) = src_table else {
+            addr = next;
+            continue;
+        };
+        let dst_table = pte_alloc(cx, dst_mm, addr).await.map_err(|_| Errno::ENOMEM)?;
+        let (dst_ptl, src_ptl) = {
+            let st = cx.st();
+            (st.pt.ptl(dst_table), st.pt.ptl(src_table))
+        };
+        let _d = dst_ptl.lock(cx).await;
+        let _s = src_ptl.lock_nested(cx, 1).await;
+        let mut copied = 0;
+        {
+            let mut st = cx.st();
+            let mut a = addr;
+            while a < next {
+                let idx = Level::Pte.index(a);
+                a = a + Bytes::PAGE;
+                let pte = st.pt.pte(src_table, idx);
+                if pte.is_none() {
+                    continue;
+                }
+                assert!(pte.is_present(), "swap entry before swap is modelled");
+                let mut child_pte = pte.without(Pte::ACCESSED);
+                if let Some(page) = vm_normal_page(pte) {
+                    let head = st.folios.head(page);
+                    st.folios.get(head, 1);
+                    if st.folios.is_anon(head) {
+                        st.folios.clear_flag(page, pg::ANON_EXCLUSIVE);
+                    }
+                    st.rmap_add_pte(page);
+                    let counter = mm_counter(&st, head);
+                    st.mm_mut(dst_mm).add_rss(counter, 1);
+                }
+                if cow && pte.write() {
+                    st.pt.set_pte(src_table, idx, pte.wrprotect());
+                    child_pte = child_pte.wrprotect();
+                    wrprotected = true;
+                }
+                if st.vma(dst).is_shared() {
+                    child_pte = child_pte.without(Pte::DIRTY);
+                }
+                st.pt.set_pte(dst_table, idx, child_pte);
+                copied += 1;
+            }
+        }
+        cx.charge_n(Cost::PteUpdate, copied).await;
+        addr = next;
+    }
+    Ok(wrprotected)
+}
+
+/// `exit_mmap`: unmaps every VMA, frees the page tables and the mm.
+pub(crate) async fn exit_mmap(cx: &Cx, mm: MmId) {
+    let lock = cx.st().mm(mm).mmap_lock;
+    let guard = lock.write(cx).await;
+    let vmas: Vec<VmaId> = cx.st().mm(mm).vmas.values().copied().collect();
+    for &v in &vmas {
+        let (s, e) = cx.st().vma_range(v);
+        zap_vma_range(cx, mm, v, s, e, ZapDetails::default()).await;
+    }
+    for &v in &vmas {
+        cx.st().vma_detach(v);
+    }
+    cx.st().free_pgtables(mm, VirtAddr(0), VirtAddr(crate::pgtable::TASK_SIZE));
+    for v in vmas {
+        let i_mmap = {
+            let st = cx.st();
+            st.vma(v).file.map(|f| st.inodes[st.file(f).inode].mapping.i_mmap_rwsem)
+        };
+        let _g = match i_mmap {
+            Some(l) => Some(l.write(cx).await),
+            None => None,
+        };
+        cx.st().vma_free(v);
+    }
+    drop(guard);
+    let mut st = cx.st();
+    if let Some(exe) = st.mm(mm).exe_file {
+        let inode = st.file(exe).inode;
+        st.inodes[inode].allow_write_access();
+        st.file_put(exe);
+    }
+    let m = st.mm(mm);
+    assert_eq!(m.rss_total() + m.rss(MmCounter::SwapEnts), 0, "mm {mm} dies with pages");
+    let pgd = m.pgd;
+    let frame = st.pt.free(pgd);
+    st.free_pgtable_frame(frame);
+    assert_eq!(st.mm(mm).nr_ptes, 1, "mm {mm} dies with page tables");
+    st.mms[mm] = None;
+}

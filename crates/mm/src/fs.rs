@@ -1,0 +1,304 @@
+//! Files: inodes on a simulated block device or on tmpfs, their `address_space`, and open files
+//! (`include/linux/fs.h`, `fs/open.c`, `fs/file_table.c`, `mm/shmem.c`, Linux v6.8).
+//!
+//! An inode's contents live in its *backing store*: on a disk file system, the blocks of a
+//! simulated block device (reads cost device time; holes read as zeros); on tmpfs, nothing — a
+//! tmpfs page exists only in the page cache (swap arrives with reclaim). The page cache is the
+//! `address_space` index of folios by page offset (the xarray), with `i_mmap` (the VMAs mapping
+//! the file), `i_mmap_rwsem`, `invalidate_lock` and `nr_thps`.
+//!
+//! `i_writecount` follows the kernel: positive while open for write, negative while write is
+//! denied (a running executable); `get_write_access` fails with ETXTBSY when denied and
+//! `deny_write_access` when open for write.
+//!
+//! Approximations: no directories or permissions (paths are flat names); one block device per
+//! machine; a file system block is one page.
+
+use crate::content::Content;
+use crate::errno::Errno;
+use crate::folio::InodeId;
+use crate::kernel::KState;
+use crate::vma::VmaId;
+use engine::{Handle, RwSem, SpinLock};
+use simcore::Pfn;
+use std::collections::{BTreeMap, BTreeSet};
+
+simcore::define_id!(
+    /// An open file description (`struct file`), shared by `dup` and `fork`.
+    pub struct FileId;
+);
+
+/// Where a file lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FsType {
+    /// A disk file system (ext4-like) on the machine's block device.
+    Disk,
+    /// tmpfs / shmem: pages live only in memory.
+    Tmpfs,
+}
+
+impl FsType {
+    pub fn name(self) -> &'static str {
+        match self {
+            FsType::Disk => "ext4",
+            FsType::Tmpfs => "tmpfs",
+        }
+    }
+}
+
+/// A file's contents on its backing store.
+#[derive(Debug, Default)]
+pub struct Backing {
+    /// Contents of allocated blocks not written explicitly: a pattern seed, or zeros.
+    pub pattern: Option<u64>,
+    /// Blocks written back with explicit contents.
+    pub blocks: BTreeMap<u64, Content>,
+    /// Unallocated ranges `[start, end)` in pages (holes read as zeros).
+    pub holes: BTreeMap<u64, u64>,
+}
+
+impl Backing {
+    pub fn is_hole(&self, index: u64) -> bool {
+        self.holes.range(..=index).next_back().is_some_and(|(_, &end)| index < end)
+    }
+
+    /// The contents of page `index` (`None`: zeros).
+    pub fn read(&self, index: u64) -> Option<Content> {
+        if let Some(c) = self.blocks.get(&index) {
+            return Some(c.clone());
+        }
+        if self.is_hole(index) {
+            return None;
+        }
+        self.pattern.map(|seed| Content::Pattern(seed ^ index.wrapping_mul(0x2545_f491_4f6c_dd1d)))
+    }
+
+    /// Writes a page back, allocating its block.
+    pub fn write(&mut self, index: u64, content: Option<Content>) {
+        self.fill_hole(index);
+        match content {
+            Some(c) => {
+                self.blocks.insert(index, c);
+            }
+            None => {
+                // An all-zero block: record it explicitly only if the pattern would say otherwise.
+                if self.pattern.is_some() {
+                    self.blocks.insert(index, Content::Bytes(Box::new([0; 4096])));
+                } else {
+                    self.blocks.remove(&index);
+                }
+            }
+        }
+    }
+
+    /// Allocates the block of page `index` if it is in a hole.
+    fn fill_hole(&mut self, index: u64) {
+        let Some((&start, &end)) = self.holes.range(..=index).next_back() else { return };
+        if index >= end {
+            return;
+        }
+        self.holes.remove(&start);
+        if start < index {
+            self.holes.insert(start, index);
+        }
+        if index + 1 < end {
+            self.holes.insert(index + 1, end);
+        }
+    }
+
+    /// Drops every block at or after page `from` (truncation) and records them as a hole up to
+    /// `to`.
+    pub fn truncate(&mut self, from: u64, to: u64) {
+        self.blocks.retain(|&i, _| i < from);
+        self.holes.retain(|&s, _| s < from);
+        if let Some((_, end)) = self.holes.iter_mut().next_back() {
+            *end = (*end).min(from);
+        }
+        if from < to {
+            self.holes.insert(from, to);
+        }
+    }
+}
+
+/// `struct address_space`.
+#[derive(Debug)]
+pub struct AddressSpace {
+    /// The page cache: head pfn by page index (a large folio appears once, at its first index).
+    pub pages: BTreeMap<u64, Pfn>,
+    /// Pages in the page cache (`nrpages`).
+    pub nrpages: u64,
+    /// VMAs mapping this file.
+    pub i_mmap: BTreeSet<VmaId>,
+    pub i_mmap_rwsem: RwSem,
+    pub invalidate_lock: RwSem,
+    /// The xarray lock (`i_pages` lock).
+    pub xa_lock: SpinLock,
+    /// Collapse-created THPs in the page cache (`nr_thps`).
+    pub nr_thps: u64,
+}
+
+/// `struct inode`.
+#[derive(Debug)]
+pub struct Inode {
+    pub path: String,
+    pub fs: FsType,
+    /// `i_size` in bytes.
+    pub size: u64,
+    /// `i_writecount`.
+    pub writecount: i32,
+    pub backing: Backing,
+    pub mapping: AddressSpace,
+    pub i_rwsem: RwSem,
+    /// Open file descriptions and mappings referencing the inode.
+    pub refs: u32,
+}
+
+impl Inode {
+    pub fn size_pages(&self) -> u64 {
+        self.size.div_ceil(4096)
+    }
+
+    /// `inode_is_open_for_write`.
+    pub fn is_open_for_write(&self) -> bool {
+        self.writecount > 0
+    }
+
+    /// `get_write_access`.
+    pub fn get_write_access(&mut self) -> Result<(), Errno> {
+        if self.writecount < 0 {
+            return Err(Errno::ETXTBSY);
+        }
+        self.writecount += 1;
+        Ok(())
+    }
+
+    pub fn put_write_access(&mut self) {
+        assert!(self.writecount > 0, "put_write_access without write access on {}", self.path);
+        self.writecount -= 1;
+    }
+
+    /// `deny_write_access` (exec).
+    pub fn deny_write_access(&mut self) -> Result<(), Errno> {
+        if self.writecount > 0 {
+            return Err(Errno::ETXTBSY);
+        }
+        self.writecount -= 1;
+        Ok(())
+    }
+
+    pub fn allow_write_access(&mut self) {
+        assert!(self.writecount < 0, "allow_write_access without deny on {}", self.path);
+        self.writecount += 1;
+    }
+}
+
+/// `f_mode` bits (`include/linux/fs.h`).
+pub mod fmode {
+    pub const READ: u32 = 1 << 0;
+    pub const WRITE: u32 = 1 << 1;
+    pub const EXEC: u32 = 1 << 5;
+    pub const RANDOM: u32 = 1 << 12;
+    pub const NOREUSE: u32 = 1 << 23;
+}
+
+/// Per-file readahead state (`struct file_ra_state`), simplified to the window size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RaState {
+    /// Maximum readahead in pages (`ra_pages`).
+    pub ra_pages: u64,
+}
+
+/// `struct file`.
+#[derive(Debug)]
+pub struct File {
+    pub inode: InodeId,
+    pub mode: u32,
+    pub direct: bool,
+    pub append: bool,
+    pub pos: u64,
+    /// File descriptors and mappings holding this description.
+    pub refs: u32,
+    pub ra: RaState,
+}
+
+impl File {
+    pub fn readable(&self) -> bool {
+        self.mode & fmode::READ != 0
+    }
+
+    pub fn writable(&self) -> bool {
+        self.mode & fmode::WRITE != 0
+    }
+}
+
+impl KState {
+    /// Creates an inode with its locks (`new_inode`); `pattern` seeds its contents (zeros if
+    /// `None`).
+    pub(crate) fn new_inode(
+        &mut self,
+        handle: &Handle,
+        path: String,
+        fs: FsType,
+        size: u64,
+        pattern: Option<u64>,
+    ) -> InodeId {
+        let mapping = AddressSpace {
+            pages: BTreeMap::new(),
+            nrpages: 0,
+            i_mmap: BTreeSet::new(),
+            i_mmap_rwsem: handle.rwsem("i_mmap_rwsem"),
+            invalidate_lock: handle.rwsem("invalidate_lock"),
+            xa_lock: handle.spin_lock("xa_lock"),
+            nr_thps: 0,
+        };
+        let backing = Backing { pattern, ..Backing::default() };
+        self.inodes.push(Inode {
+            path,
+            fs,
+            size,
+            writecount: 0,
+            backing,
+            mapping,
+            i_rwsem: handle.rwsem("i_rwsem"),
+            refs: 0,
+        })
+    }
+
+    /// Opens an inode (`do_dentry_open`): write access is counted, or refused with ETXTBSY
+    /// while the file runs as an executable.
+    pub(crate) fn open_file(
+        &mut self,
+        inode: InodeId,
+        mode: u32,
+        direct: bool,
+        append: bool,
+    ) -> Result<FileId, Errno> {
+        let i = &mut self.inodes[inode];
+        if mode & fmode::WRITE != 0 {
+            i.get_write_access()?;
+        }
+        i.refs += 1;
+        let ra = RaState { ra_pages: self.bdi_ra_pages };
+        Ok(self.files.push(Some(File { inode, mode, direct, append, pos: 0, refs: 1, ra })))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn holes_split_on_write_and_reappear_on_truncate() {
+        let mut b = Backing { pattern: Some(7), ..Backing::default() };
+        b.holes.insert(10, 20);
+        assert!(b.is_hole(10) && b.is_hole(19) && !b.is_hole(20));
+        assert!(b.read(12).is_none());
+        assert!(b.read(30).is_some(), "allocated blocks read the pattern");
+        b.write(15, None);
+        assert!(!b.is_hole(15) && b.is_hole(14) && b.is_hole(16));
+        assert_eq!(b.read(15), Some(Content::Bytes(Box::new([0; 4096]))));
+        b.truncate(12, 40);
+        assert!(b.is_hole(11) && b.is_hole(12) && b.is_hole(39) && !b.is_hole(40));
+        assert!(b.blocks.is_empty());
+    }
+}

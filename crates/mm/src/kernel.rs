@@ -1,0 +1,273 @@
+//! The machine's kernel state, and the context through which mechanisms reach it.
+//!
+//! [`KState`] holds all simulated kernel state; it lives in one `RefCell` inside [`Kernel`] and is
+//! borrowed only between blocking points (clippy's `await_holding_refcell_ref` is denied, so a
+//! borrow held across an `.await` does not compile). Each mechanism module adds the `KState`
+//! methods of its kernel concern (`rmap.rs` the rmap updates, `memory.rs` the PTE changes, ...).
+//!
+//! [`Cx`] is what a simulated task's code receives: the engine context (its CPU, the blocking
+//! points), the kernel, and `current` (the process it runs in, if any). `cx.charge(Cost::X)`
+//! spends the machine profile's cost of a basic operation.
+
+use crate::content::FrameContents;
+use crate::cost::{Cost, CostTable};
+use crate::era::Switches;
+use crate::folio::{AnonVmaId, Folios, InodeId};
+use crate::fs::{File, FileId, Inode};
+use crate::mm_struct::{MmId, MmStruct};
+use crate::page_alloc::BuddyAllocator;
+use crate::pgtable::PageTables;
+use crate::process::{Pid, Process};
+use crate::rmap::AnonVma;
+use crate::vma::{Vma, VmaId};
+use crate::vmstat::{VmStat, VmStats};
+use engine::{Handle, WaitQueue};
+use simcore::{IdVec, Order, Pfn, SimDuration};
+use std::cell::{Ref, RefCell, RefMut};
+use std::collections::BTreeMap;
+use std::ops::Deref;
+use std::rc::Rc;
+
+/// Tunables that are sysfs or sysctl settings rather than kernel versions.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Tunables {
+    /// `/sys/kernel/mm/transparent_hugepage/enabled` is `never`: only this is modelled so far.
+    /// `read_ahead_kb` of the block device, in pages (default 128 KiB).
+    pub ra_pages: u64,
+    /// `fault_around_bytes`, in pages (default 64 KiB).
+    pub fault_around_pages: u64,
+}
+
+impl Default for Tunables {
+    fn default() -> Self {
+        Tunables { ra_pages: 32, fault_around_pages: 16 }
+    }
+}
+
+/// All simulated kernel state.
+#[derive(Debug)]
+pub struct KState {
+    pub(crate) buddy: BuddyAllocator,
+    pub folios: Folios,
+    pub mem: FrameContents,
+    pub vmstat: VmStats,
+    pub pt: PageTables,
+    pub mms: IdVec<MmId, Option<Box<MmStruct>>>,
+    pub vmas: IdVec<VmaId, Option<Box<Vma>>>,
+    pub anon_vmas: IdVec<AnonVmaId, AnonVma>,
+    pub inodes: IdVec<InodeId, Inode>,
+    /// Path name to inode.
+    pub paths: BTreeMap<String, InodeId>,
+    pub files: IdVec<FileId, Option<File>>,
+    pub procs: IdVec<Pid, Process>,
+    /// The shared zero page (`ZERO_PAGE(0)`).
+    pub zero_pfn: Pfn,
+    /// The block device's readahead window in pages (`bdi->ra_pages`), given to opened files.
+    pub bdi_ra_pages: u64,
+}
+
+/// The kernel of one simulated machine.
+#[derive(Debug)]
+pub struct Kernel {
+    st: RefCell<KState>,
+    pub costs: CostTable,
+    pub switches: Switches,
+    pub tunables: Tunables,
+    /// The hashed folio wait queues (`folio_wait_table`, 256 entries in `mm/filemap.c`).
+    folio_waitqueues: Vec<WaitQueue>,
+}
+
+impl Kernel {
+    pub(crate) fn new(
+        st: KState,
+        costs: CostTable,
+        switches: Switches,
+        tunables: Tunables,
+        handle: &Handle,
+    ) -> Kernel {
+        let folio_waitqueues = (0..256).map(|_| handle.wait_queue("folio_waitqueue")).collect();
+        Kernel { st: RefCell::new(st), costs, switches, tunables, folio_waitqueues }
+    }
+
+    pub fn state(&self) -> Ref<'_, KState> {
+        self.st.borrow()
+    }
+
+    pub(crate) fn state_mut(&self) -> RefMut<'_, KState> {
+        self.st.borrow_mut()
+    }
+
+    /// The wait queue a folio's lock and writeback waiters sleep on (`folio_waitqueue`).
+    pub(crate) fn folio_waitqueue(&self, pfn: Pfn) -> WaitQueue {
+        let h = pfn.0.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 56;
+        self.folio_waitqueues[h as usize]
+    }
+}
+
+/// A task's context inside the simulated kernel.
+pub struct Cx {
+    ecx: engine::Cx,
+    k: Rc<Kernel>,
+    current: Option<Pid>,
+}
+
+impl std::fmt::Debug for Cx {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "mm::Cx({:?}, current={:?})", self.ecx, self.current)
+    }
+}
+
+impl Deref for Cx {
+    type Target = engine::Cx;
+    fn deref(&self) -> &engine::Cx {
+        &self.ecx
+    }
+}
+
+impl Cx {
+    pub(crate) fn new(ecx: engine::Cx, k: Rc<Kernel>, current: Option<Pid>) -> Cx {
+        Cx { ecx, k, current }
+    }
+
+    pub fn kernel(&self) -> &Kernel {
+        &self.k
+    }
+
+    /// Borrows the kernel state until the next blocking point.
+    pub(crate) fn st(&self) -> RefMut<'_, KState> {
+        self.k.state_mut()
+    }
+
+    /// The process this task runs in.
+    pub fn current(&self) -> Pid {
+        self.current.expect("a kernel thread has no current process")
+    }
+
+    pub(crate) fn cost(&self, c: Cost) -> SimDuration {
+        self.k.costs.get(c)
+    }
+
+    /// Spends the cost of one basic operation.
+    #[track_caller]
+    pub(crate) fn charge(&self, c: Cost) -> engine::PointFuture<'_> {
+        self.ecx.charge(self.k.costs.get(c))
+    }
+
+    /// Spends `n` times the cost of a basic operation.
+    #[track_caller]
+    pub(crate) fn charge_n(&self, c: Cost, n: u64) -> engine::PointFuture<'_> {
+        self.ecx.charge(self.k.costs.get(c) * n)
+    }
+}
+
+impl KState {
+    pub fn vma(&self, id: VmaId) -> &Vma {
+        self.vmas[id].as_deref().expect("use of a freed VMA")
+    }
+
+    /// `[start, end)` of a VMA.
+    pub fn vma_range(&self, id: VmaId) -> (simcore::VirtAddr, simcore::VirtAddr) {
+        let v = self.vma(id);
+        (v.start, v.end)
+    }
+
+    pub(crate) fn vma_mut(&mut self, id: VmaId) -> &mut Vma {
+        self.vmas[id].as_deref_mut().expect("use of a freed VMA")
+    }
+
+    pub fn mm(&self, id: MmId) -> &MmStruct {
+        self.mms[id].as_deref().expect("use of a freed mm")
+    }
+
+    pub(crate) fn mm_mut(&mut self, id: MmId) -> &mut MmStruct {
+        self.mms[id].as_deref_mut().expect("use of a freed mm")
+    }
+
+    pub fn file(&self, id: FileId) -> &File {
+        self.files[id].as_ref().expect("use of a released file")
+    }
+
+    pub(crate) fn file_mut(&mut self, id: FileId) -> &mut File {
+        self.files[id].as_mut().expect("use of a released file")
+    }
+
+    /// The VMA of `mm` containing `addr`.
+    pub fn find_vma(&self, mm: MmId, addr: simcore::VirtAddr) -> Option<VmaId> {
+        self.mm(mm).vma_at(addr, |id| self.vma(id).end)
+    }
+
+    /// Allocates a folio of `order` (`folio_alloc`); `None` when memory is exhausted. The
+    /// allocating task holds its one reference as an extra holder until it hands it to a
+    /// mapping (`Folios::extra_to_mapping`) or drops it (`put_folio_extra`).
+    pub(crate) fn alloc_folio(&mut self, order: Order) -> Option<Pfn> {
+        let pfn = self.buddy.alloc(order)?;
+        self.folios.grow(self.buddy.high_water());
+        self.folios.prep_new(pfn, order);
+        self.vmstat.add(VmStat::PgallocNormal, order.pages());
+        self.vmstat.sub(VmStat::NrFreePages, order.pages());
+        Some(pfn)
+    }
+
+    /// Returns a folio whose last reference was dropped to the buddy allocator.
+    pub(crate) fn free_folio(&mut self, head: Pfn) {
+        if self.folios.test(head, crate::folio::pg::LRU) {
+            let list = self.folio_lru_list(head);
+            self.folios.lru_del(head, list);
+        }
+        let order = self.folios.clear(head);
+        for i in 0..order.pages() {
+            self.mem.zero((head + i).0);
+        }
+        self.buddy.free(head, order);
+        self.vmstat.add(VmStat::Pgfree, order.pages());
+        self.vmstat.add(VmStat::NrFreePages, order.pages());
+    }
+
+    /// Drops `n` references; frees the folio when they were the last.
+    pub(crate) fn put_folio(&mut self, head: Pfn, n: u32) {
+        if self.folios.put(head, n) {
+            self.free_folio(head);
+        }
+    }
+
+    /// Drops a reference taken with `Folios::get_extra`.
+    pub(crate) fn put_folio_extra(&mut self, head: Pfn) {
+        if self.folios.put_extra(head) {
+            self.free_folio(head);
+        }
+    }
+
+    /// Allocates the frame that backs a new page-table page (`pagetable_alloc`).
+    pub(crate) fn alloc_pgtable_frame(&mut self) -> Option<Pfn> {
+        let frame = self.buddy.alloc(Order::BASE)?;
+        let high = self.buddy.high_water();
+        self.folios.grow(high);
+        self.vmstat.sub(VmStat::NrFreePages, 1);
+        self.vmstat.inc(VmStat::NrPageTablePages);
+        Some(frame)
+    }
+
+    /// Frees the frame of a page-table page.
+    pub(crate) fn free_pgtable_frame(&mut self, frame: Pfn) {
+        self.buddy.free(frame, Order::BASE);
+        self.vmstat.add(VmStat::NrFreePages, 1);
+        self.vmstat.sub(VmStat::NrPageTablePages, 1);
+    }
+
+    /// The vmstat counters, with the LRU gauges read from the lists.
+    pub fn vmstat_snapshot(&self) -> VmStats {
+        let mut v = self.vmstat.clone();
+        for (list, key) in crate::vmstat::LRU_GAUGES {
+            v.add(key, self.folios.lru_pages(list));
+        }
+        v
+    }
+
+    pub fn total_pages(&self) -> u64 {
+        self.buddy.total_pages()
+    }
+
+    pub fn free_pages(&self) -> u64 {
+        self.buddy.nr_free()
+    }
+}

@@ -1,0 +1,281 @@
+//! A simulated machine: the engine, the kernel state, and the API that tests, scenario files,
+//! the Python bindings and experiments use to create files and processes, start threads, run,
+//! and read the observables.
+
+use crate::check::check_all;
+use crate::era::{KernelVersion, Switches};
+use crate::errno::Errno;
+use crate::folio::{InodeId, pg};
+use crate::fs::FsType;
+use crate::kernel::{Cx, KState, Kernel, Tunables};
+use crate::page_alloc::BuddyAllocator;
+use crate::process::{Pid, ProcState, Process};
+use crate::profile::Profile;
+use crate::syscall::Thread;
+use crate::vmstat::{VmStat, VmStats};
+use engine::{RunReport, SchedulerKind, Sim, SimConfig, SimError, TaskId};
+use simcore::{Bytes, IdVec, Order, VirtAddr};
+use std::future::Future;
+use std::rc::Rc;
+
+/// Everything that defines a machine.
+#[derive(Clone, Debug)]
+pub struct MachineConfig {
+    pub profile: Profile,
+    pub kernel: KernelVersion,
+    pub switches: Switches,
+    pub tunables: Tunables,
+    pub seed: u64,
+    pub scheduler: SchedulerKind,
+    pub max_events: u64,
+    /// Keep the engine's event trace (for the explorer).
+    pub trace: bool,
+}
+
+impl MachineConfig {
+    /// A machine of profile `profile` running kernel `kernel`, with that kernel's switches.
+    pub fn new(profile: Profile, kernel: KernelVersion) -> MachineConfig {
+        MachineConfig {
+            profile,
+            kernel,
+            switches: Switches::for_kernel(kernel),
+            tunables: Tunables::default(),
+            seed: 0,
+            scheduler: SchedulerKind::TimeOrdered,
+            max_events: 1 << 40,
+            trace: false,
+        }
+    }
+}
+
+/// How to create a file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FileSpec {
+    pub size: Bytes,
+    pub fs: FsType,
+    /// Contents: a pattern seed, or zeros.
+    pub pattern: Option<u64>,
+    /// Unallocated page ranges `(first page, pages)`.
+    pub holes: Vec<(u64, u64)>,
+}
+
+impl FileSpec {
+    /// A file of `size` zero bytes on the disk file system.
+    pub fn zeros(size: Bytes) -> FileSpec {
+        FileSpec { size, fs: FsType::Disk, pattern: None, holes: Vec::new() }
+    }
+}
+
+/// A simulated machine.
+pub struct Machine {
+    sim: Sim,
+    kernel: Rc<Kernel>,
+    config: MachineConfig,
+}
+
+impl std::fmt::Debug for Machine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "Machine({}, {}, seed {})",
+            self.config.profile.name, self.config.kernel, self.config.seed
+        )
+    }
+}
+
+impl Machine {
+    /// Builds a machine; an impossible configuration is an error message, not a panic.
+    pub fn new(config: MachineConfig) -> Result<Machine, String> {
+        config.switches.check_implemented()?;
+        let sim = Sim::new(SimConfig {
+            cpus: config.profile.cpus,
+            seed: config.seed,
+            scheduler: config.scheduler,
+            max_events: config.max_events,
+            trace: config.trace,
+            ..SimConfig::default()
+        })
+        .map_err(|e| e.to_string())?;
+        let handle = sim.handle().clone();
+        crate::rmap::declare_lock_order(&handle);
+        let total = config.profile.memory.pages_ceil();
+        let mut buddy = BuddyAllocator::new(total);
+        let zero = buddy.alloc(Order::BASE).ok_or("a machine needs at least one page")?;
+        let mut folios = crate::folio::Folios::new();
+        folios.grow(buddy.high_water());
+        folios.set(zero, pg::RESERVED | pg::UPTODATE);
+        let mut vmstat = VmStats::new();
+        vmstat.add(VmStat::NrFreePages, buddy.nr_free());
+        let mut procs = IdVec::new();
+        procs.push(Process {
+            name: "swapper".into(),
+            parent: None,
+            mm: None,
+            fds: Default::default(),
+            state: ProcState::Running,
+        });
+        let st = KState {
+            buddy,
+            folios,
+            mem: Default::default(),
+            vmstat,
+            pt: Default::default(),
+            mms: IdVec::new(),
+            vmas: IdVec::new(),
+            anon_vmas: IdVec::new(),
+            inodes: IdVec::new(),
+            paths: Default::default(),
+            files: IdVec::new(),
+            procs,
+            zero_pfn: zero,
+            bdi_ra_pages: config.tunables.ra_pages,
+        };
+        let kernel = Rc::new(Kernel::new(
+            st,
+            config.profile.costs.clone(),
+            config.switches,
+            config.tunables.clone(),
+            &handle,
+        ));
+        Ok(Machine { sim, kernel, config })
+    }
+
+    pub fn config(&self) -> &MachineConfig {
+        &self.config
+    }
+
+    pub fn kernel(&self) -> &Kernel {
+        &self.kernel
+    }
+
+    pub fn handle(&self) -> &engine::Handle {
+        self.sim.handle()
+    }
+
+    /// Creates a file.
+    pub fn create_file(&mut self, path: &str, spec: &FileSpec) -> Result<InodeId, Errno> {
+        let mut st = self.kernel.state_mut();
+        if st.paths.contains_key(path) {
+            return Err(Errno::EEXIST);
+        }
+        let inode = st.new_inode(
+            self.sim.handle(),
+            path.to_string(),
+            spec.fs,
+            spec.size.as_u64(),
+            spec.pattern,
+        );
+        for &(first, pages) in &spec.holes {
+            st.inodes[inode].backing.holes.insert(first, first + pages);
+        }
+        st.paths.insert(path.to_string(), inode);
+        Ok(inode)
+    }
+
+    /// Creates a process with an empty address space.
+    pub fn new_process(&mut self, name: &str) -> Result<Pid, Errno> {
+        let mut st = self.kernel.state_mut();
+        let pid = st.procs.push(Process {
+            name: name.into(),
+            parent: None,
+            mm: None,
+            fds: Default::default(),
+            state: ProcState::Running,
+        });
+        let mm = st.mm_alloc(self.sim.handle(), pid)?;
+        st.procs[pid].mm = Some(mm);
+        Ok(pid)
+    }
+
+    /// Starts a thread of `pid` on CPU `cpu`, running `f`.
+    pub fn spawn_thread<F, Fut>(
+        &mut self,
+        pid: Pid,
+        cpu: u32,
+        name: &str,
+        f: F,
+    ) -> Result<TaskId, String>
+    where
+        F: FnOnce(Thread) -> Fut + 'static,
+        Fut: Future<Output = ()> + 'static,
+    {
+        let cpu = self.sim.handle().cpu(cpu).map_err(|e| e.to_string())?;
+        {
+            let mut st = self.kernel.state_mut();
+            let p = st.procs.get(pid).ok_or_else(|| format!("no process {pid}"))?;
+            if p.state == ProcState::Exited {
+                return Err(format!("process {pid} has exited"));
+            }
+            if let Some(mm) = p.mm {
+                st.mm_mut(mm).cpumask.insert(cpu);
+            }
+        }
+        let kernel = self.kernel.clone();
+        Ok(self
+            .sim
+            .handle()
+            .spawn(cpu, name, move |ecx| f(Thread::new(Cx::new(ecx, kernel, Some(pid))))))
+    }
+
+    /// Runs until every thread has finished; with `simcore::verify::verify()` on, the checkers
+    /// run at the end.
+    pub fn run(&mut self) -> Result<RunReport, SimError> {
+        let report = self.sim.run()?;
+        if simcore::verify::verify()
+            && let Err(e) = self.check()
+        {
+            panic!(
+                "invariant broken at the end of a run: {e}\n  reproduce with seed={}",
+                self.config.seed
+            );
+        }
+        Ok(report)
+    }
+
+    /// Runs with the whole-system checkers after every step.
+    pub fn run_checked(&mut self) -> Result<RunReport, SimError> {
+        let kernel = self.kernel.clone();
+        let rule = self.config.switches.cow_reuse;
+        self.sim.run_checked(&mut || check_all(&kernel.state(), rule))
+    }
+
+    /// Runs the whole-system checkers now.
+    pub fn check(&self) -> Result<(), String> {
+        check_all(&self.kernel.state(), self.config.switches.cow_reuse)
+    }
+
+    pub fn smaps(&self, pid: Pid) -> String {
+        self.kernel.state().smaps(pid)
+    }
+
+    pub fn smaps_rollup(&self, pid: Pid) -> String {
+        self.kernel.state().smaps_rollup(pid)
+    }
+
+    pub fn maps(&self, pid: Pid) -> String {
+        self.kernel.state().maps(pid)
+    }
+
+    pub fn status(&self, pid: Pid) -> String {
+        self.kernel.state().status(pid)
+    }
+
+    /// `/proc/PID/pagemap` entries for `pages` pages at `addr`.
+    pub fn pagemap(&self, pid: Pid, addr: VirtAddr, pages: u64) -> Result<Vec<u64>, Errno> {
+        let st = self.kernel.state();
+        let mm = st.procs.get(pid).and_then(|p| p.mm).ok_or(Errno::ENOENT)?;
+        Ok(st.pagemap(mm, addr, pages))
+    }
+
+    pub fn vmstat(&self) -> VmStats {
+        self.kernel.state().vmstat_snapshot()
+    }
+
+    pub fn vmstat_text(&self) -> String {
+        crate::vmstat::vmstat_text(&self.vmstat())
+    }
+
+    pub fn meminfo(&self) -> String {
+        self.kernel.state().meminfo()
+    }
+}

@@ -1,0 +1,491 @@
+//! `mmap`, `munmap`, `mprotect`, `madvise` (`mm/mmap.c`, `mm/vma.c`, `mm/mprotect.c`,
+//! `mm/madvise.c`, Linux v6.8).
+//!
+//! The syscalls validate their arguments as Linux does (EINVAL for unaligned addresses, zero
+//! lengths and bad flag combinations; EBADF/EACCES for file problems; ENOMEM for unmapped ranges
+//! or an exhausted address space), then take `mmap_lock` for write (`madvise(MADV_DONTNEED)` for
+//! read), split the VMAs at the range's edges and act on the PTEs. `munmap` detaches the VMAs,
+//! downgrades `mmap_lock` to read for the zap (since v4.20), frees the page tables the range no
+//! longer needs, and only then drops the VMAs.
+//!
+//! `MAP_SHARED|MAP_ANONYMOUS` is backed by a tmpfs inode, as `shmem_zero_setup` does.
+//! `PROT_NONE` PTEs are modelled by clearing the user bit (x86 uses a PROTNONE bit instead; the
+//! effect — any user access faults and finds a VMA without permission — is the same).
+
+use crate::cost::Cost;
+use crate::errno::Errno;
+use crate::fault::{pte_bits, wants_writenotify};
+use crate::folio::pg;
+use crate::fs::{FileId, FsType};
+use crate::kernel::{Cx, KState};
+use crate::mm_struct::{MMAP_MIN, MmId};
+use crate::pgtable::{Pte, TASK_SIZE};
+use crate::process::Pid;
+use crate::tlbflush::flush_tlb_range;
+use crate::vma::{VmFlags, Vma, VmaId, VmaRole};
+use crate::zap::{ZapDetails, zap_vma_range};
+use simcore::{Bytes, VirtAddr};
+
+/// `PROT_*`.
+pub mod prot {
+    pub const NONE: u32 = 0;
+    pub const READ: u32 = 1;
+    pub const WRITE: u32 = 2;
+    pub const EXEC: u32 = 4;
+}
+
+/// `MAP_*` (x86-64 values).
+pub mod map {
+    pub const SHARED: u32 = 0x01;
+    pub const PRIVATE: u32 = 0x02;
+    pub const FIXED: u32 = 0x10;
+    pub const ANONYMOUS: u32 = 0x20;
+    pub const GROWSDOWN: u32 = 0x100;
+    pub const DENYWRITE: u32 = 0x800;
+    pub const NORESERVE: u32 = 0x4000;
+    pub const POPULATE: u32 = 0x8000;
+    pub const FIXED_NOREPLACE: u32 = 0x100000;
+}
+
+/// `MADV_*`.
+pub mod madv {
+    pub const NORMAL: u32 = 0;
+    pub const RANDOM: u32 = 1;
+    pub const SEQUENTIAL: u32 = 2;
+    pub const DONTNEED: u32 = 4;
+}
+
+/// A range `[start, end)` checked to be page-aligned, non-empty and inside user space.
+pub(crate) fn user_range(addr: VirtAddr, len: Bytes) -> Result<(VirtAddr, VirtAddr), Errno> {
+    if !addr.is_aligned(Bytes::PAGE) || len.as_u64() == 0 {
+        return Err(Errno::EINVAL);
+    }
+    let len = len.align_up(Bytes::PAGE).ok_or(Errno::EINVAL)?;
+    let end = addr.checked_add(len).ok_or(Errno::EINVAL)?;
+    if end.0 > TASK_SIZE {
+        return Err(Errno::EINVAL);
+    }
+    Ok((addr, end))
+}
+
+impl KState {
+    /// Adds a VMA to its mm (and its file's `i_mmap`; the caller holds `i_mmap_rwsem`).
+    pub(crate) fn vma_link(&mut self, vma: Vma) -> VmaId {
+        let (mm, start, file) = (vma.mm, vma.start, vma.file);
+        let id = self.vmas.push(Some(Box::new(vma)));
+        let prev = self.mm_mut(mm).vmas.insert(start.0, id);
+        assert!(prev.is_none(), "two VMAs start at {start}");
+        if let Some(f) = file {
+            let inode = self.file(f).inode;
+            self.inodes[inode].mapping.i_mmap.insert(id);
+        }
+        id
+    }
+
+    /// Splits `id` at `at`, returning the new VMA covering `[at, end)`.
+    pub(crate) fn vma_split(&mut self, id: VmaId, at: VirtAddr) -> VmaId {
+        let v = self.vma(id);
+        assert!(
+            v.start < at && at < v.end && at.is_aligned(Bytes::PAGE),
+            "bad split of {id} at {at}"
+        );
+        let mut upper = v.clone();
+        upper.pgoff = v.page_index(at);
+        upper.start = at;
+        if let Some(f) = upper.file {
+            self.file_mut(f).refs += 1;
+        }
+        self.vma_mut(id).end = at;
+        let chain = upper.anon_vma_chain.clone();
+        let new = self.vma_link(upper);
+        for av in chain {
+            self.anon_vmas[av].vmas.push(new);
+        }
+        new
+    }
+
+    /// Splits VMAs so that `start` and `end` fall on VMA boundaries; returns the VMAs inside.
+    pub(crate) fn vma_split_range(
+        &mut self,
+        mm: MmId,
+        start: VirtAddr,
+        end: VirtAddr,
+    ) -> Vec<VmaId> {
+        for edge in [start, end] {
+            if let Some(id) = self.find_vma(mm, edge)
+                && self.vma(id).start < edge
+            {
+                self.vma_split(id, edge);
+            }
+        }
+        self.mm(mm).vmas_in(start, end, |id| self.vma(id).end)
+    }
+
+    /// Takes a VMA out of its mm's tree (`vma_iter_clear`); it stays allocated until freed.
+    pub(crate) fn vma_detach(&mut self, id: VmaId) {
+        let (mm, start) = (self.vma(id).mm, self.vma(id).start);
+        assert_eq!(self.mm_mut(mm).vmas.remove(&start.0), Some(id));
+    }
+
+    /// Frees a detached VMA (`remove_vma`): leaves `i_mmap` and its anon_vmas, drops its file.
+    pub(crate) fn vma_free(&mut self, id: VmaId) {
+        if let Some(f) = self.vma(id).file {
+            let inode = self.file(f).inode;
+            self.inodes[inode].mapping.i_mmap.remove(&id);
+            self.file_put(f);
+        }
+        self.unlink_anon_vmas(id);
+        self.vmas[id] = None;
+    }
+
+    /// `fput`: drops a reference to an open file; the last one releases it.
+    pub(crate) fn file_put(&mut self, f: FileId) {
+        let file = self.file_mut(f);
+        file.refs -= 1;
+        if file.refs > 0 {
+            return;
+        }
+        let (inode, writable) = (file.inode, file.writable());
+        self.files[f] = None;
+        let i = &mut self.inodes[inode];
+        if writable {
+            i.put_write_access();
+        }
+        i.refs -= 1;
+    }
+}
+
+/// The arguments of `mmap(2)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MmapArgs {
+    pub addr: Option<VirtAddr>,
+    pub len: Bytes,
+    pub prot: u32,
+    pub flags: u32,
+    pub fd: Option<i32>,
+    pub offset: u64,
+}
+
+/// `do_mmap`.
+pub(crate) async fn do_mmap(cx: &Cx, pid: Pid, a: MmapArgs) -> Result<VirtAddr, Errno> {
+    cx.charge(Cost::Syscall).await;
+    let shared = match a.flags & (map::SHARED | map::PRIVATE) {
+        map::SHARED => true,
+        map::PRIVATE => false,
+        _ => return Err(Errno::EINVAL),
+    };
+    if a.len.as_u64() == 0
+        || !a.offset.is_multiple_of(4096)
+        || a.prot & !(prot::READ | prot::WRITE | prot::EXEC) != 0
+    {
+        return Err(Errno::EINVAL);
+    }
+    let len =
+        a.len.align_up(Bytes::PAGE).filter(|l| l.as_u64() <= TASK_SIZE).ok_or(Errno::ENOMEM)?;
+    let anon = a.flags & map::ANONYMOUS != 0;
+    let fixed = a.flags & (map::FIXED | map::FIXED_NOREPLACE) != 0;
+    if fixed && !a.addr.is_some_and(|x| x.is_aligned(Bytes::PAGE)) {
+        return Err(Errno::EINVAL);
+    }
+    let mut vm = VmFlags::MAYREAD | VmFlags::MAYWRITE | VmFlags::MAYEXEC | VmFlags::SOFTDIRTY;
+    for (p, f) in
+        [(prot::READ, VmFlags::READ), (prot::WRITE, VmFlags::WRITE), (prot::EXEC, VmFlags::EXEC)]
+    {
+        if a.prot & p != 0 {
+            vm |= f;
+        }
+    }
+    if a.flags & map::GROWSDOWN != 0 {
+        vm |= VmFlags::GROWSDOWN;
+    }
+    let mm = cx.st().procs[pid].mm.ok_or(Errno::EINVAL)?;
+    let file = {
+        let mut st = cx.st();
+        match (anon, shared) {
+            (true, true) => Some(st.shmem_zero_setup(cx, len.as_u64())),
+            (true, false) => None,
+            (false, _) => {
+                let fd = a.fd.ok_or(Errno::EBADF)?;
+                let f = *st.procs[pid].fds.get(&fd).ok_or(Errno::EBADF)?;
+                let file = st.file(f);
+                if !file.readable() {
+                    return Err(Errno::EACCES);
+                }
+                if shared && !file.writable() {
+                    if a.prot & prot::WRITE != 0 {
+                        return Err(Errno::EACCES);
+                    }
+                    vm &= !(VmFlags::MAYWRITE | VmFlags::WRITE);
+                }
+                st.file_mut(f).refs += 1;
+                Some(f)
+            }
+        }
+    };
+    if shared {
+        vm |= VmFlags::SHARED | VmFlags::MAYSHARE;
+    } else if vm & VmFlags::WRITE != 0 && file.is_none() {
+        vm |= VmFlags::ACCOUNT;
+    }
+    let lock = cx.st().mm(mm).mmap_lock;
+    let guard = lock.write(cx).await;
+    cx.charge(Cost::VmaUpdate).await;
+    let start = {
+        let st = cx.st();
+        let taken = |s: VirtAddr| !st.mm(mm).vmas_in(s, s + len, |id| st.vma(id).end).is_empty();
+        let fits = |h: VirtAddr| h.0 >= MMAP_MIN && h.0 + len.as_u64() <= TASK_SIZE;
+        match a.addr {
+            Some(h) if fixed && !fits(h) => Err(Errno::ENOMEM),
+            Some(h) if fixed && a.flags & map::FIXED_NOREPLACE != 0 && taken(h) => {
+                Err(Errno::EEXIST)
+            }
+            Some(h) if fixed || (h.is_aligned(Bytes::PAGE) && fits(h) && !taken(h)) => Ok(h),
+            _ => st
+                .mm(mm)
+                .unmapped_area(len, Bytes::PAGE, |id| (st.vma(id).start, st.vma(id).end))
+                .ok_or(Errno::ENOMEM),
+        }
+    };
+    let start = match start {
+        Ok(s) => s,
+        Err(e) => {
+            drop(guard);
+            release_new_file(cx, file);
+            return Err(e);
+        }
+    };
+    if fixed {
+        unmap_locked(cx, mm, start, start + len).await;
+    }
+    let vma = Vma {
+        mm,
+        start,
+        end: start + len,
+        flags: VmFlags(vm),
+        pgoff: if file.is_some() { a.offset >> 12 } else { start.0 >> 12 },
+        file,
+        anon_vma: None,
+        anon_vma_chain: Vec::new(),
+        role: VmaRole::Plain,
+    };
+    let i_mmap = file.map(|f| {
+        let st = cx.st();
+        st.inodes[st.file(f).inode].mapping.i_mmap_rwsem
+    });
+    match i_mmap {
+        Some(l) => {
+            let _g = l.write(cx).await;
+            cx.st().vma_link(vma);
+        }
+        None => {
+            cx.st().vma_link(vma);
+        }
+    }
+    drop(guard);
+    if a.flags & map::POPULATE != 0 {
+        crate::gup::populate(cx, mm, start, start + len).await;
+    }
+    Ok(start)
+}
+
+/// Drops the reference `do_mmap` took on a file when the mapping fails.
+fn release_new_file(cx: &Cx, file: Option<FileId>) {
+    if let Some(f) = file {
+        cx.st().file_put(f);
+    }
+}
+
+impl KState {
+    /// `shmem_zero_setup`: a tmpfs inode backing a shared anonymous mapping.
+    fn shmem_zero_setup(&mut self, handle: &engine::Handle, size: u64) -> FileId {
+        let inode = self.new_inode(handle, "/dev/zero (deleted)".into(), FsType::Tmpfs, size, None);
+        self.open_file(inode, crate::fs::fmode::READ | crate::fs::fmode::WRITE, false, false)
+            .expect("a new tmpfs inode is never write-denied")
+    }
+}
+
+/// Unmaps `[start, end)` of `mm` while the caller holds `mmap_lock` for write.
+async fn unmap_locked(cx: &Cx, mm: MmId, start: VirtAddr, end: VirtAddr) {
+    let vmas = cx.st().vma_split_range(mm, start, end);
+    for &v in &vmas {
+        cx.st().vma_detach(v);
+    }
+    for &v in &vmas {
+        let (s, e) = cx.st().vma_range(v);
+        zap_vma_range(cx, mm, v, s, e, ZapDetails::default()).await;
+    }
+    cx.st().free_pgtables(mm, start, end);
+    for v in vmas {
+        let i_mmap = {
+            let st = cx.st();
+            st.vma(v).file.map(|f| st.inodes[st.file(f).inode].mapping.i_mmap_rwsem)
+        };
+        let _g = match i_mmap {
+            Some(l) => Some(l.write(cx).await),
+            None => None,
+        };
+        cx.charge(Cost::VmaUpdate).await;
+        cx.st().vma_free(v);
+    }
+}
+
+/// `munmap(2)`.
+pub(crate) async fn do_munmap(cx: &Cx, mm: MmId, addr: VirtAddr, len: Bytes) -> Result<(), Errno> {
+    cx.charge(Cost::Syscall).await;
+    let (start, end) = user_range(addr, len)?;
+    let lock = cx.st().mm(mm).mmap_lock;
+    let _g = lock.write(cx).await;
+    unmap_locked(cx, mm, start, end).await;
+    Ok(())
+}
+
+/// The VMAs covering `[start, end)`, or ENOMEM if part of it is unmapped.
+fn covering(st: &KState, mm: MmId, start: VirtAddr, end: VirtAddr) -> Result<Vec<VmaId>, Errno> {
+    let vmas = st.mm(mm).vmas_in(start, end, |id| st.vma(id).end);
+    let mut at = start;
+    for &v in &vmas {
+        if st.vma(v).start > at {
+            return Err(Errno::ENOMEM);
+        }
+        at = st.vma(v).end;
+    }
+    if at < end { Err(Errno::ENOMEM) } else { Ok(vmas) }
+}
+
+/// `mprotect(2)`.
+pub(crate) async fn do_mprotect(
+    cx: &Cx,
+    mm: MmId,
+    addr: VirtAddr,
+    len: Bytes,
+    new_prot: u32,
+) -> Result<(), Errno> {
+    cx.charge(Cost::Syscall).await;
+    let (start, end) = user_range(addr, len)?;
+    if new_prot & !(prot::READ | prot::WRITE | prot::EXEC) != 0 {
+        return Err(Errno::EINVAL);
+    }
+    let lock = cx.st().mm(mm).mmap_lock;
+    let _g = lock.write(cx).await;
+    {
+        let st = cx.st();
+        for v in covering(&st, mm, start, end)? {
+            let f = st.vma(v).flags;
+            if new_prot & prot::WRITE != 0 && !f.has(VmFlags::MAYWRITE) {
+                return Err(Errno::EACCES);
+            }
+        }
+    }
+    let vmas = cx.st().vma_split_range(mm, start, end);
+    let mut changed = 0;
+    for v in vmas {
+        let mut st = cx.st();
+        let mut f = st.vma(v).flags.0 & !(VmFlags::READ | VmFlags::WRITE | VmFlags::EXEC);
+        for (p, b) in [
+            (prot::READ, VmFlags::READ),
+            (prot::WRITE, VmFlags::WRITE),
+            (prot::EXEC, VmFlags::EXEC),
+        ] {
+            if new_prot & p != 0 {
+                f |= b;
+            }
+        }
+        st.vma_mut(v).flags = VmFlags(f);
+        changed += change_protection(&mut st, v);
+    }
+    cx.charge_n(Cost::PteUpdate, changed).await;
+    flush_tlb_range(cx, mm, start, end).await;
+    Ok(())
+}
+
+/// `change_protection` for one VMA after its flags changed; returns the PTEs visited.
+fn change_protection(st: &mut KState, v: VmaId) -> u64 {
+    let (mm, start, end, flags) = {
+        let vma = st.vma(v);
+        (vma.mm, vma.start, vma.end, vma.flags)
+    };
+    let accessible = flags.has(VmFlags::READ | VmFlags::WRITE | VmFlags::EXEC);
+    let upgrade =
+        flags.has(VmFlags::WRITE) && (!flags.has(VmFlags::SHARED) || !wants_writenotify(st, v));
+    let pgd = st.mm(mm).pgd;
+    let mut n = 0;
+    let mut addr = start;
+    while addr < end {
+        if let Some((t, i)) = st.pt.pte_slot(pgd, addr) {
+            let pte = st.pt.pte(t, i);
+            if pte.is_present() {
+                let keep = pte.0 & (Pte::DIRTY | Pte::ACCESSED | Pte::SOFT_DIRTY | Pte::SPECIAL);
+                let may_write = pte.write()
+                    || (upgrade
+                        && !pte.special()
+                        && if flags.has(VmFlags::SHARED) {
+                            pte.dirty()
+                        } else {
+                            st.folios.test(pte.pfn(), pg::ANON_EXCLUSIVE)
+                        });
+                let writable = flags.has(VmFlags::WRITE) && may_write;
+                let mut new =
+                    Pte::new(pte.pfn(), pte_bits(flags, writable, false) & !Pte::ACCESSED | keep);
+                if !accessible {
+                    new = new.without(Pte::USER);
+                }
+                st.pt.set_pte(t, i, new);
+                n += 1;
+            }
+        }
+        addr = addr + Bytes::PAGE;
+    }
+    n
+}
+
+/// `madvise(2)` for the advice modelled so far.
+pub(crate) async fn do_madvise(
+    cx: &Cx,
+    mm: MmId,
+    addr: VirtAddr,
+    len: Bytes,
+    advice: u32,
+) -> Result<(), Errno> {
+    cx.charge(Cost::Syscall).await;
+    let (start, end) = user_range(addr, len)?;
+    let lock = cx.st().mm(mm).mmap_lock;
+    match advice {
+        madv::DONTNEED => {
+            let _g = lock.read(cx).await;
+            let vmas = covering(&cx.st(), mm, start, end)?;
+            for v in vmas {
+                let (vs, ve, locked) = {
+                    let st = cx.st();
+                    let x = st.vma(v);
+                    (
+                        x.start.max(start),
+                        x.end.min(end),
+                        x.flags.has(VmFlags::LOCKED | VmFlags::PFNMAP | VmFlags::HUGETLB),
+                    )
+                };
+                if locked {
+                    return Err(Errno::EINVAL);
+                }
+                zap_vma_range(cx, mm, v, vs, ve, ZapDetails::default()).await;
+            }
+            Ok(())
+        }
+        madv::NORMAL | madv::RANDOM | madv::SEQUENTIAL => {
+            let _g = lock.write(cx).await;
+            covering(&cx.st(), mm, start, end)?;
+            let vmas = cx.st().vma_split_range(mm, start, end);
+            let mut st = cx.st();
+            for v in vmas {
+                let f = &mut st.vma_mut(v).flags;
+                f.0 &= !(VmFlags::SEQ_READ | VmFlags::RAND_READ);
+                f.0 |= match advice {
+                    madv::RANDOM => VmFlags::RAND_READ,
+                    madv::SEQUENTIAL => VmFlags::SEQ_READ,
+                    _ => 0,
+                };
+            }
+            Ok(())
+        }
+        _ => Err(Errno::EINVAL),
+    }
+}

@@ -1,0 +1,166 @@
+//! Physical memory and the buddy allocator (`mm/page_alloc.c`, v6.8).
+//!
+//! Free memory is a set of power-of-two blocks per order, merged with their buddy when freed, as
+//! in the kernel. What is not modelled: zones and migrate types (one ZONE_NORMAL), per-CPU page
+//! lists (allocation takes the lowest free block, which keeps the simulation's host memory
+//! compact), watermarks (they arrive with reclaim).
+//!
+//! Laziness: the frames above a high-water mark (`bump`) have never been handed out and cost no
+//! host memory; a 1 TiB machine starts instantly. Blocks freed back next to the mark return to
+//! the untouched region.
+
+use simcore::{Order, Pfn};
+use std::collections::BTreeSet;
+
+/// `MAX_PAGE_ORDER` on x86-64 (v6.8): 4 MiB blocks.
+pub const MAX_PAGE_ORDER: u8 = 10;
+
+#[derive(Debug)]
+pub(crate) struct BuddyAllocator {
+    total: u64,
+    /// Frames at or above this pfn were never allocated.
+    bump: u64,
+    /// Free blocks per order, by head pfn.
+    free: Vec<BTreeSet<u64>>,
+    nr_free: u64,
+}
+
+impl BuddyAllocator {
+    pub(crate) fn new(total_pages: u64) -> BuddyAllocator {
+        BuddyAllocator {
+            total: total_pages,
+            bump: 0,
+            free: vec![BTreeSet::new(); usize::from(MAX_PAGE_ORDER) + 1],
+            nr_free: total_pages,
+        }
+    }
+
+    pub(crate) fn total_pages(&self) -> u64 {
+        self.total
+    }
+
+    pub(crate) fn nr_free(&self) -> u64 {
+        self.nr_free
+    }
+
+    /// One past the highest frame ever handed out: the extent of per-frame state.
+    pub(crate) fn high_water(&self) -> u64 {
+        self.bump
+    }
+
+    /// Allocates a block of `2^order` frames, or `None` when no block is free.
+    pub(crate) fn alloc(&mut self, order: Order) -> Option<Pfn> {
+        assert!(order.0 <= MAX_PAGE_ORDER, "order {} above MAX_PAGE_ORDER", order.0);
+        let o = usize::from(order.0);
+        let pfn = if let Some(found) = (o..self.free.len()).find(|&i| !self.free[i].is_empty()) {
+            let head = self.free[found].pop_first().expect("non-empty free list");
+            // Split: keep the lower half, free the upper halves down to the wanted order.
+            for level in (o..found).rev() {
+                self.free[level].insert(head + (1 << level));
+            }
+            head
+        } else {
+            self.carve(order)?
+        };
+        self.nr_free -= order.pages();
+        Some(Pfn(pfn))
+    }
+
+    /// Takes a block from the never-used region, freeing the alignment gap as blocks.
+    fn carve(&mut self, order: Order) -> Option<u64> {
+        let head = self.bump.next_multiple_of(order.pages());
+        if head + order.pages() > self.total {
+            return None;
+        }
+        let mut gap = self.bump;
+        while gap < head {
+            let o = (gap.trailing_zeros() as u8).min(MAX_PAGE_ORDER);
+            let o = (0..=o).rev().find(|&o| gap + (1 << o) <= head).expect("order 0 fits");
+            self.free[usize::from(o)].insert(gap);
+            gap += 1 << o;
+        }
+        self.bump = head + order.pages();
+        Some(head)
+    }
+
+    /// Frees a block, merging it with free buddies.
+    pub(crate) fn free(&mut self, pfn: Pfn, order: Order) {
+        let (mut head, mut o) = (pfn.0, order.0);
+        assert!(head.is_multiple_of(1 << o), "freeing misaligned block {head:#x} of order {o}");
+        assert!(head + (1 << o) <= self.bump, "freeing frame {head:#x} never allocated");
+        self.nr_free += order.pages();
+        while o < MAX_PAGE_ORDER {
+            let buddy = head ^ (1 << o);
+            if !self.free[usize::from(o)].remove(&buddy) {
+                break;
+            }
+            head = head.min(buddy);
+            o += 1;
+        }
+        debug_assert!(!self.free[usize::from(o)].contains(&head), "double free of {head:#x}");
+        self.free[usize::from(o)].insert(head);
+        // Give blocks at the top back to the untouched region.
+        loop {
+            let top = (0..self.free.len())
+                .filter_map(|i| self.free[i].last().map(|&h| (h + (1 << i), i, h)))
+                .max();
+            match top {
+                Some((end, i, h)) if end == self.bump => {
+                    self.free[i].remove(&h);
+                    self.bump = h;
+                }
+                _ => break,
+            }
+        }
+    }
+
+    /// Whether `pfn` lies inside a free block (O(orders * log n); for checkers).
+    pub(crate) fn is_free(&self, pfn: Pfn) -> bool {
+        if pfn.0 >= self.bump {
+            return true;
+        }
+        (0..self.free.len()).any(|o| {
+            let head = pfn.0 & !((1u64 << o) - 1);
+            self.free[o].contains(&head)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn allocates_lowest_and_merges_buddies() {
+        let mut b = BuddyAllocator::new(1 << 20);
+        let a = b.alloc(Order(0)).unwrap();
+        let c = b.alloc(Order(0)).unwrap();
+        assert_eq!((a, c), (Pfn(0), Pfn(1)));
+        let huge = b.alloc(Order::PMD).unwrap();
+        assert_eq!(huge, Pfn(512), "aligned to its order");
+        assert_eq!(b.nr_free(), (1 << 20) - 514);
+        // The gap [2, 512) was freed as aligned blocks and serves the next small allocation.
+        assert_eq!(b.alloc(Order(1)).unwrap(), Pfn(2));
+        b.free(Pfn(2), Order(1));
+        b.free(a, Order(0));
+        b.free(c, Order(0));
+        b.free(huge, Order::PMD);
+        assert_eq!(b.nr_free(), 1 << 20);
+        assert_eq!(b.high_water(), 0, "everything merged back into the untouched region");
+        assert!(b.is_free(Pfn(5)));
+    }
+
+    #[test]
+    fn exhaustion_is_none() {
+        let mut b = BuddyAllocator::new(4);
+        assert!(b.alloc(Order(2)).is_some());
+        assert!(b.alloc(Order(0)).is_none());
+        assert!(!b.is_free(Pfn(3)));
+    }
+
+    #[test]
+    fn a_terabyte_machine_costs_nothing_until_touched() {
+        let b = BuddyAllocator::new(1 << 28);
+        assert_eq!((b.high_water(), b.nr_free()), (0, 1 << 28));
+    }
+}

@@ -1,0 +1,405 @@
+//! x86-64 four-level page tables (`arch/x86/include/asm/pgtable_types.h`,
+//! `arch/x86/include/asm/pgtable_64_types.h`, Linux v6.8): PGD -> PUD -> PMD -> PTE, 512 entries
+//! per table, with PMD (2 MiB) and PUD (1 GiB) leaves.
+//!
+//! Entries use x86's bit positions (present 0, RW 1, user 2, accessed 5, dirty 6, PSE 7, the
+//! software `special` bit 9, soft-dirty 11, NX 63). A non-leaf entry holds the id of the table it
+//! points to where hardware holds its physical address; each table is still backed by one
+//! simulated frame, so page tables cost simulated memory (`PageTables` in meminfo) as in Linux.
+//! A non-present, non-zero PTE is a swap entry: offset in bits 12-56, type in bits 57-61, with the
+//! swap soft-dirty (bit 7) and exclusive (bit 3, `_PAGE_SWP_EXCLUSIVE`) bits.
+//!
+//! Locks: each PTE and PMD table has its split page-table lock (`ptlock`, one lockdep class for
+//! both, as `ptlock_init` gives them); the upper levels are populated under
+//! `mm->page_table_lock`. This module holds the data; the mechanisms take the locks.
+
+use engine::SpinLock;
+use simcore::{Pfn, VirtAddr};
+
+simcore::define_id!(
+    /// A page-table page.
+    pub struct PtId;
+);
+
+pub const PTRS_PER_TABLE: usize = 512;
+
+/// Top of the user address space (`TASK_SIZE_MAX` with 4-level paging).
+pub const TASK_SIZE: u64 = 0x7fff_ffff_f000;
+
+/// Table levels, named as in the kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Level {
+    Pte = 1,
+    Pmd = 2,
+    Pud = 3,
+    Pgd = 4,
+}
+
+impl Level {
+    pub fn shift(self) -> u32 {
+        12 + 9 * (self as u32 - 1)
+    }
+
+    /// The entry index of `addr` in a table of this level.
+    pub fn index(self, addr: VirtAddr) -> usize {
+        ((addr.0 >> self.shift()) & 511) as usize
+    }
+
+    /// log2 of the address span that one table of this level covers.
+    pub fn table_span_shift(self) -> u32 {
+        self.shift() + 9
+    }
+
+    pub fn below(self) -> Level {
+        match self {
+            Level::Pgd => Level::Pud,
+            Level::Pud => Level::Pmd,
+            Level::Pmd => Level::Pte,
+            Level::Pte => panic!("no level below PTE"),
+        }
+    }
+}
+
+/// A leaf entry (a PTE, or a PMD/PUD that maps a huge page) or a swap entry.
+#[derive(Clone, Copy, Default, PartialEq, Eq)]
+pub struct Pte(pub u64);
+
+impl Pte {
+    pub const PRESENT: u64 = 1 << 0;
+    pub const RW: u64 = 1 << 1;
+    pub const USER: u64 = 1 << 2;
+    pub const ACCESSED: u64 = 1 << 5;
+    pub const DIRTY: u64 = 1 << 6;
+    pub const PSE: u64 = 1 << 7;
+    pub const SPECIAL: u64 = 1 << 9;
+    pub const SOFT_DIRTY: u64 = 1 << 11;
+    pub const NX: u64 = 1 << 63;
+    const PFN_MASK: u64 = ((1 << 52) - 1) & !0xfff;
+    /// Swap entries (not present).
+    pub const SWP_EXCLUSIVE: u64 = 1 << 3;
+    pub const SWP_SOFT_DIRTY: u64 = 1 << 7;
+
+    pub const NONE: Pte = Pte(0);
+
+    /// A present mapping of `pfn` with the given bits.
+    pub fn new(pfn: Pfn, bits: u64) -> Pte {
+        debug_assert_eq!(bits & Pte::PFN_MASK, 0);
+        Pte((pfn.0 << 12) | bits | Pte::PRESENT)
+    }
+
+    pub fn is_none(self) -> bool {
+        self.0 == 0
+    }
+
+    pub fn is_present(self) -> bool {
+        self.0 & Pte::PRESENT != 0
+    }
+
+    pub fn is_swap(self) -> bool {
+        !self.is_none() && !self.is_present()
+    }
+
+    pub fn pfn(self) -> Pfn {
+        debug_assert!(self.is_present());
+        Pfn((self.0 & Pte::PFN_MASK) >> 12)
+    }
+
+    fn has(self, bit: u64) -> bool {
+        self.0 & bit != 0
+    }
+
+    pub fn write(self) -> bool {
+        self.has(Pte::RW)
+    }
+
+    pub fn dirty(self) -> bool {
+        self.has(Pte::DIRTY)
+    }
+
+    pub fn young(self) -> bool {
+        self.has(Pte::ACCESSED)
+    }
+
+    pub fn special(self) -> bool {
+        self.has(Pte::SPECIAL)
+    }
+
+    pub fn soft_dirty(self) -> bool {
+        if self.is_present() { self.has(Pte::SOFT_DIRTY) } else { self.has(Pte::SWP_SOFT_DIRTY) }
+    }
+
+    pub fn huge(self) -> bool {
+        self.has(Pte::PSE)
+    }
+
+    pub fn with(self, bits: u64) -> Pte {
+        Pte(self.0 | bits)
+    }
+
+    pub fn without(self, bits: u64) -> Pte {
+        Pte(self.0 & !bits)
+    }
+
+    /// `pte_wrprotect`.
+    pub fn wrprotect(self) -> Pte {
+        self.without(Pte::RW)
+    }
+
+    /// A swap entry for `(swap type, offset)`.
+    pub fn swap(kind: u8, offset: u64, exclusive: bool, soft_dirty: bool) -> Pte {
+        assert!(kind < 32 && offset < (1 << 45), "swap entry out of range");
+        let mut v = (u64::from(kind) << 57) | (offset << 12);
+        if exclusive {
+            v |= Pte::SWP_EXCLUSIVE;
+        }
+        if soft_dirty {
+            v |= Pte::SWP_SOFT_DIRTY;
+        }
+        Pte(v)
+    }
+
+    /// `(type, offset)` of a swap entry.
+    pub fn swap_entry(self) -> (u8, u64) {
+        debug_assert!(self.is_swap());
+        (((self.0 >> 57) & 31) as u8, (self.0 >> 12) & ((1 << 45) - 1))
+    }
+
+    pub fn swap_exclusive(self) -> bool {
+        self.is_swap() && self.has(Pte::SWP_EXCLUSIVE)
+    }
+}
+
+impl std::fmt::Debug for Pte {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.is_none() {
+            return f.write_str("none");
+        }
+        if self.is_swap() {
+            let (t, o) = self.swap_entry();
+            return write!(
+                f,
+                "swap({t}:{o:#x}{})",
+                if self.swap_exclusive() { " excl" } else { "" }
+            );
+        }
+        write!(f, "pfn {}", self.pfn())?;
+        for (bit, name) in [
+            (Pte::RW, " rw"),
+            (Pte::DIRTY, " dirty"),
+            (Pte::ACCESSED, " young"),
+            (Pte::SPECIAL, " special"),
+            (Pte::SOFT_DIRTY, " soft-dirty"),
+            (Pte::PSE, " huge"),
+        ] {
+            if self.has(bit) {
+                f.write_str(name)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// An entry of an upper-level table, decoded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Upper {
+    None,
+    Table(PtId),
+    /// A huge leaf (`pmd_trans_huge`, `pud_leaf`).
+    Leaf(Pte),
+}
+
+const TABLE_BITS: u64 = Pte::PRESENT | Pte::RW | Pte::USER;
+
+fn decode_upper(raw: u64) -> Upper {
+    let e = Pte(raw);
+    if e.is_none() {
+        Upper::None
+    } else if e.huge() || !e.is_present() {
+        Upper::Leaf(e)
+    } else {
+        Upper::Table(PtId((raw >> 12) as u32))
+    }
+}
+
+/// One page-table page.
+#[derive(Debug)]
+pub struct Table {
+    entries: Box<[u64; PTRS_PER_TABLE]>,
+    pub level: Level,
+    /// The simulated frame that backs it.
+    pub pfn: Pfn,
+    /// Non-none entries.
+    pub used: u16,
+}
+
+#[derive(Debug)]
+struct Slot {
+    table: Option<Table>,
+    /// The split page-table lock; kept with the slot when the table is freed and reused.
+    ptl: SpinLock,
+}
+
+/// Every page-table page of the machine.
+#[derive(Debug, Default)]
+pub struct PageTables {
+    slots: Vec<Slot>,
+    free_ids: Vec<u32>,
+    live: u64,
+}
+
+impl PageTables {
+    /// Installs a new empty table backed by `pfn`; `new_lock` creates a ptlock for a new slot.
+    pub(crate) fn alloc(
+        &mut self,
+        level: Level,
+        pfn: Pfn,
+        new_lock: impl FnOnce() -> SpinLock,
+    ) -> PtId {
+        let table = Table { entries: Box::new([0; PTRS_PER_TABLE]), level, pfn, used: 0 };
+        self.live += 1;
+        if let Some(id) = self.free_ids.pop() {
+            let slot = &mut self.slots[id as usize];
+            debug_assert!(slot.table.is_none());
+            slot.table = Some(table);
+            return PtId(id);
+        }
+        self.slots.push(Slot { table: Some(table), ptl: new_lock() });
+        PtId(u32::try_from(self.slots.len() - 1).expect("page-table id"))
+    }
+
+    /// Frees an empty table; returns its backing frame.
+    pub(crate) fn free(&mut self, id: PtId) -> Pfn {
+        let t = self.slots[id.0 as usize].table.take().expect("double free of a page table");
+        assert_eq!(t.used, 0, "freeing a page table with {} entries", t.used);
+        self.free_ids.push(id.0);
+        self.live -= 1;
+        t.pfn
+    }
+
+    pub fn table(&self, id: PtId) -> &Table {
+        self.slots[id.0 as usize].table.as_ref().expect("use of a freed page table")
+    }
+
+    fn table_mut(&mut self, id: PtId) -> &mut Table {
+        self.slots[id.0 as usize].table.as_mut().expect("use of a freed page table")
+    }
+
+    pub fn ptl(&self, id: PtId) -> SpinLock {
+        self.slots[id.0 as usize].ptl
+    }
+
+    /// Live page-table pages.
+    pub fn live(&self) -> u64 {
+        self.live
+    }
+
+    pub fn host_bytes(&self) -> usize {
+        self.slots.len() * size_of::<Slot>() + self.live as usize * PTRS_PER_TABLE * 8
+    }
+
+    pub fn pte(&self, id: PtId, idx: usize) -> Pte {
+        let t = self.table(id);
+        debug_assert_eq!(t.level, Level::Pte);
+        Pte(t.entries[idx])
+    }
+
+    pub(crate) fn set_pte(&mut self, id: PtId, idx: usize, pte: Pte) {
+        let t = self.table_mut(id);
+        debug_assert_eq!(t.level, Level::Pte);
+        let old = t.entries[idx];
+        t.used = t.used + u16::from(old == 0 && pte.0 != 0) - u16::from(old != 0 && pte.0 == 0);
+        t.entries[idx] = pte.0;
+    }
+
+    pub fn upper(&self, id: PtId, idx: usize) -> Upper {
+        let t = self.table(id);
+        debug_assert_ne!(t.level, Level::Pte);
+        decode_upper(t.entries[idx])
+    }
+
+    pub(crate) fn set_upper(&mut self, id: PtId, idx: usize, e: Upper) {
+        let raw = match e {
+            Upper::None => 0,
+            Upper::Table(t) => (u64::from(t.0) << 12) | TABLE_BITS,
+            Upper::Leaf(pte) => pte.0,
+        };
+        let t = self.table_mut(id);
+        debug_assert_ne!(t.level, Level::Pte);
+        let old = t.entries[idx];
+        t.used = t.used + u16::from(old == 0 && raw != 0) - u16::from(old != 0 && raw == 0);
+        t.entries[idx] = raw;
+    }
+
+    /// Walks from `pgd` down to the table of `level` that covers `addr`, if it exists.
+    pub fn find_table(&self, pgd: PtId, addr: VirtAddr, level: Level) -> Option<PtId> {
+        let mut table = pgd;
+        let mut l = Level::Pgd;
+        while l > level {
+            match self.upper(table, l.index(addr)) {
+                Upper::Table(next) => table = next,
+                Upper::None | Upper::Leaf(_) => return None,
+            }
+            l = l.below();
+        }
+        Some(table)
+    }
+
+    /// The PTE mapping `addr`: `(pte table, index)` when a PTE table covers it.
+    pub fn pte_slot(&self, pgd: PtId, addr: VirtAddr) -> Option<(PtId, usize)> {
+        self.find_table(pgd, addr, Level::Pte).map(|t| (t, Level::Pte.index(addr)))
+    }
+
+    /// The PMD entry covering `addr`: `(pmd table, index)` when a PMD table covers it.
+    pub fn pmd_slot(&self, pgd: PtId, addr: VirtAddr) -> Option<(PtId, usize)> {
+        self.find_table(pgd, addr, Level::Pmd).map(|t| (t, Level::Pmd.index(addr)))
+    }
+
+    /// What maps `addr`: a PTE, or a PMD leaf, or nothing.
+    pub fn translate(&self, pgd: PtId, addr: VirtAddr) -> Option<(Pte, Level)> {
+        let (pmd_t, pmd_i) = self.pmd_slot(pgd, addr)?;
+        match self.upper(pmd_t, pmd_i) {
+            Upper::None => None,
+            Upper::Leaf(e) => Some((e, Level::Pmd)),
+            Upper::Table(pt) => {
+                let pte = self.pte(pt, Level::Pte.index(addr));
+                (!pte.is_none()).then_some((pte, Level::Pte))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pte_bits_round_trip() {
+        let p = Pte::new(Pfn(0x1234), Pte::RW | Pte::DIRTY | Pte::USER);
+        assert!(p.is_present() && p.write() && p.dirty() && !p.young());
+        assert_eq!(p.pfn(), Pfn(0x1234));
+        assert!(!p.wrprotect().write());
+        let s = Pte::swap(3, 0xabcdef, true, true);
+        assert!(s.is_swap() && s.swap_exclusive() && s.soft_dirty());
+        assert_eq!(s.swap_entry(), (3, 0xabcdef));
+        assert_eq!(format!("{p:?}"), "pfn 0x1234 rw dirty");
+    }
+
+    #[test]
+    fn indices_follow_x86() {
+        let a = VirtAddr(0x7f12_3456_7000);
+        assert_eq!(Level::Pgd.index(a), 0xfe);
+        assert_eq!(Level::Pud.index(a), 0x48);
+        assert_eq!(Level::Pmd.index(a), 0x1a2);
+        assert_eq!(Level::Pte.index(a), 0x167);
+        assert_eq!(Level::Pmd.shift(), 21);
+    }
+
+    #[test]
+    fn upper_entries_decode() {
+        assert_eq!(decode_upper(0), Upper::None);
+        let t = (7u64 << 12) | TABLE_BITS;
+        assert_eq!(decode_upper(t), Upper::Table(PtId(7)));
+        let leaf = Pte::new(Pfn(512), Pte::PSE | Pte::RW);
+        assert_eq!(decode_upper(leaf.0), Upper::Leaf(leaf));
+    }
+}

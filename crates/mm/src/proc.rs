@@ -1,0 +1,349 @@
+//! Observables in the kernel's text formats: `/proc/PID/maps`, `smaps`, `smaps_rollup`,
+//! `status` (memory lines), `pagemap` entries, `/proc/meminfo` (`fs/proc/task_mmu.c`,
+//! `fs/proc/meminfo.c`, `Documentation/admin-guide/mm/pagemap.rst`, Linux v6.8).
+//!
+//! smaps accounting follows `smaps_account`: the zero page and other special mappings are not
+//! counted (`vm_normal_page` is NULL); a page mapped more than once is Shared and adds
+//! `size / mapcount` to Pss (fixed point with `PSS_SHIFT` = 12); dirty means a dirty PTE or a
+//! dirty folio; referenced means a young PTE or a referenced folio.
+//!
+//! meminfo prints only what the model keeps. `MemAvailable` is approximated as free memory plus
+//! the file LRU pages (the kernel also subtracts watermarks and adds reclaimable slab, which the
+//! model does not have).
+
+use crate::fault::vm_normal_page;
+use crate::folio::{LruList, pg};
+use crate::fs::FsType;
+use crate::kernel::KState;
+use crate::mm_struct::{MmCounter, MmId};
+use crate::process::Pid;
+use crate::vma::{VmFlags, VmaId, VmaRole};
+use crate::vmstat::VmStat;
+use simcore::{Bytes, VirtAddr};
+use std::fmt::Write as _;
+
+const PSS_SHIFT: u32 = 12;
+
+/// Per-VMA memory statistics (`struct mem_size_stats`), in bytes (Pss fixed point).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MemSizeStats {
+    pub resident: u64,
+    pub pss: u64,
+    pub pss_dirty: u64,
+    pub shared_clean: u64,
+    pub shared_dirty: u64,
+    pub private_clean: u64,
+    pub private_dirty: u64,
+    pub referenced: u64,
+    pub anonymous: u64,
+    pub swap: u64,
+    pub pss_locked: u64,
+}
+
+impl MemSizeStats {
+    fn add(&mut self, o: &MemSizeStats) {
+        self.resident += o.resident;
+        self.pss += o.pss;
+        self.pss_dirty += o.pss_dirty;
+        self.shared_clean += o.shared_clean;
+        self.shared_dirty += o.shared_dirty;
+        self.private_clean += o.private_clean;
+        self.private_dirty += o.private_dirty;
+        self.referenced += o.referenced;
+        self.anonymous += o.anonymous;
+        self.swap += o.swap;
+        self.pss_locked += o.pss_locked;
+    }
+
+    /// The smaps fields as `(name, kB)`, in the kernel's order.
+    pub fn fields(&self) -> [(&'static str, u64); 17] {
+        let kb = |b: u64| b >> 10;
+        let pss = |b: u64| b >> (10 + PSS_SHIFT);
+        [
+            ("Rss", kb(self.resident)),
+            ("Pss", pss(self.pss)),
+            ("Pss_Dirty", pss(self.pss_dirty)),
+            ("Shared_Clean", kb(self.shared_clean)),
+            ("Shared_Dirty", kb(self.shared_dirty)),
+            ("Private_Clean", kb(self.private_clean)),
+            ("Private_Dirty", kb(self.private_dirty)),
+            ("Referenced", kb(self.referenced)),
+            ("Anonymous", kb(self.anonymous)),
+            ("LazyFree", 0),
+            ("AnonHugePages", 0),
+            ("ShmemPmdMapped", 0),
+            ("FilePmdMapped", 0),
+            ("Shared_Hugetlb", 0),
+            ("Private_Hugetlb", 0),
+            ("Swap", kb(self.swap)),
+            ("SwapPss", 0),
+        ]
+    }
+}
+
+impl KState {
+    /// Walks one VMA's page tables as `smaps_pte_range` does.
+    pub fn smaps_vma(&self, vma: VmaId) -> MemSizeStats {
+        let v = self.vma(vma);
+        let pgd = self.mm(v.mm).pgd;
+        let locked = v.flags.has(VmFlags::LOCKED);
+        let mut mss = MemSizeStats::default();
+        let mut addr = v.start;
+        while addr < v.end {
+            let pte = self.pt.translate(pgd, addr).map(|(p, _)| p);
+            addr = addr + Bytes::PAGE;
+            let Some(pte) = pte else { continue };
+            if pte.is_swap() {
+                mss.swap += 4096;
+                continue;
+            }
+            let Some(page) = vm_normal_page(pte) else { continue };
+            let head = self.folios.head(page);
+            let size = 4096u64;
+            mss.resident += size;
+            if self.folios.is_anon(head) {
+                mss.anonymous += size;
+            }
+            let dirty = pte.dirty() || self.folios.test(head, pg::DIRTY);
+            if pte.young() || self.folios.test(head, pg::REFERENCED) {
+                mss.referenced += size;
+            }
+            let mapcount = u64::from(self.folios.page_mapcount(page)).max(1);
+            let pss = (size << PSS_SHIFT) / mapcount;
+            mss.pss += pss;
+            if dirty {
+                mss.pss_dirty += pss;
+            }
+            if locked {
+                mss.pss_locked += pss;
+            }
+            match (mapcount >= 2, dirty) {
+                (true, true) => mss.shared_dirty += size,
+                (true, false) => mss.shared_clean += size,
+                (false, true) => mss.private_dirty += size,
+                (false, false) => mss.private_clean += size,
+            }
+        }
+        mss
+    }
+
+    /// The `/proc/PID/maps` line of a VMA (without newline).
+    pub fn maps_line(&self, vma: VmaId) -> String {
+        let v = self.vma(vma);
+        let f = v.flags;
+        let perms: String = [
+            if f.has(VmFlags::READ) { 'r' } else { '-' },
+            if f.has(VmFlags::WRITE) { 'w' } else { '-' },
+            if f.has(VmFlags::EXEC) { 'x' } else { '-' },
+            if f.has(VmFlags::MAYSHARE) { 's' } else { 'p' },
+        ]
+        .into_iter()
+        .collect();
+        let (offset, dev, ino, name) = match v.file {
+            Some(file) => {
+                let inode = self.file(file).inode;
+                let i = &self.inodes[inode];
+                let dev = if i.fs == FsType::Disk { "08:01" } else { "00:01" };
+                (v.pgoff << 12, dev, 1000 + u64::from(inode.0), i.path.clone())
+            }
+            None => {
+                let name = match v.role {
+                    VmaRole::Heap => "[heap]",
+                    VmaRole::Stack => "[stack]",
+                    VmaRole::Plain => "",
+                };
+                (0, "00:00", 0, name.to_string())
+            }
+        };
+        let mut line =
+            format!("{:08x}-{:08x} {perms} {offset:08x} {dev} {ino} ", v.start.0, v.end.0);
+        if !name.is_empty() {
+            while line.len() < 73 {
+                line.push(' ');
+            }
+            line.push_str(&name);
+        }
+        line.trim_end().to_string()
+    }
+
+    fn vmas_of(&self, pid: Pid) -> Vec<VmaId> {
+        match self.procs[pid].mm {
+            Some(mm) => self.mm(mm).vmas.values().copied().collect(),
+            None => Vec::new(),
+        }
+    }
+
+    /// `/proc/PID/maps`.
+    pub fn maps(&self, pid: Pid) -> String {
+        self.vmas_of(pid).into_iter().map(|v| self.maps_line(v) + "\n").collect()
+    }
+
+    /// `/proc/PID/smaps`.
+    pub fn smaps(&self, pid: Pid) -> String {
+        let mut out = String::new();
+        for v in self.vmas_of(pid) {
+            let vma = self.vma(v);
+            let mss = self.smaps_vma(v);
+            let _ = writeln!(out, "{}", self.maps_line(v));
+            put_kb(&mut out, "Size", vma.len().as_kib());
+            put_kb(&mut out, "KernelPageSize", 4);
+            put_kb(&mut out, "MMUPageSize", 4);
+            for (name, kb) in mss.fields() {
+                put_kb(&mut out, name, kb);
+            }
+            put_kb(&mut out, "Locked", mss.pss_locked >> (10 + PSS_SHIFT));
+            let _ = writeln!(out, "THPeligible:    {:>8}", 0);
+            let _ = writeln!(out, "VmFlags: {} ", vma.flags.mnemonics());
+        }
+        out
+    }
+
+    /// `/proc/PID/smaps_rollup`.
+    pub fn smaps_rollup(&self, pid: Pid) -> String {
+        let vmas = self.vmas_of(pid);
+        let mut total = MemSizeStats::default();
+        for &v in &vmas {
+            total.add(&self.smaps_vma(v));
+        }
+        let (lo, hi) = match (vmas.first(), vmas.last()) {
+            (Some(&a), Some(&b)) => (self.vma(a).start.0, self.vma(b).end.0),
+            _ => (0, 0),
+        };
+        let mut out =
+            format!("{lo:08x}-{hi:08x} ---p 00000000 00:00 0                          [rollup]\n");
+        for (name, kb) in total.fields() {
+            put_kb(&mut out, name, kb);
+        }
+        put_kb(&mut out, "Locked", total.pss_locked >> (10 + PSS_SHIFT));
+        out
+    }
+
+    /// The summed smaps statistics of a process (for APIs that want numbers, not text).
+    pub fn smaps_totals(&self, pid: Pid) -> MemSizeStats {
+        let mut total = MemSizeStats::default();
+        for v in self.vmas_of(pid) {
+            total.add(&self.smaps_vma(v));
+        }
+        total
+    }
+
+    /// The memory lines of `/proc/PID/status`.
+    pub fn status(&self, pid: Pid) -> String {
+        let mut out = String::new();
+        let Some(mm) = self.procs[pid].mm else { return out };
+        let m = self.mm(mm);
+        let total_vm: u64 = m.vmas.values().map(|&v| self.vma(v).len().as_kib()).sum();
+        let kb = |c: MmCounter| m.rss(c) * 4;
+        for (name, v) in [
+            ("VmSize", total_vm),
+            ("VmHWM", m.hiwater_rss * 4),
+            ("VmRSS", m.rss_total() * 4),
+            ("RssAnon", kb(MmCounter::AnonPages)),
+            ("RssFile", kb(MmCounter::FilePages)),
+            ("RssShmem", kb(MmCounter::ShmemPages)),
+            ("VmPTE", m.nr_ptes * 4),
+            ("VmSwap", kb(MmCounter::SwapEnts)),
+        ] {
+            let _ = writeln!(out, "{name}:\t{v:>8} kB");
+        }
+        out
+    }
+
+    /// `/proc/PID/pagemap` entries of `pages` pages from `addr` (as root: PFNs shown).
+    pub fn pagemap(&self, mm: MmId, addr: VirtAddr, pages: u64) -> Vec<u64> {
+        let pgd = self.mm(mm).pgd;
+        (0..pages)
+            .map(|i| {
+                let a = addr + Bytes(i << 12);
+                let vma_softdirty =
+                    self.find_vma(mm, a).is_some_and(|v| self.vma(v).flags.has(VmFlags::SOFTDIRTY));
+                let mut e = 0u64;
+                match self.pt.translate(pgd, a) {
+                    Some((pte, _)) if pte.is_present() => {
+                        e |= PM_PRESENT | (pte.pfn().0 & PM_PFN_MASK);
+                        if pte.soft_dirty() {
+                            e |= PM_SOFT_DIRTY;
+                        }
+                        if let Some(page) = vm_normal_page(pte) {
+                            let head = self.folios.head(page);
+                            if !self.folios.is_anon(head) {
+                                e |= PM_FILE;
+                            }
+                            if self.folios.page_mapcount(page) == 1 {
+                                e |= PM_MMAP_EXCLUSIVE;
+                            }
+                        }
+                    }
+                    Some((pte, _)) if pte.is_swap() => {
+                        let (t, off) = pte.swap_entry();
+                        e |= PM_SWAP | u64::from(t) | (off << 5);
+                        if pte.soft_dirty() {
+                            e |= PM_SOFT_DIRTY;
+                        }
+                    }
+                    _ => {}
+                }
+                if vma_softdirty {
+                    e |= PM_SOFT_DIRTY;
+                }
+                e
+            })
+            .collect()
+    }
+
+    /// `/proc/meminfo`.
+    pub fn meminfo(&self) -> String {
+        let vs = &self.vmstat;
+        let pages = |k: VmStat| vs.get(k);
+        let lru = |l: LruList| self.folios.lru_pages(l);
+        let file_lru = lru(LruList::ActiveFile) + lru(LruList::InactiveFile);
+        let mut out = String::new();
+        for (name, p) in [
+            ("MemTotal", self.total_pages()),
+            ("MemFree", pages(VmStat::NrFreePages)),
+            ("MemAvailable", pages(VmStat::NrFreePages) + file_lru),
+            ("Buffers", 0),
+            ("Cached", pages(VmStat::NrFilePages)),
+            ("SwapCached", 0),
+            ("Active", lru(LruList::ActiveAnon) + lru(LruList::ActiveFile)),
+            ("Inactive", lru(LruList::InactiveAnon) + lru(LruList::InactiveFile)),
+            ("Active(anon)", lru(LruList::ActiveAnon)),
+            ("Inactive(anon)", lru(LruList::InactiveAnon)),
+            ("Active(file)", lru(LruList::ActiveFile)),
+            ("Inactive(file)", lru(LruList::InactiveFile)),
+            ("Unevictable", lru(LruList::Unevictable)),
+            ("SwapTotal", 0),
+            ("SwapFree", 0),
+            ("Dirty", pages(VmStat::NrDirty)),
+            ("Writeback", pages(VmStat::NrWriteback)),
+            ("AnonPages", pages(VmStat::NrAnonPages)),
+            ("Mapped", pages(VmStat::NrMapped)),
+            ("Shmem", pages(VmStat::NrShmem)),
+            ("PageTables", pages(VmStat::NrPageTablePages)),
+            ("AnonHugePages", pages(VmStat::NrAnonTransparentHugepages) * 512),
+            ("FileHugePages", pages(VmStat::NrFileHugepages) * 512),
+            ("FilePmdMapped", pages(VmStat::NrFilePmdmapped) * 512),
+        ] {
+            put_kb(&mut out, name, p * 4);
+        }
+        out
+    }
+}
+
+/// `/proc/PID/pagemap` bits.
+pub const PM_PFN_MASK: u64 = (1 << 55) - 1;
+pub const PM_SOFT_DIRTY: u64 = 1 << 55;
+pub const PM_MMAP_EXCLUSIVE: u64 = 1 << 56;
+pub const PM_FILE: u64 = 1 << 61;
+pub const PM_SWAP: u64 = 1 << 62;
+pub const PM_PRESENT: u64 = 1 << 63;
+
+/// One `Name:   value kB` line, as `seq_put_decimal_ull_width(.., 8)` prints it.
+fn put_kb(out: &mut String, name: &str, kb: u64) {
+    let label = format!("{name}:");
+    if label.len() >= 16 {
+        let _ = writeln!(out, "{label} {kb:>7} kB");
+    } else {
+        let _ = writeln!(out, "{label:<16}{kb:>8} kB");
+    }
+}

@@ -1,0 +1,38 @@
+//! Processes: a pid, an address space, a file-descriptor table (`kernel/fork.c`, `fs/file.c`).
+//!
+//! Threads of a process are engine tasks that share its mm; the scenario or API decides what each
+//! runs. Approximations: no signals beyond reporting them, no credentials, one thread group per
+//! process.
+
+use crate::fs::FileId;
+use crate::mm_struct::MmId;
+use std::collections::BTreeMap;
+
+simcore::define_id!(
+    /// A process id (the simulated kernel's pids start at 1 for the first process created).
+    pub struct Pid;
+);
+
+/// What became of a process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProcState {
+    Running,
+    /// Exited: its mm is gone, its files closed.
+    Exited,
+}
+
+#[derive(Debug)]
+pub struct Process {
+    pub name: String,
+    pub parent: Option<Pid>,
+    pub mm: Option<MmId>,
+    pub fds: BTreeMap<i32, FileId>,
+    pub state: ProcState,
+}
+
+impl Process {
+    /// The lowest free descriptor (`get_unused_fd_flags`).
+    pub fn next_fd(&self) -> i32 {
+        (0..).find(|fd| !self.fds.contains_key(fd)).expect("a free descriptor")
+    }
+}

@@ -1,0 +1,303 @@
+//! The syscall-level API of a simulated user thread: what tests, scenario files, the Python
+//! bindings and workloads drive.
+//!
+//! Each method is the syscall (or memory access) of the same name, running the mechanism code in
+//! the thread's simulated task: it charges virtual time, takes the kernel's locks and may block.
+//! Errors are the kernel's: an errno for a syscall, a signal for a memory access.
+
+use crate::errno::{Errno, Signal, SysError};
+use crate::exec::{ExecImage, ExecLayout, do_exec};
+use crate::fault::Access;
+use crate::filemap::{file_read, file_write, writeback};
+use crate::fork::{do_fork, exit_mmap};
+use crate::fs::{FileId, fmode};
+use crate::kernel::Cx;
+use crate::mm_struct::MmId;
+use crate::mmap::{MmapArgs, do_madvise, do_mmap, do_mprotect, do_munmap, map, prot};
+use crate::process::{Pid, ProcState};
+use crate::truncate::do_truncate;
+use crate::uaccess::{read_user, touch, write_user};
+use simcore::{Bytes, VirtAddr};
+
+/// `open(2)` flags that the model reads.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OpenFlags {
+    pub read: bool,
+    pub write: bool,
+    pub direct: bool,
+    pub append: bool,
+    pub truncate: bool,
+}
+
+impl OpenFlags {
+    pub const RDONLY: OpenFlags =
+        OpenFlags { read: true, write: false, direct: false, append: false, truncate: false };
+    pub const RDWR: OpenFlags =
+        OpenFlags { read: true, write: true, direct: false, append: false, truncate: false };
+    pub const WRONLY: OpenFlags =
+        OpenFlags { read: false, write: true, direct: false, append: false, truncate: false };
+}
+
+/// A simulated user thread.
+#[derive(Debug)]
+pub struct Thread {
+    cx: Cx,
+}
+
+impl Thread {
+    pub(crate) fn new(cx: Cx) -> Thread {
+        Thread { cx }
+    }
+
+    /// The kernel-side context (for mechanisms in other crates of the workspace).
+    pub fn cx(&self) -> &Cx {
+        &self.cx
+    }
+
+    pub fn pid(&self) -> Pid {
+        self.cx.current()
+    }
+
+    pub fn now(&self) -> simcore::SimTime {
+        self.cx.now()
+    }
+
+    fn mm(&self) -> Result<MmId, Errno> {
+        self.cx.st().procs[self.pid()].mm.ok_or(Errno::EINVAL)
+    }
+
+    fn fd(&self, fd: i32) -> Result<FileId, Errno> {
+        self.cx.st().procs[self.pid()].fds.get(&fd).copied().ok_or(Errno::EBADF)
+    }
+
+    /// `mmap(2)`.
+    pub async fn mmap(&self, args: MmapArgs) -> Result<VirtAddr, Errno> {
+        do_mmap(&self.cx, self.pid(), args).await
+    }
+
+    /// `mmap(NULL, len, prot, MAP_PRIVATE|MAP_ANONYMOUS, -1, 0)`.
+    pub async fn mmap_anon(&self, len: Bytes, prot: u32) -> Result<VirtAddr, Errno> {
+        let args = MmapArgs {
+            addr: None,
+            len,
+            prot,
+            flags: map::PRIVATE | map::ANONYMOUS,
+            fd: None,
+            offset: 0,
+        };
+        self.mmap(args).await
+    }
+
+    pub async fn munmap(&self, addr: VirtAddr, len: Bytes) -> Result<(), Errno> {
+        do_munmap(&self.cx, self.mm()?, addr, len).await
+    }
+
+    pub async fn mprotect(&self, addr: VirtAddr, len: Bytes, prot: u32) -> Result<(), Errno> {
+        do_mprotect(&self.cx, self.mm()?, addr, len, prot).await
+    }
+
+    pub async fn madvise(&self, addr: VirtAddr, len: Bytes, advice: u32) -> Result<(), Errno> {
+        do_madvise(&self.cx, self.mm()?, addr, len, advice).await
+    }
+
+    /// `open(2)` of an existing file; returns the descriptor.
+    pub async fn open(&self, path: &str, flags: OpenFlags) -> Result<i32, Errno> {
+        self.cx.charge(crate::cost::Cost::Syscall).await;
+        let inode = *self.cx.st().paths.get(path).ok_or(Errno::ENOENT)?;
+        if !flags.read && !flags.write {
+            return Err(Errno::EINVAL);
+        }
+        let mode =
+            if flags.read { fmode::READ } else { 0 } | if flags.write { fmode::WRITE } else { 0 };
+        let f = self.cx.st().open_file(inode, mode, flags.direct, flags.append)?;
+        if flags.truncate && flags.write {
+            do_truncate(&self.cx, inode, 0).await;
+        }
+        let mut st = self.cx.st();
+        let p = &mut st.procs[self.pid()];
+        let fd = p.next_fd();
+        p.fds.insert(fd, f);
+        Ok(fd)
+    }
+
+    /// `close(2)`.
+    pub async fn close(&self, fd: i32) -> Result<(), Errno> {
+        self.cx.charge(crate::cost::Cost::Syscall).await;
+        let mut st = self.cx.st();
+        let f = st.procs[self.pid()].fds.remove(&fd).ok_or(Errno::EBADF)?;
+        st.file_put(f);
+        Ok(())
+    }
+
+    /// `dup(2)`: a new descriptor for the same open file description.
+    pub async fn dup(&self, fd: i32) -> Result<i32, Errno> {
+        self.cx.charge(crate::cost::Cost::Syscall).await;
+        let f = self.fd(fd)?;
+        let mut st = self.cx.st();
+        st.file_mut(f).refs += 1;
+        let p = &mut st.procs[self.pid()];
+        let new = p.next_fd();
+        p.fds.insert(new, f);
+        Ok(new)
+    }
+
+    /// `pread(2)` into user memory at `buf` (or, with `buf = None`, a read whose data nobody
+    /// looks at: the same kernel work, no bytes generated). Returns the bytes read.
+    pub async fn pread(
+        &self,
+        fd: i32,
+        buf: Option<VirtAddr>,
+        len: u64,
+        pos: u64,
+    ) -> Result<u64, SysError> {
+        self.cx.charge(crate::cost::Cost::Syscall).await;
+        let f = self.fd(fd)?;
+        let (inode, readable, ra) = {
+            let st = self.cx.st();
+            let file = st.file(f);
+            (file.inode, file.readable(), file.ra.ra_pages)
+        };
+        if !readable {
+            return Err(Errno::EBADF.into());
+        }
+        let data = file_read(&self.cx, inode, pos, len, ra, buf.is_some())
+            .await
+            .map_err(|e| e.signal())?;
+        let size = self.cx.st().inodes[inode].size;
+        let n = len.min(size.saturating_sub(pos));
+        if let (Some(buf), Some(data)) = (buf, data) {
+            write_user(&self.cx, self.mm()?, buf, &data).await?;
+        }
+        Ok(n)
+    }
+
+    /// `read(2)` at the file position, advancing it.
+    pub async fn read(&self, fd: i32, buf: Option<VirtAddr>, len: u64) -> Result<u64, SysError> {
+        let f = self.fd(fd)?;
+        let pos = self.cx.st().file(f).pos;
+        let n = self.pread(fd, buf, len, pos).await?;
+        self.cx.st().file_mut(f).pos = pos + n;
+        Ok(n)
+    }
+
+    /// `pwrite(2)` of `len` bytes from user memory at `buf`.
+    pub async fn pwrite(
+        &self,
+        fd: i32,
+        buf: VirtAddr,
+        len: u64,
+        pos: u64,
+    ) -> Result<u64, SysError> {
+        let data = read_user(&self.cx, self.mm()?, buf, len).await?;
+        self.pwrite_data(fd, &data, pos).await.map_err(SysError::from)
+    }
+
+    /// `pwrite(2)` of `data` (as if from a user buffer already holding it).
+    pub async fn pwrite_data(&self, fd: i32, data: &[u8], pos: u64) -> Result<u64, Errno> {
+        self.cx.charge(crate::cost::Cost::Syscall).await;
+        let f = self.fd(fd)?;
+        let (inode, writable) = {
+            let st = self.cx.st();
+            (st.file(f).inode, st.file(f).writable())
+        };
+        if !writable {
+            return Err(Errno::EBADF);
+        }
+        file_write(&self.cx, inode, pos, data).await.map_err(|_| Errno::ENOMEM)?;
+        Ok(data.len() as u64)
+    }
+
+    /// `write(2)` of `data` at the file position (the end with `O_APPEND`).
+    pub async fn write_data(&self, fd: i32, data: &[u8]) -> Result<u64, Errno> {
+        let f = self.fd(fd)?;
+        let pos = {
+            let st = self.cx.st();
+            let file = st.file(f);
+            if file.append { st.inodes[file.inode].size } else { file.pos }
+        };
+        let n = self.pwrite_data(fd, data, pos).await?;
+        self.cx.st().file_mut(f).pos = pos + n;
+        Ok(n)
+    }
+
+    /// `ftruncate(2)`.
+    pub async fn ftruncate(&self, fd: i32, size: u64) -> Result<(), Errno> {
+        self.cx.charge(crate::cost::Cost::Syscall).await;
+        let f = self.fd(fd)?;
+        let (inode, writable) = {
+            let st = self.cx.st();
+            (st.file(f).inode, st.file(f).writable())
+        };
+        if !writable {
+            return Err(Errno::EINVAL);
+        }
+        do_truncate(&self.cx, inode, size).await;
+        Ok(())
+    }
+
+    /// `truncate(2)` by path: needs write access, like opening for write.
+    pub async fn truncate(&self, path: &str, size: u64) -> Result<(), Errno> {
+        let fd = self.open(path, OpenFlags::WRONLY).await?;
+        let r = self.ftruncate(fd, size).await;
+        self.close(fd).await?;
+        r
+    }
+
+    /// `fsync(2)`: writes the file's dirty pages back.
+    pub async fn fsync(&self, fd: i32) -> Result<(), Errno> {
+        self.cx.charge(crate::cost::Cost::Syscall).await;
+        let f = self.fd(fd)?;
+        let inode = self.cx.st().file(f).inode;
+        writeback(&self.cx, inode).await;
+        Ok(())
+    }
+
+    /// `fork(2)`: returns the child's pid. The child has no running thread until one is started
+    /// in it (`Machine::spawn_thread`).
+    pub async fn fork(&self) -> Result<Pid, Errno> {
+        do_fork(&self.cx, self.pid()).await
+    }
+
+    /// `exit(2)`: tears the address space down and closes every file.
+    pub async fn exit(&self) -> Result<(), Errno> {
+        self.cx.charge(crate::cost::Cost::Syscall).await;
+        let pid = self.pid();
+        let mm = self.cx.st().procs[pid].mm.take();
+        if let Some(mm) = mm {
+            exit_mmap(&self.cx, mm).await;
+        }
+        let mut st = self.cx.st();
+        let fds = std::mem::take(&mut st.procs[pid].fds);
+        for f in fds.into_values() {
+            st.file_put(f);
+        }
+        st.procs[pid].state = ProcState::Exited;
+        Ok(())
+    }
+
+    /// `execve(2)` of a file laid out as `image`.
+    pub async fn exec(&self, path: &str, image: ExecImage) -> Result<ExecLayout, Errno> {
+        do_exec(&self.cx, self.pid(), path, image).await
+    }
+
+    /// Accesses one byte in every page of `[addr, addr + len)`.
+    pub async fn touch(&self, addr: VirtAddr, len: Bytes, access: Access) -> Result<(), Signal> {
+        let mm = self.mm().map_err(|_| Signal::SIGSEGV)?;
+        touch(&self.cx, mm, addr, len, access).await
+    }
+
+    /// Loads `len` bytes from `addr`.
+    pub async fn read_bytes(&self, addr: VirtAddr, len: u64) -> Result<Vec<u8>, Signal> {
+        let mm = self.mm().map_err(|_| Signal::SIGSEGV)?;
+        read_user(&self.cx, mm, addr, len).await
+    }
+
+    /// Stores `data` at `addr`.
+    pub async fn write_bytes(&self, addr: VirtAddr, data: &[u8]) -> Result<(), Signal> {
+        let mm = self.mm().map_err(|_| Signal::SIGSEGV)?;
+        write_user(&self.cx, mm, addr, data).await
+    }
+}
+
+/// Protection bits for convenience: `prot::READ | prot::WRITE`.
+pub const PROT_RW: u32 = prot::READ | prot::WRITE;

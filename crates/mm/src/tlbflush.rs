@@ -1,0 +1,61 @@
+//! TLB invalidation (`arch/x86/mm/tlb.c`, `include/asm-generic/tlb.h`, Linux v6.8).
+//!
+//! Every PTE change that can leave a stale translation calls one of these: a flush of a range of
+//! one mm on the current CPU and, when other CPUs have run the mm (`mm_cpumask`), a shootdown
+//! IPI to them. x86 flushes single pages (`invlpg`) up to `tlb_single_page_flush_ceiling` (33)
+//! pages and the whole TLB beyond. Counts go to the `CONFIG_DEBUG_TLBFLUSH` vmstat events.
+//!
+//! The translation caches themselves (and the cost of a shootdown on the receiving CPUs) arrive
+//! with the TLB model; until then a flush is accounted and charged on the initiating CPU only.
+
+use crate::cost::Cost;
+use crate::kernel::Cx;
+use crate::mm_struct::MmId;
+use crate::vmstat::VmStat;
+use simcore::VirtAddr;
+
+/// `tlb_single_page_flush_ceiling`.
+const SINGLE_PAGE_FLUSH_CEILING: u64 = 33;
+
+/// `flush_tlb_mm_range`: invalidates `[start, end)` of `mm` everywhere it may be cached.
+pub(crate) async fn flush_tlb_range(cx: &Cx, mm: MmId, start: VirtAddr, end: VirtAddr) {
+    let pages = end.offset_from(start).pages_ceil();
+    if pages == 0 {
+        return;
+    }
+    let (local, remote_cpus) = {
+        let mut st = cx.st();
+        let mask = &st.mm(mm).cpumask;
+        let local = mask.contains(&cx.cpu());
+        let remote = mask.iter().filter(|&&c| c != cx.cpu()).count() as u64;
+        if local {
+            let single = pages <= SINGLE_PAGE_FLUSH_CEILING;
+            let (stat, n) = if single {
+                (VmStat::NrTlbLocalFlushOne, pages)
+            } else {
+                (VmStat::NrTlbLocalFlushAll, 1)
+            };
+            st.vmstat.add(stat, n);
+        }
+        if remote > 0 {
+            st.vmstat.inc(VmStat::NrTlbRemoteFlush);
+            st.vmstat.add(VmStat::NrTlbRemoteFlushReceived, remote);
+        }
+        (local, remote)
+    };
+    if local {
+        if pages <= SINGLE_PAGE_FLUSH_CEILING {
+            cx.charge_n(Cost::TlbFlushOne, pages).await;
+        } else {
+            cx.charge(Cost::TlbFlushAll).await;
+        }
+    }
+    if remote_cpus > 0 {
+        cx.charge(Cost::TlbShootdownIpi).await;
+    }
+}
+
+/// `flush_tlb_page`.
+pub(crate) async fn flush_tlb_page(cx: &Cx, mm: MmId, addr: VirtAddr) {
+    flush_tlb_range(cx, mm, addr, addr + simcore::Bytes::PAGE).await;
+}

@@ -1,0 +1,125 @@
+//! User memory accesses as the MMU sees them (the hardware page walk) and `copy_to_user` /
+//! `copy_from_user` (`arch/x86/lib/usercopy_64.c`).
+//!
+//! An access translates through the simulated page tables: a present PTE with the user bit, the
+//! write bit for a store and no NX bit for a fetch succeeds and sets the accessed bit (and the
+//! dirty and soft-dirty bits for a store), as x86 hardware does without any lock. Anything else
+//! raises a page fault, handled by `fault.rs`, after which the access is retried — so a racing
+//! unmap between the fault and the retry simply faults again, as on real hardware.
+//!
+//! The TLB is not modelled yet; every access walks the page tables.
+
+use crate::cost::Cost;
+use crate::errno::Signal;
+use crate::fault::{Access, do_user_addr_fault};
+use crate::kernel::Cx;
+use crate::mm_struct::MmId;
+use crate::pgtable::{Level, Pte};
+use simcore::{Bytes, Pfn, VirtAddr};
+
+/// Resolves one access to `addr`, faulting as needed; returns the physical page accessed.
+pub(crate) async fn access_page(
+    cx: &Cx,
+    mm: MmId,
+    addr: VirtAddr,
+    access: Access,
+) -> Result<Pfn, Signal> {
+    loop {
+        if let Some(page) = mmu_access(cx, mm, addr, access) {
+            cx.charge(Cost::MemAccess).await;
+            return Ok(page);
+        }
+        do_user_addr_fault(cx, mm, addr, access).await.map_err(|f| f.signal())?;
+    }
+}
+
+/// The hardware's part: translate and set the accessed/dirty bits, or `None` (a fault).
+fn mmu_access(cx: &Cx, mm: MmId, addr: VirtAddr, access: Access) -> Option<Pfn> {
+    let mut st = cx.st();
+    let pgd = st.mm(mm).pgd;
+    let (pte, level) = st.pt.translate(pgd, addr)?;
+    let allowed = pte.is_present()
+        && pte.0 & Pte::USER != 0
+        && (access != Access::Write || pte.write())
+        && (access != Access::Exec || pte.0 & Pte::NX == 0);
+    if !allowed {
+        return None;
+    }
+    let bits = if access.is_write() {
+        Pte::ACCESSED | Pte::DIRTY | Pte::SOFT_DIRTY
+    } else {
+        Pte::ACCESSED
+    };
+    let offset = match level {
+        Level::Pte => {
+            let (t, i) = st.pt.pte_slot(pgd, addr).expect("translated through a PTE table");
+            st.pt.set_pte(t, i, pte.with(bits));
+            0
+        }
+        _ => (addr.0 >> 12) & ((1 << (level.shift() - 12)) - 1),
+    };
+    Some(pte.pfn() + offset)
+}
+
+/// Reads `len` bytes of user memory at `addr` (`copy_from_user`).
+pub(crate) async fn read_user(
+    cx: &Cx,
+    mm: MmId,
+    addr: VirtAddr,
+    len: u64,
+) -> Result<Vec<u8>, Signal> {
+    let mut out = vec![0; len as usize];
+    let mut done = 0u64;
+    while done < len {
+        let a = addr + Bytes(done);
+        let n = (4096 - a.page_offset()).min(len - done);
+        let page = access_page(cx, mm, a, Access::Read).await?;
+        cx.st().mem.read(
+            page.0,
+            a.page_offset() as usize,
+            &mut out[done as usize..(done + n) as usize],
+        );
+        done += n;
+    }
+    Ok(out)
+}
+
+/// Writes `data` to user memory at `addr` (`copy_to_user`).
+pub(crate) async fn write_user(
+    cx: &Cx,
+    mm: MmId,
+    addr: VirtAddr,
+    data: &[u8],
+) -> Result<(), Signal> {
+    let len = data.len() as u64;
+    let mut done = 0u64;
+    while done < len {
+        let a = addr + Bytes(done);
+        let n = (4096 - a.page_offset()).min(len - done);
+        let page = access_page(cx, mm, a, Access::Write).await?;
+        cx.st().mem.write(
+            page.0,
+            a.page_offset() as usize,
+            &data[done as usize..(done + n) as usize],
+        );
+        done += n;
+    }
+    Ok(())
+}
+
+/// Touches one byte of every page of `[addr, addr + len)`.
+pub(crate) async fn touch(
+    cx: &Cx,
+    mm: MmId,
+    addr: VirtAddr,
+    len: Bytes,
+    access: Access,
+) -> Result<(), Signal> {
+    let end = addr.checked_add(len).ok_or(Signal::SIGSEGV)?;
+    let mut a = addr;
+    while a < end {
+        access_page(cx, mm, a, access).await?;
+        a = (a + Bytes::PAGE).align_down(Bytes::PAGE);
+    }
+    Ok(())
+}

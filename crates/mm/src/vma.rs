@@ -1,0 +1,194 @@
+//! Virtual memory areas (`include/linux/mm.h`, `include/linux/mm_types.h`, `mm/vma.c`, v6.8).
+//!
+//! A VMA is a range of an address space with one set of flags, one backing (anonymous, or a file
+//! at `pgoff`) and, once it has anonymous pages, an `anon_vma`. Each `mm` keeps its VMAs in an
+//! ordered map by start address (the maple tree's role). Flags use the kernel's bit values, so
+//! `VmFlags` prints as smaps' `VmFlags:` line does. VMA merging is not modelled: adjacent
+//! compatible mappings stay separate VMAs (smaps shows them as separate entries).
+
+use crate::folio::AnonVmaId;
+use crate::fs::FileId;
+use crate::mm_struct::MmId;
+use simcore::{Bytes, VirtAddr};
+use std::fmt;
+
+simcore::define_id!(
+    /// A VMA.
+    pub struct VmaId;
+);
+
+/// `vm_flags_t`.
+#[derive(Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct VmFlags(pub u64);
+
+impl VmFlags {
+    pub const READ: u64 = 0x1;
+    pub const WRITE: u64 = 0x2;
+    pub const EXEC: u64 = 0x4;
+    pub const SHARED: u64 = 0x8;
+    pub const MAYREAD: u64 = 0x10;
+    pub const MAYWRITE: u64 = 0x20;
+    pub const MAYEXEC: u64 = 0x40;
+    pub const MAYSHARE: u64 = 0x80;
+    pub const GROWSDOWN: u64 = 0x100;
+    pub const PFNMAP: u64 = 0x400;
+    /// Removed in v5.15; kept for the file-THP rule of older kernels.
+    pub const DENYWRITE: u64 = 0x800;
+    pub const LOCKED: u64 = 0x2000;
+    pub const IO: u64 = 0x4000;
+    pub const SEQ_READ: u64 = 0x8000;
+    pub const RAND_READ: u64 = 0x10000;
+    pub const DONTCOPY: u64 = 0x20000;
+    pub const DONTEXPAND: u64 = 0x40000;
+    pub const ACCOUNT: u64 = 0x100000;
+    pub const NORESERVE: u64 = 0x200000;
+    pub const HUGETLB: u64 = 0x400000;
+    pub const WIPEONFORK: u64 = 0x2000000;
+    pub const DONTDUMP: u64 = 0x4000000;
+    pub const SOFTDIRTY: u64 = 0x8000000;
+    pub const MIXEDMAP: u64 = 0x10000000;
+    pub const HUGEPAGE: u64 = 0x20000000;
+    pub const NOHUGEPAGE: u64 = 0x40000000;
+
+    pub fn has(self, bits: u64) -> bool {
+        self.0 & bits != 0
+    }
+
+    /// The two-letter mnemonics of smaps' `VmFlags:` (`fs/proc/task_mmu.c` `show_smap_vma_flags`).
+    pub fn mnemonics(self) -> String {
+        const TABLE: [(u64, &str); 26] = [
+            (VmFlags::READ, "rd"),
+            (VmFlags::WRITE, "wr"),
+            (VmFlags::EXEC, "ex"),
+            (VmFlags::SHARED, "sh"),
+            (VmFlags::MAYREAD, "mr"),
+            (VmFlags::MAYWRITE, "mw"),
+            (VmFlags::MAYEXEC, "me"),
+            (VmFlags::MAYSHARE, "ms"),
+            (VmFlags::GROWSDOWN, "gd"),
+            (VmFlags::PFNMAP, "pf"),
+            (VmFlags::DENYWRITE, "dw"),
+            (VmFlags::LOCKED, "lo"),
+            (VmFlags::IO, "io"),
+            (VmFlags::SEQ_READ, "sr"),
+            (VmFlags::RAND_READ, "rr"),
+            (VmFlags::DONTCOPY, "dc"),
+            (VmFlags::DONTEXPAND, "de"),
+            (VmFlags::ACCOUNT, "ac"),
+            (VmFlags::NORESERVE, "nr"),
+            (VmFlags::HUGETLB, "ht"),
+            (VmFlags::WIPEONFORK, "wf"),
+            (VmFlags::DONTDUMP, "dd"),
+            (VmFlags::SOFTDIRTY, "sd"),
+            (VmFlags::MIXEDMAP, "mm"),
+            (VmFlags::HUGEPAGE, "hg"),
+            (VmFlags::NOHUGEPAGE, "nh"),
+        ];
+        let names: Vec<&str> =
+            TABLE.iter().filter(|(b, _)| self.has(*b)).map(|(_, n)| *n).collect();
+        names.join(" ")
+    }
+}
+
+impl fmt::Debug for VmFlags {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "VmFlags({})", self.mnemonics())
+    }
+}
+
+/// A VMA's special role, shown in `/proc/PID/maps`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VmaRole {
+    Plain,
+    Heap,
+    Stack,
+}
+
+/// `struct vm_area_struct`.
+#[derive(Clone, Debug)]
+pub struct Vma {
+    pub mm: MmId,
+    pub start: VirtAddr,
+    pub end: VirtAddr,
+    pub flags: VmFlags,
+    /// Offset in the file, in pages; for anonymous VMAs, the virtual page number at creation.
+    pub pgoff: u64,
+    pub file: Option<FileId>,
+    /// The anon_vma new anonymous pages of this VMA go to.
+    pub anon_vma: Option<AnonVmaId>,
+    /// Every anon_vma whose pages this VMA may map (`anon_vma_chain`).
+    pub anon_vma_chain: Vec<AnonVmaId>,
+    pub role: VmaRole,
+}
+
+impl Vma {
+    pub fn len(&self) -> Bytes {
+        self.end.offset_from(self.start)
+    }
+
+    pub fn contains(&self, addr: VirtAddr) -> bool {
+        self.start <= addr && addr < self.end
+    }
+
+    pub fn is_anonymous(&self) -> bool {
+        self.file.is_none()
+    }
+
+    pub fn is_shared(&self) -> bool {
+        self.flags.has(VmFlags::SHARED)
+    }
+
+    /// A private writable mapping, whose pages are copied on write (`is_cow_mapping`).
+    pub fn is_cow_mapping(&self) -> bool {
+        self.flags.0 & (VmFlags::SHARED | VmFlags::MAYWRITE) == VmFlags::MAYWRITE
+    }
+
+    /// `linear_page_index`: the file (or anon) page index of `addr`.
+    pub fn page_index(&self, addr: VirtAddr) -> u64 {
+        debug_assert!(self.contains(addr));
+        self.pgoff + (addr.offset_from(self.start).as_u64() >> 12)
+    }
+
+    /// The address at which this VMA maps page `index`, if it does.
+    pub fn address_of(&self, index: u64) -> Option<VirtAddr> {
+        let pages = self.len().as_u64() >> 12;
+        (index >= self.pgoff && index - self.pgoff < pages)
+            .then(|| self.start + Bytes((index - self.pgoff) << 12))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mnemonics_follow_smaps() {
+        let f = VmFlags(
+            VmFlags::READ
+                | VmFlags::WRITE
+                | VmFlags::MAYREAD
+                | VmFlags::MAYWRITE
+                | VmFlags::SOFTDIRTY,
+        );
+        assert_eq!(f.mnemonics(), "rd wr mr mw sd");
+    }
+
+    #[test]
+    fn index_arithmetic() {
+        let v = Vma {
+            mm: MmId(0),
+            start: VirtAddr(0x10000),
+            end: VirtAddr(0x14000),
+            flags: VmFlags(VmFlags::READ | VmFlags::MAYWRITE),
+            pgoff: 100,
+            file: None,
+            anon_vma: None,
+            anon_vma_chain: Vec::new(),
+            role: VmaRole::Plain,
+        };
+        assert_eq!(v.page_index(VirtAddr(0x12345)), 102);
+        assert_eq!(v.address_of(103), Some(VirtAddr(0x13000)));
+        assert_eq!(v.address_of(104), None);
+        assert!(v.is_cow_mapping());
+    }
+}

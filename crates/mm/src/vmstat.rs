@@ -1,0 +1,73 @@
+//! System-wide memory counters with the kernel's names (`mm/vmstat.c` `vmstat_text`, v6.8),
+//! printed in the kernel's order as `/proc/vmstat` does.
+//!
+//! `nr_*` entries are gauges (node and zone page states); the others are event counters. Only
+//! counters the model maintains are listed: a zero always means "did not happen", never "not
+//! modelled".
+
+use simcore::{CounterKey, Counters};
+use std::fmt::Write as _;
+
+simcore::counter_keys! {
+    /// A `/proc/vmstat` entry.
+    pub enum VmStat {
+        NrFreePages = "nr_free_pages",
+        NrInactiveAnon = "nr_inactive_anon",
+        NrActiveAnon = "nr_active_anon",
+        NrInactiveFile = "nr_inactive_file",
+        NrActiveFile = "nr_active_file",
+        NrUnevictable = "nr_unevictable",
+        NrAnonPages = "nr_anon_pages",
+        NrMapped = "nr_mapped",
+        NrFilePages = "nr_file_pages",
+        NrDirty = "nr_dirty",
+        NrWriteback = "nr_writeback",
+        NrShmem = "nr_shmem",
+        NrFileHugepages = "nr_file_hugepages",
+        NrFilePmdmapped = "nr_file_pmdmapped",
+        NrAnonTransparentHugepages = "nr_anon_transparent_hugepages",
+        NrDirtied = "nr_dirtied",
+        NrWritten = "nr_written",
+        NrPageTablePages = "nr_page_table_pages",
+        Pgpgin = "pgpgin",
+        Pgpgout = "pgpgout",
+        PgallocNormal = "pgalloc_normal",
+        Pgfree = "pgfree",
+        Pgactivate = "pgactivate",
+        Pgfault = "pgfault",
+        Pgmajfault = "pgmajfault",
+        Pgreuse = "pgreuse",
+        ThpZeroPageAlloc = "thp_zero_page_alloc",
+        NrTlbRemoteFlush = "nr_tlb_remote_flush",
+        NrTlbRemoteFlushReceived = "nr_tlb_remote_flush_received",
+        NrTlbLocalFlushAll = "nr_tlb_local_flush_all",
+        NrTlbLocalFlushOne = "nr_tlb_local_flush_one",
+    }
+}
+
+/// The counters of one machine.
+pub type VmStats = Counters<VmStat>;
+
+/// The gauge that reports the size of each LRU list; these are read from the lists themselves
+/// when a snapshot is taken ([`crate::kernel::KState::vmstat_snapshot`]), never kept twice.
+pub const LRU_GAUGES: [(crate::folio::LruList, VmStat); 5] = [
+    (crate::folio::LruList::InactiveAnon, VmStat::NrInactiveAnon),
+    (crate::folio::LruList::ActiveAnon, VmStat::NrActiveAnon),
+    (crate::folio::LruList::InactiveFile, VmStat::NrInactiveFile),
+    (crate::folio::LruList::ActiveFile, VmStat::NrActiveFile),
+    (crate::folio::LruList::Unevictable, VmStat::NrUnevictable),
+];
+
+/// `/proc/vmstat` text: `name value` per line.
+pub fn vmstat_text(stats: &VmStats) -> String {
+    let mut out = String::new();
+    for (name, value) in stats.iter() {
+        let _ = writeln!(out, "{name} {value}");
+    }
+    out
+}
+
+/// Looks a counter up by its kernel name.
+pub fn vmstat_key(name: &str) -> Option<VmStat> {
+    VmStat::ALL.iter().copied().find(|k| k.name() == name)
+}

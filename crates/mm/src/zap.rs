@@ -1,0 +1,200 @@
+//! Unmapping pages and freeing page tables (`mm/memory.c` `zap_pte_range`, `unmap_vmas`,
+//! `free_pgtables`, `unmap_mapping_range`; `mm/mmu_gather.c`; Linux v6.8).
+//!
+//! A zap clears the PTEs of a range under each PTE table's lock, moves a dirty PTE's state into
+//! its page-cache page, drops the rmap and RSS counts, and — as the kernel's `mmu_gather` does —
+//! frees the pages only after the TLB flush, so no CPU can still reach a freed frame.
+//!
+//! `unmap_mapping_range` zaps every mapping of a file range found through `i_mmap` (truncation);
+//! with `even_cows = false` it leaves private anonymous copies in place, with `true` (truncate) it
+//! removes them too.
+
+use crate::cost::Cost;
+use crate::fault::{mm_counter, vm_normal_page};
+use crate::folio::InodeId;
+use crate::kernel::{Cx, KState};
+use crate::mm_struct::MmId;
+use crate::pgtable::{Level, PtId, Pte, Upper};
+use crate::tlbflush::flush_tlb_range;
+use crate::vma::VmaId;
+use simcore::{Bytes, Pfn, VirtAddr};
+
+/// Which pages a zap may remove (`struct zap_details`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct ZapDetails {
+    /// Only pages of this file (truncation); anonymous copies only if `even_cows`.
+    pub file_only: Option<InodeId>,
+    pub even_cows: bool,
+}
+
+/// Zaps `[start, end)` of `vma` (inside one VMA); flushes the TLB, then frees the pages.
+pub(crate) async fn zap_vma_range(
+    cx: &Cx,
+    mm: MmId,
+    vma: VmaId,
+    start: VirtAddr,
+    end: VirtAddr,
+    details: ZapDetails,
+) {
+    let mut freed: Vec<Pfn> = Vec::new();
+    let mut addr = start;
+    while addr < end {
+        let next = (addr + Bytes::PMD).align_down(Bytes::PMD).min(end);
+        let table = {
+            let st = cx.st();
+            st.pt.pte_slot(st.mm(mm).pgd, addr).map(|(t, _)| t)
+        };
+        if let Some(table) = table {
+            zap_pte_range(cx, mm, vma, table, addr, next, details, &mut freed).await;
+        }
+        addr = next;
+    }
+    if freed.is_empty() {
+        return;
+    }
+    flush_tlb_range(cx, mm, start, end).await;
+    cx.charge_n(Cost::PageFree, freed.len() as u64).await;
+    let mut st = cx.st();
+    for page in freed {
+        let head = st.folios.head(page);
+        st.put_folio_extra(head);
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn zap_pte_range(
+    cx: &Cx,
+    mm: MmId,
+    vma: VmaId,
+    table: PtId,
+    start: VirtAddr,
+    end: VirtAddr,
+    details: ZapDetails,
+    freed: &mut Vec<Pfn>,
+) {
+    let ptl = cx.st().pt.ptl(table);
+    let _g = ptl.lock(cx).await;
+    let mut cleared = 0;
+    {
+        let mut st = cx.st();
+        let mut addr = start;
+        while addr < end {
+            let idx = Level::Pte.index(addr);
+            let pte = st.pt.pte(table, idx);
+            addr = addr + Bytes::PAGE;
+            if pte.is_none() {
+                continue;
+            }
+            assert!(pte.is_present(), "swap entry before swap is modelled");
+            let page = vm_normal_page(pte);
+            if let (Some(p), Some(inode)) = (page, details.file_only) {
+                let head = st.folios.head(p);
+                let is_file_page = st.folios.mapping(head) == crate::folio::Mapping::File(inode);
+                let cow_to_zap = details.even_cows && st.folios.is_anon(head);
+                if !is_file_page && !cow_to_zap {
+                    continue;
+                }
+            }
+            st.pt.set_pte(table, idx, Pte::NONE);
+            cleared += 1;
+            let Some(p) = page else { continue };
+            let head = st.folios.head(p);
+            if !st.folios.is_anon(head) {
+                if pte.dirty() {
+                    st.folio_mark_dirty(head);
+                }
+                if pte.young() {
+                    st.folio_mark_accessed(head);
+                }
+            }
+            st.rmap_remove_pte(p);
+            st.folios.mapping_to_extra(head);
+            let counter = mm_counter(&st, head);
+            st.mm_mut(mm).sub_rss(counter, 1);
+            freed.push(p);
+        }
+        debug_assert_eq!(st.vma(vma).mm, mm);
+    }
+    cx.charge_n(Cost::PteUpdate, cleared).await;
+}
+
+impl KState {
+    /// `free_pgtables`: frees the page tables under `[start, end)` that no VMA of `mm` still
+    /// needs. The caller holds `mmap_lock` for write and has zapped the range. Only existing
+    /// tables are visited.
+    pub(crate) fn free_pgtables(&mut self, mm: MmId, start: VirtAddr, end: VirtAddr) {
+        let pgd = self.mm(mm).pgd;
+        self.free_tables_below(mm, pgd, Level::Pgd, VirtAddr(0), start, end);
+    }
+
+    /// Frees the child tables of `table` (of `level`, covering addresses from `base`) inside
+    /// `[start, end)` that no VMA overlaps, deepest first.
+    fn free_tables_below(
+        &mut self,
+        mm: MmId,
+        table: PtId,
+        level: Level,
+        base: VirtAddr,
+        start: VirtAddr,
+        end: VirtAddr,
+    ) {
+        let span = 1u64 << level.shift();
+        let first = (start.0.max(base.0) - base.0) / span;
+        let last = ((end.0 - 1).min(base.0 + (span << 9) - 1) - base.0) / span;
+        for idx in first..=last {
+            let Upper::Table(child) = self.pt.upper(table, idx as usize) else { continue };
+            let lo = VirtAddr(base.0 + idx * span);
+            let hi = lo + Bytes(span);
+            if level.below() != Level::Pte {
+                self.free_tables_below(mm, child, level.below(), lo, start, end);
+            }
+            if !self.mm(mm).vmas_in(lo, hi, |id| self.vma(id).end).is_empty() {
+                continue;
+            }
+            let left = self.pt.table(child).used;
+            assert_eq!(left, 0, "page table under {lo} outlives its VMAs with {left} entries");
+            self.pt.set_upper(table, idx as usize, Upper::None);
+            let frame = self.pt.free(child);
+            self.free_pgtable_frame(frame);
+            self.mm_mut(mm).nr_ptes -= 1;
+        }
+    }
+}
+
+/// `unmap_mapping_range`: zaps every mapping of pages `[first, last)` of `inode`.
+pub(crate) async fn unmap_mapping_range(
+    cx: &Cx,
+    inode: InodeId,
+    first: u64,
+    last: Option<u64>,
+    even_cows: bool,
+) {
+    let lock = cx.st().inodes[inode].mapping.i_mmap_rwsem;
+    let _g = lock.read(cx).await;
+    let targets: Vec<(MmId, VmaId, VirtAddr, VirtAddr)> = {
+        let st = cx.st();
+        st.inodes[inode]
+            .mapping
+            .i_mmap
+            .iter()
+            .filter_map(|&id| {
+                let v = st.vma(id);
+                let vpages = v.len().as_u64() >> 12;
+                let lo = first.max(v.pgoff);
+                let hi = last.unwrap_or(u64::MAX).min(v.pgoff + vpages);
+                (lo < hi).then(|| {
+                    (
+                        v.mm,
+                        id,
+                        v.address_of(lo).expect("in range"),
+                        v.start + Bytes((hi - v.pgoff) << 12),
+                    )
+                })
+            })
+            .collect()
+    };
+    let details = ZapDetails { file_only: Some(inode), even_cows };
+    for (mm, vma, start, end) in targets {
+        zap_vma_range(cx, mm, vma, start, end, details).await;
+    }
+}
