@@ -1,8 +1,12 @@
-//! `mmsim bench engine`: executor throughput in task switches per host second.
+//! `mmsim bench ...`: benchmarks that print figures (never asserted: they are read, recorded and
+//! compared as ratios).
 //!
-//! Two workloads, each timed on the host clock: tasks that only charge virtual time, and tasks
-//! contending on one rwsem. A switch is one scheduling event (a task resumed at a blocking point).
-//! The target is at least 10 million switches per second on one core.
+//! - `engine`: executor throughput in task switches per host second, for tasks that only charge
+//!   virtual time and for tasks contending on one rwsem. A switch is one scheduling event (a task
+//!   resumed at a blocking point). Target: at least 10 million per second on one core.
+//! - `mm`: host memory per simulated 4 KiB page after touching an anonymous mapping (target: at
+//!   most 16 bytes; Linux spends 64 on `struct page`), and anonymous first-touch faults per host
+//!   second.
 
 use clap::{Args, Subcommand};
 use engine::{Sim, SimConfig};
@@ -13,6 +17,15 @@ use std::time::Instant;
 pub(crate) enum Bench {
     /// Executor throughput (switches per host second).
     Engine(EngineArgs),
+    /// Host memory per simulated page and anonymous fault throughput.
+    Mm(MmArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct MmArgs {
+    /// Size of the anonymous mapping touched, in GiB.
+    #[arg(long, default_value_t = 64)]
+    gib: u64,
 }
 
 #[derive(Debug, Args)]
@@ -31,6 +44,7 @@ pub(crate) struct EngineArgs {
 pub(crate) fn run(bench: &Bench) -> Result<(), String> {
     match bench {
         Bench::Engine(a) => engine_bench(a),
+        Bench::Mm(a) => mm_bench(a),
     }
 }
 
@@ -90,4 +104,58 @@ fn measure(a: &EngineArgs, setup: impl FnOnce(&Sim)) -> Result<(f64, u64, f64), 
     let report = sim.run().map_err(|e| e.to_string())?;
     let secs = start.elapsed().as_secs_f64();
     Ok((report.events as f64 / secs, report.events, secs))
+}
+
+/// Resident host memory of this process in bytes (`/proc/self/statm`).
+fn host_rss() -> Result<u64, String> {
+    let statm = std::fs::read_to_string("/proc/self/statm")
+        .map_err(|e| format!("/proc/self/statm: {e}"))?;
+    let pages: u64 = statm
+        .split_whitespace()
+        .nth(1)
+        .and_then(|v| v.parse().ok())
+        .ok_or("malformed /proc/self/statm")?;
+    Ok(pages * 4096)
+}
+
+fn mm_bench(a: &MmArgs) -> Result<(), String> {
+    use mm::{Access, KernelVersion, Machine, MachineConfig, Profile, prot};
+    use simcore::Bytes;
+    let size = Bytes::gib(a.gib);
+    let pages = size.pages_ceil();
+    // Room for the mapping, its page tables and the zero page.
+    let memory = Bytes::gib(a.gib + a.gib.div_ceil(256) + 1);
+    let profile = Profile::named("epyc-vm")?.resized(Some(1), Some(memory))?;
+    let mut machine = Machine::new(MachineConfig::new(profile, KernelVersion::DEFAULT))?;
+    let pid = machine.new_process("touch").map_err(|e| e.to_string())?;
+    machine
+        .spawn_thread(pid, 0, "touch", move |t| async move {
+            let addr = t.mmap_anon(size, prot::READ | prot::WRITE).await.expect("mmap");
+            t.touch(addr, size, Access::Write).await.expect("touch");
+        })
+        .map_err(|e| e.to_string())?;
+    let before = host_rss()?;
+    let start = Instant::now();
+    let report = machine.run().map_err(|e| e.to_string())?;
+    let secs = start.elapsed().as_secs_f64();
+    let after = host_rss()?;
+    let st = machine.kernel().state();
+    let folio_bytes = st.folios.host_bytes() as f64 / pages as f64;
+    let table_bytes = st.pt.host_bytes() as f64 / pages as f64;
+    let faults = st.vmstat.get(mm::vmstat::VmStat::Pgfault);
+    println!("mm benchmark: {} GiB anonymous, written once ({pages} pages, THP never)", a.gib);
+    println!(
+        "host memory       {:>8.1} bytes per simulated 4 KiB page (target <= 16; Linux struct page: 64)",
+        (after - before) as f64 / pages as f64
+    );
+    println!("  folio state     {folio_bytes:>8.1} bytes per page");
+    println!(
+        "  page tables     {table_bytes:>8.1} bytes per page (the simulated hardware's 8-byte PTEs)"
+    );
+    println!(
+        "fault throughput  {:>8.0} first-touch faults per host second ({faults} faults in {secs:.2} s)",
+        faults as f64 / secs
+    );
+    println!("virtual time      {}", report.now.since(simcore::SimTime::ZERO));
+    Ok(())
 }
