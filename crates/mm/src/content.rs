@@ -118,6 +118,23 @@ impl FrameContents {
         self.pages.remove(&pfn);
     }
 
+    /// A fingerprint of every stored page.
+    pub fn fingerprint(&self) -> u64 {
+        let mut d = simcore::Digest::new();
+        for (&pfn, c) in &self.pages {
+            d.write_u64(pfn);
+            match c {
+                Content::Pattern(seed) => d.write_u64(*seed),
+                Content::Bytes(b) => {
+                    for chunk in b.chunks_exact(8) {
+                        d.write_u64(u64::from_le_bytes(chunk.try_into().expect("8 bytes")));
+                    }
+                }
+            }
+        }
+        d.value()
+    }
+
     /// Host bytes spent on contents (approximate: payloads only).
     pub fn host_bytes(&self) -> usize {
         self.pages

@@ -194,9 +194,10 @@ impl Folios {
         }
     }
 
-    /// Host bytes spent on per-frame state (for the memory benchmark).
+    /// Host bytes spent on per-frame state (for the memory benchmark): the frames in use, not
+    /// the vector's untouched spare capacity.
     pub fn host_bytes(&self) -> usize {
-        self.meta.capacity() * size_of::<PageMeta>()
+        self.meta.len() * size_of::<PageMeta>()
     }
 
     pub fn meta(&self, pfn: Pfn) -> &PageMeta {

@@ -271,3 +271,60 @@ impl KState {
         self.buddy.nr_free()
     }
 }
+
+impl KState {
+    /// A fingerprint of the whole kernel state (frames, page tables, VMAs, files, contents and
+    /// counters), for the explorer's visited-state cache: two states with equal fingerprints
+    /// behave alike. O(state).
+    pub fn fingerprint(&self) -> u64 {
+        let mut d = simcore::Digest::new();
+        for (_, v) in self.vmstat.iter() {
+            d.write_u64(v);
+        }
+        for head in self.folios.heads() {
+            let m = self.folios.meta(head);
+            d.write_u64(head.0);
+            d.write_u64(
+                u64::from(m.flags) | u64::from(m.mapcount) << 16 | u64::from(m.refcount) << 32,
+            );
+            d.write_u64(u64::from(m.index) | u64::from(self.folios.extra_refs(head)) << 32);
+            d.write_u64(match self.folios.mapping(head) {
+                crate::folio::Mapping::None => 0,
+                crate::folio::Mapping::Anon(a) => 1 | u64::from(a.0) << 2,
+                crate::folio::Mapping::File(i) => 2 | u64::from(i.0) << 2,
+            });
+        }
+        for (id, mm) in self.mms.iter() {
+            let Some(mm) = mm else { continue };
+            d.write_u64(u64::from(id.0));
+            for &v in mm.vmas.values() {
+                let vma = self.vma(v);
+                d.write_u64(vma.start.0 ^ vma.end.0.rotate_left(32) ^ vma.flags.0.rotate_left(16));
+                d.write_u64(vma.pgoff);
+                let mut a = vma.start;
+                while a < vma.end {
+                    if let Some((pte, _)) = self.pt.translate(mm.pgd, a) {
+                        d.write_u64(a.0 ^ pte.0.rotate_left(17));
+                    }
+                    a = a + simcore::Bytes::PAGE;
+                }
+            }
+            d.write_u64(mm.rss_total());
+        }
+        for (_, i) in self.inodes.iter() {
+            d.write_u64(i.size ^ (i.writecount as u64).rotate_left(48));
+            for (&index, &head) in &i.mapping.pages {
+                d.write_u64(index ^ head.0.rotate_left(32));
+            }
+        }
+        for (id, f) in self.files.iter() {
+            if let Some(f) = f {
+                d.write_u64(
+                    u64::from(id.0) ^ f.pos.rotate_left(20) ^ u64::from(f.refs).rotate_left(56),
+                );
+            }
+        }
+        d.write_u64(self.mem.fingerprint());
+        d.value()
+    }
+}

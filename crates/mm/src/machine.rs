@@ -239,6 +239,11 @@ impl Machine {
         self.sim.run_checked(&mut || check_all(&kernel.state(), rule))
     }
 
+    /// A fingerprint of the kernel state (for the explorer's visited-state cache).
+    pub fn fingerprint(&self) -> u64 {
+        self.kernel.state().fingerprint()
+    }
+
     /// Runs the whole-system checkers now.
     pub fn check(&self) -> Result<(), String> {
         check_all(&self.kernel.state(), self.config.switches.cow_reuse)
