@@ -132,8 +132,7 @@ fn mm_bench(a: &MmArgs) -> Result<(), String> {
         .spawn_thread(pid, 0, "touch", move |t| async move {
             let addr = t.mmap_anon(size, prot::READ | prot::WRITE).await.expect("mmap");
             t.touch(addr, size, Access::Write).await.expect("touch");
-        })
-        .map_err(|e| e.to_string())?;
+        })?;
     let before = host_rss()?;
     let start = Instant::now();
     let report = machine.run().map_err(|e| e.to_string())?;

@@ -8,6 +8,7 @@
 
 mod bench;
 mod demo;
+mod run;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -21,6 +22,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run a scenario file; exit 0 when every expectation holds, 1 when one fails, 2 on bad input.
+    Run(run::RunArgs),
     /// Small demonstrations of the engine.
     #[command(subcommand)]
     Demo(demo::Demo),
@@ -32,6 +35,7 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Run(a) => return run::run(&a),
         Command::Demo(d) => demo::run(&d),
         Command::Bench(b) => bench::run(&b),
     };

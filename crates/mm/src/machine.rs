@@ -234,9 +234,18 @@ impl Machine {
 
     /// Runs with the whole-system checkers after every step.
     pub fn run_checked(&mut self) -> Result<RunReport, SimError> {
-        let kernel = self.kernel.clone();
         let rule = self.config.switches.cow_reuse;
-        self.sim.run_checked(&mut || check_all(&kernel.state(), rule))
+        self.run_observed(&mut |k| check_all(&k.state(), rule))
+    }
+
+    /// Runs, calling `observe` after every step (checkers, progress reporting); its first error
+    /// stops the run.
+    pub fn run_observed(
+        &mut self,
+        observe: &mut dyn FnMut(&Kernel) -> Result<(), String>,
+    ) -> Result<RunReport, SimError> {
+        let kernel = self.kernel.clone();
+        self.sim.run_checked(&mut || observe(&kernel))
     }
 
     /// A fingerprint of the kernel state (for the explorer's visited-state cache).

@@ -1,0 +1,140 @@
+//! `mmsim run SCENARIO`: runs a scenario file and prints what it asked to show, the expectations
+//! that failed (expected against observed, with the scenario line), and the run's fingerprint.
+
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+use lab::scenario::model::Show;
+use lab::scenario::parse::parse_show;
+use lab::scenario::run::{Overrides, Report, load, run as run_scenario};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+#[derive(Debug, Args)]
+pub(crate) struct RunArgs {
+    /// The scenario file (TOML; see docs/scenarios.md).
+    scenario: String,
+    /// Override the scenario's seed.
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Override the kernel version (sets every switch to that version's behaviour).
+    #[arg(long)]
+    kernel: Option<String>,
+    /// Override a switch (`cow_reuse=page_count`), a cost (`cost.zero_page_4k=300`) or a tunable
+    /// (`read_ahead_kb=0`, `fault_around_bytes=4096`). Repeatable.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    sets: Vec<String>,
+    /// Scheduler: time-ordered, random, pct, pct:DEPTH or pct:DEPTH:STEPS.
+    #[arg(long)]
+    scheduler: Option<String>,
+    /// Also print an observable: smaps:PROCESS, smaps_rollup:PROCESS, maps:PROCESS,
+    /// status:PROCESS, vmstat, meminfo, lock_stat. Repeatable.
+    #[arg(long)]
+    show: Vec<String>,
+    /// Run the whole-system checkers after every simulation step (slow).
+    #[arg(long)]
+    check_every_step: bool,
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+fn overrides(a: &RunArgs) -> Result<Overrides, String> {
+    let mut o =
+        Overrides { seed: a.seed, check_every_step: a.check_every_step, ..Overrides::default() };
+    if let Some(k) = &a.kernel {
+        o.kernel = Some(k.parse().map_err(|e: String| format!("--kernel: {e}"))?);
+    }
+    if let Some(s) = &a.scheduler {
+        o.scheduler =
+            Some(s.parse().map_err(|e: engine::ConfigError| format!("--scheduler: {e}"))?);
+    }
+    for kv in &a.sets {
+        let (k, v) = kv.split_once('=').ok_or_else(|| format!("--set {kv}: expected KEY=VALUE"))?;
+        o.sets.push((k.trim().to_string(), v.trim().to_string()));
+    }
+    o.show = a
+        .show
+        .iter()
+        .map(|s| parse_show(s).map_err(|e| format!("--show: {e}")))
+        .collect::<Result<Vec<Show>, _>>()?;
+    Ok(o)
+}
+
+pub(crate) fn run(a: &RunArgs) -> ExitCode {
+    let bad = |e: String| {
+        eprintln!("mmsim: {e}");
+        ExitCode::from(2)
+    };
+    let o = match overrides(a) {
+        Ok(o) => o,
+        Err(e) => return bad(e),
+    };
+    let scenario = match load(&a.scenario) {
+        Ok(s) => s,
+        Err(e) => return bad(e.to_string()),
+    };
+    let start = Instant::now();
+    let mut bar: Option<ProgressBar> = None;
+    let mut progress = |step: usize, now: simcore::SimTime| {
+        if start.elapsed() < Duration::from_secs(1) {
+            return;
+        }
+        let b = bar.get_or_insert_with(|| {
+            let b = ProgressBar::new_spinner();
+            b.set_style(
+                ProgressStyle::with_template("{spinner} {msg} [{elapsed}]")
+                    .expect("valid template"),
+            );
+            b
+        });
+        b.set_message(format!(
+            "step {} of {}, virtual {}",
+            step + 1,
+            scenario.steps.len(),
+            now.since(simcore::SimTime::ZERO)
+        ));
+        b.tick();
+    };
+    let report = run_scenario(&scenario, &o, &mut progress);
+    if let Some(b) = &bar {
+        b.finish_and_clear();
+    }
+    let report = match report {
+        Ok(r) => r,
+        Err(e) => return bad(e.to_string()),
+    };
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&report).expect("a report serialises"));
+    } else {
+        print_report(&report);
+    }
+    if report.passed() { ExitCode::SUCCESS } else { ExitCode::from(1) }
+}
+
+fn print_report(r: &Report) {
+    for (title, text) in &r.shown {
+        println!("==> {title} <==");
+        print!("{text}");
+    }
+    println!(
+        "scenario {} (kernel {}, profile {}, seed {})",
+        r.scenario, r.kernel, r.profile, r.seed
+    );
+    let switches: Vec<String> = r.switches.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    println!("switches {}", switches.join(" "));
+    for f in &r.failures {
+        println!("FAIL {}:{}", r.scenario, f.line);
+        println!("  expected: {}", f.expected);
+        println!("  observed: {}", f.observed);
+    }
+    if let Some(s) = &r.stopped {
+        println!("STOPPED {s}");
+    }
+    let verdict =
+        if r.passed() { "all hold".to_string() } else { format!("{} failed", r.failures.len()) };
+    println!(
+        "{} steps, {} operations, {} expectations on observables: {verdict}",
+        r.steps, r.operations, r.expectations
+    );
+    println!("virtual time {} ns, {} events, digest {}", r.virtual_time_ns, r.events, r.digest);
+}

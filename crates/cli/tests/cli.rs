@@ -1,0 +1,153 @@
+//! The `mmsim` command as users run it: exit codes, messages, JSON, and every worked example in
+//! `scenarios/`.
+
+#![allow(clippy::disallowed_types, clippy::disallowed_methods)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn mmsim(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_mmsim"))
+        .args(args)
+        .current_dir(root())
+        .output()
+        .expect("mmsim runs")
+}
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().parent().unwrap().to_path_buf()
+}
+
+fn text(o: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+/// Writes a scenario to a temporary file and returns its path.
+fn scenario(name: &str, body: &str) -> String {
+    let dir = std::env::temp_dir().join(format!("mmsim-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, body).unwrap();
+    path.to_string_lossy().into_owned()
+}
+
+fn scenario_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            scenario_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "toml") {
+            out.push(p);
+        }
+    }
+}
+
+#[test]
+fn every_worked_example_passes() {
+    let mut files = Vec::new();
+    scenario_files(&root().join("scenarios"), &mut files);
+    files.sort();
+    assert!(files.len() >= 8, "the worked examples are missing: {files:?}");
+    for f in files {
+        let rel = f.strip_prefix(root()).unwrap().to_string_lossy().into_owned();
+        let out = mmsim(&["run", &rel]);
+        assert_eq!(out.status.code(), Some(0), "{rel}:\n{}", text(&out));
+        assert!(text(&out).contains(": all hold"), "{rel}:\n{}", text(&out));
+    }
+}
+
+const SMALL: &str = r#"
+[machine]
+profile = "tiny"
+[[process]]
+name = "p"
+[[step]]
+process = "p"
+ops = [
+  { op = "mmap", len = "16KiB", prot = "rw", flags = "private|anonymous", as = "buf" },
+  { op = "touch", addr = "buf", len = "8KiB", access = "write" },
+]
+[[expect]]
+smaps = "Rss"
+process = "p"
+at = "buf"
+kb = 12
+"#;
+
+#[test]
+fn a_failed_expectation_exits_1_with_a_diff() {
+    let path = scenario("fail.toml", SMALL);
+    let out = mmsim(&["run", &path]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let t = text(&out);
+    assert!(t.contains(&format!("FAIL {path}:12")), "{t}");
+    assert!(t.contains("expected: smaps Rss of p at buf = 12"), "{t}");
+    assert!(t.contains("observed: smaps Rss of p at buf = 8"), "{t}");
+}
+
+#[test]
+fn bad_input_exits_2_naming_file_and_line() {
+    let cases: [(&str, &str, &str); 4] = [
+        ("syntax.toml", "[machine\nprofile = 1\n", ":1: malformed TOML"),
+        (
+            "op.toml",
+            "[[process]]\nname = \"p\"\n[[step]]\nprocess = \"p\"\nops = [ { op = \"fly\" } ]\n",
+            ":5: unknown operation `fly`",
+        ),
+        (
+            "name.toml",
+            "[[process]]\nname = \"p\"\n[[step]]\nprocess = \"p\"\nops = [ { op = \"close\", fd = \"nope\" } ]\n",
+            ":5: `close`: `nope` is not bound",
+        ),
+        (
+            "machine.toml",
+            "[machine]\nmemory = \"1KiB\"\n",
+            ":1: impossible machine: memory = 1 KiB",
+        ),
+    ];
+    for (name, body, needle) in cases {
+        let path = scenario(name, body);
+        let out = mmsim(&["run", &path]);
+        assert_eq!(out.status.code(), Some(2), "{name}: {}", text(&out));
+        assert!(text(&out).contains(&format!("{path}{needle}")), "{name}: {}", text(&out));
+    }
+    let path = scenario("ok.toml", SMALL);
+    for (args, needle) in [
+        (vec!["--set", "cow_reuse=sometimes"], "switch `cow_reuse` has no value `sometimes`"),
+        (vec!["--set", "nonsense"], "--set nonsense: expected KEY=VALUE"),
+        (vec!["--kernel", "v5.12"], "cow_reuse = page_count is not modelled yet"),
+        (vec!["--scheduler", "lottery"], "unknown scheduler `lottery`"),
+        (vec!["--show", "smaps"], "expected smaps:PROCESS"),
+    ] {
+        let mut full = vec!["run", path.as_str()];
+        full.extend(args.iter().copied());
+        let out = mmsim(&full);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out));
+        assert!(text(&out).contains(needle), "{args:?}: {}", text(&out));
+    }
+    let out = mmsim(&["run", "/no/such/scenario.toml"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out).contains("/no/such/scenario.toml: cannot read"), "{}", text(&out));
+}
+
+#[test]
+fn json_output_and_shows_and_determinism() {
+    let path = scenario("json.toml", &SMALL.replace("kb = 12", "kb = 8"));
+    let out =
+        mmsim(&["run", &path, "--json", "--seed", "3", "--show", "smaps:p", "--show", "vmstat"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["seed"], 3);
+    assert_eq!(v["failures"].as_array().unwrap().len(), 0);
+    assert_eq!(v["shown"][0][0], "/proc/p/smaps");
+    assert!(v["shown"][1][1].as_str().unwrap().contains("nr_anon_pages 2\n"));
+    let again = mmsim(&["run", &path, "--json", "--seed", "3"]);
+    let w: serde_json::Value = serde_json::from_slice(&again.stdout).unwrap();
+    assert_eq!(v["digest"], w["digest"]);
+    let plain = mmsim(&["run", &path, "--show", "meminfo"]);
+    assert!(
+        text(&plain).contains("==> /proc/meminfo <==\nMemTotal:         524288 kB"),
+        "{}",
+        text(&plain)
+    );
+}

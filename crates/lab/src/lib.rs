@@ -1,0 +1,7 @@
+//! The edge between mmsim's models and its users: scenario files (parsing with line-accurate
+//! errors, validation, running, expectations, reports), and later the reproduced experiments.
+//!
+//! Architecture invariant: `lab` configures, runs and reports; it never re-implements a mechanism.
+//! File IO and serialisation live here (and in `cli`, `py`), never in the simulation crates.
+
+pub mod scenario;

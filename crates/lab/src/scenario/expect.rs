@@ -1,0 +1,143 @@
+//! Reads the observables that expectations and `show` name, from the kernel's own text formats
+//! (so a scenario checks exactly what a user would read in `/proc`).
+
+use super::interp::{Env, Failure};
+use super::model::{Expect, Observable, PagemapBit, Show};
+use mm::Machine;
+use mm::proc::{PM_FILE, PM_MMAP_EXCLUSIVE, PM_PFN_MASK, PM_PRESENT, PM_SOFT_DIRTY, PM_SWAP};
+
+/// The value of a `Name:   123 kB` field in a `/proc` text.
+fn field_kb(text: &str, field: &str) -> Option<u64> {
+    text.lines().find_map(|l| {
+        let rest = l.strip_prefix(field)?.strip_prefix(':')?;
+        rest.trim().trim_end_matches("kB").trim().parse().ok()
+    })
+}
+
+/// The current value of an observable.
+pub fn read(m: &Machine, env: &Env, what: &Observable) -> Result<u64, String> {
+    let missing = |field: &str, text: &str| format!("no field `{field}` in:\n{text}");
+    match what {
+        Observable::Smaps { process, at, field } => {
+            let pid = env.process(process)?;
+            let addr = env.addr(at)?;
+            let st = m.kernel().state();
+            let mm = st.procs[pid]
+                .mm
+                .ok_or_else(|| format!("process `{process}` has no address space"))?;
+            let vma = st
+                .find_vma(mm, addr)
+                .ok_or_else(|| format!("`{process}` has no mapping at {addr}"))?;
+            let header = format!("{:08x}-", st.vma(vma).start.0);
+            drop(st);
+            let smaps = m.smaps(pid);
+            let section: String = smaps
+                .split_inclusive('\n')
+                .skip_while(|l| !l.starts_with(&header))
+                .skip(1)
+                .take_while(|l| !l.starts_with("VmFlags"))
+                .collect();
+            field_kb(&section, field).ok_or_else(|| missing(field, &section))
+        }
+        Observable::SmapsRollup { process, field } => {
+            let text = m.smaps_rollup(env.process(process)?);
+            field_kb(&text, field).ok_or_else(|| missing(field, &text))
+        }
+        Observable::Status { process, field } => {
+            let text = m.status(env.process(process)?);
+            field_kb(&text, field).ok_or_else(|| missing(field, &text))
+        }
+        Observable::Meminfo { name } => {
+            let text = m.meminfo();
+            field_kb(&text, name).ok_or_else(|| missing(name, &text))
+        }
+        Observable::Vmstat { name } => {
+            let key = mm::vmstat::vmstat_key(name)
+                .ok_or_else(|| format!("unknown vmstat counter `{name}`"))?;
+            Ok(m.vmstat().get(key))
+        }
+        Observable::Pagemap { process, at, bit } => {
+            let pid = env.process(process)?;
+            let e = m.pagemap(pid, env.addr(at)?, 1).map_err(|e| e.to_string())?[0];
+            let zero = m.kernel().state().zero_pfn.0;
+            Ok(u64::from(match bit {
+                PagemapBit::Present => e & PM_PRESENT != 0,
+                PagemapBit::Swapped => e & PM_SWAP != 0,
+                PagemapBit::Exclusive => e & PM_MMAP_EXCLUSIVE != 0,
+                PagemapBit::SoftDirty => e & PM_SOFT_DIRTY != 0,
+                PagemapBit::File => e & PM_FILE != 0,
+                PagemapBit::ZeroPage => e & PM_PRESENT != 0 && e & PM_PFN_MASK == zero,
+            }))
+        }
+    }
+}
+
+/// A human description of an observable, for reports.
+pub fn describe(what: &Observable) -> String {
+    match what {
+        Observable::Smaps { process, at, field } => {
+            format!("smaps {field} of {process} at {}", addr_text(at))
+        }
+        Observable::SmapsRollup { process, field } => format!("smaps_rollup {field} of {process}"),
+        Observable::Status { process, field } => format!("status {field} of {process}"),
+        Observable::Meminfo { name } => format!("meminfo {name}"),
+        Observable::Vmstat { name } => format!("vmstat {name}"),
+        Observable::Pagemap { process, at, bit } => {
+            format!("pagemap {bit:?} of {process} at {}", addr_text(at))
+        }
+    }
+}
+
+fn addr_text(a: &super::model::AddrExpr) -> String {
+    match (&a.base, a.offset) {
+        (Some(b), 0) => b.clone(),
+        (Some(b), o) if o > 0 => format!("{b}+{o:#x}"),
+        (Some(b), o) => format!("{b}-{:#x}", -o),
+        (None, o) => format!("{o:#x}"),
+    }
+}
+
+/// Checks one expectation.
+pub fn check(m: &Machine, env: &Env, e: &Expect) -> Result<(), Failure> {
+    let what = describe(&e.what);
+    match read(m, env, &e.what) {
+        Ok(v) if e.cmp.holds(v) => Ok(()),
+        Ok(v) => Err(Failure {
+            line: e.line,
+            expected: format!("{what} {}", e.cmp),
+            observed: format!("{what} = {v}"),
+        }),
+        Err(msg) => {
+            Err(Failure { line: e.line, expected: format!("{what} {}", e.cmp), observed: msg })
+        }
+    }
+}
+
+/// The text of an observable to show.
+pub fn render(m: &Machine, env: &Env, show: &Show) -> Result<(String, String), String> {
+    Ok(match show {
+        Show::Smaps(p) => (format!("/proc/{p}/smaps"), m.smaps(env.process(p)?)),
+        Show::SmapsRollup(p) => {
+            (format!("/proc/{p}/smaps_rollup"), m.smaps_rollup(env.process(p)?))
+        }
+        Show::Maps(p) => (format!("/proc/{p}/maps"), m.maps(env.process(p)?)),
+        Show::Status(p) => (format!("/proc/{p}/status"), m.status(env.process(p)?)),
+        Show::Vmstat => ("/proc/vmstat".into(), m.vmstat_text()),
+        Show::Meminfo => ("/proc/meminfo".into(), m.meminfo()),
+        Show::LockStat => ("/proc/lock_stat".into(), m.handle().lock_stat_text()),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_kb_fields() {
+        let text =
+            "Rss:                  12 kB\nPss:                   6 kB\nTHPeligible:           0\n";
+        assert_eq!(field_kb(text, "Pss"), Some(6));
+        assert_eq!(field_kb(text, "THPeligible"), Some(0));
+        assert_eq!(field_kb(text, "Rs"), None);
+    }
+}

@@ -1,0 +1,234 @@
+//! Executes a task's operations on a simulated thread, binding results to names and checking
+//! each operation's expectation.
+
+use super::model::{AddrExpr, Op, OpExpect, OpKind};
+use mm::{ExecLayout, MmapArgs, Pid, SysError, Thread};
+use simcore::VirtAddr;
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+/// A value bound to a name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Value {
+    Addr(VirtAddr),
+    Fd(i32),
+    Process(Pid),
+    Layout(ExecLayout),
+}
+
+/// Names bound so far in a run.
+#[derive(Debug, Default)]
+pub struct Env {
+    values: BTreeMap<String, Value>,
+}
+
+impl Env {
+    pub fn bind(&mut self, name: &str, v: Value) {
+        self.values.insert(name.to_string(), v);
+    }
+
+    pub fn process(&self, name: &str) -> Result<Pid, String> {
+        match self.values.get(name) {
+            Some(Value::Process(p)) => Ok(*p),
+            _ => Err(format!("`{name}` is not a process")),
+        }
+    }
+
+    fn fd(&self, name: &str) -> Result<i32, String> {
+        match self.values.get(name) {
+            Some(Value::Fd(fd)) => Ok(*fd),
+            _ => Err(format!("`{name}` is not a file descriptor")),
+        }
+    }
+
+    /// The address an expression denotes.
+    pub fn addr(&self, a: &AddrExpr) -> Result<VirtAddr, String> {
+        let base = match &a.base {
+            None => 0,
+            Some(name) => {
+                let (root, field) =
+                    name.split_once('.').map_or((name.as_str(), None), |(r, f)| (r, Some(f)));
+                match (self.values.get(root), field) {
+                    (Some(Value::Addr(v)), None) => v.0,
+                    (Some(Value::Layout(l)), Some(f)) => match f {
+                        "text" => l.text.0,
+                        "data" => l.data.0,
+                        "bss" => l.bss.0,
+                        "stack" => l.stack_top.0,
+                        _ => {
+                            return Err(format!(
+                                "`{name}`: an exec layout has text, data, bss and stack"
+                            ));
+                        }
+                    },
+                    _ => return Err(format!("`{name}` is not an address")),
+                }
+            }
+        };
+        base.checked_add_signed(a.offset)
+            .map(VirtAddr)
+            .ok_or_else(|| format!("address `{a:?}` overflows"))
+    }
+}
+
+/// What a successful operation produced.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Done,
+    Bound(Value),
+    Data(Vec<u8>),
+    Count(u64),
+}
+
+/// An operation whose result did not match its expectation.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Failure {
+    pub line: usize,
+    pub expected: String,
+    pub observed: String,
+}
+
+/// Runs one operation.
+pub async fn execute(t: &Thread, kind: &OpKind, env: &RefCell<Env>) -> Result<Outcome, SysError> {
+    let addr = |a: &AddrExpr| env.borrow().addr(a).expect("names were checked when parsing");
+    let fd = |n: &String| env.borrow().fd(n).expect("names were checked when parsing");
+    Ok(match kind {
+        OpKind::Mmap { addr: a, len, prot, flags, fd: f, offset } => {
+            let args = MmapArgs {
+                addr: a.as_ref().map(addr),
+                len: *len,
+                prot: *prot,
+                flags: *flags,
+                fd: f.as_ref().map(fd),
+                offset: *offset,
+            };
+            Outcome::Bound(Value::Addr(t.mmap(args).await?))
+        }
+        OpKind::Munmap { addr: a, len } => {
+            t.munmap(addr(a), *len).await?;
+            Outcome::Done
+        }
+        OpKind::Mprotect { addr: a, len, prot } => {
+            t.mprotect(addr(a), *len, *prot).await?;
+            Outcome::Done
+        }
+        OpKind::Madvise { addr: a, len, advice } => {
+            t.madvise(addr(a), *len, *advice).await?;
+            Outcome::Done
+        }
+        OpKind::Open { path, flags } => Outcome::Bound(Value::Fd(t.open(path, *flags).await?)),
+        OpKind::Close { fd: f } => {
+            t.close(fd(f)).await?;
+            Outcome::Done
+        }
+        OpKind::Dup { fd: f } => Outcome::Bound(Value::Fd(t.dup(fd(f)).await?)),
+        OpKind::Read { fd: f, buf, len, offset } => {
+            let buf = buf.as_ref().map(addr);
+            let n = match offset {
+                Some(off) => t.pread(fd(f), buf, *len, *off).await?,
+                None => t.read(fd(f), buf, *len).await?,
+            };
+            match buf {
+                Some(b) => Outcome::Data(t.read_bytes(b, n).await?),
+                None => Outcome::Count(n),
+            }
+        }
+        OpKind::Write { fd: f, data, offset } => Outcome::Count(match offset {
+            Some(off) => t.pwrite_data(fd(f), data, *off).await?,
+            None => t.write_data(fd(f), data).await?,
+        }),
+        OpKind::Truncate { path, size } => {
+            t.truncate(path, *size).await?;
+            Outcome::Done
+        }
+        OpKind::Ftruncate { fd: f, size } => {
+            t.ftruncate(fd(f), *size).await?;
+            Outcome::Done
+        }
+        OpKind::Fsync { fd: f } => {
+            t.fsync(fd(f)).await?;
+            Outcome::Done
+        }
+        OpKind::Fork => Outcome::Bound(Value::Process(t.fork().await?)),
+        OpKind::Exit => {
+            t.exit().await?;
+            Outcome::Done
+        }
+        OpKind::Exec { path, image } => Outcome::Bound(Value::Layout(t.exec(path, *image).await?)),
+        OpKind::Touch { addr: a, len, access } => {
+            t.touch(addr(a), *len, *access).await?;
+            Outcome::Done
+        }
+        OpKind::ReadBytes { addr: a, len } => Outcome::Data(t.read_bytes(addr(a), *len).await?),
+        OpKind::WriteBytes { addr: a, data } => {
+            t.write_bytes(addr(a), data).await?;
+            Outcome::Done
+        }
+        OpKind::Sleep { duration } => {
+            t.cx().sleep(*duration).await;
+            Outcome::Done
+        }
+    })
+}
+
+fn show_bytes(b: &[u8]) -> String {
+    match std::str::from_utf8(b) {
+        Ok(s) if s.chars().all(|c| !c.is_control()) => format!("\"{s}\""),
+        _ => format!("hex {}", b.iter().map(|x| format!("{x:02x}")).collect::<String>()),
+    }
+}
+
+/// Compares a result with the operation's expectation.
+pub fn check(op: &Op, result: &Result<Outcome, SysError>) -> Result<(), Failure> {
+    let name = op.kind.name();
+    let observed = match result {
+        Ok(Outcome::Done) => "success".to_string(),
+        Ok(Outcome::Bound(v)) => format!("success ({v:?})"),
+        Ok(Outcome::Data(d)) => format!("data {}", show_bytes(d)),
+        Ok(Outcome::Count(n)) => format!("{n} bytes"),
+        Err(e) => e.to_string(),
+    };
+    let (ok, expected) = match (&op.expect, result) {
+        (OpExpect::Success, r) => (r.is_ok(), "success".to_string()),
+        (OpExpect::Errno(e), r) => (*r == Err(SysError::Errno(*e)), e.to_string()),
+        (OpExpect::Signal(s), r) => (*r == Err(SysError::Signal(*s)), s.to_string()),
+        (OpExpect::Data(d), r) => {
+            (matches!(r, Ok(Outcome::Data(x)) if x == d), format!("data {}", show_bytes(d)))
+        }
+        (OpExpect::Count(n), r) => {
+            (matches!(r, Ok(Outcome::Count(x)) if x == n), format!("{n} bytes"))
+        }
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(Failure {
+            line: op.line,
+            expected: format!("`{name}` returns {expected}"),
+            observed: format!("`{name}` returned {observed}"),
+        })
+    }
+}
+
+/// What the tasks of a run record: failures, and the number of operations run.
+#[derive(Debug, Default)]
+pub struct Log {
+    pub failures: Vec<Failure>,
+    pub ops: usize,
+}
+
+/// Runs `ops` in order on thread `t`; the first failure stops the task and is recorded.
+pub async fn run_task(t: Thread, ops: Vec<Op>, env: Rc<RefCell<Env>>, log: Rc<RefCell<Log>>) {
+    for op in &ops {
+        let result = execute(&t, &op.kind, &env).await;
+        log.borrow_mut().ops += 1;
+        if let Err(f) = check(op, &result) {
+            log.borrow_mut().failures.push(f);
+            return;
+        }
+        if let (Some(name), Ok(Outcome::Bound(v))) = (&op.bind, &result) {
+            env.borrow_mut().bind(name, *v);
+        }
+    }
+}

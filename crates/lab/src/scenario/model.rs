@@ -1,0 +1,332 @@
+//! The typed form of a scenario, as the parser produces it and the runner consumes it. Every
+//! element keeps the source line it came from, for messages.
+
+use engine::SchedulerKind;
+use mm::fs::FsType;
+use mm::{Errno, ExecImage, KernelVersion, OpenFlags, Signal, Switches};
+
+impl MachineSpec {
+    /// The switches of `kernel` with this file's overrides applied.
+    pub fn switches(&self, kernel: KernelVersion) -> Result<Switches, String> {
+        let mut s = Switches::for_kernel(kernel);
+        for (k, v) in &self.switch_overrides {
+            s.set(k, v)?;
+        }
+        Ok(s)
+    }
+}
+use simcore::{Bytes, SimDuration};
+
+/// A whole scenario file.
+#[derive(Clone, Debug)]
+pub struct Scenario {
+    pub file: String,
+    pub machine: MachineSpec,
+    pub files: Vec<FileDecl>,
+    pub processes: Vec<ProcessDecl>,
+    pub steps: Vec<Step>,
+    /// Expectations checked once every step has run.
+    pub expects: Vec<Expect>,
+    /// Observables printed after the run (`smaps:NAME`, `vmstat`, ...).
+    pub show: Vec<Show>,
+}
+
+#[derive(Clone, Debug)]
+pub struct MachineSpec {
+    pub profile: String,
+    pub cpus: Option<u32>,
+    pub memory: Option<Bytes>,
+    pub kernel: KernelVersion,
+    /// `[machine.switches]`: applied on top of the kernel's switches (also after `--kernel`).
+    pub switch_overrides: Vec<(String, String)>,
+    pub seed: u64,
+    pub scheduler: SchedulerKind,
+    /// `read_ahead_kb` in pages.
+    pub ra_pages: Option<u64>,
+    /// `fault_around_bytes` in pages.
+    pub fault_around_pages: Option<u64>,
+    /// Cost overrides by name, in ns.
+    pub costs: Vec<(String, u64)>,
+}
+
+#[derive(Clone, Debug)]
+pub struct FileDecl {
+    pub line: usize,
+    pub path: String,
+    pub spec: mm::FileSpec,
+}
+
+#[derive(Clone, Debug)]
+pub struct ProcessDecl {
+    pub line: usize,
+    pub name: String,
+}
+
+/// Tasks that run concurrently; the next step starts when all have finished.
+#[derive(Clone, Debug)]
+pub struct Step {
+    pub line: usize,
+    pub tasks: Vec<Task>,
+    /// Expectations checked when this step is done.
+    pub expects: Vec<Expect>,
+}
+
+/// One simulated thread running operations in order.
+#[derive(Clone, Debug)]
+pub struct Task {
+    pub line: usize,
+    pub name: String,
+    /// A declared process, or a name bound by `fork`.
+    pub process: String,
+    pub cpu: u32,
+    pub ops: Vec<Op>,
+}
+
+/// An address: a literal, or a bound name (a mapping, an exec segment) plus an offset.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AddrExpr {
+    pub base: Option<String>,
+    pub offset: i64,
+}
+
+/// One operation with its optional result name and expectation.
+#[derive(Clone, Debug)]
+pub struct Op {
+    pub line: usize,
+    pub kind: OpKind,
+    /// The name its result is bound to (`as = "buf"`).
+    pub bind: Option<String>,
+    pub expect: OpExpect,
+}
+
+#[derive(Clone, Debug)]
+pub enum OpKind {
+    Mmap {
+        addr: Option<AddrExpr>,
+        len: Bytes,
+        prot: u32,
+        flags: u32,
+        fd: Option<String>,
+        offset: u64,
+    },
+    Munmap {
+        addr: AddrExpr,
+        len: Bytes,
+    },
+    Mprotect {
+        addr: AddrExpr,
+        len: Bytes,
+        prot: u32,
+    },
+    Madvise {
+        addr: AddrExpr,
+        len: Bytes,
+        advice: u32,
+    },
+    Open {
+        path: String,
+        flags: OpenFlags,
+    },
+    Close {
+        fd: String,
+    },
+    Dup {
+        fd: String,
+    },
+    Read {
+        fd: String,
+        buf: Option<AddrExpr>,
+        len: u64,
+        offset: Option<u64>,
+    },
+    Write {
+        fd: String,
+        data: Vec<u8>,
+        offset: Option<u64>,
+    },
+    Truncate {
+        path: String,
+        size: u64,
+    },
+    Ftruncate {
+        fd: String,
+        size: u64,
+    },
+    Fsync {
+        fd: String,
+    },
+    Fork,
+    Exit,
+    Exec {
+        path: String,
+        image: ExecImage,
+    },
+    Touch {
+        addr: AddrExpr,
+        len: Bytes,
+        access: mm::Access,
+    },
+    ReadBytes {
+        addr: AddrExpr,
+        len: u64,
+    },
+    WriteBytes {
+        addr: AddrExpr,
+        data: Vec<u8>,
+    },
+    Sleep {
+        duration: SimDuration,
+    },
+}
+
+impl OpKind {
+    /// The operation's name in scenario files.
+    pub fn name(&self) -> &'static str {
+        match self {
+            OpKind::Mmap { .. } => "mmap",
+            OpKind::Munmap { .. } => "munmap",
+            OpKind::Mprotect { .. } => "mprotect",
+            OpKind::Madvise { .. } => "madvise",
+            OpKind::Open { .. } => "open",
+            OpKind::Close { .. } => "close",
+            OpKind::Dup { .. } => "dup",
+            OpKind::Read { .. } => "read",
+            OpKind::Write { .. } => "write",
+            OpKind::Truncate { .. } => "truncate",
+            OpKind::Ftruncate { .. } => "ftruncate",
+            OpKind::Fsync { .. } => "fsync",
+            OpKind::Fork => "fork",
+            OpKind::Exit => "exit",
+            OpKind::Exec { .. } => "exec",
+            OpKind::Touch { .. } => "touch",
+            OpKind::ReadBytes { .. } => "read_bytes",
+            OpKind::WriteBytes { .. } => "write_bytes",
+            OpKind::Sleep { .. } => "sleep",
+        }
+    }
+
+    /// What kind of value the operation's result is, if it can be bound to a name.
+    pub fn binds(&self) -> Option<ValueKind> {
+        match self {
+            OpKind::Mmap { .. } => Some(ValueKind::Addr),
+            OpKind::Open { .. } | OpKind::Dup { .. } => Some(ValueKind::Fd),
+            OpKind::Fork => Some(ValueKind::Process),
+            OpKind::Exec { .. } => Some(ValueKind::Layout),
+            _ => None,
+        }
+    }
+}
+
+/// The kinds of values names are bound to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ValueKind {
+    Addr,
+    Fd,
+    Process,
+    /// An exec layout: `NAME.text`, `NAME.data`, `NAME.bss`, `NAME.stack` are addresses.
+    Layout,
+}
+
+/// What an operation must return.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum OpExpect {
+    /// Success, whatever the value (the default).
+    Success,
+    Errno(Errno),
+    Signal(Signal),
+    /// Success with these bytes (`read_bytes`, `read` into a buffer).
+    Data(Vec<u8>),
+    /// Success moving this many bytes (`read`, `write`).
+    Count(u64),
+}
+
+/// An expectation on an observable, checked after a step or at the end.
+#[derive(Clone, Debug)]
+pub struct Expect {
+    pub line: usize,
+    pub what: Observable,
+    pub cmp: Comparison,
+}
+
+/// A number the model exposes in a kernel format.
+#[derive(Clone, Debug)]
+pub enum Observable {
+    /// An smaps field (kB) of the VMA of `process` containing `at`.
+    Smaps { process: String, at: AddrExpr, field: String },
+    /// An smaps_rollup field (kB) of `process`.
+    SmapsRollup { process: String, field: String },
+    /// A `/proc/PID/status` field (kB).
+    Status { process: String, field: String },
+    /// A `/proc/vmstat` counter.
+    Vmstat { name: String },
+    /// A `/proc/meminfo` field (kB).
+    Meminfo { name: String },
+    /// A pagemap bit (1 or 0) of the page of `process` at `at`; `zero_page` compares the PFN.
+    Pagemap { process: String, at: AddrExpr, bit: PagemapBit },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PagemapBit {
+    Present,
+    Swapped,
+    Exclusive,
+    SoftDirty,
+    File,
+    ZeroPage,
+}
+
+impl PagemapBit {
+    pub const NAMES: &'static str = "present, swapped, exclusive, soft_dirty, file, zero_page";
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Comparison {
+    Equals(u64),
+    AtLeast(u64),
+    AtMost(u64),
+}
+
+impl Comparison {
+    pub fn holds(self, v: u64) -> bool {
+        match self {
+            Comparison::Equals(x) => v == x,
+            Comparison::AtLeast(x) => v >= x,
+            Comparison::AtMost(x) => v <= x,
+        }
+    }
+}
+
+impl std::fmt::Display for Comparison {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Comparison::Equals(x) => write!(f, "= {x}"),
+            Comparison::AtLeast(x) => write!(f, ">= {x}"),
+            Comparison::AtMost(x) => write!(f, "<= {x}"),
+        }
+    }
+}
+
+/// An observable to print after the run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Show {
+    Smaps(String),
+    SmapsRollup(String),
+    Maps(String),
+    Status(String),
+    Vmstat,
+    Meminfo,
+    LockStat,
+}
+
+impl Show {
+    pub const NAMES: &'static str = "smaps:PROCESS, smaps_rollup:PROCESS, maps:PROCESS, status:PROCESS, vmstat, meminfo, lock_stat";
+}
+
+/// A file system type by name.
+pub fn fs_type(name: &str) -> Option<FsType> {
+    match name {
+        "ext4" | "disk" => Some(FsType::Disk),
+        "tmpfs" | "shmem" => Some(FsType::Tmpfs),
+        _ => None,
+    }
+}
