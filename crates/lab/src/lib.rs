@@ -5,3 +5,4 @@
 //! File IO and serialisation live here (and in `cli`, `py`), never in the simulation crates.
 
 pub mod scenario;
+pub mod session;

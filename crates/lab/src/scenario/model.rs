@@ -5,6 +5,24 @@ use engine::SchedulerKind;
 use mm::fs::FsType;
 use mm::{Errno, ExecImage, KernelVersion, OpenFlags, Signal, Switches};
 
+impl Default for MachineSpec {
+    /// The `tiny` profile running the default kernel, seed 0, time-ordered.
+    fn default() -> Self {
+        MachineSpec {
+            profile: "tiny".into(),
+            cpus: None,
+            memory: None,
+            kernel: KernelVersion::DEFAULT,
+            switch_overrides: Vec::new(),
+            seed: 0,
+            scheduler: SchedulerKind::TimeOrdered,
+            ra_pages: None,
+            fault_around_pages: None,
+            costs: Vec::new(),
+        }
+    }
+}
+
 impl MachineSpec {
     /// The switches of `kernel` with this file's overrides applied.
     pub fn switches(&self, kernel: KernelVersion) -> Result<Switches, String> {

@@ -812,95 +812,39 @@ impl<'a> Fields<'a> {
         self.opt_addr(key)?.ok_or_else(|| self.missing(key))
     }
 
-    fn keyword<T: Copy>(
+    /// A keyword value parsed by `parse`, with the error placed at the key's line.
+    fn keyword<T>(
         &self,
         key: &str,
-        table: &[(&str, T)],
-        combine: impl Fn(T, T) -> T,
+        parse: fn(&str) -> Result<T, String>,
         default: Option<T>,
     ) -> Result<T, ScenarioError> {
-        let Some(s) = self.opt_str(key)? else {
-            return default.ok_or_else(|| self.missing(key));
-        };
-        let names: Vec<&str> = table.iter().map(|(n, _)| *n).collect();
-        let mut acc: Option<T> = None;
-        for part in s.split('|').map(str::trim) {
-            let v = table.iter().find(|(n, _)| *n == part).map(|&(_, v)| v).ok_or_else(|| {
-                self.p.err(
-                    self.line_of(key),
-                    format!(
-                        "`{key}` in {}: unknown `{part}`, expected {}",
-                        self.what,
-                        names.join(", ")
-                    ),
-                )
-            })?;
-            acc = Some(acc.map_or(v, |a| combine(a, v)));
+        match self.opt_str(key)? {
+            None => default.ok_or_else(|| self.missing(key)),
+            Some(s) => parse(&s).map_err(|e| {
+                self.p.err(self.line_of(key), format!("`{key}` in {}: {e}", self.what))
+            }),
         }
-        acc.ok_or_else(|| self.missing(key))
     }
 
     fn prot(&self, key: &str) -> Result<u32, ScenarioError> {
-        let Some(s) = self.opt_str(key)? else { return Err(self.missing(key)) };
-        parse_prot(&s).ok_or_else(|| self.p.err(self.line_of(key), format!("`{key}` in {}: expected permissions like \"rw\", \"r-x\" or \"none\", found \"{s}\"", self.what)))
+        self.keyword(key, parse_prot, None)
     }
 
     fn map_flags(&self, key: &str) -> Result<u32, ScenarioError> {
-        let table = [
-            ("private", map::PRIVATE),
-            ("shared", map::SHARED),
-            ("anonymous", map::ANONYMOUS),
-            ("fixed", map::FIXED),
-            ("fixed_noreplace", map::FIXED_NOREPLACE),
-            ("populate", map::POPULATE),
-            ("growsdown", map::GROWSDOWN),
-            ("noreserve", map::NORESERVE),
-            ("denywrite", map::DENYWRITE),
-        ];
-        self.keyword(key, &table, |a, b| a | b, None)
+        self.keyword(key, parse_map_flags, None)
     }
 
     fn advice(&self, key: &str) -> Result<u32, ScenarioError> {
-        let table = [
-            ("normal", madv::NORMAL),
-            ("random", madv::RANDOM),
-            ("sequential", madv::SEQUENTIAL),
-            ("dontneed", madv::DONTNEED),
-        ];
-        self.keyword(key, &table, |_, b| b, None)
+        self.keyword(key, parse_advice, None)
     }
 
     fn access(&self, key: &str) -> Result<mm::Access, ScenarioError> {
-        let table =
-            [("read", mm::Access::Read), ("write", mm::Access::Write), ("exec", mm::Access::Exec)];
-        self.keyword(key, &table, |_, b| b, Some(mm::Access::Read))
+        self.keyword(key, parse_access, Some(mm::Access::Read))
     }
 
     fn open_flags(&self, key: &str) -> Result<OpenFlags, ScenarioError> {
-        let none = OpenFlags::default();
-        let table = [
-            ("rdonly", OpenFlags::RDONLY),
-            ("wronly", OpenFlags::WRONLY),
-            ("rdwr", OpenFlags::RDWR),
-            ("direct", OpenFlags { direct: true, ..none }),
-            ("append", OpenFlags { append: true, ..none }),
-            ("trunc", OpenFlags { truncate: true, ..none }),
-        ];
-        let merge = |a: OpenFlags, b: OpenFlags| OpenFlags {
-            read: a.read || b.read,
-            write: a.write || b.write,
-            direct: a.direct || b.direct,
-            append: a.append || b.append,
-            truncate: a.truncate || b.truncate,
-        };
-        let flags = self.keyword(key, &table, merge, Some(OpenFlags::RDONLY))?;
-        if !flags.read && !flags.write {
-            return Err(self.p.err(
-                self.line_of(key),
-                format!("`{key}` in {}: needs one of rdonly, wronly, rdwr", self.what),
-            ));
-        }
-        Ok(flags)
+        self.keyword(key, parse_open_flags, Some(OpenFlags::RDONLY))
     }
 
     fn duration(&self, key: &str) -> Result<SimDuration, ScenarioError> {
@@ -988,10 +932,30 @@ pub fn parse_addr(s: &str) -> Option<AddrExpr> {
     valid.then(|| AddrExpr { base: Some(base.trim().to_string()), offset })
 }
 
+/// `"a|b|c"` where each part is a name in `table`; the values are combined with `combine`.
+fn flag_words<T: Copy>(
+    s: &str,
+    table: &[(&str, T)],
+    combine: impl Fn(T, T) -> T,
+) -> Result<T, String> {
+    let names: Vec<&str> = table.iter().map(|(n, _)| *n).collect();
+    let mut acc: Option<T> = None;
+    for part in s.split('|').map(str::trim) {
+        let v = table
+            .iter()
+            .find(|(n, _)| *n == part)
+            .map(|&(_, v)| v)
+            .ok_or_else(|| format!("unknown `{part}`, expected {}", names.join(", ")))?;
+        acc = Some(acc.map_or(v, |a| combine(a, v)));
+    }
+    acc.ok_or_else(|| format!("expected one of {}", names.join(", ")))
+}
+
 /// `"rw"`, `"r-x"`, `"rwx"`, `"none"`, `"---"`.
-pub fn parse_prot(s: &str) -> Option<u32> {
+pub fn parse_prot(s: &str) -> Result<u32, String> {
+    let bad = || format!("expected permissions like \"rw\", \"r-x\" or \"none\", found \"{s}\"");
     if s == "none" {
-        return Some(prot::NONE);
+        return Ok(prot::NONE);
     }
     let mut p = 0;
     for c in s.chars() {
@@ -1000,10 +964,69 @@ pub fn parse_prot(s: &str) -> Option<u32> {
             'w' => prot::WRITE,
             'x' => prot::EXEC,
             '-' => 0,
-            _ => return None,
+            _ => return Err(bad()),
         };
     }
-    (!s.is_empty()).then_some(p)
+    if s.is_empty() { Err(bad()) } else { Ok(p) }
+}
+
+/// `"private|anonymous"`, `"shared|populate"`, ...
+pub fn parse_map_flags(s: &str) -> Result<u32, String> {
+    let table = [
+        ("private", map::PRIVATE),
+        ("shared", map::SHARED),
+        ("anonymous", map::ANONYMOUS),
+        ("fixed", map::FIXED),
+        ("fixed_noreplace", map::FIXED_NOREPLACE),
+        ("populate", map::POPULATE),
+        ("growsdown", map::GROWSDOWN),
+        ("noreserve", map::NORESERVE),
+        ("denywrite", map::DENYWRITE),
+    ];
+    flag_words(s, &table, |a, b| a | b)
+}
+
+/// `"dontneed"`, `"random"`, ...
+pub fn parse_advice(s: &str) -> Result<u32, String> {
+    let table = [
+        ("normal", madv::NORMAL),
+        ("random", madv::RANDOM),
+        ("sequential", madv::SEQUENTIAL),
+        ("dontneed", madv::DONTNEED),
+    ];
+    flag_words(s, &table, |_, b| b)
+}
+
+/// `"read"`, `"write"`, `"exec"`.
+pub fn parse_access(s: &str) -> Result<mm::Access, String> {
+    let table =
+        [("read", mm::Access::Read), ("write", mm::Access::Write), ("exec", mm::Access::Exec)];
+    flag_words(s, &table, |_, b| b)
+}
+
+/// `"rdonly"`, `"rdwr|direct"`, `"wronly|trunc"`, ...
+pub fn parse_open_flags(s: &str) -> Result<OpenFlags, String> {
+    let none = OpenFlags::default();
+    let table = [
+        ("rdonly", OpenFlags::RDONLY),
+        ("wronly", OpenFlags::WRONLY),
+        ("rdwr", OpenFlags::RDWR),
+        ("direct", OpenFlags { direct: true, ..none }),
+        ("append", OpenFlags { append: true, ..none }),
+        ("trunc", OpenFlags { truncate: true, ..none }),
+    ];
+    let merge = |a: OpenFlags, b: OpenFlags| OpenFlags {
+        read: a.read || b.read,
+        write: a.write || b.write,
+        direct: a.direct || b.direct,
+        append: a.append || b.append,
+        truncate: a.truncate || b.truncate,
+    };
+    let flags = flag_words(s, &table, merge)?;
+    if !flags.read && !flags.write {
+        return Err("needs one of rdonly, wronly, rdwr".into());
+    }
+    Ok(flags)
 }
 
 fn parse_duration(s: &str) -> Option<SimDuration> {
@@ -1066,8 +1089,14 @@ mod tests {
         );
         assert_eq!(parse_addr("0x10000000"), Some(AddrExpr { base: None, offset: 0x1000_0000 }));
         assert_eq!(parse_addr("1buf"), None);
-        assert_eq!(parse_prot("r-x"), Some(prot::READ | prot::EXEC));
-        assert_eq!(parse_prot("rq"), None);
+        assert_eq!(parse_prot("r-x"), Ok(prot::READ | prot::EXEC));
+        assert!(parse_prot("rq").is_err());
+        assert_eq!(parse_map_flags("private|anonymous"), Ok(map::PRIVATE | map::ANONYMOUS));
+        assert_eq!(
+            parse_map_flags("private|anon").unwrap_err(),
+            "unknown `anon`, expected private, shared, anonymous, fixed, fixed_noreplace, populate, growsdown, noreserve, denywrite"
+        );
+        assert_eq!(parse_open_flags("append").unwrap_err(), "needs one of rdonly, wronly, rdwr");
         assert_eq!(parse_hex("68 69"), Some(b"hi".to_vec()));
         assert_eq!(parse_duration("15us"), Some(SimDuration::from_us(15)));
     }

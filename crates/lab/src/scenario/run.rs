@@ -4,7 +4,7 @@
 use super::ScenarioError;
 use super::expect;
 use super::interp::{Env, Failure, Log, Value, run_task};
-use super::model::{Scenario, Show};
+use super::model::{MachineSpec, Scenario, Show};
 use super::parse::parse_scenario;
 use engine::SchedulerKind;
 use mm::{KernelVersion, Machine, MachineConfig, Profile};
@@ -64,10 +64,14 @@ impl Report {
     }
 }
 
-/// The machine a scenario asks for, with the overrides applied.
-pub fn machine_config(s: &Scenario, o: &Overrides) -> Result<MachineConfig, ScenarioError> {
-    let bad = |message: String| ScenarioError { file: s.file.clone(), line: 0, message };
-    let m = &s.machine;
+/// The machine a `[machine]` section asks for, with the overrides applied; `file` names the
+/// source in errors.
+pub fn machine_config(
+    m: &MachineSpec,
+    o: &Overrides,
+    file: &str,
+) -> Result<MachineConfig, ScenarioError> {
+    let bad = |message: String| ScenarioError { file: file.into(), line: 0, message };
     let kernel = o.kernel.unwrap_or(m.kernel);
     let profile =
         Profile::named(&m.profile).and_then(|p| p.resized(m.cpus, m.memory)).map_err(bad)?;
@@ -107,7 +111,7 @@ pub fn machine_config(s: &Scenario, o: &Overrides) -> Result<MachineConfig, Scen
 
 /// Builds the machine and its files and processes; returns it with the names bound so far.
 pub fn prepare(s: &Scenario, o: &Overrides) -> Result<(Machine, Rc<RefCell<Env>>), ScenarioError> {
-    let config = machine_config(s, o)?;
+    let config = machine_config(&s.machine, o, &s.file)?;
     let mut m = Machine::new(config).map_err(|message| ScenarioError {
         file: s.file.clone(),
         line: 0,
