@@ -128,11 +128,10 @@ fn mm_bench(a: &MmArgs) -> Result<(), String> {
     let profile = Profile::named("epyc-vm")?.resized(Some(1), Some(memory))?;
     let mut machine = Machine::new(MachineConfig::new(profile, KernelVersion::DEFAULT))?;
     let pid = machine.new_process("touch").map_err(|e| e.to_string())?;
-    machine
-        .spawn_thread(pid, 0, "touch", move |t| async move {
-            let addr = t.mmap_anon(size, prot::READ | prot::WRITE).await.expect("mmap");
-            t.touch(addr, size, Access::Write).await.expect("touch");
-        })?;
+    machine.spawn_thread(pid, 0, "touch", move |t| async move {
+        let addr = t.mmap_anon(size, prot::READ | prot::WRITE).await.expect("mmap");
+        t.touch(addr, size, Access::Write).await.expect("touch");
+    })?;
     let before = host_rss()?;
     let start = Instant::now();
     let report = machine.run().map_err(|e| e.to_string())?;

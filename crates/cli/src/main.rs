@@ -8,6 +8,7 @@
 
 mod bench;
 mod demo;
+mod explore;
 mod run;
 
 use clap::{Parser, Subcommand};
@@ -24,6 +25,9 @@ struct Cli {
 enum Command {
     /// Run a scenario file; exit 0 when every expectation holds, 1 when one fails, 2 on bad input.
     Run(run::RunArgs),
+    /// Search a scenario's interleavings for violations; exit 1 with a minimised schedule when
+    /// one is found, 0 when none is, 2 on bad input.
+    Explore(explore::ExploreArgs),
     /// Small demonstrations of the engine.
     #[command(subcommand)]
     Demo(demo::Demo),
@@ -36,6 +40,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Run(a) => return run::run(&a),
+        Command::Explore(a) => return explore::run(&a),
         Command::Demo(d) => demo::run(&d),
         Command::Bench(b) => bench::run(&b),
     };

@@ -75,7 +75,7 @@ pub(crate) fn run(a: &RunArgs) -> ExitCode {
     };
     let start = Instant::now();
     let mut bar: Option<ProgressBar> = None;
-    let mut progress = |step: usize, now: simcore::SimTime| {
+    let mut progress = |now: simcore::SimTime| {
         if start.elapsed() < Duration::from_secs(1) {
             return;
         }
@@ -88,9 +88,8 @@ pub(crate) fn run(a: &RunArgs) -> ExitCode {
             b
         });
         b.set_message(format!(
-            "step {} of {}, virtual {}",
-            step + 1,
-            scenario.steps.len(),
+            "{}: virtual time {}",
+            scenario.file,
             now.since(simcore::SimTime::ZERO)
         ));
         b.tick();

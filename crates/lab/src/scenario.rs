@@ -12,6 +12,7 @@
 //! execution in `interp::execute`.
 
 pub mod expect;
+pub mod explore;
 pub mod interp;
 pub mod model;
 pub mod node;

@@ -29,6 +29,12 @@ impl Session {
         Ok(Session { machine })
     }
 
+    /// A session on a machine built by the caller (for settings a `[machine]` section does not
+    /// have, such as the event bound).
+    pub fn from_machine(machine: Machine) -> Session {
+        Session { machine }
+    }
+
     pub fn machine(&self) -> &Machine {
         &self.machine
     }

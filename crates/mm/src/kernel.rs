@@ -328,3 +328,42 @@ impl KState {
         d.value()
     }
 }
+
+impl KState {
+    /// A readable dump of the memory state: each process's present PTEs and every live folio
+    /// (for replays that print the state after each step).
+    pub fn dump(&self) -> String {
+        use std::fmt::Write as _;
+        let mut out = String::new();
+        for (pid, p) in self.procs.iter() {
+            let Some(mm) = p.mm else { continue };
+            let m = self.mm(mm);
+            for &v in m.vmas.values() {
+                let vma = self.vma(v);
+                let mut a = vma.start;
+                while a < vma.end {
+                    if let Some((pte, _)) = self.pt.translate(m.pgd, a) {
+                        let _ = writeln!(out, "pid {pid} {} {pte:?}", a);
+                    }
+                    a = a + simcore::Bytes::PAGE;
+                }
+            }
+        }
+        for head in self.folios.heads() {
+            let meta = self.folios.meta(head);
+            if meta.flags & crate::folio::pg::RESERVED != 0 {
+                continue;
+            }
+            let _ = writeln!(
+                out,
+                "folio {head} ref {} map {} holders {} {:?} [{}]",
+                meta.refcount,
+                self.folios.folio_mapcount(head),
+                self.folios.extra_refs(head),
+                self.folios.mapping(head),
+                crate::folio::flag_names(meta.flags).join(",")
+            );
+        }
+        out
+    }
+}

@@ -47,7 +47,7 @@ pub use era::{KernelVersion, Switches};
 pub use errno::{Errno, Signal, SysError};
 pub use exec::{ExecImage, ExecLayout};
 pub use fault::Access;
-pub use machine::{FileSpec, Machine, MachineConfig};
+pub use machine::{FileSpec, Machine, MachineConfig, spawn_user_thread};
 pub use mmap::{MmapArgs, madv, map, prot};
 pub use process::Pid;
 pub use profile::Profile;

@@ -66,6 +66,35 @@ impl FileSpec {
     }
 }
 
+/// Starts a user thread of `pid` on CPU `cpu` running `f`; usable from inside a running
+/// simulation (a scenario's driver task starts each step's threads this way).
+pub fn spawn_user_thread<F, Fut>(
+    handle: &engine::Handle,
+    kernel: &Rc<Kernel>,
+    pid: Pid,
+    cpu: u32,
+    name: &str,
+    f: F,
+) -> Result<TaskId, String>
+where
+    F: FnOnce(Thread) -> Fut + 'static,
+    Fut: Future<Output = ()> + 'static,
+{
+    let cpu = handle.cpu(cpu).map_err(|e| e.to_string())?;
+    {
+        let mut st = kernel.state_mut();
+        let p = st.procs.get(pid).ok_or_else(|| format!("no process {pid}"))?;
+        if p.state == ProcState::Exited {
+            return Err(format!("process {pid} has exited"));
+        }
+        if let Some(mm) = p.mm {
+            st.mm_mut(mm).cpumask.insert(cpu);
+        }
+    }
+    let kernel = kernel.clone();
+    Ok(handle.spawn(cpu, name, move |ecx| f(Thread::new(Cx::new(ecx, kernel, Some(pid))))))
+}
+
 /// A simulated machine.
 pub struct Machine {
     sim: Sim,
@@ -86,16 +115,33 @@ impl std::fmt::Debug for Machine {
 impl Machine {
     /// Builds a machine; an impossible configuration is an error message, not a panic.
     pub fn new(config: MachineConfig) -> Result<Machine, String> {
-        config.switches.check_implemented()?;
-        let sim = Sim::new(SimConfig {
+        let sim = Sim::new(Machine::sim_config(&config)).map_err(|e| e.to_string())?;
+        Machine::on_sim(config, sim)
+    }
+
+    /// The engine configuration a machine needs (for callers that build the simulation
+    /// themselves, like the explorer, which plugs in its own scheduler).
+    pub fn sim_config(config: &MachineConfig) -> SimConfig {
+        SimConfig {
             cpus: config.profile.cpus,
             seed: config.seed,
             scheduler: config.scheduler,
             max_events: config.max_events,
             trace: config.trace,
             ..SimConfig::default()
-        })
-        .map_err(|e| e.to_string())?;
+        }
+    }
+
+    /// Builds a machine on a simulation built by the caller (from [`Machine::sim_config`]).
+    pub fn on_sim(config: MachineConfig, sim: Sim) -> Result<Machine, String> {
+        config.switches.check_implemented()?;
+        if sim.handle().cpus() != config.profile.cpus {
+            return Err(format!(
+                "the simulation has {} CPUs, the profile {}",
+                sim.handle().cpus(),
+                config.profile.cpus
+            ));
+        }
         let handle = sim.handle().clone();
         crate::rmap::declare_lock_order(&handle);
         let total = config.profile.memory.pages_ceil();
@@ -138,6 +184,16 @@ impl Machine {
             &handle,
         ));
         Ok(Machine { sim, kernel, config })
+    }
+
+    /// Splits the machine into its simulation (to be run by the caller) and its kernel.
+    pub fn into_parts(self) -> (Sim, Rc<Kernel>) {
+        (self.sim, self.kernel)
+    }
+
+    /// The kernel, shared (for tasks that outlive a borrow of the machine).
+    pub fn kernel_rc(&self) -> Rc<Kernel> {
+        self.kernel.clone()
     }
 
     pub fn config(&self) -> &MachineConfig {
@@ -199,22 +255,7 @@ impl Machine {
         F: FnOnce(Thread) -> Fut + 'static,
         Fut: Future<Output = ()> + 'static,
     {
-        let cpu = self.sim.handle().cpu(cpu).map_err(|e| e.to_string())?;
-        {
-            let mut st = self.kernel.state_mut();
-            let p = st.procs.get(pid).ok_or_else(|| format!("no process {pid}"))?;
-            if p.state == ProcState::Exited {
-                return Err(format!("process {pid} has exited"));
-            }
-            if let Some(mm) = p.mm {
-                st.mm_mut(mm).cpumask.insert(cpu);
-            }
-        }
-        let kernel = self.kernel.clone();
-        Ok(self
-            .sim
-            .handle()
-            .spawn(cpu, name, move |ecx| f(Thread::new(Cx::new(ecx, kernel, Some(pid))))))
+        spawn_user_thread(self.sim.handle(), &self.kernel, pid, cpu, name, f)
     }
 
     /// Runs until every thread has finished; with `simcore::verify::verify()` on, the checkers

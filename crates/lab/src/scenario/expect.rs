@@ -3,7 +3,7 @@
 
 use super::interp::{Env, Failure};
 use super::model::{Expect, Observable, PagemapBit, Show};
-use mm::Machine;
+use mm::kernel::KState;
 use mm::proc::{PM_FILE, PM_MMAP_EXCLUSIVE, PM_PFN_MASK, PM_PRESENT, PM_SOFT_DIRTY, PM_SWAP};
 
 /// The value of a `Name:   123 kB` field in a `/proc` text.
@@ -15,13 +15,12 @@ fn field_kb(text: &str, field: &str) -> Option<u64> {
 }
 
 /// The current value of an observable.
-pub fn read(m: &Machine, env: &Env, what: &Observable) -> Result<u64, String> {
+pub fn read(st: &KState, env: &Env, what: &Observable) -> Result<u64, String> {
     let missing = |field: &str, text: &str| format!("no field `{field}` in:\n{text}");
     match what {
         Observable::Smaps { process, at, field } => {
             let pid = env.process(process)?;
             let addr = env.addr(at)?;
-            let st = m.kernel().state();
             let mm = st.procs[pid]
                 .mm
                 .ok_or_else(|| format!("process `{process}` has no address space"))?;
@@ -29,8 +28,7 @@ pub fn read(m: &Machine, env: &Env, what: &Observable) -> Result<u64, String> {
                 .find_vma(mm, addr)
                 .ok_or_else(|| format!("`{process}` has no mapping at {addr}"))?;
             let header = format!("{:08x}-", st.vma(vma).start.0);
-            drop(st);
-            let smaps = m.smaps(pid);
+            let smaps = st.smaps(pid);
             let section: String = smaps
                 .split_inclusive('\n')
                 .skip_while(|l| !l.starts_with(&header))
@@ -40,33 +38,35 @@ pub fn read(m: &Machine, env: &Env, what: &Observable) -> Result<u64, String> {
             field_kb(&section, field).ok_or_else(|| missing(field, &section))
         }
         Observable::SmapsRollup { process, field } => {
-            let text = m.smaps_rollup(env.process(process)?);
+            let text = st.smaps_rollup(env.process(process)?);
             field_kb(&text, field).ok_or_else(|| missing(field, &text))
         }
         Observable::Status { process, field } => {
-            let text = m.status(env.process(process)?);
+            let text = st.status(env.process(process)?);
             field_kb(&text, field).ok_or_else(|| missing(field, &text))
         }
         Observable::Meminfo { name } => {
-            let text = m.meminfo();
+            let text = st.meminfo();
             field_kb(&text, name).ok_or_else(|| missing(name, &text))
         }
         Observable::Vmstat { name } => {
             let key = mm::vmstat::vmstat_key(name)
                 .ok_or_else(|| format!("unknown vmstat counter `{name}`"))?;
-            Ok(m.vmstat().get(key))
+            Ok(st.vmstat_snapshot().get(key))
         }
         Observable::Pagemap { process, at, bit } => {
             let pid = env.process(process)?;
-            let e = m.pagemap(pid, env.addr(at)?, 1).map_err(|e| e.to_string())?[0];
-            let zero = m.kernel().state().zero_pfn.0;
+            let mm = st.procs[pid]
+                .mm
+                .ok_or_else(|| format!("process `{process}` has no address space"))?;
+            let e = st.pagemap(mm, env.addr(at)?, 1)[0];
             Ok(u64::from(match bit {
                 PagemapBit::Present => e & PM_PRESENT != 0,
                 PagemapBit::Swapped => e & PM_SWAP != 0,
                 PagemapBit::Exclusive => e & PM_MMAP_EXCLUSIVE != 0,
                 PagemapBit::SoftDirty => e & PM_SOFT_DIRTY != 0,
                 PagemapBit::File => e & PM_FILE != 0,
-                PagemapBit::ZeroPage => e & PM_PRESENT != 0 && e & PM_PFN_MASK == zero,
+                PagemapBit::ZeroPage => e & PM_PRESENT != 0 && e & PM_PFN_MASK == st.zero_pfn.0,
             }))
         }
     }
@@ -98,9 +98,9 @@ fn addr_text(a: &super::model::AddrExpr) -> String {
 }
 
 /// Checks one expectation.
-pub fn check(m: &Machine, env: &Env, e: &Expect) -> Result<(), Failure> {
+pub fn check(st: &KState, env: &Env, e: &Expect) -> Result<(), Failure> {
     let what = describe(&e.what);
-    match read(m, env, &e.what) {
+    match read(st, env, &e.what) {
         Ok(v) if e.cmp.holds(v) => Ok(()),
         Ok(v) => Err(Failure {
             line: e.line,
@@ -114,17 +114,22 @@ pub fn check(m: &Machine, env: &Env, e: &Expect) -> Result<(), Failure> {
 }
 
 /// The text of an observable to show.
-pub fn render(m: &Machine, env: &Env, show: &Show) -> Result<(String, String), String> {
+pub fn render(
+    st: &KState,
+    handle: &engine::Handle,
+    env: &Env,
+    show: &Show,
+) -> Result<(String, String), String> {
     Ok(match show {
-        Show::Smaps(p) => (format!("/proc/{p}/smaps"), m.smaps(env.process(p)?)),
+        Show::Smaps(p) => (format!("/proc/{p}/smaps"), st.smaps(env.process(p)?)),
         Show::SmapsRollup(p) => {
-            (format!("/proc/{p}/smaps_rollup"), m.smaps_rollup(env.process(p)?))
+            (format!("/proc/{p}/smaps_rollup"), st.smaps_rollup(env.process(p)?))
         }
-        Show::Maps(p) => (format!("/proc/{p}/maps"), m.maps(env.process(p)?)),
-        Show::Status(p) => (format!("/proc/{p}/status"), m.status(env.process(p)?)),
-        Show::Vmstat => ("/proc/vmstat".into(), m.vmstat_text()),
-        Show::Meminfo => ("/proc/meminfo".into(), m.meminfo()),
-        Show::LockStat => ("/proc/lock_stat".into(), m.handle().lock_stat_text()),
+        Show::Maps(p) => (format!("/proc/{p}/maps"), st.maps(env.process(p)?)),
+        Show::Status(p) => (format!("/proc/{p}/status"), st.status(env.process(p)?)),
+        Show::Vmstat => ("/proc/vmstat".into(), mm::vmstat::vmstat_text(&st.vmstat_snapshot())),
+        Show::Meminfo => ("/proc/meminfo".into(), st.meminfo()),
+        Show::LockStat => ("/proc/lock_stat".into(), handle.lock_stat_text()),
     })
 }
 

@@ -165,6 +165,13 @@ pub async fn execute(t: &Thread, kind: &OpKind, env: &RefCell<Env>) -> Result<Ou
             t.write_bytes(addr(a), data).await?;
             Outcome::Done
         }
+        OpKind::Increment { addr: a } => {
+            let at = addr(a);
+            let old = t.read_bytes(at, 8).await?;
+            let value = u64::from_le_bytes(old.try_into().expect("8 bytes"));
+            t.write_bytes(at, &(value + 1).to_le_bytes()).await?;
+            Outcome::Done
+        }
         OpKind::Sleep { duration } => {
             t.cx().sleep(*duration).await;
             Outcome::Done
@@ -211,11 +218,12 @@ pub fn check(op: &Op, result: &Result<Outcome, SysError>) -> Result<(), Failure>
     }
 }
 
-/// What the tasks of a run record: failures, and the number of operations run.
+/// What a run records: failures, operations run, expectations checked.
 #[derive(Debug, Default)]
 pub struct Log {
     pub failures: Vec<Failure>,
     pub ops: usize,
+    pub expectations: usize,
 }
 
 /// Runs `ops` in order on thread `t`; the first failure stops the task and is recorded.

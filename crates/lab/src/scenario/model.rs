@@ -47,6 +47,22 @@ pub struct Scenario {
     pub expects: Vec<Expect>,
     /// Observables printed after the run (`smaps:NAME`, `vmstat`, ...).
     pub show: Vec<Show>,
+    /// What exploring this scenario's interleavings must find (`[[explore]]`), per era.
+    pub explore: Vec<ExploreExpect>,
+}
+
+/// A declared exploration result: under this kernel and these overrides, this strategy and
+/// budget find a violation, or none.
+#[derive(Clone, Debug)]
+pub struct ExploreExpect {
+    pub line: usize,
+    pub kernel: Option<KernelVersion>,
+    pub sets: Vec<(String, String)>,
+    /// The strategy text (`dfs:2`, `pct:3`, `random`).
+    pub strategy: String,
+    pub budget: u64,
+    pub seed: u64,
+    pub violation: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -192,6 +208,12 @@ pub enum OpKind {
         addr: AddrExpr,
         data: Vec<u8>,
     },
+    /// Loads the 8-byte little-endian counter at `addr`, then stores it plus one: two separate
+    /// accesses, as a program incrementing without a lock does (so concurrent increments can
+    /// lose updates).
+    Increment {
+        addr: AddrExpr,
+    },
     Sleep {
         duration: SimDuration,
     },
@@ -219,6 +241,7 @@ impl OpKind {
             OpKind::Touch { .. } => "touch",
             OpKind::ReadBytes { .. } => "read_bytes",
             OpKind::WriteBytes { .. } => "write_bytes",
+            OpKind::Increment { .. } => "increment",
             OpKind::Sleep { .. } => "sleep",
         }
     }

@@ -97,9 +97,21 @@ impl<'a> Parser<'a> {
                 show.push(self.show(item)?);
             }
         }
-        top.finish(&["machine", "file", "process", "step", "expect", "show"])?;
-        let scenario =
-            Scenario { file: self.file.into(), machine, files, processes, steps, expects, show };
+        let mut explore = Vec::new();
+        for n in top.list("explore")? {
+            explore.push(self.explore(n)?);
+        }
+        top.finish(&["machine", "file", "process", "step", "expect", "show", "explore"])?;
+        let scenario = Scenario {
+            file: self.file.into(),
+            machine,
+            files,
+            processes,
+            steps,
+            expects,
+            show,
+            explore,
+        };
         self.check_names(&scenario)?;
         Ok(scenario)
     }
@@ -200,25 +212,12 @@ impl<'a> Parser<'a> {
         let path = f.string("path")?;
         let size = f.size("size")?;
         let fs = match f.opt_str("fs")? {
-            Some(name) => fs_type(&name).ok_or_else(|| {
-                self.err(
-                    f.line_of("fs"),
-                    format!("unknown file system `{name}`: expected ext4 or tmpfs"),
-                )
-            })?,
+            Some(name) => parse_fs(&name).map_err(|e| self.err(f.line_of("fs"), e))?,
             None => mm::fs::FsType::Disk,
         };
-        let pattern = match f.opt_str("content")?.as_deref() {
-            None | Some("zeros") => None,
-            Some(p) => match p.strip_prefix("pattern:").map(str::parse::<u64>) {
-                Some(Ok(seed)) => Some(seed),
-                _ => {
-                    return Err(self.err(
-                        f.line_of("content"),
-                        format!("content `{p}`: expected `zeros` or `pattern:SEED`"),
-                    ));
-                }
-            },
+        let pattern = match f.opt_str("content")? {
+            Some(c) => parse_content(&c).map_err(|e| self.err(f.line_of("content"), e))?,
+            None => None,
         };
         let mut holes = Vec::new();
         if let Some(n) = f.get("holes") {
@@ -229,12 +228,7 @@ impl<'a> Parser<'a> {
                 };
                 let (start, len) =
                     (self.size_node(start, "hole offset")?, self.size_node(len, "hole length")?);
-                if !start.is_page_aligned() || !len.is_page_aligned() {
-                    return Err(
-                        self.err(h.line, "a hole: offset and length must be multiples of 4 KiB")
-                    );
-                }
-                holes.push((start.as_u64() >> 12, len.as_u64() >> 12));
+                holes.push(parse_hole(start, len).map_err(|e| self.err(h.line, e))?);
             }
         }
         f.finish(&["path", "size", "fs", "content", "holes"])?;
@@ -352,10 +346,11 @@ impl<'a> Parser<'a> {
                 OpKind::ReadBytes { addr: f.addr("addr")?, len: f.size("len")?.as_u64() }
             }
             "write_bytes" => OpKind::WriteBytes { addr: f.addr("addr")?, data: f.data()? },
+            "increment" => OpKind::Increment { addr: f.addr("addr")? },
             "sleep" => OpKind::Sleep { duration: f.duration("duration")? },
             other => {
                 return Err(self.err(f.line_of("op"), format!(
-                    "unknown operation `{other}`: expected one of mmap, munmap, mprotect, madvise, open, close, dup, read, write, truncate, ftruncate, fsync, fork, exit, exec, touch, read_bytes, write_bytes, sleep"
+                    "unknown operation `{other}`: expected one of mmap, munmap, mprotect, madvise, open, close, dup, read, write, truncate, ftruncate, fsync, fork, exit, exec, touch, read_bytes, write_bytes, increment, sleep"
                 )));
             }
         };
@@ -385,6 +380,7 @@ impl<'a> Parser<'a> {
             OpKind::Touch { .. } => &["addr", "len", "access"],
             OpKind::ReadBytes { .. } => &["addr", "len"],
             OpKind::WriteBytes { .. } => &["addr", "data", "data_hex", "fill", "len"],
+            OpKind::Increment { .. } => &["addr"],
             OpKind::Sleep { .. } => &["duration"],
         };
         let mut all = vec!["op", "as", "expect"];
@@ -510,6 +506,44 @@ impl<'a> Parser<'a> {
         };
         f.finish(&[kind, "process", "at", "equals", "kb", "is", "at_least", "at_most"])?;
         Ok(Expect { line: node.line, what, cmp })
+    }
+
+    fn explore(&self, node: &Node) -> Result<ExploreExpect, ScenarioError> {
+        let f = self.fields(node, "[[explore]]")?;
+        let kernel = match f.opt_str("kernel")? {
+            Some(k) => Some(k.parse().map_err(|e: String| self.err(f.line_of("kernel"), e))?),
+            None => None,
+        };
+        let mut sets = Vec::new();
+        if let Some(n) = f.get("set") {
+            let t = self.fields(n, "`set` in [[explore]]")?;
+            let mut scratch = Switches::default();
+            for (k, v) in t.entries {
+                let Kind::Str(v) = &v.kind else {
+                    return Err(self.err(v.line, format!("switch `{k}`: expected a string value")));
+                };
+                scratch.set(k, v).map_err(|e| self.err(n.line, e))?;
+                sets.push((k.clone(), v.clone()));
+            }
+            t.mark_all();
+        }
+        let strategy = f.string("strategy")?;
+        let seed = f.opt_u64("seed")?.unwrap_or(0);
+        explore::Strategy::from_spec(&strategy, seed)
+            .map_err(|e| self.err(f.line_of("strategy"), e.to_string()))?;
+        let budget = f.opt_u64("budget")?.unwrap_or(2000);
+        let violation = match f.string("expect")?.as_str() {
+            "violation" => true,
+            "none" => false,
+            other => return Err(self.err(
+                f.line_of("expect"),
+                format!(
+                    "`expect` in [[explore]]: expected \"violation\" or \"none\", found \"{other}\""
+                ),
+            )),
+        };
+        f.finish(&["kernel", "set", "strategy", "budget", "seed", "expect"])?;
+        Ok(ExploreExpect { line: node.line, kernel, sets, strategy, budget, seed, violation })
     }
 
     fn show(&self, node: &Node) -> Result<Show, ScenarioError> {
@@ -684,7 +718,8 @@ fn op_refs(k: &OpKind) -> Vec<(String, ValueKind)> {
         | OpKind::Madvise { addr: a, .. }
         | OpKind::Touch { addr: a, .. }
         | OpKind::ReadBytes { addr: a, .. }
-        | OpKind::WriteBytes { addr: a, .. } => addr(a),
+        | OpKind::WriteBytes { addr: a, .. }
+        | OpKind::Increment { addr: a } => addr(a),
         OpKind::Close { fd: f }
         | OpKind::Dup { fd: f }
         | OpKind::Fsync { fd: f }
@@ -913,6 +948,30 @@ fn parse_number(s: &str) -> Option<i64> {
     parse_size(s).and_then(|b| i64::try_from(b.as_u64()).ok())
 }
 
+/// A file system by name: `"ext4"` (or `"disk"`), `"tmpfs"` (or `"shmem"`).
+pub fn parse_fs(s: &str) -> Result<mm::fs::FsType, String> {
+    fs_type(s).ok_or_else(|| format!("unknown file system `{s}`: expected ext4 or tmpfs"))
+}
+
+/// A file's contents: `"zeros"`, or `"pattern:SEED"` (a pattern generated from the seed).
+pub fn parse_content(s: &str) -> Result<Option<u64>, String> {
+    if s == "zeros" {
+        return Ok(None);
+    }
+    match s.strip_prefix("pattern:").map(str::parse::<u64>) {
+        Some(Ok(seed)) => Ok(Some(seed)),
+        _ => Err(format!("content `{s}`: expected `zeros` or `pattern:SEED`")),
+    }
+}
+
+/// A file hole `[offset, offset + len)` as `(first page, pages)`, as `mm::FileSpec` keeps it.
+pub fn parse_hole(offset: Bytes, len: Bytes) -> Result<(u64, u64), String> {
+    if !offset.is_page_aligned() || !len.is_page_aligned() {
+        return Err("a hole: offset and length must be multiples of 4 KiB".into());
+    }
+    Ok((offset.as_u64() >> 12, len.as_u64() >> 12))
+}
+
 /// `"buf"`, `"buf+4KiB"`, `"exe.text-0x1000"`, `"0x10000000"`.
 pub fn parse_addr(s: &str) -> Option<AddrExpr> {
     let s = s.trim();
@@ -1098,6 +1157,11 @@ mod tests {
         );
         assert_eq!(parse_open_flags("append").unwrap_err(), "needs one of rdonly, wronly, rdwr");
         assert_eq!(parse_hex("68 69"), Some(b"hi".to_vec()));
+        assert_eq!(parse_content("pattern:7"), Ok(Some(7)));
+        assert_eq!(parse_content("zeros"), Ok(None));
+        assert!(parse_content("pattern:x").is_err());
+        assert_eq!(parse_hole(Bytes::kib(8), Bytes::kib(4)), Ok((2, 1)));
+        assert!(parse_hole(Bytes(100), Bytes::kib(4)).is_err());
         assert_eq!(parse_duration("15us"), Some(SimDuration::from_us(15)));
     }
 

@@ -1,13 +1,17 @@
-//! Runs a scenario: builds the machine, runs the steps (the tasks of a step concurrently), checks
-//! the expectations, and reports.
+//! Runs a scenario: builds the machine, then runs the whole scenario as *one* simulation — a
+//! driver task starts each step's tasks, waits for them (`join`), runs the whole-system checkers
+//! and the step's expectations, and goes on — so that the same run can be explored under other
+//! schedulers (`explore.rs`). Reports failures, a stop (watchdog, event bound), and what to show.
 
 use super::ScenarioError;
 use super::expect;
 use super::interp::{Env, Failure, Log, Value, run_task};
 use super::model::{MachineSpec, Scenario, Show};
 use super::parse::parse_scenario;
-use engine::SchedulerKind;
-use mm::{KernelVersion, Machine, MachineConfig, Profile};
+use engine::{SchedulerKind, Sim};
+use mm::era::CowReuse;
+use mm::kernel::Kernel;
+use mm::{KernelVersion, Machine, MachineConfig, Profile, spawn_user_thread};
 use serde::Serialize;
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -30,7 +34,8 @@ pub struct Overrides {
     pub scheduler: Option<SchedulerKind>,
     /// `switch=value`, `cost.NAME=ns`, `read_ahead_kb=N`, `fault_around_bytes=N`.
     pub sets: Vec<(String, String)>,
-    /// Run the whole-system checkers after every step (slow; always at the end of each step).
+    /// Run the whole-system checkers after every simulation event (slow; they always run after
+    /// every step of the scenario).
     pub check_every_step: bool,
     pub show: Vec<Show>,
 }
@@ -109,123 +114,144 @@ pub fn machine_config(
     Ok(config)
 }
 
-/// Builds the machine and its files and processes; returns it with the names bound so far.
-pub fn prepare(s: &Scenario, o: &Overrides) -> Result<(Machine, Rc<RefCell<Env>>), ScenarioError> {
-    let config = machine_config(&s.machine, o, &s.file)?;
-    let mut m = Machine::new(config).map_err(|message| ScenarioError {
-        file: s.file.clone(),
-        line: 0,
-        message,
-    })?;
+/// A scenario's machine, set up and with its driver spawned, ready to run.
+#[derive(Debug)]
+pub struct Prepared {
+    pub machine: Machine,
+    pub env: Rc<RefCell<Env>>,
+    pub log: Rc<RefCell<Log>>,
+}
+
+/// Builds the machine (on `sim` if given, the explorer's), its files and processes, and spawns
+/// the driver that will run the steps.
+pub fn prepare(
+    s: &Scenario,
+    config: MachineConfig,
+    sim: Option<Sim>,
+) -> Result<Prepared, ScenarioError> {
+    let bad = |line: usize, message: String| ScenarioError { file: s.file.clone(), line, message };
+    let mut machine = match sim {
+        Some(sim) => Machine::on_sim(config, sim),
+        None => Machine::new(config),
+    }
+    .map_err(|e| bad(0, e))?;
     for f in &s.files {
-        m.create_file(&f.path, &f.spec).map_err(|e| ScenarioError {
-            file: s.file.clone(),
-            line: f.line,
-            message: format!("file `{}`: {e}", f.path),
-        })?;
+        machine
+            .create_file(&f.path, &f.spec)
+            .map_err(|e| bad(f.line, format!("file `{}`: {e}", f.path)))?;
     }
     let env = Rc::new(RefCell::new(Env::default()));
     for p in &s.processes {
-        let pid = m.new_process(&p.name).map_err(|e| ScenarioError {
-            file: s.file.clone(),
-            line: p.line,
-            message: format!("process `{}`: {e}", p.name),
-        })?;
+        let pid = machine
+            .new_process(&p.name)
+            .map_err(|e| bad(p.line, format!("process `{}`: {e}", p.name)))?;
         env.borrow_mut().bind(&p.name, Value::Process(pid));
     }
-    Ok((m, env))
+    let log = Rc::new(RefCell::new(Log::default()));
+    let driver = Driver {
+        scenario: Rc::new(s.clone()),
+        kernel: machine.kernel_rc(),
+        env: env.clone(),
+        log: log.clone(),
+    };
+    let cpu = machine.handle().cpu(0).map_err(|e| bad(0, e.to_string()))?;
+    machine.handle().spawn(cpu, "scenario", move |cx| driver.run(cx));
+    Ok(Prepared { machine, env, log })
 }
 
-/// Spawns the tasks of step `i` on `m`.
-pub fn spawn_step(
-    s: &Scenario,
-    i: usize,
-    m: &mut Machine,
-    env: &Rc<RefCell<Env>>,
-    log: &Rc<RefCell<Log>>,
-) -> Result<(), ScenarioError> {
-    for task in &s.steps[i].tasks {
-        let bad =
-            |message: String| ScenarioError { file: s.file.clone(), line: task.line, message };
-        let pid = env.borrow().process(&task.process).map_err(bad)?;
-        let (ops, env, log) = (task.ops.clone(), env.clone(), log.clone());
-        m.spawn_thread(pid, task.cpu, &task.name, move |t| run_task(t, ops, env, log))
-            .map_err(bad)?;
+/// The task that runs a scenario's steps in order.
+struct Driver {
+    scenario: Rc<Scenario>,
+    kernel: Rc<Kernel>,
+    env: Rc<RefCell<Env>>,
+    log: Rc<RefCell<Log>>,
+}
+
+impl Driver {
+    async fn run(self, cx: engine::Cx) {
+        let rule = self.kernel.switches.cow_reuse;
+        for step in &self.scenario.steps {
+            let mut tasks = Vec::new();
+            for task in &step.tasks {
+                let pid = self
+                    .env
+                    .borrow()
+                    .process(&task.process)
+                    .expect("processes were checked when parsing");
+                let (ops, env, log) = (task.ops.clone(), self.env.clone(), self.log.clone());
+                match spawn_user_thread(&cx, &self.kernel, pid, task.cpu, &task.name, move |t| {
+                    run_task(t, ops, env, log)
+                }) {
+                    Ok(t) => tasks.push(t),
+                    Err(e) => return self.fail(task.line, "the task starts", e),
+                }
+            }
+            for t in tasks {
+                cx.join(t).await;
+            }
+            if !self.checks_hold(step.line, rule) || !self.expectations_hold(&step.expects) {
+                return;
+            }
+        }
+        self.expectations_hold(&self.scenario.expects);
     }
-    Ok(())
+
+    fn fail(&self, line: usize, expected: &str, observed: String) {
+        self.log.borrow_mut().failures.push(Failure { line, expected: expected.into(), observed });
+    }
+
+    /// The whole-system checkers after a step; a broken invariant ends the scenario.
+    fn checks_hold(&self, line: usize, rule: CowReuse) -> bool {
+        let result = mm::check::check_all(&self.kernel.state(), rule);
+        result
+            .map_err(|e| self.fail(line, "the kernel's invariants hold after the step", e))
+            .is_ok()
+    }
+
+    fn expectations_hold(&self, expects: &[super::model::Expect]) -> bool {
+        let mut ok = true;
+        for e in expects {
+            self.log.borrow_mut().expectations += 1;
+            if let Err(f) = expect::check(&self.kernel.state(), &self.env.borrow(), e) {
+                self.log.borrow_mut().failures.push(f);
+                ok = false;
+            }
+        }
+        ok
+    }
 }
 
-/// Runs a scenario to the end. `progress` is called often during long runs with the step and
-/// virtual time, for progress bars.
+/// Runs a scenario to the end. `progress` is called often during long runs with the virtual
+/// time, for progress bars.
 pub fn run(
     s: &Scenario,
     o: &Overrides,
-    progress: &mut dyn FnMut(usize, simcore::SimTime),
+    progress: &mut dyn FnMut(simcore::SimTime),
 ) -> Result<Report, ScenarioError> {
-    let (mut m, env) = prepare(s, o)?;
-    let log = Rc::new(RefCell::new(Log::default()));
-    let mut stopped = None;
-    let mut last = None;
-    let mut expectations = 0;
-    for (i, step) in s.steps.iter().enumerate() {
-        spawn_step(s, i, &mut m, &env, &log)?;
-        let handle = m.handle().clone();
-        let mut tick = 0u64;
-        let result = if o.check_every_step {
-            m.run_checked()
-        } else {
-            m.run_observed(&mut |_| {
-                tick += 1;
-                if tick.is_multiple_of(1 << 16) {
-                    progress(i, handle.now());
-                }
-                Ok(())
-            })
-        };
-        match result {
-            Ok(r) => last = Some(r),
-            Err(e) => {
-                stopped = Some(format!("step at line {}: {e}", step.line));
-                break;
-            }
+    let config = machine_config(&s.machine, o, &s.file)?;
+    let Prepared { mut machine, env, log } = prepare(s, config, None)?;
+    let handle = machine.handle().clone();
+    let rule = machine.config().switches.cow_reuse;
+    let mut tick = 0u64;
+    let result = machine.run_observed(&mut |k| {
+        tick += 1;
+        if tick.is_multiple_of(1 << 16) {
+            progress(handle.now());
         }
-        if let Err(e) = m.check() {
-            panic!(
-                "invariant broken after the step at {}:{}: {e}\n  reproduce with seed={}",
-                s.file,
-                step.line,
-                m.config().seed
-            );
-        }
-        for e in &step.expects {
-            expectations += 1;
-            if let Err(f) = expect::check(&m, &env.borrow(), e) {
-                log.borrow_mut().failures.push(f);
-            }
-        }
-    }
-    if stopped.is_none() {
-        for e in &s.expects {
-            expectations += 1;
-            if let Err(f) = expect::check(&m, &env.borrow(), e) {
-                log.borrow_mut().failures.push(f);
-            }
-        }
-    }
+        if o.check_every_step { mm::check::check_all(&k.state(), rule) } else { Ok(()) }
+    });
+    let (stopped, last) = match result {
+        Ok(r) => (None, Some(r)),
+        Err(e) => (Some(e.to_string()), None),
+    };
     let mut shown = Vec::new();
     for show in s.show.iter().chain(&o.show) {
-        let item = expect::render(&m, &env.borrow(), show).map_err(|message| ScenarioError {
-            file: s.file.clone(),
-            line: 0,
-            message,
-        })?;
+        let item = expect::render(&machine.kernel().state(), &handle, &env.borrow(), show)
+            .map_err(|message| ScenarioError { file: s.file.clone(), line: 0, message })?;
         shown.push(item);
     }
-    let config = m.config();
-    let (failures, operations) = {
-        let l = log.borrow();
-        (l.failures.clone(), l.ops)
-    };
+    let config = machine.config();
+    let log = log.borrow();
     Ok(Report {
         scenario: s.file.clone(),
         kernel: config.kernel.to_string(),
@@ -238,13 +264,13 @@ pub fn run(
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect(),
         steps: s.steps.len(),
-        operations,
-        expectations,
-        failures,
+        operations: log.ops,
+        expectations: log.expectations,
+        failures: log.failures.clone(),
         stopped,
-        virtual_time_ns: last.map_or(0, |r| r.now.as_ns()),
+        virtual_time_ns: handle.now().as_ns(),
         events: last.map_or(0, |r| r.events),
-        digest: last.map_or_else(String::new, |r| r.digest.to_string()),
+        digest: handle.digest().to_string(),
         shown,
     })
 }

@@ -1,0 +1,164 @@
+//! `mmsim explore SCENARIO`: searches the interleavings of a scenario's concurrent tasks for a
+//! broken invariant, a failed expectation, a panic or a deadlock; prints the minimised schedule
+//! step by step and writes it to a file that `--replay` reproduces exactly.
+
+use clap::Args;
+use explore::{Options, Outcome, Schedule, Strategy, explore, replay};
+use lab::scenario::explore::factory;
+use lab::scenario::run::{Overrides, load, machine_config};
+use serde_json::json;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+#[derive(Debug, Args)]
+pub(crate) struct ExploreArgs {
+    /// The scenario file.
+    scenario: String,
+    /// random, pct, pct:DEPTH, pct:DEPTH:STEPS, dfs or dfs:PREEMPTION_BOUND.
+    #[arg(long, default_value = "pct:3")]
+    strategy: String,
+    /// Stop after this many schedules.
+    #[arg(long, default_value_t = 2000)]
+    budget: u64,
+    /// Stop after this many seconds of wall-clock time.
+    #[arg(long)]
+    seconds: Option<u64>,
+    /// The exploration seed.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Override the kernel version.
+    #[arg(long)]
+    kernel: Option<String>,
+    /// Override a switch, cost or tunable (as `mmsim run --set`). Repeatable.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    sets: Vec<String>,
+    /// Let the exhaustive search prune at states it has seen (a heuristic for scenarios: see
+    /// lab/src/scenario/explore.rs).
+    #[arg(long)]
+    state_cache: bool,
+    /// Where to write the violating schedule (default: the scenario's name with `.schedule`).
+    #[arg(long)]
+    schedule_out: Option<String>,
+    /// Replay a schedule file instead of exploring.
+    #[arg(long)]
+    replay: Option<String>,
+    /// With --replay: print the memory and lock state after each step.
+    #[arg(long)]
+    states: bool,
+    /// Print the result as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+pub(crate) fn run(a: &ExploreArgs) -> ExitCode {
+    match explore_cmd(a) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("mmsim: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn explore_cmd(a: &ExploreArgs) -> Result<ExitCode, String> {
+    let scenario = load(&a.scenario).map_err(|e| e.to_string())?;
+    let mut o = Overrides::default();
+    if let Some(k) = &a.kernel {
+        o.kernel = Some(k.parse().map_err(|e: String| format!("--kernel: {e}"))?);
+    }
+    for kv in &a.sets {
+        let (k, v) = kv.split_once('=').ok_or_else(|| format!("--set {kv}: expected KEY=VALUE"))?;
+        o.sets.push((k.trim().into(), v.trim().into()));
+    }
+    let config =
+        machine_config(&scenario.machine, &o, &scenario.file).map_err(|e| e.to_string())?;
+    let mut trials = factory(&scenario, config);
+    if let Some(path) = &a.replay {
+        let text =
+            std::fs::read_to_string(path).map_err(|e| format!("{path}: cannot read: {e}"))?;
+        let schedule: Schedule = text.parse().map_err(|e| format!("{path}: {e}"))?;
+        let r = replay(&mut trials, &schedule, a.states).map_err(|e| format!("{path}: {e}"))?;
+        for step in &r.steps {
+            println!("{step}");
+        }
+        println!("digest {}, {} preemption(s)", r.digest, r.preemptions);
+        return Ok(match r.finding {
+            Some(f) => {
+                println!("VIOLATION {f}");
+                ExitCode::from(1)
+            }
+            None => {
+                println!("no violation on this schedule");
+                ExitCode::SUCCESS
+            }
+        });
+    }
+    let strategy =
+        Strategy::from_spec(&a.strategy, a.seed).map_err(|e| format!("--strategy: {e}"))?;
+    let options = Options { state_cache: a.state_cache, ..Options::new(strategy, a.budget) };
+    let start = Instant::now();
+    let limit = a.seconds.map(Duration::from_secs);
+    let mut should_stop = |_: &explore::Progress| limit.is_some_and(|l| start.elapsed() >= l);
+    let outcome = explore(&mut trials, &options, &mut should_stop).map_err(|e| e.to_string())?;
+    let secs = start.elapsed().as_secs_f64();
+    let schedule_file = a.schedule_out.clone().unwrap_or_else(|| {
+        let stem = std::path::Path::new(&a.scenario)
+            .file_stem()
+            .map_or("scenario".into(), |s| s.to_string_lossy().into_owned());
+        format!("{stem}.schedule")
+    });
+    if let Some(v) = &outcome.violation {
+        std::fs::write(&schedule_file, v.schedule.to_string())
+            .map_err(|e| format!("{schedule_file}: {e}"))?;
+    }
+    if a.json {
+        print_json(&outcome, &schedule_file, secs);
+    } else {
+        print_text(a, &outcome, &schedule_file, secs);
+    }
+    Ok(if outcome.violation.is_some() { ExitCode::from(1) } else { ExitCode::SUCCESS })
+}
+
+fn print_text(a: &ExploreArgs, o: &Outcome, schedule_file: &str, secs: f64) {
+    match &o.violation {
+        Some(v) => {
+            println!("VIOLATION {v}");
+            println!(
+                "found after {} schedules ({} distinct states) in {secs:.2} s",
+                o.schedules, o.states
+            );
+            println!(
+                "schedule written to {schedule_file}; replay with: mmsim explore {} --replay {schedule_file} --states",
+                a.scenario
+            );
+        }
+        None => {
+            let why = if o.exhausted { "search exhausted" } else { "budget spent" };
+            println!(
+                "no violation in {} schedules ({} distinct states, {why}) in {secs:.2} s",
+                o.schedules, o.states
+            );
+        }
+    }
+}
+
+fn print_json(o: &Outcome, schedule_file: &str, secs: f64) {
+    let violation = o.violation.as_ref().map(|v| {
+        json!({
+            "kind": v.finding.kind.to_string(),
+            "message": v.finding.message,
+            "preemptions": v.preemptions,
+            "schedule_file": schedule_file,
+            "digest": v.digest.to_string(),
+            "steps": v.steps.iter().map(|s| json!({"task": s.task, "point": s.point, "at": s.at, "preemption": s.preemption})).collect::<Vec<_>>(),
+        })
+    });
+    let out = json!({
+        "violation": violation,
+        "schedules": o.schedules,
+        "states": o.states,
+        "exhausted": o.exhausted,
+        "seconds": secs,
+    });
+    println!("{}", serde_json::to_string_pretty(&out).expect("json"));
+}

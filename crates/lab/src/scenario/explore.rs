@@ -1,0 +1,95 @@
+//! Exploring a scenario's interleavings: each trial builds the scenario's machine on the
+//! explorer's simulation, runs the same driver as `mmsim run`, and is checked after every step
+//! (the whole-system checkers) and at the end (the scenario's expectations and operation
+//! results).
+//!
+//! The model fingerprint combines the kernel state, the names bound and the operations done. It
+//! does not capture the local variables of mechanisms suspended mid-fault (the page a fault
+//! allocated, the PTE it read), so the exhaustive search's visited-state cache is off by default
+//! for scenarios (`--state-cache` turns it on, as a heuristic that may prune a distinct state);
+//! distinct states are counted either way.
+
+use super::ScenarioError;
+use super::model::Scenario;
+use super::run::{Prepared, prepare};
+use explore::{Trial, TrialSetup};
+use mm::{Machine, MachineConfig};
+
+/// The explorer's trial factory for `scenario` on a machine configured as `config`.
+pub fn factory(
+    scenario: &Scenario,
+    config: MachineConfig,
+) -> impl FnMut(TrialSetup) -> Result<Trial, String> + '_ {
+    move |setup: TrialSetup| {
+        let mut config = config.clone();
+        config.seed = setup.seed();
+        let sim = setup.sim(Machine::sim_config(&config)).map_err(|e| e.to_string())?;
+        let rule = config.switches.cow_reuse;
+        let Prepared { machine, env, log } =
+            prepare(scenario, config, Some(sim)).map_err(|e: ScenarioError| e.to_string())?;
+        let (sim, kernel) = machine.into_parts();
+        let (k_check, k_fp, k_dump) = (kernel.clone(), kernel.clone(), kernel);
+        let (log_end, log_fp) = (log.clone(), log);
+        let file = scenario.file.clone();
+        Ok(Trial::new(sim)
+            .step_check(move || mm::check::check_all(&k_check.state(), rule))
+            .end_check(move || match log_end.borrow().failures.first() {
+                None => Ok(()),
+                Some(f) => Err(format!(
+                    "{file}:{}: expected {}; observed {}",
+                    f.line, f.expected, f.observed
+                )),
+            })
+            .model_fingerprint(move || {
+                let mut d = simcore::Digest::new();
+                d.write_u64(k_fp.state().fingerprint());
+                d.write_str(&format!("{:?}", env.borrow()));
+                let l = log_fp.borrow();
+                d.write_u64(l.ops as u64);
+                d.write_u64(l.failures.len() as u64);
+                d.value()
+            })
+            .describe(move || k_dump.state().dump()))
+    }
+}
+
+/// The result of one declared exploration (`[[explore]]`).
+#[derive(Clone, Debug)]
+pub struct DeclaredResult {
+    pub line: usize,
+    pub holds: bool,
+    pub summary: String,
+}
+
+/// Runs every `[[explore]]` declaration of a scenario and says whether each holds.
+pub fn check_declared(scenario: &Scenario) -> Result<Vec<DeclaredResult>, ScenarioError> {
+    let mut results = Vec::new();
+    for d in &scenario.explore {
+        let bad =
+            |message: String| ScenarioError { file: scenario.file.clone(), line: d.line, message };
+        let o =
+            super::run::Overrides { kernel: d.kernel, sets: d.sets.clone(), ..Default::default() };
+        let config = super::run::machine_config(&scenario.machine, &o, &scenario.file)?;
+        let kernel = config.kernel;
+        let strategy =
+            explore::Strategy::from_spec(&d.strategy, d.seed).map_err(|e| bad(e.to_string()))?;
+        let options =
+            explore::Options { state_cache: false, ..explore::Options::new(strategy, d.budget) };
+        let mut trials = factory(scenario, config);
+        let outcome = explore::explore(&mut trials, &options, &mut |_| false)
+            .map_err(|e| bad(e.to_string()))?;
+        let found = outcome.violation.as_ref().map(|v| v.finding.to_string());
+        let holds = found.is_some() == d.violation;
+        let summary = format!(
+            "kernel {kernel}, {} with budget {}: {} after {} schedules ({} states{})",
+            d.strategy,
+            d.budget,
+            found.unwrap_or_else(|| "no violation".into()),
+            outcome.schedules,
+            outcome.states,
+            if outcome.exhausted { ", exhausted" } else { "" }
+        );
+        results.push(DeclaredResult { line: d.line, holds, summary });
+    }
+    Ok(results)
+}
