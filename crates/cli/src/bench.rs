@@ -7,6 +7,8 @@
 //! - `mm`: host memory per simulated 4 KiB page after touching an anonymous mapping (target: at
 //!   most 16 bytes; Linux spends 64 on `struct page`), and anonymous first-touch faults per host
 //!   second.
+//! - `explore`: schedules explored per second on the engine-level toy, and on each race scenario
+//!   the time to the first violation (or the rate when it declares none).
 
 use clap::{Args, Subcommand};
 use engine::{Sim, SimConfig};
@@ -19,6 +21,18 @@ pub(crate) enum Bench {
     Engine(EngineArgs),
     /// Host memory per simulated page and anonymous fault throughput.
     Mm(MmArgs),
+    /// Explorer throughput and time to first violation of the race scenarios.
+    Explore(ExploreBenchArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ExploreBenchArgs {
+    /// Seconds to spend on the toy.
+    #[arg(long, default_value_t = 3)]
+    seconds: u64,
+    /// The race scenarios.
+    #[arg(long, default_value = "scenarios/races")]
+    dir: String,
 }
 
 #[derive(Debug, Args)]
@@ -45,6 +59,7 @@ pub(crate) fn run(bench: &Bench) -> Result<(), String> {
     match bench {
         Bench::Engine(a) => engine_bench(a),
         Bench::Mm(a) => mm_bench(a),
+        Bench::Explore(a) => explore_bench(a),
     }
 }
 
@@ -155,5 +170,64 @@ fn mm_bench(a: &MmArgs) -> Result<(), String> {
         faults as f64 / secs
     );
     println!("virtual time      {}", report.now.since(simcore::SimTime::ZERO));
+    Ok(())
+}
+
+fn explore_bench(a: &ExploreBenchArgs) -> Result<(), String> {
+    let limit = std::time::Duration::from_secs(a.seconds);
+    let start = Instant::now();
+    let toy = explore::bench(&mut |_| start.elapsed() >= limit).map_err(|e| e.to_string())?;
+    let secs = start.elapsed().as_secs_f64();
+    println!("explorer benchmark");
+    println!(
+        "toy (3 locked tasks x 2 increments, random)  {:>9.0} schedules/s  ({} schedules, {} states, {secs:.2} s)",
+        toy.schedules as f64 / secs,
+        toy.schedules,
+        toy.states
+    );
+    let mut files: Vec<_> = std::fs::read_dir(&a.dir)
+        .map_err(|e| format!("{}: {e}", a.dir))?
+        .map(|e| e.map(|e| e.path()))
+        .collect::<Result<_, _>>()
+        .map_err(|e| e.to_string())?;
+    files.retain(|p| p.extension().is_some_and(|x| x == "toml"));
+    files.sort();
+    for f in files {
+        let s = lab::scenario::run::load(&f.to_string_lossy()).map_err(|e| e.to_string())?;
+        for d in &s.explore {
+            let o = lab::scenario::run::Overrides {
+                kernel: d.kernel,
+                sets: d.sets.clone(),
+                ..Default::default()
+            };
+            let config = lab::scenario::run::machine_config(&s.machine, &o, &s.file)
+                .map_err(|e| e.to_string())?;
+            let kernel = config.kernel;
+            let strategy =
+                explore::Strategy::from_spec(&d.strategy, d.seed).map_err(|e| e.to_string())?;
+            let options = explore::Options {
+                state_cache: false,
+                ..explore::Options::new(strategy, d.budget)
+            };
+            let mut trials = lab::scenario::explore::factory(&s, config);
+            let start = Instant::now();
+            let out = explore::explore(&mut trials, &options, &mut |_| false)
+                .map_err(|e| e.to_string())?;
+            let secs = start.elapsed().as_secs_f64();
+            let what = match &out.violation {
+                Some(v) => format!(
+                    "first violation after {} schedules in {secs:.3} s (minimised to {} preemption(s))",
+                    out.schedules, v.preemptions
+                ),
+                None => format!(
+                    "no violation in {} schedules ({:.0}/s{})",
+                    out.schedules,
+                    out.schedules as f64 / secs,
+                    if out.exhausted { ", exhausted" } else { "" }
+                ),
+            };
+            println!("{} [{kernel} {}]: {what}", f.display(), d.strategy);
+        }
+    }
     Ok(())
 }
