@@ -230,13 +230,17 @@ fn check_refcounts(st: &KState) -> Result<(), String> {
             }
             _ => 0,
         };
-        let expected = cache + st.folios.folio_mapcount(head) + st.folios.extra_refs(head);
+        let expected = cache
+            + st.folios.folio_mapcount(head)
+            + st.folios.extra_refs(head)
+            + st.folios.pin_refs(head);
         if st.folios.refcount(head) != expected {
             return Err(format!(
-                "folio {head}: refcount {} but {cache} cache + {} mappings + {} holders",
+                "folio {head}: refcount {} but {cache} cache + {} mappings + {} holders + {} for pins",
                 st.folios.refcount(head),
                 st.folios.folio_mapcount(head),
-                st.folios.extra_refs(head)
+                st.folios.extra_refs(head),
+                st.folios.pin_refs(head)
             ));
         }
     }

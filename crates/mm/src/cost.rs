@@ -56,6 +56,10 @@ simcore::counter_keys! {
         ForkBase = "fork_base",
         /// One user memory access that hits the TLB and the caches.
         MemAccess = "mem_access",
+        /// Isolate and examine one folio on an LRU list during reclaim.
+        LruScan = "lru_scan",
+        /// Tear down one reclaimed folio (unmap bookkeeping, cache removal, free).
+        ReclaimPage = "reclaim_page",
     }
 }
 

@@ -1,15 +1,24 @@
-//! The copy-on-write reuse rule of `do_wp_page`, selected by the `cow_reuse` switch (seed `004`).
+//! The copy-on-write reuse rule of `do_wp_page`, selected by the `cow_reuse` switch (seed `004`,
+//! `shared/reference/kernel-semantics.md` section E).
 //!
-//! When a write hits a read-only PTE of an anonymous page in a private mapping, the kernel either
-//! *reuses* the page (makes the PTE writable) or *copies* it. The rules changed three times
-//! (`shared/reference/kernel-semantics.md` section E); this module holds the decision, kept apart
-//! from the fault mechanics in `fault.rs`.
+//! When a write (or an unshare request) hits a read-only PTE of an anonymous page in a private
+//! mapping, the kernel either *reuses* the page or *copies* it. Four rules, called with the PTE
+//! lock held:
 //!
-//! Implemented so far: `anon_exclusive` (v5.19 and later, `mm/memory.c` `wp_can_reuse_anon_folio`
-//! as of v6.8): a page marked `PageAnonExclusive` is reused at once; otherwise a small, unlocked
-//! folio whose only reference is this mapping (after dropping an unused swap-cache reference) is
-//! reused and becomes exclusive; large folios are always copied. The other rules are refused by
-//! `Switches::check_implemented` until they are modelled.
+//! - `mapcount_swapcount` (up to v5.8, `reuse_swap_page`): reuse when the page's mapcount plus
+//!   its swap count is at most 1; a reused page leaves the swap cache.
+//! - `page_count` (v5.9 to v5.18, Linus Torvalds' `do_wp_page` simplification 09854ba94c6a):
+//!   reuse only when the page's reference count is exactly 1 (so any extra reference — a GUP
+//!   pin, the swap cache — forces a copy). From v5.18 an unused swap-cache reference is dropped
+//!   first.
+//! - `mapcount` (the seed: Andrea Arcangeli's "COW: restore full accuracy in page reuse"): the
+//!   `reuse_swap_page` rule again, in a v5.9+ kernel; a GUP pin is an anchor, not a reason to copy.
+//! - `anon_exclusive` (v5.19+, `wp_can_reuse_anon_folio`): a PageAnonExclusive page is reused at
+//!   once; otherwise a small folio whose only reference is this mapping (after dropping an unused
+//!   swap-cache reference) is reused and becomes exclusive; large folios are copied.
+//!
+//! Approximation: where the kernel would sleep for the folio lock before deciding (the
+//! `reuse_swap_page` rules), the model decides "copy" if the folio is locked at that instant.
 
 use crate::era::CowReuse;
 use crate::filemap::folio_trylock;
@@ -17,15 +26,66 @@ use crate::folio::pg;
 use crate::kernel::KState;
 use simcore::Pfn;
 
-/// Whether the write fault may reuse anonymous page `page` (of folio `head`) in place.
-/// Called with the PTE lock held, as in the kernel.
-pub(crate) fn can_reuse_anon(st: &mut KState, rule: CowReuse, head: Pfn, page: Pfn) -> bool {
+/// Whether a write fault may reuse anonymous page `page` (of folio `head`) in place.
+pub(crate) fn can_reuse_anon(
+    st: &mut KState,
+    rule: CowReuse,
+    at_least_5_18: bool,
+    head: Pfn,
+    page: Pfn,
+) -> bool {
     match rule {
-        CowReuse::AnonExclusive => anon_exclusive_reuse(st, head, page),
-        other => {
-            panic!("cow_reuse = {other} is not modelled (Switches::check_implemented refuses it)")
+        CowReuse::MapcountSwapcount | CowReuse::Mapcount => {
+            with_trylock(st, head, |st| reuse_swap_page(st, head, page))
         }
+        CowReuse::PageCount => page_count_reuse(st, at_least_5_18, head, page),
+        CowReuse::AnonExclusive => anon_exclusive_reuse(st, head, page),
     }
+}
+
+/// Runs `decide` with the folio locked (trylock); false if the lock is taken.
+fn with_trylock(st: &mut KState, head: Pfn, decide: impl FnOnce(&mut KState) -> bool) -> bool {
+    if !folio_trylock(st, head) {
+        return false;
+    }
+    let reuse = decide(st);
+    st.folios.clear_flag(head, pg::LOCKED);
+    reuse
+}
+
+/// `reuse_swap_page` (v5.8), with the folio locked by the caller: mapcount + swapcount <= 1;
+/// a reused page leaves the swap cache.
+pub(crate) fn reuse_swap_page(st: &mut KState, head: Pfn, page: Pfn) -> bool {
+    let swapcount = st.swap.slot_of(head).map_or(0, |slot| u32::from(st.swap.count(slot)));
+    if st.folios.folio_mapcount(head) + swapcount > 1 {
+        return false;
+    }
+    if st.folios.test(head, pg::SWAPCACHE) && !st.folios.test(head, pg::WRITEBACK) {
+        st.folio_free_swap(head);
+    }
+    st.folios.set(page, pg::ANON_EXCLUSIVE);
+    true
+}
+
+/// The v5.9 rule: `page_count() == 1`.
+fn page_count_reuse(st: &mut KState, at_least_5_18: bool, head: Pfn, page: Pfn) -> bool {
+    if st.folios.large(head).is_some() {
+        return false;
+    }
+    let swapcache = u32::from(st.folios.test(head, pg::SWAPCACHE));
+    if at_least_5_18 && swapcache == 1 && st.folios.refcount(head) == 2 {
+        with_trylock(st, head, |st| st.folio_free_swap(head));
+    }
+    if st.folios.refcount(head) != 1 {
+        return false;
+    }
+    with_trylock(st, head, |st| {
+        let reuse = st.folios.page_mapcount(page) == 1 && st.folios.refcount(head) == 1;
+        if reuse {
+            st.folios.set(page, pg::ANON_EXCLUSIVE);
+        }
+        reuse
+    })
 }
 
 /// `wp_can_reuse_anon_folio` with the PageAnonExclusive fast path of `do_wp_page`.
@@ -40,13 +100,40 @@ fn anon_exclusive_reuse(st: &mut KState, head: Pfn, page: Pfn) -> bool {
     if st.folios.refcount(head) > 1 + swapcache {
         return false;
     }
-    if !folio_trylock(st, head) {
-        return false;
+    with_trylock(st, head, |st| {
+        if st.folios.test(head, pg::SWAPCACHE) {
+            st.folio_free_swap(head);
+        }
+        let exclusive = st.folios.refcount(head) == 1;
+        if exclusive {
+            st.folios.set(page, pg::ANON_EXCLUSIVE);
+        }
+        exclusive
+    })
+}
+
+/// Whether, after a COW copy, an old page left only in the swap cache is freed at once
+/// ("mm: free idle swap cache page after COW", v5.14; the seed reverts it).
+pub(crate) fn frees_idle_swapcache_after_copy(rule: CowReuse, at_least_5_14: bool) -> bool {
+    match rule {
+        CowReuse::PageCount => at_least_5_14,
+        CowReuse::AnonExclusive => true,
+        CowReuse::MapcountSwapcount | CowReuse::Mapcount => false,
     }
-    let exclusive = st.folios.refcount(head) == 1;
-    if exclusive {
-        st.folios.set(page, pg::ANON_EXCLUSIVE);
+}
+
+/// Whether fork copies a possibly pinned exclusive anonymous page for the child instead of
+/// sharing it ("mm: Do early cow for pinned pages during fork()", v5.9).
+pub(crate) fn fork_copies_pinned(rule: CowReuse) -> bool {
+    rule != CowReuse::MapcountSwapcount
+}
+
+/// Whether clear_refs leaves the PTE of a possibly pinned page writable (v5.11 9348b73c2e1b,
+/// which the seed reverts; kept by the v5.19 rule).
+pub(crate) fn clear_refs_skips_pinned(rule: CowReuse, at_least_5_11: bool) -> bool {
+    match rule {
+        CowReuse::PageCount => at_least_5_11,
+        CowReuse::AnonExclusive => true,
+        CowReuse::MapcountSwapcount | CowReuse::Mapcount => false,
     }
-    st.folios.clear_flag(head, pg::LOCKED);
-    exclusive
 }

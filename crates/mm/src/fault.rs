@@ -1,22 +1,27 @@
 //! Page faults (`arch/x86/mm/fault.c` `do_user_addr_fault`; `mm/memory.c` `handle_mm_fault`,
 //! `do_anonymous_page`, `do_read_fault`, `do_cow_fault`, `do_shared_fault`, `do_fault_around`,
-//! `do_wp_page`, `wp_page_copy`; Linux v6.8).
+//! `do_swap_page`, `do_wp_page`, `wp_page_copy`; Linux v6.8, with the earlier eras the
+//! `cow_reuse` switch selects).
 //!
 //! The order of locks and charges follows the kernel: the fault entry cost, `mmap_lock` for read,
 //! page-table population under `page_table_lock` (upper levels) or the PMD's split lock (a new PTE
 //! table), allocation and clearing of a new page *before* the PTE lock, then the PTE lock around
 //! the check that the PTE is still what the fault saw and the update. A fault that loses a race
 //! (the PTE changed while it slept) backs out and lets the access retry, as the kernel does.
+//! Allocation goes through the allocator's slow path (`vmscan::alloc_folio`): kswapd, direct
+//! reclaim, or OOM.
 //!
 //! Modelled: anonymous read faults map the shared zero page; anonymous write faults allocate a
 //! zeroed exclusive page; file read faults go through the page cache with fault-around; private
 //! file write faults copy into anonymous memory; shared file write faults dirty the page-cache
-//! page; write-protect faults reuse or copy by the `cow_reuse` rule (`cow.rs`), replace the zero
-//! page, or make a shared page writable. PTEs get x86's bits: young on the faulting address,
-//! dirty (and soft-dirty, as x86's `pte_mkdirty` sets both) when written.
+//! page; swap entries fault through the swap cache (`do_swap_page`, reusing the page for a
+//! write by the era's rule); write-protect faults reuse or copy by the `cow_reuse` rule
+//! (`cow.rs`), replace the zero page, or make a shared page writable; *unshare* faults (GUP
+//! read pins, v5.19+) make an anonymous page exclusive without making it writable. PTEs get
+//! x86's bits: young on the faulting address, dirty and soft-dirty when written.
 //!
-//! Not yet modelled: transparent huge pages (THP is `never`), swap entries, userfaultfd, stack
-//! expansion of `VM_GROWSDOWN` VMAs (an access below a stack VMA is SIGSEGV).
+//! Not yet modelled: transparent huge pages (THP is `never`), userfaultfd, stack expansion of
+//! `VM_GROWSDOWN` VMAs (an access below a stack VMA is SIGSEGV), swap readahead.
 
 use crate::cost::Cost;
 use crate::cow;
@@ -29,6 +34,7 @@ use crate::mm_struct::{MmCounter, MmId};
 use crate::pgtable::{Level, PtId, Pte, Upper};
 use crate::tlbflush::flush_tlb_page;
 use crate::vma::{VmFlags, VmaId};
+use crate::vmscan::alloc_folio;
 use crate::vmstat::VmStat;
 use engine::LockGuard;
 use simcore::{Order, Pfn, VirtAddr};
@@ -48,7 +54,23 @@ impl Access {
     }
 }
 
-/// Whether the fault read from the backing store.
+/// What a fault asks for (`FAULT_FLAG_WRITE`, `FAULT_FLAG_UNSHARE`, or neither).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FaultKind {
+    Read,
+    Write,
+    /// Make an anonymous page exclusive (or replace it with an anonymous copy) without making
+    /// the PTE writable: GUP's read-only pins in the `anon_exclusive` era.
+    Unshare,
+}
+
+impl FaultKind {
+    fn write(self) -> bool {
+        self == FaultKind::Write
+    }
+}
+
+/// Whether the fault read from the backing store or swap.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FaultOutcome {
     Minor,
@@ -120,7 +142,8 @@ pub(crate) async fn do_user_addr_fault(
         }
         vma
     };
-    handle_mm_fault(cx, mm, vma, addr, access.is_write()).await
+    let kind = if access.is_write() { FaultKind::Write } else { FaultKind::Read };
+    handle_mm_fault(cx, mm, vma, addr, kind).await
 }
 
 /// `handle_mm_fault`: resolves a fault at `addr` of `vma`; the caller holds `mmap_lock`.
@@ -129,7 +152,7 @@ pub(crate) async fn handle_mm_fault(
     mm: MmId,
     vma: VmaId,
     addr: VirtAddr,
-    write: bool,
+    kind: FaultKind,
 ) -> Result<FaultOutcome, VmFault> {
     cx.st().vmstat.inc(VmStat::Pgfault);
     let addr = addr.align_down(simcore::Bytes::PAGE);
@@ -137,24 +160,32 @@ pub(crate) async fn handle_mm_fault(
     let idx = Level::Pte.index(addr);
     let orig = cx.st().pt.pte(pte_table, idx);
     if orig.is_none() {
-        return if cx.st().vma(vma).is_anonymous() {
-            do_anonymous_page(cx, mm, vma, addr, pte_table, write).await
+        let anonymous = cx.st().vma(vma).is_anonymous();
+        return if anonymous {
+            do_anonymous_page(cx, mm, vma, addr, pte_table, kind.write()).await
         } else {
-            do_fault(cx, mm, vma, addr, pte_table, write).await
+            do_fault(cx, mm, vma, addr, pte_table, kind).await
         };
     }
-    assert!(orig.is_present(), "swap entry at {addr} before swap is modelled");
+    if orig.is_swap() {
+        return do_swap_page(cx, mm, vma, addr, pte_table, orig, kind).await;
+    }
     let ptl = cx.st().pt.ptl(pte_table);
     let guard = ptl.lock(cx).await;
     let cur = cx.st().pt.pte(pte_table, idx);
     if cur != orig {
         return Ok(FaultOutcome::Minor);
     }
-    if write && !cur.write() {
-        return do_wp_page(cx, mm, vma, addr, pte_table, guard).await;
+    match kind {
+        FaultKind::Write if !cur.write() => {
+            return do_wp_page(cx, mm, vma, addr, pte_table, guard, false).await;
+        }
+        FaultKind::Unshare => return do_wp_page(cx, mm, vma, addr, pte_table, guard, true).await,
+        _ => {}
     }
     // Spurious fault (another CPU fixed it up) or an access bit to set.
-    let bits = if write { Pte::ACCESSED | Pte::DIRTY | Pte::SOFT_DIRTY } else { Pte::ACCESSED };
+    let bits =
+        if kind.write() { Pte::ACCESSED | Pte::DIRTY | Pte::SOFT_DIRTY } else { Pte::ACCESSED };
     cx.st().pt.set_pte(pte_table, idx, cur.with(bits));
     Ok(FaultOutcome::Minor)
 }
@@ -216,6 +247,35 @@ pub(crate) async fn anon_vma_prepare(cx: &Cx, mm: MmId, vma: VmaId) {
     }
 }
 
+/// Allocates a page for a fault, or `VM_FAULT_OOM`.
+async fn fault_alloc(cx: &Cx) -> Result<Pfn, VmFault> {
+    cx.charge(Cost::PageAlloc).await;
+    alloc_folio(cx, Order::BASE).await.ok_or(VmFault::Oom)
+}
+
+/// Maps a new exclusive anonymous page at `addr` (the tail of `do_anonymous_page`,
+/// `do_cow_fault`, `wp_page_copy`), handing the allocation's reference to the mapping.
+pub(crate) fn map_new_anon(
+    st: &mut KState,
+    mm: MmId,
+    vma: VmaId,
+    addr: VirtAddr,
+    table: PtId,
+    folio: Pfn,
+    writable: bool,
+) {
+    let flags = st.vma(vma).flags;
+    st.folios.extra_to_mapping(folio);
+    st.rmap_add_new_anon(folio, vma, addr);
+    st.folio_add_lru(folio);
+    st.mm_mut(mm).add_rss(MmCounter::AnonPages, 1);
+    st.pt.set_pte(
+        table,
+        Level::Pte.index(addr),
+        Pte::new(folio, pte_bits(flags, writable, writable)),
+    );
+}
+
 async fn do_anonymous_page(
     cx: &Cx,
     mm: MmId,
@@ -238,9 +298,8 @@ async fn do_anonymous_page(
         return Ok(FaultOutcome::Minor);
     }
     anon_vma_prepare(cx, mm, vma).await;
-    cx.charge(Cost::PageAlloc).await;
+    let folio = fault_alloc(cx).await?;
     cx.charge(Cost::ZeroPage4k).await;
-    let folio = cx.st().alloc_folio(Order::BASE).ok_or(VmFault::Oom)?;
     let _g = ptl.lock(cx).await;
     cx.charge(Cost::LruAdd).await;
     cx.charge(Cost::PteInstall).await;
@@ -249,11 +308,7 @@ async fn do_anonymous_page(
         st.put_folio_extra(folio);
         return Ok(FaultOutcome::Minor);
     }
-    st.folios.extra_to_mapping(folio);
-    st.rmap_add_new_anon(folio, vma, addr);
-    st.folio_add_lru(folio);
-    st.mm_mut(mm).add_rss(MmCounter::AnonPages, 1);
-    st.pt.set_pte(table, idx, Pte::new(folio, pte_bits(flags, true, true)));
+    map_new_anon(&mut st, mm, vma, addr, table, folio, true);
     Ok(FaultOutcome::Minor)
 }
 
@@ -264,7 +319,7 @@ async fn do_fault(
     vma: VmaId,
     addr: VirtAddr,
     table: PtId,
-    write: bool,
+    kind: FaultKind,
 ) -> Result<FaultOutcome, VmFault> {
     let (inode, index, shared, readaround) = {
         let st = cx.st();
@@ -273,7 +328,7 @@ async fn do_fault(
         let ra = if v.flags.has(VmFlags::RAND_READ) { 1 } else { cx.kernel().tunables.ra_pages };
         (inode, v.page_index(addr), v.is_shared(), ra)
     };
-    if !write {
+    if kind == FaultKind::Read {
         if do_fault_around(cx, mm, vma, addr, table, inode).await {
             return Ok(FaultOutcome::Minor);
         }
@@ -283,11 +338,14 @@ async fn do_fault(
         return outcome;
     }
     if !shared {
-        return do_cow_fault(cx, mm, vma, addr, table, inode, index, readaround).await;
+        let writable = kind.write();
+        return do_cow_fault(cx, mm, vma, addr, table, inode, index, readaround, writable).await;
     }
     let fp = filemap_fault(cx, inode, index, readaround).await?;
-    cx.st().folio_mark_dirty(fp.head);
-    let outcome = finish_fault(cx, mm, vma, addr, table, fp, true).await;
+    if kind.write() {
+        cx.st().folio_mark_dirty(fp.head);
+    }
+    let outcome = finish_fault(cx, mm, vma, addr, table, fp, kind.write()).await;
     folio_unlock(cx, fp.head);
     outcome
 }
@@ -310,7 +368,7 @@ async fn finish_fault(
     let mut st = cx.st();
     if !st.pt.pte(table, idx).is_none() {
         st.put_folio_extra(fp.head);
-        return Ok(outcome_of(fp));
+        return Ok(outcome_of(fp.major));
     }
     let flags = st.vma(vma).flags;
     let shared_writable = flags.has(VmFlags::SHARED) && flags.has(VmFlags::WRITE);
@@ -320,11 +378,11 @@ async fn finish_fault(
     let counter = mm_counter(&st, fp.head);
     st.mm_mut(mm).add_rss(counter, 1);
     st.pt.set_pte(table, idx, Pte::new(fp.page, pte_bits(flags, writable, write)));
-    Ok(outcome_of(fp))
+    Ok(outcome_of(fp.major))
 }
 
-fn outcome_of(fp: FaultPage) -> FaultOutcome {
-    if fp.major { FaultOutcome::Major } else { FaultOutcome::Minor }
+fn outcome_of(major: bool) -> FaultOutcome {
+    if major { FaultOutcome::Major } else { FaultOutcome::Minor }
 }
 
 /// `do_fault_around`: maps the cached, uptodate, unlocked pages of the fault-around window that
@@ -391,6 +449,8 @@ async fn do_fault_around(
     hit
 }
 
+/// `do_cow_fault`: a write (or unshare) to a private file mapping with no PTE: copies the file
+/// page into a new anonymous page.
 #[allow(clippy::too_many_arguments)]
 async fn do_cow_fault(
     cx: &Cx,
@@ -401,10 +461,10 @@ async fn do_cow_fault(
     inode: InodeId,
     index: u64,
     readaround: u64,
+    writable: bool,
 ) -> Result<FaultOutcome, VmFault> {
     anon_vma_prepare(cx, mm, vma).await;
-    cx.charge(Cost::PageAlloc).await;
-    let new = cx.st().alloc_folio(Order::BASE).ok_or(VmFault::Oom)?;
+    let new = fault_alloc(cx).await?;
     let fp = match filemap_fault(cx, inode, index, readaround).await {
         Ok(fp) => fp,
         Err(e) => {
@@ -424,18 +484,121 @@ async fn do_cow_fault(
     let mut st = cx.st();
     if !st.pt.pte(table, idx).is_none() {
         st.put_folio_extra(new);
-        return Ok(outcome_of(fp));
+        return Ok(outcome_of(fp.major));
     }
-    let flags = st.vma(vma).flags;
-    st.folios.extra_to_mapping(new);
-    st.rmap_add_new_anon(new, vma, addr);
-    st.folio_add_lru(new);
-    st.mm_mut(mm).add_rss(MmCounter::AnonPages, 1);
-    st.pt.set_pte(table, idx, Pte::new(new, pte_bits(flags, true, true)));
-    Ok(outcome_of(fp))
+    map_new_anon(&mut st, mm, vma, addr, table, new, writable);
+    Ok(outcome_of(fp.major))
 }
 
-/// `do_wp_page`: a write to a present, read-only PTE. Entered with the PTE lock held.
+/// Whether a write fault may reuse the anonymous page (the era's rule).
+fn can_reuse(cx: &Cx, st: &mut KState, head: Pfn, page: Pfn) -> bool {
+    cow::can_reuse_anon(st, cx.kernel().switches.cow_reuse, cx.kernel().at_least(5, 18), head, page)
+}
+
+/// `do_swap_page`: a PTE holding a swap entry. Finds the page in the swap cache or reads it from
+/// the device, maps it, and — for a write — reuses it in place when the era allows, making the
+/// PTE writable; otherwise maps it read-only and a later write takes the write-protect path.
+async fn do_swap_page(
+    cx: &Cx,
+    mm: MmId,
+    vma: VmaId,
+    addr: VirtAddr,
+    table: PtId,
+    orig: Pte,
+    kind: FaultKind,
+) -> Result<FaultOutcome, VmFault> {
+    let (_, slot) = orig.swap_entry();
+    let idx = Level::Pte.index(addr);
+    let cached = cx.st().swap.cached(slot);
+    let (head, major) = match cached {
+        Some(h) => (h, false),
+        None => {
+            let new = fault_alloc(cx).await?;
+            let raced = {
+                let mut st = cx.st();
+                if st.swap.cached(slot).is_some() || st.pt.pte(table, idx) != orig {
+                    st.put_folio_extra(new);
+                    true
+                } else {
+                    st.swapin_new(slot, new);
+                    st.put_folio_extra(new);
+                    false
+                }
+            };
+            if raced {
+                return Ok(FaultOutcome::Minor);
+            }
+            let io = cx.cost(Cost::BlockIoLatency) + cx.cost(Cost::BlockIoPerPage);
+            cx.sleep(io).await;
+            cx.st().vmstat.inc(VmStat::Pgmajfault);
+            folio_unlock(cx, new);
+            (new, true)
+        }
+    };
+    cx.st().folios.get_extra(head);
+    folio_lock(cx, head).await;
+    let ptl = cx.st().pt.ptl(table);
+    let g = ptl.lock(cx).await;
+    cx.charge(Cost::PteInstall).await;
+    let writable = {
+        let mut st = cx.st();
+        if st.pt.pte(table, idx) != orig || st.swap.slot_of(head) != Some(slot) {
+            drop(st);
+            drop(g);
+            folio_unlock(cx, head);
+            cx.st().put_folio_extra(head);
+            return Ok(outcome_of(major));
+        }
+        // Map it: the fault's reference becomes the mapping's.
+        st.folios.extra_to_mapping(head);
+        if st.folios.is_anon(head) {
+            st.rmap_add_pte(head);
+        } else {
+            st.rmap_add_new_anon(head, vma, addr);
+        }
+        st.folios.clear_flag(head, pg::ANON_EXCLUSIVE);
+        st.mm_mut(mm).sub_rss(MmCounter::SwapEnts, 1);
+        st.mm_mut(mm).add_rss(MmCounter::AnonPages, 1);
+        st.swap_free(slot);
+        let writable = if cx.kernel().switches.cow_reuse == crate::era::CowReuse::AnonExclusive {
+            // `should_try_to_free_swap`, then exclusive if the swap PTE said so or nobody else
+            // holds the page.
+            if st.swap.is_full() || (kind.write() && st.folios.refcount(head) == 2) {
+                st.folio_free_swap(head);
+            }
+            let exclusive = orig.swap_exclusive() || st.folios.refcount(head) == 1;
+            if exclusive {
+                st.folios.set(head, pg::ANON_EXCLUSIVE);
+            }
+            exclusive && kind.write()
+        } else {
+            if st.swap.is_full() {
+                st.folio_free_swap(head);
+            }
+            // Up to v5.17 do_swap_page reused by `reuse_swap_page` in every era.
+            kind.write() && cow::reuse_swap_page(&mut st, head, head)
+        };
+        let flags = st.vma(vma).flags;
+        let soft_dirty = if orig.soft_dirty() { Pte::SOFT_DIRTY } else { 0 };
+        st.pt.set_pte(
+            table,
+            idx,
+            Pte::new(head, pte_bits(flags, writable, writable)).with(soft_dirty),
+        );
+        writable
+    };
+    folio_unlock(cx, head);
+    if kind.write() && !writable {
+        // Not reusable: the write takes the write-protect path at once, as the kernel's
+        // do_swap_page calls do_wp_page with the PTE lock still held.
+        do_wp_page(cx, mm, vma, addr, table, g, false).await?;
+    }
+    Ok(outcome_of(major))
+}
+
+/// `do_wp_page`: a write to a present, read-only PTE, or an unshare request. Entered with the
+/// PTE lock held.
+#[allow(clippy::too_many_arguments)]
 async fn do_wp_page(
     cx: &Cx,
     mm: MmId,
@@ -443,6 +606,7 @@ async fn do_wp_page(
     addr: VirtAddr,
     table: PtId,
     ptl: LockGuard<'_>,
+    unshare: bool,
 ) -> Result<FaultOutcome, VmFault> {
     let idx = Level::Pte.index(addr);
     let (orig, shared, page) = {
@@ -451,6 +615,9 @@ async fn do_wp_page(
         (pte, st.vma(vma).is_shared(), vm_normal_page(pte))
     };
     if shared {
+        if unshare {
+            return Ok(FaultOutcome::Minor);
+        }
         let page = page.expect("shared mappings map normal pages");
         let head = cx.st().folios.head(page);
         drop(ptl);
@@ -459,20 +626,21 @@ async fn do_wp_page(
     if let Some(page) = page {
         let mut st = cx.st();
         let head = st.folios.head(page);
-        if st.folios.is_anon(head)
-            && cow::can_reuse_anon(&mut st, cx.kernel().switches.cow_reuse, head, page)
-        {
-            st.vmstat.inc(VmStat::Pgreuse);
+        if st.folios.is_anon(head) && can_reuse(cx, &mut st, head, page) {
+            // `wp_page_reuse`: an unshare leaves the PTE read-only.
+            if !unshare {
+                st.vmstat.inc(VmStat::Pgreuse);
+                st.pt.set_pte(
+                    table,
+                    idx,
+                    orig.with(Pte::RW | Pte::DIRTY | Pte::SOFT_DIRTY | Pte::ACCESSED),
+                );
+            }
             st.rmap_move_anon(head, vma);
-            st.pt.set_pte(
-                table,
-                idx,
-                orig.with(Pte::RW | Pte::DIRTY | Pte::SOFT_DIRTY | Pte::ACCESSED),
-            );
             return Ok(FaultOutcome::Minor);
         }
     }
-    wp_page_copy(cx, mm, vma, addr, table, orig, ptl).await
+    wp_page_copy(cx, mm, vma, addr, table, orig, ptl, unshare).await
 }
 
 /// `wp_page_shared`: the first write through a write-notify shared mapping dirties the page.
@@ -507,6 +675,8 @@ async fn wp_page_shared(
 }
 
 /// `wp_page_copy`: gives the faulting mapping its own copy (of the zero page: a zeroed page).
+/// An unshare maps the copy read-only.
+#[allow(clippy::too_many_arguments)]
 async fn wp_page_copy(
     cx: &Cx,
     mm: MmId,
@@ -515,6 +685,7 @@ async fn wp_page_copy(
     table: PtId,
     orig: Pte,
     ptl: LockGuard<'_>,
+    unshare: bool,
 ) -> Result<FaultOutcome, VmFault> {
     let idx = Level::Pte.index(addr);
     let old = vm_normal_page(orig);
@@ -526,15 +697,16 @@ async fn wp_page_copy(
     });
     drop(ptl);
     anon_vma_prepare(cx, mm, vma).await;
-    cx.charge(Cost::PageAlloc).await;
-    cx.charge(if old.is_some() { Cost::CopyPage4k } else { Cost::ZeroPage4k }).await;
-    let new = cx.st().alloc_folio(Order::BASE);
-    let Some(new) = new else {
-        if let Some(h) = old_head {
-            cx.st().put_folio_extra(h);
+    let new = match fault_alloc(cx).await {
+        Ok(n) => n,
+        Err(e) => {
+            if let Some(h) = old_head {
+                cx.st().put_folio_extra(h);
+            }
+            return Err(e);
         }
-        return Err(VmFault::Oom);
     };
+    cx.charge(if old.is_some() { Cost::CopyPage4k } else { Cost::ZeroPage4k }).await;
     if let Some(p) = old {
         cx.st().mem.copy(p.0, new.0);
     }
@@ -548,18 +720,13 @@ async fn wp_page_copy(
             st.put_folio_extra(new);
             false
         } else {
-            let flags = st.vma(vma).flags;
             if let (Some(p), Some(h)) = (old, old_head) {
                 st.rmap_remove_pte(p);
                 st.folios.mapping_to_extra(h);
                 let counter = mm_counter(&st, h);
                 st.mm_mut(mm).sub_rss(counter, 1);
             }
-            st.mm_mut(mm).add_rss(MmCounter::AnonPages, 1);
-            st.folios.extra_to_mapping(new);
-            st.rmap_add_new_anon(new, vma, addr);
-            st.folio_add_lru(new);
-            st.pt.set_pte(table, idx, Pte::new(new, pte_bits(flags, true, true)));
+            map_new_anon(&mut st, mm, vma, addr, table, new, !unshare);
             true
         }
     };
@@ -571,6 +738,15 @@ async fn wp_page_copy(
         let mut st = cx.st();
         if replaced {
             st.put_folio_extra(h); // the old PTE's reference, gathered until the flush
+        }
+        let rule = cx.kernel().switches.cow_reuse;
+        if cow::frees_idle_swapcache_after_copy(rule, cx.kernel().at_least(5, 14))
+            && st.folios.test(h, pg::SWAPCACHE)
+            && st.folios.folio_mapcount(h) == 0
+            && crate::filemap::folio_trylock(&mut st, h)
+        {
+            st.folio_free_swap(h);
+            st.folios.clear_flag(h, pg::LOCKED);
         }
         st.put_folio_extra(h);
     }

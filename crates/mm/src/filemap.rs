@@ -20,6 +20,7 @@ use crate::errno::VmFault;
 use crate::folio::{InodeId, LruList, Mapping, pg};
 use crate::fs::FsType;
 use crate::kernel::{Cx, KState};
+use crate::vmscan::alloc_folio;
 use crate::vmstat::VmStat;
 use simcore::{Order, Pfn};
 
@@ -171,21 +172,23 @@ pub(crate) async fn read_pages(
     end: u64,
 ) -> Result<u64, VmFault> {
     let mut batch = Vec::new();
-    {
-        let mut st = cx.st();
-        debug_assert_eq!(st.inodes[inode].fs, FsType::Disk);
-        for index in start..end {
-            if st.page_cache_get(inode, index).is_some() {
-                continue;
-            }
-            let Some(head) = st.alloc_folio(Order::BASE) else {
-                break;
-            };
-            st.folios.set(head, pg::LOCKED);
-            st.page_cache_insert(inode, index, head);
-            st.put_folio_extra(head); // the allocation reference; the cache holds its own
-            batch.push((index, head));
+    debug_assert_eq!(cx.st().inodes[inode].fs, FsType::Disk);
+    for index in start..end {
+        if cx.st().page_cache_get(inode, index).is_some() {
+            continue;
         }
+        let Some(head) = alloc_folio(cx, Order::BASE).await else {
+            break;
+        };
+        let mut st = cx.st();
+        if st.page_cache_get(inode, index).is_some() {
+            st.put_folio_extra(head);
+            continue;
+        }
+        st.folios.set(head, pg::LOCKED);
+        st.page_cache_insert(inode, index, head);
+        st.put_folio_extra(head); // the allocation reference; the cache holds its own
+        batch.push((index, head));
     }
     if batch.is_empty() {
         // Nothing was missing, or not even one page could be allocated.
@@ -216,11 +219,12 @@ pub(crate) async fn read_pages(
 async fn shmem_alloc_page(cx: &Cx, inode: InodeId, index: u64) -> Result<(), VmFault> {
     cx.charge(Cost::PageAlloc).await;
     cx.charge(Cost::ZeroPage4k).await;
+    let head = alloc_folio(cx, Order::BASE).await.ok_or(VmFault::Oom)?;
     let mut st = cx.st();
     if st.page_cache_get(inode, index).is_some() {
+        st.put_folio_extra(head);
         return Ok(());
     }
-    let head = st.alloc_folio(Order::BASE).ok_or(VmFault::Oom)?;
     st.folios.set(head, pg::UPTODATE);
     st.page_cache_insert(inode, index, head);
     st.put_folio_extra(head);
@@ -376,10 +380,12 @@ pub(crate) async fn file_write(
                 }
                 _ => {
                     cx.charge(Cost::PageAlloc).await;
+                    let head = alloc_folio(cx, Order::BASE).await.ok_or(VmFault::Oom)?;
                     let mut st = cx.st();
-                    let head = st.alloc_folio(Order::BASE).ok_or(VmFault::Oom)?;
-                    st.folios.set(head, pg::UPTODATE);
-                    st.page_cache_insert(inode, index, head);
+                    if st.page_cache_get(inode, index).is_none() {
+                        st.folios.set(head, pg::UPTODATE);
+                        st.page_cache_insert(inode, index, head);
+                    }
                     st.put_folio_extra(head);
                 }
             }

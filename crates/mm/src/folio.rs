@@ -171,6 +171,9 @@ pub struct Folios {
     large: BTreeMap<u32, LargeInfo>,
     /// References held by holders other than mappings and caches, per head pfn.
     extra: BTreeMap<u32, u32>,
+    /// FOLL_PIN pins of small folios, per head pfn (each also adds `GUP_PIN_COUNTING_BIAS` to the
+    /// refcount; the kernel infers pins from the refcount, the checkers need the exact count).
+    pins: BTreeMap<u32, u32>,
     lists: [ListHead; 5],
 }
 
@@ -181,6 +184,7 @@ impl Folios {
             meta: Vec::new(),
             large: BTreeMap::new(),
             extra: BTreeMap::new(),
+            pins: BTreeMap::new(),
             lists: [empty; 5],
         }
     }
@@ -233,6 +237,7 @@ impl Folios {
         assert_eq!(m.mapcount, 0, "freeing mapped folio {head}");
         assert_eq!(m.flags & pg::LRU, 0, "freeing folio {head} still on an LRU list");
         assert!(!self.extra.contains_key(&(head.0 as u32)), "freeing folio {head} with holders");
+        assert!(!self.pins.contains_key(&(head.0 as u32)), "freeing pinned folio {head}");
         for i in 0..order.pages() {
             *self.meta_mut(head + i) = PageMeta::default();
         }
@@ -347,6 +352,57 @@ impl Folios {
     /// kernel's `mmu_gather`), then dropped with [`put_extra`](Folios::put_extra).
     pub(crate) fn mapping_to_extra(&mut self, head: Pfn) {
         *self.extra.entry(head.0 as u32).or_default() += 1;
+    }
+
+    /// A FOLL_PIN pin (`try_grab_folio` with FOLL_PIN): `GUP_PIN_COUNTING_BIAS` references on a
+    /// small folio; one reference and one `pincount` on a large one.
+    pub(crate) fn pin(&mut self, head: Pfn) {
+        match self.large.get_mut(&(head.0 as u32)) {
+            Some(l) => {
+                l.pincount += 1;
+                self.get(head, 1);
+            }
+            None => {
+                *self.pins.entry(head.0 as u32).or_default() += 1;
+                self.get(head, GUP_PIN_COUNTING_BIAS);
+            }
+        }
+    }
+
+    /// `unpin_user_page`; returns true when the last reference went (the caller frees).
+    #[must_use = "a folio whose last reference was dropped must be freed"]
+    pub(crate) fn unpin(&mut self, head: Pfn) -> bool {
+        match self.large.get_mut(&(head.0 as u32)) {
+            Some(l) => {
+                l.pincount = l.pincount.checked_sub(1).expect("unpin of an unpinned large folio");
+                self.put(head, 1)
+            }
+            None => {
+                let p = self.pins.get_mut(&(head.0 as u32)).expect("unpin of an unpinned folio");
+                *p -= 1;
+                if *p == 0 {
+                    self.pins.remove(&(head.0 as u32));
+                }
+                self.put(head, GUP_PIN_COUNTING_BIAS)
+            }
+        }
+    }
+
+    /// `folio_maybe_dma_pinned`: what the kernel can tell from the counts (a small folio with
+    /// 1024 or more references may be pinned; no false negatives).
+    pub fn maybe_dma_pinned(&self, head: Pfn) -> bool {
+        match self.large(head) {
+            Some(l) => l.pincount > 0,
+            None => self.refcount(head) >= GUP_PIN_COUNTING_BIAS,
+        }
+    }
+
+    /// The references pins account for (for the refcount checker).
+    pub fn pin_refs(&self, head: Pfn) -> u32 {
+        match self.large(head) {
+            Some(l) => l.pincount,
+            None => self.pins.get(&(head.0 as u32)).copied().unwrap_or(0) * GUP_PIN_COUNTING_BIAS,
+        }
     }
 
     pub fn extra_refs(&self, head: Pfn) -> u32 {

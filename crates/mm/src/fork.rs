@@ -146,27 +146,67 @@ async fn copy_page_range(
             continue;
         };
         let dst_table = pte_alloc(cx, dst_mm, addr).await.map_err(|_| Errno::ENOMEM)?;
+        // Pages the child must get a copy of (possibly pinned exclusive anonymous pages) are
+        // allocated first, outside the locks, as `copy_pte_range` preallocates.
+        let needed = cx.st().pinned_pages_to_copy(
+            src_mm,
+            src_table,
+            addr,
+            next,
+            cow,
+            cx.kernel().switches.cow_reuse,
+        );
+        let mut prealloc = Vec::new();
+        for _ in 0..needed {
+            prealloc.push(
+                crate::vmscan::alloc_folio(cx, simcore::Order::BASE).await.ok_or(Errno::ENOMEM)?,
+            );
+        }
         let (dst_ptl, src_ptl) = {
             let st = cx.st();
             (st.pt.ptl(dst_table), st.pt.ptl(src_table))
         };
         let _d = dst_ptl.lock(cx).await;
         let _s = src_ptl.lock_nested(cx, 1).await;
-        let mut copied = 0;
-        {
+        let (copied, page_copies) = {
             let mut st = cx.st();
+            let anon_exclusive =
+                cx.kernel().switches.cow_reuse == crate::era::CowReuse::AnonExclusive;
+            let (mut copied, mut page_copies) = (0u64, 0u64);
             let mut a = addr;
             while a < next {
                 let idx = Level::Pte.index(a);
+                let at = a;
                 a = a + Bytes::PAGE;
                 let pte = st.pt.pte(src_table, idx);
                 if pte.is_none() {
                     continue;
                 }
-                assert!(pte.is_present(), "swap entry before swap is modelled");
+                copied += 1;
+                if pte.is_swap() {
+                    let (_, slot) = pte.swap_entry();
+                    st.swap_duplicate(slot);
+                    let shared = Pte::swap(0, slot, false, pte.soft_dirty());
+                    if anon_exclusive && pte.swap_exclusive() {
+                        st.pt.set_pte(src_table, idx, shared);
+                    }
+                    st.pt.set_pte(dst_table, idx, shared);
+                    st.mm_mut(dst_mm).add_rss(MmCounter::SwapEnts, 1);
+                    continue;
+                }
                 let mut child_pte = pte.without(Pte::ACCESSED);
                 if let Some(page) = vm_normal_page(pte) {
                     let head = st.folios.head(page);
+                    if st.needs_cow_for_dma(src_mm, head, page, cow, cx.kernel().switches.cow_reuse)
+                    {
+                        // `copy_present_page`: the child gets its own copy; the pinned page stays
+                        // the parent's, writable and exclusive.
+                        let new = prealloc.pop().expect("preallocated for every pinned page");
+                        st.mem.copy(page.0, new.0);
+                        crate::fault::map_new_anon(&mut st, dst_mm, dst, at, dst_table, new, true);
+                        page_copies += 1;
+                        continue;
+                    }
                     st.folios.get(head, 1);
                     if st.folios.is_anon(head) {
                         st.folios.clear_flag(page, pg::ANON_EXCLUSIVE);
@@ -184,13 +224,65 @@ async fn copy_page_range(
                     child_pte = child_pte.without(Pte::DIRTY);
                 }
                 st.pt.set_pte(dst_table, idx, child_pte);
-                copied += 1;
             }
-        }
+            for unused in prealloc.drain(..) {
+                st.put_folio_extra(unused);
+            }
+            (copied, page_copies)
+        };
         cx.charge_n(Cost::PteUpdate, copied).await;
+        cx.charge_n(Cost::CopyPage4k, page_copies).await;
         addr = next;
     }
     Ok(wrprotected)
+}
+
+impl KState {
+    /// `folio_needs_cow_for_dma`: a possibly pinned exclusive anonymous page in a COW mapping
+    /// of an mm that has pinned pages is copied for the child at fork (v5.9+).
+    fn needs_cow_for_dma(
+        &self,
+        mm: MmId,
+        head: simcore::Pfn,
+        page: simcore::Pfn,
+        cow: bool,
+        rule: crate::era::CowReuse,
+    ) -> bool {
+        cow && crate::cow::fork_copies_pinned(rule)
+            && self.mm(mm).flags & crate::mm_struct::MMF_HAS_PINNED != 0
+            && self.folios.is_anon(head)
+            && self.folios.maybe_dma_pinned(head)
+            && (rule != crate::era::CowReuse::AnonExclusive
+                || self.folios.test(page, pg::ANON_EXCLUSIVE))
+    }
+
+    /// How many pages of `[start, end)` in `table` fork must copy for the child.
+    fn pinned_pages_to_copy(
+        &self,
+        mm: MmId,
+        table: crate::pgtable::PtId,
+        start: VirtAddr,
+        end: VirtAddr,
+        cow: bool,
+        rule: crate::era::CowReuse,
+    ) -> usize {
+        let mut n = 0;
+        let mut a = start;
+        while a < end {
+            let pte = self.pt.pte(table, Level::Pte.index(a));
+            if let Some(page) = vm_normal_page(pte) {
+                n += usize::from(self.needs_cow_for_dma(
+                    mm,
+                    self.folios.head(page),
+                    page,
+                    cow,
+                    rule,
+                ));
+            }
+            a = a + Bytes::PAGE;
+        }
+        n
+    }
 }
 
 /// `exit_mmap`: unmaps every VMA, frees the page tables and the mm.

@@ -1,19 +1,205 @@
-//! Faulting user pages in on behalf of the kernel (`mm/gup.c` `populate_vma_page_range`,
-//! `__mm_populate`; Linux v6.8): `MAP_POPULATE` and `MADV_WILLNEED`-style prefaulting.
+//! Getting and pinning user pages (`mm/gup.c`, `include/linux/mm.h`,
+//! `Documentation/core-api/pin_user_pages.rst`, Linux v6.8; earlier eras where they differ).
 //!
-//! Writable private mappings are populated with write faults (breaking COW up front, as
-//! `populate_vma_page_range` asks with FOLL_WRITE); everything else with read faults.
-//! `get_user_pages`/`pin_user_pages` proper (references held past the call) arrive with the GUP
-//! pins mechanism.
+//! `get_user_pages` (FOLL_GET) takes one reference per page; `pin_user_pages` (FOLL_PIN) adds
+//! `GUP_PIN_COUNTING_BIAS` (1024) to a small folio's refcount, or one reference and one `pincount`
+//! to a large one, marks the mm `MMF_HAS_PINNED`, and counts `nr_foll_pin_acquired`. The fast
+//! path walks the page tables without `mmap_lock` and takes the reference only if the PTE already
+//! allows the access; otherwise the slow path takes `mmap_lock`, faults (a write fault for
+//! FOLL_WRITE, an *unshare* fault where the era requires it) and retries.
+//!
+//! Unshare (v5.19+ `anon_exclusive`, `gup_must_unshare`): a read-only FOLL_PIN of an anonymous
+//! page that is not PageAnonExclusive first makes it exclusive (copying it if shared); since
+//! v6.2 a read-only FOLL_PIN|FOLL_LONGTERM of a non-anonymous page in a private mapping (the
+//! zero page, a page-cache page) first replaces it with an anonymous copy. FOLL_GET never
+//! unshares. The shared zero page is returned without taking a reference, as since v6.5.
+//!
+//! Also here: populating a range (`MAP_POPULATE`).
 
-use crate::fault::handle_mm_fault;
-use crate::kernel::Cx;
-use crate::mm_struct::MmId;
+use crate::errno::Errno;
+use crate::fault::{FaultKind, handle_mm_fault, vm_normal_page};
+use crate::folio::pg;
+use crate::kernel::{Cx, KState};
+use crate::mm_struct::{MMF_HAS_PINNED, MmId};
 use crate::vma::VmFlags;
-use simcore::{Bytes, VirtAddr};
+use crate::vmstat::VmStat;
+use simcore::{Bytes, Pfn, VirtAddr};
 
-/// Faults in every page of `[start, end)` that is mapped by a VMA and not yet present.
-/// Errors of individual pages are ignored, as `mm_populate` ignores them.
+/// What a GUP call asks for.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GupFlags {
+    /// FOLL_WRITE: the holder will write to the pages.
+    pub write: bool,
+    /// FOLL_PIN (else FOLL_GET).
+    pub pin: bool,
+    /// FOLL_LONGTERM.
+    pub longterm: bool,
+}
+
+/// Pages held by a GUP caller: drop them with [`release_pages`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GupPages {
+    pub flags: GupFlags,
+    /// The pages (the zero page holds no reference).
+    pub pages: Vec<Pfn>,
+}
+
+/// Whether the access a GUP asks for needs an unshare fault first (`gup_must_unshare`).
+fn must_unshare(
+    cx: &Cx,
+    st: &KState,
+    vma_flags: VmFlags,
+    page: Option<Pfn>,
+    flags: GupFlags,
+) -> bool {
+    if flags.write
+        || !flags.pin
+        || cx.kernel().switches.cow_reuse != crate::era::CowReuse::AnonExclusive
+    {
+        return false;
+    }
+    let cow_mapping = vma_flags.0 & (VmFlags::SHARED | VmFlags::MAYWRITE) == VmFlags::MAYWRITE;
+    match page {
+        Some(p) if st.folios.is_anon(st.folios.head(p)) => !st.folios.test(p, pg::ANON_EXCLUSIVE),
+        _ => flags.longterm && cow_mapping && cx.kernel().at_least(6, 2),
+    }
+}
+
+/// Looks up the page at `addr` without faulting (`follow_page_pte`): `Some(page)` if the PTE
+/// already allows the access (the zero page for a read), `None` if a fault is needed.
+fn follow_page(cx: &Cx, st: &KState, mm: MmId, addr: VirtAddr, flags: GupFlags) -> Option<Pfn> {
+    let (pte, _) = st.pt.translate(st.mm(mm).pgd, addr)?;
+    if !pte.is_present() || (flags.write && !pte.write()) {
+        return None;
+    }
+    let vma = st.find_vma(mm, addr)?;
+    let page = vm_normal_page(pte);
+    if must_unshare(cx, st, st.vma(vma).flags, page, flags) {
+        return None;
+    }
+    match page {
+        Some(p) => Some(p),
+        None if pte.pfn() == st.zero_pfn && !flags.write => Some(st.zero_pfn),
+        None => None,
+    }
+}
+
+/// Takes the reference a GUP holds (`try_grab_folio`).
+fn grab(st: &mut KState, page: Pfn, flags: GupFlags) {
+    if page == st.zero_pfn {
+        return;
+    }
+    let head = st.folios.head(page);
+    if flags.pin {
+        st.folios.pin(head);
+        st.vmstat.inc(VmStat::NrFollPinAcquired);
+    } else {
+        st.folios.get_extra(head);
+    }
+}
+
+/// `get_user_pages` / `pin_user_pages` for `nr` pages from `start`: the fast path first, then
+/// the slow path with faults. EFAULT when an address is not mapped with the needed access.
+pub(crate) async fn get_user_pages(
+    cx: &Cx,
+    mm: MmId,
+    start: VirtAddr,
+    nr: u64,
+    flags: GupFlags,
+) -> Result<GupPages, Errno> {
+    let mut pages = Vec::with_capacity(nr as usize);
+    if flags.pin {
+        cx.st().mm_mut(mm).flags |= MMF_HAS_PINNED;
+    }
+    for i in 0..nr {
+        let addr = start + Bytes(i << 12);
+        cx.preempt_point().await;
+        let fast = {
+            let mut st = cx.st();
+            let page = follow_page(cx, &st, mm, addr, flags);
+            if let Some(p) = page {
+                grab(&mut st, p, flags);
+            }
+            page
+        };
+        let page = match fast {
+            Some(p) => p,
+            None => match gup_slow(cx, mm, addr, flags).await {
+                Ok(p) => p,
+                Err(e) => {
+                    release_pages(
+                        cx,
+                        &GupPages { flags, pages: std::mem::take(&mut pages) },
+                        false,
+                    );
+                    return Err(e);
+                }
+            },
+        };
+        pages.push(page);
+    }
+    Ok(GupPages { flags, pages })
+}
+
+/// The slow path for one page: `mmap_lock`, fault as needed, take the reference.
+async fn gup_slow(cx: &Cx, mm: MmId, addr: VirtAddr, flags: GupFlags) -> Result<Pfn, Errno> {
+    let lock = cx.st().mm(mm).mmap_lock;
+    let _g = lock.read(cx).await;
+    for _ in 0..8 {
+        let (vma, kind) = {
+            let mut st = cx.st();
+            let vma = st.find_vma(mm, addr).ok_or(Errno::EFAULT)?;
+            let vflags = st.vma(vma).flags;
+            let allowed =
+                if flags.write { vflags.has(VmFlags::WRITE) } else { vflags.has(VmFlags::READ) };
+            if !allowed {
+                return Err(Errno::EFAULT);
+            }
+            if let Some(p) = follow_page(cx, &st, mm, addr, flags) {
+                grab(&mut st, p, flags);
+                return Ok(p);
+            }
+            let present = st.pt.translate(st.mm(mm).pgd, addr).is_some_and(|(p, _)| p.is_present());
+            let kind = match (flags.write, present) {
+                (true, _) => FaultKind::Write,
+                (false, true) => FaultKind::Unshare,
+                (false, false) => FaultKind::Read,
+            };
+            (vma, kind)
+        };
+        handle_mm_fault(cx, mm, vma, addr, kind).await.map_err(|_| Errno::EFAULT)?;
+    }
+    panic!("GUP at {addr} made no progress after 8 faults");
+}
+
+/// `unpin_user_pages_dirty_lock` / `put_page`: drops the references; `dirty` marks the pages
+/// dirty first (the holder wrote to them).
+pub(crate) fn release_pages(cx: &Cx, gup: &GupPages, dirty: bool) {
+    let mut st = cx.st();
+    for &page in &gup.pages {
+        if page == st.zero_pfn {
+            continue;
+        }
+        let head = st.folios.head(page);
+        if dirty && st.folios.is_anon(head) {
+            st.folios.set(head, pg::DIRTY);
+        } else if dirty {
+            st.folio_mark_dirty(head);
+        }
+        if gup.flags.pin {
+            st.vmstat.inc(VmStat::NrFollPinReleased);
+            if st.folios.unpin(head) {
+                st.free_folio(head);
+            }
+        } else {
+            st.put_folio_extra(head);
+        }
+    }
+}
+
+/// Faults in every page of `[start, end)` that is mapped by a VMA and not yet present
+/// (`populate_vma_page_range`: writable private mappings are populated with write faults,
+/// breaking COW up front). Errors of individual pages are ignored, as `mm_populate` does.
 pub(crate) async fn populate(cx: &Cx, mm: MmId, start: VirtAddr, end: VirtAddr) {
     let lock = cx.st().mm(mm).mmap_lock;
     let _g = lock.read(cx).await;
@@ -32,7 +218,8 @@ pub(crate) async fn populate(cx: &Cx, mm: MmId, start: VirtAddr, end: VirtAddr) 
             })
         };
         if let Some((vma, write, false)) = target {
-            let _ = handle_mm_fault(cx, mm, vma, addr, write).await;
+            let kind = if write { FaultKind::Write } else { FaultKind::Read };
+            let _ = handle_mm_fault(cx, mm, vma, addr, kind).await;
         }
         addr = addr + Bytes::PAGE;
     }

@@ -64,29 +64,49 @@ pub struct KState {
     pub zero_pfn: Pfn,
     /// The block device's readahead window in pages (`bdi->ra_pages`), given to opened files.
     pub bdi_ra_pages: u64,
+    pub swap: crate::swap::SwapDevice,
+    pub wmark: crate::vmscan::Watermarks,
+    /// kswapd has been woken and not yet finished balancing.
+    pub kswapd_awake: bool,
 }
 
 /// The kernel of one simulated machine.
 #[derive(Debug)]
 pub struct Kernel {
     st: RefCell<KState>,
+    /// The kernel version: switches carry the behaviour each seed changed; the version decides
+    /// the smaller era details around them (which fixes a `page_count` kernel had, whether
+    /// O_DIRECT pins or gets its pages, ...).
+    pub version: crate::era::KernelVersion,
     pub costs: CostTable,
     pub switches: Switches,
     pub tunables: Tunables,
     /// The hashed folio wait queues (`folio_wait_table`, 256 entries in `mm/filemap.c`).
     folio_waitqueues: Vec<WaitQueue>,
+    /// Where kswapd sleeps (`pgdat->kswapd_wait`).
+    pub kswapd_wait: WaitQueue,
 }
 
 impl Kernel {
     pub(crate) fn new(
         st: KState,
+        version: crate::era::KernelVersion,
         costs: CostTable,
         switches: Switches,
         tunables: Tunables,
         handle: &Handle,
     ) -> Kernel {
         let folio_waitqueues = (0..256).map(|_| handle.wait_queue("folio_waitqueue")).collect();
-        Kernel { st: RefCell::new(st), costs, switches, tunables, folio_waitqueues }
+        let kswapd_wait = handle.wait_queue("kswapd_wait");
+        Kernel {
+            st: RefCell::new(st),
+            version,
+            costs,
+            switches,
+            tunables,
+            folio_waitqueues,
+            kswapd_wait,
+        }
     }
 
     pub fn state(&self) -> Ref<'_, KState> {
@@ -95,6 +115,11 @@ impl Kernel {
 
     pub(crate) fn state_mut(&self) -> RefMut<'_, KState> {
         self.st.borrow_mut()
+    }
+
+    /// Whether the kernel is at least `major.minor`.
+    pub fn at_least(&self, major: u8, minor: u8) -> bool {
+        self.version >= crate::era::KernelVersion::new(major, minor)
     }
 
     /// The wait queue a folio's lock and writeback waiters sleep on (`folio_waitqueue`).

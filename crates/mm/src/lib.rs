@@ -35,11 +35,13 @@ pub mod proc;
 pub mod process;
 pub mod profile;
 pub mod rmap;
+pub mod swap;
 pub mod syscall;
 mod tlbflush;
 mod truncate;
 mod uaccess;
 pub mod vma;
+pub mod vmscan;
 pub mod vmstat;
 mod zap;
 

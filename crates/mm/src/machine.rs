@@ -27,6 +27,8 @@ pub struct MachineConfig {
     pub tunables: Tunables,
     pub seed: u64,
     pub scheduler: SchedulerKind,
+    /// Size of the swap device (none when zero).
+    pub swap: Bytes,
     pub max_events: u64,
     /// Keep the engine's event trace (for the explorer).
     pub trace: bool,
@@ -42,6 +44,7 @@ impl MachineConfig {
             tunables: Tunables::default(),
             seed: 0,
             scheduler: SchedulerKind::TimeOrdered,
+            swap: Bytes::ZERO,
             max_events: 1 << 40,
             trace: false,
         }
@@ -175,14 +178,23 @@ impl Machine {
             procs,
             zero_pfn: zero,
             bdi_ra_pages: config.tunables.ra_pages,
+            swap: crate::swap::SwapDevice::new(config.swap.pages_ceil()),
+            wmark: crate::vmscan::Watermarks::for_pages(total),
+            kswapd_awake: false,
         };
         let kernel = Rc::new(Kernel::new(
             st,
+            config.kernel,
             config.profile.costs.clone(),
             config.switches,
             config.tunables.clone(),
             &handle,
         ));
+        let last_cpu = handle.cpu(config.profile.cpus - 1).map_err(|e| e.to_string())?;
+        let k = kernel.clone();
+        handle.spawn_daemon(last_cpu, "kswapd0", move |ecx| {
+            crate::vmscan::kswapd(Cx::new(ecx, k, None))
+        });
         Ok(Machine { sim, kernel, config })
     }
 

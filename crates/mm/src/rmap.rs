@@ -16,9 +16,10 @@
 //! fits the 32-bit field of [`crate::folio::PageMeta`].
 
 use crate::folio::{AnonVmaId, Mapping, pg};
-use crate::kernel::KState;
+use crate::kernel::{Cx, KState};
 use crate::mm_struct::MmId;
-use crate::vma::VmaId;
+use crate::pgtable::Pte;
+use crate::vma::{VmFlags, VmaId};
 use crate::vmstat::VmStat;
 use engine::{Handle, RwSem};
 use simcore::{Pfn, VirtAddr};
@@ -188,4 +189,130 @@ impl KState {
             })
             .collect()
     }
+}
+
+/// A page mapped at `addr` of `vma` in `mm`, found by an rmap walk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Mapper {
+    pub mm: MmId,
+    pub vma: VmaId,
+    pub addr: VirtAddr,
+    pub page: Pfn,
+}
+
+impl KState {
+    /// Every PTE mapping any page of folio `head` now.
+    pub(crate) fn folio_mappers(&self, head: Pfn) -> Vec<Mapper> {
+        let nr = self.folios.order(head).pages();
+        (0..nr)
+            .flat_map(|i| {
+                let page = head + i;
+                self.rmap_mappers(page).into_iter().map(move |(mm, vma, addr)| Mapper {
+                    mm,
+                    vma,
+                    addr,
+                    page,
+                })
+            })
+            .collect()
+    }
+
+    /// `vma_has_recency` (v6.3+, `include/linux/mm_inline.h`): accesses through a VMA count for
+    /// reclaim unless the VMA was advised sequential or random, or its file is NOREUSE (when the
+    /// `fadv_noreuse` switch gives NOREUSE an effect). Before v6.3, `folio_referenced` ignored only
+    /// `VM_SEQ_READ` VMAs.
+    pub(crate) fn vma_has_recency(&self, vma: VmaId, noreuse_effective: bool, v6_3: bool) -> bool {
+        let v = self.vma(vma);
+        let advised = if v6_3 { VmFlags::SEQ_READ | VmFlags::RAND_READ } else { VmFlags::SEQ_READ };
+        if v.flags.has(advised) {
+            return false;
+        }
+        !(noreuse_effective
+            && v.file.is_some_and(|f| self.file(f).mode & crate::fs::fmode::NOREUSE != 0))
+    }
+}
+
+/// The PTE slot of `m`, and its PTE, if the page is still mapped there.
+fn mapped_pte(st: &KState, m: &Mapper) -> Option<(crate::pgtable::PtId, usize, Pte)> {
+    let (t, i) = st.pt.pte_slot(st.mm(m.mm).pgd, m.addr)?;
+    let pte = st.pt.pte(t, i);
+    (pte.is_present() && !pte.special() && pte.pfn() == m.page).then_some((t, i, pte))
+}
+
+/// `folio_referenced`: counts the young PTEs mapping the folio and clears them, skipping VMAs
+/// without recency; returns the count and the union of the flags of the VMAs that referenced it.
+/// Each PTE is examined under its page-table lock, as `page_vma_mapped_walk` does.
+pub(crate) async fn folio_referenced(cx: &Cx, head: Pfn) -> (u32, VmFlags) {
+    let mappers = cx.st().folio_mappers(head);
+    let noreuse = cx.kernel().switches.fadv_noreuse == crate::era::FadvNoreuse::NoRecency;
+    let v6_3 = cx.kernel().at_least(6, 3);
+    let (mut young, mut flags) = (0, 0u64);
+    for m in mappers {
+        if !cx.st().vma_has_recency(m.vma, noreuse, v6_3) {
+            continue;
+        }
+        let Some((table, _, _)) = mapped_pte(&cx.st(), &m) else { continue };
+        let ptl = cx.st().pt.ptl(table);
+        let _g = ptl.lock(cx).await;
+        let mut st = cx.st();
+        if let Some((t, i, pte)) = mapped_pte(&st, &m)
+            && pte.young()
+        {
+            st.pt.set_pte(t, i, pte.without(Pte::ACCESSED));
+            young += 1;
+            flags |= st.vma(m.vma).flags.0;
+        }
+    }
+    (young, VmFlags(flags))
+}
+
+/// `try_to_unmap`: replaces every PTE of the folio with a swap entry (anonymous, in the swap
+/// cache) or with nothing (file), under each PTE lock, then flushes the TLB. Returns false if an
+/// exclusive, possibly pinned anonymous page must stay mapped (v5.19+ `anon_exclusive`: pinned
+/// pages are never unmapped to swap); the folio may then be partly unmapped.
+pub(crate) async fn try_to_unmap(cx: &Cx, head: Pfn) -> bool {
+    let anon_exclusive = cx.kernel().switches.cow_reuse == crate::era::CowReuse::AnonExclusive;
+    let mappers = cx.st().folio_mappers(head);
+    for m in mappers {
+        let Some((table, _, _)) = mapped_pte(&cx.st(), &m) else { continue };
+        let ptl = cx.st().pt.ptl(table);
+        let g = ptl.lock(cx).await;
+        let unmapped = {
+            let mut st = cx.st();
+            let Some((t, i, pte)) = mapped_pte(&st, &m) else { continue };
+            let anon = st.folios.is_anon(head);
+            let exclusive = st.folios.test(m.page, pg::ANON_EXCLUSIVE);
+            if anon && anon_exclusive && exclusive && st.folios.maybe_dma_pinned(head) {
+                false
+            } else {
+                let counter = crate::fault::mm_counter(&st, head);
+                st.mm_mut(m.mm).sub_rss(counter, 1);
+                if anon {
+                    let slot = st
+                        .swap
+                        .slot_of(head)
+                        .expect("anonymous folios are unmapped after add_to_swap");
+                    st.swap_duplicate(slot);
+                    let keep_exclusive = anon_exclusive && exclusive;
+                    st.pt.set_pte(t, i, Pte::swap(0, slot, keep_exclusive, pte.soft_dirty()));
+                    st.folios.clear_flag(m.page, pg::ANON_EXCLUSIVE);
+                    st.mm_mut(m.mm).add_rss(crate::mm_struct::MmCounter::SwapEnts, 1);
+                } else {
+                    if pte.dirty() {
+                        st.folio_mark_dirty(head);
+                    }
+                    st.pt.set_pte(t, i, Pte::NONE);
+                }
+                st.rmap_remove_pte(m.page);
+                st.put_folio(head, 1);
+                true
+            }
+        };
+        if !unmapped {
+            return false;
+        }
+        crate::tlbflush::flush_tlb_page(cx, m.mm, m.addr).await;
+        drop(g);
+    }
+    cx.st().folios.folio_mapcount(head) == 0
 }

@@ -1,0 +1,178 @@
+//! Anonymous swap: the swap device, its slot map, and the swap cache (`mm/swapfile.c`,
+//! `mm/swap_state.c`, Linux v6.8).
+//!
+//! A swap slot counts the PTEs that hold its swap entry (`swap_map`), plus a flag while a folio
+//! for it sits in the swap cache (`SWAP_HAS_CACHE`). The swap cache maps slots to folios; a folio
+//! in it has `PG_swapcache`, its slot recorded beside it, and one cache reference per page, as a
+//! page-cache folio has. The device stores the contents written to each slot.
+//!
+//! Approximations: one swap device of type 0; slots are allocated lowest-first (the kernel uses
+//! per-CPU clusters); no swap readahead (`page-cluster`) and no zswap.
+
+use crate::content::Content;
+use crate::folio::pg;
+use crate::kernel::KState;
+use crate::vmstat::VmStat;
+use simcore::Pfn;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// `SWAP_HAS_CACHE` in the slot map.
+const HAS_CACHE: u8 = 0x40;
+
+/// The machine's swap device.
+#[derive(Debug, Default)]
+pub struct SwapDevice {
+    /// Per slot: PTE references in the low bits, `HAS_CACHE` for a swap-cache folio.
+    map: Vec<u8>,
+    free: BTreeSet<u64>,
+    /// Contents written to each slot.
+    data: BTreeMap<u64, Content>,
+    /// The swap cache: slot to folio.
+    cache: BTreeMap<u64, Pfn>,
+    /// Slot of each swap-cache folio.
+    slot_of: BTreeMap<u64, u64>,
+}
+
+impl SwapDevice {
+    /// A device of `slots` pages (0: no swap).
+    pub fn new(slots: u64) -> SwapDevice {
+        SwapDevice {
+            map: vec![0; slots as usize],
+            free: (0..slots).collect(),
+            ..SwapDevice::default()
+        }
+    }
+
+    pub fn total(&self) -> u64 {
+        self.map.len() as u64
+    }
+
+    pub fn nr_free(&self) -> u64 {
+        self.free.len() as u64
+    }
+
+    /// PTE references of a slot (`swap_count`).
+    pub fn count(&self, slot: u64) -> u8 {
+        self.map[slot as usize] & !HAS_CACHE
+    }
+
+    pub fn has_cache(&self, slot: u64) -> bool {
+        self.map[slot as usize] & HAS_CACHE != 0
+    }
+
+    /// The swap-cache folio of a slot.
+    pub fn cached(&self, slot: u64) -> Option<Pfn> {
+        self.cache.get(&slot).copied()
+    }
+
+    pub fn slot_of(&self, folio: Pfn) -> Option<u64> {
+        self.slot_of.get(&folio.0).copied()
+    }
+
+    pub fn read(&self, slot: u64) -> Option<&Content> {
+        self.data.get(&slot)
+    }
+
+    /// Usage above half the device (`mem_cgroup_swap_full` without memcg limits).
+    pub fn is_full(&self) -> bool {
+        self.nr_free() * 2 < self.total()
+    }
+
+    fn maybe_free(&mut self, slot: u64) {
+        if self.map[slot as usize] == 0 {
+            self.data.remove(&slot);
+            self.free.insert(slot);
+        }
+    }
+}
+
+impl KState {
+    /// `folio_alloc_swap` + `add_to_swap_cache`: gives an anonymous folio a slot and puts it in
+    /// the swap cache; `None` when swap is full.
+    pub(crate) fn add_to_swap(&mut self, head: Pfn) -> Option<u64> {
+        debug_assert!(self.folios.is_anon(head) && !self.folios.test(head, pg::SWAPCACHE));
+        let slot = self.swap.free.pop_first()?;
+        self.swap.map[slot as usize] = HAS_CACHE;
+        self.swap_cache_insert(head, slot);
+        self.folios.set(head, pg::DIRTY);
+        Some(slot)
+    }
+
+    /// Puts `head` in the swap cache at `slot` (the caller set `HAS_CACHE`).
+    pub(crate) fn swap_cache_insert(&mut self, head: Pfn, slot: u64) {
+        self.swap.cache.insert(slot, head);
+        self.swap.slot_of.insert(head.0, slot);
+        self.folios.set(head, pg::SWAPCACHE | pg::SWAPBACKED);
+        let nr = self.folios.order(head).pages();
+        self.folios.get(head, nr as u32);
+        self.vmstat.add(VmStat::NrSwapcached, nr);
+    }
+
+    /// `delete_from_swap_cache`: drops the cache's reference and the slot's cache flag.
+    pub(crate) fn swap_cache_delete(&mut self, head: Pfn) {
+        let slot = self.swap.slot_of.remove(&head.0).expect("folio is not in the swap cache");
+        assert_eq!(self.swap.cache.remove(&slot), Some(head));
+        self.folios.clear_flag(head, pg::SWAPCACHE);
+        self.swap.map[slot as usize] &= !HAS_CACHE;
+        self.swap.maybe_free(slot);
+        let nr = self.folios.order(head).pages();
+        self.vmstat.sub(VmStat::NrSwapcached, nr);
+        self.put_folio(head, nr as u32);
+    }
+
+    /// `folio_free_swap`: if no PTE refers to the folio's slot any more, drops it from the swap
+    /// cache (and frees the slot). Returns whether it did.
+    pub(crate) fn folio_free_swap(&mut self, head: Pfn) -> bool {
+        let Some(slot) = self.swap.slot_of(head) else { return false };
+        if self.swap.count(slot) != 0 || self.folios.test(head, pg::WRITEBACK) {
+            return false;
+        }
+        self.swap_cache_delete(head);
+        self.folios.set(head, pg::DIRTY);
+        true
+    }
+
+    /// `swap_duplicate`: one more PTE refers to `slot`.
+    pub(crate) fn swap_duplicate(&mut self, slot: u64) {
+        let m = &mut self.swap.map[slot as usize];
+        assert!(*m & !HAS_CACHE < 0x3f, "swap count overflow");
+        *m += 1;
+    }
+
+    /// `swap_free`: a PTE no longer refers to `slot`.
+    pub(crate) fn swap_free(&mut self, slot: u64) {
+        let m = &mut self.swap.map[slot as usize];
+        assert!(*m & !HAS_CACHE > 0, "swap_free of unused slot {slot}");
+        *m -= 1;
+        self.swap.maybe_free(slot);
+    }
+
+    /// Writes a swap-cache folio's contents to its slot (the IO of `swap_writepage`).
+    pub(crate) fn swap_write(&mut self, head: Pfn) {
+        let slot = self.swap.slot_of(head).expect("writing a folio not in the swap cache");
+        match self.mem.get(head.0).cloned() {
+            Some(c) => {
+                self.swap.data.insert(slot, c);
+            }
+            None => {
+                self.swap.data.remove(&slot);
+            }
+        }
+        self.folios.clear_flag(head, pg::DIRTY);
+        self.vmstat.inc(VmStat::Pswpout);
+    }
+
+    /// Puts a newly allocated folio in the swap cache for `slot` and fills it from the device
+    /// (`__read_swap_cache_async` + `swap_read_folio`); the folio is locked until the caller has
+    /// waited for the IO.
+    pub(crate) fn swapin_new(&mut self, slot: u64, head: Pfn) {
+        debug_assert!(self.swap.cached(slot).is_none());
+        self.swap.map[slot as usize] |= HAS_CACHE;
+        self.swap_cache_insert(head, slot);
+        let content = self.swap.read(slot).cloned();
+        self.mem.set(head.0, content);
+        self.folios.set(head, pg::LOCKED | pg::UPTODATE);
+        self.folio_add_lru(head);
+        self.vmstat.inc(VmStat::Pswpin);
+    }
+}
