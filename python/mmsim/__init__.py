@@ -1,0 +1,51 @@
+"""mmsim: a deterministic simulator of Linux memory management.
+
+Configure a machine, drive its processes with syscalls, and read what the kernel would show::
+
+    import mmsim
+
+    m = mmsim.Machine(kernel="v6.8", seed=1)
+    p = m.process("parent")
+    buf = p.mmap("64KiB")
+    p.write_bytes(buf, b"hello")
+    child = p.fork()
+    child.write_bytes(buf, b"HELLO")          # copy-on-write
+    assert p.read_bytes(buf, 5) == b"hello"
+    m.smaps(p)                                # a pandas DataFrame, one row per VMA
+    m.vmstat()["pgreuse"]                     # a pandas Series of /proc/vmstat
+
+Scenario files run with :func:`run_scenario`. Python configures, runs and analyses; every
+mechanism runs in the compiled simulator (``mmsim._core``).
+"""
+
+from mmsim._core import __version__
+from mmsim.errors import (
+    BusError,
+    ConfigError,
+    MemoryAccessError,
+    MmsimError,
+    OutOfMemory,
+    ScenarioError,
+    SegmentationFault,
+    SimulationStopped,
+    SimulatorBug,
+)
+from mmsim.machine import Machine, Process
+from mmsim.scenario import ScenarioResult, run_scenario
+
+__all__ = [
+    "BusError",
+    "ConfigError",
+    "Machine",
+    "MemoryAccessError",
+    "MmsimError",
+    "OutOfMemory",
+    "Process",
+    "ScenarioError",
+    "ScenarioResult",
+    "SegmentationFault",
+    "SimulationStopped",
+    "SimulatorBug",
+    "__version__",
+    "run_scenario",
+]
