@@ -72,7 +72,10 @@ impl Process {
     /// `mmap(2)`: maps `length` bytes with protection `prot` ("rw", "r-x", "none") and `flags`
     /// ("private|anonymous", "shared", ...; add "fixed" to place it at `addr`), from file
     /// descriptor `fd` at `offset` for a file mapping. Returns the address.
-    #[pyo3(signature = (length, prot="rw", flags="private|anonymous", fd=None, offset=Size(0), addr=None, *, cpu=0))]
+    #[pyo3(
+        signature = (length, prot="rw", flags="private|anonymous", fd=None, offset=Size(0), addr=None, *, cpu=0),
+        text_signature = "($self, length, prot=\"rw\", flags=\"private|anonymous\", fd=None, offset=0, addr=None, *, cpu=0)"
+    )]
     #[allow(clippy::too_many_arguments, reason = "the keyword arguments of mmap(2)")]
     fn mmap(
         &self,
