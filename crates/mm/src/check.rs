@@ -94,7 +94,42 @@ pub fn check_all(st: &KState, rule: CowReuse) -> Result<(), String> {
     check_frames(st)?;
     check_mappings(st, &ptes, rule)?;
     check_refcounts(st)?;
+    check_swap(st, &ptes)?;
     check_page_cache_and_lru(st)
+}
+
+/// Each swap slot's count equals the swap PTEs holding it; the swap cache agrees with the flags.
+fn check_swap(st: &KState, ptes: &[Mapped]) -> Result<(), String> {
+    let mut held: BTreeMap<u64, u64> = BTreeMap::new();
+    for m in ptes.iter().filter(|m| m.pte.is_swap()) {
+        *held.entry(m.pte.swap_entry().1).or_default() += 1;
+    }
+    for slot in 0..st.swap.total() {
+        let counted = held.get(&slot).copied().unwrap_or(0);
+        if u64::from(st.swap.count(slot)) != counted {
+            return Err(format!(
+                "swap slot {slot}: count {} but {counted} PTEs hold it",
+                st.swap.count(slot)
+            ));
+        }
+        if st.swap.has_cache(slot) != st.swap.cached(slot).is_some() {
+            return Err(format!("swap slot {slot}: cache flag disagrees with the swap cache"));
+        }
+    }
+    let mut cached = 0;
+    for (slot, head) in st.swap.cache_iter() {
+        if !st.folios.test(head, pg::SWAPCACHE) || st.swap.slot_of(head) != Some(slot) {
+            return Err(format!("swap-cache folio {head} of slot {slot} is not marked so"));
+        }
+        cached += st.folios.order(head).pages();
+    }
+    if st.vmstat.get(VmStat::NrSwapcached) != cached {
+        return Err(format!(
+            "nr_swapcached is {}, the swap cache holds {cached}",
+            st.vmstat.get(VmStat::NrSwapcached)
+        ));
+    }
+    Ok(())
 }
 
 fn check_frames(st: &KState) -> Result<(), String> {
@@ -228,6 +263,7 @@ fn check_refcounts(st: &KState) -> Result<(), String> {
                 }
                 nr
             }
+            _ if st.folios.test(head, pg::SWAPCACHE) => nr,
             _ => 0,
         };
         let expected = cache

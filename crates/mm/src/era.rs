@@ -259,9 +259,6 @@ impl Switches {
                 "switch {key} = {value} is not modelled yet (choose another kernel or override it)"
             ))
         };
-        if self.cow_reuse != CowReuse::AnonExclusive {
-            return missing(CowReuse::KEY, self.cow_reuse.name());
-        }
         if self.lru != Lru::Classic {
             return missing(Lru::KEY, self.lru.name());
         }
@@ -307,6 +304,7 @@ mod tests {
         assert!(s.set("tlb", "x").unwrap_err().starts_with("unknown switch `tlb`"));
         assert!("v7.1".parse::<KernelVersion>().is_err());
         assert!("five".parse::<KernelVersion>().is_err());
-        assert!(s.check_implemented().unwrap_err().contains("cow_reuse = mapcount"));
+        s.set("lru", "mglru").unwrap();
+        assert!(s.check_implemented().unwrap_err().contains("lru = mglru"));
     }
 }

@@ -267,6 +267,7 @@ pub(crate) async fn filemap_fault(
                     let end = (start + readaround).min(size).max(index + 1);
                     read_pages(cx, inode, start, end).await?;
                 }
+                FsType::Pipe => unreachable!("pipes cannot be mapped"),
             }
             continue;
         };
@@ -324,6 +325,7 @@ pub(crate) async fn file_read(
                         let stop = (index + window).min(cx.st().inodes[inode].size_pages());
                         read_pages(cx, inode, index, stop).await?;
                     }
+                    FsType::Pipe => unreachable!("pipe reads do not use the page cache"),
                 }
                 continue;
             }

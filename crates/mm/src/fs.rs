@@ -35,6 +35,8 @@ pub enum FsType {
     Disk,
     /// tmpfs / shmem: pages live only in memory.
     Tmpfs,
+    /// pipefs: a pipe's inode (its data lives in the pipe's buffers).
+    Pipe,
 }
 
 impl FsType {
@@ -42,6 +44,7 @@ impl FsType {
         match self {
             FsType::Disk => "ext4",
             FsType::Tmpfs => "tmpfs",
+            FsType::Pipe => "pipefs",
         }
     }
 }

@@ -197,6 +197,68 @@ pub(crate) fn release_pages(cx: &Cx, gup: &GupPages, dirty: bool) {
     }
 }
 
+simcore::define_id!(
+    /// A set of pages held by a user-visible GUP holder.
+    pub struct HoldId;
+);
+
+/// Pages pinned or gotten on behalf of a holder, like the kernel's `gup_test` device
+/// (`PIN_LONGTERM_TEST_START`/`READ`/`STOP`): the holder reads what the pinned *physical* pages
+/// contain, which is what a device doing DMA would see.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Hold {
+    pub start: VirtAddr,
+    pub len: u64,
+    pub pages: GupPages,
+}
+
+/// Takes `len` bytes from `start` with GUP and keeps them held.
+pub(crate) async fn hold(
+    cx: &Cx,
+    mm: MmId,
+    start: VirtAddr,
+    len: u64,
+    flags: GupFlags,
+) -> Result<HoldId, Errno> {
+    if len == 0 {
+        return Err(Errno::EINVAL);
+    }
+    let first = start.align_down(Bytes::PAGE);
+    let nr = (start + Bytes(len))
+        .align_up(Bytes::PAGE)
+        .ok_or(Errno::EINVAL)?
+        .offset_from(first)
+        .pages_ceil();
+    let pages = get_user_pages(cx, mm, first, nr, flags).await?;
+    Ok(cx.st().gup_holds.push(Some(Hold { start, len, pages })))
+}
+
+/// What the holder sees: the bytes of the held physical pages.
+pub(crate) fn hold_read(st: &KState, id: HoldId) -> Result<Vec<u8>, Errno> {
+    let h = st.gup_holds.get(id).and_then(Option::as_ref).ok_or(Errno::EINVAL)?;
+    let mut out = vec![0; h.len as usize];
+    let mut done = 0u64;
+    while done < h.len {
+        let a = h.start + Bytes(done);
+        let n = (4096 - a.page_offset()).min(h.len - done);
+        let page = h.pages.pages[(a
+            .align_down(Bytes::PAGE)
+            .offset_from(h.start.align_down(Bytes::PAGE))
+            .as_u64()
+            >> 12) as usize];
+        st.mem.read(page.0, a.page_offset() as usize, &mut out[done as usize..(done + n) as usize]);
+        done += n;
+    }
+    Ok(out)
+}
+
+/// Drops a holder's pages.
+pub(crate) fn hold_release(cx: &Cx, id: HoldId) -> Result<(), Errno> {
+    let h = cx.st().gup_holds.get_mut(id).and_then(Option::take).ok_or(Errno::EINVAL)?;
+    release_pages(cx, &h.pages, false);
+    Ok(())
+}
+
 /// Faults in every page of `[start, end)` that is mapped by a VMA and not yet present
 /// (`populate_vma_page_range`: writable private mappings are populated with write faults,
 /// breaking COW up front). Errors of individual pages are ignored, as `mm_populate` does.

@@ -25,6 +25,7 @@ use engine::{Handle, WaitQueue};
 use simcore::{IdVec, Order, Pfn, SimDuration};
 use std::cell::{Ref, RefCell, RefMut};
 use std::collections::BTreeMap;
+use std::future::Future;
 use std::ops::Deref;
 use std::rc::Rc;
 
@@ -66,8 +67,14 @@ pub struct KState {
     pub bdi_ra_pages: u64,
     pub swap: crate::swap::SwapDevice,
     pub wmark: crate::vmscan::Watermarks,
+    /// Pages held by GUP on behalf of user-visible holders (`gup_test`-style long-term pins).
+    pub gup_holds: IdVec<crate::gup::HoldId, Option<crate::gup::Hold>>,
+    /// Pipe buffers, by the pipe's inode.
+    pub pipes: BTreeMap<InodeId, crate::pipe::Pipe>,
     /// kswapd has been woken and not yet finished balancing.
     pub kswapd_awake: bool,
+    /// kswapd has been started (it is started by the first allocation that needs it).
+    pub kswapd_started: bool,
 }
 
 /// The kernel of one simulated machine.
@@ -176,6 +183,29 @@ impl Cx {
     #[track_caller]
     pub(crate) fn charge(&self, c: Cost) -> engine::PointFuture<'_> {
         self.ecx.charge(self.k.costs.get(c))
+    }
+
+    /// Starts a kernel task (a device, a kernel thread) on this task's CPU, with no current
+    /// process.
+    pub(crate) fn spawn_kthread<F, Fut>(&self, name: &str, f: F) -> engine::TaskId
+    where
+        F: FnOnce(Cx) -> Fut + 'static,
+        Fut: Future<Output = ()> + 'static,
+    {
+        let k = self.k.clone();
+        self.ecx.spawn(self.ecx.cpu(), name, move |ecx| f(Cx::new(ecx, k, None)))
+    }
+
+    /// Starts a kernel daemon (kswapd) on the machine's last CPU: it may outlive the run.
+    pub(crate) fn spawn_kdaemon<F, Fut>(&self, name: &str, f: F)
+    where
+        F: FnOnce(Cx) -> Fut + 'static,
+        Fut: Future<Output = ()> + 'static,
+    {
+        let k = self.k.clone();
+        let handle: &Handle = &self.ecx;
+        let last = handle.cpu(handle.cpus() - 1).expect("the last CPU exists");
+        self.ecx.spawn_daemon(last, name, move |ecx| f(Cx::new(ecx, k, None)));
     }
 
     /// Spends `n` times the cost of a basic operation.

@@ -13,9 +13,11 @@
 //! threads act through [`Thread`], whose methods mirror the syscalls.
 
 pub mod check;
+pub mod clear_refs;
 pub mod content;
 pub mod cost;
 mod cow;
+mod direct_io;
 pub mod era;
 pub mod errno;
 mod exec;
@@ -24,13 +26,14 @@ pub mod filemap;
 pub mod folio;
 mod fork;
 pub mod fs;
-mod gup;
+pub mod gup;
 pub mod kernel;
 pub mod machine;
 pub mod mm_struct;
 pub mod mmap;
 pub mod page_alloc;
 pub mod pgtable;
+pub mod pipe;
 pub mod proc;
 pub mod process;
 pub mod profile;

@@ -180,7 +180,10 @@ impl Machine {
             bdi_ra_pages: config.tunables.ra_pages,
             swap: crate::swap::SwapDevice::new(config.swap.pages_ceil()),
             wmark: crate::vmscan::Watermarks::for_pages(total),
+            gup_holds: IdVec::new(),
+            pipes: Default::default(),
             kswapd_awake: false,
+            kswapd_started: false,
         };
         let kernel = Rc::new(Kernel::new(
             st,

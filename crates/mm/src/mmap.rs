@@ -53,6 +53,8 @@ pub mod madv {
     pub const RANDOM: u32 = 1;
     pub const SEQUENTIAL: u32 = 2;
     pub const DONTNEED: u32 = 4;
+    pub const COLD: u32 = 20;
+    pub const PAGEOUT: u32 = 21;
 }
 
 /// A range `[start, end)` checked to be page-aligned, non-empty and inside user space.
@@ -145,10 +147,13 @@ impl KState {
         if file.refs > 0 {
             return;
         }
-        let (inode, writable) = (file.inode, file.writable());
+        let (inode, mode) = (file.inode, file.mode);
         self.files[f] = None;
+        if self.inodes[inode].fs == FsType::Pipe {
+            self.pipe_release(inode, mode);
+        }
         let i = &mut self.inodes[inode];
-        if writable {
+        if mode & crate::fs::fmode::WRITE != 0 {
             i.put_write_access();
         }
         i.refs -= 1;
@@ -208,6 +213,9 @@ pub(crate) async fn do_mmap(cx: &Cx, pid: Pid, a: MmapArgs) -> Result<VirtAddr, 
                 let fd = a.fd.ok_or(Errno::EBADF)?;
                 let f = *st.procs[pid].fds.get(&fd).ok_or(Errno::EBADF)?;
                 let file = st.file(f);
+                if st.inodes[file.inode].fs == FsType::Pipe {
+                    return Err(Errno::ENODEV);
+                }
                 if !file.readable() {
                     return Err(Errno::EACCES);
                 }
@@ -468,6 +476,40 @@ pub(crate) async fn do_madvise(
                 }
                 zap_vma_range(cx, mm, v, vs, ve, ZapDetails::default()).await;
             }
+            Ok(())
+        }
+        madv::COLD | madv::PAGEOUT => {
+            let folios = {
+                let _g = lock.read(cx).await;
+                let mut st = cx.st();
+                covering(&st, mm, start, end)?;
+                // `madvise_cold_or_pageout_pte_range`: private pages only (mapped once), their
+                // accessed bits cleared.
+                let pgd = st.mm(mm).pgd;
+                let mut found = Vec::new();
+                let mut a = start;
+                while a < end {
+                    if let Some((t, i)) = st.pt.pte_slot(pgd, a) {
+                        let pte = st.pt.pte(t, i);
+                        if let Some(page) = crate::fault::vm_normal_page(pte) {
+                            let head = st.folios.head(page);
+                            if st.folios.folio_mapcount(head) == 1 && !found.contains(&head) {
+                                st.pt.set_pte(t, i, pte.without(Pte::ACCESSED));
+                                found.push(head);
+                            }
+                        }
+                    }
+                    a = a + Bytes::PAGE;
+                }
+                if advice == madv::COLD {
+                    for &h in &found {
+                        crate::vmscan::deactivate(&mut st, h);
+                    }
+                    found.clear();
+                }
+                found
+            };
+            crate::vmscan::reclaim_pages(cx, folios).await;
             Ok(())
         }
         madv::NORMAL | madv::RANDOM | madv::SEQUENTIAL => {

@@ -69,6 +69,11 @@ impl SwapDevice {
         self.slot_of.get(&folio.0).copied()
     }
 
+    /// Every swap-cache folio with its slot.
+    pub fn cache_iter(&self) -> impl Iterator<Item = (u64, Pfn)> + '_ {
+        self.cache.iter().map(|(&s, &p)| (s, p))
+    }
+
     pub fn read(&self, slot: u64) -> Option<&Content> {
         self.data.get(&slot)
     }

@@ -5,15 +5,20 @@
 //! the thread's simulated task: it charges virtual time, takes the kernel's locks and may block.
 //! Errors are the kernel's: an errno for a syscall, a signal for a memory access.
 
+use crate::clear_refs::{ClearRefs, clear_refs};
+use crate::direct_io::direct_read;
 use crate::errno::{Errno, Signal, SysError};
 use crate::exec::{ExecImage, ExecLayout, do_exec};
 use crate::fault::Access;
 use crate::filemap::{file_read, file_write, writeback};
 use crate::fork::{do_fork, exit_mmap};
+use crate::fs::FsType;
 use crate::fs::{FileId, fmode};
+use crate::gup::{GupFlags, HoldId, hold, hold_read, hold_release};
 use crate::kernel::Cx;
 use crate::mm_struct::MmId;
 use crate::mmap::{MmapArgs, do_madvise, do_mmap, do_mprotect, do_munmap, map, prot};
+use crate::pipe::vmsplice;
 use crate::process::{Pid, ProcState};
 use crate::truncate::do_truncate;
 use crate::uaccess::{read_user, touch, write_user};
@@ -142,7 +147,9 @@ impl Thread {
     }
 
     /// `pread(2)` into user memory at `buf` (or, with `buf = None`, a read whose data nobody
-    /// looks at: the same kernel work, no bytes generated). Returns the bytes read.
+    /// looks at: the same kernel work, no bytes generated). Returns the bytes read. A descriptor
+    /// opened with O_DIRECT reads through DMA into the buffer's pages (`buf` is then required);
+    /// a pipe returns what its buffers hold.
     pub async fn pread(
         &self,
         fd: i32,
@@ -152,13 +159,24 @@ impl Thread {
     ) -> Result<u64, SysError> {
         self.cx.charge(crate::cost::Cost::Syscall).await;
         let f = self.fd(fd)?;
-        let (inode, readable, ra) = {
+        let (inode, readable, ra, direct, fs) = {
             let st = self.cx.st();
             let file = st.file(f);
-            (file.inode, file.readable(), file.ra.ra_pages)
+            (file.inode, file.readable(), file.ra.ra_pages, file.direct, st.inodes[file.inode].fs)
         };
         if !readable {
             return Err(Errno::EBADF.into());
+        }
+        if fs == FsType::Pipe {
+            let data = self.cx.st().pipe_read(inode, len)?;
+            if let Some(buf) = buf {
+                write_user(&self.cx, self.mm()?, buf, &data).await?;
+            }
+            return Ok(data.len() as u64);
+        }
+        if direct {
+            let buf = buf.ok_or(Errno::EFAULT)?;
+            return direct_read(&self.cx, self.mm()?, inode, buf, len, pos).await;
         }
         let data = file_read(&self.cx, inode, pos, len, ra, buf.is_some())
             .await
@@ -202,6 +220,9 @@ impl Thread {
         };
         if !writable {
             return Err(Errno::EBADF);
+        }
+        if self.cx.st().inodes[inode].fs == FsType::Pipe {
+            return self.cx.st().pipe_write(inode, data);
         }
         file_write(&self.cx, inode, pos, data).await.map_err(|_| Errno::ENOMEM)?;
         Ok(data.len() as u64)
@@ -278,6 +299,64 @@ impl Thread {
     /// `execve(2)` of a file laid out as `image`.
     pub async fn exec(&self, path: &str, image: ExecImage) -> Result<ExecLayout, Errno> {
         do_exec(&self.cx, self.pid(), path, image).await
+    }
+
+    /// `pipe(2)`: returns the read and write descriptors.
+    pub async fn pipe(&self) -> Result<(i32, i32), Errno> {
+        self.cx.charge(crate::cost::Cost::Syscall).await;
+        let mut st = self.cx.st();
+        let (r, w) = st.pipe_create(&self.cx);
+        let p = &mut st.procs[self.pid()];
+        let rfd = p.next_fd();
+        p.fds.insert(rfd, r);
+        let wfd = p.next_fd();
+        p.fds.insert(wfd, w);
+        Ok((rfd, wfd))
+    }
+
+    /// `vmsplice(2)`: queues references to the pages of `[addr, addr + len)` in the pipe `fd`.
+    pub async fn vmsplice(&self, fd: i32, addr: VirtAddr, len: u64) -> Result<u64, Errno> {
+        let f = self.fd(fd)?;
+        let (inode, writable) = {
+            let st = self.cx.st();
+            (st.file(f).inode, st.file(f).writable())
+        };
+        if !writable || self.cx.st().inodes[inode].fs != FsType::Pipe {
+            return Err(Errno::EBADF);
+        }
+        vmsplice(&self.cx, self.mm()?, inode, addr, len).await
+    }
+
+    /// Takes the pages of `[addr, addr + len)` with GUP and keeps them, as a device driver (or
+    /// the kernel's `gup_test` facility) would; returns the holder's id.
+    pub async fn gup_hold(
+        &self,
+        addr: VirtAddr,
+        len: u64,
+        flags: GupFlags,
+    ) -> Result<HoldId, Errno> {
+        hold(&self.cx, self.mm()?, addr, len, flags).await
+    }
+
+    /// What the holder sees in the held pages (the physical pages, whatever the page tables map
+    /// now).
+    pub async fn gup_read(&self, id: HoldId) -> Result<Vec<u8>, Errno> {
+        self.cx.preempt_point().await;
+        hold_read(&self.cx.st(), id)
+    }
+
+    /// Releases a holder's pages.
+    pub async fn gup_release(&self, id: HoldId) -> Result<(), Errno> {
+        self.cx.preempt_point().await;
+        hold_release(&self.cx, id)
+    }
+
+    /// Writes `value` to `/proc/PID/clear_refs` of process `target`.
+    pub async fn clear_refs(&self, target: Pid, value: u64) -> Result<(), Errno> {
+        let kind = ClearRefs::from_value(value)?;
+        let mm = self.cx.st().procs.get(target).and_then(|p| p.mm).ok_or(Errno::ENOENT)?;
+        clear_refs(&self.cx, mm, kind).await;
+        Ok(())
     }
 
     /// Accesses one byte in every page of `[addr, addr + len)`.

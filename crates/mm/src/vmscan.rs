@@ -22,8 +22,11 @@
 //!
 //! Not yet modelled here (they arrive with the reclaim issue): workingset shadow entries and
 //! refault activation, memory cgroups, the multi-gen LRU, per-CPU LRU batches and the LRU lock.
-//! IO is synchronous per batch: a reclaim pass sleeps for one device request per batch of
-//! dirty folios (the kernel writes asynchronously and frees on a later pass).
+//! Writes are submitted as in the kernel — PG_writeback set, the folio lock dropped, so faults
+//! and GUP can find the folio in the swap or page cache while the IO runs — but the reclaim
+//! pass then waits for one device request per batch and retries the free itself
+//! (approximation: the kernel moves a written folio to the inactive tail,
+//! `folio_rotate_reclaimable`, and frees it on a later pass).
 
 use crate::cost::Cost;
 use crate::filemap::folio_unlock;
@@ -113,12 +116,18 @@ pub(crate) async fn alloc_folio(cx: &Cx, order: Order) -> Option<Pfn> {
     }
 }
 
-/// Wakes kswapd if it sleeps (`wakeup_kswapd`).
+/// Wakes kswapd if it sleeps (`wakeup_kswapd`), starting it the first time.
 fn wake_kswapd(cx: &Cx) {
-    let wake = {
+    let (wake, start) = {
         let mut st = cx.st();
-        !std::mem::replace(&mut st.kswapd_awake, true)
+        (
+            !std::mem::replace(&mut st.kswapd_awake, true),
+            !std::mem::replace(&mut st.kswapd_started, true),
+        )
     };
+    if start {
+        cx.spawn_kdaemon("kswapd0", kswapd);
+    }
     if wake {
         cx.kernel().kswapd_wait.wake_up_all(cx);
     }
@@ -290,12 +299,50 @@ async fn shrink_inactive_list(cx: &Cx, list: LruList, nr: u64, who: Reclaimer) -
         st.vmstat.add(by_type, scanned);
     }
     cx.charge_n(Cost::LruScan, scanned).await;
-    let reclaimed = shrink_folio_list(cx, folios, who).await;
+    let reclaimed = shrink_folio_list(cx, folios, who, false).await;
     (scanned, reclaimed)
 }
 
-/// `shrink_folio_list`: decides, unmaps, writes and frees; puts back what stays.
-async fn shrink_folio_list(cx: &Cx, folios: Vec<Pfn>, who: Reclaimer) -> u64 {
+/// `reclaim_pages` (`MADV_PAGEOUT`): reclaims these folios whatever their references; returns
+/// the pages freed.
+pub(crate) async fn reclaim_pages(cx: &Cx, folios: Vec<Pfn>) -> u64 {
+    let isolated: Vec<Pfn> = {
+        let mut st = cx.st();
+        let on_lru: Vec<Pfn> = folios.into_iter().filter(|&f| st.folios.test(f, pg::LRU)).collect();
+        for &f in &on_lru {
+            let list = st.folio_lru_list(f);
+            st.folios.lru_del(f, list);
+            st.folios.get_extra(f);
+        }
+        on_lru
+    };
+    shrink_folio_list(cx, isolated, Reclaimer::Direct, true).await
+}
+
+/// `MADV_COLD` (`deactivate_page`): an active folio moves to its inactive list, unreferenced.
+pub(crate) fn deactivate(st: &mut KState, head: Pfn) {
+    if !st.folios.test(head, pg::LRU) {
+        return;
+    }
+    let list = st.folio_lru_list(head);
+    st.folios.lru_del(head, list);
+    let was_active = st.folios.test(head, pg::ACTIVE);
+    st.folios.clear_flag(head, pg::ACTIVE | pg::REFERENCED);
+    st.folio_add_lru(head);
+    if was_active {
+        let nr = st.folios.order(head).pages();
+        st.vmstat.add(VmStat::Pgdeactivate, nr);
+    }
+}
+
+/// `shrink_folio_list`: decides, unmaps, writes and frees; puts back what stays. With
+/// `ignore_references` (`MADV_PAGEOUT`) every folio is reclaimed if it can be.
+async fn shrink_folio_list(
+    cx: &Cx,
+    folios: Vec<Pfn>,
+    who: Reclaimer,
+    ignore_references: bool,
+) -> u64 {
     let mut to_free = Vec::new();
     for head in folios {
         if !crate::filemap::folio_trylock(&mut cx.st(), head)
@@ -304,7 +351,9 @@ async fn shrink_folio_list(cx: &Cx, folios: Vec<Pfn>, who: Reclaimer) -> u64 {
             putback(&mut cx.st(), head);
             continue;
         }
-        let decision = match check_references(cx, head).await {
+        let refs =
+            if ignore_references { References::Reclaim } else { check_references(cx, head).await };
+        let decision = match refs {
             References::Activate => Err(true),
             References::Keep => Err(false),
             r => Ok(r),
@@ -329,7 +378,7 @@ async fn shrink_folio_list(cx: &Cx, folios: Vec<Pfn>, who: Reclaimer) -> u64 {
             }
         }
     }
-    write_out(cx, &to_free).await;
+    let to_free = write_out(cx, to_free).await;
     let mut reclaimed = 0;
     for head in to_free {
         let freed = {
@@ -392,29 +441,55 @@ async fn prepare_reclaim(cx: &Cx, head: Pfn, refs: References) -> Result<(), boo
 }
 
 /// Writes the dirty folios among `folios` (swap writes for anonymous ones, writeback for file
-/// ones) with one device request each kind.
-async fn write_out(cx: &Cx, folios: &[Pfn]) {
+/// ones) with one device request each kind, unlocked while under writeback. Returns the folios
+/// locked again afterwards; the others are back on the LRU.
+async fn write_out(cx: &Cx, folios: Vec<Pfn>) -> Vec<Pfn> {
+    let (dirty, mut clean): (Vec<Pfn>, Vec<Pfn>) = {
+        let st = cx.st();
+        folios.into_iter().partition(|&h| st.folios.test(h, pg::DIRTY))
+    };
     let (anon, file): (Vec<Pfn>, Vec<Pfn>) = {
         let st = cx.st();
-        folios
-            .iter()
-            .copied()
-            .filter(|&h| st.folios.test(h, pg::DIRTY))
-            .partition(|&h| st.folios.is_anon(h))
+        dirty.into_iter().partition(|&h| st.folios.is_anon(h))
     };
     for batch in [anon, file] {
         if batch.is_empty() {
             continue;
         }
+        {
+            // `pageout`: the data goes to the device as it is now; the folio is clean and
+            // under writeback, and unlocked.
+            let mut st = cx.st();
+            for &head in &batch {
+                if st.folios.is_anon(head) {
+                    st.swap_write(head);
+                } else if let crate::folio::Mapping::File(inode) = st.folios.mapping(head) {
+                    st.writeback_folio(inode, head);
+                }
+                st.folios.set(head, pg::WRITEBACK);
+            }
+        }
+        for &head in &batch {
+            folio_unlock(cx, head);
+        }
         let io = cx.cost(Cost::BlockIoLatency) + cx.cost(Cost::BlockIoPerPage) * batch.len() as u64;
         cx.sleep(io).await;
-        let mut st = cx.st();
         for head in batch {
-            if st.folios.is_anon(head) {
-                st.swap_write(head);
-            } else if let crate::folio::Mapping::File(inode) = st.folios.mapping(head) {
-                st.writeback_folio(inode, head);
+            // `folio_end_writeback`, then the lock again for the free.
+            let relocked = {
+                let mut st = cx.st();
+                st.folios.clear_flag(head, pg::WRITEBACK);
+                let relocked = crate::filemap::folio_trylock(&mut st, head);
+                if !relocked {
+                    putback(&mut st, head);
+                }
+                relocked
+            };
+            cx.kernel().folio_waitqueue(head).wake_up_all(cx);
+            if relocked {
+                clean.push(head);
             }
         }
     }
+    clean
 }

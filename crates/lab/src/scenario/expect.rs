@@ -97,7 +97,7 @@ fn addr_text(a: &super::model::AddrExpr) -> String {
     }
 }
 
-/// Checks one expectation.
+/// Checks one expectation (the caller skips those whose `when` does not hold).
 pub fn check(st: &KState, env: &Env, e: &Expect) -> Result<(), Failure> {
     let what = describe(&e.what);
     match read(st, env, &e.what) {

@@ -2,7 +2,8 @@
 //! each operation's expectation.
 
 use super::model::{AddrExpr, Op, OpExpect, OpKind};
-use mm::{ExecLayout, MmapArgs, Pid, SysError, Thread};
+use mm::gup::HoldId;
+use mm::{ExecLayout, MmapArgs, Pid, Switches, SysError, Thread};
 use simcore::VirtAddr;
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -15,15 +16,24 @@ pub enum Value {
     Fd(i32),
     Process(Pid),
     Layout(ExecLayout),
+    Hold(HoldId),
+    /// The read and write ends of a pipe.
+    Pipe(i32, i32),
 }
 
-/// Names bound so far in a run.
-#[derive(Debug, Default)]
+/// Names bound so far in a run, and the switches and kernel that select expectations.
+#[derive(Debug)]
 pub struct Env {
     values: BTreeMap<String, Value>,
+    pub switches: Switches,
+    pub kernel: mm::KernelVersion,
 }
 
 impl Env {
+    pub fn new(switches: Switches, kernel: mm::KernelVersion) -> Env {
+        Env { values: BTreeMap::new(), switches, kernel }
+    }
+
     pub fn bind(&mut self, name: &str, v: Value) {
         self.values.insert(name.to_string(), v);
     }
@@ -36,9 +46,19 @@ impl Env {
     }
 
     fn fd(&self, name: &str) -> Result<i32, String> {
-        match self.values.get(name) {
-            Some(Value::Fd(fd)) => Ok(*fd),
+        let (root, end) = name.split_once('.').map_or((name, None), |(r, e)| (r, Some(e)));
+        match (self.values.get(root), end) {
+            (Some(Value::Fd(fd)), None) => Ok(*fd),
+            (Some(Value::Pipe(r, _)), Some("read")) => Ok(*r),
+            (Some(Value::Pipe(_, w)), Some("write")) => Ok(*w),
             _ => Err(format!("`{name}` is not a file descriptor")),
+        }
+    }
+
+    fn hold(&self, name: &str) -> Result<HoldId, String> {
+        match self.values.get(name) {
+            Some(Value::Hold(h)) => Ok(*h),
+            _ => Err(format!("`{name}` is not a pin")),
         }
     }
 
@@ -172,6 +192,39 @@ pub async fn execute(t: &Thread, kind: &OpKind, env: &RefCell<Env>) -> Result<Ou
             t.write_bytes(at, &(value + 1).to_le_bytes()).await?;
             Outcome::Done
         }
+        OpKind::Pin { addr: a, len, flags } => {
+            Outcome::Bound(Value::Hold(t.gup_hold(addr(a), *len, *flags).await?))
+        }
+        OpKind::PinRead { hold, offset, len } => {
+            let h = env.borrow().hold(hold).expect("names were checked when parsing");
+            let data = t.gup_read(h).await?;
+            // Like a read: a range past the held pages returns what there is.
+            let start = (*offset as usize).min(data.len());
+            let end = len.map_or(data.len(), |n| (start + n as usize).min(data.len()));
+            Outcome::Data(data[start..end].to_vec())
+        }
+        OpKind::Unpin { hold } => {
+            let h = env.borrow().hold(hold).expect("names were checked when parsing");
+            t.gup_release(h).await?;
+            Outcome::Done
+        }
+        OpKind::PreadDirect { fd: f, buf, len, offset } => {
+            let b = addr(buf);
+            let n = t.pread(fd(f), Some(b), *len, *offset).await?;
+            Outcome::Data(t.read_bytes(b, n).await?)
+        }
+        OpKind::ClearRefs { process, value } => {
+            let pid = env.borrow().process(process).expect("names were checked when parsing");
+            t.clear_refs(pid, *value).await?;
+            Outcome::Done
+        }
+        OpKind::Pipe => {
+            let (r, w) = t.pipe().await?;
+            Outcome::Bound(Value::Pipe(r, w))
+        }
+        OpKind::Vmsplice { fd: f, addr: a, len } => {
+            Outcome::Count(t.vmsplice(fd(f), addr(a), *len).await?)
+        }
         OpKind::Sleep { duration } => {
             t.cx().sleep(*duration).await;
             Outcome::Done
@@ -186,8 +239,15 @@ fn show_bytes(b: &[u8]) -> String {
     }
 }
 
-/// Compares a result with the operation's expectation.
-pub fn check(op: &Op, result: &Result<Outcome, SysError>) -> Result<(), Failure> {
+/// Compares a result with the operation's expectation (the first alternative whose `when`
+/// holds under `switches`).
+pub fn check(op: &Op, env: &Env, result: &Result<Outcome, SysError>) -> Result<(), Failure> {
+    let success = OpExpect::Success;
+    let expect = op
+        .expect
+        .iter()
+        .find(|a| a.when.holds(&env.switches, env.kernel))
+        .map_or(&success, |a| &a.expect);
     let name = op.kind.name();
     let observed = match result {
         Ok(Outcome::Done) => "success".to_string(),
@@ -196,7 +256,7 @@ pub fn check(op: &Op, result: &Result<Outcome, SysError>) -> Result<(), Failure>
         Ok(Outcome::Count(n)) => format!("{n} bytes"),
         Err(e) => e.to_string(),
     };
-    let (ok, expected) = match (&op.expect, result) {
+    let (ok, expected) = match (expect, result) {
         (OpExpect::Success, r) => (r.is_ok(), "success".to_string()),
         (OpExpect::Errno(e), r) => (*r == Err(SysError::Errno(*e)), e.to_string()),
         (OpExpect::Signal(s), r) => (*r == Err(SysError::Signal(*s)), s.to_string()),
@@ -231,7 +291,8 @@ pub async fn run_task(t: Thread, ops: Vec<Op>, env: Rc<RefCell<Env>>, log: Rc<Re
     for op in &ops {
         let result = execute(&t, &op.kind, &env).await;
         log.borrow_mut().ops += 1;
-        if let Err(f) = check(op, &result) {
+        let verdict = check(op, &env.borrow(), &result);
+        if let Err(f) = verdict {
             log.borrow_mut().failures.push(f);
             return;
         }

@@ -17,6 +17,7 @@ impl Default for MachineSpec {
             seed: 0,
             scheduler: SchedulerKind::TimeOrdered,
             ra_pages: None,
+            swap: None,
             fault_around_pages: None,
             costs: Vec::new(),
         }
@@ -77,6 +78,8 @@ pub struct MachineSpec {
     pub scheduler: SchedulerKind,
     /// `read_ahead_kb` in pages.
     pub ra_pages: Option<u64>,
+    /// Size of the swap device.
+    pub swap: Option<Bytes>,
     /// `fault_around_bytes` in pages.
     pub fault_around_pages: Option<u64>,
     /// Cost overrides by name, in ns.
@@ -130,7 +133,38 @@ pub struct Op {
     pub kind: OpKind,
     /// The name its result is bound to (`as = "buf"`).
     pub bind: Option<String>,
+    /// What it must return: the first alternative whose `when` holds (success if none does).
+    pub expect: Vec<Alternative>,
+}
+
+/// One expected result, under a condition on the switches.
+#[derive(Clone, Debug)]
+pub struct Alternative {
+    pub when: When,
     pub expect: OpExpect,
+}
+
+/// A condition on the run's switches and kernel version: every listed switch has one of the
+/// listed values (`when = { cow_reuse = ["page_count", "mapcount"] }`) and the kernel is in the
+/// range (`kernel = ">=v5.11"`, `"<v6.5"`, `"v5.12"`). Empty: always.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct When {
+    pub switches: Vec<(String, Vec<String>)>,
+    pub kernel: Option<(std::cmp::Ordering, bool, KernelVersion)>,
+}
+
+impl When {
+    pub fn holds(&self, switches: &Switches, kernel: KernelVersion) -> bool {
+        let values = switches.iter();
+        let switches_hold = self.switches.iter().all(|(k, allowed)| {
+            values.iter().any(|(name, v)| name == k && allowed.iter().any(|a| a == v))
+        });
+        let kernel_holds = self.kernel.is_none_or(|(ord, or_equal, v)| {
+            let c = kernel.cmp(&v);
+            c == ord || (or_equal && c == std::cmp::Ordering::Equal)
+        });
+        switches_hold && kernel_holds
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -208,6 +242,42 @@ pub enum OpKind {
         addr: AddrExpr,
         data: Vec<u8>,
     },
+    /// Takes `[addr, addr + len)` with GUP and holds it (a driver, `gup_test`).
+    Pin {
+        addr: AddrExpr,
+        len: u64,
+        flags: mm::gup::GupFlags,
+    },
+    /// Reads what a holder's pages contain: `len` bytes (all by default) from `offset`.
+    PinRead {
+        hold: String,
+        offset: u64,
+        len: Option<u64>,
+    },
+    /// Releases a holder's pages.
+    Unpin {
+        hold: String,
+    },
+    /// `pread` through O_DIRECT into `buf` (the descriptor must be opened `direct`).
+    PreadDirect {
+        fd: String,
+        buf: AddrExpr,
+        len: u64,
+        offset: u64,
+    },
+    /// Writes `value` to `/proc/PID/clear_refs` of `process`.
+    ClearRefs {
+        process: String,
+        value: u64,
+    },
+    /// `pipe()`: binds `NAME.read` and `NAME.write`.
+    Pipe,
+    /// `vmsplice` of `[addr, addr + len)` into the pipe end `fd`.
+    Vmsplice {
+        fd: String,
+        addr: AddrExpr,
+        len: u64,
+    },
     /// Loads the 8-byte little-endian counter at `addr`, then stores it plus one: two separate
     /// accesses, as a program incrementing without a lock does (so concurrent increments can
     /// lose updates).
@@ -242,6 +312,13 @@ impl OpKind {
             OpKind::ReadBytes { .. } => "read_bytes",
             OpKind::WriteBytes { .. } => "write_bytes",
             OpKind::Increment { .. } => "increment",
+            OpKind::Pin { .. } => "pin",
+            OpKind::PinRead { .. } => "pin_read",
+            OpKind::Unpin { .. } => "unpin",
+            OpKind::PreadDirect { .. } => "pread_direct",
+            OpKind::ClearRefs { .. } => "clear_refs",
+            OpKind::Pipe => "pipe",
+            OpKind::Vmsplice { .. } => "vmsplice",
             OpKind::Sleep { .. } => "sleep",
         }
     }
@@ -253,6 +330,8 @@ impl OpKind {
             OpKind::Open { .. } | OpKind::Dup { .. } => Some(ValueKind::Fd),
             OpKind::Fork => Some(ValueKind::Process),
             OpKind::Exec { .. } => Some(ValueKind::Layout),
+            OpKind::Pin { .. } => Some(ValueKind::Hold),
+            OpKind::Pipe => Some(ValueKind::Pipe),
             _ => None,
         }
     }
@@ -266,6 +345,10 @@ pub enum ValueKind {
     Process,
     /// An exec layout: `NAME.text`, `NAME.data`, `NAME.bss`, `NAME.stack` are addresses.
     Layout,
+    /// Pages held with GUP.
+    Hold,
+    /// A pipe: `NAME.read` and `NAME.write` are file descriptors.
+    Pipe,
 }
 
 /// What an operation must return.
@@ -287,6 +370,8 @@ pub struct Expect {
     pub line: usize,
     pub what: Observable,
     pub cmp: Comparison,
+    /// Checked only when this holds.
+    pub when: When,
 }
 
 /// A number the model exposes in a kernel format.

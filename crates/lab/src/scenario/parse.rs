@@ -182,6 +182,10 @@ impl<'a> Parser<'a> {
             c.mark_all();
         }
         let seed = f.opt_u64("seed")?.unwrap_or(0);
+        let swap = f.opt_size("swap")?;
+        if swap.is_some_and(|s| !s.is_page_aligned()) {
+            return Err(self.err(f.line_of("swap"), "`swap`: expected a multiple of 4 KiB"));
+        }
         f.finish(&[
             "profile",
             "cpus",
@@ -192,6 +196,7 @@ impl<'a> Parser<'a> {
             "tunables",
             "costs",
             "seed",
+            "swap",
         ])?;
         Ok(MachineSpec {
             profile: profile_name,
@@ -202,6 +207,7 @@ impl<'a> Parser<'a> {
             seed,
             scheduler,
             ra_pages,
+            swap,
             fault_around_pages,
             costs,
         })
@@ -347,10 +353,46 @@ impl<'a> Parser<'a> {
             }
             "write_bytes" => OpKind::WriteBytes { addr: f.addr("addr")?, data: f.data()? },
             "increment" => OpKind::Increment { addr: f.addr("addr")? },
+            "pin" => {
+                let kind = f.opt_str("kind")?.unwrap_or_else(|| "pin".into());
+                let pin = match kind.as_str() {
+                    "pin" => true,
+                    "get" => false,
+                    other => return Err(self.err(f.line_of("kind"), format!("`kind` in `pin`: expected \"pin\" (FOLL_PIN) or \"get\" (FOLL_GET), found \"{other}\""))),
+                };
+                let flags = mm::gup::GupFlags {
+                    write: f.opt_bool("write")?.unwrap_or(false),
+                    pin,
+                    longterm: f.opt_bool("longterm")?.unwrap_or(false),
+                };
+                OpKind::Pin { addr: f.addr("addr")?, len: f.size("len")?.as_u64(), flags }
+            }
+            "pin_read" => OpKind::PinRead {
+                hold: f.string("pin")?,
+                offset: f.opt_size("offset")?.map_or(0, |b| b.as_u64()),
+                len: f.opt_size("len")?.map(|b| b.as_u64()),
+            },
+            "unpin" => OpKind::Unpin { hold: f.string("pin")? },
+            "pread_direct" => OpKind::PreadDirect {
+                fd: f.string("fd")?,
+                buf: f.addr("buf")?,
+                len: f.size("len")?.as_u64(),
+                offset: f.opt_size("offset")?.map_or(0, Bytes::as_u64),
+            },
+            "clear_refs" => OpKind::ClearRefs {
+                process: f.string("process")?,
+                value: f.opt_u64("value")?.unwrap_or(4),
+            },
+            "pipe" => OpKind::Pipe,
+            "vmsplice" => OpKind::Vmsplice {
+                fd: f.string("fd")?,
+                addr: f.addr("addr")?,
+                len: f.size("len")?.as_u64(),
+            },
             "sleep" => OpKind::Sleep { duration: f.duration("duration")? },
             other => {
                 return Err(self.err(f.line_of("op"), format!(
-                    "unknown operation `{other}`: expected one of mmap, munmap, mprotect, madvise, open, close, dup, read, write, truncate, ftruncate, fsync, fork, exit, exec, touch, read_bytes, write_bytes, increment, sleep"
+                    "unknown operation `{other}`: expected one of mmap, munmap, mprotect, madvise, open, close, dup, read, write, truncate, ftruncate, fsync, fork, exit, exec, touch, read_bytes, write_bytes, increment, pin, pin_read, unpin, pread_direct, clear_refs, pipe, vmsplice, sleep"
                 )));
             }
         };
@@ -361,8 +403,11 @@ impl<'a> Parser<'a> {
             );
         }
         let expect = match f.get("expect") {
-            None => OpExpect::Success,
-            Some(n) => self.op_expect(n, &kind)?,
+            None => Vec::new(),
+            Some(Node { kind: Kind::Array(items), .. }) => {
+                items.iter().map(|n| self.op_alternative(n, &kind)).collect::<Result<_, _>>()?
+            }
+            Some(n) => vec![self.op_alternative(n, &kind)?],
         };
         let known: &[&str] = match &kind {
             OpKind::Mmap { .. } => &["addr", "len", "prot", "flags", "fd", "offset"],
@@ -381,12 +426,81 @@ impl<'a> Parser<'a> {
             OpKind::ReadBytes { .. } => &["addr", "len"],
             OpKind::WriteBytes { .. } => &["addr", "data", "data_hex", "fill", "len"],
             OpKind::Increment { .. } => &["addr"],
+            OpKind::Pin { .. } => &["addr", "len", "kind", "write", "longterm"],
+            OpKind::PinRead { .. } => &["pin", "offset", "len"],
+            OpKind::Unpin { .. } => &["pin"],
+            OpKind::PreadDirect { .. } => &["fd", "buf", "len", "offset"],
+            OpKind::ClearRefs { .. } => &["process", "value"],
+            OpKind::Pipe => &[],
+            OpKind::Vmsplice { .. } => &["fd", "addr", "len"],
             OpKind::Sleep { .. } => &["duration"],
         };
         let mut all = vec!["op", "as", "expect"];
         all.extend_from_slice(known);
         f.finish(&all)?;
         Ok(Op { line, kind, bind, expect })
+    }
+
+    /// One alternative of an operation's `expect`: a result, optionally under `when`.
+    fn op_alternative(&self, node: &Node, kind: &OpKind) -> Result<Alternative, ScenarioError> {
+        let when = match &node.kind {
+            Kind::Table(entries) => match entries.iter().find(|(k, _)| k == "when") {
+                Some((_, w)) => self.when(w)?,
+                None => When::default(),
+            },
+            _ => When::default(),
+        };
+        Ok(Alternative { when, expect: self.op_expect(node, kind)? })
+    }
+
+    /// `when = { switch = "value" }` or `{ switch = ["a", "b"] }`, checked against the switches.
+    fn when(&self, node: &Node) -> Result<When, ScenarioError> {
+        let f = self.fields(node, "when")?;
+        let mut conds = Vec::new();
+        let mut kernel = None;
+        for (key, value) in f.entries {
+            if key == "kernel" {
+                let Kind::Str(text) = &value.kind else {
+                    return Err(self.err(
+                        value.line,
+                        "`kernel` in `when`: expected a string like \">=v5.11\"",
+                    ));
+                };
+                kernel = Some(parse_kernel_cond(text).map_err(|e| self.err(value.line, e))?);
+                continue;
+            }
+            let values: Vec<String> =
+                match &value.kind {
+                    Kind::Str(v) => vec![v.clone()],
+                    Kind::Array(items) => items
+                        .iter()
+                        .map(|i| match &i.kind {
+                            Kind::Str(v) => Ok(v.clone()),
+                            k => Err(self.err(
+                                i.line,
+                                format!(
+                                    "`when`: expected switch values as strings, found {}",
+                                    k.describe()
+                                ),
+                            )),
+                        })
+                        .collect::<Result<_, _>>()?,
+                    k => return Err(self.err(
+                        value.line,
+                        format!(
+                            "`when`: expected a value or a list of values for `{key}`, found {}",
+                            k.describe()
+                        ),
+                    )),
+                };
+            let mut scratch = Switches::default();
+            for v in &values {
+                scratch.set(key, v).map_err(|e| self.err(value.line, e))?;
+            }
+            conds.push((key.clone(), values));
+        }
+        f.mark_all();
+        Ok(When { switches: conds, kernel })
     }
 
     fn op_expect(&self, node: &Node, kind: &OpKind) -> Result<OpExpect, ScenarioError> {
@@ -402,6 +516,8 @@ impl<'a> Parser<'a> {
             };
         }
         let f = self.fields(node, "expect")?;
+        // `when` belongs to the enclosing alternative, parsed by `op_alternative`.
+        f.get("when");
         let e = if let Some(e) = f.opt_str("errno")? {
             OpExpect::Errno(
                 Errno::from_name(&e)
@@ -416,7 +532,13 @@ impl<'a> Parser<'a> {
             })?)
         } else if f.get("data").is_some() || f.get("data_hex").is_some() || f.get("fill").is_some()
         {
-            if !matches!(kind, OpKind::ReadBytes { .. } | OpKind::Read { buf: Some(_), .. }) {
+            if !matches!(
+                kind,
+                OpKind::ReadBytes { .. }
+                    | OpKind::Read { buf: Some(_), .. }
+                    | OpKind::PinRead { .. }
+                    | OpKind::PreadDirect { .. }
+            ) {
                 return Err(
                     self.err(node.line, format!("`{}` returns no data to compare", kind.name()))
                 );
@@ -430,7 +552,7 @@ impl<'a> Parser<'a> {
                 "expect: expected one of errno, signal, data, data_hex, fill, bytes",
             ));
         };
-        f.finish(&["errno", "signal", "data", "data_hex", "fill", "len", "bytes"])?;
+        f.finish(&["errno", "signal", "data", "data_hex", "fill", "len", "bytes", "when"])?;
         Ok(e)
     }
 
@@ -504,8 +626,12 @@ impl<'a> Parser<'a> {
                 "an expectation needs exactly one of equals, kb, is, at_least, at_most",
             ));
         };
-        f.finish(&[kind, "process", "at", "equals", "kb", "is", "at_least", "at_most"])?;
-        Ok(Expect { line: node.line, what, cmp })
+        let when = match f.get("when") {
+            Some(w) => self.when(w)?,
+            None => When::default(),
+        };
+        f.finish(&[kind, "process", "at", "equals", "kb", "is", "at_least", "at_most", "when"])?;
+        Ok(Expect { line: node.line, what, cmp, when })
     }
 
     fn explore(&self, node: &Node) -> Result<ExploreExpect, ScenarioError> {
@@ -529,6 +655,10 @@ impl<'a> Parser<'a> {
         }
         let strategy = f.string("strategy")?;
         let seed = f.opt_u64("seed")?.unwrap_or(0);
+        let swap = f.opt_size("swap")?;
+        if swap.is_some_and(|s| !s.is_page_aligned()) {
+            return Err(self.err(f.line_of("swap"), "`swap`: expected a multiple of 4 KiB"));
+        }
         explore::Strategy::from_spec(&strategy, seed)
             .map_err(|e| self.err(f.line_of("strategy"), e.to_string()))?;
         let budget = f.opt_u64("budget")?.unwrap_or(2000);
@@ -617,6 +747,11 @@ impl<'a> Parser<'a> {
                                     && ["text", "data", "bss", "stack"]
                                         .contains(&name.rsplit('.').next().unwrap_or(""))
                             }
+                            (Some(ValueKind::Pipe), ValueKind::Fd) => {
+                                name.contains('.')
+                                    && ["read", "write"]
+                                        .contains(&name.rsplit('.').next().unwrap_or(""))
+                            }
                             (Some(k), w) => k == w && !name.contains('.'),
                             (None, _) => false,
                         };
@@ -624,6 +759,8 @@ impl<'a> Parser<'a> {
                             let desc = match want {
                                 ValueKind::Addr => "an address",
                                 ValueKind::Fd => "a file descriptor",
+                                ValueKind::Hold => "pages held by `pin`",
+                                ValueKind::Pipe => "a pipe",
                                 ValueKind::Process => "a process",
                                 ValueKind::Layout => "an exec layout",
                             };
@@ -728,12 +865,20 @@ fn op_refs(k: &OpKind) -> Vec<(String, ValueKind)> {
         OpKind::Read { fd: f, buf, .. } => {
             fd(f).into_iter().chain(buf.iter().flat_map(addr)).collect()
         }
+        OpKind::PreadDirect { fd: f, buf, .. } => fd(f).into_iter().chain(addr(buf)).collect(),
+        OpKind::Vmsplice { fd: f, addr: a, .. } => fd(f).into_iter().chain(addr(a)).collect(),
+        OpKind::Pin { addr: a, .. } => addr(a),
+        OpKind::PinRead { hold, .. } | OpKind::Unpin { hold } => {
+            vec![(hold.clone(), ValueKind::Hold)]
+        }
+        OpKind::ClearRefs { process, .. } => vec![(process.clone(), ValueKind::Process)],
         OpKind::Open { .. }
         | OpKind::Truncate { .. }
         | OpKind::Fork
         | OpKind::Exit
         | OpKind::Exec { .. }
-        | OpKind::Sleep { .. } => Vec::new(),
+        | OpKind::Sleep { .. }
+        | OpKind::Pipe => Vec::new(),
     }
 }
 
@@ -1052,6 +1197,8 @@ pub fn parse_advice(s: &str) -> Result<u32, String> {
         ("random", madv::RANDOM),
         ("sequential", madv::SEQUENTIAL),
         ("dontneed", madv::DONTNEED),
+        ("cold", madv::COLD),
+        ("pageout", madv::PAGEOUT),
     ];
     flag_words(s, &table, |_, b| b)
 }
@@ -1107,6 +1254,23 @@ fn parse_hex(s: &str) -> Option<Vec<u8>> {
         return None;
     }
     (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).ok()).collect()
+}
+
+/// `">=v5.11"`, `"<v6.5"`, `"<=5.18"`, `">v6.1"` or an exact `"v5.12"`.
+fn parse_kernel_cond(s: &str) -> Result<(std::cmp::Ordering, bool, KernelVersion), String> {
+    use std::cmp::Ordering::{Equal, Greater, Less};
+    let (ord, eq, rest) = if let Some(r) = s.strip_prefix(">=") {
+        (Greater, true, r)
+    } else if let Some(r) = s.strip_prefix("<=") {
+        (Less, true, r)
+    } else if let Some(r) = s.strip_prefix('>') {
+        (Greater, false, r)
+    } else if let Some(r) = s.strip_prefix('<') {
+        (Less, false, r)
+    } else {
+        (Equal, true, s)
+    };
+    Ok((ord, eq, rest.trim().parse()?))
 }
 
 /// `smaps:NAME`, `vmstat`, ... (also used for the CLI's `--show`).

@@ -90,6 +90,9 @@ pub fn machine_config(
     if let Some(p) = m.fault_around_pages {
         config.tunables.fault_around_pages = p;
     }
+    if let Some(swap) = m.swap {
+        config.swap = swap;
+    }
     for (k, v) in &m.costs {
         config.profile.costs.set(k, *v).map_err(bad)?;
     }
@@ -140,7 +143,7 @@ pub fn prepare(
             .create_file(&f.path, &f.spec)
             .map_err(|e| bad(f.line, format!("file `{}`: {e}", f.path)))?;
     }
-    let env = Rc::new(RefCell::new(Env::default()));
+    let env = Rc::new(RefCell::new(Env::new(machine.config().switches, machine.config().kernel)));
     for p in &s.processes {
         let pid = machine
             .new_process(&p.name)
@@ -210,7 +213,11 @@ impl Driver {
 
     fn expectations_hold(&self, expects: &[super::model::Expect]) -> bool {
         let mut ok = true;
-        for e in expects {
+        let (switches, kernel) = {
+            let env = self.env.borrow();
+            (env.switches, env.kernel)
+        };
+        for e in expects.iter().filter(|e| e.when.holds(&switches, kernel)) {
             self.log.borrow_mut().expectations += 1;
             if let Err(f) = expect::check(&self.kernel.state(), &self.env.borrow(), e) {
                 self.log.borrow_mut().failures.push(f);

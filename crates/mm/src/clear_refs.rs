@@ -1,0 +1,140 @@
+//! `/proc/PID/clear_refs` (`fs/proc/task_mmu.c` `clear_refs_write`, v5.11 and v6.8).
+//!
+//! Writing 4 resets soft-dirty tracking: each VMA loses `VM_SOFTDIRTY`, each present PTE is
+//! write-protected and loses its soft-dirty bit (so the next write faults and sets it again), and
+//! each swap PTE loses its swap soft-dirty bit. From v5.11 (9348b73c2e1b, kept by the v5.19 rule,
+//! reverted by the seed) a writable PTE of a possibly pinned page in a COW mapping of an mm that
+//! has pinned pages is left alone, since write-protecting it would let a COW fault move the page
+//! away from the pin. Writing 1, 2 or 3 clears the accessed bits and PG_referenced of all,
+//! anonymous or file-mapped pages; 5 resets the RSS high-water mark. Soft-dirty clearing takes
+//! `mmap_lock` for write (as since v5.11), the others for read.
+
+use crate::cow::clear_refs_skips_pinned;
+use crate::errno::Errno;
+use crate::fault::vm_normal_page;
+use crate::folio::pg;
+use crate::kernel::Cx;
+use crate::mm_struct::{MMF_HAS_PINNED, MmId};
+use crate::pgtable::{Level, Pte};
+use crate::tlbflush::flush_tlb_range;
+use crate::vma::{VmFlags, VmaId};
+use simcore::{Bytes, VirtAddr};
+
+/// What a write to `clear_refs` asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClearRefs {
+    All = 1,
+    Anon = 2,
+    Mapped = 3,
+    SoftDirty = 4,
+    MmHiwaterRss = 5,
+}
+
+impl ClearRefs {
+    pub fn from_value(v: u64) -> Result<ClearRefs, Errno> {
+        Ok(match v {
+            1 => ClearRefs::All,
+            2 => ClearRefs::Anon,
+            3 => ClearRefs::Mapped,
+            4 => ClearRefs::SoftDirty,
+            5 => ClearRefs::MmHiwaterRss,
+            _ => return Err(Errno::EINVAL),
+        })
+    }
+}
+
+/// `clear_refs_write` on `mm`.
+pub(crate) async fn clear_refs(cx: &Cx, mm: MmId, kind: ClearRefs) {
+    cx.charge(crate::cost::Cost::Syscall).await;
+    let lock = cx.st().mm(mm).mmap_lock;
+    if kind == ClearRefs::MmHiwaterRss {
+        let _g = lock.write(cx).await;
+        let mut st = cx.st();
+        let m = st.mm_mut(mm);
+        m.hiwater_rss = m.rss_total();
+        return;
+    }
+    let _g = if kind == ClearRefs::SoftDirty { lock.write(cx).await } else { lock.read(cx).await };
+    let vmas: Vec<VmaId> = cx.st().mm(mm).vmas.values().copied().collect();
+    let skip_pinned =
+        clear_refs_skips_pinned(cx.kernel().switches.cow_reuse, cx.kernel().at_least(5, 11));
+    for v in vmas {
+        let (start, end, flags) = {
+            let mut st = cx.st();
+            if kind == ClearRefs::SoftDirty {
+                st.vma_mut(v).flags.0 &= !VmFlags::SOFTDIRTY;
+            }
+            let vma = st.vma(v);
+            (vma.start, vma.end, vma.flags)
+        };
+        let mut addr = start;
+        while addr < end {
+            let next = (addr + Bytes::PMD).align_down(Bytes::PMD).min(end);
+            clear_table(cx, mm, flags, addr, next, kind, skip_pinned).await;
+            addr = next;
+        }
+    }
+    if kind == ClearRefs::SoftDirty {
+        flush_tlb_range(cx, mm, VirtAddr(0), VirtAddr(crate::pgtable::TASK_SIZE)).await;
+    }
+}
+
+/// Clears one PTE table's part of `[start, end)` under its lock.
+async fn clear_table(
+    cx: &Cx,
+    mm: MmId,
+    flags: VmFlags,
+    start: VirtAddr,
+    end: VirtAddr,
+    kind: ClearRefs,
+    skip_pinned: bool,
+) {
+    let table = {
+        let st = cx.st();
+        st.pt.pte_slot(st.mm(mm).pgd, start).map(|(t, _)| t)
+    };
+    let Some(table) = table else { return };
+    let ptl = cx.st().pt.ptl(table);
+    let _g = ptl.lock(cx).await;
+    let mut st = cx.st();
+    let cow = flags.0 & (VmFlags::SHARED | VmFlags::MAYWRITE) == VmFlags::MAYWRITE;
+    let has_pinned = st.mm(mm).flags & MMF_HAS_PINNED != 0;
+    let mut addr = start;
+    while addr < end {
+        let idx = Level::Pte.index(addr);
+        addr = addr + Bytes::PAGE;
+        let pte = st.pt.pte(table, idx);
+        if pte.is_none() {
+            continue;
+        }
+        if kind == ClearRefs::SoftDirty {
+            if pte.is_swap() {
+                st.pt.set_pte(table, idx, pte.without(Pte::SWP_SOFT_DIRTY));
+                continue;
+            }
+            // `pte_is_pinned`.
+            let pinned = pte.write()
+                && cow
+                && has_pinned
+                && vm_normal_page(pte)
+                    .is_some_and(|p| st.folios.maybe_dma_pinned(st.folios.head(p)));
+            if skip_pinned && pinned {
+                continue;
+            }
+            st.pt.set_pte(table, idx, pte.wrprotect().without(Pte::SOFT_DIRTY));
+            continue;
+        }
+        let Some(page) = vm_normal_page(pte) else { continue };
+        let head = st.folios.head(page);
+        let anon = st.folios.is_anon(head);
+        let wanted = match kind {
+            ClearRefs::Anon => anon,
+            ClearRefs::Mapped => !anon,
+            _ => true,
+        };
+        if wanted {
+            st.pt.set_pte(table, idx, pte.without(Pte::ACCESSED));
+            st.folios.clear_flag(head, pg::REFERENCED);
+        }
+    }
+}

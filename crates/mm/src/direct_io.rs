@@ -1,0 +1,97 @@
+//! O_DIRECT reads (`fs/iomap/direct-io.c` `iomap_dio_rw`, `block/bio.c`
+//! `bio_iov_iter_get_pages`; Linux v6.8, FOLL_GET before v6.5).
+//!
+//! The read flushes the file's dirty page-cache pages, takes the user buffer's pages with GUP
+//! (FOLL_WRITE; FOLL_GET up to v6.4 — which is why O_DIRECT kept losing reads under the
+//! `page_count` rule even after pinned pages were protected — and FOLL_PIN from v6.5, when block
+//! IO moved to `iov_iter_extract_pages`), and submits the IO. The device is its own task: after
+//! the device latency it writes the data into the held *physical* pages, marks them dirty,
+//! releases them and completes the request; the reading thread sleeps until then. A page that a
+//! COW fault replaced in the page tables meanwhile receives the data where nobody looks any more:
+//! the read is lost, as on real hardware.
+//!
+//! Approximations: the IO is one request; alignment is checked against 512-byte logical blocks.
+
+use crate::content::Content;
+use crate::cost::Cost;
+use crate::errno::{Errno, SysError};
+use crate::filemap::writeback;
+use crate::folio::InodeId;
+use crate::gup::{GupFlags, get_user_pages, release_pages};
+use crate::kernel::Cx;
+use crate::mm_struct::MmId;
+use simcore::{Bytes, VirtAddr};
+
+/// The logical block size O_DIRECT aligns to.
+const LOGICAL_BLOCK: u64 = 512;
+
+/// `pread` on an O_DIRECT descriptor into `buf`.
+pub(crate) async fn direct_read(
+    cx: &Cx,
+    mm: MmId,
+    inode: InodeId,
+    buf: VirtAddr,
+    len: u64,
+    pos: u64,
+) -> Result<u64, SysError> {
+    if ![buf.0, len, pos].iter().all(|v| v.is_multiple_of(LOGICAL_BLOCK)) {
+        return Err(Errno::EINVAL.into());
+    }
+    let size = cx.st().inodes[inode].size;
+    let n = len.min(size.saturating_sub(pos));
+    if n == 0 {
+        return Ok(0);
+    }
+    writeback(cx, inode).await;
+    let first = buf.align_down(Bytes::PAGE);
+    let nr = (buf + Bytes(n))
+        .align_up(Bytes::PAGE)
+        .ok_or(Errno::EFAULT)?
+        .offset_from(first)
+        .pages_ceil();
+    let flags = GupFlags { write: true, pin: cx.kernel().at_least(6, 5), longterm: false };
+    let held = get_user_pages(cx, mm, first, nr, flags).await?;
+    let done = cx.completion("dio_done");
+    let io = cx.cost(Cost::BlockIoLatency) + cx.cost(Cost::BlockIoPerPage) * n.div_ceil(4096);
+    cx.spawn_kthread("dio", move |dev| async move {
+        dev.sleep(io).await;
+        {
+            let mut st = dev.st();
+            let data = file_bytes(&st.inodes[inode].backing, pos, n);
+            let mut off = 0u64;
+            while off < n {
+                let a = buf + Bytes(off);
+                let chunk = (4096 - a.page_offset()).min(n - off);
+                let page = held.pages
+                    [(a.align_down(Bytes::PAGE).offset_from(first).as_u64() >> 12) as usize];
+                st.mem.write(
+                    page.0,
+                    a.page_offset() as usize,
+                    &data[off as usize..(off + chunk) as usize],
+                );
+                off += chunk;
+            }
+        }
+        release_pages(&dev, &held, true);
+        done.complete(&dev);
+    });
+    done.wait(cx).await;
+    Ok(n)
+}
+
+/// `n` bytes at `pos` of a file's backing store.
+fn file_bytes(backing: &crate::fs::Backing, pos: u64, n: u64) -> Vec<u8> {
+    let mut out = vec![0; n as usize];
+    let mut off = 0u64;
+    while off < n {
+        let p = pos + off;
+        let chunk = (4096 - p % 4096).min(n - off);
+        Content::read(
+            backing.read(p / 4096).as_ref(),
+            (p % 4096) as usize,
+            &mut out[off as usize..(off + chunk) as usize],
+        );
+        off += chunk;
+    }
+    out
+}
