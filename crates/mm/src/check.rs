@@ -17,7 +17,9 @@
 //! - each mm's RSS counters equal a recount;
 //! - the vmstat gauges (`nr_anon_pages`, `nr_mapped`, `nr_file_pages`, `nr_shmem`, `nr_dirty`)
 //!   and the LRU lists equal a recount;
-//! - under `anon_exclusive`, a writable PTE of an anonymous page maps a PageAnonExclusive page.
+//! - under `anon_exclusive`, a writable PTE of an anonymous page maps a PageAnonExclusive page;
+//! - no TLB entry maps a free frame (`KState::check_tlb` in `tlb.rs`, which also checks the
+//!   stricter coherence that holds only where no flush is in flight).
 
 use crate::era::CowReuse;
 use crate::fault::vm_normal_page;
@@ -95,7 +97,8 @@ pub fn check_all(st: &KState, rule: CowReuse) -> Result<(), String> {
     check_mappings(st, &ptes, rule)?;
     check_refcounts(st)?;
     check_swap(st, &ptes)?;
-    check_page_cache_and_lru(st)
+    check_page_cache_and_lru(st)?;
+    st.check_tlb(false)
 }
 
 /// Each swap slot's count equals the swap PTEs holding it; the swap cache agrees with the flags.

@@ -75,6 +75,8 @@ pub struct KState {
     pub kswapd_awake: bool,
     /// kswapd has been started (it is started by the first allocation that needs it).
     pub kswapd_started: bool,
+    /// Every CPU's TLBs and walk caches.
+    pub tlb: crate::tlb::Tlbs,
 }
 
 /// The kernel of one simulated machine.

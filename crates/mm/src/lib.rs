@@ -40,6 +40,7 @@ pub mod profile;
 pub mod rmap;
 pub mod swap;
 pub mod syscall;
+pub mod tlb;
 mod tlbflush;
 mod truncate;
 mod uaccess;

@@ -138,6 +138,7 @@ impl Machine {
     /// Builds a machine on a simulation built by the caller (from [`Machine::sim_config`]).
     pub fn on_sim(config: MachineConfig, sim: Sim) -> Result<Machine, String> {
         config.switches.check_implemented()?;
+        config.profile.tlb.validate()?;
         if sim.handle().cpus() != config.profile.cpus {
             return Err(format!(
                 "the simulation has {} CPUs, the profile {}",
@@ -184,6 +185,11 @@ impl Machine {
             pipes: Default::default(),
             kswapd_awake: false,
             kswapd_started: false,
+            tlb: crate::tlb::Tlbs::new(
+                &config.profile.tlb,
+                config.profile.cpus,
+                config.profile.costs.get(crate::cost::Cost::TlbFlushAll),
+            ),
         };
         let kernel = Rc::new(Kernel::new(
             st,

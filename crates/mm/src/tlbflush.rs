@@ -5,12 +5,17 @@
 //! IPI to them. x86 flushes single pages (`invlpg`) up to `tlb_single_page_flush_ceiling` (33)
 //! pages and the whole TLB beyond. Counts go to the `CONFIG_DEBUG_TLBFLUSH` vmstat events.
 //!
-//! The translation caches themselves (and the cost of a shootdown on the receiving CPUs) arrive
-//! with the TLB model; until then a flush is accounted and charged on the initiating CPU only.
+//! The flush acts on the TLB model (`tlb.rs`): it bumps the mm's TLB generation and invalidates
+//! the range (page by page, or the whole ASID above the ceiling) on every CPU that has the mm
+//! loaded; each remote one is charged the handler's flush time, taken at its next access. CPUs
+//! that keep an ASID for the mm without running it catch up when they switch back, as with the
+//! kernel's `tlb_gen` check. The initiator pays its local flush and, when `mm_cpumask` names
+//! other CPUs, one shootdown round trip (`flush_tlb_multi` waits for the handlers).
 
 use crate::cost::Cost;
 use crate::kernel::Cx;
 use crate::mm_struct::MmId;
+use crate::tlb::FlushKind;
 use crate::vmstat::VmStat;
 use simcore::VirtAddr;
 
@@ -23,13 +28,25 @@ pub(crate) async fn flush_tlb_range(cx: &Cx, mm: MmId, start: VirtAddr, end: Vir
     if pages == 0 {
         return;
     }
+    let single = pages <= SINGLE_PAGE_FLUSH_CEILING;
+    let (kind, handler) = if single {
+        (FlushKind::Pages, cx.cost(Cost::TlbFlushOne) * pages)
+    } else {
+        (FlushKind::Full, cx.cost(Cost::TlbFlushAll))
+    };
     let (local, remote_cpus) = {
         let mut st = cx.st();
+        let me = cx.cpu().0 as usize;
+        for cpu in st.tlb.begin_flush(mm, me) {
+            st.tlb.flush_on(cpu, mm, start, end, kind);
+            if cpu != me {
+                st.tlb.steal(cpu, handler);
+            }
+        }
         let mask = &st.mm(mm).cpumask;
         let local = mask.contains(&cx.cpu());
         let remote = mask.iter().filter(|&&c| c != cx.cpu()).count() as u64;
         if local {
-            let single = pages <= SINGLE_PAGE_FLUSH_CEILING;
             let (stat, n) = if single {
                 (VmStat::NrTlbLocalFlushOne, pages)
             } else {
@@ -44,11 +61,7 @@ pub(crate) async fn flush_tlb_range(cx: &Cx, mm: MmId, start: VirtAddr, end: Vir
         (local, remote)
     };
     if local {
-        if pages <= SINGLE_PAGE_FLUSH_CEILING {
-            cx.charge_n(Cost::TlbFlushOne, pages).await;
-        } else {
-            cx.charge(Cost::TlbFlushAll).await;
-        }
+        engine::Cx::charge(cx, handler).await;
     }
     if remote_cpus > 0 {
         cx.charge(Cost::TlbShootdownIpi).await;

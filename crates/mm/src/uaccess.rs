@@ -1,20 +1,21 @@
 //! User memory accesses as the MMU sees them (the hardware page walk) and `copy_to_user` /
 //! `copy_from_user` (`arch/x86/lib/usercopy_64.c`).
 //!
-//! An access translates through the simulated page tables: a present PTE with the user bit, the
-//! write bit for a store and no NX bit for a fetch succeeds and sets the accessed bit (and the
-//! dirty and soft-dirty bits for a store), as x86 hardware does without any lock. Anything else
-//! raises a page fault, handled by `fault.rs`, after which the access is retried — so a racing
-//! unmap between the fault and the retry simply faults again, as on real hardware.
+//! An access translates through the CPU's TLBs and, on a miss, the hardware page walk over the
+//! simulated page tables (`tlb.rs`): a present PTE with the user bit, the write bit for a store
+//! and no NX bit for a fetch succeeds; the walk sets the accessed bit (and the dirty and
+//! soft-dirty bits for a store), as x86 hardware does without any lock. Anything else raises a
+//! page fault, handled by `fault.rs`, after which the access is retried, so a racing unmap
+//! between the fault and the retry simply faults again, as on real hardware.
 //!
-//! The TLB is not modelled yet; every access walks the page tables.
+//! Time: each access costs `MemAccess` plus what the TLB levels and walks it needed cost, plus
+//! any shootdown handler time the CPU owes (`tlb.rs`).
 
 use crate::cost::Cost;
 use crate::errno::Signal;
 use crate::fault::{Access, do_user_addr_fault};
 use crate::kernel::Cx;
 use crate::mm_struct::MmId;
-use crate::pgtable::{Level, Pte};
 use simcore::{Bytes, Pfn, VirtAddr};
 
 /// Resolves one access to `addr`, faulting as needed; returns the physical page accessed.
@@ -24,41 +25,22 @@ pub(crate) async fn access_page(
     addr: VirtAddr,
     access: Access,
 ) -> Result<Pfn, Signal> {
+    let cpu = cx.cpu().0 as usize;
     loop {
-        if let Some(page) = mmu_access(cx, mm, addr, access) {
-            cx.charge(Cost::MemAccess).await;
+        let (page, owed) = {
+            let mut st = cx.st();
+            let page = st.mmu_translate(cpu, mm, addr, access);
+            (page, st.tlb.take_pending(cpu))
+        };
+        if let Some(page) = page {
+            engine::Cx::charge(cx, cx.cost(Cost::MemAccess) + owed).await;
             return Ok(page);
+        }
+        if !owed.is_zero() {
+            engine::Cx::charge(cx, owed).await;
         }
         do_user_addr_fault(cx, mm, addr, access).await.map_err(|f| f.signal())?;
     }
-}
-
-/// The hardware's part: translate and set the accessed/dirty bits, or `None` (a fault).
-fn mmu_access(cx: &Cx, mm: MmId, addr: VirtAddr, access: Access) -> Option<Pfn> {
-    let mut st = cx.st();
-    let pgd = st.mm(mm).pgd;
-    let (pte, level) = st.pt.translate(pgd, addr)?;
-    let allowed = pte.is_present()
-        && pte.0 & Pte::USER != 0
-        && (access != Access::Write || pte.write())
-        && (access != Access::Exec || pte.0 & Pte::NX == 0);
-    if !allowed {
-        return None;
-    }
-    let bits = if access.is_write() {
-        Pte::ACCESSED | Pte::DIRTY | Pte::SOFT_DIRTY
-    } else {
-        Pte::ACCESSED
-    };
-    let offset = match level {
-        Level::Pte => {
-            let (t, i) = st.pt.pte_slot(pgd, addr).expect("translated through a PTE table");
-            st.pt.set_pte(t, i, pte.with(bits));
-            0
-        }
-        _ => (addr.0 >> 12) & ((1 << (level.shift() - 12)) - 1),
-    };
-    Some(pte.pfn() + offset)
 }
 
 /// Reads `len` bytes of user memory at `addr` (`copy_from_user`).

@@ -37,6 +37,7 @@ pub(crate) async fn zap_vma_range(
     details: ZapDetails,
 ) {
     let mut freed: Vec<Pfn> = Vec::new();
+    let mut cleared = 0;
     let mut addr = start;
     while addr < end {
         let next = (addr + Bytes::PMD).align_down(Bytes::PMD).min(end);
@@ -45,11 +46,12 @@ pub(crate) async fn zap_vma_range(
             st.pt.pte_slot(st.mm(mm).pgd, addr).map(|(t, _)| t)
         };
         if let Some(table) = table {
-            zap_pte_range(cx, mm, vma, table, addr, next, details, &mut freed).await;
+            cleared += zap_pte_range(cx, mm, vma, table, addr, next, details, &mut freed).await;
         }
         addr = next;
     }
-    if freed.is_empty() {
+    // Any cleared entry may be cached, the zero page's too (`tlb->end > tlb->start`).
+    if cleared == 0 {
         return;
     }
     flush_tlb_range(cx, mm, start, end).await;
@@ -71,7 +73,7 @@ async fn zap_pte_range(
     end: VirtAddr,
     details: ZapDetails,
     freed: &mut Vec<Pfn>,
-) {
+) -> u64 {
     let ptl = cx.st().pt.ptl(table);
     let _g = ptl.lock(cx).await;
     let mut cleared = 0;
@@ -139,6 +141,7 @@ async fn zap_pte_range(
         debug_assert_eq!(st.vma(vma).mm, mm);
     }
     cx.charge_n(Cost::PteUpdate, cleared).await;
+    cleared
 }
 
 impl KState {
@@ -148,6 +151,8 @@ impl KState {
     pub(crate) fn free_pgtables(&mut self, mm: MmId, start: VirtAddr, end: VirtAddr) {
         let pgd = self.mm(mm).pgd;
         self.free_tables_below(mm, pgd, Level::Pgd, VirtAddr(0), start, end);
+        // The kernel's `freed_tables` flush: no walk cache may point at a freed table.
+        self.tlb.flush_walk_caches(mm);
     }
 
     /// Frees the child tables of `table` (of `level`, covering addresses from `base`) inside
