@@ -9,6 +9,7 @@
 mod bench;
 mod demo;
 mod explore;
+mod reproduce;
 mod run;
 
 use clap::{Parser, Subcommand};
@@ -28,6 +29,9 @@ enum Command {
     /// Search a scenario's interleavings for violations; exit 1 with a minimised schedule when
     /// one is found, 0 when none is, 2 on bad input.
     Explore(explore::ExploreArgs),
+    /// Reproduce the published measurements of the seed changes: a table "published vs
+    /// simulated" per experiment, report.html and report.json.
+    Reproduce(reproduce::ReproduceArgs),
     /// Small demonstrations of the engine.
     #[command(subcommand)]
     Demo(demo::Demo),
@@ -41,6 +45,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Run(a) => return run::run(&a),
         Command::Explore(a) => return explore::run(&a),
+        Command::Reproduce(a) => reproduce::run(&a),
         Command::Demo(d) => demo::run(&d),
         Command::Bench(b) => bench::run(&b),
     };

@@ -221,3 +221,26 @@ fn explore_finds_minimises_and_replays() {
     assert_eq!(bad.status.code(), Some(2));
     assert!(text(&bad).contains("unknown strategy `bfs`"), "{}", text(&bad));
 }
+
+/// `mmsim reproduce`: the JSON shape every experiment shares, the files it writes, and bad names.
+#[test]
+fn reproduce_prints_json_and_writes_the_report() {
+    let out_dir = std::env::temp_dir().join(format!("mmsim-reproduce-{}", std::process::id()));
+    let out_str = out_dir.to_string_lossy().into_owned();
+    let out = mmsim(&["reproduce", "cow-reuse", "--quick", "--json", "--out", &out_str]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+    assert_eq!(json["experiment"], "cow-reuse");
+    assert_eq!(json["seed"], 1);
+    let rows = json["rows"].as_array().unwrap();
+    let gain = rows.iter().find(|r| r["name"] == "pmbench throughput gain").unwrap();
+    assert_eq!(gain["unit"], "%");
+    assert_eq!(gain["published"], 24.9);
+    assert!(gain["simulated"].as_f64().unwrap() > 0.0);
+    let html = std::fs::read_to_string(out_dir.join("report.html")).unwrap();
+    assert!(html.contains("<svg") && html.contains("pmbench throughput gain"));
+    assert!(out_dir.join("report.json").exists());
+    let bad = mmsim(&["reproduce", "nonsense"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(text(&bad).contains("unknown experiment `nonsense`"), "{}", text(&bad));
+}

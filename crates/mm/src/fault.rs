@@ -35,7 +35,7 @@ use crate::pgtable::{Level, PtId, Pte, Upper};
 use crate::tlbflush::flush_tlb_page;
 use crate::vma::{VmFlags, VmaId};
 use crate::vmscan::alloc_folio;
-use crate::vmstat::VmStat;
+use crate::vmstat::{MmEvent, VmStat};
 use engine::LockGuard;
 use simcore::{Order, Pfn, VirtAddr};
 
@@ -721,6 +721,10 @@ async fn wp_page_copy(
             false
         } else {
             if let (Some(p), Some(h)) = (old, old_head) {
+                st.events.inc(MmEvent::WpPageCopy);
+                if st.folios.test(h, pg::SWAPCACHE) {
+                    st.events.inc(MmEvent::WpCopySwapcache);
+                }
                 st.rmap_remove_pte(p);
                 st.folios.mapping_to_extra(h);
                 let counter = mm_counter(&st, h);

@@ -64,6 +64,22 @@ simcore::counter_keys! {
 /// The counters of one machine.
 pub type VmStats = Counters<VmStat>;
 
+simcore::counter_keys! {
+    /// Events the kernel does not count in `/proc/vmstat`, named after the function a developer
+    /// would count with a kprobe or `perf probe` (`perf probe wp_page_copy`): the experiments use
+    /// them to explain their figures.
+    pub enum MmEvent {
+        /// `wp_page_copy` with an old page: a write-protect fault that copied.
+        WpPageCopy = "wp_page_copy",
+        /// A swap-in mapped read-only that a later write copied away (the spurious COW of the
+        /// `page_count` rule), counted in `wp_page_copy` as well.
+        WpCopySwapcache = "wp_page_copy_swapcache",
+    }
+}
+
+/// Model event counters of one machine.
+pub type MmEvents = Counters<MmEvent>;
+
 /// The gauge that reports the size of each LRU list; these are read from the lists themselves
 /// when a snapshot is taken ([`crate::kernel::KState::vmstat_snapshot`]), never kept twice.
 pub const LRU_GAUGES: [(crate::folio::LruList, VmStat); 5] = [

@@ -1,0 +1,69 @@
+//! `mmsim reproduce`: the published measurements of the seed changes, re-derived from the model.
+//!
+//! Each experiment module configures machines and workloads the way the published measurement
+//! was taken (scaled down to what a laptop simulates in seconds), runs the kernel before and
+//! after the change, and returns rows of "published vs simulated". Published figures are data
+//! here, never inputs: no cost constant is fitted to them (DESIGN.md, "Costs"), so a simulated
+//! figure may miss the published one, and the report says by how much.
+//!
+//! Every experiment reports in one shape (`Report`): the JSON is
+//! `{"experiment", "seed", "rows": [{"name", "unit", "published", "simulated"}]}`, the text is a
+//! table with the direction and the ratio, and the HTML page adds the experiment's figures.
+
+mod cow_reuse;
+pub mod report;
+
+pub use report::{Figure, Report, Row, Series};
+
+/// How much to run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scale {
+    /// The sizes the report is made with.
+    Full,
+    /// Small sizes for tests: the same mechanisms, coarser figures.
+    Quick,
+}
+
+/// Reports progress of a long experiment (a progress bar in the CLI).
+pub trait Progress {
+    /// A new phase with `total` units of work.
+    fn phase(&mut self, name: &str, total: u64);
+    /// `n` more units done.
+    fn advance(&mut self, n: u64);
+}
+
+/// Ignores progress.
+#[derive(Debug)]
+pub struct NoProgress;
+
+impl Progress for NoProgress {
+    fn phase(&mut self, _: &str, _: u64) {}
+    fn advance(&mut self, _: u64) {}
+}
+
+/// A reproducible experiment.
+#[derive(Clone, Copy)]
+pub struct Experiment {
+    pub name: &'static str,
+    /// The seed change it reproduces (a file of `../shared/seeds/`).
+    pub source: &'static str,
+    pub title: &'static str,
+    pub run: fn(seed: u64, scale: Scale, progress: &mut dyn Progress) -> Result<Report, String>,
+}
+
+impl std::fmt::Debug for Experiment {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Experiment").field("name", &self.name).finish_non_exhaustive()
+    }
+}
+
+/// Every experiment, in report order.
+pub const EXPERIMENTS: &[Experiment] = &[cow_reuse::EXPERIMENT];
+
+/// The experiment called `name`.
+pub fn find(name: &str) -> Result<&'static Experiment, String> {
+    EXPERIMENTS.iter().find(|e| e.name == name).ok_or_else(|| {
+        let names: Vec<&str> = EXPERIMENTS.iter().map(|e| e.name).collect();
+        format!("unknown experiment `{name}`: expected one of {}", names.join(", "))
+    })
+}

@@ -1,0 +1,55 @@
+//! The reproduced experiments at test scale: the mechanism behind each published figure shows,
+//! the report has the published shape, and a seed gives the same report twice.
+
+use lab::reproduce::{EXPERIMENTS, NoProgress, Scale, find};
+
+fn row(report: &lab::reproduce::Report, name: &str) -> f64 {
+    report
+        .rows
+        .iter()
+        .find(|r| r.name == name)
+        .unwrap_or_else(|| panic!("no row `{name}`"))
+        .simulated
+}
+
+#[test]
+fn cow_reuse_gain_comes_from_the_copies_page_count_makes() {
+    let e = find("cow-reuse").unwrap();
+    let report = (e.run)(1, Scale::Quick, &mut NoProgress).unwrap();
+    // page_count copies pages that were swapped in by a read and then written; mapcount reuses
+    // them, so it copies nothing and counts the reuses instead.
+    assert!(row(&report, "pmbench copies of swap-cache pages page_count") > 100.0);
+    assert_eq!(row(&report, "pmbench COW copies mapcount"), 0.0);
+    assert!(row(&report, "pmbench pgreuse mapcount") > 100.0);
+    assert_eq!(row(&report, "pmbench pgreuse page_count"), 0.0);
+    assert!(
+        row(&report, "pmbench page allocations page_count")
+            > row(&report, "pmbench page allocations mapcount")
+    );
+    // Hence the direction of the published figures.
+    assert!(row(&report, "pmbench throughput gain") > 0.0);
+    assert!(
+        row(&report, "pmbench average latency page_count")
+            > row(&report, "pmbench average latency mapcount")
+    );
+    // Forked children copy under both rules: no gain.
+    assert_eq!(row(&report, "vm-scalability anon-cow-seq-hugetlb gain"), 0.0);
+    for name in [
+        "pmbench throughput gain",
+        "pmbench average latency page_count",
+        "pmbench average latency mapcount",
+        "vm-scalability anon-cow-seq-hugetlb gain",
+    ] {
+        assert!(report.rows.iter().any(|r| r.name == name && r.published.is_some()), "{name}");
+    }
+}
+
+#[test]
+fn every_experiment_is_deterministic_at_test_scale() {
+    for e in EXPERIMENTS {
+        let a = (e.run)(3, Scale::Quick, &mut NoProgress).unwrap();
+        let b = (e.run)(3, Scale::Quick, &mut NoProgress).unwrap();
+        assert_eq!(a.json(), b.json(), "{}", e.name);
+        assert_eq!(a.json()["experiment"], e.name);
+    }
+}

@@ -1,0 +1,131 @@
+//! vm-scalability's `usemem` in its copy-on-write cases (vm-scalability, Intel/Fengguang Wu,
+//! `case-anon-cow-seq`, `case-anon-cow-seq-hugetlb`; run by LKP's `vm-scalability` test).
+//!
+//! The parent maps an anonymous region, writes every page (`--prealloc --prefault`), then forks
+//! tasks that each write the whole region sequentially, so every first write of a child is a
+//! copy-on-write fault. Each task reports its throughput (bytes written per second); the test
+//! reports the median over tasks (`vm-scalability.median`).
+//!
+//! Approximations: the `-hugetlb` case maps hugetlbfs pages; hugetlb is not modelled yet, so the
+//! region is made of 4 KiB pages (its COW path in `mm/hugetlb.c`, `hugetlb_wp`, decides reuse by
+//! mapcount in every era, so its gain cannot come from the `cow_reuse` rule either). The tasks
+//! are forked one after the other by the parent before any of them writes.
+
+use mm::{Access, Machine, Pid};
+use simcore::{Bytes, SimTime, VirtAddr};
+use std::cell::RefCell;
+use std::rc::Rc;
+
+/// What to run.
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub region: Bytes,
+    pub tasks: u32,
+    /// The first CPU used; the children run on the following ones.
+    pub first_cpu: u32,
+}
+
+/// One child's measured throughput.
+#[derive(Clone, Copy, Debug)]
+pub struct TaskResult {
+    pub bytes: u64,
+    pub start: SimTime,
+    pub end: SimTime,
+}
+
+impl TaskResult {
+    pub fn throughput_bps(&self) -> f64 {
+        self.bytes as f64 * 1e9 / self.end.since(self.start).as_ns().max(1) as f64
+    }
+}
+
+/// The region and the forked children, once the parent has set them up.
+type Setup = Rc<RefCell<Option<(VirtAddr, Vec<Pid>)>>>;
+
+/// A usemem COW run on a machine.
+#[derive(Debug)]
+pub struct CowSeq {
+    config: Config,
+    parent: Pid,
+    region: Setup,
+    results: Rc<RefCell<Vec<TaskResult>>>,
+}
+
+impl CowSeq {
+    pub fn new(machine: &mut Machine, config: Config) -> Result<CowSeq, String> {
+        if config.tasks == 0 || config.region < Bytes::PAGE || !config.region.is_page_aligned() {
+            return Err(format!(
+                "usemem: {} tasks over {}: expected at least one task and a page-aligned region",
+                config.tasks, config.region
+            ));
+        }
+        let parent = machine.new_process("usemem").map_err(|e| e.to_string())?;
+        Ok(CowSeq { config, parent, region: Rc::default(), results: Rc::default() })
+    }
+
+    /// Phase one: the parent maps and prefaults the region, then forks the tasks.
+    pub fn spawn_setup(&self, machine: &mut Machine) -> Result<(), String> {
+        let (len, tasks) = (self.config.region, self.config.tasks);
+        let slot = self.region.clone();
+        machine.spawn_thread(
+            self.parent,
+            self.config.first_cpu,
+            "usemem",
+            move |t| async move {
+                let Ok(addr) = t.mmap_anon(len, mm::prot::READ | mm::prot::WRITE).await else {
+                    return;
+                };
+                if t.touch(addr, len, Access::Write).await.is_err() {
+                    return;
+                }
+                let mut children = Vec::new();
+                for _ in 0..tasks {
+                    match t.fork().await {
+                        Ok(child) => children.push(child),
+                        Err(_) => return,
+                    }
+                }
+                *slot.borrow_mut() = Some((addr, children));
+            },
+        )?;
+        Ok(())
+    }
+
+    /// Phase two: every child writes the whole region.
+    pub fn spawn_measured(&self, machine: &mut Machine) -> Result<(), String> {
+        let (addr, children) =
+            self.region.borrow().clone().ok_or("usemem: the parent could not set up")?;
+        for (i, child) in children.into_iter().enumerate() {
+            let results = self.results.clone();
+            let len = self.config.region;
+            let cpu = self.config.first_cpu + 1 + i as u32;
+            machine.spawn_thread(child, cpu, "usemem-child", move |t| async move {
+                let start = t.now();
+                if t.touch(addr, len, Access::Write).await.is_ok() {
+                    results.borrow_mut().push(TaskResult {
+                        bytes: len.as_u64(),
+                        start,
+                        end: t.now(),
+                    });
+                }
+            })?;
+        }
+        Ok(())
+    }
+
+    /// The tasks that completed, in completion order.
+    pub fn results(&self) -> Vec<TaskResult> {
+        self.results.borrow().clone()
+    }
+
+    /// The median task throughput in bytes per second (`vm-scalability.median`).
+    pub fn median_bps(&self) -> f64 {
+        let mut t: Vec<f64> = self.results().iter().map(TaskResult::throughput_bps).collect();
+        t.sort_by(f64::total_cmp);
+        match t.len() {
+            0 => 0.0,
+            n if !n.is_multiple_of(2) => t[n / 2],
+            n => (t[n / 2 - 1] + t[n / 2]) / 2.0,
+        }
+    }
+}
