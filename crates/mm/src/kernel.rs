@@ -20,7 +20,7 @@ use crate::pgtable::PageTables;
 use crate::process::{Pid, Process};
 use crate::rmap::AnonVma;
 use crate::vma::{Vma, VmaId};
-use crate::vmstat::{VmStat, VmStats};
+use crate::vmstat::{MmEvents, VmStat, VmStats};
 use engine::{Handle, WaitQueue};
 use simcore::{IdVec, Order, Pfn, SimDuration};
 use std::cell::{Ref, RefCell, RefMut};
@@ -52,6 +52,7 @@ pub struct KState {
     pub folios: Folios,
     pub mem: FrameContents,
     pub vmstat: VmStats,
+    pub events: MmEvents,
     pub pt: PageTables,
     pub mms: IdVec<MmId, Option<Box<MmStruct>>>,
     pub vmas: IdVec<VmaId, Option<Box<Vma>>>,

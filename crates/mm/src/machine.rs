@@ -169,6 +169,7 @@ impl Machine {
             folios,
             mem: Default::default(),
             vmstat,
+            events: Default::default(),
             pt: Default::default(),
             mms: IdVec::new(),
             vmas: IdVec::new(),
