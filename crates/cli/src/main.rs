@@ -9,6 +9,7 @@
 mod bench;
 mod demo;
 mod explore;
+mod replay;
 mod reproduce;
 mod run;
 
@@ -32,6 +33,12 @@ enum Command {
     /// Reproduce the published measurements of the seed changes: a table "published vs
     /// simulated" per experiment, report.html and report.json.
     Reproduce(reproduce::ReproduceArgs),
+    /// Replay a memory-reference trace (valgrind lackey or mmsim binary) through the simulated
+    /// TLBs and page walk; exit 2 on bad input.
+    Replay(replay::ReplayArgs),
+    /// Trace tools.
+    #[command(subcommand)]
+    Trace(replay::TraceCommand),
     /// Small demonstrations of the engine.
     #[command(subcommand)]
     Demo(demo::Demo),
@@ -45,6 +52,8 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Run(a) => return run::run(&a),
         Command::Explore(a) => return explore::run(&a),
+        Command::Replay(a) => return replay::run(&a),
+        Command::Trace(c) => return replay::trace_command(&c),
         Command::Reproduce(a) => reproduce::run(&a),
         Command::Demo(d) => demo::run(&d),
         Command::Bench(b) => bench::run(&b),

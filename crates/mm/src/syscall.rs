@@ -21,7 +21,7 @@ use crate::mmap::{MmapArgs, do_madvise, do_mmap, do_mprotect, do_munmap, map, pr
 use crate::pipe::vmsplice;
 use crate::process::{Pid, ProcState};
 use crate::truncate::do_truncate;
-use crate::uaccess::{read_user, touch, write_user};
+use crate::uaccess::{access_page, read_user, settle, touch, translate_run, write_user};
 use simcore::{Bytes, VirtAddr};
 
 /// `open(2)` flags that the model reads.
@@ -369,6 +369,26 @@ impl Thread {
     pub async fn read_bytes(&self, addr: VirtAddr, len: u64) -> Result<Vec<u8>, Signal> {
         let mm = self.mm().map_err(|_| Signal::SIGSEGV)?;
         read_user(&self.cx, mm, addr, len).await
+    }
+
+    /// Runs the MMU over `refs` (trace replay) without blocking: returns how many accesses were
+    /// translated; the next one, if any, faults and goes to [`Thread::access_fault`].
+    pub fn access_run(&self, refs: &[(VirtAddr, Access)]) -> usize {
+        match self.mm() {
+            Ok(mm) => translate_run(&self.cx, mm, refs),
+            Err(_) => 0,
+        }
+    }
+
+    /// Takes the page fault of one access and retries it, as the CPU does.
+    pub async fn access_fault(&self, addr: VirtAddr, access: Access) -> Result<(), Signal> {
+        let mm = self.mm().map_err(|_| Signal::SIGSEGV)?;
+        access_page(&self.cx, mm, addr, access).await.map(|_| ())
+    }
+
+    /// Charges the time of `n` accesses translated by [`Thread::access_run`].
+    pub async fn access_settle(&self, n: u64) {
+        settle(&self.cx, n).await;
     }
 
     /// Stores `data` at `addr`.

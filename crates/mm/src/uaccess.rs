@@ -43,6 +43,26 @@ pub(crate) async fn access_page(
     }
 }
 
+/// The MMU over a run of accesses, without blocking: returns how many were translated (TLB
+/// hits and walks); `refs[n]`, if any, must fault (`access_page` handles it). The time they took
+/// is charged by `settle`. This is the trace-replay hot path.
+pub(crate) fn translate_run(cx: &Cx, mm: MmId, refs: &[(VirtAddr, Access)]) -> usize {
+    let cpu = cx.cpu().0 as usize;
+    let mut st = cx.st();
+    for (i, &(addr, access)) in refs.iter().enumerate() {
+        if st.mmu_translate(cpu, mm, addr, access).is_none() {
+            return i;
+        }
+    }
+    refs.len()
+}
+
+/// Charges `n` translated accesses and what their TLB misses and walks cost.
+pub(crate) async fn settle(cx: &Cx, n: u64) {
+    let owed = cx.st().tlb.take_pending(cx.cpu().0 as usize);
+    engine::Cx::charge(cx, cx.cost(Cost::MemAccess) * n + owed).await;
+}
+
 /// Reads `len` bytes of user memory at `addr` (`copy_from_user`).
 pub(crate) async fn read_user(
     cx: &Cx,

@@ -1,0 +1,90 @@
+//! `mmsim replay` and `mmsim trace convert` as users run them: the recorded example trace's
+//! counters, bad input with file and line (exit 2), `--skip-bad`, the binary format with zstd,
+//! and truncation.
+
+#![allow(clippy::disallowed_types, clippy::disallowed_methods)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().parent().unwrap().to_path_buf()
+}
+
+fn mmsim(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_mmsim")).args(args).current_dir(root()).output().unwrap()
+}
+
+fn text(o: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+fn tmp(name: &str) -> String {
+    let dir = std::env::temp_dir().join(format!("mmsim-replay-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name).to_string_lossy().into_owned()
+}
+
+fn json(o: &Output) -> serde_json::Value {
+    assert_eq!(o.status.code(), Some(0), "{}", text(o));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+const MAPS: &str = "traces/sum.maps";
+
+/// The program recorded with valgrind (traces/record.sh): 26,663 instructions and 6,144 data
+/// references; its 32 KiB .bss takes 8 first-touch faults, its text one major fault.
+#[test]
+fn the_recorded_trace_replays_with_known_counters() {
+    let r = json(&mmsim(&["replay", "traces/sum.lackey.gz", "--maps", MAPS, "--json"]));
+    assert_eq!(r["references"], 32_807);
+    assert_eq!(r["instructions"], 26_663);
+    assert_eq!(r["counters"]["iTLB-loads"], 26_665, "two retried fetches after faults");
+    assert_eq!(r["counters"]["dTLB-loads"], 2_048);
+    assert_eq!(r["page_faults"], 9);
+    assert_eq!(r["major_faults"], 1);
+    assert_eq!(r["outside_mappings"], 0);
+    let out = mmsim(&["replay", "traces/sum.lackey.gz", "--maps", MAPS]);
+    assert!(text(&out).contains("iTLB-load-misses"), "{}", text(&out));
+    assert!(text(&out).contains("seconds time elapsed (simulated)"));
+}
+
+/// A malformed line stops the replay with its file and line and exit 2; `--skip-bad` counts it.
+/// A reference outside every mapping is counted, not fatal.
+#[test]
+fn bad_lines_name_file_and_line() {
+    let trace = tmp("bad.lackey");
+    std::fs::write(&trace, "I  00401000,7\n L 00403000,8\n L 0040300g,8\n S 00000010,8\n").unwrap();
+    let out = mmsim(&["replay", &trace, "--maps", MAPS]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains(&format!("{trace}:3: bad hex digit `g`")), "{}", text(&out));
+    let r = json(&mmsim(&["replay", &trace, "--maps", MAPS, "--skip-bad", "--json"]));
+    assert_eq!(r["skipped_lines"], 1);
+    assert_eq!(r["outside_mappings"], 1);
+    let maps = tmp("bad.maps");
+    std::fs::write(&maps, "00400000-00401000 r-xp 0 08:01 1 /bin/x\nnonsense\n").unwrap();
+    let out = mmsim(&["replay", &trace, "--maps", &maps]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out).contains(&format!("{maps}:2: expected")), "{}", text(&out));
+}
+
+/// Converting to the binary format (zstd) replays to the same counters; a truncated file is
+/// detected.
+#[test]
+fn binary_traces_replay_the_same_and_truncation_is_detected() {
+    let bin = tmp("sum.mmt.zst");
+    let out = mmsim(&["trace", "convert", "traces/sum.lackey.gz", &bin]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let a = json(&mmsim(&["replay", "traces/sum.lackey.gz", "--maps", MAPS, "--json"]));
+    let b = json(&mmsim(&["replay", &bin, "--maps", MAPS, "--json"]));
+    assert_eq!(a["counters"], b["counters"]);
+    assert_eq!(b["format"], "mmsim binary");
+    let raw = tmp("sum.mmt");
+    assert_eq!(mmsim(&["trace", "convert", &bin, &raw]).status.code(), Some(0));
+    let bytes = std::fs::read(&raw).unwrap();
+    let cut = tmp("cut.mmt");
+    std::fs::write(&cut, &bytes[..bytes.len() / 2]).unwrap();
+    let out = mmsim(&["replay", &cut, "--maps", MAPS]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out).contains("truncated binary trace"), "{}", text(&out));
+}

@@ -1,0 +1,43 @@
+//! Memory-reference traces and their replay: the edge between recorded programs and the
+//! simulated MMU.
+//!
+//! - [`record`]: one reference (instruction fetch, load, store, modify) with its address and size;
+//! - [`lackey`]: valgrind lackey's `--trace-mem=yes` text, parsed line by line with line numbers;
+//! - [`binary`]: mmsim's compact format (delta-encoded varints, a counted trailer that detects
+//!   truncation), and its writer (`mmsim trace convert`);
+//! - [`input`]: opening a trace file, gzip or zstd compressed or not, as a stream of references in
+//!   constant memory;
+//! - [`maps`]: the `/proc/PID/maps` text that describes the replayed process's address space;
+//! - [`replay`]: a simulated process built from a maps description, running a trace through the
+//!   TLBs and page walk (`mm::tlb`), faulting through the mm model only on a miss that needs it.
+//!
+//! An edge crate: it reads files, and leaves simulation semantics to `mm`.
+
+#![allow(clippy::disallowed_types, clippy::disallowed_methods)]
+
+pub mod binary;
+pub mod input;
+pub mod lackey;
+pub mod maps;
+pub mod record;
+pub mod replay;
+
+/// A trace or maps input error, naming the file and, where it has one, the line or record.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InputError {
+    pub file: String,
+    /// The 1-based line (text formats) or record (binary format), when the error has one.
+    pub line: Option<u64>,
+    pub message: String,
+}
+
+impl std::fmt::Display for InputError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.line {
+            Some(l) => write!(f, "{}:{l}: {}", self.file, self.message),
+            None => write!(f, "{}: {}", self.file, self.message),
+        }
+    }
+}
+
+impl std::error::Error for InputError {}

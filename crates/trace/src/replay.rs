@@ -1,0 +1,285 @@
+//! Replaying a trace inside a simulated process.
+//!
+//! The process's address space is built from a maps description: each file mapping becomes a
+//! file of the simulated file system (as large as its furthest mapping) mapped with `MAP_FIXED`
+//! at its address, offset and permissions; anonymous ones (heap, stack, nameless, `[vdso]`)
+//! become anonymous mappings. Mappings above the user address space (`[vsyscall]`) are left out.
+//! One thread on CPU 0 then reads the trace in batches and runs each batch through the MMU
+//! synchronously (`Thread::access_run`: TLB hits and walks, no blocking); only an access that
+//! must fault enters the async fault handler (`Thread::access_fault`). A refused access
+//! (SIGSEGV) is counted, as outside every mapping or as a protection fault, and the replay goes
+//! on. The batch's virtual time is charged once per batch.
+//!
+//! At the end the TLBs must agree with the page tables (`KState::check_tlb`) and the
+//! whole-system checkers must hold.
+
+use crate::InputError;
+use crate::input::TraceReader;
+use crate::maps::Mapping;
+use crate::record::RefKind;
+use mm::tlb::TlbEvent;
+use mm::{
+    FileSpec, KernelVersion, Machine, MachineConfig, MmapArgs, OpenFlags, Profile, map, prot,
+};
+use serde::Serialize;
+use simcore::{Bytes, CounterKey, VirtAddr};
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+/// References read per batch.
+const BATCH: usize = 4096;
+
+/// Everything a replay reports.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct ReplayReport {
+    pub trace: String,
+    pub format: String,
+    pub profile: String,
+    /// The core whose TLB geometry was simulated.
+    pub tlb: String,
+    /// Trace records replayed, by kind.
+    pub references: u64,
+    pub instructions: u64,
+    pub loads: u64,
+    pub stores: u64,
+    pub modifies: u64,
+    /// Malformed lines skipped (`--skip-bad`).
+    pub skipped_lines: u64,
+    /// Accesses refused because no mapping covers them.
+    pub outside_mappings: u64,
+    /// Accesses refused by a mapping's permissions.
+    pub protection_faults: u64,
+    /// Mappings of the description left out (above the user address space).
+    pub mappings_left_out: u64,
+    /// `perf`-style TLB counters (CPU 0).
+    pub counters: BTreeMap<String, u64>,
+    /// `pgfault` and `pgmajfault` during the replay.
+    pub page_faults: u64,
+    pub major_faults: u64,
+    pub virtual_time_ns: u64,
+}
+
+impl ReplayReport {
+    pub fn counter(&self, e: TlbEvent) -> u64 {
+        self.counters.get(e.name()).copied().unwrap_or(0)
+    }
+}
+
+/// How to replay.
+#[derive(Clone, Debug)]
+pub struct ReplayOptions {
+    pub profile: Profile,
+    /// Check the TLBs against the page tables after every batch (slow).
+    pub check_every_batch: bool,
+}
+
+/// Why a replay stopped.
+#[derive(Debug)]
+pub enum ReplayError {
+    /// Bad trace or maps input (exit 2).
+    Input(InputError),
+    /// The simulation could not run or an invariant broke.
+    Sim(String),
+}
+
+impl std::fmt::Display for ReplayError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReplayError::Input(e) => e.fmt(f),
+            ReplayError::Sim(e) => f.write_str(e),
+        }
+    }
+}
+
+fn mapping_prot(m: &Mapping) -> u32 {
+    let mut p = 0;
+    for (on, bit) in [(m.read, prot::READ), (m.write, prot::WRITE), (m.exec, prot::EXEC)] {
+        if on {
+            p |= bit;
+        }
+    }
+    p
+}
+
+/// Whether `addr` lies in one of `maps` (sorted, disjoint).
+fn covered(maps: &[(u64, u64)], addr: VirtAddr) -> bool {
+    let i = maps.partition_point(|&(_, end)| end <= addr.0);
+    maps.get(i).is_some_and(|&(start, _)| start <= addr.0)
+}
+
+/// Replays `trace` in a process laid out as `maps` (named `maps_file` in messages); `progress`
+/// is called after every simulation step with the references replayed so far.
+pub fn replay(
+    trace: TraceReader,
+    trace_name: &str,
+    maps: &[Mapping],
+    maps_file: &str,
+    options: &ReplayOptions,
+    progress: &mut dyn FnMut(u64, &TraceReader),
+) -> Result<ReplayReport, ReplayError> {
+    let sim = |e: String| ReplayError::Sim(e);
+    let config = MachineConfig::new(options.profile.clone(), KernelVersion::DEFAULT);
+    let mut machine = Machine::new(config).map_err(sim)?;
+    let top = mm::pgtable::TASK_SIZE;
+    let kept: Vec<Mapping> = maps.iter().filter(|m| m.end <= top).cloned().collect();
+    let mut sizes: BTreeMap<&str, u64> = BTreeMap::new();
+    for m in &kept {
+        if let Some(f) = &m.file {
+            let end = m.offset + (m.end - m.start);
+            let e = sizes.entry(f.as_str()).or_default();
+            *e = (*e).max(end);
+        }
+    }
+    for (path, size) in &sizes {
+        machine
+            .create_file(path, &FileSpec::zeros(Bytes(*size)))
+            .map_err(|e| sim(format!("creating {path}: {e:?}")))?;
+    }
+    let pid = machine.new_process("replay").map_err(|e| sim(format!("{e:?}")))?;
+    let ranges: Vec<(u64, u64)> = kept.iter().map(|m| (m.start, m.end)).collect();
+    let report = Rc::new(RefCell::new(ReplayReport {
+        trace: trace_name.to_string(),
+        format: trace.format.name().to_string(),
+        profile: options.profile.name.to_string(),
+        tlb: options.profile.tlb.core.to_string(),
+        mappings_left_out: (maps.len() - kept.len()) as u64,
+        ..ReplayReport::default()
+    }));
+    let failure: Rc<RefCell<Option<ReplayError>>> = Rc::new(RefCell::new(None));
+    let done = Rc::new(Cell::new(0u64));
+    let trace = Rc::new(RefCell::new(trace));
+    let (r, f, d, tr) = (report.clone(), failure.clone(), done.clone(), trace.clone());
+    let check = options.check_every_batch;
+    let maps_file = maps_file.to_string();
+    machine
+        .spawn_thread(pid, 0, "replay", move |t| async move {
+            for m in &kept {
+                let fd = match &m.file {
+                    Some(path) => {
+                        let flags =
+                            if m.shared && m.write { OpenFlags::RDWR } else { OpenFlags::RDONLY };
+                        Some(t.open(path, flags).await.expect("the file was created"))
+                    }
+                    None => None,
+                };
+                let sharing = if m.shared { map::SHARED } else { map::PRIVATE };
+                let args = MmapArgs {
+                    addr: Some(VirtAddr(m.start)),
+                    len: Bytes(m.end - m.start),
+                    prot: mapping_prot(m),
+                    flags: map::FIXED | sharing | if fd.is_none() { map::ANONYMOUS } else { 0 },
+                    fd,
+                    offset: if fd.is_some() { m.offset } else { 0 },
+                };
+                let mapped = t.mmap(args).await;
+                if let Some(fd) = fd {
+                    t.close(fd).await.expect("opened above");
+                }
+                if let Err(e) = mapped {
+                    *f.borrow_mut() = Some(ReplayError::Input(InputError {
+                        file: maps_file.clone(),
+                        line: Some(m.line),
+                        message: format!("the simulated mmap refuses this mapping: {e:?}"),
+                    }));
+                    return;
+                }
+            }
+            let mut refs = Vec::with_capacity(BATCH * 2);
+            loop {
+                refs.clear();
+                let mut n = 0;
+                let mut finished = false;
+                {
+                    let mut reader = tr.borrow_mut();
+                    let mut rep = r.borrow_mut();
+                    while n < BATCH {
+                        match reader.next_ref() {
+                            Ok(Some(x)) => {
+                                match x.kind {
+                                    RefKind::Instr => rep.instructions += 1,
+                                    RefKind::Load => rep.loads += 1,
+                                    RefKind::Store => rep.stores += 1,
+                                    RefKind::Modify => rep.modifies += 1,
+                                }
+                                x.lookups(&mut refs);
+                                n += 1;
+                            }
+                            Ok(None) => {
+                                finished = true;
+                                break;
+                            }
+                            Err(e) => {
+                                *f.borrow_mut() = Some(ReplayError::Input(e));
+                                return;
+                            }
+                        }
+                    }
+                    rep.references += n as u64;
+                }
+                let mut i = 0;
+                while i < refs.len() {
+                    let ok = t.access_run(&refs[i..]);
+                    t.access_settle(ok as u64).await;
+                    i += ok;
+                    if let Some(&(addr, access)) = refs.get(i) {
+                        if t.access_fault(addr, access).await.is_err() {
+                            let mut rep = r.borrow_mut();
+                            if covered(&ranges, addr) {
+                                rep.protection_faults += 1;
+                            } else {
+                                rep.outside_mappings += 1;
+                            }
+                        }
+                        i += 1;
+                    }
+                }
+                d.set(d.get() + n as u64);
+                if check && let Err(e) = t.cx().kernel().state().check_tlb(true) {
+                    *f.borrow_mut() = Some(ReplayError::Sim(e));
+                    return;
+                }
+                if finished {
+                    return;
+                }
+            }
+        })
+        .map_err(sim)?;
+    let before = machine.vmstat();
+    let run = machine.run_observed(&mut |_| {
+        progress(done.get(), &trace.borrow());
+        Ok(())
+    });
+    run.map_err(|e| sim(e.to_string()))?;
+    if let Some(e) = failure.borrow_mut().take() {
+        return Err(e);
+    }
+    let st = machine.kernel().state();
+    st.check_tlb(true).map_err(|e| sim(format!("TLB checker: {e}")))?;
+    drop(st);
+    machine.check().map_err(|e| sim(format!("checker: {e}")))?;
+    let after = machine.vmstat();
+    let mut rep = report.borrow().clone();
+    rep.skipped_lines = trace.borrow().skipped();
+    let st = machine.kernel().state();
+    rep.counters = st.tlb.stats(0).iter().map(|(k, v)| (k.to_string(), v)).collect();
+    let pgfault = mm::vmstat::vmstat_key("pgfault").expect("a vmstat key");
+    let pgmajfault = mm::vmstat::vmstat_key("pgmajfault").expect("a vmstat key");
+    rep.page_faults = after.get(pgfault) - before.get(pgfault);
+    rep.major_faults = after.get(pgmajfault) - before.get(pgmajfault);
+    rep.virtual_time_ns = machine.handle().now().since(simcore::SimTime::ZERO).as_ns();
+    Ok(rep)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn covered_finds_the_mapping() {
+        let maps = [(0x1000, 0x3000), (0x8000, 0x9000)];
+        assert!(covered(&maps, VirtAddr(0x1000)) && covered(&maps, VirtAddr(0x2fff)));
+        assert!(!covered(&maps, VirtAddr(0x3000)) && !covered(&maps, VirtAddr(0)));
+        assert!(covered(&maps, VirtAddr(0x8800)) && !covered(&maps, VirtAddr(0x9000)));
+    }
+}
