@@ -7,6 +7,12 @@
 //! - `mm`: host memory per simulated 4 KiB page after touching an anonymous mapping (target: at
 //!   most 16 bytes; Linux spends 64 on `struct page`), and anonymous first-touch faults per host
 //!   second.
+//! - `tlb`: trace-replay throughput in references per host second through the TLB model and page
+//!   walk, on three footprints (all first-level hits; 100 MiB random; 16 GiB random with 4 KiB
+//!   pages), each against `tools/tlbloop.c` (compiled with `cc -O2` in the same run) doing the
+//!   same lookups on the same reference stream, and the rate of reading the trace alone. Each
+//!   stream first touches every page once (untimed: faults are `bench mm`'s business), then
+//!   makes the timed random references.
 //! - `explore`: schedules explored per second on the engine-level toy, and on each race scenario
 //!   the time to the first violation (or the rate when it declares none).
 
@@ -23,6 +29,18 @@ pub(crate) enum Bench {
     Mm(MmArgs),
     /// Explorer throughput and time to first violation of the race scenarios.
     Explore(ExploreBenchArgs),
+    /// Trace replay throughput through the TLBs against a C loop doing the same lookups.
+    Tlb(TlbBenchArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct TlbBenchArgs {
+    /// Timed random references per footprint.
+    #[arg(long, default_value_t = 5_000_000)]
+    refs: u64,
+    /// Also run the 16 GiB footprint (4 million first-touch faults before the timed part).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    big: bool,
 }
 
 #[derive(Debug, Args)]
@@ -60,6 +78,7 @@ pub(crate) fn run(bench: &Bench) -> Result<(), String> {
         Bench::Engine(a) => engine_bench(a),
         Bench::Mm(a) => mm_bench(a),
         Bench::Explore(a) => explore_bench(a),
+        Bench::Tlb(a) => tlb_bench(a),
     }
 }
 
@@ -228,6 +247,132 @@ fn explore_bench(a: &ExploreBenchArgs) -> Result<(), String> {
             };
             println!("{} [{kernel} {}]: {what}", f.display(), d.strategy);
         }
+    }
+    Ok(())
+}
+
+/// splitmix64, as `tools/tlbloop.c` has it.
+fn splitmix(s: &mut u64) -> u64 {
+    *s = s.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    let mut z = *s;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// Compiles the C reference loop; `None` (with the reason printed) when there is no compiler.
+fn compile_tlbloop() -> Option<std::path::PathBuf> {
+    let out = std::env::temp_dir().join(format!("mmsim-tlbloop-{}", std::process::id()));
+    let status = std::process::Command::new("cc")
+        .args(["-O2", "-o"])
+        .arg(&out)
+        .arg("tools/tlbloop.c")
+        .status();
+    match status {
+        Ok(s) if s.success() => Some(out),
+        other => {
+            println!(
+                "C reference loop: not compiled ({other:?}); run from the repository root with cc"
+            );
+            None
+        }
+    }
+}
+
+fn tlb_bench(a: &TlbBenchArgs) -> Result<(), String> {
+    use mm::tlb::TlbEvent;
+    use trace::binary::BinaryWriter;
+    use trace::record::{MemRef, RefKind};
+    let base = 0x1000_0000_0000u64;
+    let seed = 1u64;
+    let cloop = compile_tlbloop();
+    println!(
+        "tlb benchmark: epyc-vm (AMD Zen 5 TLBs), {} timed random loads per footprint",
+        a.refs
+    );
+    println!(
+        "{:<28} {:>14} {:>14} {:>8} {:>14} {:>10}",
+        "footprint", "mmsim refs/s", "C loop refs/s", "ratio", "read refs/s", "walks"
+    );
+    let mut cases = vec![("all L1 hits (32 pages)", 32u64), ("100 MiB random", 25_600)];
+    if a.big {
+        cases.push(("16 GiB random, 4 KiB", 4 << 20));
+    }
+    for (name, pages) in cases {
+        let mut w = BinaryWriter::new(Vec::new()).map_err(|e| e.to_string())?;
+        let load = |addr| MemRef { kind: RefKind::Load, addr: simcore::VirtAddr(addr), size: 8 };
+        for p in 0..pages {
+            w.write(load(base + (p << 12))).map_err(|e| e.to_string())?;
+        }
+        let mut s = seed;
+        for _ in 0..a.refs {
+            let x = splitmix(&mut s);
+            w.write(load(base + ((x % pages) << 12) + (x >> 52 & 0xff8)))
+                .map_err(|e| e.to_string())?;
+        }
+        let (bytes, total) = w.finish().map_err(|e| e.to_string())?;
+        let reader = |b: Vec<u8>| {
+            let cursor: Box<dyn std::io::BufRead> = Box::new(std::io::Cursor::new(b));
+            trace::input::TraceReader::from_reader(cursor, name, false, 0, Default::default())
+        };
+        let mut r = reader(bytes.clone()).map_err(|e| e.to_string())?;
+        let start = Instant::now();
+        let mut sum = 0u64;
+        while let Some(x) = r.next_ref().map_err(|e| e.to_string())? {
+            sum = sum.wrapping_add(x.addr.0);
+        }
+        let read_rate = total as f64 / start.elapsed().as_secs_f64();
+        std::hint::black_box(sum);
+        let maps = vec![trace::maps::Mapping {
+            start: base,
+            end: base + (pages << 12),
+            read: true,
+            write: true,
+            exec: false,
+            shared: false,
+            offset: 0,
+            file: None,
+            name: None,
+            line: 1,
+        }];
+        let profile = mm::Profile::named("epyc-vm")?;
+        let options = trace::replay::ReplayOptions { profile, check_every_batch: false };
+        let mut warm: Option<Instant> = None;
+        let mut progress = |done: u64, _: &trace::input::TraceReader| {
+            if done >= pages && warm.is_none() {
+                warm = Some(Instant::now());
+            }
+        };
+        let report = trace::replay::replay(
+            reader(bytes).map_err(|e| e.to_string())?,
+            name,
+            &maps,
+            "bench",
+            &options,
+            &mut progress,
+        )
+        .map_err(|e| e.to_string())?;
+        let timed_refs = total - pages.div_ceil(4096) * 4096;
+        let rate = timed_refs as f64 / warm.map_or(f64::NAN, |w| w.elapsed().as_secs_f64());
+        let c_rate = cloop.as_ref().and_then(|exe| {
+            let out = std::process::Command::new(exe)
+                .args([pages.to_string(), a.refs.to_string(), seed.to_string()])
+                .output()
+                .ok()?;
+            String::from_utf8_lossy(&out.stdout).split_whitespace().next()?.parse::<f64>().ok()
+        });
+        let walks = report.counter(TlbEvent::DtlbWalks);
+        println!(
+            "{name:<28} {rate:>14.0} {:>14} {:>8} {read_rate:>14.0} {walks:>10}",
+            c_rate.map_or("-".into(), |c| format!("{c:.0}")),
+            c_rate.map_or("-".into(), |c| format!("{:.2}", rate / c)),
+        );
+    }
+    println!(
+        "16 GiB random, 2 MiB pages: not measured (replayed memory has no PMD mappings yet: anonymous and file THP are later issues)"
+    );
+    if let Some(exe) = cloop {
+        let _ = std::fs::remove_file(exe);
     }
     Ok(())
 }
