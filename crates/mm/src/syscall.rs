@@ -383,7 +383,7 @@ impl Thread {
     /// Takes the page fault of one access and retries it, as the CPU does.
     pub async fn access_fault(&self, addr: VirtAddr, access: Access) -> Result<(), Signal> {
         let mm = self.mm().map_err(|_| Signal::SIGSEGV)?;
-        access_page(&self.cx, mm, addr, access).await.map(|_| ())
+        access_page(&self.cx, mm, addr, access, |_, _| ()).await
     }
 
     /// Charges the time of `n` accesses translated by [`Thread::access_run`].

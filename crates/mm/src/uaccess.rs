@@ -14,27 +14,35 @@
 use crate::cost::Cost;
 use crate::errno::Signal;
 use crate::fault::{Access, do_user_addr_fault};
-use crate::kernel::Cx;
+use crate::kernel::{Cx, KState};
 use crate::mm_struct::MmId;
 use simcore::{Bytes, Pfn, VirtAddr};
 
-/// Resolves one access to `addr`, faulting as needed; returns the physical page accessed.
-pub(crate) async fn access_page(
+/// Resolves one access to `addr`, faulting as needed, and performs it: `op` runs on the
+/// physical page in the same step as the translation, as the load or store does on hardware —
+/// a blocking point between the two would let another CPU unmap and free the page in between.
+/// The access's time is charged afterwards.
+pub(crate) async fn access_page<R>(
     cx: &Cx,
     mm: MmId,
     addr: VirtAddr,
     access: Access,
-) -> Result<Pfn, Signal> {
+    op: impl FnOnce(&mut KState, Pfn) -> R,
+) -> Result<R, Signal> {
     let cpu = cx.cpu().0 as usize;
+    let mut op = Some(op);
     loop {
-        let (page, owed) = {
+        let (done, owed) = {
             let mut st = cx.st();
-            let page = st.mmu_translate(cpu, mm, addr, access);
-            (page, st.tlb.take_pending(cpu))
+            let done = st.mmu_translate(cpu, mm, addr, access).map(|page| {
+                let op = op.take().expect("an access is performed once");
+                op(&mut st, page)
+            });
+            (done, st.tlb.take_pending(cpu))
         };
-        if let Some(page) = page {
+        if let Some(r) = done {
             engine::Cx::charge(cx, cx.cost(Cost::MemAccess) + owed).await;
-            return Ok(page);
+            return Ok(r);
         }
         if !owed.is_zero() {
             engine::Cx::charge(cx, owed).await;
@@ -75,12 +83,11 @@ pub(crate) async fn read_user(
     while done < len {
         let a = addr + Bytes(done);
         let n = (4096 - a.page_offset()).min(len - done);
-        let page = access_page(cx, mm, a, Access::Read).await?;
-        cx.st().mem.read(
-            page.0,
-            a.page_offset() as usize,
-            &mut out[done as usize..(done + n) as usize],
-        );
+        let chunk = &mut out[done as usize..(done + n) as usize];
+        access_page(cx, mm, a, Access::Read, |st, page| {
+            st.mem.read(page.0, a.page_offset() as usize, chunk);
+        })
+        .await?;
         done += n;
     }
     Ok(out)
@@ -98,12 +105,11 @@ pub(crate) async fn write_user(
     while done < len {
         let a = addr + Bytes(done);
         let n = (4096 - a.page_offset()).min(len - done);
-        let page = access_page(cx, mm, a, Access::Write).await?;
-        cx.st().mem.write(
-            page.0,
-            a.page_offset() as usize,
-            &data[done as usize..(done + n) as usize],
-        );
+        let chunk = &data[done as usize..(done + n) as usize];
+        access_page(cx, mm, a, Access::Write, |st, page| {
+            st.mem.write(page.0, a.page_offset() as usize, chunk);
+        })
+        .await?;
         done += n;
     }
     Ok(())
@@ -120,7 +126,7 @@ pub(crate) async fn touch(
     let end = addr.checked_add(len).ok_or(Signal::SIGSEGV)?;
     let mut a = addr;
     while a < end {
-        access_page(cx, mm, a, access).await?;
+        access_page(cx, mm, a, access, |_, _| ()).await?;
         a = (a + Bytes::PAGE).align_down(Bytes::PAGE);
     }
     Ok(())
