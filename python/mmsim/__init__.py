@@ -14,7 +14,9 @@ Configure a machine, drive its processes with syscalls, and read what the kernel
     m.smaps(p)                                # a pandas DataFrame, one row per VMA
     m.vmstat()["pgreuse"]                     # a pandas Series of /proc/vmstat
 
-Scenario files run with :func:`run_scenario`. Python configures, runs and analyses; every
+Scenario files run with :func:`run_scenario`; the published measurements with
+:func:`reproduce` (``mmsim.reproduce("cow-reuse").rows`` is a DataFrame); the ``mmsim`` command
+is installed with the package. Python configures, runs and analyses; every
 mechanism runs in the compiled simulator (``mmsim._core``).
 """
 
@@ -31,6 +33,7 @@ from mmsim.errors import (
     SimulatorBug,
 )
 from mmsim.machine import Machine, Process
+from mmsim.reproduce import Reproduction, experiments, reproduce
 from mmsim.scenario import ScenarioResult, run_scenario
 
 __all__ = [
@@ -41,11 +44,14 @@ __all__ = [
     "MmsimError",
     "OutOfMemory",
     "Process",
+    "Reproduction",
     "ScenarioError",
     "ScenarioResult",
     "SegmentationFault",
     "SimulationStopped",
     "SimulatorBug",
     "__version__",
+    "experiments",
+    "reproduce",
     "run_scenario",
 ]

@@ -7,7 +7,6 @@ use explore::{Options, Outcome, Schedule, Strategy, explore, replay};
 use lab::scenario::explore::factory;
 use lab::scenario::run::{Overrides, load, machine_config};
 use serde_json::json;
-use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 #[derive(Debug, Args)]
@@ -50,17 +49,17 @@ pub(crate) struct ExploreArgs {
     json: bool,
 }
 
-pub(crate) fn run(a: &ExploreArgs) -> ExitCode {
+pub(crate) fn run(a: &ExploreArgs) -> u8 {
     match explore_cmd(a) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("mmsim: {e}");
-            ExitCode::from(2)
+            2
         }
     }
 }
 
-fn explore_cmd(a: &ExploreArgs) -> Result<ExitCode, String> {
+fn explore_cmd(a: &ExploreArgs) -> Result<u8, String> {
     let scenario = load(&a.scenario).map_err(|e| e.to_string())?;
     let mut o = Overrides::default();
     if let Some(k) = &a.kernel {
@@ -85,11 +84,11 @@ fn explore_cmd(a: &ExploreArgs) -> Result<ExitCode, String> {
         return Ok(match r.finding {
             Some(f) => {
                 println!("VIOLATION {f}");
-                ExitCode::from(1)
+                1
             }
             None => {
                 println!("no violation on this schedule");
-                ExitCode::SUCCESS
+                0
             }
         });
     }
@@ -116,7 +115,7 @@ fn explore_cmd(a: &ExploreArgs) -> Result<ExitCode, String> {
     } else {
         print_text(a, &outcome, &schedule_file, secs);
     }
-    Ok(if outcome.violation.is_some() { ExitCode::from(1) } else { ExitCode::SUCCESS })
+    Ok(if outcome.violation.is_some() { 1 } else { 0 })
 }
 
 fn print_text(a: &ExploreArgs, o: &Outcome, schedule_file: &str, secs: f64) {

@@ -1,68 +1,7 @@
-//! `mmsim`: the command-line front end.
-//!
-//! Subcommands are defined once here with clap; each lives in its own module. Exit codes: 0 on
-//! success, 1 when a run finds what it was asked to look for (a failed expectation, a violation),
-//! 2 on bad input.
+//! The `mmsim` binary: the command line of `mmsim_cli`.
 
-#![allow(clippy::disallowed_types, clippy::disallowed_methods)]
-
-mod bench;
-mod demo;
-mod explore;
-mod replay;
-mod reproduce;
-mod run;
-
-use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
-#[derive(Debug, Parser)]
-#[command(name = "mmsim", version, about = "A deterministic simulator of Linux memory management")]
-struct Cli {
-    #[command(subcommand)]
-    command: Command,
-}
-
-#[derive(Debug, Subcommand)]
-enum Command {
-    /// Run a scenario file; exit 0 when every expectation holds, 1 when one fails, 2 on bad input.
-    Run(run::RunArgs),
-    /// Search a scenario's interleavings for violations; exit 1 with a minimised schedule when
-    /// one is found, 0 when none is, 2 on bad input.
-    Explore(explore::ExploreArgs),
-    /// Reproduce the published measurements of the seed changes: a table "published vs
-    /// simulated" per experiment, report.html and report.json.
-    Reproduce(reproduce::ReproduceArgs),
-    /// Replay a memory-reference trace (valgrind lackey or mmsim binary) through the simulated
-    /// TLBs and page walk; exit 2 on bad input.
-    Replay(replay::ReplayArgs),
-    /// Trace tools.
-    #[command(subcommand)]
-    Trace(replay::TraceCommand),
-    /// Small demonstrations of the engine.
-    #[command(subcommand)]
-    Demo(demo::Demo),
-    /// Benchmarks that print throughput figures.
-    #[command(subcommand)]
-    Bench(bench::Bench),
-}
-
 fn main() -> ExitCode {
-    let cli = Cli::parse();
-    let result = match cli.command {
-        Command::Run(a) => return run::run(&a),
-        Command::Explore(a) => return explore::run(&a),
-        Command::Replay(a) => return replay::run(&a),
-        Command::Trace(c) => return replay::trace_command(&c),
-        Command::Reproduce(a) => reproduce::run(&a),
-        Command::Demo(d) => demo::run(&d),
-        Command::Bench(b) => bench::run(&b),
-    };
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("mmsim: {e}");
-            ExitCode::from(2)
-        }
-    }
+    ExitCode::from(mmsim_cli::main_with_args(std::env::args_os()))
 }

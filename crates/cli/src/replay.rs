@@ -7,7 +7,6 @@ use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use mm::tlb::TlbEvent;
 use std::io::{IsTerminal, Write};
-use std::process::ExitCode;
 use std::time::{Duration, Instant};
 use trace::binary::BinaryWriter;
 use trace::input::TraceReader;
@@ -51,12 +50,12 @@ pub(crate) struct ConvertArgs {
     skip_bad: bool,
 }
 
-fn bad(e: impl std::fmt::Display) -> ExitCode {
+fn bad(e: impl std::fmt::Display) -> u8 {
     eprintln!("mmsim: {e}");
-    ExitCode::from(2)
+    2
 }
 
-pub(crate) fn run(a: &ReplayArgs) -> ExitCode {
+pub(crate) fn run(a: &ReplayArgs) -> u8 {
     let profile = match mm::Profile::named(&a.profile) {
         Ok(p) => p,
         Err(e) => return bad(format!("--profile: {e}")),
@@ -101,7 +100,7 @@ pub(crate) fn run(a: &ReplayArgs) -> ExitCode {
         Err(ReplayError::Input(e)) => return bad(e),
         Err(ReplayError::Sim(e)) => {
             eprintln!("mmsim: {e}");
-            return ExitCode::from(1);
+            return 1;
         }
     };
     if a.json {
@@ -109,7 +108,7 @@ pub(crate) fn run(a: &ReplayArgs) -> ExitCode {
     } else {
         print_perf_stat(&report);
     }
-    ExitCode::SUCCESS
+    0
 }
 
 /// `12345678` as `12,345,678`.
@@ -191,7 +190,7 @@ fn print_perf_stat(r: &ReplayReport) {
     println!();
 }
 
-pub(crate) fn trace_command(c: &TraceCommand) -> ExitCode {
+pub(crate) fn trace_command(c: &TraceCommand) -> u8 {
     let TraceCommand::Convert(a) = c;
     let mut reader = match TraceReader::open(&a.input, a.skip_bad) {
         Ok(r) => r,
@@ -237,7 +236,7 @@ pub(crate) fn trace_command(c: &TraceCommand) -> ExitCode {
                     String::new()
                 }
             );
-            ExitCode::SUCCESS
+            0
         }
         Err(e) => bad(e),
     }

@@ -6,7 +6,6 @@ use indicatif::{ProgressBar, ProgressStyle};
 use lab::scenario::model::Show;
 use lab::scenario::parse::parse_show;
 use lab::scenario::run::{Overrides, Report, load, run as run_scenario};
-use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 #[derive(Debug, Args)]
@@ -60,10 +59,10 @@ fn overrides(a: &RunArgs) -> Result<Overrides, String> {
     Ok(o)
 }
 
-pub(crate) fn run(a: &RunArgs) -> ExitCode {
+pub(crate) fn run(a: &RunArgs) -> u8 {
     let bad = |e: String| {
         eprintln!("mmsim: {e}");
-        ExitCode::from(2)
+        2
     };
     let o = match overrides(a) {
         Ok(o) => o,
@@ -107,7 +106,7 @@ pub(crate) fn run(a: &RunArgs) -> ExitCode {
     } else {
         print_report(&report);
     }
-    if report.passed() { ExitCode::SUCCESS } else { ExitCode::from(1) }
+    if report.passed() { 0 } else { 1 }
 }
 
 fn print_report(r: &Report) {
