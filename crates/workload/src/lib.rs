@@ -8,5 +8,6 @@
 //! Architecture invariant: like `mm`, this crate does no IO and reads no clock; experiments that
 //! compare runs and publish figures live in `lab`.
 
+pub mod access;
 pub mod pmbench;
 pub mod usemem;

@@ -12,10 +12,8 @@
 //! runs in two phases on the same machine: one thread per process maps and initialises its
 //! region, then the measured threads run.
 //!
-//! The access pattern is pmbench's `normal_ih` (`pattern.c`): the mean of twelve uniform draws
-//! over the set (an Irwin-Hall bell centred on the middle of the set, standard deviation about a
-//! twelfth of it), redrawn when it falls outside — integer arithmetic, as in pmbench. The
-//! threads of a process share its map; each has its own generator.
+//! The access pattern is pmbench's `normal_ih` ([`Pattern::NormalIh`]). The threads of a process
+//! share its map; each has its own generator.
 //!
 //! Approximations:
 //! - the benchmark runs for a number of accesses per thread rather than for a duration, and
@@ -23,8 +21,9 @@
 //! - an access that hits costs the profile's `mem_access` (no cache or TLB model yet), so
 //!   throughput differences come from the kernel's work.
 
+use crate::access::{AccessLoop, Pattern, Stats};
 use mm::{Access, Machine, Pid};
-use simcore::{Bytes, Histogram, Prng, Ratio, SimTime, VirtAddr};
+use simcore::{Bytes, Prng, Ratio, VirtAddr};
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
@@ -42,28 +41,6 @@ pub struct Config {
     pub accesses_per_thread: u64,
     /// The first CPU used; threads are placed on consecutive CPUs.
     pub first_cpu: u32,
-}
-
-/// What the measured phase observed.
-#[derive(Debug, Default)]
-pub struct Stats {
-    /// Latency of every access, in ns.
-    pub latency_ns: Histogram,
-    pub reads: u64,
-    pub writes: u64,
-    /// Accesses that raised SIGSEGV/SIGBUS/SIGKILL (none expected).
-    pub failed: u64,
-    pub start: Option<SimTime>,
-    pub end: SimTime,
-}
-
-impl Stats {
-    /// Accesses per virtual second over the measured phase.
-    pub fn throughput_aps(&self) -> f64 {
-        let Some(start) = self.start else { return 0.0 };
-        let ns = self.end.as_ns().saturating_sub(start.as_ns()).max(1);
-        self.latency_ns.count() as f64 * 1e9 / ns as f64
-    }
 }
 
 /// A pmbench run on a machine.
@@ -128,27 +105,16 @@ impl Pmbench {
                         let now = t.now();
                         s.start = Some(s.start.map_or(now, |st| st.min(now)));
                     }
-                    for _ in 0..n {
-                        let page = normal_ih(&mut rng, region_pages);
-                        let read = rng.chance(read_ratio);
-                        let addr = base + Bytes::from_pages(page);
-                        let before = t.now();
-                        let access = if read { Access::Read } else { Access::Write };
-                        let ok = t.touch(addr, Bytes(1), access).await.is_ok();
-                        let mut s = stats.borrow_mut();
-                        if !ok {
-                            s.failed += 1;
-                            return;
-                        }
-                        s.latency_ns.record(t.now().as_ns() - before.as_ns());
-                        if read {
-                            s.reads += 1;
-                        } else {
-                            s.writes += 1;
-                        }
+                    let run = AccessLoop {
+                        base,
+                        pages: region_pages,
+                        pattern: Pattern::NormalIh,
+                        read_ratio,
+                        accesses: n,
+                    };
+                    if run.run(&t, &mut rng, &stats).await.is_err() {
+                        stats.borrow_mut().failed += 1;
                     }
-                    let mut s = stats.borrow_mut();
-                    s.end = s.end.max(t.now());
                 })?;
             }
         }
@@ -174,52 +140,3 @@ impl Config {
     }
 }
 
-/// A page of `[0, pages)` by pmbench's `normal_ih`: the support is widened or narrowed to a
-/// multiple of twelve pages `n` around the set's middle; the mean of twelve uniform draws of
-/// `[0, n)`, shifted back, is redrawn until it falls inside the set.
-fn normal_ih(rng: &mut Prng, pages: u64) -> u64 {
-    const ORDER: u64 = 12;
-    let last = pages - 1;
-    let n = (ORDER * last.div_ceil(ORDER).max(1)).max(ORDER);
-    let shift = (last as i64 - n as i64) / 2;
-    loop {
-        let sum: u64 = (0..ORDER).map(|_| rng.below(n)).sum();
-        let page = (sum / ORDER) as i64 + shift;
-        if (0..=last as i64).contains(&page) {
-            return page as u64;
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn normal_ih_is_a_centred_bell_with_a_twelfth_deviation() {
-        let mut rng = Prng::from_seed(7);
-        let pages = 1200;
-        let mut counts = vec![0u32; pages as usize];
-        let draws = 120_000;
-        for _ in 0..draws {
-            let p = normal_ih(&mut rng, pages);
-            counts[p as usize] += 1;
-        }
-        // One standard deviation (100 pages) each side of the middle holds about 68%.
-        let sigma: u32 = counts[500..700].iter().sum();
-        assert!((0.64..0.72).contains(&(f64::from(sigma) / f64::from(draws))), "{sigma}");
-        // Four deviations out is nearly never reached.
-        let tails: u32 = counts[..200].iter().chain(&counts[1000..]).sum();
-        assert!(tails < 20, "{tails}");
-    }
-
-    #[test]
-    fn tiny_sets_stay_in_range() {
-        let mut rng = Prng::from_seed(1);
-        for pages in [1, 2, 5, 13] {
-            for _ in 0..100 {
-                assert!(normal_ih(&mut rng, pages) < pages);
-            }
-        }
-    }
-}

@@ -27,11 +27,13 @@ pub struct Env {
     values: BTreeMap<String, Value>,
     pub switches: Switches,
     pub kernel: mm::KernelVersion,
+    /// The run seed (workloads draw from streams of it).
+    pub seed: u64,
 }
 
 impl Env {
-    pub fn new(switches: Switches, kernel: mm::KernelVersion) -> Env {
-        Env { values: BTreeMap::new(), switches, kernel }
+    pub fn new(switches: Switches, kernel: mm::KernelVersion, seed: u64) -> Env {
+        Env { values: BTreeMap::new(), switches, kernel, seed }
     }
 
     pub fn bind(&mut self, name: &str, v: Value) {
@@ -110,10 +112,10 @@ pub struct Failure {
 }
 
 /// Runs one operation.
-pub async fn execute(t: &Thread, kind: &OpKind, env: &RefCell<Env>) -> Result<Outcome, SysError> {
+pub async fn execute(t: &Thread, op: &Op, env: &RefCell<Env>) -> Result<Outcome, SysError> {
     let addr = |a: &AddrExpr| env.borrow().addr(a).expect("names were checked when parsing");
     let fd = |n: &String| env.borrow().fd(n).expect("names were checked when parsing");
-    Ok(match kind {
+    Ok(match &op.kind {
         OpKind::Mmap { addr: a, len, prot, flags, fd: f, offset } => {
             let args = MmapArgs {
                 addr: a.as_ref().map(addr),
@@ -184,6 +186,19 @@ pub async fn execute(t: &Thread, kind: &OpKind, env: &RefCell<Env>) -> Result<Ou
         OpKind::WriteBytes { addr: a, data } => {
             t.write_bytes(addr(a), data).await?;
             Outcome::Done
+        }
+        OpKind::Run { addr: a, len, pattern, reads, accesses } => {
+            // One stream per operation line: adding a `run` elsewhere changes no other's draws.
+            let mut rng = simcore::Prng::from_seed(env.borrow().seed).stream("run").substream(op.line as u64);
+            let run = workload::access::AccessLoop {
+                base: addr(a),
+                pages: len.pages_ceil(),
+                pattern: *pattern,
+                read_ratio: *reads,
+                accesses: *accesses,
+            };
+            run.run(t, &mut rng, &Default::default()).await?;
+            Outcome::Count(*accesses)
         }
         OpKind::Increment { addr: a } => {
             let at = addr(a);
@@ -289,7 +304,7 @@ pub struct Log {
 /// Runs `ops` in order on thread `t`; the first failure stops the task and is recorded.
 pub async fn run_task(t: Thread, ops: Vec<Op>, env: Rc<RefCell<Env>>, log: Rc<RefCell<Log>>) {
     for op in &ops {
-        let result = execute(&t, &op.kind, &env).await;
+        let result = execute(&t, op, &env).await;
         log.borrow_mut().ops += 1;
         let verdict = check(op, &env.borrow(), &result);
         if let Err(f) = verdict {

@@ -284,6 +284,15 @@ pub enum OpKind {
     Increment {
         addr: AddrExpr,
     },
+    /// Runs a workload's access loop on this thread over `[addr, addr + len)` (pmbench's: each
+    /// access one byte of a page chosen by `pattern`, a load with probability `reads`).
+    Run {
+        addr: AddrExpr,
+        len: Bytes,
+        pattern: workload::access::Pattern,
+        reads: simcore::Ratio,
+        accesses: u64,
+    },
     Sleep {
         duration: SimDuration,
     },
@@ -312,6 +321,7 @@ impl OpKind {
             OpKind::ReadBytes { .. } => "read_bytes",
             OpKind::WriteBytes { .. } => "write_bytes",
             OpKind::Increment { .. } => "increment",
+            OpKind::Run { .. } => "run",
             OpKind::Pin { .. } => "pin",
             OpKind::PinRead { .. } => "pin_read",
             OpKind::Unpin { .. } => "unpin",

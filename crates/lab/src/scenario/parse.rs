@@ -353,6 +353,33 @@ impl<'a> Parser<'a> {
             }
             "write_bytes" => OpKind::WriteBytes { addr: f.addr("addr")?, data: f.data()? },
             "increment" => OpKind::Increment { addr: f.addr("addr")? },
+            "run" => {
+                let name = f.string("workload")?;
+                if name != "pmbench" {
+                    return Err(self.err(
+                        f.line_of("workload"),
+                        format!("unknown workload `{name}`: expected \"pmbench\""),
+                    ));
+                }
+                let pattern = f.opt_str("pattern")?.unwrap_or_else(|| "normal_ih".into());
+                let pattern = workload::access::Pattern::named(&pattern)
+                    .map_err(|e| self.err(f.line_of("pattern"), e))?;
+                let reads = f.opt_str("reads")?.unwrap_or_else(|| "100%".into());
+                let reads = parse_percent(&reads).map_err(|e| self.err(f.line_of("reads"), e))?;
+                let len = f.size("len")?;
+                if len.pages_ceil() == 0 {
+                    return Err(
+                        self.err(f.line_of("len"), "`run`: `len` must cover at least one page")
+                    );
+                }
+                OpKind::Run {
+                    addr: f.addr("addr")?,
+                    len,
+                    pattern,
+                    reads,
+                    accesses: f.opt_u64("accesses")?.unwrap_or(1),
+                }
+            }
             "pin" => {
                 let kind = f.opt_str("kind")?.unwrap_or_else(|| "pin".into());
                 let pin = match kind.as_str() {
@@ -426,6 +453,7 @@ impl<'a> Parser<'a> {
             OpKind::ReadBytes { .. } => &["addr", "len"],
             OpKind::WriteBytes { .. } => &["addr", "data", "data_hex", "fill", "len"],
             OpKind::Increment { .. } => &["addr"],
+            OpKind::Run { .. } => &["workload", "addr", "len", "pattern", "reads", "accesses"],
             OpKind::Pin { .. } => &["addr", "len", "kind", "write", "longterm"],
             OpKind::PinRead { .. } => &["pin", "offset", "len"],
             OpKind::Unpin { .. } => &["pin"],
@@ -856,7 +884,8 @@ fn op_refs(k: &OpKind) -> Vec<(String, ValueKind)> {
         | OpKind::Touch { addr: a, .. }
         | OpKind::ReadBytes { addr: a, .. }
         | OpKind::WriteBytes { addr: a, .. }
-        | OpKind::Increment { addr: a } => addr(a),
+        | OpKind::Increment { addr: a }
+        | OpKind::Run { addr: a, .. } => addr(a),
         OpKind::Close { fd: f }
         | OpKind::Dup { fd: f }
         | OpKind::Fsync { fd: f }
@@ -1291,9 +1320,24 @@ pub fn parse_show(s: &str) -> Result<Show, String> {
     })
 }
 
+/// `"90%"`: a percentage from 0 to 100.
+fn parse_percent(text: &str) -> Result<simcore::Ratio, String> {
+    let bad = || format!("`{text}`: expected a percentage like \"90%\"");
+    let n: u64 = text.strip_suffix('%').ok_or_else(bad)?.trim().parse().map_err(|_| bad())?;
+    simcore::Ratio::percent(n).map_err(|_| bad())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn percentages() {
+        assert_eq!(parse_percent("90%").unwrap(), simcore::Ratio::percent(90).unwrap());
+        for bad in ["90", "150%", "x%", ""] {
+            assert!(parse_percent(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn sizes_addresses_and_flags() {

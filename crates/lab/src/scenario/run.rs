@@ -143,7 +143,7 @@ pub fn prepare(
             .create_file(&f.path, &f.spec)
             .map_err(|e| bad(f.line, format!("file `{}`: {e}", f.path)))?;
     }
-    let env = Rc::new(RefCell::new(Env::new(machine.config().switches, machine.config().kernel)));
+    let env = Rc::new(RefCell::new(Env::new(machine.config().switches, machine.config().kernel, machine.config().seed)));
     for p in &s.processes {
         let pid = machine
             .new_process(&p.name)
