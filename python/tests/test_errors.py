@@ -95,7 +95,7 @@ def test_bad_arguments_are_value_errors(machine):
     [
         ({"cow_reuse": "sometimes"}, "switch `cow_reuse` has no value `sometimes`"),
         ({"tlb": "lazy"}, "unknown switch `tlb`"),
-        ({"lru": "mglru"}, "lru = mglru is not modelled yet"),
+        ({"lru": "mglru", "kernel": "v5.15"}, "lru = mglru is not modelled for v5.15"),
         ({"kernel": "v9.9"}, "outside the modelled range"),
         ({"profile": "vax"}, "unknown machine profile `vax`"),
         ({"cpus": 0}, "a machine has 1 to 4096 CPUs"),

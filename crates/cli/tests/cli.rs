@@ -145,7 +145,7 @@ fn bad_input_exits_2_naming_file_and_line() {
     for (args, needle) in [
         (vec!["--set", "cow_reuse=sometimes"], "switch `cow_reuse` has no value `sometimes`"),
         (vec!["--set", "nonsense"], "--set nonsense: expected KEY=VALUE"),
-        (vec!["--set", "lru=mglru"], "lru = mglru is not modelled yet"),
+        (vec!["--set", "lru=mglru", "--kernel", "v5.15"], "lru = mglru is not modelled for v5.15"),
         (vec!["--scheduler", "lottery"], "unknown scheduler `lottery`"),
         (vec!["--show", "smaps"], "expected smaps:PROCESS"),
     ] {

@@ -17,6 +17,11 @@
 //! - each mm's RSS counters equal a recount;
 //! - the vmstat gauges (`nr_anon_pages`, `nr_mapped`, `nr_file_pages`, `nr_shmem`, `nr_dirty`)
 //!   and the LRU lists equal a recount;
+//! - every folio on an LRU list is on its own lruvec's list for its state (its generation
+//!   within `[min_seq, max_seq]` under the multi-gen LRU), and each memory cgroup's
+//!   `memory.current` equals the pages of the folios charged to it and its descendants;
+//! - shadow entries sit only where no folio is (page cache within the file, allocated swap
+//!   slots outside the swap cache), and the shrinker's per-cgroup counts are right;
 //! - under `anon_exclusive`, a writable PTE of an anonymous page maps a PageAnonExclusive page;
 //! - no TLB entry maps a free frame (`KState::check_tlb` in `tlb.rs`, which also checks the
 //!   stricter coherence that holds only where no flush is in flight).
@@ -29,6 +34,7 @@ use crate::kernel::KState;
 use crate::mm_struct::{MmCounter, MmId};
 use crate::pgtable::{Level, PtId, Pte, Upper};
 use crate::vmstat::VmStat;
+use crate::workingset::ShadowSlot;
 use simcore::{Pfn, VirtAddr};
 use std::collections::BTreeMap;
 
@@ -322,21 +328,127 @@ fn check_page_cache_and_lru(st: &KState) -> Result<(), String> {
             ));
         }
     }
-    for list in LruList::ALL {
-        let mut pages = 0;
-        for head in st.folios.lru_iter(list) {
-            if !st.folios.test(head, pg::LRU) || st.folio_lru_list(head) != list {
+    check_lruvecs(st)
+}
+
+/// Every folio flagged `PG_lru` is on exactly the list of its lruvec that its state names
+/// (its generation under the multi-gen LRU, whose generations lie between `min_seq` and
+/// `max_seq`), each list's page count is right, and each cgroup's charge equals its folios.
+fn check_lruvecs(st: &KState) -> Result<(), String> {
+    let mut on_lists = 0u64;
+    for (memcg, m) in st.memcgs.iter() {
+        for list in st.lruvec_all_lists(memcg) {
+            let mut pages = 0;
+            for head in st.folios.list_iter(list) {
+                if !st.folios.test(head, pg::LRU)
+                    || st.folio_memcg(head) != memcg
+                    || st.folio_list_now(head) != list
+                {
+                    return Err(format!(
+                        "folio {head} on list {list:?} of cgroup {} has flags {:?}, generation {:?}, cgroup {}",
+                        m.path,
+                        crate::folio::flag_names(st.folios.meta(head).flags),
+                        st.folios.lru_gen(head),
+                        st.folio_memcg(head)
+                    ));
+                }
+                if st.lru.is_mglru() != st.folios.lru_gen(head).is_some()
+                    && st.folio_lru_list(head) != LruList::Unevictable
+                {
+                    return Err(format!("folio {head} is on the wrong kind of LRU list"));
+                }
+                pages += st.folios.order(head).pages();
+            }
+            if pages != st.folios.list_pages(list) {
                 return Err(format!(
-                    "folio {head} on {list:?} has flags {:?}",
-                    crate::folio::flag_names(st.folios.meta(head).flags)
+                    "list {list:?}: {} pages counted, {pages} on the list",
+                    st.folios.list_pages(list)
                 ));
             }
-            pages += st.folios.order(head).pages();
+            on_lists += pages;
         }
-        if pages != st.folios.lru_pages(list) {
+        let g = &m.lruvec.lrugen;
+        for file in [false, true] {
+            let min = g.min_seq[usize::from(file)];
+            let nr = g.max_seq - min + 1;
+            if !(2..=u64::from(crate::mglru::MAX_NR_GENS)).contains(&nr) {
+                return Err(format!("cgroup {}: {nr} generations of type {file}", m.path));
+            }
+            for generation in 0..crate::mglru::MAX_NR_GENS {
+                let live = (min..=g.max_seq).any(|s| g.gen_of(s) == generation);
+                let list = crate::memcontrol::lruvec_gen_list(memcg, generation, file);
+                if !live && st.folios.list_pages(list) > 0 {
+                    return Err(format!(
+                        "cgroup {}: generation {generation} outside [{min}, {}] holds folios",
+                        m.path, g.max_seq
+                    ));
+                }
+            }
+        }
+    }
+    let mut flagged = 0u64;
+    let mut charged: BTreeMap<u32, u64> = BTreeMap::new();
+    for head in st.folios.heads() {
+        if st.folios.test(head, pg::RESERVED) {
+            continue;
+        }
+        let nr = st.folios.order(head).pages();
+        if st.folios.test(head, pg::LRU) {
+            flagged += nr;
+        }
+        for a in st.memcg_ancestors(st.folio_memcg(head)) {
+            *charged.entry(a.0).or_default() += nr;
+        }
+    }
+    if flagged != on_lists {
+        return Err(format!("{flagged} pages flagged PG_lru, {on_lists} on LRU lists"));
+    }
+    for (memcg, m) in st.memcgs.iter() {
+        let counted = charged.get(&memcg.0).copied().unwrap_or(0);
+        if memcg != crate::memcontrol::ROOT_MEMCG && m.usage != counted {
             return Err(format!(
-                "{list:?}: {} pages counted, {pages} on the list",
-                st.folios.lru_pages(list)
+                "cgroup {}: memory.current {} pages, {counted} charged",
+                m.path, m.usage
+            ));
+        }
+    }
+    check_shadows(st)
+}
+
+/// A shadow entry sits only where no folio is: a page-cache index with no cached folio, or an
+/// allocated swap slot with no swap-cache folio; and the shrinker's counts are right.
+fn check_shadows(st: &KState) -> Result<(), String> {
+    let mut per_memcg: BTreeMap<u32, u64> = BTreeMap::new();
+    for (slot, shadow) in st.workingset.iter() {
+        *per_memcg.entry(shadow.memcg.0).or_default() += 1;
+        match slot {
+            ShadowSlot::PageCache(inode, index) => {
+                if st.page_cache_get(inode, index).is_some() {
+                    return Err(format!(
+                        "page {index} of {} has both a folio and a shadow entry",
+                        st.inodes[inode].path
+                    ));
+                }
+                if index >= st.inodes[inode].size_pages() {
+                    return Err(format!(
+                        "shadow entry beyond the end of {} (page {index})",
+                        st.inodes[inode].path
+                    ));
+                }
+            }
+            ShadowSlot::Swap(s) => {
+                if st.swap.cached(s).is_some() || st.swap.count(s) == 0 {
+                    return Err(format!("swap slot {s}: shadow entry on a cached or free slot"));
+                }
+            }
+        }
+    }
+    for (memcg, _) in st.memcgs.iter() {
+        let counted = per_memcg.get(&memcg.0).copied().unwrap_or(0);
+        if st.workingset.count(memcg) != counted {
+            return Err(format!(
+                "cgroup {memcg}: {} shadows counted, {counted} exist",
+                st.workingset.count(memcg)
             ));
         }
     }

@@ -145,6 +145,17 @@ switch_enum!(
 );
 
 switch_enum!(
+    /// Whether reclaim freezes the folio's references before removing it from the page or swap
+    /// cache (`__remove_mapping`). Always `freeze` in the kernel; `skip` is a deliberately broken
+    /// variant, selectable by name only, that the explorer's reclaim race scenario must catch.
+    RefcountFreeze, "refcount_freeze" {
+        Freeze = "freeze",
+        /// Broken on purpose: remove the folio even if someone else holds or maps it.
+        Skip = "skip",
+    }
+);
+
+switch_enum!(
     /// The rule `do_wp_page` uses to reuse an anonymous page instead of copying (seed `004`).
     CowReuse, "cow_reuse" {
         /// `reuse_swap_page`: mapcount + swapcount <= 1, up to v5.8.
@@ -168,6 +179,7 @@ pub struct Switches {
     pub lru: Lru,
     pub fadv_noreuse: FadvNoreuse,
     pub cow_reuse: CowReuse,
+    pub refcount_freeze: RefcountFreeze,
 }
 
 const fn v(major: u8, minor: u8) -> KernelVersion {
@@ -202,11 +214,12 @@ impl Switches {
             } else {
                 CowReuse::AnonExclusive
             },
+            refcount_freeze: RefcountFreeze::Freeze,
         }
     }
 
     /// The switch names, in a stable order.
-    pub const NAMES: [&'static str; 7] = [
+    pub const NAMES: [&'static str; 8] = [
         FileThp::KEY,
         OpenWriteTruncate::KEY,
         HugetlbSync::KEY,
@@ -214,6 +227,7 @@ impl Switches {
         Lru::KEY,
         FadvNoreuse::KEY,
         CowReuse::KEY,
+        RefcountFreeze::KEY,
     ];
 
     /// Overrides switch `key` with `value` (both by their kernel-facing names).
@@ -226,6 +240,7 @@ impl Switches {
             Lru::KEY => self.lru = Lru::parse(value)?,
             FadvNoreuse::KEY => self.fadv_noreuse = FadvNoreuse::parse(value)?,
             CowReuse::KEY => self.cow_reuse = CowReuse::parse(value)?,
+            RefcountFreeze::KEY => self.refcount_freeze = RefcountFreeze::parse(value)?,
             _ => {
                 return Err(format!(
                     "unknown switch `{key}`: expected one of {}",
@@ -237,7 +252,7 @@ impl Switches {
     }
 
     /// `(name, value)` of every switch.
-    pub fn iter(&self) -> [(&'static str, &'static str); 7] {
+    pub fn iter(&self) -> [(&'static str, &'static str); 8] {
         [
             (FileThp::KEY, self.file_thp.name()),
             (OpenWriteTruncate::KEY, self.open_write_truncate.name()),
@@ -246,21 +261,20 @@ impl Switches {
             (Lru::KEY, self.lru.name()),
             (FadvNoreuse::KEY, self.fadv_noreuse.name()),
             (CowReuse::KEY, self.cow_reuse.name()),
+            (RefcountFreeze::KEY, self.refcount_freeze.name()),
         ]
     }
 
-    /// Refuses switch values whose behaviour the model does not implement yet.
+    /// Refuses switch values whose behaviour the model does not implement for `kernel`.
     ///
     /// Only the mechanisms that the switch changes are affected: a run that never exercises them
     /// would be correct, but a silently different behaviour is worse than a clear refusal.
-    pub fn check_implemented(&self) -> Result<(), String> {
-        let missing = |key: &str, value: &str| {
-            Err(format!(
-                "switch {key} = {value} is not modelled yet (choose another kernel or override it)"
-            ))
-        };
-        if self.lru != Lru::Classic {
-            return missing(Lru::KEY, self.lru.name());
+    pub fn check_implemented(&self, kernel: KernelVersion) -> Result<(), String> {
+        if self.lru == Lru::Mglru && kernel < v(6, 1) {
+            return Err(format!(
+                "switch lru = mglru is not modelled for {kernel}: the multi-gen LRU exists from v6.1 \
+                 (choose another kernel or override it)"
+            ));
         }
         Ok(())
     }
@@ -305,6 +319,10 @@ mod tests {
         assert!("v7.1".parse::<KernelVersion>().is_err());
         assert!("five".parse::<KernelVersion>().is_err());
         s.set("lru", "mglru").unwrap();
-        assert!(s.check_implemented().unwrap_err().contains("lru = mglru"));
+        assert!(s.check_implemented(KernelVersion::DEFAULT).is_ok());
+        let old = KernelVersion::new(5, 15);
+        assert!(s.check_implemented(old).unwrap_err().contains("lru = mglru is not modelled"));
+        s.set("refcount_freeze", "skip").unwrap();
+        assert_eq!(s.refcount_freeze, RefcountFreeze::Skip);
     }
 }

@@ -155,6 +155,12 @@ pub(crate) async fn handle_mm_fault(
     kind: FaultKind,
 ) -> Result<FaultOutcome, VmFault> {
     cx.st().vmstat.inc(VmStat::Pgfault);
+    // `lru_gen_enter_fault`: the multi-gen LRU places folios this fault adds by recency.
+    let recency = {
+        let st = cx.st();
+        st.vma_has_recency(vma, st.lru.noreuse, true)
+    };
+    let _lru = cx.lru_fault_scope(recency);
     let addr = addr.align_down(simcore::Bytes::PAGE);
     let pte_table = pte_alloc(cx, mm, addr).await?;
     let idx = Level::Pte.index(addr);
@@ -325,7 +331,8 @@ async fn do_fault(
         let st = cx.st();
         let v = st.vma(vma);
         let inode = st.file(v.file.expect("file VMA")).inode;
-        let ra = if v.flags.has(VmFlags::RAND_READ) { 1 } else { cx.kernel().tunables.ra_pages };
+        let file = st.file(v.file.expect("file VMA"));
+        let ra = if v.flags.has(VmFlags::RAND_READ) { 1 } else { file.ra.ra_pages.max(1) };
         (inode, v.page_index(addr), v.is_shared(), ra)
     };
     if kind == FaultKind::Read {

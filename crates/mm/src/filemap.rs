@@ -10,18 +10,21 @@
 //!   unlocked. Tasks that find a locked folio wait for the read.
 //! - `filemap_fault` with mmap read-around (`ra_pages` centred on the fault; one page with
 //!   `MADV_RANDOM`), tmpfs faults allocating zeroed pages, and the `read()`/`write()` paths.
-//! - `folio_mark_accessed`, the classic two-touch activation.
+//! - `read()` marks each page it copies accessed (`lru.rs`); a file advised
+//!   `POSIX_FADV_RANDOM` reads only what was asked, otherwise the window is the file's
+//!   `ra_pages`.
 //!
 //! Approximations: readahead is a fixed window (no ramp-up, no async `PG_readahead` marker);
 //! LRU additions are not batched per CPU; writeback is synchronous (`fsync`).
 
 use crate::cost::Cost;
 use crate::errno::VmFault;
-use crate::folio::{InodeId, LruList, Mapping, pg};
+use crate::folio::{InodeId, Mapping, pg};
 use crate::fs::FsType;
 use crate::kernel::{Cx, KState};
 use crate::vmscan::alloc_folio;
 use crate::vmstat::VmStat;
+use crate::workingset::ShadowSlot;
 use simcore::{Order, Pfn};
 
 impl KState {
@@ -29,50 +32,6 @@ impl KState {
     pub fn page_cache_get(&self, inode: InodeId, index: u64) -> Option<Pfn> {
         let (&start, &head) = self.inodes[inode].mapping.pages.range(..=index).next_back()?;
         (index < start + self.folios.order(head).pages()).then_some(head)
-    }
-
-    /// `folio_lru_list`: the list a folio belongs on.
-    pub fn folio_lru_list(&self, head: Pfn) -> LruList {
-        let f = &self.folios;
-        if f.test(head, pg::UNEVICTABLE) {
-            return LruList::Unevictable;
-        }
-        match (f.test(head, pg::SWAPBACKED), f.test(head, pg::ACTIVE)) {
-            (true, false) => LruList::InactiveAnon,
-            (true, true) => LruList::ActiveAnon,
-            (false, false) => LruList::InactiveFile,
-            (false, true) => LruList::ActiveFile,
-        }
-    }
-
-    /// `folio_add_lru`.
-    pub(crate) fn folio_add_lru(&mut self, head: Pfn) {
-        let list = self.folio_lru_list(head);
-        self.folios.lru_add(head, list);
-    }
-
-    /// `folio_mark_accessed`: inactive,unreferenced -> referenced; inactive,referenced ->
-    /// active; active,unreferenced -> referenced.
-    pub(crate) fn folio_mark_accessed(&mut self, head: Pfn) {
-        let f = &self.folios;
-        if f.test(head, pg::UNEVICTABLE) {
-            return;
-        }
-        if !f.test(head, pg::ACTIVE) && f.test(head, pg::REFERENCED) {
-            let on_lru = f.test(head, pg::LRU);
-            if on_lru {
-                let list = self.folio_lru_list(head);
-                self.folios.lru_del(head, list);
-            }
-            self.folios.set(head, pg::ACTIVE);
-            self.folios.clear_flag(head, pg::REFERENCED);
-            if on_lru {
-                self.folio_add_lru(head);
-            }
-            self.vmstat.add(VmStat::Pgactivate, self.folios.order(head).pages());
-        } else {
-            self.folios.set(head, pg::REFERENCED);
-        }
     }
 
     /// `folio_mark_dirty` for a page-cache folio.
@@ -84,9 +43,11 @@ impl KState {
         }
     }
 
-    /// Inserts a new folio at `index` (`__filemap_add_folio`): the cache's references, the
-    /// mapping, the LRU, the counters.
-    pub(crate) fn page_cache_insert(&mut self, inode: InodeId, index: u64, head: Pfn) {
+    /// Inserts a new folio at `index` (`filemap_add_folio`): the cache's references, the
+    /// mapping, the counters, then the LRU. A shadow entry left there by reclaim is consumed,
+    /// and unless the folio is being created by a write (`__GFP_WRITE`) the refault is
+    /// evaluated (`workingset_refault`) before the folio joins its list.
+    pub(crate) fn page_cache_insert(&mut self, inode: InodeId, index: u64, head: Pfn, write: bool) {
         let nr = self.folios.order(head).pages();
         debug_assert!(self.page_cache_get(inode, index).is_none());
         let index32 = u32::try_from(index).expect("file index beyond 16 TiB");
@@ -100,6 +61,11 @@ impl KState {
         let m = &mut self.inodes[inode].mapping;
         m.pages.insert(index, head);
         m.nrpages += nr;
+        if let Some(shadow) = self.take_shadow(ShadowSlot::PageCache(inode, index))
+            && !write
+        {
+            self.workingset_refault(head, shadow);
+        }
         self.folio_add_lru(head);
     }
 
@@ -186,7 +152,7 @@ pub(crate) async fn read_pages(
             continue;
         }
         st.folios.set(head, pg::LOCKED);
-        st.page_cache_insert(inode, index, head);
+        st.page_cache_insert(inode, index, head, false);
         st.put_folio_extra(head); // the allocation reference; the cache holds its own
         batch.push((index, head));
     }
@@ -226,7 +192,7 @@ async fn shmem_alloc_page(cx: &Cx, inode: InodeId, index: u64) -> Result<(), VmF
         return Ok(());
     }
     st.folios.set(head, pg::UPTODATE);
-    st.page_cache_insert(inode, index, head);
+    st.page_cache_insert(inode, index, head, false);
     st.put_folio_extra(head);
     Ok(())
 }
@@ -284,7 +250,8 @@ pub(crate) async fn filemap_fault(
         }
         debug_assert!(st.folios.test(head, pg::UPTODATE));
         if major {
-            st.vmstat.inc(VmStat::Pgmajfault);
+            let memcg = st.folio_memcg(head);
+            st.count_event(memcg, VmStat::Pgmajfault, 1);
         }
         let page = head + (index - st.folio_index(head));
         return Ok(FaultPage { head, page, major });
@@ -386,7 +353,7 @@ pub(crate) async fn file_write(
                     let mut st = cx.st();
                     if st.page_cache_get(inode, index).is_none() {
                         st.folios.set(head, pg::UPTODATE);
-                        st.page_cache_insert(inode, index, head);
+                        st.page_cache_insert(inode, index, head, true);
                     }
                     st.put_folio_extra(head);
                 }

@@ -1,7 +1,7 @@
 //! Folios: the per-frame state of simulated physical memory (`include/linux/mm_types.h`,
 //! `include/linux/page-flags.h`, Linux v6.8).
 //!
-//! One packed [`PageMeta`] of 24 bytes per frame (Linux spends 64 on `struct page`), indexed by
+//! One packed [`PageMeta`] of 28 bytes per frame (Linux spends 64 on `struct page`), indexed by
 //! pfn and grown only as far as frames have been handed out. For a large folio the head frame
 //! carries the folio's flags, refcount and mapping; its order, entire (PMD) mapcount and pincount
 //! live in a side table, since large folios are few. Tail frames carry their per-page (PTE)
@@ -13,7 +13,14 @@
 //! isolation, in-flight IO). Those other holders register with [`Folios::get_extra`] so the
 //! refcount checker can account for every reference.
 //!
-//! Limits (asserted): 2^32 frames (16 TiB), 65 535 PTE mappings of one page.
+//! LRU lists are intrusive doubly linked lists through the frames (`folio->lru`), indexed by
+//! [`ListIdx`]: each lruvec (one per memory cgroup on the machine's one node) owns the classic
+//! lists and the multi-gen LRU's generation lists (`memcontrol.rs`, `lru.rs`). Beside the links a
+//! folio records what `folio->memcg_data` and the `LRU_GEN`/`LRU_REFS` bits of `folio->flags`
+//! hold: its memory cgroup, its generation and its 2-bit reference counter.
+//!
+//! Limits (asserted): 2^32 frames (16 TiB), 65 535 PTE mappings of one page, 65 536 memory
+//! cgroups.
 
 use simcore::{Order, Pfn};
 use std::collections::BTreeMap;
@@ -120,9 +127,18 @@ pub struct PageMeta {
     pub index: u32,
     lru_prev: u32,
     lru_next: u32,
+    /// Head or small folio: the memory cgroup (low 16 bits), the multi-gen LRU generation plus
+    /// one (bits 16-18; 0 when not on a generation list) and the reference counter (bits 19-20).
+    lru_ext: u32,
 }
 
-const _: () = assert!(size_of::<PageMeta>() == 24);
+const _: () = assert!(size_of::<PageMeta>() == 28);
+
+const GEN_SHIFT: u32 = 16;
+const GEN_MASK: u32 = 0x7 << GEN_SHIFT;
+const REFS_SHIFT: u32 = 19;
+const REFS_MASK: u32 = 0x3 << REFS_SHIFT;
+const MEMCG_MASK: u32 = 0xffff;
 
 /// The list a folio is on (`enum lru_list`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -142,7 +158,21 @@ impl LruList {
         LruList::ActiveFile,
         LruList::Unevictable,
     ];
+
+    /// The list of `file` or anon pages, active or not (`enum lru_list` arithmetic).
+    pub fn of(file: bool, active: bool) -> LruList {
+        match (file, active) {
+            (false, false) => LruList::InactiveAnon,
+            (false, true) => LruList::ActiveAnon,
+            (true, false) => LruList::InactiveFile,
+            (true, true) => LruList::ActiveFile,
+        }
+    }
 }
+
+/// One intrusive list of folios: an lruvec's classic list or generation list.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ListIdx(pub u32);
 
 /// State of a large folio kept beside its head page.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -174,18 +204,27 @@ pub struct Folios {
     /// FOLL_PIN pins of small folios, per head pfn (each also adds `GUP_PIN_COUNTING_BIAS` to the
     /// refcount; the kernel infers pins from the refcount, the checkers need the exact count).
     pins: BTreeMap<u32, u32>,
-    lists: [ListHead; 5],
+    /// Every lruvec's lists, by [`ListIdx`]; grown as lruvecs are created.
+    lists: Vec<ListHead>,
 }
+
+const EMPTY_LIST: ListHead = ListHead { head: NIL, tail: NIL, nr_pages: 0 };
 
 impl Folios {
     pub(crate) fn new() -> Folios {
-        let empty = ListHead { head: NIL, tail: NIL, nr_pages: 0 };
         Folios {
             meta: Vec::new(),
             large: BTreeMap::new(),
             extra: BTreeMap::new(),
             pins: BTreeMap::new(),
-            lists: [empty; 5],
+            lists: Vec::new(),
+        }
+    }
+
+    /// Makes room for lists below `n`.
+    pub(crate) fn grow_lists(&mut self, n: usize) {
+        if self.lists.len() < n {
+            self.lists.resize(n, EMPTY_LIST);
         }
     }
 
@@ -436,59 +475,78 @@ impl Folios {
     }
 
     /// Pages on `list`.
-    pub fn lru_pages(&self, list: LruList) -> u64 {
-        self.lists[list as usize].nr_pages
+    pub fn list_pages(&self, list: ListIdx) -> u64 {
+        self.lists[list.0 as usize].nr_pages
     }
 
-    /// `lruvec_add_folio`: puts the folio at the head (most recent end) of `list`.
-    pub(crate) fn lru_add(&mut self, head: Pfn, list: LruList) {
+    /// Puts the folio on `list`: at the head (most recent end), or at the tail with `tail`
+    /// (`list_add` / `list_add_tail`).
+    pub(crate) fn list_add(&mut self, head: Pfn, list: ListIdx, tail: bool) {
         let nr = self.order(head).pages();
         let h = head.0 as u32;
-        let l = &mut self.lists[list as usize];
-        let old_head = l.head;
-        l.head = h;
-        if old_head == NIL {
-            l.tail = h;
-        }
+        let l = &mut self.lists[list.0 as usize];
+        let (old_head, old_tail) = (l.head, l.tail);
         l.nr_pages += nr;
-        if old_head != NIL {
-            self.meta[old_head as usize].lru_prev = h;
+        if old_head == NIL {
+            l.head = h;
+            l.tail = h;
+        } else if tail {
+            l.tail = h;
+        } else {
+            l.head = h;
+        }
+        let (prev, next) = match (old_head == NIL, tail) {
+            (true, _) => (NIL, NIL),
+            (false, false) => (NIL, old_head),
+            (false, true) => (old_tail, NIL),
+        };
+        if next != NIL {
+            self.meta[next as usize].lru_prev = h;
+        }
+        if prev != NIL {
+            self.meta[prev as usize].lru_next = h;
         }
         let m = &mut self.meta[h as usize];
         assert_eq!(m.flags & pg::LRU, 0, "folio {head} already on an LRU list");
         m.flags |= pg::LRU;
-        m.lru_prev = NIL;
-        m.lru_next = old_head;
+        m.lru_prev = prev;
+        m.lru_next = next;
     }
 
-    /// `lruvec_del_folio`: takes the folio off `list`.
-    pub(crate) fn lru_del(&mut self, head: Pfn, list: LruList) {
+    /// Takes the folio off `list` (`list_del`).
+    pub(crate) fn list_del(&mut self, head: Pfn, list: ListIdx) {
         let nr = self.order(head).pages();
         let h = head.0 as usize;
         let (prev, next) = (self.meta[h].lru_prev, self.meta[h].lru_next);
         assert_ne!(self.meta[h].flags & pg::LRU, 0, "folio {head} is not on an LRU list");
-        let l = &mut self.lists[list as usize];
+        let l = &mut self.lists[list.0 as usize];
         if prev == NIL {
             l.head = next;
         } else {
             self.meta[prev as usize].lru_next = next;
         }
-        let l = &mut self.lists[list as usize];
+        let l = &mut self.lists[list.0 as usize];
         if next == NIL {
             l.tail = prev;
         } else {
             self.meta[next as usize].lru_prev = prev;
         }
-        self.lists[list as usize].nr_pages -= nr;
+        self.lists[list.0 as usize].nr_pages -= nr;
         let m = &mut self.meta[h];
         m.flags &= !pg::LRU;
         m.lru_prev = NIL;
         m.lru_next = NIL;
     }
 
+    /// The least recent folio of `list` (`lru_to_folio`).
+    pub fn list_tail(&self, list: ListIdx) -> Option<Pfn> {
+        let t = self.lists[list.0 as usize].tail;
+        (t != NIL).then(|| Pfn(u64::from(t)))
+    }
+
     /// The folios of `list` from the tail (least recent) to the head.
-    pub fn lru_iter(&self, list: LruList) -> impl Iterator<Item = Pfn> + '_ {
-        let mut cur = self.lists[list as usize].tail;
+    pub fn list_iter(&self, list: ListIdx) -> impl Iterator<Item = Pfn> + '_ {
+        let mut cur = self.lists[list.0 as usize].tail;
         std::iter::from_fn(move || {
             if cur == NIL {
                 return None;
@@ -497,6 +555,39 @@ impl Folios {
             cur = self.meta[p as usize].lru_prev;
             Some(Pfn(u64::from(p)))
         })
+    }
+
+    /// The memory cgroup a folio is charged to (`folio_memcg`), as its raw id.
+    pub fn memcg_raw(&self, head: Pfn) -> u16 {
+        (self.meta(head).lru_ext & MEMCG_MASK) as u16
+    }
+
+    pub(crate) fn set_memcg_raw(&mut self, head: Pfn, memcg: u16) {
+        let m = self.meta_mut(head);
+        m.lru_ext = (m.lru_ext & !MEMCG_MASK) | u32::from(memcg);
+    }
+
+    /// The multi-gen LRU generation the folio is on (`folio_lru_gen`), if any.
+    pub fn lru_gen(&self, head: Pfn) -> Option<u8> {
+        let g = (self.meta(head).lru_ext & GEN_MASK) >> GEN_SHIFT;
+        (g != 0).then(|| (g - 1) as u8)
+    }
+
+    pub(crate) fn set_lru_gen(&mut self, head: Pfn, generation: Option<u8>) {
+        let g = generation.map_or(0, |g| u32::from(g) + 1);
+        let m = self.meta_mut(head);
+        m.lru_ext = (m.lru_ext & !GEN_MASK) | (g << GEN_SHIFT);
+    }
+
+    /// The 2-bit reference counter of the multi-gen LRU (`LRU_REFS_MASK`).
+    pub fn lru_refs(&self, head: Pfn) -> u8 {
+        ((self.meta(head).lru_ext & REFS_MASK) >> REFS_SHIFT) as u8
+    }
+
+    pub(crate) fn set_lru_refs(&mut self, head: Pfn, refs: u8) {
+        debug_assert!(refs < 4);
+        let m = self.meta_mut(head);
+        m.lru_ext = (m.lru_ext & !REFS_MASK) | (u32::from(refs) << REFS_SHIFT);
     }
 
     /// Frames with state (for checkers): every head of an allocated folio.
@@ -537,17 +628,28 @@ mod tests {
     #[test]
     fn lru_lists_keep_order() {
         let mut f = Folios::new();
+        f.grow_lists(2);
+        let (a, b) = (ListIdx(0), ListIdx(1));
         for p in 0..4 {
             f.prep_new(Pfn(p), Order::BASE);
             f.extra_to_mapping(Pfn(p));
-            f.lru_add(Pfn(p), LruList::InactiveFile);
+            f.list_add(Pfn(p), a, false);
         }
-        f.lru_del(Pfn(1), LruList::InactiveFile);
-        f.lru_add(Pfn(1), LruList::ActiveFile);
-        let inactive: Vec<u64> = f.lru_iter(LruList::InactiveFile).map(|p| p.0).collect();
-        assert_eq!(inactive, [0, 2, 3], "tail (oldest) first");
-        assert_eq!((f.lru_pages(LruList::InactiveFile), f.lru_pages(LruList::ActiveFile)), (3, 1));
+        f.list_del(Pfn(1), a);
+        f.list_add(Pfn(1), b, false);
+        f.list_del(Pfn(3), a);
+        f.list_add(Pfn(3), a, true);
+        let inactive: Vec<u64> = f.list_iter(a).map(|p| p.0).collect();
+        assert_eq!(inactive, [3, 0, 2], "tail (oldest) first");
+        assert_eq!((f.list_pages(a), f.list_pages(b)), (3, 1));
+        assert_eq!(f.list_tail(a), Some(Pfn(3)));
         assert!(f.test(Pfn(1), pg::LRU));
+        f.set_memcg_raw(Pfn(2), 7);
+        f.set_lru_gen(Pfn(2), Some(3));
+        f.set_lru_refs(Pfn(2), 2);
+        assert_eq!((f.memcg_raw(Pfn(2)), f.lru_gen(Pfn(2)), f.lru_refs(Pfn(2))), (7, Some(3), 2));
+        f.set_lru_gen(Pfn(2), None);
+        assert_eq!((f.memcg_raw(Pfn(2)), f.lru_gen(Pfn(2)), f.lru_refs(Pfn(2))), (7, None, 2));
     }
 
     #[test]

@@ -66,6 +66,7 @@ pub(crate) async fn do_fork(cx: &Cx, parent: Pid) -> Result<Pid, Errno> {
             state: ProcState::Running,
         })
     };
+    cx.st().mem_cgroup_fork(parent, child);
     let new = cx.st().mm_alloc(cx, child)?;
     cx.st().procs[child].mm = Some(new);
     let (old_lock, new_lock) = {

@@ -37,11 +37,24 @@ pub struct Tunables {
     pub ra_pages: u64,
     /// `fault_around_bytes`, in pages (default 64 KiB).
     pub fault_around_pages: u64,
+    /// `vm.swappiness` (default 60).
+    pub swappiness: u64,
+    /// `/sys/kernel/mm/lru_gen/min_ttl_ms` (default 0: off).
+    pub lru_gen_min_ttl_ms: u64,
+    /// Not a kernel setting: reduce the LRU to exact least-recently-used order with no second
+    /// chance (`lru.rs`), to check page-cache replays against cache simulators.
+    pub lru_pure: bool,
 }
 
 impl Default for Tunables {
     fn default() -> Self {
-        Tunables { ra_pages: 32, fault_around_pages: 16 }
+        Tunables {
+            ra_pages: 32,
+            fault_around_pages: 16,
+            swappiness: 60,
+            lru_gen_min_ttl_ms: 0,
+            lru_pure: false,
+        }
     }
 }
 
@@ -78,6 +91,14 @@ pub struct KState {
     pub kswapd_started: bool,
     /// Every CPU's TLBs and walk caches.
     pub tlb: crate::tlb::Tlbs,
+    /// Memory cgroups, the root first; each has its lruvec.
+    pub memcgs: IdVec<crate::memcontrol::MemcgId, crate::memcontrol::MemCgroup>,
+    /// The memory cgroup of each process not in the root (`cgroup.procs`).
+    pub task_memcg: BTreeMap<Pid, crate::memcontrol::MemcgId>,
+    /// Shadow entries of evicted pages (`workingset.rs`).
+    pub workingset: crate::workingset::Workingset,
+    /// The LRU algorithm, its era and tunables (`lru.rs`).
+    pub lru: crate::lru::LruConfig,
 }
 
 /// The kernel of one simulated machine.
@@ -144,6 +165,8 @@ pub struct Cx {
     ecx: engine::Cx,
     k: Rc<Kernel>,
     current: Option<Pid>,
+    /// `current->in_lru_fault`: inside a fault on a VMA with recency (multi-gen LRU hint).
+    in_lru_fault: std::cell::Cell<bool>,
 }
 
 impl std::fmt::Debug for Cx {
@@ -161,16 +184,30 @@ impl Deref for Cx {
 
 impl Cx {
     pub(crate) fn new(ecx: engine::Cx, k: Rc<Kernel>, current: Option<Pid>) -> Cx {
-        Cx { ecx, k, current }
+        Cx { ecx, k, current, in_lru_fault: std::cell::Cell::new(false) }
     }
 
     pub fn kernel(&self) -> &Kernel {
         &self.k
     }
 
-    /// Borrows the kernel state until the next blocking point.
+    /// Borrows the kernel state until the next blocking point; LRU additions made through the
+    /// borrow see this task's fault hint.
     pub(crate) fn st(&self) -> RefMut<'_, KState> {
-        self.k.state_mut()
+        let mut st = self.k.state_mut();
+        st.lru.in_fault = self.in_lru_fault.get();
+        st
+    }
+
+    /// `lru_gen_enter_fault` / `lru_gen_exit_fault`: sets the fault hint for the guard's life.
+    pub(crate) fn lru_fault_scope(&self, in_fault: bool) -> LruFaultScope<'_> {
+        let old = self.in_lru_fault.replace(in_fault);
+        LruFaultScope { cx: self, old }
+    }
+
+    /// The memory cgroup this task charges to.
+    pub(crate) fn memcg(&self) -> crate::memcontrol::MemcgId {
+        self.k.state().task_memcg(self.current)
     }
 
     /// The process this task runs in.
@@ -215,6 +252,19 @@ impl Cx {
     #[track_caller]
     pub(crate) fn charge_n(&self, c: Cost, n: u64) -> engine::PointFuture<'_> {
         self.ecx.charge(self.k.costs.get(c) * n)
+    }
+}
+
+/// Restores the fault hint when a fault ends.
+#[derive(Debug)]
+pub(crate) struct LruFaultScope<'a> {
+    cx: &'a Cx,
+    old: bool,
+}
+
+impl Drop for LruFaultScope<'_> {
+    fn drop(&mut self) {
+        self.cx.in_lru_fault.set(self.old);
     }
 }
 
@@ -269,9 +319,10 @@ impl KState {
     /// Returns a folio whose last reference was dropped to the buddy allocator.
     pub(crate) fn free_folio(&mut self, head: Pfn) {
         if self.folios.test(head, crate::folio::pg::LRU) {
-            let list = self.folio_lru_list(head);
-            self.folios.lru_del(head, list);
+            self.lruvec_del_folio(head, true);
         }
+        let memcg = self.folio_memcg(head);
+        self.memcg_uncharge_pages(memcg, self.folios.order(head).pages());
         let order = self.folios.clear(head);
         for i in 0..order.pages() {
             self.mem.zero((head + i).0);
@@ -316,7 +367,7 @@ impl KState {
     pub fn vmstat_snapshot(&self) -> VmStats {
         let mut v = self.vmstat.clone();
         for (list, key) in crate::vmstat::LRU_GAUGES {
-            v.add(key, self.folios.lru_pages(list));
+            v.add(key, self.lru_pages(list));
         }
         v
     }
@@ -346,6 +397,11 @@ impl KState {
                 u64::from(m.flags) | u64::from(m.mapcount) << 16 | u64::from(m.refcount) << 32,
             );
             d.write_u64(u64::from(m.index) | u64::from(self.folios.extra_refs(head)) << 32);
+            d.write_u64(
+                u64::from(self.folios.memcg_raw(head))
+                    | u64::from(self.folios.lru_gen(head).map_or(0, |g| g + 1)) << 16
+                    | u64::from(self.folios.lru_refs(head)) << 24,
+            );
             d.write_u64(match self.folios.mapping(head) {
                 crate::folio::Mapping::None => 0,
                 crate::folio::Mapping::Anon(a) => 1 | u64::from(a.0) << 2,

@@ -8,6 +8,7 @@ use crate::errno::Errno;
 use crate::folio::{InodeId, pg};
 use crate::fs::FsType;
 use crate::kernel::{Cx, KState, Kernel, Tunables};
+use crate::memcontrol::MemcgId;
 use crate::page_alloc::BuddyAllocator;
 use crate::process::{Pid, ProcState, Process};
 use crate::profile::Profile;
@@ -137,7 +138,7 @@ impl Machine {
 
     /// Builds a machine on a simulation built by the caller (from [`Machine::sim_config`]).
     pub fn on_sim(config: MachineConfig, sim: Sim) -> Result<Machine, String> {
-        config.switches.check_implemented()?;
+        config.switches.check_implemented(config.kernel)?;
         config.profile.tlb.validate()?;
         if sim.handle().cpus() != config.profile.cpus {
             return Err(format!(
@@ -153,6 +154,9 @@ impl Machine {
         let zero = buddy.alloc(Order::BASE).ok_or("a machine needs at least one page")?;
         let mut folios = crate::folio::Folios::new();
         folios.grow(buddy.high_water());
+        folios.grow_lists(crate::memcontrol::LISTS_PER_LRUVEC as usize);
+        let mut memcgs = IdVec::new();
+        memcgs.push(crate::memcontrol::MemCgroup::new("/".into(), None));
         folios.set(zero, pg::RESERVED | pg::UPTODATE);
         let mut vmstat = VmStats::new();
         vmstat.add(VmStat::NrFreePages, buddy.nr_free());
@@ -191,6 +195,10 @@ impl Machine {
                 config.profile.cpus,
                 config.profile.costs.get(crate::cost::Cost::TlbFlushAll),
             ),
+            memcgs,
+            task_memcg: Default::default(),
+            workingset: Default::default(),
+            lru: crate::lru::LruConfig::new(&config.switches, config.kernel, &config.tunables),
         };
         let kernel = Rc::new(Kernel::new(
             st,
@@ -354,5 +362,49 @@ impl Machine {
 
     pub fn meminfo(&self) -> String {
         self.kernel.state().meminfo()
+    }
+
+    /// Creates a memory cgroup at `path` (`mkdir /sys/fs/cgroup/PATH`; its parent must exist).
+    pub fn create_cgroup(&mut self, path: &str) -> Result<MemcgId, String> {
+        let (parent, name) = path
+            .rsplit_once('/')
+            .ok_or_else(|| format!("cgroup path `{path}`: expected /NAME or /PARENT/NAME"))?;
+        let mut st = self.kernel.state_mut();
+        let parent_path = if parent.is_empty() { "/" } else { parent };
+        let parent = st
+            .mem_cgroup_by_path(parent_path)
+            .ok_or_else(|| format!("cgroup `{parent_path}` does not exist"))?;
+        let now = self.sim.handle().now().as_ns();
+        st.mem_cgroup_create(name, parent, now)
+    }
+
+    /// The cgroup at `path`.
+    pub fn cgroup(&self, path: &str) -> Result<MemcgId, String> {
+        self.kernel.state().mem_cgroup_by_path(path).ok_or_else(|| format!("no cgroup `{path}`"))
+    }
+
+    /// Writes `memory.max` of a cgroup (`None`: `max`). A limit below the current usage takes
+    /// effect at the next charge, which reclaims.
+    pub fn set_memory_max(&mut self, memcg: MemcgId, max: Option<Bytes>) -> Result<(), String> {
+        if memcg == crate::memcontrol::ROOT_MEMCG {
+            return Err("the root cgroup has no memory.max".into());
+        }
+        self.kernel.state_mut().memcgs[memcg].max = max.map(|b| b.as_u64() / 4096);
+        Ok(())
+    }
+
+    /// Moves a process into a cgroup (a write to `cgroup.procs`).
+    pub fn attach_cgroup(&mut self, pid: Pid, memcg: MemcgId) {
+        self.kernel.state_mut().mem_cgroup_attach(pid, memcg);
+    }
+
+    /// `memory.stat` of a cgroup.
+    pub fn memory_stat(&self, memcg: MemcgId) -> String {
+        self.kernel.state().memory_stat(memcg)
+    }
+
+    /// `/sys/kernel/debug/lru_gen`.
+    pub fn lru_gen(&self) -> String {
+        self.kernel.state().lru_gen_debugfs(self.sim.handle().now().as_ns())
     }
 }

@@ -503,7 +503,7 @@ pub(crate) async fn do_madvise(
                 }
                 if advice == madv::COLD {
                     for &h in &found {
-                        crate::vmscan::deactivate(&mut st, h);
+                        st.folio_deactivate(h);
                     }
                     found.clear();
                 }

@@ -295,7 +295,7 @@ impl KState {
     pub fn meminfo(&self) -> String {
         let vs = &self.vmstat;
         let pages = |k: VmStat| vs.get(k);
-        let lru = |l: LruList| self.folios.lru_pages(l);
+        let lru = |l: LruList| self.lru_pages(l);
         let file_lru = lru(LruList::ActiveFile) + lru(LruList::InactiveFile);
         let mut out = String::new();
         for (name, p) in [

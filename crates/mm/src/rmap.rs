@@ -230,6 +230,11 @@ impl KState {
         !(noreuse_effective
             && v.file.is_some_and(|f| self.file(f).mode & crate::fs::fmode::NOREUSE != 0))
     }
+
+    /// `vma_has_recency` as this kernel's reclaim and unmap paths see it.
+    pub(crate) fn vma_has_recency_now(&self, vma: VmaId) -> bool {
+        self.vma_has_recency(vma, self.lru.noreuse, self.lru.v6_3)
+    }
 }
 
 /// The PTE slot of `m`, and its PTE, if the page is still mapped there.
@@ -241,14 +246,13 @@ fn mapped_pte(st: &KState, m: &Mapper) -> Option<(crate::pgtable::PtId, usize, P
 
 /// `folio_referenced`: counts the young PTEs mapping the folio and clears them, skipping VMAs
 /// without recency; returns the count and the union of the flags of the VMAs that referenced it.
-/// Each PTE is examined under its page-table lock, as `page_vma_mapped_walk` does.
+/// Each PTE is examined under its page-table lock, as `page_vma_mapped_walk` does. Under the
+/// multi-gen LRU each young PTE also looks around its neighbours (`lru_gen_look_around`).
 pub(crate) async fn folio_referenced(cx: &Cx, head: Pfn) -> (u32, VmFlags) {
     let mappers = cx.st().folio_mappers(head);
-    let noreuse = cx.kernel().switches.fadv_noreuse == crate::era::FadvNoreuse::NoRecency;
-    let v6_3 = cx.kernel().at_least(6, 3);
     let (mut young, mut flags) = (0, 0u64);
     for m in mappers {
-        if !cx.st().vma_has_recency(m.vma, noreuse, v6_3) {
+        if !cx.st().vma_has_recency_now(m.vma) {
             continue;
         }
         let Some((table, _, _)) = mapped_pte(&cx.st(), &m) else { continue };
@@ -261,6 +265,9 @@ pub(crate) async fn folio_referenced(cx: &Cx, head: Pfn) -> (u32, VmFlags) {
             st.pt.set_pte(t, i, pte.without(Pte::ACCESSED));
             young += 1;
             flags |= st.vma(m.vma).flags.0;
+            if st.lru.is_mglru() {
+                st.lru_gen_referenced_pte(m.mm, m.vma, t, m.addr, head);
+            }
         }
     }
     (young, VmFlags(flags))

@@ -6,6 +6,9 @@
 //! in it has `PG_swapcache`, its slot recorded beside it, and one cache reference per page, as a
 //! page-cache folio has. The device stores the contents written to each slot.
 //!
+//! A slot whose folio reclaim evicted keeps a shadow entry (`workingset.rs`) until the slot is
+//! freed; a swap-in finds it and evaluates the refault before the folio joins its LRU.
+//!
 //! Approximations: one swap device of type 0; slots are allocated lowest-first (the kernel uses
 //! per-CPU clusters); no swap readahead (`page-cluster`) and no zswap.
 
@@ -13,6 +16,7 @@ use crate::content::Content;
 use crate::folio::pg;
 use crate::kernel::KState;
 use crate::vmstat::VmStat;
+use crate::workingset::ShadowSlot;
 use simcore::Pfn;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -83,11 +87,14 @@ impl SwapDevice {
         self.nr_free() * 2 < self.total()
     }
 
-    fn maybe_free(&mut self, slot: u64) {
+    /// Frees the slot if nothing refers to it; returns whether it did.
+    fn maybe_free(&mut self, slot: u64) -> bool {
         if self.map[slot as usize] == 0 {
             self.data.remove(&slot);
             self.free.insert(slot);
+            return true;
         }
+        false
     }
 }
 
@@ -119,7 +126,9 @@ impl KState {
         assert_eq!(self.swap.cache.remove(&slot), Some(head));
         self.folios.clear_flag(head, pg::SWAPCACHE);
         self.swap.map[slot as usize] &= !HAS_CACHE;
-        self.swap.maybe_free(slot);
+        if self.swap.maybe_free(slot) {
+            self.workingset.clear_swap(slot);
+        }
         let nr = self.folios.order(head).pages();
         self.vmstat.sub(VmStat::NrSwapcached, nr);
         self.put_folio(head, nr as u32);
@@ -149,7 +158,9 @@ impl KState {
         let m = &mut self.swap.map[slot as usize];
         assert!(*m & !HAS_CACHE > 0, "swap_free of unused slot {slot}");
         *m -= 1;
-        self.swap.maybe_free(slot);
+        if self.swap.maybe_free(slot) {
+            self.workingset.clear_swap(slot);
+        }
     }
 
     /// Writes a swap-cache folio's contents to its slot (the IO of `swap_writepage`).
@@ -177,6 +188,9 @@ impl KState {
         let content = self.swap.read(slot).cloned();
         self.mem.set(head.0, content);
         self.folios.set(head, pg::LOCKED | pg::UPTODATE);
+        if let Some(shadow) = self.take_shadow(ShadowSlot::Swap(slot)) {
+            self.workingset_refault(head, shadow);
+        }
         self.folio_add_lru(head);
         self.vmstat.inc(VmStat::Pswpin);
     }

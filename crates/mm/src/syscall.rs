@@ -162,7 +162,9 @@ impl Thread {
         let (inode, readable, ra, direct, fs) = {
             let st = self.cx.st();
             let file = st.file(f);
-            (file.inode, file.readable(), file.ra.ra_pages, file.direct, st.inodes[file.inode].fs)
+            // FMODE_RANDOM (POSIX_FADV_RANDOM): read only what was asked (`force_page_cache_ra`).
+            let ra = if file.mode & fmode::RANDOM != 0 { 0 } else { file.ra.ra_pages };
+            (file.inode, file.readable(), ra, file.direct, st.inodes[file.inode].fs)
         };
         if !readable {
             return Err(Errno::EBADF.into());
@@ -262,6 +264,12 @@ impl Thread {
         let r = self.ftruncate(fd, size).await;
         self.close(fd).await?;
         r
+    }
+
+    /// `posix_fadvise(2)` (`advice` is a `POSIX_FADV_*` value, [`crate::fadvise::advice`]).
+    pub async fn fadvise(&self, fd: i32, offset: i64, len: i64, advice: u32) -> Result<(), Errno> {
+        let f = self.fd(fd)?;
+        crate::fadvise::fadvise(&self.cx, f, offset, len, advice).await
     }
 
     /// `fsync(2)`: writes the file's dirty pages back.

@@ -56,6 +56,7 @@ pub(crate) async fn do_truncate(cx: &Cx, inode: InodeId, size: u64) {
 /// Removes the cached folios beyond `size` and zeroes the tail of a partial last page.
 async fn truncate_inode_pages(cx: &Cx, inode: InodeId, size: u64) {
     let first_gone = size.div_ceil(4096);
+    cx.st().workingset.truncate(inode, first_gone);
     let doomed: Vec<Pfn> =
         cx.st().inodes[inode].mapping.pages.range(first_gone..).map(|(_, &h)| h).collect();
     for head in doomed {

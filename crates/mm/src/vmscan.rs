@@ -1,48 +1,62 @@
-//! Page reclaim with the classic two-list LRU (`mm/vmscan.c`, `mm/swap.c`, `mm/page_alloc.c`
-//! watermarks; Linux v6.8, `shared/reference/lru-semantics.md` section 1).
+//! Page reclaim (`mm/vmscan.c`, `mm/page_alloc.c` watermarks; Linux v6.8,
+//! `shared/reference/lru-semantics.md` section 1), with the classic two-list LRU here and the
+//! multi-gen LRU in `mglru.rs`.
 //!
 //! - Watermarks: `min_free_kbytes` = sqrt(16 x memory in KiB), clamped to [128 KiB, 256 MiB];
 //!   low and high add `max(min / 4, 0.1% of memory)` once and twice (`watermark_scale_factor`
 //!   10). An allocation that would leave free memory below *low* wakes kswapd; below *min* it
 //!   reclaims directly (`try_to_free_pages`) and retries, and fails (OOM) when reclaim makes no
-//!   progress.
+//!   progress. Before that, the folio is charged to the allocating task's memory cgroup
+//!   (`memcontrol.rs`), which reclaims from that cgroup (`try_to_free_mem_cgroup_pages`) when
+//!   the charge would exceed a `memory.max`.
 //! - kswapd, one per node, reclaims from *low* back up to *high* (`balance_pgdat`), lowering the
-//!   scan priority from 12 to 0 while it makes too little progress.
-//! - `shrink_node` splits the scan between anon and file by swappiness (60) and list sizes
-//!   (`get_scan_count` with `SCAN_FRACT`, without the refault-cost feedback of
-//!   `lru_note_cost`, an approximation), deactivates from an active list when its inactive list
-//!   is low (`inactive_is_low`: inactive x int_sqrt(10 x GiB) < active), and shrinks inactive
-//!   lists from their tails in batches of 32 (`SWAP_CLUSTER_MAX`).
-//! - `shrink_folio_list` per folio: the folio lock, `folio_check_references` (young PTEs through
-//!   rmap, skipping VMAs without recency; PG_referenced), then for a reclaim: an anonymous folio
-//!   gets a swap slot, is unmapped (PTEs become swap entries), written to swap and dropped from
-//!   the swap cache; a file folio is unmapped, written back if dirty, and dropped from the page
-//!   cache. A folio someone else still holds (a GUP reference) fails the final reference check
-//!   and stays — an anonymous one in the swap cache.
+//!   scan priority from 12 to 0 while it makes too little progress; with the multi-gen LRU it
+//!   first ages every lruvec (`lru_gen_age_node`, which enforces `min_ttl`).
+//! - `shrink_node` visits the lruvec of every memory cgroup under the reclaim target
+//!   (`shrink_node_memcgs`). Per lruvec, `get_scan_count` splits the scan between anon and file:
+//!   file only without swap or with swappiness 0; file only in *cache trim mode* (the inactive
+//!   file list is large enough and the file LRU need not be deactivated); both equally at
+//!   priority 0; otherwise by swappiness (60) against 200 - swappiness (`SCAN_FRACT`, without the
+//!   refault and rotation cost feedback of `lru_note_cost`, an approximation). Each list gets
+//!   its size >> priority. Active lists are scanned only when their inactive list is low or,
+//!   for file, when the target saw refault activations since the last reclaim
+//!   (`may_deactivate`).
+//! - `shrink_active_list`: folios from the active tail go to the inactive list with
+//!   PG_workingset, except executable file folios whose PTEs were young.
+//! - `shrink_inactive_list` isolates from the inactive tail in batches of 32
+//!   (`SWAP_CLUSTER_MAX`) and `shrink_folio_list` decides per folio: the folio lock,
+//!   `folio_check_references` (young PTEs through rmap, skipping VMAs without recency;
+//!   PG_referenced), then for a reclaim: an anonymous folio gets a swap slot, is unmapped (PTEs
+//!   become swap entries), written to swap and dropped from the swap cache leaving a shadow; a
+//!   file folio is unmapped, written back if dirty, and dropped from the page cache leaving a
+//!   shadow (`__remove_mapping` after the reference freeze). A folio someone else still holds (a
+//!   GUP reference) fails the freeze and stays — an anonymous one in the swap cache. Rejected
+//!   folios go back to their lists (activated ones to the active list).
 //!
-//! Not yet modelled here (they arrive with the reclaim issue): workingset shadow entries and
-//! refault activation, memory cgroups, the multi-gen LRU, per-CPU LRU batches and the LRU lock.
-//! Writes are submitted as in the kernel — PG_writeback set, the folio lock dropped, so faults
-//! and GUP can find the folio in the swap or page cache while the IO runs — but the reclaim
-//! pass then waits for one device request per batch and retries the free itself
-//! (approximation: the kernel moves a written folio to the inactive tail,
-//! `folio_rotate_reclaimable`, and frees it on a later pass).
+//! Not modelled: per-CPU LRU batches and the LRU lock; memcg protection (`memory.low`);
+//! writeback throttling. Writes are submitted as in the kernel — PG_writeback set, the folio
+//! lock dropped, so faults and GUP can find the folio in the swap or page cache while the IO
+//! runs — but the reclaim pass then waits for one device request per batch and retries the free
+//! itself (the kernel moves a written folio to the inactive tail, `folio_rotate_reclaimable`,
+//! and frees it on a later pass). The `refcount_freeze = skip` switch breaks the freeze on
+//! purpose (the explorer must find the result).
 
 use crate::cost::Cost;
+use crate::era::RefcountFreeze;
 use crate::filemap::folio_unlock;
-use crate::folio::{LruList, pg};
+use crate::folio::{LruList, Mapping, pg};
 use crate::kernel::{Cx, KState};
+use crate::memcontrol::{MAX_RECLAIM_RETRIES, MemcgId, ROOT_MEMCG, lruvec_list};
 use crate::rmap::{folio_referenced, try_to_unmap};
 use crate::vma::VmFlags;
 use crate::vmstat::VmStat;
+use crate::workingset::ShadowSlot;
 use simcore::{Order, Pfn};
 
 /// `SWAP_CLUSTER_MAX`.
 pub const SWAP_CLUSTER_MAX: u64 = 32;
 /// `DEF_PRIORITY`.
-const DEF_PRIORITY: u32 = 12;
-/// `vm_swappiness` default.
-const SWAPPINESS: u64 = 60;
+pub(crate) const DEF_PRIORITY: u32 = 12;
 
 /// The zone watermarks, in pages.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -65,7 +79,7 @@ impl Watermarks {
 
 /// What reclaim decided for a folio (`enum folio_references`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum References {
+pub(crate) enum References {
     Reclaim,
     ReclaimClean,
     Keep,
@@ -79,9 +93,114 @@ pub(crate) enum Reclaimer {
     Direct,
 }
 
-/// `alloc_pages` with the slow path: wakes kswapd below the low watermark, reclaims directly
-/// below the min watermark, and returns `None` (OOM) when reclaim cannot make room.
+/// `struct scan_control`: one reclaim invocation.
+#[derive(Debug)]
+pub(crate) struct ScanControl {
+    pub who: Reclaimer,
+    /// The cgroup whose limit is reclaimed for; the root for global reclaim.
+    pub target: MemcgId,
+    pub nr_to_reclaim: u64,
+    pub priority: u32,
+    pub nr_reclaimed: u64,
+    pub nr_scanned: u64,
+    /// Classic: the active lists that may be deactivated (anon, file).
+    may_deactivate: [bool; 2],
+    /// Classic: reclaim only file while the inactive file list is large.
+    cache_trim_mode: bool,
+}
+
+impl ScanControl {
+    pub(crate) fn new(who: Reclaimer, target: MemcgId, nr_to_reclaim: u64) -> ScanControl {
+        ScanControl {
+            who,
+            target,
+            nr_to_reclaim,
+            priority: DEF_PRIORITY,
+            nr_reclaimed: 0,
+            nr_scanned: 0,
+            may_deactivate: [false; 2],
+            cache_trim_mode: false,
+        }
+    }
+
+    /// `cgroup_reclaim`: reclaim for a memory cgroup's limit.
+    pub(crate) fn cgroup_reclaim(&self) -> bool {
+        self.target != ROOT_MEMCG
+    }
+
+    /// Counts `n` scanned (`scan`) or stolen pages of `memcg`'s lruvec.
+    pub(crate) fn count(&self, st: &mut KState, memcg: MemcgId, scan: bool, file: bool, n: u64) {
+        let (kswapd, direct, anon_key, file_key) = if scan {
+            (VmStat::PgscanKswapd, VmStat::PgscanDirect, VmStat::PgscanAnon, VmStat::PgscanFile)
+        } else {
+            (VmStat::PgstealKswapd, VmStat::PgstealDirect, VmStat::PgstealAnon, VmStat::PgstealFile)
+        };
+        let by_who = if self.who == Reclaimer::Kswapd { kswapd } else { direct };
+        if self.cgroup_reclaim() {
+            st.count_memcg_only(memcg, by_who, n);
+        } else {
+            st.count_event(memcg, by_who, n);
+        }
+        st.vmstat.add(if file { file_key } else { anon_key }, n);
+    }
+}
+
+/// `alloc_pages` for a user folio: charges it to the current task's memory cgroup (reclaiming
+/// that cgroup when its limit is hit), then takes pages with the slow path: wakes kswapd below
+/// the low watermark, reclaims directly below the min watermark, and returns `None` (OOM) when
+/// reclaim cannot make room.
 pub(crate) async fn alloc_folio(cx: &Cx, order: Order) -> Option<Pfn> {
+    let memcg = cx.memcg();
+    let nr = order.pages();
+    if !try_charge(cx, memcg, nr).await {
+        return None;
+    }
+    let got = alloc_pages(cx, order).await;
+    let mut st = cx.st();
+    match got {
+        Some(head) => st.folios.set_memcg_raw(head, memcg.0 as u16),
+        None => st.memcg_uncharge_pages(memcg, nr),
+    }
+    got
+}
+
+/// `try_charge`: reserves `nr` pages in `memcg`'s counters, reclaiming the cgroup whose limit
+/// they would exceed; false when it cannot (the memcg OOM).
+async fn try_charge(cx: &Cx, memcg: MemcgId, nr: u64) -> bool {
+    if memcg == ROOT_MEMCG {
+        return true;
+    }
+    let mut retries = 0;
+    loop {
+        let over = {
+            let mut st = cx.st();
+            match st.memcg_over_limit(memcg, nr) {
+                None => {
+                    st.memcg_charge_pages(memcg, nr);
+                    return true;
+                }
+                Some(over) => {
+                    st.memcgs[over].events_max += 1;
+                    over
+                }
+            }
+        };
+        let target = if cx.st().lru.pure { nr } else { nr.max(SWAP_CLUSTER_MAX) };
+        let reclaimed = try_to_free_mem_cgroup_pages(cx, over, target).await;
+        if reclaimed == 0 {
+            retries += 1;
+            if retries >= MAX_RECLAIM_RETRIES {
+                let mut st = cx.st();
+                st.memcgs[over].events_oom += 1;
+                st.count_event(memcg, VmStat::OomKill, 1);
+                return false;
+            }
+        }
+    }
+}
+
+/// The allocator's slow path for `order` pages.
+async fn alloc_pages(cx: &Cx, order: Order) -> Option<Pfn> {
     let mut no_progress = 0;
     loop {
         {
@@ -100,10 +219,11 @@ pub(crate) async fn alloc_folio(cx: &Cx, order: Order) -> Option<Pfn> {
             }
             st.vmstat.inc(VmStat::AllocstallNormal);
         }
-        let reclaimed = shrink_node(cx, SWAP_CLUSTER_MAX, Reclaimer::Direct).await;
-        if reclaimed == 0 {
+        let mut sc = ScanControl::new(Reclaimer::Direct, ROOT_MEMCG, SWAP_CLUSTER_MAX);
+        do_try_to_free_pages(cx, &mut sc).await;
+        if sc.nr_reclaimed == 0 {
             no_progress += 1;
-            if no_progress >= 16 {
+            if no_progress >= MAX_RECLAIM_RETRIES {
                 // Last chance below the watermark, as the kernel's ALLOC_HARDER/OOM path does.
                 let mut st = cx.st();
                 let got = st.alloc_folio(order);
@@ -134,7 +254,7 @@ fn wake_kswapd(cx: &Cx) {
 }
 
 /// The body of kswapd: sleeps until an allocation wakes it, then reclaims up to the high
-/// watermark.
+/// watermark (`balance_pgdat`).
 pub async fn kswapd(cx: Cx) {
     loop {
         while !cx.st().kswapd_awake {
@@ -150,8 +270,13 @@ pub async fn kswapd(cx: Cx) {
                 break;
             }
             let target = (high - free).clamp(SWAP_CLUSTER_MAX, 16 * SWAP_CLUSTER_MAX);
-            let reclaimed = shrink_node_at(&cx, target, priority, Reclaimer::Kswapd).await;
-            if reclaimed < SWAP_CLUSTER_MAX / 4 {
+            let mut sc = ScanControl::new(Reclaimer::Kswapd, ROOT_MEMCG, target);
+            sc.priority = priority;
+            if cx.st().lru.is_mglru() {
+                crate::mglru::lru_gen_age_node(&cx, &sc).await;
+            }
+            shrink_node(&cx, &mut sc).await;
+            if sc.nr_reclaimed < SWAP_CLUSTER_MAX / 4 {
                 if priority == 0 {
                     break;
                 }
@@ -162,115 +287,272 @@ pub async fn kswapd(cx: Cx) {
     }
 }
 
-/// `shrink_node` for direct reclaim: raises the pressure until `target` pages are freed or the
+/// `do_try_to_free_pages`: raises the pressure until `sc.nr_to_reclaim` pages are freed or the
 /// lists are exhausted.
-async fn shrink_node(cx: &Cx, target: u64, who: Reclaimer) -> u64 {
-    let mut reclaimed = 0;
+async fn do_try_to_free_pages(cx: &Cx, sc: &mut ScanControl) {
     for priority in (0..=DEF_PRIORITY).rev() {
-        reclaimed += shrink_node_at(cx, target - reclaimed, priority, who).await;
-        if reclaimed >= target {
+        sc.priority = priority;
+        shrink_node(cx, sc).await;
+        if sc.nr_reclaimed >= sc.nr_to_reclaim {
             break;
         }
     }
-    reclaimed
 }
 
-/// One pass of `shrink_lruvec` at `priority`.
-async fn shrink_node_at(cx: &Cx, target: u64, priority: u32, who: Reclaimer) -> u64 {
-    let scan = scan_targets(&cx.st(), priority);
-    let mut reclaimed = 0;
-    for (anon, nr) in [(false, scan.1), (true, scan.0)] {
-        let (inactive, active) = if anon {
-            (LruList::InactiveAnon, LruList::ActiveAnon)
+/// `try_to_free_mem_cgroup_pages`: reclaims `nr` pages from `memcg` and its descendants;
+/// returns the pages freed.
+pub(crate) async fn try_to_free_mem_cgroup_pages(cx: &Cx, memcg: MemcgId, nr: u64) -> u64 {
+    let mut sc = ScanControl::new(Reclaimer::Direct, memcg, nr);
+    do_try_to_free_pages(cx, &mut sc).await;
+    sc.nr_reclaimed
+}
+
+/// `shrink_node`: every lruvec under the target at `sc.priority`, then the refault snapshot.
+async fn shrink_node(cx: &Cx, sc: &mut ScanControl) {
+    let (memcgs, mglru) = {
+        let st = cx.st();
+        (st.memcg_subtree(sc.target), st.lru.is_mglru())
+    };
+    if !mglru {
+        prepare_scan_control(&cx.st(), sc);
+    }
+    for memcg in memcgs {
+        if mglru {
+            crate::mglru::try_to_shrink_lruvec(cx, memcg, sc).await;
         } else {
-            (LruList::InactiveFile, LruList::ActiveFile)
-        };
-        let mut left = nr;
-        while left > 0 && reclaimed < target {
-            let batch = left.min(SWAP_CLUSTER_MAX);
-            if inactive_is_low(&cx.st(), anon) {
-                shrink_active_list(cx, active, batch).await;
-            }
-            let (scanned, freed) = shrink_inactive_list(cx, inactive, batch, who).await;
-            reclaimed += freed;
-            if scanned == 0 {
-                break;
-            }
-            left = left.saturating_sub(batch);
+            shrink_lruvec(cx, memcg, sc).await;
+        }
+        if sc.nr_reclaimed >= sc.nr_to_reclaim {
+            break;
         }
     }
-    reclaimed
+    if !mglru {
+        // `snapshot_refaults`.
+        let mut st = cx.st();
+        let now = target_refaults(&st, sc.target);
+        st.memcgs[sc.target].lruvec.refaults = now;
+    }
 }
 
-/// Pages to scan of (anon, file) at `priority` (`get_scan_count`, SCAN_FRACT by swappiness).
-fn scan_targets(st: &KState, priority: u32) -> (u64, u64) {
-    let anon =
-        st.folios.lru_pages(LruList::InactiveAnon) + st.folios.lru_pages(LruList::ActiveAnon);
-    let file =
-        st.folios.lru_pages(LruList::InactiveFile) + st.folios.lru_pages(LruList::ActiveFile);
-    let anon_allowed = st.swap.nr_free() > 0;
-    let at_least =
-        |size: u64| if size == 0 { 0 } else { (size >> priority).max(SWAP_CLUSTER_MAX.min(size)) };
-    let (ap, fp) = if anon_allowed { (SWAPPINESS, 200 - SWAPPINESS) } else { (0, 200) };
-    (at_least(anon) * ap / 200 * 2, at_least(file) * fp / 200 * 2)
+/// Pages of `lru` on the lruvecs under `target` (the target lruvec's hierarchical count).
+fn target_lru_pages(st: &KState, target: MemcgId, lru: LruList) -> u64 {
+    st.memcg_subtree(target).into_iter().map(|m| st.lruvec_lru_pages(m, lru)).sum()
+}
+
+/// `WORKINGSET_ACTIVATE_{ANON,FILE}` under `target`.
+fn target_refaults(st: &KState, target: MemcgId) -> [u64; 2] {
+    let sum = |k| st.memcg_subtree(target).into_iter().map(|m| st.memcgs[m].stat.get(k)).sum();
+    [sum(VmStat::WorkingsetActivateAnon), sum(VmStat::WorkingsetActivateFile)]
+}
+
+/// `prepare_scan_control`: which active lists may be deactivated, and cache trim mode.
+fn prepare_scan_control(st: &KState, sc: &mut ScanControl) {
+    let now = target_refaults(st, sc.target);
+    let seen = st.memcgs[sc.target].lruvec.refaults;
+    for (i, file) in [(0, false), (1, true)] {
+        let lists = |a| target_lru_pages(st, sc.target, LruList::of(file, a));
+        sc.may_deactivate[i] = now[i] != seen[i] || inactive_is_low(lists(false), lists(true));
+    }
+    let inactive_file = target_lru_pages(st, sc.target, LruList::InactiveFile);
+    sc.cache_trim_mode = inactive_file >> sc.priority != 0 && !sc.may_deactivate[1];
 }
 
 /// `inactive_is_low`: inactive x int_sqrt(10 x GiB of the type) < active.
-fn inactive_is_low(st: &KState, anon: bool) -> bool {
-    let (i, a) = if anon {
-        (st.folios.lru_pages(LruList::InactiveAnon), st.folios.lru_pages(LruList::ActiveAnon))
-    } else {
-        (st.folios.lru_pages(LruList::InactiveFile), st.folios.lru_pages(LruList::ActiveFile))
-    };
-    let gb = (i + a) >> 18;
+fn inactive_is_low(inactive: u64, active: u64) -> bool {
+    let gb = (inactive + active) >> 18;
     let ratio = if gb == 0 { 1 } else { (10 * gb).isqrt() };
-    i * ratio < a
+    inactive * ratio < active
 }
 
-/// Takes up to `nr` folios off the tail of `list` (`isolate_lru_folios`), each with a reference.
-fn isolate(st: &mut KState, list: LruList, nr: u64) -> Vec<Pfn> {
-    let victims: Vec<Pfn> = st.folios.lru_iter(list).take(nr as usize).collect();
+/// `vm_swappiness` as the lruvec sees it: 0 when no swap space is left (`get_swappiness`).
+pub(crate) fn swappiness(st: &KState) -> u64 {
+    if st.swap.nr_free() == 0 { 0 } else { st.lru.swappiness }
+}
+
+/// `get_scan_count`: pages to scan per list (inactive anon, active anon, inactive file, active
+/// file).
+fn get_scan_count(st: &KState, memcg: MemcgId, sc: &ScanControl) -> [u64; 4] {
+    let swappiness = swappiness(st);
+    let (ap, fp) = if swappiness == 0 || sc.cache_trim_mode {
+        (0, 1)
+    } else if sc.priority == 0 {
+        (1, 1)
+    } else {
+        (swappiness, 200 - swappiness)
+    };
+    let mut nr = [0; 4];
+    for (i, lru) in
+        [LruList::InactiveAnon, LruList::ActiveAnon, LruList::InactiveFile, LruList::ActiveFile]
+            .into_iter()
+            .enumerate()
+    {
+        let size = st.lruvec_lru_pages(memcg, lru) >> sc.priority;
+        let fraction = if i < 2 { ap } else { fp };
+        nr[i] = size * fraction / (ap + fp);
+    }
+    nr
+}
+
+/// `shrink_lruvec` for the classic LRU.
+async fn shrink_lruvec(cx: &Cx, memcg: MemcgId, sc: &mut ScanControl) {
+    let mut nr = get_scan_count(&cx.st(), memcg, sc);
+    let lists =
+        [LruList::InactiveAnon, LruList::ActiveAnon, LruList::InactiveFile, LruList::ActiveFile];
+    let pure = cx.st().lru.pure;
+    while nr[0] > 0 || nr[2] > 0 || nr[3] > 0 {
+        for (i, &lru) in lists.iter().enumerate() {
+            if nr[i] == 0 {
+                continue;
+            }
+            let batch = if pure {
+                nr[i].min(sc.nr_to_reclaim.saturating_sub(sc.nr_reclaimed))
+            } else {
+                nr[i].min(SWAP_CLUSTER_MAX)
+            };
+            nr[i] -= batch;
+            if batch == 0 {
+                continue;
+            }
+            let active = matches!(lru, LruList::ActiveAnon | LruList::ActiveFile);
+            if active {
+                let file = lru == LruList::ActiveFile;
+                if sc.may_deactivate[usize::from(file)] {
+                    shrink_active_list(cx, memcg, lru, batch).await;
+                }
+            } else {
+                shrink_inactive_list(cx, memcg, lru, batch, sc).await;
+            }
+        }
+        if sc.nr_reclaimed >= sc.nr_to_reclaim {
+            break;
+        }
+    }
+    // Even when anon is not scanned, keep its active list aged (`shrink_lruvec`'s tail).
+    let (i, a) = {
+        let st = cx.st();
+        (
+            st.lruvec_lru_pages(memcg, LruList::InactiveAnon),
+            st.lruvec_lru_pages(memcg, LruList::ActiveAnon),
+        )
+    };
+    if swappiness(&cx.st()) > 0 && inactive_is_low(i, a) && !pure {
+        shrink_active_list(cx, memcg, LruList::ActiveAnon, SWAP_CLUSTER_MAX).await;
+    }
+}
+
+/// Takes up to `nr` folios off the tail of `memcg`'s `lru` (`isolate_lru_folios`), each with
+/// an isolation reference.
+fn isolate(st: &mut KState, memcg: MemcgId, lru: LruList, nr: u64) -> Vec<Pfn> {
+    let list = lruvec_list(memcg, lru);
+    let victims: Vec<Pfn> = st.folios.list_iter(list).take(nr as usize).collect();
     for &f in &victims {
-        st.folios.lru_del(f, list);
-        st.folios.get_extra(f);
+        st.folio_isolate_lru(f);
     }
     victims
 }
 
-/// Puts an isolated folio back on the list its flags say, dropping the isolation reference.
-fn putback(st: &mut KState, head: Pfn) {
-    st.folio_add_lru(head);
-    st.put_folio_extra(head);
-}
-
 /// `shrink_active_list`: moves folios from the active tail to the inactive list (setting
 /// PG_workingset), except executable file folios whose PTEs were young.
-async fn shrink_active_list(cx: &Cx, list: LruList, nr: u64) {
-    let folios = isolate(&mut cx.st(), list, nr);
+async fn shrink_active_list(cx: &Cx, memcg: MemcgId, lru: LruList, nr: u64) {
+    let folios = isolate(&mut cx.st(), memcg, lru, nr);
     cx.charge_n(Cost::LruScan, folios.len() as u64).await;
+    {
+        let mut st = cx.st();
+        let n = folios.len() as u64;
+        st.count_event(memcg, VmStat::Pgrefill, n);
+    }
     for head in folios {
         let (young, flags) = folio_referenced(cx, head).await;
         let mut st = cx.st();
-        let file = !st.folios.test(head, pg::SWAPBACKED);
+        let file = st.folio_is_file_lru(head);
         if young > 0 && file && flags.has(VmFlags::EXEC) {
-            putback(&mut st, head);
+            st.folio_putback_lru(head, false);
             continue;
         }
         st.folios.clear_flag(head, pg::ACTIVE);
         st.folios.set(head, pg::WORKINGSET);
         let nr = st.folios.order(head).pages();
-        st.vmstat.add(VmStat::Pgdeactivate, nr);
-        putback(&mut st, head);
+        let m = st.folio_memcg(head);
+        st.count_event(m, VmStat::Pgdeactivate, nr);
+        st.folio_putback_lru(head, false);
     }
 }
 
-/// `folio_check_references`.
+/// `shrink_inactive_list`: isolates up to `nr` folios and reclaims what it can.
+async fn shrink_inactive_list(
+    cx: &Cx,
+    memcg: MemcgId,
+    lru: LruList,
+    nr: u64,
+    sc: &mut ScanControl,
+) {
+    let folios = isolate(&mut cx.st(), memcg, lru, nr);
+    let scanned = folios.len() as u64;
+    let file = lru == LruList::InactiveFile;
+    sc.count(&mut cx.st(), memcg, true, file, scanned);
+    sc.nr_scanned += scanned;
+    cx.charge_n(Cost::LruScan, scanned).await;
+    let (reclaimed, rejected) = shrink_folio_list(cx, folios, false).await;
+    sc.count(&mut cx.st(), memcg, false, file, reclaimed);
+    sc.nr_reclaimed += reclaimed;
+    let mut st = cx.st();
+    for r in rejected {
+        putback_rejected(&mut st, r);
+    }
+}
+
+/// A folio reclaim isolated but did not free.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Rejected {
+    pub head: Pfn,
+    pub activate: bool,
+}
+
+/// `move_folios_to_lru` for the classic LRU (the multi-gen LRU applies its own rules first).
+fn putback_rejected(st: &mut KState, r: Rejected) {
+    if r.activate {
+        activate_rejected(st, r.head);
+    }
+    st.folio_putback_lru(r.head, false);
+}
+
+/// `activate_locked`: the folio goes back active (`pgactivate`).
+pub(crate) fn activate_rejected(st: &mut KState, head: Pfn) {
+    st.folios.set(head, pg::ACTIVE);
+    let nr = st.folios.order(head).pages();
+    let memcg = st.folio_memcg(head);
+    st.count_event(memcg, VmStat::Pgactivate, nr);
+}
+
+/// `reclaim_pages` (`MADV_PAGEOUT`): reclaims these folios whatever their references; returns
+/// the pages freed.
+pub(crate) async fn reclaim_pages(cx: &Cx, folios: Vec<Pfn>) -> u64 {
+    let isolated: Vec<Pfn> = {
+        let mut st = cx.st();
+        let on_lru: Vec<Pfn> = folios.into_iter().filter(|&f| st.folios.test(f, pg::LRU)).collect();
+        for &f in &on_lru {
+            st.folio_isolate_lru(f);
+        }
+        on_lru
+    };
+    let (reclaimed, rejected) = shrink_folio_list(cx, isolated, true).await;
+    let mut st = cx.st();
+    for r in rejected {
+        st.folio_putback_lru(r.head, false);
+    }
+    reclaimed
+}
+
+/// `folio_check_references` for the classic LRU.
 async fn check_references(cx: &Cx, head: Pfn) -> References {
     let (young, flags) = folio_referenced(cx, head).await;
     let mut st = cx.st();
+    if st.lru.pure {
+        return References::Reclaim;
+    }
     let referenced = st.folios.test(head, pg::REFERENCED);
     st.folios.clear_flag(head, pg::REFERENCED);
-    let file = !st.folios.test(head, pg::SWAPBACKED);
+    let file = st.folio_is_file_lru(head);
     if flags.has(VmFlags::LOCKED) {
         return References::Activate;
     }
@@ -284,102 +566,48 @@ async fn check_references(cx: &Cx, head: Pfn) -> References {
     if referenced && file { References::ReclaimClean } else { References::Reclaim }
 }
 
-/// `shrink_inactive_list`: isolates up to `nr` folios and reclaims what it can; returns
-/// (scanned, reclaimed).
-async fn shrink_inactive_list(cx: &Cx, list: LruList, nr: u64, who: Reclaimer) -> (u64, u64) {
-    let folios = isolate(&mut cx.st(), list, nr);
-    let scanned = folios.len() as u64;
-    {
-        let mut st = cx.st();
-        let by_who =
-            if who == Reclaimer::Kswapd { VmStat::PgscanKswapd } else { VmStat::PgscanDirect };
-        let by_type =
-            if list == LruList::InactiveAnon { VmStat::PgscanAnon } else { VmStat::PgscanFile };
-        st.vmstat.add(by_who, scanned);
-        st.vmstat.add(by_type, scanned);
-    }
-    cx.charge_n(Cost::LruScan, scanned).await;
-    let reclaimed = shrink_folio_list(cx, folios, who, false).await;
-    (scanned, reclaimed)
-}
-
-/// `reclaim_pages` (`MADV_PAGEOUT`): reclaims these folios whatever their references; returns
-/// the pages freed.
-pub(crate) async fn reclaim_pages(cx: &Cx, folios: Vec<Pfn>) -> u64 {
-    let isolated: Vec<Pfn> = {
-        let mut st = cx.st();
-        let on_lru: Vec<Pfn> = folios.into_iter().filter(|&f| st.folios.test(f, pg::LRU)).collect();
-        for &f in &on_lru {
-            let list = st.folio_lru_list(f);
-            st.folios.lru_del(f, list);
-            st.folios.get_extra(f);
-        }
-        on_lru
-    };
-    shrink_folio_list(cx, isolated, Reclaimer::Direct, true).await
-}
-
-/// `MADV_COLD` (`deactivate_page`): an active folio moves to its inactive list, unreferenced.
-pub(crate) fn deactivate(st: &mut KState, head: Pfn) {
-    if !st.folios.test(head, pg::LRU) {
-        return;
-    }
-    let list = st.folio_lru_list(head);
-    st.folios.lru_del(head, list);
-    let was_active = st.folios.test(head, pg::ACTIVE);
-    st.folios.clear_flag(head, pg::ACTIVE | pg::REFERENCED);
-    st.folio_add_lru(head);
-    if was_active {
-        let nr = st.folios.order(head).pages();
-        st.vmstat.add(VmStat::Pgdeactivate, nr);
-    }
-}
-
-/// `shrink_folio_list`: decides, unmaps, writes and frees; puts back what stays. With
-/// `ignore_references` (`MADV_PAGEOUT`) every folio is reclaimed if it can be.
-async fn shrink_folio_list(
+/// `shrink_folio_list`: decides, unmaps, writes and frees. With `ignore_references`
+/// (`MADV_PAGEOUT`) every folio is reclaimed if it can be. Returns the pages freed and the
+/// folios to put back, still isolated and unlocked.
+pub(crate) async fn shrink_folio_list(
     cx: &Cx,
     folios: Vec<Pfn>,
-    who: Reclaimer,
     ignore_references: bool,
-) -> u64 {
+) -> (u64, Vec<Rejected>) {
     let mut to_free = Vec::new();
+    let mut rejected = Vec::new();
+    let mglru = cx.st().lru.is_mglru();
     for head in folios {
         if !crate::filemap::folio_trylock(&mut cx.st(), head)
             || cx.st().folios.test(head, pg::WRITEBACK)
         {
-            putback(&mut cx.st(), head);
+            rejected.push(Rejected { head, activate: false });
             continue;
         }
-        let refs =
-            if ignore_references { References::Reclaim } else { check_references(cx, head).await };
-        let decision = match refs {
+        let refs = if ignore_references {
+            References::Reclaim
+        } else if mglru {
+            crate::mglru::lru_gen_folio_check_references(cx, head).await
+        } else {
+            check_references(cx, head).await
+        };
+        let outcome = match refs {
             References::Activate => Err(true),
             References::Keep => Err(false),
-            r => Ok(r),
-        };
-        let outcome = match decision {
-            Err(activate) => Err(activate),
-            Ok(refs) => prepare_reclaim(cx, head, refs).await,
+            r => prepare_reclaim(cx, head, r).await,
         };
         match outcome {
             Ok(()) => to_free.push(head),
             Err(activate) => {
-                {
-                    let mut st = cx.st();
-                    if activate {
-                        st.folios.set(head, pg::ACTIVE);
-                        let nr = st.folios.order(head).pages();
-                        st.vmstat.add(VmStat::Pgactivate, nr);
-                    }
-                    putback(&mut st, head);
-                }
                 folio_unlock(cx, head);
+                rejected.push(Rejected { head, activate });
             }
         }
     }
-    let to_free = write_out(cx, to_free).await;
+    let (to_free, unlocked) = write_out(cx, to_free).await;
+    rejected.extend(unlocked.into_iter().map(|head| Rejected { head, activate: false }));
     let mut reclaimed = 0;
+    let skip_freeze = cx.kernel().switches.refcount_freeze == RefcountFreeze::Skip;
     for head in to_free {
         let freed = {
             let mut st = cx.st();
@@ -388,25 +616,22 @@ async fn shrink_folio_list(
             // `__remove_mapping`: only the cache's references and ours (the refcount freeze).
             let only_us =
                 st.folios.refcount(head) == nr as u32 + 1 && st.folios.folio_mapcount(head) == 0;
-            if only_us && !st.folios.test(head, pg::DIRTY) {
+            if (only_us || skip_freeze) && !st.folios.test(head, pg::DIRTY) {
                 st.folios.clear_flag(head, pg::LOCKED);
                 if anon {
+                    let slot = st.swap.slot_of(head).expect("a reclaimed anon folio has a slot");
+                    st.workingset_eviction(head, ShadowSlot::Swap(slot));
                     st.swap_cache_delete(head);
-                } else if let crate::folio::Mapping::File(inode) = st.folios.mapping(head) {
+                } else if let Mapping::File(inode) = st.folios.mapping(head) {
+                    let index = st.folio_index(head);
+                    if st.folio_is_file_lru(head) {
+                        st.workingset_eviction(head, ShadowSlot::PageCache(inode, index));
+                    }
                     st.page_cache_delete(inode, head);
                 }
-                let by_who = if who == Reclaimer::Kswapd {
-                    VmStat::PgstealKswapd
-                } else {
-                    VmStat::PgstealDirect
-                };
-                let by_type = if anon { VmStat::PgstealAnon } else { VmStat::PgstealFile };
-                st.vmstat.add(by_who, nr);
-                st.vmstat.add(by_type, nr);
                 st.put_folio_extra(head);
                 Some(nr)
             } else {
-                putback(&mut st, head);
                 None
             }
         };
@@ -415,11 +640,14 @@ async fn shrink_folio_list(
                 cx.kernel().folio_waitqueue(head).wake_up_all(cx);
                 reclaimed += nr;
             }
-            None => folio_unlock(cx, head),
+            None => {
+                folio_unlock(cx, head);
+                rejected.push(Rejected { head, activate: false });
+            }
         }
     }
     cx.charge_n(Cost::ReclaimPage, reclaimed).await;
-    reclaimed
+    (reclaimed, rejected)
 }
 
 /// Adds to swap and unmaps a folio chosen for reclaim; `Err(activate)` if it must stay.
@@ -442,8 +670,8 @@ async fn prepare_reclaim(cx: &Cx, head: Pfn, refs: References) -> Result<(), boo
 
 /// Writes the dirty folios among `folios` (swap writes for anonymous ones, writeback for file
 /// ones) with one device request each kind, unlocked while under writeback. Returns the folios
-/// locked again afterwards; the others are back on the LRU.
-async fn write_out(cx: &Cx, folios: Vec<Pfn>) -> Vec<Pfn> {
+/// locked again afterwards, and those that could not be relocked (unlocked, to put back).
+async fn write_out(cx: &Cx, folios: Vec<Pfn>) -> (Vec<Pfn>, Vec<Pfn>) {
     let (dirty, mut clean): (Vec<Pfn>, Vec<Pfn>) = {
         let st = cx.st();
         folios.into_iter().partition(|&h| st.folios.test(h, pg::DIRTY))
@@ -452,6 +680,7 @@ async fn write_out(cx: &Cx, folios: Vec<Pfn>) -> Vec<Pfn> {
         let st = cx.st();
         dirty.into_iter().partition(|&h| st.folios.is_anon(h))
     };
+    let mut unlocked = Vec::new();
     for batch in [anon, file] {
         if batch.is_empty() {
             continue;
@@ -463,7 +692,7 @@ async fn write_out(cx: &Cx, folios: Vec<Pfn>) -> Vec<Pfn> {
             for &head in &batch {
                 if st.folios.is_anon(head) {
                     st.swap_write(head);
-                } else if let crate::folio::Mapping::File(inode) = st.folios.mapping(head) {
+                } else if let Mapping::File(inode) = st.folios.mapping(head) {
                     st.writeback_folio(inode, head);
                 }
                 st.folios.set(head, pg::WRITEBACK);
@@ -479,17 +708,15 @@ async fn write_out(cx: &Cx, folios: Vec<Pfn>) -> Vec<Pfn> {
             let relocked = {
                 let mut st = cx.st();
                 st.folios.clear_flag(head, pg::WRITEBACK);
-                let relocked = crate::filemap::folio_trylock(&mut st, head);
-                if !relocked {
-                    putback(&mut st, head);
-                }
-                relocked
+                crate::filemap::folio_trylock(&mut st, head)
             };
             cx.kernel().folio_waitqueue(head).wake_up_all(cx);
             if relocked {
                 clean.push(head);
+            } else {
+                unlocked.push(head);
             }
         }
     }
-    clean
+    (clean, unlocked)
 }

@@ -128,7 +128,7 @@ async fn zap_pte_range(
                 if pte.dirty() {
                     st.folio_mark_dirty(head);
                 }
-                if pte.young() {
+                if pte.young() && st.vma_has_recency_now(vma) {
                     st.folio_mark_accessed(head);
                 }
             }

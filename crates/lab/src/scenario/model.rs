@@ -19,6 +19,8 @@ impl Default for MachineSpec {
             ra_pages: None,
             swap: None,
             fault_around_pages: None,
+            swappiness: None,
+            min_ttl_ms: None,
             costs: Vec::new(),
         }
     }
@@ -82,6 +84,10 @@ pub struct MachineSpec {
     pub swap: Option<Bytes>,
     /// `fault_around_bytes` in pages.
     pub fault_around_pages: Option<u64>,
+    /// `vm.swappiness`.
+    pub swappiness: Option<u64>,
+    /// `/sys/kernel/mm/lru_gen/min_ttl_ms`.
+    pub min_ttl_ms: Option<u64>,
     /// Cost overrides by name, in ns.
     pub costs: Vec<(String, u64)>,
 }

@@ -156,11 +156,17 @@ impl<'a> Parser<'a> {
             None => engine::SchedulerKind::TimeOrdered,
         };
         let (mut ra_pages, mut fault_around_pages) = (None, None);
+        let (mut swappiness, mut min_ttl_ms) = (None, None);
         if let Some(n) = f.get("tunables") {
             let t = self.fields(n, "[machine.tunables]")?;
             ra_pages = t.opt_u64("read_ahead_kb")?.map(|kb| kb / 4);
             fault_around_pages = t.opt_u64("fault_around_bytes")?.map(|b| (b / 4096).max(1));
-            t.finish(&["read_ahead_kb", "fault_around_bytes"])?;
+            swappiness = t.opt_u64("swappiness")?;
+            if swappiness.is_some_and(|v| v > 200) {
+                return Err(self.err(t.line_of("swappiness"), "`swappiness`: expected 0 to 200"));
+            }
+            min_ttl_ms = t.opt_u64("lru_gen_min_ttl_ms")?;
+            t.finish(&["read_ahead_kb", "fault_around_bytes", "swappiness", "lru_gen_min_ttl_ms"])?;
         }
         let mut costs = Vec::new();
         if let Some(n) = f.get("costs") {
@@ -209,6 +215,8 @@ impl<'a> Parser<'a> {
             ra_pages,
             swap,
             fault_around_pages,
+            swappiness,
+            min_ttl_ms,
             costs,
         })
     }

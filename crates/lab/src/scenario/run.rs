@@ -90,6 +90,12 @@ pub fn machine_config(
     if let Some(p) = m.fault_around_pages {
         config.tunables.fault_around_pages = p;
     }
+    if let Some(v) = m.swappiness {
+        config.tunables.swappiness = v;
+    }
+    if let Some(v) = m.min_ttl_ms {
+        config.tunables.lru_gen_min_ttl_ms = v;
+    }
     if let Some(swap) = m.swap {
         config.swap = swap;
     }
@@ -106,6 +112,10 @@ pub fn machine_config(
             config.tunables.ra_pages = number()? / 4;
         } else if key == "fault_around_bytes" {
             config.tunables.fault_around_pages = (number()? / 4096).max(1);
+        } else if key == "swappiness" {
+            config.tunables.swappiness = number()?.min(200);
+        } else if key == "lru_gen_min_ttl_ms" {
+            config.tunables.lru_gen_min_ttl_ms = number()?;
         } else {
             config
                 .switches
@@ -113,7 +123,7 @@ pub fn machine_config(
                 .map_err(|e| bad(format!("--set {key}={value}: {e}")))?;
         }
     }
-    config.switches.check_implemented().map_err(bad)?;
+    config.switches.check_implemented(config.kernel).map_err(bad)?;
     Ok(config)
 }
 
@@ -143,7 +153,11 @@ pub fn prepare(
             .create_file(&f.path, &f.spec)
             .map_err(|e| bad(f.line, format!("file `{}`: {e}", f.path)))?;
     }
-    let env = Rc::new(RefCell::new(Env::new(machine.config().switches, machine.config().kernel, machine.config().seed)));
+    let env = Rc::new(RefCell::new(Env::new(
+        machine.config().switches,
+        machine.config().kernel,
+        machine.config().seed,
+    )));
     for p in &s.processes {
         let pid = machine
             .new_process(&p.name)

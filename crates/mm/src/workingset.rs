@@ -1,0 +1,267 @@
+//! Workingset detection: shadow entries and refault distances (`mm/workingset.c`, Linux v6.8,
+//! with the multi-gen LRU's `lru_gen_eviction` / `lru_gen_refault` of v6.1-v6.6 and v6.7+;
+//! `shared/reference/lru-semantics.md` sections 1 and 2).
+//!
+//! The design essay at the top of `mm/workingset.c` ("Double CLOCK lists") in short: every
+//! lruvec counts the pages it evicted or activated (`nonresident_age`). When reclaim evicts a
+//! page-cache folio, a *shadow entry* takes its place in the page cache (a swap-cache slot for an
+//! anonymous folio) recording the memory cgroup, that counter and whether the folio was part of
+//! the workingset (`PG_workingset`). When the page is faulted or read back (a *refault*), the
+//! distance between the counter now and the one recorded is how many pages the page would have
+//! needed to stay resident; if that fits in the workingset (the active file list, plus the anon
+//! lists when swap can take anon pages; for an anon refault the file lists and active anon), the
+//! refaulting folio goes straight to the active list and the lruvec's clock advances again.
+//! `workingset_refault_*` counts every refault with a shadow, `workingset_activate_*` the
+//! activated ones, `workingset_restore_*` those that had been workingset.
+//!
+//! The multi-gen LRU keeps a different token: the oldest generation's sequence number at the
+//! eviction and the folio's reference count (its tier). A refault is *recent* when that
+//! generation is still the oldest (v6.1-v6.6) or within `MAX_NR_GENS` of the youngest (v6.7+);
+//! recent refaults feed the tier's `refaulted` counter of the PID controller, restore the
+//! folio's workingset bit or references, and (v6.7+) count as activations when they fault
+//! through a VMA with recency.
+//!
+//! Shadow entries are bounded per memory cgroup as the shadow-node shrinker bounds them
+//! (`count_shadow_nodes`: `pages >> 3` xarray nodes of 64 slots, so at most eight shadows per
+//! page on the cgroup's LRU lists); the oldest shadows go first.
+//!
+//! Approximations: the eviction counter is stored whole (the kernel's `bucket_order` is zero
+//! below 2^40 pages, so this loses nothing a simulated machine could show); the shrinker drops
+//! single shadows in eviction order instead of whole xarray nodes in node-LRU order;
+//! `lru_note_cost_refault` (the refault cost feeding `get_scan_count`) is not kept.
+
+use crate::folio::{InodeId, LruList, pg};
+use crate::kernel::KState;
+use crate::memcontrol::{MemcgId, ROOT_MEMCG};
+use crate::vmstat::VmStat;
+use simcore::Pfn;
+use std::collections::{BTreeMap, VecDeque};
+
+/// A shadow entry (`pack_shadow`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Shadow {
+    pub memcg: MemcgId,
+    /// Classic: `nonresident_age` at the eviction. Multi-gen: `min_seq << 2 | (refs - 1)`.
+    pub eviction: u64,
+    pub workingset: bool,
+    /// Creation order, for the shrinker.
+    stamp: u64,
+}
+
+/// Where a shadow lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum ShadowSlot {
+    PageCache(InodeId, u64),
+    Swap(u64),
+}
+
+/// Every shadow entry, and the shrinker's order.
+#[derive(Debug, Default)]
+pub struct Workingset {
+    /// Page-cache shadows by (inode, page index).
+    page_cache: BTreeMap<(InodeId, u64), Shadow>,
+    /// Swap-cache shadows by slot.
+    swap: BTreeMap<u64, Shadow>,
+    /// Per memory cgroup: shadows in eviction order (entries whose shadow is gone are skipped).
+    order: BTreeMap<MemcgId, VecDeque<(ShadowSlot, u64)>>,
+    /// Live shadows per memory cgroup.
+    count: BTreeMap<MemcgId, u64>,
+    next_stamp: u64,
+}
+
+impl Workingset {
+    /// The shadow at a slot.
+    pub fn get(&self, slot: ShadowSlot) -> Option<&Shadow> {
+        match slot {
+            ShadowSlot::PageCache(i, idx) => self.page_cache.get(&(i, idx)),
+            ShadowSlot::Swap(s) => self.swap.get(&s),
+        }
+    }
+
+    /// Every shadow with its slot (for checkers).
+    pub fn iter(&self) -> impl Iterator<Item = (ShadowSlot, &Shadow)> {
+        let pc = self.page_cache.iter().map(|(&(i, x), s)| (ShadowSlot::PageCache(i, x), s));
+        pc.chain(self.swap.iter().map(|(&s, sh)| (ShadowSlot::Swap(s), sh)))
+    }
+
+    /// Live shadows charged to `memcg`.
+    pub fn count(&self, memcg: MemcgId) -> u64 {
+        self.count.get(&memcg).copied().unwrap_or(0)
+    }
+
+    fn take(&mut self, slot: ShadowSlot) -> Option<Shadow> {
+        let s = match slot {
+            ShadowSlot::PageCache(i, idx) => self.page_cache.remove(&(i, idx)),
+            ShadowSlot::Swap(s) => self.swap.remove(&s),
+        }?;
+        let c = self.count.get_mut(&s.memcg).expect("a shadow is counted");
+        *c -= 1;
+        Some(s)
+    }
+
+    fn put(&mut self, slot: ShadowSlot, mut shadow: Shadow) {
+        shadow.stamp = self.next_stamp;
+        self.next_stamp += 1;
+        let old = match slot {
+            ShadowSlot::PageCache(i, idx) => self.page_cache.insert((i, idx), shadow),
+            ShadowSlot::Swap(s) => self.swap.insert(s, shadow),
+        };
+        if let Some(old) = old {
+            *self.count.get_mut(&old.memcg).expect("a shadow is counted") -= 1;
+        }
+        *self.count.entry(shadow.memcg).or_default() += 1;
+        self.order.entry(shadow.memcg).or_default().push_back((slot, shadow.stamp));
+    }
+
+    /// Drops the oldest shadows of `memcg` beyond `limit`.
+    fn shrink(&mut self, memcg: MemcgId, limit: u64) {
+        while self.count(memcg) > limit {
+            let Some((slot, stamp)) = self.order.get_mut(&memcg).and_then(VecDeque::pop_front)
+            else {
+                return;
+            };
+            if self.get(slot).is_some_and(|s| s.stamp == stamp) {
+                self.take(slot);
+            }
+        }
+        // Keep the order queue proportional to the live shadows.
+        let q = self.order.entry(memcg).or_default();
+        if q.len() as u64 > 2 * limit.max(64) {
+            let live = |(slot, stamp): &(ShadowSlot, u64)| match *slot {
+                ShadowSlot::PageCache(i, idx) => {
+                    self.page_cache.get(&(i, idx)).is_some_and(|s| s.stamp == *stamp)
+                }
+                ShadowSlot::Swap(s) => self.swap.get(&s).is_some_and(|sh| sh.stamp == *stamp),
+            };
+            q.retain(live);
+        }
+    }
+
+    /// Drops the page-cache shadows of `inode` at pages `from..` (truncation).
+    pub(crate) fn truncate(&mut self, inode: InodeId, from: u64) {
+        let keys: Vec<(InodeId, u64)> =
+            self.page_cache.range((inode, from)..=(inode, u64::MAX)).map(|(&k, _)| k).collect();
+        for (i, idx) in keys {
+            self.take(ShadowSlot::PageCache(i, idx));
+        }
+    }
+
+    /// Drops the shadow of a freed swap slot (`clear_shadow_from_swap_cache`).
+    pub(crate) fn clear_swap(&mut self, slot: u64) {
+        self.take(ShadowSlot::Swap(slot));
+    }
+}
+
+impl KState {
+    /// `workingset_age_nonresident`: advances the clock of `memcg`'s lruvec and its ancestors'.
+    pub(crate) fn workingset_age_nonresident(&mut self, memcg: MemcgId, nr: u64) {
+        for m in self.memcg_ancestors(memcg) {
+            self.memcgs[m].lruvec.nonresident_age += nr;
+        }
+        self.memcgs[ROOT_MEMCG].lruvec.nonresident_age += nr;
+    }
+
+    /// `workingset_activation`: an activation through `folio_mark_accessed` ages the lruvec.
+    pub(crate) fn workingset_activation(&mut self, head: Pfn) {
+        let nr = self.folios.order(head).pages();
+        self.workingset_age_nonresident(self.folio_memcg(head), nr);
+    }
+
+    /// `workingset_eviction` (`lru_gen_eviction` with the multi-gen LRU): the shadow left in
+    /// `slot` for a folio reclaim is removing, and the shrinker's bound.
+    pub(crate) fn workingset_eviction(&mut self, head: Pfn, slot: ShadowSlot) {
+        let memcg = self.folio_memcg(head);
+        let nr = self.folios.order(head).pages();
+        let shadow = if self.lru.is_mglru() {
+            self.lru_gen_eviction(head)
+        } else {
+            self.workingset_age_nonresident(memcg, nr);
+            Shadow {
+                memcg,
+                eviction: self.memcgs[memcg].lruvec.nonresident_age,
+                workingset: self.folios.test(head, pg::WORKINGSET),
+                stamp: 0,
+            }
+        };
+        self.workingset.put(slot, shadow);
+        let limit = 8 * self.memcg_lru_pages(memcg).max(1);
+        self.workingset.shrink(memcg, limit);
+    }
+
+    /// Pages on every list of `memcg`'s lruvec.
+    fn memcg_lru_pages(&self, memcg: MemcgId) -> u64 {
+        self.lruvec_all_lists(memcg).map(|l| self.folios.list_pages(l)).sum()
+    }
+
+    /// A multi-gen LRU shadow (built by `mglru.rs`).
+    pub(crate) fn make_shadow(memcg: MemcgId, eviction: u64, workingset: bool) -> Shadow {
+        Shadow { memcg, eviction, workingset, stamp: 0 }
+    }
+
+    /// Takes the shadow at `slot`, if any (the folio now being added replaces it).
+    pub(crate) fn take_shadow(&mut self, slot: ShadowSlot) -> Option<Shadow> {
+        self.workingset.take(slot)
+    }
+
+    /// `workingset_test_recent` for the classic LRU: whether the refault distance fits in the
+    /// workingset of the lruvec the page was evicted from.
+    fn workingset_test_recent(&self, shadow: &Shadow, file: bool) -> bool {
+        let m = shadow.memcg;
+        let refault = self.memcgs[m].lruvec.nonresident_age;
+        let distance = refault.wrapping_sub(shadow.eviction);
+        let subtree = self.memcg_subtree(m);
+        let size = |l: LruList| subtree.iter().map(|&s| self.lruvec_lru_pages(s, l)).sum::<u64>();
+        let mut workingset = size(LruList::ActiveFile);
+        if !file {
+            workingset += size(LruList::InactiveFile);
+        }
+        if self.swap.nr_free() > 0 {
+            workingset += size(LruList::ActiveAnon);
+            if file {
+                workingset += size(LruList::InactiveAnon);
+            }
+        }
+        distance <= workingset
+    }
+
+    /// `workingset_refault`: a folio brought back where a shadow was; may make it active
+    /// before it is added to the LRU.
+    pub(crate) fn workingset_refault(&mut self, head: Pfn, shadow: Shadow) {
+        if self.lru.is_mglru() {
+            self.lru_gen_refault(head, shadow);
+            return;
+        }
+        let file = self.folio_is_file_lru(head);
+        let nr = self.folios.order(head).pages();
+        let memcg = self.folio_memcg(head);
+        let (refault, activate, restore) = Self::refault_keys(file);
+        self.count_event(memcg, refault, nr);
+        if !self.workingset_test_recent(&shadow, file) {
+            return;
+        }
+        self.folios.set(head, pg::ACTIVE);
+        self.workingset_age_nonresident(memcg, nr);
+        self.count_event(memcg, activate, nr);
+        if shadow.workingset {
+            self.folios.set(head, pg::WORKINGSET);
+            self.count_event(memcg, restore, nr);
+        }
+    }
+
+    /// The refault counters of a type (for the multi-gen LRU's accounting).
+    pub(crate) fn refault_keys(file: bool) -> (VmStat, VmStat, VmStat) {
+        if file {
+            (
+                VmStat::WorkingsetRefaultFile,
+                VmStat::WorkingsetActivateFile,
+                VmStat::WorkingsetRestoreFile,
+            )
+        } else {
+            (
+                VmStat::WorkingsetRefaultAnon,
+                VmStat::WorkingsetActivateAnon,
+                VmStat::WorkingsetRestoreAnon,
+            )
+        }
+    }
+}
