@@ -1,7 +1,10 @@
-//! `mmsim replay TRACE --maps MAPS` and `mmsim trace convert IN OUT`: replay a memory-reference
-//! trace through the simulated TLBs and page walk, printing `perf stat`-style counters (or JSON);
-//! convert a trace to mmsim's compact binary format. Exit 2 on bad input (a malformed line names
-//! its file and line), 1 when a checker finds the TLBs out of step with the page tables.
+//! `mmsim replay TRACE --maps MAPS`, `mmsim replay TRACE --cache SIZE` and `mmsim trace convert
+//! IN OUT`: replay a memory-reference trace through the simulated TLBs and page walk, printing
+//! `perf stat`-style counters (or JSON); replay a block trace through the page cache of a memory
+//! cgroup of SIZE, printing the hit ratio, refaults and reclaim counters (or JSON); convert a
+//! trace to mmsim's compact binary format, or a block trace to libCacheSim's oracleGeneral.
+//! Exit 2 on bad input (a malformed line names its file and line), 1 when a checker finds the
+//! state inconsistent.
 
 use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -9,7 +12,9 @@ use mm::tlb::TlbEvent;
 use std::io::{IsTerminal, Write};
 use std::time::{Duration, Instant};
 use trace::binary::BinaryWriter;
+use trace::block::{BlockFormat, BlockReader};
 use trace::input::TraceReader;
+use trace::pagecache::{AccessMode, PageCacheError, PageCacheOptions, Policy, replay_page_cache};
 use trace::replay::{ReplayError, ReplayOptions, ReplayReport, replay};
 
 #[derive(Debug, Args)]
@@ -17,9 +22,36 @@ pub(crate) struct ReplayArgs {
     /// The trace: valgrind lackey `--trace-mem=yes` text or mmsim binary, optionally gzip or
     /// zstd compressed.
     trace: String,
-    /// The process's address space, in `/proc/PID/maps` format.
+    /// The process's address space, in `/proc/PID/maps` format (memory-reference replay).
+    #[arg(long, required_unless_present = "cache", conflicts_with = "cache")]
+    maps: Option<String>,
+    /// Replay TRACE as a block trace through the page cache of a memory cgroup of this size
+    /// (`memory.max`, e.g. 256MiB).
     #[arg(long)]
-    maps: String,
+    cache: Option<String>,
+    /// Block trace format: arc (the ARC paper's .lis text) or oracleGeneral (libCacheSim's
+    /// binary); guessed from the name by default.
+    #[arg(long, requires = "cache")]
+    format: Option<String>,
+    /// How requests reach the page cache: read (page-sized pread) or mmap (loads through a
+    /// shared mapping).
+    #[arg(long, default_value = "read", requires = "cache")]
+    access: String,
+    /// Reclaim policy: classic, mglru, or pure (exact LRU: no readahead, no second chance).
+    #[arg(long, default_value = "classic", requires = "cache")]
+    policy: String,
+    /// Kernel version of the page-cache replay.
+    #[arg(long, default_value = "v6.8", requires = "cache")]
+    kernel: String,
+    /// `read_ahead_kb` of the page-cache replay (the kernel's 128 by default; pure uses 0).
+    #[arg(long, requires = "cache")]
+    readahead_kb: Option<u64>,
+    /// Advise POSIX_FADV_NOREUSE on the replayed file first.
+    #[arg(long, requires = "cache")]
+    noreuse: bool,
+    /// Stop after this many requests.
+    #[arg(long, requires = "cache")]
+    max_requests: Option<u64>,
     /// Machine profile (its TLB geometry and costs): epyc-vm, tiny, xeon-spr, arm-a76.
     #[arg(long, default_value = "epyc-vm")]
     profile: String,
@@ -48,6 +80,16 @@ pub(crate) struct ConvertArgs {
     /// Count and skip malformed lines instead of stopping at the first.
     #[arg(long)]
     skip_bad: bool,
+    /// Convert a block trace (ARC or oracleGeneral, see `--format`) to libCacheSim's
+    /// oracleGeneral binary instead (4 KiB objects), so libCacheSim replays the same requests.
+    #[arg(long)]
+    oracle_general: bool,
+    /// The block trace's format (with `--oracle-general`): arc or oracleGeneral.
+    #[arg(long, requires = "oracle_general")]
+    format: Option<String>,
+    /// Convert only the first requests (with `--oracle-general`).
+    #[arg(long, requires = "oracle_general")]
+    max_requests: Option<u64>,
 }
 
 fn bad(e: impl std::fmt::Display) -> u8 {
@@ -60,11 +102,14 @@ pub(crate) fn run(a: &ReplayArgs) -> u8 {
         Ok(p) => p,
         Err(e) => return bad(format!("--profile: {e}")),
     };
-    let maps_text = match std::fs::read_to_string(&a.maps) {
-        Ok(t) => t,
-        Err(e) => return bad(format!("{}: {e}", a.maps)),
+    let Some(maps_file) = &a.maps else {
+        return run_page_cache(a, profile);
     };
-    let maps = match trace::maps::parse(&maps_text, &a.maps) {
+    let maps_text = match std::fs::read_to_string(maps_file) {
+        Ok(t) => t,
+        Err(e) => return bad(format!("{maps_file}: {e}")),
+    };
+    let maps = match trace::maps::parse(&maps_text, maps_file) {
         Ok(m) => m,
         Err(e) => return bad(e),
     };
@@ -91,7 +136,7 @@ pub(crate) fn run(a: &ReplayArgs) -> u8 {
         b.set_position(r.bytes_read.get());
         b.set_message(format!("{refs} references"));
     };
-    let result = replay(reader, &a.trace, &maps, &a.maps, &options, &mut progress);
+    let result = replay(reader, &a.trace, &maps, maps_file, &options, &mut progress);
     if let Some(b) = &bar {
         b.finish_and_clear();
     }
@@ -109,6 +154,103 @@ pub(crate) fn run(a: &ReplayArgs) -> u8 {
         print_perf_stat(&report);
     }
     0
+}
+
+/// The page-cache options of `mmsim replay --cache`.
+fn page_cache_options(a: &ReplayArgs, profile: mm::Profile) -> Result<PageCacheOptions, String> {
+    let size = a.cache.as_deref().unwrap_or_default();
+    let cache = lab::scenario::parse::parse_size(size)
+        .ok_or_else(|| format!("--cache {size}: expected a size like 256MiB"))?;
+    Ok(PageCacheOptions {
+        profile,
+        kernel: a.kernel.parse().map_err(|e| format!("--kernel: {e}"))?,
+        policy: Policy::parse(&a.policy).map_err(|e| format!("--policy: {e}"))?,
+        access: AccessMode::parse(&a.access).map_err(|e| format!("--access: {e}"))?,
+        cache,
+        readahead_kb: a.readahead_kb,
+        noreuse: a.noreuse,
+        max_requests: a.max_requests,
+    })
+}
+
+/// The block trace format named by `--format`, or guessed from the file name.
+fn block_format(format: Option<&str>, path: &str) -> Result<BlockFormat, String> {
+    match format {
+        Some(f) => BlockFormat::parse(f).map_err(|e| format!("--format: {e}")),
+        None => Ok(BlockFormat::guess(path)),
+    }
+}
+
+/// `mmsim replay TRACE --cache SIZE`.
+fn run_page_cache(a: &ReplayArgs, profile: mm::Profile) -> u8 {
+    let options = match page_cache_options(a, profile) {
+        Ok(o) => o,
+        Err(e) => return bad(e),
+    };
+    let reader = match block_format(a.format.as_deref(), &a.trace)
+        .and_then(|f| BlockReader::open(&a.trace, f).map_err(|e| e.to_string()))
+    {
+        Ok(r) => r,
+        Err(e) => return bad(e),
+    };
+    let start = Instant::now();
+    let tty = std::io::stderr().is_terminal();
+    let mut bar: Option<ProgressBar> = None;
+    let mut progress = |requests: u64, r: &BlockReader| {
+        if !tty || start.elapsed() < Duration::from_secs(1) {
+            return;
+        }
+        let b = bar.get_or_insert_with(|| {
+            let b = ProgressBar::new(r.file_bytes.max(1));
+            b.set_style(
+                ProgressStyle::with_template("{bar:40} {bytes}/{total_bytes} {msg} [{elapsed}]")
+                    .expect("valid template"),
+            );
+            b
+        });
+        b.set_position(r.bytes_read.get());
+        b.set_message(format!("{requests} requests"));
+    };
+    let result = replay_page_cache(reader, &a.trace, &options, &mut progress);
+    if let Some(b) = &bar {
+        b.finish_and_clear();
+    }
+    let r = match result {
+        Ok(r) => r,
+        Err(PageCacheError::Input(e)) => return bad(e),
+        Err(PageCacheError::Sim(e)) => {
+            eprintln!("mmsim: {e}");
+            return 1;
+        }
+    };
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&r).expect("a report serialises"));
+    } else {
+        print_page_cache(&r);
+    }
+    0
+}
+
+fn print_page_cache(r: &trace::pagecache::PageCacheReport) {
+    println!();
+    println!(
+        " Page-cache replay of '{}' ({} trace, {} via {}, kernel {}, cgroup of {} pages):",
+        r.trace, r.format, r.policy, r.access, r.kernel, r.cache_pages
+    );
+    println!();
+    println!("{:>18}      requests", grouped(r.requests));
+    let ratio = 100.0 * r.hit_ratio;
+    println!("{:>18}      hits                      #  {ratio:6.2}% hit ratio", grouped(r.hits));
+    println!("{:>18}      misses", grouped(r.misses));
+    println!("{:>18}      refaults (workingset_refault_file)", grouped(r.refaults));
+    for (k, v) in &r.vmstat {
+        if *v > 0 {
+            println!("{:>18}      {k}", grouped(*v));
+        }
+    }
+    println!();
+    println!("{:>18.9} seconds time elapsed (simulated)", r.virtual_time_ns as f64 / 1e9);
+    println!();
 }
 
 /// `12345678` as `12,345,678`.
@@ -190,25 +332,63 @@ fn print_perf_stat(r: &ReplayReport) {
     println!();
 }
 
+/// The output file of a conversion, compressed by its extension (`.zst`, `.gz`).
+fn output_file(path: &str) -> Result<Box<dyn Write>, String> {
+    let file = std::fs::File::create(path).map_err(|e| format!("{path}: {e}"))?;
+    let file = std::io::BufWriter::new(file);
+    Ok(if path.ends_with(".zst") {
+        let e = zstd::stream::write::Encoder::new(file, 3).map_err(|e| format!("{path}: {e}"))?;
+        Box::new(e.auto_finish())
+    } else if path.ends_with(".gz") {
+        Box::new(flate2::write::GzEncoder::new(file, flate2::Compression::default()))
+    } else {
+        Box::new(file)
+    })
+}
+
+/// `mmsim trace convert --oracle-general`.
+fn convert_block(a: &ConvertArgs) -> u8 {
+    let opened = block_format(a.format.as_deref(), &a.input)
+        .and_then(|f| BlockReader::open(&a.input, f).map_err(|e| e.to_string()))
+        .and_then(|r| Ok((r, output_file(&a.output)?)));
+    let (mut reader, mut out) = match opened {
+        Ok(x) => x,
+        Err(e) => return bad(e),
+    };
+    let mut error = None;
+    let pages = std::iter::from_fn(|| match reader.next_page() {
+        Ok(p) => p,
+        Err(e) => {
+            error = Some(e);
+            None
+        }
+    })
+    .take(a.max_requests.map_or(usize::MAX, |n| n as usize));
+    let written = trace::block::write_oracle_general(&mut out, pages);
+    if let Some(e) = error {
+        return bad(e);
+    }
+    match written.and_then(|n| out.flush().map(|()| n)) {
+        Ok(n) => {
+            println!("{}: {} requests (oracleGeneral, 24 bytes each)", a.output, grouped(n));
+            0
+        }
+        Err(e) => bad(format!("{}: {e}", a.output)),
+    }
+}
+
 pub(crate) fn trace_command(c: &TraceCommand) -> u8 {
     let TraceCommand::Convert(a) = c;
+    if a.oracle_general {
+        return convert_block(a);
+    }
     let mut reader = match TraceReader::open(&a.input, a.skip_bad) {
         Ok(r) => r,
         Err(e) => return bad(e),
     };
-    let file = match std::fs::File::create(&a.output) {
-        Ok(f) => std::io::BufWriter::new(f),
-        Err(e) => return bad(format!("{}: {e}", a.output)),
-    };
-    let out: Box<dyn Write> = if a.output.ends_with(".zst") {
-        match zstd::stream::write::Encoder::new(file, 3) {
-            Ok(e) => Box::new(e.auto_finish()),
-            Err(e) => return bad(format!("{}: {e}", a.output)),
-        }
-    } else if a.output.ends_with(".gz") {
-        Box::new(flate2::write::GzEncoder::new(file, flate2::Compression::default()))
-    } else {
-        Box::new(file)
+    let out = match output_file(&a.output) {
+        Ok(o) => o,
+        Err(e) => return bad(e),
     };
     let written = (|| -> Result<u64, String> {
         let io = |e: std::io::Error| format!("{}: {e}", a.output);

@@ -258,6 +258,31 @@ pub(crate) async fn filemap_fault(
     }
 }
 
+/// What a `read()` finds at one page of the page cache.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ReadLookup {
+    /// Cached and readable; marked accessed.
+    Hit(Pfn),
+    /// Cached but locked (under IO or truncation).
+    Busy(Pfn),
+    Missing,
+}
+
+impl KState {
+    /// `filemap_get_pages` for one page: a cached, unlocked folio is a hit and is marked accessed
+    /// (`folio_mark_accessed`, as `filemap_read` does for each folio it copies from).
+    pub(crate) fn filemap_read_lookup(&mut self, inode: InodeId, index: u64) -> ReadLookup {
+        match self.page_cache_get(inode, index) {
+            None => ReadLookup::Missing,
+            Some(h) if self.folios.test(h, pg::LOCKED) => ReadLookup::Busy(h),
+            Some(h) => {
+                self.folio_mark_accessed(h);
+                ReadLookup::Hit(h)
+            }
+        }
+    }
+}
+
 /// Reads `len` bytes at `pos` of `inode` through the page cache (`filemap_read`), marking each
 /// page accessed. Returns the bytes (`None` when `want_data` is false: the caller only needs the
 /// accounting, and no bytes are generated).
@@ -279,10 +304,10 @@ pub(crate) async fn file_read(
     while off < end {
         let index = off / 4096;
         cx.charge(Cost::PageCacheLookup).await;
-        let cached = cx.st().page_cache_get(inode, index);
-        let head = match cached {
-            Some(h) => h,
-            None => {
+        let lookup = cx.st().filemap_read_lookup(inode, index);
+        let head = match lookup {
+            ReadLookup::Hit(h) => h,
+            ReadLookup::Missing => {
                 let fs = cx.st().inodes[inode].fs;
                 match fs {
                     FsType::Tmpfs => shmem_alloc_page(cx, inode, index).await?,
@@ -296,24 +321,23 @@ pub(crate) async fn file_read(
                 }
                 continue;
             }
+            ReadLookup::Busy(h) => {
+                // Under IO or truncation: wait for it, then look again.
+                folio_lock(cx, h).await;
+                folio_unlock(cx, h);
+                continue;
+            }
         };
-        if cx.st().folios.test(head, pg::LOCKED) {
-            // Under IO or truncation: wait for it, then look again.
-            folio_lock(cx, head).await;
-            folio_unlock(cx, head);
-            continue;
-        }
         let chunk_end = ((index + 1) * 4096).min(end);
         let n = (chunk_end - off) as usize;
         {
-            let mut st = cx.st();
+            let st = cx.st();
             if let Some(out) = out.as_mut() {
                 let page = head + (index - st.folio_index(head));
                 let at = out.len();
                 out.resize(at + n, 0);
                 st.mem.read(page.0, (off % 4096) as usize, &mut out[at..]);
             }
-            st.folio_mark_accessed(head);
         }
         cx.charge(Cost::UserCopy4k).await;
         off = chunk_end;

@@ -394,6 +394,38 @@ impl Thread {
         access_page(&self.cx, mm, addr, access, |_, _| ()).await
     }
 
+    /// Page-sized `pread`s of `pages` (page indexes of the file open as `fd`) served from the
+    /// page cache without blocking (trace replay): returns how many were hits, in order; the
+    /// next one, if any, must go through [`Thread::pread`]. Their time is charged by
+    /// [`Thread::read_settle`].
+    pub fn read_run(&self, fd: i32, pages: &[u64]) -> usize {
+        let Ok(f) = self.fd(fd) else { return 0 };
+        let mut st = self.cx.st();
+        let file = st.file(f);
+        let inode = file.inode;
+        if file.direct || !file.readable() || st.inodes[inode].fs != FsType::Disk {
+            return 0;
+        }
+        let size = st.inodes[inode].size_pages();
+        for (i, &p) in pages.iter().enumerate() {
+            if p >= size
+                || !matches!(st.filemap_read_lookup(inode, p), crate::filemap::ReadLookup::Hit(_))
+            {
+                return i;
+            }
+        }
+        pages.len()
+    }
+
+    /// Charges `n` page-sized reads served by [`Thread::read_run`].
+    pub async fn read_settle(&self, n: u64) {
+        use crate::cost::Cost;
+        let each = self.cx.cost(Cost::Syscall)
+            + self.cx.cost(Cost::PageCacheLookup)
+            + self.cx.cost(Cost::UserCopy4k);
+        engine::Cx::charge(&self.cx, each * n).await;
+    }
+
     /// Charges the time of `n` accesses translated by [`Thread::access_run`].
     pub async fn access_settle(&self, n: u64) {
         settle(&self.cx, n).await;

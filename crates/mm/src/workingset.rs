@@ -236,7 +236,8 @@ impl KState {
         let memcg = self.folio_memcg(head);
         let (refault, activate, restore) = Self::refault_keys(file);
         self.count_event(memcg, refault, nr);
-        if !self.workingset_test_recent(&shadow, file) {
+        // The pure LRU gives no second chance, to a refault either.
+        if self.lru.pure || !self.workingset_test_recent(&shadow, file) {
             return;
         }
         self.folios.set(head, pg::ACTIVE);

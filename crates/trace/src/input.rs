@@ -67,44 +67,52 @@ impl std::fmt::Debug for TraceReader {
     }
 }
 
-fn io_error(file: &str, e: &std::io::Error) -> InputError {
+pub(crate) fn io_error(file: &str, e: &std::io::Error) -> InputError {
     InputError { file: file.to_string(), line: None, message: e.to_string() }
+}
+
+/// A file opened for streaming: the buffered reader, the file's size, and the count of bytes read
+/// so far.
+pub type Counted = (Box<dyn BufRead>, u64, Rc<Cell<u64>>);
+
+/// Opens `path` for streaming.
+pub fn open_counted(path: &str) -> Result<Counted, InputError> {
+    let file = std::fs::File::open(path).map_err(|e| io_error(path, &e))?;
+    let file_bytes = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let bytes_read = Rc::new(Cell::new(0));
+    let counted = Counting { inner: file, read: bytes_read.clone() };
+    Ok((Box::new(BufReader::with_capacity(1 << 16, counted)), file_bytes, bytes_read))
+}
+
+/// `raw` decompressed as it streams if it starts with a gzip or zstd magic.
+pub fn decompressed(mut raw: Box<dyn BufRead>, name: &str) -> Result<Box<dyn BufRead>, InputError> {
+    let head = raw.fill_buf().map_err(|e| io_error(name, &e))?.to_vec();
+    Ok(if head.starts_with(&[0x1f, 0x8b]) {
+        Box::new(BufReader::with_capacity(1 << 16, flate2::bufread::MultiGzDecoder::new(raw)))
+    } else if head.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
+        let d = zstd::stream::read::Decoder::with_buffer(raw).map_err(|e| io_error(name, &e))?;
+        Box::new(BufReader::with_capacity(1 << 16, d))
+    } else {
+        raw
+    })
 }
 
 impl TraceReader {
     /// Opens `path`; with `skip_bad`, malformed lackey lines are counted and skipped.
     pub fn open(path: &str, skip_bad: bool) -> Result<TraceReader, InputError> {
-        let file = std::fs::File::open(path).map_err(|e| io_error(path, &e))?;
-        let file_bytes = file.metadata().map(|m| m.len()).unwrap_or(0);
-        let bytes_read = Rc::new(Cell::new(0));
-        let counted = Counting { inner: file, read: bytes_read.clone() };
-        TraceReader::from_reader(
-            Box::new(BufReader::with_capacity(1 << 16, counted)),
-            path,
-            skip_bad,
-            file_bytes,
-            bytes_read,
-        )
+        let (raw, file_bytes, bytes_read) = open_counted(path)?;
+        TraceReader::from_reader(raw, path, skip_bad, file_bytes, bytes_read)
     }
 
     /// A trace from any reader (`name` is used in messages).
     pub fn from_reader(
-        mut raw: Box<dyn BufRead>,
+        raw: Box<dyn BufRead>,
         name: &str,
         skip_bad: bool,
         file_bytes: u64,
         bytes_read: Rc<Cell<u64>>,
     ) -> Result<TraceReader, InputError> {
-        let head = raw.fill_buf().map_err(|e| io_error(name, &e))?.to_vec();
-        let mut input: Box<dyn BufRead> = if head.starts_with(&[0x1f, 0x8b]) {
-            Box::new(BufReader::with_capacity(1 << 16, flate2::bufread::MultiGzDecoder::new(raw)))
-        } else if head.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
-            let d =
-                zstd::stream::read::Decoder::with_buffer(raw).map_err(|e| io_error(name, &e))?;
-            Box::new(BufReader::with_capacity(1 << 16, d))
-        } else {
-            raw
-        };
+        let mut input = decompressed(raw, name)?;
         let head = input.fill_buf().map_err(|e| io_error(name, &e))?;
         let binary = head.starts_with(MAGIC);
         let (inner, format) = if binary {

@@ -9,16 +9,22 @@
 //!   constant memory;
 //! - [`maps`]: the `/proc/PID/maps` text that describes the replayed process's address space;
 //! - [`replay`]: a simulated process built from a maps description, running a trace through the
-//!   TLBs and page walk (`mm::tlb`), faulting through the mm model only on a miss that needs it.
+//!   TLBs and page walk (`mm::tlb`), faulting through the mm model only on a miss that needs it;
+//! - [`block`]: block traces for page-cache replay (the ARC paper's `.lis` text, libCacheSim's
+//!   oracleGeneral binary), and the oracleGeneral writer;
+//! - [`pagecache`]: a block trace replayed as reads or mapped accesses of one file by a process
+//!   in a memory cgroup of a given size, reporting hits, misses, refaults and reclaim counters.
 //!
 //! An edge crate: it reads files, and leaves simulation semantics to `mm`.
 
 #![allow(clippy::disallowed_types, clippy::disallowed_methods)]
 
 pub mod binary;
+pub mod block;
 pub mod input;
 pub mod lackey;
 pub mod maps;
+pub mod pagecache;
 pub mod record;
 pub mod replay;
 
