@@ -11,6 +11,7 @@
 //! table with the direction and the ratio, and the HTML page adds the experiment's figures.
 
 mod cow_reuse;
+mod fadv_noreuse;
 pub mod report;
 
 pub use report::{Figure, Report, Row, Series};
@@ -58,7 +59,7 @@ impl std::fmt::Debug for Experiment {
 }
 
 /// Every experiment, in report order.
-pub const EXPERIMENTS: &[Experiment] = &[cow_reuse::EXPERIMENT];
+pub const EXPERIMENTS: &[Experiment] = &[cow_reuse::EXPERIMENT, fadv_noreuse::EXPERIMENT];
 
 /// The experiment called `name`.
 pub fn find(name: &str) -> Result<&'static Experiment, String> {

@@ -45,6 +45,27 @@ fn cow_reuse_gain_comes_from_the_copies_page_count_makes() {
 }
 
 #[test]
+fn fadv_noreuse_gain_comes_from_the_working_set_staying_resident() {
+    let e = find("fadv-noreuse").unwrap();
+    let report = (e.run)(1, Scale::Quick, &mut NoProgress).unwrap();
+    // The multi-gen LRU places the streamed input in young generations and evicts the encoder's
+    // idle picture buffers to swap; NOREUSE keeps the input old, and the classic LRU trims the
+    // page cache only: neither swaps.
+    assert!(row(&report, "pswpout mglru") > 100.0);
+    assert!(row(&report, "pswpin mglru") > 100.0);
+    assert!(row(&report, "workingset_refault_anon mglru") > 100.0);
+    for case in ["classic", "mglru noreuse"] {
+        assert_eq!(row(&report, &format!("pswpin {case}")), 0.0, "{case}");
+        assert_eq!(row(&report, &format!("pswpout {case}")), 0.0, "{case}");
+    }
+    assert!(row(&report, "pgmajfault mglru") > row(&report, "pgmajfault mglru noreuse"));
+    assert!(row(&report, "fps gain mglru noreuse") > 0.0);
+    for name in ["fps gain mglru noreuse", "fps mglru noreuse vs classic"] {
+        assert!(report.rows.iter().any(|r| r.name == name && r.published.is_some()), "{name}");
+    }
+}
+
+#[test]
 fn every_experiment_is_deterministic_at_test_scale() {
     for e in EXPERIMENTS {
         let a = (e.run)(3, Scale::Quick, &mut NoProgress).unwrap();

@@ -60,6 +60,9 @@ simcore::counter_keys! {
         LruScan = "lru_scan",
         /// Tear down one reclaimed folio (unmap bookkeeping, cache removal, free).
         ReclaimPage = "reclaim_page",
+        /// A RAM disk (`brd`): submitting and completing one request, beside the copy of each
+        /// page (charged as `copy_page_4k`).
+        RamdiskRequest = "ramdisk_request",
     }
 }
 

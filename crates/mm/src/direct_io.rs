@@ -13,7 +13,6 @@
 //! Approximations: the IO is one request; alignment is checked against 512-byte logical blocks.
 
 use crate::content::Content;
-use crate::cost::Cost;
 use crate::errno::{Errno, SysError};
 use crate::filemap::writeback;
 use crate::folio::InodeId;
@@ -52,7 +51,7 @@ pub(crate) async fn direct_read(
     let flags = GupFlags { write: true, pin: cx.kernel().at_least(6, 5), longterm: false };
     let held = get_user_pages(cx, mm, first, nr, flags).await?;
     let done = cx.completion("dio_done");
-    let io = cx.cost(Cost::BlockIoLatency) + cx.cost(Cost::BlockIoPerPage) * n.div_ceil(4096);
+    let io = cx.block_io(n.div_ceil(4096));
     cx.spawn_kthread("dio", move |dev| async move {
         dev.sleep(io).await;
         {

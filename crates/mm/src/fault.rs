@@ -535,9 +535,12 @@ async fn do_swap_page(
             if raced {
                 return Ok(FaultOutcome::Minor);
             }
-            let io = cx.cost(Cost::BlockIoLatency) + cx.cost(Cost::BlockIoPerPage);
-            cx.sleep(io).await;
-            cx.st().vmstat.inc(VmStat::Pgmajfault);
+            cx.sleep(cx.block_io(1)).await;
+            {
+                let mut st = cx.st();
+                let memcg = st.folio_memcg(new);
+                st.count_event(memcg, VmStat::Pgmajfault, 1);
+            }
             folio_unlock(cx, new);
             (new, true)
         }

@@ -164,7 +164,7 @@ pub(crate) async fn read_pages(
     let n = batch.len() as u64;
     cx.charge_n(Cost::PageAlloc, n).await;
     cx.charge_n(Cost::PageCacheInsert, n).await;
-    let io = cx.cost(Cost::BlockIoLatency) + cx.cost(Cost::BlockIoPerPage) * n;
+    let io = cx.block_io(n);
     cx.sleep(io).await;
     {
         let mut st = cx.st();
@@ -425,7 +425,7 @@ pub(crate) async fn writeback(cx: &Cx, inode: InodeId) {
     if dirty.is_empty() {
         return;
     }
-    let io = cx.cost(Cost::BlockIoLatency) + cx.cost(Cost::BlockIoPerPage) * dirty.len() as u64;
+    let io = cx.block_io(dirty.len() as u64);
     cx.sleep(io).await;
     let mut st = cx.st();
     for head in dirty {

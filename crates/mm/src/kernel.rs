@@ -58,6 +58,15 @@ impl Default for Tunables {
     }
 }
 
+/// The block device under the file system and the swap device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Storage {
+    /// The profile's disk (`block_io_latency` plus `block_io_per_page`).
+    Disk,
+    /// A RAM disk (`brd`): a request overhead plus a page copy per page, no device latency.
+    Ramdisk,
+}
+
 /// All simulated kernel state.
 #[derive(Debug)]
 pub struct KState {
@@ -112,6 +121,7 @@ pub struct Kernel {
     pub costs: CostTable,
     pub switches: Switches,
     pub tunables: Tunables,
+    pub storage: Storage,
     /// The hashed folio wait queues (`folio_wait_table`, 256 entries in `mm/filemap.c`).
     folio_waitqueues: Vec<WaitQueue>,
     /// Where kswapd sleeps (`pgdat->kswapd_wait`).
@@ -125,6 +135,7 @@ impl Kernel {
         costs: CostTable,
         switches: Switches,
         tunables: Tunables,
+        storage: Storage,
         handle: &Handle,
     ) -> Kernel {
         let folio_waitqueues = (0..256).map(|_| handle.wait_queue("folio_waitqueue")).collect();
@@ -135,6 +146,7 @@ impl Kernel {
             costs,
             switches,
             tunables,
+            storage,
             folio_waitqueues,
             kswapd_wait,
         }
@@ -217,6 +229,18 @@ impl Cx {
 
     pub(crate) fn cost(&self, c: Cost) -> SimDuration {
         self.k.costs.get(c)
+    }
+
+    /// How long one block request of `pages` pages takes on the machine's storage.
+    pub(crate) fn block_io(&self, pages: u64) -> SimDuration {
+        match self.k.storage {
+            Storage::Disk => {
+                self.cost(Cost::BlockIoLatency) + self.cost(Cost::BlockIoPerPage) * pages
+            }
+            Storage::Ramdisk => {
+                self.cost(Cost::RamdiskRequest) + self.cost(Cost::CopyPage4k) * pages
+            }
+        }
     }
 
     /// Spends the cost of one basic operation.

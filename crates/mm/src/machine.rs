@@ -30,6 +30,8 @@ pub struct MachineConfig {
     pub scheduler: SchedulerKind,
     /// Size of the swap device (none when zero).
     pub swap: Bytes,
+    /// What holds the file system and the swap device.
+    pub storage: crate::kernel::Storage,
     pub max_events: u64,
     /// Keep the engine's event trace (for the explorer).
     pub trace: bool,
@@ -46,6 +48,7 @@ impl MachineConfig {
             seed: 0,
             scheduler: SchedulerKind::TimeOrdered,
             swap: Bytes::ZERO,
+            storage: crate::kernel::Storage::Disk,
             max_events: 1 << 40,
             trace: false,
         }
@@ -206,6 +209,7 @@ impl Machine {
             config.profile.costs.clone(),
             config.switches,
             config.tunables.clone(),
+            config.storage,
             &handle,
         ));
         let last_cpu = handle.cpu(config.profile.cpus - 1).map_err(|e| e.to_string())?;

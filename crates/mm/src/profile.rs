@@ -150,6 +150,8 @@ fn epyc_vm_costs() -> CostTable {
         // current servers (about 4 us per page in all); split into a scan and a teardown part.
         (Cost::LruScan, 300),
         (Cost::ReclaimPage, 1_500),
+        // Approximation: `submit_bio` to `bio_endio` on brd without device latency.
+        (Cost::RamdiskRequest, 1_000),
     ])
 }
 

@@ -426,6 +426,11 @@ impl Thread {
         engine::Cx::charge(&self.cx, each * n).await;
     }
 
+    /// Spends `d` of CPU time in user mode (the program's own computation).
+    pub async fn compute(&self, d: simcore::SimDuration) {
+        engine::Cx::charge(&self.cx, d).await;
+    }
+
     /// Charges the time of `n` accesses translated by [`Thread::access_run`].
     pub async fn access_settle(&self, n: u64) {
         settle(&self.cx, n).await;

@@ -701,7 +701,7 @@ async fn write_out(cx: &Cx, folios: Vec<Pfn>) -> (Vec<Pfn>, Vec<Pfn>) {
         for &head in &batch {
             folio_unlock(cx, head);
         }
-        let io = cx.cost(Cost::BlockIoLatency) + cx.cost(Cost::BlockIoPerPage) * batch.len() as u64;
+        let io = cx.block_io(batch.len() as u64);
         cx.sleep(io).await;
         for head in batch {
             // `folio_end_writeback`, then the lock again for the free.

@@ -9,5 +9,6 @@
 //! compare runs and publish figures live in `lab`.
 
 pub mod access;
+pub mod encoder;
 pub mod pmbench;
 pub mod usemem;
