@@ -281,6 +281,9 @@ struct Array {
     clock: u64,
     /// The slot of the last hit or fill: touching it again changes no replacement state.
     last: usize,
+    /// Valid entries per span code: a lookup skips the spans that hold none (most arrays that
+    /// may hold 2 MiB and 1 GiB entries hold only 4 KiB ones).
+    span_entries: [u32; 4],
 }
 
 impl Array {
@@ -296,6 +299,7 @@ impl Array {
             stamps: vec![0; n],
             clock: 0,
             last: 0,
+            span_entries: [0; 4],
         }
     }
 
@@ -314,6 +318,9 @@ impl Array {
         while spans != 0 {
             let span = spans.trailing_zeros() as usize;
             spans &= spans - 1;
+            if self.span_entries[span] == 0 {
+                continue;
+            }
             let key = va >> SPAN_SHIFTS[span];
             let t = tag(key, span, asid);
             if self.tags[self.last] == t {
@@ -350,16 +357,32 @@ impl Array {
         let key = va >> SPAN_SHIFTS[span];
         let t = tag(key, span, asid);
         let base = self.set_of(key);
-        let set = &self.tags[base..base + self.ways];
-        let way = set.iter().position(|&x| x == t).or_else(|| set.iter().position(|&x| x == 0));
-        let way = way.unwrap_or_else(|| {
-            let stamps = &self.stamps[base..base + self.ways];
-            if self.plru {
-                stamps.iter().position(|&b| b == 0).unwrap_or(0)
-            } else {
-                (0..self.ways).min_by_key(|&w| stamps[w]).expect("a set has ways")
+        // One pass over the set: the way already holding the tag, else the first empty way, else
+        // the victim (bit-PLRU: the first way whose MRU bit is clear; LRU: the oldest stamp).
+        let (tags, stamps) =
+            (&self.tags[base..base + self.ways], &self.stamps[base..base + self.ways]);
+        let (mut same, mut empty, mut victim) = (None, None, None::<(usize, u64)>);
+        for (w, (&x, &s)) in tags.iter().zip(stamps).enumerate() {
+            if x == t {
+                same = Some(w);
+                break;
             }
-        });
+            if x == 0 {
+                empty = empty.or(Some(w));
+            } else if self.plru {
+                if s == 0 && victim.is_none() {
+                    victim = Some((w, 0));
+                }
+            } else if victim.is_none_or(|(_, oldest)| s < oldest) {
+                victim = Some((w, s));
+            }
+        }
+        let way = same.or(empty).or(victim.map(|(w, _)| w)).unwrap_or(0);
+        let old = self.tags[base + way];
+        if old != 0 {
+            self.span_entries[tag_span(old)] -= 1;
+        }
+        self.span_entries[span] += 1;
         self.tags[base + way] = t;
         self.data[base + way] = data;
         self.touch(base + way);
@@ -368,7 +391,7 @@ impl Array {
     /// Drops the entries of `asid` that cover `va`.
     fn invalidate_va(&mut self, va: u64, asid: u32) {
         for (span, shift) in SPAN_SHIFTS.iter().enumerate() {
-            if !self.holds(span) {
+            if !self.holds(span) || self.span_entries[span] == 0 {
                 continue;
             }
             let key = va >> shift;
@@ -377,6 +400,7 @@ impl Array {
             for x in &mut self.tags[base..base + self.ways] {
                 if *x == t {
                     *x = 0;
+                    self.span_entries[span] -= 1;
                 }
             }
         }
@@ -385,6 +409,7 @@ impl Array {
     fn invalidate_asid(&mut self, asid: u32) {
         for x in &mut self.tags {
             if *x != 0 && tag_asid(*x) == asid {
+                self.span_entries[tag_span(*x)] -= 1;
                 *x = 0;
             }
         }
@@ -935,6 +960,36 @@ mod tests {
         assert!(a.lookup(p0, 1).is_some() && a.lookup(p2, 1).is_some());
         assert!(a.lookup(other, 1).is_some(), "conflicts stay within a set");
         assert!(a.lookup(p0, 2).is_none(), "another ASID misses");
+    }
+
+    /// Given an array holding 4 KiB and 2 MiB entries, when entries are filled, replaced and
+    /// invalidated, then its per-span counts (which let lookups skip empty spans) match a recount
+    /// and lookups of both sizes still hit.
+    #[test]
+    fn span_counts_follow_fills_replacements_and_invalidations() {
+        let mut a =
+            Array::new(&ArrayGeometry::full(4, sizes::K4 | sizes::M2), sizes::K4 | sizes::M2);
+        let recount = |a: &Array| {
+            let mut n = [0u32; 4];
+            for (t, _) in a.valid() {
+                n[tag_span(t)] += 1;
+            }
+            n
+        };
+        a.fill(0x1000, 0, 1, 0x100);
+        a.fill(0x20_0000, 1, 1, 0x200);
+        assert_eq!(a.span_entries, [1, 1, 0, 0]);
+        assert!(a.lookup(0x20_1000, 1).is_some(), "the 2 MiB entry covers its 4 KiB pages");
+        for i in 2..8u64 {
+            a.fill(i << 12, 0, 1, i << 8); // evicts the oldest entries of the 4 ways
+        }
+        assert_eq!(a.span_entries, recount(&a));
+        a.invalidate_va(0x7000, 1);
+        a.invalidate_asid(2);
+        assert_eq!(a.span_entries, recount(&a));
+        a.invalidate_asid(1);
+        assert_eq!(a.span_entries, [0; 4]);
+        assert!(a.lookup(0x7000, 1).is_none());
     }
 
     /// Given a 4-way bit-PLRU set, when every way has been touched, then the MRU bits reset and
