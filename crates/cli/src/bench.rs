@@ -15,6 +15,11 @@
 //!   makes the timed random references.
 //! - `explore`: schedules explored per second on the engine-level toy, and on each race scenario
 //!   the time to the first violation (or the rate when it declares none).
+//! - `pagecache`: page-cache replay throughput in requests per host second on a block trace, for
+//!   the pure, classic and multi-gen LRU replays, each against libCacheSim's LRU (the `libcachesim`
+//!   Python package, timed in the same run around `process_trace` on the same requests in
+//!   oracleGeneral form and the same cache size). Targets: pure at least 2x libCacheSim, the
+//!   kernel LRUs at least 1x.
 
 use clap::{Args, Subcommand};
 use engine::{Sim, SimConfig};
@@ -31,6 +36,24 @@ pub(crate) enum Bench {
     Explore(ExploreBenchArgs),
     /// Trace replay throughput through the TLBs against a C loop doing the same lookups.
     Tlb(TlbBenchArgs),
+    /// Page-cache replay throughput against libCacheSim's LRU on the same trace and cache size.
+    Pagecache(PagecacheBenchArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct PagecacheBenchArgs {
+    /// The block trace (ARC or oracleGeneral).
+    #[arg(long, default_value = "../shared/data/arc/P6.lis.zst")]
+    trace: String,
+    /// The cache (the cgroup's memory.max).
+    #[arg(long, default_value = "256MiB")]
+    cache: String,
+    /// Requests replayed (all by default).
+    #[arg(long)]
+    max_requests: Option<u64>,
+    /// The Python with the `libcachesim` package.
+    #[arg(long, default_value = ".venv/bin/python")]
+    python: String,
 }
 
 #[derive(Debug, Args)]
@@ -79,6 +102,7 @@ pub(crate) fn run(bench: &Bench) -> Result<(), String> {
         Bench::Mm(a) => mm_bench(a),
         Bench::Explore(a) => explore_bench(a),
         Bench::Tlb(a) => tlb_bench(a),
+        Bench::Pagecache(a) => pagecache_bench(a),
     }
 }
 
@@ -374,5 +398,120 @@ fn tlb_bench(a: &TlbBenchArgs) -> Result<(), String> {
     if let Some(exe) = cloop {
         let _ = std::fs::remove_file(exe);
     }
+    Ok(())
+}
+
+/// The libCacheSim side of `bench pagecache`: `(requests, misses, seconds)` of its LRU over the
+/// first `n` requests of an oracleGeneral file, timed around `process_trace` by the Python.
+fn libcachesim_lru(
+    python: &str,
+    trace: &std::path::Path,
+    pages: u64,
+    n: u64,
+) -> Result<(u64, u64, f64), String> {
+    let script = "import sys, time, libcachesim as l\n\
+        r = l.TraceReader(sys.argv[1], l.TraceType.ORACLE_GENERAL_TRACE)\n\
+        c = l.LRU(int(sys.argv[2]) * 4096)\n\
+        t = time.perf_counter()\n\
+        mr, _ = c.process_trace(r, 0, int(sys.argv[3]))\n\
+        dt = time.perf_counter() - t\n\
+        print(int(sys.argv[3]), round(mr * int(sys.argv[3])), dt)\n";
+    let out = std::process::Command::new(python)
+        .arg("-c")
+        .arg(script)
+        .arg(trace)
+        .arg(pages.to_string())
+        .arg(n.to_string())
+        .output()
+        .map_err(|e| format!("{python}: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "libcachesim ({python}): {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let f: Vec<&str> = text.split_whitespace().collect();
+    let parse = |i: usize| f.get(i).and_then(|s| s.parse::<f64>().ok());
+    match (parse(0), parse(1), parse(2)) {
+        (Some(r), Some(m), Some(s)) => Ok((r as u64, m as u64, s)),
+        _ => Err(format!("libcachesim printed `{}`", text.trim())),
+    }
+}
+
+fn pagecache_bench(a: &PagecacheBenchArgs) -> Result<(), String> {
+    use trace::block::{BlockFormat, BlockReader, write_oracle_general};
+    use trace::pagecache::{AccessMode, PageCacheOptions, Policy, replay_page_cache};
+    let cache = lab::scenario::parse::parse_size(&a.cache)
+        .ok_or_else(|| format!("--cache {}: expected a size like 256MiB", a.cache))?;
+    let pages = cache.pages_ceil();
+    // The same requests for both sides, as an oracleGeneral file (not timed).
+    let og = std::env::temp_dir().join(format!("mmsim-bench-{}.oracleGeneral", std::process::id()));
+    let n = {
+        let mut reader =
+            BlockReader::open(&a.trace, BlockFormat::guess(&a.trace)).map_err(|e| e.to_string())?;
+        let file = std::fs::File::create(&og).map_err(|e| format!("{}: {e}", og.display()))?;
+        let mut out = std::io::BufWriter::new(file);
+        let mut error = None;
+        let limit = a.max_requests.unwrap_or(u64::MAX);
+        let it = std::iter::from_fn(|| match reader.next_page() {
+            Ok(p) => p,
+            Err(e) => {
+                error = Some(e);
+                None
+            }
+        })
+        .take(usize::try_from(limit).unwrap_or(usize::MAX));
+        let n = write_oracle_general(&mut out, it).map_err(|e| e.to_string())?;
+        if let Some(e) = error {
+            return Err(e.to_string());
+        }
+        std::io::Write::flush(&mut out).map_err(|e| e.to_string())?;
+        n
+    };
+    println!("pagecache benchmark: {} ({n} requests), cache {} ({pages} pages)", a.trace, cache);
+    let lcs = libcachesim_lru(&a.python, &og, pages, n);
+    let og_path = og.to_string_lossy().into_owned();
+    println!(
+        "{:<34} {:>12} {:>14} {:>10} {:>8}",
+        "replay", "misses", "requests/s", "vs lcs", "target"
+    );
+    let lcs_rate = match &lcs {
+        Ok((r, m, s)) => {
+            let rate = *r as f64 / s.max(1e-9);
+            println!(
+                "{:<34} {:>12} {:>14.0} {:>10} {:>8}",
+                "libCacheSim LRU (process_trace)", m, rate, "1.00", ""
+            );
+            Some(rate)
+        }
+        Err(e) => {
+            println!("libCacheSim LRU: not run ({e})");
+            None
+        }
+    };
+    for (policy, target) in [(Policy::Pure, 2.0), (Policy::Classic, 1.0), (Policy::Mglru, 1.0)] {
+        let reader =
+            BlockReader::open(&og_path, BlockFormat::OracleGeneral).map_err(|e| e.to_string())?;
+        let options = PageCacheOptions {
+            profile: mm::Profile::named("tiny")?,
+            kernel: mm::KernelVersion::DEFAULT,
+            policy,
+            access: AccessMode::Read,
+            cache,
+            readahead_kb: None,
+            noreuse: false,
+            max_requests: None,
+        };
+        let start = Instant::now();
+        let r = replay_page_cache(reader, &og_path, &options, &mut |_, _| ())
+            .map_err(|e| e.to_string())?;
+        let secs = start.elapsed().as_secs_f64();
+        let rate = r.requests as f64 / secs.max(1e-9);
+        let ratio = lcs_rate.map_or("-".to_string(), |l| format!("{:.2}", rate / l));
+        let name = format!("mmsim {} (read)", policy.name());
+        println!("{name:<34} {:>12} {:>14.0} {:>10} {:>7.0}x", r.misses, rate, ratio, target);
+    }
+    let _ = std::fs::remove_file(&og);
     Ok(())
 }

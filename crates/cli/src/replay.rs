@@ -118,40 +118,67 @@ pub(crate) fn run(a: &ReplayArgs) -> u8 {
         Err(e) => return bad(e),
     };
     let options = ReplayOptions { profile, check_every_batch: a.check_every_batch };
-    let start = Instant::now();
-    let mut bar: Option<ProgressBar> = None;
-    let tty = std::io::stderr().is_terminal();
+    let mut bar = FileProgress::new();
     let mut progress = |refs: u64, r: &TraceReader| {
-        if !tty || start.elapsed() < Duration::from_secs(1) {
+        bar.update(format!("{refs} references"), r.bytes_read.get(), r.file_bytes);
+    };
+    let result = replay(reader, &a.trace, &maps, maps_file, &options, &mut progress);
+    bar.finish();
+    let report = match result {
+        Ok(r) => r,
+        Err(ReplayError::Input(e)) => return bad(e),
+        Err(ReplayError::Sim(e)) => return sim_failed(&e),
+    };
+    let json = a.json.then(|| serde_json::to_string_pretty(&report));
+    print_report(json, || print_perf_stat(&report))
+}
+
+/// A progress bar over a trace file's bytes, shown on terminals once a run takes a second.
+struct FileProgress {
+    start: Instant,
+    tty: bool,
+    bar: Option<ProgressBar>,
+}
+
+impl FileProgress {
+    fn new() -> FileProgress {
+        FileProgress { start: Instant::now(), tty: std::io::stderr().is_terminal(), bar: None }
+    }
+
+    fn update(&mut self, message: String, bytes_read: u64, file_bytes: u64) {
+        if !self.tty || self.start.elapsed() < Duration::from_secs(1) {
             return;
         }
-        let b = bar.get_or_insert_with(|| {
-            let b = ProgressBar::new(r.file_bytes.max(1));
+        let b = self.bar.get_or_insert_with(|| {
+            let b = ProgressBar::new(file_bytes.max(1));
             b.set_style(
                 ProgressStyle::with_template("{bar:40} {bytes}/{total_bytes} {msg} [{elapsed}]")
                     .expect("valid template"),
             );
             b
         });
-        b.set_position(r.bytes_read.get());
-        b.set_message(format!("{refs} references"));
-    };
-    let result = replay(reader, &a.trace, &maps, maps_file, &options, &mut progress);
-    if let Some(b) = &bar {
-        b.finish_and_clear();
+        b.set_position(bytes_read);
+        b.set_message(message);
     }
-    let report = match result {
-        Ok(r) => r,
-        Err(ReplayError::Input(e)) => return bad(e),
-        Err(ReplayError::Sim(e)) => {
-            eprintln!("mmsim: {e}");
-            return 1;
+
+    fn finish(&self) {
+        if let Some(b) = &self.bar {
+            b.finish_and_clear();
         }
-    };
-    if a.json {
-        println!("{}", serde_json::to_string_pretty(&report).expect("a report serialises"));
-    } else {
-        print_perf_stat(&report);
+    }
+}
+
+/// A simulation failure (a checker): exit 1.
+fn sim_failed(e: &str) -> u8 {
+    eprintln!("mmsim: {e}");
+    1
+}
+
+/// Prints a report's JSON if there is one, else its text; exit 0.
+fn print_report(json: Option<serde_json::Result<String>>, text: impl FnOnce()) -> u8 {
+    match json {
+        Some(j) => println!("{}", j.expect("a report serialises")),
+        None => text(),
     }
     0
 }
@@ -193,42 +220,20 @@ fn run_page_cache(a: &ReplayArgs, profile: mm::Profile) -> u8 {
         Ok(r) => r,
         Err(e) => return bad(e),
     };
-    let start = Instant::now();
-    let tty = std::io::stderr().is_terminal();
-    let mut bar: Option<ProgressBar> = None;
+    let mut bar = FileProgress::new();
     let mut progress = |requests: u64, r: &BlockReader| {
-        if !tty || start.elapsed() < Duration::from_secs(1) {
-            return;
-        }
-        let b = bar.get_or_insert_with(|| {
-            let b = ProgressBar::new(r.file_bytes.max(1));
-            b.set_style(
-                ProgressStyle::with_template("{bar:40} {bytes}/{total_bytes} {msg} [{elapsed}]")
-                    .expect("valid template"),
-            );
-            b
-        });
-        b.set_position(r.bytes_read.get());
-        b.set_message(format!("{requests} requests"));
+        bar.update(format!("{requests} requests"), r.bytes_read.get(), r.file_bytes);
     };
     let result = replay_page_cache(reader, &a.trace, &options, &mut progress);
-    if let Some(b) = &bar {
-        b.finish_and_clear();
-    }
-    let r = match result {
-        Ok(r) => r,
-        Err(PageCacheError::Input(e)) => return bad(e),
-        Err(PageCacheError::Sim(e)) => {
-            eprintln!("mmsim: {e}");
-            return 1;
+    bar.finish();
+    match result {
+        Ok(r) => {
+            let json = a.json.then(|| serde_json::to_string_pretty(&r));
+            print_report(json, || print_page_cache(&r))
         }
-    };
-    if a.json {
-        println!("{}", serde_json::to_string_pretty(&r).expect("a report serialises"));
-    } else {
-        print_page_cache(&r);
+        Err(PageCacheError::Input(e)) => bad(e),
+        Err(PageCacheError::Sim(e)) => sim_failed(&e),
     }
-    0
 }
 
 fn print_page_cache(r: &trace::pagecache::PageCacheReport) {

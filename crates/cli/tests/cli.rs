@@ -59,22 +59,12 @@ fn every_worked_example_passes() {
     }
 }
 
-/// The COW examples state each era's behaviour; they hold under every era's kernel and under the
-/// seed's rule on a current kernel.
-#[test]
-fn cow_examples_hold_in_every_era() {
+/// Every scenario of `dir` (at least `min` of them) holds under each of `runs`' arguments.
+fn examples_hold(dir: &str, min: usize, runs: &[&[&str]]) {
     let mut files = Vec::new();
-    scenario_files(&root().join("scenarios/cow"), &mut files);
+    scenario_files(&root().join(dir), &mut files);
     files.sort();
-    assert!(files.len() >= 4, "the COW examples are missing: {files:?}");
-    let runs: [&[&str]; 6] = [
-        &["--kernel", "v5.8"],
-        &["--kernel", "v5.10"],
-        &["--kernel", "v5.12"],
-        &["--kernel", "v6.1"],
-        &["--kernel", "v6.8"],
-        &["--set", "cow_reuse=mapcount"],
-    ];
+    assert!(files.len() >= min, "the examples of {dir} are missing: {files:?}");
     for f in files {
         let rel = f.strip_prefix(root()).unwrap().to_string_lossy().into_owned();
         for args in runs {
@@ -84,6 +74,43 @@ fn cow_examples_hold_in_every_era() {
             assert_eq!(out.status.code(), Some(0), "{rel} {args:?}:\n{}", text(&out));
         }
     }
+}
+
+/// The COW examples state each era's behaviour; they hold under every era's kernel and under the
+/// seed's rule on a current kernel.
+#[test]
+fn cow_examples_hold_in_every_era() {
+    examples_hold(
+        "scenarios/cow",
+        4,
+        &[
+            &["--kernel", "v5.8"],
+            &["--kernel", "v5.10"],
+            &["--kernel", "v5.12"],
+            &["--kernel", "v6.1"],
+            &["--kernel", "v6.8"],
+            &["--set", "cow_reuse=mapcount"],
+        ],
+    );
+}
+
+/// The reclaim examples state each era's behaviour under both LRUs: before and after
+/// POSIX_FADV_NOREUSE took effect (v6.3), and the multi-gen LRU before and after its v6.14 rework.
+#[test]
+fn reclaim_examples_hold_in_every_era() {
+    examples_hold(
+        "scenarios/reclaim",
+        8,
+        &[
+            &["--kernel", "v5.15"],
+            &["--kernel", "v6.2"],
+            &["--kernel", "v6.8"],
+            &["--kernel", "v6.2", "--set", "lru=mglru"],
+            &["--kernel", "v6.3", "--set", "lru=mglru"],
+            &["--kernel", "v6.8", "--set", "lru=mglru"],
+            &["--kernel", "v6.14", "--set", "lru=mglru"],
+        ],
+    );
 }
 
 const SMALL: &str = r#"

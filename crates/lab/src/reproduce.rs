@@ -58,6 +58,21 @@ impl std::fmt::Debug for Experiment {
     }
 }
 
+/// A change in percent from `before` to `after`.
+fn gain(before: f64, after: f64) -> f64 {
+    (after / before - 1.0) * 100.0
+}
+
+/// The vmstat counters' increase from `before` to `after` (gauges that fell read 0).
+fn vmstat_delta(before: &mm::vmstat::VmStats, after: &mm::vmstat::VmStats) -> mm::vmstat::VmStats {
+    use simcore::CounterKey;
+    let mut d = mm::vmstat::VmStats::new();
+    for &k in mm::vmstat::VmStat::ALL {
+        d.add(k, after.get(k).saturating_sub(before.get(k)));
+    }
+    d
+}
+
 /// Every experiment, in report order.
 pub const EXPERIMENTS: &[Experiment] = &[cow_reuse::EXPERIMENT, fadv_noreuse::EXPERIMENT];
 

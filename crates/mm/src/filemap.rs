@@ -10,9 +10,9 @@
 //!   unlocked. Tasks that find a locked folio wait for the read.
 //! - `filemap_fault` with mmap read-around (`ra_pages` centred on the fault; one page with
 //!   `MADV_RANDOM`), tmpfs faults allocating zeroed pages, and the `read()`/`write()` paths.
-//! - `read()` marks each page it copies accessed (`lru.rs`); a file advised
-//!   `POSIX_FADV_RANDOM` reads only what was asked, otherwise the window is the file's
-//!   `ra_pages`.
+//! - `read()` marks each page it copies accessed (`lru.rs`) and reads what is missing in
+//!   windows of the file's `ra_pages`; a file advised `POSIX_FADV_RANDOM` (or a device without
+//!   readahead) reads only what was asked, in pieces of at most 2 MiB.
 //!
 //! Approximations: readahead is a fixed window (no ramp-up, no async `PG_readahead` marker);
 //! LRU additions are not batched per CPU; writeback is synchronous (`fsync`).
@@ -30,7 +30,11 @@ use simcore::{Order, Pfn};
 impl KState {
     /// The head of the cached folio covering page `index`, if any.
     pub fn page_cache_get(&self, inode: InodeId, index: u64) -> Option<Pfn> {
-        let (&start, &head) = self.inodes[inode].mapping.pages.range(..=index).next_back()?;
+        let pages = &self.inodes[inode].mapping.pages;
+        if let Some(&head) = pages.get(&index) {
+            return Some(head); // a folio starting here: most lookups, and cheaper than a range
+        }
+        let (&start, &head) = pages.range(..index).next_back()?;
         (index < start + self.folios.order(head).pages()).then_some(head)
     }
 
@@ -312,8 +316,10 @@ pub(crate) async fn file_read(
                 match fs {
                     FsType::Tmpfs => shmem_alloc_page(cx, inode, index).await?,
                     FsType::Disk => {
+                        // The readahead window; without one (FMODE_RANDOM, `read_ahead_kb` 0)
+                        // the request itself, at most 2 MiB at a time (`force_page_cache_ra`).
                         let last = end.div_ceil(4096);
-                        let window = (last - index).max(ra_pages);
+                        let window = if ra_pages == 0 { (last - index).min(512) } else { ra_pages };
                         let stop = (index + window).min(cx.st().inodes[inode].size_pages());
                         read_pages(cx, inode, index, stop).await?;
                     }

@@ -272,6 +272,31 @@ impl Thread {
         crate::fadvise::fadvise(&self.cx, f, offset, len, advice).await
     }
 
+    /// A write of `amount` to a cgroup's `memory.reclaim`: reclaims from it until that much was
+    /// freed (EAGAIN when reclaim stops making progress first).
+    pub async fn memory_reclaim(
+        &self,
+        memcg: crate::memcontrol::MemcgId,
+        amount: Bytes,
+    ) -> Result<(), Errno> {
+        self.cx.charge(crate::cost::Cost::Syscall).await;
+        let want = amount.pages_ceil();
+        let mut freed = 0;
+        let mut retries = 0;
+        while freed < want {
+            let n =
+                crate::vmscan::try_to_free_mem_cgroup_pages(&self.cx, memcg, want - freed).await;
+            freed += n;
+            if n == 0 {
+                retries += 1;
+                if retries >= crate::memcontrol::MAX_RECLAIM_RETRIES {
+                    return Err(Errno::EAGAIN);
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// `fsync(2)`: writes the file's dirty pages back.
     pub async fn fsync(&self, fd: i32) -> Result<(), Errno> {
         self.cx.charge(crate::cost::Cost::Syscall).await;
@@ -424,6 +449,23 @@ impl Thread {
             + self.cx.cost(Cost::PageCacheLookup)
             + self.cx.cost(Cost::UserCopy4k);
         engine::Cx::charge(&self.cx, each * n).await;
+    }
+
+    /// Runs the MMU over every access of `refs`: runs of translated ones without blocking
+    /// ([`Thread::access_run`]), each one that must fault through the fault handler, then
+    /// retried; stops at the first signal.
+    pub async fn access_all(&self, refs: &[(VirtAddr, Access)]) -> Result<(), Signal> {
+        let mut i = 0;
+        while i < refs.len() {
+            let done = self.access_run(&refs[i..]);
+            self.access_settle(done as u64).await;
+            i += done;
+            if let Some(&(addr, access)) = refs.get(i) {
+                self.access_fault(addr, access).await?;
+                i += 1;
+            }
+        }
+        Ok(())
     }
 
     /// Spends `d` of CPU time in user mode (the program's own computation).

@@ -271,18 +271,9 @@ pub fn replay_page_cache(
                         refs.extend(
                             pages.iter().map(|&p| (base + Bytes(p * 4096), mm::Access::Read)),
                         );
-                        let mut i = 0;
-                        while i < refs.len() {
-                            let n = t.access_run(&refs[i..]);
-                            t.access_settle(n as u64).await;
-                            i += n;
-                            if let Some(&(addr, a)) = refs.get(i) {
-                                let before = majflt(&t);
-                                t.access_fault(addr, a).await.expect("the mapping covers it");
-                                misses += majflt(&t) - before;
-                                i += 1;
-                            }
-                        }
+                        let before = majflt(&t);
+                        t.access_all(&refs).await.expect("the mapping covers every page");
+                        misses += majflt(&t) - before;
                     }
                 }
                 c.set((requests, misses));

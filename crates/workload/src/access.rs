@@ -28,7 +28,10 @@ impl Pattern {
             "normal_ih" => Ok(Pattern::NormalIh),
             "uniform" => Ok(Pattern::Uniform),
             "linear" => Ok(Pattern::Linear),
-            _ => Err(format!("unknown access pattern `{name}`: expected one of {}", Pattern::NAMES.join(", "))),
+            _ => Err(format!(
+                "unknown access pattern `{name}`: expected one of {}",
+                Pattern::NAMES.join(", ")
+            )),
         }
     }
 
@@ -77,7 +80,12 @@ pub struct AccessLoop {
 
 impl AccessLoop {
     /// Runs the accesses on `t`, recording each in `stats`; stops at the first signal.
-    pub async fn run(&self, t: &Thread, rng: &mut Prng, stats: &RefCell<Stats>) -> Result<(), Signal> {
+    pub async fn run(
+        &self,
+        t: &Thread,
+        rng: &mut Prng,
+        stats: &RefCell<Stats>,
+    ) -> Result<(), Signal> {
         {
             let mut s = stats.borrow_mut();
             let now = t.now();

@@ -107,17 +107,7 @@ async fn sweep(
 ) -> Result<(), Signal> {
     let refs: Vec<(VirtAddr, Access)> =
         (first..first + n).map(|p| (base + Bytes::from_pages(p), access)).collect();
-    let mut i = 0;
-    while i < refs.len() {
-        let done = t.access_run(&refs[i..]);
-        t.access_settle(done as u64).await;
-        i += done;
-        if let Some(&(addr, a)) = refs.get(i) {
-            t.access_fault(addr, a).await?;
-            i += 1;
-        }
-    }
-    Ok(())
+    t.access_all(&refs).await
 }
 
 impl Encoder {

@@ -139,4 +139,3 @@ impl Config {
         Ok(Bytes::from_pages(pages))
     }
 }
-

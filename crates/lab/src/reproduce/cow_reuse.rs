@@ -18,10 +18,10 @@
 //! overlapping), and its hugetlb COW path does not depend on the rule. Hugetlb pages are not
 //! modelled; the region is made of 4 KiB pages.
 
-use super::{Experiment, Figure, Progress, Report, Row, Scale, Series};
+use super::{Experiment, Figure, Progress, Report, Row, Scale, Series, gain};
 use mm::vmstat::{MmEvent, VmStat, VmStats};
 use mm::{KernelVersion, Machine, MachineConfig, Profile};
-use simcore::{Bytes, CounterKey, Histogram, Ratio};
+use simcore::{Bytes, Histogram, Ratio};
 use workload::{pmbench, usemem};
 
 pub(super) const EXPERIMENT: Experiment = Experiment {
@@ -110,10 +110,7 @@ fn run_pmbench(
     if stats.failed > 0 {
         return Err(format!("pmbench under {rule}: {} accesses failed", stats.failed));
     }
-    let mut vmstat = VmStats::new();
-    for &k in VmStat::ALL {
-        vmstat.add(k, vm1.get(k).saturating_sub(vm0.get(k)));
-    }
+    let vmstat = super::vmstat_delta(&vm0, &vm1);
     Ok(PmbenchRun {
         throughput_aps: stats.throughput_aps(),
         latency_ns: stats.latency_ns.clone(),
@@ -152,10 +149,6 @@ fn run_usemem(
         ));
     }
     Ok(bench.median_bps())
-}
-
-fn gain(before: f64, after: f64) -> f64 {
-    (after / before - 1.0) * 100.0
 }
 
 /// The cumulative distribution of a latency histogram, at powers of two.

@@ -22,7 +22,7 @@
 //! (`pswpout`, `pswpin`, major faults, anon refaults), and how much reclaim work lands on the
 //! encoder's threads — counted in each run and reported beside the FPS.
 
-use super::{Experiment, Progress, Report, Row, Scale};
+use super::{Experiment, Progress, Report, Row, Scale, gain};
 use mm::kernel::Storage;
 use mm::vmstat::{VmStat, VmStats};
 use mm::{FileSpec, KernelVersion, Machine, MachineConfig, Profile};
@@ -138,17 +138,9 @@ fn run_case(
     if r.failed > 0 {
         return Err(format!("{}: {} encoder threads stopped on a signal", case.name(), r.failed));
     }
-    let after = m.vmstat();
-    let mut vmstat = VmStats::new();
-    for &k in VmStat::ALL {
-        vmstat.add(k, after.get(k).saturating_sub(before.get(k)));
-    }
+    let vmstat = super::vmstat_delta(&before, &m.vmstat());
     // Every size and the CPU time per frame were divided by `d`: scale the rate back to 4K.
     Ok(CaseRun { fps: r.fps(FRAMES) / d as f64, vmstat })
-}
-
-fn gain(before: f64, after: f64) -> f64 {
-    (after / before - 1.0) * 100.0
 }
 
 fn run(seed: u64, scale: Scale, progress: &mut dyn Progress) -> Result<Report, String> {

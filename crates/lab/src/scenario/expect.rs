@@ -54,6 +54,14 @@ pub fn read(st: &KState, env: &Env, what: &Observable) -> Result<u64, String> {
                 .ok_or_else(|| format!("unknown vmstat counter `{name}`"))?;
             Ok(st.vmstat_snapshot().get(key))
         }
+        Observable::MemoryStat { cgroup, name } => {
+            let memcg =
+                st.mem_cgroup_by_path(cgroup).ok_or_else(|| format!("no cgroup `{cgroup}`"))?;
+            let text = st.memory_stat(memcg);
+            text.lines()
+                .find_map(|l| l.strip_prefix(name.as_str())?.strip_prefix(' ')?.parse().ok())
+                .ok_or_else(|| missing(name, &text))
+        }
         Observable::Pagemap { process, at, bit } => {
             let pid = env.process(process)?;
             let mm = st.procs[pid]
@@ -85,6 +93,7 @@ pub fn describe(what: &Observable) -> String {
         Observable::Pagemap { process, at, bit } => {
             format!("pagemap {bit:?} of {process} at {}", addr_text(at))
         }
+        Observable::MemoryStat { cgroup, name } => format!("memory.stat {name} of {cgroup}"),
     }
 }
 
@@ -130,6 +139,13 @@ pub fn render(
         Show::Vmstat => ("/proc/vmstat".into(), mm::vmstat::vmstat_text(&st.vmstat_snapshot())),
         Show::Meminfo => ("/proc/meminfo".into(), st.meminfo()),
         Show::LockStat => ("/proc/lock_stat".into(), handle.lock_stat_text()),
+        Show::LruGen => {
+            ("/sys/kernel/debug/lru_gen".into(), st.lru_gen_debugfs(handle.now().as_ns()))
+        }
+        Show::MemoryStat(c) => {
+            let memcg = st.mem_cgroup_by_path(c).ok_or_else(|| format!("no cgroup `{c}`"))?;
+            (format!("/sys/fs/cgroup{c}/memory.stat"), st.memory_stat(memcg))
+        }
     })
 }
 

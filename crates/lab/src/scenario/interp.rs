@@ -189,7 +189,8 @@ pub async fn execute(t: &Thread, op: &Op, env: &RefCell<Env>) -> Result<Outcome,
         }
         OpKind::Run { addr: a, len, pattern, reads, accesses } => {
             // One stream per operation line: adding a `run` elsewhere changes no other's draws.
-            let mut rng = simcore::Prng::from_seed(env.borrow().seed).stream("run").substream(op.line as u64);
+            let mut rng =
+                simcore::Prng::from_seed(env.borrow().seed).stream("run").substream(op.line as u64);
             let run = workload::access::AccessLoop {
                 base: addr(a),
                 pages: len.pages_ceil(),
@@ -242,6 +243,17 @@ pub async fn execute(t: &Thread, op: &Op, env: &RefCell<Env>) -> Result<Outcome,
         }
         OpKind::Sleep { duration } => {
             t.cx().sleep(*duration).await;
+            Outcome::Done
+        }
+        OpKind::Fadvise { fd: f, offset, len, advice } => {
+            let (off, len) = (*offset as i64, *len as i64);
+            t.fadvise(fd(f), off, len, *advice).await?;
+            Outcome::Done
+        }
+        OpKind::MemoryReclaim { cgroup, amount } => {
+            let memcg = t.cx().kernel().state().mem_cgroup_by_path(cgroup);
+            let memcg = memcg.expect("cgroups were checked when parsing");
+            t.memory_reclaim(memcg, *amount).await?;
             Outcome::Done
         }
     })

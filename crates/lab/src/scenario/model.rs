@@ -44,6 +44,8 @@ pub struct Scenario {
     pub file: String,
     pub machine: MachineSpec,
     pub files: Vec<FileDecl>,
+    /// Memory cgroups, parents before children.
+    pub cgroups: Vec<CgroupDecl>,
     pub processes: Vec<ProcessDecl>,
     pub steps: Vec<Step>,
     /// Expectations checked once every step has run.
@@ -103,6 +105,16 @@ pub struct FileDecl {
 pub struct ProcessDecl {
     pub line: usize,
     pub name: String,
+    /// The memory cgroup it runs in (the root by default).
+    pub cgroup: Option<String>,
+}
+
+/// A memory cgroup (`[[cgroup]]`): its path and `memory.max`.
+#[derive(Clone, Debug)]
+pub struct CgroupDecl {
+    pub line: usize,
+    pub path: String,
+    pub max: Option<Bytes>,
 }
 
 /// Tasks that run concurrently; the next step starts when all have finished.
@@ -302,6 +314,18 @@ pub enum OpKind {
     Sleep {
         duration: SimDuration,
     },
+    /// `posix_fadvise(fd, offset, len, advice)`.
+    Fadvise {
+        fd: String,
+        offset: u64,
+        len: u64,
+        advice: u32,
+    },
+    /// A write of `amount` to the cgroup's `memory.reclaim`.
+    MemoryReclaim {
+        cgroup: String,
+        amount: Bytes,
+    },
 }
 
 impl OpKind {
@@ -336,6 +360,8 @@ impl OpKind {
             OpKind::Pipe => "pipe",
             OpKind::Vmsplice { .. } => "vmsplice",
             OpKind::Sleep { .. } => "sleep",
+            OpKind::Fadvise { .. } => "fadvise",
+            OpKind::MemoryReclaim { .. } => "memory_reclaim",
         }
     }
 
@@ -405,6 +431,8 @@ pub enum Observable {
     Meminfo { name: String },
     /// A pagemap bit (1 or 0) of the page of `process` at `at`; `zero_page` compares the PFN.
     Pagemap { process: String, at: AddrExpr, bit: PagemapBit },
+    /// A `memory.stat` entry of a cgroup (bytes for amounts, counts for events).
+    MemoryStat { cgroup: String, name: String },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -458,10 +486,14 @@ pub enum Show {
     Vmstat,
     Meminfo,
     LockStat,
+    /// `memory.stat` of a cgroup.
+    MemoryStat(String),
+    /// `/sys/kernel/debug/lru_gen`.
+    LruGen,
 }
 
 impl Show {
-    pub const NAMES: &'static str = "smaps:PROCESS, smaps_rollup:PROCESS, maps:PROCESS, status:PROCESS, vmstat, meminfo, lock_stat";
+    pub const NAMES: &'static str = "smaps:PROCESS, smaps_rollup:PROCESS, maps:PROCESS, status:PROCESS, vmstat, meminfo, lock_stat, memory.stat:CGROUP, lru_gen";
 }
 
 /// A file system type by name.

@@ -77,11 +77,37 @@ impl<'a> Parser<'a> {
         for n in top.list("file")? {
             files.push(self.file_decl(n)?);
         }
+        let mut cgroups: Vec<CgroupDecl> = Vec::new();
+        for n in top.list("cgroup")? {
+            let f = self.fields(n, "[[cgroup]]")?;
+            let path = f.string("path")?;
+            let parent = path.rsplit_once('/').map(|(p, _)| p);
+            let declared = |p: &str| p.is_empty() || cgroups.iter().any(|c| c.path == p);
+            if !path.starts_with('/') || path.len() < 2 || !parent.is_some_and(declared) {
+                return Err(self.err(
+                    f.line_of("path"),
+                    format!("cgroup `{path}`: expected /NAME or /PARENT/NAME with PARENT declared before"),
+                ));
+            }
+            if cgroups.iter().any(|c| c.path == path) {
+                return Err(
+                    self.err(f.line_of("path"), format!("cgroup `{path}` is declared twice"))
+                );
+            }
+            cgroups.push(CgroupDecl { line: n.line, path, max: f.opt_size("max")? });
+            f.finish(&["path", "max"])?;
+        }
         let mut processes = Vec::new();
         for n in top.list("process")? {
             let f = self.fields(n, "[[process]]")?;
-            processes.push(ProcessDecl { line: n.line, name: f.string("name")? });
-            f.finish(&["name"])?;
+            let cgroup = f.opt_str("cgroup")?;
+            if let Some(c) = &cgroup
+                && !cgroups.iter().any(|d| &d.path == c)
+            {
+                return Err(self.err(f.line_of("cgroup"), format!("cgroup `{c}` is not declared")));
+            }
+            processes.push(ProcessDecl { line: n.line, name: f.string("name")?, cgroup });
+            f.finish(&["name", "cgroup"])?;
         }
         let mut steps = Vec::new();
         for n in top.list("step")? {
@@ -101,11 +127,12 @@ impl<'a> Parser<'a> {
         for n in top.list("explore")? {
             explore.push(self.explore(n)?);
         }
-        top.finish(&["machine", "file", "process", "step", "expect", "show", "explore"])?;
+        top.finish(&["machine", "file", "cgroup", "process", "step", "expect", "show", "explore"])?;
         let scenario = Scenario {
             file: self.file.into(),
             machine,
             files,
+            cgroups,
             processes,
             steps,
             expects,
@@ -425,9 +452,18 @@ impl<'a> Parser<'a> {
                 len: f.size("len")?.as_u64(),
             },
             "sleep" => OpKind::Sleep { duration: f.duration("duration")? },
+            "fadvise" => OpKind::Fadvise {
+                fd: f.string("fd")?,
+                offset: f.opt_size("offset")?.map_or(0, Bytes::as_u64),
+                len: f.opt_size("len")?.map_or(0, Bytes::as_u64),
+                advice: f.keyword("advice", parse_fadvice, None)?,
+            },
+            "memory_reclaim" => {
+                OpKind::MemoryReclaim { cgroup: f.string("cgroup")?, amount: f.size("amount")? }
+            }
             other => {
                 return Err(self.err(f.line_of("op"), format!(
-                    "unknown operation `{other}`: expected one of mmap, munmap, mprotect, madvise, open, close, dup, read, write, truncate, ftruncate, fsync, fork, exit, exec, touch, read_bytes, write_bytes, increment, pin, pin_read, unpin, pread_direct, clear_refs, pipe, vmsplice, sleep"
+                    "unknown operation `{other}`: expected one of mmap, munmap, mprotect, madvise, open, close, dup, read, write, truncate, ftruncate, fsync, fork, exit, exec, touch, read_bytes, write_bytes, increment, pin, pin_read, unpin, pread_direct, clear_refs, pipe, vmsplice, sleep, fadvise, memory_reclaim"
                 )));
             }
         };
@@ -468,6 +504,8 @@ impl<'a> Parser<'a> {
             OpKind::PreadDirect { .. } => &["fd", "buf", "len", "offset"],
             OpKind::ClearRefs { .. } => &["process", "value"],
             OpKind::Pipe => &[],
+            OpKind::Fadvise { .. } => &["fd", "offset", "len", "advice"],
+            OpKind::MemoryReclaim { .. } => &["cgroup", "amount"],
             OpKind::Vmsplice { .. } => &["fd", "addr", "len"],
             OpKind::Sleep { .. } => &["duration"],
         };
@@ -594,7 +632,8 @@ impl<'a> Parser<'a> {
 
     fn expect(&self, node: &Node) -> Result<Expect, ScenarioError> {
         let f = self.fields(node, "[[expect]]")?;
-        let kinds = ["smaps", "smaps_rollup", "status", "vmstat", "meminfo", "pagemap"];
+        let kinds =
+            ["smaps", "smaps_rollup", "status", "vmstat", "meminfo", "pagemap", "memory_stat"];
         let present: Vec<&str> = kinds.iter().copied().filter(|k| f.get(k).is_some()).collect();
         let [kind] = present[..] else {
             return Err(self.err(
@@ -625,6 +664,10 @@ impl<'a> Parser<'a> {
                 Observable::Vmstat { name }
             }
             "meminfo" => Observable::Meminfo { name: f.string("meminfo")? },
+            "memory_stat" => Observable::MemoryStat {
+                cgroup: f.string("cgroup")?,
+                name: f.string("memory_stat")?,
+            },
             _ => {
                 let bit = match f.string("pagemap")?.as_str() {
                     "present" => PagemapBit::Present,
@@ -666,7 +709,8 @@ impl<'a> Parser<'a> {
             Some(w) => self.when(w)?,
             None => When::default(),
         };
-        f.finish(&[kind, "process", "at", "equals", "kb", "is", "at_least", "at_most", "when"])?;
+        let known = [kind, "process", "at", "cgroup", "equals", "kb", "is", "at_least", "at_most"];
+        f.finish(&[&known[..], &["when"]].concat())?;
         Ok(Expect { line: node.line, what, cmp, when })
     }
 
@@ -831,10 +875,36 @@ impl<'a> Parser<'a> {
         for e in &s.expects {
             check_observable_names(self, e, &env)?;
         }
+        let cgroup_refs = s.steps.iter().flat_map(|st| {
+            let ops = st.tasks.iter().flat_map(|t| &t.ops).filter_map(|op| match &op.kind {
+                OpKind::MemoryReclaim { cgroup, .. } => Some((op.line, cgroup)),
+                _ => None,
+            });
+            let exps = st.expects.iter().filter_map(|e| match &e.what {
+                Observable::MemoryStat { cgroup, .. } => Some((e.line, cgroup)),
+                _ => None,
+            });
+            ops.chain(exps).collect::<Vec<_>>()
+        });
+        let top_refs = s.expects.iter().filter_map(|e| match &e.what {
+            Observable::MemoryStat { cgroup, .. } => Some((e.line, cgroup)),
+            _ => None,
+        });
+        for (line, c) in cgroup_refs.chain(top_refs) {
+            if !s.cgroups.iter().any(|d| &d.path == c) {
+                return Err(self.err(line, format!("cgroup `{c}` is not declared")));
+            }
+        }
         for show in &s.show {
             let name = match show {
                 Show::Smaps(n) | Show::SmapsRollup(n) | Show::Maps(n) | Show::Status(n) => n,
-                Show::Vmstat | Show::Meminfo | Show::LockStat => continue,
+                Show::MemoryStat(c) => {
+                    if !s.cgroups.iter().any(|d| &d.path == c) {
+                        return Err(self.err(1, format!("show: cgroup `{c}` is not declared")));
+                    }
+                    continue;
+                }
+                Show::Vmstat | Show::Meminfo | Show::LockStat | Show::LruGen => continue,
             };
             if env.get(name).map(|&(k, _)| k) != Some(ValueKind::Process) {
                 return Err(self.err(1, format!("show: `{name}` is not a process")));
@@ -856,7 +926,9 @@ fn check_observable_names(
         Observable::SmapsRollup { process, .. } | Observable::Status { process, .. } => {
             (Some(process), None)
         }
-        Observable::Vmstat { .. } | Observable::Meminfo { .. } => (None, None),
+        Observable::Vmstat { .. } | Observable::Meminfo { .. } | Observable::MemoryStat { .. } => {
+            (None, None)
+        }
     };
     if let Some(process) = process
         && env.get(process).map(|&(k, _)| k) != Some(ValueKind::Process)
@@ -898,6 +970,7 @@ fn op_refs(k: &OpKind) -> Vec<(String, ValueKind)> {
         | OpKind::Dup { fd: f }
         | OpKind::Fsync { fd: f }
         | OpKind::Ftruncate { fd: f, .. }
+        | OpKind::Fadvise { fd: f, .. }
         | OpKind::Write { fd: f, .. } => fd(f),
         OpKind::Read { fd: f, buf, .. } => {
             fd(f).into_iter().chain(buf.iter().flat_map(addr)).collect()
@@ -915,6 +988,7 @@ fn op_refs(k: &OpKind) -> Vec<(String, ValueKind)> {
         | OpKind::Exit
         | OpKind::Exec { .. }
         | OpKind::Sleep { .. }
+        | OpKind::MemoryReclaim { .. }
         | OpKind::Pipe => Vec::new(),
     }
 }
@@ -1227,6 +1301,20 @@ pub fn parse_map_flags(s: &str) -> Result<u32, String> {
     flag_words(s, &table, |a, b| a | b)
 }
 
+/// `posix_fadvise` advice: `"noreuse"`, `"dontneed"`, ...
+pub fn parse_fadvice(s: &str) -> Result<u32, String> {
+    use mm::fadvise::advice;
+    let table = [
+        ("normal", advice::NORMAL),
+        ("random", advice::RANDOM),
+        ("sequential", advice::SEQUENTIAL),
+        ("willneed", advice::WILLNEED),
+        ("dontneed", advice::DONTNEED),
+        ("noreuse", advice::NOREUSE),
+    ];
+    flag_words(s, &table, |_, b| b)
+}
+
 /// `"dontneed"`, `"random"`, ...
 pub fn parse_advice(s: &str) -> Result<u32, String> {
     let table = [
@@ -1324,6 +1412,11 @@ pub fn parse_show(s: &str) -> Result<Show, String> {
         "vmstat" if arg.is_none() => Show::Vmstat,
         "meminfo" if arg.is_none() => Show::Meminfo,
         "lock_stat" if arg.is_none() => Show::LockStat,
+        "lru_gen" if arg.is_none() => Show::LruGen,
+        "memory.stat" => Show::MemoryStat(
+            arg.filter(|a| a.starts_with('/'))
+                .ok_or_else(|| format!("`{s}`: expected memory.stat:/CGROUP"))?,
+        ),
         _ => return Err(format!("unknown observable `{s}`: expected one of {}", Show::NAMES)),
     })
 }

@@ -158,10 +158,18 @@ pub fn prepare(
         machine.config().kernel,
         machine.config().seed,
     )));
+    for c in &s.cgroups {
+        let memcg = machine.create_cgroup(&c.path).map_err(|e| bad(c.line, e))?;
+        machine.set_memory_max(memcg, c.max).map_err(|e| bad(c.line, e))?;
+    }
     for p in &s.processes {
         let pid = machine
             .new_process(&p.name)
             .map_err(|e| bad(p.line, format!("process `{}`: {e}", p.name)))?;
+        if let Some(c) = &p.cgroup {
+            let memcg = machine.cgroup(c).map_err(|e| bad(p.line, e))?;
+            machine.attach_cgroup(pid, memcg);
+        }
         env.borrow_mut().bind(&p.name, Value::Process(pid));
     }
     let log = Rc::new(RefCell::new(Log::default()));
