@@ -129,3 +129,15 @@ def test_cpu_keyword_runs_the_call_on_that_cpu(machine):
     buf = p.mmap("4KiB", cpu=3)
     p.write_bytes(buf, b"x", cpu=2)
     assert p.read_bytes(buf, 1, cpu=1) == b"x"
+
+
+def test_fadvise_willneed_reads_and_dontneed_drops(machine):
+    machine.create_file("/f", "64KiB", content="pattern:3")
+    p = machine.process("p")
+    fd = p.open("/f")
+    p.fadvise(fd, "willneed")
+    assert machine.vmstat()["nr_file_pages"] == 16
+    p.fadvise(fd, "dontneed", offset="16KiB")
+    assert machine.vmstat()["nr_file_pages"] == 4
+    p.fadvise(fd, "noreuse")
+    machine.check()

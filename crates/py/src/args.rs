@@ -4,7 +4,8 @@
 //! `ValueError` naming the argument and what was expected.
 
 use lab::scenario::parse::{
-    parse_access, parse_advice, parse_map_flags, parse_open_flags, parse_prot, parse_size,
+    parse_access, parse_advice, parse_fadvice, parse_map_flags, parse_open_flags, parse_prot,
+    parse_size,
 };
 use mm::{Access, OpenFlags};
 use pyo3::exceptions::{PyTypeError, PyValueError};
@@ -63,6 +64,10 @@ pub(crate) fn open_flags(s: &str) -> PyResult<OpenFlags> {
 
 pub(crate) fn advice(s: &str) -> PyResult<u32> {
     parse_advice(s).map_err(|e| bad("advice", &e))
+}
+
+pub(crate) fn fadvice(s: &str) -> PyResult<u32> {
+    parse_fadvice(s).map_err(|e| bad("advice", &e))
 }
 
 pub(crate) fn access(s: &str) -> PyResult<Access> {

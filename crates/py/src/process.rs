@@ -145,6 +145,29 @@ impl Process {
         })
     }
 
+    /// `posix_fadvise(2)` with `advice` ("normal", "random", "sequential", "willneed",
+    /// "dontneed", "noreuse") over `length` bytes at `offset` (0: to the end of the file).
+    #[pyo3(signature = (fd, advice, offset=Size(0), length=Size(0), *, cpu=0))]
+    fn fadvise(
+        &self,
+        py: Python<'_>,
+        fd: i32,
+        advice: &str,
+        offset: Size,
+        length: Size,
+        cpu: u32,
+    ) -> PyResult<()> {
+        let advice = args::fadvice(advice)?;
+        let (off, len) = (offset.bytes().as_u64() as i64, length.bytes().as_u64() as i64);
+        self.run(
+            py,
+            cpu,
+            "fadvise",
+            None,
+            move |t| async move { t.fadvise(fd, off, len, advice).await },
+        )
+    }
+
     /// `open(2)` of an existing file with `flags` ("rdonly", "rdwr", "wronly|trunc",
     /// "rdwr|direct", ...). Returns the file descriptor.
     #[pyo3(signature = (path, flags="rdonly", *, cpu=0))]
