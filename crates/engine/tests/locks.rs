@@ -286,3 +286,35 @@ fn trylocks_fail_when_anybody_waits() {
     assert_eq!(*results.borrow(), [false, true]);
     assert_eq!(h.now(), SimTime::from_ns(22_000));
 }
+
+/// Given a waiter that checks a flag and then waits on a wait queue, and a task that sets the
+/// flag and wakes the queue, no interleaving loses the wake-up: like `prepare_to_wait`, the wait
+/// registers in the step that checked (no preemption point between the check and the queueing).
+#[test]
+fn a_wait_registers_in_the_step_that_checked_its_condition() {
+    for seed in 0..200 {
+        let config = SimConfig {
+            cpus: 2,
+            seed,
+            scheduler: engine::SchedulerKind::Random,
+            ..SimConfig::default()
+        };
+        let mut sim = Sim::new(config).unwrap();
+        let h = sim.handle().clone();
+        let wq = h.wait_queue("wq");
+        let flag = Rc::new(RefCell::new(false));
+        let f = flag.clone();
+        h.spawn(h.cpu(0).unwrap(), "waiter", move |cx| async move {
+            cx.charge(us(1)).await;
+            while !*f.borrow() {
+                wq.wait(&cx).await;
+            }
+        });
+        h.spawn(h.cpu(1).unwrap(), "waker", move |cx| async move {
+            cx.charge(us(1)).await;
+            *flag.borrow_mut() = true;
+            wq.wake_up_all(&cx);
+        });
+        sim.run().unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+    }
+}

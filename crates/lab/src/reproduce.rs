@@ -11,6 +11,7 @@
 //! table with the direction and the ratio, and the HTML page adds the experiment's figures.
 
 mod cow_reuse;
+mod dax_zero_page;
 mod fadv_noreuse;
 pub mod report;
 
@@ -52,6 +53,27 @@ pub struct Experiment {
     pub run: fn(seed: u64, scale: Scale, progress: &mut dyn Progress) -> Result<Report, String>,
 }
 
+impl Experiment {
+    /// This experiment's report for run seed `seed`.
+    pub fn report(
+        &self,
+        seed: u64,
+        rows: Vec<Row>,
+        figures: Vec<Figure>,
+        notes: Vec<String>,
+    ) -> Report {
+        Report {
+            experiment: self.name.into(),
+            title: self.title.into(),
+            source: self.source.into(),
+            seed,
+            rows,
+            figures,
+            notes,
+        }
+    }
+}
+
 impl std::fmt::Debug for Experiment {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Experiment").field("name", &self.name).finish_non_exhaustive()
@@ -74,7 +96,8 @@ fn vmstat_delta(before: &mm::vmstat::VmStats, after: &mm::vmstat::VmStats) -> mm
 }
 
 /// Every experiment, in report order.
-pub const EXPERIMENTS: &[Experiment] = &[cow_reuse::EXPERIMENT, fadv_noreuse::EXPERIMENT];
+pub const EXPERIMENTS: &[Experiment] =
+    &[cow_reuse::EXPERIMENT, fadv_noreuse::EXPERIMENT, dax_zero_page::EXPERIMENT];
 
 /// The experiment called `name`.
 pub fn find(name: &str) -> Result<&'static Experiment, String> {

@@ -66,6 +66,43 @@ fn fadv_noreuse_gain_comes_from_the_working_set_staying_resident() {
 }
 
 #[test]
+fn dax_zero_page_rows_come_from_the_hole_page_the_change_removed() {
+    let e = find("dax-zero-page").unwrap();
+    let report = (e.run)(1, Scale::Quick, &mut NoProgress).unwrap();
+    for (name, unit, published) in [
+        ("Rss before", "kB", 1_048_576.0),
+        ("Rss after", "kB", 0.0),
+        ("hole fault latency before", "us", 3.4),
+        ("hole fault latency after", "us", 0.8),
+    ] {
+        let r = report.rows.iter().find(|r| r.name == name).unwrap();
+        assert_eq!((r.unit.as_str(), r.published), (unit, Some(published)), "{name}");
+    }
+    // Before: a zeroed page-cache page per 4 KiB read (16 MiB at test scale); after: nothing.
+    assert_eq!(row(&report, "Rss before"), 16384.0);
+    assert_eq!(row(&report, "Private_Clean before"), 16384.0);
+    assert_eq!(row(&report, "page cache before"), 16.0);
+    assert_eq!(row(&report, "Rss after"), 0.0);
+    assert_eq!(row(&report, "page cache after"), 0.0);
+    assert!(row(&report, "memory used before") > 16.0);
+    assert!(row(&report, "memory used after") < 1.0, "page tables only");
+    // Every page faulted once in both eras; the hole path got cheaper by the allocation, the
+    // clearing and the page-cache and LRU insertions it no longer does.
+    assert_eq!(row(&report, "page faults before"), 4096.0);
+    assert_eq!(row(&report, "page faults after"), 4096.0);
+    let (before, after) =
+        (row(&report, "hole fault latency before"), row(&report, "hole fault latency after"));
+    assert!(before > 3.0 * after, "{before} us vs {after} us");
+    assert_eq!(row(&report, "hole fault latency before/after"), before / after);
+    // A 2 MiB-aligned mapping maps every hole with the huge zero page in both eras.
+    for era in ["before", "after"] {
+        assert_eq!(row(&report, &format!("page faults, aligned mapping {era}")), 8.0);
+        assert_eq!(row(&report, &format!("Rss, aligned mapping {era}")), 0.0);
+    }
+    assert!(!report.figures.is_empty());
+}
+
+#[test]
 fn every_experiment_is_deterministic_at_test_scale() {
     for e in EXPERIMENTS {
         let a = (e.run)(3, Scale::Quick, &mut NoProgress).unwrap();

@@ -8,7 +8,7 @@
 //! a message naming the object.
 //!
 //! Checked:
-//! - every frame is free, a folio, a page table or the zero page, and the counts agree with
+//! - every frame is free, a folio, a page table or a zero page, and the counts agree with
 //!   `nr_free_pages` and `nr_page_table_pages`;
 //! - each folio's refcount is its page-cache references plus its mappings plus the references of
 //!   registered holders;
@@ -24,7 +24,13 @@
 //!   slots outside the swap cache), and the shrinker's per-cgroup counts are right;
 //! - under `anon_exclusive`, a writable PTE of an anonymous page maps a PageAnonExclusive page;
 //! - no TLB entry maps a free frame (`KState::check_tlb` in `tlb.rs`, which also checks the
-//!   stricter coherence that holds only where no flush is in flight).
+//!   stricter coherence that holds only where no flush is in flight);
+//! - special PTEs and PMDs map a zero page or persistent memory; the zero pages are never
+//!   written, referenced or rmapped; every pmem mapping maps the block the file's block map
+//!   gives its index, and the DAX entry there is absent (an invalidation is running), a
+//!   placeholder, or that block; DAX entries do not overlap, a block entry matches the block
+//!   map, no index has both a hole page and an entry, a huge PMD lies within its VMA, and the
+//!   device's allocated blocks are exactly those of the block maps.
 
 use crate::era::CowReuse;
 use crate::fault::vm_normal_page;
@@ -43,6 +49,8 @@ struct Mapped {
     mm: MmId,
     addr: VirtAddr,
     pte: Pte,
+    /// A PMD leaf (2 MiB).
+    huge: bool,
 }
 
 /// Every present or swap PTE of every mm.
@@ -74,7 +82,7 @@ fn walk(
             let pte = st.pt.pte(table, idx as usize);
             if !pte.is_none() {
                 used += 1;
-                out.push(Mapped { mm, addr: VirtAddr(addr), pte });
+                out.push(Mapped { mm, addr: VirtAddr(addr), pte, huge: false });
             }
             continue;
         }
@@ -86,7 +94,7 @@ fn walk(
             }
             Upper::Leaf(pte) => {
                 used += 1;
-                out.push(Mapped { mm, addr: VirtAddr(addr), pte });
+                out.push(Mapped { mm, addr: VirtAddr(addr), pte, huge: true });
             }
         }
     }
@@ -104,6 +112,7 @@ pub fn check_all(st: &KState, rule: CowReuse) -> Result<(), String> {
     check_refcounts(st)?;
     check_swap(st, &ptes)?;
     check_page_cache_and_lru(st)?;
+    check_dax(st, &ptes)?;
     st.check_tlb(false)
 }
 
@@ -150,9 +159,10 @@ fn check_frames(st: &KState) -> Result<(), String> {
         .sum();
     let used = st.total_pages() - st.free_pages();
     let tables = st.pt.live();
-    if used != folio_pages + tables + 1 {
+    let zero = 1 + st.huge_zero_pfn.map_or(0, |_| crate::daxfs::PMD_PAGES);
+    if used != folio_pages + tables + zero {
         return Err(format!(
-            "frame accounting: {used} frames in use, but {folio_pages} in folios + {tables} page tables + 1 zero page"
+            "frame accounting: {used} frames in use, but {folio_pages} in folios + {tables} page tables + {zero} in zero pages"
         ));
     }
     let free = st.vmstat.get(VmStat::NrFreePages);
@@ -178,16 +188,19 @@ fn check_mappings(st: &KState, ptes: &[Mapped], rule: CowReuse) -> Result<(), St
             continue;
         }
         let Some(page) = vm_normal_page(m.pte) else {
-            if m.pte.pfn() != st.zero_pfn {
+            let pfn = m.pte.pfn();
+            let zero = if m.huge { Some(pfn) == st.huge_zero_pfn } else { pfn == st.zero_pfn };
+            if !zero && !st.is_pmem_pfn(pfn) {
                 return Err(format!(
-                    "special PTE at {} of mm {} maps {} (not the zero page)",
-                    m.addr,
-                    m.mm,
-                    m.pte.pfn()
+                    "special entry at {} of mm {} maps {pfn} (not a zero page or pmem)",
+                    m.addr, m.mm
                 ));
             }
             continue;
         };
+        if m.huge {
+            return Err(format!("huge PMD at {} of mm {} maps page {page}", m.addr, m.mm));
+        }
         let head = st.folios.head(page);
         if st.buddy.is_free(page) || st.folios.refcount(head) == 0 {
             return Err(format!("PTE at {} of mm {} maps free frame {page}", m.addr, m.mm));
@@ -451,6 +464,111 @@ fn check_shadows(st: &KState) -> Result<(), String> {
                 st.workingset.count(memcg)
             ));
         }
+    }
+    Ok(())
+}
+
+/// The DAX rules: zero pages, pmem mappings against the block maps and the DAX entries, the
+/// entries themselves, and the device's allocation.
+fn check_dax(st: &KState, ptes: &[Mapped]) -> Result<(), String> {
+    let zero_frames = std::iter::once(st.zero_pfn).chain(
+        st.huge_zero_pfn.into_iter().flat_map(|h| (0..crate::daxfs::PMD_PAGES).map(move |i| h + i)),
+    );
+    for pfn in zero_frames {
+        if st.mem.get(pfn.0).is_some() {
+            return Err(format!("zero page frame {pfn} was written"));
+        }
+        if st.folios.refcount(pfn) != 0 || st.folios.page_mapcount(pfn) != 0 {
+            return Err(format!("zero page frame {pfn} has references or an rmap count"));
+        }
+    }
+    for m in ptes.iter().filter(|m| m.pte.is_present() && st.is_pmem_pfn(m.pte.pfn())) {
+        let vma = st.find_vma(m.mm, m.addr).filter(|&v| st.vma_is_dax(v)).ok_or_else(|| {
+            format!(
+                "pmem frame {} mapped at {} of mm {} outside a DAX VMA",
+                m.pte.pfn(),
+                m.addr,
+                m.mm
+            )
+        })?;
+        let v = st.vma(vma);
+        let inode = st.file(v.file.expect("DAX VMAs map files")).inode;
+        let index = v.page_index(m.addr);
+        let pages = if m.huge { crate::daxfs::PMD_PAGES } else { 1 };
+        if m.huge && m.addr + simcore::Bytes::PMD > v.end {
+            return Err(format!("huge PMD at {} of mm {} crosses its VMA's end", m.addr, m.mm));
+        }
+        for k in 0..pages {
+            if st.dax.written_pfn(inode, index + k) != Some(m.pte.pfn() + k) {
+                return Err(format!(
+                    "{} maps pmem frame {} at {} of mm {}, but page {} of the file is not that block",
+                    st.inodes[inode].path,
+                    m.pte.pfn() + k,
+                    m.addr,
+                    m.mm,
+                    index + k
+                ));
+            }
+        }
+        if let Some((start, e)) = st.dax_entry(inode, index) {
+            let ok = match e.kind {
+                crate::dax::EntryKind::Empty => true,
+                crate::dax::EntryKind::Zero => false,
+                crate::dax::EntryKind::Block(pfn) => pfn + (index - start) == m.pte.pfn(),
+            };
+            if !ok {
+                return Err(format!(
+                    "{} page {index} is mapped to pmem frame {} at {} of mm {}, but its DAX entry is {e:?}",
+                    st.inodes[inode].path,
+                    m.pte.pfn(),
+                    m.addr,
+                    m.mm
+                ));
+            }
+        }
+    }
+    let mut allocated = 0u64;
+    let mut owners: BTreeMap<u64, (crate::folio::InodeId, u64)> = BTreeMap::new();
+    for (&inode, d) in &st.dax.inodes {
+        let path = &st.inodes[inode].path;
+        let mut covered_to = 0u64;
+        for (&start, e) in &d.entries {
+            if start < covered_to || (e.pmd && start % crate::daxfs::PMD_PAGES != 0) {
+                return Err(format!("{path}: DAX entry at {start} overlaps or is misaligned"));
+            }
+            covered_to = start + e.pages();
+            if let Some(page) = (start..covered_to).find(|&i| st.page_cache_get(inode, i).is_some())
+            {
+                return Err(format!("{path}: page {page} has both a hole page and a DAX entry"));
+            }
+            if let crate::dax::EntryKind::Block(pfn) = e.kind
+                && (0..e.pages()).any(|k| st.dax.written_pfn(inode, start + k) != Some(pfn + k))
+            {
+                return Err(format!(
+                    "{path}: DAX entry at {start} maps {pfn}, not the file's blocks"
+                ));
+            }
+        }
+        for (&index, b) in &d.blocks {
+            allocated += 1;
+            if st.dax.device().is_free(b.block) {
+                return Err(format!("{path}: page {index} uses free block {}", b.block));
+            }
+            if let Some((other, i)) = owners.insert(b.block, (inode, index)) {
+                return Err(format!(
+                    "block {} belongs to page {index} of {path} and page {i} of {}",
+                    b.block, st.inodes[other].path
+                ));
+            }
+        }
+    }
+    if let Some(d) = &st.dax.device
+        && d.nr_blocks - d.nr_free() != allocated
+    {
+        return Err(format!(
+            "the pmem device has {} blocks allocated, the files {allocated}",
+            d.nr_blocks - d.nr_free()
+        ));
     }
     Ok(())
 }

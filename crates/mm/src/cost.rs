@@ -56,6 +56,12 @@ simcore::counter_keys! {
         ForkBase = "fork_base",
         /// One user memory access that hits the TLB and the caches.
         MemAccess = "mem_access",
+        /// Read 4 KiB from persistent memory into DRAM (a DAX `read()`, a private copy).
+        PmemRead4k = "pmem_read_4k",
+        /// Write (or zero) 4 KiB of persistent memory with non-temporal stores.
+        PmemWrite4k = "pmem_write_4k",
+        /// A file system allocates one block (ext4 `ext4_map_blocks` with a journal handle).
+        FsBlockAlloc = "fs_block_alloc",
         /// Isolate and examine one folio on an LRU list during reclaim.
         LruScan = "lru_scan",
         /// Tear down one reclaimed folio (unmap bookkeeping, cache removal, free).

@@ -20,6 +20,10 @@
 //! read pins, v5.19+) make an anonymous page exclusive without making it writable. PTEs get
 //! x86's bits: young on the faulting address, dirty and soft-dirty when written.
 //!
+//! DAX VMAs go to `dax.rs`: their PMD level first (`create_huge_pmd`, `wp_huge_pmd`), then
+//! `do_fault` and the shared write-protect fault; a private write copies a DAX block from the
+//! device.
+//!
 //! Not yet modelled: transparent huge pages (THP is `never`), userfaultfd, stack expansion of
 //! `VM_GROWSDOWN` VMAs (an access below a stack VMA is SIGSEGV), swap readahead.
 
@@ -99,7 +103,7 @@ pub(crate) fn wants_writenotify(st: &KState, vma: VmaId) -> bool {
     if !v.is_shared() || !v.flags.has(VmFlags::WRITE) {
         return false;
     }
-    v.file.is_some_and(|f| st.inodes[st.file(f).inode].fs == FsType::Disk)
+    v.file.is_some_and(|f| matches!(st.inodes[st.file(f).inode].fs, FsType::Disk | FsType::Dax))
 }
 
 /// `vm_normal_page`: the page a PTE maps, or `None` for special mappings (the zero page).
@@ -162,7 +166,13 @@ pub(crate) async fn handle_mm_fault(
     };
     let _lru = cx.lru_fault_scope(recency);
     let addr = addr.align_down(simcore::Bytes::PAGE);
-    let pte_table = pte_alloc(cx, mm, addr).await?;
+    if let Some(done) = crate::dax::dax_huge_fault(cx, mm, vma, addr, kind).await? {
+        return Ok(done);
+    }
+    let Some(pte_table) = pte_alloc(cx, mm, addr).await? else {
+        // A huge PMD appeared meanwhile: the access retries (`handle_pte_fault` returns 0).
+        return Ok(FaultOutcome::Minor);
+    };
     let idx = Level::Pte.index(addr);
     let orig = cx.st().pt.pte(pte_table, idx);
     if orig.is_none() {
@@ -198,19 +208,19 @@ pub(crate) async fn handle_mm_fault(
 
 /// Makes sure the table below `parent`'s entry for `addr` exists (`__pud_alloc`, `__pmd_alloc`,
 /// `__pte_alloc`): the page is allocated before the lock, installed under it unless another task
-/// won the race.
+/// won the race. `None` when a huge leaf (a DAX PMD) maps `addr` instead.
 async fn table_alloc(
     cx: &Cx,
     mm: MmId,
     parent: PtId,
     level: Level,
     addr: VirtAddr,
-) -> Result<PtId, VmFault> {
+) -> Result<Option<PtId>, VmFault> {
     let idx = level.index(addr);
     let entry = cx.st().pt.upper(parent, idx);
     match entry {
-        Upper::Table(t) => return Ok(t),
-        Upper::Leaf(_) => panic!("huge leaf at {addr} before THP is modelled"),
+        Upper::Table(t) => return Ok(Some(t)),
+        Upper::Leaf(_) => return Ok(None),
         Upper::None => {}
     }
     cx.charge(Cost::PgtableAlloc).await;
@@ -218,24 +228,34 @@ async fn table_alloc(
         if level == Level::Pmd { cx.st().pt.ptl(parent) } else { cx.st().mm(mm).page_table_lock };
     let _g = lock.lock(cx).await;
     let mut st = cx.st();
-    if let Upper::Table(t) = st.pt.upper(parent, idx) {
-        return Ok(t);
+    match st.pt.upper(parent, idx) {
+        Upper::Table(t) => return Ok(Some(t)),
+        Upper::Leaf(_) => return Ok(None),
+        Upper::None => {}
     }
     let frame = st.alloc_pgtable_frame().ok_or(VmFault::Oom)?;
     st.mm_mut(mm).nr_ptes += 1;
     let handle: &engine::Handle = cx;
     let t = st.pt.alloc(level.below(), frame, || handle.spin_lock("ptlock"));
     st.pt.set_upper(parent, idx, Upper::Table(t));
-    Ok(t)
+    Ok(Some(t))
 }
 
-/// Walks to the PTE table covering `addr`, populating the levels that are missing.
-pub(crate) async fn pte_alloc(cx: &Cx, mm: MmId, addr: VirtAddr) -> Result<PtId, VmFault> {
+/// Walks to the PMD table covering `addr`, populating the levels above it (`pud_alloc`,
+/// `pmd_alloc`).
+pub(crate) async fn pmd_alloc(cx: &Cx, mm: MmId, addr: VirtAddr) -> Result<PtId, VmFault> {
     let mut table = cx.st().mm(mm).pgd;
-    for level in [Level::Pgd, Level::Pud, Level::Pmd] {
-        table = table_alloc(cx, mm, table, level, addr).await?;
+    for level in [Level::Pgd, Level::Pud] {
+        table = table_alloc(cx, mm, table, level, addr).await?.expect("no PUD leaves");
     }
     Ok(table)
+}
+
+/// Walks to the PTE table covering `addr`, populating the levels that are missing; `None` when
+/// a huge PMD maps `addr`.
+pub(crate) async fn pte_alloc(cx: &Cx, mm: MmId, addr: VirtAddr) -> Result<Option<PtId>, VmFault> {
+    let pmd_table = pmd_alloc(cx, mm, addr).await?;
+    table_alloc(cx, mm, pmd_table, Level::Pmd, addr).await
 }
 
 /// `__anon_vma_prepare`: gives the VMA an anon_vma before its first anonymous page.
@@ -254,7 +274,7 @@ pub(crate) async fn anon_vma_prepare(cx: &Cx, mm: MmId, vma: VmaId) {
 }
 
 /// Allocates a page for a fault, or `VM_FAULT_OOM`.
-async fn fault_alloc(cx: &Cx) -> Result<Pfn, VmFault> {
+pub(crate) async fn fault_alloc(cx: &Cx) -> Result<Pfn, VmFault> {
     cx.charge(Cost::PageAlloc).await;
     alloc_folio(cx, Order::BASE).await.ok_or(VmFault::Oom)
 }
@@ -306,16 +326,31 @@ async fn do_anonymous_page(
     anon_vma_prepare(cx, mm, vma).await;
     let folio = fault_alloc(cx).await?;
     cx.charge(Cost::ZeroPage4k).await;
+    install_new_anon(cx, mm, vma, addr, table, folio, true).await;
+    Ok(FaultOutcome::Minor)
+}
+
+/// The tail of `do_anonymous_page`, `do_cow_fault` and DAX's private copy: under the PTE lock,
+/// maps the new anonymous page if the PTE is still empty, or frees it (another fault won).
+pub(crate) async fn install_new_anon(
+    cx: &Cx,
+    mm: MmId,
+    vma: VmaId,
+    addr: VirtAddr,
+    table: PtId,
+    folio: Pfn,
+    writable: bool,
+) {
+    let ptl = cx.st().pt.ptl(table);
     let _g = ptl.lock(cx).await;
     cx.charge(Cost::LruAdd).await;
     cx.charge(Cost::PteInstall).await;
     let mut st = cx.st();
-    if !st.pt.pte(table, idx).is_none() {
+    if st.pt.pte(table, Level::Pte.index(addr)).is_none() {
+        map_new_anon(&mut st, mm, vma, addr, table, folio, writable);
+    } else {
         st.put_folio_extra(folio);
-        return Ok(FaultOutcome::Minor);
     }
-    map_new_anon(&mut st, mm, vma, addr, table, folio, true);
-    Ok(FaultOutcome::Minor)
 }
 
 /// `do_fault`: a file-backed VMA with no PTE at `addr`.
@@ -335,6 +370,9 @@ async fn do_fault(
         let ra = if v.flags.has(VmFlags::RAND_READ) { 1 } else { file.ra.ra_pages.max(1) };
         (inode, v.page_index(addr), v.is_shared(), ra)
     };
+    if cx.st().vma_is_dax(vma) {
+        return crate::dax::dax_pte_fault(cx, mm, vma, addr, table, kind).await;
+    }
     if kind == FaultKind::Read {
         if do_fault_around(cx, mm, vma, addr, table, inode).await {
             return Ok(FaultOutcome::Minor);
@@ -483,17 +521,7 @@ async fn do_cow_fault(
     cx.st().mem.copy(fp.page.0, new.0);
     folio_unlock(cx, fp.head);
     cx.st().put_folio_extra(fp.head);
-    let idx = Level::Pte.index(addr);
-    let ptl = cx.st().pt.ptl(table);
-    let _g = ptl.lock(cx).await;
-    cx.charge(Cost::LruAdd).await;
-    cx.charge(Cost::PteInstall).await;
-    let mut st = cx.st();
-    if !st.pt.pte(table, idx).is_none() {
-        st.put_folio_extra(new);
-        return Ok(outcome_of(fp.major));
-    }
-    map_new_anon(&mut st, mm, vma, addr, table, new, writable);
+    install_new_anon(cx, mm, vma, addr, table, new, writable).await;
     Ok(outcome_of(fp.major))
 }
 
@@ -628,6 +656,10 @@ async fn do_wp_page(
         if unshare {
             return Ok(FaultOutcome::Minor);
         }
+        if cx.st().vma_is_dax(vma) {
+            drop(ptl);
+            return crate::dax::dax_wp_shared(cx, mm, vma, addr, table, orig).await;
+        }
         let page = page.expect("shared mappings map normal pages");
         let head = cx.st().folios.head(page);
         drop(ptl);
@@ -684,8 +716,8 @@ async fn wp_page_shared(
     Ok(FaultOutcome::Minor)
 }
 
-/// `wp_page_copy`: gives the faulting mapping its own copy (of the zero page: a zeroed page).
-/// An unshare maps the copy read-only.
+/// `wp_page_copy`: gives the faulting mapping its own copy (of the zero page: a zeroed page; of
+/// a DAX block: a copy read from the device). An unshare maps the copy read-only.
 #[allow(clippy::too_many_arguments)]
 async fn wp_page_copy(
     cx: &Cx,
@@ -699,6 +731,7 @@ async fn wp_page_copy(
 ) -> Result<FaultOutcome, VmFault> {
     let idx = Level::Pte.index(addr);
     let old = vm_normal_page(orig);
+    let pmem = (old.is_none() && cx.st().is_pmem_pfn(orig.pfn())).then(|| orig.pfn());
     let old_head = old.map(|p| {
         let mut st = cx.st();
         let h = st.folios.head(p);
@@ -716,8 +749,13 @@ async fn wp_page_copy(
             return Err(e);
         }
     };
-    cx.charge(if old.is_some() { Cost::CopyPage4k } else { Cost::ZeroPage4k }).await;
-    if let Some(p) = old {
+    let cost = match (old, pmem) {
+        (Some(_), _) => Cost::CopyPage4k,
+        (None, Some(_)) => Cost::PmemRead4k,
+        (None, None) => Cost::ZeroPage4k,
+    };
+    cx.charge(cost).await;
+    if let Some(p) = old.or(pmem) {
         cx.st().mem.copy(p.0, new.0);
     }
     let lock = cx.st().pt.ptl(table);

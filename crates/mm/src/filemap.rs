@@ -14,6 +14,8 @@
 //!   windows of the file's `ra_pages`; a file advised `POSIX_FADV_RANDOM` (or a device without
 //!   readahead) reads only what was asked, in pieces of at most 2 MiB.
 //!
+//! `read()` and `write()` of a DAX file go to `dax.rs` instead.
+//!
 //! Approximations: readahead is a fixed window (no ramp-up, no async `PG_readahead` marker);
 //! LRU additions are not batched per CPU; writeback is synchronous (`fsync`).
 
@@ -186,7 +188,7 @@ pub(crate) async fn read_pages(
 }
 
 /// Allocates a zeroed tmpfs page at `index` (`shmem_get_folio` for a missing page).
-async fn shmem_alloc_page(cx: &Cx, inode: InodeId, index: u64) -> Result<(), VmFault> {
+pub(crate) async fn shmem_alloc_page(cx: &Cx, inode: InodeId, index: u64) -> Result<(), VmFault> {
     cx.charge(Cost::PageAlloc).await;
     cx.charge(Cost::ZeroPage4k).await;
     let head = alloc_folio(cx, Order::BASE).await.ok_or(VmFault::Oom)?;
@@ -238,6 +240,7 @@ pub(crate) async fn filemap_fault(
                     read_pages(cx, inode, start, end).await?;
                 }
                 FsType::Pipe => unreachable!("pipes cannot be mapped"),
+                FsType::Dax => unreachable!("DAX faults do not use the page cache"),
             }
             continue;
         };
@@ -298,6 +301,9 @@ pub(crate) async fn file_read(
     ra_pages: u64,
     want_data: bool,
 ) -> Result<Option<Vec<u8>>, VmFault> {
+    if cx.st().inodes[inode].fs == FsType::Dax {
+        return crate::dax::dax_read(cx, inode, pos, len, want_data).await;
+    }
     let size = cx.st().inodes[inode].size;
     if pos >= size || len == 0 {
         return Ok(want_data.then(Vec::new));
@@ -323,7 +329,9 @@ pub(crate) async fn file_read(
                         let stop = (index + window).min(cx.st().inodes[inode].size_pages());
                         read_pages(cx, inode, index, stop).await?;
                     }
-                    FsType::Pipe => unreachable!("pipe reads do not use the page cache"),
+                    FsType::Pipe | FsType::Dax => {
+                        unreachable!("pipe and DAX reads do not use the page cache")
+                    }
                 }
                 continue;
             }
@@ -360,6 +368,9 @@ pub(crate) async fn file_write(
     pos: u64,
     data: &[u8],
 ) -> Result<(), VmFault> {
+    if cx.st().inodes[inode].fs == FsType::Dax {
+        return crate::dax::dax_write(cx, inode, pos, data).await;
+    }
     let end = pos + data.len() as u64;
     let mut off = pos;
     while off < end {

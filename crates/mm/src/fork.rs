@@ -146,7 +146,10 @@ async fn copy_page_range(
             addr = next;
             continue;
         };
-        let dst_table = pte_alloc(cx, dst_mm, addr).await.map_err(|_| Errno::ENOMEM)?;
+        let dst_table = pte_alloc(cx, dst_mm, addr)
+            .await
+            .map_err(|_| Errno::ENOMEM)?
+            .expect("a new address space has no huge PMDs");
         // Pages the child must get a copy of (possibly pinned exclusive anonymous pages) are
         // allocated first, outside the locks, as `copy_pte_range` preallocates.
         let needed = cx.st().pinned_pages_to_copy(

@@ -37,6 +37,9 @@ pub enum FsType {
     Tmpfs,
     /// pipefs: a pipe's inode (its data lives in the pipe's buffers).
     Pipe,
+    /// ext4 with `-o dax` on the machine's persistent memory: no page cache, mappings map the
+    /// device (`daxfs.rs`, `dax.rs`).
+    Dax,
 }
 
 impl FsType {
@@ -45,6 +48,7 @@ impl FsType {
             FsType::Disk => "ext4",
             FsType::Tmpfs => "tmpfs",
             FsType::Pipe => "pipefs",
+            FsType::Dax => "ext4-dax",
         }
     }
 }
@@ -109,17 +113,35 @@ impl Backing {
         }
     }
 
-    /// Drops every block at or after page `from` (truncation) and records them as a hole up to
-    /// `to`.
-    pub fn truncate(&mut self, from: u64, to: u64) {
-        self.blocks.retain(|&i, _| i < from);
-        self.holes.retain(|&s, _| s < from);
-        if let Some((_, end)) = self.holes.iter_mut().next_back() {
-            *end = (*end).min(from);
+    /// Drops the blocks of pages `[first, end)` (truncation, punching a hole): the range reads as
+    /// a hole from now on.
+    pub fn punch(&mut self, first: u64, end: u64) {
+        if first >= end {
+            return;
         }
-        if from < to {
-            self.holes.insert(from, to);
+        self.blocks.retain(|&i, _| i < first || i >= end);
+        let touching: Vec<(u64, u64)> =
+            self.holes.range(..=end).filter(|&(_, &e)| e >= first).map(|(&s, &e)| (s, e)).collect();
+        let (mut start, mut stop) = (first, end);
+        for (s, e) in touching {
+            self.holes.remove(&s);
+            start = start.min(s);
+            stop = stop.max(e);
         }
+        self.holes.insert(start, stop);
+    }
+
+    /// Allocates the holes among pages `[first, end)` as zeroed blocks (`fallocate`); returns
+    /// how many.
+    pub fn allocate(&mut self, first: u64, end: u64) -> u64 {
+        let mut n = 0;
+        for index in first..end {
+            if self.is_hole(index) {
+                self.write(index, None);
+                n += 1;
+            }
+        }
+        n
     }
 }
 
@@ -193,6 +215,12 @@ impl Inode {
         assert!(self.writecount < 0, "allow_write_access without deny on {}", self.path);
         self.writecount += 1;
     }
+}
+
+/// `fallocate` mode bits (`include/uapi/linux/falloc.h`).
+pub mod falloc {
+    pub const KEEP_SIZE: u32 = 0x01;
+    pub const PUNCH_HOLE: u32 = 0x02;
 }
 
 /// `f_mode` bits (`include/linux/fs.h`).
@@ -291,7 +319,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn holes_split_on_write_and_reappear_on_truncate() {
+    fn holes_split_on_write_and_reappear_on_punch() {
         let mut b = Backing { pattern: Some(7), ..Backing::default() };
         b.holes.insert(10, 20);
         assert!(b.is_hole(10) && b.is_hole(19) && !b.is_hole(20));
@@ -300,8 +328,12 @@ mod tests {
         b.write(15, None);
         assert!(!b.is_hole(15) && b.is_hole(14) && b.is_hole(16));
         assert_eq!(b.read(15), Some(Content::Bytes(Box::new([0; 4096]))));
-        b.truncate(12, 40);
+        b.punch(12, 40);
         assert!(b.is_hole(11) && b.is_hole(12) && b.is_hole(39) && !b.is_hole(40));
         assert!(b.blocks.is_empty());
+        assert_eq!(b.holes.len(), 1, "touching holes merge");
+        assert_eq!(b.allocate(5, 12), 2, "only the holes are allocated");
+        assert!(!b.is_hole(10) && !b.is_hole(11) && b.is_hole(12));
+        assert_eq!(b.read(11), Some(Content::Bytes(Box::new([0; 4096]))), "allocated as zeros");
     }
 }

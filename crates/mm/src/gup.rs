@@ -14,6 +14,10 @@
 //! zero page, a page-cache page) first replaces it with an anonymous copy. FOLL_GET never
 //! unshares. The shared zero page is returned without taking a reference, as since v6.5.
 //!
+//! GUP of a DAX mapping fails with EFAULT: the model keeps no `struct page` for persistent
+//! memory, so nothing could hold a reference (the kernel takes ZONE_DEVICE page references, and
+//! refuses FOLL_LONGTERM). Populating such a range faults it in normally.
+//!
 //! Also here: populating a range (`MAP_POPULATE`).
 
 use crate::errno::Errno;
@@ -72,7 +76,7 @@ fn follow_page(cx: &Cx, st: &KState, mm: MmId, addr: VirtAddr, flags: GupFlags) 
     if !pte.is_present() || (flags.write && !pte.write()) {
         return None;
     }
-    let vma = st.find_vma(mm, addr)?;
+    let vma = st.find_vma(mm, addr).filter(|&v| !st.vma_is_dax(v))?;
     let page = vm_normal_page(pte);
     if must_unshare(cx, st, st.vma(vma).flags, page, flags) {
         return None;
@@ -148,7 +152,7 @@ async fn gup_slow(cx: &Cx, mm: MmId, addr: VirtAddr, flags: GupFlags) -> Result<
     for _ in 0..8 {
         let (vma, kind) = {
             let mut st = cx.st();
-            let vma = st.find_vma(mm, addr).ok_or(Errno::EFAULT)?;
+            let vma = st.find_vma(mm, addr).filter(|&v| !st.vma_is_dax(v)).ok_or(Errno::EFAULT)?;
             let vflags = st.vma(vma).flags;
             let allowed =
                 if flags.write { vflags.has(VmFlags::WRITE) } else { vflags.has(VmFlags::READ) };

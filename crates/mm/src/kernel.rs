@@ -86,6 +86,11 @@ pub struct KState {
     pub procs: IdVec<Pid, Process>,
     /// The shared zero page (`ZERO_PAGE(0)`).
     pub zero_pfn: Pfn,
+    /// The huge zero page, allocated on first use (`get_huge_zero_page`; kept for the rest of
+    /// the run, where the kernel's shrinker frees it once unused).
+    pub huge_zero_pfn: Option<Pfn>,
+    /// The persistent-memory device and the DAX files on it.
+    pub dax: crate::daxfs::DaxFs,
     /// The block device's readahead window in pages (`bdi->ra_pages`), given to opened files.
     pub bdi_ra_pages: u64,
     pub swap: crate::swap::SwapDevice,
@@ -124,6 +129,8 @@ pub struct Kernel {
     pub storage: Storage,
     /// The hashed folio wait queues (`folio_wait_table`, 256 entries in `mm/filemap.c`).
     folio_waitqueues: Vec<WaitQueue>,
+    /// The hashed DAX entry wait queues (`wait_table` of `fs/dax.c`; 4096 there, 64 here).
+    dax_waitqueues: Vec<WaitQueue>,
     /// Where kswapd sleeps (`pgdat->kswapd_wait`).
     pub kswapd_wait: WaitQueue,
 }
@@ -139,6 +146,7 @@ impl Kernel {
         handle: &Handle,
     ) -> Kernel {
         let folio_waitqueues = (0..256).map(|_| handle.wait_queue("folio_waitqueue")).collect();
+        let dax_waitqueues = (0..64).map(|_| handle.wait_queue("dax_wait_table")).collect();
         let kswapd_wait = handle.wait_queue("kswapd_wait");
         Kernel {
             st: RefCell::new(st),
@@ -148,6 +156,7 @@ impl Kernel {
             tunables,
             storage,
             folio_waitqueues,
+            dax_waitqueues,
             kswapd_wait,
         }
     }
@@ -169,6 +178,13 @@ impl Kernel {
     pub(crate) fn folio_waitqueue(&self, pfn: Pfn) -> WaitQueue {
         let h = pfn.0.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 56;
         self.folio_waitqueues[h as usize]
+    }
+
+    /// The wait queue of the DAX entry starting at `index` of `inode` (`dax_entry_waitqueue`).
+    pub(crate) fn dax_waitqueue(&self, inode: InodeId, index: u64) -> WaitQueue {
+        let key = (u64::from(inode.0) << 40) ^ index;
+        let h = key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 58;
+        self.dax_waitqueues[h as usize]
     }
 }
 
@@ -455,6 +471,17 @@ impl KState {
                 d.write_u64(index ^ head.0.rotate_left(32));
             }
         }
+        d.write_u64(self.huge_zero_pfn.map_or(0, |p| p.0));
+        for (inode, dax) in &self.dax.inodes {
+            let ino = u64::from(inode.0);
+            for (&index, b) in &dax.blocks {
+                let unwritten = u64::from(b.unwritten);
+                d.write_u64(ino ^ index.rotate_left(20) ^ b.block.rotate_left(44) ^ unwritten);
+            }
+            for (&start, e) in &dax.entries {
+                d.write_u64(ino ^ start.rotate_left(20) ^ e.code().rotate_left(40));
+            }
+        }
         for (id, f) in self.files.iter() {
             if let Some(f) = f {
                 d.write_u64(
@@ -485,6 +512,12 @@ impl KState {
                     }
                     a = a + simcore::Bytes::PAGE;
                 }
+            }
+        }
+        for (inode, dax) in &self.dax.inodes {
+            for (start, e) in &dax.entries {
+                let path = &self.inodes[*inode].path;
+                let _ = writeln!(out, "dax {path} [{start}] {e:?}");
             }
         }
         for head in self.folios.heads() {

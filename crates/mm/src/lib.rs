@@ -17,6 +17,8 @@ pub mod clear_refs;
 pub mod content;
 pub mod cost;
 mod cow;
+pub mod dax;
+pub mod daxfs;
 mod direct_io;
 pub mod era;
 pub mod errno;

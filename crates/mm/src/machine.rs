@@ -32,6 +32,8 @@ pub struct MachineConfig {
     pub swap: Bytes,
     /// What holds the file system and the swap device.
     pub storage: crate::kernel::Storage,
+    /// Size of the persistent-memory device that DAX files live on (none when zero).
+    pub pmem: Bytes,
     pub max_events: u64,
     /// Keep the engine's event trace (for the explorer).
     pub trace: bool,
@@ -49,6 +51,7 @@ impl MachineConfig {
             scheduler: SchedulerKind::TimeOrdered,
             swap: Bytes::ZERO,
             storage: crate::kernel::Storage::Disk,
+            pmem: Bytes::ZERO,
             max_events: 1 << 40,
             trace: false,
         }
@@ -186,6 +189,12 @@ impl Machine {
             files: IdVec::new(),
             procs,
             zero_pfn: zero,
+            huge_zero_pfn: None,
+            // The device's frames start at the first 1 GiB boundary above RAM.
+            dax: crate::daxfs::DaxFs::new(
+                simcore::Pfn(total.next_multiple_of(1 << 18)),
+                config.pmem.pages_ceil(),
+            ),
             bdi_ra_pages: config.tunables.ra_pages,
             swap: crate::swap::SwapDevice::new(config.swap.pages_ceil()),
             wmark: crate::vmscan::Watermarks::for_pages(total),
@@ -242,22 +251,31 @@ impl Machine {
         self.sim.handle()
     }
 
-    /// Creates a file.
+    /// Creates a file. A DAX file needs the machine's pmem device (ENODEV without one, ENOSPC
+    /// when it does not fit): its pages outside the holes get blocks holding its contents.
     pub fn create_file(&mut self, path: &str, spec: &FileSpec) -> Result<InodeId, Errno> {
         let mut st = self.kernel.state_mut();
         if st.paths.contains_key(path) {
             return Err(Errno::EEXIST);
         }
-        let inode = st.new_inode(
+        let mut backing = crate::fs::Backing { pattern: spec.pattern, ..Default::default() };
+        for &(first, pages) in &spec.holes {
+            backing.holes.insert(first, first + pages);
+        }
+        let inode = InodeId(st.inodes.len() as u32);
+        if spec.fs == FsType::Dax {
+            st.dax_create(inode, spec.size.pages_ceil(), &backing)?;
+            backing = crate::fs::Backing::default();
+        }
+        let created = st.new_inode(
             self.sim.handle(),
             path.to_string(),
             spec.fs,
             spec.size.as_u64(),
             spec.pattern,
         );
-        for &(first, pages) in &spec.holes {
-            st.inodes[inode].backing.holes.insert(first, first + pages);
-        }
+        debug_assert_eq!(created, inode);
+        st.inodes[inode].backing = backing;
         st.paths.insert(path.to_string(), inode);
         Ok(inode)
     }

@@ -8,7 +8,10 @@
 //! downgrades `mmap_lock` to read for the zap (since v4.20), frees the page tables the range no
 //! longer needs, and only then drops the VMAs.
 //!
-//! `MAP_SHARED|MAP_ANONYMOUS` is backed by a tmpfs inode, as `shmem_zero_setup` does.
+//! `MAP_SHARED|MAP_ANONYMOUS` is backed by a tmpfs inode, as `shmem_zero_setup` does. A DAX
+//! file is mapped `VM_HUGEPAGE`, PMD-aligned when it is at least 2 MiB long and its offset is
+//! (`thp_get_unmapped_area`, which the model applies to DAX files only). Huge PMDs that a range
+//! edge cuts are split first.
 //! `PROT_NONE` PTEs are modelled by clearing the user bit (x86 uses a PROTNONE bit instead; the
 //! effect — any user access faults and finds a VMA without permission — is the same).
 
@@ -19,11 +22,11 @@ use crate::folio::pg;
 use crate::fs::{FileId, FsType};
 use crate::kernel::{Cx, KState};
 use crate::mm_struct::{MMAP_MIN, MmId};
-use crate::pgtable::{Pte, TASK_SIZE};
+use crate::pgtable::{Pte, TASK_SIZE, Upper};
 use crate::process::Pid;
 use crate::tlbflush::flush_tlb_range;
 use crate::vma::{VmFlags, Vma, VmaId, VmaRole};
-use crate::zap::{ZapDetails, zap_vma_range};
+use crate::zap::{ZapDetails, split_huge_pmd_edges, zap_vma_range};
 use simcore::{Bytes, VirtAddr};
 
 /// `PROT_*`.
@@ -235,6 +238,20 @@ pub(crate) async fn do_mmap(cx: &Cx, pid: Pid, a: MmapArgs) -> Result<VirtAddr, 
     } else if vm & VmFlags::WRITE != 0 && file.is_none() {
         vm |= VmFlags::ACCOUNT;
     }
+    // A DAX file (`ext4_file_mmap`) is mapped VM_HUGEPAGE at an address whose PMD colour matches
+    // the offset's (`thp_get_unmapped_area`), so its faults can map 2 MiB at once.
+    let dax = file.is_some_and(|f| {
+        let st = cx.st();
+        st.inodes[st.file(f).inode].fs == FsType::Dax
+    });
+    if dax {
+        vm |= VmFlags::HUGEPAGE;
+    }
+    let align = if dax && len >= Bytes::PMD && a.offset.is_multiple_of(Bytes::PMD.as_u64()) {
+        Bytes::PMD
+    } else {
+        Bytes::PAGE
+    };
     let lock = cx.st().mm(mm).mmap_lock;
     let guard = lock.write(cx).await;
     cx.charge(Cost::VmaUpdate).await;
@@ -250,7 +267,7 @@ pub(crate) async fn do_mmap(cx: &Cx, pid: Pid, a: MmapArgs) -> Result<VirtAddr, 
             Some(h) if fixed || (h.is_aligned(Bytes::PAGE) && fits(h) && !taken(h)) => Ok(h),
             _ => st
                 .mm(mm)
-                .unmapped_area(len, Bytes::PAGE, |id| (st.vma(id).start, st.vma(id).end))
+                .unmapped_area(len, align, |id| (st.vma(id).start, st.vma(id).end))
                 .ok_or(Errno::ENOMEM),
         }
     };
@@ -314,6 +331,7 @@ impl KState {
 
 /// Unmaps `[start, end)` of `mm` while the caller holds `mmap_lock` for write.
 async fn unmap_locked(cx: &Cx, mm: MmId, start: VirtAddr, end: VirtAddr) {
+    split_huge_pmd_edges(cx, mm, start, end).await;
     let vmas = cx.st().vma_split_range(mm, start, end);
     for &v in &vmas {
         cx.st().vma_detach(v);
@@ -384,6 +402,7 @@ pub(crate) async fn do_mprotect(
             }
         }
     }
+    split_huge_pmd_edges(cx, mm, start, end).await;
     let vmas = cx.st().vma_split_range(mm, start, end);
     let mut changed = 0;
     for v in vmas {
@@ -419,6 +438,25 @@ fn change_protection(st: &mut KState, v: VmaId) -> u64 {
     let mut n = 0;
     let mut addr = start;
     while addr < end {
+        // A DAX huge PMD (wholly inside: the edges were split) changes like a PTE.
+        let huge = st.pt.pmd_slot(pgd, addr).and_then(|(t, i)| match st.pt.upper(t, i) {
+            Upper::Leaf(leaf) => Some((t, i, leaf)),
+            _ => None,
+        });
+        if let Some((t, i, leaf)) = huge {
+            let keep =
+                leaf.0 & (Pte::DIRTY | Pte::ACCESSED | Pte::SOFT_DIRTY | Pte::SPECIAL | Pte::PSE);
+            let writable = flags.has(VmFlags::WRITE) && leaf.write();
+            let bits = pte_bits(flags, writable, false) & !Pte::ACCESSED | keep;
+            let mut new = Pte::new(leaf.pfn(), bits);
+            if !accessible {
+                new = new.without(Pte::USER);
+            }
+            st.pt.set_upper(t, i, Upper::Leaf(new));
+            n += 1;
+            addr = addr.align_down(Bytes::PMD) + Bytes::PMD;
+            continue;
+        }
         if let Some((t, i)) = st.pt.pte_slot(pgd, addr) {
             let pte = st.pt.pte(t, i);
             if pte.is_present() {
@@ -515,6 +553,7 @@ pub(crate) async fn do_madvise(
         madv::NORMAL | madv::RANDOM | madv::SEQUENTIAL => {
             let _g = lock.write(cx).await;
             covering(&cx.st(), mm, start, end)?;
+            split_huge_pmd_edges(cx, mm, start, end).await;
             let vmas = cx.st().vma_split_range(mm, start, end);
             let mut st = cx.st();
             for v in vmas {

@@ -2,8 +2,8 @@
 //! `status` (memory lines), `pagemap` entries, `/proc/meminfo` (`fs/proc/task_mmu.c`,
 //! `fs/proc/meminfo.c`, `Documentation/admin-guide/mm/pagemap.rst`, Linux v6.8).
 //!
-//! smaps accounting follows `smaps_account`: the zero page and other special mappings are not
-//! counted (`vm_normal_page` is NULL); a page mapped more than once is Shared and adds
+//! smaps accounting follows `smaps_account`: the zero pages and other special mappings (DAX
+//! blocks, as before v6.15) are not counted (`vm_normal_page` is NULL); a page mapped more than once is Shared and adds
 //! `size / mapcount` to Pss (fixed point with `PSS_SHIFT` = 12); dirty means a dirty PTE or a
 //! dirty folio; referenced means a young PTE or a referenced folio.
 //!
@@ -16,6 +16,7 @@ use crate::folio::{LruList, pg};
 use crate::fs::FsType;
 use crate::kernel::KState;
 use crate::mm_struct::{MmCounter, MmId};
+use crate::pgtable::Level;
 use crate::process::Pid;
 use crate::vma::{VmFlags, VmaId, VmaRole};
 use crate::vmstat::VmStat;
@@ -143,7 +144,12 @@ impl KState {
             Some(file) => {
                 let inode = self.file(file).inode;
                 let i = &self.inodes[inode];
-                let dev = if i.fs == FsType::Disk { "08:01" } else { "00:01" };
+                // sda1 and pmem0 (major 259, printed in hex as the kernel does), or anonymous.
+                let dev = match i.fs {
+                    FsType::Disk => "08:01",
+                    FsType::Dax => "103:00",
+                    _ => "00:01",
+                };
                 (v.pgoff << 12, dev, 1000 + u64::from(inode.0), i.path.clone())
             }
             None => {
@@ -259,8 +265,10 @@ impl KState {
                     self.find_vma(mm, a).is_some_and(|v| self.vma(v).flags.has(VmFlags::SOFTDIRTY));
                 let mut e = 0u64;
                 match self.pt.translate(pgd, a) {
-                    Some((pte, _)) if pte.is_present() => {
-                        e |= PM_PRESENT | (pte.pfn().0 & PM_PFN_MASK);
+                    Some((pte, level)) if pte.is_present() => {
+                        // A huge PMD maps 512 frames: this page's is the head's plus its offset.
+                        let offset = if level == Level::Pmd { (a.0 >> 12) & 511 } else { 0 };
+                        e |= PM_PRESENT | ((pte.pfn().0 + offset) & PM_PFN_MASK);
                         if pte.soft_dirty() {
                             e |= PM_SOFT_DIRTY;
                         }

@@ -20,7 +20,7 @@ use crate::mm_struct::MmId;
 use crate::mmap::{MmapArgs, do_madvise, do_mmap, do_mprotect, do_munmap, map, prot};
 use crate::pipe::vmsplice;
 use crate::process::{Pid, ProcState};
-use crate::truncate::do_truncate;
+use crate::truncate::{do_fallocate, do_truncate};
 use crate::uaccess::{access_page, read_user, settle, touch, translate_run, write_user};
 use simcore::{Bytes, VirtAddr};
 
@@ -295,6 +295,36 @@ impl Thread {
             }
         }
         Ok(())
+    }
+
+    /// `fallocate(2)`: `mode` is a set of [`crate::fs::falloc`] flags (none: allocate and extend
+    /// the file; `KEEP_SIZE`: allocate only; `PUNCH_HOLE | KEEP_SIZE`: free the range).
+    pub async fn fallocate(&self, fd: i32, mode: u32, offset: u64, len: u64) -> Result<(), Errno> {
+        use crate::fs::falloc;
+        self.cx.charge(crate::cost::Cost::Syscall).await;
+        let f = self.fd(fd)?;
+        let (inode, writable) = {
+            let st = self.cx.st();
+            (st.file(f).inode, st.file(f).writable())
+        };
+        if len == 0 {
+            return Err(Errno::EINVAL);
+        }
+        if mode & !(falloc::KEEP_SIZE | falloc::PUNCH_HOLE) != 0
+            || (mode & falloc::PUNCH_HOLE != 0 && mode & falloc::KEEP_SIZE == 0)
+        {
+            return Err(Errno::EOPNOTSUPP);
+        }
+        if !writable {
+            return Err(Errno::EBADF);
+        }
+        if self.cx.st().inodes[inode].fs == FsType::Pipe {
+            return Err(Errno::ESPIPE);
+        }
+        if offset.checked_add(len).is_none_or(|end| end > i64::MAX as u64) {
+            return Err(Errno::EFBIG);
+        }
+        do_fallocate(&self.cx, inode, mode, offset, len).await
     }
 
     /// `fsync(2)`: writes the file's dirty pages back.

@@ -891,7 +891,7 @@ impl KState {
                             ["4K", "2M", "1G"][span]
                         )
                     };
-                    if self.buddy.is_free(pfn) {
+                    if self.frame_is_free(pfn) {
                         return Err(format!("{} maps a free frame", what()));
                     }
                     if !coherent {

@@ -1,16 +1,30 @@
-//! Truncation (`mm/truncate.c` `truncate_pagecache`, `truncate_inode_pages_range`,
-//! `truncate_inode_partial_folio`; `fs/open.c` `do_truncate`; Linux v6.8).
+//! Truncation and `fallocate` (`mm/truncate.c` `truncate_pagecache`, `truncate_pagecache_range`,
+//! `truncate_inode_pages_range`, `truncate_inode_partial_folio`; `fs/open.c` `do_truncate`,
+//! `vfs_fallocate`; `fs/ext4/extents.c` `ext4_fallocate`, `ext4_punch_hole`; `mm/shmem.c`
+//! `shmem_fallocate`; Linux v6.8).
 //!
 //! Shrinking a file, under the inode's `i_rwsem` and `invalidate_lock`: set `i_size`, unmap the
 //! pages beyond it from every mapping (private COW copies included, `even_cows`), remove them from
 //! the page cache — each folio locked while it goes, so a fault that found it before the new size
-//! waits and then sees it gone — zero the tail of a partial last page, unmap once more for faults
-//! that raced in, then free the blocks. Growing a file only moves `i_size` (the new range is a
-//! hole). Accesses beyond the new end of file then raise SIGBUS.
+//! waits and then sees it gone — and a DAX file's entries, zero the tail of a partial last page,
+//! unmap once more for faults that raced in, then free the blocks. Growing a file only moves
+//! `i_size` (the new range is a hole). Accesses beyond the new end of file then raise SIGBUS.
+//!
+//! `fallocate` allocates the holes of a range (ext4: unwritten blocks, which read as zeros;
+//! tmpfs: zeroed pages) and extends `i_size` unless `FALLOC_FL_KEEP_SIZE`; with
+//! `FALLOC_FL_PUNCH_HOLE` (which requires `KEEP_SIZE`) it unmaps the whole pages of the range
+//! from every mapping (private copies stay), removes them from the page cache (or the DAX
+//! index), zeroes the partial pages at its edges and frees the whole blocks.
+//!
+//! Approximations: allocation is per page, with no journal or extent-status cost beyond one file
+//! system allocation per block.
 
 use crate::content::Content;
-use crate::filemap::{folio_lock, folio_unlock};
+use crate::cost::Cost;
+use crate::errno::Errno;
+use crate::filemap::{folio_lock, folio_unlock, shmem_alloc_page};
 use crate::folio::{InodeId, Mapping};
+use crate::fs::{FsType, falloc};
 use crate::kernel::Cx;
 use crate::zap::unmap_mapping_range;
 use simcore::Pfn;
@@ -28,7 +42,7 @@ pub(crate) async fn do_truncate(cx: &Cx, inode: InodeId, size: u64) {
         let mut st = cx.st();
         let i = &mut st.inodes[inode];
         let (from, to) = (old.div_ceil(4096), size.div_ceil(4096));
-        i.backing.truncate(from, to);
+        i.backing.punch(from, to);
         i.size = size;
         return;
     }
@@ -36,29 +50,55 @@ pub(crate) async fn do_truncate(cx: &Cx, inode: InodeId, size: u64) {
     let _inv = invalidate.write(cx).await;
     let first_gone = size.div_ceil(4096);
     unmap_mapping_range(cx, inode, first_gone, None, true).await;
-    truncate_inode_pages(cx, inode, size).await;
+    truncate_inode_pages_range(cx, inode, size, None).await;
     unmap_mapping_range(cx, inode, first_gone, None, true).await;
-    let mut st = cx.st();
-    let i = &mut st.inodes[inode];
     let end = old.div_ceil(4096);
-    i.backing.truncate(first_gone, end);
+    free_backing(cx, inode, first_gone, end);
     if !size.is_multiple_of(4096) {
         // The partial last block keeps its head; its tail reads as zeros from now on.
-        let (last, off) = (size / 4096, (size % 4096) as usize);
-        let mut slot = i.backing.read(last);
-        if slot.is_some() {
-            Content::write(&mut slot, off, &vec![0; 4096 - off]);
-            i.backing.write(last, slot);
+        zero_backing(cx, inode, size / 4096, (size % 4096) as usize, 4096);
+    }
+}
+
+/// Frees the blocks of pages `[first, end)` on the backing store, which read as a hole after.
+fn free_backing(cx: &Cx, inode: InodeId, first: u64, end: u64) {
+    let mut st = cx.st();
+    let st = &mut *st;
+    match st.inodes[inode].fs {
+        FsType::Dax => st.dax.free_blocks(&mut st.mem, inode, first, end),
+        _ => st.inodes[inode].backing.punch(first, end),
+    }
+}
+
+/// Zeroes bytes `[from, to)` of page `index` on the backing store, if it has a block.
+fn zero_backing(cx: &Cx, inode: InodeId, index: u64, from: usize, to: usize) {
+    let mut st = cx.st();
+    let st = &mut *st;
+    match st.inodes[inode].fs {
+        FsType::Dax => st.dax.zero_partial(&mut st.mem, inode, index, from, to),
+        _ => {
+            let b = &mut st.inodes[inode].backing;
+            let mut slot = b.read(index);
+            if slot.is_some() {
+                Content::write(&mut slot, from, &vec![0; to - from]);
+                b.write(index, slot);
+            }
         }
     }
 }
 
-/// Removes the cached folios beyond `size` and zeroes the tail of a partial last page.
-async fn truncate_inode_pages(cx: &Cx, inode: InodeId, size: u64) {
-    let first_gone = size.div_ceil(4096);
-    cx.st().workingset.truncate(inode, first_gone);
-    let doomed: Vec<Pfn> =
-        cx.st().inodes[inode].mapping.pages.range(first_gone..).map(|(_, &h)| h).collect();
+/// `truncate_inode_pages_range` for bytes `[lstart, lend)` (`None`: to the end of the file):
+/// removes the cached folios wholly inside, zeroes the parts of the partial pages at the edges,
+/// and deletes a DAX file's entries.
+async fn truncate_inode_pages_range(cx: &Cx, inode: InodeId, lstart: u64, lend: Option<u64>) {
+    let first = lstart.div_ceil(4096);
+    let end = lend.map_or(u64::MAX, |e| e / 4096);
+    cx.st().workingset.truncate(inode, first, end);
+    let doomed: Vec<Pfn> = if first < end {
+        cx.st().inodes[inode].mapping.pages.range(first..end).map(|(_, &h)| h).collect()
+    } else {
+        Vec::new()
+    };
     for head in doomed {
         cx.st().folios.get_extra(head);
         folio_lock(cx, head).await;
@@ -82,20 +122,103 @@ async fn truncate_inode_pages(cx: &Cx, inode: InodeId, size: u64) {
         folio_unlock(cx, head);
         cx.st().put_folio_extra(head);
     }
-    if !size.is_multiple_of(4096) {
-        let last = size / 4096;
-        let cached = cx.st().page_cache_get(inode, last);
-        if let Some(head) = cached {
-            cx.st().folios.get_extra(head);
-            folio_lock(cx, head).await;
-            {
-                let mut st = cx.st();
-                let off = (size % 4096) as usize;
-                let page = head + (last - st.folio_index(head));
-                st.mem.write(page.0, off, &vec![0; 4096 - off]);
-            }
-            folio_unlock(cx, head);
-            cx.st().put_folio_extra(head);
+    if !lstart.is_multiple_of(4096) {
+        let to = lend.filter(|&e| e / 4096 == lstart / 4096).map_or(4096, |e| (e % 4096) as usize);
+        zero_cached(cx, inode, lstart / 4096, (lstart % 4096) as usize, to).await;
+    }
+    if let Some(e) = lend.filter(|&e| !e.is_multiple_of(4096) && e / 4096 != lstart / 4096) {
+        zero_cached(cx, inode, e / 4096, 0, (e % 4096) as usize).await;
+    }
+    if cx.st().inodes[inode].fs == FsType::Dax && first < end {
+        crate::dax::dax_delete_mapping_range(cx, inode, first, lend.map(|e| e / 4096)).await;
+    }
+}
+
+/// `truncate_inode_partial_folio`: zeroes bytes `[from, to)` of cached page `index`, if cached.
+async fn zero_cached(cx: &Cx, inode: InodeId, index: u64, from: usize, to: usize) {
+    let cached = cx.st().page_cache_get(inode, index);
+    let Some(head) = cached else { return };
+    cx.st().folios.get_extra(head);
+    folio_lock(cx, head).await;
+    {
+        let mut st = cx.st();
+        if st.folios.mapping(head) == Mapping::File(inode) {
+            let page = head + (index - st.folio_index(head));
+            st.mem.write(page.0, from, &vec![0; to - from]);
         }
     }
+    folio_unlock(cx, head);
+    cx.st().put_folio_extra(head);
+}
+
+/// `vfs_fallocate` on an open regular file: `mode` is a set of `falloc` flags.
+pub(crate) async fn do_fallocate(
+    cx: &Cx,
+    inode: InodeId,
+    mode: u32,
+    offset: u64,
+    len: u64,
+) -> Result<(), Errno> {
+    let (i_rwsem, invalidate) = {
+        let st = cx.st();
+        let i = &st.inodes[inode];
+        (i.i_rwsem, i.mapping.invalidate_lock)
+    };
+    let _i = i_rwsem.write(cx).await;
+    let end = offset + len;
+    if mode & falloc::PUNCH_HOLE != 0 {
+        let _inv = invalidate.write(cx).await;
+        let size = cx.st().inodes[inode].size;
+        if offset >= size {
+            return Ok(());
+        }
+        let end = end.min(size);
+        let (first, last) = (offset.div_ceil(4096), end / 4096);
+        if first < last {
+            unmap_mapping_range(cx, inode, first, Some(last), false).await;
+        }
+        truncate_inode_pages_range(cx, inode, offset, Some(end)).await;
+        if first < last {
+            free_backing(cx, inode, first, last);
+        }
+        if !offset.is_multiple_of(4096) {
+            let to = if end / 4096 == offset / 4096 { (end % 4096) as usize } else { 4096 };
+            zero_backing(cx, inode, offset / 4096, (offset % 4096) as usize, to);
+        }
+        if !end.is_multiple_of(4096) && end / 4096 != offset / 4096 {
+            zero_backing(cx, inode, end / 4096, 0, (end % 4096) as usize);
+        }
+        return Ok(());
+    }
+    let (first, last) = (offset / 4096, end.div_ceil(4096));
+    let fs = cx.st().inodes[inode].fs;
+    let result = match fs {
+        FsType::Dax => {
+            let allocated = cx.st().dax.alloc_unwritten(inode, first, last);
+            if let Ok(n) = allocated {
+                cx.charge_n(Cost::FsBlockAlloc, n).await;
+            }
+            allocated.map(|_| ())
+        }
+        FsType::Tmpfs => {
+            for index in first..last {
+                let cached = cx.st().page_cache_get(inode, index).is_some();
+                if !cached {
+                    shmem_alloc_page(cx, inode, index).await.map_err(|_| Errno::ENOSPC)?;
+                }
+            }
+            Ok(())
+        }
+        _ => {
+            let n = cx.st().inodes[inode].backing.allocate(first, last);
+            cx.charge_n(Cost::FsBlockAlloc, n).await;
+            Ok(())
+        }
+    };
+    if result.is_ok() && mode & falloc::KEEP_SIZE == 0 {
+        let mut st = cx.st();
+        let i = &mut st.inodes[inode];
+        i.size = i.size.max(end);
+    }
+    result
 }

@@ -60,6 +60,7 @@ simcore::counter_keys! {
         PgstealFile = "pgsteal_file",
         AllocstallNormal = "allocstall_normal",
         OomKill = "oom_kill",
+        ThpFaultFallback = "thp_fault_fallback",
         ThpZeroPageAlloc = "thp_zero_page_alloc",
         NrTlbRemoteFlush = "nr_tlb_remote_flush",
         NrTlbRemoteFlushReceived = "nr_tlb_remote_flush_received",
@@ -81,6 +82,11 @@ simcore::counter_keys! {
         /// A swap-in mapped read-only that a later write copied away (the spurious COW of the
         /// `page_count` rule), counted in `wp_page_copy` as well.
         WpCopySwapcache = "wp_page_copy_swapcache",
+        /// `dax_load_hole` calls: DAX read faults on a hole mapped at the PTE level.
+        DaxLoadHole = "dax_load_hole",
+        /// Virtual time spent inside `dax_load_hole`, in ns (what ftrace's function_graph
+        /// tracer reports as its duration).
+        DaxLoadHoleNs = "dax_load_hole_ns",
     }
 }
 

@@ -137,10 +137,13 @@ impl Workingset {
         }
     }
 
-    /// Drops the page-cache shadows of `inode` at pages `from..` (truncation).
-    pub(crate) fn truncate(&mut self, inode: InodeId, from: u64) {
+    /// Drops the page-cache shadows of `inode` at pages `[from, end)` (truncation, hole punch).
+    pub(crate) fn truncate(&mut self, inode: InodeId, from: u64, end: u64) {
+        if from >= end {
+            return;
+        }
         let keys: Vec<(InodeId, u64)> =
-            self.page_cache.range((inode, from)..=(inode, u64::MAX)).map(|(&k, _)| k).collect();
+            self.page_cache.range((inode, from)..(inode, end)).map(|(&k, _)| k).collect();
         for (i, idx) in keys {
             self.take(ShadowSlot::PageCache(i, idx));
         }

@@ -8,6 +8,12 @@
 //! `unmap_mapping_range` zaps every mapping of a file range found through `i_mmap` (truncation);
 //! with `even_cows = false` it leaves private anonymous copies in place, with `true` (truncate) it
 //! removes them too.
+//!
+//! Huge PMDs exist only in DAX VMAs (the huge zero page and 2 MiB pmem extents, special
+//! mappings without refcounts): a zap that touches part of one clears all of it and flushes its
+//! whole range, as `__split_huge_pmd` does for `vma_is_special_huge` VMAs, whose faults refill
+//! the rest with PTEs. `split_huge_pmd_edges` clears those that straddle a VMA edge before the
+//! VMA is split (`vma_adjust_trans_huge`).
 
 use crate::cost::Cost;
 use crate::fault::{mm_counter, vm_normal_page};
@@ -38,15 +44,24 @@ pub(crate) async fn zap_vma_range(
 ) {
     let mut freed: Vec<Pfn> = Vec::new();
     let mut cleared = 0;
+    let (mut flush_start, mut flush_end) = (start, end);
     let mut addr = start;
     while addr < end {
         let next = (addr + Bytes::PMD).align_down(Bytes::PMD).min(end);
-        let table = {
+        let pmd = {
             let st = cx.st();
-            st.pt.pte_slot(st.mm(mm).pgd, addr).map(|(t, _)| t)
+            st.pt.pmd_slot(st.mm(mm).pgd, addr).map(|(t, i)| (t, i, st.pt.upper(t, i)))
         };
-        if let Some(table) = table {
-            cleared += zap_pte_range(cx, mm, vma, table, addr, next, details, &mut freed).await;
+        match pmd {
+            Some((_, _, Upper::Table(table))) => {
+                cleared += zap_pte_range(cx, mm, vma, table, addr, next, details, &mut freed).await;
+            }
+            Some((pmd_table, idx, Upper::Leaf(_))) => {
+                cleared += zap_huge_pmd(cx, pmd_table, idx).await;
+                flush_start = flush_start.min(addr.align_down(Bytes::PMD));
+                flush_end = flush_end.max(addr.align_down(Bytes::PMD) + Bytes::PMD);
+            }
+            Some((_, _, Upper::None)) | None => {}
         }
         addr = next;
     }
@@ -54,7 +69,7 @@ pub(crate) async fn zap_vma_range(
     if cleared == 0 {
         return;
     }
-    flush_tlb_range(cx, mm, start, end).await;
+    flush_tlb_range(cx, mm, flush_start, flush_end).await;
     cx.charge_n(Cost::PageFree, freed.len() as u64).await;
     let mut st = cx.st();
     for page in freed {
@@ -142,6 +157,51 @@ async fn zap_pte_range(
     }
     cx.charge_n(Cost::PteUpdate, cleared).await;
     cleared
+}
+
+/// `zap_huge_pmd` of a special huge PMD: cleared under the PMD lock; returns the entries cleared.
+async fn zap_huge_pmd(cx: &Cx, pmd_table: PtId, idx: usize) -> u64 {
+    let ptl = cx.st().pt.ptl(pmd_table);
+    let _g = ptl.lock(cx).await;
+    let cleared = {
+        let mut st = cx.st();
+        match st.pt.upper(pmd_table, idx) {
+            Upper::Leaf(leaf) => {
+                assert!(leaf.special(), "huge PMDs map only DAX pfns and the huge zero page");
+                st.pt.set_upper(pmd_table, idx, Upper::None);
+                1
+            }
+            _ => 0,
+        }
+    };
+    cx.charge_n(Cost::PteUpdate, cleared).await;
+    cleared
+}
+
+/// `__split_huge_pmd` of the huge PMD mapping `addr` in `mm`, if any: for a DAX VMA the PMD is
+/// only cleared (and its range flushed); faults map the pages again.
+pub(crate) async fn split_huge_pmd(cx: &Cx, mm: MmId, addr: VirtAddr) {
+    let slot = {
+        let st = cx.st();
+        st.pt
+            .pmd_slot(st.mm(mm).pgd, addr)
+            .filter(|&(t, i)| matches!(st.pt.upper(t, i), Upper::Leaf(_)))
+    };
+    let Some((pmd_table, idx)) = slot else { return };
+    if zap_huge_pmd(cx, pmd_table, idx).await > 0 {
+        let haddr = addr.align_down(Bytes::PMD);
+        flush_tlb_range(cx, mm, haddr, haddr + Bytes::PMD).await;
+    }
+}
+
+/// `vma_adjust_trans_huge`: splits the huge PMDs that `start` or `end` would cut, before VMAs are
+/// split there.
+pub(crate) async fn split_huge_pmd_edges(cx: &Cx, mm: MmId, start: VirtAddr, end: VirtAddr) {
+    for edge in [start, end] {
+        if !edge.is_aligned(Bytes::PMD) {
+            split_huge_pmd(cx, mm, edge).await;
+        }
+    }
 }
 
 impl KState {

@@ -10,5 +10,6 @@
 
 pub mod access;
 pub mod encoder;
+pub mod fio;
 pub mod pmbench;
 pub mod usemem;

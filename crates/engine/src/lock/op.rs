@@ -1,5 +1,10 @@
 //! The future behind every lock operation: an optional preemption point, then the attempt, then
 //! (if it had to wait) the resumption holding the lock.
+//!
+//! A wait on a wait queue or completion has no preemption point before it: its caller checked
+//! its condition in the same step, and the wait must be queued before anyone can change that
+//! condition and wake the queue (the kernel's `prepare_to_wait` queues before the last check).
+//! Blocking is the scheduling point.
 
 use super::{LockId, Mode};
 use crate::cx::Cx;
@@ -48,7 +53,8 @@ impl Future for LockOp<'_> {
         let this = self.get_mut();
         let task = this.cx.task();
         let mut st = this.cx.core().state.borrow_mut();
-        if this.stage == Stage::Start && st.preempts_at_every_point {
+        if this.stage == Stage::Start && st.preempts_at_every_point && !matches!(this.op, Op::Wait)
+        {
             st.yield_point(task, Point { kind: PointKind::Yield, at: this.at });
             this.stage = Stage::Yielded;
             return Poll::Pending;

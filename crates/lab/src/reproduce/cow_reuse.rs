@@ -247,13 +247,5 @@ fn run(seed: u64, scale: Scale, progress: &mut dyn Progress) -> Result<Report, S
         "The gain comes from the copies counted above: under page_count a page swapped in by a read is copied when it is written; under mapcount it is reused.".into(),
         "vm-scalability: usemem with 4 KiB pages (hugetlb is not modelled); every child write copies under both rules, so no gain is expected; the published +1.5% is within run-to-run spread.".into(),
     ];
-    Ok(Report {
-        experiment: EXPERIMENT.name.into(),
-        title: EXPERIMENT.title.into(),
-        source: EXPERIMENT.source.into(),
-        seed,
-        rows,
-        figures,
-        notes,
-    })
+    Ok(EXPERIMENT.report(seed, rows, figures, notes))
 }

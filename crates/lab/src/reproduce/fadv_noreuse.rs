@@ -196,13 +196,5 @@ fn run(seed: u64, scale: Scale, progress: &mut dyn Progress) -> Result<Report, S
         "The encoder's shape (pool sizes, CPU time per frame) is an assumption about SVT-AV1 1.x at preset 12, stated here and not fitted to the published gain; the published figures are the seed's text: 9-11% (the row uses 10) and 'on par' (0).".into(),
         "The counters explain the difference: anon pages swapped out and in (pswpout, pswpin), major faults and anon refaults are the working set being evicted; file refaults are stream pages read twice.".into(),
     ];
-    Ok(Report {
-        experiment: EXPERIMENT.name.into(),
-        title: EXPERIMENT.title.into(),
-        source: EXPERIMENT.source.into(),
-        seed,
-        rows,
-        figures: Vec::new(),
-        notes,
-    })
+    Ok(EXPERIMENT.report(seed, rows, Vec::new(), notes))
 }

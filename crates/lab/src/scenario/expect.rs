@@ -74,7 +74,9 @@ pub fn read(st: &KState, env: &Env, what: &Observable) -> Result<u64, String> {
                 PagemapBit::Exclusive => e & PM_MMAP_EXCLUSIVE != 0,
                 PagemapBit::SoftDirty => e & PM_SOFT_DIRTY != 0,
                 PagemapBit::File => e & PM_FILE != 0,
-                PagemapBit::ZeroPage => e & PM_PRESENT != 0 && e & PM_PFN_MASK == st.zero_pfn.0,
+                PagemapBit::ZeroPage => {
+                    e & PM_PRESENT != 0 && st.is_zero_pfn(simcore::Pfn(e & PM_PFN_MASK))
+                }
             }))
         }
     }

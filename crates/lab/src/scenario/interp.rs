@@ -241,6 +241,10 @@ pub async fn execute(t: &Thread, op: &Op, env: &RefCell<Env>) -> Result<Outcome,
         OpKind::Vmsplice { fd: f, addr: a, len } => {
             Outcome::Count(t.vmsplice(fd(f), addr(a), *len).await?)
         }
+        OpKind::Fallocate { fd: f, mode, offset, len } => {
+            t.fallocate(fd(f), *mode, *offset, *len).await?;
+            Outcome::Done
+        }
         OpKind::Sleep { duration } => {
             t.cx().sleep(*duration).await;
             Outcome::Done

@@ -18,6 +18,7 @@ impl Default for MachineSpec {
             scheduler: SchedulerKind::TimeOrdered,
             ra_pages: None,
             swap: None,
+            pmem: None,
             fault_around_pages: None,
             swappiness: None,
             min_ttl_ms: None,
@@ -84,6 +85,8 @@ pub struct MachineSpec {
     pub ra_pages: Option<u64>,
     /// Size of the swap device.
     pub swap: Option<Bytes>,
+    /// Size of the persistent-memory device DAX files live on.
+    pub pmem: Option<Bytes>,
     /// `fault_around_bytes` in pages.
     pub fault_around_pages: Option<u64>,
     /// `vm.swappiness`.
@@ -326,6 +329,13 @@ pub enum OpKind {
         cgroup: String,
         amount: Bytes,
     },
+    /// `fallocate(fd, mode, offset, len)`; `mode` holds `mm::fs::falloc` flags.
+    Fallocate {
+        fd: String,
+        mode: u32,
+        offset: u64,
+        len: u64,
+    },
 }
 
 impl OpKind {
@@ -362,6 +372,7 @@ impl OpKind {
             OpKind::Sleep { .. } => "sleep",
             OpKind::Fadvise { .. } => "fadvise",
             OpKind::MemoryReclaim { .. } => "memory_reclaim",
+            OpKind::Fallocate { .. } => "fallocate",
         }
     }
 
@@ -501,6 +512,7 @@ pub fn fs_type(name: &str) -> Option<FsType> {
     match name {
         "ext4" | "disk" => Some(FsType::Disk),
         "tmpfs" | "shmem" => Some(FsType::Tmpfs),
+        "dax" | "ext4-dax" => Some(FsType::Dax),
         _ => None,
     }
 }

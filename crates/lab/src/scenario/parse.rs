@@ -75,7 +75,17 @@ impl<'a> Parser<'a> {
         };
         let mut files = Vec::new();
         for n in top.list("file")? {
-            files.push(self.file_decl(n)?);
+            let file = self.file_decl(n)?;
+            if file.spec.fs == mm::fs::FsType::Dax && machine.pmem.is_none() {
+                return Err(self.err(
+                    file.line,
+                    format!(
+                        "file `{}` is on a DAX file system: give the machine a persistent-memory device (`pmem = \"64MiB\"` in [machine])",
+                        file.path
+                    ),
+                ));
+            }
+            files.push(file);
         }
         let mut cgroups: Vec<CgroupDecl> = Vec::new();
         for n in top.list("cgroup")? {
@@ -219,6 +229,10 @@ impl<'a> Parser<'a> {
         if swap.is_some_and(|s| !s.is_page_aligned()) {
             return Err(self.err(f.line_of("swap"), "`swap`: expected a multiple of 4 KiB"));
         }
+        let pmem = f.opt_size("pmem")?;
+        if pmem.is_some_and(|s| !s.is_page_aligned()) {
+            return Err(self.err(f.line_of("pmem"), "`pmem`: expected a multiple of 4 KiB"));
+        }
         f.finish(&[
             "profile",
             "cpus",
@@ -230,6 +244,7 @@ impl<'a> Parser<'a> {
             "costs",
             "seed",
             "swap",
+            "pmem",
         ])?;
         Ok(MachineSpec {
             profile: profile_name,
@@ -241,6 +256,7 @@ impl<'a> Parser<'a> {
             scheduler,
             ra_pages,
             swap,
+            pmem,
             fault_around_pages,
             swappiness,
             min_ttl_ms,
@@ -461,9 +477,15 @@ impl<'a> Parser<'a> {
             "memory_reclaim" => {
                 OpKind::MemoryReclaim { cgroup: f.string("cgroup")?, amount: f.size("amount")? }
             }
+            "fallocate" => OpKind::Fallocate {
+                fd: f.string("fd")?,
+                mode: f.keyword("mode", parse_fallocate_mode, Some(0))?,
+                offset: f.opt_size("offset")?.map_or(0, Bytes::as_u64),
+                len: f.size("len")?.as_u64(),
+            },
             other => {
                 return Err(self.err(f.line_of("op"), format!(
-                    "unknown operation `{other}`: expected one of mmap, munmap, mprotect, madvise, open, close, dup, read, write, truncate, ftruncate, fsync, fork, exit, exec, touch, read_bytes, write_bytes, increment, pin, pin_read, unpin, pread_direct, clear_refs, pipe, vmsplice, sleep, fadvise, memory_reclaim"
+                    "unknown operation `{other}`: expected one of mmap, munmap, mprotect, madvise, open, close, dup, read, write, truncate, ftruncate, fallocate, fsync, fork, exit, exec, touch, read_bytes, write_bytes, increment, run, pin, pin_read, unpin, pread_direct, clear_refs, pipe, vmsplice, sleep, fadvise, memory_reclaim"
                 )));
             }
         };
@@ -508,6 +530,7 @@ impl<'a> Parser<'a> {
             OpKind::MemoryReclaim { .. } => &["cgroup", "amount"],
             OpKind::Vmsplice { .. } => &["fd", "addr", "len"],
             OpKind::Sleep { .. } => &["duration"],
+            OpKind::Fallocate { .. } => &["fd", "mode", "offset", "len"],
         };
         let mut all = vec!["op", "as", "expect"];
         all.extend_from_slice(known);
@@ -971,7 +994,8 @@ fn op_refs(k: &OpKind) -> Vec<(String, ValueKind)> {
         | OpKind::Fsync { fd: f }
         | OpKind::Ftruncate { fd: f, .. }
         | OpKind::Fadvise { fd: f, .. }
-        | OpKind::Write { fd: f, .. } => fd(f),
+        | OpKind::Write { fd: f, .. }
+        | OpKind::Fallocate { fd: f, .. } => fd(f),
         OpKind::Read { fd: f, buf, .. } => {
             fd(f).into_iter().chain(buf.iter().flat_map(addr)).collect()
         }
@@ -1204,9 +1228,22 @@ fn parse_number(s: &str) -> Option<i64> {
     parse_size(s).and_then(|b| i64::try_from(b.as_u64()).ok())
 }
 
-/// A file system by name: `"ext4"` (or `"disk"`), `"tmpfs"` (or `"shmem"`).
+/// A file system by name: `"ext4"` (or `"disk"`), `"tmpfs"` (or `"shmem"`), `"dax"` (or
+/// `"ext4-dax"`: ext4 with `-o dax` on the machine's persistent memory).
 pub fn parse_fs(s: &str) -> Result<mm::fs::FsType, String> {
-    fs_type(s).ok_or_else(|| format!("unknown file system `{s}`: expected ext4 or tmpfs"))
+    fs_type(s).ok_or_else(|| format!("unknown file system `{s}`: expected ext4, tmpfs or dax"))
+}
+
+/// A `fallocate` mode: `"allocate"` (0), `"keep_size"`, or `"punch_hole"` (with `KEEP_SIZE`,
+/// as the kernel requires).
+pub fn parse_fallocate_mode(s: &str) -> Result<u32, String> {
+    use mm::fs::falloc;
+    match s {
+        "allocate" => Ok(0),
+        "keep_size" => Ok(falloc::KEEP_SIZE),
+        "punch_hole" => Ok(falloc::PUNCH_HOLE | falloc::KEEP_SIZE),
+        _ => Err(format!("unknown mode `{s}`: expected allocate, keep_size or punch_hole")),
+    }
 }
 
 /// A file's contents: `"zeros"`, or `"pattern:SEED"` (a pattern generated from the seed).

@@ -99,6 +99,9 @@ pub fn machine_config(
     if let Some(swap) = m.swap {
         config.swap = swap;
     }
+    if let Some(pmem) = m.pmem {
+        config.pmem = pmem;
+    }
     for (k, v) in &m.costs {
         config.profile.costs.set(k, *v).map_err(bad)?;
     }
