@@ -120,7 +120,7 @@ pub(crate) fn run(a: &ReplayArgs) -> u8 {
     let options = ReplayOptions { profile, check_every_batch: a.check_every_batch };
     let mut bar = FileProgress::new();
     let mut progress = |refs: u64, r: &TraceReader| {
-        bar.update(format!("{refs} references"), r.bytes_read.get(), r.file_bytes);
+        bar.update(|| format!("{refs} references"), r.bytes_read.get(), r.file_bytes);
     };
     let result = replay(reader, &a.trace, &maps, maps_file, &options, &mut progress);
     bar.finish();
@@ -145,7 +145,8 @@ impl FileProgress {
         FileProgress { start: Instant::now(), tty: std::io::stderr().is_terminal(), bar: None }
     }
 
-    fn update(&mut self, message: String, bytes_read: u64, file_bytes: u64) {
+    /// `message` is only formatted when the bar is shown: this runs after every simulation step.
+    fn update(&mut self, message: impl FnOnce() -> String, bytes_read: u64, file_bytes: u64) {
         if !self.tty || self.start.elapsed() < Duration::from_secs(1) {
             return;
         }
@@ -158,7 +159,7 @@ impl FileProgress {
             b
         });
         b.set_position(bytes_read);
-        b.set_message(message);
+        b.set_message(message());
     }
 
     fn finish(&self) {
@@ -222,7 +223,7 @@ fn run_page_cache(a: &ReplayArgs, profile: mm::Profile) -> u8 {
     };
     let mut bar = FileProgress::new();
     let mut progress = |requests: u64, r: &BlockReader| {
-        bar.update(format!("{requests} requests"), r.bytes_read.get(), r.file_bytes);
+        bar.update(|| format!("{requests} requests"), r.bytes_read.get(), r.file_bytes);
     };
     let result = replay_page_cache(reader, &a.trace, &options, &mut progress);
     bar.finish();
