@@ -15,7 +15,8 @@ Configure a machine, drive its processes with syscalls, and read what the kernel
     m.vmstat()["pgreuse"]                     # a pandas Series of /proc/vmstat
 
 Scenario files run with :func:`run_scenario`; the published measurements with
-:func:`reproduce` (``mmsim.reproduce("cow-reuse").rows`` is a DataFrame); the ``mmsim`` command
+:func:`reproduce` (``mmsim.reproduce("cow-reuse").rows`` is a DataFrame); grids of runs with
+:func:`sweep` (on Dask, a DataFrame with a row per point); the ``mmsim`` command
 is installed with the package. Python configures, runs and analyses; every
 mechanism runs in the compiled simulator (``mmsim._core``).
 """
@@ -35,6 +36,7 @@ from mmsim.errors import (
 from mmsim.machine import Machine, Process
 from mmsim.reproduce import Reproduction, experiments, reproduce
 from mmsim.scenario import ScenarioResult, run_scenario
+from mmsim.sweep import sweep
 
 __all__ = [
     "BusError",
@@ -54,4 +56,5 @@ __all__ = [
     "experiments",
     "reproduce",
     "run_scenario",
+    "sweep",
 ]

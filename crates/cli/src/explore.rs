@@ -62,13 +62,7 @@ pub(crate) fn run(a: &ExploreArgs) -> u8 {
 fn explore_cmd(a: &ExploreArgs) -> Result<u8, String> {
     let scenario = load(&a.scenario).map_err(|e| e.to_string())?;
     let mut o = Overrides::default();
-    if let Some(k) = &a.kernel {
-        o.kernel = Some(k.parse().map_err(|e: String| format!("--kernel: {e}"))?);
-    }
-    for kv in &a.sets {
-        let (k, v) = kv.split_once('=').ok_or_else(|| format!("--set {kv}: expected KEY=VALUE"))?;
-        o.sets.push((k.trim().into(), v.trim().into()));
-    }
+    crate::run::kernel_and_sets(&mut o, a.kernel.as_deref(), &a.sets)?;
     let config =
         machine_config(&scenario.machine, &o, &scenario.file).map_err(|e| e.to_string())?;
     let mut trials = factory(&scenario, config);

@@ -13,6 +13,7 @@ mod explore;
 mod replay;
 mod reproduce;
 mod run;
+mod sweep;
 
 use clap::{Parser, Subcommand};
 use std::ffi::OsString;
@@ -34,6 +35,9 @@ enum Command {
     /// Reproduce the published measurements of the seed changes: a table "published vs
     /// simulated" per experiment, report.html and report.json.
     Reproduce(reproduce::ReproduceArgs),
+    /// Run a scenario at every point of a grid of kernels, seeds, switches, costs and tunables:
+    /// a row per point; exit 1 when a point's expectations fail, 2 on bad input.
+    Sweep(sweep::SweepArgs),
     /// Replay a memory-reference trace (valgrind lackey or mmsim binary) through the simulated
     /// TLBs and page walk; exit 2 on bad input.
     Replay(replay::ReplayArgs),
@@ -61,6 +65,7 @@ pub fn main_with_args(args: impl IntoIterator<Item = impl Into<OsString> + Clone
     let result = match cli.command {
         Command::Run(a) => return run::run(&a),
         Command::Explore(a) => return explore::run(&a),
+        Command::Sweep(a) => return sweep::run(&a),
         Command::Replay(a) => return replay::run(&a),
         Command::Trace(c) => return replay::trace_command(&c),
         Command::Reproduce(a) => reproduce::run(&a),

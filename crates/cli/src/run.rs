@@ -8,10 +8,9 @@ use lab::scenario::parse::parse_show;
 use lab::scenario::run::{Overrides, Report, load, run as run_scenario};
 use std::time::{Duration, Instant};
 
+/// The machine overrides `mmsim run` and `mmsim sweep` share.
 #[derive(Debug, Args)]
-pub(crate) struct RunArgs {
-    /// The scenario file (TOML; see docs/scenarios.md).
-    scenario: String,
+pub(crate) struct OverrideArgs {
     /// Override the scenario's seed.
     #[arg(long)]
     seed: Option<u64>,
@@ -25,32 +24,60 @@ pub(crate) struct RunArgs {
     /// Scheduler: time-ordered, random, pct, pct:DEPTH or pct:DEPTH:STEPS.
     #[arg(long)]
     scheduler: Option<String>,
+    /// Run the whole-system checkers after every simulation step (slow).
+    #[arg(long)]
+    check_every_step: bool,
+}
+
+impl OverrideArgs {
+    pub(crate) fn overrides(&self) -> Result<Overrides, String> {
+        let mut o = Overrides {
+            seed: self.seed,
+            check_every_step: self.check_every_step,
+            ..Overrides::default()
+        };
+        if let Some(s) = &self.scheduler {
+            o.scheduler =
+                Some(s.parse().map_err(|e: engine::ConfigError| format!("--scheduler: {e}"))?);
+        }
+        kernel_and_sets(&mut o, self.kernel.as_deref(), &self.sets)?;
+        Ok(o)
+    }
+}
+
+/// Applies `--kernel` and the `--set KEY=VALUE`s to `o`.
+pub(crate) fn kernel_and_sets(
+    o: &mut Overrides,
+    kernel: Option<&str>,
+    sets: &[String],
+) -> Result<(), String> {
+    if let Some(k) = kernel {
+        o.kernel = Some(k.parse().map_err(|e: String| format!("--kernel: {e}"))?);
+    }
+    for kv in sets {
+        let (k, v) = kv.split_once('=').ok_or_else(|| format!("--set {kv}: expected KEY=VALUE"))?;
+        o.sets.push((k.trim().to_string(), v.trim().to_string()));
+    }
+    Ok(())
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct RunArgs {
+    /// The scenario file (TOML; see docs/scenarios.md).
+    scenario: String,
+    #[command(flatten)]
+    machine: OverrideArgs,
     /// Also print an observable: smaps:PROCESS, smaps_rollup:PROCESS, maps:PROCESS,
     /// status:PROCESS, vmstat, meminfo, lock_stat. Repeatable.
     #[arg(long)]
     show: Vec<String>,
-    /// Run the whole-system checkers after every simulation step (slow).
-    #[arg(long)]
-    check_every_step: bool,
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
 }
 
 fn overrides(a: &RunArgs) -> Result<Overrides, String> {
-    let mut o =
-        Overrides { seed: a.seed, check_every_step: a.check_every_step, ..Overrides::default() };
-    if let Some(k) = &a.kernel {
-        o.kernel = Some(k.parse().map_err(|e: String| format!("--kernel: {e}"))?);
-    }
-    if let Some(s) = &a.scheduler {
-        o.scheduler =
-            Some(s.parse().map_err(|e: engine::ConfigError| format!("--scheduler: {e}"))?);
-    }
-    for kv in &a.sets {
-        let (k, v) = kv.split_once('=').ok_or_else(|| format!("--set {kv}: expected KEY=VALUE"))?;
-        o.sets.push((k.trim().to_string(), v.trim().to_string()));
-    }
+    let mut o = a.machine.overrides()?;
     o.show = a
         .show
         .iter()

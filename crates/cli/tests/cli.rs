@@ -271,3 +271,45 @@ fn reproduce_prints_json_and_writes_the_report() {
     assert_eq!(bad.status.code(), Some(2));
     assert!(text(&bad).contains("unknown experiment `nonsense`"), "{}", text(&bad));
 }
+
+#[test]
+fn sweep_runs_a_row_per_point_and_names_impossible_points() {
+    let file = "scenarios/cow/odirect-clear-refs.toml";
+    let o = mmsim(&[
+        "sweep",
+        file,
+        "--grid",
+        "cow_reuse=page_count,mapcount",
+        "--grid",
+        "seed=0..2",
+        "--counter",
+        "pgreuse",
+        "--csv",
+        "--jobs",
+        "2",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[0], "cow_reuse,seed,passed,virtual_ms,events,pgreuse,digest");
+    let cells = |i: usize| lines[i].split(',').collect::<Vec<_>>();
+    assert_eq!(lines.len(), 5);
+    assert_eq!(cells(1)[..3], ["page_count", "0", "yes"]);
+    assert_eq!(cells(4)[..3], ["mapcount", "1", "yes"]);
+    // The page is reused in place under mapcount and copied under page_count.
+    assert_eq!((cells(1)[5], cells(4)[5]), ("0", "1"));
+    // A point runs as `mmsim run` with the same overrides: the same digest.
+    let one = mmsim(&["run", file, "--seed", "1", "--set", "cow_reuse=mapcount", "--json"]);
+    let report: serde_json::Value = serde_json::from_slice(&one.stdout).unwrap();
+    assert_eq!(report["digest"], cells(4)[6]);
+    assert!(report["vmstat"]["pgreuse"] == 1);
+    // Every point is checked before anything runs.
+    let o = mmsim(&["sweep", file, "--grid", "kernel=v6.8,v5.8", "--grid", "lru=mglru"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o).contains("sweep point kernel=v5.8 lru=mglru"), "{}", text(&o));
+    assert!(o.stdout.is_empty(), "nothing ran");
+    for bad in [&["--grid", "seed=4..2"][..], &["--grid", "seed=1", "--counter", "pgnothing"]] {
+        let o = mmsim(&[&["sweep", file][..], bad].concat());
+        assert_eq!(o.status.code(), Some(2), "{bad:?}: {}", text(&o));
+    }
+}

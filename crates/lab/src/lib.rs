@@ -7,3 +7,4 @@
 pub mod reproduce;
 pub mod scenario;
 pub mod session;
+pub mod sweep;

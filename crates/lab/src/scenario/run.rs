@@ -14,6 +14,7 @@ use mm::kernel::Kernel;
 use mm::{KernelVersion, Machine, MachineConfig, Profile, spawn_user_thread};
 use serde::Serialize;
 use std::cell::RefCell;
+use std::collections::BTreeMap;
 use std::rc::Rc;
 
 /// Reads and parses a scenario file.
@@ -61,6 +62,8 @@ pub struct Report {
     pub digest: String,
     /// `(title, text)` of each observable shown.
     pub shown: Vec<(String, String)>,
+    /// `/proc/vmstat` at the end of the run, by counter name.
+    pub vmstat: BTreeMap<String, u64>,
 }
 
 impl Report {
@@ -304,5 +307,12 @@ pub fn run(
         events: last.map_or(0, |r| r.events),
         digest: handle.digest().to_string(),
         shown,
+        vmstat: machine
+            .kernel()
+            .state()
+            .vmstat_snapshot()
+            .iter()
+            .map(|(name, value)| (name.to_string(), value))
+            .collect(),
     })
 }
