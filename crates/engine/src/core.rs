@@ -16,6 +16,7 @@ use crate::lock::{Completion, LockId, Mode, Mutex, RwSem, SpinLock, WaitQueue, o
 use crate::sched::{self, ReadyEntry, Scheduler};
 use crate::task::{HeldLock, Point, PointKind, Status, Task, TaskId, TaskStats};
 use crate::watchdog::DeadlockReport;
+use simcore::id::Id as _;
 use simcore::{Digest, IdVec, Prng, SimDuration, SimTime};
 use std::cell::RefCell;
 use std::collections::VecDeque;
@@ -736,6 +737,11 @@ impl Handle {
 
     pub fn task_stats(&self, task: TaskId) -> TaskStats {
         self.0.state.borrow().tasks[task].stats
+    }
+
+    /// Every task spawned so far, in spawn order.
+    pub fn tasks(&self) -> Vec<TaskId> {
+        (0..self.0.state.borrow().tasks.len()).map(TaskId::from_index).collect()
     }
 
     pub fn task_name(&self, task: TaskId) -> String {

@@ -101,8 +101,6 @@ pub struct KState {
     pub pipes: BTreeMap<InodeId, crate::pipe::Pipe>,
     /// kswapd has been woken and not yet finished balancing.
     pub kswapd_awake: bool,
-    /// kswapd has been started (it is started by the first allocation that needs it).
-    pub kswapd_started: bool,
     /// Every CPU's TLBs and walk caches.
     pub tlb: crate::tlb::Tlbs,
     /// Memory cgroups, the root first; each has its lruvec.
@@ -274,18 +272,6 @@ impl Cx {
     {
         let k = self.k.clone();
         self.ecx.spawn(self.ecx.cpu(), name, move |ecx| f(Cx::new(ecx, k, None)))
-    }
-
-    /// Starts a kernel daemon (kswapd) on the machine's last CPU: it may outlive the run.
-    pub(crate) fn spawn_kdaemon<F, Fut>(&self, name: &str, f: F)
-    where
-        F: FnOnce(Cx) -> Fut + 'static,
-        Fut: Future<Output = ()> + 'static,
-    {
-        let k = self.k.clone();
-        let handle: &Handle = &self.ecx;
-        let last = handle.cpu(handle.cpus() - 1).expect("the last CPU exists");
-        self.ecx.spawn_daemon(last, name, move |ecx| f(Cx::new(ecx, k, None)));
     }
 
     /// Spends `n` times the cost of a basic operation.

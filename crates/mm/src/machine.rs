@@ -201,7 +201,6 @@ impl Machine {
             gup_holds: IdVec::new(),
             pipes: Default::default(),
             kswapd_awake: false,
-            kswapd_started: false,
             tlb: crate::tlb::Tlbs::new(
                 &config.profile.tlb,
                 config.profile.cpus,

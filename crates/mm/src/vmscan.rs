@@ -9,7 +9,8 @@
 //!   progress. Before that, the folio is charged to the allocating task's memory cgroup
 //!   (`memcontrol.rs`), which reclaims from that cgroup (`try_to_free_mem_cgroup_pages`) when
 //!   the charge would exceed a `memory.max`.
-//! - kswapd, one per node, reclaims from *low* back up to *high* (`balance_pgdat`), lowering the
+//! - kswapd, one per node and started with the machine (`kswapd_run`; a wake-up only wakes it),
+//!   reclaims from *low* back up to *high* (`balance_pgdat`), lowering the
 //!   scan priority from 12 to 0 while it makes too little progress; with the multi-gen LRU it
 //!   first ages every lruvec (`lru_gen_age_node`, which enforces `min_ttl`).
 //! - `shrink_node` visits the lruvec of every memory cgroup under the reclaim target
@@ -236,18 +237,10 @@ async fn alloc_pages(cx: &Cx, order: Order) -> Option<Pfn> {
     }
 }
 
-/// Wakes kswapd if it sleeps (`wakeup_kswapd`), starting it the first time.
+/// Wakes kswapd if it sleeps (`wakeup_kswapd`). The machine starts the node's one kswapd at
+/// boot (`kswapd_run`), so a wake-up never starts another.
 fn wake_kswapd(cx: &Cx) {
-    let (wake, start) = {
-        let mut st = cx.st();
-        (
-            !std::mem::replace(&mut st.kswapd_awake, true),
-            !std::mem::replace(&mut st.kswapd_started, true),
-        )
-    };
-    if start {
-        cx.spawn_kdaemon("kswapd0", kswapd);
-    }
+    let wake = !std::mem::replace(&mut cx.st().kswapd_awake, true);
     if wake {
         cx.kernel().kswapd_wait.wake_up_all(cx);
     }

@@ -196,3 +196,23 @@ fn fadvise_errors_willneed_and_dontneed() {
     });
     assert_eq!(vmstat(&m, "nr_file_pages"), 16 - 7);
 }
+
+/// Given a 32 MiB machine, when a 48 MiB file is read through it (global reclaim, kswapd
+/// woken many times), then the node has exactly one kswapd, started at boot, and it did the
+/// stealing (a wake-up used to start a second one beside it).
+#[test]
+fn global_reclaim_runs_one_kswapd() {
+    for lru in ["classic", "mglru"] {
+        let profile = Profile::named("tiny").unwrap().resized(None, Some(Bytes::mib(32))).unwrap();
+        let mut config = MachineConfig::new(profile, KernelVersion::new(6, 3));
+        config.switches.set("lru", lru).unwrap();
+        let mut m = Machine::new(config).unwrap();
+        let pid = m.new_process("app").unwrap();
+        file(&mut m, "/big", 12_288);
+        common::run_big(&mut m, pid, |t| read_all(t, "/big", 12_288, 1));
+        let h = m.handle();
+        let kswapds = h.tasks().into_iter().filter(|&t| h.task_name(t) == "kswapd0").count();
+        assert_eq!(kswapds, 1, "{lru}");
+        assert!(vmstat(&m, "pgsteal_kswapd") > 0, "{lru}");
+    }
+}

@@ -3,29 +3,36 @@
 //! encoding the 4K Bosphorus clip from a RAM disk, with the app's input file mapped).
 //!
 //! The process maps its input file read-only and shared, its own executable text, and anonymous
-//! buffers, initialises them, then runs `threads` threads that each take a horizontal share of
-//! every frame:
+//! buffers, initialises them, then runs `threads` worker threads. Every step `f` of the stream is
+//! cut into `threads` horizontal segments, and a worker takes the next segment of the next step
+//! from a queue shared by all workers, as SVT-AV1's processes take segments from their FIFOs
+//! (the library starts tens of threads — the `SvtMalloc` report logged in
+//! Patman86/SVT-AV1-Mods-by-Patman issue 16 counts 94 — so work is not tied to a CPU, and other
+//! work on a CPU, such as kswapd, delays all workers a little rather than one share a lot). For segment `s` of step `f` the worker:
 //!
-//! 1. *input*: read the share of frame `f` from the mapping and write it into picture slot
+//! 1. *input*: reads the segment of frame `f` from the mapping and writes it into picture slot
 //!    `f % picture_slots` (the encoder's copy of the picture plus its analysis data);
-//! 2. *analysis*: read the picture that arrived `lookahead / 2` frames ago;
+//! 2. *analysis*: reads the picture that arrived `lookahead / 2` frames ago;
 //! 3. *encoding*: the picture that arrived `lookahead` frames ago is encoded: its slot and the
 //!    `references` most recent reconstructed pictures are read, its own reconstruction is
 //!    written, the encoder state is read and written, and the code is executed;
-//! 4. the frame's computation, `compute_per_frame / threads` of CPU time.
+//! 4. the segment's computation, `compute_per_frame / threads` of CPU time.
 //!
-//! After the last input frame the pictures still in the lookahead are encoded. Each thread
-//! records when it finished; frames per second are the frames over the time until the last
-//! thread finished. `noreuse` is the seed's patch to the app: `posix_fadvise(fd, 0, 0,
+//! After the last input frame the pictures still in the lookahead are encoded. Each worker
+//! records when it found the queue empty; frames per second are the frames over the time until
+//! the last worker finished. `noreuse` is the seed's patch to the app: `posix_fadvise(fd, 0, 0,
 //! POSIX_FADV_NOREUSE)` on the input right after it is opened.
 //!
-//! Approximations: the threads do not synchronise per frame (SVT-AV1's pipeline couples them
-//! loosely through queues); every page of a share is touched once per step; no output file.
+//! Approximations: segments are taken in stream order without waiting for the ones they depend
+//! on (a worker may start step `f + 1` while another still runs step `f`; SVT-AV1's pipeline
+//! bounds that skew with its queues too); one worker per CPU, each pinned (the segment queue,
+//! not migration, balances the load); every page of a segment is touched once per step; no
+//! output file.
 
 use mm::fadvise::advice;
 use mm::{Access, Machine, MmapArgs, OpenFlags, Pid, Signal, Thread, map, prot};
 use simcore::{Bytes, SimDuration, SimTime, VirtAddr};
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 /// What to run.
@@ -139,12 +146,14 @@ impl Encoder {
         Ok(())
     }
 
-    /// Phase two: the encoding threads.
+    /// Phase two: the encoding threads, taking segments from one queue.
     pub fn spawn_measured(&self, machine: &mut Machine) -> Result<(), String> {
         let layout = (*self.layout.borrow()).ok_or("encoder: the setup did not finish")?;
+        let queue = Rc::new(Cell::new(0));
         for i in 0..self.config.threads {
             let c = self.config.clone();
             let results = self.results.clone();
+            let queue = queue.clone();
             let cpu = c.first_cpu + i;
             machine.spawn_thread(self.pid, cpu, "svt-enc", move |t| async move {
                 {
@@ -152,7 +161,7 @@ impl Encoder {
                     let now = t.now();
                     r.start = Some(r.start.map_or(now, |s| s.min(now)));
                 }
-                let ok = encode(&t, &c, layout, i).await.is_ok();
+                let ok = encode(&t, &c, layout, &queue).await.is_ok();
                 let mut r = results.borrow_mut();
                 r.ends.push(t.now());
                 if !ok {
@@ -212,18 +221,32 @@ fn share(total: u64, threads: u32, i: u32) -> (u64, u64) {
     (first, total * (i + 1) / t - first)
 }
 
-async fn encode(t: &Thread, c: &Config, l: Layout, i: u32) -> Result<(), Signal> {
+/// The workers' queue: the index of the next segment, `step * threads + segment`.
+type Queue = Rc<Cell<u64>>;
+
+/// Takes the next `(step, segment)` from the queue, or `None` when every step is taken.
+fn next_segment(queue: &Queue, c: &Config) -> Option<(u64, u32)> {
+    let n = queue.get();
+    let per_step = u64::from(c.threads);
+    if n >= (c.frames + c.lookahead) * per_step {
+        return None;
+    }
+    queue.set(n + 1);
+    Some((n / per_step, (n % per_step) as u32))
+}
+
+async fn encode(t: &Thread, c: &Config, l: Layout, queue: &Queue) -> Result<(), Signal> {
     let frame = pages(c.frame_bytes);
     let picture = pages(c.picture_bytes);
     let reference = pages(c.reference_bytes);
-    let (in_first, in_n) = share(frame, c.threads, i);
-    let (pic_first, pic_n) = share(picture, c.threads, i);
-    let (ref_first, ref_n) = share(reference, c.threads, i);
-    let (st_first, st_n) = share(pages(c.state_bytes), c.threads, i);
     let code = pages(c.code_bytes);
     let compute = c.compute_per_frame / u64::from(c.threads);
     let slot = |f: u64| (f % c.picture_slots) * picture;
-    for f in 0..c.frames + c.lookahead {
+    while let Some((f, i)) = next_segment(queue, c) {
+        let (in_first, in_n) = share(frame, c.threads, i);
+        let (pic_first, pic_n) = share(picture, c.threads, i);
+        let (ref_first, ref_n) = share(reference, c.threads, i);
+        let (st_first, st_n) = share(pages(c.state_bytes), c.threads, i);
         if f < c.frames {
             // The input picture: the app reads it from the mapping into a picture buffer.
             let frame_bytes = c.frame_bytes.as_u64();
@@ -251,11 +274,79 @@ async fn encode(t: &Thread, c: &Config, l: Layout, i: u32) -> Result<(), Signal>
 
 #[cfg(test)]
 mod tests {
-    use super::share;
+    use super::*;
+    use mm::{FileSpec, KernelVersion, MachineConfig, Profile};
 
     #[test]
     fn shares_cover_the_region() {
         let parts: Vec<(u64, u64)> = (0..3).map(|i| share(10, 3, i)).collect();
         assert_eq!(parts, [(0, 3), (3, 3), (6, 4)]);
+    }
+
+    /// Given two workers on two CPUs and a busy kernel-like thread sharing the second CPU, when
+    /// they encode, then the workers share the lost CPU time through the segment queue: the run
+    /// ends about half the busy time after the ideal, not the whole of it (as it would if each
+    /// worker owned a fixed share of every frame).
+    #[test]
+    fn the_segment_queue_spreads_a_busy_cpu_over_the_workers() {
+        let profile = Profile::named("tiny").unwrap().resized(Some(2), None).unwrap();
+        let mut m = Machine::new(MachineConfig::new(profile, KernelVersion::new(6, 3))).unwrap();
+        let frame = Bytes::from_pages(4);
+        let c = Config {
+            input: "/in".into(),
+            code: "/code".into(),
+            frames: 40,
+            frame_bytes: frame,
+            threads: 2,
+            first_cpu: 0,
+            lookahead: 4,
+            picture_slots: 6,
+            picture_bytes: frame,
+            references: 1,
+            reference_bytes: frame,
+            state_bytes: frame,
+            code_bytes: frame,
+            compute_per_frame: SimDuration::from_ns(2_000_000),
+            noreuse: false,
+        };
+        m.create_file(&c.input, &FileSpec::zeros(Bytes(c.frames * frame.as_u64()))).unwrap();
+        m.create_file(&c.code, &FileSpec::zeros(frame)).unwrap();
+        let e = Encoder::new(&mut m, c.clone()).unwrap();
+        e.spawn_setup(&mut m).unwrap();
+        m.run().unwrap();
+        e.spawn_measured(&mut m).unwrap();
+        let busy = SimDuration::from_ns(20_000_000);
+        let hog = m.new_process("hog").unwrap();
+        m.spawn_thread(hog, 1, "hog", move |t| async move { t.compute(busy).await }).unwrap();
+        m.run().unwrap();
+        let r = e.results();
+        let elapsed = r.ends.iter().max().unwrap().since(r.start.unwrap());
+        let ideal = c.compute_per_frame * c.frames / 2;
+        assert!(elapsed > ideal + busy / 4, "{elapsed:?}");
+        assert!(elapsed < ideal + busy * 3 / 4, "{elapsed:?} against {ideal:?} + {busy:?}");
+    }
+
+    #[test]
+    fn the_queue_hands_out_every_segment_once_in_stream_order() {
+        let c = Config {
+            input: String::new(),
+            code: String::new(),
+            frames: 2,
+            frame_bytes: Bytes::PAGE,
+            threads: 2,
+            first_cpu: 0,
+            lookahead: 1,
+            picture_slots: 2,
+            picture_bytes: Bytes::PAGE,
+            references: 0,
+            reference_bytes: Bytes::PAGE,
+            state_bytes: Bytes::PAGE,
+            code_bytes: Bytes::PAGE,
+            compute_per_frame: SimDuration::from_ns(1),
+            noreuse: false,
+        };
+        let q = Queue::default();
+        let got: Vec<(u64, u32)> = std::iter::from_fn(|| next_segment(&q, &c)).collect();
+        assert_eq!(got, [(0, 0), (0, 1), (1, 0), (1, 1), (2, 0), (2, 1)]);
     }
 }
