@@ -13,10 +13,11 @@
 //! - each folio's refcount is its page-cache references plus its mappings plus the references of
 //!   registered holders;
 //! - the PTEs and the mapcounts agree, every mapping is reachable through rmap at the right
-//!   address, and no PTE points at a free frame;
+//!   address, and no PTE points at a free frame; a PMD that is not special maps the head of a
+//!   cached PMD-sized folio, and the entire mapcounts and `nr_file_pmdmapped` agree with them;
 //! - each mm's RSS counters equal a recount;
-//! - the vmstat gauges (`nr_anon_pages`, `nr_mapped`, `nr_file_pages`, `nr_shmem`, `nr_dirty`)
-//!   and the LRU lists equal a recount;
+//! - the vmstat gauges (`nr_anon_pages`, `nr_mapped`, `nr_file_pages`, `nr_shmem`, `nr_dirty`,
+//!   `nr_file_hugepages`), each mapping's `nr_thps` and the LRU lists equal a recount;
 //! - every folio on an LRU list is on its own lruvec's list for its state (its generation
 //!   within `[min_seq, max_seq]` under the multi-gen LRU), and each memory cgroup's
 //!   `memory.current` equals the pages of the folios charged to it and its descendants;
@@ -181,6 +182,7 @@ fn check_frames(st: &KState) -> Result<(), String> {
 
 fn check_mappings(st: &KState, ptes: &[Mapped], rule: CowReuse) -> Result<(), String> {
     let mut mapcount: BTreeMap<u64, u32> = BTreeMap::new();
+    let mut entire: BTreeMap<u64, u32> = BTreeMap::new();
     let mut rss: BTreeMap<(MmId, usize), u64> = BTreeMap::new();
     for m in ptes {
         if m.pte.is_swap() {
@@ -198,10 +200,11 @@ fn check_mappings(st: &KState, ptes: &[Mapped], rule: CowReuse) -> Result<(), St
             }
             continue;
         };
-        if m.huge {
-            return Err(format!("huge PMD at {} of mm {} maps page {page}", m.addr, m.mm));
-        }
         let head = st.folios.head(page);
+        if m.huge {
+            check_file_pmd(st, m, head, &mut entire, &mut rss)?;
+            continue;
+        }
         if st.buddy.is_free(page) || st.folios.refcount(head) == 0 {
             return Err(format!("PTE at {} of mm {} maps free frame {page}", m.addr, m.mm));
         }
@@ -227,7 +230,18 @@ fn check_mappings(st: &KState, ptes: &[Mapped], rule: CowReuse) -> Result<(), St
             ));
         }
     }
+    let mut file_mapped = 0u64;
+    let mut anon_mapped = 0u64;
+    let mut pmd_mapped = 0u64;
     for head in st.folios.heads() {
+        let pmds = entire.get(&head.0).copied().unwrap_or(0);
+        if st.folios.entire_mapcount(head) != pmds {
+            return Err(format!(
+                "folio {head}: entire mapcount {} but {pmds} PMDs map it",
+                st.folios.entire_mapcount(head)
+            ));
+        }
+        pmd_mapped += u64::from(pmds > 0);
         for i in 0..st.folios.order(head).pages() {
             let page = head + i;
             let counted = mapcount.get(&page.0).copied().unwrap_or(0);
@@ -236,6 +250,13 @@ fn check_mappings(st: &KState, ptes: &[Mapped], rule: CowReuse) -> Result<(), St
                     "page {page}: mapcount {} but {counted} PTEs map it",
                     st.folios.page_mapcount(page)
                 ));
+            }
+            if counted > 0 || pmds > 0 {
+                if st.folios.is_anon(head) {
+                    anon_mapped += 1;
+                } else {
+                    file_mapped += 1;
+                }
             }
         }
     }
@@ -253,10 +274,11 @@ fn check_mappings(st: &KState, ptes: &[Mapped], rule: CowReuse) -> Result<(), St
             }
         }
     }
-    let anon_mapped =
-        mapcount.keys().filter(|&&p| st.folios.is_anon(st.folios.head(Pfn(p)))).count() as u64;
-    let file_mapped = mapcount.len() as u64 - anon_mapped;
-    for (key, counted) in [(VmStat::NrAnonPages, anon_mapped), (VmStat::NrMapped, file_mapped)] {
+    for (key, counted) in [
+        (VmStat::NrAnonPages, anon_mapped),
+        (VmStat::NrMapped, file_mapped),
+        (VmStat::NrFilePmdmapped, pmd_mapped),
+    ] {
         if st.vmstat.get(key) != counted {
             return Err(format!(
                 "{}: {} but {counted} pages are mapped",
@@ -265,6 +287,34 @@ fn check_mappings(st: &KState, ptes: &[Mapped], rule: CowReuse) -> Result<(), St
             ));
         }
     }
+    Ok(())
+}
+
+/// A PMD leaf that is not special maps a whole PMD-sized page-cache folio from its head,
+/// reachable through rmap at the PMD's address; it counts one entire mapping and 512 pages of
+/// RSS.
+fn check_file_pmd(
+    st: &KState,
+    m: &Mapped,
+    head: Pfn,
+    entire: &mut BTreeMap<u64, u32>,
+    rss: &mut BTreeMap<(MmId, usize), u64>,
+) -> Result<(), String> {
+    let page = m.pte.pfn();
+    let what = || format!("huge PMD at {} of mm {} mapping {page}", m.addr, m.mm);
+    if head != page
+        || st.folios.refcount(head) == 0
+        || st.folios.order(head) != simcore::Order::PMD
+        || !matches!(st.folios.mapping(head), Mapping::File(_))
+    {
+        return Err(format!("{}: not the head of a cached PMD-sized folio", what()));
+    }
+    if !st.rmap_walk(head).iter().any(|&(mm, _, a)| mm == m.mm && a == m.addr) {
+        return Err(format!("{}: not found by rmap", what()));
+    }
+    *entire.entry(head.0).or_default() += 1;
+    let counter = crate::fault::mm_counter(st, head);
+    *rss.entry((m.mm, counter as usize)).or_default() += st.folios.order(head).pages();
     Ok(())
 }
 
@@ -306,9 +356,10 @@ fn check_refcounts(st: &KState) -> Result<(), String> {
 }
 
 fn check_page_cache_and_lru(st: &KState) -> Result<(), String> {
-    let (mut file_pages, mut shmem, mut dirty) = (0u64, 0u64, 0u64);
+    let (mut file_pages, mut shmem, mut dirty, mut thps) = (0u64, 0u64, 0u64, 0u64);
     for (inode, i) in st.inodes.iter() {
         let mut n = 0;
+        let mut inode_thps = 0;
         for (&index, &head) in &i.mapping.pages {
             if st.folios.mapping(head) != Mapping::File(inode) || st.folio_index(head) != index {
                 return Err(format!(
@@ -321,18 +372,29 @@ fn check_page_cache_and_lru(st: &KState) -> Result<(), String> {
             if st.folios.test(head, pg::DIRTY) {
                 dirty += nr;
             }
+            inode_thps += u64::from(st.is_file_thp(inode, head));
         }
         if n != i.mapping.nrpages {
             return Err(format!("{}: nrpages {} but {n} cached", i.path, i.mapping.nrpages));
         }
+        if inode_thps != i.mapping.nr_thps {
+            return Err(format!(
+                "{}: nr_thps {} but {inode_thps} cached",
+                i.path, i.mapping.nr_thps
+            ));
+        }
+        thps += inode_thps;
         file_pages += n;
         if i.fs == FsType::Tmpfs {
             shmem += n;
         }
     }
-    for (key, counted) in
-        [(VmStat::NrFilePages, file_pages), (VmStat::NrShmem, shmem), (VmStat::NrDirty, dirty)]
-    {
+    for (key, counted) in [
+        (VmStat::NrFilePages, file_pages),
+        (VmStat::NrShmem, shmem),
+        (VmStat::NrDirty, dirty),
+        (VmStat::NrFileHugepages, thps),
+    ] {
         if st.vmstat.get(key) != counted {
             return Err(format!(
                 "{}: {} but {counted} counted",

@@ -104,6 +104,19 @@ switch_enum!(
 );
 
 switch_enum!(
+    /// Whether a read fault in an executable file mapping may map a 2 MiB page-cache folio with
+    /// one PMD (`huge_memory.rs`). Not a kernel era: the kernels of every era get such folios
+    /// only from khugepaged (READ_ONLY_THP_FOR_FS) or from file systems with large folios, so
+    /// every era sets `off`; `fault` is the model's stand-in for a collapse already done, to
+    /// compare 4 KiB and 2 MiB text.
+    ExecTextThp, "exec_text_thp" {
+        Off = "off",
+        /// The first read fault of an eligible 2 MiB range reads it as one order-9 folio.
+        Fault = "fault",
+    }
+);
+
+switch_enum!(
     /// hugetlb PMD-sharing synchronisation (seed `001`, `mm/hugetlb.c`).
     HugetlbSync, "hugetlb_sync" {
         /// `i_mmap_rwsem` held for read across the whole fault: v5.7 to v6.0.
@@ -174,6 +187,7 @@ switch_enum!(
 pub struct Switches {
     pub file_thp: FileThp,
     pub open_write_truncate: OpenWriteTruncate,
+    pub exec_text_thp: ExecTextThp,
     pub hugetlb_sync: HugetlbSync,
     pub dax_hole: DaxHole,
     pub lru: Lru,
@@ -202,6 +216,7 @@ impl Switches {
             } else {
                 OpenWriteTruncate::KeepPrivate
             },
+            exec_text_thp: ExecTextThp::Off,
             // Before v5.7 the fault path held only the fault mutex; the model starts at v5.7.
             hugetlb_sync: if k <= v(6, 0) { HugetlbSync::IMmapRwsem } else { HugetlbSync::VmaLock },
             dax_hole: if k <= v(4, 13) { DaxHole::PagecacheZero } else { DaxHole::ZeroPage },
@@ -219,9 +234,10 @@ impl Switches {
     }
 
     /// The switch names, in a stable order.
-    pub const NAMES: [&'static str; 8] = [
+    pub const NAMES: [&'static str; 9] = [
         FileThp::KEY,
         OpenWriteTruncate::KEY,
+        ExecTextThp::KEY,
         HugetlbSync::KEY,
         DaxHole::KEY,
         Lru::KEY,
@@ -235,6 +251,7 @@ impl Switches {
         match key {
             FileThp::KEY => self.file_thp = FileThp::parse(value)?,
             OpenWriteTruncate::KEY => self.open_write_truncate = OpenWriteTruncate::parse(value)?,
+            ExecTextThp::KEY => self.exec_text_thp = ExecTextThp::parse(value)?,
             HugetlbSync::KEY => self.hugetlb_sync = HugetlbSync::parse(value)?,
             DaxHole::KEY => self.dax_hole = DaxHole::parse(value)?,
             Lru::KEY => self.lru = Lru::parse(value)?,
@@ -252,10 +269,11 @@ impl Switches {
     }
 
     /// `(name, value)` of every switch.
-    pub fn iter(&self) -> [(&'static str, &'static str); 8] {
+    pub fn iter(&self) -> [(&'static str, &'static str); 9] {
         [
             (FileThp::KEY, self.file_thp.name()),
             (OpenWriteTruncate::KEY, self.open_write_truncate.name()),
+            (ExecTextThp::KEY, self.exec_text_thp.name()),
             (HugetlbSync::KEY, self.hugetlb_sync.name()),
             (DaxHole::KEY, self.dax_hole.name()),
             (Lru::KEY, self.lru.name()),
@@ -322,6 +340,8 @@ mod tests {
         assert!(s.check_implemented(KernelVersion::DEFAULT).is_ok());
         let old = KernelVersion::new(5, 15);
         assert!(s.check_implemented(old).unwrap_err().contains("lru = mglru is not modelled"));
+        s.set("exec_text_thp", "fault").unwrap();
+        assert_eq!(s.exec_text_thp, ExecTextThp::Fault);
         s.set("refcount_freeze", "skip").unwrap();
         assert_eq!(s.refcount_freeze, RefcountFreeze::Skip);
     }

@@ -24,7 +24,10 @@
 //! `do_fault` and the shared write-protect fault; a private write copies a DAX block from the
 //! device.
 //!
-//! Not yet modelled: transparent huge pages (THP is `never`), userfaultfd, stack expansion of
+//! File VMAs that are not DAX try their PMD level in `huge_memory.rs` (read-only file THPs for
+//! executable text, under the `exec_text_thp` switch) before the PTE level.
+//!
+//! Not yet modelled: anonymous transparent huge pages (THP is `never` for them), userfaultfd, stack expansion of
 //! `VM_GROWSDOWN` VMAs (an access below a stack VMA is SIGSEGV), swap readahead.
 
 use crate::cost::Cost;
@@ -167,6 +170,9 @@ pub(crate) async fn handle_mm_fault(
     let _lru = cx.lru_fault_scope(recency);
     let addr = addr.align_down(simcore::Bytes::PAGE);
     if let Some(done) = crate::dax::dax_huge_fault(cx, mm, vma, addr, kind).await? {
+        return Ok(done);
+    }
+    if let Some(done) = crate::huge_memory::file_huge_fault(cx, mm, vma, addr, kind).await? {
         return Ok(done);
     }
     let Some(pte_table) = pte_alloc(cx, mm, addr).await? else {

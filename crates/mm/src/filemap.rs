@@ -7,7 +7,8 @@
 //!   after every wake-up, as `folio_wait_bit_common` does.
 //! - Reading from the backing store: missing pages of a window are allocated, inserted locked
 //!   and not uptodate, read with one device request (latency plus per-page transfer), then
-//!   unlocked. Tasks that find a locked folio wait for the read.
+//!   unlocked. A PMD-sized folio of executable text (`huge_memory.rs`) is read the same way and
+//!   counted in `nr_file_hugepages` and the mapping's `nr_thps`. Tasks that find a locked folio wait for the read.
 //! - `filemap_fault` with mmap read-around (`ra_pages` centred on the fault; one page with
 //!   `MADV_RANDOM`), tmpfs faults allocating zeroed pages, and the `read()`/`write()` paths.
 //! - `read()` marks each page it copies accessed (`lru.rs`) and reads what is missing in
@@ -40,6 +41,14 @@ impl KState {
         (index < start + self.folios.order(head).pages()).then_some(head)
     }
 
+    /// Whether `head`, cached in `inode`, is a PMD-sized folio of a disk file: counted in
+    /// `nr_file_hugepages` (`NR_FILE_THPS`) and, since the modelled disk file system has no
+    /// large-folio support, in the mapping's `nr_thps` as a collapsed THP would be
+    /// (`__filemap_add_folio`, `filemap_unaccount_folio`).
+    pub(crate) fn is_file_thp(&self, inode: InodeId, head: Pfn) -> bool {
+        self.folios.order(head) == Order::PMD && self.inodes[inode].fs == FsType::Disk
+    }
+
     /// `folio_mark_dirty` for a page-cache folio.
     pub(crate) fn folio_mark_dirty(&mut self, head: Pfn) {
         if !self.folios.test_and_set(head, pg::DIRTY) {
@@ -64,9 +73,14 @@ impl KState {
             self.folios.set(head, pg::SWAPBACKED);
             self.vmstat.add(VmStat::NrShmem, nr);
         }
+        let thp = self.is_file_thp(inode, head);
+        if thp {
+            self.vmstat.inc(VmStat::NrFileHugepages);
+        }
         let m = &mut self.inodes[inode].mapping;
         m.pages.insert(index, head);
         m.nrpages += nr;
+        m.nr_thps += u64::from(thp);
         if let Some(shadow) = self.take_shadow(ShadowSlot::PageCache(inode, index))
             && !write
         {
@@ -80,9 +94,14 @@ impl KState {
     pub(crate) fn page_cache_delete(&mut self, inode: InodeId, head: Pfn) {
         let nr = self.folios.order(head).pages();
         let index = self.folio_index(head);
+        let thp = self.is_file_thp(inode, head);
+        if thp {
+            self.vmstat.sub(VmStat::NrFileHugepages, 1);
+        }
         let m = &mut self.inodes[inode].mapping;
         assert_eq!(m.pages.remove(&index), Some(head), "deleting a folio not in the cache");
         m.nrpages -= nr;
+        m.nr_thps -= u64::from(thp);
         self.vmstat.sub(VmStat::NrFilePages, nr);
         if self.inodes[inode].fs == FsType::Tmpfs {
             self.vmstat.sub(VmStat::NrShmem, nr);
@@ -169,22 +188,34 @@ pub(crate) async fn read_pages(
     }
     let n = batch.len() as u64;
     cx.charge_n(Cost::PageAlloc, n).await;
-    cx.charge_n(Cost::PageCacheInsert, n).await;
+    read_folios(cx, inode, &batch).await;
+    Ok(n)
+}
+
+/// Reads folios just inserted locked and not uptodate at their indexes with one device request
+/// (latency plus per-page transfer), marks them uptodate and unlocks them.
+pub(crate) async fn read_folios(cx: &Cx, inode: InodeId, batch: &[(u64, Pfn)]) {
+    let n: u64 = {
+        let st = cx.st();
+        batch.iter().map(|&(_, head)| st.folios.order(head).pages()).sum()
+    };
+    cx.charge_n(Cost::PageCacheInsert, batch.len() as u64).await;
     let io = cx.block_io(n);
     cx.sleep(io).await;
     {
         let mut st = cx.st();
-        for &(index, head) in &batch {
-            let content = st.inodes[inode].backing.read(index);
-            st.mem.set(head.0, content);
+        for &(index, head) in batch {
+            for i in 0..st.folios.order(head).pages() {
+                let content = st.inodes[inode].backing.read(index + i);
+                st.mem.set((head + i).0, content);
+            }
             st.folios.set(head, pg::UPTODATE);
         }
         st.vmstat.add(VmStat::Pgpgin, n * 4);
     }
-    for &(_, head) in &batch {
+    for &(_, head) in batch {
         folio_unlock(cx, head);
     }
-    Ok(n)
 }
 
 /// Allocates a zeroed tmpfs page at `index` (`shmem_get_folio` for a missing page).

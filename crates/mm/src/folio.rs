@@ -463,6 +463,31 @@ impl Folios {
         }
     }
 
+    /// PMD mappings of a large folio (`folio_entire_mapcount`); 0 for a small one.
+    pub fn entire_mapcount(&self, head: Pfn) -> u32 {
+        if self.meta(head).flags & pg::HEAD == 0 {
+            return 0;
+        }
+        self.large(head).map_or(0, |l| l.entire_mapcount)
+    }
+
+    /// A new PMD mapping of a large folio; returns whether it is the first.
+    pub(crate) fn inc_entire_mapcount(&mut self, head: Pfn) -> bool {
+        let l = self.large.get_mut(&(head.0 as u32)).expect("PMD mapping of a small folio");
+        l.entire_mapcount += 1;
+        l.entire_mapcount == 1
+    }
+
+    /// A PMD mapping of a large folio goes; returns whether it was the last.
+    pub(crate) fn dec_entire_mapcount(&mut self, head: Pfn) -> bool {
+        let l = self.large.get_mut(&(head.0 as u32)).expect("PMD unmapping of a small folio");
+        l.entire_mapcount = l
+            .entire_mapcount
+            .checked_sub(1)
+            .unwrap_or_else(|| panic!("entire mapcount underflow on {head}"));
+        l.entire_mapcount == 0
+    }
+
     pub(crate) fn inc_mapcount(&mut self, pfn: Pfn) {
         let m = self.meta_mut(pfn);
         m.mapcount = m.mapcount.checked_add(1).expect("more than 65535 mappings of one page");

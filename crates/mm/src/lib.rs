@@ -30,6 +30,7 @@ pub mod folio;
 mod fork;
 pub mod fs;
 pub mod gup;
+mod huge_memory;
 pub mod kernel;
 pub mod lru;
 pub mod machine;

@@ -2,7 +2,8 @@
 //! `status` (memory lines), `pagemap` entries, `/proc/meminfo` (`fs/proc/task_mmu.c`,
 //! `fs/proc/meminfo.c`, `Documentation/admin-guide/mm/pagemap.rst`, Linux v6.8).
 //!
-//! smaps accounting follows `smaps_account`: the zero pages and other special mappings (DAX
+//! smaps accounting follows `smaps_account` and `smaps_pmd_entry`: a file THP mapped by a PMD
+//! counts in `FilePmdMapped` and its pages' mapcounts include the PMD mappings; the zero pages and other special mappings (DAX
 //! blocks, as before v6.15) are not counted (`vm_normal_page` is NULL); a page mapped more than once is Shared and adds
 //! `size / mapcount` to Pss (fixed point with `PSS_SHIFT` = 12); dirty means a dirty PTE or a
 //! dirty folio; referenced means a young PTE or a referenced folio.
@@ -39,6 +40,8 @@ pub struct MemSizeStats {
     pub anonymous: u64,
     pub swap: u64,
     pub pss_locked: u64,
+    /// Bytes of file THPs mapped by PMDs (`FilePmdMapped`).
+    pub file_thp: u64,
 }
 
 impl MemSizeStats {
@@ -54,6 +57,7 @@ impl MemSizeStats {
         self.anonymous += o.anonymous;
         self.swap += o.swap;
         self.pss_locked += o.pss_locked;
+        self.file_thp += o.file_thp;
     }
 
     /// The smaps fields as `(name, kB)`, in the kernel's order.
@@ -73,7 +77,7 @@ impl MemSizeStats {
             ("LazyFree", 0),
             ("AnonHugePages", 0),
             ("ShmemPmdMapped", 0),
-            ("FilePmdMapped", 0),
+            ("FilePmdMapped", kb(self.file_thp)),
             ("Shared_Hugetlb", 0),
             ("Private_Hugetlb", 0),
             ("Swap", kb(self.swap)),
@@ -91,16 +95,24 @@ impl KState {
         let mut mss = MemSizeStats::default();
         let mut addr = v.start;
         while addr < v.end {
-            let pte = self.pt.translate(pgd, addr).map(|(p, _)| p);
+            let entry = self.pt.translate(pgd, addr);
+            let pmd_offset = (addr.0 >> 12) & 511;
             addr = addr + Bytes::PAGE;
-            let Some(pte) = pte else { continue };
+            let Some((pte, level)) = entry else { continue };
             if pte.is_swap() {
                 mss.swap += 4096;
                 continue;
             }
-            let Some(page) = vm_normal_page(pte) else { continue };
+            let Some(mapped) = vm_normal_page(pte) else { continue };
+            // A PMD leaf maps a whole file THP (`smaps_pmd_entry`): this page is its piece, and
+            // `page_mapcount` counts the PMD mappings too.
+            let huge = level == Level::Pmd;
+            let page = if huge { mapped + pmd_offset } else { mapped };
             let head = self.folios.head(page);
             let size = 4096u64;
+            if huge {
+                mss.file_thp += size;
+            }
             mss.resident += size;
             if self.folios.is_anon(head) {
                 mss.anonymous += size;
@@ -109,7 +121,9 @@ impl KState {
             if pte.young() || self.folios.test(head, pg::REFERENCED) {
                 mss.referenced += size;
             }
-            let mapcount = u64::from(self.folios.page_mapcount(page)).max(1);
+            let mapcount =
+                u64::from(self.folios.page_mapcount(page) + self.folios.entire_mapcount(head))
+                    .max(1);
             let pss = (size << PSS_SHIFT) / mapcount;
             mss.pss += pss;
             if dirty {
@@ -272,12 +286,15 @@ impl KState {
                         if pte.soft_dirty() {
                             e |= PM_SOFT_DIRTY;
                         }
-                        if let Some(page) = vm_normal_page(pte) {
+                        if let Some(mapped) = vm_normal_page(pte) {
+                            let page = mapped + offset;
                             let head = self.folios.head(page);
                             if !self.folios.is_anon(head) {
                                 e |= PM_FILE;
                             }
-                            if self.folios.page_mapcount(page) == 1 {
+                            let mapcount =
+                                self.folios.page_mapcount(page) + self.folios.entire_mapcount(head);
+                            if mapcount == 1 {
                                 e |= PM_MMAP_EXCLUSIVE;
                             }
                         }

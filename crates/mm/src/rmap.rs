@@ -18,7 +18,7 @@
 use crate::folio::{AnonVmaId, Mapping, pg};
 use crate::kernel::{Cx, KState};
 use crate::mm_struct::MmId;
-use crate::pgtable::Pte;
+use crate::pgtable::{Level, PtId, Pte, Upper};
 use crate::vma::{VmFlags, VmaId};
 use crate::vmstat::VmStat;
 use engine::{Handle, RwSem};
@@ -112,10 +112,11 @@ impl KState {
         self.vmstat.inc(VmStat::NrAnonPages);
     }
 
-    /// `folio_add_anon_rmap_pte` / `folio_add_file_rmap_pte` for an already-known folio.
+    /// `folio_add_anon_rmap_pte` / `folio_add_file_rmap_pte` for an already-known folio. A page
+    /// that a PMD already maps is already counted mapped.
     pub(crate) fn rmap_add_pte(&mut self, page: Pfn) {
         let head = self.folios.head(page);
-        let first = self.folios.page_mapcount(page) == 0;
+        let first = self.folios.page_mapcount(page) == 0 && self.folios.entire_mapcount(head) == 0;
         self.folios.inc_mapcount(page);
         if first {
             let stat =
@@ -128,10 +129,36 @@ impl KState {
     pub(crate) fn rmap_remove_pte(&mut self, page: Pfn) {
         let head = self.folios.head(page);
         self.folios.dec_mapcount(page);
-        if self.folios.page_mapcount(page) == 0 {
+        if self.folios.page_mapcount(page) == 0 && self.folios.entire_mapcount(head) == 0 {
             let stat =
                 if self.folios.is_anon(head) { VmStat::NrAnonPages } else { VmStat::NrMapped };
             self.vmstat.sub(stat, 1);
+        }
+    }
+
+    /// Pages of the large folio `head` that no PTE maps.
+    fn pages_without_pte(&self, head: Pfn) -> u64 {
+        let nr = self.folios.order(head).pages();
+        (0..nr).filter(|&i| self.folios.page_mapcount(head + i) == 0).count() as u64
+    }
+
+    /// `folio_add_file_rmap_pmd`: the first PMD mapping counts the pages no PTE maps in
+    /// `nr_mapped`, and the folio in `nr_file_pmdmapped`.
+    pub(crate) fn rmap_add_pmd(&mut self, head: Pfn) {
+        assert!(!self.folios.is_anon(head), "anonymous THPs are not modelled");
+        if self.folios.inc_entire_mapcount(head) {
+            let newly_mapped = self.pages_without_pte(head);
+            self.vmstat.add(VmStat::NrMapped, newly_mapped);
+            self.vmstat.inc(VmStat::NrFilePmdmapped);
+        }
+    }
+
+    /// `folio_remove_rmap_pmd`.
+    pub(crate) fn rmap_remove_pmd(&mut self, head: Pfn) {
+        if self.folios.dec_entire_mapcount(head) {
+            let unmapped = self.pages_without_pte(head);
+            self.vmstat.sub(VmStat::NrMapped, unmapped);
+            self.vmstat.sub(VmStat::NrFilePmdmapped, 1);
         }
     }
 
@@ -178,43 +205,41 @@ impl KState {
             .collect()
     }
 
-    /// The PTEs that map `page` now (walks rmap candidates and checks their page tables).
-    pub fn rmap_mappers(&self, page: Pfn) -> Vec<(MmId, VmaId, VirtAddr)> {
+    /// The entries that map `page` now (walks rmap candidates and checks their page tables):
+    /// PTEs, and for the head of a PMD-mapped folio the PMDs (`huge`).
+    pub fn rmap_mappers(&self, page: Pfn) -> Vec<Mapper> {
         self.rmap_walk(page)
             .into_iter()
-            .filter(|&(mm, _, addr)| {
-                self.pt
-                    .translate(self.mm(mm).pgd, addr)
-                    .is_some_and(|(pte, _)| pte.is_present() && !pte.special() && pte.pfn() == page)
+            .filter_map(|(mm, vma, addr)| {
+                let (pte, level) = self.pt.translate(self.mm(mm).pgd, addr)?;
+                (pte.is_present() && !pte.special() && pte.pfn() == page).then_some(Mapper {
+                    mm,
+                    vma,
+                    addr,
+                    page,
+                    huge: level == Level::Pmd,
+                })
             })
             .collect()
     }
 }
 
-/// A page mapped at `addr` of `vma` in `mm`, found by an rmap walk.
+/// A page mapped at `addr` of `vma` in `mm`, found by an rmap walk: by a PTE, or (`huge`) the
+/// head of a folio mapped whole by the PMD at `addr`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Mapper {
+pub struct Mapper {
     pub mm: MmId,
     pub vma: VmaId,
     pub addr: VirtAddr,
     pub page: Pfn,
+    pub huge: bool,
 }
 
 impl KState {
-    /// Every PTE mapping any page of folio `head` now.
+    /// Every PTE or PMD mapping any page of folio `head` now.
     pub(crate) fn folio_mappers(&self, head: Pfn) -> Vec<Mapper> {
         let nr = self.folios.order(head).pages();
-        (0..nr)
-            .flat_map(|i| {
-                let page = head + i;
-                self.rmap_mappers(page).into_iter().map(move |(mm, vma, addr)| Mapper {
-                    mm,
-                    vma,
-                    addr,
-                    page,
-                })
-            })
-            .collect()
+        (0..nr).flat_map(|i| self.rmap_mappers(head + i)).collect()
     }
 
     /// `vma_has_recency` (v6.3+, `include/linux/mm_inline.h`): accesses through a VMA count for
@@ -237,17 +262,37 @@ impl KState {
     }
 }
 
-/// The PTE slot of `m`, and its PTE, if the page is still mapped there.
-fn mapped_pte(st: &KState, m: &Mapper) -> Option<(crate::pgtable::PtId, usize, Pte)> {
-    let (t, i) = st.pt.pte_slot(st.mm(m.mm).pgd, m.addr)?;
-    let pte = st.pt.pte(t, i);
+/// The table and slot of `m`'s entry (a PTE, or a PMD leaf for a huge mapper), and the entry,
+/// if the page is still mapped there.
+fn mapped_entry(st: &KState, m: &Mapper) -> Option<(PtId, usize, Pte)> {
+    let pgd = st.mm(m.mm).pgd;
+    let (t, i, pte) = if m.huge {
+        let (t, i) = st.pt.pmd_slot(pgd, m.addr)?;
+        let Upper::Leaf(pte) = st.pt.upper(t, i) else { return None };
+        (t, i, pte)
+    } else {
+        let (t, i) = st.pt.pte_slot(pgd, m.addr)?;
+        (t, i, st.pt.pte(t, i))
+    };
     (pte.is_present() && !pte.special() && pte.pfn() == m.page).then_some((t, i, pte))
 }
 
-/// `folio_referenced`: counts the young PTEs mapping the folio and clears them, skipping VMAs
-/// without recency; returns the count and the union of the flags of the VMAs that referenced it.
-/// Each PTE is examined under its page-table lock, as `page_vma_mapped_walk` does. Under the
-/// multi-gen LRU each young PTE also looks around its neighbours (`lru_gen_look_around`).
+/// Writes `m`'s entry back (`Pte::NONE` clears it).
+fn set_entry(st: &mut KState, m: &Mapper, table: PtId, idx: usize, pte: Pte) {
+    if !m.huge {
+        st.pt.set_pte(table, idx, pte);
+    } else if pte.is_none() {
+        st.pt.set_upper(table, idx, Upper::None);
+    } else {
+        st.pt.set_upper(table, idx, Upper::Leaf(pte));
+    }
+}
+
+/// `folio_referenced`: counts the young PTEs and PMDs mapping the folio and clears them,
+/// skipping VMAs without recency; returns the count and the union of the flags of the VMAs that
+/// referenced it. Each entry is examined under its page-table lock, as `page_vma_mapped_walk`
+/// does. Under the multi-gen LRU each young PTE also looks around its neighbours
+/// (`lru_gen_look_around`; not a PMD, as in the kernel).
 pub(crate) async fn folio_referenced(cx: &Cx, head: Pfn) -> (u32, VmFlags) {
     let mappers = cx.st().folio_mappers(head);
     let (mut young, mut flags) = (0, 0u64);
@@ -255,17 +300,17 @@ pub(crate) async fn folio_referenced(cx: &Cx, head: Pfn) -> (u32, VmFlags) {
         if !cx.st().vma_has_recency_now(m.vma) {
             continue;
         }
-        let Some((table, _, _)) = mapped_pte(&cx.st(), &m) else { continue };
+        let Some((table, _, _)) = mapped_entry(&cx.st(), &m) else { continue };
         let ptl = cx.st().pt.ptl(table);
         let _g = ptl.lock(cx).await;
         let mut st = cx.st();
-        if let Some((t, i, pte)) = mapped_pte(&st, &m)
+        if let Some((t, i, pte)) = mapped_entry(&st, &m)
             && pte.young()
         {
-            st.pt.set_pte(t, i, pte.without(Pte::ACCESSED));
+            set_entry(&mut st, &m, t, i, pte.without(Pte::ACCESSED));
             young += 1;
             flags |= st.vma(m.vma).flags.0;
-            if st.lru.is_mglru() {
+            if st.lru.is_mglru() && !m.huge {
                 st.lru_gen_referenced_pte(m.mm, m.vma, t, m.addr, head);
             }
         }
@@ -274,19 +319,33 @@ pub(crate) async fn folio_referenced(cx: &Cx, head: Pfn) -> (u32, VmFlags) {
 }
 
 /// `try_to_unmap`: replaces every PTE of the folio with a swap entry (anonymous, in the swap
-/// cache) or with nothing (file), under each PTE lock, then flushes the TLB. Returns false if an
-/// exclusive, possibly pinned anonymous page must stay mapped (v5.19+ `anon_exclusive`: pinned
-/// pages are never unmapped to swap); the folio may then be partly unmapped.
+/// cache) or with nothing (file), under each PTE lock, then flushes the TLB. A PMD mapping of a
+/// file folio is split, which for a file folio means cleared (`TTU_SPLIT_HUGE_PMD`,
+/// `__split_huge_pmd_locked`). Returns false if an exclusive, possibly pinned anonymous page
+/// must stay mapped (v5.19+ `anon_exclusive`: pinned pages are never unmapped to swap); the
+/// folio may then be partly unmapped.
 pub(crate) async fn try_to_unmap(cx: &Cx, head: Pfn) -> bool {
     let anon_exclusive = cx.kernel().switches.cow_reuse == crate::era::CowReuse::AnonExclusive;
     let mappers = cx.st().folio_mappers(head);
     for m in mappers {
-        let Some((table, _, _)) = mapped_pte(&cx.st(), &m) else { continue };
+        let Some((table, _, _)) = mapped_entry(&cx.st(), &m) else { continue };
         let ptl = cx.st().pt.ptl(table);
         let g = ptl.lock(cx).await;
+        if m.huge {
+            {
+                let mut st = cx.st();
+                let Some((t, i, pte)) = mapped_entry(&st, &m) else { continue };
+                st.zap_file_pmd(m.mm, t, i, pte);
+                st.put_folio(head, 1);
+            }
+            let haddr = m.addr.align_down(simcore::Bytes::PMD);
+            crate::tlbflush::flush_tlb_range(cx, m.mm, haddr, haddr + simcore::Bytes::PMD).await;
+            drop(g);
+            continue;
+        }
         let unmapped = {
             let mut st = cx.st();
-            let Some((t, i, pte)) = mapped_pte(&st, &m) else { continue };
+            let Some((t, i, pte)) = mapped_entry(&st, &m) else { continue };
             let anon = st.folios.is_anon(head);
             let exclusive = st.folios.test(m.page, pg::ANON_EXCLUSIVE);
             if anon && anon_exclusive && exclusive && st.folios.maybe_dma_pinned(head) {

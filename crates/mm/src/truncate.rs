@@ -90,7 +90,12 @@ fn zero_backing(cx: &Cx, inode: InodeId, index: u64, from: usize, to: usize) {
 /// `truncate_inode_pages_range` for bytes `[lstart, lend)` (`None`: to the end of the file):
 /// removes the cached folios wholly inside, zeroes the parts of the partial pages at the edges,
 /// and deletes a DAX file's entries.
-async fn truncate_inode_pages_range(cx: &Cx, inode: InodeId, lstart: u64, lend: Option<u64>) {
+pub(crate) async fn truncate_inode_pages_range(
+    cx: &Cx,
+    inode: InodeId,
+    lstart: u64,
+    lend: Option<u64>,
+) {
     let first = lstart.div_ceil(4096);
     let end = lend.map_or(u64::MAX, |e| e / 4096);
     cx.st().workingset.truncate(inode, first, end);

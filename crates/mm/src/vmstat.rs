@@ -61,6 +61,7 @@ simcore::counter_keys! {
         AllocstallNormal = "allocstall_normal",
         OomKill = "oom_kill",
         ThpFaultFallback = "thp_fault_fallback",
+        ThpFileMapped = "thp_file_mapped",
         ThpZeroPageAlloc = "thp_zero_page_alloc",
         NrTlbRemoteFlush = "nr_tlb_remote_flush",
         NrTlbRemoteFlushReceived = "nr_tlb_remote_flush_received",

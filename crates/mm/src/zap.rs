@@ -9,10 +9,11 @@
 //! with `even_cows = false` it leaves private anonymous copies in place, with `true` (truncate) it
 //! removes them too.
 //!
-//! Huge PMDs exist only in DAX VMAs (the huge zero page and 2 MiB pmem extents, special
-//! mappings without refcounts): a zap that touches part of one clears all of it and flushes its
-//! whole range, as `__split_huge_pmd` does for `vma_is_special_huge` VMAs, whose faults refill
-//! the rest with PTEs. `split_huge_pmd_edges` clears those that straddle a VMA edge before the
+//! Huge PMDs map DAX memory (the huge zero page and 2 MiB pmem extents, special mappings
+//! without refcounts) or file THPs (`huge_memory.rs`): a zap that touches part of one clears all
+//! of it and flushes its whole range, as `__split_huge_pmd` does for `vma_is_special_huge` VMAs
+//! and file folios, whose faults refill the rest with PTEs; a file THP's reference is dropped
+//! after the flush, like a page's. `split_huge_pmd_edges` clears those that straddle a VMA edge before the
 //! VMA is split (`vma_adjust_trans_huge`).
 
 use crate::cost::Cost;
@@ -57,7 +58,9 @@ pub(crate) async fn zap_vma_range(
                 cleared += zap_pte_range(cx, mm, vma, table, addr, next, details, &mut freed).await;
             }
             Some((pmd_table, idx, Upper::Leaf(_))) => {
-                cleared += zap_huge_pmd(cx, pmd_table, idx).await;
+                let (n, folio) = zap_huge_pmd(cx, mm, pmd_table, idx).await;
+                cleared += n;
+                freed.extend(folio);
                 flush_start = flush_start.min(addr.align_down(Bytes::PMD));
                 flush_end = flush_end.max(addr.align_down(Bytes::PMD) + Bytes::PMD);
             }
@@ -159,27 +162,34 @@ async fn zap_pte_range(
     cleared
 }
 
-/// `zap_huge_pmd` of a special huge PMD: cleared under the PMD lock; returns the entries cleared.
-async fn zap_huge_pmd(cx: &Cx, pmd_table: PtId, idx: usize) -> u64 {
+/// `zap_huge_pmd`: clears a huge PMD under the PMD lock. Returns the entries cleared and, for
+/// a file THP, the folio whose mapping reference the caller drops after the TLB flush (a special
+/// PMD has none).
+async fn zap_huge_pmd(cx: &Cx, mm: MmId, pmd_table: PtId, idx: usize) -> (u64, Option<Pfn>) {
     let ptl = cx.st().pt.ptl(pmd_table);
     let _g = ptl.lock(cx).await;
-    let cleared = {
+    let (cleared, folio) = {
         let mut st = cx.st();
         match st.pt.upper(pmd_table, idx) {
-            Upper::Leaf(leaf) => {
-                assert!(leaf.special(), "huge PMDs map only DAX pfns and the huge zero page");
+            Upper::Leaf(leaf) if leaf.special() => {
                 st.pt.set_upper(pmd_table, idx, Upper::None);
-                1
+                (1, None)
             }
-            _ => 0,
+            Upper::Leaf(leaf) => {
+                st.zap_file_pmd(mm, pmd_table, idx, leaf);
+                st.folios.mapping_to_extra(leaf.pfn());
+                (1, Some(leaf.pfn()))
+            }
+            _ => (0, None),
         }
     };
     cx.charge_n(Cost::PteUpdate, cleared).await;
-    cleared
+    (cleared, folio)
 }
 
-/// `__split_huge_pmd` of the huge PMD mapping `addr` in `mm`, if any: for a DAX VMA the PMD is
-/// only cleared (and its range flushed); faults map the pages again.
+/// `__split_huge_pmd` of the huge PMD mapping `addr` in `mm`, if any: for a DAX VMA or a file
+/// THP the PMD is only cleared (and its range flushed, then the folio's reference dropped);
+/// faults map the pages again.
 pub(crate) async fn split_huge_pmd(cx: &Cx, mm: MmId, addr: VirtAddr) {
     let slot = {
         let st = cx.st();
@@ -188,9 +198,13 @@ pub(crate) async fn split_huge_pmd(cx: &Cx, mm: MmId, addr: VirtAddr) {
             .filter(|&(t, i)| matches!(st.pt.upper(t, i), Upper::Leaf(_)))
     };
     let Some((pmd_table, idx)) = slot else { return };
-    if zap_huge_pmd(cx, pmd_table, idx).await > 0 {
+    let (cleared, folio) = zap_huge_pmd(cx, mm, pmd_table, idx).await;
+    if cleared > 0 {
         let haddr = addr.align_down(Bytes::PMD);
         flush_tlb_range(cx, mm, haddr, haddr + Bytes::PMD).await;
+    }
+    if let Some(head) = folio {
+        cx.st().put_folio_extra(head);
     }
 }
 
