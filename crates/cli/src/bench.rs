@@ -360,7 +360,11 @@ fn tlb_bench(a: &TlbBenchArgs) -> Result<(), String> {
             line: 1,
         }];
         let profile = mm::Profile::named("epyc-vm")?;
-        let options = trace::replay::ReplayOptions { profile, check_every_batch: false };
+        let options = trace::replay::ReplayOptions {
+            profile,
+            text_thp: mm::era::ExecTextThp::Off,
+            check_every_batch: false,
+        };
         let mut warm: Option<Instant> = None;
         let mut progress = |done: u64, _: &trace::input::TraceReader| {
             if done >= pages && warm.is_none() {

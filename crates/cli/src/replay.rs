@@ -55,6 +55,10 @@ pub(crate) struct ReplayArgs {
     /// Machine profile (its TLB geometry and costs): epyc-vm, tiny, xeon-spr, arm-a76.
     #[arg(long, default_value = "epyc-vm")]
     profile: String,
+    /// Back executable file mappings with 2 MiB pages where alignment allows (the
+    /// `exec_text_thp` switch): off or fault.
+    #[arg(long, default_value = "off", conflicts_with = "cache")]
+    text_thp: String,
     /// Count and skip malformed trace lines instead of stopping at the first.
     #[arg(long)]
     skip_bad: bool,
@@ -117,7 +121,11 @@ pub(crate) fn run(a: &ReplayArgs) -> u8 {
         Ok(r) => r,
         Err(e) => return bad(e),
     };
-    let options = ReplayOptions { profile, check_every_batch: a.check_every_batch };
+    let text_thp = match mm::era::ExecTextThp::parse(&a.text_thp) {
+        Ok(v) => v,
+        Err(e) => return bad(format!("--text-thp: {e}")),
+    };
+    let options = ReplayOptions { profile, text_thp, check_every_batch: a.check_every_batch };
     let mut bar = FileProgress::new();
     let mut progress = |refs: u64, r: &TraceReader| {
         bar.update(|| format!("{refs} references"), r.bytes_read.get(), r.file_bytes);
@@ -280,8 +288,8 @@ fn print_perf_stat(r: &ReplayReport) {
     let c = |e| r.counter(e);
     println!();
     println!(
-        " Performance counter stats for '{}' (mmsim replay, {} trace, profile {}, {} TLBs):",
-        r.trace, r.format, r.profile, r.tlb
+        " Performance counter stats for '{}' (mmsim replay, {} trace, profile {}, {} TLBs, text THP {}):",
+        r.trace, r.format, r.profile, r.tlb, r.text_thp
     );
     println!();
     let line = |v: u64, name: &str, comment: String| {
@@ -319,6 +327,7 @@ fn print_perf_stat(r: &ReplayReport) {
         format!("{:5.2}% of walks", percent(c(TlbEvent::WalkCacheHits), walks)),
     );
     line(r.page_faults, "page-faults", format!("{} major", grouped(r.major_faults)));
+    line(r.text_thps_mapped, "text-thps-mapped", "2 MiB text mapped by one PMD".to_string());
     line(r.outside_mappings, "references-outside-mappings", String::new());
     line(r.protection_faults, "protection-faults", String::new());
     if r.skipped_lines > 0 {

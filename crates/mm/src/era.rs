@@ -65,7 +65,8 @@ macro_rules! switch_enum {
                 match self { $($name::$variant => $text,)* }
             }
 
-            fn parse(value: &str) -> Result<$name, String> {
+            /// The value named `value`, or an error listing the values.
+            pub fn parse(value: &str) -> Result<$name, String> {
                 $name::ALL.iter().copied().find(|v| v.name() == value).ok_or_else(|| {
                     let names: Vec<&str> = $name::ALL.iter().map(|v| v.name()).collect();
                     format!("switch `{}` has no value `{value}`: expected one of {}", $key, names.join(", "))

@@ -10,6 +10,10 @@
 //! (SIGSEGV) is counted, as outside every mapping or as a protection fault, and the replay goes
 //! on. The batch's virtual time is charged once per batch.
 //!
+//! With `text_thp = fault` (the `exec_text_thp` switch) the executable file mappings get 2 MiB
+//! page-cache folios mapped by PMDs where a 2 MiB-aligned range lies inside the mapping at a file
+//! offset of the same colour, so 4 KiB and 2 MiB text can be compared on one trace.
+//!
 //! At the end the TLBs must agree with the page tables (`KState::check_tlb`) and the
 //! whole-system checkers must hold.
 
@@ -17,6 +21,7 @@ use crate::InputError;
 use crate::input::TraceReader;
 use crate::maps::Mapping;
 use crate::record::RefKind;
+use mm::era::ExecTextThp;
 use mm::tlb::TlbEvent;
 use mm::{
     FileSpec, KernelVersion, Machine, MachineConfig, MmapArgs, OpenFlags, Profile, map, prot,
@@ -52,6 +57,10 @@ pub struct ReplayReport {
     pub protection_faults: u64,
     /// Mappings of the description left out (above the user address space).
     pub mappings_left_out: u64,
+    /// The `exec_text_thp` switch of the run.
+    pub text_thp: String,
+    /// Text THPs mapped by PMDs during the replay (`thp_file_mapped`).
+    pub text_thps_mapped: u64,
     /// `perf`-style TLB counters (CPU 0).
     pub counters: BTreeMap<String, u64>,
     /// `pgfault` and `pgmajfault` during the replay.
@@ -70,6 +79,9 @@ impl ReplayReport {
 #[derive(Clone, Debug)]
 pub struct ReplayOptions {
     pub profile: Profile,
+    /// The `exec_text_thp` switch: `fault` backs executable file mappings with 2 MiB page-cache
+    /// folios where alignment allows.
+    pub text_thp: ExecTextThp,
     /// Check the TLBs against the page tables after every batch (slow).
     pub check_every_batch: bool,
 }
@@ -119,7 +131,8 @@ pub fn replay(
     progress: &mut dyn FnMut(u64, &TraceReader),
 ) -> Result<ReplayReport, ReplayError> {
     let sim = |e: String| ReplayError::Sim(e);
-    let config = MachineConfig::new(options.profile.clone(), KernelVersion::DEFAULT);
+    let mut config = MachineConfig::new(options.profile.clone(), KernelVersion::DEFAULT);
+    config.switches.exec_text_thp = options.text_thp;
     let mut machine = Machine::new(config).map_err(sim)?;
     let top = mm::pgtable::TASK_SIZE;
     let kept: Vec<Mapping> = maps.iter().filter(|m| m.end <= top).cloned().collect();
@@ -144,6 +157,7 @@ pub fn replay(
         profile: options.profile.name.to_string(),
         tlb: options.profile.tlb.core.to_string(),
         mappings_left_out: (maps.len() - kept.len()) as u64,
+        text_thp: options.text_thp.name().to_string(),
         ..ReplayReport::default()
     }));
     let failure: Rc<RefCell<Option<ReplayError>>> = Rc::new(RefCell::new(None));
@@ -265,8 +279,10 @@ pub fn replay(
     rep.counters = st.tlb.stats(0).iter().map(|(k, v)| (k.to_string(), v)).collect();
     let pgfault = mm::vmstat::vmstat_key("pgfault").expect("a vmstat key");
     let pgmajfault = mm::vmstat::vmstat_key("pgmajfault").expect("a vmstat key");
+    let thp_mapped = mm::vmstat::VmStat::ThpFileMapped;
     rep.page_faults = after.get(pgfault) - before.get(pgfault);
     rep.major_faults = after.get(pgmajfault) - before.get(pgmajfault);
+    rep.text_thps_mapped = after.get(thp_mapped) - before.get(thp_mapped);
     rep.virtual_time_ns = machine.handle().now().since(simcore::SimTime::ZERO).as_ns();
     Ok(rep)
 }
