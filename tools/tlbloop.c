@@ -1,9 +1,12 @@
 /* The reference loop for `mmsim bench tlb`: the same TLB lookups as mmsim's model of the
  * epyc-vm profile (AMD Zen 5: a 96-entry fully associative L1 DTLB and a 4096-entry 16-way
- * L2 DTLB, true LRU by age stamps) and a four-level radix walk with lazily allocated tables,
- * over the same reference stream (splitmix64, as the benchmark generates it): a sequential
- * pass touching every page once (untimed), then REFS timed random references.
- * Usage: tlbloop PAGES REFS SEED; prints the timed rate. */
+ * L2 DTLB, both holding 4 KiB and 2 MiB entries, true LRU by age stamps) and a radix walk with
+ * lazily allocated tables (four levels to a 4 KiB page, three to a 2 MiB one), over the same
+ * reference stream (splitmix64, as the benchmark generates it) in a footprint of PAGES 4 KiB
+ * pages: a sequential pass touching every page of size 1 << SHIFT once (untimed), then REFS
+ * timed random references.
+ * Usage: tlbloop PAGES REFS SEED [SHIFT: 12 (default) or 21]; prints the timed rate, the L1
+ * misses and the walks. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +18,7 @@
 
 static uint64_t l1_tag[L1], l1_age[L1], l2_tag[L2_SETS * L2_WAYS], l2_age[L2_SETS * L2_WAYS], clk;
 static uint64_t misses, walks;
+static int shift = 12;
 
 static uint64_t splitmix(uint64_t *s)
 {
@@ -26,24 +30,25 @@ static uint64_t splitmix(uint64_t *s)
 
 static void **root;
 
-static uint64_t walk(uint64_t vpn)
+static uint64_t walk(uint64_t va)
 {
 	void **t = root;
-	for (int level = 3; level > 0; level--) {
-		unsigned i = (vpn >> (9 * level)) & 511;
+	int leaf = (shift - 12) / 9; /* the level of the leaf entry: 0 for a PTE, 1 for a PMD */
+	for (int level = 3; level > leaf; level--) {
+		unsigned i = (va >> (12 + 9 * level)) & 511;
 		if (!t[i])
 			t[i] = calloc(512, sizeof(void *));
 		t = t[i];
 	}
-	unsigned i = vpn & 511;
+	unsigned i = (va >> shift) & 511;
 	if (!t[i])
-		t[i] = (void *)(vpn + 1);
+		t[i] = (void *)((va >> shift) + 1);
 	return (uint64_t)t[i];
 }
 
 static void lookup(uint64_t va)
 {
-	uint64_t tag = (va >> 12) + 1, v = 0;
+	uint64_t tag = (va >> shift) + 1, v = 0;
 	clk++;
 	for (int i = 0; i < L1; i++)
 		if (l1_tag[i] == tag) {
@@ -51,7 +56,7 @@ static void lookup(uint64_t va)
 			return;
 		}
 	misses++;
-	uint64_t *st = &l2_tag[((va >> 12) & (L2_SETS - 1)) * L2_WAYS], *sa = st - l2_tag + l2_age;
+	uint64_t *st = &l2_tag[((va >> shift) & (L2_SETS - 1)) * L2_WAYS], *sa = st - l2_tag + l2_age;
 	int hit = -1, victim = 0;
 	for (int w = 0; w < L2_WAYS; w++) {
 		if (st[w] == tag)
@@ -61,7 +66,7 @@ static void lookup(uint64_t va)
 	}
 	if (hit < 0) {
 		walks++;
-		v = walk(va >> 12);
+		v = walk(va);
 		st[victim] = tag;
 		sa[victim] = clk;
 	} else {
@@ -77,13 +82,17 @@ static void lookup(uint64_t va)
 
 int main(int argc, char **argv)
 {
-	if (argc != 4)
+	if (argc != 4 && argc != 5)
+		return 2;
+	if (argc == 5)
+		shift = atoi(argv[4]);
+	if (shift != 12 && shift != 21)
 		return 2;
 	uint64_t pages = strtoull(argv[1], 0, 10), refs = strtoull(argv[2], 0, 10), s = strtoull(argv[3], 0, 10);
 	uint64_t base = 0x100000000000ull;
 	root = calloc(512, sizeof(void *));
-	for (uint64_t p = 0; p < pages; p++)
-		lookup(base + (p << 12));
+	for (uint64_t p = 0; p < pages >> (shift - 12); p++)
+		lookup(base + (p << shift));
 	misses = walks = 0;
 	struct timespec a, b;
 	clock_gettime(CLOCK_MONOTONIC, &a);

@@ -8,11 +8,14 @@
 //!   most 16 bytes; Linux spends 64 on `struct page`), and anonymous first-touch faults per host
 //!   second.
 //! - `tlb`: trace-replay throughput in references per host second through the TLB model and page
-//!   walk, on three footprints (all first-level hits; 100 MiB random; 16 GiB random with 4 KiB
-//!   pages), each against `tools/tlbloop.c` (compiled with `cc -O2` in the same run) doing the
-//!   same lookups on the same reference stream, and the rate of reading the trace alone. Each
-//!   stream first touches every page once (untimed: faults are `bench mm`'s business), then
-//!   makes the timed random references.
+//!   walk, on four footprints (all first-level hits; 100 MiB random; 16 GiB random with 4 KiB
+//!   pages, and with 2 MiB pages), each against `tools/tlbloop.c` (compiled with `cc -O2` in the
+//!   same run) doing the same lookups on the same reference stream, and the rate of reading the
+//!   trace alone. Each stream first touches every page once (untimed: faults are `bench mm`'s
+//!   business), then makes the timed random references. The 4 KiB footprints are anonymous
+//!   memory; the 2 MiB one is an executable file mapping whose text THPs
+//!   (`exec_text_thp = fault`) the loads reach through 2 MiB TLB entries, over the same random
+//!   addresses as the 16 GiB 4 KiB footprint.
 //! - `explore`: schedules explored per second on the engine-level toy, and on each race scenario
 //!   the time to the first violation (or the rate when it declares none).
 //! - `pagecache`: page-cache replay throughput in requests per host second on a block trace, for
@@ -61,7 +64,8 @@ pub(crate) struct TlbBenchArgs {
     /// Timed random references per footprint.
     #[arg(long, default_value_t = 5_000_000)]
     refs: u64,
-    /// Also run the 16 GiB footprint (4 million first-touch faults before the timed part).
+    /// Also run the 16 GiB footprints (4 million 4 KiB and 8192 2 MiB first-touch faults before
+    /// the timed parts).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     big: bool,
 }
@@ -318,15 +322,18 @@ fn tlb_bench(a: &TlbBenchArgs) -> Result<(), String> {
         "{:<28} {:>14} {:>14} {:>8} {:>14} {:>10}",
         "footprint", "mmsim refs/s", "C loop refs/s", "ratio", "read refs/s", "walks"
     );
-    let mut cases = vec![("all L1 hits (32 pages)", 32u64), ("100 MiB random", 25_600)];
+    // (name, footprint in 4 KiB pages, log2 of the page size)
+    let mut cases = vec![("all L1 hits (32 pages)", 32u64, 12u32), ("100 MiB random", 25_600, 12)];
     if a.big {
-        cases.push(("16 GiB random, 4 KiB", 4 << 20));
+        cases.push(("16 GiB random, 4 KiB", 4 << 20, 12));
+        cases.push(("16 GiB random, 2 MiB", 4 << 20, 21));
     }
-    for (name, pages) in cases {
+    for (name, pages, shift) in cases {
         let mut w = BinaryWriter::new(Vec::new()).map_err(|e| e.to_string())?;
         let load = |addr| MemRef { kind: RefKind::Load, addr: simcore::VirtAddr(addr), size: 8 };
-        for p in 0..pages {
-            w.write(load(base + (p << 12))).map_err(|e| e.to_string())?;
+        let touched = pages >> (shift - 12);
+        for p in 0..touched {
+            w.write(load(base + (p << shift))).map_err(|e| e.to_string())?;
         }
         let mut s = seed;
         for _ in 0..a.refs {
@@ -347,27 +354,25 @@ fn tlb_bench(a: &TlbBenchArgs) -> Result<(), String> {
         }
         let read_rate = total as f64 / start.elapsed().as_secs_f64();
         std::hint::black_box(sum);
+        let huge = shift == 21;
         let maps = vec![trace::maps::Mapping {
             start: base,
             end: base + (pages << 12),
             read: true,
-            write: true,
-            exec: false,
+            write: !huge,
+            exec: huge,
             shared: false,
             offset: 0,
-            file: None,
+            file: huge.then(|| "/bench/text".to_string()),
             name: None,
             line: 1,
         }];
         let profile = mm::Profile::named("epyc-vm")?;
-        let options = trace::replay::ReplayOptions {
-            profile,
-            text_thp: mm::era::ExecTextThp::Off,
-            check_every_batch: false,
-        };
+        let text_thp = if huge { mm::era::ExecTextThp::Fault } else { mm::era::ExecTextThp::Off };
+        let options = trace::replay::ReplayOptions { profile, text_thp, check_every_batch: false };
         let mut warm: Option<Instant> = None;
         let mut progress = |done: u64, _: &trace::input::TraceReader| {
-            if done >= pages && warm.is_none() {
+            if done >= touched && warm.is_none() {
                 warm = Some(Instant::now());
             }
         };
@@ -380,11 +385,17 @@ fn tlb_bench(a: &TlbBenchArgs) -> Result<(), String> {
             &mut progress,
         )
         .map_err(|e| e.to_string())?;
-        let timed_refs = total - pages.div_ceil(4096) * 4096;
+        if huge && report.text_thps_mapped != touched {
+            return Err(format!(
+                "{name}: {} of {touched} 2 MiB pages were PMD-mapped",
+                report.text_thps_mapped
+            ));
+        }
+        let timed_refs = total - touched.div_ceil(4096) * 4096;
         let rate = timed_refs as f64 / warm.map_or(f64::NAN, |w| w.elapsed().as_secs_f64());
         let c_rate = cloop.as_ref().and_then(|exe| {
             let out = std::process::Command::new(exe)
-                .args([pages.to_string(), a.refs.to_string(), seed.to_string()])
+                .args([pages.to_string(), a.refs.to_string(), seed.to_string(), shift.to_string()])
                 .output()
                 .ok()?;
             String::from_utf8_lossy(&out.stdout).split_whitespace().next()?.parse::<f64>().ok()
@@ -396,9 +407,6 @@ fn tlb_bench(a: &TlbBenchArgs) -> Result<(), String> {
             c_rate.map_or("-".into(), |c| format!("{:.2}", rate / c)),
         );
     }
-    println!(
-        "16 GiB random, 2 MiB pages: not measured (replayed memory has no PMD mappings yet: anonymous and file THP are later issues)"
-    );
     if let Some(exe) = cloop {
         let _ = std::fs::remove_file(exe);
     }
