@@ -132,6 +132,9 @@ impl ArrayGeometry {
         if !sets.is_power_of_two() {
             return Err(format!("{what}: {sets} sets is not a power of two"));
         }
+        if self.ways > 1 << WAY_BITS {
+            return Err(format!("{what}: {} ways (at most {})", self.ways, 1 << WAY_BITS));
+        }
         Ok(())
     }
 }
@@ -266,6 +269,17 @@ fn tag_va(tag: u64) -> VirtAddr {
     VirtAddr((tag >> 16) << SPAN_SHIFTS[tag_span(tag)])
 }
 
+/// Bits of a way number in a victim's rank key (at most 4096 ways; stamps stay below 2^52).
+const WAY_BITS: u32 = 12;
+
+/// Fully associative arrays at least this wide keep a [`Array::hint`] index.
+const HINT_MIN_WAYS: usize = 32;
+
+/// The hint bucket of tag `t` in an index of `1 << bits` buckets (Fibonacci hashing).
+fn hint_bucket(t: u64, bits: u32) -> usize {
+    (t.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - bits)) as usize
+}
+
 /// One array's state: tags, payloads and replacement state, set-major.
 #[derive(Clone, Debug)]
 struct Array {
@@ -284,11 +298,20 @@ struct Array {
     /// Valid entries per span code: a lookup skips the spans that hold none (most arrays that
     /// may hold 2 MiB and 1 GiB entries hold only 4 KiB ones).
     span_entries: [u32; 4],
+    /// For wide fully associative arrays: the slot (plus one) last filled or found with a tag
+    /// of each hash bucket. Only a hint, checked against the slot's tag: a stale or colliding
+    /// bucket sends the lookup to the full scan, so it changes no result, only the time a hit
+    /// takes (the hardware compares every way at once; a scan of 96 ways would not).
+    hint: Box<[u16]>,
+    hint_bits: u32,
 }
 
 impl Array {
     fn new(g: &ArrayGeometry, spans: u8) -> Array {
         let n = g.entries as usize;
+        let hinted = g.ways == g.entries && n >= HINT_MIN_WAYS;
+        // About four buckets per entry.
+        let hint_bits = (n * 4).next_power_of_two().trailing_zeros();
         Array {
             ways: g.ways as usize,
             set_mask: u64::from(g.entries / g.ways - 1),
@@ -300,6 +323,24 @@ impl Array {
             clock: 0,
             last: 0,
             span_entries: [0; 4],
+            hint: vec![0; if hinted { 1 << hint_bits } else { 0 }].into_boxed_slice(),
+            hint_bits,
+        }
+    }
+
+    /// The slot the hint index gives for `t`, if it holds `t`.
+    #[inline]
+    fn hinted(&self, t: u64) -> Option<usize> {
+        if self.hint.is_empty() {
+            return None;
+        }
+        let slot = usize::from(self.hint[hint_bucket(t, self.hint_bits)]).checked_sub(1)?;
+        (self.tags[slot] == t).then_some(slot)
+    }
+
+    fn set_hint(&mut self, t: u64, slot: usize) {
+        if !self.hint.is_empty() {
+            self.hint[hint_bucket(t, self.hint_bits)] = (slot + 1) as u16;
         }
     }
 
@@ -326,8 +367,18 @@ impl Array {
             if self.tags[self.last] == t {
                 return Some(self.last);
             }
+            if let Some(slot) = self.hinted(t) {
+                self.touch(slot);
+                return Some(slot);
+            }
             let base = self.set_of(key);
-            if let Some(w) = self.tags[base..base + self.ways].iter().position(|&x| x == t) {
+            let set = &self.tags[base..base + self.ways];
+            // Most scans miss: a pass without an early exit (vector compares) tells first.
+            if !set.iter().fold(false, |any, &x| any | (x == t)) {
+                continue;
+            }
+            if let Some(w) = set.iter().position(|&x| x == t) {
+                self.set_hint(t, base + w);
                 self.touch(base + w);
                 return Some(base + w);
             }
@@ -339,6 +390,7 @@ impl Array {
         self.last = slot;
         if !self.plru {
             self.clock += 1;
+            debug_assert!(self.clock < 1 << (64 - WAY_BITS), "LRU stamps outgrew the rank key");
             self.stamps[slot] = self.clock;
             return;
         }
@@ -351,33 +403,26 @@ impl Array {
         }
     }
 
-    /// Installs `va`'s entry of span `span`, replacing an equal tag, an invalid way or the victim.
+    /// Installs `va`'s entry of span `span`, which the array does not hold (every caller fills
+    /// after a lookup of it missed), in an invalid way or over the victim.
     fn fill(&mut self, va: u64, span: usize, asid: u32, data: u64) {
         debug_assert!(self.holds(span));
         let key = va >> SPAN_SHIFTS[span];
         let t = tag(key, span, asid);
         let base = self.set_of(key);
-        // One pass over the set: the way already holding the tag, else the first empty way, else
-        // the victim (bit-PLRU: the first way whose MRU bit is clear; LRU: the oldest stamp).
+        // The first empty way, else the victim (bit-PLRU: the first way whose MRU bit is clear,
+        // or way 0; LRU: the oldest stamp). That is the first way of least rank, empty ways
+        // ranking 0 and valid ones 1 + their MRU bit or their stamp (at least 1): one
+        // branch-free pass taking the minimum of rank and way.
         let (tags, stamps) =
             (&self.tags[base..base + self.ways], &self.stamps[base..base + self.ways]);
-        let (mut same, mut empty, mut victim) = (None, None, None::<(usize, u64)>);
-        for (w, (&x, &s)) in tags.iter().zip(stamps).enumerate() {
-            if x == t {
-                same = Some(w);
-                break;
-            }
-            if x == 0 {
-                empty = empty.or(Some(w));
-            } else if self.plru {
-                if s == 0 && victim.is_none() {
-                    victim = Some((w, 0));
-                }
-            } else if victim.is_none_or(|(_, oldest)| s < oldest) {
-                victim = Some((w, s));
-            }
-        }
-        let way = same.or(empty).or(victim.map(|(w, _)| w)).unwrap_or(0);
+        debug_assert!(!tags.contains(&t), "filling {t:#x}, which the array holds");
+        let plru = u64::from(self.plru);
+        let ranked = tags.iter().zip(stamps).enumerate().map(|(w, (&x, &s))| {
+            let rank = if x == 0 { 0 } else { s + plru };
+            (rank << WAY_BITS) | w as u64
+        });
+        let way = (ranked.min().unwrap_or(0) & ((1 << WAY_BITS) - 1)) as usize;
         let old = self.tags[base + way];
         if old != 0 {
             self.span_entries[tag_span(old)] -= 1;
@@ -385,6 +430,7 @@ impl Array {
         self.span_entries[span] += 1;
         self.tags[base + way] = t;
         self.data[base + way] = data;
+        self.set_hint(t, base + way);
         self.touch(base + way);
     }
 
@@ -736,12 +782,16 @@ fn walk(
     } else {
         Pte::ACCESSED
     };
-    let pte = pte.with(set);
-    if level == Level::Pte {
-        pt.set_pte(table, idx, pte);
-    } else {
-        pt.set_upper(table, idx, Upper::Leaf(pte));
+    let updated = pte.with(set);
+    // The accessed and dirty bits are written only when they change (hardware's locked update).
+    if updated != pte {
+        if level == Level::Pte {
+            pt.set_pte(table, idx, updated);
+        } else {
+            pt.set_upper(table, idx, Upper::Leaf(updated));
+        }
     }
+    let pte = updated;
     Some(Walked { data: entry_data(pte), span: PageSize::of_level(level) as usize })
 }
 
@@ -990,6 +1040,38 @@ mod tests {
         a.invalidate_asid(1);
         assert_eq!(a.span_entries, [0; 4]);
         assert!(a.lookup(0x7000, 1).is_none());
+    }
+
+    /// Given a 64-way fully associative LRU array (which keeps a hint index), when a long stream
+    /// of lookups, fills on misses and invalidations runs, then every hit and miss is the one a
+    /// plain list in LRU order gives.
+    #[test]
+    fn hinted_lookups_match_a_plain_lru_list() {
+        let mut a = Array::new(&ArrayGeometry::full(64, sizes::K4), sizes::K4);
+        assert!(!a.hint.is_empty());
+        let mut model: Vec<u64> = Vec::new(); // most recent last
+        let mut x = 7u64;
+        for step in 0..20_000u64 {
+            x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+            let va = ((x >> 33) % 100) << 12;
+            if step % 97 == 0 {
+                a.invalidate_va(va, 1);
+                model.retain(|&m| m != va);
+                continue;
+            }
+            let hit = a.lookup(va, 1).is_some();
+            let pos = model.iter().position(|&m| m == va);
+            assert_eq!(hit, pos.is_some(), "step {step}, va {va:#x}");
+            if let Some(p) = pos {
+                model.remove(p);
+            } else {
+                a.fill(va, 0, 1, va);
+                if model.len() == 64 {
+                    model.remove(0);
+                }
+            }
+            model.push(va);
+        }
     }
 
     /// Given a 4-way bit-PLRU set, when every way has been touched, then the MRU bits reset and

@@ -17,6 +17,8 @@ use std::io::{Read, Write};
 /// The first bytes of every binary trace.
 pub const MAGIC: &[u8; 8] = b"MMSIMTR1";
 const SIZE_ESCAPE: u32 = 63;
+/// The longest ordinary record: a header and a 10-byte varint address.
+const MAX_RECORD: usize = 11;
 
 fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     while v >= 0x80 {
@@ -140,7 +142,51 @@ impl<R: Read> BinaryReader<R> {
     }
 
     /// The next reference, `None` after the end marker.
+    #[inline]
     pub fn next_ref(&mut self) -> Result<Option<MemRef>, InputError> {
+        if self.len - self.pos >= MAX_RECORD
+            && let Some(r) = self.next_in_buffer()
+        {
+            return Ok(Some(r));
+        }
+        self.next_ref_slow()
+    }
+
+    /// The fast path: a whole ordinary record (a header with its size in place, then the
+    /// address) decoded straight from the buffer, which holds at least [`MAX_RECORD`] bytes.
+    /// `None` (nothing consumed) for anything else: the end marker, an escaped size, a corrupt
+    /// header or varint, which the slow path reports.
+    #[inline]
+    fn next_in_buffer(&mut self) -> Option<MemRef> {
+        let bytes = &self.buf[self.pos..self.pos + MAX_RECORD];
+        let h = bytes[0];
+        let size = u32::from(h >> 2);
+        if h == 0 || size == 0 || size == SIZE_ESCAPE {
+            return None;
+        }
+        let mut z = 0u64;
+        let mut used = 1;
+        for (i, &b) in bytes[1..=10].iter().enumerate() {
+            z |= u64::from(b & 0x7f) << (7 * i);
+            if b & 0x80 == 0 {
+                used += i + 1;
+                break;
+            }
+            if i == 9 {
+                return None;
+            }
+        }
+        self.pos += used;
+        let kind = RefKind::from_code(h);
+        let delta = (z >> 1) as i64 ^ -((z & 1) as i64);
+        let stream = usize::from(kind != RefKind::Instr);
+        let addr = self.last[stream].wrapping_add(delta as u64);
+        self.last[stream] = addr;
+        self.count += 1;
+        Some(MemRef { kind, addr: VirtAddr(addr), size })
+    }
+
+    fn next_ref_slow(&mut self) -> Result<Option<MemRef>, InputError> {
         if self.done {
             return Ok(None);
         }
