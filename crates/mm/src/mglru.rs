@@ -30,9 +30,18 @@
 //! - **Eviction** (`evict_folios`): the type is the one with the older `min_seq`, else the one
 //!   whose first tier refaults less (PID controller, gains swappiness : 200 - swappiness); the
 //!   tiers to evict are those whose refault rate is within the gain (1:2, from v6.14 2:3) of
-//!   the first tier's. The oldest generation is scanned (`sort_folio`: promoted folios move to
-//!   their generation, protected tiers and dirty or writeback file folios move up one, the rest
-//!   are isolated) and the isolated folios go through `shrink_folio_list`, where a young PTE
+//!   the first tier's. A tier's total is its evicted pages plus the pages `sort_folio` protected
+//!   in it (`read_ctrl_pos`, `reset_ctrl_pos`): v6.1-v6.13 keep tier `t`'s at
+//!   `protected[hist][type][t - 1]` and add it for `t >= 1` only (tier 0 is never protected);
+//!   v6.14 ("mm/mglru: rework aging feedback") index `protected` by tier and also count the
+//!   folios `inc_min_seq` moves up. The oldest generation is scanned (`sort_folio`: promoted
+//!   folios move to their generation, protected tiers and dirty or writeback file folios move up
+//!   one, the rest are isolated; `isolate_folio` clears the tier of a folio without
+//!   `PG_referenced`, v6.1-v6.13 with `LRU_REFS_MASK | LRU_REFS_FLAGS` where `LRU_REFS_FLAGS` is
+//!   `PG_referenced | PG_workingset`, v6.14 the counter only, and v6.1-v6.13 then clear
+//!   `PG_referenced` of every isolated folio "for shrink_folio_list()", which v6.14's "mm/mglru:
+//!   rework workingset protection" dropped) and the isolated folios go through
+//!   `shrink_folio_list`, where a young PTE
 //!   triggers look-around over up to 64 neighbouring PTEs (`lru_gen_look_around`, promoting the
 //!   young ones and feeding the Bloom filter) and activates the folio (v6.14: the first young
 //!   sighting only marks it referenced). Evicted folios leave a shadow with their tier.
@@ -174,7 +183,10 @@ impl LruGen {
         if swappiness == 0 { self.min_seq[1] } else { self.min_seq[0].min(self.min_seq[1]) }
     }
 
-    /// `read_ctrl_pos`: refaulted and total of tiers `tiers` of a type, with a gain.
+    /// `read_ctrl_pos`: refaulted and total of tiers `tiers` of a type, with a gain. The
+    /// protected pages of tier `t` count in tier `t`'s total in every era; `protected` is
+    /// indexed by tier (v6.1-v6.13 keep tier `t` at `protected[t - 1]`, an array one shorter,
+    /// and read it back there for `t >= 1`, so tier 0 has none; v6.14 index it by tier).
     fn ctrl_pos(&self, file: bool, tiers: std::ops::Range<usize>, gain: u64) -> CtrlPos {
         let t = usize::from(file);
         let mut pos = CtrlPos { refaulted: 0, total: 0, gain };
@@ -517,8 +529,7 @@ impl KState {
             self.folio_inc_gen(head, false, false);
             if !saturated {
                 let nr = self.folios.order(head).pages();
-                let hist_tier = if self.lru.v6_14 { tier } else { tier.saturating_sub(1) };
-                self.lrugen_mut(memcg).protected[t][hist_tier] += nr;
+                self.lrugen_mut(memcg).protected[t][tier] += nr;
                 if !self.lru.v6_14 {
                     let key = if file {
                         VmStat::WorkingsetActivateFile
@@ -536,6 +547,24 @@ impl KState {
             return true;
         }
         false
+    }
+
+    /// `isolate_folio`: takes a folio off its generation list for `shrink_folio_list`. A folio
+    /// not referenced loses its tier (v6.1-v6.13: the counter, `PG_referenced` and
+    /// `PG_workingset`, `LRU_REFS_MASK | LRU_REFS_FLAGS`; v6.14: the counter only); v6.1-v6.13
+    /// then clear `PG_referenced` of every folio, so that a reference seen while it is isolated
+    /// is a new one, and v6.14 keeps it as the folio's first reference.
+    fn isolate_folio(&mut self, head: Pfn) {
+        if !self.folios.test(head, pg::REFERENCED) {
+            if self.lru.v6_14 {
+                self.folios.set_lru_refs(head, 0);
+            } else {
+                self.clear_refs_flags(head);
+            }
+        }
+        let flags = if self.lru.v6_14 { pg::RECLAIM } else { pg::RECLAIM | pg::REFERENCED };
+        self.folios.clear_flag(head, flags);
+        self.folio_isolate_lru(head);
     }
 
     /// `scan_folios` + `isolate_folio`: sorts the oldest generation of a type and isolates up to
@@ -563,11 +592,7 @@ impl KState {
             if self.sort_folio(head, tier_idx) {
                 sorted += delta;
             } else {
-                if !self.folios.test(head, pg::REFERENCED) {
-                    self.folios.set_lru_refs(head, 0);
-                }
-                self.folios.clear_flag(head, pg::RECLAIM);
-                self.folio_isolate_lru(head);
+                self.isolate_folio(head);
                 isolated.push(head);
                 isolated_pages += delta;
             }
@@ -1160,5 +1185,88 @@ mod tests {
         assert!(!f.test(MmId(1), PtId(2)));
         f.set(MmId(1), PtId(2));
         assert!(f.test(MmId(1), PtId(2)));
+    }
+
+    const PAGES: u64 = 8;
+
+    /// A multi-gen LRU machine running `kernel` whose root lruvec holds a file of `PAGES` pages
+    /// read `times` times through a file descriptor (no readahead): every page in the oldest
+    /// file generation, in the tier those reads give it.
+    fn read_file(kernel: &str, times: u32) -> crate::Machine {
+        use crate::{FileSpec, Machine, MachineConfig, OpenFlags, Profile};
+        let mut c = MachineConfig::new(Profile::named("tiny").unwrap(), kernel.parse().unwrap());
+        c.switches.set("lru", "mglru").unwrap();
+        c.tunables.ra_pages = 0;
+        let mut m = Machine::new(c).unwrap();
+        m.create_file("/f", &FileSpec::zeros(simcore::Bytes(PAGES * 4096))).unwrap();
+        let pid = m.new_process("reader").unwrap();
+        m.spawn_thread(pid, 0, "reader", move |t| async move {
+            let fd = t.open("/f", OpenFlags::RDONLY).await.unwrap();
+            for _ in 0..times {
+                for p in 0..PAGES {
+                    t.pread(fd, None, 4096, p * 4096).await.unwrap();
+                }
+            }
+        })
+        .unwrap();
+        m.run_checked().unwrap();
+        m
+    }
+
+    /// The folios of the oldest file generation of the root lruvec, oldest first.
+    fn oldest_file_folios(st: &KState) -> Vec<Pfn> {
+        let g = st.lrugen(ROOT);
+        st.folios.list_iter(lruvec_gen_list(ROOT, g.gen_of(g.min_seq[1]), true)).collect()
+    }
+
+    const ROOT: MemcgId = crate::memcontrol::ROOT_MEMCG;
+
+    /// Pages `sort_folio` protects count in the total of their own tier, for the controller
+    /// (`read_ctrl_pos`) and for its average (`reset_ctrl_pos`), in both eras: v6.1-v6.13 store
+    /// and read tier `t` at `protected[t - 1]`, v6.14 at `protected[t]`.
+    #[test]
+    fn protected_pages_count_in_their_own_tier() {
+        // v6.3: two reads give tier 1 (PG_referenced, then PG_workingset); v6.14: tier 1 too
+        // (PG_referenced and a counter of 1: two references).
+        for kernel in ["v6.3", "v6.14"] {
+            let m = read_file(kernel, 2);
+            let mut st = m.kernel().state_mut();
+            let folios = oldest_file_folios(&st);
+            assert_eq!(folios.len() as u64, PAGES, "{kernel}");
+            for &head in &folios {
+                assert_eq!(st.folio_refs_tier(head).1, 1, "{kernel}");
+                assert!(st.sort_folio(head, 0), "tier 1 above tier_idx 0 is protected");
+            }
+            let g = st.lrugen(ROOT).clone();
+            assert_eq!(g.ctrl_pos(true, 1..2, 1).total, PAGES, "{kernel}: tier 1");
+            assert_eq!(g.ctrl_pos(true, 0..1, 1).total, 0, "{kernel}: tier 0");
+            assert_eq!(g.ctrl_pos(true, 2..MAX_NR_TIERS, 1).total, 0, "{kernel}: tiers 2-3");
+            let g = st.lrugen_mut(ROOT);
+            g.reset_ctrl_pos(true);
+            assert_eq!(g.avg_total[1], [0, PAGES / 2, 0, 0], "{kernel}");
+        }
+    }
+
+    /// `isolate_folio`: v6.1-v6.13 clear `PG_referenced` of every isolated folio, and the tier
+    /// of one not referenced (its counter and `PG_workingset`); v6.14 clears the counter of one
+    /// not referenced and keeps `PG_referenced`.
+    #[test]
+    fn isolation_clears_the_era_s_reference_flags() {
+        for (kernel, referenced_after) in [("v6.3", false), ("v6.14", true)] {
+            let m = read_file(kernel, 1);
+            let mut st = m.kernel().state_mut();
+            let folios = oldest_file_folios(&st);
+            // A refault restores PG_workingset without PG_referenced (`lru_gen_refault`).
+            let restored = folios[0];
+            st.folios.clear_flag(restored, pg::REFERENCED);
+            st.folios.set(restored, pg::WORKINGSET);
+            let (_, _, isolated) = st.scan_folios(ROOT, true, MAX_NR_TIERS - 1, PAGES);
+            assert_eq!(isolated, folios, "{kernel}: all isolated, oldest first");
+            for &head in &folios[1..] {
+                assert_eq!(st.folios.test(head, pg::REFERENCED), referenced_after, "{kernel}");
+            }
+            let ws = st.folios.test(restored, pg::WORKINGSET);
+            assert_eq!(ws, referenced_after, "{kernel}: PG_workingset of a folio not referenced");
+        }
     }
 }
