@@ -63,6 +63,23 @@ fn fadv_noreuse_gain_comes_from_the_working_set_staying_resident() {
     for name in ["fps gain mglru noreuse", "fps mglru noreuse vs classic"] {
         assert!(report.rows.iter().any(|r| r.name == name && r.published.is_some()), "{name}");
     }
+    // The sensitivity sweep: the smaller footprint is the headline's; the larger one leaves
+    // less memory for the stream, so the multi-gen LRU swaps more of the encoder and NOREUSE
+    // gains more.
+    let sweep = |prefix: &str| -> Vec<f64> {
+        let rows: Vec<_> = report.rows.iter().filter(|r| r.name.starts_with(prefix)).collect();
+        assert!(rows.iter().all(|r| r.published.is_none() && r.name.ends_with(" GiB")));
+        rows.iter().map(|r| r.simulated).collect()
+    };
+    let gains = sweep("fps gain mglru noreuse, footprint ");
+    let swapins = sweep("pswpin mglru, footprint ");
+    assert_eq!((gains.len(), swapins.len()), (2, 2));
+    assert_eq!(gains[0], row(&report, "fps gain mglru noreuse"));
+    assert!(swapins[1] > swapins[0], "{swapins:?}");
+    assert!(gains[1] > gains[0] + 1.0, "{gains:?}");
+    let figure = &report.figures[0];
+    assert_eq!(figure.series[0].points.iter().map(|p| p.1).collect::<Vec<_>>(), gains);
+    assert!(figure.series[0].points[1].0 > figure.series[0].points[0].0);
 }
 
 #[test]

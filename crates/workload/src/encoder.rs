@@ -181,6 +181,26 @@ fn pages(b: Bytes) -> u64 {
     b.as_u64().div_ceil(4096)
 }
 
+impl Config {
+    /// The anonymous buffers: the picture pool, the reconstructed pictures (the references and
+    /// the one being written), the state.
+    fn anon_lens(&self) -> [Bytes; 3] {
+        let anon = |b: Bytes, n: u64| Bytes::from_pages(pages(b) * n);
+        [
+            anon(self.picture_bytes, self.picture_slots),
+            anon(self.reference_bytes, self.references + 1),
+            anon(self.state_bytes, 1),
+        ]
+    }
+
+    /// The encoder's resident footprint once set up: its anonymous buffers and its code, all of
+    /// which it writes or executes before encoding (the input stream not included).
+    pub fn resident_bytes(&self) -> Bytes {
+        let anon: u64 = self.anon_lens().iter().map(|b| b.as_u64()).sum();
+        Bytes(anon + Bytes::from_pages(pages(self.code_bytes)).as_u64())
+    }
+}
+
 async fn setup(t: &Thread, c: &Config) -> Result<Layout, mm::SysError> {
     let fd = t.open(&c.input, OpenFlags::RDONLY).await?;
     if c.noreuse {
@@ -203,10 +223,10 @@ async fn setup(t: &Thread, c: &Config) -> Result<Layout, mm::SysError> {
         })
         .await?;
     let rw = prot::READ | prot::WRITE;
-    let anon = |b: Bytes, n: u64| Bytes::from_pages(pages(b) * n);
-    let pictures = t.mmap_anon(anon(c.picture_bytes, c.picture_slots), rw).await?;
-    let references = t.mmap_anon(anon(c.reference_bytes, c.references + 1), rw).await?;
-    let state = t.mmap_anon(anon(c.state_bytes, 1), rw).await?;
+    let [pictures_len, references_len, state_len] = c.anon_lens();
+    let pictures = t.mmap_anon(pictures_len, rw).await?;
+    let references = t.mmap_anon(references_len, rw).await?;
+    let state = t.mmap_anon(state_len, rw).await?;
     sweep(t, pictures, 0, pages(c.picture_bytes) * c.picture_slots, Access::Write).await?;
     sweep(t, references, 0, pages(c.reference_bytes) * (c.references + 1), Access::Write).await?;
     sweep(t, state, 0, pages(c.state_bytes), Access::Write).await?;
