@@ -17,7 +17,7 @@
 //!   cached PMD-sized folio, and the entire mapcounts and `nr_file_pmdmapped` agree with them;
 //! - each mm's RSS counters equal a recount;
 //! - the vmstat gauges (`nr_anon_pages`, `nr_mapped`, `nr_file_pages`, `nr_shmem`, `nr_dirty`,
-//!   `nr_file_hugepages`), each mapping's `nr_thps` and the LRU lists equal a recount;
+//!   `nr_file_hugepages`), each mapping's `nr_thps`, `nr_large` and the LRU lists equal a recount;
 //! - every folio on an LRU list is on its own lruvec's list for its state (its generation
 //!   within `[min_seq, max_seq]` under the multi-gen LRU), and each memory cgroup's
 //!   `memory.current` equals the pages of the folios charged to it and its descendants;
@@ -359,7 +359,7 @@ fn check_page_cache_and_lru(st: &KState) -> Result<(), String> {
     let (mut file_pages, mut shmem, mut dirty, mut thps) = (0u64, 0u64, 0u64, 0u64);
     for (inode, i) in st.inodes.iter() {
         let mut n = 0;
-        let mut inode_thps = 0;
+        let (mut inode_thps, mut large) = (0, 0);
         for (&index, &head) in &i.mapping.pages {
             if st.folios.mapping(head) != Mapping::File(inode) || st.folio_index(head) != index {
                 return Err(format!(
@@ -373,6 +373,7 @@ fn check_page_cache_and_lru(st: &KState) -> Result<(), String> {
                 dirty += nr;
             }
             inode_thps += u64::from(st.is_file_thp(inode, head));
+            large += u64::from(nr > 1);
         }
         if n != i.mapping.nrpages {
             return Err(format!("{}: nrpages {} but {n} cached", i.path, i.mapping.nrpages));
@@ -381,6 +382,12 @@ fn check_page_cache_and_lru(st: &KState) -> Result<(), String> {
             return Err(format!(
                 "{}: nr_thps {} but {inode_thps} cached",
                 i.path, i.mapping.nr_thps
+            ));
+        }
+        if large != i.mapping.nr_large {
+            return Err(format!(
+                "{}: nr_large {} but {large} large folios cached",
+                i.path, i.mapping.nr_large
             ));
         }
         thps += inode_thps;

@@ -33,11 +33,14 @@ use simcore::{Order, Pfn};
 impl KState {
     /// The head of the cached folio covering page `index`, if any.
     pub fn page_cache_get(&self, inode: InodeId, index: u64) -> Option<Pfn> {
-        let pages = &self.inodes[inode].mapping.pages;
-        if let Some(&head) = pages.get(&index) {
+        let m = &self.inodes[inode].mapping;
+        if let Some(&head) = m.pages.get(&index) {
             return Some(head); // a folio starting here: most lookups, and cheaper than a range
         }
-        let (&start, &head) = pages.range(..index).next_back()?;
+        if m.nr_large == 0 {
+            return None;
+        }
+        let (&start, &head) = m.pages.range(..index).next_back()?;
         (index < start + self.folios.order(head).pages()).then_some(head)
     }
 
@@ -81,6 +84,7 @@ impl KState {
         m.pages.insert(index, head);
         m.nrpages += nr;
         m.nr_thps += u64::from(thp);
+        m.nr_large += u64::from(nr > 1);
         if let Some(shadow) = self.take_shadow(ShadowSlot::PageCache(inode, index))
             && !write
         {
@@ -102,6 +106,7 @@ impl KState {
         assert_eq!(m.pages.remove(&index), Some(head), "deleting a folio not in the cache");
         m.nrpages -= nr;
         m.nr_thps -= u64::from(thp);
+        m.nr_large -= u64::from(nr > 1);
         self.vmstat.sub(VmStat::NrFilePages, nr);
         if self.inodes[inode].fs == FsType::Tmpfs {
             self.vmstat.sub(VmStat::NrShmem, nr);

@@ -160,6 +160,10 @@ pub struct AddressSpace {
     pub xa_lock: SpinLock,
     /// Collapse-created THPs in the page cache (`nr_thps`).
     pub nr_thps: u64,
+    /// Folios of more than one page in the page cache: while there are none, a lookup that
+    /// misses at its index needs no range search (the xarray's multi-index entries, which the
+    /// `BTreeMap` has to emulate with one).
+    pub nr_large: u64,
 }
 
 /// `struct inode`.
@@ -281,6 +285,7 @@ impl KState {
             invalidate_lock: handle.rwsem("invalidate_lock"),
             xa_lock: handle.spin_lock("xa_lock"),
             nr_thps: 0,
+            nr_large: 0,
         };
         let backing = Backing { pattern, ..Backing::default() };
         self.inodes.push(Inode {
