@@ -63,6 +63,7 @@ use crate::fault::{
 };
 use crate::filemap::{folio_lock, folio_unlock};
 use crate::folio::{InodeId, Mapping, pg};
+use crate::huge_memory::huge_pmd_set_accessed;
 use crate::kernel::{Cx, KState, Kernel};
 use crate::mm_struct::{MmCounter, MmId};
 use crate::pgtable::{Level, PtId, Pte, Upper};
@@ -557,16 +558,7 @@ pub(crate) async fn dax_huge_fault(
             split_huge_pmd(cx, mm, addr).await;
             Ok(None)
         }
-        Upper::Leaf(leaf) => {
-            let ptl = cx.st().pt.ptl(pmd_table);
-            let _g = ptl.lock(cx).await;
-            let mut st = cx.st();
-            if st.pt.upper(pmd_table, idx) == Upper::Leaf(leaf) {
-                let bits = if write { Pte::ACCESSED | Pte::DIRTY } else { Pte::ACCESSED };
-                st.pt.set_upper(pmd_table, idx, Upper::Leaf(leaf.with(bits)));
-            }
-            Ok(Some(FaultOutcome::Minor))
-        }
+        Upper::Leaf(leaf) => Ok(Some(huge_pmd_set_accessed(cx, pmd_table, idx, leaf, write).await)),
     }
 }
 

@@ -280,25 +280,40 @@ pub(crate) async fn filemap_fault(
             }
             continue;
         };
-        cx.st().folios.get_extra(head);
-        folio_lock(cx, head).await;
-        let mut st = cx.st();
-        if st.folios.mapping(head) != Mapping::File(inode) || index >= st.inodes[inode].size_pages()
-        {
-            // Truncated while we slept: drop it and look again (or SIGBUS past the new EOF).
-            drop(st);
-            folio_unlock(cx, head);
-            cx.st().put_folio_extra(head);
-            continue;
+        if !lock_faulted_folio(cx, inode, head, index + 1, major).await {
+            continue; // truncated while we slept: look again (or SIGBUS past the new EOF)
         }
-        debug_assert!(st.folios.test(head, pg::UPTODATE));
-        if major {
-            let memcg = st.folio_memcg(head);
-            st.count_event(memcg, VmStat::Pgmajfault, 1);
-        }
-        let page = head + (index - st.folio_index(head));
+        let page = head + (index - cx.st().folio_index(head));
         return Ok(FaultPage { head, page, major });
     }
+}
+
+/// Takes a reference on the cached, uptodate folio `head` of `inode` that a fault found and
+/// locks it, then checks that it is still in `inode`'s cache with its pages below `end` inside
+/// the file (truncation may have run while the fault slept on the lock). True with the folio
+/// locked and referenced, a major fault counted if `major`; false with both dropped again.
+pub(crate) async fn lock_faulted_folio(
+    cx: &Cx,
+    inode: InodeId,
+    head: Pfn,
+    end: u64,
+    major: bool,
+) -> bool {
+    cx.st().folios.get_extra(head);
+    folio_lock(cx, head).await;
+    let mut st = cx.st();
+    if st.folios.mapping(head) != Mapping::File(inode) || end > st.inodes[inode].size_pages() {
+        drop(st);
+        folio_unlock(cx, head);
+        cx.st().put_folio_extra(head);
+        return false;
+    }
+    debug_assert!(st.folios.test(head, pg::UPTODATE));
+    if major {
+        let memcg = st.folio_memcg(head);
+        st.count_event(memcg, VmStat::Pgmajfault, 1);
+    }
+    true
 }
 
 /// What a `read()` finds at one page of the page cache.

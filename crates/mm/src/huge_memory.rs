@@ -41,8 +41,8 @@ use crate::cost::Cost;
 use crate::era::{ExecTextThp, FileThp, OpenWriteTruncate};
 use crate::errno::VmFault;
 use crate::fault::{FaultKind, FaultOutcome, mm_counter, pmd_alloc, pte_bits};
-use crate::filemap::{folio_lock, folio_unlock, read_folios};
-use crate::folio::{InodeId, Mapping, pg};
+use crate::filemap::{folio_unlock, lock_faulted_folio, read_folios};
+use crate::folio::{InodeId, pg};
 use crate::fs::FsType;
 use crate::kernel::{Cx, KState};
 use crate::mm_struct::MmId;
@@ -161,21 +161,31 @@ pub(crate) async fn file_huge_fault(
             split_huge_pmd(cx, mm, addr).await;
             Ok(None)
         }
-        Upper::Leaf(leaf) => {
-            // A spurious fault: the entry is there (another CPU mapped it), make it young.
-            let ptl = cx.st().pt.ptl(pmd_table);
-            let _g = ptl.lock(cx).await;
-            let mut st = cx.st();
-            if st.pt.upper(pmd_table, idx) == Upper::Leaf(leaf) {
-                st.pt.set_upper(pmd_table, idx, Upper::Leaf(leaf.with(Pte::ACCESSED)));
-            }
-            Ok(Some(FaultOutcome::Minor))
-        }
+        Upper::Leaf(leaf) => Ok(Some(huge_pmd_set_accessed(cx, pmd_table, idx, leaf, false).await)),
         Upper::None if kind == FaultKind::Read => {
             text_thp_fault(cx, mm, vma, addr, pmd_table).await
         }
         Upper::None => Ok(None),
     }
+}
+
+/// `huge_pmd_set_accessed`: a fault on a PMD leaf that is already there (another CPU mapped it,
+/// or only the accessed bit was missing) marks it young, and dirty for a write it allows.
+pub(crate) async fn huge_pmd_set_accessed(
+    cx: &Cx,
+    pmd_table: PtId,
+    idx: usize,
+    leaf: Pte,
+    write: bool,
+) -> FaultOutcome {
+    let ptl = cx.st().pt.ptl(pmd_table);
+    let _g = ptl.lock(cx).await;
+    let mut st = cx.st();
+    if st.pt.upper(pmd_table, idx) == Upper::Leaf(leaf) {
+        let bits = if write { Pte::ACCESSED | Pte::DIRTY } else { Pte::ACCESSED };
+        st.pt.set_upper(pmd_table, idx, Upper::Leaf(leaf.with(bits)));
+    }
+    FaultOutcome::Minor
 }
 
 /// A read fault on an empty PMD: maps the range's THP, reading it first if the page cache has
@@ -239,22 +249,8 @@ async fn filemap_get_thp(
                 major = true;
             }
             Cached::Thp(head) => {
-                cx.st().folios.get_extra(head);
-                folio_lock(cx, head).await;
-                let mut st = cx.st();
-                let still = st.folios.mapping(head) == Mapping::File(inode)
-                    && index + HPAGE_PMD_NR <= st.inodes[inode].size_pages();
-                if !still {
-                    // Truncated while we slept: look again.
-                    drop(st);
-                    folio_unlock(cx, head);
-                    cx.st().put_folio_extra(head);
-                    continue;
-                }
-                debug_assert!(st.folios.test(head, pg::UPTODATE));
-                if major {
-                    let memcg = st.folio_memcg(head);
-                    st.count_event(memcg, VmStat::Pgmajfault, 1);
+                if !lock_faulted_folio(cx, inode, head, index + HPAGE_PMD_NR, major).await {
+                    continue; // truncated while we slept: look again
                 }
                 return Ok(Some((head, major)));
             }
