@@ -10,7 +10,7 @@ import pytest
 
 from mmsim import cli
 
-ARC = Path(__file__).resolve().parents[3] / "shared" / "data" / "arc"
+ARC = Path(__file__).resolve().parents[2] / "traces" / "arc"
 REQUESTS = 200_000
 
 

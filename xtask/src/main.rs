@@ -5,6 +5,9 @@
 //!   then the Python package: a virtualenv at `.venv` (created when missing or broken), the
 //!   pinned tools of `python/requirements-dev.txt` (installed only when that file changed since
 //!   the last install), `maturin develop --release`, and `pytest python/tests`.
+//! - `cargo xtask bless-digests`: rewrites `crates/lab/tests/digests.txt`, the behaviour
+//!   fingerprints of every scenario and experiment, after a change meant to alter behaviour (the
+//!   test suite compares against it; a refactor leaves it unchanged).
 
 #![allow(clippy::disallowed_types, clippy::disallowed_methods)]
 
@@ -79,12 +82,23 @@ fn python_tests() -> Result<(), String> {
     Step::new("python tests", &python, &["-m", "pytest", "-q", "python/tests"]).run()
 }
 
+/// Regenerates the behaviour fingerprints (`crates/lab/tests/digests.rs` with `MMSIM_BLESS`).
+fn bless_digests() -> Result<(), String> {
+    let args = ["test", "--release", "-p", "lab", "--test", "digests", "--quiet"];
+    let mut step = Step::new("bless digests", "cargo", &args);
+    step.cmd.env("MMSIM_BLESS", "1");
+    step.run()?;
+    eprintln!("xtask: wrote crates/lab/tests/digests.txt");
+    Ok(())
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
         Some("test") => rust_tests().and_then(|()| python_tests()),
+        Some("bless-digests") => bless_digests(),
         _ => {
-            eprintln!("usage: cargo xtask test");
+            eprintln!("usage: cargo xtask test | cargo xtask bless-digests");
             return ExitCode::from(2);
         }
     };

@@ -97,3 +97,52 @@ fn no_stubs_left_behind() {
         }
     }
 }
+
+/// Every text file of the repository that code, tests, benchmarks, scripts or docs are made of:
+/// walked from the root, skipping build output, the virtualenv and version control.
+fn repository_text_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    const SKIP: &[&str] = &["target", ".git", ".venv", "mmsim-report", "node_modules"];
+    const TEXT: &[&str] = &["rs", "py", "pyi", "md", "toml", "sh", "c", "txt", "json", "cfg"];
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if path.is_dir() {
+            if !SKIP.contains(&name.as_str()) && !name.starts_with("__pycache__") {
+                repository_text_files(&path, out);
+            }
+        } else if path.extension().is_some_and(|e| TEXT.iter().any(|t| e == *t)) || name == "run" {
+            out.push(path);
+        }
+    }
+}
+
+/// A clone stands alone: nothing reads, and nothing tells a user to read, a path outside the
+/// repository. Sources are cited by name (a kernel commit, a paper, a seed's title), and what is
+/// read (traces, excerpts) lives under `traces/`.
+#[test]
+fn no_path_outside_the_repository() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    // Spelled in pieces so that this file does not match itself.
+    let banned = [
+        format!("{}/{}", "..", "shared"),
+        format!("{}/{}/", "", "work"),
+        format!("{}/{}", "shared", "data"),
+        format!("{}/{}", "shared", "seeds"),
+        format!("{}/{}", "shared", "reference"),
+        format!("{}/{}/{}/", "..", "..", ".."),
+    ];
+    let mut files = Vec::new();
+    repository_text_files(root, &mut files);
+    files.sort();
+    assert!(files.len() > 50, "the walk found the repository's files");
+    let mut found = Vec::new();
+    for file in files {
+        let Ok(text) = std::fs::read_to_string(&file) else { continue };
+        for (n, line) in text.lines().enumerate() {
+            if let Some(b) = banned.iter().find(|b| line.contains(b.as_str())) {
+                found.push(format!("{}:{}: `{b}`: {}", file.display(), n + 1, line.trim()));
+            }
+        }
+    }
+    assert!(found.is_empty(), "paths outside the repository:\n{}", found.join("\n"));
+}

@@ -46,7 +46,7 @@ pub(crate) enum Bench {
 #[derive(Debug, Args)]
 pub(crate) struct PagecacheBenchArgs {
     /// The block trace (ARC or oracleGeneral).
-    #[arg(long, default_value = "../shared/data/arc/P6.lis.zst")]
+    #[arg(long, default_value = "traces/arc/P6.lis.zst")]
     trace: String,
     /// The cache (the cgroup's memory.max).
     #[arg(long, default_value = "256MiB")]

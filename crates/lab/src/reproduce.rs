@@ -47,7 +47,7 @@ impl Progress for NoProgress {
 #[derive(Clone, Copy)]
 pub struct Experiment {
     pub name: &'static str,
-    /// The seed change it reproduces (a file of `../shared/seeds/`).
+    /// The seed change it reproduces (the title of the kernel commit or patch series).
     pub source: &'static str,
     pub title: &'static str,
     pub run: fn(seed: u64, scale: Scale, progress: &mut dyn Progress) -> Result<Report, String>,

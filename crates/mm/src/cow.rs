@@ -1,5 +1,5 @@
 //! The copy-on-write reuse rule of `do_wp_page`, selected by the `cow_reuse` switch (seed `004`,
-//! `shared/reference/kernel-semantics.md` section E).
+//! `docs/reference/kernel-semantics.md` section E).
 //!
 //! When a write (or an unshare request) hits a read-only PTE of an anonymous page in a private
 //! mapping, the kernel either *reuses* the page or *copies* it. Four rules, called with the PTE

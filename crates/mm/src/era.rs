@@ -4,7 +4,7 @@
 //! (and later behaviour where it differs) as a *switch*. A run names a kernel version, which sets
 //! every switch to that version's behaviour; any switch can then be overridden by name
 //! (`DESIGN.md`, "The five mechanisms and their switches"). Version boundaries follow
-//! `shared/reference/kernel-semantics.md`; the ones it marks "~" were inferred from patch postings.
+//! `docs/reference/kernel-semantics.md`; the ones it marks "~" were inferred from patch postings.
 //!
 //! A switch value whose mechanism has not been modelled yet is refused with a clear error rather
 //! than silently running another behaviour.

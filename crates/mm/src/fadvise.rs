@@ -1,5 +1,5 @@
 //! `posix_fadvise(2)` (`mm/fadvise.c` `generic_fadvise`, Linux v6.8; seed `003`, the
-//! `fadv_noreuse` switch; `shared/reference/kernel-semantics.md` section D.1).
+//! `fadv_noreuse` switch; `docs/reference/kernel-semantics.md` section D.1).
 //!
 //! - Errors: a bad descriptor is EBADF, a pipe ESPIPE, a negative length or an unknown advice
 //!   EINVAL. On tmpfs (no backing device) every valid advice is accepted and does nothing.

@@ -1,6 +1,6 @@
 //! Putting folios on LRU lists and marking them accessed (`mm/swap.c`, `include/linux/mm_inline.h`,
 //! Linux v6.8 with the multi-gen LRU of v6.1-v6.13 and, from v6.14, its reworked tiers;
-//! `shared/reference/lru-semantics.md` sections 1 and 2).
+//! `docs/reference/lru-semantics.md` sections 1 and 2).
 //!
 //! - Which list a folio belongs on: `folio_lru_list` for the classic LRU (unevictable; anon or
 //!   file by `PG_swapbacked`; active by `PG_active`), a generation list for the multi-gen LRU

@@ -1,6 +1,6 @@
 //! The multi-gen LRU (`mm/vmscan.c` `CONFIG_LRU_GEN` parts, `include/linux/mm_inline.h`
 //! `lru_gen_*`, `mm/workingset.c` `lru_gen_eviction`/`lru_gen_refault`; Linux v6.1-v6.13, and
-//! the v6.14 rework of tiers where the era says so; `shared/reference/lru-semantics.md`
+//! the v6.14 rework of tiers where the era says so; `docs/reference/lru-semantics.md`
 //! section 2, `Documentation/mm/multigen_lru.rst`).
 //!
 //! Per lruvec ([`LruGen`]): `max_seq` (the youngest generation, shared by anon and file),

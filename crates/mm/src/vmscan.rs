@@ -1,5 +1,5 @@
 //! Page reclaim (`mm/vmscan.c`, `mm/page_alloc.c` watermarks; Linux v6.8,
-//! `shared/reference/lru-semantics.md` section 1), with the classic two-list LRU here and the
+//! `docs/reference/lru-semantics.md` section 1), with the classic two-list LRU here and the
 //! multi-gen LRU in `mglru.rs`.
 //!
 //! - Watermarks: `min_free_kbytes` = sqrt(16 x memory in KiB), clamped to [128 KiB, 256 MiB];

@@ -1,6 +1,6 @@
 //! Workingset detection: shadow entries and refault distances (`mm/workingset.c`, Linux v6.8,
 //! with the multi-gen LRU's `lru_gen_eviction` / `lru_gen_refault` of v6.1-v6.6 and v6.7+;
-//! `shared/reference/lru-semantics.md` sections 1 and 2).
+//! `docs/reference/lru-semantics.md` sections 1 and 2).
 //!
 //! The design essay at the top of `mm/workingset.c` ("Double CLOCK lists") in short: every
 //! lruvec counts the pages it evicted or activated (`nonresident_age`). When reclaim evicts a

@@ -1,7 +1,7 @@
 //! Block traces for page-cache replay: each request names one 4 KiB page of one file.
 //!
 //! - **ARC** (`.lis`, the traces of Megiddo and Modha, "ARC: A Self-Tuning, Low Overhead
-//!   Replacement Cache", FAST '03; `shared/data/arc/`): text lines `start_block n_blocks ignored
+//!   Replacement Cache", FAST '03; excerpts in `traces/arc/`): text lines `start_block n_blocks ignored
 //!   request_number`, each expanded into pages `start_block .. start_block + n_blocks - 1`. A
 //!   malformed line is an error naming its line.
 //! - **oracleGeneral** (libCacheSim's binary format, `traceReader/customizedReader/

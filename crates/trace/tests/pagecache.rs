@@ -4,7 +4,7 @@
 //!
 //! The golden numbers were produced once with libCacheSim's Python package (`libcachesim`
 //! 0.3.5, `LRU(pages * 4096).process_trace(reader, 0, 500_000)` on the oracleGeneral files that
-//! `mmsim trace convert --oracle-general ../shared/data/arc/P6.lis.zst P6.oracleGeneral` writes);
+//! `mmsim trace convert --oracle-general traces/arc/P6.lis.zst P6.oracleGeneral` writes);
 //! `python/tests/test_libcachesim.py` repeats the comparison live. The traces are P6 and P12 of
 //! Megiddo and Modha, "ARC: A Self-Tuning, Low Overhead Replacement Cache", FAST '03.
 
@@ -24,11 +24,11 @@ const GOLDEN: [(&str, u64, u64); 6] = [
 ];
 
 fn arc(name: &str) -> String {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/arc");
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../traces/arc");
     let path = root.join(format!("{name}.lis.zst"));
     assert!(
         path.exists(),
-        "{} is missing (the shared data sits beside the repository)",
+        "{} is missing (the ARC excerpts are part of the repository)",
         path.display()
     );
     path.to_string_lossy().into_owned()

@@ -26,7 +26,7 @@ use workload::{pmbench, usemem};
 
 pub(super) const EXPERIMENT: Experiment = Experiment {
     name: "cow-reuse",
-    source: "004_7f05495902ef2f1c.txt",
+    source: "mm: COW: restore full accuracy in page reuse",
     title: "COW reuse by mapcount (the change) against page_count",
     run,
 };

@@ -30,7 +30,7 @@ use workload::fio;
 
 pub(super) const EXPERIMENT: Experiment = Experiment {
     name: "dax-zero-page",
-    source: "002_4690f8d13344d2c2.txt",
+    source: "dax: use common 4k zero page for dax mmap reads",
     title: "DAX hole reads map the shared zero page instead of zeroed page-cache pages",
     run,
 };

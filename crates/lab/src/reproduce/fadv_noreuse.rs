@@ -41,7 +41,7 @@ use workload::encoder;
 
 pub(super) const EXPERIMENT: Experiment = Experiment {
     name: "fadv-noreuse",
-    source: "003_9ced4f85ae145908.txt",
+    source: "mm: support POSIX_FADV_NOREUSE",
     title: "POSIX_FADV_NOREUSE for an mmap-streamed encoder under the multi-gen LRU",
     run,
 };

@@ -1,0 +1,110 @@
+//! Behaviour fingerprints: every scenario file under a spread of kernel eras, and every
+//! reproduced experiment at test scale, reduced to one line each and compared with
+//! `tests/digests.txt`. A refactor proves itself by leaving this file unchanged; a change of
+//! behaviour shows here as the lines it moves, and is blessed (the file rewritten) by
+//! `cargo xtask bless-digests` (which runs this test with `MMSIM_BLESS=1`), so the commit that
+//! changes behaviour shows which runs it changed.
+//!
+//! A scenario line holds the run's event digest (every scheduling event, lock grant and charge
+//! in order), its virtual time, event count, failed expectations and a digest of the final
+//! `/proc/vmstat`; a scenario a kernel refuses records the error instead. An experiment line
+//! holds a digest of its whole JSON report.
+
+#![allow(clippy::disallowed_types, clippy::disallowed_methods)]
+
+use lab::reproduce::{EXPERIMENTS, NoProgress, Scale};
+use lab::scenario::run::{Overrides, load, run};
+use simcore::Digest;
+use std::path::{Path, PathBuf};
+
+/// The eras each scenario runs under besides its own: one per switch boundary of the five
+/// mechanisms (DAX v4.13/v4.14, COW v5.8/v5.9/v5.19, file THP v5.12/v5.16, MGLRU v6.1/v6.3,
+/// odirect pins v6.5, MGLRU tiers v6.14).
+const KERNELS: [&str; 11] =
+    ["v4.13", "v4.14", "v5.8", "v5.12", "v5.16", "v5.19", "v6.1", "v6.3", "v6.5", "v6.8", "v6.14"];
+
+fn digest_of(s: &str) -> Digest {
+    let mut d = Digest::default();
+    d.write_str(s);
+    d
+}
+
+fn scenario_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            scenario_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "toml") {
+            out.push(path);
+        }
+    }
+}
+
+fn scenario_line(root: &Path, file: &Path, kernel: Option<&str>) -> String {
+    let name = file.strip_prefix(root).unwrap().to_string_lossy().into_owned();
+    let label = format!("{name} {}", kernel.unwrap_or("own"));
+    let s = match load(&file.to_string_lossy()) {
+        Ok(s) => s,
+        Err(e) => return format!("{label} error {}", digest_of(&e.message)),
+    };
+    let o = Overrides { kernel: kernel.map(|k| k.parse().unwrap()), ..Overrides::default() };
+    match run(&s, &o, &mut |_| ()) {
+        Ok(r) => {
+            let mut vmstat = Digest::default();
+            for (k, v) in &r.vmstat {
+                vmstat.write_str(k);
+                vmstat.write_u64(*v);
+            }
+            let failed = r.failures.len();
+            let (vt, ev, d) = (r.virtual_time_ns, r.events, r.digest);
+            let stopped = if r.stopped.is_some() { " stopped" } else { "" };
+            format!("{label} {d} vt={vt} events={ev} failed={failed} vmstat={vmstat}{stopped}")
+        }
+        Err(e) => format!("{label} refused {}", digest_of(&e.message)),
+    }
+}
+
+fn lines() -> Vec<String> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut files = Vec::new();
+    scenario_files(&root.join("scenarios"), &mut files);
+    files.sort();
+    let mut out = Vec::new();
+    for file in &files {
+        out.push(scenario_line(&root, file, None));
+        for k in KERNELS {
+            out.push(scenario_line(&root, file, Some(k)));
+        }
+    }
+    for e in EXPERIMENTS {
+        let report = (e.run)(1, Scale::Quick, &mut NoProgress).unwrap();
+        let json = serde_json::to_string(&report.json()).unwrap();
+        out.push(format!("reproduce {} quick seed=1 {}", e.name, digest_of(&json)));
+    }
+    out
+}
+
+#[test]
+fn behaviour_digests_are_unchanged() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/digests.txt");
+    let now = lines().join("\n") + "\n";
+    if std::env::var_os("MMSIM_BLESS").is_some() {
+        std::fs::write(&path, &now).unwrap();
+        return;
+    }
+    let before = std::fs::read_to_string(&path).unwrap_or_default();
+    if before == now {
+        return;
+    }
+    let old: Vec<&str> = before.lines().collect();
+    let new: Vec<&str> = now.lines().collect();
+    let gone: Vec<&&str> = old.iter().filter(|l| !new.contains(l)).collect();
+    let came: Vec<&&str> = new.iter().filter(|l| !old.contains(l)).collect();
+    panic!(
+        "behaviour changed ({} lines differ); if intended, run `cargo xtask bless-digests` and \
+         commit tests/digests.txt\n--- before\n{}\n+++ now\n{}",
+        gone.len().max(came.len()),
+        gone.iter().map(|l| l.to_string()).collect::<Vec<_>>().join("\n"),
+        came.iter().map(|l| l.to_string()).collect::<Vec<_>>().join("\n"),
+    );
+}
