@@ -219,7 +219,7 @@ fn check_mappings(st: &KState, ptes: &[Mapped], rule: CowReuse) -> Result<(), St
                 st.folios.mapping(head)
             ));
         }
-        if rule == CowReuse::AnonExclusive
+        if rule.tracks_anon_exclusive()
             && m.pte.write()
             && st.folios.is_anon(head)
             && !st.folios.test(page, pg::ANON_EXCLUSIVE)

@@ -56,8 +56,11 @@ pub(crate) async fn clear_refs(cx: &Cx, mm: MmId, kind: ClearRefs) {
     }
     let _g = if kind == ClearRefs::SoftDirty { lock.write(cx).await } else { lock.read(cx).await };
     let vmas: Vec<VmaId> = cx.st().mm(mm).vmas.values().copied().collect();
-    let skip_pinned =
-        clear_refs_skips_pinned(cx.kernel().switches.cow_reuse, cx.kernel().at_least(5, 11));
+    let k = cx.kernel();
+    let skip_pinned = clear_refs_skips_pinned(
+        k.switches.cow_reuse,
+        crate::era::clear_refs_keeps_pinned_writable(k.version),
+    );
     for v in vmas {
         let (start, end, flags) = {
             let mut st = cx.st();

@@ -26,11 +26,12 @@ use crate::folio::pg;
 use crate::kernel::KState;
 use simcore::Pfn;
 
-/// Whether a write fault may reuse anonymous page `page` (of folio `head`) in place.
+/// Whether a write fault may reuse anonymous page `page` (of folio `head`) in place;
+/// `drops_swapcache` is [`crate::era::page_count_reuse_drops_swapcache`].
 pub(crate) fn can_reuse_anon(
     st: &mut KState,
     rule: CowReuse,
-    at_least_5_18: bool,
+    drops_swapcache: bool,
     head: Pfn,
     page: Pfn,
 ) -> bool {
@@ -38,7 +39,7 @@ pub(crate) fn can_reuse_anon(
         CowReuse::MapcountSwapcount | CowReuse::Mapcount => {
             with_trylock(st, head, |st| reuse_swap_page(st, head, page))
         }
-        CowReuse::PageCount => page_count_reuse(st, at_least_5_18, head, page),
+        CowReuse::PageCount => page_count_reuse(st, drops_swapcache, head, page),
         CowReuse::AnonExclusive => anon_exclusive_reuse(st, head, page),
     }
 }
@@ -68,12 +69,12 @@ pub(crate) fn reuse_swap_page(st: &mut KState, head: Pfn, page: Pfn) -> bool {
 }
 
 /// The v5.9 rule: `page_count() == 1`.
-fn page_count_reuse(st: &mut KState, at_least_5_18: bool, head: Pfn, page: Pfn) -> bool {
+fn page_count_reuse(st: &mut KState, drops_swapcache: bool, head: Pfn, page: Pfn) -> bool {
     if st.folios.large(head).is_some() {
         return false;
     }
     let swapcache = u32::from(st.folios.test(head, pg::SWAPCACHE));
-    if at_least_5_18 && swapcache == 1 && st.folios.refcount(head) == 2 {
+    if drops_swapcache && swapcache == 1 && st.folios.refcount(head) == 2 {
         with_trylock(st, head, |st| st.folio_free_swap(head));
     }
     if st.folios.refcount(head) != 1 {
@@ -113,10 +114,11 @@ fn anon_exclusive_reuse(st: &mut KState, head: Pfn, page: Pfn) -> bool {
 }
 
 /// Whether, after a COW copy, an old page left only in the swap cache is freed at once
-/// ("mm: free idle swap cache page after COW", v5.14; the seed reverts it).
-pub(crate) fn frees_idle_swapcache_after_copy(rule: CowReuse, at_least_5_14: bool) -> bool {
+/// ("mm: free idle swap cache page after COW", v5.14; the seed reverts it); `idle_freed` is
+/// [`crate::era::frees_idle_swapcache_after_cow`].
+pub(crate) fn frees_idle_swapcache_after_copy(rule: CowReuse, idle_freed: bool) -> bool {
     match rule {
-        CowReuse::PageCount => at_least_5_14,
+        CowReuse::PageCount => idle_freed,
         CowReuse::AnonExclusive => true,
         CowReuse::MapcountSwapcount | CowReuse::Mapcount => false,
     }
@@ -129,10 +131,11 @@ pub(crate) fn fork_copies_pinned(rule: CowReuse) -> bool {
 }
 
 /// Whether clear_refs leaves the PTE of a possibly pinned page writable (v5.11 9348b73c2e1b,
-/// which the seed reverts; kept by the v5.19 rule).
-pub(crate) fn clear_refs_skips_pinned(rule: CowReuse, at_least_5_11: bool) -> bool {
+/// which the seed reverts; kept by the v5.19 rule); `keeps_pinned` is
+/// [`crate::era::clear_refs_keeps_pinned_writable`].
+pub(crate) fn clear_refs_skips_pinned(rule: CowReuse, keeps_pinned: bool) -> bool {
     match rule {
-        CowReuse::PageCount => at_least_5_11,
+        CowReuse::PageCount => keeps_pinned,
         CowReuse::AnonExclusive => true,
         CowReuse::MapcountSwapcount | CowReuse::Mapcount => false,
     }

@@ -183,18 +183,74 @@ switch_enum!(
     }
 );
 
-/// Every behaviour switch of a run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Switches {
-    pub file_thp: FileThp,
-    pub open_write_truncate: OpenWriteTruncate,
-    pub exec_text_thp: ExecTextThp,
-    pub hugetlb_sync: HugetlbSync,
-    pub dax_hole: DaxHole,
-    pub lru: Lru,
-    pub fadv_noreuse: FadvNoreuse,
-    pub cow_reuse: CowReuse,
-    pub refcount_freeze: RefcountFreeze,
+macro_rules! switches {
+    ($(#[$meta:meta])* $name:ident { $($field:ident: $ty:ident,)* }) => {
+        $(#[$meta])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        pub struct $name { $(pub $field: $ty,)* }
+
+        impl $name {
+            /// How many switches there are.
+            pub const COUNT: usize = [$($ty::KEY,)*].len();
+
+            /// The switch names, in a stable order.
+            pub const NAMES: [&'static str; $name::COUNT] = [$($ty::KEY,)*];
+
+            /// Overrides switch `key` with `value` (both by their kernel-facing names). A switch
+            /// whose mechanism is not modelled yet refuses every override.
+            pub fn set(&mut self, key: &str, value: &str) -> Result<(), String> {
+                match key {
+                    $($ty::KEY => {
+                        let v = $ty::parse(value)?;
+                        refuse_unmodelled(key)?;
+                        self.$field = v;
+                    })*
+                    _ => {
+                        return Err(format!(
+                            "unknown switch `{key}`: expected one of {}",
+                            $name::NAMES.join(", ")
+                        ));
+                    }
+                }
+                Ok(())
+            }
+
+            /// `(name, value)` of every switch.
+            pub fn iter(&self) -> [(&'static str, &'static str); $name::COUNT] {
+                [$(($ty::KEY, self.$field.name()),)*]
+            }
+        }
+    };
+}
+
+switches!(
+    /// Every behaviour switch of a run.
+    Switches {
+        file_thp: FileThp,
+        open_write_truncate: OpenWriteTruncate,
+        exec_text_thp: ExecTextThp,
+        hugetlb_sync: HugetlbSync,
+        dax_hole: DaxHole,
+        lru: Lru,
+        fadv_noreuse: FadvNoreuse,
+        cow_reuse: CowReuse,
+        refcount_freeze: RefcountFreeze,
+    }
+);
+
+/// Switches whose mechanism is not modelled yet: the eras set them (as documentation of the
+/// kernel), but no override is accepted, since nothing would run differently.
+const UNMODELLED: [(&str, &str); 1] = [(HugetlbSync::KEY, "hugetlb")];
+
+/// Refuses an override of a switch in [`UNMODELLED`].
+fn refuse_unmodelled(key: &str) -> Result<(), String> {
+    match UNMODELLED.iter().find(|(k, _)| *k == key) {
+        Some((k, what)) => Err(format!(
+            "switch `{k}` cannot be set: {what} is not modelled yet (the kernel eras only \
+             document its value)"
+        )),
+        None => Ok(()),
+    }
 }
 
 const fn v(major: u8, minor: u8) -> KernelVersion {
@@ -234,61 +290,18 @@ impl Switches {
         }
     }
 
-    /// The switch names, in a stable order.
-    pub const NAMES: [&'static str; 9] = [
-        FileThp::KEY,
-        OpenWriteTruncate::KEY,
-        ExecTextThp::KEY,
-        HugetlbSync::KEY,
-        DaxHole::KEY,
-        Lru::KEY,
-        FadvNoreuse::KEY,
-        CowReuse::KEY,
-        RefcountFreeze::KEY,
-    ];
-
-    /// Overrides switch `key` with `value` (both by their kernel-facing names).
-    pub fn set(&mut self, key: &str, value: &str) -> Result<(), String> {
-        match key {
-            FileThp::KEY => self.file_thp = FileThp::parse(value)?,
-            OpenWriteTruncate::KEY => self.open_write_truncate = OpenWriteTruncate::parse(value)?,
-            ExecTextThp::KEY => self.exec_text_thp = ExecTextThp::parse(value)?,
-            HugetlbSync::KEY => self.hugetlb_sync = HugetlbSync::parse(value)?,
-            DaxHole::KEY => self.dax_hole = DaxHole::parse(value)?,
-            Lru::KEY => self.lru = Lru::parse(value)?,
-            FadvNoreuse::KEY => self.fadv_noreuse = FadvNoreuse::parse(value)?,
-            CowReuse::KEY => self.cow_reuse = CowReuse::parse(value)?,
-            RefcountFreeze::KEY => self.refcount_freeze = RefcountFreeze::parse(value)?,
-            _ => {
-                return Err(format!(
-                    "unknown switch `{key}`: expected one of {}",
-                    Switches::NAMES.join(", ")
-                ));
-            }
-        }
-        Ok(())
-    }
-
-    /// `(name, value)` of every switch.
-    pub fn iter(&self) -> [(&'static str, &'static str); 9] {
-        [
-            (FileThp::KEY, self.file_thp.name()),
-            (OpenWriteTruncate::KEY, self.open_write_truncate.name()),
-            (ExecTextThp::KEY, self.exec_text_thp.name()),
-            (HugetlbSync::KEY, self.hugetlb_sync.name()),
-            (DaxHole::KEY, self.dax_hole.name()),
-            (Lru::KEY, self.lru.name()),
-            (FadvNoreuse::KEY, self.fadv_noreuse.name()),
-            (CowReuse::KEY, self.cow_reuse.name()),
-            (RefcountFreeze::KEY, self.refcount_freeze.name()),
-        ]
-    }
-
     /// Refuses switch values whose behaviour the model does not implement for `kernel`.
     ///
     /// Only the mechanisms that the switch changes are affected: a run that never exercises them
     /// would be correct, but a silently different behaviour is worse than a clear refusal.
     pub fn check_implemented(&self, kernel: KernelVersion) -> Result<(), String> {
+        let era = Switches::for_kernel(kernel);
+        for (key, _) in UNMODELLED {
+            let value = |s: &Switches| s.iter().into_iter().find(|(k, _)| *k == key);
+            if value(self) != value(&era) {
+                refuse_unmodelled(key)?;
+            }
+        }
         if self.lru == Lru::Mglru && kernel < v(6, 1) {
             return Err(format!(
                 "switch lru = mglru is not modelled for {kernel}: the multi-gen LRU exists from v6.1 \
@@ -297,6 +310,87 @@ impl Switches {
         }
         Ok(())
     }
+}
+
+impl CowReuse {
+    /// Whether the rule tracks PageAnonExclusive (v5.19 and later): writable anonymous PTEs map
+    /// exclusive pages, GUP unshares, fork and reclaim respect possibly pinned exclusive pages.
+    pub fn tracks_anon_exclusive(self) -> bool {
+        match self {
+            CowReuse::AnonExclusive => true,
+            CowReuse::MapcountSwapcount | CowReuse::PageCount | CowReuse::Mapcount => false,
+        }
+    }
+}
+
+// Era facts: the smaller behaviour changes a kernel version carries besides its switches, each
+// named by what it does and citing the commit that changed it ("~": the version was inferred
+// from patch postings and merge logs, `docs/reference/kernel-semantics.md`).
+
+/// v4.10 and v4.11 ask the file system for the block before locking the DAX entry, so a fault
+/// can map a hole that a concurrent `write()` just filled: from "dax: Call ->iomap_begin without
+/// entry lock during dax fault" (9f141d6ef625, v4.10) until 13e451fdc1af and 876f29460cbd
+/// (v4.12).
+pub fn dax_iomap_before_entry_lock(k: KernelVersion) -> bool {
+    (v(4, 10)..v(4, 12)).contains(&k)
+}
+
+/// A DAX `write()` that allocates blocks unmaps the range from every mapping, so that nobody
+/// keeps reading the zero page: "mm: fix data corruption due to stale mmap reads"
+/// (cd656375f946, v4.12).
+pub fn dax_write_unmaps_range(k: KernelVersion) -> bool {
+    k >= v(4, 12)
+}
+
+/// clear_refs (soft-dirty) leaves the writable PTE of a possibly pinned page in a COW mapping
+/// alone under the `page_count` rule: "mm: don't play games with pinned pages in
+/// clear_page_refs" (9348b73c2e1b, v5.11).
+pub fn clear_refs_keeps_pinned_writable(k: KernelVersion) -> bool {
+    k >= v(5, 11)
+}
+
+/// After a COW copy, an old page left only in the swap cache is freed at once: "mm: free idle
+/// swap cache page after COW" (f4c4a3f48480, v5.14).
+pub fn frees_idle_swapcache_after_cow(k: KernelVersion) -> bool {
+    k >= v(5, 14)
+}
+
+/// The `page_count` reuse rule first drops an unused swap-cache reference ("mm: optimize
+/// do_wp_page() for exclusive pages in the swapcache", 53a05ad9f21d, v5.18).
+pub fn page_count_reuse_drops_swapcache(k: KernelVersion) -> bool {
+    k >= v(5, 18)
+}
+
+/// A read-only FOLL_PIN|FOLL_LONGTERM of a non-anonymous page in a COW mapping unshares it
+/// first: "mm/gup: reliable R/O long-term pinning in COW mappings" (84209e87c696, v6.2), after
+/// "mm: extend FAULT_FLAG_UNSHARE support to anything in a COW mapping" (8d6a0ac09a16, v6.2).
+pub fn longterm_pin_unshares_cow_mappings(k: KernelVersion) -> bool {
+    k >= v(6, 2)
+}
+
+/// `vma_has_recency` exists and the classic LRU also ignores the young PTEs of `VM_RAND_READ`
+/// mappings: "mm: add vma_has_recency()" (8788f6781486, v6.3).
+pub fn vma_has_recency(k: KernelVersion) -> bool {
+    k >= v(6, 3)
+}
+
+/// O_DIRECT pins the user pages (FOLL_PIN) rather than getting them (FOLL_GET), since block IO
+/// moved to `iov_iter_extract_pages` ("block: Switch to pinning pages.", David Howells, v6.5 ~).
+pub fn odirect_pins(k: KernelVersion) -> bool {
+    k >= v(6, 5)
+}
+
+/// The multi-gen LRU's refault test measures the distance to `max_seq` and counts every refault
+/// (`lru_gen_test_recent`, v6.7 ~) rather than comparing with `min_seq` alone.
+pub fn mglru_refault_distance_to_max_seq(k: KernelVersion) -> bool {
+    k >= v(6, 7)
+}
+
+/// The multi-gen LRU's reworked tiers, placement and aging: "mm/mglru: rework aging feedback",
+/// "mm/mglru: rework workingset protection" and "mm/mglru: rework refault detection" (Yu Zhao,
+/// v6.14).
+pub fn mglru_reworked_tiers(k: KernelVersion) -> bool {
+    k >= v(6, 14)
 }
 
 impl Default for Switches {
@@ -340,10 +434,43 @@ mod tests {
         s.set("lru", "mglru").unwrap();
         assert!(s.check_implemented(KernelVersion::DEFAULT).is_ok());
         let old = KernelVersion::new(5, 15);
-        assert!(s.check_implemented(old).unwrap_err().contains("lru = mglru is not modelled"));
+        let mut s_old = Switches::for_kernel(old);
+        s_old.set("lru", "mglru").unwrap();
+        let err = s_old.check_implemented(old).unwrap_err();
+        assert!(err.contains("lru = mglru is not modelled"), "{err}");
         s.set("exec_text_thp", "fault").unwrap();
         assert_eq!(s.exec_text_thp, ExecTextThp::Fault);
         s.set("refcount_freeze", "skip").unwrap();
         assert_eq!(s.refcount_freeze, RefcountFreeze::Skip);
+    }
+
+    #[test]
+    fn hugetlb_sync_is_refused_until_hugetlb_is_modelled() {
+        let mut s = Switches::default();
+        let err = s.set("hugetlb_sync", "revert").unwrap_err();
+        assert_eq!(
+            err,
+            "switch `hugetlb_sync` cannot be set: hugetlb is not modelled yet (the kernel eras \
+             only document its value)"
+        );
+        assert_eq!(s, Switches::default(), "a refused override changes nothing");
+        assert!(s.set("hugetlb_sync", "magic").unwrap_err().contains("has no value `magic`"));
+        // The eras keep their documented value, which `check_implemented` accepts.
+        for k in [KernelVersion::new(5, 15), KernelVersion::new(6, 8)] {
+            assert!(Switches::for_kernel(k).check_implemented(k).is_ok());
+        }
+        let old = KernelVersion::new(5, 15);
+        assert_eq!(Switches::for_kernel(old).hugetlb_sync, HugetlbSync::IMmapRwsem);
+        let mut forced = Switches::for_kernel(old);
+        forced.hugetlb_sync = HugetlbSync::VmaLock;
+        let err = forced.check_implemented(old).unwrap_err();
+        assert!(err.contains("`hugetlb_sync`") && err.contains("hugetlb is not modelled"), "{err}");
+    }
+
+    #[test]
+    fn only_anon_exclusive_tracks_anon_exclusive() {
+        let tracking: Vec<CowReuse> =
+            CowReuse::ALL.iter().copied().filter(|r| r.tracks_anon_exclusive()).collect();
+        assert_eq!(tracking, [CowReuse::AnonExclusive]);
     }
 }

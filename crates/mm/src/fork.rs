@@ -174,8 +174,7 @@ async fn copy_page_range(
         let _s = src_ptl.lock_nested(cx, 1).await;
         let (copied, page_copies) = {
             let mut st = cx.st();
-            let anon_exclusive =
-                cx.kernel().switches.cow_reuse == crate::era::CowReuse::AnonExclusive;
+            let anon_exclusive = cx.kernel().switches.cow_reuse.tracks_anon_exclusive();
             let (mut copied, mut page_copies) = (0u64, 0u64);
             let mut a = addr;
             while a < next {
@@ -256,8 +255,7 @@ impl KState {
             && self.mm(mm).flags & crate::mm_struct::MMF_HAS_PINNED != 0
             && self.folios.is_anon(head)
             && self.folios.maybe_dma_pinned(head)
-            && (rule != crate::era::CowReuse::AnonExclusive
-                || self.folios.test(page, pg::ANON_EXCLUSIVE))
+            && (!rule.tracks_anon_exclusive() || self.folios.test(page, pg::ANON_EXCLUSIVE))
     }
 
     /// How many pages of `[start, end)` in `table` fork must copy for the child.

@@ -56,16 +56,17 @@ fn must_unshare(
     page: Option<Pfn>,
     flags: GupFlags,
 ) -> bool {
-    if flags.write
-        || !flags.pin
-        || cx.kernel().switches.cow_reuse != crate::era::CowReuse::AnonExclusive
-    {
+    if flags.write || !flags.pin || !cx.kernel().switches.cow_reuse.tracks_anon_exclusive() {
         return false;
     }
     let cow_mapping = vma_flags.0 & (VmFlags::SHARED | VmFlags::MAYWRITE) == VmFlags::MAYWRITE;
     match page {
         Some(p) if st.folios.is_anon(st.folios.head(p)) => !st.folios.test(p, pg::ANON_EXCLUSIVE),
-        _ => flags.longterm && cow_mapping && cx.kernel().at_least(6, 2),
+        _ => {
+            flags.longterm
+                && cow_mapping
+                && crate::era::longterm_pin_unshares_cow_mappings(cx.kernel().version)
+        }
     }
 }
 

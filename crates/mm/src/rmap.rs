@@ -325,7 +325,7 @@ pub(crate) async fn folio_referenced(cx: &Cx, head: Pfn) -> (u32, VmFlags) {
 /// must stay mapped (v5.19+ `anon_exclusive`: pinned pages are never unmapped to swap); the
 /// folio may then be partly unmapped.
 pub(crate) async fn try_to_unmap(cx: &Cx, head: Pfn) -> bool {
-    let anon_exclusive = cx.kernel().switches.cow_reuse == crate::era::CowReuse::AnonExclusive;
+    let anon_exclusive = cx.kernel().switches.cow_reuse.tracks_anon_exclusive();
     let mappers = cx.st().folio_mappers(head);
     for m in mappers {
         let Some((table, _, _)) = mapped_entry(&cx.st(), &m) else { continue };
