@@ -434,7 +434,7 @@ fn check_lruvecs(st: &KState) -> Result<(), String> {
                         st.folio_memcg(head)
                     ));
                 }
-                if st.lru.is_mglru() != st.folios.lru_gen(head).is_some()
+                if st.lru.reclaim.lru_gen_enabled() != st.folios.lru_gen(head).is_some()
                     && st.folio_lru_list(head) != LruList::Unevictable
                 {
                     return Err(format!("folio {head} is on the wrong kind of LRU list"));

@@ -145,6 +145,9 @@ switch_enum!(
         Classic = "classic",
         /// The multi-gen LRU (v6.1 and later, when enabled).
         Mglru = "mglru",
+        /// Not a kernel LRU: exact least-recently-used order with no second chance
+        /// (`lru_pure.rs`), to check page-cache replays against cache simulators; by name only.
+        Pure = "pure",
     }
 );
 

@@ -41,9 +41,6 @@ pub struct Tunables {
     pub swappiness: u64,
     /// `/sys/kernel/mm/lru_gen/min_ttl_ms` (default 0: off).
     pub lru_gen_min_ttl_ms: u64,
-    /// Not a kernel setting: reduce the LRU to exact least-recently-used order with no second
-    /// chance (`lru.rs`), to check page-cache replays against cache simulators.
-    pub lru_pure: bool,
 }
 
 impl Default for Tunables {
@@ -53,7 +50,6 @@ impl Default for Tunables {
             fault_around_pages: 16,
             swappiness: 60,
             lru_gen_min_ttl_ms: 0,
-            lru_pure: false,
         }
     }
 }

@@ -33,6 +33,7 @@ pub mod gup;
 mod huge_memory;
 pub mod kernel;
 pub mod lru;
+mod lru_pure;
 pub mod machine;
 pub mod memcontrol;
 pub mod mglru;

@@ -1,6 +1,6 @@
 //! Putting folios on LRU lists and marking them accessed (`mm/swap.c`, `include/linux/mm_inline.h`,
 //! Linux v6.8 with the multi-gen LRU of v6.1-v6.13 and, from v6.14, its reworked tiers;
-//! `docs/reference/lru-semantics.md` sections 1 and 2).
+//! `docs/reference/lru-semantics.md` sections 1 and 2), and the reclaim policy seam.
 //!
 //! - Which list a folio belongs on: `folio_lru_list` for the classic LRU (unevictable; anon or
 //!   file by `PG_swapbacked`; active by `PG_active`), a generation list for the multi-gen LRU
@@ -15,41 +15,87 @@
 //!   LRU's reference counter (`lru_gen_inc_refs` / `folio_inc_refs`).
 //! - `folio_deactivate` (`MADV_COLD`) and the isolation helpers reclaim uses.
 //!
-//! The *pure LRU* configuration ([`LruConfig::pure`], `Tunables::lru_pure`) is not a kernel
-//! setting: it reduces the classic LRU to one exact least-recently-used order (an access moves
-//! the folio to the head of its list, reclaim takes the tail with no second chance), which is
-//! what cache simulators call LRU; the replay checks the model against them with it.
+//! **The reclaim policy** ([`Reclaim`]) is chosen once per machine from the `lru` switch and
+//! answers, here and only here, with exhaustive `match`es, every question on which the policies
+//! differ: where a folio is added, what an access does, the shadow an eviction leaves and what a
+//! refault does, what a young PTE found by rmap does, how one lruvec is shrunk, how a folio's
+//! references are judged, kswapd's aging, the charge's reclaim target. Each policy's code lives
+//! in its own module: the classic LRU in `vmscan.rs` (and the `mm/swap.c` parts here), the
+//! multi-gen LRU in `mglru.rs`, the pure LRU in `lru_pure.rs`. A new policy is one variant and
+//! one file; the compiler lists the questions it must answer.
 //!
 //! Approximations: no per-CPU LRU batches (`folio_batch`), so additions and activations take
 //! effect at once; one zone.
 
 use crate::era::{FadvNoreuse, KernelVersion, Lru, Switches};
 use crate::folio::{ListIdx, LruList, pg};
-use crate::kernel::KState;
-use crate::memcontrol::{lruvec_gen_list, lruvec_list};
+use crate::kernel::{Cx, KState};
+use crate::memcontrol::{MemcgId, lruvec_gen_list, lruvec_list};
+use crate::mglru::GenRules;
+use crate::mm_struct::MmId;
+use crate::pgtable::PtId;
+use crate::vma::VmaId;
+use crate::vmscan::{References, SWAP_CLUSTER_MAX, ScanControl};
 use crate::vmstat::VmStat;
-use simcore::Pfn;
+use crate::workingset::Shadow;
+use simcore::{Pfn, VirtAddr};
+
+/// The page reclaim policy of a machine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reclaim {
+    /// The classic two-list LRU (`vmscan.rs`).
+    Classic,
+    /// The multi-gen LRU (`mglru.rs`).
+    MultiGen,
+    /// Not a kernel policy: the classic LRU reduced to one exact least-recently-used order
+    /// (`lru_pure.rs`), to check page-cache replays against cache simulators.
+    Pure,
+}
+
+impl Reclaim {
+    /// The policy the `lru` switch selects.
+    pub fn of(lru: Lru) -> Reclaim {
+        match lru {
+            Lru::Classic => Reclaim::Classic,
+            Lru::Mglru => Reclaim::MultiGen,
+            Lru::Pure => Reclaim::Pure,
+        }
+    }
+
+    /// `lru_gen_enabled()`: folios live on generation lists rather than the classic lists.
+    pub fn lru_gen_enabled(self) -> bool {
+        match self {
+            Reclaim::MultiGen => true,
+            Reclaim::Classic | Reclaim::Pure => false,
+        }
+    }
+
+    /// The pages a memory cgroup's charge asks its limit reclaim for, when it needs `nr`
+    /// (`try_charge`: at least a batch).
+    pub(crate) fn memcg_reclaim_target(self, nr: u64) -> u64 {
+        match self {
+            Reclaim::Classic | Reclaim::MultiGen => nr.max(SWAP_CLUSTER_MAX),
+            Reclaim::Pure => crate::lru_pure::memcg_reclaim_target(nr),
+        }
+    }
+}
 
 /// What the LRU code needs to know about the kernel, the switches and the tunables, kept in
 /// `KState` so that the synchronous list operations can read it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LruConfig {
-    pub lru: Lru,
+    pub reclaim: Reclaim,
     /// `fadv_noreuse = no_recency`: FMODE_NOREUSE takes recency away from mappings.
     pub noreuse: bool,
-    /// `vma_has_recency` exists (v6.3+): the classic LRU ignores `VM_RAND_READ` too.
-    pub v6_3: bool,
-    /// The multi-gen LRU's refault test looks at the distance to `max_seq` (v6.7+) rather than
-    /// at `min_seq` alone.
-    pub v6_7: bool,
-    /// The multi-gen LRU's reworked tiers and placement (v6.14+).
-    pub v6_14: bool,
+    /// `vma_has_recency` exists: the classic LRU ignores `VM_RAND_READ` too
+    /// ([`crate::era::vma_has_recency`]).
+    pub rand_read_has_no_recency: bool,
+    /// The multi-gen LRU's rules of this era.
+    pub lrugen: GenRules,
     /// `vm.swappiness`.
     pub swappiness: u64,
     /// `/sys/kernel/mm/lru_gen/min_ttl_ms`, in ns (0: off).
     pub min_ttl_ns: u64,
-    /// Exact LRU for validation (see the module note).
-    pub pure: bool,
     /// `current->in_lru_fault` of the task now borrowing the state (set by `Cx::st`).
     pub in_fault: bool,
 }
@@ -57,20 +103,44 @@ pub struct LruConfig {
 impl LruConfig {
     pub fn new(switches: &Switches, kernel: KernelVersion, tunables: &crate::Tunables) -> Self {
         LruConfig {
-            lru: switches.lru,
+            reclaim: Reclaim::of(switches.lru),
             noreuse: switches.fadv_noreuse == FadvNoreuse::NoRecency,
-            v6_3: kernel >= KernelVersion::new(6, 3),
-            v6_7: kernel >= KernelVersion::new(6, 7),
-            v6_14: kernel >= KernelVersion::new(6, 14),
+            rand_read_has_no_recency: crate::era::vma_has_recency(kernel),
+            lrugen: GenRules::for_kernel(kernel),
             swappiness: tunables.swappiness,
             min_ttl_ns: tunables.lru_gen_min_ttl_ms * 1_000_000,
-            pure: tunables.lru_pure,
             in_fault: false,
         }
     }
+}
 
-    pub fn is_mglru(&self) -> bool {
-        self.lru == Lru::Mglru
+/// `shrink_lruvec` (`lru_gen_shrink_lruvec` with the multi-gen LRU): reclaims from one lruvec.
+pub(crate) async fn shrink_lruvec(cx: &Cx, memcg: MemcgId, sc: &mut ScanControl) {
+    let reclaim = cx.st().lru.reclaim;
+    match reclaim {
+        Reclaim::Classic => crate::vmscan::shrink_lruvec(cx, memcg, sc).await,
+        Reclaim::MultiGen => crate::mglru::try_to_shrink_lruvec(cx, memcg, sc).await,
+        Reclaim::Pure => crate::lru_pure::shrink_lruvec(cx, memcg, sc).await,
+    }
+}
+
+/// `folio_check_references`: what reclaim does with a locked folio, by its references.
+pub(crate) async fn folio_check_references(cx: &Cx, head: Pfn) -> References {
+    let reclaim = cx.st().lru.reclaim;
+    match reclaim {
+        Reclaim::Classic => crate::vmscan::check_references(cx, head).await,
+        Reclaim::MultiGen => crate::mglru::lru_gen_folio_check_references(cx, head).await,
+        Reclaim::Pure => crate::lru_pure::check_references(cx, head).await,
+    }
+}
+
+/// kswapd's aging of the node before it shrinks it (`lru_gen_age_node`; the classic lists age
+/// as they are shrunk).
+pub(crate) async fn age_node(cx: &Cx, sc: &ScanControl) {
+    let reclaim = cx.st().lru.reclaim;
+    match reclaim {
+        Reclaim::MultiGen => crate::mglru::lru_gen_age_node(cx, sc).await,
+        Reclaim::Classic | Reclaim::Pure => {}
     }
 }
 
@@ -101,12 +171,15 @@ impl KState {
     /// `lruvec_add_folio` (`lru_gen_add_folio` with the multi-gen LRU): puts a folio that is on
     /// no list on the list its state says; `reclaiming` is a putback by eviction.
     pub(crate) fn lruvec_add_folio(&mut self, head: Pfn, reclaiming: bool) {
-        if self.lru.is_mglru() && !self.folios.test(head, pg::UNEVICTABLE) {
-            self.lru_gen_add_folio(head, reclaiming);
-            return;
+        match self.lru.reclaim {
+            Reclaim::MultiGen if !self.folios.test(head, pg::UNEVICTABLE) => {
+                self.lru_gen_add_folio(head, reclaiming);
+            }
+            Reclaim::Classic | Reclaim::MultiGen | Reclaim::Pure => {
+                let list = lruvec_list(self.folio_memcg(head), self.folio_lru_list(head));
+                self.folios.list_add(head, list, false);
+            }
         }
-        let list = lruvec_list(self.folio_memcg(head), self.folio_lru_list(head));
-        self.folios.list_add(head, list, false);
     }
 
     /// `lruvec_del_folio`: takes a folio off its list. With the multi-gen LRU a folio taken off
@@ -129,8 +202,13 @@ impl KState {
     /// `folio_add_lru`: a new folio joins its lruvec (made active first when added by a fault
     /// with recency under the multi-gen LRU).
     pub(crate) fn folio_add_lru(&mut self, head: Pfn) {
-        if self.lru.is_mglru() && self.lru.in_fault && !self.folios.test(head, pg::UNEVICTABLE) {
-            self.folios.set(head, pg::ACTIVE);
+        match self.lru.reclaim {
+            Reclaim::MultiGen => {
+                if self.lru.in_fault && !self.folios.test(head, pg::UNEVICTABLE) {
+                    self.folios.set(head, pg::ACTIVE);
+                }
+            }
+            Reclaim::Classic | Reclaim::Pure => {}
         }
         self.lruvec_add_folio(head, false);
     }
@@ -140,18 +218,16 @@ impl KState {
         if self.folios.test(head, pg::UNEVICTABLE) {
             return;
         }
-        if self.lru.pure {
-            if self.folios.test(head, pg::LRU) {
-                let list = self.folio_list_now(head);
-                self.folios.list_del(head, list);
-                self.folios.list_add(head, list, false);
-            }
-            return;
+        match self.lru.reclaim {
+            Reclaim::Classic => self.folio_mark_accessed_classic(head),
+            Reclaim::MultiGen => self.lru_gen_inc_refs(head),
+            Reclaim::Pure => self.lru_pure_mark_accessed(head),
         }
-        if self.lru.is_mglru() {
-            self.lru_gen_inc_refs(head);
-            return;
-        }
+    }
+
+    /// The classic two-touch `folio_mark_accessed`: a referenced inactive folio is activated,
+    /// any other is marked referenced.
+    fn folio_mark_accessed_classic(&mut self, head: Pfn) {
         let f = &self.folios;
         if !f.test(head, pg::ACTIVE) && f.test(head, pg::REFERENCED) {
             let on_lru = f.test(head, pg::LRU);
@@ -172,13 +248,48 @@ impl KState {
         }
     }
 
+    /// `workingset_eviction`'s shadow of a folio reclaim is removing (`lru_gen_eviction` with
+    /// the multi-gen LRU).
+    pub(crate) fn lru_eviction_shadow(&mut self, head: Pfn) -> Shadow {
+        match self.lru.reclaim {
+            Reclaim::Classic | Reclaim::Pure => self.workingset_shadow(head),
+            Reclaim::MultiGen => self.lru_gen_eviction(head),
+        }
+    }
+
+    /// `workingset_refault`: a folio brought back where a shadow was; may make it active
+    /// before it is added to the LRU (`lru_gen_refault` with the multi-gen LRU).
+    pub(crate) fn workingset_refault(&mut self, head: Pfn, shadow: Shadow) {
+        match self.lru.reclaim {
+            Reclaim::Classic => self.workingset_refault_classic(head, shadow),
+            Reclaim::MultiGen => self.lru_gen_refault(head, shadow),
+            Reclaim::Pure => self.lru_pure_refault(head),
+        }
+    }
+
+    /// `folio_referenced_one` cleared a young PTE of `head` mapped at `addr` of `table`, with
+    /// the PTE lock held (`lru_gen_look_around` with the multi-gen LRU).
+    pub(crate) fn lru_referenced_pte(
+        &mut self,
+        mm: MmId,
+        vma: VmaId,
+        table: PtId,
+        addr: VirtAddr,
+        head: Pfn,
+    ) {
+        match self.lru.reclaim {
+            Reclaim::MultiGen => self.lru_gen_referenced_pte(mm, vma, table, addr, head),
+            Reclaim::Classic | Reclaim::Pure => {}
+        }
+    }
+
     /// `folio_deactivate` (`MADV_COLD`): the folio goes to its inactive list (the oldest
     /// generation with the multi-gen LRU), unreferenced.
     pub(crate) fn folio_deactivate(&mut self, head: Pfn) {
         if !self.folios.test(head, pg::LRU) || self.folios.test(head, pg::UNEVICTABLE) {
             return;
         }
-        let was_active = if self.lru.is_mglru() {
+        let was_active = if self.lru.reclaim.lru_gen_enabled() {
             let generation = self.folios.lru_gen(head).expect("on a generation list");
             self.memcgs[self.folio_memcg(head)].lruvec.lrugen.is_active(generation)
         } else {

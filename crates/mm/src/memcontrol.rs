@@ -225,7 +225,7 @@ impl KState {
     /// Pages on `memcg`'s lruvec per classic list (for the multi-gen LRU, the two youngest
     /// generations count as active, `lru_gen_is_active`).
     pub fn lruvec_lru_pages(&self, memcg: MemcgId, lru: LruList) -> u64 {
-        if lru == LruList::Unevictable || !self.lru.is_mglru() {
+        if lru == LruList::Unevictable || !self.lru.reclaim.lru_gen_enabled() {
             return self.folios.list_pages(lruvec_list(memcg, lru));
         }
         let file = matches!(lru, LruList::InactiveFile | LruList::ActiveFile);

@@ -1,7 +1,8 @@
 //! The multi-gen LRU (`mm/vmscan.c` `CONFIG_LRU_GEN` parts, `include/linux/mm_inline.h`
 //! `lru_gen_*`, `mm/workingset.c` `lru_gen_eviction`/`lru_gen_refault`; Linux v6.1-v6.13, and
 //! the v6.14 rework of tiers where the era says so; `docs/reference/lru-semantics.md`
-//! section 2, `Documentation/mm/multigen_lru.rst`).
+//! section 2, `Documentation/mm/multigen_lru.rst`). What the eras change is one rules table
+//! ([`GenRules`]: v6.1, v6.7, v6.14), chosen once per machine.
 //!
 //! Per lruvec ([`LruGen`]): `max_seq` (the youngest generation, shared by anon and file),
 //! `min_seq[type]` (the oldest per type), `MAX_NR_GENS` = 4 generation lists per type (list
@@ -90,6 +91,94 @@ pub const MIN_LRU_BATCH: u64 = 64;
 pub const MAX_LRU_BATCH: u64 = MIN_LRU_BATCH * 64;
 /// Bits of a Bloom filter (`BLOOM_FILTER_SHIFT` = 15).
 const BLOOM_BITS: usize = 1 << 15;
+
+/// The multi-gen LRU's rules of a kernel era, chosen once from the version: the constants the
+/// eras differ by (gains, the flags each step sets or clears), and where the v6.14 rework
+/// changed an algorithm's shape, which era's algorithm runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GenRules {
+    /// v6.14's reworked placement, tiers, type choice and aging trigger
+    /// ([`crate::era::mglru_reworked_tiers`]).
+    pub reworked: bool,
+    /// The refault test measures the distance to `max_seq`, and every refault is counted
+    /// ([`crate::era::mglru_refault_distance_to_max_seq`]).
+    pub refault_distance_to_max_seq: bool,
+    /// `get_tier_idx`'s gains of the setpoint and of the process variable.
+    pub tier_gains: (u64, u64),
+    /// `LRU_REFS_FLAGS`: cleared with the reference counter when a folio changes generation.
+    pub refs_flags: u16,
+    /// What `isolate_folio` clears of every folio it isolates.
+    pub isolate_clears: u16,
+    /// What `isolate_folio` clears, with the counter, of a folio not referenced.
+    pub isolate_unreferenced_clears: u16,
+    /// What `folio_update_gen` sets on a folio it promotes.
+    pub promotion_sets: u16,
+    /// A folio first seen young (neither referenced nor workingset), by the aging or by reclaim,
+    /// is only marked referenced: it takes two sightings.
+    pub two_sightings: bool,
+    /// A saturated folio (every reference and `PG_workingset`) was promoted lazily: `sort_folio`
+    /// moves it up without counting it as protected.
+    pub lazy_promotion: bool,
+    /// `inc_min_seq` counts the folios it moves up, except lazily promoted ones, as protected in
+    /// their tier.
+    pub inc_min_seq_protects: bool,
+    /// `sort_folio` counts a protected folio as a workingset activation.
+    pub protection_activates: bool,
+    /// The eviction's shadow keeps `PG_workingset` (else: whether the folio had references).
+    pub shadow_keeps_workingset: bool,
+    /// kswapd's `lru_gen_age_node` ages the lruvecs that need it (else eviction ages them).
+    pub kswapd_ages: bool,
+}
+
+impl GenRules {
+    /// v6.1-v6.6.
+    const V6_1: GenRules = GenRules {
+        reworked: false,
+        refault_distance_to_max_seq: false,
+        tier_gains: (1, 2),
+        refs_flags: pg::REFERENCED | pg::WORKINGSET,
+        isolate_clears: pg::RECLAIM | pg::REFERENCED,
+        isolate_unreferenced_clears: pg::REFERENCED | pg::WORKINGSET,
+        promotion_sets: 0,
+        two_sightings: false,
+        lazy_promotion: false,
+        inc_min_seq_protects: false,
+        protection_activates: true,
+        shadow_keeps_workingset: false,
+        kswapd_ages: true,
+    };
+
+    /// v6.7-v6.13: the refault distance to `max_seq`.
+    const V6_7: GenRules = GenRules { refault_distance_to_max_seq: true, ..GenRules::V6_1 };
+
+    /// v6.14 and later: the reworked tiers, workingset protection and aging feedback.
+    const V6_14: GenRules = GenRules {
+        reworked: true,
+        refault_distance_to_max_seq: true,
+        tier_gains: (2, 3),
+        refs_flags: pg::REFERENCED,
+        isolate_clears: pg::RECLAIM,
+        isolate_unreferenced_clears: 0,
+        promotion_sets: pg::WORKINGSET,
+        two_sightings: true,
+        lazy_promotion: true,
+        inc_min_seq_protects: true,
+        protection_activates: false,
+        shadow_keeps_workingset: true,
+        kswapd_ages: false,
+    };
+
+    /// The rules of kernel `k`.
+    pub fn for_kernel(k: crate::era::KernelVersion) -> GenRules {
+        if crate::era::mglru_reworked_tiers(k) {
+            GenRules::V6_14
+        } else if crate::era::mglru_refault_distance_to_max_seq(k) {
+            GenRules::V6_7
+        } else {
+            GenRules::V6_1
+        }
+    }
+}
 
 /// A Bloom filter of PTE tables worth visiting (m = 2^15, k = 2).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -254,7 +343,7 @@ impl KState {
             || (f.test(head, pg::RECLAIM)
                 && (f.test(head, pg::DIRTY) || f.test(head, pg::WRITEBACK)));
         let min = g.min_seq[usize::from(file)];
-        if !self.lru.v6_14 {
+        if !self.lru.lrugen.reworked {
             return if active {
                 g.max_seq
             } else if cold_but_busy {
@@ -304,7 +393,7 @@ impl KState {
             f.set(head, pg::REFERENCED);
             return;
         }
-        if !self.lru.v6_14 {
+        if !self.lru.lrugen.reworked {
             if !f.test(head, pg::WORKINGSET) {
                 f.set(head, pg::WORKINGSET);
                 return;
@@ -325,7 +414,7 @@ impl KState {
         let f = &self.folios;
         let counter = u64::from(f.lru_refs(head));
         let ws = f.test(head, pg::WORKINGSET);
-        if !self.lru.v6_14 {
+        if !self.lru.lrugen.reworked {
             // Accesses beyond the first: the counter plus the workingset bit.
             let refs = counter + u64::from(ws);
             return (refs, order_base_2(refs + 1));
@@ -337,23 +426,20 @@ impl KState {
     /// Clears the reference state a generation change resets (`LRU_REFS_FLAGS`).
     fn clear_refs_flags(&mut self, head: Pfn) {
         self.folios.set_lru_refs(head, 0);
-        let flags = if self.lru.v6_14 { pg::REFERENCED } else { pg::REFERENCED | pg::WORKINGSET };
-        self.folios.clear_flag(head, flags);
+        self.folios.clear_flag(head, self.lru.lrugen.refs_flags);
     }
 
     /// `folio_update_gen`: the aging (or look-around) saw a young PTE of the folio.
     fn folio_update_gen(&mut self, head: Pfn, generation: u8) {
         let first_sighting = !self.folios.test(head, pg::REFERENCED | pg::WORKINGSET);
-        if self.folios.lru_gen(head).is_none() || (self.lru.v6_14 && first_sighting) {
+        if self.folios.lru_gen(head).is_none() || (self.lru.lrugen.two_sightings && first_sighting) {
             // Isolated by reclaim (which will see PG_referenced), or seen once (v6.14).
             self.folios.set_lru_refs(head, 0);
             self.folios.set(head, pg::REFERENCED);
             return;
         }
         self.clear_refs_flags(head);
-        if self.lru.v6_14 {
-            self.folios.set(head, pg::WORKINGSET);
-        }
+        self.folios.set(head, self.lru.lrugen.promotion_sets);
         if self.folios.lru_gen(head) != Some(generation) {
             self.folio_move_gen(head, generation, false);
         }
@@ -390,7 +476,7 @@ impl KState {
                 let ws = self.folios.test(head, pg::WORKINGSET);
                 self.folio_inc_gen(head, false, true);
                 let lazily_promoted = refs + u64::from(ws) == 4 + 1;
-                if self.lru.v6_14 && !lazily_promoted {
+                if self.lru.lrugen.inc_min_seq_protects && !lazily_promoted {
                     let nr = self.folios.order(head).pages();
                     self.lrugen_mut(memcg).protected[t][tier] += nr;
                 }
@@ -418,7 +504,7 @@ impl KState {
             }
         }
         if swappiness > 0 {
-            if self.lru.v6_14 {
+            if self.lru.lrugen.reworked {
                 let seq = g.max_seq - MIN_NR_GENS;
                 if min_seq[0] > seq && min_seq[1] < seq {
                     min_seq[0] = seq;
@@ -470,7 +556,7 @@ impl KState {
     /// The highest tier to evict of a type, with the era's gains and setpoint of its own first
     /// tier.
     fn own_tier_idx(&self, memcg: MemcgId, file: bool) -> usize {
-        let (sp_gain, pv_gain) = if self.lru.v6_14 { (2, 3) } else { (1, 2) };
+        let (sp_gain, pv_gain) = self.lru.lrugen.tier_gains;
         let sp = self.lrugen(memcg).ctrl_pos(file, 0..1, sp_gain);
         self.tier_idx(memcg, file, sp, pv_gain)
     }
@@ -479,7 +565,7 @@ impl KState {
     /// highest tier to evict.
     fn type_and_tier(&self, memcg: MemcgId, swappiness: u64) -> (bool, usize) {
         let g = self.lrugen(memcg);
-        if self.lru.v6_14 {
+        if self.lru.lrugen.reworked {
             let file = if swappiness <= 1 {
                 true
             } else if swappiness >= 200 {
@@ -524,13 +610,13 @@ impl KState {
         }
         let (refs, tier) = self.folio_refs_tier(head);
         let ws = self.folios.test(head, pg::WORKINGSET);
-        let saturated = self.lru.v6_14 && refs + u64::from(ws) == 4 + 1;
+        let saturated = self.lru.lrugen.lazy_promotion && refs + u64::from(ws) == 4 + 1;
         if tier > tier_idx || saturated {
             self.folio_inc_gen(head, false, false);
             if !saturated {
                 let nr = self.folios.order(head).pages();
                 self.lrugen_mut(memcg).protected[t][tier] += nr;
-                if !self.lru.v6_14 {
+                if self.lru.lrugen.protection_activates {
                     let key = if file {
                         VmStat::WorkingsetActivateFile
                     } else {
@@ -555,15 +641,12 @@ impl KState {
     /// then clear `PG_referenced` of every folio, so that a reference seen while it is isolated
     /// is a new one, and v6.14 keeps it as the folio's first reference.
     fn isolate_folio(&mut self, head: Pfn) {
+        let rules = self.lru.lrugen;
         if !self.folios.test(head, pg::REFERENCED) {
-            if self.lru.v6_14 {
-                self.folios.set_lru_refs(head, 0);
-            } else {
-                self.clear_refs_flags(head);
-            }
+            self.folios.set_lru_refs(head, 0);
+            self.folios.clear_flag(head, rules.isolate_unreferenced_clears);
         }
-        let flags = if self.lru.v6_14 { pg::RECLAIM } else { pg::RECLAIM | pg::REFERENCED };
-        self.folios.clear_flag(head, flags);
+        self.folios.clear_flag(head, rules.isolate_clears);
         self.folio_isolate_lru(head);
     }
 
@@ -647,7 +730,7 @@ impl KState {
                 }
             }
         }
-        if self.lru.v6_14 {
+        if self.lru.lrugen.reworked {
             return (min + MIN_NR_GENS == g.max_seq && priority != DEF_PRIORITY, total);
         }
         if min + MIN_NR_GENS < g.max_seq {
@@ -822,11 +905,8 @@ impl KState {
         let min_seq = g.min_seq[usize::from(file)];
         g.evicted[usize::from(file)][tier] += nr;
         let ws = self.folios.test(head, pg::WORKINGSET);
-        let (token_refs, workingset) = if self.lru.v6_14 {
-            (refs.saturating_sub(1), ws)
-        } else {
-            (refs.saturating_sub(1), refs > 0)
-        };
+        let token_refs = refs.saturating_sub(1);
+        let workingset = if self.lru.lrugen.shadow_keeps_workingset { ws } else { refs > 0 };
         KState::make_shadow(memcg, min_seq << 2 | token_refs.min(3), workingset)
     }
 
@@ -842,26 +922,27 @@ impl KState {
         let g = self.lrugen(memcg);
         let same_memcg = shadow.memcg == memcg;
         let recent = same_memcg
-            && if self.lru.v6_7 {
+            && if self.lru.lrugen.refault_distance_to_max_seq {
                 g.max_seq.abs_diff(seq) < u64::from(MAX_NR_GENS)
             } else {
                 seq == g.min_seq[t]
             };
-        if self.lru.v6_7 {
+        let counts_every_refault = self.lru.lrugen.refault_distance_to_max_seq;
+        if counts_every_refault {
             self.count_event(memcg, refault_key, nr);
         }
         if !recent {
             return;
         }
         let in_fault = self.lru.in_fault;
-        if !self.lru.v6_7 {
+        if !counts_every_refault {
             self.count_event(memcg, refault_key, nr);
         }
-        if !self.lru.v6_14 {
+        if !self.lru.lrugen.reworked {
             let refs = token_refs + u64::from(shadow.workingset);
             let tier = order_base_2(refs + 1);
             self.lrugen_mut(memcg).refaulted[t][tier] += nr;
-            if self.lru.v6_7 && in_fault {
+            if counts_every_refault && in_fault {
                 self.count_event(memcg, activate_key, nr);
             }
             if in_fault || refs == 4 {
@@ -922,7 +1003,7 @@ pub(crate) async fn lru_gen_folio_check_references(cx: &Cx, head: Pfn) -> Refere
     if young == 0 {
         return References::Reclaim;
     }
-    if !st.lru.v6_14 {
+    if !st.lru.lrugen.two_sightings {
         return References::Activate;
     }
     // `lru_gen_set_refs`.
@@ -1014,13 +1095,13 @@ async fn try_to_inc_max_seq(
 
 /// `get_nr_to_scan`: pages to scan, 0 to stop, or -1 when the lruvec was aged and should rest.
 async fn get_nr_to_scan(cx: &Cx, memcg: MemcgId, sc: &ScanControl, swappiness: u64) -> i64 {
-    let (need_aging, total, max_seq, v6_14) = {
+    let (need_aging, total, max_seq, reworked) = {
         let st = cx.st();
         let (need, total) = st.should_run_aging(memcg, swappiness, sc.priority);
-        (need, total, st.memcgs[memcg].lruvec.lrugen.max_seq, st.lru.v6_14)
+        (need, total, st.memcgs[memcg].lruvec.lrugen.max_seq, st.lru.lrugen.reworked)
     };
     let nr = (total >> sc.priority) as i64;
-    if v6_14 {
+    if reworked {
         let must = {
             let st = cx.st();
             let g = &st.memcgs[memcg].lruvec.lrugen;
@@ -1122,13 +1203,13 @@ pub(crate) async fn try_to_shrink_lruvec(cx: &Cx, memcg: MemcgId, sc: &mut ScanC
 
 /// `lru_gen_age_node` (kswapd): ages the lruvecs that need it and checks `min_ttl`.
 pub(crate) async fn lru_gen_age_node(cx: &Cx, sc: &ScanControl) {
-    let (memcgs, min_ttl, swappiness, v6_14) = {
+    let (memcgs, min_ttl, swappiness, kswapd_ages) = {
         let st = cx.st();
         (
             st.memcg_subtree(crate::memcontrol::ROOT_MEMCG),
             st.lru.min_ttl_ns,
             swappiness(&st),
-            st.lru.v6_14,
+            st.lru.lrugen.kswapd_ages,
         )
     };
     let now = cx.now().as_ns();
@@ -1151,7 +1232,7 @@ pub(crate) async fn lru_gen_age_node(cx: &Cx, sc: &ScanControl) {
                 continue;
             }
         }
-        if need && !v6_14 {
+        if need && kswapd_ages {
             try_to_inc_max_seq(cx, memcg, max_seq, swappiness, false).await;
         }
     }

@@ -258,7 +258,7 @@ impl KState {
 
     /// `vma_has_recency` as this kernel's reclaim and unmap paths see it.
     pub(crate) fn vma_has_recency_now(&self, vma: VmaId) -> bool {
-        self.vma_has_recency(vma, self.lru.noreuse, self.lru.v6_3)
+        self.vma_has_recency(vma, self.lru.noreuse, self.lru.rand_read_has_no_recency)
     }
 }
 
@@ -310,8 +310,8 @@ pub(crate) async fn folio_referenced(cx: &Cx, head: Pfn) -> (u32, VmFlags) {
             set_entry(&mut st, &m, t, i, pte.without(Pte::ACCESSED));
             young += 1;
             flags |= st.vma(m.vma).flags.0;
-            if st.lru.is_mglru() && !m.huge {
-                st.lru_gen_referenced_pte(m.mm, m.vma, t, m.addr, head);
+            if !m.huge {
+                st.lru_referenced_pte(m.mm, m.vma, t, m.addr, head);
             }
         }
     }

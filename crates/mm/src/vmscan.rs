@@ -1,6 +1,7 @@
 //! Page reclaim (`mm/vmscan.c`, `mm/page_alloc.c` watermarks; Linux v6.8,
-//! `docs/reference/lru-semantics.md` section 1), with the classic two-list LRU here and the
-//! multi-gen LRU in `mglru.rs`.
+//! `docs/reference/lru-semantics.md` section 1), with the classic two-list LRU here, the
+//! multi-gen LRU in `mglru.rs` and the pure LRU in `lru_pure.rs`, chosen by the reclaim policy
+//! (`lru.rs`, [`crate::lru::Reclaim`]).
 //!
 //! - Watermarks: `min_free_kbytes` = sqrt(16 x memory in KiB), clamped to [128 KiB, 256 MiB];
 //!   low and high add `max(min / 4, 0.1% of memory)` once and twice (`watermark_scale_factor`
@@ -186,7 +187,7 @@ async fn try_charge(cx: &Cx, memcg: MemcgId, nr: u64) -> bool {
                 }
             }
         };
-        let target = if cx.st().lru.pure { nr } else { nr.max(SWAP_CLUSTER_MAX) };
+        let target = cx.st().lru.reclaim.memcg_reclaim_target(nr);
         let reclaimed = try_to_free_mem_cgroup_pages(cx, over, target).await;
         if reclaimed == 0 {
             retries += 1;
@@ -265,9 +266,7 @@ pub async fn kswapd(cx: Cx) {
             let target = (high - free).clamp(SWAP_CLUSTER_MAX, 16 * SWAP_CLUSTER_MAX);
             let mut sc = ScanControl::new(Reclaimer::Kswapd, ROOT_MEMCG, target);
             sc.priority = priority;
-            if cx.st().lru.is_mglru() {
-                crate::mglru::lru_gen_age_node(&cx, &sc).await;
-            }
+            crate::lru::age_node(&cx, &sc).await;
             shrink_node(&cx, &mut sc).await;
             if sc.nr_reclaimed < SWAP_CLUSTER_MAX / 4 {
                 if priority == 0 {
@@ -304,17 +303,13 @@ pub(crate) async fn try_to_free_mem_cgroup_pages(cx: &Cx, memcg: MemcgId, nr: u6
 async fn shrink_node(cx: &Cx, sc: &mut ScanControl) {
     let (memcgs, mglru) = {
         let st = cx.st();
-        (st.memcg_subtree(sc.target), st.lru.is_mglru())
+        (st.memcg_subtree(sc.target), st.lru.reclaim.lru_gen_enabled())
     };
     if !mglru {
         prepare_scan_control(&cx.st(), sc);
     }
     for memcg in memcgs {
-        if mglru {
-            crate::mglru::try_to_shrink_lruvec(cx, memcg, sc).await;
-        } else {
-            shrink_lruvec(cx, memcg, sc).await;
-        }
+        crate::lru::shrink_lruvec(cx, memcg, sc).await;
         if sc.nr_reclaimed >= sc.nr_to_reclaim {
             break;
         }
@@ -386,22 +381,40 @@ fn get_scan_count(st: &KState, memcg: MemcgId, sc: &ScanControl) -> [u64; 4] {
     nr
 }
 
-/// `shrink_lruvec` for the classic LRU.
-async fn shrink_lruvec(cx: &Cx, memcg: MemcgId, sc: &mut ScanControl) {
+/// `shrink_lruvec` for the classic LRU: the lists in batches of `SWAP_CLUSTER_MAX`, then the
+/// active anon list aged.
+pub(crate) async fn shrink_lruvec(cx: &Cx, memcg: MemcgId, sc: &mut ScanControl) {
+    shrink_lists(cx, memcg, sc, |nr, _| nr.min(SWAP_CLUSTER_MAX)).await;
+    // Even when anon is not scanned, keep its active list aged (`shrink_lruvec`'s tail).
+    let (i, a) = {
+        let st = cx.st();
+        (
+            st.lruvec_lru_pages(memcg, LruList::InactiveAnon),
+            st.lruvec_lru_pages(memcg, LruList::ActiveAnon),
+        )
+    };
+    if swappiness(&cx.st()) > 0 && inactive_is_low(i, a) {
+        shrink_active_list(cx, memcg, LruList::ActiveAnon, SWAP_CLUSTER_MAX).await;
+    }
+}
+
+/// The scan loop of `shrink_lruvec`: each list's share (`get_scan_count`) in batches of
+/// `batch(left, sc)` pages, until the shares are scanned or the target is met.
+pub(crate) async fn shrink_lists(
+    cx: &Cx,
+    memcg: MemcgId,
+    sc: &mut ScanControl,
+    batch: impl Fn(u64, &ScanControl) -> u64,
+) {
     let mut nr = get_scan_count(&cx.st(), memcg, sc);
     let lists =
         [LruList::InactiveAnon, LruList::ActiveAnon, LruList::InactiveFile, LruList::ActiveFile];
-    let pure = cx.st().lru.pure;
     while nr[0] > 0 || nr[2] > 0 || nr[3] > 0 {
         for (i, &lru) in lists.iter().enumerate() {
             if nr[i] == 0 {
                 continue;
             }
-            let batch = if pure {
-                nr[i].min(sc.nr_to_reclaim.saturating_sub(sc.nr_reclaimed))
-            } else {
-                nr[i].min(SWAP_CLUSTER_MAX)
-            };
+            let batch = batch(nr[i], sc);
             nr[i] -= batch;
             if batch == 0 {
                 continue;
@@ -419,17 +432,6 @@ async fn shrink_lruvec(cx: &Cx, memcg: MemcgId, sc: &mut ScanControl) {
         if sc.nr_reclaimed >= sc.nr_to_reclaim {
             break;
         }
-    }
-    // Even when anon is not scanned, keep its active list aged (`shrink_lruvec`'s tail).
-    let (i, a) = {
-        let st = cx.st();
-        (
-            st.lruvec_lru_pages(memcg, LruList::InactiveAnon),
-            st.lruvec_lru_pages(memcg, LruList::ActiveAnon),
-        )
-    };
-    if swappiness(&cx.st()) > 0 && inactive_is_low(i, a) && !pure {
-        shrink_active_list(cx, memcg, LruList::ActiveAnon, SWAP_CLUSTER_MAX).await;
     }
 }
 
@@ -537,12 +539,9 @@ pub(crate) async fn reclaim_pages(cx: &Cx, folios: Vec<Pfn>) -> u64 {
 }
 
 /// `folio_check_references` for the classic LRU.
-async fn check_references(cx: &Cx, head: Pfn) -> References {
+pub(crate) async fn check_references(cx: &Cx, head: Pfn) -> References {
     let (young, flags) = folio_referenced(cx, head).await;
     let mut st = cx.st();
-    if st.lru.pure {
-        return References::Reclaim;
-    }
     let referenced = st.folios.test(head, pg::REFERENCED);
     st.folios.clear_flag(head, pg::REFERENCED);
     let file = st.folio_is_file_lru(head);
@@ -569,7 +568,6 @@ pub(crate) async fn shrink_folio_list(
 ) -> (u64, Vec<Rejected>) {
     let mut to_free = Vec::new();
     let mut rejected = Vec::new();
-    let mglru = cx.st().lru.is_mglru();
     for head in folios {
         if !crate::filemap::folio_trylock(&mut cx.st(), head)
             || cx.st().folios.test(head, pg::WRITEBACK)
@@ -579,10 +577,8 @@ pub(crate) async fn shrink_folio_list(
         }
         let refs = if ignore_references {
             References::Reclaim
-        } else if mglru {
-            crate::mglru::lru_gen_folio_check_references(cx, head).await
         } else {
-            check_references(cx, head).await
+            crate::lru::folio_check_references(cx, head).await
         };
         let outcome = match refs {
             References::Activate => Err(true),

@@ -174,21 +174,24 @@ impl KState {
     /// `slot` for a folio reclaim is removing, and the shrinker's bound.
     pub(crate) fn workingset_eviction(&mut self, head: Pfn, slot: ShadowSlot) {
         let memcg = self.folio_memcg(head);
-        let nr = self.folios.order(head).pages();
-        let shadow = if self.lru.is_mglru() {
-            self.lru_gen_eviction(head)
-        } else {
-            self.workingset_age_nonresident(memcg, nr);
-            Shadow {
-                memcg,
-                eviction: self.memcgs[memcg].lruvec.nonresident_age,
-                workingset: self.folios.test(head, pg::WORKINGSET),
-                stamp: 0,
-            }
-        };
+        let shadow = self.lru_eviction_shadow(head);
         self.workingset.put(slot, shadow);
         let limit = 8 * self.memcg_lru_pages(memcg).max(1);
         self.workingset.shrink(memcg, limit);
+    }
+
+    /// The classic LRU's shadow of a folio being evicted: the lruvec's `nonresident_age`, after
+    /// counting the eviction in it.
+    pub(crate) fn workingset_shadow(&mut self, head: Pfn) -> Shadow {
+        let memcg = self.folio_memcg(head);
+        let nr = self.folios.order(head).pages();
+        self.workingset_age_nonresident(memcg, nr);
+        Shadow {
+            memcg,
+            eviction: self.memcgs[memcg].lruvec.nonresident_age,
+            workingset: self.folios.test(head, pg::WORKINGSET),
+            stamp: 0,
+        }
     }
 
     /// Pages on every list of `memcg`'s lruvec.
@@ -227,20 +230,23 @@ impl KState {
         distance <= workingset
     }
 
-    /// `workingset_refault`: a folio brought back where a shadow was; may make it active
-    /// before it is added to the LRU.
-    pub(crate) fn workingset_refault(&mut self, head: Pfn, shadow: Shadow) {
-        if self.lru.is_mglru() {
-            self.lru_gen_refault(head, shadow);
-            return;
-        }
+    /// Counts a refault of `head` (`WORKINGSET_REFAULT_{ANON,FILE}`).
+    pub(crate) fn workingset_count_refault(&mut self, head: Pfn) {
         let file = self.folio_is_file_lru(head);
         let nr = self.folios.order(head).pages();
         let memcg = self.folio_memcg(head);
-        let (refault, activate, restore) = Self::refault_keys(file);
-        self.count_event(memcg, refault, nr);
-        // The pure LRU gives no second chance, to a refault either.
-        if self.lru.pure || !self.workingset_test_recent(&shadow, file) {
+        self.count_event(memcg, Self::refault_keys(file).0, nr);
+    }
+
+    /// `workingset_refault` for the classic LRU: counted, then made active (before it is added
+    /// to the LRU) if its refault distance fits in the workingset.
+    pub(crate) fn workingset_refault_classic(&mut self, head: Pfn, shadow: Shadow) {
+        self.workingset_count_refault(head);
+        let file = self.folio_is_file_lru(head);
+        let nr = self.folios.order(head).pages();
+        let memcg = self.folio_memcg(head);
+        let (_, activate, restore) = Self::refault_keys(file);
+        if !self.workingset_test_recent(&shadow, file) {
             return;
         }
         self.folios.set(head, pg::ACTIVE);

@@ -13,7 +13,7 @@
 //!
 //! Policies: `classic` and `mglru` are the kernel's LRUs with their defaults (readahead 128 KiB,
 //! fault-around 64 KiB unless overridden); `pure` is the classic LRU reduced to exact LRU order
-//! (`Tunables::lru_pure`, no readahead, no fault-around, no second chance, reclaim of exactly the
+//! (switch `lru = pure`, no readahead, no fault-around, no second chance, reclaim of exactly the
 //! pages a charge needs), which must give libCacheSim's LRU miss count on the same trace.
 
 use crate::InputError;
@@ -167,13 +167,11 @@ fn setup(options: &PageCacheOptions) -> Result<(Machine, mm::Pid), String> {
     let memory = Bytes(cache + (cache / 4).max(64 << 20));
     let profile = options.profile.clone().resized(None, Some(memory))?;
     let mut config = MachineConfig::new(profile, options.kernel);
-    let lru = if options.policy == Policy::Mglru { "mglru" } else { "classic" };
-    config.switches.set("lru", lru)?;
+    config.switches.set("lru", options.policy.name())?;
     if let Some(kb) = options.readahead_kb {
         config.tunables.ra_pages = kb / 4;
     }
     if options.policy == Policy::Pure {
-        config.tunables.lru_pure = true;
         config.tunables.ra_pages = 0;
         config.tunables.fault_around_pages = 1;
     }
