@@ -56,7 +56,11 @@ pub(crate) async fn direct_read(
         .ok_or(Errno::EFAULT)?
         .offset_from(first)
         .pages_ceil();
-    let flags = GupFlags { write: true, pin: crate::era::odirect_pins(cx.kernel().version), longterm: false };
+    let flags = GupFlags {
+        write: true,
+        pin: crate::era::odirect_pins(cx.kernel().version),
+        longterm: false,
+    };
     let held = get_user_pages(cx, mm, first, nr, flags).await?;
     let done = cx.completion("dio_done");
     let io = cx.block_io(n.div_ceil(4096));

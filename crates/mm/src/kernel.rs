@@ -45,12 +45,7 @@ pub struct Tunables {
 
 impl Default for Tunables {
     fn default() -> Self {
-        Tunables {
-            ra_pages: 32,
-            fault_around_pages: 16,
-            swappiness: 60,
-            lru_gen_min_ttl_ms: 0,
-        }
+        Tunables { ra_pages: 32, fault_around_pages: 16, swappiness: 60, lru_gen_min_ttl_ms: 0 }
     }
 }
 

@@ -432,7 +432,8 @@ impl KState {
     /// `folio_update_gen`: the aging (or look-around) saw a young PTE of the folio.
     fn folio_update_gen(&mut self, head: Pfn, generation: u8) {
         let first_sighting = !self.folios.test(head, pg::REFERENCED | pg::WORKINGSET);
-        if self.folios.lru_gen(head).is_none() || (self.lru.lrugen.two_sightings && first_sighting) {
+        let seen_once = self.lru.lrugen.two_sightings && first_sighting;
+        if self.folios.lru_gen(head).is_none() || seen_once {
             // Isolated by reclaim (which will see PG_referenced), or seen once (v6.14).
             self.folios.set_lru_refs(head, 0);
             self.folios.set(head, pg::REFERENCED);
