@@ -34,10 +34,10 @@
 //!   device's allocated blocks are exactly those of the block maps.
 
 use crate::era::CowReuse;
-use crate::fault::vm_normal_page;
 use crate::folio::{LruList, Mapping, pg};
 use crate::fs::FsType;
 use crate::kernel::KState;
+use crate::memory::{mm_counter, vm_normal_page};
 use crate::mm_struct::{MmCounter, MmId};
 use crate::pgtable::{Level, PtId, Pte, Upper};
 use crate::vmstat::VmStat;
@@ -209,7 +209,7 @@ fn check_mappings(st: &KState, ptes: &[Mapped], rule: CowReuse) -> Result<(), St
             return Err(format!("PTE at {} of mm {} maps free frame {page}", m.addr, m.mm));
         }
         *mapcount.entry(page.0).or_default() += 1;
-        let counter = crate::fault::mm_counter(st, head);
+        let counter = mm_counter(st, head);
         *rss.entry((m.mm, counter as usize)).or_default() += 1;
         if !st.rmap_walk(page).iter().any(|&(mm, _, a)| mm == m.mm && a == m.addr) {
             return Err(format!(
@@ -313,7 +313,7 @@ fn check_file_pmd(
         return Err(format!("{}: not found by rmap", what()));
     }
     *entire.entry(head.0).or_default() += 1;
-    let counter = crate::fault::mm_counter(st, head);
+    let counter = mm_counter(st, head);
     *rss.entry((m.mm, counter as usize)).or_default() += st.folios.order(head).pages();
     Ok(())
 }

@@ -11,9 +11,9 @@
 
 use crate::cow::clear_refs_skips_pinned;
 use crate::errno::Errno;
-use crate::fault::vm_normal_page;
 use crate::folio::pg;
 use crate::kernel::Cx;
+use crate::memory::vm_normal_page;
 use crate::mm_struct::{MMF_HAS_PINNED, MmId};
 use crate::pgtable::{Level, Pte};
 use crate::tlbflush::flush_tlb_range;

@@ -41,6 +41,10 @@
 //! fault could map a hole that a concurrent `write()` had just filled (fixed in v4.12 by
 //! 13e451fdc1af and 876f29460cbd); the kernel version selects that order.
 //!
+//! These are DAX's operations (`ext4_dax_vm_ops`; `VmOps::Dax` in `vm_ops.rs`): `dax_pte_fault`
+//! its `fault`, `dax_huge_fault` its `huge_fault`, `dax_wp_shared` its `page_mkwrite`; each
+//! takes the fault's `Vmf` (`memory.rs`).
+//!
 //! Costs are basic operations: index lookups and insertions (`PageCacheLookup`,
 //! `PageCacheInsert`), PTE installs, and for the v4.13 hole page an allocation, clearing 4 KiB,
 //! a page-cache insertion and an LRU add; block allocation and device reads and writes use the
@@ -57,21 +61,19 @@ use crate::cost::Cost;
 use crate::daxfs::{Iomap, PMD_PAGES, iomap_begin};
 use crate::era::DaxHole;
 use crate::errno::{Errno, VmFault};
-use crate::fault::{
-    FaultKind, FaultOutcome, anon_vma_prepare, fault_alloc, install_new_anon, pmd_alloc, pte_bits,
-    vm_normal_page,
-};
 use crate::filemap::{folio_lock, folio_unlock};
 use crate::folio::{InodeId, Mapping, pg};
 use crate::huge_memory::huge_pmd_set_accessed;
 use crate::kernel::{Cx, KState, Kernel};
-use crate::mm_struct::{MmCounter, MmId};
+use crate::memory::{
+    FaultKind, FaultOutcome, Vmf, anon_vma_prepare, fault_alloc, install_new_anon, outcome_of,
+    pmd_alloc, pte_bits, set_pte_range, vm_normal_page,
+};
 use crate::pgtable::{Level, PtId, Pte, Upper};
-use crate::vma::VmaId;
 use crate::vmscan::alloc_folio;
 use crate::vmstat::{MmEvent, VmStat};
 use crate::zap::{split_huge_pmd, unmap_mapping_range};
-use simcore::{Bytes, Order, Pfn, VirtAddr};
+use simcore::{Bytes, Order, Pfn};
 
 /// What a DAX entry holds (`DAX_EMPTY`, `DAX_ZERO_PAGE`, or a pfn).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -139,12 +141,6 @@ enum Found {
     Locked(u64),
     /// The wanted entry cannot be had (`VM_FAULT_FALLBACK` for a PMD, nothing for `Existing`).
     Refused,
-}
-
-/// v4.10 and v4.11 asked the file system before locking the entry (`dax: Call ->iomap_begin
-/// without entry lock during dax fault`, 9f141d6ef625, until 13e451fdc1af).
-fn iomap_before_entry_lock(k: &Kernel) -> bool {
-    k.at_least(4, 10) && !k.at_least(4, 12)
 }
 
 impl KState {
@@ -317,13 +313,14 @@ async fn dax_insert_entry(
 
 /// `insert_pfn` under the PTE lock: maps `pfn` if the PTE is empty (writable and dirty with
 /// `mkwrite`), or makes an existing mapping of the same pfn writable (`vmf_insert_mixed_mkwrite`).
-async fn insert_pfn(cx: &Cx, vma: VmaId, addr: VirtAddr, table: PtId, pfn: Pfn, mkwrite: bool) {
-    let idx = Level::Pte.index(addr);
+async fn insert_pfn(vmf: &Vmf<'_>, pfn: Pfn, mkwrite: bool) {
+    let cx = vmf.cx;
+    let (table, idx) = (vmf.table(), vmf.pte_index());
     let ptl = cx.st().pt.ptl(table);
     let _g = ptl.lock(cx).await;
     cx.charge(Cost::PteInstall).await;
     let mut st = cx.st();
-    let flags = st.vma(vma).flags;
+    let flags = st.vma(vmf.vma).flags;
     let cur = st.pt.pte(table, idx);
     if cur.is_none() {
         st.pt.set_pte(table, idx, Pte::new(pfn, pte_bits(flags, mkwrite, mkwrite) | Pte::SPECIAL));
@@ -333,9 +330,9 @@ async fn insert_pfn(cx: &Cx, vma: VmaId, addr: VirtAddr, table: PtId, pfn: Pfn, 
 }
 
 /// Where a fault lands: the file, its page index, and whether the mapping is shared.
-fn fault_target(st: &KState, vma: VmaId, addr: VirtAddr) -> (InodeId, u64, bool) {
-    let v = st.vma(vma);
-    (st.file(v.file.expect("DAX VMAs map files")).inode, v.page_index(addr), v.is_shared())
+fn fault_target(st: &KState, vmf: &Vmf<'_>) -> (InodeId, u64, bool) {
+    let v = st.vma(vmf.vma);
+    (st.file(v.file.expect("DAX VMAs map files")).inode, vmf.pgoff, v.is_shared())
 }
 
 fn fs_error(e: Errno) -> VmFault {
@@ -344,23 +341,17 @@ fn fs_error(e: Errno) -> VmFault {
 
 /// `ext4_dax_huge_fault` at order 0 and `dax_iomap_pte_fault`: a fault on an empty PTE of a DAX
 /// VMA (or a write fault on a present one that must be redone, see [`dax_wp_shared`]).
-pub(crate) async fn dax_pte_fault(
-    cx: &Cx,
-    mm: MmId,
-    vma: VmaId,
-    addr: VirtAddr,
-    table: PtId,
-    kind: FaultKind,
-) -> Result<FaultOutcome, VmFault> {
-    let (inode, index, shared) = fault_target(&cx.st(), vma, addr);
-    let write = kind == FaultKind::Write && shared;
-    let cow = kind == FaultKind::Write && !shared;
+pub(crate) async fn dax_pte_fault(vmf: &Vmf<'_>) -> Result<FaultOutcome, VmFault> {
+    let cx = vmf.cx;
+    let (inode, index, shared) = fault_target(&cx.st(), vmf);
+    let write = vmf.kind == FaultKind::Write && shared;
+    let cow = vmf.kind == FaultKind::Write && !shared;
     let invalidate = cx.st().inodes[inode].mapping.invalidate_lock;
     let _inv = invalidate.read(cx).await;
     if index >= cx.st().inodes[inode].size_pages() {
         return Err(VmFault::SigBus);
     }
-    let early = if iomap_before_entry_lock(cx.kernel()) {
+    let early = if crate::era::dax_iomap_before_entry_lock(cx.kernel().version) {
         Some(iomap_begin(cx, inode, index, 1, write).await)
     } else {
         None
@@ -379,24 +370,22 @@ pub(crate) async fn dax_pte_fault(
         }
     };
     let (locked, result) = if cow {
-        (locked, dax_cow_fault(cx, mm, vma, addr, table, iomap).await)
+        (locked, dax_cow_fault(vmf, iomap).await)
     } else {
         match iomap {
-            Iomap::Hole => {
-                match dax_load_hole(cx, mm, vma, addr, table, inode, index, locked).await {
-                    Ok(l) => (l, Ok(FaultOutcome::Minor)),
-                    Err(e) => (locked, Err(e)),
-                }
-            }
+            Iomap::Hole => match dax_load_hole(vmf, inode, locked).await {
+                Ok(l) => (l, Ok(FaultOutcome::Minor)),
+                Err(e) => (locked, Err(e)),
+            },
             Iomap::Mapped { pfn, new } => {
                 let locked =
                     dax_insert_entry(cx, inode, index, locked, EntryKind::Block(pfn), false).await;
                 let mkwrite = write && cx.kernel().switches.dax_hole == DaxHole::ZeroPage;
-                insert_pfn(cx, vma, addr, table, pfn, mkwrite).await;
+                insert_pfn(vmf, pfn, mkwrite).await;
                 if new {
                     cx.st().vmstat.inc(VmStat::Pgmajfault);
                 }
-                (locked, Ok(if new { FaultOutcome::Major } else { FaultOutcome::Minor }))
+                (locked, Ok(outcome_of(new)))
             }
         }
     };
@@ -406,23 +395,15 @@ pub(crate) async fn dax_pte_fault(
 
 /// `dax_load_hole`: maps a hole for a read, by the era's rule (see the module note). Returns
 /// what stays locked; on failure the caller's lock is untouched.
-#[allow(clippy::too_many_arguments)]
-async fn dax_load_hole(
-    cx: &Cx,
-    mm: MmId,
-    vma: VmaId,
-    addr: VirtAddr,
-    table: PtId,
-    inode: InodeId,
-    index: u64,
-    locked: Locked,
-) -> Result<Locked, VmFault> {
+async fn dax_load_hole(vmf: &Vmf<'_>, inode: InodeId, locked: Locked) -> Result<Locked, VmFault> {
+    let cx = vmf.cx;
+    let index = vmf.pgoff;
     let start = cx.now();
     let locked = match cx.kernel().switches.dax_hole {
         DaxHole::ZeroPage => {
             let locked = dax_insert_entry(cx, inode, index, locked, EntryKind::Zero, false).await;
             let zero = cx.st().zero_pfn;
-            insert_pfn(cx, vma, addr, table, zero, false).await;
+            insert_pfn(vmf, zero, false).await;
             locked
         }
         DaxHole::PagecacheZero => {
@@ -446,7 +427,7 @@ async fn dax_load_hole(
                     head
                 }
             };
-            map_hole_page(cx, mm, vma, addr, table, head).await;
+            map_hole_page(vmf, head).await;
             Locked::HolePage(head)
         }
     };
@@ -457,33 +438,25 @@ async fn dax_load_hole(
 }
 
 /// `finish_fault` for a hole page: maps it read-only with a reference of its own.
-async fn map_hole_page(cx: &Cx, mm: MmId, vma: VmaId, addr: VirtAddr, table: PtId, head: Pfn) {
-    let idx = Level::Pte.index(addr);
-    let ptl = cx.st().pt.ptl(table);
+async fn map_hole_page(vmf: &Vmf<'_>, head: Pfn) {
+    let cx = vmf.cx;
+    let ptl = cx.st().pt.ptl(vmf.table());
     let _g = ptl.lock(cx).await;
     cx.charge(Cost::PteInstall).await;
     let mut st = cx.st();
-    if !st.pt.pte(table, idx).is_none() {
+    if !st.pt.pte(vmf.table(), vmf.pte_index()).is_none() {
         return;
     }
-    let flags = st.vma(vma).flags;
+    let flags = st.vma(vmf.vma).flags;
     st.folios.get(head, 1);
-    st.rmap_add_pte(head);
-    st.mm_mut(mm).add_rss(MmCounter::FilePages, 1);
-    st.pt.set_pte(table, idx, Pte::new(head, pte_bits(flags, false, false)));
+    set_pte_range(&mut st, vmf, vmf.address, head, head, pte_bits(flags, false, false));
 }
 
 /// A write to a private DAX mapping with no PTE (`dax_fault_cow_page`): the new anonymous page
 /// is zeroed for a hole or copied from the device; the file is left alone.
-async fn dax_cow_fault(
-    cx: &Cx,
-    mm: MmId,
-    vma: VmaId,
-    addr: VirtAddr,
-    table: PtId,
-    iomap: Iomap,
-) -> Result<FaultOutcome, VmFault> {
-    anon_vma_prepare(cx, mm, vma).await;
+async fn dax_cow_fault(vmf: &Vmf<'_>, iomap: Iomap) -> Result<FaultOutcome, VmFault> {
+    let cx = vmf.cx;
+    anon_vma_prepare(cx, vmf.mm, vmf.vma).await;
     let new = fault_alloc(cx).await?;
     match iomap {
         Iomap::Hole => cx.charge(Cost::ZeroPage4k).await,
@@ -492,26 +465,21 @@ async fn dax_cow_fault(
             cx.st().mem.copy(pfn.0, new.0);
         }
     }
-    install_new_anon(cx, mm, vma, addr, table, new, true).await;
+    install_new_anon(vmf, new, true).await;
     Ok(FaultOutcome::Minor)
 }
 
-/// A write to a read-only PTE of a shared DAX mapping (`do_wp_page` for a DAX VMA): the whole
-/// DAX fault again (`pfn_mkwrite`/`page_mkwrite` are `ext4_dax_fault`), except that a block
-/// PTE of the `pagecache_zero` era only becomes writable (`dax_pfn_mkwrite`).
-pub(crate) async fn dax_wp_shared(
-    cx: &Cx,
-    mm: MmId,
-    vma: VmaId,
-    addr: VirtAddr,
-    table: PtId,
-    orig: Pte,
-) -> Result<FaultOutcome, VmFault> {
+/// A write to a read-only PTE of a shared DAX mapping (DAX's `page_mkwrite`, from `do_wp_page`):
+/// the whole DAX fault again (`pfn_mkwrite`/`page_mkwrite` are `ext4_dax_fault`), except that a
+/// block PTE of the `pagecache_zero` era only becomes writable (`dax_pfn_mkwrite`).
+pub(crate) async fn dax_wp_shared(vmf: &Vmf<'_>) -> Result<FaultOutcome, VmFault> {
+    let cx = vmf.cx;
+    let orig = vmf.orig_pte;
     let block = vm_normal_page(orig).is_none() && !cx.st().is_zero_pfn(orig.pfn());
     if block && cx.kernel().switches.dax_hole == DaxHole::PagecacheZero {
-        let (inode, index, _) = fault_target(&cx.st(), vma, addr);
+        let (inode, index, _) = fault_target(&cx.st(), vmf);
         if let Some(locked) = grab_mapping_entry(cx, inode, index, Want::Existing).await {
-            let idx = Level::Pte.index(addr);
+            let (table, idx) = (vmf.table(), vmf.pte_index());
             let ptl = cx.st().pt.ptl(table);
             let g = ptl.lock(cx).await;
             {
@@ -526,55 +494,41 @@ pub(crate) async fn dax_wp_shared(
         }
         return Ok(FaultOutcome::Minor);
     }
-    dax_pte_fault(cx, mm, vma, addr, table, FaultKind::Write).await
+    debug_assert_eq!(vmf.kind, FaultKind::Write, "only a write reaches page_mkwrite");
+    dax_pte_fault(vmf).await
 }
 
-/// The PMD level of a fault in a DAX VMA (`create_huge_pmd`, `wp_huge_pmd`,
-/// `huge_pmd_set_accessed`): `None` when the fault goes on at the PTE level. Other VMAs go on
-/// at once.
-pub(crate) async fn dax_huge_fault(
-    cx: &Cx,
-    mm: MmId,
-    vma: VmaId,
-    addr: VirtAddr,
-    kind: FaultKind,
-) -> Result<Option<FaultOutcome>, VmFault> {
-    if !cx.st().vma_is_dax(vma) {
-        return Ok(None);
-    }
-    let pmd_table = pmd_alloc(cx, mm, addr).await?;
-    let idx = Level::Pmd.index(addr);
-    let write = kind == FaultKind::Write;
+/// The PMD level of a fault in a DAX VMA (DAX's `huge_fault`: `create_huge_pmd`,
+/// `wp_huge_pmd`, `huge_pmd_set_accessed`): `None` when the fault goes on at the PTE level.
+pub(crate) async fn dax_huge_fault(vmf: &Vmf<'_>) -> Result<Option<FaultOutcome>, VmFault> {
+    let cx = vmf.cx;
+    let pmd_table = pmd_alloc(cx, vmf.mm, vmf.address).await?;
+    let idx = Level::Pmd.index(vmf.address);
+    let write = vmf.kind == FaultKind::Write;
     let entry = cx.st().pt.upper(pmd_table, idx);
     match entry {
         Upper::Table(_) => Ok(None),
-        Upper::None => dax_pmd_fault(cx, mm, vma, addr, pmd_table, write).await,
+        Upper::None => dax_pmd_fault(vmf, pmd_table).await,
         Upper::Leaf(leaf) if write && !leaf.write() => {
-            if cx.st().vma(vma).is_shared()
-                && let Some(done) = dax_pmd_fault(cx, mm, vma, addr, pmd_table, true).await?
+            if cx.st().vma(vmf.vma).is_shared()
+                && let Some(done) = dax_pmd_fault(vmf, pmd_table).await?
             {
                 return Ok(Some(done));
             }
-            split_huge_pmd(cx, mm, addr).await;
+            split_huge_pmd(cx, vmf.mm, vmf.address).await;
             Ok(None)
         }
-        Upper::Leaf(leaf) => Ok(Some(huge_pmd_set_accessed(cx, pmd_table, idx, leaf, write).await)),
+        Upper::Leaf(leaf) => Ok(Some(huge_pmd_set_accessed(vmf, pmd_table, leaf).await)),
     }
 }
 
 /// `dax_iomap_pmd_fault`: maps 2 MiB with one PMD, or falls back (`None`).
-async fn dax_pmd_fault(
-    cx: &Cx,
-    mm: MmId,
-    vma: VmaId,
-    addr: VirtAddr,
-    pmd_table: PtId,
-    write: bool,
-) -> Result<Option<FaultOutcome>, VmFault> {
-    let (inode, pgoff, shared) = fault_target(&cx.st(), vma, addr);
+async fn dax_pmd_fault(vmf: &Vmf<'_>, pmd_table: PtId) -> Result<Option<FaultOutcome>, VmFault> {
+    let (cx, addr, write) = (vmf.cx, vmf.address, vmf.kind == FaultKind::Write);
+    let (inode, pgoff, shared) = fault_target(&cx.st(), vmf);
     let index = pgoff & !(PMD_PAGES - 1);
     let haddr = addr.align_down(Bytes::PMD);
-    let (start, end) = cx.st().vma_range(vma);
+    let (start, end) = cx.st().vma_range(vmf.vma);
     let size = cx.st().inodes[inode].size_pages();
     if index >= size {
         return Err(VmFault::SigBus);
@@ -586,18 +540,18 @@ async fn dax_pmd_fault(
         || haddr + Bytes::PMD > end
         || index | colour >= size;
     if fallback {
-        return Ok(pmd_fallback(cx, mm, addr).await);
+        return Ok(pmd_fallback(vmf).await);
     }
     let invalidate = cx.st().inodes[inode].mapping.invalidate_lock;
     let inv = invalidate.read(cx).await;
-    let early = if iomap_before_entry_lock(cx.kernel()) {
+    let early = if crate::era::dax_iomap_before_entry_lock(cx.kernel().version) {
         Some(iomap_begin(cx, inode, index, PMD_PAGES, write).await)
     } else {
         None
     };
     let Some(locked) = grab_mapping_entry(cx, inode, index, Want::Pmd).await else {
         drop(inv);
-        return Ok(pmd_fallback(cx, mm, addr).await);
+        return Ok(pmd_fallback(vmf).await);
     };
     let idx = Level::Pmd.index(addr);
     if matches!(cx.st().pt.upper(pmd_table, idx), Upper::Table(_)) {
@@ -611,12 +565,12 @@ async fn dax_pmd_fault(
     };
     let (locked, done) = match iomap {
         Ok(Some(Iomap::Hole)) if !write => {
-            dax_pmd_load_hole(cx, vma, haddr, pmd_table, inode, index, locked).await
+            dax_pmd_load_hole(vmf, pmd_table, inode, index, locked).await
         }
         Ok(Some(Iomap::Mapped { pfn, .. })) => {
             let locked =
                 dax_insert_entry(cx, inode, index, locked, EntryKind::Block(pfn), true).await;
-            insert_pfn_pmd(cx, vma, haddr, pmd_table, pfn, write).await;
+            insert_pfn_pmd(vmf, pmd_table, pfn, write).await;
             (locked, true)
         }
         // Too short an extent, no room for an aligned one, or a hole that a write could not
@@ -625,28 +579,27 @@ async fn dax_pmd_fault(
     };
     dax_unlock(cx, inode, locked);
     drop(inv);
-    if done { Ok(Some(FaultOutcome::Minor)) } else { Ok(pmd_fallback(cx, mm, addr).await) }
+    if done { Ok(Some(FaultOutcome::Minor)) } else { Ok(pmd_fallback(vmf).await) }
 }
 
 /// `VM_FAULT_FALLBACK` from a PMD fault: the PMD is split (a DAX PMD is just cleared) and
 /// `thp_fault_fallback` counted; the fault goes on with PTEs.
-async fn pmd_fallback(cx: &Cx, mm: MmId, addr: VirtAddr) -> Option<FaultOutcome> {
-    split_huge_pmd(cx, mm, addr).await;
-    cx.st().vmstat.inc(VmStat::ThpFaultFallback);
+async fn pmd_fallback(vmf: &Vmf<'_>) -> Option<FaultOutcome> {
+    split_huge_pmd(vmf.cx, vmf.mm, vmf.address).await;
+    vmf.cx.st().vmstat.inc(VmStat::ThpFaultFallback);
     None
 }
 
 /// `dax_pmd_load_hole`: maps the huge zero page over a 2 MiB hole. Returns the lock and
 /// whether it mapped (false: fall back).
 async fn dax_pmd_load_hole(
-    cx: &Cx,
-    vma: VmaId,
-    haddr: VirtAddr,
+    vmf: &Vmf<'_>,
     pmd_table: PtId,
     inode: InodeId,
     index: u64,
     locked: Locked,
 ) -> (Locked, bool) {
+    let cx = vmf.cx;
     if cx.st().huge_zero_pfn.is_none() {
         cx.charge(Cost::PageAlloc).await;
         cx.charge_n(Cost::PageAllocHighOrderPerPage, PMD_PAGES).await;
@@ -654,7 +607,7 @@ async fn dax_pmd_load_hole(
     }
     let Some(zero) = cx.st().get_huge_zero_page() else { return (locked, false) };
     let locked = dax_insert_entry(cx, inode, index, locked, EntryKind::Zero, true).await;
-    let idx = Level::Pmd.index(haddr);
+    let idx = Level::Pmd.index(vmf.address);
     let ptl = cx.st().pt.ptl(pmd_table);
     let _g = ptl.lock(cx).await;
     cx.charge(Cost::PteInstall).await;
@@ -662,7 +615,7 @@ async fn dax_pmd_load_hole(
     if st.pt.upper(pmd_table, idx) != Upper::None {
         return (locked, false);
     }
-    let flags = st.vma(vma).flags;
+    let flags = st.vma(vmf.vma).flags;
     let leaf = Pte::new(zero, pte_bits(flags, false, false) | Pte::PSE | Pte::SPECIAL);
     st.pt.set_upper(pmd_table, idx, Upper::Leaf(leaf));
     (locked, true)
@@ -670,20 +623,14 @@ async fn dax_pmd_load_hole(
 
 /// `vmf_insert_pfn_pmd` under the PMD lock: maps a 2 MiB extent (writable and dirty for a
 /// write), or makes an existing mapping of it writable.
-async fn insert_pfn_pmd(
-    cx: &Cx,
-    vma: VmaId,
-    haddr: VirtAddr,
-    pmd_table: PtId,
-    pfn: Pfn,
-    write: bool,
-) {
-    let idx = Level::Pmd.index(haddr);
+async fn insert_pfn_pmd(vmf: &Vmf<'_>, pmd_table: PtId, pfn: Pfn, write: bool) {
+    let cx = vmf.cx;
+    let idx = Level::Pmd.index(vmf.address);
     let ptl = cx.st().pt.ptl(pmd_table);
     let _g = ptl.lock(cx).await;
     cx.charge(Cost::PteInstall).await;
     let mut st = cx.st();
-    let flags = st.vma(vma).flags;
+    let flags = st.vma(vmf.vma).flags;
     match st.pt.upper(pmd_table, idx) {
         Upper::None => {
             let leaf = Pte::new(pfn, pte_bits(flags, write, write) | Pte::PSE | Pte::SPECIAL);
@@ -766,7 +713,7 @@ async fn invalidate_range(cx: &Cx, inode: InodeId, first: u64, end: u64) {
         }
     }
     dax_delete_mapping_range(cx, inode, first, Some(end)).await;
-    if cx.kernel().at_least(4, 12) {
+    if crate::era::dax_write_unmaps_range(cx.kernel().version) {
         unmap_mapping_range(cx, inode, first, Some(end), false).await;
     }
 }
@@ -850,6 +797,7 @@ mod tests {
     use crate::fs::FsType;
     use crate::mmap::{MmapArgs, map, prot};
     use crate::{Access, FileSpec, Machine, MachineConfig, OpenFlags, Pid, Profile, Thread};
+    use simcore::VirtAddr;
     use std::cell::RefCell;
     use std::future::Future;
     use std::rc::Rc;

@@ -9,7 +9,9 @@
 //!
 //! Segments are placed at fixed addresses (no ASLR): text at 4 MiB (2 MiB aligned, as linking
 //! with `-z max-page-size=0x200000` gives), the others after it; the stack below the mmap area.
-//! No ELF parsing: the image description gives the segment sizes.
+//! No ELF parsing: the image description gives the segment sizes. Each segment's operations
+//! (`vm_ops.rs`) are set as `mmap` sets them: the file's for text and data, anonymous for bss
+//! and the stack.
 
 use crate::errno::Errno;
 use crate::fork::exit_mmap;
@@ -17,6 +19,7 @@ use crate::fs::fmode;
 use crate::kernel::Cx;
 use crate::mm_struct::MMAP_BASE;
 use crate::process::Pid;
+use crate::vm_ops::VmOps;
 use crate::vma::{VmFlags, Vma, VmaRole};
 use simcore::{Bytes, VirtAddr};
 
@@ -129,6 +132,7 @@ pub(crate) async fn do_exec(
             st.file_mut(exe).refs += 1;
             exe
         });
+        let vm_ops = VmOps::of(&st, file);
         st.vma_link(Vma {
             mm,
             start,
@@ -136,6 +140,7 @@ pub(crate) async fn do_exec(
             flags: VmFlags(base | flags),
             pgoff: pgoff.unwrap_or(start.0 >> 12),
             file,
+            vm_ops,
             anon_vma: None,
             anon_vma_chain: Vec::new(),
             role,

@@ -10,7 +10,8 @@
 //!   unlocked. A PMD-sized folio of executable text (`huge_memory.rs`) is read the same way and
 //!   counted in `nr_file_hugepages` and the mapping's `nr_thps`. Tasks that find a locked folio wait for the read.
 //! - `filemap_fault` with mmap read-around (`ra_pages` centred on the fault; one page with
-//!   `MADV_RANDOM`), tmpfs faults allocating zeroed pages, and the `read()`/`write()` paths.
+//!   `MADV_RANDOM`), tmpfs faults allocating zeroed pages, fault-around (`filemap_map_pages`,
+//!   the page cache's `map_pages` in `vm_ops.rs`), and the `read()`/`write()` paths.
 //! - `read()` marks each page it copies accessed (`lru.rs`) and reads what is missing in
 //!   windows of the file's `ra_pages`; a file advised `POSIX_FADV_RANDOM` (or a device without
 //!   readahead) reads only what was asked, in pieces of at most 2 MiB.
@@ -25,10 +26,13 @@ use crate::errno::VmFault;
 use crate::folio::{InodeId, Mapping, pg};
 use crate::fs::FsType;
 use crate::kernel::{Cx, KState};
+use crate::memory::{Vmf, pte_bits, set_pte_range, wants_writenotify};
+use crate::pgtable::Level;
+use crate::vma::VmFlags;
 use crate::vmscan::alloc_folio;
 use crate::vmstat::VmStat;
 use crate::workingset::ShadowSlot;
-use simcore::{Order, Pfn};
+use simcore::{Bytes, Order, Pfn, VirtAddr};
 
 impl KState {
     /// The head of the cached folio covering page `index`, if any.
@@ -314,6 +318,52 @@ pub(crate) async fn lock_faulted_folio(
         st.count_event(memcg, VmStat::Pgmajfault, 1);
     }
     true
+}
+
+/// `filemap_map_pages`, the page cache's `->map_pages`: maps the cached, uptodate, unlocked
+/// pages of `[start, end)` (clamped to the end of the file) that have no PTE yet, each with a
+/// reference of its own, under the PTE lock. Returns whether the faulting address got mapped.
+pub(crate) async fn filemap_map_pages(vmf: &Vmf<'_>, start: VirtAddr, end: VirtAddr) -> bool {
+    let cx = vmf.cx;
+    let (inode, end, flags, writable) = {
+        let st = cx.st();
+        let v = st.vma(vmf.vma);
+        let inode = st.file(v.file.expect("page-cache VMAs map files")).inode;
+        let eof = v.address_of(st.inodes[inode].size_pages()).unwrap_or(v.end);
+        let writable = v.flags.has(VmFlags::SHARED)
+            && v.flags.has(VmFlags::WRITE)
+            && !wants_writenotify(&st, vmf.vma);
+        (inode, end.min(eof.max(v.start)), v.flags, writable)
+    };
+    let table = vmf.table();
+    let ptl = cx.st().pt.ptl(table);
+    let _g = ptl.lock(cx).await;
+    let (mapped, hit) = {
+        let mut st = cx.st();
+        let mut mapped = 0;
+        let mut hit = false;
+        let mut a = start;
+        while a < end {
+            let idx = Level::Pte.index(a);
+            let index = st.vma(vmf.vma).page_index(a);
+            let head = st.page_cache_get(inode, index);
+            if let Some(head) = head.filter(|&h| {
+                st.pt.pte(table, idx).is_none()
+                    && st.folios.test(h, pg::UPTODATE)
+                    && !st.folios.test(h, pg::LOCKED)
+            }) {
+                let page = head + (index - st.folio_index(head));
+                st.folios.get(head, 1);
+                set_pte_range(&mut st, vmf, a, head, page, pte_bits(flags, writable, false));
+                mapped += 1;
+                hit |= a == vmf.address;
+            }
+            a = a + Bytes::PAGE;
+        }
+        (mapped, hit)
+    };
+    cx.charge_n(Cost::FaultAroundPage, mapped).await;
+    hit
 }
 
 /// What a `read()` finds at one page of the page cache.

@@ -13,9 +13,9 @@
 
 use crate::cost::Cost;
 use crate::errno::Errno;
-use crate::fault::{mm_counter, pte_alloc, vm_normal_page};
 use crate::folio::pg;
 use crate::kernel::{Cx, KState};
+use crate::memory::{mm_counter, pte_alloc, vm_normal_page};
 use crate::mm_struct::{MmCounter, MmId, MmStruct};
 use crate::pgtable::{Level, Pte};
 use crate::process::{Pid, ProcState, Process};
@@ -206,7 +206,7 @@ async fn copy_page_range(
                         // the parent's, writable and exclusive.
                         let new = prealloc.pop().expect("preallocated for every pinned page");
                         st.mem.copy(page.0, new.0);
-                        crate::fault::map_new_anon(&mut st, dst_mm, dst, at, dst_table, new, true);
+                        crate::memory::map_new_anon(&mut st, dst_mm, dst, at, dst_table, new, true);
                         page_copies += 1;
                         continue;
                     }

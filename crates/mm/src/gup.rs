@@ -21,9 +21,10 @@
 //! Also here: populating a range (`MAP_POPULATE`).
 
 use crate::errno::Errno;
-use crate::fault::{FaultKind, handle_mm_fault, vm_normal_page};
+use crate::fault::handle_mm_fault;
 use crate::folio::pg;
 use crate::kernel::{Cx, KState};
+use crate::memory::{FaultKind, vm_normal_page};
 use crate::mm_struct::{MMF_HAS_PINNED, MmId};
 use crate::vma::VmFlags;
 use crate::vmstat::VmStat;

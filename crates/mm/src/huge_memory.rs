@@ -4,8 +4,9 @@
 //! `folio_add_file_rmap_pmd`; `fs/open.c` `do_dentry_open`; CONFIG_READ_ONLY_THP_FOR_FS,
 //! Linux v5.4-v6.8).
 //!
-//! With the `exec_text_thp = fault` switch, a read or instruction fetch that faults on an empty
-//! PMD of an eligible VMA gets the whole 2 MiB as one order-9 page-cache folio: read from the
+//! `file_huge_fault` is the page cache's `huge_fault` (`VmOps::PageCache` in `vm_ops.rs`): with
+//! the `exec_text_thp = fault` switch, a read or instruction fetch that faults on an empty PMD of
+//! an eligible VMA gets the whole 2 MiB as one order-9 page-cache folio: read from the
 //! device with one request, counted in the page cache, in `nr_file_hugepages` and in the
 //! mapping's `nr_thps`, and mapped by one PMD leaf (entire mapcount, `nr_file_pmdmapped`,
 //! 512 pages of `RssFile`, `thp_file_mapped`; smaps shows it as `FilePmdMapped`). Eligible, as
@@ -40,11 +41,11 @@
 use crate::cost::Cost;
 use crate::era::{ExecTextThp, FileThp, OpenWriteTruncate};
 use crate::errno::VmFault;
-use crate::fault::{FaultKind, FaultOutcome, mm_counter, pmd_alloc, pte_bits};
 use crate::filemap::{folio_unlock, lock_faulted_folio, read_folios};
 use crate::folio::{InodeId, pg};
 use crate::fs::FsType;
 use crate::kernel::{Cx, KState};
+use crate::memory::{FaultKind, FaultOutcome, Vmf, mm_counter, outcome_of, pmd_alloc, pte_bits};
 use crate::mm_struct::MmId;
 use crate::pgtable::{Level, PtId, Pte, Upper};
 use crate::truncate::truncate_inode_pages_range;
@@ -135,36 +136,23 @@ impl KState {
     }
 }
 
-/// The PMD level of a fault in a file VMA that is not DAX (`create_huge_pmd`, `wp_huge_pmd`,
-/// `huge_pmd_set_accessed` for file THPs): `None` when the fault goes on at the PTE level.
-pub(crate) async fn file_huge_fault(
-    cx: &Cx,
-    mm: MmId,
-    vma: VmaId,
-    addr: VirtAddr,
-    kind: FaultKind,
-) -> Result<Option<FaultOutcome>, VmFault> {
-    let file_vma = {
-        let st = cx.st();
-        st.vma(vma).file.is_some() && !st.vma_is_dax(vma)
-    };
-    if !file_vma {
-        return Ok(None);
-    }
+/// The PMD level of a fault in a page-cache VMA (the page cache's `huge_fault`:
+/// `create_huge_pmd`, `wp_huge_pmd`, `huge_pmd_set_accessed` for file THPs): `None` when the
+/// fault goes on at the PTE level.
+pub(crate) async fn file_huge_fault(vmf: &Vmf<'_>) -> Result<Option<FaultOutcome>, VmFault> {
+    let (cx, mm, addr) = (vmf.cx, vmf.mm, vmf.address);
     let pmd_table = pmd_alloc(cx, mm, addr).await?;
     let idx = Level::Pmd.index(addr);
     let entry = cx.st().pt.upper(pmd_table, idx);
     match entry {
         Upper::Table(_) => Ok(None),
-        Upper::Leaf(_) if kind != FaultKind::Read => {
+        Upper::Leaf(_) if vmf.kind != FaultKind::Read => {
             // `do_huge_pmd_wp_page` on a file folio: split, and copy at the PTE level.
             split_huge_pmd(cx, mm, addr).await;
             Ok(None)
         }
-        Upper::Leaf(leaf) => Ok(Some(huge_pmd_set_accessed(cx, pmd_table, idx, leaf, false).await)),
-        Upper::None if kind == FaultKind::Read => {
-            text_thp_fault(cx, mm, vma, addr, pmd_table).await
-        }
+        Upper::Leaf(leaf) => Ok(Some(huge_pmd_set_accessed(vmf, pmd_table, leaf).await)),
+        Upper::None if vmf.kind == FaultKind::Read => text_thp_fault(vmf, pmd_table).await,
         Upper::None => Ok(None),
     }
 }
@@ -172,12 +160,11 @@ pub(crate) async fn file_huge_fault(
 /// `huge_pmd_set_accessed`: a fault on a PMD leaf that is already there (another CPU mapped it,
 /// or only the accessed bit was missing) marks it young, and dirty for a write it allows.
 pub(crate) async fn huge_pmd_set_accessed(
-    cx: &Cx,
+    vmf: &Vmf<'_>,
     pmd_table: PtId,
-    idx: usize,
     leaf: Pte,
-    write: bool,
 ) -> FaultOutcome {
+    let (cx, idx, write) = (vmf.cx, Level::Pmd.index(vmf.address), vmf.kind.write());
     let ptl = cx.st().pt.ptl(pmd_table);
     let _g = ptl.lock(cx).await;
     let mut st = cx.st();
@@ -190,26 +177,22 @@ pub(crate) async fn huge_pmd_set_accessed(
 
 /// A read fault on an empty PMD: maps the range's THP, reading it first if the page cache has
 /// nothing there; `None` (the 4 KiB path) when the switch is off or the range is not eligible.
-async fn text_thp_fault(
-    cx: &Cx,
-    mm: MmId,
-    vma: VmaId,
-    addr: VirtAddr,
-    pmd_table: PtId,
-) -> Result<Option<FaultOutcome>, VmFault> {
+async fn text_thp_fault(vmf: &Vmf<'_>, pmd_table: PtId) -> Result<Option<FaultOutcome>, VmFault> {
+    let cx = vmf.cx;
     let switches = cx.kernel().switches;
     if switches.exec_text_thp == ExecTextThp::Off {
         return Ok(None);
     }
-    let Some((inode, index)) = cx.st().text_thp_target(vma, addr, switches.file_thp) else {
+    let Some((inode, index)) = cx.st().text_thp_target(vmf.vma, vmf.address, switches.file_thp)
+    else {
         return Ok(None);
     };
     let Some((head, major)) = filemap_get_thp(cx, inode, index).await? else {
         return Ok(None);
     };
-    let mapped = do_set_pmd(cx, mm, vma, addr.align_down(Bytes::PMD), pmd_table, head).await;
+    let mapped = do_set_pmd(vmf, pmd_table, head).await;
     folio_unlock(cx, head);
-    Ok(mapped.then_some(if major { FaultOutcome::Major } else { FaultOutcome::Minor }))
+    Ok(mapped.then_some(outcome_of(major)))
 }
 
 /// Finds the THP at `index` of `inode`, or reads one (one device request for 2 MiB); returns
@@ -258,18 +241,12 @@ async fn filemap_get_thp(
     }
 }
 
-/// `do_set_pmd`: maps the locked THP `head` at `haddr` with one read-only PMD leaf, handing the
-/// caller's reference to the mapping; false (reference dropped) when the PMD is no longer
-/// empty.
-async fn do_set_pmd(
-    cx: &Cx,
-    mm: MmId,
-    vma: VmaId,
-    haddr: VirtAddr,
-    pmd_table: PtId,
-    head: Pfn,
-) -> bool {
-    let idx = Level::Pmd.index(haddr);
+/// `do_set_pmd`: maps the locked THP `head` over the fault's PMD with one read-only leaf,
+/// handing the caller's reference to the mapping; false (reference dropped) when the PMD is no
+/// longer empty.
+async fn do_set_pmd(vmf: &Vmf<'_>, pmd_table: PtId, head: Pfn) -> bool {
+    let cx = vmf.cx;
+    let idx = Level::Pmd.index(vmf.address);
     let ptl = cx.st().pt.ptl(pmd_table);
     let _g = ptl.lock(cx).await;
     cx.charge(Cost::PteInstall).await;
@@ -278,11 +255,11 @@ async fn do_set_pmd(
         st.put_folio_extra(head);
         return false;
     }
-    let flags = st.vma(vma).flags;
+    let flags = st.vma(vmf.vma).flags;
     st.folios.extra_to_mapping(head);
     st.rmap_add_pmd(head);
     let counter = mm_counter(&st, head);
-    st.mm_mut(mm).add_rss(counter, HPAGE_PMD_NR);
+    st.mm_mut(vmf.mm).add_rss(counter, HPAGE_PMD_NR);
     let leaf = Pte::new(head, pte_bits(flags, false, false) | Pte::PSE);
     st.pt.set_upper(pmd_table, idx, Upper::Leaf(leaf));
     st.vmstat.inc(VmStat::ThpFileMapped);

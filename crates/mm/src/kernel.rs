@@ -158,11 +158,6 @@ impl Kernel {
         self.st.borrow_mut()
     }
 
-    /// Whether the kernel is at least `major.minor`.
-    pub fn at_least(&self, major: u8, minor: u8) -> bool {
-        self.version >= crate::era::KernelVersion::new(major, minor)
-    }
-
     /// The wait queue a folio's lock and writeback waiters sleep on (`folio_waitqueue`).
     pub(crate) fn folio_waitqueue(&self, pfn: Pfn) -> WaitQueue {
         let h = pfn.0.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 56;

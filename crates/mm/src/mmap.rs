@@ -17,14 +17,15 @@
 
 use crate::cost::Cost;
 use crate::errno::Errno;
-use crate::fault::{pte_bits, wants_writenotify};
 use crate::folio::pg;
 use crate::fs::{FileId, FsType};
 use crate::kernel::{Cx, KState};
+use crate::memory::{pte_bits, vm_normal_page, wants_writenotify};
 use crate::mm_struct::{MMAP_MIN, MmId};
 use crate::pgtable::{Pte, TASK_SIZE, Upper};
 use crate::process::Pid;
 use crate::tlbflush::flush_tlb_range;
+use crate::vm_ops::VmOps;
 use crate::vma::{VmFlags, Vma, VmaId, VmaRole};
 use crate::zap::{ZapDetails, split_huge_pmd_edges, zap_vma_range};
 use simcore::{Bytes, VirtAddr};
@@ -289,6 +290,7 @@ pub(crate) async fn do_mmap(cx: &Cx, pid: Pid, a: MmapArgs) -> Result<VirtAddr, 
         flags: VmFlags(vm),
         pgoff: if file.is_some() { a.offset >> 12 } else { start.0 >> 12 },
         file,
+        vm_ops: VmOps::of(&cx.st(), file),
         anon_vma: None,
         anon_vma_chain: Vec::new(),
         role: VmaRole::Plain,
@@ -529,7 +531,7 @@ pub(crate) async fn do_madvise(
                 while a < end {
                     if let Some((t, i)) = st.pt.pte_slot(pgd, a) {
                         let pte = st.pt.pte(t, i);
-                        if let Some(page) = crate::fault::vm_normal_page(pte) {
+                        if let Some(page) = vm_normal_page(pte) {
                             let head = st.folios.head(page);
                             if st.folios.folio_mapcount(head) == 1 && !found.contains(&head) {
                                 st.pt.set_pte(t, i, pte.without(Pte::ACCESSED));

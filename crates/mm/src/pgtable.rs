@@ -26,6 +26,22 @@ pub const PTRS_PER_TABLE: usize = 512;
 /// Top of the user address space (`TASK_SIZE_MAX` with 4-level paging).
 pub const TASK_SIZE: u64 = 0x7fff_ffff_f000;
 
+/// The kind of user access a translation is for (the x86 page-fault error code's `W` and `I`
+/// bits): what the TLB, the page walk and the fault handler check a PTE's permissions against.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    Read,
+    Write,
+    /// An instruction fetch.
+    Exec,
+}
+
+impl Access {
+    pub fn is_write(self) -> bool {
+        self == Access::Write
+    }
+}
+
 /// Table levels, named as in the kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Level {

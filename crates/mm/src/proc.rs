@@ -12,10 +12,10 @@
 //! the file LRU pages (the kernel also subtracts watermarks and adds reclaimable slab, which the
 //! model does not have).
 
-use crate::fault::vm_normal_page;
 use crate::folio::{LruList, pg};
 use crate::fs::FsType;
 use crate::kernel::KState;
+use crate::memory::vm_normal_page;
 use crate::mm_struct::{MmCounter, MmId};
 use crate::pgtable::Level;
 use crate::process::Pid;

@@ -351,7 +351,7 @@ pub(crate) async fn try_to_unmap(cx: &Cx, head: Pfn) -> bool {
             if anon && anon_exclusive && exclusive && st.folios.maybe_dma_pinned(head) {
                 false
             } else {
-                let counter = crate::fault::mm_counter(&st, head);
+                let counter = crate::memory::mm_counter(&st, head);
                 st.mm_mut(m.mm).sub_rss(counter, 1);
                 if anon {
                     let slot = st

@@ -41,10 +41,9 @@
 //! rarely flushes on a switch, which a large slot count stands for). The hot path (a hit) is
 //! synchronous; only faults enter the async mechanisms.
 
-use crate::fault::Access;
 use crate::kernel::KState;
 use crate::mm_struct::MmId;
-use crate::pgtable::{Level, PageTables, PtId, Pte, Upper};
+use crate::pgtable::{Access, Level, PageTables, PtId, Pte, Upper};
 use simcore::{Pfn, SimDuration, VirtAddr};
 
 /// log2 of the span one entry covers, by span code: 4 KiB, 2 MiB and 1 GiB pages (TLB entries)

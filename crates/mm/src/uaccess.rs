@@ -13,9 +13,10 @@
 
 use crate::cost::Cost;
 use crate::errno::Signal;
-use crate::fault::{Access, do_user_addr_fault};
+use crate::fault::do_user_addr_fault;
 use crate::kernel::{Cx, KState};
 use crate::mm_struct::MmId;
+use crate::pgtable::Access;
 use simcore::{Bytes, Pfn, VirtAddr};
 
 /// Resolves one access to `addr`, faulting as needed, and performs it: `op` runs on the

@@ -1,7 +1,9 @@
 //! Virtual memory areas (`include/linux/mm.h`, `include/linux/mm_types.h`, `mm/vma.c`, v6.8).
 //!
 //! A VMA is a range of an address space with one set of flags, one backing (anonymous, or a file
-//! at `pgoff`) and, once it has anonymous pages, an `anon_vma`. Each `mm` keeps its VMAs in an
+//! at `pgoff`) and the operations its faults go through (`vm_ops`, chosen by that backing when
+//! the VMA is created and copied with it by fork and split), and, once it has anonymous pages,
+//! an `anon_vma`. Each `mm` keeps its VMAs in an
 //! ordered map by start address (the maple tree's role). Flags use the kernel's bit values, so
 //! `VmFlags` prints as smaps' `VmFlags:` line does. VMA merging is not modelled: adjacent
 //! compatible mappings stay separate VMAs (smaps shows them as separate entries).
@@ -9,6 +11,7 @@
 use crate::folio::AnonVmaId;
 use crate::fs::FileId;
 use crate::mm_struct::MmId;
+use crate::vm_ops::VmOps;
 use simcore::{Bytes, VirtAddr};
 use std::fmt;
 
@@ -114,6 +117,9 @@ pub struct Vma {
     /// Offset in the file, in pages; for anonymous VMAs, the virtual page number at creation.
     pub pgoff: u64,
     pub file: Option<FileId>,
+    /// The operations faults in this VMA go through (`vm_ops`), set when it is created
+    /// (`vm_ops.rs`).
+    pub vm_ops: VmOps,
     /// The anon_vma new anonymous pages of this VMA go to.
     pub anon_vma: Option<AnonVmaId>,
     /// Every anon_vma whose pages this VMA may map (`anon_vma_chain`).
@@ -182,6 +188,7 @@ mod tests {
             flags: VmFlags(VmFlags::READ | VmFlags::MAYWRITE),
             pgoff: 100,
             file: None,
+            vm_ops: VmOps::Anonymous,
             anon_vma: None,
             anon_vma_chain: Vec::new(),
             role: VmaRole::Plain,

@@ -17,9 +17,9 @@
 //! VMA is split (`vma_adjust_trans_huge`).
 
 use crate::cost::Cost;
-use crate::fault::{mm_counter, vm_normal_page};
 use crate::folio::InodeId;
 use crate::kernel::{Cx, KState};
+use crate::memory::{mm_counter, vm_normal_page};
 use crate::mm_struct::MmId;
 use crate::pgtable::{Level, PtId, Pte, Upper};
 use crate::tlbflush::flush_tlb_range;
@@ -55,7 +55,7 @@ pub(crate) async fn zap_vma_range(
         };
         match pmd {
             Some((_, _, Upper::Table(table))) => {
-                cleared += zap_pte_range(cx, mm, vma, table, addr, next, details, &mut freed).await;
+                cleared += zap_pte_range(cx, vma, table, addr, next, details, &mut freed).await;
             }
             Some((pmd_table, idx, Upper::Leaf(_))) => {
                 let (n, folio) = zap_huge_pmd(cx, mm, pmd_table, idx).await;
@@ -81,10 +81,10 @@ pub(crate) async fn zap_vma_range(
     }
 }
 
-#[allow(clippy::too_many_arguments)]
+/// Zaps the PTEs of `[start, end)` in `table`, a PTE table of `vma`; the pages it unmaps go to
+/// `freed` (the `mmu_gather`'s batch), to be freed after the TLB flush.
 async fn zap_pte_range(
     cx: &Cx,
-    mm: MmId,
     vma: VmaId,
     table: PtId,
     start: VirtAddr,
@@ -92,6 +92,7 @@ async fn zap_pte_range(
     details: ZapDetails,
     freed: &mut Vec<Pfn>,
 ) -> u64 {
+    let mm = cx.st().vma(vma).mm;
     let ptl = cx.st().pt.ptl(table);
     let _g = ptl.lock(cx).await;
     let mut cleared = 0;
@@ -156,7 +157,6 @@ async fn zap_pte_range(
             st.mm_mut(mm).sub_rss(counter, 1);
             freed.push(p);
         }
-        debug_assert_eq!(st.vma(vma).mm, mm);
     }
     cx.charge_n(Cost::PteUpdate, cleared).await;
     cleared

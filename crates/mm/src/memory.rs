@@ -1,0 +1,307 @@
+//! The library half of `mm/memory.c` and `struct vm_fault` (`include/linux/mm.h`; Linux v6.8):
+//! what every fault handler shares, whatever kind of mapping it serves.
+//!
+//! - [`Vmf`], one fault, as `struct vm_fault` is: the task context, the mm, the VMA and its
+//!   operations, the page-aligned address, its page offset and what the fault asks for, set
+//!   when `handle_mm_fault` starts; then the PTE table and the entry the fault saw
+//!   (`vmf->pte`, `vmf->orig_pte`) once `handle_pte_fault` has walked to them. The table is an
+//!   `Option`, as `vmf->pte` is NULL until then: the PMD level (`VmOps::huge_fault`) runs
+//!   without one, and a handler at the PTE level takes it with [`Vmf::table`]. Handlers take
+//!   `&Vmf`; only `do_swap_page` changes it (`&mut`), to record the PTE it mapped before it
+//!   calls `do_wp_page`, as the kernel does.
+//! - PTE bits (`vm_get_page_prot` and `maybe_mkwrite`, [`wants_writenotify`]),
+//!   [`vm_normal_page`], [`mm_counter`].
+//! - Table allocation (`__pud_alloc`, `__pmd_alloc`, `__pte_alloc`): the page is allocated
+//!   before the lock, installed under it (`page_table_lock` for the upper levels, the PMD
+//!   table's split lock for a PTE table) unless another task won the race.
+//! - New anonymous pages (`__anon_vma_prepare`, the allocation, the install under the PTE lock)
+//!   and new file PTEs (`set_pte_range`, `finish_fault`), and the outcome of a fault.
+//!
+//! Nothing here names a file system or a kind of mapping: per-kind behaviour is reached through
+//! the VMA's operations (`vm_ops.rs`), never by testing what backs a VMA.
+
+use crate::cost::Cost;
+use crate::errno::VmFault;
+use crate::filemap::FaultPage;
+use crate::folio::pg;
+use crate::kernel::{Cx, KState};
+use crate::mm_struct::{MmCounter, MmId};
+use crate::pgtable::{Level, PtId, Pte, Upper};
+use crate::vm_ops::VmOps;
+use crate::vma::{VmFlags, VmaId};
+use crate::vmscan::alloc_folio;
+use simcore::{Bytes, Order, Pfn, VirtAddr};
+
+/// What a fault asks for (`FAULT_FLAG_WRITE`, `FAULT_FLAG_UNSHARE`, or neither).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FaultKind {
+    Read,
+    Write,
+    /// Make an anonymous page exclusive (or replace it with an anonymous copy) without making
+    /// the PTE writable: GUP's read-only pins in the `anon_exclusive` era.
+    Unshare,
+}
+
+impl FaultKind {
+    pub(crate) fn write(self) -> bool {
+        self == FaultKind::Write
+    }
+}
+
+/// Whether the fault read from the backing store or swap.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FaultOutcome {
+    Minor,
+    Major,
+}
+
+/// `VM_FAULT_MAJOR` or not.
+pub(crate) fn outcome_of(major: bool) -> FaultOutcome {
+    if major { FaultOutcome::Major } else { FaultOutcome::Minor }
+}
+
+/// One fault (`struct vm_fault`); see the module note for when each field is known.
+pub(crate) struct Vmf<'a> {
+    pub cx: &'a Cx,
+    pub mm: MmId,
+    pub vma: VmaId,
+    /// The VMA's operations (`vmf->vma->vm_ops`), read once: they do not change while the
+    /// fault holds `mmap_lock`.
+    pub vm_ops: VmOps,
+    /// The faulting address, page-aligned (`vmf->address`).
+    pub address: VirtAddr,
+    /// The page index of `address` in the VMA's file, or its virtual page for anonymous
+    /// memory (`vmf->pgoff`, `linear_page_index`).
+    pub pgoff: u64,
+    pub kind: FaultKind,
+    /// The PTE table covering `address` (where `vmf->pte` points), once known.
+    pub pte_table: Option<PtId>,
+    /// The entry the fault saw (`vmf->orig_pte`); `Pte::NONE` until the PTE level.
+    pub orig_pte: Pte,
+}
+
+impl<'a> Vmf<'a> {
+    /// A fault at `address` of `vma`, as `__handle_mm_fault` fills `struct vm_fault`.
+    pub(crate) fn new(
+        cx: &'a Cx,
+        mm: MmId,
+        vma: VmaId,
+        address: VirtAddr,
+        kind: FaultKind,
+    ) -> Self {
+        let address = address.align_down(Bytes::PAGE);
+        let (vm_ops, pgoff) = {
+            let st = cx.st();
+            let v = st.vma(vma);
+            (v.vm_ops, v.page_index(address))
+        };
+        Vmf { cx, mm, vma, vm_ops, address, pgoff, kind, pte_table: None, orig_pte: Pte::NONE }
+    }
+
+    /// The PTE table of a fault at the PTE level.
+    pub(crate) fn table(&self) -> PtId {
+        self.pte_table.expect("a PTE-level fault knows its table")
+    }
+
+    /// The index of `address` in its PTE table.
+    pub(crate) fn pte_index(&self) -> usize {
+        Level::Pte.index(self.address)
+    }
+
+    /// An unshare request (`FAULT_FLAG_UNSHARE`).
+    pub(crate) fn unshare(&self) -> bool {
+        self.kind == FaultKind::Unshare
+    }
+}
+
+/// The PTE bits a mapping of `vma` gets (`vm_get_page_prot` plus the fault's `maybe_mkwrite`).
+pub(crate) fn pte_bits(flags: VmFlags, writable: bool, dirty: bool) -> u64 {
+    let mut bits = Pte::USER | Pte::ACCESSED;
+    if !flags.has(VmFlags::EXEC) {
+        bits |= Pte::NX;
+    }
+    if writable {
+        bits |= Pte::RW;
+    }
+    if dirty {
+        bits |= Pte::DIRTY | Pte::SOFT_DIRTY;
+    }
+    bits
+}
+
+/// `vma_wants_writenotify` for the cases modelled: a shared writable mapping whose operations
+/// have a `page_mkwrite` is mapped read-only so that the first write is seen (dirty accounting,
+/// block allocation).
+pub(crate) fn wants_writenotify(st: &KState, vma: VmaId) -> bool {
+    let v = st.vma(vma);
+    v.is_shared() && v.flags.has(VmFlags::WRITE) && v.vm_ops.has_page_mkwrite(st, vma)
+}
+
+/// `vm_normal_page`: the page a PTE maps, or `None` for special mappings (the zero page).
+pub(crate) fn vm_normal_page(pte: Pte) -> Option<Pfn> {
+    (pte.is_present() && !pte.special()).then(|| pte.pfn())
+}
+
+/// The RSS counter a page counts in (`mm_counter`).
+pub(crate) fn mm_counter(st: &KState, head: Pfn) -> MmCounter {
+    if st.folios.is_anon(head) {
+        MmCounter::AnonPages
+    } else if st.folios.test(head, pg::SWAPBACKED) {
+        MmCounter::ShmemPages
+    } else {
+        MmCounter::FilePages
+    }
+}
+
+/// Makes sure the table below `parent`'s entry for `addr` exists (`__pud_alloc`, `__pmd_alloc`,
+/// `__pte_alloc`): the page is allocated before the lock, installed under it unless another task
+/// won the race. `None` when a huge leaf maps `addr` instead.
+async fn table_alloc(
+    cx: &Cx,
+    mm: MmId,
+    parent: PtId,
+    level: Level,
+    addr: VirtAddr,
+) -> Result<Option<PtId>, VmFault> {
+    let idx = level.index(addr);
+    let entry = cx.st().pt.upper(parent, idx);
+    match entry {
+        Upper::Table(t) => return Ok(Some(t)),
+        Upper::Leaf(_) => return Ok(None),
+        Upper::None => {}
+    }
+    cx.charge(Cost::PgtableAlloc).await;
+    let lock =
+        if level == Level::Pmd { cx.st().pt.ptl(parent) } else { cx.st().mm(mm).page_table_lock };
+    let _g = lock.lock(cx).await;
+    let mut st = cx.st();
+    match st.pt.upper(parent, idx) {
+        Upper::Table(t) => return Ok(Some(t)),
+        Upper::Leaf(_) => return Ok(None),
+        Upper::None => {}
+    }
+    let frame = st.alloc_pgtable_frame().ok_or(VmFault::Oom)?;
+    st.mm_mut(mm).nr_ptes += 1;
+    let handle: &engine::Handle = cx;
+    let t = st.pt.alloc(level.below(), frame, || handle.spin_lock("ptlock"));
+    st.pt.set_upper(parent, idx, Upper::Table(t));
+    Ok(Some(t))
+}
+
+/// Walks to the PMD table covering `addr`, populating the levels above it (`pud_alloc`,
+/// `pmd_alloc`).
+pub(crate) async fn pmd_alloc(cx: &Cx, mm: MmId, addr: VirtAddr) -> Result<PtId, VmFault> {
+    let mut table = cx.st().mm(mm).pgd;
+    for level in [Level::Pgd, Level::Pud] {
+        table = table_alloc(cx, mm, table, level, addr).await?.expect("no PUD leaves");
+    }
+    Ok(table)
+}
+
+/// Walks to the PTE table covering `addr`, populating the levels that are missing; `None` when
+/// a huge PMD maps `addr`.
+pub(crate) async fn pte_alloc(cx: &Cx, mm: MmId, addr: VirtAddr) -> Result<Option<PtId>, VmFault> {
+    let pmd_table = pmd_alloc(cx, mm, addr).await?;
+    table_alloc(cx, mm, pmd_table, Level::Pmd, addr).await
+}
+
+/// `__anon_vma_prepare`: gives the VMA an anon_vma before its first anonymous page.
+pub(crate) async fn anon_vma_prepare(cx: &Cx, mm: MmId, vma: VmaId) {
+    if cx.st().vma(vma).anon_vma.is_some() {
+        return;
+    }
+    let lock = cx.rwsem("anon_vma");
+    let _a = lock.write(cx).await;
+    let ptl = cx.st().mm(mm).page_table_lock;
+    let _p = ptl.lock(cx).await;
+    let mut st = cx.st();
+    if st.vma(vma).anon_vma.is_none() {
+        st.anon_vma_attach_new(vma, lock);
+    }
+}
+
+/// Allocates a page for a fault, or `VM_FAULT_OOM`.
+pub(crate) async fn fault_alloc(cx: &Cx) -> Result<Pfn, VmFault> {
+    cx.charge(Cost::PageAlloc).await;
+    alloc_folio(cx, Order::BASE).await.ok_or(VmFault::Oom)
+}
+
+/// Maps a new exclusive anonymous page at `addr` (the tail of `do_anonymous_page`,
+/// `do_cow_fault`, `wp_page_copy`), handing the allocation's reference to the mapping.
+pub(crate) fn map_new_anon(
+    st: &mut KState,
+    mm: MmId,
+    vma: VmaId,
+    addr: VirtAddr,
+    table: PtId,
+    folio: Pfn,
+    writable: bool,
+) {
+    let flags = st.vma(vma).flags;
+    st.folios.extra_to_mapping(folio);
+    st.rmap_add_new_anon(folio, vma, addr);
+    st.folio_add_lru(folio);
+    st.mm_mut(mm).add_rss(MmCounter::AnonPages, 1);
+    st.pt.set_pte(
+        table,
+        Level::Pte.index(addr),
+        Pte::new(folio, pte_bits(flags, writable, writable)),
+    );
+}
+
+/// The tail of `do_anonymous_page`, `do_cow_fault` and every private copy of a file page: under
+/// the PTE lock, maps the new anonymous page if the PTE is still empty, or frees it (another
+/// fault won).
+pub(crate) async fn install_new_anon(vmf: &Vmf<'_>, folio: Pfn, writable: bool) {
+    let cx = vmf.cx;
+    let table = vmf.table();
+    let ptl = cx.st().pt.ptl(table);
+    let _g = ptl.lock(cx).await;
+    cx.charge(Cost::LruAdd).await;
+    cx.charge(Cost::PteInstall).await;
+    let mut st = cx.st();
+    if st.pt.pte(table, vmf.pte_index()).is_none() {
+        map_new_anon(&mut st, vmf.mm, vmf.vma, vmf.address, table, folio, writable);
+    } else {
+        st.put_folio_extra(folio);
+    }
+}
+
+/// `set_pte_range` for one page of the file folio `head`: the rmap and RSS counts of a new
+/// file mapping, and its PTE at `addr` of the fault's table. The caller has given the mapping
+/// its folio reference.
+pub(crate) fn set_pte_range(
+    st: &mut KState,
+    vmf: &Vmf<'_>,
+    addr: VirtAddr,
+    head: Pfn,
+    page: Pfn,
+    bits: u64,
+) {
+    st.rmap_add_pte(page);
+    let counter = mm_counter(st, head);
+    st.mm_mut(vmf.mm).add_rss(counter, 1);
+    st.pt.set_pte(vmf.table(), Level::Pte.index(addr), Pte::new(page, bits));
+}
+
+/// `finish_fault` for a page-cache page that the fault's `->fault` returned: maps it (writable
+/// only for a write, or in a shared writable mapping that wants no write notification), giving
+/// the fault's reference to the mapping.
+pub(crate) async fn finish_fault(vmf: &Vmf<'_>, fp: FaultPage) -> Result<FaultOutcome, VmFault> {
+    let cx = vmf.cx;
+    let write = vmf.kind.write();
+    let ptl = cx.st().pt.ptl(vmf.table());
+    let _g = ptl.lock(cx).await;
+    cx.charge(Cost::PteInstall).await;
+    let mut st = cx.st();
+    if !st.pt.pte(vmf.table(), vmf.pte_index()).is_none() {
+        st.put_folio_extra(fp.head);
+        return Ok(outcome_of(fp.major));
+    }
+    let flags = st.vma(vmf.vma).flags;
+    let shared_writable = flags.has(VmFlags::SHARED) && flags.has(VmFlags::WRITE);
+    let writable = write || (shared_writable && !wants_writenotify(&st, vmf.vma));
+    st.folios.extra_to_mapping(fp.head);
+    set_pte_range(&mut st, vmf, vmf.address, fp.head, fp.page, pte_bits(flags, writable, write));
+    Ok(outcome_of(fp.major))
+}

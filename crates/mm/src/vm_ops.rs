@@ -1,0 +1,114 @@
+//! The operations of a mapping (`struct vm_operations_struct`, `include/linux/mm.h`), and the
+//! fault path's calls through them (`mm/memory.c` `__handle_mm_fault` (`create_huge_pmd`,
+//! `wp_huge_pmd`), `do_pte_missing`, `do_fault`, `do_read_fault` (`should_fault_around`),
+//! `do_wp_page` (`wp_pfn_shared`, `wp_page_shared`), `vma_wants_writenotify`; Linux v6.8).
+//!
+//! A VMA's operations are chosen once, when the VMA is created, as `->mmap` sets
+//! `vma->vm_ops` (`vma_set_anonymous` for anonymous memory; `ext4_file_mmap` choosing
+//! `ext4_dax_vm_ops` or `ext4_file_vm_ops`; `shmem_zero_setup` for shared anonymous memory),
+//! and travel with the VMA when fork copies it or a split divides it. The fault path
+//! (`fault.rs`, `memory.rs`) never asks what backs a VMA: every question a kind of mapping must
+//! answer is an exhaustive `match` here, so a new kind (shmem's own, hugetlb) is one variant
+//! and one file, and the compiler lists every place that must answer for it.
+//!
+//! - `fault`: the no-page fault at the PTE level. Where the kernel's `do_fault` is generic and
+//!   `->fault` returns a page, mmsim's seam is one level up, at `do_pte_missing`, because
+//!   DAX's `->fault` (`ext4_dax_fault`) does the whole fault itself (a private write's copy
+//!   included) and mmsim keeps its locks and charges in that order: anonymous memory has
+//!   `do_anonymous_page`, the page cache `do_fault` (`filemap_fault` as its `->fault`), DAX
+//!   `dax_pte_fault`.
+//! - `huge_fault`: the PMD level, tried before the PTE table is walked: DAX's PMD faults, the
+//!   page cache's read-only text THPs; none for anonymous memory (anonymous THP is `never`).
+//! - `map_pages`: fault-around, the page cache's `filemap_map_pages`.
+//! - `page_mkwrite`: the write-protect fault of a shared mapping: the page cache's
+//!   `wp_page_shared`, DAX's `dax_wp_shared` (`pfn_mkwrite` and `page_mkwrite` are
+//!   `ext4_dax_fault`).
+//!
+//! tmpfs files and shared anonymous memory use `PageCache`: their faults take the same
+//! page-cache path (`filemap_fault` allocates their pages), and they have no `page_mkwrite`
+//! (`shmem_vm_ops`), so their shared writable mappings are not write-notified.
+
+use crate::dax::{dax_huge_fault, dax_pte_fault, dax_wp_shared};
+use crate::errno::VmFault;
+use crate::fault::{do_anonymous_page, do_fault, wp_page_shared};
+use crate::filemap::filemap_map_pages;
+use crate::fs::{FileId, FsType};
+use crate::huge_memory::file_huge_fault;
+use crate::kernel::KState;
+use crate::memory::{FaultOutcome, Vmf};
+use crate::vma::VmaId;
+use simcore::VirtAddr;
+
+/// A VMA's operations (`vma->vm_ops`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VmOps {
+    /// Private anonymous memory (no `vm_ops`: `vma_is_anonymous`).
+    Anonymous,
+    /// A file's page cache: disk files (`ext4_file_vm_ops`, with text THPs at the PMD level)
+    /// and tmpfs.
+    PageCache,
+    /// A file on the DAX file system (`ext4_dax_vm_ops`): the device's blocks, no page cache.
+    Dax,
+}
+
+impl VmOps {
+    /// The operations `mmap` gives a new mapping of `file` (`None`: private anonymous memory).
+    pub(crate) fn of(st: &KState, file: Option<FileId>) -> VmOps {
+        let Some(f) = file else { return VmOps::Anonymous };
+        match st.inodes[st.file(f).inode].fs {
+            FsType::Disk | FsType::Tmpfs => VmOps::PageCache,
+            FsType::Dax => VmOps::Dax,
+            FsType::Pipe => unreachable!("pipes cannot be mapped (ENODEV)"),
+        }
+    }
+
+    /// The no-page fault: the PTE at `vmf.address` is empty.
+    pub(crate) async fn fault(self, vmf: &Vmf<'_>) -> Result<FaultOutcome, VmFault> {
+        match self {
+            VmOps::Anonymous => do_anonymous_page(vmf).await,
+            VmOps::PageCache => do_fault(vmf).await,
+            VmOps::Dax => dax_pte_fault(vmf).await,
+        }
+    }
+
+    /// The PMD level of a fault (`create_huge_pmd`, `wp_huge_pmd`, `huge_pmd_set_accessed`):
+    /// `None` when the fault goes on at the PTE level.
+    pub(crate) async fn huge_fault(self, vmf: &Vmf<'_>) -> Result<Option<FaultOutcome>, VmFault> {
+        match self {
+            VmOps::Anonymous => Ok(None),
+            VmOps::PageCache => file_huge_fault(vmf).await,
+            VmOps::Dax => dax_huge_fault(vmf).await,
+        }
+    }
+
+    /// `->map_pages` over `[start, end)` of the fault's PTE table: whether the faulting address
+    /// got mapped. Kinds without one map nothing.
+    pub(crate) async fn map_pages(self, vmf: &Vmf<'_>, start: VirtAddr, end: VirtAddr) -> bool {
+        match self {
+            VmOps::PageCache => filemap_map_pages(vmf, start, end).await,
+            VmOps::Anonymous | VmOps::Dax => false,
+        }
+    }
+
+    /// The write-protect fault of a shared mapping (`vmf.orig_pte` read-only), entered
+    /// without the PTE lock.
+    pub(crate) async fn page_mkwrite(self, vmf: &Vmf<'_>) -> Result<FaultOutcome, VmFault> {
+        match self {
+            VmOps::Anonymous => unreachable!("shared anonymous memory is a tmpfs file"),
+            VmOps::PageCache => wp_page_shared(vmf).await,
+            VmOps::Dax => dax_wp_shared(vmf).await,
+        }
+    }
+
+    /// Whether the operations have a `page_mkwrite` (what `vma_wants_writenotify` asks).
+    pub(crate) fn has_page_mkwrite(self, st: &KState, vma: VmaId) -> bool {
+        match self {
+            VmOps::Anonymous => false,
+            VmOps::PageCache => {
+                let file = st.vma(vma).file.expect("page-cache VMAs map files");
+                st.inodes[st.file(file).inode].fs == FsType::Disk
+            }
+            VmOps::Dax => true,
+        }
+    }
+}
