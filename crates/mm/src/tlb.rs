@@ -205,15 +205,16 @@ impl TlbGeometry {
 simcore::counter_keys! {
     /// Per-CPU translation events, named as `perf stat` names them where it has a name.
     pub enum TlbEvent {
-        /// Instruction fetches looked up.
+        /// Instruction fetches translated: one per retired fetch (a faulting attempt counts at
+        /// its retry).
         ItlbLoads = "iTLB-loads",
         /// Instruction fetches that missed the first level.
         ItlbLoadMisses = "iTLB-load-misses",
-        /// Loads looked up.
+        /// Loads translated: one per retired load.
         DtlbLoads = "dTLB-loads",
         /// Loads that missed the first level.
         DtlbLoadMisses = "dTLB-load-misses",
-        /// Stores looked up.
+        /// Stores translated: one per retired store.
         DtlbStores = "dTLB-stores",
         /// Stores that missed the first level.
         DtlbStoreMisses = "dTLB-store-misses",
@@ -828,6 +829,11 @@ impl KState {
     /// The MMU translating one user access of `mm` on `cpu`: the first-level TLB, the second
     /// level, then a walk. Returns the frame, or `None` when the access must fault (the caller
     /// runs the fault handler and retries). Synchronous: this is the replay hot path.
+    ///
+    /// The lookup is counted (`iTLB-loads`, `dTLB-loads`, `dTLB-stores`) only when the access
+    /// translates, that is once per retired reference, as `mem_inst_retired.*` counts: an
+    /// attempt that faults does not retire, its retry does. Misses and walks are counted as the
+    /// hardware makes them, the faulting attempt's included.
     #[inline]
     pub(crate) fn mmu_translate(
         &mut self,
@@ -836,6 +842,19 @@ impl KState {
         addr: VirtAddr,
         access: Access,
     ) -> Option<Pfn> {
+        let pfn = self.mmu_lookup(cpu, mm, addr, access)?;
+        let retired = match access {
+            Access::Exec => TlbEvent::ItlbLoads,
+            Access::Read => TlbEvent::DtlbLoads,
+            Access::Write => TlbEvent::DtlbStores,
+        };
+        self.tlb.cpus[cpu].stats.inc(retired);
+        Some(pfn)
+    }
+
+    /// [`KState::mmu_translate`] without counting the retired reference.
+    #[inline]
+    fn mmu_lookup(&mut self, cpu: usize, mm: MmId, addr: VirtAddr, access: Access) -> Option<Pfn> {
         let asid = match self.tlb.cpus[cpu].loaded {
             Some((m, asid)) if m == mm => asid,
             _ => self.tlb.switch_mm(cpu, mm),
@@ -844,12 +863,11 @@ impl KState {
         let g = &self.tlb.geometry;
         let (l2_hit, ref_cycles) = (u64::from(g.l2_hit_cycles), u64::from(g.walk_ref_cycles));
         let c = &mut self.tlb.cpus[cpu];
-        let (loads, misses, walks) = match access {
-            Access::Exec => (TlbEvent::ItlbLoads, TlbEvent::ItlbLoadMisses, TlbEvent::ItlbWalks),
-            Access::Read => (TlbEvent::DtlbLoads, TlbEvent::DtlbLoadMisses, TlbEvent::DtlbWalks),
-            Access::Write => (TlbEvent::DtlbStores, TlbEvent::DtlbStoreMisses, TlbEvent::DtlbWalks),
+        let (misses, walks) = match access {
+            Access::Exec => (TlbEvent::ItlbLoadMisses, TlbEvent::ItlbWalks),
+            Access::Read => (TlbEvent::DtlbLoadMisses, TlbEvent::DtlbWalks),
+            Access::Write => (TlbEvent::DtlbStoreMisses, TlbEvent::DtlbWalks),
         };
-        c.stats.inc(loads);
         let l1 = if access == Access::Exec { &mut c.itlb } else { &mut c.dtlb };
         let mut hit = None;
         for a in l1.iter_mut() {

@@ -65,6 +65,20 @@ pub(crate) fn translate_run(cx: &Cx, mm: MmId, refs: &[(VirtAddr, Access)]) -> u
     refs.len()
 }
 
+/// Takes the page fault of the access [`translate_run`] stopped at, whose walk already found
+/// the page missing or forbidding, then retries the access as the CPU re-executes it (faulting
+/// again if it must). So a first touch walks twice, as on hardware: the walk that faults and
+/// the walk of the retry.
+pub(crate) async fn fault_and_retry(
+    cx: &Cx,
+    mm: MmId,
+    addr: VirtAddr,
+    access: Access,
+) -> Result<(), Signal> {
+    do_user_addr_fault(cx, mm, addr, access).await.map_err(|f| f.signal())?;
+    access_page(cx, mm, addr, access, |_, _| ()).await
+}
+
 /// Charges `n` translated accesses and what their TLB misses and walks cost.
 pub(crate) async fn settle(cx: &Cx, n: u64) {
     let owed = cx.st().tlb.take_pending(cx.cpu().0 as usize);
