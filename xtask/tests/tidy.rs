@@ -328,12 +328,12 @@ fn long_functions_in(text: &str) -> Vec<(String, usize)> {
                 Some(open) => open,
                 None => Open::Block,
             });
-        } else if c == '}' {
-            if let Some(Open::Fn(name, start)) = stack.pop() {
-                if line - start + 1 > MAX_FN_LINES {
-                    out.push((name, line - start + 1));
-                }
-            }
+        } else if c == '}'
+            && let Some(Open::Fn(name, start)) = stack.pop()
+            && line - start + 1 > MAX_FN_LINES
+        {
+            // The pop above closes every block, whatever it opened.
+            out.push((name, line - start + 1));
         }
         i += 1;
     }
