@@ -8,7 +8,7 @@
 //! and executes the steps, [`interp`] running each task's operations on a simulated thread and
 //! [`expect`] reading the observables.
 //!
-//! Adding an operation is local: a variant in `model::OpKind`, its parsing in `parse::op`, its
+//! Adding an operation is local: a variant in `model::OpKind`, its parsing in `parse/ops.rs`, its
 //! execution in `interp::execute`.
 
 pub mod expect;

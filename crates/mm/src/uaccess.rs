@@ -2,14 +2,14 @@
 //! `copy_from_user` (`arch/x86/lib/usercopy_64.c`).
 //!
 //! An access translates through the CPU's TLBs and, on a miss, the hardware page walk over the
-//! simulated page tables (`tlb.rs`): a present PTE with the user bit, the write bit for a store
+//! simulated page tables (`tlb/`): a present PTE with the user bit, the write bit for a store
 //! and no NX bit for a fetch succeeds; the walk sets the accessed bit (and the dirty and
 //! soft-dirty bits for a store), as x86 hardware does without any lock. Anything else raises a
 //! page fault, handled by `fault.rs`, after which the access is retried, so a racing unmap
 //! between the fault and the retry simply faults again, as on real hardware.
 //!
 //! Time: each access costs `MemAccess` plus what the TLB levels and walks it needed cost, plus
-//! any shootdown handler time the CPU owes (`tlb.rs`).
+//! any shootdown handler time the CPU owes (`tlb/`).
 
 use crate::cost::Cost;
 use crate::errno::Signal;
@@ -64,6 +64,20 @@ pub(crate) fn translate_run(cx: &Cx, mm: MmId, refs: &[(VirtAddr, Access)]) -> u
         }
     }
     refs.len()
+}
+
+/// Takes the page fault of the access [`translate_run`] stopped at, whose walk already found
+/// the page missing or forbidding, then retries the access as the CPU re-executes it (faulting
+/// again if it must). So a first touch walks twice, as on hardware: the walk that faults and
+/// the walk of the retry.
+pub(crate) async fn fault_and_retry(
+    cx: &Cx,
+    mm: MmId,
+    addr: VirtAddr,
+    access: Access,
+) -> Result<(), Signal> {
+    do_user_addr_fault(cx, mm, addr, access).await.map_err(|f| f.signal())?;
+    access_page(cx, mm, addr, access, |_, _| ()).await
 }
 
 /// Charges `n` translated accesses and what their TLB misses and walks cost.

@@ -24,7 +24,8 @@ use crate::record::RefKind;
 use mm::era::ExecTextThp;
 use mm::tlb::TlbEvent;
 use mm::{
-    FileSpec, KernelVersion, Machine, MachineConfig, MmapArgs, OpenFlags, Profile, map, prot,
+    FileSpec, KernelVersion, Machine, MachineConfig, MmapArgs, OpenFlags, Pid, Profile, Thread,
+    map, prot,
 };
 use serde::Serialize;
 use simcore::{Bytes, CounterKey, VirtAddr};
@@ -131,26 +132,9 @@ pub fn replay(
     progress: &mut dyn FnMut(u64, &TraceReader),
 ) -> Result<ReplayReport, ReplayError> {
     let sim = |e: String| ReplayError::Sim(e);
-    let mut config = MachineConfig::new(options.profile.clone(), KernelVersion::DEFAULT);
-    config.switches.exec_text_thp = options.text_thp;
-    let mut machine = Machine::new(config).map_err(sim)?;
     let top = mm::pgtable::TASK_SIZE;
     let kept: Vec<Mapping> = maps.iter().filter(|m| m.end <= top).cloned().collect();
-    let mut sizes: BTreeMap<&str, u64> = BTreeMap::new();
-    for m in &kept {
-        if let Some(f) = &m.file {
-            let end = m.offset + (m.end - m.start);
-            let e = sizes.entry(f.as_str()).or_default();
-            *e = (*e).max(end);
-        }
-    }
-    for (path, size) in &sizes {
-        machine
-            .create_file(path, &FileSpec::zeros(Bytes(*size)))
-            .map_err(|e| sim(format!("creating {path}: {e:?}")))?;
-    }
-    let pid = machine.new_process("replay").map_err(|e| sim(format!("{e:?}")))?;
-    let ranges: Vec<(u64, u64)> = kept.iter().map(|m| (m.start, m.end)).collect();
+    let (mut machine, pid) = build_machine(&kept, options)?;
     let report = Rc::new(RefCell::new(ReplayReport {
         trace: trace_name.to_string(),
         format: trace.format.name().to_string(),
@@ -163,99 +147,22 @@ pub fn replay(
     let failure: Rc<RefCell<Option<ReplayError>>> = Rc::new(RefCell::new(None));
     let done = Rc::new(Cell::new(0u64));
     let trace = Rc::new(RefCell::new(trace));
-    let (r, f, d, tr) = (report.clone(), failure.clone(), done.clone(), trace.clone());
-    let check = options.check_every_batch;
-    let maps_file = maps_file.to_string();
+    let run = Run {
+        report: report.clone(),
+        trace: trace.clone(),
+        done: done.clone(),
+        ranges: kept.iter().map(|m| (m.start, m.end)).collect(),
+        check: options.check_every_batch,
+    };
+    let (f, maps_file) = (failure.clone(), maps_file.to_string());
     machine
         .spawn_thread(pid, 0, "replay", move |t| async move {
-            for m in &kept {
-                let fd = match &m.file {
-                    Some(path) => {
-                        let flags =
-                            if m.shared && m.write { OpenFlags::RDWR } else { OpenFlags::RDONLY };
-                        Some(t.open(path, flags).await.expect("the file was created"))
-                    }
-                    None => None,
-                };
-                let sharing = if m.shared { map::SHARED } else { map::PRIVATE };
-                let args = MmapArgs {
-                    addr: Some(VirtAddr(m.start)),
-                    len: Bytes(m.end - m.start),
-                    prot: mapping_prot(m),
-                    flags: map::FIXED | sharing | if fd.is_none() { map::ANONYMOUS } else { 0 },
-                    fd,
-                    offset: if fd.is_some() { m.offset } else { 0 },
-                };
-                let mapped = t.mmap(args).await;
-                if let Some(fd) = fd {
-                    t.close(fd).await.expect("opened above");
-                }
-                if let Err(e) = mapped {
-                    *f.borrow_mut() = Some(ReplayError::Input(InputError {
-                        file: maps_file.clone(),
-                        line: Some(m.line),
-                        message: format!("the simulated mmap refuses this mapping: {e:?}"),
-                    }));
-                    return;
-                }
-            }
-            let mut refs = Vec::with_capacity(BATCH * 2);
-            loop {
-                refs.clear();
-                let mut n = 0;
-                let mut finished = false;
-                {
-                    let mut reader = tr.borrow_mut();
-                    let mut rep = r.borrow_mut();
-                    while n < BATCH {
-                        match reader.next_ref() {
-                            Ok(Some(x)) => {
-                                match x.kind {
-                                    RefKind::Instr => rep.instructions += 1,
-                                    RefKind::Load => rep.loads += 1,
-                                    RefKind::Store => rep.stores += 1,
-                                    RefKind::Modify => rep.modifies += 1,
-                                }
-                                x.lookups(&mut refs);
-                                n += 1;
-                            }
-                            Ok(None) => {
-                                finished = true;
-                                break;
-                            }
-                            Err(e) => {
-                                *f.borrow_mut() = Some(ReplayError::Input(e));
-                                return;
-                            }
-                        }
-                    }
-                    rep.references += n as u64;
-                }
-                let mut i = 0;
-                while i < refs.len() {
-                    let ok = t.access_run(&refs[i..]);
-                    t.access_settle(ok as u64).await;
-                    i += ok;
-                    if let Some(&(addr, access)) = refs.get(i) {
-                        if t.access_fault(addr, access).await.is_err() {
-                            let mut rep = r.borrow_mut();
-                            if covered(&ranges, addr) {
-                                rep.protection_faults += 1;
-                            } else {
-                                rep.outside_mappings += 1;
-                            }
-                        }
-                        i += 1;
-                    }
-                }
-                d.set(d.get() + n as u64);
-                if check && let Err(e) = t.cx().kernel().state().check_tlb(true) {
-                    *f.borrow_mut() = Some(ReplayError::Sim(e));
-                    return;
-                }
-                if finished {
-                    return;
-                }
+            let result = match map_all(&t, &kept, &maps_file).await {
+                Ok(()) => run.batches(&t).await,
+                Err(e) => Err(e),
+            };
+            if let Err(e) = result {
+                *f.borrow_mut() = Some(e);
             }
         })
         .map_err(sim)?;
@@ -268,13 +175,161 @@ pub fn replay(
     if let Some(e) = failure.borrow_mut().take() {
         return Err(e);
     }
+    let mut rep = report.borrow().clone();
+    rep.skipped_lines = trace.borrow().skipped();
+    finish(&machine, &before, rep)
+}
+
+/// The machine of a replay, with the files its mappings name (each as large as its furthest
+/// mapping) and the process that replays.
+fn build_machine(kept: &[Mapping], options: &ReplayOptions) -> Result<(Machine, Pid), ReplayError> {
+    let sim = |e: String| ReplayError::Sim(e);
+    let mut config = MachineConfig::new(options.profile.clone(), KernelVersion::DEFAULT);
+    config.switches.exec_text_thp = options.text_thp;
+    let mut machine = Machine::new(config).map_err(sim)?;
+    let mut sizes: BTreeMap<&str, u64> = BTreeMap::new();
+    for m in kept {
+        if let Some(f) = &m.file {
+            let end = m.offset + (m.end - m.start);
+            let e = sizes.entry(f.as_str()).or_default();
+            *e = (*e).max(end);
+        }
+    }
+    for (path, size) in &sizes {
+        machine
+            .create_file(path, &FileSpec::zeros(Bytes(*size)))
+            .map_err(|e| sim(format!("creating {path}: {e:?}")))?;
+    }
+    let pid = machine.new_process("replay").map_err(|e| sim(format!("{e:?}")))?;
+    Ok((machine, pid))
+}
+
+/// Maps every mapping of the description at its address, as the traced process had it.
+async fn map_all(t: &Thread, kept: &[Mapping], maps_file: &str) -> Result<(), ReplayError> {
+    for m in kept {
+        let fd = match &m.file {
+            Some(path) => {
+                let flags = if m.shared && m.write { OpenFlags::RDWR } else { OpenFlags::RDONLY };
+                Some(t.open(path, flags).await.expect("the file was created"))
+            }
+            None => None,
+        };
+        let sharing = if m.shared { map::SHARED } else { map::PRIVATE };
+        let args = MmapArgs {
+            addr: Some(VirtAddr(m.start)),
+            len: Bytes(m.end - m.start),
+            prot: mapping_prot(m),
+            flags: map::FIXED | sharing | if fd.is_none() { map::ANONYMOUS } else { 0 },
+            fd,
+            offset: if fd.is_some() { m.offset } else { 0 },
+        };
+        let mapped = t.mmap(args).await;
+        if let Some(fd) = fd {
+            t.close(fd).await.expect("opened above");
+        }
+        if let Err(e) = mapped {
+            return Err(ReplayError::Input(InputError {
+                file: maps_file.to_string(),
+                line: Some(m.line),
+                message: format!("the simulated mmap refuses this mapping: {e:?}"),
+            }));
+        }
+    }
+    Ok(())
+}
+
+/// What the replaying thread shares with the caller.
+struct Run {
+    report: Rc<RefCell<ReplayReport>>,
+    trace: Rc<RefCell<TraceReader>>,
+    /// References replayed so far.
+    done: Rc<Cell<u64>>,
+    /// The mappings' ranges, to tell a protection fault from an access outside them.
+    ranges: Vec<(u64, u64)>,
+    check: bool,
+}
+
+impl Run {
+    /// Reads and replays the trace batch by batch.
+    async fn batches(&self, t: &Thread) -> Result<(), ReplayError> {
+        let mut refs = Vec::with_capacity(BATCH * 2);
+        loop {
+            refs.clear();
+            let (n, finished) = self.read_batch(&mut refs).map_err(ReplayError::Input)?;
+            self.run_batch(t, &refs).await;
+            self.done.set(self.done.get() + n);
+            if self.check {
+                t.cx().kernel().state().check_tlb(true).map_err(ReplayError::Sim)?;
+            }
+            if finished {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Reads up to [`BATCH`] references into `refs` (their page lookups), counting them by
+    /// kind: how many were read, and whether the trace ended.
+    fn read_batch(
+        &self,
+        refs: &mut Vec<(VirtAddr, mm::Access)>,
+    ) -> Result<(u64, bool), InputError> {
+        let mut reader = self.trace.borrow_mut();
+        let mut rep = self.report.borrow_mut();
+        let mut n = 0u64;
+        let mut finished = false;
+        while n < BATCH as u64 {
+            let Some(x) = reader.next_ref()? else {
+                finished = true;
+                break;
+            };
+            match x.kind {
+                RefKind::Instr => rep.instructions += 1,
+                RefKind::Load => rep.loads += 1,
+                RefKind::Store => rep.stores += 1,
+                RefKind::Modify => rep.modifies += 1,
+            }
+            x.lookups(refs);
+            n += 1;
+        }
+        rep.references += n;
+        Ok((n, finished))
+    }
+
+    /// Runs one batch through the MMU: runs of translated accesses without blocking, each one
+    /// that must fault through the fault handler; a refused one is counted.
+    async fn run_batch(&self, t: &Thread, refs: &[(VirtAddr, mm::Access)]) {
+        let mut i = 0;
+        while i < refs.len() {
+            let ok = t.access_run(&refs[i..]);
+            t.access_settle(ok as u64).await;
+            i += ok;
+            if let Some(&(addr, access)) = refs.get(i) {
+                if t.access_fault(addr, access).await.is_err() {
+                    let mut rep = self.report.borrow_mut();
+                    if covered(&self.ranges, addr) {
+                        rep.protection_faults += 1;
+                    } else {
+                        rep.outside_mappings += 1;
+                    }
+                }
+                i += 1;
+            }
+        }
+    }
+}
+
+/// Checks the end state and completes the report with the counters and vmstat deltas.
+fn finish(
+    machine: &Machine,
+    before: &mm::vmstat::VmStats,
+    mut rep: ReplayReport,
+) -> Result<ReplayReport, ReplayError> {
+    let sim = |e: String| ReplayError::Sim(e);
     let st = machine.kernel().state();
     st.check_tlb(true).map_err(|e| sim(format!("TLB checker: {e}")))?;
     drop(st);
     machine.check().map_err(|e| sim(format!("checker: {e}")))?;
     let after = machine.vmstat();
-    let mut rep = report.borrow().clone();
-    rep.skipped_lines = trace.borrow().skipped();
     let st = machine.kernel().state();
     rep.counters = st.tlb.stats(0).iter().map(|(k, v)| (k.to_string(), v)).collect();
     let pgfault = mm::vmstat::vmstat_key("pgfault").expect("a vmstat key");

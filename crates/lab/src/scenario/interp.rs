@@ -111,8 +111,46 @@ pub struct Failure {
     pub observed: String,
 }
 
-/// Runs one operation.
+/// Runs one operation, through the function of its group (the match is exhaustive: a new
+/// operation must be routed).
 pub async fn execute(t: &Thread, op: &Op, env: &RefCell<Env>) -> Result<Outcome, SysError> {
+    match &op.kind {
+        OpKind::Mmap { .. }
+        | OpKind::Munmap { .. }
+        | OpKind::Mprotect { .. }
+        | OpKind::Madvise { .. }
+        | OpKind::Touch { .. }
+        | OpKind::ReadBytes { .. }
+        | OpKind::WriteBytes { .. }
+        | OpKind::Increment { .. }
+        | OpKind::Run { .. } => memory_op(t, op, env).await,
+        OpKind::Open { .. }
+        | OpKind::Close { .. }
+        | OpKind::Dup { .. }
+        | OpKind::Read { .. }
+        | OpKind::Write { .. }
+        | OpKind::Truncate { .. }
+        | OpKind::Ftruncate { .. }
+        | OpKind::Fsync { .. }
+        | OpKind::Fallocate { .. }
+        | OpKind::Fadvise { .. }
+        | OpKind::PreadDirect { .. }
+        | OpKind::Pipe
+        | OpKind::Vmsplice { .. } => file_op(t, op, env).await,
+        OpKind::Fork
+        | OpKind::Exit
+        | OpKind::Exec { .. }
+        | OpKind::ClearRefs { .. }
+        | OpKind::Sleep { .. }
+        | OpKind::MemoryReclaim { .. } => task_op(t, op, env).await,
+        OpKind::Pin { .. } | OpKind::PinRead { .. } | OpKind::Unpin { .. } => {
+            pin_op(t, op, env).await
+        }
+    }
+}
+
+/// Mappings and the memory they map.
+async fn memory_op(t: &Thread, op: &Op, env: &RefCell<Env>) -> Result<Outcome, SysError> {
     let addr = |a: &AddrExpr| env.borrow().addr(a).expect("names were checked when parsing");
     let fd = |n: &String| env.borrow().fd(n).expect("names were checked when parsing");
     Ok(match &op.kind {
@@ -139,6 +177,45 @@ pub async fn execute(t: &Thread, op: &Op, env: &RefCell<Env>) -> Result<Outcome,
             t.madvise(addr(a), *len, *advice).await?;
             Outcome::Done
         }
+        OpKind::Touch { addr: a, len, access } => {
+            t.touch(addr(a), *len, *access).await?;
+            Outcome::Done
+        }
+        OpKind::ReadBytes { addr: a, len } => Outcome::Data(t.read_bytes(addr(a), *len).await?),
+        OpKind::WriteBytes { addr: a, data } => {
+            t.write_bytes(addr(a), data).await?;
+            Outcome::Done
+        }
+        OpKind::Increment { addr: a } => {
+            let at = addr(a);
+            let old = t.read_bytes(at, 8).await?;
+            let value = u64::from_le_bytes(old.try_into().expect("8 bytes"));
+            t.write_bytes(at, &(value + 1).to_le_bytes()).await?;
+            Outcome::Done
+        }
+        OpKind::Run { addr: a, len, pattern, reads, accesses } => {
+            // One stream per operation line: adding a `run` elsewhere changes no other's draws.
+            let mut rng =
+                simcore::Prng::from_seed(env.borrow().seed).stream("run").substream(op.line as u64);
+            let run = workload::access::AccessLoop {
+                base: addr(a),
+                pages: len.pages_ceil(),
+                pattern: *pattern,
+                read_ratio: *reads,
+                accesses: *accesses,
+            };
+            run.run(t, &mut rng, &Default::default()).await?;
+            Outcome::Count(*accesses)
+        }
+        _ => unreachable!("`execute` routes only these operations here"),
+    })
+}
+
+/// Files, file descriptors and pipes.
+async fn file_op(t: &Thread, op: &Op, env: &RefCell<Env>) -> Result<Outcome, SysError> {
+    let addr = |a: &AddrExpr| env.borrow().addr(a).expect("names were checked when parsing");
+    let fd = |n: &String| env.borrow().fd(n).expect("names were checked when parsing");
+    Ok(match &op.kind {
         OpKind::Open { path, flags } => Outcome::Bound(Value::Fd(t.open(path, *flags).await?)),
         OpKind::Close { fd: f } => {
             t.close(fd(f)).await?;
@@ -172,42 +249,63 @@ pub async fn execute(t: &Thread, op: &Op, env: &RefCell<Env>) -> Result<Outcome,
             t.fsync(fd(f)).await?;
             Outcome::Done
         }
+        OpKind::Fallocate { fd: f, mode, offset, len } => {
+            t.fallocate(fd(f), *mode, *offset, *len).await?;
+            Outcome::Done
+        }
+        OpKind::Fadvise { fd: f, offset, len, advice } => {
+            let (off, len) = (*offset as i64, *len as i64);
+            t.fadvise(fd(f), off, len, *advice).await?;
+            Outcome::Done
+        }
+        OpKind::PreadDirect { fd: f, buf, len, offset } => {
+            let b = addr(buf);
+            let n = t.pread(fd(f), Some(b), *len, *offset).await?;
+            Outcome::Data(t.read_bytes(b, n).await?)
+        }
+        OpKind::Pipe => {
+            let (r, w) = t.pipe().await?;
+            Outcome::Bound(Value::Pipe(r, w))
+        }
+        OpKind::Vmsplice { fd: f, addr: a, len } => {
+            Outcome::Count(t.vmsplice(fd(f), addr(a), *len).await?)
+        }
+        _ => unreachable!("`execute` routes only these operations here"),
+    })
+}
+
+/// The task and its process.
+async fn task_op(t: &Thread, op: &Op, env: &RefCell<Env>) -> Result<Outcome, SysError> {
+    Ok(match &op.kind {
         OpKind::Fork => Outcome::Bound(Value::Process(t.fork().await?)),
         OpKind::Exit => {
             t.exit().await?;
             Outcome::Done
         }
         OpKind::Exec { path, image } => Outcome::Bound(Value::Layout(t.exec(path, *image).await?)),
-        OpKind::Touch { addr: a, len, access } => {
-            t.touch(addr(a), *len, *access).await?;
+        OpKind::ClearRefs { process, value } => {
+            let pid = env.borrow().process(process).expect("names were checked when parsing");
+            t.clear_refs(pid, *value).await?;
             Outcome::Done
         }
-        OpKind::ReadBytes { addr: a, len } => Outcome::Data(t.read_bytes(addr(a), *len).await?),
-        OpKind::WriteBytes { addr: a, data } => {
-            t.write_bytes(addr(a), data).await?;
+        OpKind::Sleep { duration } => {
+            t.cx().sleep(*duration).await;
             Outcome::Done
         }
-        OpKind::Run { addr: a, len, pattern, reads, accesses } => {
-            // One stream per operation line: adding a `run` elsewhere changes no other's draws.
-            let mut rng =
-                simcore::Prng::from_seed(env.borrow().seed).stream("run").substream(op.line as u64);
-            let run = workload::access::AccessLoop {
-                base: addr(a),
-                pages: len.pages_ceil(),
-                pattern: *pattern,
-                read_ratio: *reads,
-                accesses: *accesses,
-            };
-            run.run(t, &mut rng, &Default::default()).await?;
-            Outcome::Count(*accesses)
-        }
-        OpKind::Increment { addr: a } => {
-            let at = addr(a);
-            let old = t.read_bytes(at, 8).await?;
-            let value = u64::from_le_bytes(old.try_into().expect("8 bytes"));
-            t.write_bytes(at, &(value + 1).to_le_bytes()).await?;
+        OpKind::MemoryReclaim { cgroup, amount } => {
+            let memcg = t.cx().kernel().state().mem_cgroup_by_path(cgroup);
+            let memcg = memcg.expect("cgroups were checked when parsing");
+            t.memory_reclaim(memcg, *amount).await?;
             Outcome::Done
         }
+        _ => unreachable!("`execute` routes only these operations here"),
+    })
+}
+
+/// Pinned pages.
+async fn pin_op(t: &Thread, op: &Op, env: &RefCell<Env>) -> Result<Outcome, SysError> {
+    let addr = |a: &AddrExpr| env.borrow().addr(a).expect("names were checked when parsing");
+    Ok(match &op.kind {
         OpKind::Pin { addr: a, len, flags } => {
             Outcome::Bound(Value::Hold(t.gup_hold(addr(a), *len, *flags).await?))
         }
@@ -224,42 +322,7 @@ pub async fn execute(t: &Thread, op: &Op, env: &RefCell<Env>) -> Result<Outcome,
             t.gup_release(h).await?;
             Outcome::Done
         }
-        OpKind::PreadDirect { fd: f, buf, len, offset } => {
-            let b = addr(buf);
-            let n = t.pread(fd(f), Some(b), *len, *offset).await?;
-            Outcome::Data(t.read_bytes(b, n).await?)
-        }
-        OpKind::ClearRefs { process, value } => {
-            let pid = env.borrow().process(process).expect("names were checked when parsing");
-            t.clear_refs(pid, *value).await?;
-            Outcome::Done
-        }
-        OpKind::Pipe => {
-            let (r, w) = t.pipe().await?;
-            Outcome::Bound(Value::Pipe(r, w))
-        }
-        OpKind::Vmsplice { fd: f, addr: a, len } => {
-            Outcome::Count(t.vmsplice(fd(f), addr(a), *len).await?)
-        }
-        OpKind::Fallocate { fd: f, mode, offset, len } => {
-            t.fallocate(fd(f), *mode, *offset, *len).await?;
-            Outcome::Done
-        }
-        OpKind::Sleep { duration } => {
-            t.cx().sleep(*duration).await;
-            Outcome::Done
-        }
-        OpKind::Fadvise { fd: f, offset, len, advice } => {
-            let (off, len) = (*offset as i64, *len as i64);
-            t.fadvise(fd(f), off, len, *advice).await?;
-            Outcome::Done
-        }
-        OpKind::MemoryReclaim { cgroup, amount } => {
-            let memcg = t.cx().kernel().state().mem_cgroup_by_path(cgroup);
-            let memcg = memcg.expect("cgroups were checked when parsing");
-            t.memory_reclaim(memcg, *amount).await?;
-            Outcome::Done
-        }
+        _ => unreachable!("`execute` routes only these operations here"),
     })
 }
 

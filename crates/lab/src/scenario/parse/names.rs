@@ -1,0 +1,217 @@
+//! Name resolution: the names a scenario binds (`as = "buf"` on an operation, processes,
+//! forked children, cgroups) checked before any run, so that a name is bound once, before it is
+//! used, and to a value of the kind its use needs (an address, a file descriptor, pages held by
+//! `pin`, a pipe, a process, an exec layout); cgroups and `show` targets must be declared.
+
+use super::Parser;
+use crate::scenario::ScenarioError;
+use crate::scenario::model::*;
+use std::collections::BTreeMap;
+
+impl Parser<'_> {
+    /// Checks that names are bound before use and once, process by process, step by step.
+    pub(super) fn check_names(&self, s: &Scenario) -> Result<(), ScenarioError> {
+        let mut env: BTreeMap<String, (ValueKind, usize)> = BTreeMap::new();
+        for p in &s.processes {
+            if let Some((_, l)) = env.insert(p.name.clone(), (ValueKind::Process, p.line)) {
+                return Err(self
+                    .err(p.line, format!("process `{}` is already declared at line {l}", p.name)));
+            }
+        }
+        for f in &s.files {
+            if !f.path.starts_with('/') {
+                return Err(self.err(f.line, format!("file path `{}` must be absolute", f.path)));
+            }
+        }
+        for step in &s.steps {
+            let mut new: BTreeMap<String, (ValueKind, usize)> = BTreeMap::new();
+            for task in &step.tasks {
+                let lookup = |local: &BTreeMap<String, (ValueKind, usize)>, name: &str| {
+                    local.get(name).or_else(|| env.get(name)).map(|&(k, _)| k)
+                };
+                let mut local = BTreeMap::new();
+                if lookup(&local, &task.process) != Some(ValueKind::Process) {
+                    return Err(self.err(
+                        task.line,
+                        format!(
+                            "task `{}`: `{}` is not a process declared or forked before this step",
+                            task.name, task.process
+                        ),
+                    ));
+                }
+                for op in &task.ops {
+                    for (name, want) in op_refs(&op.kind) {
+                        let base = name.split('.').next().unwrap_or(&name);
+                        let found = lookup(&local, base);
+                        let ok = match (found, want) {
+                            (Some(ValueKind::Layout), ValueKind::Addr) => {
+                                name.contains('.')
+                                    && ["text", "data", "bss", "stack"]
+                                        .contains(&name.rsplit('.').next().unwrap_or(""))
+                            }
+                            (Some(ValueKind::Pipe), ValueKind::Fd) => {
+                                name.contains('.')
+                                    && ["read", "write"]
+                                        .contains(&name.rsplit('.').next().unwrap_or(""))
+                            }
+                            (Some(k), w) => k == w && !name.contains('.'),
+                            (None, _) => false,
+                        };
+                        if !ok {
+                            let desc = match want {
+                                ValueKind::Addr => "an address",
+                                ValueKind::Fd => "a file descriptor",
+                                ValueKind::Hold => "pages held by `pin`",
+                                ValueKind::Pipe => "a pipe",
+                                ValueKind::Process => "a process",
+                                ValueKind::Layout => "an exec layout",
+                            };
+                            let why = if found.is_none() {
+                                "is not bound before this operation"
+                            } else {
+                                "is bound to something else"
+                            };
+                            return Err(self.err(
+                                op.line,
+                                format!("`{}`: `{name}` {why} (expected {desc})", op.kind.name()),
+                            ));
+                        }
+                    }
+                    if let (Some(b), Some(kind)) = (&op.bind, op.kind.binds()) {
+                        if let Some((_, l)) =
+                            env.get(b).or_else(|| local.get(b)).or_else(|| new.get(b))
+                        {
+                            return Err(self
+                                .err(op.line, format!("name `{b}` is already bound at line {l}")));
+                        }
+                        local.insert(b.clone(), (kind, op.line));
+                    }
+                }
+                new.extend(local);
+            }
+            env.extend(new);
+            for e in &step.expects {
+                check_observable_names(self, e, &env)?;
+            }
+        }
+        for e in &s.expects {
+            check_observable_names(self, e, &env)?;
+        }
+        let cgroup_refs = s.steps.iter().flat_map(|st| {
+            let ops = st.tasks.iter().flat_map(|t| &t.ops).filter_map(|op| match &op.kind {
+                OpKind::MemoryReclaim { cgroup, .. } => Some((op.line, cgroup)),
+                _ => None,
+            });
+            let exps = st.expects.iter().filter_map(|e| match &e.what {
+                Observable::MemoryStat { cgroup, .. } => Some((e.line, cgroup)),
+                _ => None,
+            });
+            ops.chain(exps).collect::<Vec<_>>()
+        });
+        let top_refs = s.expects.iter().filter_map(|e| match &e.what {
+            Observable::MemoryStat { cgroup, .. } => Some((e.line, cgroup)),
+            _ => None,
+        });
+        for (line, c) in cgroup_refs.chain(top_refs) {
+            if !s.cgroups.iter().any(|d| &d.path == c) {
+                return Err(self.err(line, format!("cgroup `{c}` is not declared")));
+            }
+        }
+        for show in &s.show {
+            let name = match show {
+                Show::Smaps(n) | Show::SmapsRollup(n) | Show::Maps(n) | Show::Status(n) => n,
+                Show::MemoryStat(c) => {
+                    if !s.cgroups.iter().any(|d| &d.path == c) {
+                        return Err(self.err(1, format!("show: cgroup `{c}` is not declared")));
+                    }
+                    continue;
+                }
+                Show::Vmstat | Show::Meminfo | Show::LockStat | Show::LruGen => continue,
+            };
+            if env.get(name).map(|&(k, _)| k) != Some(ValueKind::Process) {
+                return Err(self.err(1, format!("show: `{name}` is not a process")));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn check_observable_names(
+    p: &Parser<'_>,
+    e: &Expect,
+    env: &BTreeMap<String, (ValueKind, usize)>,
+) -> Result<(), ScenarioError> {
+    let (process, at) = match &e.what {
+        Observable::Smaps { process, at, .. } | Observable::Pagemap { process, at, .. } => {
+            (Some(process), Some(at))
+        }
+        Observable::SmapsRollup { process, .. } | Observable::Status { process, .. } => {
+            (Some(process), None)
+        }
+        Observable::Vmstat { .. } | Observable::Meminfo { .. } | Observable::MemoryStat { .. } => {
+            (None, None)
+        }
+    };
+    if let Some(process) = process
+        && env.get(process).map(|&(k, _)| k) != Some(ValueKind::Process)
+    {
+        return Err(p.err(
+            e.line,
+            format!("`{process}` is not a process declared or forked before this expectation"),
+        ));
+    }
+    if let Some(AddrExpr { base: Some(b), .. }) = at {
+        let root = b.split('.').next().unwrap_or(b);
+        if !matches!(env.get(root).map(|&(k, _)| k), Some(ValueKind::Addr | ValueKind::Layout)) {
+            return Err(
+                p.err(e.line, format!("`{b}` is not an address bound before this expectation"))
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The names an operation reads, with the kind each must be.
+fn op_refs(k: &OpKind) -> Vec<(String, ValueKind)> {
+    let addr =
+        |a: &AddrExpr| a.base.iter().map(|b| (b.clone(), ValueKind::Addr)).collect::<Vec<_>>();
+    let fd = |f: &String| vec![(f.clone(), ValueKind::Fd)];
+    match k {
+        OpKind::Mmap { addr: a, fd: f, .. } => {
+            a.iter().flat_map(addr).chain(f.iter().flat_map(fd)).collect()
+        }
+        OpKind::Munmap { addr: a, .. }
+        | OpKind::Mprotect { addr: a, .. }
+        | OpKind::Madvise { addr: a, .. }
+        | OpKind::Touch { addr: a, .. }
+        | OpKind::ReadBytes { addr: a, .. }
+        | OpKind::WriteBytes { addr: a, .. }
+        | OpKind::Increment { addr: a }
+        | OpKind::Run { addr: a, .. } => addr(a),
+        OpKind::Close { fd: f }
+        | OpKind::Dup { fd: f }
+        | OpKind::Fsync { fd: f }
+        | OpKind::Ftruncate { fd: f, .. }
+        | OpKind::Fadvise { fd: f, .. }
+        | OpKind::Write { fd: f, .. }
+        | OpKind::Fallocate { fd: f, .. } => fd(f),
+        OpKind::Read { fd: f, buf, .. } => {
+            fd(f).into_iter().chain(buf.iter().flat_map(addr)).collect()
+        }
+        OpKind::PreadDirect { fd: f, buf, .. } => fd(f).into_iter().chain(addr(buf)).collect(),
+        OpKind::Vmsplice { fd: f, addr: a, .. } => fd(f).into_iter().chain(addr(a)).collect(),
+        OpKind::Pin { addr: a, .. } => addr(a),
+        OpKind::PinRead { hold, .. } | OpKind::Unpin { hold } => {
+            vec![(hold.clone(), ValueKind::Hold)]
+        }
+        OpKind::ClearRefs { process, .. } => vec![(process.clone(), ValueKind::Process)],
+        OpKind::Open { .. }
+        | OpKind::Truncate { .. }
+        | OpKind::Fork
+        | OpKind::Exit
+        | OpKind::Exec { .. }
+        | OpKind::Sleep { .. }
+        | OpKind::MemoryReclaim { .. }
+        | OpKind::Pipe => Vec::new(),
+    }
+}

@@ -1,0 +1,379 @@
+//! Building one operation (`Op`) from its table: the operation's name picks its arguments,
+//! each read with its type and line; `as` binds its result where it returns one; `expect` holds
+//! its alternatives of results, each optionally under a `when` on switches or the kernel
+//! version; keys an operation does not take are refused.
+
+use super::Parser;
+use super::fields::Fields;
+use super::words::{parse_fadvice, parse_fallocate_mode, parse_kernel_cond, parse_percent};
+use crate::scenario::ScenarioError;
+use crate::scenario::model::*;
+use crate::scenario::node::{Kind, Node};
+use mm::{Errno, ExecImage, Signal, Switches};
+use simcore::Bytes;
+
+impl Parser<'_> {
+    pub(super) fn op(&self, node: &Node) -> Result<Op, ScenarioError> {
+        let f = self.fields(node, "an operation")?;
+        let name = f.string("op")?;
+        let line = node.line;
+        let kind = self.op_kind(&f, &name)?;
+        let bind = f.opt_str("as")?;
+        if bind.is_some() && kind.binds().is_none() {
+            return Err(
+                self.err(f.line_of("as"), format!("`{name}` returns nothing to bind with `as`"))
+            );
+        }
+        let expect = match f.get("expect") {
+            None => Vec::new(),
+            Some(Node { kind: Kind::Array(items), .. }) => {
+                items.iter().map(|n| self.op_alternative(n, &kind)).collect::<Result<_, _>>()?
+            }
+            Some(n) => vec![self.op_alternative(n, &kind)?],
+        };
+        let mut all = vec!["op", "as", "expect"];
+        all.extend_from_slice(op_keys(&kind));
+        f.finish(&all)?;
+        Ok(Op { line, kind, bind, expect })
+    }
+
+    /// The operation `name`, its arguments read from `f`.
+    fn op_kind(&self, f: &Fields<'_>, name: &str) -> Result<OpKind, ScenarioError> {
+        if let Some(kind) = self.memory_op(f, name)? {
+            return Ok(kind);
+        }
+        if let Some(kind) = self.file_op(f, name)? {
+            return Ok(kind);
+        }
+        if let Some(kind) = self.task_op(f, name)? {
+            return Ok(kind);
+        }
+        if let Some(kind) = self.pin_op(f, name)? {
+            return Ok(kind);
+        }
+        Err(self.err(f.line_of("op"), format!(
+            "unknown operation `{name}`: expected one of mmap, munmap, mprotect, madvise, open, close, dup, read, write, truncate, ftruncate, fallocate, fsync, fork, exit, exec, touch, read_bytes, write_bytes, increment, run, pin, pin_read, unpin, pread_direct, clear_refs, pipe, vmsplice, sleep, fadvise, memory_reclaim"
+        )))
+    }
+
+    /// An operation on mappings or on the memory they map; `None` for another name.
+    fn memory_op(&self, f: &Fields<'_>, name: &str) -> Result<Option<OpKind>, ScenarioError> {
+        Ok(Some(match name {
+            "mmap" => OpKind::Mmap {
+                addr: f.opt_addr("addr")?,
+                len: f.size("len")?,
+                prot: f.prot("prot")?,
+                flags: f.map_flags("flags")?,
+                fd: f.opt_str("fd")?,
+                offset: f.opt_size("offset")?.map_or(0, Bytes::as_u64),
+            },
+            "munmap" => OpKind::Munmap { addr: f.addr("addr")?, len: f.size("len")? },
+            "mprotect" => OpKind::Mprotect {
+                addr: f.addr("addr")?,
+                len: f.size("len")?,
+                prot: f.prot("prot")?,
+            },
+            "madvise" => OpKind::Madvise {
+                addr: f.addr("addr")?,
+                len: f.size("len")?,
+                advice: f.advice("advice")?,
+            },
+            "touch" => OpKind::Touch {
+                addr: f.addr("addr")?,
+                len: f.size("len")?,
+                access: f.access("access")?,
+            },
+            "read_bytes" => {
+                OpKind::ReadBytes { addr: f.addr("addr")?, len: f.size("len")?.as_u64() }
+            }
+            "write_bytes" => OpKind::WriteBytes { addr: f.addr("addr")?, data: f.data()? },
+            "increment" => OpKind::Increment { addr: f.addr("addr")? },
+            _ => return Ok(None),
+        }))
+    }
+
+    /// An operation on files, file descriptors or pipes; `None` for another name.
+    fn file_op(&self, f: &Fields<'_>, name: &str) -> Result<Option<OpKind>, ScenarioError> {
+        Ok(Some(match name {
+            "open" => OpKind::Open { path: f.string("path")?, flags: f.open_flags("flags")? },
+            "close" => OpKind::Close { fd: f.string("fd")? },
+            "dup" => OpKind::Dup { fd: f.string("fd")? },
+            "read" => OpKind::Read {
+                fd: f.string("fd")?,
+                buf: f.opt_addr("buf")?,
+                len: f.size("len")?.as_u64(),
+                offset: f.opt_size("offset")?.map(Bytes::as_u64),
+            },
+            "write" => OpKind::Write {
+                fd: f.string("fd")?,
+                data: f.data()?,
+                offset: f.opt_size("offset")?.map(Bytes::as_u64),
+            },
+            "truncate" => {
+                OpKind::Truncate { path: f.string("path")?, size: f.size("size")?.as_u64() }
+            }
+            "ftruncate" => {
+                OpKind::Ftruncate { fd: f.string("fd")?, size: f.size("size")?.as_u64() }
+            }
+            "fsync" => OpKind::Fsync { fd: f.string("fd")? },
+            "fallocate" => OpKind::Fallocate {
+                fd: f.string("fd")?,
+                mode: f.keyword("mode", parse_fallocate_mode, Some(0))?,
+                offset: f.opt_size("offset")?.map_or(0, Bytes::as_u64),
+                len: f.size("len")?.as_u64(),
+            },
+            "fadvise" => OpKind::Fadvise {
+                fd: f.string("fd")?,
+                offset: f.opt_size("offset")?.map_or(0, Bytes::as_u64),
+                len: f.opt_size("len")?.map_or(0, Bytes::as_u64),
+                advice: f.keyword("advice", parse_fadvice, None)?,
+            },
+            "pread_direct" => OpKind::PreadDirect {
+                fd: f.string("fd")?,
+                buf: f.addr("buf")?,
+                len: f.size("len")?.as_u64(),
+                offset: f.opt_size("offset")?.map_or(0, Bytes::as_u64),
+            },
+            "pipe" => OpKind::Pipe,
+            "vmsplice" => OpKind::Vmsplice {
+                fd: f.string("fd")?,
+                addr: f.addr("addr")?,
+                len: f.size("len")?.as_u64(),
+            },
+            _ => return Ok(None),
+        }))
+    }
+
+    /// An operation on the task or its process: fork, exit, exec, a workload, a pause; `None` for another name.
+    fn task_op(&self, f: &Fields<'_>, name: &str) -> Result<Option<OpKind>, ScenarioError> {
+        Ok(Some(match name {
+            "fork" => OpKind::Fork,
+            "exit" => OpKind::Exit,
+            "exec" => {
+                let d = ExecImage::default();
+                OpKind::Exec {
+                    path: f.string("path")?,
+                    image: ExecImage {
+                        text: f.opt_size("text")?.unwrap_or(d.text),
+                        data: f.opt_size("data")?.unwrap_or(d.data),
+                        bss: f.opt_size("bss")?.unwrap_or(d.bss),
+                        stack: f.opt_size("stack")?.unwrap_or(d.stack),
+                    },
+                }
+            }
+            "run" => self.run_op(f)?,
+            "clear_refs" => OpKind::ClearRefs {
+                process: f.string("process")?,
+                value: f.opt_u64("value")?.unwrap_or(4),
+            },
+            "sleep" => OpKind::Sleep { duration: f.duration("duration")? },
+            "memory_reclaim" => {
+                OpKind::MemoryReclaim { cgroup: f.string("cgroup")?, amount: f.size("amount")? }
+            }
+            _ => return Ok(None),
+        }))
+    }
+
+    /// Pinning pages (`pin_user_pages`, `get_user_pages`) and using or releasing them; `None` for another name.
+    fn pin_op(&self, f: &Fields<'_>, name: &str) -> Result<Option<OpKind>, ScenarioError> {
+        Ok(Some(match name {
+            "pin" => {
+                let kind = f.opt_str("kind")?.unwrap_or_else(|| "pin".into());
+                let pin = match kind.as_str() {
+                    "pin" => true,
+                    "get" => false,
+                    other => return Err(self.err(f.line_of("kind"), format!("`kind` in `pin`: expected \"pin\" (FOLL_PIN) or \"get\" (FOLL_GET), found \"{other}\""))),
+                };
+                let flags = mm::gup::GupFlags {
+                    write: f.opt_bool("write")?.unwrap_or(false),
+                    pin,
+                    longterm: f.opt_bool("longterm")?.unwrap_or(false),
+                };
+                OpKind::Pin { addr: f.addr("addr")?, len: f.size("len")?.as_u64(), flags }
+            }
+            "pin_read" => OpKind::PinRead {
+                hold: f.string("pin")?,
+                offset: f.opt_size("offset")?.map_or(0, |b| b.as_u64()),
+                len: f.opt_size("len")?.map(|b| b.as_u64()),
+            },
+            "unpin" => OpKind::Unpin { hold: f.string("pin")? },
+            _ => return Ok(None),
+        }))
+    }
+
+    /// `run`: a workload (pmbench) over a range.
+    fn run_op(&self, f: &Fields<'_>) -> Result<OpKind, ScenarioError> {
+        let name = f.string("workload")?;
+        if name != "pmbench" {
+            return Err(self.err(
+                f.line_of("workload"),
+                format!("unknown workload `{name}`: expected \"pmbench\""),
+            ));
+        }
+        let pattern = f.opt_str("pattern")?.unwrap_or_else(|| "normal_ih".into());
+        let pattern = workload::access::Pattern::named(&pattern)
+            .map_err(|e| self.err(f.line_of("pattern"), e))?;
+        let reads = f.opt_str("reads")?.unwrap_or_else(|| "100%".into());
+        let reads = parse_percent(&reads).map_err(|e| self.err(f.line_of("reads"), e))?;
+        let len = f.size("len")?;
+        if len.pages_ceil() == 0 {
+            return Err(self.err(f.line_of("len"), "`run`: `len` must cover at least one page"));
+        }
+        Ok(OpKind::Run {
+            addr: f.addr("addr")?,
+            len,
+            pattern,
+            reads,
+            accesses: f.opt_u64("accesses")?.unwrap_or(1),
+        })
+    }
+
+    /// One alternative of an operation's `expect`: a result, optionally under `when`.
+    fn op_alternative(&self, node: &Node, kind: &OpKind) -> Result<Alternative, ScenarioError> {
+        let when = match &node.kind {
+            Kind::Table(entries) => match entries.iter().find(|(k, _)| k == "when") {
+                Some((_, w)) => self.when(w)?,
+                None => When::default(),
+            },
+            _ => When::default(),
+        };
+        Ok(Alternative { when, expect: self.op_expect(node, kind)? })
+    }
+
+    /// `when = { switch = "value" }` or `{ switch = ["a", "b"] }`, checked against the switches.
+    pub(super) fn when(&self, node: &Node) -> Result<When, ScenarioError> {
+        let f = self.fields(node, "when")?;
+        let mut conds = Vec::new();
+        let mut kernel = None;
+        for (key, value) in f.entries {
+            if key == "kernel" {
+                let Kind::Str(text) = &value.kind else {
+                    return Err(self.err(
+                        value.line,
+                        "`kernel` in `when`: expected a string like \">=v5.11\"",
+                    ));
+                };
+                kernel = Some(parse_kernel_cond(text).map_err(|e| self.err(value.line, e))?);
+                continue;
+            }
+            let values: Vec<String> =
+                match &value.kind {
+                    Kind::Str(v) => vec![v.clone()],
+                    Kind::Array(items) => items
+                        .iter()
+                        .map(|i| match &i.kind {
+                            Kind::Str(v) => Ok(v.clone()),
+                            k => Err(self.err(
+                                i.line,
+                                format!(
+                                    "`when`: expected switch values as strings, found {}",
+                                    k.describe()
+                                ),
+                            )),
+                        })
+                        .collect::<Result<_, _>>()?,
+                    k => return Err(self.err(
+                        value.line,
+                        format!(
+                            "`when`: expected a value or a list of values for `{key}`, found {}",
+                            k.describe()
+                        ),
+                    )),
+                };
+            let mut scratch = Switches::default();
+            for v in &values {
+                scratch.set(key, v).map_err(|e| self.err(value.line, e))?;
+            }
+            conds.push((key.clone(), values));
+        }
+        f.mark_all();
+        Ok(When { switches: conds, kernel })
+    }
+
+    fn op_expect(&self, node: &Node, kind: &OpKind) -> Result<OpExpect, ScenarioError> {
+        if let Kind::Str(s) = &node.kind {
+            return match s.as_str() {
+                "ok" => Ok(OpExpect::Success),
+                _ => Err(self.err(
+                    node.line,
+                    format!(
+                        "expect `{s}`: expected \"ok\" or a table like {{ errno = \"EINVAL\" }}"
+                    ),
+                )),
+            };
+        }
+        let f = self.fields(node, "expect")?;
+        // `when` belongs to the enclosing alternative, parsed by `op_alternative`.
+        f.get("when");
+        let e = if let Some(e) = f.opt_str("errno")? {
+            OpExpect::Errno(
+                Errno::from_name(&e)
+                    .ok_or_else(|| self.err(f.line_of("errno"), format!("unknown errno `{e}`")))?,
+            )
+        } else if let Some(s) = f.opt_str("signal")? {
+            OpExpect::Signal(Signal::from_name(&s).ok_or_else(|| {
+                self.err(
+                    f.line_of("signal"),
+                    format!("unknown signal `{s}`: expected SIGSEGV, SIGBUS or SIGKILL"),
+                )
+            })?)
+        } else if f.get("data").is_some() || f.get("data_hex").is_some() || f.get("fill").is_some()
+        {
+            if !matches!(
+                kind,
+                OpKind::ReadBytes { .. }
+                    | OpKind::Read { buf: Some(_), .. }
+                    | OpKind::PinRead { .. }
+                    | OpKind::PreadDirect { .. }
+            ) {
+                return Err(
+                    self.err(node.line, format!("`{}` returns no data to compare", kind.name()))
+                );
+            }
+            OpExpect::Data(f.data()?)
+        } else if let Some(n) = f.opt_u64("bytes")? {
+            OpExpect::Count(n)
+        } else {
+            return Err(self.err(
+                node.line,
+                "expect: expected one of errno, signal, data, data_hex, fill, bytes",
+            ));
+        };
+        f.finish(&["errno", "signal", "data", "data_hex", "fill", "len", "bytes", "when"])?;
+        Ok(e)
+    }
+}
+
+/// The keys operation `kind` takes besides `op`, `as` and `expect`.
+fn op_keys(kind: &OpKind) -> &'static [&'static str] {
+    match kind {
+        OpKind::Mmap { .. } => &["addr", "len", "prot", "flags", "fd", "offset"],
+        OpKind::Munmap { .. } => &["addr", "len"],
+        OpKind::Mprotect { .. } => &["addr", "len", "prot"],
+        OpKind::Madvise { .. } => &["addr", "len", "advice"],
+        OpKind::Open { .. } => &["path", "flags"],
+        OpKind::Close { .. } | OpKind::Dup { .. } | OpKind::Fsync { .. } => &["fd"],
+        OpKind::Read { .. } => &["fd", "buf", "len", "offset"],
+        OpKind::Write { .. } => &["fd", "data", "data_hex", "fill", "len", "offset"],
+        OpKind::Truncate { .. } => &["path", "size"],
+        OpKind::Ftruncate { .. } => &["fd", "size"],
+        OpKind::Fork | OpKind::Exit => &[],
+        OpKind::Exec { .. } => &["path", "text", "data", "bss", "stack"],
+        OpKind::Touch { .. } => &["addr", "len", "access"],
+        OpKind::ReadBytes { .. } => &["addr", "len"],
+        OpKind::WriteBytes { .. } => &["addr", "data", "data_hex", "fill", "len"],
+        OpKind::Increment { .. } => &["addr"],
+        OpKind::Run { .. } => &["workload", "addr", "len", "pattern", "reads", "accesses"],
+        OpKind::Pin { .. } => &["addr", "len", "kind", "write", "longterm"],
+        OpKind::PinRead { .. } => &["pin", "offset", "len"],
+        OpKind::Unpin { .. } => &["pin"],
+        OpKind::PreadDirect { .. } => &["fd", "buf", "len", "offset"],
+        OpKind::ClearRefs { .. } => &["process", "value"],
+        OpKind::Pipe => &[],
+        OpKind::Fadvise { .. } => &["fd", "offset", "len", "advice"],
+        OpKind::MemoryReclaim { .. } => &["cgroup", "amount"],
+        OpKind::Vmsplice { .. } => &["fd", "addr", "len"],
+        OpKind::Sleep { .. } => &["duration"],
+        OpKind::Fallocate { .. } => &["fd", "mode", "offset", "len"],
+    }
+}

@@ -1,0 +1,320 @@
+//! The scenario files' words: sizes (`"64KiB"`), addresses (`"buf+4KiB"`), protections,
+//! `mmap`/`madvise`/`fadvise`/`open` flags, file systems and contents, durations, kernel
+//! conditions, percentages and `show` observables. Each parser reads a string and says what it
+//! expected; `fields.rs` places the message at the value's line. The Python bindings and the CLI
+//! read the same words through these functions.
+
+use crate::scenario::model::{AddrExpr, Show, fs_type};
+use mm::{KernelVersion, OpenFlags, madv, map, prot};
+use simcore::{Bytes, SimDuration};
+
+/// `4096`, `"64KiB"`, `"2M"`, `"1GiB"`, `"4 kB"` (procfs kilobytes are KiB).
+pub fn parse_size(s: &str) -> Option<Bytes> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: u64 = num.parse().ok()?;
+    let shift = match unit.trim() {
+        "" | "B" => 0,
+        "K" | "KiB" | "kB" | "KB" | "k" => 10,
+        "M" | "MiB" | "MB" => 20,
+        "G" | "GiB" | "GB" => 30,
+        "T" | "TiB" | "TB" => 40,
+        _ => return None,
+    };
+    n.checked_mul(1 << shift).map(Bytes)
+}
+
+fn parse_number(s: &str) -> Option<i64> {
+    let s = s.trim();
+    if let Some(hex) = s.strip_prefix("0x") {
+        return i64::from_str_radix(hex, 16).ok();
+    }
+    parse_size(s).and_then(|b| i64::try_from(b.as_u64()).ok())
+}
+
+/// A file system by name: `"ext4"` (or `"disk"`), `"tmpfs"` (or `"shmem"`), `"dax"` (or
+/// `"ext4-dax"`: ext4 with `-o dax` on the machine's persistent memory).
+pub fn parse_fs(s: &str) -> Result<mm::fs::FsType, String> {
+    fs_type(s).ok_or_else(|| format!("unknown file system `{s}`: expected ext4, tmpfs or dax"))
+}
+
+/// A `fallocate` mode: `"allocate"` (0), `"keep_size"`, or `"punch_hole"` (with `KEEP_SIZE`,
+/// as the kernel requires).
+pub fn parse_fallocate_mode(s: &str) -> Result<u32, String> {
+    use mm::fs::falloc;
+    match s {
+        "allocate" => Ok(0),
+        "keep_size" => Ok(falloc::KEEP_SIZE),
+        "punch_hole" => Ok(falloc::PUNCH_HOLE | falloc::KEEP_SIZE),
+        _ => Err(format!("unknown mode `{s}`: expected allocate, keep_size or punch_hole")),
+    }
+}
+
+/// A file's contents: `"zeros"`, or `"pattern:SEED"` (a pattern generated from the seed).
+pub fn parse_content(s: &str) -> Result<Option<u64>, String> {
+    if s == "zeros" {
+        return Ok(None);
+    }
+    match s.strip_prefix("pattern:").map(str::parse::<u64>) {
+        Some(Ok(seed)) => Ok(Some(seed)),
+        _ => Err(format!("content `{s}`: expected `zeros` or `pattern:SEED`")),
+    }
+}
+
+/// A file hole `[offset, offset + len)` as `(first page, pages)`, as `mm::FileSpec` keeps it.
+pub fn parse_hole(offset: Bytes, len: Bytes) -> Result<(u64, u64), String> {
+    if !offset.is_page_aligned() || !len.is_page_aligned() {
+        return Err("a hole: offset and length must be multiples of 4 KiB".into());
+    }
+    Ok((offset.as_u64() >> 12, len.as_u64() >> 12))
+}
+
+/// `"buf"`, `"buf+4KiB"`, `"exe.text-0x1000"`, `"0x10000000"`.
+pub fn parse_addr(s: &str) -> Option<AddrExpr> {
+    let s = s.trim();
+    if let Some(n) = parse_number(s) {
+        return Some(AddrExpr { base: None, offset: n });
+    }
+    let (base, offset) = match s.find(['+', '-']) {
+        Some(i) => {
+            let n = parse_number(&s[i + 1..])?;
+            (&s[..i], if &s[i..=i] == "-" { -n } else { n })
+        }
+        None => (s, 0),
+    };
+    let valid = !base.is_empty()
+        && base.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.')
+        && !base.starts_with(|c: char| c.is_ascii_digit());
+    valid.then(|| AddrExpr { base: Some(base.trim().to_string()), offset })
+}
+
+/// `"a|b|c"` where each part is a name in `table`; the values are combined with `combine`.
+fn flag_words<T: Copy>(
+    s: &str,
+    table: &[(&str, T)],
+    combine: impl Fn(T, T) -> T,
+) -> Result<T, String> {
+    let names: Vec<&str> = table.iter().map(|(n, _)| *n).collect();
+    let mut acc: Option<T> = None;
+    for part in s.split('|').map(str::trim) {
+        let v = table
+            .iter()
+            .find(|(n, _)| *n == part)
+            .map(|&(_, v)| v)
+            .ok_or_else(|| format!("unknown `{part}`, expected {}", names.join(", ")))?;
+        acc = Some(acc.map_or(v, |a| combine(a, v)));
+    }
+    acc.ok_or_else(|| format!("expected one of {}", names.join(", ")))
+}
+
+/// `"rw"`, `"r-x"`, `"rwx"`, `"none"`, `"---"`.
+pub fn parse_prot(s: &str) -> Result<u32, String> {
+    let bad = || format!("expected permissions like \"rw\", \"r-x\" or \"none\", found \"{s}\"");
+    if s == "none" {
+        return Ok(prot::NONE);
+    }
+    let mut p = 0;
+    for c in s.chars() {
+        p |= match c {
+            'r' => prot::READ,
+            'w' => prot::WRITE,
+            'x' => prot::EXEC,
+            '-' => 0,
+            _ => return Err(bad()),
+        };
+    }
+    if s.is_empty() { Err(bad()) } else { Ok(p) }
+}
+
+/// `"private|anonymous"`, `"shared|populate"`, ...
+pub fn parse_map_flags(s: &str) -> Result<u32, String> {
+    let table = [
+        ("private", map::PRIVATE),
+        ("shared", map::SHARED),
+        ("anonymous", map::ANONYMOUS),
+        ("fixed", map::FIXED),
+        ("fixed_noreplace", map::FIXED_NOREPLACE),
+        ("populate", map::POPULATE),
+        ("growsdown", map::GROWSDOWN),
+        ("noreserve", map::NORESERVE),
+        ("denywrite", map::DENYWRITE),
+    ];
+    flag_words(s, &table, |a, b| a | b)
+}
+
+/// `posix_fadvise` advice: `"noreuse"`, `"dontneed"`, ...
+pub fn parse_fadvice(s: &str) -> Result<u32, String> {
+    use mm::fadvise::advice;
+    let table = [
+        ("normal", advice::NORMAL),
+        ("random", advice::RANDOM),
+        ("sequential", advice::SEQUENTIAL),
+        ("willneed", advice::WILLNEED),
+        ("dontneed", advice::DONTNEED),
+        ("noreuse", advice::NOREUSE),
+    ];
+    flag_words(s, &table, |_, b| b)
+}
+
+/// `"dontneed"`, `"random"`, ...
+pub fn parse_advice(s: &str) -> Result<u32, String> {
+    let table = [
+        ("normal", madv::NORMAL),
+        ("random", madv::RANDOM),
+        ("sequential", madv::SEQUENTIAL),
+        ("dontneed", madv::DONTNEED),
+        ("cold", madv::COLD),
+        ("pageout", madv::PAGEOUT),
+    ];
+    flag_words(s, &table, |_, b| b)
+}
+
+/// `"read"`, `"write"`, `"exec"`.
+pub fn parse_access(s: &str) -> Result<mm::Access, String> {
+    let table =
+        [("read", mm::Access::Read), ("write", mm::Access::Write), ("exec", mm::Access::Exec)];
+    flag_words(s, &table, |_, b| b)
+}
+
+/// `"rdonly"`, `"rdwr|direct"`, `"wronly|trunc"`, ...
+pub fn parse_open_flags(s: &str) -> Result<OpenFlags, String> {
+    let none = OpenFlags::default();
+    let table = [
+        ("rdonly", OpenFlags::RDONLY),
+        ("wronly", OpenFlags::WRONLY),
+        ("rdwr", OpenFlags::RDWR),
+        ("direct", OpenFlags { direct: true, ..none }),
+        ("append", OpenFlags { append: true, ..none }),
+        ("trunc", OpenFlags { truncate: true, ..none }),
+    ];
+    let merge = |a: OpenFlags, b: OpenFlags| OpenFlags {
+        read: a.read || b.read,
+        write: a.write || b.write,
+        direct: a.direct || b.direct,
+        append: a.append || b.append,
+        truncate: a.truncate || b.truncate,
+    };
+    let flags = flag_words(s, &table, merge)?;
+    if !flags.read && !flags.write {
+        return Err("needs one of rdonly, wronly, rdwr".into());
+    }
+    Ok(flags)
+}
+
+pub(super) fn parse_duration(s: &str) -> Option<SimDuration> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit())?;
+    let n: u64 = s[..split].parse().ok()?;
+    Some(match &s[split..] {
+        "ns" => SimDuration::from_ns(n),
+        "us" => SimDuration::from_us(n),
+        "ms" => SimDuration::from_ms(n),
+        "s" => SimDuration::from_secs(n),
+        _ => return None,
+    })
+}
+
+pub(super) fn parse_hex(s: &str) -> Option<Vec<u8>> {
+    let s: String = s.chars().filter(|c| !c.is_whitespace()).collect();
+    if !s.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).ok()).collect()
+}
+
+/// `">=v5.11"`, `"<v6.5"`, `"<=5.18"`, `">v6.1"` or an exact `"v5.12"`.
+pub(super) fn parse_kernel_cond(
+    s: &str,
+) -> Result<(std::cmp::Ordering, bool, KernelVersion), String> {
+    use std::cmp::Ordering::{Equal, Greater, Less};
+    let (ord, eq, rest) = if let Some(r) = s.strip_prefix(">=") {
+        (Greater, true, r)
+    } else if let Some(r) = s.strip_prefix("<=") {
+        (Less, true, r)
+    } else if let Some(r) = s.strip_prefix('>') {
+        (Greater, false, r)
+    } else if let Some(r) = s.strip_prefix('<') {
+        (Less, false, r)
+    } else {
+        (Equal, true, s)
+    };
+    Ok((ord, eq, rest.trim().parse()?))
+}
+
+/// `smaps:NAME`, `vmstat`, ... (also used for the CLI's `--show`).
+pub fn parse_show(s: &str) -> Result<Show, String> {
+    let (kind, arg) = s.split_once(':').map_or((s, None), |(k, a)| (k, Some(a.to_string())));
+    let need = |a: Option<String>| {
+        a.filter(|x| !x.is_empty()).ok_or_else(|| format!("`{s}`: expected {kind}:PROCESS"))
+    };
+    Ok(match kind {
+        "smaps" => Show::Smaps(need(arg)?),
+        "smaps_rollup" => Show::SmapsRollup(need(arg)?),
+        "maps" => Show::Maps(need(arg)?),
+        "status" => Show::Status(need(arg)?),
+        "vmstat" if arg.is_none() => Show::Vmstat,
+        "meminfo" if arg.is_none() => Show::Meminfo,
+        "lock_stat" if arg.is_none() => Show::LockStat,
+        "lru_gen" if arg.is_none() => Show::LruGen,
+        "memory.stat" => Show::MemoryStat(
+            arg.filter(|a| a.starts_with('/'))
+                .ok_or_else(|| format!("`{s}`: expected memory.stat:/CGROUP"))?,
+        ),
+        _ => return Err(format!("unknown observable `{s}`: expected one of {}", Show::NAMES)),
+    })
+}
+
+/// `"90%"`: a percentage from 0 to 100.
+pub(super) fn parse_percent(text: &str) -> Result<simcore::Ratio, String> {
+    let bad = || format!("`{text}`: expected a percentage like \"90%\"");
+    let n: u64 = text.strip_suffix('%').ok_or_else(bad)?.trim().parse().map_err(|_| bad())?;
+    simcore::Ratio::percent(n).map_err(|_| bad())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentages() {
+        assert_eq!(parse_percent("90%").unwrap(), simcore::Ratio::percent(90).unwrap());
+        for bad in ["90", "150%", "x%", ""] {
+            assert!(parse_percent(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn sizes_addresses_and_flags() {
+        assert_eq!(parse_size("64KiB"), Some(Bytes::kib(64)));
+        assert_eq!(parse_size("2M"), Some(Bytes::mib(2)));
+        assert_eq!(parse_size("4096"), Some(Bytes(4096)));
+        assert_eq!(parse_size("4 kB"), Some(Bytes(4096)));
+        assert_eq!(parse_size("3 parsecs"), None);
+        assert_eq!(
+            parse_addr("buf+4KiB"),
+            Some(AddrExpr { base: Some("buf".into()), offset: 4096 })
+        );
+        assert_eq!(
+            parse_addr("exe.text-0x1000"),
+            Some(AddrExpr { base: Some("exe.text".into()), offset: -4096 })
+        );
+        assert_eq!(parse_addr("0x10000000"), Some(AddrExpr { base: None, offset: 0x1000_0000 }));
+        assert_eq!(parse_addr("1buf"), None);
+        assert_eq!(parse_prot("r-x"), Ok(prot::READ | prot::EXEC));
+        assert!(parse_prot("rq").is_err());
+        assert_eq!(parse_map_flags("private|anonymous"), Ok(map::PRIVATE | map::ANONYMOUS));
+        assert_eq!(
+            parse_map_flags("private|anon").unwrap_err(),
+            "unknown `anon`, expected private, shared, anonymous, fixed, fixed_noreplace, populate, growsdown, noreserve, denywrite"
+        );
+        assert_eq!(parse_open_flags("append").unwrap_err(), "needs one of rdonly, wronly, rdwr");
+        assert_eq!(parse_hex("68 69"), Some(b"hi".to_vec()));
+        assert_eq!(parse_content("pattern:7"), Ok(Some(7)));
+        assert_eq!(parse_content("zeros"), Ok(None));
+        assert!(parse_content("pattern:x").is_err());
+        assert_eq!(parse_hole(Bytes::kib(8), Bytes::kib(4)), Ok((2, 1)));
+        assert!(parse_hole(Bytes(100), Bytes::kib(4)).is_err());
+        assert_eq!(parse_duration("15us"), Some(SimDuration::from_us(15)));
+    }
+}

@@ -1,0 +1,334 @@
+//! One TLB or walk-cache array: set-associative (fully associative when it has one set), with
+//! true LRU or bit-PLRU replacement; every entry carries an ASID tag and a span code (4 KiB, 2 MiB
+//! or 1 GiB for TLB entries, the span of a PGD, PUD or PMD entry for walk-cache entries). The
+//! payload is opaque here: an entry's frame and rights (`walk.rs`) or a table (`walk_cache.rs`).
+
+use super::geometry::{ArrayGeometry, Replacement};
+use simcore::VirtAddr;
+
+/// log2 of the span one entry covers, by span code: 4 KiB, 2 MiB and 1 GiB pages (TLB entries)
+/// and the 512 GiB of a PGD entry (walk-cache entries use codes 1 to 3).
+pub(super) const SPAN_SHIFTS: [u32; 4] = [12, 21, 30, 39];
+
+const TAG_VALID: u64 = 1;
+const TAG_ASID_SHIFT: u32 = 4;
+const TAG_ASID_MASK: u64 = 0xfff << TAG_ASID_SHIFT;
+
+fn tag(key: u64, span: usize, asid: u32) -> u64 {
+    (key << 16) | (u64::from(asid) << TAG_ASID_SHIFT) | ((span as u64) << 1) | TAG_VALID
+}
+
+pub(super) fn tag_asid(tag: u64) -> u32 {
+    ((tag & TAG_ASID_MASK) >> TAG_ASID_SHIFT) as u32
+}
+
+pub(super) fn tag_span(tag: u64) -> usize {
+    ((tag >> 1) & 7) as usize
+}
+
+pub(super) fn tag_va(tag: u64) -> VirtAddr {
+    VirtAddr((tag >> 16) << SPAN_SHIFTS[tag_span(tag)])
+}
+
+/// Bits of a way number in a victim's rank key (at most 4096 ways; stamps stay below 2^52).
+pub(super) const WAY_BITS: u32 = 12;
+
+/// Fully associative arrays at least this wide keep a [`Array::hint`] index.
+const HINT_MIN_WAYS: usize = 32;
+
+/// The hint bucket of tag `t` in an index of `1 << bits` buckets (Fibonacci hashing).
+fn hint_bucket(t: u64, bits: u32) -> usize {
+    (t.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - bits)) as usize
+}
+
+/// One array's state: tags, payloads and replacement state, set-major.
+#[derive(Clone, Debug)]
+pub(super) struct Array {
+    ways: usize,
+    set_mask: u64,
+    /// Span codes held, as bits.
+    spans: u8,
+    plru: bool,
+    pub(super) tags: Vec<u64>,
+    pub(super) data: Vec<u64>,
+    /// LRU: last use; bit-PLRU: the MRU bit.
+    stamps: Vec<u64>,
+    clock: u64,
+    /// The slot of the last hit or fill: touching it again changes no replacement state.
+    last: usize,
+    /// Valid entries per span code: a lookup skips the spans that hold none (most arrays that
+    /// may hold 2 MiB and 1 GiB entries hold only 4 KiB ones).
+    span_entries: [u32; 4],
+    /// For wide fully associative arrays: the slot (plus one) last filled or found with a tag
+    /// of each hash bucket. Only a hint, checked against the slot's tag: a stale or colliding
+    /// bucket sends the lookup to the full scan, so it changes no result, only the time a hit
+    /// takes (the hardware compares every way at once; a scan of 96 ways would not).
+    hint: Box<[u16]>,
+    hint_bits: u32,
+}
+
+impl Array {
+    pub(super) fn new(g: &ArrayGeometry, spans: u8) -> Array {
+        let n = g.entries as usize;
+        let hinted = g.ways == g.entries && n >= HINT_MIN_WAYS;
+        // About four buckets per entry.
+        let hint_bits = (n * 4).next_power_of_two().trailing_zeros();
+        Array {
+            ways: g.ways as usize,
+            set_mask: u64::from(g.entries / g.ways - 1),
+            spans,
+            plru: g.replacement == Replacement::BitPlru,
+            tags: vec![0; n],
+            data: vec![0; n],
+            stamps: vec![0; n],
+            clock: 0,
+            last: 0,
+            span_entries: [0; 4],
+            hint: vec![0; if hinted { 1 << hint_bits } else { 0 }].into_boxed_slice(),
+            hint_bits,
+        }
+    }
+
+    /// The slot the hint index gives for `t`, if it holds `t`.
+    #[inline]
+    fn hinted(&self, t: u64) -> Option<usize> {
+        if self.hint.is_empty() {
+            return None;
+        }
+        let slot = usize::from(self.hint[hint_bucket(t, self.hint_bits)]).checked_sub(1)?;
+        (self.tags[slot] == t).then_some(slot)
+    }
+
+    fn set_hint(&mut self, t: u64, slot: usize) {
+        if !self.hint.is_empty() {
+            self.hint[hint_bucket(t, self.hint_bits)] = (slot + 1) as u16;
+        }
+    }
+
+    pub(super) fn holds(&self, span: usize) -> bool {
+        self.spans & (1 << span) != 0
+    }
+
+    fn set_of(&self, key: u64) -> usize {
+        (key & self.set_mask) as usize * self.ways
+    }
+
+    /// The slot holding `va` (at any held span) for `asid`, touched.
+    #[inline]
+    pub(super) fn lookup(&mut self, va: u64, asid: u32) -> Option<usize> {
+        let mut spans = self.spans;
+        while spans != 0 {
+            let span = spans.trailing_zeros() as usize;
+            spans &= spans - 1;
+            if self.span_entries[span] == 0 {
+                continue;
+            }
+            let key = va >> SPAN_SHIFTS[span];
+            let t = tag(key, span, asid);
+            if self.tags[self.last] == t {
+                return Some(self.last);
+            }
+            if let Some(slot) = self.hinted(t) {
+                self.touch(slot);
+                return Some(slot);
+            }
+            let base = self.set_of(key);
+            let set = &self.tags[base..base + self.ways];
+            // Most scans miss: a pass without an early exit (vector compares) tells first.
+            if !set.iter().fold(false, |any, &x| any | (x == t)) {
+                continue;
+            }
+            if let Some(w) = set.iter().position(|&x| x == t) {
+                self.set_hint(t, base + w);
+                self.touch(base + w);
+                return Some(base + w);
+            }
+        }
+        None
+    }
+
+    fn touch(&mut self, slot: usize) {
+        self.last = slot;
+        if !self.plru {
+            self.clock += 1;
+            debug_assert!(self.clock < 1 << (64 - WAY_BITS), "LRU stamps outgrew the rank key");
+            self.stamps[slot] = self.clock;
+            return;
+        }
+        self.stamps[slot] = 1;
+        let base = slot - slot % self.ways;
+        let set = &mut self.stamps[base..base + self.ways];
+        if set.iter().all(|&b| b == 1) {
+            set.fill(0);
+            self.stamps[slot] = 1;
+        }
+    }
+
+    /// Installs `va`'s entry of span `span`, which the array does not hold (every caller fills
+    /// after a lookup of it missed), in an invalid way or over the victim.
+    pub(super) fn fill(&mut self, va: u64, span: usize, asid: u32, data: u64) {
+        debug_assert!(self.holds(span));
+        let key = va >> SPAN_SHIFTS[span];
+        let t = tag(key, span, asid);
+        let base = self.set_of(key);
+        // The first empty way, else the victim (bit-PLRU: the first way whose MRU bit is clear,
+        // or way 0; LRU: the oldest stamp). That is the first way of least rank, empty ways
+        // ranking 0 and valid ones 1 + their MRU bit or their stamp (at least 1): one
+        // branch-free pass taking the minimum of rank and way.
+        let (tags, stamps) =
+            (&self.tags[base..base + self.ways], &self.stamps[base..base + self.ways]);
+        debug_assert!(!tags.contains(&t), "filling {t:#x}, which the array holds");
+        let plru = u64::from(self.plru);
+        let ranked = tags.iter().zip(stamps).enumerate().map(|(w, (&x, &s))| {
+            let rank = if x == 0 { 0 } else { s + plru };
+            (rank << WAY_BITS) | w as u64
+        });
+        let way = (ranked.min().unwrap_or(0) & ((1 << WAY_BITS) - 1)) as usize;
+        let old = self.tags[base + way];
+        if old != 0 {
+            self.span_entries[tag_span(old)] -= 1;
+        }
+        self.span_entries[span] += 1;
+        self.tags[base + way] = t;
+        self.data[base + way] = data;
+        self.set_hint(t, base + way);
+        self.touch(base + way);
+    }
+
+    /// Drops the entries of `asid` that cover `va`.
+    pub(super) fn invalidate_va(&mut self, va: u64, asid: u32) {
+        for (span, shift) in SPAN_SHIFTS.iter().enumerate() {
+            if !self.holds(span) || self.span_entries[span] == 0 {
+                continue;
+            }
+            let key = va >> shift;
+            let t = tag(key, span, asid);
+            let base = self.set_of(key);
+            for x in &mut self.tags[base..base + self.ways] {
+                if *x == t {
+                    *x = 0;
+                    self.span_entries[span] -= 1;
+                }
+            }
+        }
+    }
+
+    pub(super) fn invalidate_asid(&mut self, asid: u32) {
+        for x in &mut self.tags {
+            if *x != 0 && tag_asid(*x) == asid {
+                self.span_entries[tag_span(*x)] -= 1;
+                *x = 0;
+            }
+        }
+    }
+
+    pub(super) fn valid(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.tags.iter().zip(&self.data).filter(|(t, _)| **t != 0).map(|(&t, &d)| (t, d))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tlb::sizes;
+
+    fn addr_in_set(set: u64, n: u64, sets: u64) -> u64 {
+        (set + n * sets) << 12
+    }
+
+    /// Given a 2-way array of 2 sets, when three pages of one set are filled, then the least
+    /// recently used one is the victim and the other set is untouched.
+    #[test]
+    fn lru_evicts_the_least_recently_used_way_of_the_set() {
+        let mut a = Array::new(&ArrayGeometry::new(4, 2, sizes::K4), sizes::K4);
+        let (p0, p1, p2) = (addr_in_set(0, 0, 2), addr_in_set(0, 1, 2), addr_in_set(0, 2, 2));
+        let other = addr_in_set(1, 0, 2);
+        a.fill(p0, 0, 1, 0x100);
+        a.fill(p1, 0, 1, 0x200);
+        a.fill(other, 0, 1, 0x300);
+        assert!(a.lookup(p0, 1).is_some(), "p0 is now the most recent of set 0");
+        a.fill(p2, 0, 1, 0x400);
+        assert!(a.lookup(p1, 1).is_none(), "p1 was the LRU way");
+        assert!(a.lookup(p0, 1).is_some() && a.lookup(p2, 1).is_some());
+        assert!(a.lookup(other, 1).is_some(), "conflicts stay within a set");
+        assert!(a.lookup(p0, 2).is_none(), "another ASID misses");
+    }
+
+    /// Given an array holding 4 KiB and 2 MiB entries, when entries are filled, replaced and
+    /// invalidated, then its per-span counts (which let lookups skip empty spans) match a recount
+    /// and lookups of both sizes still hit.
+    #[test]
+    fn span_counts_follow_fills_replacements_and_invalidations() {
+        let mut a =
+            Array::new(&ArrayGeometry::full(4, sizes::K4 | sizes::M2), sizes::K4 | sizes::M2);
+        let recount = |a: &Array| {
+            let mut n = [0u32; 4];
+            for (t, _) in a.valid() {
+                n[tag_span(t)] += 1;
+            }
+            n
+        };
+        a.fill(0x1000, 0, 1, 0x100);
+        a.fill(0x20_0000, 1, 1, 0x200);
+        assert_eq!(a.span_entries, [1, 1, 0, 0]);
+        assert!(a.lookup(0x20_1000, 1).is_some(), "the 2 MiB entry covers its 4 KiB pages");
+        for i in 2..8u64 {
+            a.fill(i << 12, 0, 1, i << 8); // evicts the oldest entries of the 4 ways
+        }
+        assert_eq!(a.span_entries, recount(&a));
+        a.invalidate_va(0x7000, 1);
+        a.invalidate_asid(2);
+        assert_eq!(a.span_entries, recount(&a));
+        a.invalidate_asid(1);
+        assert_eq!(a.span_entries, [0; 4]);
+        assert!(a.lookup(0x7000, 1).is_none());
+    }
+
+    /// Given a 64-way fully associative LRU array (which keeps a hint index), when a long stream
+    /// of lookups, fills on misses and invalidations runs, then every hit and miss is the one a
+    /// plain list in LRU order gives.
+    #[test]
+    fn hinted_lookups_match_a_plain_lru_list() {
+        let mut a = Array::new(&ArrayGeometry::full(64, sizes::K4), sizes::K4);
+        assert!(!a.hint.is_empty());
+        let mut model: Vec<u64> = Vec::new(); // most recent last
+        let mut x = 7u64;
+        for step in 0..20_000u64 {
+            x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+            let va = ((x >> 33) % 100) << 12;
+            if step % 97 == 0 {
+                a.invalidate_va(va, 1);
+                model.retain(|&m| m != va);
+                continue;
+            }
+            let hit = a.lookup(va, 1).is_some();
+            let pos = model.iter().position(|&m| m == va);
+            assert_eq!(hit, pos.is_some(), "step {step}, va {va:#x}");
+            if let Some(p) = pos {
+                model.remove(p);
+            } else {
+                a.fill(va, 0, 1, va);
+                if model.len() == 64 {
+                    model.remove(0);
+                }
+            }
+            model.push(va);
+        }
+    }
+
+    /// Given a 4-way bit-PLRU set, when every way has been touched, then the MRU bits reset and
+    /// the first way not touched since is the victim.
+    #[test]
+    fn bit_plru_resets_when_the_set_fills() {
+        let mut a = Array::new(&ArrayGeometry::full(4, sizes::K4).plru(), sizes::K4);
+        for i in 0..4u64 {
+            a.fill(i << 12, 0, 0, i);
+        }
+        // The fourth fill set the last bit: only way 3 keeps its bit.
+        assert_eq!(a.stamps, [0, 0, 0, 1]);
+        assert!(a.lookup(0, 0).is_some());
+        a.fill(9 << 12, 0, 0, 9);
+        assert!(a.lookup(1 << 12, 0).is_none(), "way 1 was the first with a clear bit");
+        assert!(a.lookup(0, 0).is_some() && a.lookup(3 << 12, 0).is_some());
+    }
+}
