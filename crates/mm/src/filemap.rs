@@ -24,7 +24,7 @@
 use crate::cost::Cost;
 use crate::errno::VmFault;
 use crate::folio::{InodeId, Mapping, pg};
-use crate::fs::FsType;
+use crate::fs_ops::PageFill;
 use crate::kernel::{Cx, KState};
 use crate::memory::{Vmf, pte_bits, set_pte_range, wants_writenotify};
 use crate::pgtable::Level;
@@ -53,7 +53,7 @@ impl KState {
     /// large-folio support, in the mapping's `nr_thps` as a collapsed THP would be
     /// (`__filemap_add_folio`, `filemap_unaccount_folio`).
     pub(crate) fn is_file_thp(&self, inode: InodeId, head: Pfn) -> bool {
-        self.folios.order(head) == Order::PMD && self.inodes[inode].fs == FsType::Disk
+        self.folios.order(head) == Order::PMD && self.inodes[inode].fs.read_only_thps()
     }
 
     /// `folio_mark_dirty` for a page-cache folio.
@@ -76,7 +76,7 @@ impl KState {
         self.folios.set_mapping(head, Mapping::File(inode), index32);
         self.folios.get(head, nr as u32);
         self.vmstat.add(VmStat::NrFilePages, nr);
-        if self.inodes[inode].fs == FsType::Tmpfs {
+        if self.inodes[inode].fs.swap_backed() {
             self.folios.set(head, pg::SWAPBACKED);
             self.vmstat.add(VmStat::NrShmem, nr);
         }
@@ -112,7 +112,7 @@ impl KState {
         m.nr_thps -= u64::from(thp);
         m.nr_large -= u64::from(nr > 1);
         self.vmstat.sub(VmStat::NrFilePages, nr);
-        if self.inodes[inode].fs == FsType::Tmpfs {
+        if self.inodes[inode].fs.swap_backed() {
             self.vmstat.sub(VmStat::NrShmem, nr);
         }
         if self.folios.test(head, pg::DIRTY) {
@@ -172,7 +172,7 @@ pub(crate) async fn read_pages(
     end: u64,
 ) -> Result<u64, VmFault> {
     let mut batch = Vec::new();
-    debug_assert_eq!(cx.st().inodes[inode].fs, FsType::Disk);
+    debug_assert_eq!(cx.st().inodes[inode].fs.page_fill(), Some(PageFill::ReadFolio));
     for index in start..end {
         if cx.st().page_cache_get(inode, index).is_some() {
             continue;
@@ -272,15 +272,13 @@ pub(crate) async fn filemap_fault(
         }
         let Some(head) = found else {
             major = true;
-            match fs {
-                FsType::Tmpfs => shmem_alloc_page(cx, inode, index).await?,
-                FsType::Disk => {
+            match fs.page_fill().expect("a page-cache fault maps a file with a page cache") {
+                PageFill::AllocZeroed => shmem_alloc_page(cx, inode, index).await?,
+                PageFill::ReadFolio => {
                     let start = index.saturating_sub(readaround / 2);
                     let end = (start + readaround).min(size).max(index + 1);
                     read_pages(cx, inode, start, end).await?;
                 }
-                FsType::Pipe => unreachable!("pipes cannot be mapped"),
-                FsType::Dax => unreachable!("DAX faults do not use the page cache"),
             }
             continue;
         };
@@ -402,7 +400,7 @@ pub(crate) async fn file_read(
     ra_pages: u64,
     want_data: bool,
 ) -> Result<Option<Vec<u8>>, VmFault> {
-    if cx.st().inodes[inode].fs == FsType::Dax {
+    if cx.st().inodes[inode].fs.is_dax() {
         return crate::dax::dax_read(cx, inode, pos, len, want_data).await;
     }
     let size = cx.st().inodes[inode].size;
@@ -420,18 +418,15 @@ pub(crate) async fn file_read(
             ReadLookup::Hit(h) => h,
             ReadLookup::Missing => {
                 let fs = cx.st().inodes[inode].fs;
-                match fs {
-                    FsType::Tmpfs => shmem_alloc_page(cx, inode, index).await?,
-                    FsType::Disk => {
+                match fs.page_fill().expect("pipe and DAX reads do not use the page cache") {
+                    PageFill::AllocZeroed => shmem_alloc_page(cx, inode, index).await?,
+                    PageFill::ReadFolio => {
                         // The readahead window; without one (FMODE_RANDOM, `read_ahead_kb` 0)
                         // the request itself, at most 2 MiB at a time (`force_page_cache_ra`).
                         let last = end.div_ceil(4096);
                         let window = if ra_pages == 0 { (last - index).min(512) } else { ra_pages };
                         let stop = (index + window).min(cx.st().inodes[inode].size_pages());
                         read_pages(cx, inode, index, stop).await?;
-                    }
-                    FsType::Pipe | FsType::Dax => {
-                        unreachable!("pipe and DAX reads do not use the page cache")
                     }
                 }
                 continue;
@@ -469,7 +464,7 @@ pub(crate) async fn file_write(
     pos: u64,
     data: &[u8],
 ) -> Result<(), VmFault> {
-    if cx.st().inodes[inode].fs == FsType::Dax {
+    if cx.st().inodes[inode].fs.is_dax() {
         return crate::dax::dax_write(cx, inode, pos, data).await;
     }
     let end = pos + data.len() as u64;
@@ -485,8 +480,8 @@ pub(crate) async fn file_write(
         };
         let Some(head) = cached else {
             let beyond_eof = index * 4096 >= size;
-            match fs {
-                FsType::Disk if !whole_page && !beyond_eof => {
+            match fs.page_fill() {
+                Some(PageFill::ReadFolio) if !whole_page && !beyond_eof => {
                     read_pages(cx, inode, index, index + 1).await?;
                 }
                 _ => {
@@ -529,7 +524,7 @@ pub(crate) async fn file_write(
 pub(crate) async fn writeback(cx: &Cx, inode: InodeId) {
     let dirty: Vec<Pfn> = {
         let st = cx.st();
-        if st.inodes[inode].fs == FsType::Tmpfs {
+        if !st.inodes[inode].fs.can_writeback() {
             return;
         }
         st.inodes[inode]

@@ -43,7 +43,6 @@ use crate::era::{ExecTextThp, FileThp, OpenWriteTruncate};
 use crate::errno::VmFault;
 use crate::filemap::{folio_unlock, lock_faulted_folio, read_folios};
 use crate::folio::{InodeId, pg};
-use crate::fs::FsType;
 use crate::kernel::{Cx, KState};
 use crate::memory::{FaultKind, FaultOutcome, Vmf, mm_counter, outcome_of, pmd_alloc, pte_bits};
 use crate::mm_struct::MmId;
@@ -81,7 +80,7 @@ impl KState {
         let inode = self.file(v.file?).inode;
         let i = &self.inodes[inode];
         let denywrite = file_thp != FileThp::Denywrite || v.flags.has(VmFlags::DENYWRITE);
-        if i.fs != FsType::Disk
+        if !i.fs.read_only_thps()
             || !v.flags.has(VmFlags::EXEC)
             || v.flags.has(VmFlags::WRITE)
             || !denywrite

@@ -824,8 +824,7 @@ impl KState {
             return true;
         }
         let anon_like = v.is_anonymous()
-            || v.file
-                .is_some_and(|f| self.inodes[self.file(f).inode].fs == crate::fs::FsType::Tmpfs);
+            || v.file.is_some_and(|f| self.inodes[self.file(f).inode].fs.swap_backed());
         anon_like && swappiness == 0
     }
 
