@@ -68,8 +68,16 @@ impl KState {
     /// Inserts a new folio at `index` (`filemap_add_folio`): the cache's references, the
     /// mapping, the counters, then the LRU. A shadow entry left there by reclaim is consumed,
     /// and unless the folio is being created by a write (`__GFP_WRITE`) the refault is
-    /// evaluated (`workingset_refault`) before the folio joins its list.
-    pub(crate) fn page_cache_insert(&mut self, inode: InodeId, index: u64, head: Pfn, write: bool) {
+    /// evaluated (`workingset_refault`) before the folio joins its list; `in_lru_fault` is the
+    /// inserting task's hint ([`Cx::in_lru_fault`]).
+    pub(crate) fn page_cache_insert(
+        &mut self,
+        inode: InodeId,
+        index: u64,
+        head: Pfn,
+        write: bool,
+        in_lru_fault: bool,
+    ) {
         let nr = self.folios.order(head).pages();
         debug_assert!(self.page_cache_get(inode, index).is_none());
         let index32 = u32::try_from(index).expect("file index beyond 16 TiB");
@@ -92,9 +100,9 @@ impl KState {
         if let Some(shadow) = self.take_shadow(ShadowSlot::PageCache(inode, index))
             && !write
         {
-            self.workingset_refault(head, shadow);
+            self.workingset_refault(head, shadow, in_lru_fault);
         }
-        self.folio_add_lru(head);
+        self.folio_add_lru(head, in_lru_fault);
     }
 
     /// Removes a folio from the page cache (`filemap_remove_folio`), dropping the cache's
@@ -186,7 +194,7 @@ pub(crate) async fn read_pages(
             continue;
         }
         st.folios.set(head, pg::LOCKED);
-        st.page_cache_insert(inode, index, head, false);
+        st.page_cache_insert(inode, index, head, false, cx.in_lru_fault());
         st.put_folio_extra(head); // the allocation reference; the cache holds its own
         batch.push((index, head));
     }
@@ -238,7 +246,7 @@ pub(crate) async fn shmem_alloc_page(cx: &Cx, inode: InodeId, index: u64) -> Res
         return Ok(());
     }
     st.folios.set(head, pg::UPTODATE);
-    st.page_cache_insert(inode, index, head, false);
+    st.page_cache_insert(inode, index, head, false, cx.in_lru_fault());
     st.put_folio_extra(head);
     Ok(())
 }
@@ -490,7 +498,7 @@ pub(crate) async fn file_write(
                     let mut st = cx.st();
                     if st.page_cache_get(inode, index).is_none() {
                         st.folios.set(head, pg::UPTODATE);
-                        st.page_cache_insert(inode, index, head, true);
+                        st.page_cache_insert(inode, index, head, true, cx.in_lru_fault());
                     }
                     st.put_folio_extra(head);
                 }

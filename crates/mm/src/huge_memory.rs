@@ -224,7 +224,7 @@ async fn filemap_get_thp(
                     }
                     // Inserted and counted in `nr_thps` in the same step that saw no writer.
                     st.folios.set(head, pg::LOCKED);
-                    st.page_cache_insert(inode, index, head, false);
+                    st.page_cache_insert(inode, index, head, false, cx.in_lru_fault());
                     st.put_folio_extra(head); // the allocation's; the cache holds its own
                 }
                 read_folios(cx, inode, &[(index, head)]).await;
