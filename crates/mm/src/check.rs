@@ -35,7 +35,6 @@
 
 use crate::era::CowReuse;
 use crate::folio::{LruList, Mapping, pg};
-use crate::fs::FsType;
 use crate::kernel::KState;
 use crate::memory::{mm_counter, vm_normal_page};
 use crate::mm_struct::{MmCounter, MmId};
@@ -392,7 +391,7 @@ fn check_page_cache_and_lru(st: &KState) -> Result<(), String> {
         }
         thps += inode_thps;
         file_pages += n;
-        if i.fs == FsType::Tmpfs {
+        if i.fs.swap_backed() {
             shmem += n;
         }
     }

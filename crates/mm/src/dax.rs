@@ -421,7 +421,7 @@ async fn dax_load_hole(vmf: &Vmf<'_>, inode: InodeId, locked: Locked) -> Result<
                         // The placeholder (in v4.10 and v4.11 whatever a racing write left).
                         st.dax.inode_mut(inode).entries.remove(&entry);
                         st.folios.set(head, pg::LOCKED | pg::UPTODATE);
-                        st.page_cache_insert(inode, index, head, false);
+                        st.page_cache_insert(inode, index, head, false, cx.in_lru_fault());
                     }
                     cx.kernel().dax_waitqueue(inode, entry).wake_up_all(cx);
                     head

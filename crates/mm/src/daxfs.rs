@@ -30,7 +30,6 @@ use crate::cost::Cost;
 use crate::dax::DaxEntry;
 use crate::errno::Errno;
 use crate::folio::InodeId;
-use crate::fs::FsType;
 use crate::kernel::{Cx, KState};
 use crate::vma::VmaId;
 use simcore::Pfn;
@@ -314,7 +313,7 @@ impl DaxFs {
 impl KState {
     /// `vma_is_dax`: a mapping of a file on the DAX file system.
     pub fn vma_is_dax(&self, vma: VmaId) -> bool {
-        self.vma(vma).file.is_some_and(|f| self.inodes[self.file(f).inode].fs == FsType::Dax)
+        self.vma(vma).file.is_some_and(|f| self.inodes[self.file(f).inode].fs.is_dax())
     }
 
     /// Whether `pfn` is a frame of the persistent-memory device.

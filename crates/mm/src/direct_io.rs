@@ -35,7 +35,7 @@ pub(crate) async fn direct_read(
     len: u64,
     pos: u64,
 ) -> Result<u64, SysError> {
-    if cx.st().inodes[inode].fs == crate::fs::FsType::Dax {
+    if cx.st().inodes[inode].fs.is_dax() {
         let data = crate::dax::dax_read(cx, inode, pos, len, true).await.map_err(|e| e.signal())?;
         let data = data.expect("asked for the data");
         crate::uaccess::write_user(cx, mm, buf, &data).await?;

@@ -23,7 +23,7 @@ use crate::cost::Cost;
 use crate::errno::Errno;
 use crate::filemap::{folio_trylock, folio_unlock, read_pages};
 use crate::folio::{Mapping, pg};
-use crate::fs::{FileId, FsType, fmode};
+use crate::fs::{FileId, fmode};
 use crate::kernel::Cx;
 use simcore::Pfn;
 
@@ -51,13 +51,11 @@ pub(crate) async fn fadvise(
         let inode = st.file(f).inode;
         (inode, st.inodes[inode].fs)
     };
-    if fs == FsType::Pipe {
-        return Err(Errno::ESPIPE);
-    }
+    let acts = fs.fadvise_acts()?;
     if len < 0 || offset < 0 || advice > advice::NOREUSE {
         return Err(Errno::EINVAL);
     }
-    if fs == FsType::Tmpfs {
+    if !acts {
         return Ok(());
     }
     let offset = offset as u64;

@@ -302,7 +302,7 @@ async fn swapin(vmf: &Vmf<'_>, slot: u64) -> Result<Option<(Pfn, bool)>, VmFault
             st.put_folio_extra(new);
             true
         } else {
-            st.swapin_new(slot, new);
+            st.swapin_new(slot, new, cx.in_lru_fault());
             st.put_folio_extra(new);
             false
         }
@@ -471,7 +471,8 @@ async fn wp_page_copy(vmf: &Vmf<'_>, ptl: LockGuard<'_>) -> Result<FaultOutcome,
             if let (Some(p), Some(h)) = (old, old_head) {
                 unmap_old_page(&mut st, vmf.mm, p, h);
             }
-            map_new_anon(&mut st, vmf.mm, vmf.vma, vmf.address, table, new, !vmf.unshare());
+            let in_lru_fault = cx.in_lru_fault();
+            map_new_anon(&mut st, vmf.vma, vmf.address, table, new, !vmf.unshare(), in_lru_fault);
         } else {
             st.put_folio_extra(new);
         }

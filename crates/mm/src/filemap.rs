@@ -24,7 +24,7 @@
 use crate::cost::Cost;
 use crate::errno::VmFault;
 use crate::folio::{InodeId, Mapping, pg};
-use crate::fs::FsType;
+use crate::fs_ops::PageFill;
 use crate::kernel::{Cx, KState};
 use crate::memory::{Vmf, pte_bits, set_pte_range, wants_writenotify};
 use crate::pgtable::Level;
@@ -53,7 +53,7 @@ impl KState {
     /// large-folio support, in the mapping's `nr_thps` as a collapsed THP would be
     /// (`__filemap_add_folio`, `filemap_unaccount_folio`).
     pub(crate) fn is_file_thp(&self, inode: InodeId, head: Pfn) -> bool {
-        self.folios.order(head) == Order::PMD && self.inodes[inode].fs == FsType::Disk
+        self.folios.order(head) == Order::PMD && self.inodes[inode].fs.read_only_thps()
     }
 
     /// `folio_mark_dirty` for a page-cache folio.
@@ -68,15 +68,23 @@ impl KState {
     /// Inserts a new folio at `index` (`filemap_add_folio`): the cache's references, the
     /// mapping, the counters, then the LRU. A shadow entry left there by reclaim is consumed,
     /// and unless the folio is being created by a write (`__GFP_WRITE`) the refault is
-    /// evaluated (`workingset_refault`) before the folio joins its list.
-    pub(crate) fn page_cache_insert(&mut self, inode: InodeId, index: u64, head: Pfn, write: bool) {
+    /// evaluated (`workingset_refault`) before the folio joins its list; `in_lru_fault` is the
+    /// inserting task's hint ([`Cx::in_lru_fault`]).
+    pub(crate) fn page_cache_insert(
+        &mut self,
+        inode: InodeId,
+        index: u64,
+        head: Pfn,
+        write: bool,
+        in_lru_fault: bool,
+    ) {
         let nr = self.folios.order(head).pages();
         debug_assert!(self.page_cache_get(inode, index).is_none());
         let index32 = u32::try_from(index).expect("file index beyond 16 TiB");
         self.folios.set_mapping(head, Mapping::File(inode), index32);
         self.folios.get(head, nr as u32);
         self.vmstat.add(VmStat::NrFilePages, nr);
-        if self.inodes[inode].fs == FsType::Tmpfs {
+        if self.inodes[inode].fs.swap_backed() {
             self.folios.set(head, pg::SWAPBACKED);
             self.vmstat.add(VmStat::NrShmem, nr);
         }
@@ -92,9 +100,9 @@ impl KState {
         if let Some(shadow) = self.take_shadow(ShadowSlot::PageCache(inode, index))
             && !write
         {
-            self.workingset_refault(head, shadow);
+            self.workingset_refault(head, shadow, in_lru_fault);
         }
-        self.folio_add_lru(head);
+        self.folio_add_lru(head, in_lru_fault);
     }
 
     /// Removes a folio from the page cache (`filemap_remove_folio`), dropping the cache's
@@ -112,7 +120,7 @@ impl KState {
         m.nr_thps -= u64::from(thp);
         m.nr_large -= u64::from(nr > 1);
         self.vmstat.sub(VmStat::NrFilePages, nr);
-        if self.inodes[inode].fs == FsType::Tmpfs {
+        if self.inodes[inode].fs.swap_backed() {
             self.vmstat.sub(VmStat::NrShmem, nr);
         }
         if self.folios.test(head, pg::DIRTY) {
@@ -172,7 +180,7 @@ pub(crate) async fn read_pages(
     end: u64,
 ) -> Result<u64, VmFault> {
     let mut batch = Vec::new();
-    debug_assert_eq!(cx.st().inodes[inode].fs, FsType::Disk);
+    debug_assert_eq!(cx.st().inodes[inode].fs.page_fill(), Some(PageFill::ReadFolio));
     for index in start..end {
         if cx.st().page_cache_get(inode, index).is_some() {
             continue;
@@ -186,7 +194,7 @@ pub(crate) async fn read_pages(
             continue;
         }
         st.folios.set(head, pg::LOCKED);
-        st.page_cache_insert(inode, index, head, false);
+        st.page_cache_insert(inode, index, head, false, cx.in_lru_fault());
         st.put_folio_extra(head); // the allocation reference; the cache holds its own
         batch.push((index, head));
     }
@@ -238,7 +246,7 @@ pub(crate) async fn shmem_alloc_page(cx: &Cx, inode: InodeId, index: u64) -> Res
         return Ok(());
     }
     st.folios.set(head, pg::UPTODATE);
-    st.page_cache_insert(inode, index, head, false);
+    st.page_cache_insert(inode, index, head, false, cx.in_lru_fault());
     st.put_folio_extra(head);
     Ok(())
 }
@@ -272,15 +280,13 @@ pub(crate) async fn filemap_fault(
         }
         let Some(head) = found else {
             major = true;
-            match fs {
-                FsType::Tmpfs => shmem_alloc_page(cx, inode, index).await?,
-                FsType::Disk => {
+            match fs.page_fill().expect("a page-cache fault maps a file with a page cache") {
+                PageFill::AllocZeroed => shmem_alloc_page(cx, inode, index).await?,
+                PageFill::ReadFolio => {
                     let start = index.saturating_sub(readaround / 2);
                     let end = (start + readaround).min(size).max(index + 1);
                     read_pages(cx, inode, start, end).await?;
                 }
-                FsType::Pipe => unreachable!("pipes cannot be mapped"),
-                FsType::Dax => unreachable!("DAX faults do not use the page cache"),
             }
             continue;
         };
@@ -402,7 +408,7 @@ pub(crate) async fn file_read(
     ra_pages: u64,
     want_data: bool,
 ) -> Result<Option<Vec<u8>>, VmFault> {
-    if cx.st().inodes[inode].fs == FsType::Dax {
+    if cx.st().inodes[inode].fs.is_dax() {
         return crate::dax::dax_read(cx, inode, pos, len, want_data).await;
     }
     let size = cx.st().inodes[inode].size;
@@ -420,18 +426,15 @@ pub(crate) async fn file_read(
             ReadLookup::Hit(h) => h,
             ReadLookup::Missing => {
                 let fs = cx.st().inodes[inode].fs;
-                match fs {
-                    FsType::Tmpfs => shmem_alloc_page(cx, inode, index).await?,
-                    FsType::Disk => {
+                match fs.page_fill().expect("pipe and DAX reads do not use the page cache") {
+                    PageFill::AllocZeroed => shmem_alloc_page(cx, inode, index).await?,
+                    PageFill::ReadFolio => {
                         // The readahead window; without one (FMODE_RANDOM, `read_ahead_kb` 0)
                         // the request itself, at most 2 MiB at a time (`force_page_cache_ra`).
                         let last = end.div_ceil(4096);
                         let window = if ra_pages == 0 { (last - index).min(512) } else { ra_pages };
                         let stop = (index + window).min(cx.st().inodes[inode].size_pages());
                         read_pages(cx, inode, index, stop).await?;
-                    }
-                    FsType::Pipe | FsType::Dax => {
-                        unreachable!("pipe and DAX reads do not use the page cache")
                     }
                 }
                 continue;
@@ -469,7 +472,7 @@ pub(crate) async fn file_write(
     pos: u64,
     data: &[u8],
 ) -> Result<(), VmFault> {
-    if cx.st().inodes[inode].fs == FsType::Dax {
+    if cx.st().inodes[inode].fs.is_dax() {
         return crate::dax::dax_write(cx, inode, pos, data).await;
     }
     let end = pos + data.len() as u64;
@@ -485,8 +488,8 @@ pub(crate) async fn file_write(
         };
         let Some(head) = cached else {
             let beyond_eof = index * 4096 >= size;
-            match fs {
-                FsType::Disk if !whole_page && !beyond_eof => {
+            match fs.page_fill() {
+                Some(PageFill::ReadFolio) if !whole_page && !beyond_eof => {
                     read_pages(cx, inode, index, index + 1).await?;
                 }
                 _ => {
@@ -495,7 +498,7 @@ pub(crate) async fn file_write(
                     let mut st = cx.st();
                     if st.page_cache_get(inode, index).is_none() {
                         st.folios.set(head, pg::UPTODATE);
-                        st.page_cache_insert(inode, index, head, true);
+                        st.page_cache_insert(inode, index, head, true, cx.in_lru_fault());
                     }
                     st.put_folio_extra(head);
                 }
@@ -529,7 +532,7 @@ pub(crate) async fn file_write(
 pub(crate) async fn writeback(cx: &Cx, inode: InodeId) {
     let dirty: Vec<Pfn> = {
         let st = cx.st();
-        if st.inodes[inode].fs == FsType::Tmpfs {
+        if !st.inodes[inode].fs.can_writeback() {
             return;
         }
         st.inodes[inode]

@@ -206,7 +206,16 @@ async fn copy_page_range(
                         // the parent's, writable and exclusive.
                         let new = prealloc.pop().expect("preallocated for every pinned page");
                         st.mem.copy(page.0, new.0);
-                        crate::memory::map_new_anon(&mut st, dst_mm, dst, at, dst_table, new, true);
+                        let in_lru_fault = cx.in_lru_fault();
+                        crate::memory::map_new_anon(
+                            &mut st,
+                            dst,
+                            at,
+                            dst_table,
+                            new,
+                            true,
+                            in_lru_fault,
+                        );
                         page_copies += 1;
                         continue;
                     }

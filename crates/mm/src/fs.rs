@@ -11,6 +11,9 @@
 //! denied (a running executable); `get_write_access` fails with ETXTBSY when denied and
 //! `deny_write_access` when open for write.
 //!
+//! What a file system does differently (how a missing page is filled, whether it can be mapped,
+//! how its blocks are freed, ...) is answered by its operations, `fs_ops.rs`.
+//!
 //! Approximations: no directories or permissions (paths are flat names); one block device per
 //! machine; a file system block is one page.
 
@@ -28,7 +31,8 @@ simcore::define_id!(
     pub struct FileId;
 );
 
-/// Where a file lives.
+/// Where a file lives. What differs by file system is asked of its operations (`fs_ops.rs`),
+/// never by comparing values of this enum.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FsType {
     /// A disk file system (ext4-like) on the machine's block device.
@@ -40,17 +44,6 @@ pub enum FsType {
     /// ext4 with `-o dax` on the machine's persistent memory: no page cache, mappings map the
     /// device (`daxfs.rs`, `dax.rs`).
     Dax,
-}
-
-impl FsType {
-    pub fn name(self) -> &'static str {
-        match self {
-            FsType::Disk => "ext4",
-            FsType::Tmpfs => "tmpfs",
-            FsType::Pipe => "pipefs",
-            FsType::Dax => "ext4-dax",
-        }
-    }
 }
 
 /// A file's contents on its backing store.
@@ -95,6 +88,15 @@ impl Backing {
                     self.blocks.remove(&index);
                 }
             }
+        }
+    }
+
+    /// Zeroes bytes `range` of page `index` if it has a block.
+    pub fn zero(&mut self, index: u64, range: std::ops::Range<usize>) {
+        let mut slot = self.read(index);
+        if slot.is_some() {
+            Content::write(&mut slot, range.start, &vec![0; range.len()]);
+            self.write(index, slot);
         }
     }
 

@@ -43,7 +43,6 @@ use crate::era::{ExecTextThp, FileThp, OpenWriteTruncate};
 use crate::errno::VmFault;
 use crate::filemap::{folio_unlock, lock_faulted_folio, read_folios};
 use crate::folio::{InodeId, pg};
-use crate::fs::FsType;
 use crate::kernel::{Cx, KState};
 use crate::memory::{FaultKind, FaultOutcome, Vmf, mm_counter, outcome_of, pmd_alloc, pte_bits};
 use crate::mm_struct::MmId;
@@ -81,7 +80,7 @@ impl KState {
         let inode = self.file(v.file?).inode;
         let i = &self.inodes[inode];
         let denywrite = file_thp != FileThp::Denywrite || v.flags.has(VmFlags::DENYWRITE);
-        if i.fs != FsType::Disk
+        if !i.fs.read_only_thps()
             || !v.flags.has(VmFlags::EXEC)
             || v.flags.has(VmFlags::WRITE)
             || !denywrite
@@ -225,7 +224,7 @@ async fn filemap_get_thp(
                     }
                     // Inserted and counted in `nr_thps` in the same step that saw no writer.
                     st.folios.set(head, pg::LOCKED);
-                    st.page_cache_insert(inode, index, head, false);
+                    st.page_cache_insert(inode, index, head, false, cx.in_lru_fault());
                     st.put_folio_extra(head); // the allocation's; the cache holds its own
                 }
                 read_folios(cx, inode, &[(index, head)]).await;

@@ -203,12 +203,16 @@ impl Cx {
         &self.k
     }
 
-    /// Borrows the kernel state until the next blocking point; LRU additions made through the
-    /// borrow see this task's fault hint.
+    /// Borrows the kernel state until the next blocking point.
     pub(crate) fn st(&self) -> RefMut<'_, KState> {
-        let mut st = self.k.state_mut();
-        st.lru.in_fault = self.in_lru_fault.get();
-        st
+        self.k.state_mut()
+    }
+
+    /// `current->in_lru_fault`: this task is inside a fault on a VMA with recency, the hint
+    /// `folio_add_lru` and `lru_gen_refault` read. It stays the task's: the paths that add a
+    /// folio to the LRU under a borrow of the state pass it on from here.
+    pub(crate) fn in_lru_fault(&self) -> bool {
+        self.in_lru_fault.get()
     }
 
     /// `lru_gen_enter_fault` / `lru_gen_exit_fault`: sets the fault hint for the guard's life.

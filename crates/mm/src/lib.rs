@@ -29,6 +29,7 @@ pub mod filemap;
 pub mod folio;
 mod fork;
 pub mod fs;
+mod fs_ops;
 pub mod gup;
 mod huge_memory;
 pub mod kernel;

@@ -9,7 +9,8 @@
 //! - `folio_add_lru`: a new folio goes to its lruvec (the one of the memory cgroup it is charged
 //!   to). With the multi-gen LRU a folio added during a fault whose VMA has recency
 //!   (`current->in_lru_fault`, set by `lru_gen_enter_fault`) is made active first, so it lands
-//!   in a young generation.
+//!   in a young generation. The hint is the task's (`Cx::in_lru_fault`): the paths that add a
+//!   folio (`page_cache_insert`, `swapin_new`, `map_new_anon`) pass it in.
 //! - `folio_mark_accessed` (the read/write path, unmap of a young PTE): the classic two-touch
 //!   activation (bumping `nonresident_age` through `workingset_activation`), or the multi-generation
 //!   LRU's reference counter (`lru_gen_inc_refs` / `folio_inc_refs`).
@@ -96,8 +97,6 @@ pub struct LruConfig {
     pub swappiness: u64,
     /// `/sys/kernel/mm/lru_gen/min_ttl_ms`, in ns (0: off).
     pub min_ttl_ns: u64,
-    /// `current->in_lru_fault` of the task now borrowing the state (set by `Cx::st`).
-    pub in_fault: bool,
 }
 
 impl LruConfig {
@@ -109,7 +108,6 @@ impl LruConfig {
             lrugen: GenRules::for_kernel(kernel),
             swappiness: tunables.swappiness,
             min_ttl_ns: tunables.lru_gen_min_ttl_ms * 1_000_000,
-            in_fault: false,
         }
     }
 }
@@ -200,11 +198,12 @@ impl KState {
     }
 
     /// `folio_add_lru`: a new folio joins its lruvec (made active first when added by a fault
-    /// with recency under the multi-gen LRU).
-    pub(crate) fn folio_add_lru(&mut self, head: Pfn) {
+    /// with recency under the multi-gen LRU: `in_lru_fault` is the adding task's
+    /// `current->in_lru_fault`, [`Cx::in_lru_fault`]).
+    pub(crate) fn folio_add_lru(&mut self, head: Pfn, in_lru_fault: bool) {
         match self.lru.reclaim {
             Reclaim::MultiGen => {
-                if self.lru.in_fault && !self.folios.test(head, pg::UNEVICTABLE) {
+                if in_lru_fault && !self.folios.test(head, pg::UNEVICTABLE) {
                     self.folios.set(head, pg::ACTIVE);
                 }
             }
@@ -258,11 +257,12 @@ impl KState {
     }
 
     /// `workingset_refault`: a folio brought back where a shadow was; may make it active
-    /// before it is added to the LRU (`lru_gen_refault` with the multi-gen LRU).
-    pub(crate) fn workingset_refault(&mut self, head: Pfn, shadow: Shadow) {
+    /// before it is added to the LRU (`lru_gen_refault` with the multi-gen LRU, which reads the
+    /// task's `in_lru_fault`).
+    pub(crate) fn workingset_refault(&mut self, head: Pfn, shadow: Shadow, in_lru_fault: bool) {
         match self.lru.reclaim {
             Reclaim::Classic => self.workingset_refault_classic(head, shadow),
-            Reclaim::MultiGen => self.lru_gen_refault(head, shadow),
+            Reclaim::MultiGen => self.lru_gen_refault(head, shadow, in_lru_fault),
             Reclaim::Pure => self.lru_pure_refault(head),
         }
     }

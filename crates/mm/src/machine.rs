@@ -262,7 +262,7 @@ impl Machine {
             backing.holes.insert(first, first + pages);
         }
         let inode = InodeId(st.inodes.len() as u32);
-        if spec.fs == FsType::Dax {
+        if spec.fs.is_dax() {
             st.dax_create(inode, spec.size.pages_ceil(), &backing)?;
             backing = crate::fs::Backing::default();
         }

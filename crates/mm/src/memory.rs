@@ -227,20 +227,21 @@ pub(crate) async fn fault_alloc(cx: &Cx) -> Result<Pfn, VmFault> {
 }
 
 /// Maps a new exclusive anonymous page at `addr` (the tail of `do_anonymous_page`,
-/// `do_cow_fault`, `wp_page_copy`), handing the allocation's reference to the mapping.
+/// `do_cow_fault`, `wp_page_copy`), handing the allocation's reference to the mapping;
+/// `in_lru_fault` is the mapping task's hint ([`Cx::in_lru_fault`]).
 pub(crate) fn map_new_anon(
     st: &mut KState,
-    mm: MmId,
     vma: VmaId,
     addr: VirtAddr,
     table: PtId,
     folio: Pfn,
     writable: bool,
+    in_lru_fault: bool,
 ) {
-    let flags = st.vma(vma).flags;
+    let (mm, flags) = (st.vma(vma).mm, st.vma(vma).flags);
     st.folios.extra_to_mapping(folio);
     st.rmap_add_new_anon(folio, vma, addr);
-    st.folio_add_lru(folio);
+    st.folio_add_lru(folio, in_lru_fault);
     st.mm_mut(mm).add_rss(MmCounter::AnonPages, 1);
     st.pt.set_pte(
         table,
@@ -261,7 +262,7 @@ pub(crate) async fn install_new_anon(vmf: &Vmf<'_>, folio: Pfn, writable: bool) 
     cx.charge(Cost::PteInstall).await;
     let mut st = cx.st();
     if st.pt.pte(table, vmf.pte_index()).is_none() {
-        map_new_anon(&mut st, vmf.mm, vmf.vma, vmf.address, table, folio, writable);
+        map_new_anon(&mut st, vmf.vma, vmf.address, table, folio, writable, cx.in_lru_fault());
     } else {
         st.put_folio_extra(folio);
     }

@@ -824,8 +824,7 @@ impl KState {
             return true;
         }
         let anon_like = v.is_anonymous()
-            || v.file
-                .is_some_and(|f| self.inodes[self.file(f).inode].fs == crate::fs::FsType::Tmpfs);
+            || v.file.is_some_and(|f| self.inodes[self.file(f).inode].fs.swap_backed());
         anon_like && swappiness == 0
     }
 
@@ -911,8 +910,9 @@ impl KState {
         KState::make_shadow(memcg, min_seq << 2 | token_refs.min(3), workingset)
     }
 
-    /// `lru_gen_refault`: a folio brought back where a multi-generation shadow was.
-    pub(crate) fn lru_gen_refault(&mut self, head: Pfn, shadow: Shadow) {
+    /// `lru_gen_refault`: a folio brought back where a multi-generation shadow was, by a task
+    /// inside a fault with recency or not (`current->in_lru_fault`).
+    pub(crate) fn lru_gen_refault(&mut self, head: Pfn, shadow: Shadow, in_fault: bool) {
         let memcg = self.folio_memcg(head);
         let file = self.folio_is_file_lru(head);
         let t = usize::from(file);
@@ -935,7 +935,6 @@ impl KState {
         if !recent {
             return;
         }
-        let in_fault = self.lru.in_fault;
         if !counts_every_refault {
             self.count_event(memcg, refault_key, nr);
         }

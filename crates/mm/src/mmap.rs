@@ -153,7 +153,7 @@ impl KState {
         }
         let (inode, mode) = (file.inode, file.mode);
         self.files[f] = None;
-        if self.inodes[inode].fs == FsType::Pipe {
+        if self.inodes[inode].fs.is_fifo() {
             self.pipe_release(inode, mode);
         }
         let i = &mut self.inodes[inode];
@@ -217,7 +217,7 @@ pub(crate) async fn do_mmap(cx: &Cx, pid: Pid, a: MmapArgs) -> Result<VirtAddr, 
                 let fd = a.fd.ok_or(Errno::EBADF)?;
                 let f = *st.procs[pid].fds.get(&fd).ok_or(Errno::EBADF)?;
                 let file = st.file(f);
-                if st.inodes[file.inode].fs == FsType::Pipe {
+                if !st.inodes[file.inode].fs.has_mmap() {
                     return Err(Errno::ENODEV);
                 }
                 if !file.readable() {
@@ -239,16 +239,17 @@ pub(crate) async fn do_mmap(cx: &Cx, pid: Pid, a: MmapArgs) -> Result<VirtAddr, 
     } else if vm & VmFlags::WRITE != 0 && file.is_none() {
         vm |= VmFlags::ACCOUNT;
     }
-    // A DAX file (`ext4_file_mmap`) is mapped VM_HUGEPAGE at an address whose PMD colour matches
-    // the offset's (`thp_get_unmapped_area`), so its faults can map 2 MiB at once.
-    let dax = file.is_some_and(|f| {
+    // A file system may ask for huge mappings (a DAX file, `ext4_file_mmap`): VM_HUGEPAGE at an
+    // address whose PMD colour matches the offset's (`thp_get_unmapped_area`), so its faults can
+    // map 2 MiB at once.
+    let huge = file.is_some_and(|f| {
         let st = cx.st();
-        st.inodes[st.file(f).inode].fs == FsType::Dax
+        st.inodes[st.file(f).inode].fs.pmd_mappings()
     });
-    if dax {
+    if huge {
         vm |= VmFlags::HUGEPAGE;
     }
-    let align = if dax && len >= Bytes::PMD && a.offset.is_multiple_of(Bytes::PMD.as_u64()) {
+    let align = if huge && len >= Bytes::PMD && a.offset.is_multiple_of(Bytes::PMD.as_u64()) {
         Bytes::PMD
     } else {
         Bytes::PAGE

@@ -13,7 +13,6 @@
 //! model does not have).
 
 use crate::folio::{LruList, pg};
-use crate::fs::FsType;
 use crate::kernel::KState;
 use crate::memory::vm_normal_page;
 use crate::mm_struct::{MmCounter, MmId};
@@ -158,13 +157,7 @@ impl KState {
             Some(file) => {
                 let inode = self.file(file).inode;
                 let i = &self.inodes[inode];
-                // sda1 and pmem0 (major 259, printed in hex as the kernel does), or anonymous.
-                let dev = match i.fs {
-                    FsType::Disk => "08:01",
-                    FsType::Dax => "103:00",
-                    _ => "00:01",
-                };
-                (v.pgoff << 12, dev, 1000 + u64::from(inode.0), i.path.clone())
+                (v.pgoff << 12, i.fs.maps_dev(), 1000 + u64::from(inode.0), i.path.clone())
             }
             None => {
                 let name = match v.role {

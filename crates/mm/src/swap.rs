@@ -180,8 +180,8 @@ impl KState {
 
     /// Puts a newly allocated folio in the swap cache for `slot` and fills it from the device
     /// (`__read_swap_cache_async` + `swap_read_folio`); the folio is locked until the caller has
-    /// waited for the IO.
-    pub(crate) fn swapin_new(&mut self, slot: u64, head: Pfn) {
+    /// waited for the IO. `in_lru_fault` is the faulting task's hint (`Cx::in_lru_fault`).
+    pub(crate) fn swapin_new(&mut self, slot: u64, head: Pfn, in_lru_fault: bool) {
         debug_assert!(self.swap.cached(slot).is_none());
         self.swap.map[slot as usize] |= HAS_CACHE;
         self.swap_cache_insert(head, slot);
@@ -189,9 +189,9 @@ impl KState {
         self.mem.set(head.0, content);
         self.folios.set(head, pg::LOCKED | pg::UPTODATE);
         if let Some(shadow) = self.take_shadow(ShadowSlot::Swap(slot)) {
-            self.workingset_refault(head, shadow);
+            self.workingset_refault(head, shadow, in_lru_fault);
         }
-        self.folio_add_lru(head);
+        self.folio_add_lru(head, in_lru_fault);
         self.vmstat.inc(VmStat::Pswpin);
     }
 }

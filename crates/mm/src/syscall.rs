@@ -11,8 +11,8 @@ use crate::errno::{Errno, Signal, SysError};
 use crate::exec::{ExecImage, ExecLayout, do_exec};
 use crate::filemap::{file_read, file_write, writeback};
 use crate::fork::{do_fork, exit_mmap};
-use crate::fs::FsType;
 use crate::fs::{FileId, fmode};
+use crate::fs_ops::PageFill;
 use crate::gup::{GupFlags, HoldId, hold, hold_read, hold_release};
 use crate::kernel::Cx;
 use crate::mm_struct::MmId;
@@ -174,7 +174,7 @@ impl Thread {
         if !readable {
             return Err(Errno::EBADF.into());
         }
-        if fs == FsType::Pipe {
+        if fs.is_fifo() {
             let data = self.cx.st().pipe_read(inode, len)?;
             if let Some(buf) = buf {
                 write_user(&self.cx, self.mm()?, buf, &data).await?;
@@ -228,7 +228,7 @@ impl Thread {
         if !writable {
             return Err(Errno::EBADF);
         }
-        if self.cx.st().inodes[inode].fs == FsType::Pipe {
+        if self.cx.st().inodes[inode].fs.is_fifo() {
             return self.cx.st().pipe_write(inode, data);
         }
         file_write(&self.cx, inode, pos, data).await.map_err(|_| Errno::ENOMEM)?;
@@ -323,7 +323,7 @@ impl Thread {
         if !writable {
             return Err(Errno::EBADF);
         }
-        if self.cx.st().inodes[inode].fs == FsType::Pipe {
+        if self.cx.st().inodes[inode].fs.is_fifo() {
             return Err(Errno::ESPIPE);
         }
         if offset.checked_add(len).is_none_or(|end| end > i64::MAX as u64) {
@@ -389,7 +389,7 @@ impl Thread {
             let st = self.cx.st();
             (st.file(f).inode, st.file(f).writable())
         };
-        if !writable || self.cx.st().inodes[inode].fs != FsType::Pipe {
+        if !writable || !self.cx.st().inodes[inode].fs.is_fifo() {
             return Err(Errno::EBADF);
         }
         vmsplice(&self.cx, self.mm()?, inode, addr, len).await
@@ -464,7 +464,10 @@ impl Thread {
         let mut st = self.cx.st();
         let file = st.file(f);
         let inode = file.inode;
-        if file.direct || !file.readable() || st.inodes[inode].fs != FsType::Disk {
+        if file.direct
+            || !file.readable()
+            || st.inodes[inode].fs.page_fill() != Some(PageFill::ReadFolio)
+        {
             return 0;
         }
         let size = st.inodes[inode].size_pages();

@@ -19,12 +19,10 @@
 //! Approximations: allocation is per page, with no journal or extent-status cost beyond one file
 //! system allocation per block.
 
-use crate::content::Content;
-use crate::cost::Cost;
 use crate::errno::Errno;
-use crate::filemap::{folio_lock, folio_unlock, shmem_alloc_page};
+use crate::filemap::{folio_lock, folio_unlock};
 use crate::folio::{InodeId, Mapping};
-use crate::fs::{FsType, falloc};
+use crate::fs::falloc;
 use crate::kernel::Cx;
 use crate::zap::unmap_mapping_range;
 use simcore::Pfn;
@@ -63,28 +61,15 @@ pub(crate) async fn do_truncate(cx: &Cx, inode: InodeId, size: u64) {
 /// Frees the blocks of pages `[first, end)` on the backing store, which read as a hole after.
 fn free_backing(cx: &Cx, inode: InodeId, first: u64, end: u64) {
     let mut st = cx.st();
-    let st = &mut *st;
-    match st.inodes[inode].fs {
-        FsType::Dax => st.dax.free_blocks(&mut st.mem, inode, first, end),
-        _ => st.inodes[inode].backing.punch(first, end),
-    }
+    let fs = st.inodes[inode].fs;
+    fs.free_blocks(&mut st, inode, first, end);
 }
 
 /// Zeroes bytes `[from, to)` of page `index` on the backing store, if it has a block.
 fn zero_backing(cx: &Cx, inode: InodeId, index: u64, from: usize, to: usize) {
     let mut st = cx.st();
-    let st = &mut *st;
-    match st.inodes[inode].fs {
-        FsType::Dax => st.dax.zero_partial(&mut st.mem, inode, index, from, to),
-        _ => {
-            let b = &mut st.inodes[inode].backing;
-            let mut slot = b.read(index);
-            if slot.is_some() {
-                Content::write(&mut slot, from, &vec![0; to - from]);
-                b.write(index, slot);
-            }
-        }
-    }
+    let fs = st.inodes[inode].fs;
+    fs.zero_partial(&mut st, inode, index, from..to);
 }
 
 /// `truncate_inode_pages_range` for bytes `[lstart, lend)` (`None`: to the end of the file):
@@ -134,7 +119,7 @@ pub(crate) async fn truncate_inode_pages_range(
     if let Some(e) = lend.filter(|&e| !e.is_multiple_of(4096) && e / 4096 != lstart / 4096) {
         zero_cached(cx, inode, e / 4096, 0, (e % 4096) as usize).await;
     }
-    if cx.st().inodes[inode].fs == FsType::Dax && first < end {
+    if cx.st().inodes[inode].fs.is_dax() && first < end {
         crate::dax::dax_delete_mapping_range(cx, inode, first, lend.map(|e| e / 4096)).await;
     }
 }
@@ -197,29 +182,7 @@ pub(crate) async fn do_fallocate(
     }
     let (first, last) = (offset / 4096, end.div_ceil(4096));
     let fs = cx.st().inodes[inode].fs;
-    let result = match fs {
-        FsType::Dax => {
-            let allocated = cx.st().dax.alloc_unwritten(inode, first, last);
-            if let Ok(n) = allocated {
-                cx.charge_n(Cost::FsBlockAlloc, n).await;
-            }
-            allocated.map(|_| ())
-        }
-        FsType::Tmpfs => {
-            for index in first..last {
-                let cached = cx.st().page_cache_get(inode, index).is_some();
-                if !cached {
-                    shmem_alloc_page(cx, inode, index).await.map_err(|_| Errno::ENOSPC)?;
-                }
-            }
-            Ok(())
-        }
-        _ => {
-            let n = cx.st().inodes[inode].backing.allocate(first, last);
-            cx.charge_n(Cost::FsBlockAlloc, n).await;
-            Ok(())
-        }
-    };
+    let result = fs.fallocate(cx, inode, first, last).await;
     if result.is_ok() && mode & falloc::KEEP_SIZE == 0 {
         let mut st = cx.st();
         let i = &mut st.inodes[inode];

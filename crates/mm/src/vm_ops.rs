@@ -32,7 +32,7 @@ use crate::dax::{dax_huge_fault, dax_pte_fault, dax_wp_shared};
 use crate::errno::VmFault;
 use crate::fault::{do_anonymous_page, do_fault, wp_page_shared};
 use crate::filemap::filemap_map_pages;
-use crate::fs::{FileId, FsType};
+use crate::fs::FileId;
 use crate::huge_memory::file_huge_fault;
 use crate::kernel::KState;
 use crate::memory::{FaultOutcome, Vmf};
@@ -52,14 +52,11 @@ pub enum VmOps {
 }
 
 impl VmOps {
-    /// The operations `mmap` gives a new mapping of `file` (`None`: private anonymous memory).
+    /// The operations `mmap` gives a new mapping of `file` (`None`: private anonymous memory):
+    /// its file system's choice (`FsType::vm_ops`).
     pub(crate) fn of(st: &KState, file: Option<FileId>) -> VmOps {
         let Some(f) = file else { return VmOps::Anonymous };
-        match st.inodes[st.file(f).inode].fs {
-            FsType::Disk | FsType::Tmpfs => VmOps::PageCache,
-            FsType::Dax => VmOps::Dax,
-            FsType::Pipe => unreachable!("pipes cannot be mapped (ENODEV)"),
-        }
+        st.inodes[st.file(f).inode].fs.vm_ops()
     }
 
     /// The no-page fault: the PTE at `vmf.address` is empty.
@@ -100,13 +97,15 @@ impl VmOps {
         }
     }
 
-    /// Whether the operations have a `page_mkwrite` (what `vma_wants_writenotify` asks).
+    /// Whether the operations have a `page_mkwrite` (what `vma_wants_writenotify` asks). The page
+    /// cache's is its file system's: those that write back have one (`ext4_page_mkwrite`),
+    /// tmpfs none (`FsType::can_writeback`).
     pub(crate) fn has_page_mkwrite(self, st: &KState, vma: VmaId) -> bool {
         match self {
             VmOps::Anonymous => false,
             VmOps::PageCache => {
                 let file = st.vma(vma).file.expect("page-cache VMAs map files");
-                st.inodes[st.file(file).inode].fs == FsType::Disk
+                st.inodes[st.file(file).inode].fs.can_writeback()
             }
             VmOps::Dax => true,
         }

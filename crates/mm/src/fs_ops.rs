@@ -1,0 +1,231 @@
+//! The operations of a file system (`include/linux/fs.h` `struct file_operations`,
+//! `struct address_space_operations`, `struct super_operations`; `fs/ext4` (`ext4_file_operations`,
+//! `ext4_aops`, `ext4_dax_aops`, `ext4_file_mmap`), `mm/shmem.c` (`shmem_file_operations`,
+//! `shmem_aops`, `shmem_get_folio`), `fs/dax.c`, `fs/pipe.c` (`pipefifo_fops`); Linux v6.8).
+//!
+//! The kernel gives an inode its file system's operation tables when it makes it
+//! (`inode->i_fop`, `inode->i_mapping->a_ops`, `sb->s_op`), and the VFS and mm call through them,
+//! or test the inode's mode (`S_ISFIFO`, `IS_DAX`), rather than ask which file system it is.
+//! mmsim's file systems are the closed enum [`FsType`] (`fs.rs`). Every question whose answer
+//! differs by file system is one method here with one exhaustive `match`, named by what it
+//! decides, and no code elsewhere compares `FsType` values (`crates/mm/tests/fs_ops.rs` holds
+//! `crates/mm/src` to that). A new file system is one variant in `fs.rs` and its arms here; the
+//! compiler lists every question it must answer.
+//!
+//! - The page cache: whether a file has one and how a missing page is filled ([`PageFill`]:
+//!   `->read_folio` from the block device, or `shmem_get_folio` allocating a zeroed page);
+//!   whether its pages are swap-backed (`shmem_mapping`: `PG_swapbacked`, `NR_SHMEM`); whether
+//!   it writes back (`mapping_can_writeback`: writeback, and write-notify of shared writable
+//!   mappings); whether its PMD-sized folios are the read-only text THPs
+//!   (`CONFIG_READ_ONLY_THP_FOR_FS`).
+//! - The file: a FIFO (`S_ISFIFO`: data in the pipe's buffers, ESPIPE for seeking calls); a DAX
+//!   file (`IS_DAX`: `read_iter`/`write_iter` go to `dax_iomap_rw`, truncation deletes DAX
+//!   entries); whether `posix_fadvise` acts (`generic_fadvise`).
+//! - Mapping: whether `->mmap` exists (ENODEV), the [`VmOps`] it gives a mapping, whether it
+//!   asks for PMD-aligned huge mappings (`VM_HUGEPAGE`, `thp_get_unmapped_area`), the device
+//!   number `/proc/PID/maps` prints.
+//! - Blocks: how truncation frees them, how a partial block is zeroed, how `fallocate`
+//!   allocates them (`->setattr`, `->fallocate`).
+
+use crate::cost::Cost;
+use crate::errno::Errno;
+use crate::filemap::shmem_alloc_page;
+use crate::folio::InodeId;
+use crate::fs::FsType;
+use crate::kernel::{Cx, KState};
+use crate::vm_ops::VmOps;
+
+/// How a missing page of a file's page cache is filled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum PageFill {
+    /// `->read_folio` and readahead: read from the block device (`ext4_aops`).
+    ReadFolio,
+    /// `shmem_get_folio`: a zeroed page, there being nothing to read.
+    AllocZeroed,
+}
+
+impl FsType {
+    /// `file_system_type.name`.
+    pub fn name(self) -> &'static str {
+        match self {
+            FsType::Disk => "ext4",
+            FsType::Tmpfs => "tmpfs",
+            FsType::Pipe => "pipefs",
+            FsType::Dax => "ext4-dax",
+        }
+    }
+
+    /// Whether the file has a page cache and how a missing page of it is filled; `None` for
+    /// a pipe (its data lives in the pipe's buffers) and a DAX file (`ext4_dax_aops`: its reads,
+    /// writes and mappings reach the device's memory).
+    pub(crate) fn page_fill(self) -> Option<PageFill> {
+        match self {
+            FsType::Disk => Some(PageFill::ReadFolio),
+            FsType::Tmpfs => Some(PageFill::AllocZeroed),
+            FsType::Pipe | FsType::Dax => None,
+        }
+    }
+
+    /// `S_ISFIFO`: reads and writes go to the pipe's buffers (`pipe_read`, `pipe_write`), the
+    /// last close releases the pipe (`pipe_release`), `fallocate` and `posix_fadvise` are ESPIPE,
+    /// and only such a file takes `vmsplice`.
+    pub(crate) fn is_fifo(self) -> bool {
+        match self {
+            FsType::Pipe => true,
+            FsType::Disk | FsType::Tmpfs | FsType::Dax => false,
+        }
+    }
+
+    /// `IS_DAX`: reads and writes, `O_DIRECT` or not, go to the device (`ext4_dax_read_iter`,
+    /// `dax_iomap_rw`), truncation deletes the file's DAX entries, and the file's blocks live
+    /// on the persistent-memory device.
+    pub(crate) fn is_dax(self) -> bool {
+        match self {
+            FsType::Dax => true,
+            FsType::Disk | FsType::Tmpfs | FsType::Pipe => false,
+        }
+    }
+
+    /// Whether the file can be mapped (`file->f_op->mmap`; `do_mmap` fails with ENODEV).
+    pub(crate) fn has_mmap(self) -> bool {
+        match self {
+            FsType::Disk | FsType::Tmpfs | FsType::Dax => true,
+            FsType::Pipe => false,
+        }
+    }
+
+    /// The operations `->mmap` gives a mapping of the file (`ext4_file_mmap` choosing
+    /// `ext4_dax_vm_ops` or `ext4_file_vm_ops`, `shmem_mmap`).
+    pub(crate) fn vm_ops(self) -> VmOps {
+        match self {
+            FsType::Disk | FsType::Tmpfs => VmOps::PageCache,
+            FsType::Dax => VmOps::Dax,
+            FsType::Pipe => unreachable!("pipes cannot be mapped (ENODEV)"),
+        }
+    }
+
+    /// Whether `->mmap` marks a mapping `VM_HUGEPAGE` and `->get_unmapped_area` places it at an
+    /// address whose PMD colour matches the offset's (`ext4_file_mmap` for a DAX file,
+    /// `thp_get_unmapped_area`), so its faults can map 2 MiB at once.
+    pub(crate) fn pmd_mappings(self) -> bool {
+        match self {
+            FsType::Dax => true,
+            FsType::Disk | FsType::Tmpfs | FsType::Pipe => false,
+        }
+    }
+
+    /// `mapping_can_writeback`: dirty pages are written back (`filemap_write_and_wait`), and a
+    /// page-cache mapping has a `page_mkwrite`, so shared writable mappings are write-notified
+    /// (`ext4_file_vm_ops`; tmpfs, on `noop_backing_dev_info`, has neither: `shmem_vm_ops`).
+    pub(crate) fn can_writeback(self) -> bool {
+        match self {
+            FsType::Disk | FsType::Dax => true,
+            FsType::Tmpfs | FsType::Pipe => false,
+        }
+    }
+
+    /// `shmem_mapping`: the file's pages are swap-backed (`PG_swapbacked`, counted in
+    /// `NR_SHMEM`) and the multi-gen LRU's page-table walk treats its mappings as anonymous.
+    pub(crate) fn swap_backed(self) -> bool {
+        match self {
+            FsType::Tmpfs => true,
+            FsType::Disk | FsType::Pipe | FsType::Dax => false,
+        }
+    }
+
+    /// Whether PMD-sized folios of the file are the read-only THPs of executable text
+    /// (`CONFIG_READ_ONLY_THP_FOR_FS`, `file_thp_enabled`): they may be created for its text
+    /// mappings and count in `nr_thps` and `NR_FILE_THPS`. tmpfs has its own THPs (not
+    /// modelled) and DAX maps the device's PMDs.
+    pub(crate) fn read_only_thps(self) -> bool {
+        match self {
+            FsType::Disk => true,
+            FsType::Tmpfs | FsType::Pipe | FsType::Dax => false,
+        }
+    }
+
+    /// Whether `posix_fadvise` acts (`generic_fadvise`): ESPIPE on a pipe; `Ok(false)` when
+    /// every valid advice is accepted and ignored (tmpfs, on `noop_backing_dev_info`).
+    pub(crate) fn fadvise_acts(self) -> Result<bool, Errno> {
+        match self {
+            FsType::Disk | FsType::Dax => Ok(true),
+            FsType::Tmpfs => Ok(false),
+            FsType::Pipe => Err(Errno::ESPIPE),
+        }
+    }
+
+    /// The device number `/proc/PID/maps` prints for a mapping of the file: sda1, pmem0 (major
+    /// 259, printed in hex as the kernel does), or an anonymous device.
+    pub(crate) fn maps_dev(self) -> &'static str {
+        match self {
+            FsType::Disk => "08:01",
+            FsType::Dax => "103:00",
+            FsType::Tmpfs | FsType::Pipe => "00:01",
+        }
+    }
+
+    /// Frees the blocks of pages `[first, end)` of `inode` (truncation, punching a hole), which
+    /// read as a hole after: DAX returns the device's blocks; the other file systems punch
+    /// their backing store (tmpfs has no blocks: its pages go with the page cache).
+    pub(crate) fn free_blocks(self, st: &mut KState, inode: InodeId, first: u64, end: u64) {
+        match self {
+            FsType::Dax => st.dax.free_blocks(&mut st.mem, inode, first, end),
+            FsType::Disk | FsType::Tmpfs | FsType::Pipe => {
+                st.inodes[inode].backing.punch(first, end);
+            }
+        }
+    }
+
+    /// Zeroes bytes `[from, to)` of page `index` of `inode` on its backing store, if the page
+    /// has a block (a partial block at a truncation or hole punch: `dax_zero_range` on DAX).
+    pub(crate) fn zero_partial(
+        self,
+        st: &mut KState,
+        inode: InodeId,
+        index: u64,
+        range: std::ops::Range<usize>,
+    ) {
+        match self {
+            FsType::Dax => st.dax.zero_partial(&mut st.mem, inode, index, range.start, range.end),
+            FsType::Disk | FsType::Tmpfs | FsType::Pipe => {
+                st.inodes[inode].backing.zero(index, range);
+            }
+        }
+    }
+
+    /// `->fallocate` without `FALLOC_FL_PUNCH_HOLE` over pages `[first, last)` of `inode`:
+    /// unwritten device blocks on DAX (ENOSPC when the device is full), zeroed pages in the
+    /// page cache on tmpfs (`shmem_fallocate`), zeroed blocks for the holes on disk.
+    pub(crate) async fn fallocate(
+        self,
+        cx: &Cx,
+        inode: InodeId,
+        first: u64,
+        last: u64,
+    ) -> Result<(), Errno> {
+        match self {
+            FsType::Dax => {
+                let allocated = cx.st().dax.alloc_unwritten(inode, first, last);
+                if let Ok(n) = allocated {
+                    cx.charge_n(Cost::FsBlockAlloc, n).await;
+                }
+                allocated.map(|_| ())
+            }
+            FsType::Tmpfs => {
+                for index in first..last {
+                    let cached = cx.st().page_cache_get(inode, index).is_some();
+                    if !cached {
+                        shmem_alloc_page(cx, inode, index).await.map_err(|_| Errno::ENOSPC)?;
+                    }
+                }
+                Ok(())
+            }
+            FsType::Disk => {
+                let n = cx.st().inodes[inode].backing.allocate(first, last);
+                cx.charge_n(Cost::FsBlockAlloc, n).await;
+                Ok(())
+            }
+            FsType::Pipe => unreachable!("fallocate on a pipe is ESPIPE"),
+        }
+    }
+}
