@@ -308,7 +308,7 @@ fn compile_tlbloop() -> Option<std::path::PathBuf> {
 }
 
 fn tlb_bench(a: &TlbBenchArgs) -> Result<(), String> {
-    use mm::tlb::TlbEvent;
+    use mm::arch::tlb::TlbEvent;
     use trace::binary::BinaryWriter;
     use trace::record::{MemRef, RefKind};
     let base = 0x1000_0000_0000u64;

@@ -8,7 +8,7 @@
 
 use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
-use mm::tlb::TlbEvent;
+use mm::arch::tlb::TlbEvent;
 use std::io::{IsTerminal, Write};
 use std::time::{Duration, Instant};
 use trace::binary::BinaryWriter;

@@ -19,12 +19,12 @@
 //! writeback `DONTNEED` starts is completed at once, and the pages it wrote are left cached, as
 //! the kernel leaves them under writeback.
 
-use crate::cost::Cost;
 use crate::errno::Errno;
 use crate::filemap::{folio_trylock, folio_unlock, read_pages};
 use crate::folio::{Mapping, pg};
 use crate::fs::{FileId, fmode};
 use crate::kernel::Cx;
+use crate::sim::cost::Cost;
 use simcore::Pfn;
 
 /// `POSIX_FADV_*`.

@@ -32,7 +32,7 @@
 //! Not yet modelled: anonymous transparent huge pages (THP is `never` for them), userfaultfd, stack expansion of
 //! `VM_GROWSDOWN` VMAs (an access below a stack VMA is SIGSEGV), swap readahead.
 
-use crate::cost::Cost;
+use crate::arch::tlbflush::flush_tlb_page;
 use crate::cow;
 use crate::errno::VmFault;
 use crate::filemap::{filemap_fault, folio_lock, folio_unlock};
@@ -44,7 +44,7 @@ use crate::memory::{
 };
 use crate::mm_struct::{MmCounter, MmId};
 use crate::pgtable::{Access, Level, Pte};
-use crate::tlbflush::flush_tlb_page;
+use crate::sim::cost::Cost;
 use crate::vma::{VmFlags, VmaId};
 use crate::vmstat::{MmEvent, VmStat};
 use engine::LockGuard;

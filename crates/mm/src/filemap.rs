@@ -21,13 +21,13 @@
 //! Approximations: readahead is a fixed window (no ramp-up, no async `PG_readahead` marker);
 //! LRU additions are not batched per CPU; writeback is synchronous (`fsync`).
 
-use crate::cost::Cost;
 use crate::errno::VmFault;
 use crate::folio::{InodeId, Mapping, pg};
-use crate::fs_ops::PageFill;
+use crate::fs::ops::PageFill;
 use crate::kernel::{Cx, KState};
 use crate::memory::{Vmf, pte_bits, set_pte_range, wants_writenotify};
 use crate::pgtable::Level;
+use crate::sim::cost::Cost;
 use crate::vma::VmFlags;
 use crate::vmscan::alloc_folio;
 use crate::vmstat::VmStat;
@@ -409,7 +409,7 @@ pub(crate) async fn file_read(
     want_data: bool,
 ) -> Result<Option<Vec<u8>>, VmFault> {
     if cx.st().inodes[inode].fs.is_dax() {
-        return crate::dax::dax_read(cx, inode, pos, len, want_data).await;
+        return crate::fs::dax::dax_read(cx, inode, pos, len, want_data).await;
     }
     let size = cx.st().inodes[inode].size;
     if pos >= size || len == 0 {
@@ -473,7 +473,7 @@ pub(crate) async fn file_write(
     data: &[u8],
 ) -> Result<(), VmFault> {
     if cx.st().inodes[inode].fs.is_dax() {
-        return crate::dax::dax_write(cx, inode, pos, data).await;
+        return crate::fs::dax::dax_write(cx, inode, pos, data).await;
     }
     let end = pos + data.len() as u64;
     let mut off = pos;

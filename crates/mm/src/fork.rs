@@ -11,18 +11,19 @@
 //!
 //! Not yet modelled: copying possibly-pinned pages at fork (arrives with GUP pins), swap entries.
 
-use crate::cost::Cost;
+use crate::arch::tlbflush::flush_tlb_range;
+use crate::era::CowReuse;
 use crate::errno::Errno;
 use crate::folio::pg;
 use crate::kernel::{Cx, KState};
 use crate::memory::{mm_counter, pte_alloc, vm_normal_page};
 use crate::mm_struct::{MmCounter, MmId, MmStruct};
-use crate::pgtable::{Level, Pte};
+use crate::pgtable::{Level, PtId, Pte};
 use crate::process::{Pid, ProcState, Process};
-use crate::tlbflush::flush_tlb_range;
+use crate::sim::cost::Cost;
 use crate::vma::{VmFlags, Vma, VmaId};
 use crate::zap::{ZapDetails, zap_vma_range};
-use simcore::{Bytes, VirtAddr};
+use simcore::{Bytes, Pfn, VirtAddr};
 
 impl KState {
     /// `mm_alloc`: an empty address space with its PGD.
@@ -172,76 +173,20 @@ async fn copy_page_range(
         };
         let _d = dst_ptl.lock(cx).await;
         let _s = src_ptl.lock_nested(cx, 1).await;
-        let (copied, page_copies) = {
-            let mut st = cx.st();
-            let anon_exclusive = cx.kernel().switches.cow_reuse.tracks_anon_exclusive();
-            let (mut copied, mut page_copies) = (0u64, 0u64);
-            let mut a = addr;
-            while a < next {
-                let idx = Level::Pte.index(a);
-                let at = a;
-                a = a + Bytes::PAGE;
-                let pte = st.pt.pte(src_table, idx);
-                if pte.is_none() {
-                    continue;
-                }
-                copied += 1;
-                if pte.is_swap() {
-                    let (_, slot) = pte.swap_entry();
-                    st.swap_duplicate(slot);
-                    let shared = Pte::swap(0, slot, false, pte.soft_dirty());
-                    if anon_exclusive && pte.swap_exclusive() {
-                        st.pt.set_pte(src_table, idx, shared);
-                    }
-                    st.pt.set_pte(dst_table, idx, shared);
-                    st.mm_mut(dst_mm).add_rss(MmCounter::SwapEnts, 1);
-                    continue;
-                }
-                let mut child_pte = pte.without(Pte::ACCESSED);
-                if let Some(page) = vm_normal_page(pte) {
-                    let head = st.folios.head(page);
-                    if st.needs_cow_for_dma(src_mm, head, page, cow, cx.kernel().switches.cow_reuse)
-                    {
-                        // `copy_present_page`: the child gets its own copy; the pinned page stays
-                        // the parent's, writable and exclusive.
-                        let new = prealloc.pop().expect("preallocated for every pinned page");
-                        st.mem.copy(page.0, new.0);
-                        let in_lru_fault = cx.in_lru_fault();
-                        crate::memory::map_new_anon(
-                            &mut st,
-                            dst,
-                            at,
-                            dst_table,
-                            new,
-                            true,
-                            in_lru_fault,
-                        );
-                        page_copies += 1;
-                        continue;
-                    }
-                    st.folios.get(head, 1);
-                    if st.folios.is_anon(head) {
-                        st.folios.clear_flag(page, pg::ANON_EXCLUSIVE);
-                    }
-                    st.rmap_add_pte(page);
-                    let counter = mm_counter(&st, head);
-                    st.mm_mut(dst_mm).add_rss(counter, 1);
-                }
-                if cow && pte.write() {
-                    st.pt.set_pte(src_table, idx, pte.wrprotect());
-                    child_pte = child_pte.wrprotect();
-                    wrprotected = true;
-                }
-                if st.vma(dst).is_shared() {
-                    child_pte = child_pte.without(Pte::DIRTY);
-                }
-                st.pt.set_pte(dst_table, idx, child_pte);
-            }
-            for unused in prealloc.drain(..) {
-                st.put_folio_extra(unused);
-            }
-            (copied, page_copies)
+        let range = PteRange {
+            src_mm,
+            dst_mm,
+            dst,
+            src_table,
+            dst_table,
+            start: addr,
+            end: next,
+            cow,
+            rule: cx.kernel().switches.cow_reuse,
+            in_lru_fault: cx.in_lru_fault(),
         };
+        let (copied, page_copies, wrprotects) = cx.st().copy_pte_range(&range, &mut prealloc);
+        wrprotected |= wrprotects;
         cx.charge_n(Cost::PteUpdate, copied).await;
         cx.charge_n(Cost::CopyPage4k, page_copies).await;
         addr = next;
@@ -249,17 +194,110 @@ async fn copy_page_range(
     Ok(wrprotected)
 }
 
+/// One PTE table's share of a VMA being copied at fork, with what the copy needs to know.
+struct PteRange {
+    src_mm: MmId,
+    dst_mm: MmId,
+    dst: VmaId,
+    src_table: PtId,
+    dst_table: PtId,
+    start: VirtAddr,
+    end: VirtAddr,
+    cow: bool,
+    rule: CowReuse,
+    in_lru_fault: bool,
+}
+
+impl KState {
+    /// `copy_pte_range` under both PTE locks: copies every entry of the range into the child's
+    /// table, giving possibly pinned exclusive pages a copy from `prealloc` and freeing what is
+    /// left of it. Returns the entries copied, the pages copied and whether a writable PTE of a
+    /// COW mapping was write-protected.
+    fn copy_pte_range(&mut self, r: &PteRange, prealloc: &mut Vec<Pfn>) -> (u64, u64, bool) {
+        let (mut copied, mut page_copies, mut wrprotected) = (0u64, 0u64, false);
+        let mut a = r.start;
+        while a < r.end {
+            let at = a;
+            a = a + Bytes::PAGE;
+            let idx = Level::Pte.index(at);
+            let pte = self.pt.pte(r.src_table, idx);
+            if pte.is_none() {
+                continue;
+            }
+            copied += 1;
+            if pte.is_swap() {
+                self.copy_swap_pte(r, idx, pte);
+                continue;
+            }
+            let mut child_pte = pte.without(Pte::ACCESSED);
+            if let Some(page) = vm_normal_page(pte) {
+                let head = self.folios.head(page);
+                if self.needs_cow_for_dma(r.src_mm, head, page, r.cow, r.rule) {
+                    // `copy_present_page`: the child gets its own copy; the pinned page stays
+                    // the parent's, writable and exclusive.
+                    let new = prealloc.pop().expect("preallocated for every pinned page");
+                    self.mem.copy(page.0, new.0);
+                    let dst = r.dst;
+                    crate::memory::map_new_anon(
+                        self,
+                        dst,
+                        at,
+                        r.dst_table,
+                        new,
+                        true,
+                        r.in_lru_fault,
+                    );
+                    page_copies += 1;
+                    continue;
+                }
+                self.share_page_with_child(r.dst_mm, head, page);
+            }
+            if r.cow && pte.write() {
+                self.pt.set_pte(r.src_table, idx, pte.wrprotect());
+                child_pte = child_pte.wrprotect();
+                wrprotected = true;
+            }
+            if self.vma(r.dst).is_shared() {
+                child_pte = child_pte.without(Pte::DIRTY);
+            }
+            self.pt.set_pte(r.dst_table, idx, child_pte);
+        }
+        for unused in prealloc.drain(..) {
+            self.put_folio_extra(unused);
+        }
+        (copied, page_copies, wrprotected)
+    }
+
+    /// A swap entry copied at fork: one more swap reference; under `anon_exclusive` both sides
+    /// lose the entry's exclusive mark.
+    fn copy_swap_pte(&mut self, r: &PteRange, idx: usize, pte: Pte) {
+        let (_, slot) = pte.swap_entry();
+        self.swap_duplicate(slot);
+        let shared = Pte::swap(0, slot, false, pte.soft_dirty());
+        if r.rule.tracks_anon_exclusive() && pte.swap_exclusive() {
+            self.pt.set_pte(r.src_table, idx, shared);
+        }
+        self.pt.set_pte(r.dst_table, idx, shared);
+        self.mm_mut(r.dst_mm).add_rss(MmCounter::SwapEnts, 1);
+    }
+
+    /// The child maps the parent's page too: a reference, a mapcount, its RSS, and an anonymous
+    /// page is no longer exclusive.
+    fn share_page_with_child(&mut self, dst_mm: MmId, head: Pfn, page: Pfn) {
+        self.folios.get(head, 1);
+        if self.folios.is_anon(head) {
+            self.folios.clear_flag(page, pg::ANON_EXCLUSIVE);
+        }
+        self.rmap_add_pte(page);
+        let counter = mm_counter(self, head);
+        self.mm_mut(dst_mm).add_rss(counter, 1);
+    }
+}
+
 impl KState {
     /// `folio_needs_cow_for_dma`: a possibly pinned exclusive anonymous page in a COW mapping
     /// of an mm that has pinned pages is copied for the child at fork (v5.9+).
-    fn needs_cow_for_dma(
-        &self,
-        mm: MmId,
-        head: simcore::Pfn,
-        page: simcore::Pfn,
-        cow: bool,
-        rule: crate::era::CowReuse,
-    ) -> bool {
+    fn needs_cow_for_dma(&self, mm: MmId, head: Pfn, page: Pfn, cow: bool, rule: CowReuse) -> bool {
         cow && crate::cow::fork_copies_pinned(rule)
             && self.mm(mm).flags & crate::mm_struct::MMF_HAS_PINNED != 0
             && self.folios.is_anon(head)
@@ -271,11 +309,11 @@ impl KState {
     fn pinned_pages_to_copy(
         &self,
         mm: MmId,
-        table: crate::pgtable::PtId,
+        table: PtId,
         start: VirtAddr,
         end: VirtAddr,
         cow: bool,
-        rule: crate::era::CowReuse,
+        rule: CowReuse,
     ) -> usize {
         let mut n = 0;
         let mut a = start;

@@ -12,15 +12,30 @@
 //! `deny_write_access` when open for write.
 //!
 //! What a file system does differently (how a missing page is filled, whether it can be mapped,
-//! how its blocks are freed, ...) is answered by its operations, `fs_ops.rs`.
+//! how its blocks are freed, ...) is answered by its operations, `fs/ops.rs`.
 //!
 //! Approximations: no directories or permissions (paths are flat names); one block device per
 //! machine; a file system block is one page.
+//!
+//! The folder `fs/` holds what Linux keeps under its `fs/` rather than `mm/`, where a kernel
+//! developer looks for it: the file systems' operations (`ops.rs`), DAX (`dax.rs`, `fs/dax.c`)
+//! and the DAX file system on persistent memory (`daxfs.rs`), exec's loader (`exec.rs`,
+//! `fs/exec.c`, `fs/binfmt_elf.c`), pipes and vmsplice (`pipe.rs`, `fs/pipe.c`, `fs/splice.c`),
+//! direct IO (`direct_io.rs`, `fs/iomap/direct-io.c`), and procfs (`proc.rs` with
+//! `proc/clear_refs.rs`, `fs/proc/task_mmu.c`, `fs/proc/meminfo.c`).
 
-use crate::content::Content;
+pub mod dax;
+pub mod daxfs;
+pub(crate) mod direct_io;
+pub(crate) mod exec;
+pub(crate) mod ops;
+pub mod pipe;
+pub mod proc;
+
 use crate::errno::Errno;
 use crate::folio::InodeId;
 use crate::kernel::KState;
+use crate::sim::content::Content;
 use crate::vma::VmaId;
 use engine::{Handle, RwSem, SpinLock};
 use simcore::Pfn;
@@ -31,7 +46,7 @@ simcore::define_id!(
     pub struct FileId;
 );
 
-/// Where a file lives. What differs by file system is asked of its operations (`fs_ops.rs`),
+/// Where a file lives. What differs by file system is asked of its operations (`fs/ops.rs`),
 /// never by comparing values of this enum.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FsType {

@@ -38,7 +38,6 @@
 //! multi-gen LRU page-table aging (they visit PTE tables only), and a fork does not copy the
 //! PMD (the child refaults, as for any file VMA without anonymous pages).
 
-use crate::cost::Cost;
 use crate::era::{ExecTextThp, FileThp, OpenWriteTruncate};
 use crate::errno::VmFault;
 use crate::filemap::{folio_unlock, lock_faulted_folio, read_folios};
@@ -47,6 +46,7 @@ use crate::kernel::{Cx, KState};
 use crate::memory::{FaultKind, FaultOutcome, Vmf, mm_counter, outcome_of, pmd_alloc, pte_bits};
 use crate::mm_struct::MmId;
 use crate::pgtable::{Level, PtId, Pte, Upper};
+use crate::sim::cost::Cost;
 use crate::truncate::truncate_inode_pages_range;
 use crate::vma::{VmFlags, VmaId};
 use crate::vmscan::alloc_folio;

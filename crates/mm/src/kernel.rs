@@ -9,8 +9,6 @@
 //! points), the kernel, and `current` (the process it runs in, if any). `cx.charge(Cost::X)`
 //! spends the machine profile's cost of a basic operation.
 
-use crate::content::FrameContents;
-use crate::cost::{Cost, CostTable};
 use crate::era::Switches;
 use crate::folio::{AnonVmaId, Folios, InodeId};
 use crate::fs::{File, FileId, Inode};
@@ -19,6 +17,8 @@ use crate::page_alloc::BuddyAllocator;
 use crate::pgtable::PageTables;
 use crate::process::{Pid, Process};
 use crate::rmap::AnonVma;
+use crate::sim::content::FrameContents;
+use crate::sim::cost::{Cost, CostTable};
 use crate::vma::{Vma, VmaId};
 use crate::vmstat::{MmEvents, VmStat, VmStats};
 use engine::{Handle, WaitQueue};
@@ -81,7 +81,7 @@ pub struct KState {
     /// the run, where the kernel's shrinker frees it once unused).
     pub huge_zero_pfn: Option<Pfn>,
     /// The persistent-memory device and the DAX files on it.
-    pub dax: crate::daxfs::DaxFs,
+    pub dax: crate::fs::daxfs::DaxFs,
     /// The block device's readahead window in pages (`bdi->ra_pages`), given to opened files.
     pub bdi_ra_pages: u64,
     pub swap: crate::swap::SwapDevice,
@@ -89,11 +89,11 @@ pub struct KState {
     /// Pages held by GUP on behalf of user-visible holders (`gup_test`-style long-term pins).
     pub gup_holds: IdVec<crate::gup::HoldId, Option<crate::gup::Hold>>,
     /// Pipe buffers, by the pipe's inode.
-    pub pipes: BTreeMap<InodeId, crate::pipe::Pipe>,
+    pub pipes: BTreeMap<InodeId, crate::fs::pipe::Pipe>,
     /// kswapd has been woken and not yet finished balancing.
     pub kswapd_awake: bool,
     /// Every CPU's TLBs and walk caches.
-    pub tlb: crate::tlb::Tlbs,
+    pub tlb: crate::arch::tlb::Tlbs,
     /// Memory cgroups, the root first; each has its lruvec.
     pub memcgs: IdVec<crate::memcontrol::MemcgId, crate::memcontrol::MemCgroup>,
     /// The memory cgroup of each process not in the root (`cgroup.procs`).

@@ -20,13 +20,13 @@
 //! Nothing here names a file system or a kind of mapping: per-kind behaviour is reached through
 //! the VMA's operations (`vm_ops.rs`), never by testing what backs a VMA.
 
-use crate::cost::Cost;
 use crate::errno::VmFault;
 use crate::filemap::FaultPage;
 use crate::folio::pg;
 use crate::kernel::{Cx, KState};
 use crate::mm_struct::{MmCounter, MmId};
 use crate::pgtable::{Level, PtId, Pte, Upper};
+use crate::sim::cost::Cost;
 use crate::vm_ops::VmOps;
 use crate::vma::{VmFlags, VmaId};
 use crate::vmscan::alloc_folio;

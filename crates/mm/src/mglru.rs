@@ -63,12 +63,12 @@
 //! is counted (`oom_kill`) but kills nothing; `folio_rotate_reclaimable`'s retry of clean
 //! folios is not needed (writeback completes inside the pass).
 
-use crate::cost::Cost;
 use crate::folio::pg;
 use crate::kernel::{Cx, KState};
 use crate::memcontrol::{MemcgId, lruvec_gen_list};
 use crate::mm_struct::MmId;
 use crate::pgtable::{Level, PtId, Pte};
+use crate::sim::cost::Cost;
 use crate::vma::{VmFlags, VmaId};
 use crate::vmscan::{
     DEF_PRIORITY, Reclaimer, References, ScanControl, activate_rejected, shrink_folio_list,

@@ -15,7 +15,7 @@
 //! `PROT_NONE` PTEs are modelled by clearing the user bit (x86 uses a PROTNONE bit instead; the
 //! effect — any user access faults and finds a VMA without permission — is the same).
 
-use crate::cost::Cost;
+use crate::arch::tlbflush::flush_tlb_range;
 use crate::errno::Errno;
 use crate::folio::pg;
 use crate::fs::{FileId, FsType};
@@ -24,7 +24,7 @@ use crate::memory::{pte_bits, vm_normal_page, wants_writenotify};
 use crate::mm_struct::{MMAP_MIN, MmId};
 use crate::pgtable::{Pte, TASK_SIZE, Upper};
 use crate::process::Pid;
-use crate::tlbflush::flush_tlb_range;
+use crate::sim::cost::Cost;
 use crate::vm_ops::VmOps;
 use crate::vma::{VmFlags, Vma, VmaId, VmaRole};
 use crate::zap::{ZapDetails, split_huge_pmd_edges, zap_vma_range};
@@ -196,43 +196,12 @@ pub(crate) async fn do_mmap(cx: &Cx, pid: Pid, a: MmapArgs) -> Result<VirtAddr, 
     if fixed && !a.addr.is_some_and(|x| x.is_aligned(Bytes::PAGE)) {
         return Err(Errno::EINVAL);
     }
-    let mut vm = VmFlags::MAYREAD | VmFlags::MAYWRITE | VmFlags::MAYEXEC | VmFlags::SOFTDIRTY;
-    for (p, f) in
-        [(prot::READ, VmFlags::READ), (prot::WRITE, VmFlags::WRITE), (prot::EXEC, VmFlags::EXEC)]
-    {
-        if a.prot & p != 0 {
-            vm |= f;
-        }
-    }
-    if a.flags & map::GROWSDOWN != 0 {
-        vm |= VmFlags::GROWSDOWN;
-    }
+    let mut vm = calc_vm_flags(&a);
     let mm = cx.st().procs[pid].mm.ok_or(Errno::EINVAL)?;
-    let file = {
-        let mut st = cx.st();
-        match (anon, shared) {
-            (true, true) => Some(st.shmem_zero_setup(cx, len.as_u64())),
-            (true, false) => None,
-            (false, _) => {
-                let fd = a.fd.ok_or(Errno::EBADF)?;
-                let f = *st.procs[pid].fds.get(&fd).ok_or(Errno::EBADF)?;
-                let file = st.file(f);
-                if !st.inodes[file.inode].fs.has_mmap() {
-                    return Err(Errno::ENODEV);
-                }
-                if !file.readable() {
-                    return Err(Errno::EACCES);
-                }
-                if shared && !file.writable() {
-                    if a.prot & prot::WRITE != 0 {
-                        return Err(Errno::EACCES);
-                    }
-                    vm &= !(VmFlags::MAYWRITE | VmFlags::WRITE);
-                }
-                st.file_mut(f).refs += 1;
-                Some(f)
-            }
-        }
+    let file = match (anon, shared) {
+        (true, true) => Some(cx.st().shmem_zero_setup(cx, len.as_u64())),
+        (true, false) => None,
+        (false, _) => Some(cx.st().mmap_file_get(pid, &a, shared, &mut vm)?),
     };
     if shared {
         vm |= VmFlags::SHARED | VmFlags::MAYSHARE;
@@ -257,22 +226,7 @@ pub(crate) async fn do_mmap(cx: &Cx, pid: Pid, a: MmapArgs) -> Result<VirtAddr, 
     let lock = cx.st().mm(mm).mmap_lock;
     let guard = lock.write(cx).await;
     cx.charge(Cost::VmaUpdate).await;
-    let start = {
-        let st = cx.st();
-        let taken = |s: VirtAddr| !st.mm(mm).vmas_in(s, s + len, |id| st.vma(id).end).is_empty();
-        let fits = |h: VirtAddr| h.0 >= MMAP_MIN && h.0 + len.as_u64() <= TASK_SIZE;
-        match a.addr {
-            Some(h) if fixed && !fits(h) => Err(Errno::ENOMEM),
-            Some(h) if fixed && a.flags & map::FIXED_NOREPLACE != 0 && taken(h) => {
-                Err(Errno::EEXIST)
-            }
-            Some(h) if fixed || (h.is_aligned(Bytes::PAGE) && fits(h) && !taken(h)) => Ok(h),
-            _ => st
-                .mm(mm)
-                .unmapped_area(len, align, |id| (st.vma(id).start, st.vma(id).end))
-                .ok_or(Errno::ENOMEM),
-        }
-    };
+    let start = cx.st().get_unmapped_area(mm, &a, len, align);
     let start = match start {
         Ok(s) => s,
         Err(e) => {
@@ -314,6 +268,79 @@ pub(crate) async fn do_mmap(cx: &Cx, pid: Pid, a: MmapArgs) -> Result<VirtAddr, 
         crate::gup::populate(cx, mm, start, start + len).await;
     }
     Ok(start)
+}
+
+/// `calc_vm_prot_bits` and `calc_vm_flag_bits`: the VMA flags an mmap's protection and flags
+/// ask for, before the file has its say.
+fn calc_vm_flags(a: &MmapArgs) -> u64 {
+    let mut vm = VmFlags::MAYREAD | VmFlags::MAYWRITE | VmFlags::MAYEXEC | VmFlags::SOFTDIRTY;
+    for (p, f) in
+        [(prot::READ, VmFlags::READ), (prot::WRITE, VmFlags::WRITE), (prot::EXEC, VmFlags::EXEC)]
+    {
+        if a.prot & p != 0 {
+            vm |= f;
+        }
+    }
+    if a.flags & map::GROWSDOWN != 0 {
+        vm |= VmFlags::GROWSDOWN;
+    }
+    vm
+}
+
+impl KState {
+    /// The file an mmap of `a.fd` maps, with a reference taken: the checks of `do_mmap` against
+    /// the open file's mode (a shared mapping of a file not open for write loses VM_MAYWRITE).
+    fn mmap_file_get(
+        &mut self,
+        pid: Pid,
+        a: &MmapArgs,
+        shared: bool,
+        vm: &mut u64,
+    ) -> Result<FileId, Errno> {
+        let fd = a.fd.ok_or(Errno::EBADF)?;
+        let f = *self.procs[pid].fds.get(&fd).ok_or(Errno::EBADF)?;
+        let file = self.file(f);
+        if !self.inodes[file.inode].fs.has_mmap() {
+            return Err(Errno::ENODEV);
+        }
+        if !file.readable() {
+            return Err(Errno::EACCES);
+        }
+        if shared && !file.writable() {
+            if a.prot & prot::WRITE != 0 {
+                return Err(Errno::EACCES);
+            }
+            *vm &= !(VmFlags::MAYWRITE | VmFlags::WRITE);
+        }
+        self.file_mut(f).refs += 1;
+        Ok(f)
+    }
+
+    /// `get_unmapped_area`: the hint if it is free (or MAP_FIXED's address as given), otherwise
+    /// the first gap of `len` at `align`.
+    fn get_unmapped_area(
+        &self,
+        mm: MmId,
+        a: &MmapArgs,
+        len: Bytes,
+        align: Bytes,
+    ) -> Result<VirtAddr, Errno> {
+        let fixed = a.flags & (map::FIXED | map::FIXED_NOREPLACE) != 0;
+        let taken =
+            |s: VirtAddr| !self.mm(mm).vmas_in(s, s + len, |id| self.vma(id).end).is_empty();
+        let fits = |h: VirtAddr| h.0 >= MMAP_MIN && h.0 + len.as_u64() <= TASK_SIZE;
+        match a.addr {
+            Some(h) if fixed && !fits(h) => Err(Errno::ENOMEM),
+            Some(h) if fixed && a.flags & map::FIXED_NOREPLACE != 0 && taken(h) => {
+                Err(Errno::EEXIST)
+            }
+            Some(h) if fixed || (h.is_aligned(Bytes::PAGE) && fits(h) && !taken(h)) => Ok(h),
+            _ => self
+                .mm(mm)
+                .unmapped_area(len, align, |id| (self.vma(id).start, self.vma(id).end))
+                .ok_or(Errno::ENOMEM),
+        }
+    }
 }
 
 /// Drops the reference `do_mmap` took on a file when the mapping fails.

@@ -339,7 +339,8 @@ pub(crate) async fn try_to_unmap(cx: &Cx, head: Pfn) -> bool {
                 st.put_folio(head, 1);
             }
             let haddr = m.addr.align_down(simcore::Bytes::PMD);
-            crate::tlbflush::flush_tlb_range(cx, m.mm, haddr, haddr + simcore::Bytes::PMD).await;
+            crate::arch::tlbflush::flush_tlb_range(cx, m.mm, haddr, haddr + simcore::Bytes::PMD)
+                .await;
             drop(g);
             continue;
         }
@@ -377,7 +378,7 @@ pub(crate) async fn try_to_unmap(cx: &Cx, head: Pfn) -> bool {
         if !unmapped {
             return false;
         }
-        crate::tlbflush::flush_tlb_page(cx, m.mm, m.addr).await;
+        crate::arch::tlbflush::flush_tlb_page(cx, m.mm, m.addr).await;
         drop(g);
     }
     cx.st().folios.folio_mapcount(head) == 0

@@ -12,9 +12,9 @@
 //! Approximations: one swap device of type 0; slots are allocated lowest-first (the kernel uses
 //! per-CPU clusters); no swap readahead (`page-cluster`) and no zswap.
 
-use crate::content::Content;
 use crate::folio::pg;
 use crate::kernel::KState;
+use crate::sim::content::Content;
 use crate::vmstat::VmStat;
 use crate::workingset::ShadowSlot;
 use simcore::Pfn;

@@ -5,25 +5,25 @@
 //! the thread's simulated task: it charges virtual time, takes the kernel's locks and may block.
 //! Errors are the kernel's: an errno for a syscall, a signal for a memory access.
 
-use crate::clear_refs::{ClearRefs, clear_refs};
-use crate::direct_io::direct_read;
+use crate::arch::uaccess::{
+    access_page, fault_and_retry, read_user, settle, touch, translate_run, write_user,
+};
 use crate::errno::{Errno, Signal, SysError};
-use crate::exec::{ExecImage, ExecLayout, do_exec};
 use crate::filemap::{file_read, file_write, writeback};
 use crate::fork::{do_fork, exit_mmap};
+use crate::fs::direct_io::direct_read;
+use crate::fs::exec::{ExecImage, ExecLayout, do_exec};
+use crate::fs::ops::PageFill;
+use crate::fs::pipe::vmsplice;
+use crate::fs::proc::clear_refs::{ClearRefs, clear_refs};
 use crate::fs::{FileId, fmode};
-use crate::fs_ops::PageFill;
 use crate::gup::{GupFlags, HoldId, hold, hold_read, hold_release};
 use crate::kernel::Cx;
 use crate::mm_struct::MmId;
 use crate::mmap::{MmapArgs, do_madvise, do_mmap, do_mprotect, do_munmap, map, prot};
 use crate::pgtable::Access;
-use crate::pipe::vmsplice;
 use crate::process::{Pid, ProcState};
 use crate::truncate::{do_fallocate, do_truncate};
-use crate::uaccess::{
-    access_page, fault_and_retry, read_user, settle, touch, translate_run, write_user,
-};
 use simcore::{Bytes, VirtAddr};
 
 /// `open(2)` flags that the model reads.
@@ -109,7 +109,7 @@ impl Thread {
 
     /// `open(2)` of an existing file; returns the descriptor.
     pub async fn open(&self, path: &str, flags: OpenFlags) -> Result<i32, Errno> {
-        self.cx.charge(crate::cost::Cost::Syscall).await;
+        self.cx.charge(crate::sim::cost::Cost::Syscall).await;
         let inode = *self.cx.st().paths.get(path).ok_or(Errno::ENOENT)?;
         if !flags.read && !flags.write {
             return Err(Errno::EINVAL);
@@ -132,7 +132,7 @@ impl Thread {
 
     /// `close(2)`.
     pub async fn close(&self, fd: i32) -> Result<(), Errno> {
-        self.cx.charge(crate::cost::Cost::Syscall).await;
+        self.cx.charge(crate::sim::cost::Cost::Syscall).await;
         let mut st = self.cx.st();
         let f = st.procs[self.pid()].fds.remove(&fd).ok_or(Errno::EBADF)?;
         st.file_put(f);
@@ -141,7 +141,7 @@ impl Thread {
 
     /// `dup(2)`: a new descriptor for the same open file description.
     pub async fn dup(&self, fd: i32) -> Result<i32, Errno> {
-        self.cx.charge(crate::cost::Cost::Syscall).await;
+        self.cx.charge(crate::sim::cost::Cost::Syscall).await;
         let f = self.fd(fd)?;
         let mut st = self.cx.st();
         st.file_mut(f).refs += 1;
@@ -162,7 +162,7 @@ impl Thread {
         len: u64,
         pos: u64,
     ) -> Result<u64, SysError> {
-        self.cx.charge(crate::cost::Cost::Syscall).await;
+        self.cx.charge(crate::sim::cost::Cost::Syscall).await;
         let f = self.fd(fd)?;
         let (inode, readable, ra, direct, fs) = {
             let st = self.cx.st();
@@ -219,7 +219,7 @@ impl Thread {
 
     /// `pwrite(2)` of `data` (as if from a user buffer already holding it).
     pub async fn pwrite_data(&self, fd: i32, data: &[u8], pos: u64) -> Result<u64, Errno> {
-        self.cx.charge(crate::cost::Cost::Syscall).await;
+        self.cx.charge(crate::sim::cost::Cost::Syscall).await;
         let f = self.fd(fd)?;
         let (inode, writable) = {
             let st = self.cx.st();
@@ -250,7 +250,7 @@ impl Thread {
 
     /// `ftruncate(2)`.
     pub async fn ftruncate(&self, fd: i32, size: u64) -> Result<(), Errno> {
-        self.cx.charge(crate::cost::Cost::Syscall).await;
+        self.cx.charge(crate::sim::cost::Cost::Syscall).await;
         let f = self.fd(fd)?;
         let (inode, writable) = {
             let st = self.cx.st();
@@ -284,7 +284,7 @@ impl Thread {
         memcg: crate::memcontrol::MemcgId,
         amount: Bytes,
     ) -> Result<(), Errno> {
-        self.cx.charge(crate::cost::Cost::Syscall).await;
+        self.cx.charge(crate::sim::cost::Cost::Syscall).await;
         let want = amount.pages_ceil();
         let mut freed = 0;
         let mut retries = 0;
@@ -306,7 +306,7 @@ impl Thread {
     /// the file; `KEEP_SIZE`: allocate only; `PUNCH_HOLE | KEEP_SIZE`: free the range).
     pub async fn fallocate(&self, fd: i32, mode: u32, offset: u64, len: u64) -> Result<(), Errno> {
         use crate::fs::falloc;
-        self.cx.charge(crate::cost::Cost::Syscall).await;
+        self.cx.charge(crate::sim::cost::Cost::Syscall).await;
         let f = self.fd(fd)?;
         let (inode, writable) = {
             let st = self.cx.st();
@@ -334,7 +334,7 @@ impl Thread {
 
     /// `fsync(2)`: writes the file's dirty pages back.
     pub async fn fsync(&self, fd: i32) -> Result<(), Errno> {
-        self.cx.charge(crate::cost::Cost::Syscall).await;
+        self.cx.charge(crate::sim::cost::Cost::Syscall).await;
         let f = self.fd(fd)?;
         let inode = self.cx.st().file(f).inode;
         writeback(&self.cx, inode).await;
@@ -349,7 +349,7 @@ impl Thread {
 
     /// `exit(2)`: tears the address space down and closes every file.
     pub async fn exit(&self) -> Result<(), Errno> {
-        self.cx.charge(crate::cost::Cost::Syscall).await;
+        self.cx.charge(crate::sim::cost::Cost::Syscall).await;
         let pid = self.pid();
         let mm = self.cx.st().procs[pid].mm.take();
         if let Some(mm) = mm {
@@ -371,7 +371,7 @@ impl Thread {
 
     /// `pipe(2)`: returns the read and write descriptors.
     pub async fn pipe(&self) -> Result<(i32, i32), Errno> {
-        self.cx.charge(crate::cost::Cost::Syscall).await;
+        self.cx.charge(crate::sim::cost::Cost::Syscall).await;
         let mut st = self.cx.st();
         let (r, w) = st.pipe_create(&self.cx);
         let p = &mut st.procs[self.pid()];
@@ -483,7 +483,7 @@ impl Thread {
 
     /// Charges `n` page-sized reads served by [`Thread::read_run`].
     pub async fn read_settle(&self, n: u64) {
-        use crate::cost::Cost;
+        use crate::sim::cost::Cost;
         let each = self.cx.cost(Cost::Syscall)
             + self.cx.cost(Cost::PageCacheLookup)
             + self.cx.cost(Cost::UserCopy4k);

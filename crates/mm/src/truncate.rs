@@ -120,7 +120,7 @@ pub(crate) async fn truncate_inode_pages_range(
         zero_cached(cx, inode, e / 4096, 0, (e % 4096) as usize).await;
     }
     if cx.st().inodes[inode].fs.is_dax() && first < end {
-        crate::dax::dax_delete_mapping_range(cx, inode, first, lend.map(|e| e / 4096)).await;
+        crate::fs::dax::dax_delete_mapping_range(cx, inode, first, lend.map(|e| e / 4096)).await;
     }
 }
 

@@ -28,11 +28,11 @@
 //! page-cache path (`filemap_fault` allocates their pages), and they have no `page_mkwrite`
 //! (`shmem_vm_ops`), so their shared writable mappings are not write-notified.
 
-use crate::dax::{dax_huge_fault, dax_pte_fault, dax_wp_shared};
 use crate::errno::VmFault;
 use crate::fault::{do_anonymous_page, do_fault, wp_page_shared};
 use crate::filemap::filemap_map_pages;
 use crate::fs::FileId;
+use crate::fs::dax::{dax_huge_fault, dax_pte_fault, dax_wp_shared};
 use crate::huge_memory::file_huge_fault;
 use crate::kernel::KState;
 use crate::memory::{FaultOutcome, Vmf};

@@ -43,13 +43,13 @@
 //! and frees it on a later pass). The `refcount_freeze = skip` switch breaks the freeze on
 //! purpose (the explorer must find the result).
 
-use crate::cost::Cost;
 use crate::era::RefcountFreeze;
 use crate::filemap::folio_unlock;
 use crate::folio::{LruList, Mapping, pg};
 use crate::kernel::{Cx, KState};
 use crate::memcontrol::{MAX_RECLAIM_RETRIES, MemcgId, ROOT_MEMCG, lruvec_list};
 use crate::rmap::{folio_referenced, try_to_unmap};
+use crate::sim::cost::Cost;
 use crate::vma::VmFlags;
 use crate::vmstat::VmStat;
 use crate::workingset::ShadowSlot;

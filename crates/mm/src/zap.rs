@@ -16,13 +16,13 @@
 //! after the flush, like a page's. `split_huge_pmd_edges` clears those that straddle a VMA edge before the
 //! VMA is split (`vma_adjust_trans_huge`).
 
-use crate::cost::Cost;
+use crate::arch::tlbflush::flush_tlb_range;
 use crate::folio::InodeId;
 use crate::kernel::{Cx, KState};
 use crate::memory::{mm_counter, vm_normal_page};
 use crate::mm_struct::MmId;
 use crate::pgtable::{Level, PtId, Pte, Upper};
-use crate::tlbflush::flush_tlb_range;
+use crate::sim::cost::Cost;
 use crate::vma::VmaId;
 use simcore::{Bytes, Pfn, VirtAddr};
 

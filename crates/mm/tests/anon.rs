@@ -23,8 +23,8 @@ fn reading_1g_maps_the_zero_page_writing_it_allocates() {
     let pm = m.pagemap(pid, addr, 3).unwrap();
     for e in pm {
         assert_eq!(e >> 63, 1, "present");
-        assert_eq!(e & mm::proc::PM_PFN_MASK, zero, "maps the zero page");
-        assert_eq!(e & mm::proc::PM_MMAP_EXCLUSIVE, 0);
+        assert_eq!(e & mm::fs::proc::PM_PFN_MASK, zero, "maps the zero page");
+        assert_eq!(e & mm::fs::proc::PM_MMAP_EXCLUSIVE, 0);
     }
     run_big(&mut m, pid, move |t| async move {
         t.touch(addr, Bytes::gib(1), Access::Write).await.unwrap();

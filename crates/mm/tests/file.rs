@@ -43,7 +43,7 @@ fn shared_file_writes_reach_the_file_and_other_processes() {
     assert_eq!(vmstat(&m, "nr_written"), 1);
     let inode = *m.kernel().state().paths.get("/data/shared").unwrap();
     let mut buf = [0u8; 12];
-    mm::content::Content::read(
+    mm::sim::content::Content::read(
         m.kernel().state().inodes[inode].backing.read(1).as_ref(),
         10,
         &mut buf,
@@ -95,7 +95,7 @@ fn private_file_writes_stay_private() {
 fn original_tail() -> Vec<u8> {
     let content = mm::fs::Backing { pattern: Some(42), ..Default::default() }.read(2);
     let mut buf = [0u8; 9];
-    mm::content::Content::read(content.as_ref(), 7, &mut buf);
+    mm::sim::content::Content::read(content.as_ref(), 7, &mut buf);
     buf.to_vec()
 }
 

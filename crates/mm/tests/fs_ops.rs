@@ -1,4 +1,4 @@
-//! The file-system seam holds: outside `fs_ops.rs`, no code in `crates/mm/src` compares `FsType`
+//! The file-system seam holds: outside `fs/ops.rs`, no code in `crates/mm/src` compares `FsType`
 //! values. Every question whose answer differs by file system is one method there (the
 //! `file_operations`/`address_space_operations` of `include/linux/fs.h`); elsewhere `FsType`
 //! values are only made and passed on.
@@ -30,13 +30,13 @@ fn only_the_fs_ops_ask_which_file_system() {
     let mut files = Vec::new();
     sources(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"), &mut files);
     let mut found = Vec::new();
-    for path in files.iter().filter(|p| !p.ends_with("fs_ops.rs")) {
+    for path in files.iter().filter(|p| !p.ends_with("fs/ops.rs")) {
         let text = std::fs::read_to_string(path).expect("a source file is readable");
         for (n, line) in text.lines().enumerate().filter(|(_, l)| compares_fs_type(l)) {
             found.push(format!("{}:{}: {}", path.display(), n + 1, line.trim()));
         }
     }
-    assert!(found.is_empty(), "FsType compared outside fs_ops.rs:\n{}", found.join("\n"));
+    assert!(found.is_empty(), "FsType compared outside fs/ops.rs:\n{}", found.join("\n"));
 }
 
 #[test]

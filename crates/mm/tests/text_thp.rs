@@ -58,7 +58,7 @@ fn exec_text_is_pmd_mapped_with_the_switch_on() {
         assert_eq!(meminfo(&m, "FilePmdMapped"), pmd_kb, "{switch}");
         assert_eq!(vmstat(&m, "nr_mapped"), 1152, "{switch}: every text page is mapped once");
         let st = m.kernel().state();
-        walks.push(st.tlb.stats(0).get(mm::tlb::TlbEvent::ItlbWalks));
+        walks.push(st.tlb.stats(0).get(mm::arch::tlb::TlbEvent::ItlbWalks));
         if thps > 0 {
             let inode = *st.paths.get("/bin/app").unwrap();
             assert_eq!(st.inodes[inode].mapping.nr_thps, 2);
@@ -100,7 +100,7 @@ fn munmap_of_half_a_pmd_splits_it() {
     let st = m.kernel().state();
     let inode = *st.paths.get("/bin/app").unwrap();
     let head = st.page_cache_get(inode, 0).unwrap();
-    assert_eq!(pm & mm::proc::PM_PFN_MASK, head.0, "a PTE maps the THP's first page");
+    assert_eq!(pm & mm::fs::proc::PM_PFN_MASK, head.0, "a PTE maps the THP's first page");
     assert_eq!(st.folios.entire_mapcount(head), 0);
     assert_eq!(st.folios.page_mapcount(head), 1);
 }

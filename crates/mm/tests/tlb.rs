@@ -5,7 +5,7 @@
 mod common;
 
 use common::{machine, run_in};
-use mm::tlb::TlbEvent;
+use mm::arch::tlb::TlbEvent;
 use mm::{Access, Machine, Pid, prot};
 use simcore::{Bytes, SimDuration, VirtAddr};
 

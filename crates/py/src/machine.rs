@@ -16,7 +16,7 @@ use lab::scenario::model::MachineSpec;
 use lab::scenario::parse::{parse_content, parse_fs, parse_hole};
 use lab::scenario::run::{Overrides, machine_config};
 use lab::session::{CallError, Session};
-use mm::proc::{PM_FILE, PM_MMAP_EXCLUSIVE, PM_PFN_MASK, PM_PRESENT, PM_SOFT_DIRTY, PM_SWAP};
+use mm::fs::proc::{PM_FILE, PM_MMAP_EXCLUSIVE, PM_PFN_MASK, PM_PRESENT, PM_SOFT_DIRTY, PM_SWAP};
 use mm::{FileSpec, Pid, Thread};
 use pyo3::exceptions::{PyProcessLookupError, PyValueError};
 use pyo3::prelude::*;

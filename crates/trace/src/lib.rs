@@ -9,7 +9,7 @@
 //!   constant memory;
 //! - [`maps`]: the `/proc/PID/maps` text that describes the replayed process's address space;
 //! - [`replay`]: a simulated process built from a maps description, running a trace through the
-//!   TLBs and page walk (`mm::tlb`), faulting through the mm model only on a miss that needs it;
+//!   TLBs and page walk (`mm::arch::tlb`), faulting through the mm model only on a miss that needs it;
 //! - [`block`]: block traces for page-cache replay (the ARC paper's `.lis` text, libCacheSim's
 //!   oracleGeneral binary), and the oracleGeneral writer;
 //! - [`pagecache`]: a block trace replayed as reads or mapped accesses of one file by a process

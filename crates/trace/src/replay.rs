@@ -21,8 +21,8 @@ use crate::InputError;
 use crate::input::TraceReader;
 use crate::maps::Mapping;
 use crate::record::RefKind;
+use mm::arch::tlb::TlbEvent;
 use mm::era::ExecTextThp;
-use mm::tlb::TlbEvent;
 use mm::{
     FileSpec, KernelVersion, Machine, MachineConfig, MmapArgs, OpenFlags, Pid, Profile, Thread,
     map, prot,

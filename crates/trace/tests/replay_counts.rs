@@ -4,7 +4,7 @@
 //! walk of the retried access) and faults once. See `docs/replay.md`.
 
 use mm::Profile;
-use mm::tlb::TlbEvent;
+use mm::arch::tlb::TlbEvent;
 use trace::input::TraceReader;
 use trace::maps::Mapping;
 use trace::replay::{ReplayOptions, ReplayReport, replay};

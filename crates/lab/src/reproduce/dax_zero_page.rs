@@ -22,7 +22,7 @@
 
 use super::{Experiment, Figure, Progress, Report, Row, Scale, Series};
 use mm::fs::FsType;
-use mm::proc::MemSizeStats;
+use mm::fs::proc::MemSizeStats;
 use mm::vmstat::{MmEvent, VmStat};
 use mm::{FileSpec, KernelVersion, Machine, MachineConfig, Profile};
 use simcore::{Bytes, Histogram, VirtAddr};

@@ -3,8 +3,8 @@
 
 use super::interp::{Env, Failure};
 use super::model::{Expect, Observable, PagemapBit, Show};
+use mm::fs::proc::{PM_FILE, PM_MMAP_EXCLUSIVE, PM_PFN_MASK, PM_PRESENT, PM_SOFT_DIRTY, PM_SWAP};
 use mm::kernel::KState;
-use mm::proc::{PM_FILE, PM_MMAP_EXCLUSIVE, PM_PFN_MASK, PM_PRESENT, PM_SOFT_DIRTY, PM_SWAP};
 
 /// The value of a `Name:   123 kB` field in a `/proc` text.
 fn field_kb(text: &str, field: &str) -> Option<u64> {

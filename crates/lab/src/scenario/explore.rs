@@ -32,7 +32,7 @@ pub fn factory(
         let (log_end, log_fp) = (log.clone(), log);
         let file = scenario.file.clone();
         Ok(Trial::new(sim)
-            .step_check(move || mm::check::check_all(&k_check.state(), rule))
+            .step_check(move || mm::sim::check::check_all(&k_check.state(), rule))
             .end_check(move || match log_end.borrow().failures.first() {
                 None => Ok(()),
                 Some(f) => Err(format!(

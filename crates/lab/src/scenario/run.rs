@@ -233,7 +233,7 @@ impl Driver {
 
     /// The whole-system checkers after a step; a broken invariant ends the scenario.
     fn checks_hold(&self, line: usize, rule: CowReuse) -> bool {
-        let result = mm::check::check_all(&self.kernel.state(), rule);
+        let result = mm::sim::check::check_all(&self.kernel.state(), rule);
         result
             .map_err(|e| self.fail(line, "the kernel's invariants hold after the step", e))
             .is_ok()
@@ -273,7 +273,7 @@ pub fn run(
         if tick.is_multiple_of(1 << 16) {
             progress(handle.now());
         }
-        if o.check_every_step { mm::check::check_all(&k.state(), rule) } else { Ok(()) }
+        if o.check_every_step { mm::sim::check::check_all(&k.state(), rule) } else { Ok(()) }
     });
     let (stopped, last) = match result {
         Ok(r) => (None, Some(r)),

@@ -14,13 +14,13 @@
 //!
 //! Approximations: the IO is one request; alignment is checked against 512-byte logical blocks.
 
-use crate::content::Content;
 use crate::errno::{Errno, SysError};
 use crate::filemap::writeback;
 use crate::folio::InodeId;
 use crate::gup::{GupFlags, get_user_pages, release_pages};
 use crate::kernel::Cx;
 use crate::mm_struct::MmId;
+use crate::sim::content::Content;
 use simcore::{Bytes, VirtAddr};
 
 /// The logical block size O_DIRECT aligns to.
@@ -36,9 +36,10 @@ pub(crate) async fn direct_read(
     pos: u64,
 ) -> Result<u64, SysError> {
     if cx.st().inodes[inode].fs.is_dax() {
-        let data = crate::dax::dax_read(cx, inode, pos, len, true).await.map_err(|e| e.signal())?;
+        let data =
+            crate::fs::dax::dax_read(cx, inode, pos, len, true).await.map_err(|e| e.signal())?;
         let data = data.expect("asked for the data");
-        crate::uaccess::write_user(cx, mm, buf, &data).await?;
+        crate::arch::uaccess::write_user(cx, mm, buf, &data).await?;
         return Ok(data.len() as u64);
     }
     if ![buf.0, len, pos].iter().all(|v| v.is_multiple_of(LOGICAL_BLOCK)) {

@@ -12,6 +12,8 @@
 //! the file LRU pages (the kernel also subtracts watermarks and adds reclaimable slab, which the
 //! model does not have).
 
+pub mod clear_refs;
+
 use crate::folio::{LruList, pg};
 use crate::kernel::KState;
 use crate::memory::vm_normal_page;

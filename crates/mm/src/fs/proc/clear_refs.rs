@@ -9,6 +9,7 @@
 //! anonymous or file-mapped pages; 5 resets the RSS high-water mark. Soft-dirty clearing takes
 //! `mmap_lock` for write (as since v5.11), the others for read.
 
+use crate::arch::tlbflush::flush_tlb_range;
 use crate::cow::clear_refs_skips_pinned;
 use crate::errno::Errno;
 use crate::folio::pg;
@@ -16,7 +17,6 @@ use crate::kernel::Cx;
 use crate::memory::vm_normal_page;
 use crate::mm_struct::{MMF_HAS_PINNED, MmId};
 use crate::pgtable::{Level, Pte};
-use crate::tlbflush::flush_tlb_range;
 use crate::vma::{VmFlags, VmaId};
 use simcore::{Bytes, VirtAddr};
 
@@ -45,7 +45,7 @@ impl ClearRefs {
 
 /// `clear_refs_write` on `mm`.
 pub(crate) async fn clear_refs(cx: &Cx, mm: MmId, kind: ClearRefs) {
-    cx.charge(crate::cost::Cost::Syscall).await;
+    cx.charge(crate::sim::cost::Cost::Syscall).await;
     let lock = cx.st().mm(mm).mmap_lock;
     if kind == ClearRefs::MmHiwaterRss {
         let _g = lock.write(cx).await;

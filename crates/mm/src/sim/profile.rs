@@ -14,14 +14,14 @@
 //! flush of 330 gives the write fault that replaces the zero page. Figures not measured here (block device, IPIs) give their
 //! source beside them and are marked as approximations.
 //!
-//! TLB geometries (`crate::tlb`) follow published figures of one core each, cited beside them:
+//! TLB geometries (`crate::arch::tlb`) follow published figures of one core each, cited beside them:
 //! AMD Zen 5 for `epyc-vm` and `tiny` (the development machine reports CPU family 0x1A, Zen 5),
 //! Intel Golden Cove for `xeon-spr`, Arm Cortex-A76 for `arm-a76`. The latter two profiles reuse
 //! the `epyc-vm` cost table for kernel operations (an approximation: those were measured only
 //! here); what distinguishes them is their TLB hierarchy and CPU count.
 
-use crate::cost::{Cost, CostTable};
-use crate::tlb::{ArrayGeometry as A, SecondLevel, TlbGeometry, sizes};
+use crate::arch::tlb::{ArrayGeometry as A, SecondLevel, TlbGeometry, sizes};
+use crate::sim::cost::{Cost, CostTable};
 use simcore::Bytes;
 
 /// A simulated machine.

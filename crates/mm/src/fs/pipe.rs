@@ -131,7 +131,7 @@ pub(crate) async fn vmsplice(
     addr: VirtAddr,
     len: u64,
 ) -> Result<u64, Errno> {
-    cx.charge(crate::cost::Cost::Syscall).await;
+    cx.charge(crate::sim::cost::Cost::Syscall).await;
     if len == 0 {
         return Ok(0);
     }

@@ -159,7 +159,7 @@ fn check_frames(st: &KState) -> Result<(), String> {
         .sum();
     let used = st.total_pages() - st.free_pages();
     let tables = st.pt.live();
-    let zero = 1 + st.huge_zero_pfn.map_or(0, |_| crate::daxfs::PMD_PAGES);
+    let zero = 1 + st.huge_zero_pfn.map_or(0, |_| crate::fs::daxfs::PMD_PAGES);
     if used != folio_pages + tables + zero {
         return Err(format!(
             "frame accounting: {used} frames in use, but {folio_pages} in folios + {tables} page tables + {zero} in zero pages"
@@ -539,8 +539,17 @@ fn check_shadows(st: &KState) -> Result<(), String> {
 /// The DAX rules: zero pages, pmem mappings against the block maps and the DAX entries, the
 /// entries themselves, and the device's allocation.
 fn check_dax(st: &KState, ptes: &[Mapped]) -> Result<(), String> {
+    check_zero_frames(st)?;
+    check_pmem_ptes(st, ptes)?;
+    check_dax_entries(st)
+}
+
+/// The zero page and the huge zero page are never written and hold no references.
+fn check_zero_frames(st: &KState) -> Result<(), String> {
     let zero_frames = std::iter::once(st.zero_pfn).chain(
-        st.huge_zero_pfn.into_iter().flat_map(|h| (0..crate::daxfs::PMD_PAGES).map(move |i| h + i)),
+        st.huge_zero_pfn
+            .into_iter()
+            .flat_map(|h| (0..crate::fs::daxfs::PMD_PAGES).map(move |i| h + i)),
     );
     for pfn in zero_frames {
         if st.mem.get(pfn.0).is_some() {
@@ -550,6 +559,12 @@ fn check_dax(st: &KState, ptes: &[Mapped]) -> Result<(), String> {
             return Err(format!("zero page frame {pfn} has references or an rmap count"));
         }
     }
+    Ok(())
+}
+
+/// Every PTE or PMD to persistent memory lies in a DAX VMA, maps the file's own blocks, and
+/// agrees with the file's DAX entry.
+fn check_pmem_ptes(st: &KState, ptes: &[Mapped]) -> Result<(), String> {
     for m in ptes.iter().filter(|m| m.pte.is_present() && st.is_pmem_pfn(m.pte.pfn())) {
         let vma = st.find_vma(m.mm, m.addr).filter(|&v| st.vma_is_dax(v)).ok_or_else(|| {
             format!(
@@ -562,7 +577,7 @@ fn check_dax(st: &KState, ptes: &[Mapped]) -> Result<(), String> {
         let v = st.vma(vma);
         let inode = st.file(v.file.expect("DAX VMAs map files")).inode;
         let index = v.page_index(m.addr);
-        let pages = if m.huge { crate::daxfs::PMD_PAGES } else { 1 };
+        let pages = if m.huge { crate::fs::daxfs::PMD_PAGES } else { 1 };
         if m.huge && m.addr + simcore::Bytes::PMD > v.end {
             return Err(format!("huge PMD at {} of mm {} crosses its VMA's end", m.addr, m.mm));
         }
@@ -580,9 +595,9 @@ fn check_dax(st: &KState, ptes: &[Mapped]) -> Result<(), String> {
         }
         if let Some((start, e)) = st.dax_entry(inode, index) {
             let ok = match e.kind {
-                crate::dax::EntryKind::Empty => true,
-                crate::dax::EntryKind::Zero => false,
-                crate::dax::EntryKind::Block(pfn) => pfn + (index - start) == m.pte.pfn(),
+                crate::fs::dax::EntryKind::Empty => true,
+                crate::fs::dax::EntryKind::Zero => false,
+                crate::fs::dax::EntryKind::Block(pfn) => pfn + (index - start) == m.pte.pfn(),
             };
             if !ok {
                 return Err(format!(
@@ -595,13 +610,19 @@ fn check_dax(st: &KState, ptes: &[Mapped]) -> Result<(), String> {
             }
         }
     }
+    Ok(())
+}
+
+/// DAX entries do not overlap, sit where no hole page is, and map the file's blocks; every
+/// allocated block has one owner and the device's count agrees.
+fn check_dax_entries(st: &KState) -> Result<(), String> {
     let mut allocated = 0u64;
     let mut owners: BTreeMap<u64, (crate::folio::InodeId, u64)> = BTreeMap::new();
     for (&inode, d) in &st.dax.inodes {
         let path = &st.inodes[inode].path;
         let mut covered_to = 0u64;
         for (&start, e) in &d.entries {
-            if start < covered_to || (e.pmd && start % crate::daxfs::PMD_PAGES != 0) {
+            if start < covered_to || (e.pmd && start % crate::fs::daxfs::PMD_PAGES != 0) {
                 return Err(format!("{path}: DAX entry at {start} overlaps or is misaligned"));
             }
             covered_to = start + e.pages();
@@ -609,7 +630,7 @@ fn check_dax(st: &KState, ptes: &[Mapped]) -> Result<(), String> {
             {
                 return Err(format!("{path}: page {page} has both a hole page and a DAX entry"));
             }
-            if let crate::dax::EntryKind::Block(pfn) = e.kind
+            if let crate::fs::dax::EntryKind::Block(pfn) = e.kind
                 && (0..e.pages()).any(|k| st.dax.written_pfn(inode, start + k) != Some(pfn + k))
             {
                 return Err(format!(

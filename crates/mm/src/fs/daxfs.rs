@@ -26,11 +26,11 @@
 //! has no bad blocks; a freed block forgets its bytes (ext4 zeroes blocks when it allocates them,
 //! so the difference cannot be observed).
 
-use crate::cost::Cost;
-use crate::dax::DaxEntry;
 use crate::errno::Errno;
 use crate::folio::InodeId;
+use crate::fs::dax::DaxEntry;
 use crate::kernel::{Cx, KState};
+use crate::sim::cost::Cost;
 use crate::vma::VmaId;
 use simcore::Pfn;
 use std::collections::BTreeMap;
@@ -219,7 +219,7 @@ impl DaxFs {
     /// Returns the first frame, or `None` when the device has no room.
     fn alloc_written(
         &mut self,
-        mem: &mut crate::content::FrameContents,
+        mem: &mut crate::sim::content::FrameContents,
         inode: InodeId,
         index: u64,
         pages: u64,
@@ -260,7 +260,7 @@ impl DaxFs {
     /// Frees the blocks of pages `[first, end)` (truncate, punch hole).
     pub(crate) fn free_blocks(
         &mut self,
-        mem: &mut crate::content::FrameContents,
+        mem: &mut crate::sim::content::FrameContents,
         inode: InodeId,
         first: u64,
         end: u64,
@@ -277,7 +277,7 @@ impl DaxFs {
     /// (`dax_zero_range` for a partial block).
     pub(crate) fn zero_partial(
         &self,
-        mem: &mut crate::content::FrameContents,
+        mem: &mut crate::sim::content::FrameContents,
         inode: InodeId,
         index: u64,
         from: usize,
@@ -412,7 +412,7 @@ mod tests {
     #[test]
     fn holes_unwritten_blocks_and_extents_look_up_as_the_iomap_says() {
         let mut fs = DaxFs::new(Pfn(1 << 18), 4096);
-        let mut mem = crate::content::FrameContents::default();
+        let mut mem = crate::sim::content::FrameContents::default();
         let ino = InodeId(0);
         fs.inodes.insert(ino, DaxInode::default());
         assert_eq!(fs.lookup(ino, 0, 512), Some(Iomap::Hole));

@@ -62,7 +62,7 @@ pub(crate) async fn do_exec(
     path: &str,
     image: ExecImage,
 ) -> Result<ExecLayout, Errno> {
-    cx.charge(crate::cost::Cost::Syscall).await;
+    cx.charge(crate::sim::cost::Cost::Syscall).await;
     let page = |b: Bytes| b.align_up(Bytes::PAGE).ok_or(Errno::EINVAL);
     let (text, data, bss, stack) =
         (page(image.text)?, page(image.data)?, page(image.bss)?, page(image.stack)?);

@@ -27,12 +27,12 @@
 //! - Blocks: how truncation frees them, how a partial block is zeroed, how `fallocate`
 //!   allocates them (`->setattr`, `->fallocate`).
 
-use crate::cost::Cost;
 use crate::errno::Errno;
 use crate::filemap::shmem_alloc_page;
 use crate::folio::InodeId;
 use crate::fs::FsType;
 use crate::kernel::{Cx, KState};
+use crate::sim::cost::Cost;
 use crate::vm_ops::VmOps;
 
 /// How a missing page of a file's page cache is filled.

@@ -2,7 +2,6 @@
 //! the Python bindings and experiments use to create files and processes, start threads, run,
 //! and read the observables.
 
-use crate::check::check_all;
 use crate::era::{KernelVersion, Switches};
 use crate::errno::Errno;
 use crate::folio::{InodeId, pg};
@@ -11,7 +10,8 @@ use crate::kernel::{Cx, KState, Kernel, Tunables};
 use crate::memcontrol::MemcgId;
 use crate::page_alloc::BuddyAllocator;
 use crate::process::{Pid, ProcState, Process};
-use crate::profile::Profile;
+use crate::sim::check::check_all;
+use crate::sim::profile::Profile;
 use crate::syscall::Thread;
 use crate::vmstat::{VmStat, VmStats};
 use engine::{RunReport, SchedulerKind, Sim, SimConfig, SimError, TaskId};
@@ -191,7 +191,7 @@ impl Machine {
             zero_pfn: zero,
             huge_zero_pfn: None,
             // The device's frames start at the first 1 GiB boundary above RAM.
-            dax: crate::daxfs::DaxFs::new(
+            dax: crate::fs::daxfs::DaxFs::new(
                 simcore::Pfn(total.next_multiple_of(1 << 18)),
                 config.pmem.pages_ceil(),
             ),
@@ -201,10 +201,10 @@ impl Machine {
             gup_holds: IdVec::new(),
             pipes: Default::default(),
             kswapd_awake: false,
-            tlb: crate::tlb::Tlbs::new(
+            tlb: crate::arch::tlb::Tlbs::new(
                 &config.profile.tlb,
                 config.profile.cpus,
-                config.profile.costs.get(crate::cost::Cost::TlbFlushAll),
+                config.profile.costs.get(crate::sim::cost::Cost::TlbFlushAll),
             ),
             memcgs,
             task_memcg: Default::default(),

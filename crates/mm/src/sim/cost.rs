@@ -3,7 +3,7 @@
 //! Costs are the machine's basic operations (enter a fault, allocate a page, clear 4 KiB, install
 //! a PTE, flush a TLB entry), never the published latency of a whole mechanism: a figure a seed
 //! reports must emerge from the basic operations its code path performs, plus contention. Each
-//! profile ([`crate::profile`]) gives the values and says where they come from.
+//! profile ([`crate::sim::profile`]) gives the values and says where they come from.
 
 use simcore::SimDuration;
 

@@ -12,10 +12,10 @@
 //! kernel's `tlb_gen` check. The initiator pays its local flush and, when `mm_cpumask` names
 //! other CPUs, one shootdown round trip (`flush_tlb_multi` waits for the handlers).
 
-use crate::cost::Cost;
+use crate::arch::tlb::FlushKind;
 use crate::kernel::Cx;
 use crate::mm_struct::MmId;
-use crate::tlb::FlushKind;
+use crate::sim::cost::Cost;
 use crate::vmstat::VmStat;
 use simcore::VirtAddr;
 

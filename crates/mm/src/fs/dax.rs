@@ -57,12 +57,11 @@
 //! v4.7 (no entry locks) run the v4.7 scheme; `MAP_SYNC`, shared extents (`IOMAP_F_SHARED`), PUD
 //! faults and GUP of DAX mappings (refused with EFAULT) are not modelled.
 
-use crate::cost::Cost;
-use crate::daxfs::{Iomap, PMD_PAGES, iomap_begin};
 use crate::era::DaxHole;
 use crate::errno::{Errno, VmFault};
 use crate::filemap::{folio_lock, folio_unlock};
 use crate::folio::{InodeId, Mapping, pg};
+use crate::fs::daxfs::{Iomap, PMD_PAGES, iomap_begin};
 use crate::huge_memory::huge_pmd_set_accessed;
 use crate::kernel::{Cx, KState, Kernel};
 use crate::memory::{
@@ -70,6 +69,7 @@ use crate::memory::{
     pmd_alloc, pte_bits, set_pte_range, vm_normal_page,
 };
 use crate::pgtable::{Level, PtId, Pte, Upper};
+use crate::sim::cost::Cost;
 use crate::vmscan::alloc_folio;
 use crate::vmstat::{MmEvent, VmStat};
 use crate::zap::{split_huge_pmd, unmap_mapping_range};
@@ -876,7 +876,8 @@ mod tests {
             assert_eq!(st.events.get(MmEvent::DaxLoadHole), 16, "{kernel}");
             assert_eq!(st.vmstat.get(VmStat::ThpFaultFallback), 1, "{kernel}: one PMD try");
             let mm = st.procs[pid].mm.unwrap();
-            let zero = st.pagemap(mm, UNALIGNED, 1)[0] & crate::proc::PM_PFN_MASK == st.zero_pfn.0;
+            let zero =
+                st.pagemap(mm, UNALIGNED, 1)[0] & crate::fs::proc::PM_PFN_MASK == st.zero_pfn.0;
             assert_eq!(zero, rss_kb == 0, "{kernel}");
             assert!(st.dax.inode(InodeId(0)).blocks.is_empty(), "a read allocates no block");
         }

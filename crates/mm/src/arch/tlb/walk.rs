@@ -20,10 +20,10 @@ use simcore::{Pfn, VirtAddr};
 
 /// Entry data bits below the pfn.
 pub(super) mod bits {
-    pub(in crate::tlb) const WRITE: u64 = 1 << 0;
-    pub(in crate::tlb) const DIRTY: u64 = 1 << 1;
-    pub(in crate::tlb) const EXEC: u64 = 1 << 2;
-    pub(in crate::tlb) const PFN_SHIFT: u32 = 8;
+    pub(in crate::arch::tlb) const WRITE: u64 = 1 << 0;
+    pub(in crate::arch::tlb) const DIRTY: u64 = 1 << 1;
+    pub(in crate::arch::tlb) const EXEC: u64 = 1 << 2;
+    pub(in crate::arch::tlb) const PFN_SHIFT: u32 = 8;
 }
 
 /// The result of the page walk.

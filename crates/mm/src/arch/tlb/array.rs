@@ -230,7 +230,7 @@ impl Array {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tlb::sizes;
+    use crate::arch::tlb::sizes;
 
     fn addr_in_set(set: u64, n: u64, sets: u64) -> u64 {
         (set + n * sets) << 12

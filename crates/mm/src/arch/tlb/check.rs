@@ -111,7 +111,7 @@ mod tests {
                 assert!(err.contains("has rights the PTE"), "{err}");
                 st.check_tlb(false).unwrap();
             }
-            crate::tlbflush::flush_tlb_page(t.cx(), mm, a).await;
+            crate::arch::tlbflush::flush_tlb_page(t.cx(), mm, a).await;
             t.cx().kernel().state().check_tlb(true).unwrap();
         })
         .unwrap();

@@ -11,12 +11,12 @@
 //! Time: each access costs `MemAccess` plus what the TLB levels and walks it needed cost, plus
 //! any shootdown handler time the CPU owes (`tlb/`).
 
-use crate::cost::Cost;
 use crate::errno::Signal;
 use crate::fault::do_user_addr_fault;
 use crate::kernel::{Cx, KState};
 use crate::mm_struct::MmId;
 use crate::pgtable::Access;
+use crate::sim::cost::Cost;
 use simcore::{Bytes, Pfn, VirtAddr};
 
 /// Resolves one access to `addr`, faulting as needed, and performs it: `op` runs on the
