@@ -371,6 +371,15 @@ pub fn longterm_pin_unshares_cow_mappings(k: KernelVersion) -> bool {
     k >= v(6, 2)
 }
 
+/// A GUP that takes references (FOLL_GET or FOLL_PIN) in a COW mapping breaks COW as a write
+/// would, even when it only reads, so that a later COW cannot move the page away from the
+/// caller ("COW can break either way", CVE-2020-29374): "gup: document and work around "COW can
+/// break either way" issue" (17839856fd58, v5.8), until "mm/gup: Remove enfornced COW
+/// mechanism" (a308c71bf1e6, v5.9), once `do_wp_page` reused only pages nobody else held.
+pub fn gup_breaks_cow(k: KernelVersion) -> bool {
+    (v(5, 8)..v(5, 9)).contains(&k)
+}
+
 /// `vma_has_recency` exists and the classic LRU also ignores the young PTEs of `VM_RAND_READ`
 /// mappings: "mm: add vma_has_recency()" (8788f6781486, v6.3).
 pub fn vma_has_recency(k: KernelVersion) -> bool {
@@ -468,6 +477,13 @@ mod tests {
         forced.hugetlb_sync = HugetlbSync::VmaLock;
         let err = forced.check_implemented(old).unwrap_err();
         assert!(err.contains("`hugetlb_sync`") && err.contains("hugetlb is not modelled"), "{err}");
+    }
+
+    #[test]
+    fn cow_and_gup_facts_change_at_their_commits() {
+        let k = |s: &str| s.parse::<KernelVersion>().unwrap();
+        let breaks: Vec<bool> = ["v5.7", "v5.8", "v5.9"].map(|s| gup_breaks_cow(k(s))).into();
+        assert_eq!(breaks, [false, true, false]);
     }
 
     #[test]

@@ -14,6 +14,15 @@
 //! zero page, a page-cache page) first replaces it with an anonymous copy. FOLL_GET never
 //! unshares. The shared zero page is returned without taking a reference, as since v6.5.
 //!
+//! Forced COW break (v5.8 only, `era::gup_breaks_cow`, 17839856fd58 until a308c71bf1e6): every
+//! GUP that takes references in a COW mapping (`is_cow_mapping`: private, may write) walks and
+//! faults as a write, even for a read, after the VMA's permissions were checked for the access
+//! asked (so read-only private VMAs can still be read). A read-only PTE takes a write fault,
+//! which copies a shared page or reuses an exclusive one; in a VMA without `VM_WRITE` the page
+//! is then mapped dirty but read-only (`maybe_mkwrite`), and the retry accepts a dirty PTE
+//! (FOLL_COW, without the FOLL_FORCE that other eras ask for it). GUP-fast walks every range as
+//! a write, so a read-only PTE sends any GUP to the slow path.
+//!
 //! GUP of a DAX mapping fails with EFAULT: the model keeps no `struct page` for persistent
 //! memory, so nothing could hold a reference (the kernel takes ZONE_DEVICE page references, and
 //! refuses FOLL_LONGTERM). Populating such a range faults it in normally.
@@ -26,7 +35,8 @@ use crate::folio::pg;
 use crate::kernel::{Cx, KState};
 use crate::memory::{FaultKind, vm_normal_page};
 use crate::mm_struct::{MMF_HAS_PINNED, MmId};
-use crate::vma::VmFlags;
+use crate::pgtable::Pte;
+use crate::vma::{VmFlags, VmaId};
 use crate::vmstat::VmStat;
 use simcore::{Bytes, Pfn, VirtAddr};
 
@@ -49,6 +59,31 @@ pub struct GupPages {
     pub pages: Vec<Pfn>,
 }
 
+/// `is_cow_mapping`: a private mapping that may be written, where writes copy.
+fn is_cow_mapping(flags: VmFlags) -> bool {
+    flags.0 & (VmFlags::SHARED | VmFlags::MAYWRITE) == VmFlags::MAYWRITE
+}
+
+/// The flags a walk of `vma` uses: in the forced-COW-break era (v5.8, `should_force_cow_break`)
+/// a GUP of a COW mapping asks for write access whatever the caller asked.
+fn foll_flags(cx: &Cx, vma_flags: VmFlags, flags: GupFlags) -> GupFlags {
+    let force = crate::era::gup_breaks_cow(cx.kernel().version) && is_cow_mapping(vma_flags);
+    GupFlags { write: flags.write || force, ..flags }
+}
+
+/// `check_vma_flags`: whether `vma` allows the access asked (EFAULT otherwise).
+fn check_vma_flags(st: &KState, vma: VmaId, flags: GupFlags) -> Result<(), Errno> {
+    let vflags = st.vma(vma).flags;
+    let allowed = if flags.write { vflags.has(VmFlags::WRITE) } else { vflags.has(VmFlags::READ) };
+    if allowed { Ok(()) } else { Err(Errno::EFAULT) }
+}
+
+/// `can_follow_write_pte`: a write may use a writable PTE, or, after a COW fault in a VMA
+/// without `VM_WRITE` (`foll_cow`, FOLL_COW), the dirty read-only PTE of the copy.
+fn can_follow_write_pte(pte: Pte, foll_cow: bool) -> bool {
+    pte.write() || (foll_cow && pte.dirty())
+}
+
 /// Whether the access a GUP asks for needs an unshare fault first (`gup_must_unshare`).
 fn must_unshare(
     cx: &Cx,
@@ -60,7 +95,7 @@ fn must_unshare(
     if flags.write || !flags.pin || !cx.kernel().switches.cow_reuse.tracks_anon_exclusive() {
         return false;
     }
-    let cow_mapping = vma_flags.0 & (VmFlags::SHARED | VmFlags::MAYWRITE) == VmFlags::MAYWRITE;
+    let cow_mapping = is_cow_mapping(vma_flags);
     match page {
         Some(p) if st.folios.is_anon(st.folios.head(p)) => !st.folios.test(p, pg::ANON_EXCLUSIVE),
         _ => {
@@ -73,9 +108,16 @@ fn must_unshare(
 
 /// Looks up the page at `addr` without faulting (`follow_page_pte`): `Some(page)` if the PTE
 /// already allows the access (the zero page for a read), `None` if a fault is needed.
-fn follow_page(cx: &Cx, st: &KState, mm: MmId, addr: VirtAddr, flags: GupFlags) -> Option<Pfn> {
+fn follow_page(
+    cx: &Cx,
+    st: &KState,
+    mm: MmId,
+    addr: VirtAddr,
+    flags: GupFlags,
+    foll_cow: bool,
+) -> Option<Pfn> {
     let (pte, _) = st.pt.translate(st.mm(mm).pgd, addr)?;
-    if !pte.is_present() || (flags.write && !pte.write()) {
+    if !pte.is_present() || (flags.write && !can_follow_write_pte(pte, foll_cow)) {
         return None;
     }
     let vma = st.find_vma(mm, addr).filter(|&v| !st.vma_is_dax(v))?;
@@ -122,7 +164,7 @@ pub(crate) async fn get_user_pages(
         cx.preempt_point().await;
         let fast = {
             let mut st = cx.st();
-            let page = follow_page(cx, &st, mm, addr, flags);
+            let page = gup_fast(cx, &st, mm, addr, flags);
             if let Some(p) = page {
                 grab(&mut st, p, flags);
             }
@@ -147,33 +189,47 @@ pub(crate) async fn get_user_pages(
     Ok(GupPages { flags, pages })
 }
 
-/// The slow path for one page: `mmap_lock`, fault as needed, take the reference.
+/// The GUP-fast walk of one page (`gup_pte_range`), without `mmap_lock` or a VMA: every walk
+/// asks for write access in the forced-COW-break era (v5.8).
+fn gup_fast(cx: &Cx, st: &KState, mm: MmId, addr: VirtAddr, flags: GupFlags) -> Option<Pfn> {
+    let walk = if crate::era::gup_breaks_cow(cx.kernel().version) {
+        GupFlags { write: true, ..flags }
+    } else {
+        flags
+    };
+    follow_page(cx, st, mm, addr, walk, false)
+}
+
+/// The slow path for one page (`__get_user_pages`): `mmap_lock`, fault as needed (`faultin_page`,
+/// which sets FOLL_COW after a write-protect fault in a VMA without `VM_WRITE`), take the
+/// reference.
 async fn gup_slow(cx: &Cx, mm: MmId, addr: VirtAddr, flags: GupFlags) -> Result<Pfn, Errno> {
     let lock = cx.st().mm(mm).mmap_lock;
     let _g = lock.read(cx).await;
+    let mut foll_cow = false;
     for _ in 0..8 {
-        let (vma, kind) = {
+        let (vma, kind, sets_foll_cow) = {
             let mut st = cx.st();
             let vma = st.find_vma(mm, addr).filter(|&v| !st.vma_is_dax(v)).ok_or(Errno::EFAULT)?;
+            check_vma_flags(&st, vma, flags)?;
             let vflags = st.vma(vma).flags;
-            let allowed =
-                if flags.write { vflags.has(VmFlags::WRITE) } else { vflags.has(VmFlags::READ) };
-            if !allowed {
-                return Err(Errno::EFAULT);
-            }
-            if let Some(p) = follow_page(cx, &st, mm, addr, flags) {
+            let walk = foll_flags(cx, vflags, flags);
+            if let Some(p) = follow_page(cx, &st, mm, addr, walk, foll_cow) {
                 grab(&mut st, p, flags);
                 return Ok(p);
             }
-            let present = st.pt.translate(st.mm(mm).pgd, addr).is_some_and(|(p, _)| p.is_present());
-            let kind = match (flags.write, present) {
+            let pte = st.pt.translate(st.mm(mm).pgd, addr).map_or(Pte::NONE, |(p, _)| p);
+            let kind = match (walk.write, pte.is_present()) {
                 (true, _) => FaultKind::Write,
                 (false, true) => FaultKind::Unshare,
                 (false, false) => FaultKind::Read,
             };
-            (vma, kind)
+            // `do_wp_page` (and `do_swap_page`) report VM_FAULT_WRITE: the COW is broken.
+            let wp_fault = walk.write && !pte.is_none() && !vflags.has(VmFlags::WRITE);
+            (vma, kind, wp_fault)
         };
         handle_mm_fault(cx, mm, vma, addr, kind).await.map_err(|_| Errno::EFAULT)?;
+        foll_cow |= sets_foll_cow;
     }
     panic!("GUP at {addr} made no progress after 8 faults");
 }
