@@ -77,7 +77,8 @@ fn examples_hold(dir: &str, min: usize, runs: &[&[&str]]) {
 }
 
 /// The COW examples state each era's behaviour; they hold under every era's kernel (on both sides
-/// of each boundary: GUP's forced COW break in v5.8 only) and under the seed's rule on a current
+/// of each boundary: GUP's forced COW break in v5.8 only, writable long-term file pins refused
+/// from v6.5) and under the seed's rule on a current
 /// kernel.
 #[test]
 fn cow_examples_hold_in_every_era() {
@@ -91,6 +92,8 @@ fn cow_examples_hold_in_every_era() {
             &["--kernel", "v5.10"],
             &["--kernel", "v5.12"],
             &["--kernel", "v6.1"],
+            &["--kernel", "v6.4"],
+            &["--kernel", "v6.5"],
             &["--kernel", "v6.8"],
             &["--set", "cow_reuse=mapcount"],
         ],

@@ -380,6 +380,16 @@ pub fn gup_breaks_cow(k: KernelVersion) -> bool {
     (v(5, 8)..v(5, 9)).contains(&k)
 }
 
+/// A writable FOLL_PIN|FOLL_LONGTERM of a file mapping that needs dirty tracking
+/// (`vma_needs_dirty_tracking`: shared, writable, and its file system is notified of writes or
+/// writes back; not anonymous memory, private mappings, tmpfs or hugetlbfs) fails with EFAULT,
+/// and GUP-fast leaves such pages to the slow path: "mm/gup: disallow FOLL_LONGTERM GUP-nonfast
+/// writing to file-backed mappings" (8ac268436e6d, v6.5) and "mm/gup: disallow FOLL_LONGTERM
+/// GUP-fast writing to file-backed mappings" (a6e79df92e4a, v6.5).
+pub fn longterm_write_pin_refuses_dirty_tracked_files(k: KernelVersion) -> bool {
+    k >= v(6, 5)
+}
+
 /// `vma_has_recency` exists and the classic LRU also ignores the young PTEs of `VM_RAND_READ`
 /// mappings: "mm: add vma_has_recency()" (8788f6781486, v6.3).
 pub fn vma_has_recency(k: KernelVersion) -> bool {
@@ -484,6 +494,8 @@ mod tests {
         let k = |s: &str| s.parse::<KernelVersion>().unwrap();
         let breaks: Vec<bool> = ["v5.7", "v5.8", "v5.9"].map(|s| gup_breaks_cow(k(s))).into();
         assert_eq!(breaks, [false, true, false]);
+        assert!(!longterm_write_pin_refuses_dirty_tracked_files(k("v6.4")));
+        assert!(longterm_write_pin_refuses_dirty_tracked_files(k("v6.5")));
     }
 
     #[test]

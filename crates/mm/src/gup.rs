@@ -23,6 +23,14 @@
 //! (FOLL_COW, without the FOLL_FORCE that other eras ask for it). GUP-fast walks every range as
 //! a write, so a read-only PTE sends any GUP to the slow path.
 //!
+//! Writable long-term pins of dirty-tracked files (v6.5+,
+//! `era::longterm_write_pin_refuses_dirty_tracked_files`, 8ac268436e6d and a6e79df92e4a): a
+//! FOLL_PIN|FOLL_LONGTERM|FOLL_WRITE of a shared writable file mapping whose file system tracks
+//! dirty pages (`vma_needs_dirty_tracking`: ext4 in the model) fails with EFAULT in the slow
+//! path's `check_vma_flags`; GUP-fast pins only anonymous and shmem folios that way
+//! (`folio_fast_pin_allowed`) and leaves the rest to the slow path. Anonymous memory, private
+//! mappings and tmpfs (memfd, shared anonymous memory) are exempt.
+//!
 //! GUP of a DAX mapping fails with EFAULT: the model keeps no `struct page` for persistent
 //! memory, so nothing could hold a reference (the kernel takes ZONE_DEVICE page references, and
 //! refuses FOLL_LONGTERM). Populating such a range faults it in normally.
@@ -36,6 +44,7 @@ use crate::kernel::{Cx, KState};
 use crate::memory::{FaultKind, vm_normal_page};
 use crate::mm_struct::{MMF_HAS_PINNED, MmId};
 use crate::pgtable::Pte;
+use crate::vm_ops::VmOps;
 use crate::vma::{VmFlags, VmaId};
 use crate::vmstat::VmStat;
 use simcore::{Bytes, Pfn, VirtAddr};
@@ -71,11 +80,42 @@ fn foll_flags(cx: &Cx, vma_flags: VmFlags, flags: GupFlags) -> GupFlags {
     GupFlags { write: flags.write || force, ..flags }
 }
 
-/// `check_vma_flags`: whether `vma` allows the access asked (EFAULT otherwise).
-fn check_vma_flags(st: &KState, vma: VmaId, flags: GupFlags) -> Result<(), Errno> {
-    let vflags = st.vma(vma).flags;
-    let allowed = if flags.write { vflags.has(VmFlags::WRITE) } else { vflags.has(VmFlags::READ) };
-    if allowed { Ok(()) } else { Err(Errno::EFAULT) }
+/// `check_vma_flags`: whether `vma` allows the access asked (EFAULT otherwise), including, from
+/// v6.5, the refusal of writable long-term pins of dirty-tracked file mappings
+/// (`writable_file_mapping_allowed`).
+fn check_vma_flags(cx: &Cx, st: &KState, vma: VmaId, flags: GupFlags) -> Result<(), Errno> {
+    let v = st.vma(vma);
+    if !flags.write {
+        return if v.flags.has(VmFlags::READ) { Ok(()) } else { Err(Errno::EFAULT) };
+    }
+    if !v.flags.has(VmFlags::WRITE) {
+        return Err(Errno::EFAULT);
+    }
+    let refused = flags.pin
+        && flags.longterm
+        && v.vm_ops != VmOps::Anonymous
+        && crate::era::longterm_write_pin_refuses_dirty_tracked_files(cx.kernel().version)
+        && vma_needs_dirty_tracking(st, vma);
+    if refused { Err(Errno::EFAULT) } else { Ok(()) }
+}
+
+/// `vma_needs_dirty_tracking`: a shared writable mapping whose file system must see writes
+/// (`page_mkwrite`) or writes pages back. In the model the file systems that write back (ext4,
+/// ext4-dax) are those with a `page_mkwrite`; tmpfs has neither.
+fn vma_needs_dirty_tracking(st: &KState, vma: VmaId) -> bool {
+    let v = st.vma(vma);
+    v.is_shared() && v.flags.has(VmFlags::WRITE) && v.vm_ops.has_page_mkwrite(st, vma)
+}
+
+/// `folio_fast_pin_allowed` (v6.5+): GUP-fast takes a writable long-term pin only of an
+/// anonymous or shmem folio (the swap-backed ones); any other leaves it to the slow path.
+fn folio_fast_pin_allowed(cx: &Cx, st: &KState, page: Pfn, flags: GupFlags) -> bool {
+    if !(flags.pin && flags.longterm && flags.write)
+        || !crate::era::longterm_write_pin_refuses_dirty_tracked_files(cx.kernel().version)
+    {
+        return true;
+    }
+    st.folios.test(st.folios.head(page), pg::SWAPBACKED)
 }
 
 /// `can_follow_write_pte`: a write may use a writable PTE, or, after a COW fault in a VMA
@@ -190,7 +230,8 @@ pub(crate) async fn get_user_pages(
 }
 
 /// The GUP-fast walk of one page (`gup_pte_range`), without `mmap_lock` or a VMA: every walk
-/// asks for write access in the forced-COW-break era (v5.8).
+/// asks for write access in the forced-COW-break era (v5.8), and from v6.5 a writable
+/// long-term pin takes only folios that need no dirty tracking.
 fn gup_fast(cx: &Cx, st: &KState, mm: MmId, addr: VirtAddr, flags: GupFlags) -> Option<Pfn> {
     let walk = if crate::era::gup_breaks_cow(cx.kernel().version) {
         GupFlags { write: true, ..flags }
@@ -198,6 +239,7 @@ fn gup_fast(cx: &Cx, st: &KState, mm: MmId, addr: VirtAddr, flags: GupFlags) -> 
         flags
     };
     follow_page(cx, st, mm, addr, walk, false)
+        .filter(|&page| folio_fast_pin_allowed(cx, st, page, flags))
 }
 
 /// The slow path for one page (`__get_user_pages`): `mmap_lock`, fault as needed (`faultin_page`,
@@ -211,7 +253,7 @@ async fn gup_slow(cx: &Cx, mm: MmId, addr: VirtAddr, flags: GupFlags) -> Result<
         let (vma, kind, sets_foll_cow) = {
             let mut st = cx.st();
             let vma = st.find_vma(mm, addr).filter(|&v| !st.vma_is_dax(v)).ok_or(Errno::EFAULT)?;
-            check_vma_flags(&st, vma, flags)?;
+            check_vma_flags(cx, &st, vma, flags)?;
             let vflags = st.vma(vma).flags;
             let walk = foll_flags(cx, vflags, flags);
             if let Some(p) = follow_page(cx, &st, mm, addr, walk, foll_cow) {
