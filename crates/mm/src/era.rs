@@ -380,6 +380,23 @@ pub fn gup_breaks_cow(k: KernelVersion) -> bool {
     (v(5, 8)..v(5, 9)).contains(&k)
 }
 
+/// `mprotect` makes a read-only PTE of an exclusive anonymous page in a writable private
+/// mapping writable at once when it is dirty and soft-dirty tracking does not need the write
+/// fault: "mm/mprotect: try avoiding write faults for exclusive anonymous pages when changing
+/// protection" (64fe24a3e05e, v6.0), with the soft-dirty test as "mm/mprotect: fix soft-dirty
+/// check in can_change_pte_writable()" (76aefad628aa, v6.0 ~) corrected it. Shared mappings
+/// then follow the same test.
+pub fn mprotect_upgrades_exclusive_anon(k: KernelVersion) -> bool {
+    k >= v(6, 0)
+}
+
+/// `mprotect`'s write upgrade of exclusive anonymous pages no longer asks for a dirty PTE
+/// (shared mappings still do): "mm/mprotect: allow clean exclusive anon pages to be writable"
+/// (d84887739d5c, v6.2).
+pub fn mprotect_upgrades_clean_exclusive_anon(k: KernelVersion) -> bool {
+    k >= v(6, 2)
+}
+
 /// A writable FOLL_PIN|FOLL_LONGTERM of a file mapping that needs dirty tracking
 /// (`vma_needs_dirty_tracking`: shared, writable, and its file system is notified of writes or
 /// writes back; not anonymous memory, private mappings, tmpfs or hugetlbfs) fails with EFAULT,
@@ -494,6 +511,10 @@ mod tests {
         let k = |s: &str| s.parse::<KernelVersion>().unwrap();
         let breaks: Vec<bool> = ["v5.7", "v5.8", "v5.9"].map(|s| gup_breaks_cow(k(s))).into();
         assert_eq!(breaks, [false, true, false]);
+        assert!(!mprotect_upgrades_exclusive_anon(k("v5.19")));
+        assert!(mprotect_upgrades_exclusive_anon(k("v6.0")));
+        assert!(!mprotect_upgrades_clean_exclusive_anon(k("v6.1")));
+        assert!(mprotect_upgrades_clean_exclusive_anon(k("v6.2")));
         assert!(!longterm_write_pin_refuses_dirty_tracked_files(k("v6.4")));
         assert!(longterm_write_pin_refuses_dirty_tracked_files(k("v6.5")));
     }
