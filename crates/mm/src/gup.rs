@@ -110,12 +110,11 @@ fn vma_needs_dirty_tracking(st: &KState, vma: VmaId) -> bool {
 /// `folio_fast_pin_allowed` (v6.5+): GUP-fast takes a writable long-term pin only of an
 /// anonymous or shmem folio (the swap-backed ones); any other leaves it to the slow path.
 fn folio_fast_pin_allowed(cx: &Cx, st: &KState, page: Pfn, flags: GupFlags) -> bool {
-    if !(flags.pin && flags.longterm && flags.write)
-        || !crate::era::longterm_write_pin_refuses_dirty_tracked_files(cx.kernel().version)
-    {
-        return true;
-    }
-    st.folios.test(st.folios.head(page), pg::SWAPBACKED)
+    let checked = flags.pin
+        && flags.longterm
+        && flags.write
+        && crate::era::longterm_write_pin_refuses_dirty_tracked_files(cx.kernel().version);
+    !checked || st.folios.test(st.folios.head(page), pg::SWAPBACKED)
 }
 
 /// `can_follow_write_pte`: a write may use a writable PTE, or, after a COW fault in a VMA
