@@ -76,18 +76,26 @@ fn examples_hold(dir: &str, min: usize, runs: &[&[&str]]) {
     }
 }
 
-/// The COW examples state each era's behaviour; they hold under every era's kernel and under the
-/// seed's rule on a current kernel.
+/// The COW examples state each era's behaviour; they hold under every era's kernel (on both sides
+/// of each boundary: GUP's forced COW break in v5.8 only, mprotect's write upgrade from v6.0 and
+/// v6.2, writable long-term file pins refused from v6.5) and under the seed's rule on a current
+/// kernel.
 #[test]
 fn cow_examples_hold_in_every_era() {
     examples_hold(
         "scenarios/cow",
         4,
         &[
+            &["--kernel", "v5.7"],
             &["--kernel", "v5.8"],
+            &["--kernel", "v5.9"],
             &["--kernel", "v5.10"],
             &["--kernel", "v5.12"],
+            &["--kernel", "v6.0"],
             &["--kernel", "v6.1"],
+            &["--kernel", "v6.2"],
+            &["--kernel", "v6.4"],
+            &["--kernel", "v6.5"],
             &["--kernel", "v6.8"],
             &["--set", "cow_reuse=mapcount"],
         ],

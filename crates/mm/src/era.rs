@@ -371,6 +371,42 @@ pub fn longterm_pin_unshares_cow_mappings(k: KernelVersion) -> bool {
     k >= v(6, 2)
 }
 
+/// A GUP that takes references (FOLL_GET or FOLL_PIN) in a COW mapping breaks COW as a write
+/// would, even when it only reads, so that a later COW cannot move the page away from the
+/// caller ("COW can break either way", CVE-2020-29374): "gup: document and work around "COW can
+/// break either way" issue" (17839856fd58, v5.8), until "mm/gup: Remove enfornced COW
+/// mechanism" (a308c71bf1e6, v5.9), once `do_wp_page` reused only pages nobody else held.
+pub fn gup_breaks_cow(k: KernelVersion) -> bool {
+    (v(5, 8)..v(5, 9)).contains(&k)
+}
+
+/// `mprotect` makes a read-only PTE of an exclusive anonymous page in a writable private
+/// mapping writable at once when it is dirty and soft-dirty tracking does not need the write
+/// fault: "mm/mprotect: try avoiding write faults for exclusive anonymous pages when changing
+/// protection" (64fe24a3e05e, v6.0), with the soft-dirty test as "mm/mprotect: fix soft-dirty
+/// check in can_change_pte_writable()" (76aefad628aa, v6.0 ~) corrected it. Shared mappings
+/// then follow the same test.
+pub fn mprotect_upgrades_exclusive_anon(k: KernelVersion) -> bool {
+    k >= v(6, 0)
+}
+
+/// `mprotect`'s write upgrade of exclusive anonymous pages no longer asks for a dirty PTE
+/// (shared mappings still do): "mm/mprotect: allow clean exclusive anon pages to be writable"
+/// (d84887739d5c, v6.2).
+pub fn mprotect_upgrades_clean_exclusive_anon(k: KernelVersion) -> bool {
+    k >= v(6, 2)
+}
+
+/// A writable FOLL_PIN|FOLL_LONGTERM of a file mapping that needs dirty tracking
+/// (`vma_needs_dirty_tracking`: shared, writable, and its file system is notified of writes or
+/// writes back; not anonymous memory, private mappings, tmpfs or hugetlbfs) fails with EFAULT,
+/// and GUP-fast leaves such pages to the slow path: "mm/gup: disallow FOLL_LONGTERM GUP-nonfast
+/// writing to file-backed mappings" (8ac268436e6d, v6.5) and "mm/gup: disallow FOLL_LONGTERM
+/// GUP-fast writing to file-backed mappings" (a6e79df92e4a, v6.5).
+pub fn longterm_write_pin_refuses_dirty_tracked_files(k: KernelVersion) -> bool {
+    k >= v(6, 5)
+}
+
 /// `vma_has_recency` exists and the classic LRU also ignores the young PTEs of `VM_RAND_READ`
 /// mappings: "mm: add vma_has_recency()" (8788f6781486, v6.3).
 pub fn vma_has_recency(k: KernelVersion) -> bool {
@@ -468,6 +504,19 @@ mod tests {
         forced.hugetlb_sync = HugetlbSync::VmaLock;
         let err = forced.check_implemented(old).unwrap_err();
         assert!(err.contains("`hugetlb_sync`") && err.contains("hugetlb is not modelled"), "{err}");
+    }
+
+    #[test]
+    fn cow_and_gup_facts_change_at_their_commits() {
+        let k = |s: &str| s.parse::<KernelVersion>().unwrap();
+        let breaks: Vec<bool> = ["v5.7", "v5.8", "v5.9"].map(|s| gup_breaks_cow(k(s))).into();
+        assert_eq!(breaks, [false, true, false]);
+        assert!(!mprotect_upgrades_exclusive_anon(k("v5.19")));
+        assert!(mprotect_upgrades_exclusive_anon(k("v6.0")));
+        assert!(!mprotect_upgrades_clean_exclusive_anon(k("v6.1")));
+        assert!(mprotect_upgrades_clean_exclusive_anon(k("v6.2")));
+        assert!(!longterm_write_pin_refuses_dirty_tracked_files(k("v6.4")));
+        assert!(longterm_write_pin_refuses_dirty_tracked_files(k("v6.5")));
     }
 
     #[test]

@@ -27,7 +27,9 @@
 //! the page for a write by the era's rule); write-protect faults reuse or copy by the `cow_reuse`
 //! rule (`cow.rs`), replace the zero page, or make a shared page writable; *unshare* faults (GUP
 //! read pins, v5.19+) make an anonymous page exclusive without making it writable. PTEs get
-//! x86's bits: young on the faulting address, dirty and soft-dirty when written.
+//! x86's bits: young on the faulting address, dirty and soft-dirty when written. A write fault in
+//! a private VMA without `VM_WRITE` (only GUP's forced COW break of v5.8 causes one) copies or
+//! reuses as any write does but maps the page dirty and read-only (`maybe_mkwrite`).
 //!
 //! Not yet modelled: anonymous transparent huge pages (THP is `never` for them), userfaultfd, stack expansion of
 //! `VM_GROWSDOWN` VMAs (an access below a stack VMA is SIGSEGV), swap readahead.
@@ -40,7 +42,7 @@ use crate::folio::{InodeId, pg};
 use crate::kernel::{Cx, KState};
 use crate::memory::{
     FaultKind, FaultOutcome, Vmf, anon_vma_prepare, fault_alloc, finish_fault, install_new_anon,
-    map_new_anon, mm_counter, outcome_of, pte_alloc, pte_bits, vm_normal_page,
+    map_new_anon, maybe_mkwrite, mm_counter, outcome_of, pte_alloc, pte_bits, vm_normal_page,
 };
 use crate::mm_struct::{MmCounter, MmId};
 use crate::pgtable::{Access, Level, Pte};
@@ -155,7 +157,9 @@ pub(crate) async fn do_anonymous_page(vmf: &Vmf<'_>) -> Result<FaultOutcome, VmF
     anon_vma_prepare(cx, vmf.mm, vmf.vma).await;
     let folio = fault_alloc(cx).await?;
     cx.charge(Cost::ZeroPage4k).await;
-    install_new_anon(vmf, folio, true).await;
+    // Writable and dirty only with VM_WRITE: GUP's forced COW break (v5.8) write-faults
+    // read-only private VMAs, and gets a clean read-only page that its retry write-faults again.
+    install_new_anon(vmf, folio, flags.has(VmFlags::WRITE)).await;
     Ok(FaultOutcome::Minor)
 }
 
@@ -385,10 +389,11 @@ async fn do_wp_page(vmf: &Vmf<'_>, ptl: LockGuard<'_>) -> Result<FaultOutcome, V
             // `wp_page_reuse`: an unshare leaves the PTE read-only.
             if !vmf.unshare() {
                 st.vmstat.inc(VmStat::Pgreuse);
+                let mkwrite = maybe_mkwrite(st.vma(vmf.vma).flags);
                 st.pt.set_pte(
                     table,
                     idx,
-                    orig.with(Pte::RW | Pte::DIRTY | Pte::SOFT_DIRTY | Pte::ACCESSED),
+                    orig.with(mkwrite | Pte::DIRTY | Pte::SOFT_DIRTY | Pte::ACCESSED),
                 );
             }
             st.rmap_move_anon(head, vmf.vma);

@@ -14,6 +14,23 @@
 //! zero page, a page-cache page) first replaces it with an anonymous copy. FOLL_GET never
 //! unshares. The shared zero page is returned without taking a reference, as since v6.5.
 //!
+//! Forced COW break (v5.8 only, `era::gup_breaks_cow`, 17839856fd58 until a308c71bf1e6): every
+//! GUP that takes references in a COW mapping (`is_cow_mapping`: private, may write) walks and
+//! faults as a write, even for a read, after the VMA's permissions were checked for the access
+//! asked (so read-only private VMAs can still be read). A read-only PTE takes a write fault,
+//! which copies a shared page or reuses an exclusive one; in a VMA without `VM_WRITE` the page
+//! is then mapped dirty but read-only (`maybe_mkwrite`), and the retry accepts a dirty PTE
+//! (FOLL_COW, without the FOLL_FORCE that other eras ask for it). GUP-fast walks every range as
+//! a write, so a read-only PTE sends any GUP to the slow path.
+//!
+//! Writable long-term pins of dirty-tracked files (v6.5+,
+//! `era::longterm_write_pin_refuses_dirty_tracked_files`, 8ac268436e6d and a6e79df92e4a): a
+//! FOLL_PIN|FOLL_LONGTERM|FOLL_WRITE of a shared writable file mapping whose file system tracks
+//! dirty pages (`vma_needs_dirty_tracking`: ext4 in the model) fails with EFAULT in the slow
+//! path's `check_vma_flags`; GUP-fast pins only anonymous and shmem folios that way
+//! (`folio_fast_pin_allowed`) and leaves the rest to the slow path. Anonymous memory, private
+//! mappings and tmpfs (memfd, shared anonymous memory) are exempt.
+//!
 //! GUP of a DAX mapping fails with EFAULT: the model keeps no `struct page` for persistent
 //! memory, so nothing could hold a reference (the kernel takes ZONE_DEVICE page references, and
 //! refuses FOLL_LONGTERM). Populating such a range faults it in normally.
@@ -26,7 +43,9 @@ use crate::folio::pg;
 use crate::kernel::{Cx, KState};
 use crate::memory::{FaultKind, vm_normal_page};
 use crate::mm_struct::{MMF_HAS_PINNED, MmId};
-use crate::vma::VmFlags;
+use crate::pgtable::Pte;
+use crate::vm_ops::VmOps;
+use crate::vma::{VmFlags, VmaId};
 use crate::vmstat::VmStat;
 use simcore::{Bytes, Pfn, VirtAddr};
 
@@ -49,6 +68,61 @@ pub struct GupPages {
     pub pages: Vec<Pfn>,
 }
 
+/// `is_cow_mapping`: a private mapping that may be written, where writes copy.
+fn is_cow_mapping(flags: VmFlags) -> bool {
+    flags.0 & (VmFlags::SHARED | VmFlags::MAYWRITE) == VmFlags::MAYWRITE
+}
+
+/// The flags a walk of `vma` uses: in the forced-COW-break era (v5.8, `should_force_cow_break`)
+/// a GUP of a COW mapping asks for write access whatever the caller asked.
+fn foll_flags(cx: &Cx, vma_flags: VmFlags, flags: GupFlags) -> GupFlags {
+    let force = crate::era::gup_breaks_cow(cx.kernel().version) && is_cow_mapping(vma_flags);
+    GupFlags { write: flags.write || force, ..flags }
+}
+
+/// `check_vma_flags`: whether `vma` allows the access asked (EFAULT otherwise), including, from
+/// v6.5, the refusal of writable long-term pins of dirty-tracked file mappings
+/// (`writable_file_mapping_allowed`).
+fn check_vma_flags(cx: &Cx, st: &KState, vma: VmaId, flags: GupFlags) -> Result<(), Errno> {
+    let v = st.vma(vma);
+    if !flags.write {
+        return if v.flags.has(VmFlags::READ) { Ok(()) } else { Err(Errno::EFAULT) };
+    }
+    if !v.flags.has(VmFlags::WRITE) {
+        return Err(Errno::EFAULT);
+    }
+    let refused = flags.pin
+        && flags.longterm
+        && v.vm_ops != VmOps::Anonymous
+        && crate::era::longterm_write_pin_refuses_dirty_tracked_files(cx.kernel().version)
+        && vma_needs_dirty_tracking(st, vma);
+    if refused { Err(Errno::EFAULT) } else { Ok(()) }
+}
+
+/// `vma_needs_dirty_tracking`: a shared writable mapping whose file system must see writes
+/// (`page_mkwrite`) or writes pages back. In the model the file systems that write back (ext4,
+/// ext4-dax) are those with a `page_mkwrite`; tmpfs has neither.
+fn vma_needs_dirty_tracking(st: &KState, vma: VmaId) -> bool {
+    let v = st.vma(vma);
+    v.is_shared() && v.flags.has(VmFlags::WRITE) && v.vm_ops.has_page_mkwrite(st, vma)
+}
+
+/// `folio_fast_pin_allowed` (v6.5+): GUP-fast takes a writable long-term pin only of an
+/// anonymous or shmem folio (the swap-backed ones); any other leaves it to the slow path.
+fn folio_fast_pin_allowed(cx: &Cx, st: &KState, page: Pfn, flags: GupFlags) -> bool {
+    let checked = flags.pin
+        && flags.longterm
+        && flags.write
+        && crate::era::longterm_write_pin_refuses_dirty_tracked_files(cx.kernel().version);
+    !checked || st.folios.test(st.folios.head(page), pg::SWAPBACKED)
+}
+
+/// `can_follow_write_pte`: a write may use a writable PTE, or, after a COW fault in a VMA
+/// without `VM_WRITE` (`foll_cow`, FOLL_COW), the dirty read-only PTE of the copy.
+fn can_follow_write_pte(pte: Pte, foll_cow: bool) -> bool {
+    pte.write() || (foll_cow && pte.dirty())
+}
+
 /// Whether the access a GUP asks for needs an unshare fault first (`gup_must_unshare`).
 fn must_unshare(
     cx: &Cx,
@@ -60,7 +134,7 @@ fn must_unshare(
     if flags.write || !flags.pin || !cx.kernel().switches.cow_reuse.tracks_anon_exclusive() {
         return false;
     }
-    let cow_mapping = vma_flags.0 & (VmFlags::SHARED | VmFlags::MAYWRITE) == VmFlags::MAYWRITE;
+    let cow_mapping = is_cow_mapping(vma_flags);
     match page {
         Some(p) if st.folios.is_anon(st.folios.head(p)) => !st.folios.test(p, pg::ANON_EXCLUSIVE),
         _ => {
@@ -73,9 +147,16 @@ fn must_unshare(
 
 /// Looks up the page at `addr` without faulting (`follow_page_pte`): `Some(page)` if the PTE
 /// already allows the access (the zero page for a read), `None` if a fault is needed.
-fn follow_page(cx: &Cx, st: &KState, mm: MmId, addr: VirtAddr, flags: GupFlags) -> Option<Pfn> {
+fn follow_page(
+    cx: &Cx,
+    st: &KState,
+    mm: MmId,
+    addr: VirtAddr,
+    flags: GupFlags,
+    foll_cow: bool,
+) -> Option<Pfn> {
     let (pte, _) = st.pt.translate(st.mm(mm).pgd, addr)?;
-    if !pte.is_present() || (flags.write && !pte.write()) {
+    if !pte.is_present() || (flags.write && !can_follow_write_pte(pte, foll_cow)) {
         return None;
     }
     let vma = st.find_vma(mm, addr).filter(|&v| !st.vma_is_dax(v))?;
@@ -122,7 +203,7 @@ pub(crate) async fn get_user_pages(
         cx.preempt_point().await;
         let fast = {
             let mut st = cx.st();
-            let page = follow_page(cx, &st, mm, addr, flags);
+            let page = gup_fast(cx, &st, mm, addr, flags);
             if let Some(p) = page {
                 grab(&mut st, p, flags);
             }
@@ -147,33 +228,49 @@ pub(crate) async fn get_user_pages(
     Ok(GupPages { flags, pages })
 }
 
-/// The slow path for one page: `mmap_lock`, fault as needed, take the reference.
+/// The GUP-fast walk of one page (`gup_pte_range`), without `mmap_lock` or a VMA: every walk
+/// asks for write access in the forced-COW-break era (v5.8), and from v6.5 a writable
+/// long-term pin takes only folios that need no dirty tracking.
+fn gup_fast(cx: &Cx, st: &KState, mm: MmId, addr: VirtAddr, flags: GupFlags) -> Option<Pfn> {
+    let walk = if crate::era::gup_breaks_cow(cx.kernel().version) {
+        GupFlags { write: true, ..flags }
+    } else {
+        flags
+    };
+    follow_page(cx, st, mm, addr, walk, false)
+        .filter(|&page| folio_fast_pin_allowed(cx, st, page, flags))
+}
+
+/// The slow path for one page (`__get_user_pages`): `mmap_lock`, fault as needed (`faultin_page`,
+/// which sets FOLL_COW after a write-protect fault in a VMA without `VM_WRITE`), take the
+/// reference.
 async fn gup_slow(cx: &Cx, mm: MmId, addr: VirtAddr, flags: GupFlags) -> Result<Pfn, Errno> {
     let lock = cx.st().mm(mm).mmap_lock;
     let _g = lock.read(cx).await;
+    let mut foll_cow = false;
     for _ in 0..8 {
-        let (vma, kind) = {
+        let (vma, kind, sets_foll_cow) = {
             let mut st = cx.st();
             let vma = st.find_vma(mm, addr).filter(|&v| !st.vma_is_dax(v)).ok_or(Errno::EFAULT)?;
+            check_vma_flags(cx, &st, vma, flags)?;
             let vflags = st.vma(vma).flags;
-            let allowed =
-                if flags.write { vflags.has(VmFlags::WRITE) } else { vflags.has(VmFlags::READ) };
-            if !allowed {
-                return Err(Errno::EFAULT);
-            }
-            if let Some(p) = follow_page(cx, &st, mm, addr, flags) {
+            let walk = foll_flags(cx, vflags, flags);
+            if let Some(p) = follow_page(cx, &st, mm, addr, walk, foll_cow) {
                 grab(&mut st, p, flags);
                 return Ok(p);
             }
-            let present = st.pt.translate(st.mm(mm).pgd, addr).is_some_and(|(p, _)| p.is_present());
-            let kind = match (flags.write, present) {
+            let pte = st.pt.translate(st.mm(mm).pgd, addr).map_or(Pte::NONE, |(p, _)| p);
+            let kind = match (walk.write, pte.is_present()) {
                 (true, _) => FaultKind::Write,
                 (false, true) => FaultKind::Unshare,
                 (false, false) => FaultKind::Read,
             };
-            (vma, kind)
+            // `do_wp_page` (and `do_swap_page`) report VM_FAULT_WRITE: the COW is broken.
+            let wp_fault = walk.write && !pte.is_none() && !vflags.has(VmFlags::WRITE);
+            (vma, kind, wp_fault)
         };
         handle_mm_fault(cx, mm, vma, addr, kind).await.map_err(|_| Errno::EFAULT)?;
+        foll_cow |= sets_foll_cow;
     }
     panic!("GUP at {addr} made no progress after 8 faults");
 }

@@ -9,7 +9,7 @@
 //!   without one, and a handler at the PTE level takes it with [`Vmf::table`]. Handlers take
 //!   `&Vmf`; only `do_swap_page` changes it (`&mut`), to record the PTE it mapped before it
 //!   calls `do_wp_page`, as the kernel does.
-//! - PTE bits (`vm_get_page_prot` and `maybe_mkwrite`, [`wants_writenotify`]),
+//! - PTE bits (`vm_get_page_prot` and [`maybe_mkwrite`], [`wants_writenotify`]),
 //!   [`vm_normal_page`], [`mm_counter`].
 //! - Table allocation (`__pud_alloc`, `__pmd_alloc`, `__pte_alloc`): the page is allocated
 //!   before the lock, installed under it (`page_table_lock` for the upper levels, the PMD
@@ -121,12 +121,19 @@ pub(crate) fn pte_bits(flags: VmFlags, writable: bool, dirty: bool) -> u64 {
         bits |= Pte::NX;
     }
     if writable {
-        bits |= Pte::RW;
+        bits |= maybe_mkwrite(flags);
     }
     if dirty {
         bits |= Pte::DIRTY | Pte::SOFT_DIRTY;
     }
     bits
+}
+
+/// `maybe_mkwrite`: the write bit a PTE that a write fault installs or reuses gets: none in a
+/// VMA without `VM_WRITE`, which only GUP's forced COW break (v5.8, `era::gup_breaks_cow`)
+/// write-faults: its copy is mapped dirty but read-only.
+pub(crate) fn maybe_mkwrite(flags: VmFlags) -> u64 {
+    if flags.has(VmFlags::WRITE) { Pte::RW } else { 0 }
 }
 
 /// `vma_wants_writenotify` for the cases modelled: a shared writable mapping whose operations

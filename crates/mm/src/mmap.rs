@@ -12,10 +12,28 @@
 //! file is mapped `VM_HUGEPAGE`, PMD-aligned when it is at least 2 MiB long and its offset is
 //! (`thp_get_unmapped_area`, which the model applies to DAX files only). Huge PMDs that a range
 //! edge cuts are split first.
+//!
+//! `mprotect` changes nothing when a VMA's flags stay the same (`mprotect_fixup`). Otherwise
+//! each present PTE takes the new protection (`pte_modify`: only a shared writable mapping
+//! without write notification has a writable `vm_page_prot`), and a read-only PTE in a writable
+//! mapping is made writable at once where the era allows (`can_change_pte_writable`), so that
+//! the next write does not fault:
+//! - up to v5.19, only in shared mappings that want write notification (`dirty_accountable`):
+//!   a dirty PTE that is soft-dirty or whose VMA has `VM_SOFTDIRTY` clear (64e455079e1b's test,
+//!   as written); a private mapping's PTEs all become read-only and the first write faults;
+//! - from v6.0 (64fe24a3e05e, soft-dirty test fixed by 76aefad628aa), in writable private
+//!   mappings too: never while soft-dirty tracking needs the fault (`VM_SOFTDIRTY` clear, after
+//!   `clear_refs` 4, and the PTE not soft-dirty); shared: a dirty PTE; private: a dirty PTE of
+//!   a PageAnonExclusive anonymous page;
+//! - from v6.2 (d84887739d5c), private exclusive anonymous pages need not be dirty.
+//!
+//! Huge DAX PMDs keep their write bit (not modelled by era).
+//!
 //! `PROT_NONE` PTEs are modelled by clearing the user bit (x86 uses a PROTNONE bit instead; the
 //! effect — any user access faults and finds a VMA without permission — is the same).
 
 use crate::arch::tlbflush::flush_tlb_range;
+use crate::era::KernelVersion;
 use crate::errno::Errno;
 use crate::folio::pg;
 use crate::fs::{FileId, FsType};
@@ -435,9 +453,11 @@ pub(crate) async fn do_mprotect(
     split_huge_pmd_edges(cx, mm, start, end).await;
     let vmas = cx.st().vma_split_range(mm, start, end);
     let mut changed = 0;
+    let kernel = cx.kernel().version;
     for v in vmas {
         let mut st = cx.st();
-        let mut f = st.vma(v).flags.0 & !(VmFlags::READ | VmFlags::WRITE | VmFlags::EXEC);
+        let old = st.vma(v).flags;
+        let mut f = old.0 & !(VmFlags::READ | VmFlags::WRITE | VmFlags::EXEC);
         for (p, b) in [
             (prot::READ, VmFlags::READ),
             (prot::WRITE, VmFlags::WRITE),
@@ -447,23 +467,63 @@ pub(crate) async fn do_mprotect(
                 f |= b;
             }
         }
+        // `mprotect_fixup`: nothing to do when the flags do not change.
+        if f == old.0 {
+            continue;
+        }
         st.vma_mut(v).flags = VmFlags(f);
-        changed += change_protection(&mut st, v);
+        changed += change_protection(&mut st, kernel, v);
     }
     cx.charge_n(Cost::PteUpdate, changed).await;
     flush_tlb_range(cx, mm, start, end).await;
     Ok(())
 }
 
+/// `vma_wants_writenotify` as `mprotect_fixup` asks it: the model's write notification, or
+/// soft-dirty tracking of a shared writable mapping (64e455079e1b; the fault path does not
+/// model this clause yet).
+fn mprotect_wants_writenotify(st: &KState, v: VmaId) -> bool {
+    let flags = st.vma(v).flags;
+    let shared_writable = flags.has(VmFlags::SHARED) && flags.has(VmFlags::WRITE);
+    wants_writenotify(st, v) || (shared_writable && !flags.has(VmFlags::SOFTDIRTY))
+}
+
+/// Whether `change_pte_range` maps the read-only `pte` of a VMA whose new flags are `flags`
+/// writable at once (`can_change_pte_writable`), so that the next write does not fault; the
+/// caller checked that the VMA allows writes and wants the test (`MM_CP_TRY_CHANGE_WRITABLE`).
+fn can_change_pte_writable(st: &KState, kernel: KernelVersion, flags: VmFlags, pte: Pte) -> bool {
+    let shared = flags.has(VmFlags::SHARED);
+    if !crate::era::mprotect_upgrades_exclusive_anon(kernel) {
+        // `dirty_accountable`: only shared mappings, with the soft-dirty test as written.
+        return shared && pte.dirty() && (pte.soft_dirty() || !flags.has(VmFlags::SOFTDIRTY));
+    }
+    // `vma_soft_dirty_enabled`: tracking is on while VM_SOFTDIRTY is clear.
+    if !flags.has(VmFlags::SOFTDIRTY) && !pte.soft_dirty() {
+        return false;
+    }
+    if shared {
+        return pte.dirty();
+    }
+    let clean_ok = crate::era::mprotect_upgrades_clean_exclusive_anon(kernel);
+    (pte.dirty() || clean_ok)
+        && vm_normal_page(pte).is_some_and(|page| {
+            st.folios.is_anon(st.folios.head(page)) && st.folios.test(page, pg::ANON_EXCLUSIVE)
+        })
+}
+
 /// `change_protection` for one VMA after its flags changed; returns the PTEs visited.
-fn change_protection(st: &mut KState, v: VmaId) -> u64 {
+fn change_protection(st: &mut KState, kernel: KernelVersion, v: VmaId) -> u64 {
     let (mm, start, end, flags) = {
         let vma = st.vma(v);
         (vma.mm, vma.start, vma.end, vma.flags)
     };
     let accessible = flags.has(VmFlags::READ | VmFlags::WRITE | VmFlags::EXEC);
-    let upgrade =
-        flags.has(VmFlags::WRITE) && (!flags.has(VmFlags::SHARED) || !wants_writenotify(st, v));
+    // `vm_page_prot` is writable only in a shared writable mapping without write notification;
+    // elsewhere `vma_wants_manual_pte_write_upgrade` asks `can_change_pte_writable` per PTE.
+    let notify = mprotect_wants_writenotify(st, v);
+    let shared = flags.has(VmFlags::SHARED);
+    let prot_writable = flags.has(VmFlags::WRITE) && shared && !notify;
+    let try_upgrade = flags.has(VmFlags::WRITE) && (!shared || notify);
     let pgd = st.mm(mm).pgd;
     let mut n = 0;
     let mut addr = start;
@@ -490,16 +550,10 @@ fn change_protection(st: &mut KState, v: VmaId) -> u64 {
         if let Some((t, i)) = st.pt.pte_slot(pgd, addr) {
             let pte = st.pt.pte(t, i);
             if pte.is_present() {
+                // `pte_modify` keeps these bits and takes the rest from `vm_page_prot`.
                 let keep = pte.0 & (Pte::DIRTY | Pte::ACCESSED | Pte::SOFT_DIRTY | Pte::SPECIAL);
-                let may_write = pte.write()
-                    || (upgrade
-                        && !pte.special()
-                        && if flags.has(VmFlags::SHARED) {
-                            pte.dirty()
-                        } else {
-                            st.folios.test(pte.pfn(), pg::ANON_EXCLUSIVE)
-                        });
-                let writable = flags.has(VmFlags::WRITE) && may_write;
+                let writable = prot_writable
+                    || (try_upgrade && can_change_pte_writable(st, kernel, flags, pte));
                 let mut new =
                     Pte::new(pte.pfn(), pte_bits(flags, writable, false) & !Pte::ACCESSED | keep);
                 if !accessible {
