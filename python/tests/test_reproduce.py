@@ -13,7 +13,7 @@ from mmsim.cli import main
 
 def test_reproduce_returns_rows_as_a_dataframe() -> None:
     r = mmsim.reproduce("cow-reuse", seed=1, quick=True)
-    assert r.experiment == "cow-reuse" and r.source.startswith("004_")
+    assert r.experiment == "cow-reuse" and r.source == "mm: COW: restore full accuracy in page reuse"
     assert isinstance(r.rows, pd.DataFrame)
     gain = r.rows.set_index("name").loc["pmbench throughput gain"]
     assert gain.unit == "%" and gain.published == 24.9 and gain.simulated > 0 and gain.is_change
