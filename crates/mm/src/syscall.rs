@@ -5,9 +5,7 @@
 //! the thread's simulated task: it charges virtual time, takes the kernel's locks and may block.
 //! Errors are the kernel's: an errno for a syscall, a signal for a memory access.
 
-use crate::arch::uaccess::{
-    access_page, fault_and_retry, read_user, settle, touch, translate_run, write_user,
-};
+use crate::arch::uaccess::{fault_and_retry, read_user, settle, touch, translate_run, write_user};
 use crate::errno::{Errno, Signal, SysError};
 use crate::filemap::{file_read, file_write, writeback};
 use crate::fork::{do_fork, exit_mmap};
@@ -500,10 +498,7 @@ impl Thread {
             self.access_settle(done as u64).await;
             i += done;
             if let Some(&(addr, access)) = refs.get(i) {
-                // Translated once more before the fault (an extra walk, charged): the encoder's
-                // virtual time, which `reproduce fadv-noreuse` reports, keeps it for now.
-                let mm = self.mm().map_err(|_| Signal::SIGSEGV)?;
-                access_page(&self.cx, mm, addr, access, |_, _| ()).await?;
+                self.access_fault(addr, access).await?;
                 i += 1;
             }
         }

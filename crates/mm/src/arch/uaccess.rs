@@ -53,7 +53,7 @@ pub(crate) async fn access_page<R>(
 }
 
 /// The MMU over a run of accesses, without blocking: returns how many were translated (TLB
-/// hits and walks); `refs[n]`, if any, must fault (`access_page` handles it). The time they took
+/// hits and walks); `refs[n]`, if any, must fault (`fault_and_retry` takes the fault and retries it). The time they took
 /// is charged by `settle`. This is the trace-replay hot path.
 pub(crate) fn translate_run(cx: &Cx, mm: MmId, refs: &[(VirtAddr, Access)]) -> usize {
     let cpu = cx.cpu().0 as usize;
