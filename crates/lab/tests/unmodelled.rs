@@ -29,3 +29,20 @@ fn hugetlb_sync_overrides_are_refused() {
     let report = run(&s, &Overrides::default(), &mut |_| ()).unwrap();
     assert!(report.switches.iter().any(|(k, v)| k == "hugetlb_sync" && v == "vma_lock"));
 }
+
+/// Every hugetlb use is refused with its reason, with the file and line, until hugetlb is
+/// modelled: a `MAP_HUGETLB` mapping and a file on hugetlbfs.
+#[test]
+fn hugetlb_mappings_and_files_are_refused() {
+    let mmap = SCENARIO.to_string()
+        + "\n[[step]]\nprocess = \"p\"\nops = [\n  { op = \"mmap\", len = \"2MiB\", prot = \"rw\", flags = \"private|anonymous|hugetlb\" },\n]\n";
+    let err = parse_scenario("s.toml", &mmap).unwrap_err();
+    assert!(err.message.contains("hugetlb pages"), "{}", err.message);
+    assert!(err.line > 0, "the error names its line: {err:?}");
+    let file = SCENARIO.replace(
+        "[[process]]",
+        "[[file]]\npath = \"/huge\"\nfs = \"hugetlbfs\"\nsize = \"2MiB\"\n\n[[process]]",
+    );
+    let err = parse_scenario("s.toml", &file).unwrap_err();
+    assert!(err.message.contains("hugetlb pages"), "{}", err.message);
+}
