@@ -285,26 +285,30 @@ impl Report {
     /// reproduced: each row outside its band, with the caveat its published figure carries.
     pub fn verdict(&self) -> (Verdict, Option<String>) {
         let mut worst = Verdict::Reproduced;
-        let mut why = Vec::new();
+        let (mut why, mut caveats): (Vec<String>, Vec<String>) = (Vec::new(), Vec::new());
         for row in self.ordered_rows() {
             let (Some(v), Some(p)) = (self.row_verdict(row), &row.published) else { continue };
             worst = worst.max(v);
-            if v != Verdict::Reproduced {
-                let side = if v == Verdict::Missed { "not in" } else { "in" };
-                let mut s = format!(
-                    "{} is {} {}, outside {} ({side} the published direction)",
-                    row.name,
-                    fmt_num(row.mean()),
-                    row.unit,
-                    p.band_text()
-                );
-                if let Some(c) = &p.caveat {
-                    s += &format!(": {c}");
-                }
-                why.push(s);
+            if v == Verdict::Reproduced {
+                continue;
+            }
+            let side = if v == Verdict::Missed { "not in" } else { "in" };
+            why.push(format!(
+                "{} is {} {}, outside {} ({side} the published direction)",
+                row.name,
+                fmt_num(row.mean()),
+                row.unit,
+                p.band_text()
+            ));
+            if let Some(c) = p.caveat.as_ref().filter(|c| !caveats.contains(c)) {
+                caveats.push(c.clone());
             }
         }
-        (worst, (!why.is_empty()).then(|| why.join("; ")))
+        let mut reason = why.join("; ");
+        if !caveats.is_empty() {
+            reason += &format!(". Why: {}", caveats.join("; "));
+        }
+        (worst, (!why.is_empty()).then_some(reason))
     }
 
     /// The report as JSON: the experiment, its seeds, verdict, configurations, overrides and

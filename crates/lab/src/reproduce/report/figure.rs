@@ -136,7 +136,7 @@ impl Figure {
     /// The axes' ranges over every drawable point, spread and stripe (positive values only on a
     /// logarithmic axis); `None` when nothing is drawable.
     fn ranges(&self) -> Option<((f64, f64), (f64, f64))> {
-        let drawable = |x: f64, y: f64| (!self.log_x || x > 0.0) && (!self.log_y || y > 0.0);
+        let drawable = |x, y| self.drawable(x, y);
         let mut xs = (f64::MAX, f64::MIN);
         let mut ys = (f64::MAX, f64::MIN);
         let mut take = |x: f64, y: f64| {
@@ -163,6 +163,16 @@ impl Figure {
             }
         }
         Some((pad(xs, self.log_x, false), pad(ys, self.log_y, true)))
+    }
+
+    /// Whether a point has a place on the axes (a logarithmic axis has none for 0 or less).
+    fn drawable(&self, x: f64, y: f64) -> bool {
+        (!self.log_x || x > 0.0) && (!self.log_y || y > 0.0)
+    }
+
+    /// Where the lines leave room: tails fall towards the lower right, levels and gains rise.
+    fn legend_corner(&self) -> SeriesLabelPosition {
+        if self.log_y { SeriesLabelPosition::LowerLeft } else { SeriesLabelPosition::UpperLeft }
     }
 
     fn draw<X, Y>(
@@ -207,7 +217,7 @@ impl Figure {
         }
         for (i, s) in self.series.iter().enumerate() {
             let color = LINES[i % LINES.len()];
-            let drawable = |x: f64, y: f64| (!self.log_x || x > 0.0) && (!self.log_y || y > 0.0);
+            let drawable = |x, y| self.drawable(x, y);
             if !s.spread.is_empty() {
                 let upper = s.spread.iter().filter(|p| drawable(p.0, p.2)).map(|p| (p.0, p.2));
                 let lower =
@@ -228,6 +238,7 @@ impl Figure {
         }
         chart
             .configure_series_labels()
+            .position(self.legend_corner())
             .background_style(WHITE.mix(0.8))
             .border_style(BLACK)
             .draw()
@@ -248,14 +259,15 @@ fn pad((lo, hi): (f64, f64), log: bool, y: bool) -> (f64, f64) {
     (if !y || lo < 0.0 { lo - span * 0.02 } else { lo }, hi + span * 0.05)
 }
 
-/// A tick label a reader reads at a glance: `1M`, `250k`, `0.001`, `12.5`, never `1000000.0`.
+/// A tick label a reader reads at a glance: `1M`, `250k`, `1000`, `1e-3`, `12.5`, never
+/// `1000000.0` (a suffix from ten thousand up, so that `900` and `1000` sit side by side).
 pub fn tick(v: f64) -> String {
     let a = v.abs();
     let trim = |s: String| {
         if s.contains('.') { s.trim_end_matches('0').trim_end_matches('.').to_string() } else { s }
     };
-    for (scale, suffix) in [(1e9, "G"), (1e6, "M"), (1e3, "k")] {
-        if a >= scale {
+    for (scale, suffix) in [(1e9_f64, "G"), (1e6, "M"), (1e3, "k")] {
+        if a >= scale.max(1e4) {
             return trim(format!("{:.2}", v / scale)) + suffix;
         }
     }
@@ -282,7 +294,7 @@ mod tests {
             .iter()
             .map(|&v| tick(v))
             .collect();
-        assert_eq!(shown, ["1M", "250k", "1.02k", "1e-3", "12.5", "0", "-3", "2"]);
+        assert_eq!(shown, ["1M", "250k", "1024", "1e-3", "12.5", "0", "-3", "2"]);
     }
 
     #[test]
