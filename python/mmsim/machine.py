@@ -197,9 +197,12 @@ class Machine:
     def pagemap(self, process: Process | int, addr: int, pages: int) -> pd.DataFrame:
         """``/proc/PID/pagemap`` for ``pages`` pages from ``addr``, decoded: one row per page,
         indexed by ``addr``, with bool columns ``present``, ``swapped``, ``exclusive``,
-        ``soft_dirty``, ``file``, ``zero_page`` and the ``pfn`` (0 when not present)."""
+        ``soft_dirty``, ``file``, ``zero_page`` and the ``pfn`` (0 when not present); addresses
+        print in hex (:class:`mmsim.procfs.Address`)."""
         columns = self._core.pagemap(self._pid(process), addr, pages)
-        return pd.DataFrame(columns).set_index("addr")
+        frame = pd.DataFrame(columns)
+        frame["addr"] = procfs.addresses(frame["addr"].tolist())
+        return frame.set_index("addr")
 
     def check(self) -> None:
         """Runs the whole-system checkers (refcounts, mapcounts, page tables, LRU lists, ...).

@@ -13,7 +13,25 @@ import re
 
 import pandas as pd
 
-__all__ = ["parse_fields", "parse_smaps", "parse_vmstat"]
+__all__ = ["Address", "parse_fields", "parse_smaps", "parse_vmstat"]
+
+
+class Address(int):
+    """A virtual address: an ``int`` in every way (arithmetic gives plain ints, it compares
+    and hashes as its value) that prints in hex, as ``/proc`` prints addresses, so a DataFrame
+    column of them reads ``0x7f0000000000`` rather than ``139637976727552``."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return f"0x{int(self):x}"
+
+    __str__ = __repr__
+
+
+def addresses(values: list[int]) -> pd.Series:
+    """``values`` as an object column of :class:`Address` (pandas would make plain int64 of it)."""
+    return pd.Series([Address(v) for v in values], dtype=object)
 
 # `start-end perms offset dev inode [path]`, the first line of each VMA in maps and smaps.
 _VMA = re.compile(
@@ -28,7 +46,7 @@ _VMA_COLUMNS = ["start", "end", "perms", "offset", "dev", "inode", "path"]
 def parse_smaps(text: str) -> pd.DataFrame:
     """One row per VMA of ``/proc/PID/smaps`` text.
 
-    Columns: ``start``, ``end``, ``offset`` (ints), ``perms``, ``dev``, ``inode``, ``path``
+    Columns: ``start``, ``end`` (:class:`Address`: ints that print in hex), ``offset`` (int), ``perms``, ``dev``, ``inode``, ``path``
     (``""`` for an anonymous mapping), then every field in the order the kernel prints them:
     sizes in kB as ints (``Size``, ``Rss``, ``Pss``, ...), other numbers (``THPeligible``) as ints,
     and ``VmFlags`` as a string of mnemonics (``"rd wr mr mw me ac"``).
@@ -60,7 +78,10 @@ def parse_smaps(text: str) -> pd.DataFrame:
         rows[-1][field["name"]] = int(field["value"])
     if not rows:
         return pd.DataFrame(columns=_VMA_COLUMNS)
-    return pd.DataFrame(rows)
+    frame = pd.DataFrame(rows)
+    for column in ("start", "end"):
+        frame[column] = addresses(frame[column].tolist())
+    return frame
 
 
 def parse_fields(text: str, name: str | None = None) -> pd.Series:

@@ -9,6 +9,7 @@ varying slowest.
 from __future__ import annotations
 
 import itertools
+import multiprocessing
 import os
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -77,8 +78,9 @@ def sweep(
         counters: ``/proc/vmstat`` counters to give a column each; by default every counter
             that is non-zero at some point.
         client: where to run: ``None`` starts a ``dask.distributed.LocalCluster`` of one
-            single-threaded worker process per CPU; a scheduler address (``"tcp://host:8786"``)
-            or a ``dask.distributed.Client`` uses that cluster.
+            single-threaded worker process per CPU (those processes import the calling script
+            again, so a script needs the guard ``if __name__ == "__main__":``); a scheduler
+            address (``"tcp://host:8786"``) or a ``dask.distributed.Client`` uses that cluster.
         local: run every point in this process, one after the other, without Dask.
 
     Returns:
@@ -88,6 +90,8 @@ def sweep(
 
     Raises:
         ValueError: an empty axis, or an unknown counter.
+        RuntimeError: a cluster started from a process that is itself a child importing the
+            script again (the guard is missing).
         mmsim.ScenarioError, mmsim.ConfigError: bad input, as ``run_scenario`` raises it.
     """
     scenario = os.fspath(os.path.abspath(path))
@@ -127,6 +131,12 @@ def _on_dask(
     if isinstance(client, str):
         with Client(client) as c:
             return _gather(c, scenario, points, fixed)
+    if multiprocessing.parent_process() is not None:
+        raise RuntimeError(
+            "mmsim.sweep: starting a LocalCluster in a child process, which means a worker is "
+            "importing your script again: put the script's code under "
+            '`if __name__ == "__main__":`, or pass local=True'
+        )
     workers = max(1, min(len(points), os.cpu_count() or 1))
     with (
         LocalCluster(n_workers=workers, threads_per_worker=1, dashboard_address=None) as cluster,

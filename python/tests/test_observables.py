@@ -107,3 +107,13 @@ def test_a_process_with_no_mappings(machine):
     assert isinstance(machine.smaps_rollup(p), pd.Series)
     assert machine.smaps_rollup(p)["Rss"] == 0
     assert isinstance(mmsim.Machine().vmstat(), pd.Series)
+
+
+def test_addresses_print_in_hex(machine):
+    p = machine.process("hex")
+    buf = p.mmap("8KiB")
+    smaps = machine.smaps(p)
+    start = smaps.start.iloc[0]
+    assert repr(start) == f"0x{int(start):x}" and start == int(start)
+    assert f"0x{buf:x}" in smaps.to_string()
+    assert f"0x{buf:x}" in machine.pagemap(p, buf, 1).to_string()

@@ -15,12 +15,19 @@ def test_reproduce_returns_rows_as_a_dataframe() -> None:
     r = mmsim.reproduce("cow-reuse", seed=1, quick=True)
     assert r.experiment == "cow-reuse" and r.source == "mm: COW: restore full accuracy in page reuse"
     assert isinstance(r.rows, pd.DataFrame)
+    assert r.rows.name[0] == "pmbench throughput gain", "headline rows first"
     gain = r.rows.set_index("name").loc["pmbench throughput gain"]
     assert gain.unit == "%" and gain.published == 24.9 and gain.simulated > 0 and gain.is_change
+    assert (gain.band_low, gain.band_high) == (12.45, 49.8) and "LKP" in gain.citation
+    assert r.verdict in {"reproduced", "direction only", "missed"}
+    assert "v5.11 cow_reuse=mapcount" in r.configurations
     # Counters the change text does not publish have no published figure.
     copies = r.rows.set_index("name").loc["pmbench COW copies page_count"]
-    assert pd.isna(copies.published) and copies.simulated > 0
+    assert pd.isna(copies.published) and copies.simulated > 0 and pd.isna(copies.verdict)
     assert r.notes
+    # Printed whole: no column elided, however wide.
+    shown = str(r)
+    assert "published" in shown and "band_high" in shown and "..." not in shown
 
 
 def test_experiments_and_bad_names() -> None:
@@ -31,7 +38,8 @@ def test_experiments_and_bad_names() -> None:
 
 def test_the_mmsim_command_is_the_rust_cli(capfd: pytest.CaptureFixture[str], scenarios: Path) -> None:
     assert main(["reproduce", "--list"]) == 0
-    assert "cow-reuse" in capfd.readouterr().out
+    listed = capfd.readouterr().out
+    assert "cow-reuse" in listed and listed.count("not yet modelled") == 2
     assert main(["run", str(scenarios / "fork-cow.toml")]) == 0
     assert ": all hold" in capfd.readouterr().out
     assert main(["run", str(scenarios / "fork-cow.toml"), "--set", "nonsense"]) == 2

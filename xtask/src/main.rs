@@ -5,9 +5,14 @@
 //!   then the Python package: a virtualenv at `.venv` (created when missing or broken), the
 //!   pinned tools of `python/requirements-dev.txt` (installed only when that file changed since
 //!   the last install), `maturin develop --release`, and `pytest python/tests`.
+//! - `cargo xtask python`: only the Python set-up of `cargo xtask test`: `.venv` with the pinned
+//!   tools and the package built into it (`maturin develop --release`), without running any test;
+//!   then `.venv/bin/python` imports `mmsim`.
 //! - `cargo xtask bless-digests`: rewrites `crates/lab/tests/digests.txt`, the behaviour
 //!   fingerprints of every scenario and experiment, after a change meant to alter behaviour (the
 //!   test suite compares against it; a refactor leaves it unchanged).
+//! - `cargo xtask bless-figures`: rewrites `crates/lab/tests/figures.txt`, the simulated value of
+//!   every published figure at test scale, after a change meant to move what the report claims.
 
 #![allow(clippy::disallowed_types, clippy::disallowed_methods)]
 
@@ -52,8 +57,8 @@ fn rust_tests() -> Result<(), String> {
     Step::new("tests", "cargo", &["test", "--workspace", "--quiet"]).run()
 }
 
-/// Builds the Python package into `.venv` and runs its tests.
-fn python_tests() -> Result<(), String> {
+/// Makes `.venv` (when missing or broken) with the pinned tools, and builds the package into it.
+fn python_env() -> Result<(), String> {
     let root = root();
     let venv = root.join(".venv");
     let bin = venv.join("bin");
@@ -78,17 +83,23 @@ fn python_tests() -> Result<(), String> {
     let path = std::env::join_paths(std::iter::once(bin).chain(std::env::split_paths(&path)))
         .map_err(|e| format!("PATH: {e}"))?;
     build.cmd.env("VIRTUAL_ENV", &venv).env("PATH", path);
-    build.run()?;
+    build.run()
+}
+
+/// Builds the Python package into `.venv` and runs its tests.
+fn python_tests() -> Result<(), String> {
+    python_env()?;
+    let python = root().join(".venv/bin/python");
     Step::new("python tests", &python, &["-m", "pytest", "-q", "python/tests"]).run()
 }
 
-/// Regenerates the behaviour fingerprints (`crates/lab/tests/digests.rs` with `MMSIM_BLESS`).
-fn bless_digests() -> Result<(), String> {
-    let args = ["test", "--release", "-p", "lab", "--test", "digests", "--quiet"];
-    let mut step = Step::new("bless digests", "cargo", &args);
+/// Reruns the golden test `test` of crate `lab` with `MMSIM_BLESS`, which rewrites its file.
+fn bless(test: &str, file: &str) -> Result<(), String> {
+    let args = ["test", "--release", "-p", "lab", "--test", test, "--quiet"];
+    let mut step = Step::new("bless", "cargo", &args);
     step.cmd.env("MMSIM_BLESS", "1");
     step.run()?;
-    eprintln!("xtask: wrote crates/lab/tests/digests.txt");
+    eprintln!("xtask: wrote crates/lab/tests/{file}");
     Ok(())
 }
 
@@ -96,9 +107,13 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
         Some("test") => rust_tests().and_then(|()| python_tests()),
-        Some("bless-digests") => bless_digests(),
+        Some("python") => python_env(),
+        Some("bless-digests") => bless("digests", "digests.txt"),
+        Some("bless-figures") => bless("figures", "figures.txt"),
         _ => {
-            eprintln!("usage: cargo xtask test | cargo xtask bless-digests");
+            eprintln!(
+                "usage: cargo xtask test | cargo xtask bless-digests | cargo xtask bless-figures"
+            );
             return ExitCode::from(2);
         }
     };

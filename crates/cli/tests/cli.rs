@@ -262,22 +262,35 @@ fn explore_finds_minimises_and_replays() {
 fn reproduce_prints_json_and_writes_the_report() {
     let out_dir = std::env::temp_dir().join(format!("mmsim-reproduce-{}", std::process::id()));
     let out_str = out_dir.to_string_lossy().into_owned();
-    let out = mmsim(&["reproduce", "cow-reuse", "--quick", "--json", "--out", &out_str]);
+    let args = ["reproduce", "cow-reuse", "--quick", "--json", "--seeds", "1..3", "--out"];
+    let out = mmsim(&[&args[..], &[out_str.as_str()]].concat());
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
-    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+    let page: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+    assert_eq!(page["summary"].as_array().unwrap().len(), 5);
+    assert!(page["provenance"]["commit"].is_string());
+    let json = &page["experiments"][0];
     assert_eq!(json["experiment"], "cow-reuse");
-    assert_eq!(json["seed"], 1);
+    assert_eq!(json["seeds"], serde_json::json!([1, 2]));
     let rows = json["rows"].as_array().unwrap();
     let gain = rows.iter().find(|r| r["name"] == "pmbench throughput gain").unwrap();
     assert_eq!(gain["unit"], "%");
-    assert_eq!(gain["published"], 24.9);
-    assert!(gain["simulated"].as_f64().unwrap() > 0.0);
+    assert_eq!(gain["published"]["low"], 24.9);
+    assert_eq!(gain["simulated"]["values"].as_array().unwrap().len(), 2);
+    assert!(gain["simulated"]["mean"].as_f64().unwrap() > 0.0);
     let html = std::fs::read_to_string(out_dir.join("report.html")).unwrap();
     assert!(html.contains("<svg") && html.contains("pmbench throughput gain"));
     assert!(out_dir.join("report.json").exists());
     let bad = mmsim(&["reproduce", "nonsense"]);
     assert_eq!(bad.status.code(), Some(2));
     assert!(text(&bad).contains("unknown experiment `nonsense`"), "{}", text(&bad));
+    // --set replaces a setting of every machine, and the report says so.
+    let set =
+        ["reproduce", "dax-zero-page", "--quick", "--seeds", "1", "--set", "dax_hole=zero_page"];
+    let out = mmsim(&[&set[..], &["--out", out_str.as_str()]].concat());
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(text(&out).contains("NON-DEFAULT settings: dax_hole=zero_page"), "{}", text(&out));
+    let bad = mmsim(&["reproduce", "dax-zero-page", "--quick", "--set", "nonsense=1"]);
+    assert_eq!(bad.status.code(), Some(2), "{}", text(&bad));
 }
 
 #[test]

@@ -3,19 +3,29 @@
 //! Each experiment module configures machines and workloads the way the published measurement
 //! was taken (scaled down to what a laptop simulates in seconds), runs the kernel before and
 //! after the change, and returns rows of "published vs simulated". Published figures are data
-//! here, never inputs: no cost constant is fitted to them (DESIGN.md, "Costs"), so a simulated
-//! figure may miss the published one, and the report says by how much.
+//! here, never inputs: no cost constant is fitted to them (DESIGN.md, "Costs"). Each is declared
+//! with the band a faithful model should land in and where that band comes from (`Published`),
+//! and the report's verdict says whether the model did, so a simulated figure may miss the
+//! published one and the report says by how much and why.
 //!
-//! Every experiment reports in one shape (`Report`): the JSON is
-//! `{"experiment", "seed", "rows": [{"name", "unit", "published", "simulated"}]}`, the text is a
-//! table with the direction and the ratio, and the HTML page adds the experiment's figures.
+//! An experiment runs one seed at a time ([`Experiment::run`]); [`run_seeds`] runs several seeds
+//! of several experiments on host threads, each seed an independent, deterministic simulation,
+//! and merges each experiment's seeds into one report (mean, spread and every value).
+//!
+//! The seed changes without an experiment are listed in [`SEED_CHANGES`] and reported as
+//! "not yet modelled".
 
 mod cow_reuse;
 mod dax_zero_page;
 mod fadv_noreuse;
 pub mod report;
 
-pub use report::{Figure, Report, Row, Series};
+pub use report::{Direction, Figure, Published, Report, Row, Series, Verdict};
+
+use mm::{Machine, MachineConfig};
+use std::cell::RefCell;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// How much to run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -26,7 +36,7 @@ pub enum Scale {
     Quick,
 }
 
-/// Reports progress of a long experiment (a progress bar in the CLI).
+/// Reports progress of a long experiment (a progress bar or plain lines in the CLI).
 pub trait Progress {
     /// A new phase with `total` units of work.
     fn phase(&mut self, name: &str, total: u64);
@@ -43,6 +53,47 @@ impl Progress for NoProgress {
     fn advance(&mut self, _: u64) {}
 }
 
+/// One run of an experiment: its seed, its sizes, the `--set` settings that replace its own,
+/// and the configurations of the machines it built (for the report).
+#[derive(Debug)]
+pub struct Setup {
+    pub seed: u64,
+    pub scale: Scale,
+    /// `KEY=VALUE` settings as `mmsim run --set` takes them: a switch, `cost.NAME`, a tunable.
+    pub overrides: Vec<(String, String)>,
+    configurations: RefCell<Vec<String>>,
+}
+
+impl Setup {
+    pub fn new(seed: u64, scale: Scale, overrides: &[(String, String)]) -> Setup {
+        Setup { seed, scale, overrides: overrides.to_vec(), configurations: RefCell::default() }
+    }
+
+    /// The machine of `config` with this run's seed and overrides; its kernel and the switches
+    /// that differ from that kernel's own are recorded for the report.
+    pub fn machine(&self, mut config: MachineConfig) -> Result<Machine, String> {
+        config.seed = self.seed;
+        crate::scenario::run::apply_sets(&mut config, &self.overrides)?;
+        config.switches.check_implemented(config.kernel)?;
+        let own = mm::Switches::for_kernel(config.kernel);
+        let changed: Vec<String> = config
+            .switches
+            .iter()
+            .into_iter()
+            .zip(own.iter())
+            .filter(|(set, own)| set != own)
+            .map(|((k, v), _)| format!(" {k}={v}"))
+            .collect();
+        let line = format!("{}{}", config.kernel, changed.concat());
+        let mut seen = self.configurations.borrow_mut();
+        if !seen.contains(&line) {
+            seen.push(line);
+        }
+        drop(seen);
+        Machine::new(config)
+    }
+}
+
 /// A reproducible experiment.
 #[derive(Clone, Copy)]
 pub struct Experiment {
@@ -50,14 +101,26 @@ pub struct Experiment {
     /// The seed change it reproduces (the title of the kernel commit or patch series).
     pub source: &'static str,
     pub title: &'static str,
-    pub run: fn(seed: u64, scale: Scale, progress: &mut dyn Progress) -> Result<Report, String>,
+    /// Its work per seed relative to the others', so that the longest start first.
+    pub work: u32,
+    pub measure: fn(setup: &Setup, progress: &mut dyn Progress) -> Result<Report, String>,
 }
 
 impl Experiment {
-    /// This experiment's report for run seed `seed`.
-    pub fn report(
+    /// One seed with the experiment's own settings.
+    pub fn run(
         &self,
         seed: u64,
+        scale: Scale,
+        progress: &mut dyn Progress,
+    ) -> Result<Report, String> {
+        (self.measure)(&Setup::new(seed, scale, &[]), progress)
+    }
+
+    /// This experiment's report of one run.
+    pub fn report(
+        &self,
+        setup: &Setup,
         rows: Vec<Row>,
         figures: Vec<Figure>,
         notes: Vec<String>,
@@ -66,10 +129,12 @@ impl Experiment {
             experiment: self.name.into(),
             title: self.title.into(),
             source: self.source.into(),
-            seed,
+            seeds: vec![setup.seed],
             rows,
             figures,
             notes,
+            configurations: setup.configurations.take(),
+            overrides: setup.overrides.clone(),
         }
     }
 }
@@ -78,6 +143,51 @@ impl std::fmt::Debug for Experiment {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Experiment").field("name", &self.name).finish_non_exhaustive()
     }
+}
+
+/// Runs every seed of every experiment on `threads` host threads (the longest first), with
+/// `progress(experiment, seed)` reporting each; returns one merged report per experiment, in
+/// the order given. The result does not depend on the number of threads.
+pub fn run_seeds(
+    experiments: &[&Experiment],
+    seeds: &[u64],
+    scale: Scale,
+    overrides: &[(String, String)],
+    threads: usize,
+    progress: &(dyn Fn(&Experiment, u64) -> Box<dyn Progress> + Sync),
+) -> Result<Vec<Report>, String> {
+    let mut jobs: Vec<(usize, usize)> =
+        (0..experiments.len()).flat_map(|e| (0..seeds.len()).map(move |s| (e, s))).collect();
+    jobs.sort_by_key(|&(e, _)| std::cmp::Reverse(experiments[e].work));
+    let next = AtomicUsize::new(0);
+    let done: Mutex<Vec<Option<Result<Report, String>>>> = Mutex::new(vec![None; jobs.len()]);
+    let worker = || {
+        while let Some(&(e, s)) = jobs.get(next.fetch_add(1, Ordering::Relaxed)) {
+            let (experiment, seed) = (experiments[e], seeds[s]);
+            let setup = Setup::new(seed, scale, overrides);
+            let report = (experiment.measure)(&setup, &mut *progress(experiment, seed))
+                .map_err(|err| format!("{} seed {seed}: {err}", experiment.name));
+            done.lock().expect("no worker panicked")[e * seeds.len() + s] = Some(report);
+        }
+    };
+    std::thread::scope(|scope| {
+        for _ in 1..threads.clamp(1, jobs.len().max(1)) {
+            scope.spawn(worker);
+        }
+        worker();
+    });
+    let mut done = done.into_inner().expect("no worker panicked").into_iter();
+    experiments
+        .iter()
+        .map(|_| {
+            let each: Vec<Report> = done
+                .by_ref()
+                .take(seeds.len())
+                .map(|r| r.expect("every job ran"))
+                .collect::<Result<_, _>>()?;
+            Report::merge(each)
+        })
+        .collect()
 }
 
 /// A change in percent from `before` to `after`.
@@ -106,3 +216,43 @@ pub fn find(name: &str) -> Result<&'static Experiment, String> {
         format!("unknown experiment `{name}`: expected one of {}", names.join(", "))
     })
 }
+
+/// A seed change: one of the five kernel changes the project models.
+#[derive(Clone, Copy, Debug)]
+pub struct SeedChange {
+    /// Its text in the seed set.
+    pub file: &'static str,
+    /// What it changes, in a few words.
+    pub change: &'static str,
+    /// The experiment that reproduces its published figures, if one does yet.
+    pub experiment: Option<&'static str>,
+}
+
+/// The five seed changes, in the seed set's order.
+pub const SEED_CHANGES: [SeedChange; 5] = [
+    SeedChange {
+        file: "000_5bbe7308058474e8.txt",
+        change: "file THPs for executables",
+        experiment: None,
+    },
+    SeedChange {
+        file: "001_c93cf60e89dbdeb3.txt",
+        change: "hugetlb PMD-sharing synchronisation",
+        experiment: None,
+    },
+    SeedChange {
+        file: "002_4690f8d13344d2c2.txt",
+        change: "DAX hole reads map the zero page",
+        experiment: Some("dax-zero-page"),
+    },
+    SeedChange {
+        file: "003_9ced4f85ae145908.txt",
+        change: "POSIX_FADV_NOREUSE under MGLRU",
+        experiment: Some("fadv-noreuse"),
+    },
+    SeedChange {
+        file: "004_7f05495902ef2f1c.txt",
+        change: "COW page reuse by mapcount",
+        experiment: Some("cow-reuse"),
+    },
+];

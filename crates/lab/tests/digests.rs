@@ -77,7 +77,7 @@ fn lines() -> Vec<String> {
         }
     }
     for e in EXPERIMENTS {
-        let report = (e.run)(1, Scale::Quick, &mut NoProgress).unwrap();
+        let report = e.run(1, Scale::Quick, &mut NoProgress).unwrap();
         let json = serde_json::to_string(&report.json()).unwrap();
         out.push(format!("reproduce {} quick seed=1 {}", e.name, digest_of(&json)));
     }

@@ -4,18 +4,13 @@
 use lab::reproduce::{EXPERIMENTS, NoProgress, Scale, find};
 
 fn row(report: &lab::reproduce::Report, name: &str) -> f64 {
-    report
-        .rows
-        .iter()
-        .find(|r| r.name == name)
-        .unwrap_or_else(|| panic!("no row `{name}`"))
-        .simulated
+    report.rows.iter().find(|r| r.name == name).unwrap_or_else(|| panic!("no row `{name}`")).mean()
 }
 
 #[test]
 fn cow_reuse_gain_comes_from_the_copies_page_count_makes() {
     let e = find("cow-reuse").unwrap();
-    let report = (e.run)(1, Scale::Quick, &mut NoProgress).unwrap();
+    let report = e.run(1, Scale::Quick, &mut NoProgress).unwrap();
     // page_count copies pages that were swapped in by a read and then written; mapcount reuses
     // them, so it copies nothing and counts the reuses instead.
     assert!(row(&report, "pmbench copies of swap-cache pages page_count") > 100.0);
@@ -47,7 +42,7 @@ fn cow_reuse_gain_comes_from_the_copies_page_count_makes() {
 #[test]
 fn fadv_noreuse_gain_comes_from_the_working_set_staying_resident() {
     let e = find("fadv-noreuse").unwrap();
-    let report = (e.run)(1, Scale::Quick, &mut NoProgress).unwrap();
+    let report = e.run(1, Scale::Quick, &mut NoProgress).unwrap();
     // The multi-gen LRU places the streamed input in young generations and evicts the encoder's
     // idle picture buffers to swap; NOREUSE keeps the input old, and the classic LRU trims the
     // page cache only: neither swaps.
@@ -69,7 +64,7 @@ fn fadv_noreuse_gain_comes_from_the_working_set_staying_resident() {
     let sweep = |prefix: &str| -> Vec<f64> {
         let rows: Vec<_> = report.rows.iter().filter(|r| r.name.starts_with(prefix)).collect();
         assert!(rows.iter().all(|r| r.published.is_none() && r.name.ends_with(" GiB")));
-        rows.iter().map(|r| r.simulated).collect()
+        rows.iter().map(|r| r.mean()).collect()
     };
     let gains = sweep("fps gain mglru noreuse, footprint ");
     let swapins = sweep("pswpin mglru, footprint ");
@@ -85,7 +80,7 @@ fn fadv_noreuse_gain_comes_from_the_working_set_staying_resident() {
 #[test]
 fn dax_zero_page_rows_come_from_the_hole_page_the_change_removed() {
     let e = find("dax-zero-page").unwrap();
-    let report = (e.run)(1, Scale::Quick, &mut NoProgress).unwrap();
+    let report = e.run(1, Scale::Quick, &mut NoProgress).unwrap();
     for (name, unit, published) in [
         ("Rss before", "kB", 1_048_576.0),
         ("Rss after", "kB", 0.0),
@@ -93,7 +88,8 @@ fn dax_zero_page_rows_come_from_the_hole_page_the_change_removed() {
         ("hole fault latency after", "us", 0.8),
     ] {
         let r = report.rows.iter().find(|r| r.name == name).unwrap();
-        assert_eq!((r.unit.as_str(), r.published), (unit, Some(published)), "{name}");
+        let p = r.published.as_ref().map(|p| p.low);
+        assert_eq!((r.unit.as_str(), p), (unit, Some(published)), "{name}");
     }
     // Before: a zeroed page-cache page per 4 KiB read (16 MiB at test scale); after: nothing.
     assert_eq!(row(&report, "Rss before"), 16384.0);
@@ -122,9 +118,41 @@ fn dax_zero_page_rows_come_from_the_hole_page_the_change_removed() {
 #[test]
 fn every_experiment_is_deterministic_at_test_scale() {
     for e in EXPERIMENTS {
-        let a = (e.run)(3, Scale::Quick, &mut NoProgress).unwrap();
-        let b = (e.run)(3, Scale::Quick, &mut NoProgress).unwrap();
+        let a = e.run(3, Scale::Quick, &mut NoProgress).unwrap();
+        let b = e.run(3, Scale::Quick, &mut NoProgress).unwrap();
         assert_eq!(a.json(), b.json(), "{}", e.name);
         assert_eq!(a.json()["experiment"], e.name);
     }
+}
+
+#[test]
+fn every_headline_cites_its_band_and_contains_the_published_figure() {
+    let e = find("dax-zero-page").unwrap();
+    let reports = lab::reproduce::run_seeds(&[e], &[1, 2], Scale::Quick, &[], 2, &|_, _| {
+        Box::new(NoProgress)
+    })
+    .unwrap();
+    let r = &reports[0];
+    assert_eq!(r.seeds, [1, 2]);
+    assert!(r.configurations.iter().any(|c| c == "v4.13"), "{:?}", r.configurations);
+    for e in EXPERIMENTS {
+        for row in &e.run(1, Scale::Quick, &mut NoProgress).unwrap().rows {
+            let Some(p) = &row.published else { continue };
+            assert!(!p.citation.is_empty(), "{}: {} cites no source", e.name, row.name);
+            assert!(p.band.0 <= p.low && p.high <= p.band.1, "{}: {}", e.name, row.name);
+        }
+    }
+}
+
+#[test]
+fn set_overrides_reach_the_machines_and_are_marked() {
+    let e = find("dax-zero-page").unwrap();
+    let sets = [("dax_hole".to_string(), "zero_page".to_string())];
+    let setup = lab::reproduce::Setup::new(1, Scale::Quick, &sets);
+    let report = (e.measure)(&setup, &mut NoProgress).unwrap();
+    // Both eras now map the zero page: the before row loses its page-cache pages.
+    assert_eq!(row(&report, "Rss before"), 0.0);
+    assert_eq!(report.overrides, sets);
+    assert!(report.table().contains("NON-DEFAULT settings: dax_hole=zero_page"));
+    assert!(report.configurations.iter().any(|c| c == "v4.13 dax_hole=zero_page"));
 }

@@ -15,22 +15,14 @@ pub(crate) fn cli_main(py: Python<'_>, argv: Vec<String>) -> u8 {
     mmsim_cli::main_with_args(argv)
 }
 
-/// Runs experiment `name` and returns its report as JSON: the published shape plus `title`,
-/// `source`, `notes` and, per row, `is_change`.
+/// Runs experiment `name` and returns its report as JSON (`Report::json`).
 #[pyfunction]
 #[pyo3(signature = (name, seed=1, quick=false))]
 pub(crate) fn reproduce(name: &str, seed: u64, quick: bool) -> PyResult<String> {
     let e = find(name).map_err(PyValueError::new_err)?;
     let scale = if quick { Scale::Quick } else { Scale::Full };
-    let report = (e.run)(seed, scale, &mut NoProgress).map_err(PyValueError::new_err)?;
-    let mut json = report.json();
-    json["title"] = report.title.clone().into();
-    json["source"] = report.source.clone().into();
-    json["notes"] = report.notes.clone().into();
-    for (row, r) in json["rows"].as_array_mut().expect("rows").iter_mut().zip(&report.rows) {
-        row["is_change"] = r.is_change.into();
-    }
-    Ok(json.to_string())
+    let report = e.run(seed, scale, &mut NoProgress).map_err(PyValueError::new_err)?;
+    Ok(report.json().to_string())
 }
 
 /// The experiments: (name, title, source).

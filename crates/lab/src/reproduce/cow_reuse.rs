@@ -13,12 +13,23 @@
 //! find) where `mapcount` reuses it. The report counts those copies, allocations and swap IO.
 //!
 //! vm-scalability (`usemem`: a prefaulted region, forked tasks writing it all) copies every page
-//! under both rules — the pages really are shared — so the model expects no gain; the published
-//! +1.5% is within that test's run-to-run spread (its plot shows the samples of both kernels
-//! overlapping), and its hugetlb COW path does not depend on the rule. Hugetlb pages are not
-//! modelled; the region is made of 4 KiB pages.
+//! under both rules — the pages really are shared — so the model expects no gain. The published
+//! +1.5% is measured on hugetlb pages, which are not modelled (the region is made of 4 KiB
+//! pages); the row is reported as missed with that reason.
+//!
+//! Bands (a check on the model, never a target). LKP states no precision for its figures; its
+//! plots show one sample per run. The pmbench latency plot's samples spread over about
+//! 2000-2500 ns before the change and 1600-1700 ns after, so single runs give gains from about
+//! 16% to 58% around the published 24.9%: the throughput gain's band is the stated rule "within
+//! a factor of 2" (12.45-49.8%), and so are the latencies' (read from the plot as 2100-2200 and
+//! 1600-1700 ns, measured on a 128 GiB Xeon with an NVMe SSD, here a scaled machine whose costs
+//! come from its profile). The vm-scalability plot's samples spread about ±0.6% per kernel and
+//! the two kernels' samples are separated by the gain, so the +1.5% is real for hugetlb; its
+//! band is the same factor of 2, and its direction is the sign.
 
-use super::{Experiment, Figure, Progress, Report, Row, Scale, Series, gain};
+use super::{
+    Direction, Experiment, Figure, Progress, Published, Report, Row, Scale, Series, Setup, gain,
+};
 use mm::vmstat::{MmEvent, VmStat, VmStats};
 use mm::{KernelVersion, Machine, MachineConfig, Profile};
 use simcore::{Bytes, Histogram, Ratio};
@@ -28,7 +39,8 @@ pub(super) const EXPERIMENT: Experiment = Experiment {
     name: "cow-reuse",
     source: "mm: COW: restore full accuracy in page reuse",
     title: "COW reuse by mapcount (the change) against page_count",
-    run,
+    work: 10,
+    measure,
 };
 
 /// The kernel the change was measured on.
@@ -36,18 +48,17 @@ const KERNEL: KernelVersion = KernelVersion::new(5, 11);
 const RULES: [&str; 2] = ["page_count", "mapcount"];
 
 fn machine(
+    setup: &Setup,
     rule: &str,
     cpus: u32,
     memory: Bytes,
     swap: Bytes,
-    seed: u64,
 ) -> Result<Machine, String> {
     let profile = Profile::named("epyc-vm")?.resized(Some(cpus), Some(memory))?;
     let mut config = MachineConfig::new(profile, KERNEL);
     config.switches.set("cow_reuse", rule)?;
     config.swap = swap;
-    config.seed = seed;
-    Machine::new(config)
+    setup.machine(config)
 }
 
 /// What one pmbench run measured.
@@ -79,14 +90,13 @@ fn pmbench_config(scale: Scale) -> (pmbench::Config, Bytes) {
 
 fn run_pmbench(
     rule: &str,
-    seed: u64,
-    scale: Scale,
+    setup: &Setup,
     progress: &mut dyn Progress,
 ) -> Result<PmbenchRun, String> {
-    let (config, memory) = pmbench_config(scale);
+    let (config, memory) = pmbench_config(setup.scale);
     let total = config.accesses_per_thread * 8;
-    let mut m = machine(rule, 16, memory, Bytes(memory.as_u64() * 4), seed)?;
-    let bench = pmbench::Pmbench::new(&mut m, config, seed)?;
+    let mut m = machine(setup, rule, 16, memory, Bytes(memory.as_u64() * 4))?;
+    let bench = pmbench::Pmbench::new(&mut m, config, setup.seed)?;
     bench.spawn_setup(&mut m)?;
     m.run().map_err(|e| e.to_string())?;
     let (vm0, ev0) = counters(&m);
@@ -124,18 +134,13 @@ fn counters(m: &Machine) -> (VmStats, mm::vmstat::MmEvents) {
     (m.vmstat(), m.kernel().state().events.clone())
 }
 
-fn run_usemem(
-    rule: &str,
-    seed: u64,
-    scale: Scale,
-    progress: &mut dyn Progress,
-) -> Result<f64, String> {
-    let (region, tasks) = match scale {
+fn run_usemem(rule: &str, setup: &Setup, progress: &mut dyn Progress) -> Result<f64, String> {
+    let (region, tasks) = match setup.scale {
         Scale::Full => (Bytes::mib(16), 8),
         Scale::Quick => (Bytes::mib(2), 4),
     };
     progress.phase(&format!("vm-scalability anon-cow-seq, {rule}"), 1);
-    let mut m = machine(rule, tasks + 2, Bytes::mib(512), Bytes::ZERO, seed)?;
+    let mut m = machine(setup, rule, tasks + 2, Bytes::mib(512), Bytes::ZERO)?;
     let bench = usemem::CowSeq::new(&mut m, usemem::Config { region, tasks, first_cpu: 0 })?;
     bench.spawn_setup(&mut m)?;
     m.run().map_err(|e| e.to_string())?;
@@ -151,67 +156,73 @@ fn run_usemem(
     Ok(bench.median_bps())
 }
 
-/// The cumulative distribution of a latency histogram, at powers of two.
-fn cdf(name: &str, h: &Histogram) -> Series {
-    let mut points = Vec::new();
-    let mut x = 1u64;
-    while x <= h.max().max(1) * 2 {
-        let below = (0..=1000u64).rev().find(|&q| h.quantile(q, 1000) <= x).unwrap_or(0);
-        points.push((x as f64, below as f64 / 1000.0));
-        x *= 2;
-    }
-    Series { name: name.into(), points }
+/// The fraction of accesses slower than each power of two from 64 ns to about a second (the
+/// same points in every run, so that seeds merge): the tail the mean hides.
+fn tail(name: &str, h: &Histogram) -> Series {
+    let n = h.count();
+    let slower_than = |x: u64| {
+        // The largest rank whose value is at most `x`.
+        let (mut lo, mut hi) = (0, n);
+        while lo < hi {
+            let mid = (lo + hi).div_ceil(2);
+            if h.quantile(mid, n) <= x { lo = mid } else { hi = mid - 1 }
+        }
+        1.0 - lo as f64 / n.max(1) as f64
+    };
+    let points = (6..=30).map(|i| (f64::from(1u32 << i), slower_than(1 << i))).collect();
+    Series::new(name, points)
 }
 
-fn run(seed: u64, scale: Scale, progress: &mut dyn Progress) -> Result<Report, String> {
+/// The published figures, their bands and sources (the module's note says why these bands).
+fn headline(pc: &PmbenchRun, mc: &PmbenchRun, usemem: &[f64]) -> Vec<Row> {
+    const LKP: &str = "LKP's report in the change text";
+    let factor2 = "within a factor of 2 (the stated rule: LKP gives no precision, and its plot's single runs spread widely)";
+    vec![
+        Row::change("pmbench throughput gain", gain(pc.throughput_aps, mc.throughput_aps)).published(
+            Published::point(24.9)
+                .within_factor(2.0)
+                .direction(Direction::Sign)
+                .cite(&format!("{LKP} (pmbench.throughput.aps +24.9%); {factor2}")),
+        ),
+        Row::level("pmbench average latency page_count", "ns", pc.latency_ns.mean() as f64).published(
+            Published::range(2100.0, 2200.0)
+                .within_factor(2.0)
+                .direction(Direction::Above("pmbench average latency mapcount".into()))
+                .cite(&format!("{LKP}, read from its latency plot (samples 2000-2500 ns); {factor2}")),
+        ),
+        Row::level("pmbench average latency mapcount", "ns", mc.latency_ns.mean() as f64).published(
+            Published::range(1600.0, 1700.0)
+                .within_factor(2.0)
+                .direction(Direction::Below("pmbench average latency page_count".into()))
+                .cite(&format!("{LKP}, read from its latency plot (samples 1600-1700 ns); {factor2}")),
+        ),
+        Row::change("vm-scalability anon-cow-seq-hugetlb gain", gain(usemem[0], usemem[1])).published(
+            Published::point(1.5)
+                .within_factor(2.0)
+                .direction(Direction::Sign)
+                .cite(&format!("{LKP} (vm-scalability.median +1.5%; the plot's samples of the two kernels are apart by the gain); {factor2}"))
+                .caveat("the benchmark copies hugetlb pages, which are not modelled; on 4 KiB pages every child write copies under both rules, so the model has no gain to show"),
+        ),
+    ]
+}
+
+fn measure(setup: &Setup, progress: &mut dyn Progress) -> Result<Report, String> {
     let pm: Vec<PmbenchRun> =
-        RULES.iter().map(|r| run_pmbench(r, seed, scale, progress)).collect::<Result<_, _>>()?;
+        RULES.iter().map(|r| run_pmbench(r, setup, progress)).collect::<Result<_, _>>()?;
     let um: Vec<f64> =
-        RULES.iter().map(|r| run_usemem(r, seed, scale, progress)).collect::<Result<_, _>>()?;
-    let (pc, mc) = (&pm[0], &pm[1]);
-    let mut rows = vec![
-        Row::change(
-            "pmbench throughput gain",
-            Some(24.9),
-            gain(pc.throughput_aps, mc.throughput_aps),
-        ),
-        Row::level(
-            "pmbench average latency page_count",
-            "ns",
-            Some(2150.0),
-            pc.latency_ns.mean() as f64,
-        ),
-        Row::level(
-            "pmbench average latency mapcount",
-            "ns",
-            Some(1650.0),
-            mc.latency_ns.mean() as f64,
-        ),
-        Row::change("vm-scalability anon-cow-seq-hugetlb gain", Some(1.5), gain(um[0], um[1])),
-    ];
+        RULES.iter().map(|r| run_usemem(r, setup, progress)).collect::<Result<_, _>>()?;
+    let mut rows = headline(&pm[0], &pm[1], &um);
     for (rule, r) in RULES.iter().zip(&pm) {
-        rows.push(Row::level(
-            &format!("pmbench throughput {rule}"),
-            "acc/s",
-            None,
-            r.throughput_aps,
-        ));
+        rows.push(Row::level(&format!("pmbench throughput {rule}"), "acc/s", r.throughput_aps));
         rows.push(Row::level(
             &format!("pmbench p99 latency {rule}"),
             "ns",
-            None,
             r.latency_ns.p99() as f64,
         ));
-        rows.push(Row::level(
-            &format!("pmbench COW copies {rule}"),
-            "pages",
-            None,
-            r.copies as f64,
-        ));
+        rows.push(Row::level(&format!("pmbench COW copies {rule}"), "pages", r.copies as f64));
         rows.push(Row::level(
             &format!("pmbench copies of swap-cache pages {rule}"),
             "pages",
-            None,
             r.swapcache_copies as f64,
         ));
         for (key, label) in [
@@ -225,27 +236,29 @@ fn run(seed: u64, scale: Scale, progress: &mut dyn Progress) -> Result<Report, S
             rows.push(Row::level(
                 &format!("pmbench {label} {rule}"),
                 "pages",
-                None,
                 r.vmstat.get(key) as f64,
             ));
         }
     }
-    let figures = vec![Figure {
-        title: "pmbench access latency".into(),
-        x_label: "latency (ns)".into(),
-        y_label: "fraction of accesses at or below".into(),
-        log_x: true,
-        series: RULES.iter().zip(&pm).map(|(rule, r)| cdf(rule, &r.latency_ns)).collect(),
-    }];
-    let (config, memory) = pmbench_config(scale);
+    let figures = vec![
+        Figure::new(
+            "pmbench access latency: the tail (fraction of accesses slower than x)",
+            "latency (ns)",
+            "fraction of accesses slower",
+        )
+        .log_axes(true, true)
+        .with_series(RULES.iter().zip(&pm).map(|(rule, r)| tail(rule, &r.latency_ns)).collect()),
+    ];
+    let (config, memory) = pmbench_config(setup.scale);
     let notes = vec![
         format!(
             "pmbench: kernel {KERNEL}, {memory} of memory, a {} set in 2 processes of 4 threads, 90% reads, {} accesses per thread after writing every page, swap of 4x memory, profile epyc-vm.",
             config.set_size, config.accesses_per_thread
         ),
-        "Published latencies are read from the change's plot (about 2100-2200 ns and 1600-1700 ns); the rows use the middle of each band.".into(),
+        "Published latencies are read from the change's plot (about 2100-2200 ns and 1600-1700 ns).".into(),
         "The gain comes from the copies counted above: under page_count a page swapped in by a read is copied when it is written; under mapcount it is reused.".into(),
-        "vm-scalability: usemem with 4 KiB pages (hugetlb is not modelled); every child write copies under both rules, so no gain is expected; the published +1.5% is within run-to-run spread.".into(),
+        "vm-scalability: usemem with 4 KiB pages (hugetlb is not modelled); every child write copies under both rules, so no gain is expected, and the published +1.5% (measured on hugetlb pages) is missed for that reason.".into(),
+        "The figure plots the fraction of accesses slower than each latency on log axes: the swap-ins and copies page_count adds sit in the tail, which a cumulative plot on a linear axis hides.".into(),
     ];
-    Ok(EXPERIMENT.report(seed, rows, figures, notes))
+    Ok(EXPERIMENT.report(setup, rows, figures, notes))
 }

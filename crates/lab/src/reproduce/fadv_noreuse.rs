@@ -31,11 +31,21 @@
 //! gain depends steeply on it: a sensitivity sweep reruns the multi-gen LRU with and without
 //! NOREUSE at larger encoder states and reports the gain at each footprint, as unpublished rows
 //! and a figure; the headline rows keep the stated footprint.
+//!
+//! Bands (a check on the model, never a target). The seed states its gain as a range, 9-11%,
+//! from one machine and no stated run-to-run spread; the band is that range within a factor of
+//! 2, 4.5-22%, the acceptance issue 24 set for this experiment, and the direction is the sign.
+//! "On par with the active/inactive LRU" is read with the text's own precision (its range is 2
+//! points wide) as within ±2%. The workload does not yet map the input as SvtAv1EncApp does
+//! (per-frame private mappings of the three planes, unmapped after each picture: issue 24, item
+//! 2), and the headline misses its band; the caveat says so.
 
-use super::{Experiment, Figure, Progress, Report, Row, Scale, Series, gain};
+use super::{
+    Direction, Experiment, Figure, Progress, Published, Report, Row, Scale, Series, Setup, gain,
+};
 use mm::kernel::Storage;
 use mm::vmstat::{VmStat, VmStats};
-use mm::{FileSpec, KernelVersion, Machine, MachineConfig, Profile};
+use mm::{FileSpec, KernelVersion, MachineConfig, Profile};
 use simcore::{Bytes, CounterKey, SimDuration};
 use workload::encoder;
 
@@ -43,7 +53,8 @@ pub(super) const EXPERIMENT: Experiment = Experiment {
     name: "fadv-noreuse",
     source: "mm: support POSIX_FADV_NOREUSE",
     title: "POSIX_FADV_NOREUSE for an mmap-streamed encoder under the multi-gen LRU",
-    run,
+    work: 100,
+    measure,
 };
 
 /// The kernel the change went into.
@@ -134,10 +145,10 @@ fn footprint_gib(state_mib: u64, scale: Scale) -> f64 {
 fn run_case(
     case: Case,
     state_mib: u64,
-    seed: u64,
-    scale: Scale,
+    setup: &Setup,
     progress: &mut dyn Progress,
 ) -> Result<CaseRun, String> {
+    let (seed, scale) = (setup.seed, setup.scale);
     let d = divisor(scale);
     let memory = Bytes((8 << 30) / d);
     let profile = Profile::named("epyc-vm")?.resized(Some(CPUS), Some(memory))?;
@@ -145,8 +156,7 @@ fn run_case(
     config.switches.set("lru", if case == Case::Classic { "classic" } else { "mglru" })?;
     config.swap = memory;
     config.storage = Storage::Ramdisk;
-    config.seed = seed;
-    let mut m = Machine::new(config)?;
+    let mut m = setup.machine(config)?;
     let enc = encoder_config(d, state_mib, case == Case::MglruNoreuse);
     let input = FileSpec {
         pattern: Some(seed),
@@ -212,23 +222,35 @@ fn band_note(points: &[SweepPoint]) -> String {
     }
 }
 
-fn run(seed: u64, scale: Scale, progress: &mut dyn Progress) -> Result<Report, String> {
+/// The published figures, their bands and sources (the module's note says why these bands).
+fn headline(classic: &CaseRun, mglru: &CaseRun, noreuse: &CaseRun) -> Vec<Row> {
+    let (low, high) = PUBLISHED_GAIN_PCT;
+    vec![
+        Row::change("fps gain mglru noreuse", gain(mglru.fps, noreuse.fps)).published(
+            Published::range(low, high)
+                .within_factor(2.0)
+                .direction(Direction::Sign)
+                .cite("the seed's text: 'a [9-11]% increase in FPS' for SvtAv1EncApp --preset 12 at 4K beside a brd RAM disk, no spread stated; band: within a factor of 2 of the range (issue 24's acceptance)")
+                .caveat("at the headline footprint the model's multi-gen LRU swaps little of the encoder, so NOREUSE has little to save (the sensitivity rows show the gain at larger footprints); the workload maps the input once, shared, where SvtAv1EncApp maps each frame's planes privately and unmaps them after each picture (issue 24, item 2, not yet done)"),
+        ),
+        Row::change("fps mglru noreuse vs classic", gain(classic.fps, noreuse.fps)).published(
+            Published::point(0.0)
+                .band(-2.0, 2.0)
+                .cite("the seed's text: 'on par with the active/inactive LRU', read with the text's own precision (its 9-11% range is 2 points wide) as within 2%"),
+        ),
+    ]
+}
+
+fn measure(setup: &Setup, progress: &mut dyn Progress) -> Result<Report, String> {
+    let scale = setup.scale;
     let runs: Vec<CaseRun> = Case::ALL
         .iter()
-        .map(|&c| run_case(c, STATE_MIB, seed, scale, progress))
+        .map(|&c| run_case(c, STATE_MIB, setup, progress))
         .collect::<Result<_, _>>()?;
     let (classic, mglru, noreuse) = (&runs[0], &runs[1], &runs[2]);
-    let mut rows = vec![
-        Row::change("fps gain mglru noreuse", Some(10.0), gain(mglru.fps, noreuse.fps)),
-        Row::change("fps mglru noreuse vs classic", Some(0.0), gain(classic.fps, noreuse.fps)),
-    ];
+    let mut rows = headline(classic, mglru, noreuse);
     for (case, r) in Case::ALL.iter().zip(&runs) {
-        rows.push(Row::level(
-            &format!("fps {} (4K equivalent)", case.name()),
-            "frames/s",
-            None,
-            r.fps,
-        ));
+        rows.push(Row::level(&format!("fps {} (4K equivalent)", case.name()), "frames/s", r.fps));
     }
     for key in [
         VmStat::Pswpin,
@@ -241,7 +263,7 @@ fn run(seed: u64, scale: Scale, progress: &mut dyn Progress) -> Result<Report, S
     ] {
         for (case, r) in Case::ALL.iter().zip(&runs) {
             let name = format!("{} {}", key.name(), case.name());
-            rows.push(Row::level(&name, "pages", None, r.vmstat.get(key) as f64));
+            rows.push(Row::level(&name, "pages", r.vmstat.get(key) as f64));
         }
     }
     // The sensitivity sweep: the headline's runs at its state, two more runs at each other.
@@ -251,29 +273,39 @@ fn run(seed: u64, scale: Scale, progress: &mut dyn Progress) -> Result<Report, S
         points.push(if state == STATE_MIB {
             SweepPoint::new(footprint, mglru, noreuse)
         } else {
-            let m = run_case(Case::Mglru, state, seed, scale, progress)?;
-            let n = run_case(Case::MglruNoreuse, state, seed, scale, progress)?;
+            let m = run_case(Case::Mglru, state, setup, progress)?;
+            let n = run_case(Case::MglruNoreuse, state, setup, progress)?;
             SweepPoint::new(footprint, &m, &n)
         });
     }
     for p in &points {
         let at = format!("footprint {:.1} GiB", p.footprint_gib);
-        rows.push(Row::change(&format!("fps gain mglru noreuse, {at}"), None, p.gain_pct));
-        rows.push(Row::level(&format!("pswpin mglru, {at}"), "pages", None, p.pswpin_mglru as f64));
+        rows.push(Row::change(&format!("fps gain mglru noreuse, {at}"), p.gain_pct));
+        rows.push(Row::level(&format!("pswpin mglru, {at}"), "pages", p.pswpin_mglru as f64));
     }
-    let figures = vec![Figure {
-        title: "FPS gain of NOREUSE under the multi-gen LRU against the encoder's footprint".into(),
-        x_label: "encoder resident footprint (GiB of 8, 4K equivalent)".into(),
-        y_label: "fps gain mglru noreuse over mglru (%)".into(),
-        log_x: false,
-        series: vec![Series {
-            name: "simulated".into(),
-            points: points.iter().map(|p| (p.footprint_gib, p.gain_pct)).collect(),
-        }],
-    }];
+    let (low, high) = PUBLISHED_GAIN_PCT;
+    let figures = vec![
+        Figure::new(
+            "FPS gain of NOREUSE under the multi-gen LRU against the encoder's footprint",
+            "encoder resident footprint (GiB of 8, 4K equivalent)",
+            "fps gain mglru noreuse over mglru (%)",
+        )
+        .with_series(vec![Series::new(
+            "simulated",
+            points.iter().map(|p| (p.footprint_gib, p.gain_pct)).collect(),
+        )])
+        .with_shade("published 9-11%", low, high)
+        .with_shade("band 4.5-22% (within a factor of 2)", low / 2.0, high * 2.0),
+    ];
+    let notes = notes(scale, &points);
+    Ok(EXPERIMENT.report(setup, rows, figures, notes))
+}
+
+/// How the figures were obtained and what the model leaves out.
+fn notes(scale: Scale, points: &[SweepPoint]) -> Vec<String> {
     let d = divisor(scale);
     let enc = encoder_config(d, STATE_MIB, false);
-    let notes = vec![
+    vec![
         format!(
             "Kernel {KERNEL}, profile epyc-vm with {CPUS} CPUs and {} of memory, swap of the same size, storage on a RAM disk; sizes are the seed's divided by {d}.",
             Bytes((8 << 30) / d)
@@ -300,9 +332,8 @@ fn run(seed: u64, scale: Scale, progress: &mut dyn Progress) -> Result<Report, S
             sweep_states_mib(scale).iter().map(u64::to_string).collect::<Vec<_>>().join(", "),
             PUBLISHED_GAIN_PCT.0,
             PUBLISHED_GAIN_PCT.1,
-            band_note(&points)
+            band_note(points)
         ),
         "Also left out, each of which would make a swapped page cost the real encoder more than here: dependencies between segments (a worker faulting on a swapped picture delays the segments that need it; here other workers carry on), the LRU lock and per-CPU LRU batches, mmap_lock contention between page faults and the aging walk (v6.3 faults take mmap_lock; per-VMA locks came in v6.4); swap readahead (`page-cluster`) is not modelled either.".into(),
-    ];
-    Ok(EXPERIMENT.report(seed, rows, figures, notes))
+    ]
 }

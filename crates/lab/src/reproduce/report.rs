@@ -1,321 +1,591 @@
-//! The report of an experiment: rows of published against simulated figures, and figures (line
-//! plots), rendered as a text table, as JSON, and as an HTML page with SVG plots.
+//! The report of an experiment: published figures, each with the band a faithful model should
+//! land in, against what the model gives over one or several seeds; a verdict; diagnostic rows
+//! that explain the figures; line plots. Rendered as a text table, as JSON, and as an HTML
+//! section (`page` puts the sections of a run together under a summary).
+//!
+//! A band is a check on the model, never a target: each experiment module says where its bands
+//! come from (the source's stated precision, its own run-to-run spread, or the stated rule
+//! "within a factor of 2 of the published figure"), and a figure outside its band is reported as
+//! missed, with the reason, not tuned into it.
 
-use plotters::prelude::*;
-use serde::Serialize;
+mod figure;
+mod page;
 
-/// One published figure and what the model gives for it.
+pub use figure::{Figure, Series, Shade, tick};
+pub use page::{Provenance, html_page, page_json, summary_table};
+
+use serde_json::{Value, json};
+
+/// What a published figure says about its direction, beyond its band.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Direction {
+    /// Nothing (a level, or a change published as "on par").
+    Unstated,
+    /// A change whose sign is the published one.
+    Sign,
+    /// A level above the row named.
+    Above(String),
+    /// A level below the row named.
+    Below(String),
+}
+
+/// A published figure and the band it checks the model against.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Published {
+    /// As published: a single figure (`low == high`) or a stated range ("9-11%").
+    pub low: f64,
+    pub high: f64,
+    /// Where a faithful model is expected to land; it contains the published figure.
+    pub band: (f64, f64),
+    /// Where the figure comes from and why the band is as wide as it is.
+    pub citation: String,
+    pub direction: Direction,
+    /// What the model leaves out that bears on this figure, given as the reason when it misses.
+    pub caveat: Option<String>,
+}
+
+impl Published {
+    /// A single published figure, its band the figure itself until widened.
+    pub fn point(v: f64) -> Published {
+        Published::range(v, v)
+    }
+
+    /// A published range.
+    pub fn range(low: f64, high: f64) -> Published {
+        Published {
+            low,
+            high,
+            band: (low, high),
+            citation: String::new(),
+            direction: Direction::Unstated,
+            caveat: None,
+        }
+    }
+
+    /// The band "within a factor of `f`" of the published figure or range.
+    pub fn within_factor(mut self, f: f64) -> Published {
+        self.band = if self.low >= 0.0 {
+            (self.low / f, self.high * f)
+        } else if self.high <= 0.0 {
+            (self.low * f, self.high / f)
+        } else {
+            (self.low * f, self.high * f)
+        };
+        self
+    }
+
+    /// An explicit band.
+    pub fn band(mut self, low: f64, high: f64) -> Published {
+        self.band = (low.min(self.low), high.max(self.high));
+        self
+    }
+
+    pub fn cite(mut self, citation: &str) -> Published {
+        self.citation = citation.into();
+        self
+    }
+
+    pub fn direction(mut self, d: Direction) -> Published {
+        self.direction = d;
+        self
+    }
+
+    pub fn caveat(mut self, caveat: &str) -> Published {
+        self.caveat = Some(caveat.into());
+        self
+    }
+
+    /// The published figure as text: `24.9` or `9-11`.
+    pub fn text(&self) -> String {
+        if self.low == self.high {
+            fmt_num(self.low)
+        } else {
+            format!("{}-{}", fmt_num(self.low), fmt_num(self.high))
+        }
+    }
+
+    fn band_text(&self) -> String {
+        format!("{} .. {}", fmt_num(self.band.0), fmt_num(self.band.1))
+    }
+
+    fn mid(&self) -> f64 {
+        (self.low + self.high) / 2.0
+    }
+
+    fn json(&self) -> Value {
+        let direction = match &self.direction {
+            Direction::Unstated => json!(null),
+            Direction::Sign => json!("sign"),
+            Direction::Above(row) => json!({"above": row}),
+            Direction::Below(row) => json!({"below": row}),
+        };
+        json!({
+            "low": self.low, "high": self.high, "band": [self.band.0, self.band.1],
+            "citation": self.citation, "direction": direction, "caveat": self.caveat,
+        })
+    }
+}
+
+/// How a published figure, or an experiment's published figures, came out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Verdict {
+    /// Inside the band.
+    Reproduced,
+    /// Outside the band, in the published direction.
+    DirectionOnly,
+    /// Outside the band and not in the published direction.
+    Missed,
+}
+
+impl Verdict {
+    pub fn label(self) -> &'static str {
+        match self {
+            Verdict::Reproduced => "reproduced",
+            Verdict::DirectionOnly => "direction only",
+            Verdict::Missed => "missed",
+        }
+    }
+}
+
+/// A figure the model gives, once per seed; a headline row when it has a published figure,
+/// otherwise a diagnostic row (a counter that explains the headline).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Row {
     pub name: String,
     pub unit: String,
-    /// `None` for figures the change text does not publish (counters that explain the others).
-    pub published: Option<f64>,
-    pub simulated: f64,
+    pub published: Option<Published>,
+    /// One value per seed, in the report's seed order.
+    pub values: Vec<f64>,
     /// A change (a gain in %), whose sign is its direction; otherwise a level.
     pub is_change: bool,
 }
 
 impl Row {
-    /// A change in percent, published or not.
-    pub fn change(name: &str, published: Option<f64>, simulated: f64) -> Row {
-        Row { name: name.into(), unit: "%".into(), published, simulated, is_change: true }
+    /// A change in percent.
+    pub fn change(name: &str, simulated: f64) -> Row {
+        Row { is_change: true, ..Row::level(name, "%", simulated) }
     }
 
     /// A level in `unit`.
-    pub fn level(name: &str, unit: &str, published: Option<f64>, simulated: f64) -> Row {
-        Row { name: name.into(), unit: unit.into(), published, simulated, is_change: false }
-    }
-
-    /// Whether a published change and the simulated one have the same sign.
-    pub fn direction(&self) -> Option<&'static str> {
-        let p = self.published?;
-        if !self.is_change {
-            return None;
+    pub fn level(name: &str, unit: &str, simulated: f64) -> Row {
+        Row {
+            name: name.into(),
+            unit: unit.into(),
+            published: None,
+            values: vec![simulated],
+            is_change: false,
         }
-        Some(if p.signum() == self.simulated.signum() { "same" } else { "opposite" })
     }
 
-    /// Simulated over published.
-    pub fn ratio(&self) -> Option<f64> {
-        self.published.filter(|p| *p != 0.0).map(|p| self.simulated / p)
+    /// This row as a headline: the published figure it is checked against.
+    pub fn published(mut self, p: Published) -> Row {
+        self.published = Some(p);
+        self
+    }
+
+    pub fn mean(&self) -> f64 {
+        self.values.iter().sum::<f64>() / self.values.len().max(1) as f64
+    }
+
+    pub fn min(&self) -> f64 {
+        self.values.iter().copied().fold(f64::INFINITY, f64::min)
+    }
+
+    pub fn max(&self) -> f64 {
+        self.values.iter().copied().fold(f64::NEG_INFINITY, f64::max)
+    }
+
+    /// `min .. max` over the seeds, or `-` for one seed.
+    fn spread_text(&self) -> String {
+        if self.values.len() < 2 {
+            "-".into()
+        } else {
+            format!("{} .. {}", fmt_num(self.min()), fmt_num(self.max()))
+        }
     }
 }
 
-/// A line of a figure.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Series {
-    pub name: String,
-    pub points: Vec<(f64, f64)>,
-}
-
-/// A line plot.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Figure {
-    pub title: String,
-    pub x_label: String,
-    pub y_label: String,
-    pub log_x: bool,
-    pub series: Vec<Series>,
-}
-
-/// What an experiment found.
+/// What an experiment found over one or several seeds.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Report {
     pub experiment: String,
     pub title: String,
     pub source: String,
-    pub seed: u64,
+    pub seeds: Vec<u64>,
     pub rows: Vec<Row>,
     pub figures: Vec<Figure>,
     /// How the figures were obtained and what the model leaves out, for the reader.
     pub notes: Vec<String>,
-}
-
-#[derive(Serialize)]
-struct JsonRow<'a> {
-    name: &'a str,
-    unit: &'a str,
-    published: Option<f64>,
-    simulated: f64,
-}
-
-#[derive(Serialize)]
-struct JsonReport<'a> {
-    experiment: &'a str,
-    seed: u64,
-    rows: Vec<JsonRow<'a>>,
+    /// The kernel of each machine the experiment ran, with its switches that differ from that
+    /// kernel's own (`v5.11 cow_reuse=mapcount`).
+    pub configurations: Vec<String>,
+    /// `--set KEY=VALUE` settings that replaced the experiment's own (none by default).
+    pub overrides: Vec<(String, String)>,
 }
 
 impl Report {
-    /// `{"experiment", "seed", "rows": [{"name", "unit", "published", "simulated"}]}`.
-    pub fn json(&self) -> serde_json::Value {
-        let r = JsonReport {
-            experiment: &self.experiment,
-            seed: self.seed,
-            rows: self
-                .rows
-                .iter()
-                .map(|r| JsonRow {
-                    name: &r.name,
-                    unit: &r.unit,
-                    published: r.published,
-                    simulated: round(r.simulated),
-                })
-                .collect(),
-        };
-        serde_json::to_value(r).expect("a report serialises")
+    /// The report of several seeds' reports of one experiment, in their order: every row's
+    /// values side by side, figures merged (`Figure::merge`).
+    pub fn merge(reports: Vec<Report>) -> Result<Report, String> {
+        let mut it = reports.into_iter();
+        let mut out = it.next().ok_or("no report to merge")?;
+        let mut figures = vec![std::mem::take(&mut out.figures)];
+        for r in it {
+            let names = |rep: &Report| rep.rows.iter().map(|x| x.name.clone()).collect::<Vec<_>>();
+            if r.experiment != out.experiment || names(&r) != names(&out) {
+                return Err(format!("{}: seeds disagree on the rows reported", out.experiment));
+            }
+            for (row, other) in out.rows.iter_mut().zip(r.rows) {
+                row.values.extend(other.values);
+            }
+            out.seeds.extend(r.seeds);
+            for c in r.configurations {
+                if !out.configurations.contains(&c) {
+                    out.configurations.push(c);
+                }
+            }
+            figures.push(r.figures);
+        }
+        out.figures = (0..figures[0].len())
+            .map(|i| {
+                let each: Vec<Figure> = figures.iter().filter_map(|f| f.get(i).cloned()).collect();
+                Figure::merge(&each, &out.seeds)
+            })
+            .collect();
+        Ok(out)
     }
 
-    /// The table "published vs simulated".
+    /// The headline rows, then the diagnostic rows, each in the experiment's order.
+    pub fn ordered_rows(&self) -> impl Iterator<Item = &Row> {
+        let headline = self.rows.iter().filter(|r| r.published.is_some());
+        headline.chain(self.rows.iter().filter(|r| r.published.is_none()))
+    }
+
+    fn row(&self, name: &str) -> Option<&Row> {
+        self.rows.iter().find(|r| r.name == name)
+    }
+
+    /// A headline row's verdict from its mean over the seeds; `None` for a diagnostic row.
+    pub fn row_verdict(&self, row: &Row) -> Option<Verdict> {
+        let p = row.published.as_ref()?;
+        let v = row.mean();
+        if (p.band.0..=p.band.1).contains(&v) {
+            return Some(Verdict::Reproduced);
+        }
+        let towards = match &p.direction {
+            Direction::Unstated => false,
+            Direction::Sign => p.mid() != 0.0 && v != 0.0 && v.signum() == p.mid().signum(),
+            Direction::Above(other) => self.row(other).is_some_and(|o| v > o.mean()),
+            Direction::Below(other) => self.row(other).is_some_and(|o| v < o.mean()),
+        };
+        Some(if towards { Verdict::DirectionOnly } else { Verdict::Missed })
+    }
+
+    /// The experiment's verdict, the worst of its headline rows', and why when it is not
+    /// reproduced: each row outside its band, with the caveat its published figure carries.
+    pub fn verdict(&self) -> (Verdict, Option<String>) {
+        let mut worst = Verdict::Reproduced;
+        let (mut why, mut caveats): (Vec<String>, Vec<String>) = (Vec::new(), Vec::new());
+        for row in self.ordered_rows() {
+            let (Some(v), Some(p)) = (self.row_verdict(row), &row.published) else { continue };
+            worst = worst.max(v);
+            if v == Verdict::Reproduced {
+                continue;
+            }
+            let side = if v == Verdict::Missed { "not in" } else { "in" };
+            why.push(format!(
+                "{} is {} {}, outside {} ({side} the published direction)",
+                row.name,
+                fmt_num(row.mean()),
+                row.unit,
+                p.band_text()
+            ));
+            if let Some(c) = p.caveat.as_ref().filter(|c| !caveats.contains(c)) {
+                caveats.push(c.clone());
+            }
+        }
+        let mut reason = why.join("; ");
+        if !caveats.is_empty() {
+            reason += &format!(". Why: {}", caveats.join("; "));
+        }
+        (worst, (!why.is_empty()).then_some(reason))
+    }
+
+    /// The report as JSON: the experiment, its seeds, verdict, configurations, overrides and
+    /// notes; every row with its published figure and band (`null` for a diagnostic row), its
+    /// mean, min, max and per-seed values and its verdict; every figure's data.
+    pub fn json(&self) -> Value {
+        let rows: Vec<Value> = self
+            .ordered_rows()
+            .map(|r| {
+                json!({
+                    "name": r.name,
+                    "unit": r.unit,
+                    "is_change": r.is_change,
+                    "published": r.published.as_ref().map(Published::json),
+                    "simulated": {
+                        "mean": round(r.mean()), "min": round(r.min()), "max": round(r.max()),
+                        "values": r.values.iter().map(|&v| round(v)).collect::<Vec<f64>>(),
+                    },
+                    "verdict": self.row_verdict(r).map(Verdict::label),
+                })
+            })
+            .collect();
+        let (verdict, reason) = self.verdict();
+        let overrides: Vec<String> =
+            self.overrides.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        json!({
+            "experiment": self.experiment, "title": self.title, "source": self.source,
+            "seeds": self.seeds, "verdict": verdict.label(), "reason": reason,
+            "configurations": self.configurations, "overrides": overrides, "notes": self.notes,
+            "rows": rows, "figures": self.figures.iter().map(Figure::json).collect::<Vec<_>>(),
+        })
+    }
+
+    /// The headline line of the summary: the first headline row, published against simulated.
+    pub fn headline(&self) -> String {
+        let Some(r) = self.ordered_rows().find(|r| r.published.is_some()) else {
+            return String::new();
+        };
+        let p = r.published.as_ref().expect("a headline row");
+        let spread = if r.values.len() > 1 { format!(" ({})", r.spread_text()) } else { "".into() };
+        format!(
+            "{}: published {} {u}, simulated {} {u}{spread}",
+            r.name,
+            p.text(),
+            fmt_num(r.mean()),
+            u = r.unit
+        )
+    }
+
+    fn seeds_text(&self) -> String {
+        let s: Vec<String> = self.seeds.iter().map(u64::to_string).collect();
+        format!("seed{} {}", if s.len() > 1 { "s" } else { "" }, s.join(", "))
+    }
+
+    /// The table "published vs simulated": the verdict, the headline rows, a separator, then
+    /// the diagnostic rows.
     pub fn table(&self) -> String {
         let width = self.rows.iter().map(|r| r.name.len()).max().unwrap_or(4).max(4);
-        let mut out =
-            format!("{} — {} ({}), seed {}\n", self.experiment, self.title, self.source, self.seed);
-        out += &format!(
-            "{:width$}  {:>5}  {:>12}  {:>12}  {:>9}  {:>6}\n",
-            "name", "unit", "published", "simulated", "direction", "ratio"
+        let (verdict, reason) = self.verdict();
+        let mut out = format!(
+            "{} — {} ({}), {}\n",
+            self.experiment,
+            self.title,
+            self.source,
+            self.seeds_text()
         );
-        for r in &self.rows {
-            out += &format!(
-                "{:width$}  {:>5}  {:>12}  {:>12}  {:>9}  {:>6}\n",
-                r.name,
-                r.unit,
-                r.published.map_or("-".into(), fmt_num),
-                fmt_num(r.simulated),
-                r.direction().unwrap_or("-"),
-                r.ratio().map_or("-".into(), |x| format!("{x:.2}")),
+        out += &format!(
+            "verdict: {}{}\n",
+            verdict.label(),
+            reason.map_or(String::new(), |r| format!(" — {r}"))
+        );
+        if !self.overrides.is_empty() {
+            out += &format!("NON-DEFAULT settings: {}\n", overrides_text(&self.overrides));
+        }
+        let line = |a: &str, b: &str, c: &str, d: &str, e: &str, f: &str, g: &str| {
+            format!("{a:width$}  {b:>8}  {c:>10}  {d:>20}  {e:>10}  {f:>22}  {g}\n")
+        };
+        out += &line("name", "unit", "published", "band", "simulated", "min .. max", "verdict");
+        let mut diagnostics = false;
+        for r in self.ordered_rows() {
+            if r.published.is_none() && !diagnostics {
+                diagnostics = true;
+                out += &format!("{}\n", "-".repeat(width + 8 + 10 + 20 + 10 + 22 + 20));
+            }
+            let p = r.published.as_ref();
+            out += &line(
+                &r.name,
+                &r.unit,
+                &p.map_or("-".into(), Published::text),
+                &p.map_or("-".into(), Published::band_text),
+                &fmt_num(r.mean()),
+                &r.spread_text(),
+                self.row_verdict(r).map_or("", Verdict::label),
             );
         }
         out
     }
 
-    /// An HTML section: the table, the notes, and the figures as inline SVG.
+    /// An HTML section: the verdict, the configurations, the headline table, the diagnostic
+    /// rows folded, the notes, and the figures as inline SVG.
     pub fn html_section(&self) -> Result<String, String> {
+        let (verdict, reason) = self.verdict();
         let mut out = format!(
-            "<section><h2>{} — {}</h2>\n<p>Source: <code>{}</code>; seed {}.</p>\n<table>\n<tr><th>name</th><th>unit</th><th>published</th><th>simulated</th><th>direction</th><th>ratio</th></tr>\n",
-            escape(&self.experiment),
+            "<section id=\"{id}\"><h2>{id} — {}</h2>\n<p>Source: <code>{}</code>; {}.</p>\n<p class=\"verdict {}\">Verdict: <b>{}</b>{}</p>\n",
             escape(&self.title),
             escape(&self.source),
-            self.seed
+            self.seeds_text(),
+            verdict.label().replace(' ', "-"),
+            verdict.label(),
+            reason.map_or(String::new(), |r| format!(" — {}", escape(&r))),
+            id = escape(&self.experiment),
         );
-        for r in &self.rows {
+        if !self.overrides.is_empty() {
             out += &format!(
-                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
-                escape(&r.name),
-                escape(&r.unit),
-                r.published.map_or("-".into(), fmt_num),
-                fmt_num(r.simulated),
-                r.direction().unwrap_or("-"),
-                r.ratio().map_or("-".into(), |x| format!("{x:.2}")),
+                "<p class=\"nondefault\">Non-default settings (<code>--set</code>): <code>{}</code></p>\n",
+                escape(&overrides_text(&self.overrides))
             );
         }
-        out += "</table>\n<ul>\n";
+        out += "<p>Kernels and switches:</p><ul>\n";
+        for c in &self.configurations {
+            out += &format!("<li><code>{}</code></li>\n", escape(c));
+        }
+        out += "</ul>\n";
+        let (headline, diagnostics): (Vec<&Row>, Vec<&Row>) =
+            self.ordered_rows().partition(|r| r.published.is_some());
+        out += &self.html_table("headline", &headline, true);
+        out += &format!("<details><summary>Diagnostics ({} rows)</summary>\n", diagnostics.len());
+        out += &self.html_table("diagnostics", &diagnostics, false);
+        out += "</details>\n<h3>Notes</h3>\n<ul>\n";
         for n in &self.notes {
             out += &format!("<li>{}</li>\n", escape(n));
         }
         out += "</ul>\n";
-        for f in &self.figures {
-            out += &f.svg()?;
-            out += "\n";
+        for (i, f) in self.figures.iter().enumerate() {
+            out += &format!(
+                "<figure id=\"{}-figure-{i}\">{}<figcaption>{}</figcaption></figure>\n",
+                escape(&self.experiment),
+                f.svg()?,
+                escape(&f.title)
+            );
         }
         out += "</section>\n";
         Ok(out)
     }
-}
 
-/// A whole HTML page for several reports.
-pub fn html_page(reports: &[Report]) -> Result<String, String> {
-    let mut out = String::from(
-        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>mmsim reproduce</title>\n<style>body{font-family:sans-serif;max-width:60em;margin:auto}table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 8px;text-align:right}td:first-child{text-align:left}</style></head><body>\n<h1>mmsim reproduce: published vs simulated</h1>\n",
-    );
-    for r in reports {
-        out += &r.html_section()?;
-    }
-    out += "</body></html>\n";
-    Ok(out)
-}
-
-impl Figure {
-    /// The figure as an SVG document.
-    pub fn svg(&self) -> Result<String, String> {
-        let mut svg = String::new();
-        {
-            let root = SVGBackend::with_string(&mut svg, (720, 420)).into_drawing_area();
-            root.fill(&WHITE).map_err(plot_err)?;
-            let pts = self.series.iter().flat_map(|s| s.points.iter());
-            let (mut x0, mut x1, mut y1) = (f64::MAX, f64::MIN, 0f64);
-            for &(x, y) in pts {
-                x0 = x0.min(x);
-                x1 = x1.max(x);
-                y1 = y1.max(y);
-            }
-            if x0 > x1 {
-                return Ok(String::new());
-            }
-            if self.log_x {
-                x0 = x0.max(1.0);
-            }
-            x1 = x1.max(x0 * 1.01 + 1.0);
-            y1 = if y1 > 0.0 { y1 * 1.05 } else { 1.0 };
-            let mut builder = ChartBuilder::on(&root);
-            builder
-                .caption(&self.title, ("sans-serif", 18))
-                .margin(12)
-                .x_label_area_size(40)
-                .y_label_area_size(60);
-            let colors = [BLUE, RED, GREEN, MAGENTA, CYAN, BLACK];
-            macro_rules! draw {
-                ($chart:expr) => {{
-                    let mut chart = $chart;
-                    chart
-                        .configure_mesh()
-                        .x_desc(self.x_label.as_str())
-                        .y_desc(self.y_label.as_str())
-                        .draw()
-                        .map_err(plot_err)?;
-                    for (i, s) in self.series.iter().enumerate() {
-                        let color = colors[i % colors.len()];
-                        chart
-                            .draw_series(LineSeries::new(
-                                s.points.iter().copied(),
-                                color.stroke_width(2),
-                            ))
-                            .map_err(plot_err)?
-                            .label(s.name.as_str())
-                            .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], color));
-                    }
-                    chart
-                        .configure_series_labels()
-                        .background_style(WHITE.mix(0.8))
-                        .border_style(BLACK)
-                        .draw()
-                        .map_err(plot_err)?;
-                }};
-            }
-            if self.log_x {
-                draw!(
-                    builder.build_cartesian_2d((x0..x1).log_scale(), 0f64..y1).map_err(plot_err)?
-                );
-            } else {
-                draw!(builder.build_cartesian_2d(x0..x1, 0f64..y1).map_err(plot_err)?);
-            }
-            root.present().map_err(plot_err)?;
+    fn html_table(&self, class: &str, rows: &[&Row], headline: bool) -> String {
+        let mut out = format!("<table class=\"{class}\">\n<tr><th>name</th><th>unit</th>");
+        if headline {
+            out += "<th>published</th><th>band</th>";
         }
-        Ok(svg)
+        out += "<th>simulated (mean)</th><th>min .. max</th><th>per seed</th>";
+        out +=
+            if headline { "<th>verdict</th><th>source of the band</th></tr>\n" } else { "</tr>\n" };
+        for r in rows {
+            out += &format!("<tr><td>{}</td><td>{}</td>", escape(&r.name), escape(&r.unit));
+            if let Some(p) = &r.published {
+                out += &format!("<td>{}</td><td>{}</td>", p.text(), p.band_text());
+            }
+            let each: Vec<String> = r.values.iter().map(|&v| fmt_num(v)).collect();
+            out += &format!(
+                "<td>{}</td><td>{}</td><td>{}</td>",
+                fmt_num(r.mean()),
+                r.spread_text(),
+                each.join(", ")
+            );
+            if let (Some(v), Some(p)) = (self.row_verdict(r), &r.published) {
+                out += &format!(
+                    "<td>{}</td><td class=\"cite\">{}</td>",
+                    v.label(),
+                    escape(&p.citation)
+                );
+            }
+            out += "</tr>\n";
+        }
+        out + "</table>\n"
     }
 }
 
-fn plot_err<E: std::fmt::Debug>(e: E) -> String {
-    format!("drawing a figure failed: {e:?}")
+fn overrides_text(o: &[(String, String)]) -> String {
+    o.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ")
 }
 
-/// Figures rounded to what the model can claim (four significant digits after the point).
+/// Figures rounded to what the model can claim (four digits after the point).
 fn round(x: f64) -> f64 {
     (x * 1e4).round() / 1e4
 }
 
+/// A figure as a reader reads it: whole above 100, otherwise at most two decimals.
 fn fmt_num(x: f64) -> String {
-    if x.abs() >= 100.0 || x == x.trunc() { format!("{x:.0}") } else { format!("{x:.2}") }
+    if x.abs() >= 100.0 || x == x.trunc() {
+        format!("{x:.0}")
+    } else {
+        format!("{x:.2}").trim_end_matches('0').trim_end_matches('.').to_string()
+    }
 }
 
 fn escape(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn report() -> Report {
+    fn report(seed: u64, gain: f64) -> Report {
         Report {
             experiment: "x".into(),
             title: "t".into(),
-            source: "s.txt".into(),
-            seed: 3,
+            source: "s".into(),
+            seeds: vec![seed],
             rows: vec![
-                Row::change("gain", Some(24.9), 12.45),
-                Row::level("latency", "ns", Some(2000.0), 1500.0),
-                Row::level("copies", "pages", None, 7.0),
-                Row::change("loss", Some(1.5), -0.5),
+                Row::level("copies", "pages", 7.0),
+                Row::change("gain", gain).published(
+                    Published::point(24.9).within_factor(2.0).cite("c").direction(Direction::Sign),
+                ),
+                Row::level("latency a", "ns", 1500.0).published(
+                    Published::point(2000.0)
+                        .within_factor(1.1)
+                        .direction(Direction::Above("latency b".into())),
+                ),
+                Row::level("latency b", "ns", 1000.0).published(Published::range(900.0, 1100.0)),
             ],
-            figures: vec![Figure {
-                title: "cdf".into(),
-                x_label: "ns".into(),
-                y_label: "fraction".into(),
-                log_x: true,
-                series: vec![Series { name: "a".into(), points: vec![(1.0, 0.1), (1000.0, 1.0)] }],
-            }],
+            figures: vec![
+                Figure::new("cdf", "ns", "fraction")
+                    .log_axes(true, false)
+                    .with_series(vec![Series::new("a", vec![(1.0, 0.1), (1000.0, 1.0)])]),
+            ],
             notes: vec!["n <1>".into()],
+            configurations: vec!["v5.11".into()],
+            overrides: Vec::new(),
         }
     }
 
     #[test]
-    fn json_has_exactly_the_published_shape() {
-        let j = report().json();
-        assert_eq!(j["experiment"], "x");
-        assert_eq!(j["seed"], 3);
+    fn verdicts_come_from_bands_and_directions() {
+        let r = report(1, 20.0);
+        let v = |name: &str| r.row_verdict(r.row(name).unwrap());
+        assert_eq!(v("gain"), Some(Verdict::Reproduced));
+        assert_eq!(v("latency a"), Some(Verdict::DirectionOnly));
+        assert_eq!(v("copies"), None);
+        let (verdict, why) = r.verdict();
+        assert_eq!(verdict, Verdict::DirectionOnly);
+        assert!(why.unwrap().contains("latency a is 1500 ns, outside 1818"));
+        let r = report(1, -3.0);
+        assert_eq!(r.verdict().0, Verdict::Missed);
+    }
+
+    #[test]
+    fn seeds_merge_into_mean_spread_and_values() {
+        let r = Report::merge(vec![report(1, 20.0), report(2, 30.0)]).unwrap();
+        let gain = r.row("gain").unwrap();
+        assert_eq!((gain.mean(), gain.min(), gain.max()), (25.0, 20.0, 30.0));
+        let j = r.json();
+        assert_eq!(j["seeds"], json!([1, 2]));
         let rows = j["rows"].as_array().unwrap();
-        assert_eq!(rows.len(), 4);
-        let keys: Vec<&String> = rows[0].as_object().unwrap().keys().collect();
-        assert_eq!(keys, ["name", "published", "simulated", "unit"]);
-        assert!(rows[2]["published"].is_null());
+        assert_eq!(rows[0]["name"], "gain", "headline rows first");
+        assert_eq!(rows[0]["simulated"]["values"], json!([20.0, 30.0]));
+        assert_eq!(rows[0]["published"]["band"], json!([12.45, 49.8]));
+        assert_eq!(rows[3]["name"], "copies");
+        assert!(rows[3]["published"].is_null() && rows[3]["verdict"].is_null());
+        assert_eq!(j["figures"][0]["series"][0]["spread"].as_array().unwrap().len(), 2);
     }
 
     #[test]
-    fn table_shows_direction_and_ratio() {
-        let t = report().table();
-        let gain = t.lines().find(|l| l.starts_with("gain")).unwrap();
-        assert!(gain.contains("same") && gain.contains("0.50"), "{gain}");
-        let loss = t.lines().find(|l| l.starts_with("loss")).unwrap();
-        assert!(loss.contains("opposite"), "{loss}");
-        let copies = t.lines().find(|l| l.starts_with("copies")).unwrap();
-        assert!(copies.contains(" - "), "{copies}");
+    fn the_table_puts_diagnostics_below_a_separator() {
+        let t = report(1, 20.0).table();
+        let lines: Vec<&str> = t.lines().collect();
+        assert!(lines[1].starts_with("verdict: direction only"), "{t}");
+        assert!(lines[3].starts_with("gain") && lines[3].ends_with("reproduced"), "{t}");
+        assert!(lines[6].starts_with("----") && lines[7].starts_with("copies"), "{t}");
     }
 
     #[test]
-    fn html_embeds_escaped_notes_and_an_svg() {
-        let h = html_page(&[report()]).unwrap();
+    fn html_folds_diagnostics_and_escapes_notes() {
+        let h = report(1, 20.0).html_section().unwrap();
         assert!(h.contains("<svg") && h.contains("n &lt;1&gt;"), "{h}");
+        let fold = h.find("<details>").unwrap();
+        assert!(h.find(">gain<").unwrap() < fold && h.find(">copies<").unwrap() > fold);
     }
 }

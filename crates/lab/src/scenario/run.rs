@@ -108,12 +108,19 @@ pub fn machine_config(
     for (k, v) in &m.costs {
         config.profile.costs.set(k, *v).map_err(bad)?;
     }
-    for (key, value) in &o.sets {
-        let number = || {
-            value.parse::<u64>().map_err(|_| bad(format!("--set {key}={value}: expected a number")))
-        };
+    apply_sets(&mut config, &o.sets).map_err(bad)?;
+    config.switches.check_implemented(config.kernel).map_err(bad)?;
+    Ok(config)
+}
+
+/// Applies `mmsim run --set KEY=VALUE` settings to `config`: `cost.NAME=ns`, the tunables
+/// `read_ahead_kb`, `fault_around_bytes`, `swappiness` and `lru_gen_min_ttl_ms`, or a switch.
+pub fn apply_sets(config: &mut MachineConfig, sets: &[(String, String)]) -> Result<(), String> {
+    for (key, value) in sets {
+        let number =
+            || value.parse::<u64>().map_err(|_| format!("--set {key}={value}: expected a number"));
         if let Some(cost) = key.strip_prefix("cost.") {
-            config.profile.costs.set(cost, number()?).map_err(bad)?;
+            config.profile.costs.set(cost, number()?)?;
         } else if key == "read_ahead_kb" {
             config.tunables.ra_pages = number()? / 4;
         } else if key == "fault_around_bytes" {
@@ -123,14 +130,10 @@ pub fn machine_config(
         } else if key == "lru_gen_min_ttl_ms" {
             config.tunables.lru_gen_min_ttl_ms = number()?;
         } else {
-            config
-                .switches
-                .set(key, value)
-                .map_err(|e| bad(format!("--set {key}={value}: {e}")))?;
+            config.switches.set(key, value).map_err(|e| format!("--set {key}={value}: {e}"))?;
         }
     }
-    config.switches.check_implemented(config.kernel).map_err(bad)?;
-    Ok(config)
+    Ok(())
 }
 
 /// A scenario's machine, set up and with its driver spawned, ready to run.

@@ -1,0 +1,96 @@
+//! The report page rendered by a real browser: headless Chromium loads `report.html` made from
+//! every experiment at test scale, and the DOM it built has every figure (an SVG inside each
+//! `<figure>`) and a summary table of the five seed changes; a screenshot is taken too.
+//!
+//! Chromium comes from Debian's packages (`apt-get install -y chromium`; `.ci/run` installs it).
+//! Where no browser is found the test prints a SKIPPED line past the test harness's capture and
+//! passes, unless `MMSIM_REQUIRE_BROWSER` is set (CI sets it), when it fails.
+
+#![allow(clippy::disallowed_types, clippy::disallowed_methods)]
+
+use lab::reproduce::report::{Provenance, html_page};
+use lab::reproduce::{EXPERIMENTS, NoProgress, Scale};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// `$MMSIM_CHROMIUM`, or the first of Chromium's usual names on `PATH`.
+fn chromium() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("MMSIM_CHROMIUM") {
+        return Some(p.into());
+    }
+    let path = std::env::var_os("PATH")?;
+    ["chromium", "chromium-browser", "google-chrome", "chrome"]
+        .iter()
+        .flat_map(|name| std::env::split_paths(&path).map(move |dir| dir.join(name)))
+        .find(|p| p.is_file())
+}
+
+fn headless(browser: &Path, args: &[&str], page: &Path) -> String {
+    let url = format!("file://{}", page.display());
+    let out = Command::new(browser)
+        .args(["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars"])
+        .args(args)
+        .arg(&url)
+        .output()
+        .unwrap_or_else(|e| panic!("{}: {e}", browser.display()));
+    assert!(
+        out.status.success(),
+        "{}: {}",
+        browser.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn the_report_page_renders_in_a_browser() {
+    let Some(browser) = chromium() else {
+        assert!(
+            std::env::var_os("MMSIM_REQUIRE_BROWSER").is_none(),
+            "MMSIM_REQUIRE_BROWSER is set but no Chromium was found"
+        );
+        // Past the harness's capture, so that a skip is never silent.
+        let _ = writeln!(
+            std::io::stderr(),
+            "SKIPPED the_report_page_renders_in_a_browser: no Chromium on PATH \
+             (apt-get install -y chromium, or set MMSIM_CHROMIUM)"
+        );
+        return;
+    };
+    let reports: Vec<_> =
+        EXPERIMENTS.iter().map(|e| e.run(1, Scale::Quick, &mut NoProgress).unwrap()).collect();
+    let provenance = Provenance {
+        commit: "test".into(),
+        date: "test".into(),
+        host: "test".into(),
+        runtime_s: 0.0,
+        threads: 1,
+        scale: "quick (test)".into(),
+    };
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("browser");
+    std::fs::create_dir_all(&dir).unwrap();
+    let page = dir.join("report.html");
+    std::fs::write(&page, html_page(&provenance, &reports).unwrap()).unwrap();
+
+    let dom = headless(&browser, &["--dump-dom"], &page);
+    assert!(dom.contains("<h1>mmsim reproduce: published vs simulated</h1>"), "{dom}");
+    for (r, e) in reports.iter().zip(EXPERIMENTS) {
+        assert!(!r.figures.is_empty(), "{}", e.name);
+        for i in 0..r.figures.len() {
+            let id = format!("<figure id=\"{}-figure-{i}\">", e.name);
+            let at = dom.find(&id).unwrap_or_else(|| panic!("{id} missing from the DOM"));
+            assert!(dom[at..].starts_with(&format!("{id}<svg")), "{id} has no SVG");
+        }
+    }
+    let summary = &dom[dom.find("<table id=\"summary\">").expect("a summary table")..];
+    let body = &summary[summary.find("<tbody>").unwrap()..summary.find("</tbody>").unwrap()];
+    assert_eq!(body.matches("<tr>").count(), 5, "{body}");
+    assert_eq!(body.matches("not yet modelled").count(), 2, "{body}");
+
+    let shot = dir.join("report.png");
+    let arg = format!("--screenshot={}", shot.display());
+    headless(&browser, &[&arg, "--window-size=1100,3000"], &page);
+    let png = std::fs::read(&shot).unwrap();
+    assert!(png.starts_with(b"\x89PNG") && png.len() > 10_000, "a blank screenshot");
+}
