@@ -204,11 +204,11 @@ impl Driver {
         for step in &self.scenario.steps {
             let mut tasks = Vec::new();
             for task in &step.tasks {
-                let pid = self
-                    .env
-                    .borrow()
-                    .process(&task.process)
-                    .expect("processes were checked when parsing");
+                let pid = self.env.borrow().process(&task.process);
+                let pid = match pid {
+                    Ok(pid) => pid,
+                    Err(e) => return self.fail(task.line, "the task's process exists", e),
+                };
                 let (ops, env, log) = (task.ops.clone(), self.env.clone(), self.log.clone());
                 match spawn_user_thread(&cx, &self.kernel, pid, task.cpu, &task.name, move |t| {
                     run_task(t, ops, env, log)
