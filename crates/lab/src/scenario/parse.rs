@@ -19,6 +19,7 @@ pub use words::{
 };
 
 use super::ScenarioError;
+use super::limits::check_tunable;
 use super::model::*;
 use super::node::{Kind, Node, parse_document};
 use fields::Fields;
@@ -169,13 +170,17 @@ impl<'a> Parser<'a> {
         let (mut swappiness, mut min_ttl_ms) = (None, None);
         if let Some(n) = f.get("tunables") {
             let t = self.fields(n, "[machine.tunables]")?;
-            ra_pages = t.opt_u64("read_ahead_kb")?.map(|kb| kb / 4);
-            fault_around_pages = t.opt_u64("fault_around_bytes")?.map(|b| (b / 4096).max(1));
-            swappiness = t.opt_u64("swappiness")?;
-            if swappiness.is_some_and(|v| v > 200) {
-                return Err(self.err(t.line_of("swappiness"), "`swappiness`: expected 0 to 200"));
-            }
-            min_ttl_ms = t.opt_u64("lru_gen_min_ttl_ms")?;
+            let tunable = |key: &str| -> Result<Option<u64>, ScenarioError> {
+                let value = t.opt_u64(key)?;
+                if let Some(v) = value {
+                    check_tunable(key, v).map_err(|e| self.err(t.line_of(key), e))?;
+                }
+                Ok(value)
+            };
+            ra_pages = tunable("read_ahead_kb")?.map(|kb| kb / 4);
+            fault_around_pages = tunable("fault_around_bytes")?.map(|b| (b / 4096).max(1));
+            swappiness = tunable("swappiness")?;
+            min_ttl_ms = tunable("lru_gen_min_ttl_ms")?;
             t.finish(&["read_ahead_kb", "fault_around_bytes", "swappiness", "lru_gen_min_ttl_ms"])?;
         }
         let mut costs = Vec::new();

@@ -6,6 +6,7 @@
 use super::ScenarioError;
 use super::expect;
 use super::interp::{Env, Failure, Log, Value, run_task};
+use super::limits::check_tunable;
 use super::model::{MachineSpec, Scenario, Show};
 use super::parse::parse_scenario;
 use engine::{SchedulerKind, Sim};
@@ -109,11 +110,14 @@ pub fn machine_config(
         config.profile.costs.set(k, *v).map_err(bad)?;
     }
     for (key, value) in &o.sets {
+        let flag = |e: String| bad(format!("--set {key}={value}: {e}"));
         let number = || {
-            value.parse::<u64>().map_err(|_| bad(format!("--set {key}={value}: expected a number")))
+            let n = value.parse::<u64>().map_err(|_| flag("expected a number".into()))?;
+            check_tunable(key, n).map_err(flag)?;
+            Ok(n)
         };
         if let Some(cost) = key.strip_prefix("cost.") {
-            config.profile.costs.set(cost, number()?).map_err(bad)?;
+            config.profile.costs.set(cost, number()?).map_err(flag)?;
         } else if key == "read_ahead_kb" {
             config.tunables.ra_pages = number()? / 4;
         } else if key == "fault_around_bytes" {
@@ -126,7 +130,7 @@ pub fn machine_config(
             config
                 .switches
                 .set(key, value)
-                .map_err(|e| bad(format!("--set {key}={value}: {e}")))?;
+                .map_err(flag)?;
         }
     }
     config.switches.check_implemented(config.kernel).map_err(bad)?;

@@ -8,6 +8,7 @@ use super::words::{
     parse_open_flags, parse_prot, parse_size,
 };
 use crate::scenario::ScenarioError;
+use crate::scenario::limits::{MAX_DATA, MAX_SLEEP};
 use crate::scenario::model::AddrExpr;
 use crate::scenario::node::{Kind, Node};
 use mm::OpenFlags;
@@ -226,12 +227,16 @@ impl<'a> Fields<'a> {
                 .p
                 .err(n.line, format!("`{key}`: expected a duration like \"10us\" or \"2ms\"")));
         };
-        parse_duration(s).ok_or_else(|| {
+        let d = parse_duration(s).ok_or_else(|| {
             self.p.err(
                 n.line,
                 format!("`{key}`: expected a duration like \"10us\" or \"2ms\", found \"{s}\""),
             )
-        })
+        })?;
+        if d > MAX_SLEEP {
+            return Err(self.p.err(n.line, format!("`{key}` = {s}: expected at most {MAX_SLEEP}")));
+        }
+        Ok(d)
     }
 
     /// Bytes from `data` (text), `data_hex`, or `fill` (a byte) with `len`.
@@ -251,8 +256,14 @@ impl<'a> Fields<'a> {
             let byte = u8::try_from(byte).map_err(|_| {
                 self.p.err(self.line_of("fill"), "fill: expected a byte value 0..255")
             })?;
-            let len = self.size("len")?.as_u64();
-            return Ok(vec![byte; len as usize]);
+            let len = self.size("len")?;
+            if len > MAX_DATA {
+                return Err(self.p.err(
+                    self.line_of("len"),
+                    format!("`len` = {len} with `fill`: expected at most {MAX_DATA}"),
+                ));
+            }
+            return Ok(vec![byte; len.as_u64() as usize]);
         }
         Err(self
             .p
