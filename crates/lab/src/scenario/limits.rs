@@ -6,6 +6,8 @@
 //!   [`MAX_SCENARIO_BYTES`] and so fewer than a million operations, whose sleeps add up to less
 //!   than 115 years.
 //! - A basic operation's cost is at most `mm::sim::cost::MAX_COST_NS` (10 ms).
+//! - A swap or persistent-memory device is at most [`MAX_DEVICE`] (64 TiB, as memory); the swap
+//!   device's slot map grows with the slots a run uses, so its size costs the host nothing.
 //! - Bytes a scenario spells out (`fill` with `len`) are at most [`MAX_DATA`] (256 MiB).
 //! - The tunables keep the kernel's own ranges where it has one (`fault_around_bytes` at most
 //!   2 MiB, one page table, as `fault_around_bytes_set` in mm/memory.c v6.8; `swappiness` 0 to
@@ -22,6 +24,9 @@ pub const MAX_SCENARIO_BYTES: u64 = 16 << 20;
 
 /// The most bytes a scenario spells out in one value.
 pub const MAX_DATA: Bytes = Bytes::mib(256);
+
+/// The largest swap or persistent-memory device (as the largest machine memory a profile takes).
+pub const MAX_DEVICE: Bytes = Bytes::tib(64);
 
 /// Checks a tunable (`read_ahead_kb`, `fault_around_bytes`, `swappiness`, `lru_gen_min_ttl_ms`)
 /// against its range; `Ok` for other keys.

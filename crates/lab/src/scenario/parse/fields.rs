@@ -8,7 +8,7 @@ use super::words::{
     parse_open_flags, parse_prot, parse_size,
 };
 use crate::scenario::ScenarioError;
-use crate::scenario::limits::{MAX_DATA, MAX_SLEEP};
+use crate::scenario::limits::{MAX_DATA, MAX_DEVICE, MAX_SLEEP, check_tunable};
 use crate::scenario::model::AddrExpr;
 use crate::scenario::node::{Kind, Node};
 use mm::OpenFlags;
@@ -167,6 +167,16 @@ impl<'a> Fields<'a> {
         self.get(key).map(|n| self.p.size_node(n, &format!("`{key}` in {}", self.what))).transpose()
     }
 
+    /// The size of a device (`swap`, `pmem`): a multiple of 4 KiB of at most [`MAX_DEVICE`].
+    pub(super) fn opt_device(&self, key: &str) -> Result<Option<Bytes>, ScenarioError> {
+        let size = self.opt_size(key)?;
+        if let Some(s) = size.filter(|s| !s.is_page_aligned() || *s > MAX_DEVICE) {
+            let e = format!("`{key}` = {s}: expected a multiple of 4 KiB of at most {MAX_DEVICE}");
+            return Err(self.p.err(self.line_of(key), e));
+        }
+        Ok(size)
+    }
+
     pub(super) fn size(&self, key: &str) -> Result<Bytes, ScenarioError> {
         self.opt_size(key)?.ok_or_else(|| self.missing(key))
     }
@@ -237,6 +247,15 @@ impl<'a> Fields<'a> {
             return Err(self.p.err(n.line, format!("`{key}` = {s}: expected at most {MAX_SLEEP}")));
         }
         Ok(d)
+    }
+
+    /// A tunable, checked against its range ([`check_tunable`]).
+    pub(super) fn opt_tunable(&self, key: &str) -> Result<Option<u64>, ScenarioError> {
+        let value = self.opt_u64(key)?;
+        if let Some(v) = value {
+            check_tunable(key, v).map_err(|e| self.p.err(self.line_of(key), e))?;
+        }
+        Ok(value)
     }
 
     /// Bytes from `data` (text), `data_hex`, or `fill` (a byte) with `len`.
