@@ -7,9 +7,9 @@ use super::ScenarioError;
 use super::expect;
 use super::interp::{Env, Failure, Log, Value, run_task};
 use super::limits::{MAX_SCENARIO_BYTES, check_tunable};
-use crate::budget::{CHECK_EVERY, HostBudget};
 use super::model::{MachineSpec, Scenario, Show};
 use super::parse::parse_scenario;
+use crate::budget::{CHECK_EVERY, HostBudget};
 use engine::{SchedulerKind, Sim};
 use mm::era::CowReuse;
 use mm::kernel::Kernel;
@@ -151,10 +151,7 @@ pub fn machine_config(
         } else if key == "lru_gen_min_ttl_ms" {
             config.tunables.lru_gen_min_ttl_ms = number()?;
         } else {
-            config
-                .switches
-                .set(key, value)
-                .map_err(flag)?;
+            config.switches.set(key, value).map_err(flag)?;
         }
     }
     config.switches.check_implemented(config.kernel).map_err(bad)?;
