@@ -162,7 +162,7 @@ const LONG_FUNCTIONS: &[(&str, usize)] = &[
     ("crates/lab/src/reproduce/dax_zero_page.rs::run", 108),
     ("crates/lab/src/reproduce/fadv_noreuse.rs::run", 94),
     ("crates/lab/src/scenario/parse.rs::Parser::expect", 83),
-    ("crates/lab/src/scenario/parse.rs::Parser::machine", 110),
+    ("crates/lab/src/scenario/parse.rs::Parser::machine", 101),
     ("crates/lab/src/scenario/parse.rs::Parser::scenario", 85),
     ("crates/lab/src/scenario/parse/names.rs::Parser::check_names", 124),
     ("crates/mm/src/sim/check.rs::check_lruvecs", 80),
