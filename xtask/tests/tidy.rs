@@ -159,7 +159,7 @@ const LONG_FUNCTIONS: &[(&str, usize)] = &[
     ("crates/explore/src/dfs.rs::Pass::run", 81),
     ("crates/explore/src/trial.rs::run_trial", 72),
     ("crates/lab/src/scenario/parse.rs::Parser::expect", 83),
-    ("crates/lab/src/scenario/parse.rs::Parser::machine", 110),
+    ("crates/lab/src/scenario/parse.rs::Parser::machine", 101),
     ("crates/lab/src/scenario/parse.rs::Parser::scenario", 85),
     ("crates/lab/src/scenario/parse/names.rs::Parser::check_names", 124),
     ("crates/mm/src/sim/check.rs::check_lruvecs", 80),

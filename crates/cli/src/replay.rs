@@ -241,6 +241,7 @@ fn run_page_cache(a: &ReplayArgs, profile: mm::Profile) -> u8 {
             print_report(json, || print_page_cache(&r))
         }
         Err(PageCacheError::Input(e)) => bad(e),
+        Err(PageCacheError::Config(e)) => bad(e),
         Err(PageCacheError::Sim(e)) => sim_failed(&e),
     }
 }

@@ -27,6 +27,10 @@ pub(crate) struct OverrideArgs {
     /// Run the whole-system checkers after every simulation step (slow).
     #[arg(long)]
     check_every_step: bool,
+    /// Host memory the simulated machine's state may take (`8GiB`); default half the host's
+    /// memory. A run over it is refused with exit 2 (docs/errors.md).
+    #[arg(long, value_name = "SIZE")]
+    host_budget: Option<String>,
 }
 
 impl OverrideArgs {
@@ -41,6 +45,12 @@ impl OverrideArgs {
                 Some(s.parse().map_err(|e: engine::ConfigError| format!("--scheduler: {e}"))?);
         }
         kernel_and_sets(&mut o, self.kernel.as_deref(), &self.sets)?;
+        if let Some(b) = &self.host_budget {
+            let bytes = lab::scenario::parse::parse_size(b)
+                .filter(|b| b.as_u64() > 0)
+                .ok_or_else(|| format!("--host-budget {b}: expected a size like \"8GiB\""))?;
+            o.host_budget = Some(lab::budget::HostBudget { bytes });
+        }
         Ok(o)
     }
 }
@@ -132,6 +142,9 @@ pub(crate) fn run(a: &RunArgs) -> u8 {
         println!("{}", serde_json::to_string_pretty(&report).expect("a report serialises"));
     } else {
         print_report(&report);
+    }
+    if let Some(why) = &report.refused {
+        return bad(format!("{}: refused: {why}", report.scenario));
     }
     if report.passed() { 0 } else { 1 }
 }

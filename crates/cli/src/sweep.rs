@@ -69,6 +69,9 @@ fn sweep(a: &SweepArgs) -> Result<u8, String> {
     let rows = lab::sweep::run(&scenario, &base, &grid, a.jobs, &|| bar.inc(1));
     bar.finish_and_clear();
     let rows = rows.map_err(|e| e.to_string())?;
+    if let Some((p, why)) = rows.iter().find_map(|(p, r)| Some((p, r.refused.as_ref()?))) {
+        return Err(format!("{}: point {}: refused: {why}", a.scenario, lab::sweep::describe(p)));
+    }
     if a.json {
         let out: Vec<Value> = rows.iter().map(|(p, r)| row_json(p, r)).collect();
         println!("{}", serde_json::to_string_pretty(&out).expect("rows serialise"));

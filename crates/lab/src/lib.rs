@@ -4,6 +4,7 @@
 //! Architecture invariant: `lab` configures, runs and reports; it never re-implements a mechanism.
 //! File IO and serialisation live here (and in `cli`, `py`), never in the simulation crates.
 
+pub mod budget;
 pub mod reproduce;
 pub mod scenario;
 pub mod session;

@@ -14,6 +14,7 @@
 pub mod expect;
 pub mod explore;
 pub mod interp;
+pub mod limits;
 pub mod model;
 pub mod node;
 pub mod parse;

@@ -5,17 +5,24 @@
 //! cartesian product, the first axis varying slowest, so the order of the rows is the order of
 //! the axes on the command line. Every point is checked (its machine configuration built)
 //! before anything runs, so an impossible combination is bad input that names the point, not a
-//! failure halfway through.
+//! failure halfway through. A grid has at most [`MAX_POINTS`] points, refused before any is
+//! built.
 //!
 //! Points are independent simulations: [`run`] may spread them over host threads, each building
 //! its own machine, and the rows come back in grid order whatever finished first; every point
 //! is as deterministic as `mmsim run` with the same overrides (the digest column shows it).
+//! Points running at once share the host budget ([`crate::budget`]) equally.
 
+use crate::budget::HostBudget;
 use crate::scenario::ScenarioError;
 use crate::scenario::model::Scenario;
 use crate::scenario::run::{Overrides, Report, machine_config, run as run_scenario};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// The most points a grid may have (each is a whole simulation, and every point's
+/// configuration is built before any runs).
+pub const MAX_POINTS: usize = 65_536;
 
 /// One axis of a grid: a key and the values it takes, in order.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -50,6 +57,12 @@ impl Axis {
                     if a >= b {
                         return Err(format!("`{text}`: seed range `{v}` is empty"));
                     }
+                    if b - a > MAX_POINTS as u64 {
+                        return Err(format!(
+                            "`{text}`: seed range `{v}` has {} seeds: a grid has at most {MAX_POINTS} points",
+                            b - a
+                        ));
+                    }
                     out.extend((a..b).map(|s| s.to_string()));
                 }
                 _ => out.push(v.to_string()),
@@ -69,12 +82,21 @@ pub struct Grid {
 pub type Point = Vec<(String, String)>;
 
 impl Grid {
-    /// Checks that no key appears twice.
+    /// Checks that no key appears twice and that the grid has at most [`MAX_POINTS`] points.
     pub fn new(axes: Vec<Axis>) -> Result<Grid, String> {
         for (i, a) in axes.iter().enumerate() {
             if axes[..i].iter().any(|b| b.key == a.key) {
                 return Err(format!("axis `{}` given twice", a.key));
             }
+        }
+        let sizes: Vec<String> = axes.iter().map(|a| a.values.len().to_string()).collect();
+        let points = axes.iter().try_fold(1usize, |n, a| n.checked_mul(a.values.len()));
+        if points.is_none_or(|n| n > MAX_POINTS) {
+            return Err(format!(
+                "the grid has {} points ({}): a grid has at most {MAX_POINTS} points",
+                points.map_or("more than 2^64".into(), |n| n.to_string()),
+                sizes.join(" x "),
+            ));
         }
         Ok(Grid { axes })
     }
@@ -134,9 +156,12 @@ pub fn run(
         message: format!("sweep point {}: {message}", describe(point)),
     };
     let points = grid.points();
+    let jobs = jobs.clamp(1, points.len().max(1));
+    let mut base = base.clone();
+    base.host_budget = Some(base.host_budget.unwrap_or_else(HostBudget::from_host).share(jobs));
     let mut all = Vec::with_capacity(points.len());
     for p in &points {
-        let o = overrides(base, p).map_err(|e| bad(p, e))?;
+        let o = overrides(&base, p).map_err(|e| bad(p, e))?;
         machine_config(&scenario.machine, &o, &scenario.file).map_err(|e| bad(p, e.message))?;
         all.push(o);
     }
@@ -153,7 +178,7 @@ pub fn run(
         }
     };
     std::thread::scope(|s| {
-        for _ in 1..jobs.clamp(1, points.len().max(1)) {
+        for _ in 1..jobs {
             s.spawn(worker);
         }
         worker();

@@ -26,8 +26,13 @@ const HAS_CACHE: u8 = 0x40;
 /// The machine's swap device.
 #[derive(Debug, Default)]
 pub struct SwapDevice {
-    /// Per slot: PTE references in the low bits, `HAS_CACHE` for a swap-cache folio.
+    /// Slots on the device.
+    slots: u64,
+    /// Per slot used so far: PTE references in the low bits, `HAS_CACHE` for a swap-cache
+    /// folio. It grows as slots are first used, so the host pays for the slots a run uses, not
+    /// for the device's size; every slot past its end is free.
     map: Vec<u8>,
+    /// Free slots below the end of `map`.
     free: BTreeSet<u64>,
     /// Contents written to each slot.
     data: BTreeMap<u64, Content>,
@@ -40,19 +45,31 @@ pub struct SwapDevice {
 impl SwapDevice {
     /// A device of `slots` pages (0: no swap).
     pub fn new(slots: u64) -> SwapDevice {
-        SwapDevice {
-            map: vec![0; slots as usize],
-            free: (0..slots).collect(),
-            ..SwapDevice::default()
-        }
+        SwapDevice { slots, ..SwapDevice::default() }
     }
 
     pub fn total(&self) -> u64 {
+        self.slots
+    }
+
+    /// Slots used at some point of the run (those past it have never been used).
+    pub fn high_water(&self) -> u64 {
         self.map.len() as u64
     }
 
     pub fn nr_free(&self) -> u64 {
-        self.free.len() as u64
+        self.free.len() as u64 + (self.slots - self.high_water())
+    }
+
+    /// The lowest free slot, taken (`None` when the device is full).
+    fn take_free(&mut self) -> Option<u64> {
+        if let Some(slot) = self.free.pop_first() {
+            return Some(slot);
+        }
+        (self.high_water() < self.slots).then(|| {
+            self.map.push(0);
+            self.high_water() - 1
+        })
     }
 
     /// PTE references of a slot (`swap_count`).
@@ -103,7 +120,7 @@ impl KState {
     /// the swap cache; `None` when swap is full.
     pub(crate) fn add_to_swap(&mut self, head: Pfn) -> Option<u64> {
         debug_assert!(self.folios.is_anon(head) && !self.folios.test(head, pg::SWAPCACHE));
-        let slot = self.swap.free.pop_first()?;
+        let slot = self.swap.take_free()?;
         self.swap.map[slot as usize] = HAS_CACHE;
         self.swap_cache_insert(head, slot);
         self.folios.set(head, pg::DIRTY);

@@ -16,7 +16,7 @@
 //! oracleGeneral, the id map).
 
 use crate::InputError;
-use crate::input::{decompressed, io_error, open_counted};
+use crate::input::{decompressed, open_counted};
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::io::{BufRead, Read};
@@ -61,7 +61,7 @@ pub struct BlockReader {
     position: u64,
     /// ARC: pages of the current line still to hand out.
     run: std::ops::Range<u64>,
-    line: String,
+    line: Vec<u8>,
     /// oracleGeneral: the page given to each object id.
     ids: HashMap<u64, u64>,
     pub file_bytes: u64,
@@ -96,7 +96,7 @@ impl BlockReader {
             format,
             position: 0,
             run: 0..0,
-            line: String::new(),
+            line: Vec::new(),
             ids: HashMap::new(),
             file_bytes: 0,
             bytes_read: Rc::new(Cell::new(0)),
@@ -117,6 +117,15 @@ impl BlockReader {
         InputError { file: self.name.clone(), line: Some(self.position), message }
     }
 
+    /// An error reading the next line or record (a decoder's).
+    fn read_error(&self, e: &std::io::Error) -> InputError {
+        InputError {
+            file: self.name.clone(),
+            line: Some(self.position + 1),
+            message: e.to_string(),
+        }
+    }
+
     /// The next requested page, `None` at the end.
     #[inline]
     pub fn next_page(&mut self) -> Result<Option<u64>, InputError> {
@@ -132,19 +141,23 @@ impl BlockReader {
     fn next_arc(&mut self) -> Result<Option<u64>, InputError> {
         loop {
             self.line.clear();
-            let n = self.input.read_line(&mut self.line).map_err(|e| io_error(&self.name, &e))?;
+            let n =
+                self.input.read_until(b'\n', &mut self.line).map_err(|e| self.read_error(&e))?;
             if n == 0 {
                 return Ok(None);
             }
             self.position += 1;
-            let mut fields = self.line.split_ascii_whitespace();
+            let line = std::str::from_utf8(&self.line).map_err(|e| {
+                self.error(format!("not UTF-8 text (byte {} of the line)", e.valid_up_to() + 1))
+            })?;
+            let mut fields = line.split_ascii_whitespace();
             let (Some(start), Some(count)) = (fields.next(), fields.next()) else {
-                if self.line.trim().is_empty() {
+                if line.trim().is_empty() {
                     continue;
                 }
                 return Err(self.error(format!(
                     "expected `start_block n_blocks ignored request_number`, found `{}`",
-                    self.line.trim_end()
+                    line.trim_end()
                 )));
             };
             let number = |s: &str, what: &str| {
@@ -170,7 +183,7 @@ impl BlockReader {
         loop {
             let mut got = 0;
             while got < rec.len() {
-                let n = self.input.read(&mut rec[got..]).map_err(|e| io_error(&self.name, &e))?;
+                let n = self.input.read(&mut rec[got..]).map_err(|e| self.read_error(&e))?;
                 if n == 0 {
                     break;
                 }

@@ -84,16 +84,67 @@ pub fn open_counted(path: &str) -> Result<Counted, InputError> {
     Ok((Box::new(BufReader::with_capacity(1 << 16, counted)), file_bytes, bytes_read))
 }
 
-/// `raw` decompressed as it streams if it starts with a gzip or zstd magic.
+/// Counts the compressed bytes a decoder consumed, so that its errors can say where they are.
+struct Consumed<R> {
+    inner: R,
+    at: Rc<Cell<u64>>,
+}
+
+impl<R: BufRead> Read for Consumed<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.at.set(self.at.get() + n as u64);
+        Ok(n)
+    }
+}
+
+impl<R: BufRead> BufRead for Consumed<R> {
+    fn fill_buf(&mut self) -> std::io::Result<&[u8]> {
+        self.inner.fill_buf()
+    }
+
+    fn consume(&mut self, n: usize) {
+        self.at.set(self.at.get() + n as u64);
+        self.inner.consume(n);
+    }
+}
+
+/// A decoder whose errors name the compression and the compressed byte offset reached.
+struct Decoded<D> {
+    decoder: D,
+    what: &'static str,
+    at: Rc<Cell<u64>>,
+}
+
+impl<D: Read> Read for Decoded<D> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        self.decoder.read(buf).map_err(|e| {
+            let at = self.at.get();
+            std::io::Error::new(
+                e.kind(),
+                format!("corrupt {} data after compressed byte {at}: {e}", self.what),
+            )
+        })
+    }
+}
+
+/// `raw` decompressed as it streams if it starts with a gzip or zstd magic; a decoding error
+/// names the compressed byte offset the decoder had reached.
 pub fn decompressed(mut raw: Box<dyn BufRead>, name: &str) -> Result<Box<dyn BufRead>, InputError> {
     let head = raw.fill_buf().map_err(|e| io_error(name, &e))?.to_vec();
+    let at = Rc::new(Cell::new(0));
+    let raw_counted = Consumed { inner: raw, at: at.clone() };
+    let boxed = |decoder: Box<dyn Read>, what| -> Box<dyn BufRead> {
+        Box::new(BufReader::with_capacity(1 << 16, Decoded { decoder, what, at: at.clone() }))
+    };
     Ok(if head.starts_with(&[0x1f, 0x8b]) {
-        Box::new(BufReader::with_capacity(1 << 16, flate2::bufread::MultiGzDecoder::new(raw)))
+        boxed(Box::new(flate2::bufread::MultiGzDecoder::new(raw_counted)), "gzip")
     } else if head.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
-        let d = zstd::stream::read::Decoder::with_buffer(raw).map_err(|e| io_error(name, &e))?;
-        Box::new(BufReader::with_capacity(1 << 16, d))
+        let d = zstd::stream::read::Decoder::with_buffer(raw_counted)
+            .map_err(|e| io_error(name, &e))?;
+        boxed(Box::new(d), "zstd")
     } else {
-        raw
+        raw_counted.inner
     })
 }
 

@@ -146,6 +146,8 @@ const COUNTERS: [&str; 20] = [
 #[derive(Debug)]
 pub enum PageCacheError {
     Input(InputError),
+    /// Options that make an impossible machine (bad input, as a bad trace is).
+    Config(String),
     Sim(String),
 }
 
@@ -153,7 +155,7 @@ impl std::fmt::Display for PageCacheError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             PageCacheError::Input(e) => e.fmt(f),
-            PageCacheError::Sim(e) => f.write_str(e),
+            PageCacheError::Config(e) | PageCacheError::Sim(e) => f.write_str(e),
         }
     }
 }
@@ -164,10 +166,13 @@ fn setup(options: &PageCacheOptions) -> Result<(Machine, mm::Pid), String> {
     if cache == 0 {
         return Err("--cache: expected at least one page".into());
     }
-    let memory = Bytes(cache + (cache / 4).max(64 << 20));
-    let profile = options.profile.clone().resized(None, Some(memory))?;
+    let memory = Bytes(cache.saturating_add((cache / 4).max(64 << 20)));
+    let profile = options.profile.clone().resized(None, Some(memory)).map_err(|e| {
+        format!("--cache {}: the machine around the cgroup is impossible: {e}", options.cache)
+    })?;
     let mut config = MachineConfig::new(profile, options.kernel);
     config.switches.set("lru", options.policy.name())?;
+    config.switches.check_implemented(options.kernel).map_err(|e| format!("--policy: {e}"))?;
     if let Some(kb) = options.readahead_kb {
         config.tunables.ra_pages = kb / 4;
     }
@@ -194,7 +199,7 @@ pub fn replay_page_cache(
     progress: &mut dyn FnMut(u64, &BlockReader),
 ) -> Result<PageCacheReport, PageCacheError> {
     let sim = PageCacheError::Sim;
-    let (mut machine, pid) = setup(options).map_err(sim)?;
+    let (mut machine, pid) = setup(options).map_err(PageCacheError::Config)?;
     let format = reader.format().name().to_string();
     let reader = Rc::new(RefCell::new(reader));
     let failure: Rc<RefCell<Option<PageCacheError>>> = Rc::new(RefCell::new(None));

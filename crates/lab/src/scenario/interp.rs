@@ -21,6 +21,9 @@ pub enum Value {
     Pipe(i32, i32),
 }
 
+/// Why a name that the parser saw bound may hold no value at run time.
+const UNBOUND: &str = " (the operation that binds it failed or did not run)";
+
 /// Names bound so far in a run, and the switches and kernel that select expectations.
 #[derive(Debug)]
 pub struct Env {
@@ -43,7 +46,7 @@ impl Env {
     pub fn process(&self, name: &str) -> Result<Pid, String> {
         match self.values.get(name) {
             Some(Value::Process(p)) => Ok(*p),
-            _ => Err(format!("`{name}` is not a process")),
+            _ => Err(format!("`{name}` is not a process{UNBOUND}")),
         }
     }
 
@@ -53,14 +56,14 @@ impl Env {
             (Some(Value::Fd(fd)), None) => Ok(*fd),
             (Some(Value::Pipe(r, _)), Some("read")) => Ok(*r),
             (Some(Value::Pipe(_, w)), Some("write")) => Ok(*w),
-            _ => Err(format!("`{name}` is not a file descriptor")),
+            _ => Err(format!("`{name}` is not a file descriptor{UNBOUND}")),
         }
     }
 
     fn hold(&self, name: &str) -> Result<HoldId, String> {
         match self.values.get(name) {
             Some(Value::Hold(h)) => Ok(*h),
-            _ => Err(format!("`{name}` is not a pin")),
+            _ => Err(format!("`{name}` is not a pin{UNBOUND}")),
         }
     }
 
@@ -84,7 +87,7 @@ impl Env {
                             ));
                         }
                     },
-                    _ => return Err(format!("`{name}` is not an address")),
+                    _ => return Err(format!("`{name}` is not an address{UNBOUND}")),
                 }
             }
         };
@@ -111,10 +114,46 @@ pub struct Failure {
     pub observed: String,
 }
 
+/// The result of running an operation: the outer error is a name the operation uses that no
+/// earlier operation bound (the one that would have failed or did not run), so the operation
+/// did not run at all.
+pub type OpResult = Result<Result<Outcome, SysError>, String>;
+
+/// Why an operation stopped: the kernel refused it, or it names a value no operation bound.
+#[derive(Debug)]
+enum Stop {
+    Sys(SysError),
+    Unbound(String),
+}
+
+impl From<SysError> for Stop {
+    fn from(e: SysError) -> Stop {
+        Stop::Sys(e)
+    }
+}
+
+impl From<mm::Errno> for Stop {
+    fn from(e: mm::Errno) -> Stop {
+        Stop::Sys(e.into())
+    }
+}
+
+impl From<mm::Signal> for Stop {
+    fn from(s: mm::Signal) -> Stop {
+        Stop::Sys(s.into())
+    }
+}
+
+impl From<String> for Stop {
+    fn from(e: String) -> Stop {
+        Stop::Unbound(e)
+    }
+}
+
 /// Runs one operation, through the function of its group (the match is exhaustive: a new
 /// operation must be routed).
-pub async fn execute(t: &Thread, op: &Op, env: &RefCell<Env>) -> Result<Outcome, SysError> {
-    match &op.kind {
+pub async fn execute(t: &Thread, op: &Op, env: &RefCell<Env>) -> OpResult {
+    let result = match &op.kind {
         OpKind::Mmap { .. }
         | OpKind::Munmap { .. }
         | OpKind::Mprotect { .. }
@@ -146,51 +185,56 @@ pub async fn execute(t: &Thread, op: &Op, env: &RefCell<Env>) -> Result<Outcome,
         OpKind::Pin { .. } | OpKind::PinRead { .. } | OpKind::Unpin { .. } => {
             pin_op(t, op, env).await
         }
+    };
+    match result {
+        Ok(outcome) => Ok(Ok(outcome)),
+        Err(Stop::Sys(e)) => Ok(Err(e)),
+        Err(Stop::Unbound(name)) => Err(name),
     }
 }
 
 /// Mappings and the memory they map.
-async fn memory_op(t: &Thread, op: &Op, env: &RefCell<Env>) -> Result<Outcome, SysError> {
-    let addr = |a: &AddrExpr| env.borrow().addr(a).expect("names were checked when parsing");
-    let fd = |n: &String| env.borrow().fd(n).expect("names were checked when parsing");
+async fn memory_op(t: &Thread, op: &Op, env: &RefCell<Env>) -> Result<Outcome, Stop> {
+    let addr = |a: &AddrExpr| env.borrow().addr(a);
+    let fd = |n: &String| env.borrow().fd(n);
     Ok(match &op.kind {
         OpKind::Mmap { addr: a, len, prot, flags, fd: f, offset } => {
             let args = MmapArgs {
-                addr: a.as_ref().map(addr),
+                addr: a.as_ref().map(addr).transpose()?,
                 len: *len,
                 prot: *prot,
                 flags: *flags,
-                fd: f.as_ref().map(fd),
+                fd: f.as_ref().map(fd).transpose()?,
                 offset: *offset,
             };
             Outcome::Bound(Value::Addr(t.mmap(args).await?))
         }
         OpKind::Munmap { addr: a, len } => {
-            t.munmap(addr(a), *len).await?;
+            t.munmap(addr(a)?, *len).await?;
             Outcome::Done
         }
         OpKind::Mprotect { addr: a, len, prot } => {
-            t.mprotect(addr(a), *len, *prot).await?;
+            t.mprotect(addr(a)?, *len, *prot).await?;
             Outcome::Done
         }
         OpKind::Madvise { addr: a, len, advice } => {
-            t.madvise(addr(a), *len, *advice).await?;
+            t.madvise(addr(a)?, *len, *advice).await?;
             Outcome::Done
         }
         OpKind::Touch { addr: a, len, access } => {
-            t.touch(addr(a), *len, *access).await?;
+            t.touch(addr(a)?, *len, *access).await?;
             Outcome::Done
         }
-        OpKind::ReadBytes { addr: a, len } => Outcome::Data(t.read_bytes(addr(a), *len).await?),
+        OpKind::ReadBytes { addr: a, len } => Outcome::Data(t.read_bytes(addr(a)?, *len).await?),
         OpKind::WriteBytes { addr: a, data } => {
-            t.write_bytes(addr(a), data).await?;
+            t.write_bytes(addr(a)?, data).await?;
             Outcome::Done
         }
         OpKind::Increment { addr: a } => {
-            let at = addr(a);
+            let at = addr(a)?;
             let old = t.read_bytes(at, 8).await?;
             let value = u64::from_le_bytes(old.try_into().expect("8 bytes"));
-            t.write_bytes(at, &(value + 1).to_le_bytes()).await?;
+            t.write_bytes(at, &value.wrapping_add(1).to_le_bytes()).await?;
             Outcome::Done
         }
         OpKind::Run { addr: a, len, pattern, reads, accesses } => {
@@ -198,7 +242,7 @@ async fn memory_op(t: &Thread, op: &Op, env: &RefCell<Env>) -> Result<Outcome, S
             let mut rng =
                 simcore::Prng::from_seed(env.borrow().seed).stream("run").substream(op.line as u64);
             let run = workload::access::AccessLoop {
-                base: addr(a),
+                base: addr(a)?,
                 pages: len.pages_ceil(),
                 pattern: *pattern,
                 read_ratio: *reads,
@@ -212,21 +256,21 @@ async fn memory_op(t: &Thread, op: &Op, env: &RefCell<Env>) -> Result<Outcome, S
 }
 
 /// Files, file descriptors and pipes.
-async fn file_op(t: &Thread, op: &Op, env: &RefCell<Env>) -> Result<Outcome, SysError> {
-    let addr = |a: &AddrExpr| env.borrow().addr(a).expect("names were checked when parsing");
-    let fd = |n: &String| env.borrow().fd(n).expect("names were checked when parsing");
+async fn file_op(t: &Thread, op: &Op, env: &RefCell<Env>) -> Result<Outcome, Stop> {
+    let addr = |a: &AddrExpr| env.borrow().addr(a);
+    let fd = |n: &String| env.borrow().fd(n);
     Ok(match &op.kind {
         OpKind::Open { path, flags } => Outcome::Bound(Value::Fd(t.open(path, *flags).await?)),
         OpKind::Close { fd: f } => {
-            t.close(fd(f)).await?;
+            t.close(fd(f)?).await?;
             Outcome::Done
         }
-        OpKind::Dup { fd: f } => Outcome::Bound(Value::Fd(t.dup(fd(f)).await?)),
+        OpKind::Dup { fd: f } => Outcome::Bound(Value::Fd(t.dup(fd(f)?).await?)),
         OpKind::Read { fd: f, buf, len, offset } => {
-            let buf = buf.as_ref().map(addr);
+            let buf = buf.as_ref().map(addr).transpose()?;
             let n = match offset {
-                Some(off) => t.pread(fd(f), buf, *len, *off).await?,
-                None => t.read(fd(f), buf, *len).await?,
+                Some(off) => t.pread(fd(f)?, buf, *len, *off).await?,
+                None => t.read(fd(f)?, buf, *len).await?,
             };
             match buf {
                 Some(b) => Outcome::Data(t.read_bytes(b, n).await?),
@@ -234,33 +278,33 @@ async fn file_op(t: &Thread, op: &Op, env: &RefCell<Env>) -> Result<Outcome, Sys
             }
         }
         OpKind::Write { fd: f, data, offset } => Outcome::Count(match offset {
-            Some(off) => t.pwrite_data(fd(f), data, *off).await?,
-            None => t.write_data(fd(f), data).await?,
+            Some(off) => t.pwrite_data(fd(f)?, data, *off).await?,
+            None => t.write_data(fd(f)?, data).await?,
         }),
         OpKind::Truncate { path, size } => {
             t.truncate(path, *size).await?;
             Outcome::Done
         }
         OpKind::Ftruncate { fd: f, size } => {
-            t.ftruncate(fd(f), *size).await?;
+            t.ftruncate(fd(f)?, *size).await?;
             Outcome::Done
         }
         OpKind::Fsync { fd: f } => {
-            t.fsync(fd(f)).await?;
+            t.fsync(fd(f)?).await?;
             Outcome::Done
         }
         OpKind::Fallocate { fd: f, mode, offset, len } => {
-            t.fallocate(fd(f), *mode, *offset, *len).await?;
+            t.fallocate(fd(f)?, *mode, *offset, *len).await?;
             Outcome::Done
         }
         OpKind::Fadvise { fd: f, offset, len, advice } => {
             let (off, len) = (*offset as i64, *len as i64);
-            t.fadvise(fd(f), off, len, *advice).await?;
+            t.fadvise(fd(f)?, off, len, *advice).await?;
             Outcome::Done
         }
         OpKind::PreadDirect { fd: f, buf, len, offset } => {
-            let b = addr(buf);
-            let n = t.pread(fd(f), Some(b), *len, *offset).await?;
+            let b = addr(buf)?;
+            let n = t.pread(fd(f)?, Some(b), *len, *offset).await?;
             Outcome::Data(t.read_bytes(b, n).await?)
         }
         OpKind::Pipe => {
@@ -268,14 +312,14 @@ async fn file_op(t: &Thread, op: &Op, env: &RefCell<Env>) -> Result<Outcome, Sys
             Outcome::Bound(Value::Pipe(r, w))
         }
         OpKind::Vmsplice { fd: f, addr: a, len } => {
-            Outcome::Count(t.vmsplice(fd(f), addr(a), *len).await?)
+            Outcome::Count(t.vmsplice(fd(f)?, addr(a)?, *len).await?)
         }
         _ => unreachable!("`execute` routes only these operations here"),
     })
 }
 
 /// The task and its process.
-async fn task_op(t: &Thread, op: &Op, env: &RefCell<Env>) -> Result<Outcome, SysError> {
+async fn task_op(t: &Thread, op: &Op, env: &RefCell<Env>) -> Result<Outcome, Stop> {
     Ok(match &op.kind {
         OpKind::Fork => Outcome::Bound(Value::Process(t.fork().await?)),
         OpKind::Exit => {
@@ -284,7 +328,7 @@ async fn task_op(t: &Thread, op: &Op, env: &RefCell<Env>) -> Result<Outcome, Sys
         }
         OpKind::Exec { path, image } => Outcome::Bound(Value::Layout(t.exec(path, *image).await?)),
         OpKind::ClearRefs { process, value } => {
-            let pid = env.borrow().process(process).expect("names were checked when parsing");
+            let pid = env.borrow().process(process)?;
             t.clear_refs(pid, *value).await?;
             Outcome::Done
         }
@@ -303,22 +347,22 @@ async fn task_op(t: &Thread, op: &Op, env: &RefCell<Env>) -> Result<Outcome, Sys
 }
 
 /// Pinned pages.
-async fn pin_op(t: &Thread, op: &Op, env: &RefCell<Env>) -> Result<Outcome, SysError> {
-    let addr = |a: &AddrExpr| env.borrow().addr(a).expect("names were checked when parsing");
+async fn pin_op(t: &Thread, op: &Op, env: &RefCell<Env>) -> Result<Outcome, Stop> {
+    let addr = |a: &AddrExpr| env.borrow().addr(a);
     Ok(match &op.kind {
         OpKind::Pin { addr: a, len, flags } => {
-            Outcome::Bound(Value::Hold(t.gup_hold(addr(a), *len, *flags).await?))
+            Outcome::Bound(Value::Hold(t.gup_hold(addr(a)?, *len, *flags).await?))
         }
         OpKind::PinRead { hold, offset, len } => {
-            let h = env.borrow().hold(hold).expect("names were checked when parsing");
+            let h = env.borrow().hold(hold)?;
             let data = t.gup_read(h).await?;
             // Like a read: a range past the held pages returns what there is.
             let start = (*offset as usize).min(data.len());
-            let end = len.map_or(data.len(), |n| (start + n as usize).min(data.len()));
+            let end = len.map_or(data.len(), |n| start.saturating_add(n as usize).min(data.len()));
             Outcome::Data(data[start..end].to_vec())
         }
         OpKind::Unpin { hold } => {
-            let h = env.borrow().hold(hold).expect("names were checked when parsing");
+            let h = env.borrow().hold(hold)?;
             t.gup_release(h).await?;
             Outcome::Done
         }
@@ -383,7 +427,17 @@ pub struct Log {
 /// Runs `ops` in order on thread `t`; the first failure stops the task and is recorded.
 pub async fn run_task(t: Thread, ops: Vec<Op>, env: Rc<RefCell<Env>>, log: Rc<RefCell<Log>>) {
     for op in &ops {
-        let result = execute(&t, op, &env).await;
+        let result = match execute(&t, op, &env).await {
+            Ok(result) => result,
+            Err(unbound) => {
+                log.borrow_mut().failures.push(Failure {
+                    line: op.line,
+                    expected: format!("`{}` runs on the values it names", op.kind.name()),
+                    observed: unbound,
+                });
+                return;
+            }
+        };
         log.borrow_mut().ops += 1;
         let verdict = check(op, &env.borrow(), &result);
         if let Err(f) = verdict {

@@ -169,13 +169,10 @@ impl<'a> Parser<'a> {
         let (mut swappiness, mut min_ttl_ms) = (None, None);
         if let Some(n) = f.get("tunables") {
             let t = self.fields(n, "[machine.tunables]")?;
-            ra_pages = t.opt_u64("read_ahead_kb")?.map(|kb| kb / 4);
-            fault_around_pages = t.opt_u64("fault_around_bytes")?.map(|b| (b / 4096).max(1));
-            swappiness = t.opt_u64("swappiness")?;
-            if swappiness.is_some_and(|v| v > 200) {
-                return Err(self.err(t.line_of("swappiness"), "`swappiness`: expected 0 to 200"));
-            }
-            min_ttl_ms = t.opt_u64("lru_gen_min_ttl_ms")?;
+            ra_pages = t.opt_tunable("read_ahead_kb")?.map(|kb| kb / 4);
+            fault_around_pages = t.opt_tunable("fault_around_bytes")?.map(|b| (b / 4096).max(1));
+            swappiness = t.opt_tunable("swappiness")?;
+            min_ttl_ms = t.opt_tunable("lru_gen_min_ttl_ms")?;
             t.finish(&["read_ahead_kb", "fault_around_bytes", "swappiness", "lru_gen_min_ttl_ms"])?;
         }
         let mut costs = Vec::new();
@@ -198,14 +195,8 @@ impl<'a> Parser<'a> {
             c.mark_all();
         }
         let seed = f.opt_u64("seed")?.unwrap_or(0);
-        let swap = f.opt_size("swap")?;
-        if swap.is_some_and(|s| !s.is_page_aligned()) {
-            return Err(self.err(f.line_of("swap"), "`swap`: expected a multiple of 4 KiB"));
-        }
-        let pmem = f.opt_size("pmem")?;
-        if pmem.is_some_and(|s| !s.is_page_aligned()) {
-            return Err(self.err(f.line_of("pmem"), "`pmem`: expected a multiple of 4 KiB"));
-        }
+        let swap = f.opt_device("swap")?;
+        let pmem = f.opt_device("pmem")?;
         f.finish(&[
             "profile",
             "cpus",
@@ -413,10 +404,7 @@ impl<'a> Parser<'a> {
         }
         let strategy = f.string("strategy")?;
         let seed = f.opt_u64("seed")?.unwrap_or(0);
-        let swap = f.opt_size("swap")?;
-        if swap.is_some_and(|s| !s.is_page_aligned()) {
-            return Err(self.err(f.line_of("swap"), "`swap`: expected a multiple of 4 KiB"));
-        }
+        f.opt_device("swap")?;
         explore::Strategy::from_spec(&strategy, seed)
             .map_err(|e| self.err(f.line_of("strategy"), e.to_string()))?;
         let budget = f.opt_u64("budget")?.unwrap_or(2000);

@@ -6,8 +6,10 @@
 use super::ScenarioError;
 use super::expect;
 use super::interp::{Env, Failure, Log, Value, run_task};
+use super::limits::{MAX_SCENARIO_BYTES, check_tunable};
 use super::model::{MachineSpec, Scenario, Show};
 use super::parse::parse_scenario;
+use crate::budget::{CHECK_EVERY, HostBudget};
 use engine::{SchedulerKind, Sim};
 use mm::era::CowReuse;
 use mm::kernel::Kernel;
@@ -17,14 +19,33 @@ use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
-/// Reads and parses a scenario file.
+/// Reads and parses a scenario file: a regular file of at most [`MAX_SCENARIO_BYTES`] in UTF-8.
 pub fn load(path: &str) -> Result<Scenario, ScenarioError> {
-    let text = std::fs::read_to_string(path).map_err(|e| ScenarioError {
-        file: path.into(),
-        line: 0,
-        message: format!("cannot read: {e}"),
+    let bad = |line: usize, message: String| ScenarioError { file: path.into(), line, message };
+    let bytes = read_bounded(path, MAX_SCENARIO_BYTES).map_err(|e| bad(0, e))?;
+    let text = String::from_utf8(bytes).map_err(|e| {
+        let at = e.utf8_error().valid_up_to();
+        let line = e.as_bytes()[..at].iter().filter(|&&b| b == b'\n').count() + 1;
+        bad(line, format!("not UTF-8 text (byte offset {at})"))
     })?;
     parse_scenario(path, &text)
+}
+
+/// The bytes of the regular file at `path`, refused when it holds more than `max` (a device or
+/// pipe that never ends is not a regular file).
+pub fn read_bounded(path: &str, max: u64) -> Result<Vec<u8>, String> {
+    use std::io::Read;
+    let file = std::fs::File::open(path).map_err(|e| format!("cannot read: {e}"))?;
+    let meta = file.metadata().map_err(|e| format!("cannot read: {e}"))?;
+    if !meta.is_file() {
+        return Err("cannot read: not a regular file".into());
+    }
+    let mut bytes = Vec::new();
+    file.take(max + 1).read_to_end(&mut bytes).map_err(|e| format!("cannot read: {e}"))?;
+    if bytes.len() as u64 > max {
+        return Err(format!("more than {max} bytes: an input file holds at most {max} bytes"));
+    }
+    Ok(bytes)
 }
 
 /// Command-line overrides of a scenario's machine.
@@ -39,6 +60,8 @@ pub struct Overrides {
     /// every step of the scenario).
     pub check_every_step: bool,
     pub show: Vec<Show>,
+    /// Host memory the run may use (half the host's memory when `None`).
+    pub host_budget: Option<HostBudget>,
 }
 
 /// The outcome of a run.
@@ -57,6 +80,8 @@ pub struct Report {
     pub failures: Vec<Failure>,
     /// A watchdog or event-bound stop, if the run could not finish.
     pub stopped: Option<String>,
+    /// Why the run was refused halfway (over the host budget): bad input, not a finding.
+    pub refused: Option<String>,
     pub virtual_time_ns: u64,
     pub events: u64,
     pub digest: String,
@@ -68,7 +93,7 @@ pub struct Report {
 
 impl Report {
     pub fn passed(&self) -> bool {
-        self.failures.is_empty() && self.stopped.is_none()
+        self.failures.is_empty() && self.stopped.is_none() && self.refused.is_none()
     }
 }
 
@@ -114,13 +139,18 @@ pub fn machine_config(
 }
 
 /// Applies `mmsim run --set KEY=VALUE` settings to `config`: `cost.NAME=ns`, the tunables
-/// `read_ahead_kb`, `fault_around_bytes`, `swappiness` and `lru_gen_min_ttl_ms`, or a switch.
+/// `read_ahead_kb`, `fault_around_bytes`, `swappiness` and `lru_gen_min_ttl_ms` (each within its
+/// kernel range), or a switch. Errors name the setting.
 pub fn apply_sets(config: &mut MachineConfig, sets: &[(String, String)]) -> Result<(), String> {
     for (key, value) in sets {
-        let number =
-            || value.parse::<u64>().map_err(|_| format!("--set {key}={value}: expected a number"));
+        let flag = |e: String| format!("--set {key}={value}: {e}");
+        let number = || {
+            let n = value.parse::<u64>().map_err(|_| flag("expected a number".into()))?;
+            check_tunable(key, n).map_err(flag)?;
+            Ok::<u64, String>(n)
+        };
         if let Some(cost) = key.strip_prefix("cost.") {
-            config.profile.costs.set(cost, number()?)?;
+            config.profile.costs.set(cost, number()?).map_err(flag)?;
         } else if key == "read_ahead_kb" {
             config.tunables.ra_pages = number()? / 4;
         } else if key == "fault_around_bytes" {
@@ -130,7 +160,7 @@ pub fn apply_sets(config: &mut MachineConfig, sets: &[(String, String)]) -> Resu
         } else if key == "lru_gen_min_ttl_ms" {
             config.tunables.lru_gen_min_ttl_ms = number()?;
         } else {
-            config.switches.set(key, value).map_err(|e| format!("--set {key}={value}: {e}"))?;
+            config.switches.set(key, value).map_err(flag)?;
         }
     }
     Ok(())
@@ -207,11 +237,11 @@ impl Driver {
         for step in &self.scenario.steps {
             let mut tasks = Vec::new();
             for task in &step.tasks {
-                let pid = self
-                    .env
-                    .borrow()
-                    .process(&task.process)
-                    .expect("processes were checked when parsing");
+                let pid = self.env.borrow().process(&task.process);
+                let pid = match pid {
+                    Ok(pid) => pid,
+                    Err(e) => return self.fail(task.line, "the task's process exists", e),
+                };
                 let (ops, env, log) = (task.ops.clone(), self.env.clone(), self.log.clone());
                 match spawn_user_thread(&cx, &self.kernel, pid, task.cpu, &task.name, move |t| {
                     run_task(t, ops, env, log)
@@ -270,16 +300,19 @@ pub fn run(
     let Prepared { mut machine, env, log } = prepare(s, config, None)?;
     let handle = machine.handle().clone();
     let rule = machine.config().switches.cow_reuse;
-    let mut tick = 0u64;
+    let budget = o.host_budget.unwrap_or_else(HostBudget::from_host);
+    let (mut tick, mut refused) = (0u64, None);
     let result = machine.run_observed(&mut |k| {
         tick += 1;
-        if tick.is_multiple_of(1 << 16) {
+        if tick.is_multiple_of(CHECK_EVERY) {
             progress(handle.now());
+            budget.check(&k.state()).map_err(|e| refused.insert(e).clone())?;
         }
         if o.check_every_step { mm::sim::check::check_all(&k.state(), rule) } else { Ok(()) }
     });
     let (stopped, last) = match result {
         Ok(r) => (None, Some(r)),
+        Err(_) if refused.is_some() => (None, None),
         Err(e) => (Some(e.to_string()), None),
     };
     let mut shown = Vec::new();
@@ -306,6 +339,7 @@ pub fn run(
         expectations: log.expectations,
         failures: log.failures.clone(),
         stopped,
+        refused,
         virtual_time_ns: handle.now().as_ns(),
         events: last.map_or(0, |r| r.events),
         digest: handle.digest().to_string(),

@@ -93,12 +93,15 @@ pub(crate) async fn read_user(
     addr: VirtAddr,
     len: u64,
 ) -> Result<Vec<u8>, Signal> {
-    let mut out = vec![0; len as usize];
+    // The buffer grows page by page as the copy succeeds: a read that faults stops having
+    // allocated only what it copied, whatever `len` the caller asked for.
+    let mut out = Vec::new();
     let mut done = 0u64;
     while done < len {
-        let a = addr + Bytes(done);
+        let a = addr.0.checked_add(done).map(VirtAddr).ok_or(Signal::SIGSEGV)?;
         let n = (4096 - a.page_offset()).min(len - done);
-        let chunk = &mut out[done as usize..(done + n) as usize];
+        out.resize((done + n) as usize, 0);
+        let chunk = &mut out[done as usize..];
         access_page(cx, mm, a, Access::Read, |st, page| {
             st.mem.read(page.0, a.page_offset() as usize, chunk);
         })

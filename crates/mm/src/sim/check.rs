@@ -122,7 +122,7 @@ fn check_swap(st: &KState, ptes: &[Mapped]) -> Result<(), String> {
     for m in ptes.iter().filter(|m| m.pte.is_swap()) {
         *held.entry(m.pte.swap_entry().1).or_default() += 1;
     }
-    for slot in 0..st.swap.total() {
+    for slot in 0..st.swap.high_water() {
         let counted = held.get(&slot).copied().unwrap_or(0);
         if u64::from(st.swap.count(slot)) != counted {
             return Err(format!(

@@ -72,6 +72,11 @@ simcore::counter_keys! {
     }
 }
 
+/// The largest cost of one basic operation (10 ms, a disk seek): virtual time is `u64`
+/// nanoseconds (584 years), which such costs fill only after 1.8e12 basic operations, more than
+/// the engine's event bound (2^40) lets a run perform.
+pub const MAX_COST_NS: u64 = 10_000_000;
+
 /// A value per [`Cost`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CostTable {
@@ -105,6 +110,11 @@ impl CostTable {
             let names: Vec<&str> = Cost::ALL.iter().map(|c| c.name()).collect();
             format!("unknown cost `{name}`: expected one of {}", names.join(", "))
         })?;
+        if ns > MAX_COST_NS {
+            return Err(format!(
+                "cost `{name}` = {ns} ns: a basic operation costs at most {MAX_COST_NS} ns (10 ms)"
+            ));
+        }
         self.ns[c.index()] = ns;
         Ok(())
     }

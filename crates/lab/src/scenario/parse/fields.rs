@@ -8,6 +8,7 @@ use super::words::{
     parse_open_flags, parse_prot, parse_size,
 };
 use crate::scenario::ScenarioError;
+use crate::scenario::limits::{MAX_DATA, MAX_DEVICE, MAX_SLEEP, check_tunable};
 use crate::scenario::model::AddrExpr;
 use crate::scenario::node::{Kind, Node};
 use mm::OpenFlags;
@@ -166,6 +167,16 @@ impl<'a> Fields<'a> {
         self.get(key).map(|n| self.p.size_node(n, &format!("`{key}` in {}", self.what))).transpose()
     }
 
+    /// The size of a device (`swap`, `pmem`): a multiple of 4 KiB of at most [`MAX_DEVICE`].
+    pub(super) fn opt_device(&self, key: &str) -> Result<Option<Bytes>, ScenarioError> {
+        let size = self.opt_size(key)?;
+        if let Some(s) = size.filter(|s| !s.is_page_aligned() || *s > MAX_DEVICE) {
+            let e = format!("`{key}` = {s}: expected a multiple of 4 KiB of at most {MAX_DEVICE}");
+            return Err(self.p.err(self.line_of(key), e));
+        }
+        Ok(size)
+    }
+
     pub(super) fn size(&self, key: &str) -> Result<Bytes, ScenarioError> {
         self.opt_size(key)?.ok_or_else(|| self.missing(key))
     }
@@ -226,12 +237,25 @@ impl<'a> Fields<'a> {
                 .p
                 .err(n.line, format!("`{key}`: expected a duration like \"10us\" or \"2ms\"")));
         };
-        parse_duration(s).ok_or_else(|| {
+        let d = parse_duration(s).ok_or_else(|| {
             self.p.err(
                 n.line,
                 format!("`{key}`: expected a duration like \"10us\" or \"2ms\", found \"{s}\""),
             )
-        })
+        })?;
+        if d > MAX_SLEEP {
+            return Err(self.p.err(n.line, format!("`{key}` = {s}: expected at most {MAX_SLEEP}")));
+        }
+        Ok(d)
+    }
+
+    /// A tunable, checked against its range ([`check_tunable`]).
+    pub(super) fn opt_tunable(&self, key: &str) -> Result<Option<u64>, ScenarioError> {
+        let value = self.opt_u64(key)?;
+        if let Some(v) = value {
+            check_tunable(key, v).map_err(|e| self.p.err(self.line_of(key), e))?;
+        }
+        Ok(value)
     }
 
     /// Bytes from `data` (text), `data_hex`, or `fill` (a byte) with `len`.
@@ -251,8 +275,14 @@ impl<'a> Fields<'a> {
             let byte = u8::try_from(byte).map_err(|_| {
                 self.p.err(self.line_of("fill"), "fill: expected a byte value 0..255")
             })?;
-            let len = self.size("len")?.as_u64();
-            return Ok(vec![byte; len as usize]);
+            let len = self.size("len")?;
+            if len > MAX_DATA {
+                return Err(self.p.err(
+                    self.line_of("len"),
+                    format!("`len` = {len} with `fill`: expected at most {MAX_DATA}"),
+                ));
+            }
+            return Ok(vec![byte; len.as_u64() as usize]);
         }
         Err(self
             .p

@@ -217,13 +217,14 @@ pub(super) fn parse_duration(s: &str) -> Option<SimDuration> {
     let s = s.trim();
     let split = s.find(|c: char| !c.is_ascii_digit())?;
     let n: u64 = s[..split].parse().ok()?;
-    Some(match &s[split..] {
-        "ns" => SimDuration::from_ns(n),
-        "us" => SimDuration::from_us(n),
-        "ms" => SimDuration::from_ms(n),
-        "s" => SimDuration::from_secs(n),
+    let ns_per_unit: u64 = match &s[split..] {
+        "ns" => 1,
+        "us" => 1_000,
+        "ms" => 1_000_000,
+        "s" => 1_000_000_000,
         _ => return None,
-    })
+    };
+    n.checked_mul(ns_per_unit).map(SimDuration::from_ns)
 }
 
 pub(super) fn parse_hex(s: &str) -> Option<Vec<u8>> {

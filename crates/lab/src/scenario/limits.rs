@@ -1,0 +1,45 @@
+//! The bounds a scenario's values must keep, checked when parsing or configuring and before
+//! anything is allocated or scheduled, so that user input can neither overflow virtual time
+//! (`u64` nanoseconds, 584 years) nor make the host allocate what a literal names.
+//!
+//! - A `sleep` lasts at most [`MAX_SLEEP`] (one hour); a scenario file holds at most
+//!   [`MAX_SCENARIO_BYTES`] and so fewer than a million operations, whose sleeps add up to less
+//!   than 115 years.
+//! - A basic operation's cost is at most `mm::sim::cost::MAX_COST_NS` (10 ms).
+//! - A swap or persistent-memory device is at most [`MAX_DEVICE`] (64 TiB, as memory); the swap
+//!   device's slot map grows with the slots a run uses, so its size costs the host nothing.
+//! - Bytes a scenario spells out (`fill` with `len`) are at most [`MAX_DATA`] (256 MiB).
+//! - The tunables keep the kernel's own ranges where it has one (`fault_around_bytes` at most
+//!   2 MiB, one page table, as `fault_around_bytes_set` in mm/memory.c v6.8; `swappiness` 0 to
+//!   200) and otherwise a bound far above any real setting (`read_ahead_kb` at most 1 GiB,
+//!   `lru_gen_min_ttl_ms` at most one hour).
+
+use simcore::{Bytes, SimDuration};
+
+/// The longest `sleep`.
+pub const MAX_SLEEP: SimDuration = SimDuration::from_secs(3600);
+
+/// The largest scenario file read.
+pub const MAX_SCENARIO_BYTES: u64 = 16 << 20;
+
+/// The most bytes a scenario spells out in one value.
+pub const MAX_DATA: Bytes = Bytes::mib(256);
+
+/// The largest swap or persistent-memory device (as the largest machine memory a profile takes).
+pub const MAX_DEVICE: Bytes = Bytes::tib(64);
+
+/// Checks a tunable (`read_ahead_kb`, `fault_around_bytes`, `swappiness`, `lru_gen_min_ttl_ms`)
+/// against its range; `Ok` for other keys.
+pub fn check_tunable(key: &str, value: u64) -> Result<(), String> {
+    let max = match key {
+        "read_ahead_kb" => 1 << 20,
+        "fault_around_bytes" => 2 << 20,
+        "swappiness" => 200,
+        "lru_gen_min_ttl_ms" => 3_600_000,
+        _ => return Ok(()),
+    };
+    if value > max {
+        return Err(format!("`{key}` = {value}: expected at most {max}"));
+    }
+    Ok(())
+}
