@@ -17,6 +17,8 @@ use lab::scenario::run::{Overrides, load, run};
 use simcore::Digest;
 use std::path::{Path, PathBuf};
 
+mod golden;
+
 /// The eras each scenario runs under besides its own: one per switch boundary of the five
 /// mechanisms (DAX v4.13/v4.14, COW v5.8/v5.9/v5.19, file THP v5.12/v5.16, MGLRU v6.1/v6.3,
 /// odirect pins v6.5, MGLRU tiers v6.14).
@@ -86,25 +88,6 @@ fn lines() -> Vec<String> {
 
 #[test]
 fn behaviour_digests_are_unchanged() {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/digests.txt");
-    let now = lines().join("\n") + "\n";
-    if std::env::var_os("MMSIM_BLESS").is_some() {
-        std::fs::write(&path, &now).unwrap();
-        return;
-    }
-    let before = std::fs::read_to_string(&path).unwrap_or_default();
-    if before == now {
-        return;
-    }
-    let old: Vec<&str> = before.lines().collect();
-    let new: Vec<&str> = now.lines().collect();
-    let gone: Vec<&&str> = old.iter().filter(|l| !new.contains(l)).collect();
-    let came: Vec<&&str> = new.iter().filter(|l| !old.contains(l)).collect();
-    panic!(
-        "behaviour changed ({} lines differ); if intended, run `cargo xtask bless-digests` and \
-         commit tests/digests.txt\n--- before\n{}\n+++ now\n{}",
-        gone.len().max(came.len()),
-        gone.iter().map(|l| l.to_string()).collect::<Vec<_>>().join("\n"),
-        came.iter().map(|l| l.to_string()).collect::<Vec<_>>().join("\n"),
-    );
+    let what = "behaviour changed";
+    golden::compare_or_bless("digests.txt", &lines(), what, "cargo xtask bless-digests");
 }

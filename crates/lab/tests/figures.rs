@@ -7,7 +7,8 @@
 #![allow(clippy::disallowed_types, clippy::disallowed_methods)]
 
 use lab::reproduce::{EXPERIMENTS, NoProgress, Scale};
-use std::path::Path;
+
+mod golden;
 
 fn lines() -> Vec<String> {
     let mut out = Vec::new();
@@ -22,24 +23,6 @@ fn lines() -> Vec<String> {
 
 #[test]
 fn headline_figures_are_unchanged() {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/figures.txt");
-    let now = lines().join("\n") + "\n";
-    if std::env::var_os("MMSIM_BLESS").is_some() {
-        std::fs::write(&path, &now).unwrap();
-        return;
-    }
-    let before = std::fs::read_to_string(&path).unwrap_or_default();
-    if before == now {
-        return;
-    }
-    let old: Vec<&str> = before.lines().collect();
-    let new: Vec<&str> = now.lines().collect();
-    let gone: Vec<&str> = old.iter().copied().filter(|l| !new.contains(l)).collect();
-    let came: Vec<&str> = new.iter().copied().filter(|l| !old.contains(l)).collect();
-    panic!(
-        "headline figures moved; if intended, run `cargo xtask bless-figures` and commit \
-         tests/figures.txt\n--- before\n{}\n+++ now\n{}",
-        gone.join("\n"),
-        came.join("\n"),
-    );
+    let what = "headline figures moved";
+    golden::compare_or_bless("figures.txt", &lines(), what, "cargo xtask bless-figures");
 }
