@@ -43,7 +43,9 @@ use crate::errno::VmFault;
 use crate::filemap::{folio_unlock, lock_faulted_folio, read_folios};
 use crate::folio::{InodeId, pg};
 use crate::kernel::{Cx, KState};
-use crate::memory::{FaultKind, FaultOutcome, Vmf, mm_counter, outcome_of, pmd_alloc, pte_bits};
+use crate::memory::{
+    FaultKind, FaultOutcome, Vmf, mm_counter, outcome_of, pmd_alloc, pmd_install_lock, pte_bits,
+};
 use crate::mm_struct::MmId;
 use crate::pgtable::{Level, PtId, Pte, Upper};
 use crate::sim::cost::Cost;
@@ -246,9 +248,7 @@ async fn filemap_get_thp(
 async fn do_set_pmd(vmf: &Vmf<'_>, pmd_table: PtId, head: Pfn) -> bool {
     let cx = vmf.cx;
     let idx = Level::Pmd.index(vmf.address);
-    let ptl = cx.st().pt.ptl(pmd_table);
-    let _g = ptl.lock(cx).await;
-    cx.charge(Cost::PteInstall).await;
+    let _g = pmd_install_lock(vmf, pmd_table).await;
     let mut st = cx.st();
     if st.pt.upper(pmd_table, idx) != Upper::None {
         st.put_folio_extra(head);

@@ -30,6 +30,7 @@ use crate::sim::cost::Cost;
 use crate::vm_ops::VmOps;
 use crate::vma::{VmFlags, VmaId};
 use crate::vmscan::alloc_folio;
+use engine::LockGuard;
 use simcore::{Bytes, Order, Pfn, VirtAddr};
 
 /// What a fault asks for (`FAULT_FLAG_WRITE`, `FAULT_FLAG_UNSHARE`, or neither).
@@ -312,4 +313,15 @@ pub(crate) async fn finish_fault(vmf: &Vmf<'_>, fp: FaultPage) -> Result<FaultOu
     st.folios.extra_to_mapping(fp.head);
     set_pte_range(&mut st, vmf, vmf.address, fp.head, fp.page, pte_bits(flags, writable, write));
     Ok(outcome_of(fp.major))
+}
+
+/// `pmd_lock` for installing a huge leaf at the fault's address (`do_set_pmd`,
+/// `vmf_insert_pfn_pmd`, the huge zero page), with the install's cost; the caller re-checks the
+/// entry under it.
+pub(crate) async fn pmd_install_lock<'a>(vmf: &Vmf<'a>, pmd_table: PtId) -> LockGuard<'a> {
+    let cx = vmf.cx;
+    let ptl = cx.st().pt.ptl(pmd_table);
+    let guard = ptl.lock(cx).await;
+    cx.charge(Cost::PteInstall).await;
+    guard
 }

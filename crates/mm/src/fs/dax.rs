@@ -66,7 +66,7 @@ use crate::huge_memory::huge_pmd_set_accessed;
 use crate::kernel::{Cx, KState, Kernel};
 use crate::memory::{
     FaultKind, FaultOutcome, Vmf, anon_vma_prepare, fault_alloc, install_new_anon, outcome_of,
-    pmd_alloc, pte_bits, set_pte_range, vm_normal_page,
+    pmd_alloc, pmd_install_lock, pte_bits, set_pte_range, vm_normal_page,
 };
 use crate::pgtable::{Level, PtId, Pte, Upper};
 use crate::sim::cost::Cost;
@@ -608,9 +608,7 @@ async fn dax_pmd_load_hole(
     let Some(zero) = cx.st().get_huge_zero_page() else { return (locked, false) };
     let locked = dax_insert_entry(cx, inode, index, locked, EntryKind::Zero, true).await;
     let idx = Level::Pmd.index(vmf.address);
-    let ptl = cx.st().pt.ptl(pmd_table);
-    let _g = ptl.lock(cx).await;
-    cx.charge(Cost::PteInstall).await;
+    let _g = pmd_install_lock(vmf, pmd_table).await;
     let mut st = cx.st();
     if st.pt.upper(pmd_table, idx) != Upper::None {
         return (locked, false);
@@ -626,9 +624,7 @@ async fn dax_pmd_load_hole(
 async fn insert_pfn_pmd(vmf: &Vmf<'_>, pmd_table: PtId, pfn: Pfn, write: bool) {
     let cx = vmf.cx;
     let idx = Level::Pmd.index(vmf.address);
-    let ptl = cx.st().pt.ptl(pmd_table);
-    let _g = ptl.lock(cx).await;
-    cx.charge(Cost::PteInstall).await;
+    let _g = pmd_install_lock(vmf, pmd_table).await;
     let mut st = cx.st();
     let flags = st.vma(vmf.vma).flags;
     match st.pt.upper(pmd_table, idx) {
