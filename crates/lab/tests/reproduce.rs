@@ -43,12 +43,18 @@ fn cow_reuse_gain_comes_from_the_copies_page_count_makes() {
 fn fadv_noreuse_gain_comes_from_the_working_set_staying_resident() {
     let e = find("fadv-noreuse").unwrap();
     let report = e.run(1, Scale::Quick, &mut NoProgress).unwrap();
-    // The multi-gen LRU places the streamed input in young generations and evicts the encoder's
-    // idle picture buffers to swap; NOREUSE keeps the input old, and the classic LRU trims the
-    // page cache only: neither swaps.
-    assert!(row(&report, "pswpout mglru") > 100.0);
-    assert!(row(&report, "pswpin mglru") > 100.0);
-    assert!(row(&report, "workingset_refault_anon mglru") > 100.0);
+    // The app maps each frame's three planes and unmaps them after sending the picture: one
+    // shootdown per munmap at least, 600 frames.
+    for case in ["classic", "mglru", "mglru noreuse"] {
+        assert!(row(&report, &format!("nr_tlb_remote_flush {case}")) >= 1800.0, "{case}");
+    }
+    // The multi-gen LRU keeps stream pages with their accessed bits and reads some twice;
+    // NOREUSE keeps the input old, and the classic LRU trims the page cache only: neither
+    // swaps at any footprint of the headline.
+    assert!(
+        row(&report, "workingset_refault_file mglru")
+            > row(&report, "workingset_refault_file mglru noreuse")
+    );
     for case in ["classic", "mglru noreuse"] {
         assert_eq!(row(&report, &format!("pswpin {case}")), 0.0, "{case}");
         assert_eq!(row(&report, &format!("pswpout {case}")), 0.0, "{case}");
@@ -70,7 +76,7 @@ fn fadv_noreuse_gain_comes_from_the_working_set_staying_resident() {
     let swapins = sweep("pswpin mglru, footprint ");
     assert_eq!((gains.len(), swapins.len()), (2, 2));
     assert_eq!(gains[0], row(&report, "fps gain mglru noreuse"));
-    assert!(swapins[1] > swapins[0], "{swapins:?}");
+    assert!(swapins[1] > swapins[0] + 100.0, "{swapins:?}");
     assert!(gains[1] > gains[0] + 1.0, "{gains:?}");
     let figure = &report.figures[0];
     assert_eq!(figure.series[0].points.iter().map(|p| p.1).collect::<Vec<_>>(), gains);
