@@ -5,6 +5,7 @@
 use clap::Args;
 use explore::{Options, Outcome, Schedule, Strategy, explore, replay};
 use lab::scenario::explore::factory;
+use lab::scenario::race;
 use lab::scenario::run::{Overrides, load, machine_config};
 use serde_json::json;
 use std::time::{Duration, Instant};
@@ -71,9 +72,7 @@ fn explore_cmd(a: &ExploreArgs) -> Result<u8, String> {
             std::fs::read_to_string(path).map_err(|e| format!("{path}: cannot read: {e}"))?;
         let schedule: Schedule = text.parse().map_err(|e| format!("{path}: {e}"))?;
         let r = replay(&mut trials, &schedule, a.states).map_err(|e| format!("{path}: {e}"))?;
-        for step in &r.steps {
-            println!("{step}");
-        }
+        print_steps(&r.steps);
         println!("digest {}, {} preemption(s)", r.digest, r.preemptions);
         return Ok(match r.finding {
             Some(f) => {
@@ -115,7 +114,9 @@ fn explore_cmd(a: &ExploreArgs) -> Result<u8, String> {
 fn print_text(a: &ExploreArgs, o: &Outcome, schedule_file: &str, secs: f64) {
     match &o.violation {
         Some(v) => {
-            println!("VIOLATION {v}");
+            println!("VIOLATION {}", v.finding);
+            println!("{}", v.summary());
+            print_steps(&v.steps);
             println!(
                 "found after {} schedules ({} distinct states) in {secs:.2} s",
                 o.schedules, o.states
@@ -135,6 +136,18 @@ fn print_text(a: &ExploreArgs, o: &Outcome, schedule_file: &str, secs: f64) {
     }
 }
 
+/// The run in kernel terms: the interleaving by task, then every step.
+fn print_steps(steps: &[explore::Step]) {
+    println!("interleaving (kernel functions, one column per task, time going down):");
+    for line in race::diagram(steps).lines() {
+        println!("  {line}");
+    }
+    println!("steps:");
+    for step in steps {
+        println!("  {}", race::step_line(step));
+    }
+}
+
 fn print_json(o: &Outcome, schedule_file: &str, secs: f64) {
     let violation = o.violation.as_ref().map(|v| {
         json!({
@@ -143,7 +156,7 @@ fn print_json(o: &Outcome, schedule_file: &str, secs: f64) {
             "preemptions": v.preemptions,
             "schedule_file": schedule_file,
             "digest": v.digest.to_string(),
-            "steps": v.steps.iter().map(|s| json!({"task": s.task, "point": s.point, "at": s.at, "preemption": s.preemption})).collect::<Vec<_>>(),
+            "steps": v.steps.iter().map(step_json).collect::<Vec<_>>(),
         })
     });
     let out = json!({
@@ -154,4 +167,17 @@ fn print_json(o: &Outcome, schedule_file: &str, secs: f64) {
         "seconds": secs,
     });
     println!("{}", serde_json::to_string_pretty(&out).expect("json"));
+}
+
+/// A step in JSON, with the kernel function and race event its blocking point stands for.
+fn step_json(s: &explore::Step) -> serde_json::Value {
+    let site = mm::sim::sites::site(&s.at, &s.point);
+    json!({
+        "task": s.task,
+        "point": s.point,
+        "at": s.at,
+        "kernel_function": site.map(|x| x.kernel),
+        "event": site.and_then(|x| x.event),
+        "preemption": s.preemption,
+    })
 }

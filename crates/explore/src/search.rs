@@ -76,11 +76,11 @@ pub struct Violation {
     pub shrink_trials: u64,
 }
 
-impl fmt::Display for Violation {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "{}", self.finding)?;
-        writeln!(
-            f,
+impl Violation {
+    /// The schedule's summary: its length and preemptions, before and after minimisation, how it
+    /// was found, and the run's digest.
+    pub fn summary(&self) -> String {
+        format!(
             "schedule: {} choices, {} preemption(s) (found with {} choices, {} preemption(s); \
              {}, run seed {}); digest {}",
             self.schedule.choices.len(),
@@ -90,7 +90,14 @@ impl fmt::Display for Violation {
             self.schedule.strategy,
             self.schedule.seed,
             self.digest
-        )?;
+        )
+    }
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "{}", self.finding)?;
+        writeln!(f, "{}", self.summary())?;
         for step in &self.steps {
             writeln!(f, "  {step}")?;
         }

@@ -18,6 +18,7 @@ pub mod limits;
 pub mod model;
 pub mod node;
 pub mod parse;
+pub mod race;
 pub mod run;
 
 use std::fmt;

@@ -370,11 +370,57 @@ async fn pin_op(t: &Thread, op: &Op, env: &RefCell<Env>) -> Result<Outcome, Stop
     })
 }
 
+/// Bytes for a message: short printable text quoted, a few bytes in hex, anything longer as
+/// runs of equal bytes (`512 bytes: 0x44 x512`), never the bytes one by one.
 fn show_bytes(b: &[u8]) -> String {
     match std::str::from_utf8(b) {
-        Ok(s) if s.chars().all(|c| !c.is_control()) => format!("\"{s}\""),
-        _ => format!("hex {}", b.iter().map(|x| format!("{x:02x}")).collect::<String>()),
+        Ok(s) if s.len() <= 64 && s.chars().all(|c| !c.is_control()) => format!("\"{s}\""),
+        _ if b.len() <= 16 => {
+            format!("hex {}", b.iter().map(|x| format!("{x:02x}")).collect::<String>())
+        }
+        _ => format!("{} bytes: {}", b.len(), show_runs(b)),
     }
+}
+
+/// Runs of equal bytes: `0x44 x512, 0x00 x3584`, the first eight.
+fn show_runs(b: &[u8]) -> String {
+    let mut runs: Vec<(u8, usize)> = Vec::new();
+    for &x in b {
+        match runs.last_mut() {
+            Some((v, n)) if *v == x => *n += 1,
+            _ => runs.push((x, 1)),
+        }
+    }
+    let mut out: Vec<String> = runs.iter().take(8).map(|(v, n)| format!("{v:#04x} x{n}")).collect();
+    if runs.len() > 8 {
+        out.push(format!("... ({} runs)", runs.len()));
+    }
+    out.join(", ")
+}
+
+/// Where `got` differs from `want`: each differing range (the first four) with what was expected
+/// and what came, and a length difference.
+fn show_difference(want: &[u8], got: &[u8]) -> String {
+    let mut ranges: Vec<(usize, usize)> = Vec::new();
+    for i in (0..want.len().min(got.len())).filter(|&i| want[i] != got[i]) {
+        match ranges.last_mut() {
+            Some((_, end)) if *end == i => *end = i + 1,
+            _ => ranges.push((i, i + 1)),
+        }
+    }
+    let differing: usize = ranges.iter().map(|(a, b)| b - a).sum();
+    let mut parts = vec![format!("{differing} of {} bytes differ", want.len())];
+    for &(a, b) in ranges.iter().take(4) {
+        parts.push(format!(
+            "at {a}..{b} expected {}, got {}",
+            show_runs(&want[a..b]),
+            show_runs(&got[a..b])
+        ));
+    }
+    if want.len() != got.len() {
+        parts.push(format!("{} bytes expected, {} came", want.len(), got.len()));
+    }
+    parts.join("; ")
 }
 
 /// Compares a result with the operation's expectation (the first alternative whose `when`
@@ -406,14 +452,19 @@ pub fn check(op: &Op, env: &Env, result: &Result<Outcome, SysError>) -> Result<(
         }
     };
     if ok {
-        Ok(())
-    } else {
-        Err(Failure {
-            line: op.line,
-            expected: format!("`{name}` returns {expected}"),
-            observed: format!("`{name}` returned {observed}"),
-        })
+        return Ok(());
     }
+    let observed = match (expect, result) {
+        (OpExpect::Data(want), Ok(Outcome::Data(got))) => {
+            format!("{observed} ({})", show_difference(want, got))
+        }
+        _ => observed,
+    };
+    Err(Failure {
+        line: op.line,
+        expected: format!("`{name}` returns {expected}"),
+        observed: format!("`{name}` returned {observed}"),
+    })
 }
 
 /// What a run records: failures, operations run, expectations checked.
@@ -447,5 +498,28 @@ pub async fn run_task(t: Thread, ops: Vec<Op>, env: Rc<RefCell<Env>>, log: Rc<Re
         if let (Some(name), Ok(Outcome::Bound(v))) = (&op.bind, &result) {
             env.borrow_mut().bind(name, *v);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{show_bytes, show_difference};
+
+    #[test]
+    fn long_data_is_shown_as_runs_and_differences_as_ranges() {
+        assert_eq!(show_bytes(b"abc"), "\"abc\"");
+        assert_eq!(show_bytes(&[0, 1]), "hex 0001");
+        let want = vec![0x44; 512];
+        assert_eq!(show_bytes(&want), "512 bytes: 0x44 x512");
+        let mut got = vec![0x44; 512];
+        got[..100].fill(0);
+        assert_eq!(
+            show_difference(&want, &got),
+            "100 of 512 bytes differ; at 0..100 expected 0x44 x100, got 0x00 x100"
+        );
+        assert_eq!(
+            show_difference(&want, &want[..500]),
+            "0 of 512 bytes differ; 512 bytes expected, 500 came"
+        );
     }
 }
