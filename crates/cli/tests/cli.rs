@@ -102,6 +102,21 @@ fn cow_examples_hold_in_every_era() {
     );
 }
 
+/// The syscall examples (mincore, ...) hold on every kernel the model covers.
+#[test]
+fn syscall_examples_hold_in_every_era() {
+    examples_hold(
+        "scenarios/syscalls",
+        1,
+        &[
+            &["--kernel", "v4.13"],
+            &["--kernel", "v5.8"],
+            &["--kernel", "v6.1"],
+            &["--kernel", "v6.14"],
+        ],
+    );
+}
+
 /// The reclaim examples state each era's behaviour under both LRUs: before and after
 /// POSIX_FADV_NOREUSE took effect (v6.3), and the multi-gen LRU before and after its v6.14 rework.
 #[test]

@@ -419,9 +419,19 @@ pub fn odirect_pins(k: KernelVersion) -> bool {
     k >= v(6, 5)
 }
 
-/// The multi-gen LRU's refault test measures the distance to `max_seq` and counts every refault
-/// (`lru_gen_test_recent`, v6.7 ~) rather than comparing with `min_seq` alone.
-pub fn mglru_refault_distance_to_max_seq(k: KernelVersion) -> bool {
+/// The multi-gen LRU counts every refault into the evicting lruvec, recent or not, and every
+/// recent one as a workingset activation, where v6.1-v6.4 counted recent refaults only and
+/// activations where `sort_folio` protected a tier: "Multi-gen LRU: fix workingset accounting"
+/// (Kalesh Singh, 3af0191a594d, v6.5).
+pub fn mglru_counts_every_refault(k: KernelVersion) -> bool {
+    k >= v(6, 5)
+}
+
+/// The multi-gen LRU's page-cache protection fix: a refault with three or more references is
+/// restored to the top tier with all its reference bits, `sort_folio` protects a saturated folio,
+/// and new folios are placed one generation up from the oldest (cold-but-busy ones one below
+/// the youngest): "mm/mglru: fix underprotected page cache" (081488051d28, v6.7; 6.1.69).
+pub fn mglru_protects_page_cache(k: KernelVersion) -> bool {
     k >= v(6, 7)
 }
 

@@ -30,6 +30,7 @@ mod lru_pure;
 pub mod memcontrol;
 pub mod memory;
 pub mod mglru;
+pub mod mincore;
 pub mod mm_struct;
 pub mod mmap;
 pub mod page_alloc;

@@ -2,7 +2,7 @@
 //! `lru_gen_*`, `mm/workingset.c` `lru_gen_eviction`/`lru_gen_refault`; Linux v6.1-v6.13, and
 //! the v6.14 rework of tiers where the era says so; `docs/reference/lru-semantics.md`
 //! section 2, `Documentation/mm/multigen_lru.rst`). What the eras change is one rules table
-//! ([`GenRules`]: v6.1, v6.7, v6.14), chosen once per machine.
+//! ([`GenRules`]: v6.1, v6.5, v6.7, v6.14), chosen once per machine.
 //!
 //! Per lruvec ([`LruGen`]): `max_seq` (the youngest generation, shared by anon and file),
 //! `min_seq[type]` (the oldest per type), `MAX_NR_GENS` = 4 generation lists per type (list
@@ -12,10 +12,13 @@
 //! (`folio.rs` keeps the generation and counter beside the links).
 //!
 //! - **Placement** (`lru_gen_folio_seq`): v6.1-v6.13 put an active folio (a fault with recency,
-//!   an activation) in the youngest generation, an anon folio outside the swap cache or a dirty
-//!   folio under reclaim in the second oldest, everything else (`read()` and readahead, swap
-//!   cache) in the oldest. v6.14 puts active folios one generation below the youngest unless
-//!   workingset, and the rest near the oldest (one up if workingset).
+//!   an activation) in the youngest generation. v6.1-v6.6 put an anon folio outside the swap
+//!   cache or a dirty folio under reclaim in the second oldest, everything else (`read()` and
+//!   readahead, swap cache) in the oldest; v6.7-v6.13 ("mm/mglru: fix underprotected page
+//!   cache", 081488051d28) put the former one below the youngest and the rest one above the
+//!   oldest, unless reclaim puts it back or there are only `MIN_NR_GENS` generations. v6.14 puts
+//!   active folios one generation below the youngest unless workingset, and the rest near the
+//!   oldest (one up if workingset).
 //! - **Accesses through file descriptors** raise the folio's tier (`folio_inc_refs` /
 //!   `lru_gen_inc_refs`); moving between tiers changes only flags.
 //! - **Aging** (`try_to_inc_max_seq`): walks the page tables of every mm in the cgroup
@@ -52,7 +55,18 @@
 //!   kswapd's aging to `lru_gen_age_node`.
 //! - **`min_ttl`**: kswapd's `lru_gen_age_node` checks that some lruvec's oldest generation was
 //!   born more than `min_ttl` ago; if none was, the kernel invokes the OOM killer.
-//! - **Refaults**: see `workingset.rs`.
+//! - **Refaults** (`lru_gen_refault`; also `workingset.rs`): only a refault into the memory
+//!   cgroup that evicted the folio counts. v6.1-v6.4 count a *recent* one (its generation still
+//!   the oldest) in `workingset_refault_*` and nothing else as an activation: `sort_folio`
+//!   counts `workingset_activate_*` for each folio its tier protects. From v6.5 ("Multi-gen LRU:
+//!   fix workingset accounting", 3af0191a594d) every refault counts and every recent one is an
+//!   activation, and protection no longer is. A recent refault in a fault, or with every
+//!   reference (v6.7-v6.13: three or more, then restored with all of them), is restored as
+//!   workingset (`workingset_restore_*`). v6.14 ("mm/mglru: rework refault detection",
+//!   b1a71694fb00) makes recent mean within `MAX_NR_GENS` of the youngest generation, counts an
+//!   activation only in a fault and restores a folio only if it was workingset when evicted
+//!   (else its references). v6.7-v6.13's `sort_folio` also protects a folio with every
+//!   reference.
 //! - The `/sys/kernel/debug/lru_gen` text ([`KState::lru_gen_debugfs`]).
 //!
 //! Approximations: one zone, one node; memory cgroups are reclaimed in creation order (no memcg
@@ -100,9 +114,17 @@ pub struct GenRules {
     /// v6.14's reworked placement, tiers, type choice and aging trigger
     /// ([`crate::era::mglru_reworked_tiers`]).
     pub reworked: bool,
-    /// The refault test measures the distance to `max_seq`, and every refault is counted
-    /// ([`crate::era::mglru_refault_distance_to_max_seq`]).
-    pub refault_distance_to_max_seq: bool,
+    /// Every refault into the evicting lruvec is counted, and every recent one (before v6.14)
+    /// as an activation ([`crate::era::mglru_counts_every_refault`]).
+    pub counts_every_refault: bool,
+    /// v6.7's protection of the page cache ([`crate::era::mglru_protects_page_cache`]): the
+    /// references a refault needs to be restored ([`GenRules::restore_refs`]) restore all its
+    /// reference bits too, `sort_folio` protects a saturated folio, and the placement of new
+    /// folios moves up.
+    pub protects_page_cache: bool,
+    /// The references (with `PG_workingset`) from which a refault outside a fault is restored
+    /// as workingset (v6.1-v6.13).
+    pub restore_refs: u64,
     /// `get_tier_idx`'s gains of the setpoint and of the process variable.
     pub tier_gains: (u64, u64),
     /// `LRU_REFS_FLAGS`: cleared with the reference counter when a folio changes generation.
@@ -131,10 +153,12 @@ pub struct GenRules {
 }
 
 impl GenRules {
-    /// v6.1-v6.6.
+    /// v6.1-v6.4.
     const V6_1: GenRules = GenRules {
         reworked: false,
-        refault_distance_to_max_seq: false,
+        counts_every_refault: false,
+        protects_page_cache: false,
+        restore_refs: 4,
         tier_gains: (1, 2),
         refs_flags: pg::REFERENCED | pg::WORKINGSET,
         isolate_clears: pg::RECLAIM | pg::REFERENCED,
@@ -148,13 +172,20 @@ impl GenRules {
         kswapd_ages: true,
     };
 
-    /// v6.7-v6.13: the refault distance to `max_seq`.
-    const V6_7: GenRules = GenRules { refault_distance_to_max_seq: true, ..GenRules::V6_1 };
+    /// v6.5-v6.6: every refault counted, recent ones as activations, protection no longer.
+    const V6_5: GenRules =
+        GenRules { counts_every_refault: true, protection_activates: false, ..GenRules::V6_1 };
+
+    /// v6.7-v6.13: the page cache protected.
+    const V6_7: GenRules =
+        GenRules { protects_page_cache: true, restore_refs: 3, ..GenRules::V6_5 };
 
     /// v6.14 and later: the reworked tiers, workingset protection and aging feedback.
     const V6_14: GenRules = GenRules {
         reworked: true,
-        refault_distance_to_max_seq: true,
+        counts_every_refault: true,
+        protects_page_cache: true,
+        restore_refs: 3,
         tier_gains: (2, 3),
         refs_flags: pg::REFERENCED,
         isolate_clears: pg::RECLAIM,
@@ -172,8 +203,10 @@ impl GenRules {
     pub fn for_kernel(k: crate::era::KernelVersion) -> GenRules {
         if crate::era::mglru_reworked_tiers(k) {
             GenRules::V6_14
-        } else if crate::era::mglru_refault_distance_to_max_seq(k) {
+        } else if crate::era::mglru_protects_page_cache(k) {
             GenRules::V6_7
+        } else if crate::era::mglru_counts_every_refault(k) {
+            GenRules::V6_5
         } else {
             GenRules::V6_1
         }
@@ -343,13 +376,25 @@ impl KState {
             || (f.test(head, pg::RECLAIM)
                 && (f.test(head, pg::DIRTY) || f.test(head, pg::WRITEBACK)));
         let min = g.min_seq[usize::from(file)];
-        if !self.lru.lrugen.reworked {
+        let rules = self.lru.lrugen;
+        if !rules.reworked && !rules.protects_page_cache {
             return if active {
                 g.max_seq
             } else if cold_but_busy {
                 min + 1
             } else {
                 min
+            };
+        }
+        if !rules.reworked {
+            return if active {
+                g.max_seq
+            } else if cold_but_busy {
+                g.max_seq - 1
+            } else if reclaiming || min + MIN_NR_GENS >= g.max_seq {
+                min
+            } else {
+                min + 1
             };
         }
         let back = if active {
@@ -611,8 +656,11 @@ impl KState {
         }
         let (refs, tier) = self.folio_refs_tier(head);
         let ws = self.folios.test(head, pg::WORKINGSET);
-        let saturated = self.lru.lrugen.lazy_promotion && refs + u64::from(ws) == 4 + 1;
-        if tier > tier_idx || saturated {
+        let rules = self.lru.lrugen;
+        let saturated = rules.lazy_promotion && refs + u64::from(ws) == 4 + 1;
+        // v6.7-v6.13 also protect a folio with every reference (counted as protected).
+        let full = !rules.reworked && rules.protects_page_cache && refs == 4;
+        if tier > tier_idx || saturated || full {
             self.folio_inc_gen(head, false, false);
             if !saturated {
                 let nr = self.folios.order(head).pages();
@@ -921,32 +969,37 @@ impl KState {
         let seq = shadow.eviction >> 2;
         let token_refs = shadow.eviction & 3;
         let g = self.lrugen(memcg);
-        let same_memcg = shadow.memcg == memcg;
-        let recent = same_memcg
-            && if self.lru.lrugen.refault_distance_to_max_seq {
-                g.max_seq.abs_diff(seq) < u64::from(MAX_NR_GENS)
-            } else {
-                seq == g.min_seq[t]
-            };
-        let counts_every_refault = self.lru.lrugen.refault_distance_to_max_seq;
-        if counts_every_refault {
+        let rules = self.lru.lrugen;
+        // A refault into another memory cgroup than the one that evicted it counts nothing.
+        if shadow.memcg != memcg {
+            return;
+        }
+        let recent = if rules.reworked {
+            g.max_seq.abs_diff(seq) < u64::from(MAX_NR_GENS)
+        } else {
+            seq == g.min_seq[t]
+        };
+        if rules.counts_every_refault {
             self.count_event(memcg, refault_key, nr);
         }
         if !recent {
             return;
         }
-        if !counts_every_refault {
+        if !rules.counts_every_refault {
             self.count_event(memcg, refault_key, nr);
         }
-        if !self.lru.lrugen.reworked {
+        if !rules.reworked {
             let refs = token_refs + u64::from(shadow.workingset);
             let tier = order_base_2(refs + 1);
             self.lrugen_mut(memcg).refaulted[t][tier] += nr;
-            if counts_every_refault && in_fault {
+            if rules.counts_every_refault {
                 self.count_event(memcg, activate_key, nr);
             }
-            if in_fault || refs == 4 {
+            if in_fault || refs >= rules.restore_refs {
                 self.folios.set(head, pg::WORKINGSET);
+                if rules.protects_page_cache {
+                    self.folios.set_lru_refs(head, 3);
+                }
                 self.count_event(memcg, restore_key, nr);
             }
             return;

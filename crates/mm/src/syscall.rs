@@ -246,6 +246,11 @@ impl Thread {
         Ok(n)
     }
 
+    /// `mincore(2)`: one byte per page of `[addr, addr + len)`, bit 0 set when it is resident.
+    pub async fn mincore(&self, addr: VirtAddr, len: u64) -> Result<Vec<u8>, Errno> {
+        crate::mincore::do_mincore(&self.cx, self.mm()?, addr, len).await
+    }
+
     /// `ftruncate(2)`.
     pub async fn ftruncate(&self, fd: i32, size: u64) -> Result<(), Errno> {
         self.cx.charge(crate::sim::cost::Cost::Syscall).await;

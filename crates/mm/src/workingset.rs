@@ -16,10 +16,10 @@
 //!
 //! The multi-gen LRU keeps a different token: the oldest generation's sequence number at the
 //! eviction and the folio's reference count (its tier). A refault is *recent* when that
-//! generation is still the oldest (v6.1-v6.6) or within `MAX_NR_GENS` of the youngest (v6.7+);
-//! recent refaults feed the tier's `refaulted` counter of the PID controller, restore the
-//! folio's workingset bit or references, and (v6.7+) count as activations when they fault
-//! through a VMA with recency.
+//! generation is still the oldest (v6.1-v6.13) or within `MAX_NR_GENS` of the youngest (v6.14);
+//! recent refaults feed the tier's `refaulted` counter of the PID controller and restore the
+//! folio's workingset bit or references; which refaults count as refaults, activations and
+//! restores changed in v6.5, v6.7 and v6.14 (`mglru.rs`, `lru_gen_refault`).
 //!
 //! Shadow entries are bounded per memory cgroup as the shadow-node shrinker bounds them
 //! (`count_shadow_nodes`: `pages >> 3` xarray nodes of 64 slots, so at most eight shadows per

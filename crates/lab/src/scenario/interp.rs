@@ -160,6 +160,7 @@ pub async fn execute(t: &Thread, op: &Op, env: &RefCell<Env>) -> OpResult {
         | OpKind::Madvise { .. }
         | OpKind::Touch { .. }
         | OpKind::ReadBytes { .. }
+        | OpKind::Mincore { .. }
         | OpKind::WriteBytes { .. }
         | OpKind::Increment { .. }
         | OpKind::Run { .. } => memory_op(t, op, env).await,
@@ -226,6 +227,7 @@ async fn memory_op(t: &Thread, op: &Op, env: &RefCell<Env>) -> Result<Outcome, S
             Outcome::Done
         }
         OpKind::ReadBytes { addr: a, len } => Outcome::Data(t.read_bytes(addr(a)?, *len).await?),
+        OpKind::Mincore { addr: a, len } => Outcome::Data(t.mincore(addr(a)?, *len).await?),
         OpKind::WriteBytes { addr: a, data } => {
             t.write_bytes(addr(a)?, data).await?;
             Outcome::Done

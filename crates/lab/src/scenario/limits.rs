@@ -8,7 +8,8 @@
 //! - A basic operation's cost is at most `mm::sim::cost::MAX_COST_NS` (10 ms).
 //! - A swap or persistent-memory device is at most [`MAX_DEVICE`] (64 TiB, as memory); the swap
 //!   device's slot map grows with the slots a run uses, so its size costs the host nothing.
-//! - Bytes a scenario spells out (`fill` with `len`) are at most [`MAX_DATA`] (256 MiB).
+//! - Bytes a scenario spells out (`fill` with `len`) are at most [`MAX_DATA`] (256 MiB), and a
+//!   `mincore` asks about at most [`MAX_MINCORE`] (1 TiB), whose vector is as long.
 //! - The tunables keep the kernel's own ranges where it has one (`fault_around_bytes` at most
 //!   2 MiB, one page table, as `fault_around_bytes_set` in mm/memory.c v6.8; `swappiness` 0 to
 //!   200) and otherwise a bound far above any real setting (`read_ahead_kb` at most 1 GiB,
@@ -24,6 +25,10 @@ pub const MAX_SCENARIO_BYTES: u64 = 16 << 20;
 
 /// The most bytes a scenario spells out in one value.
 pub const MAX_DATA: Bytes = Bytes::mib(256);
+
+/// The longest range a `mincore` asks about: its vector, a byte per page, is at most
+/// [`MAX_DATA`].
+pub const MAX_MINCORE: Bytes = Bytes::tib(1);
 
 /// The largest swap or persistent-memory device (as the largest machine memory a profile takes).
 pub const MAX_DEVICE: Bytes = Bytes::tib(64);

@@ -165,13 +165,17 @@ pub struct Alternative {
     pub expect: OpExpect,
 }
 
+/// A kernel condition: the order against a version, and whether equal also holds.
+pub type KernelCond = (std::cmp::Ordering, bool, KernelVersion);
+
 /// A condition on the run's switches and kernel version: every listed switch has one of the
 /// listed values (`when = { cow_reuse = ["page_count", "mapcount"] }`) and the kernel is in the
-/// range (`kernel = ">=v5.11"`, `"<v6.5"`, `"v5.12"`). Empty: always.
+/// range (`kernel = ">=v5.11"`, `"<v6.5"`, `"v5.12"`, `"v6.5..v6.14"`). Empty: always.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct When {
     pub switches: Vec<(String, Vec<String>)>,
-    pub kernel: Option<(std::cmp::Ordering, bool, KernelVersion)>,
+    /// Every condition must hold (a range is two).
+    pub kernel: Vec<KernelCond>,
 }
 
 impl When {
@@ -180,7 +184,7 @@ impl When {
         let switches_hold = self.switches.iter().all(|(k, allowed)| {
             values.iter().any(|(name, v)| name == k && allowed.iter().any(|a| a == v))
         });
-        let kernel_holds = self.kernel.is_none_or(|(ord, or_equal, v)| {
+        let kernel_holds = self.kernel.iter().all(|&(ord, or_equal, v)| {
             let c = kernel.cmp(&v);
             c == ord || (or_equal && c == std::cmp::Ordering::Equal)
         });
@@ -256,6 +260,11 @@ pub enum OpKind {
         access: mm::Access,
     },
     ReadBytes {
+        addr: AddrExpr,
+        len: u64,
+    },
+    /// `mincore(addr, len)`: its vector, a byte per page, as data.
+    Mincore {
         addr: AddrExpr,
         len: u64,
     },
@@ -359,6 +368,7 @@ impl OpKind {
             OpKind::Exec { .. } => "exec",
             OpKind::Touch { .. } => "touch",
             OpKind::ReadBytes { .. } => "read_bytes",
+            OpKind::Mincore { .. } => "mincore",
             OpKind::WriteBytes { .. } => "write_bytes",
             OpKind::Increment { .. } => "increment",
             OpKind::Run { .. } => "run",

@@ -8,7 +8,7 @@ use super::words::{
     parse_open_flags, parse_prot, parse_size,
 };
 use crate::scenario::ScenarioError;
-use crate::scenario::limits::{MAX_DATA, MAX_DEVICE, MAX_SLEEP, check_tunable};
+use crate::scenario::limits::{MAX_DATA, MAX_DEVICE, MAX_MINCORE, MAX_SLEEP, check_tunable};
 use crate::scenario::model::AddrExpr;
 use crate::scenario::node::{Kind, Node};
 use mm::OpenFlags;
@@ -259,6 +259,18 @@ impl<'a> Fields<'a> {
     }
 
     /// Bytes from `data` (text), `data_hex`, or `fill` (a byte) with `len`.
+    /// A `mincore` length: its vector is a byte per page, so at most [`MAX_MINCORE`].
+    pub(super) fn mincore_len(&self) -> Result<u64, ScenarioError> {
+        let len = self.size("len")?;
+        if len > MAX_MINCORE {
+            return Err(self.p.err(
+                self.line_of("len"),
+                format!("`len` = {len} of `mincore`: expected at most {MAX_MINCORE}"),
+            ));
+        }
+        Ok(len.as_u64())
+    }
+
     pub(super) fn data(&self) -> Result<Vec<u8>, ScenarioError> {
         if let Some(text) = self.opt_str("data")? {
             return Ok(text.into_bytes());

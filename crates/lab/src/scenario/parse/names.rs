@@ -185,6 +185,7 @@ fn op_refs(k: &OpKind) -> Vec<(String, ValueKind)> {
         | OpKind::Madvise { addr: a, .. }
         | OpKind::Touch { addr: a, .. }
         | OpKind::ReadBytes { addr: a, .. }
+        | OpKind::Mincore { addr: a, .. }
         | OpKind::WriteBytes { addr: a, .. }
         | OpKind::Increment { addr: a }
         | OpKind::Run { addr: a, .. } => addr(a),

@@ -52,7 +52,7 @@ impl Parser<'_> {
             return Ok(kind);
         }
         Err(self.err(f.line_of("op"), format!(
-            "unknown operation `{name}`: expected one of mmap, munmap, mprotect, madvise, open, close, dup, read, write, truncate, ftruncate, fallocate, fsync, fork, exit, exec, touch, read_bytes, write_bytes, increment, run, pin, pin_read, unpin, pread_direct, clear_refs, pipe, vmsplice, sleep, fadvise, memory_reclaim"
+            "unknown operation `{name}`: expected one of mmap, munmap, mprotect, madvise, open, close, dup, read, write, truncate, ftruncate, fallocate, fsync, fork, exit, exec, touch, read_bytes, write_bytes, increment, mincore, run, pin, pin_read, unpin, pread_direct, clear_refs, pipe, vmsplice, sleep, fadvise, memory_reclaim"
         )))
     }
 
@@ -86,6 +86,7 @@ impl Parser<'_> {
             "read_bytes" => {
                 OpKind::ReadBytes { addr: f.addr("addr")?, len: f.size("len")?.as_u64() }
             }
+            "mincore" => OpKind::Mincore { addr: f.addr("addr")?, len: f.mincore_len()? },
             "write_bytes" => OpKind::WriteBytes { addr: f.addr("addr")?, data: f.data()? },
             "increment" => OpKind::Increment { addr: f.addr("addr")? },
             _ => return Ok(None),
@@ -244,16 +245,16 @@ impl Parser<'_> {
     pub(super) fn when(&self, node: &Node) -> Result<When, ScenarioError> {
         let f = self.fields(node, "when")?;
         let mut conds = Vec::new();
-        let mut kernel = None;
+        let mut kernel = Vec::new();
         for (key, value) in f.entries {
             if key == "kernel" {
                 let Kind::Str(text) = &value.kind else {
                     return Err(self.err(
                         value.line,
-                        "`kernel` in `when`: expected a string like \">=v5.11\"",
+                        "`kernel` in `when`: expected a string like \">=v5.11\" or \"v6.5..v6.14\"",
                     ));
                 };
-                kernel = Some(parse_kernel_cond(text).map_err(|e| self.err(value.line, e))?);
+                kernel = parse_kernel_cond(text).map_err(|e| self.err(value.line, e))?;
                 continue;
             }
             let values: Vec<String> =
@@ -322,6 +323,7 @@ impl Parser<'_> {
             if !matches!(
                 kind,
                 OpKind::ReadBytes { .. }
+                    | OpKind::Mincore { .. }
                     | OpKind::Read { buf: Some(_), .. }
                     | OpKind::PinRead { .. }
                     | OpKind::PreadDirect { .. }
@@ -360,7 +362,7 @@ fn op_keys(kind: &OpKind) -> &'static [&'static str] {
         OpKind::Fork | OpKind::Exit => &[],
         OpKind::Exec { .. } => &["path", "text", "data", "bss", "stack"],
         OpKind::Touch { .. } => &["addr", "len", "access"],
-        OpKind::ReadBytes { .. } => &["addr", "len"],
+        OpKind::ReadBytes { .. } | OpKind::Mincore { .. } => &["addr", "len"],
         OpKind::WriteBytes { .. } => &["addr", "data", "data_hex", "fill", "len"],
         OpKind::Increment { .. } => &["addr"],
         OpKind::Run { .. } => &["workload", "addr", "len", "pattern", "reads", "accesses"],

@@ -1,0 +1,90 @@
+//! `mincore(2)`: which pages of a range are resident (`mm/mincore.c`, Linux v6.8).
+//!
+//! The range must start on a page boundary (`EINVAL`) and be mapped throughout (`ENOMEM` at the
+//! first page no VMA covers; an address range past the user address space is `ENOMEM` too). One
+//! byte per page comes back, bit 0 set when the page is resident:
+//! - a present PTE, or a huge PMD, counts as resident whatever it maps (`mincore_pte_range`);
+//! - an empty PTE (or no page table) in a file mapping looks the page up in the file's page cache
+//!   (`__mincore_unmapped_range`, `mincore_page`): a cached, uptodate folio is resident, a shadow
+//!   entry or a DAX entry is not; in an anonymous mapping it is not resident;
+//! - a swap PTE is resident while its slot's folio is still in the swap cache (the kernel also
+//!   asks that folio to be uptodate; the model's swap-cache folios are uptodate from the moment
+//!   they are added, so one being read in counts as resident already: an approximation).
+//!
+//! Eras: since v5.0 ("mm/mincore.c: make mincore() more conservative", 134fca9063ad) a file
+//! mapping whose file the caller could not write (`can_do_mincore`) reports every page resident
+//! rather than leak the page cache's state; the model's tasks run as root, who may always write
+//! (`inode_owner_or_capable`), so no era differs here. Before that, v5.0-rc1's
+//! "Change mincore() to count 'mapped' pages rather than 'cached' pages" (574823bfab82) was
+//! reverted before release and never shipped.
+//!
+//! Cost: the syscall, then a PTE read per page and a page-cache lookup per page it asks the
+//! page cache about.
+
+use crate::errno::Errno;
+use crate::folio::pg;
+use crate::kernel::{Cx, KState};
+use crate::mm_struct::MmId;
+use crate::pgtable::Level;
+use crate::sim::cost::Cost;
+use simcore::{Bytes, VirtAddr};
+
+/// The highest user address plus one (x86-64, four-level paging: `TASK_SIZE_MAX`).
+const TASK_SIZE: u64 = (1 << 47) - 4096;
+
+/// `sys_mincore`: the residency byte of every page of `[start, start + len)`.
+pub(crate) async fn do_mincore(
+    cx: &Cx,
+    mm: MmId,
+    start: VirtAddr,
+    len: u64,
+) -> Result<Vec<u8>, Errno> {
+    cx.charge(Cost::Syscall).await;
+    if start.page_offset() != 0 {
+        return Err(Errno::EINVAL);
+    }
+    let end = start.0.checked_add(len).filter(|&e| e <= TASK_SIZE).ok_or(Errno::ENOMEM)?;
+    let pages = Bytes(end - start.0).pages_ceil();
+    let lock = cx.st().mm(mm).mmap_lock;
+    let _mmap = lock.read(cx).await;
+    let (vec, lookups) = {
+        let st = cx.st();
+        let mut vec = Vec::new();
+        let mut lookups = 0;
+        for i in 0..pages {
+            let (resident, looked_up) = st.mincore_page(mm, start + Bytes::from_pages(i))?;
+            vec.push(u8::from(resident));
+            lookups += u64::from(looked_up);
+        }
+        (vec, lookups)
+    };
+    cx.charge_n(Cost::PteUpdate, pages).await;
+    cx.charge_n(Cost::PageCacheLookup, lookups).await;
+    Ok(vec)
+}
+
+impl KState {
+    /// Whether the page at `addr` of `mm` is resident, and whether the page cache was asked;
+    /// `ENOMEM` when no VMA maps it.
+    fn mincore_page(&self, mm: MmId, addr: VirtAddr) -> Result<(bool, bool), Errno> {
+        let vma = self.find_vma(mm, addr).ok_or(Errno::ENOMEM)?;
+        let vma = self.vma(vma);
+        if !vma.contains(addr) {
+            return Err(Errno::ENOMEM);
+        }
+        match self.pt.translate(self.mm(mm).pgd, addr) {
+            Some((pte, _)) if pte.is_present() => return Ok((true, false)),
+            Some((pte, Level::Pte)) if pte.is_swap() => {
+                let (_, slot) = pte.swap_entry();
+                return Ok((self.swap.cached(slot).is_some(), false));
+            }
+            _ => {}
+        }
+        let Some(file) = vma.file else { return Ok((false, false)) };
+        let inode = self.file(file).inode;
+        let cached = self
+            .page_cache_get(inode, vma.page_index(addr))
+            .is_some_and(|head| self.folios.test(head, pg::UPTODATE));
+        Ok((cached, true))
+    }
+}
