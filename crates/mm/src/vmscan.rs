@@ -361,12 +361,15 @@ pub(crate) fn swappiness(st: &KState) -> u64 {
 /// file).
 fn get_scan_count(st: &KState, memcg: MemcgId, sc: &ScanControl) -> [u64; 4] {
     let swappiness = swappiness(st);
-    let (ap, fp) = if swappiness == 0 || sc.cache_trim_mode {
-        (0, 1)
+    // `scan_balance`: the share of anon and file, as (anon, file, denominator).
+    let (ap, fp, denominator) = if swappiness == 0 {
+        (0, 1, 1) // SCAN_FILE: no swap space, or swappiness 0
     } else if sc.priority == 0 {
-        (1, 1)
+        (1, 1, 1) // SCAN_EQUAL: every list in full
+    } else if sc.cache_trim_mode {
+        (0, 1, 1) // SCAN_FILE
     } else {
-        (swappiness, 200 - swappiness)
+        (swappiness, 200 - swappiness, 200) // SCAN_FRACT
     };
     let mut nr = [0; 4];
     for (i, lru) in
@@ -376,7 +379,7 @@ fn get_scan_count(st: &KState, memcg: MemcgId, sc: &ScanControl) -> [u64; 4] {
     {
         let size = st.lruvec_lru_pages(memcg, lru) >> sc.priority;
         let fraction = if i < 2 { ap } else { fp };
-        nr[i] = size * fraction / (ap + fp);
+        nr[i] = size * fraction / denominator;
     }
     nr
 }
