@@ -23,7 +23,7 @@ pub mod folio;
 mod fork;
 pub mod fs;
 pub mod gup;
-mod huge_memory;
+pub mod huge_memory;
 pub mod kernel;
 pub mod lru;
 mod lru_pure;

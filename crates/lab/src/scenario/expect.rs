@@ -52,6 +52,9 @@ pub fn read(st: &KState, env: &Env, what: &Observable) -> Result<u64, String> {
         Observable::Vmstat { name } => {
             let key = mm::vmstat::vmstat_key(name)
                 .ok_or_else(|| format!("unknown vmstat counter `{name}`"))?;
+            if !mm::vmstat::exists_on(key, env.kernel) {
+                return Err(format!("/proc/vmstat has no `{name}` on {}", env.kernel));
+            }
             Ok(st.vmstat_snapshot().get(key))
         }
         Observable::MemoryStat { cgroup, name } => {
@@ -68,17 +71,22 @@ pub fn read(st: &KState, env: &Env, what: &Observable) -> Result<u64, String> {
                 .mm
                 .ok_or_else(|| format!("process `{process}` has no address space"))?;
             let e = st.pagemap(mm, env.addr(at)?, 1)[0];
-            Ok(u64::from(match bit {
-                PagemapBit::Present => e & PM_PRESENT != 0,
-                PagemapBit::Swapped => e & PM_SWAP != 0,
-                PagemapBit::Exclusive => e & PM_MMAP_EXCLUSIVE != 0,
-                PagemapBit::SoftDirty => e & PM_SOFT_DIRTY != 0,
-                PagemapBit::File => e & PM_FILE != 0,
-                PagemapBit::ZeroPage => {
-                    e & PM_PRESENT != 0 && st.is_zero_pfn(simcore::Pfn(e & PM_PFN_MASK))
-                }
-            }))
+            Ok(u64::from(pagemap_bit(st, e, *bit)))
         }
+    }
+}
+
+/// Bit `bit` of the pagemap entry `e` (the zero-page and THP tests look at the frame it names).
+fn pagemap_bit(st: &KState, e: u64, bit: PagemapBit) -> bool {
+    let frame = (e & PM_PRESENT != 0).then_some(simcore::Pfn(e & PM_PFN_MASK));
+    match bit {
+        PagemapBit::Present => frame.is_some(),
+        PagemapBit::Swapped => e & PM_SWAP != 0,
+        PagemapBit::Exclusive => e & PM_MMAP_EXCLUSIVE != 0,
+        PagemapBit::SoftDirty => e & PM_SOFT_DIRTY != 0,
+        PagemapBit::File => e & PM_FILE != 0,
+        PagemapBit::ZeroPage => frame.is_some_and(|f| st.is_zero_pfn(f)),
+        PagemapBit::Thp => frame.is_some_and(|f| st.kpageflags_thp(f)),
     }
 }
 

@@ -212,6 +212,8 @@ fn op_refs(k: &OpKind) -> Vec<(String, ValueKind)> {
         | OpKind::Exec { .. }
         | OpKind::Sleep { .. }
         | OpKind::MemoryReclaim { .. }
+        | OpKind::PrctlSetThpDisable { .. }
+        | OpKind::SysfsWrite { .. }
         | OpKind::Pipe => Vec::new(),
     }
 }

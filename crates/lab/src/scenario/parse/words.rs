@@ -177,6 +177,8 @@ pub fn parse_advice(s: &str) -> Result<u32, String> {
         ("dontneed", madv::DONTNEED),
         ("cold", madv::COLD),
         ("pageout", madv::PAGEOUT),
+        ("hugepage", madv::HUGEPAGE),
+        ("nohugepage", madv::NOHUGEPAGE),
     ];
     flag_words(s, &table, |_, b| b)
 }
