@@ -661,6 +661,11 @@ pub(crate) async fn shrink_folio_list(
 /// Adds to swap and unmaps a folio chosen for reclaim; `Err(activate)` if it must stay.
 async fn prepare_reclaim(cx: &Cx, head: Pfn, refs: References) -> Result<(), bool> {
     let anon = cx.st().folios.is_anon(head);
+    if anon && cx.st().folios.large(head).is_some() {
+        // An anonymous THP: the kernel swaps it out whole (v4.14+, THP_SWAP) or splits it
+        // first; neither is modelled yet (`huge_memory/anon.rs`), so it stays.
+        return Err(true);
+    }
     if anon && !cx.st().folios.test(head, pg::SWAPCACHE) {
         let slot = cx.st().add_to_swap(head);
         if slot.is_none() {

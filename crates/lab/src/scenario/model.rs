@@ -170,12 +170,13 @@ pub struct Alternative {
 }
 
 /// A condition on the run's switches and kernel version: every listed switch has one of the
-/// listed values (`when = { cow_reuse = ["page_count", "mapcount"] }`) and the kernel is in the
-/// range (`kernel = ">=v5.11"`, `"<v6.5"`, `"v5.12"`). Empty: always.
+/// listed values (`when = { cow_reuse = ["page_count", "mapcount"] }`) and the kernel meets every
+/// bound (`kernel = ">=v5.11"`, `"<v6.5"`, `"v5.12"`, or a range as a list:
+/// `[">=v5.8", "<v6.13"]`). Empty: always.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct When {
     pub switches: Vec<(String, Vec<String>)>,
-    pub kernel: Option<(std::cmp::Ordering, bool, KernelVersion)>,
+    pub kernel: Vec<(std::cmp::Ordering, bool, KernelVersion)>,
 }
 
 impl When {
@@ -184,7 +185,7 @@ impl When {
         let switches_hold = self.switches.iter().all(|(k, allowed)| {
             values.iter().any(|(name, v)| name == k && allowed.iter().any(|a| a == v))
         });
-        let kernel_holds = self.kernel.is_none_or(|(ord, or_equal, v)| {
+        let kernel_holds = self.kernel.iter().all(|&(ord, or_equal, v)| {
             let c = kernel.cmp(&v);
             c == ord || (or_equal && c == std::cmp::Ordering::Equal)
         });

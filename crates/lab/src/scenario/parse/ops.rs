@@ -271,16 +271,10 @@ impl Parser<'_> {
     pub(super) fn when(&self, node: &Node) -> Result<When, ScenarioError> {
         let f = self.fields(node, "when")?;
         let mut conds = Vec::new();
-        let mut kernel = None;
+        let mut kernel = Vec::new();
         for (key, value) in f.entries {
             if key == "kernel" {
-                let Kind::Str(text) = &value.kind else {
-                    return Err(self.err(
-                        value.line,
-                        "`kernel` in `when`: expected a string like \">=v5.11\"",
-                    ));
-                };
-                kernel = Some(parse_kernel_cond(text).map_err(|e| self.err(value.line, e))?);
+                kernel = self.kernel_bounds(value)?;
                 continue;
             }
             let values: Vec<String> =
@@ -315,6 +309,30 @@ impl Parser<'_> {
         }
         f.mark_all();
         Ok(When { switches: conds, kernel })
+    }
+
+    /// `kernel` in `when`: one bound (`">=v5.11"`) or a list of bounds that all hold.
+    fn kernel_bounds(
+        &self,
+        value: &Node,
+    ) -> Result<Vec<(std::cmp::Ordering, bool, mm::KernelVersion)>, ScenarioError> {
+        let bad = |line| {
+            self.err(
+                line,
+                "`kernel` in `when`: expected a string like \">=v5.11\" or a list of them",
+            )
+        };
+        let items = match &value.kind {
+            Kind::Array(items) => items.iter().collect(),
+            _ => vec![value],
+        };
+        items
+            .into_iter()
+            .map(|n| match &n.kind {
+                Kind::Str(text) => parse_kernel_cond(text).map_err(|e| self.err(n.line, e)),
+                _ => Err(bad(n.line)),
+            })
+            .collect()
     }
 
     fn op_expect(&self, node: &Node, kind: &OpKind) -> Result<OpExpect, ScenarioError> {
