@@ -480,6 +480,14 @@ pub fn huge_zero_wp_allocates_thp(k: KernelVersion) -> bool {
     k < v(5, 8) || k >= v(6, 13)
 }
 
+/// khugepaged collapses ranges with pages mapped elsewhere too (up to `max_ptes_shared`) and
+/// PTE-mapped pages of large folios: "khugepaged: introduce 'max_ptes_shared' tunable"
+/// (71a2c112a0f6) and "khugepaged: allow to collapse PTE-mapped compound pages" (5503fbf2b0b8),
+/// both v5.8; before, such pages fail the scan.
+pub fn khugepaged_collapses_shared_and_compound(k: KernelVersion) -> bool {
+    k >= v(5, 8)
+}
+
 /// `MADV_COLLAPSE` exists: "mm/madvise: introduce MADV_COLLAPSE sync hugepage collapse"
 /// (7d8faaf15545, v6.1); before, the advice is EINVAL.
 pub fn has_madv_collapse(k: KernelVersion) -> bool {

@@ -204,6 +204,18 @@ impl Deref for Cx {
 }
 
 impl Cx {
+    /// Starts a kernel daemon (khugepaged) on the last CPU, as the machine starts kswapd there.
+    pub(crate) fn spawn_kernel_daemon<F, Fut>(&self, name: &str, f: F)
+    where
+        F: FnOnce(Cx) -> Fut + 'static,
+        Fut: Future<Output = ()> + 'static,
+    {
+        let k = self.k.clone();
+        let handle: &Handle = self;
+        let cpu = handle.cpu(handle.cpus() - 1).expect("the machine has CPUs");
+        handle.spawn_daemon(cpu, name.to_string(), move |ecx| f(Cx::new(ecx, k, None)));
+    }
+
     pub(crate) fn new(ecx: engine::Cx, k: Rc<Kernel>, current: Option<Pid>) -> Cx {
         Cx { ecx, k, current, in_lru_fault: std::cell::Cell::new(false) }
     }
@@ -457,6 +469,7 @@ impl KState {
             }
         }
         d.write_u64(self.huge_zero_pfn.map_or(0, |p| p.0));
+        self.thp.khugepaged.fingerprint(&mut d);
         for (inode, dax) in &self.dax.inodes {
             let ino = u64::from(inode.0);
             for (&index, b) in &dax.blocks {

@@ -25,6 +25,7 @@ pub mod fs;
 pub mod gup;
 pub mod huge_memory;
 pub mod kernel;
+pub mod khugepaged;
 pub mod lru;
 mod lru_pure;
 pub mod memcontrol;

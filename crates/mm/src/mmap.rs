@@ -77,6 +77,7 @@ pub mod madv {
     pub const DONTNEED: u32 = 4;
     pub const HUGEPAGE: u32 = 14;
     pub const NOHUGEPAGE: u32 = 15;
+    pub const COLLAPSE: u32 = 25;
     pub const COLD: u32 = 20;
     pub const PAGEOUT: u32 = 21;
 }
@@ -586,6 +587,29 @@ fn madvise_update_vm_flags(f: VmFlags, advice: u32) -> VmFlags {
     VmFlags((f.0 & !(VmFlags::SEQ_READ | VmFlags::RAND_READ)) | pattern)
 }
 
+/// The advice that changes VMA flags, under `mmap_lock` for write (`madvise_update_vma`): splits
+/// the VMAs at the range's edges and sets their new flags; `MADV_HUGEPAGE` registers them with
+/// khugepaged (`hugepage_madvise`).
+async fn madvise_update_vmas(
+    cx: &Cx,
+    mm: MmId,
+    start: VirtAddr,
+    end: VirtAddr,
+    advice: u32,
+) -> Result<(), Errno> {
+    covering(&cx.st(), mm, start, end)?;
+    split_huge_pmd_edges(cx, mm, start, end).await;
+    let vmas = cx.st().vma_split_range(mm, start, end);
+    for v in vmas {
+        let f = cx.st().vma(v).flags;
+        cx.st().vma_mut(v).flags = madvise_update_vm_flags(f, advice);
+        if advice == madv::HUGEPAGE {
+            crate::khugepaged::khugepaged_enter_vma(cx, v);
+        }
+    }
+    Ok(())
+}
+
 /// `madvise(2)` for the advice modelled so far.
 pub(crate) async fn do_madvise(
     cx: &Cx,
@@ -654,15 +678,10 @@ pub(crate) async fn do_madvise(
         }
         madv::NORMAL | madv::RANDOM | madv::SEQUENTIAL | madv::HUGEPAGE | madv::NOHUGEPAGE => {
             let _g = lock.write(cx).await;
-            covering(&cx.st(), mm, start, end)?;
-            split_huge_pmd_edges(cx, mm, start, end).await;
-            let vmas = cx.st().vma_split_range(mm, start, end);
-            let mut st = cx.st();
-            for v in vmas {
-                let f = &mut st.vma_mut(v).flags;
-                *f = madvise_update_vm_flags(*f, advice);
-            }
-            Ok(())
+            madvise_update_vmas(cx, mm, start, end, advice).await
+        }
+        madv::COLLAPSE if crate::era::has_madv_collapse(cx.kernel().version) => {
+            crate::khugepaged::madvise_collapse(cx, mm, start, end).await
         }
         _ => Err(Errno::EINVAL),
     }

@@ -4,6 +4,7 @@
 use super::interp::{Env, Failure};
 use super::model::{Expect, Observable, PagemapBit, Show};
 use mm::fs::proc::{PM_FILE, PM_MMAP_EXCLUSIVE, PM_PFN_MASK, PM_PRESENT, PM_SOFT_DIRTY, PM_SWAP};
+use mm::huge_memory::policy::SYSFS_DIR;
 use mm::kernel::KState;
 
 /// The value of a `Name:   123 kB` field in a `/proc` text.
@@ -65,6 +66,13 @@ pub fn read(st: &KState, env: &Env, what: &Observable) -> Result<u64, String> {
                 .find_map(|l| l.strip_prefix(name.as_str())?.strip_prefix(' ')?.parse().ok())
                 .ok_or_else(|| missing(name, &text))
         }
+        Observable::Sysfs { knob } => {
+            let text = st
+                .thp
+                .show(knob)
+                .ok_or_else(|| format!("{}{knob}: no such file on {}", SYSFS_DIR, env.kernel))?;
+            text.parse().map_err(|_| format!("{SYSFS_DIR}{knob} reads `{text}`, not a number"))
+        }
         Observable::Pagemap { process, at, bit } => {
             let pid = env.process(process)?;
             let mm = st.procs[pid]
@@ -104,6 +112,7 @@ pub fn describe(what: &Observable) -> String {
             format!("pagemap {bit:?} of {process} at {}", addr_text(at))
         }
         Observable::MemoryStat { cgroup, name } => format!("memory.stat {name} of {cgroup}"),
+        Observable::Sysfs { knob } => format!("{SYSFS_DIR}{knob}"),
     }
 }
 

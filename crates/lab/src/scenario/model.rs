@@ -460,6 +460,8 @@ pub enum Observable {
     Pagemap { process: String, at: AddrExpr, bit: PagemapBit },
     /// A `memory.stat` entry of a cgroup (bytes for amounts, counts for events).
     MemoryStat { cgroup: String, name: String },
+    /// A number read from a THP sysfs file (its path below the THP directory).
+    Sysfs { knob: String },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

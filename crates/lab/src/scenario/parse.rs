@@ -22,6 +22,10 @@ use super::ScenarioError;
 use super::model::*;
 use super::node::{Kind, Node, parse_document};
 use fields::Fields;
+
+/// The keys that name what an expectation observes.
+const OBSERVABLE_KINDS: [&str; 8] =
+    ["smaps", "smaps_rollup", "status", "vmstat", "meminfo", "pagemap", "memory_stat", "sysfs"];
 use mm::{KernelVersion, Profile, Switches};
 
 /// Parses the text of a scenario file.
@@ -216,6 +220,18 @@ impl<'a> Parser<'a> {
         })
     }
 
+    /// `sysfs = PATH`: a THP sysfs file to read a number from.
+    fn sysfs_observable(&self, f: &Fields<'_>) -> Result<Observable, ScenarioError> {
+        let path = f.string("sysfs")?;
+        let knob = mm::huge_memory::policy::sysfs_knob(&path).ok_or_else(|| {
+            self.err(
+                f.line_of("sysfs"),
+                format!("`{path}`: expected a path under {}", mm::huge_memory::policy::SYSFS_DIR),
+            )
+        })?;
+        Ok(Observable::Sysfs { knob: knob.to_string() })
+    }
+
     /// `[machine.costs]`: cost overrides in ns, each checked against `table`.
     fn machine_costs(
         &self,
@@ -339,8 +355,7 @@ impl<'a> Parser<'a> {
 
     fn expect(&self, node: &Node) -> Result<Expect, ScenarioError> {
         let f = self.fields(node, "[[expect]]")?;
-        let kinds =
-            ["smaps", "smaps_rollup", "status", "vmstat", "meminfo", "pagemap", "memory_stat"];
+        let kinds = OBSERVABLE_KINDS;
         let present: Vec<&str> = kinds.iter().copied().filter(|k| f.get(k).is_some()).collect();
         let [kind] = present[..] else {
             return Err(self.err(
@@ -371,6 +386,7 @@ impl<'a> Parser<'a> {
                 Observable::Vmstat { name }
             }
             "meminfo" => Observable::Meminfo { name: f.string("meminfo")? },
+            "sysfs" => self.sysfs_observable(&f)?,
             "memory_stat" => Observable::MemoryStat {
                 cgroup: f.string("cgroup")?,
                 name: f.string("memory_stat")?,

@@ -109,6 +109,7 @@ async fn do_huge_pmd_anonymous_page(
     let cx = vmf.cx;
     let Some(haddr) = fault_haddr(&cx.st(), vmf.vma, vmf.address) else { return Ok(None) };
     anon_vma_prepare(cx, vmf.mm, vmf.vma).await;
+    crate::khugepaged::khugepaged_enter_vma(cx, vmf.vma);
     let use_zero = cx.st().thp.settings.use_zero_page;
     if vmf.kind == FaultKind::Read && use_zero {
         let Some(zero) = get_huge_zero_page(cx).await else {

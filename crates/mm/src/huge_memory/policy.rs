@@ -248,6 +248,8 @@ pub struct ThpState {
     pub kernel: KernelVersion,
     /// The `file_thp` switch (which files READ_ONLY_THP_FOR_FS backs with THPs).
     pub file_thp: FileThp,
+    /// khugepaged's list, cursor and counters (`khugepaged.rs`).
+    pub khugepaged: crate::khugepaged::Khugepaged,
 }
 
 impl ThpState {
@@ -257,6 +259,19 @@ impl ThpState {
             settings: config.tunables.thp.clone(),
             kernel: config.kernel,
             file_thp: config.switches.file_thp,
+            khugepaged: Default::default(),
+        }
+    }
+}
+
+impl ThpState {
+    /// What reading the file at `knob` (below the THP directory) prints: a knob, or
+    /// khugepaged's read-only counters; `None` when this kernel has no such file.
+    pub fn show(&self, knob: &str) -> Option<String> {
+        match knob {
+            "khugepaged/pages_collapsed" => Some(self.khugepaged.pages_collapsed.to_string()),
+            "khugepaged/full_scans" => Some(self.khugepaged.full_scans.to_string()),
+            _ => self.settings.show(knob, self.kernel),
         }
     }
 }

@@ -62,6 +62,10 @@ fn all_ptes(st: &KState) -> Result<Vec<Mapped>, String> {
         let Some(m) = m else { continue };
         walk(st, mm, m.pgd, Level::Pgd, 0, &mut out)?;
     }
+    // PTE tables a collapse holds out of their PMD still map their pages.
+    for (&(mm, addr), &table) in &st.thp.khugepaged.isolated {
+        walk(st, mm, table, Level::Pte, addr.0, &mut out)?;
+    }
     Ok(out)
 }
 

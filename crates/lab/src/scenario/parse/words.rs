@@ -179,6 +179,7 @@ pub fn parse_advice(s: &str) -> Result<u32, String> {
         ("pageout", madv::PAGEOUT),
         ("hugepage", madv::HUGEPAGE),
         ("nohugepage", madv::NOHUGEPAGE),
+        ("collapse", madv::COLLAPSE),
     ];
     flag_words(s, &table, |_, b| b)
 }
