@@ -19,6 +19,7 @@ class Machine:
         scheduler: str | None = None,
         switches: Mapping[str, str] | None = None,
         max_events: int | None = None,
+        sysfs: Mapping[str, str] | None = None,
     ) -> None: ...
     @property
     def seed(self) -> int: ...

@@ -33,12 +33,15 @@ class Machine:
         scheduler: ``"time-ordered"`` (default), ``"random"``, ``"pct"``, ``"pct:DEPTH"``, ...
         max_events: a bound on scheduling events over the machine's life; reaching it raises
             :class:`mmsim.SimulationStopped`.
+        sysfs: transparent-hugepage knobs by sysfs path, written at boot
+            (``{"/sys/kernel/mm/transparent_hugepage/enabled": "always"}``).
         **switches: behaviour switches by their kernel names, overriding the kernel's
             (``cow_reuse="anon_exclusive"``).
 
     Raises:
         mmsim.ConfigError: an unknown profile, kernel, scheduler, switch or switch value, a
-            switch value not modelled yet, or an impossible size.
+            switch value not modelled yet, a THP knob or value the kernel refuses, or an
+            impossible size.
 
     Example::
 
@@ -58,6 +61,7 @@ class Machine:
         memory: Size | None = None,
         scheduler: str | None = None,
         max_events: int | None = None,
+        sysfs: dict[str, str | int] | None = None,
         **switches: str,
     ) -> None:
         self._core = _core.Machine(
@@ -69,6 +73,7 @@ class Machine:
             scheduler=scheduler,
             switches=switches,
             max_events=max_events,
+            sysfs={path: str(value) for path, value in (sysfs or {}).items()},
         )
 
     def __repr__(self) -> str:

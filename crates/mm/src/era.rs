@@ -442,6 +442,68 @@ pub fn mglru_reworked_tiers(k: KernelVersion) -> bool {
     k >= v(6, 14)
 }
 
+/// smaps prints `THPeligible` for each VMA: "mm, thp, proc: report THP eligibility for each vma"
+/// (7635d9cbe832, v5.0).
+pub fn smaps_has_thp_eligible(k: KernelVersion) -> bool {
+    k >= v(5, 0)
+}
+
+/// smaps' `THPeligible` answers for regular files by the READ_ONLY_THP_FOR_FS rule (before, 0):
+/// `hugepage_vma_check` became file-aware with "mm, thp: relax the VM_DENYWRITE constraint on
+/// file-backed THPs" (eb6ecbed0aa2, v5.14 ~).
+pub fn smaps_thp_eligible_files(k: KernelVersion) -> bool {
+    k >= v(5, 14)
+}
+
+/// `PR_SET_THP_DISABLE` sets `MMF_DISABLE_THP`, effective at once for every VMA: "mm: make
+/// PR_SET_THP_DISABLE immediately active" (1860033237d4, v4.13). Before, it set `VM_NOHUGEPAGE`
+/// in the mm's `def_flags`, so only later mappings got it.
+pub fn thp_disable_is_immediate(k: KernelVersion) -> bool {
+    k >= v(4, 13)
+}
+
+/// A write fault on an anonymous THP that cannot be reused splits the PMD and copies the 4 KiB
+/// page, instead of copying the whole 2 MiB: "thp: change CoW semantics for anon-THP"
+/// (3917c80280c9, v5.8).
+pub fn thp_cow_splits_pmd(k: KernelVersion) -> bool {
+    k >= v(5, 8)
+}
+
+/// `do_huge_pmd_wp_page` reuses by the folio's refcount (after dropping an unused swap-cache
+/// reference) instead of `reuse_swap_page`'s mapcount: "mm/huge_memory: streamline COW logic in
+/// do_huge_pmd_wp_page()" (3bff7e3f1f16, v5.18).
+pub fn thp_wp_reuses_by_page_count(k: KernelVersion) -> bool {
+    k >= v(5, 18)
+}
+
+/// fork splits a huge PMD whose page may be DMA-pinned in an mm that has pinned pages, so that
+/// the PTE-level copy gives the child its own copy: "mm/thp: Split huge pmds/puds if they're
+/// pinned when fork()" (d042035eaf5f, v5.9).
+pub fn fork_splits_pinned_huge_pmd(k: KernelVersion) -> bool {
+    k >= v(5, 9)
+}
+
+/// A write fault on the huge zero page allocates a THP (up to v5.7, and again from "mm: allocate
+/// THP on hugezeropage wp-fault", 1ced09e0331f, v6.13 ~); from "thp: change CoW semantics for
+/// anon-THP" (3917c80280c9, v5.8) to v6.12 it splits the PMD and faults a 4 KiB page.
+pub fn huge_zero_wp_allocates_thp(k: KernelVersion) -> bool {
+    k < v(5, 8) || k >= v(6, 13)
+}
+
+/// khugepaged collapses ranges with pages mapped elsewhere too (up to `max_ptes_shared`) and
+/// PTE-mapped pages of large folios: "khugepaged: introduce 'max_ptes_shared' tunable"
+/// (71a2c112a0f6) and "khugepaged: allow to collapse PTE-mapped compound pages" (5503fbf2b0b8),
+/// both v5.8; before, such pages fail the scan.
+pub fn khugepaged_collapses_shared_and_compound(k: KernelVersion) -> bool {
+    k >= v(5, 8)
+}
+
+/// `MADV_COLLAPSE` exists: "mm/madvise: introduce MADV_COLLAPSE sync hugepage collapse"
+/// (7d8faaf15545, v6.1); before, the advice is EINVAL.
+pub fn has_madv_collapse(k: KernelVersion) -> bool {
+    k >= v(6, 1)
+}
+
 impl Default for Switches {
     fn default() -> Self {
         Switches::for_kernel(KernelVersion::DEFAULT)

@@ -15,8 +15,9 @@ use crate::arch::tlbflush::flush_tlb_range;
 use crate::era::CowReuse;
 use crate::errno::Errno;
 use crate::folio::pg;
+use crate::huge_memory::anon::{CopyHuge, copy_huge_pmd};
 use crate::kernel::{Cx, KState};
-use crate::memory::{mm_counter, pte_alloc, vm_normal_page};
+use crate::memory::{mm_counter, pmd_alloc, pte_alloc, vm_normal_page};
 use crate::mm_struct::{MmCounter, MmId, MmStruct};
 use crate::pgtable::{Level, PtId, Pte};
 use crate::process::{Pid, ProcState, Process};
@@ -24,6 +25,7 @@ use crate::sim::cost::Cost;
 use crate::vma::{VmFlags, Vma, VmaId};
 use crate::zap::{ZapDetails, zap_vma_range};
 use simcore::{Bytes, Pfn, VirtAddr};
+use std::collections::BTreeMap;
 
 impl KState {
     /// `mm_alloc`: an empty address space with its PGD.
@@ -42,8 +44,25 @@ impl KState {
             cpumask: Default::default(),
             exe_file: None,
             nr_ptes: 1,
+            deposited: BTreeMap::new(),
+            def_flags: 0,
         };
         Ok(self.mms.push(Some(Box::new(mm))))
+    }
+}
+
+impl KState {
+    /// The child's address space (`dup_mm`'s `mm_init`): empty, with the flags it inherits.
+    fn mm_alloc_child(
+        &mut self,
+        handle: &engine::Handle,
+        child: Pid,
+        parent: MmId,
+    ) -> Result<MmId, Errno> {
+        let new = self.mm_alloc(handle, child)?;
+        self.procs[child].mm = Some(new);
+        self.mm_inherit_flags(new, parent);
+        Ok(new)
     }
 }
 
@@ -68,8 +87,7 @@ pub(crate) async fn do_fork(cx: &Cx, parent: Pid) -> Result<Pid, Errno> {
         })
     };
     cx.st().mem_cgroup_fork(parent, child);
-    let new = cx.st().mm_alloc(cx, child)?;
-    cx.st().procs[child].mm = Some(new);
+    let new = cx.st().mm_alloc_child(cx, child, old)?;
     let (old_lock, new_lock) = {
         let st = cx.st();
         (st.mm(old).mmap_lock, st.mm(new).mmap_lock)
@@ -139,6 +157,10 @@ async fn copy_page_range(
     let mut addr = start;
     while addr < end {
         let next = (addr + Bytes::PMD).align_down(Bytes::PMD).min(end);
+        if copy_pmd_leaf(cx, dst_mm, src_mm, addr, &mut wrprotected).await? {
+            addr = next;
+            continue;
+        }
         let src_table = {
             let st = cx.st();
             st.pt.pte_slot(st.mm(src_mm).pgd, addr).map(|(t, _)| t)
@@ -161,12 +183,7 @@ async fn copy_page_range(
             cow,
             cx.kernel().switches.cow_reuse,
         );
-        let mut prealloc = Vec::new();
-        for _ in 0..needed {
-            prealloc.push(
-                crate::vmscan::alloc_folio(cx, simcore::Order::BASE).await.ok_or(Errno::ENOMEM)?,
-            );
-        }
+        let mut prealloc = preallocate(cx, needed).await?;
         let (dst_ptl, src_ptl) = {
             let st = cx.st();
             (st.pt.ptl(dst_table), st.pt.ptl(src_table))
@@ -192,6 +209,48 @@ async fn copy_page_range(
         addr = next;
     }
     Ok(wrprotected)
+}
+
+/// The PMD level of `copy_pmd_range`: a huge PMD at `addr` of `src_mm` is shared with the
+/// child if anonymous (`copy_huge_pmd`, `huge_memory/anon.rs`) or left for the child to refault
+/// (file THPs, DAX); returns whether the PMD is done, false when there was none or it was split
+/// for the PTE-level copy.
+async fn copy_pmd_leaf(
+    cx: &Cx,
+    dst_mm: MmId,
+    src_mm: MmId,
+    addr: VirtAddr,
+    wrprotected: &mut bool,
+) -> Result<bool, Errno> {
+    let leaf = {
+        let st = cx.st();
+        st.pt
+            .pmd_slot(st.mm(src_mm).pgd, addr)
+            .is_some_and(|(t, i)| matches!(st.pt.upper(t, i), crate::pgtable::Upper::Leaf(_)))
+    };
+    if !leaf {
+        return Ok(false);
+    }
+    let dst_pmd = pmd_alloc(cx, dst_mm, addr).await.map_err(|_| Errno::ENOMEM)?;
+    match copy_huge_pmd(cx, dst_mm, dst_pmd, src_mm, addr).await? {
+        CopyHuge::NotAnon => Ok(true),
+        CopyHuge::Shared(was_writable) => {
+            *wrprotected |= was_writable;
+            cx.charge(Cost::PteUpdate).await;
+            Ok(true)
+        }
+        CopyHuge::Split => Ok(false),
+    }
+}
+
+/// `needed` fresh pages for the copies fork must make (`folio_prealloc`).
+async fn preallocate(cx: &Cx, needed: usize) -> Result<Vec<Pfn>, Errno> {
+    let mut prealloc = Vec::with_capacity(needed);
+    for _ in 0..needed {
+        prealloc
+            .push(crate::vmscan::alloc_folio(cx, simcore::Order::BASE).await.ok_or(Errno::ENOMEM)?);
+    }
+    Ok(prealloc)
 }
 
 /// One PTE table's share of a VMA being copied at fork, with what the copy needs to know.

@@ -43,7 +43,7 @@ use crate::folio::pg;
 use crate::kernel::{Cx, KState};
 use crate::memory::{FaultKind, vm_normal_page};
 use crate::mm_struct::{MMF_HAS_PINNED, MmId};
-use crate::pgtable::Pte;
+use crate::pgtable::{Level, Pte};
 use crate::vm_ops::VmOps;
 use crate::vma::{VmFlags, VmaId};
 use crate::vmstat::VmStat;
@@ -155,25 +155,30 @@ fn follow_page(
     flags: GupFlags,
     foll_cow: bool,
 ) -> Option<Pfn> {
-    let (pte, _) = st.pt.translate(st.mm(mm).pgd, addr)?;
+    let (pte, level) = st.pt.translate(st.mm(mm).pgd, addr)?;
     if !pte.is_present() || (flags.write && !can_follow_write_pte(pte, foll_cow)) {
         return None;
     }
     let vma = st.find_vma(mm, addr).filter(|&v| !st.vma_is_dax(v))?;
-    let page = vm_normal_page(pte);
-    if must_unshare(cx, st, st.vma(vma).flags, page, flags) {
+    // A PMD leaf maps 512 pages (`follow_huge_pmd`): this address's is the head's plus its
+    // offset.
+    let offset = if level == Level::Pmd { (addr.0 >> 12) & 511 } else { 0 };
+    let page = vm_normal_page(pte).map(|head| head + offset);
+    // A PMD-mapped THP is exclusive as a whole: its head carries PageAnonExclusive.
+    if must_unshare(cx, st, st.vma(vma).flags, vm_normal_page(pte), flags) {
         return None;
     }
     match page {
         Some(p) => Some(p),
-        None if pte.pfn() == st.zero_pfn && !flags.write => Some(st.zero_pfn),
+        // The zero page, or a page of the huge zero page, for a read.
+        None if st.is_zero_pfn(pte.pfn()) && !flags.write => Some(pte.pfn() + offset),
         None => None,
     }
 }
 
 /// Takes the reference a GUP holds (`try_grab_folio`).
 fn grab(st: &mut KState, page: Pfn, flags: GupFlags) {
-    if page == st.zero_pfn {
+    if st.is_zero_pfn(page) {
         return;
     }
     let head = st.folios.head(page);
@@ -280,7 +285,7 @@ async fn gup_slow(cx: &Cx, mm: MmId, addr: VirtAddr, flags: GupFlags) -> Result<
 pub(crate) fn release_pages(cx: &Cx, gup: &GupPages, dirty: bool) {
     let mut st = cx.st();
     for &page in &gup.pages {
-        if page == st.zero_pfn {
+        if st.is_zero_pfn(page) {
             continue;
         }
         let head = st.folios.head(page);

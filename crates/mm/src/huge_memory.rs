@@ -38,6 +38,9 @@
 //! multi-gen LRU page-table aging (they visit PTE tables only), and a fork does not copy the
 //! PMD (the child refaults, as for any file VMA without anonymous pages).
 
+pub(crate) mod anon;
+pub mod policy;
+
 use crate::era::{ExecTextThp, FileThp, OpenWriteTruncate};
 use crate::errno::VmFault;
 use crate::filemap::{folio_unlock, lock_faulted_folio, read_folios};
@@ -78,18 +81,12 @@ impl KState {
         addr: VirtAddr,
         file_thp: FileThp,
     ) -> Option<(InodeId, u64)> {
+        if !self.file_thp_enabled(vma, file_thp) {
+            return None;
+        }
         let v = self.vma(vma);
         let inode = self.file(v.file?).inode;
         let i = &self.inodes[inode];
-        let denywrite = file_thp != FileThp::Denywrite || v.flags.has(VmFlags::DENYWRITE);
-        if !i.fs.read_only_thps()
-            || !v.flags.has(VmFlags::EXEC)
-            || v.flags.has(VmFlags::WRITE)
-            || !denywrite
-            || i.is_open_for_write()
-        {
-            return None;
-        }
         let haddr = addr.align_down(Bytes::PMD);
         if haddr < v.start || haddr + Bytes::PMD > v.end {
             return None;
@@ -97,6 +94,21 @@ impl KState {
         let index = v.page_index(haddr);
         (index.is_multiple_of(HPAGE_PMD_NR) && index + HPAGE_PMD_NR <= i.size_pages())
             .then_some((inode, index))
+    }
+
+    /// `file_thp_enabled` (CONFIG_READ_ONLY_THP_FOR_FS): a `VM_EXEC` mapping without `VM_WRITE`
+    /// of a regular file on the disk file system that nobody has open for write (under
+    /// `file_thp = denywrite` only `VM_DENYWRITE` mappings).
+    pub(crate) fn file_thp_enabled(&self, vma: VmaId, file_thp: FileThp) -> bool {
+        let v = self.vma(vma);
+        let Some(file) = v.file else { return false };
+        let i = &self.inodes[self.file(file).inode];
+        let denywrite = file_thp != FileThp::Denywrite || v.flags.has(VmFlags::DENYWRITE);
+        i.fs.read_only_thps()
+            && v.flags.has(VmFlags::EXEC)
+            && !v.flags.has(VmFlags::WRITE)
+            && denywrite
+            && !i.is_open_for_write()
     }
 
     /// What the page cache of `inode` holds at `[index, index + 512)`.

@@ -32,7 +32,6 @@ use std::rc::Rc;
 /// Tunables that are sysfs or sysctl settings rather than kernel versions.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Tunables {
-    /// `/sys/kernel/mm/transparent_hugepage/enabled` is `never`: only this is modelled so far.
     /// `read_ahead_kb` of the block device, in pages (default 128 KiB).
     pub ra_pages: u64,
     /// `fault_around_bytes`, in pages (default 64 KiB).
@@ -41,11 +40,19 @@ pub struct Tunables {
     pub swappiness: u64,
     /// `/sys/kernel/mm/lru_gen/min_ttl_ms` (default 0: off).
     pub lru_gen_min_ttl_ms: u64,
+    /// `/sys/kernel/mm/transparent_hugepage/` at boot (`huge_memory/policy.rs`).
+    pub thp: crate::huge_memory::policy::ThpSettings,
 }
 
 impl Default for Tunables {
     fn default() -> Self {
-        Tunables { ra_pages: 32, fault_around_pages: 16, swappiness: 60, lru_gen_min_ttl_ms: 0 }
+        Tunables {
+            ra_pages: 32,
+            fault_around_pages: 16,
+            swappiness: 60,
+            lru_gen_min_ttl_ms: 0,
+            thp: Default::default(),
+        }
     }
 }
 
@@ -102,6 +109,8 @@ pub struct KState {
     pub workingset: crate::workingset::Workingset,
     /// The LRU algorithm, its era and tunables (`lru.rs`).
     pub lru: crate::lru::LruConfig,
+    /// The transparent-hugepage policy: the sysfs knobs and the era facts it needs.
+    pub thp: crate::huge_memory::policy::ThpState,
 }
 
 /// The kernel of one simulated machine.
@@ -195,6 +204,18 @@ impl Deref for Cx {
 }
 
 impl Cx {
+    /// Starts a kernel daemon (khugepaged) on the last CPU, as the machine starts kswapd there.
+    pub(crate) fn spawn_kernel_daemon<F, Fut>(&self, name: &str, f: F)
+    where
+        F: FnOnce(Cx) -> Fut + 'static,
+        Fut: Future<Output = ()> + 'static,
+    {
+        let k = self.k.clone();
+        let handle: &Handle = self;
+        let cpu = handle.cpu(handle.cpus() - 1).expect("the machine has CPUs");
+        handle.spawn_daemon(cpu, name.to_string(), move |ecx| f(Cx::new(ecx, k, None)));
+    }
+
     pub(crate) fn new(ecx: engine::Cx, k: Rc<Kernel>, current: Option<Pid>) -> Cx {
         Cx { ecx, k, current, in_lru_fault: std::cell::Cell::new(false) }
     }
@@ -448,6 +469,7 @@ impl KState {
             }
         }
         d.write_u64(self.huge_zero_pfn.map_or(0, |p| p.0));
+        self.thp.khugepaged.fingerprint(&mut d);
         for (inode, dax) in &self.dax.inodes {
             let ino = u64::from(inode.0);
             for (&index, b) in &dax.blocks {

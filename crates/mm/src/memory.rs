@@ -325,3 +325,15 @@ pub(crate) async fn pmd_install_lock<'a>(vmf: &Vmf<'a>, pmd_table: PtId) -> Lock
     cx.charge(Cost::PteInstall).await;
     guard
 }
+
+/// `mm_get_huge_zero_page`: the huge zero page, allocated, zeroed and counted
+/// (`thp_zero_page_alloc`) by its first user; `None` when no order-9 block is free.
+pub(crate) async fn get_huge_zero_page(cx: &Cx) -> Option<Pfn> {
+    if cx.st().huge_zero_pfn.is_none() {
+        let pages = Order::PMD.pages();
+        cx.charge(Cost::PageAlloc).await;
+        cx.charge_n(Cost::PageAllocHighOrderPerPage, pages).await;
+        cx.charge_n(Cost::ZeroPage4k, pages).await;
+    }
+    cx.st().get_huge_zero_page()
+}

@@ -32,6 +32,10 @@ pub enum MmCounter {
 
 /// `MMF_HAS_PINNED`: the mm has had pages pinned with FOLL_PIN.
 pub const MMF_HAS_PINNED: u32 = 1 << 0;
+/// `MMF_DISABLE_THP`: `PR_SET_THP_DISABLE` (inherited across fork, `MMF_INIT_MASK`).
+pub const MMF_DISABLE_THP: u32 = 1 << 1;
+/// `MMF_VM_HUGEPAGE`: the mm is on khugepaged's list.
+pub const MMF_VM_HUGEPAGE: u32 = 1 << 2;
 
 /// x86-64 `mmap_base` without randomisation: below a 128 MiB stack gap under `TASK_SIZE`.
 pub const MMAP_BASE: u64 = TASK_SIZE - (128 << 20);
@@ -54,6 +58,13 @@ pub struct MmStruct {
     pub exe_file: Option<FileId>,
     /// Page-table pages of this mm.
     pub nr_ptes: u64,
+    /// Page-table pages deposited for the huge PMDs of anonymous memory, by PMD slot, to be
+    /// withdrawn when the PMD is split or zapped (`pgtable_trans_huge_deposit`). Counted in
+    /// `nr_ptes` and `nr_page_table_pages`; only anonymous PMDs have one (x86 deposits none for
+    /// file THPs or DAX).
+    pub deposited: BTreeMap<(PtId, usize), simcore::Pfn>,
+    /// `mm->def_flags`: `VM_NOHUGEPAGE` after `PR_SET_THP_DISABLE` before v4.13.
+    pub def_flags: u64,
 }
 
 impl MmStruct {

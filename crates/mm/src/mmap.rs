@@ -75,6 +75,9 @@ pub mod madv {
     pub const RANDOM: u32 = 1;
     pub const SEQUENTIAL: u32 = 2;
     pub const DONTNEED: u32 = 4;
+    pub const HUGEPAGE: u32 = 14;
+    pub const NOHUGEPAGE: u32 = 15;
+    pub const COLLAPSE: u32 = 25;
     pub const COLD: u32 = 20;
     pub const PAGEOUT: u32 = 21;
 }
@@ -214,8 +217,8 @@ pub(crate) async fn do_mmap(cx: &Cx, pid: Pid, a: MmapArgs) -> Result<VirtAddr, 
     if fixed && !a.addr.is_some_and(|x| x.is_aligned(Bytes::PAGE)) {
         return Err(Errno::EINVAL);
     }
-    let mut vm = calc_vm_flags(&a);
     let mm = cx.st().procs[pid].mm.ok_or(Errno::EINVAL)?;
+    let mut vm = calc_vm_flags(&a, cx.st().mm(mm).def_flags);
     let file = match (anon, shared) {
         (true, true) => Some(cx.st().shmem_zero_setup(cx, len.as_u64())),
         (true, false) => None,
@@ -289,9 +292,11 @@ pub(crate) async fn do_mmap(cx: &Cx, pid: Pid, a: MmapArgs) -> Result<VirtAddr, 
 }
 
 /// `calc_vm_prot_bits` and `calc_vm_flag_bits`: the VMA flags an mmap's protection and flags
-/// ask for, before the file has its say.
-fn calc_vm_flags(a: &MmapArgs) -> u64 {
-    let mut vm = VmFlags::MAYREAD | VmFlags::MAYWRITE | VmFlags::MAYEXEC | VmFlags::SOFTDIRTY;
+/// ask for, with the mm's `def_flags` (`VM_NOHUGEPAGE` after `PR_SET_THP_DISABLE` before
+/// v4.13), before the file has its say.
+fn calc_vm_flags(a: &MmapArgs, def_flags: u64) -> u64 {
+    let mut vm =
+        VmFlags::MAYREAD | VmFlags::MAYWRITE | VmFlags::MAYEXEC | VmFlags::SOFTDIRTY | def_flags;
     for (p, f) in
         [(prot::READ, VmFlags::READ), (prot::WRITE, VmFlags::WRITE), (prot::EXEC, VmFlags::EXEC)]
     {
@@ -568,6 +573,43 @@ fn change_protection(st: &mut KState, kernel: KernelVersion, v: VmaId) -> u64 {
     n
 }
 
+/// The VMA flags `advice` leaves (`madvise_update_vma`'s new flags): the access pattern, or
+/// `VM_HUGEPAGE`/`VM_NOHUGEPAGE` (`hugepage_madvise`).
+fn madvise_update_vm_flags(f: VmFlags, advice: u32) -> VmFlags {
+    let pattern = match advice {
+        madv::HUGEPAGE | madv::NOHUGEPAGE => {
+            return crate::huge_memory::policy::hugepage_madvise(f, advice == madv::HUGEPAGE);
+        }
+        madv::RANDOM => VmFlags::RAND_READ,
+        madv::SEQUENTIAL => VmFlags::SEQ_READ,
+        _ => 0,
+    };
+    VmFlags((f.0 & !(VmFlags::SEQ_READ | VmFlags::RAND_READ)) | pattern)
+}
+
+/// The advice that changes VMA flags, under `mmap_lock` for write (`madvise_update_vma`): splits
+/// the VMAs at the range's edges and sets their new flags; `MADV_HUGEPAGE` registers them with
+/// khugepaged (`hugepage_madvise`).
+async fn madvise_update_vmas(
+    cx: &Cx,
+    mm: MmId,
+    start: VirtAddr,
+    end: VirtAddr,
+    advice: u32,
+) -> Result<(), Errno> {
+    covering(&cx.st(), mm, start, end)?;
+    split_huge_pmd_edges(cx, mm, start, end).await;
+    let vmas = cx.st().vma_split_range(mm, start, end);
+    for v in vmas {
+        let f = cx.st().vma(v).flags;
+        cx.st().vma_mut(v).flags = madvise_update_vm_flags(f, advice);
+        if advice == madv::HUGEPAGE {
+            crate::khugepaged::khugepaged_enter_vma(cx, v);
+        }
+    }
+    Ok(())
+}
+
 /// `madvise(2)` for the advice modelled so far.
 pub(crate) async fn do_madvise(
     cx: &Cx,
@@ -634,22 +676,12 @@ pub(crate) async fn do_madvise(
             crate::vmscan::reclaim_pages(cx, folios).await;
             Ok(())
         }
-        madv::NORMAL | madv::RANDOM | madv::SEQUENTIAL => {
+        madv::NORMAL | madv::RANDOM | madv::SEQUENTIAL | madv::HUGEPAGE | madv::NOHUGEPAGE => {
             let _g = lock.write(cx).await;
-            covering(&cx.st(), mm, start, end)?;
-            split_huge_pmd_edges(cx, mm, start, end).await;
-            let vmas = cx.st().vma_split_range(mm, start, end);
-            let mut st = cx.st();
-            for v in vmas {
-                let f = &mut st.vma_mut(v).flags;
-                f.0 &= !(VmFlags::SEQ_READ | VmFlags::RAND_READ);
-                f.0 |= match advice {
-                    madv::RANDOM => VmFlags::RAND_READ,
-                    madv::SEQUENTIAL => VmFlags::SEQ_READ,
-                    _ => 0,
-                };
-            }
-            Ok(())
+            madvise_update_vmas(cx, mm, start, end, advice).await
+        }
+        madv::COLLAPSE if crate::era::has_madv_collapse(cx.kernel().version) => {
+            crate::khugepaged::madvise_collapse(cx, mm, start, end).await
         }
         _ => Err(Errno::EINVAL),
     }

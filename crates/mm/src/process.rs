@@ -31,6 +31,11 @@ pub struct Process {
 }
 
 impl Process {
+    /// A running process named `name` with no parent, address space or files yet.
+    pub fn new(name: String, parent: Option<Pid>) -> Process {
+        Process { name, parent, mm: None, fds: BTreeMap::new(), state: ProcState::Running }
+    }
+
     /// The lowest free descriptor (`get_unused_fd_flags`).
     pub fn next_fd(&self) -> i32 {
         (0..).find(|fd| !self.fds.contains_key(fd)).expect("a free descriptor")

@@ -101,6 +101,36 @@ impl Thread {
         do_mprotect(&self.cx, self.mm()?, addr, len, prot).await
     }
 
+    /// A write of `value` to the THP sysfs knob `knob` (its path below
+    /// `/sys/kernel/mm/transparent_hugepage/`, `huge_memory/policy.rs`): EINVAL for a value the
+    /// knob refuses, ENOENT for a knob this kernel does not have.
+    pub async fn sysfs_write(&self, knob: &str, value: &str) -> Result<(), Errno> {
+        self.cx.charge(crate::sim::cost::Cost::Syscall).await;
+        let k = self.cx.kernel().version;
+        let mut st = self.cx.st();
+        if st.thp.settings.show(knob, k).is_none() {
+            return Err(Errno::ENOENT);
+        }
+        st.thp.settings.set(knob, value, k).map_err(|_| Errno::EINVAL)
+    }
+
+    /// `prctl(PR_SET_THP_DISABLE, disable)` (`kernel/sys.c`; `huge_memory/policy.rs`).
+    pub async fn prctl_set_thp_disable(&self, disable: bool) -> Result<(), Errno> {
+        self.cx.charge(crate::sim::cost::Cost::Syscall).await;
+        let mm = self.mm()?;
+        let lock = self.cx.st().mm(mm).mmap_lock;
+        let _g = lock.write(&self.cx).await;
+        self.cx.st().prctl_set_thp_disable(mm, disable);
+        Ok(())
+    }
+
+    /// `prctl(PR_GET_THP_DISABLE)`.
+    pub async fn prctl_get_thp_disable(&self) -> Result<bool, Errno> {
+        self.cx.charge(crate::sim::cost::Cost::Syscall).await;
+        let mm = self.mm()?;
+        Ok(self.cx.st().prctl_get_thp_disable(mm))
+    }
+
     pub async fn madvise(&self, addr: VirtAddr, len: Bytes, advice: u32) -> Result<(), Errno> {
         do_madvise(&self.cx, self.mm()?, addr, len, advice).await
     }

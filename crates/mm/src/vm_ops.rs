@@ -18,7 +18,8 @@
 //!   `do_anonymous_page`, the page cache `do_fault` (`filemap_fault` as its `->fault`), DAX
 //!   `dax_pte_fault`.
 //! - `huge_fault`: the PMD level, tried before the PTE table is walked: DAX's PMD faults, the
-//!   page cache's read-only text THPs; none for anonymous memory (anonymous THP is `never`).
+//!   page cache's read-only text THPs, anonymous THPs and the huge zero page
+//!   (`huge_memory/anon.rs`).
 //! - `map_pages`: fault-around, the page cache's `filemap_map_pages`.
 //! - `page_mkwrite`: the write-protect fault of a shared mapping: the page cache's
 //!   `wp_page_shared`, DAX's `dax_wp_shared` (`pfn_mkwrite` and `page_mkwrite` are
@@ -33,6 +34,7 @@ use crate::fault::{do_anonymous_page, do_fault, wp_page_shared};
 use crate::filemap::filemap_map_pages;
 use crate::fs::FileId;
 use crate::fs::dax::{dax_huge_fault, dax_pte_fault, dax_wp_shared};
+use crate::huge_memory::anon::anon_huge_fault;
 use crate::huge_memory::file_huge_fault;
 use crate::kernel::KState;
 use crate::memory::{FaultOutcome, Vmf};
@@ -72,7 +74,7 @@ impl VmOps {
     /// `None` when the fault goes on at the PTE level.
     pub(crate) async fn huge_fault(self, vmf: &Vmf<'_>) -> Result<Option<FaultOutcome>, VmFault> {
         match self {
-            VmOps::Anonymous => Ok(None),
+            VmOps::Anonymous => anon_huge_fault(vmf).await,
             VmOps::PageCache => file_huge_fault(vmf).await,
             VmOps::Dax => dax_huge_fault(vmf).await,
         }

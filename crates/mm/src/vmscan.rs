@@ -166,6 +166,25 @@ pub(crate) async fn alloc_folio(cx: &Cx, order: Order) -> Option<Pfn> {
     got
 }
 
+/// `alloc_pages` without direct reclaim (`GFP_TRANSHUGE_LIGHT`, a THP fault whose `defrag` does
+/// not stall): takes the folio only if it leaves the free pages above the min watermark, waking
+/// kswapd below the low one. The memory cgroup charge may still reclaim the cgroup (mmsim's
+/// charge always may; the kernel's would not without `__GFP_DIRECT_RECLAIM`).
+pub(crate) async fn alloc_folio_no_reclaim(cx: &Cx, order: Order) -> Option<Pfn> {
+    let (free, wm) = {
+        let st = cx.st();
+        (st.free_pages(), st.wmark)
+    };
+    let need = order.pages();
+    if free < need + wm.low {
+        wake_kswapd(cx);
+    }
+    if free < need + wm.min {
+        return None;
+    }
+    alloc_folio(cx, order).await
+}
+
 /// `try_charge`: reserves `nr` pages in `memcg`'s counters, reclaiming the cgroup whose limit
 /// they would exceed; false when it cannot (the memcg OOM).
 async fn try_charge(cx: &Cx, memcg: MemcgId, nr: u64) -> bool {
@@ -645,6 +664,11 @@ pub(crate) async fn shrink_folio_list(
 /// Adds to swap and unmaps a folio chosen for reclaim; `Err(activate)` if it must stay.
 async fn prepare_reclaim(cx: &Cx, head: Pfn, refs: References) -> Result<(), bool> {
     let anon = cx.st().folios.is_anon(head);
+    if anon && cx.st().folios.large(head).is_some() {
+        // An anonymous THP: the kernel swaps it out whole (v4.14+, THP_SWAP) or splits it
+        // first; neither is modelled yet (`huge_memory/anon.rs`), so it stays.
+        return Err(true);
+    }
     if anon && !cx.st().folios.test(head, pg::SWAPCACHE) {
         let slot = cx.st().add_to_swap(head);
         if slot.is_none() {

@@ -60,8 +60,15 @@ simcore::counter_keys! {
         PgstealFile = "pgsteal_file",
         AllocstallNormal = "allocstall_normal",
         OomKill = "oom_kill",
+        ThpFaultAlloc = "thp_fault_alloc",
         ThpFaultFallback = "thp_fault_fallback",
+        ThpCollapseAlloc = "thp_collapse_alloc",
+        ThpCollapseAllocFailed = "thp_collapse_alloc_failed",
         ThpFileMapped = "thp_file_mapped",
+        ThpSplitPage = "thp_split_page",
+        ThpSplitPageFailed = "thp_split_page_failed",
+        ThpDeferredSplitPage = "thp_deferred_split_page",
+        ThpSplitPmd = "thp_split_pmd",
         ThpZeroPageAlloc = "thp_zero_page_alloc",
         NrTlbRemoteFlush = "nr_tlb_remote_flush",
         NrTlbRemoteFlushReceived = "nr_tlb_remote_flush_received",
@@ -116,4 +123,18 @@ pub fn vmstat_text(stats: &VmStats) -> String {
 /// Looks a counter up by its kernel name.
 pub fn vmstat_key(name: &str) -> Option<VmStat> {
     VmStat::ALL.iter().copied().find(|k| k.name() == name)
+}
+
+/// Whether `/proc/vmstat` has `stat` on kernel `k`: the THP split counters came with "mm,
+/// vmstats: new THP splitting event" (122afea9626a, v4.5), when `thp_split` became
+/// `thp_split_page` and `thp_split_pmd` and `thp_deferred_split_page` were added.
+pub fn exists_on(stat: VmStat, k: crate::KernelVersion) -> bool {
+    let since = match stat {
+        VmStat::ThpSplitPage
+        | VmStat::ThpSplitPageFailed
+        | VmStat::ThpDeferredSplitPage
+        | VmStat::ThpSplitPmd => crate::KernelVersion::new(4, 5),
+        _ => return true,
+    };
+    k >= since
 }

@@ -58,6 +58,11 @@ pub(crate) async fn zap_vma_range(
                 cleared += zap_pte_range(cx, vma, table, addr, next, details, &mut freed).await;
             }
             Some((pmd_table, idx, Upper::Leaf(_))) => {
+                // Part of an anonymous PMD: split it, then zap the PTEs of the part.
+                let partial = !addr.is_aligned(Bytes::PMD) || next < addr + Bytes::PMD;
+                if partial && split_huge_pmd(cx, mm, addr).await {
+                    continue;
+                }
                 let (n, folio) = zap_huge_pmd(cx, mm, pmd_table, idx).await;
                 cleared += n;
                 freed.extend(folio);
@@ -171,6 +176,9 @@ async fn zap_huge_pmd(cx: &Cx, mm: MmId, pmd_table: PtId, idx: usize) -> (u64, O
     let (cleared, folio) = {
         let mut st = cx.st();
         match st.pt.upper(pmd_table, idx) {
+            Upper::Leaf(leaf) if let Some(folio) = st.zap_anon_pmd(mm, pmd_table, idx, leaf) => {
+                (1, folio)
+            }
             Upper::Leaf(leaf) if leaf.special() => {
                 st.pt.set_upper(pmd_table, idx, Upper::None);
                 (1, None)
@@ -187,25 +195,43 @@ async fn zap_huge_pmd(cx: &Cx, mm: MmId, pmd_table: PtId, idx: usize) -> (u64, O
     (cleared, folio)
 }
 
-/// `__split_huge_pmd` of the huge PMD mapping `addr` in `mm`, if any: for a DAX VMA or a file
-/// THP the PMD is only cleared (and its range flushed, then the folio's reference dropped);
-/// faults map the pages again.
-pub(crate) async fn split_huge_pmd(cx: &Cx, mm: MmId, addr: VirtAddr) {
+/// `__split_huge_pmd` of the huge PMD mapping `addr` in `mm`, if any: an anonymous PMD (a THP
+/// or the huge zero page) becomes a PTE table mapping the same pages (`huge_memory/anon.rs`);
+/// for a DAX VMA or a file THP the PMD is only cleared (and its range flushed, then the
+/// folio's reference dropped), and faults map the pages again. Returns whether the PMD now
+/// points to a PTE table.
+pub(crate) async fn split_huge_pmd(cx: &Cx, mm: MmId, addr: VirtAddr) -> bool {
     let slot = {
         let st = cx.st();
         st.pt
             .pmd_slot(st.mm(mm).pgd, addr)
             .filter(|&(t, i)| matches!(st.pt.upper(t, i), Upper::Leaf(_)))
     };
-    let Some((pmd_table, idx)) = slot else { return };
+    let Some((pmd_table, idx)) = slot else { return false };
+    let haddr = addr.align_down(Bytes::PMD);
+    let ptl = cx.st().pt.ptl(pmd_table);
+    let split = {
+        let _g = ptl.lock(cx).await;
+        let handle: &engine::Handle = cx;
+        let mut st = cx.st();
+        match st.pt.upper(pmd_table, idx) {
+            Upper::Leaf(leaf) => st.split_anon_pmd(handle, mm, pmd_table, idx, leaf),
+            _ => return false,
+        }
+    };
+    if split {
+        cx.charge_n(Cost::PteUpdate, 512).await;
+        flush_tlb_range(cx, mm, haddr, haddr + Bytes::PMD).await;
+        return true;
+    }
     let (cleared, folio) = zap_huge_pmd(cx, mm, pmd_table, idx).await;
     if cleared > 0 {
-        let haddr = addr.align_down(Bytes::PMD);
         flush_tlb_range(cx, mm, haddr, haddr + Bytes::PMD).await;
     }
     if let Some(head) = folio {
         cx.st().put_folio_extra(head);
     }
+    false
 }
 
 /// `vma_adjust_trans_huge`: splits the huge PMDs that `start` or `end` would cut, before VMAs are

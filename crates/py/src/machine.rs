@@ -120,10 +120,11 @@ impl Machine {
 #[pymethods]
 impl Machine {
     /// A machine of profile `profile` running kernel `kernel` (default: the newest modelled),
-    /// with `switches` overriding that kernel's behaviour switches by name. `max_events` bounds
-    /// the scheduling events over the machine's life (exceeding it stops the simulation).
+    /// with `switches` overriding that kernel's behaviour switches by name and `sysfs` setting
+    /// THP knobs by their sysfs paths at boot. `max_events` bounds the scheduling events over the
+    /// machine's life (exceeding it stops the simulation).
     #[new]
-    #[pyo3(signature = (profile="tiny", kernel=None, seed=0, cpus=None, memory=None, scheduler=None, switches=None, max_events=None))]
+    #[pyo3(signature = (profile="tiny", kernel=None, seed=0, cpus=None, memory=None, scheduler=None, switches=None, max_events=None, sysfs=None))]
     #[allow(clippy::too_many_arguments, reason = "the keyword arguments of a Python constructor")]
     fn new(
         py: Python<'_>,
@@ -135,13 +136,22 @@ impl Machine {
         scheduler: Option<&str>,
         switches: Option<BTreeMap<String, String>>,
         max_events: Option<u64>,
+        sysfs: Option<BTreeMap<String, String>>,
     ) -> PyResult<Machine> {
+        let mut knobs = Vec::new();
+        for (path, value) in sysfs.unwrap_or_default() {
+            let knob = mm::huge_memory::policy::sysfs_knob(&path).ok_or_else(|| {
+                config_error(py, &format!("`{path}`: not a transparent_hugepage sysfs path"))
+            })?;
+            knobs.push((knob.to_string(), value));
+        }
         let mut spec = MachineSpec {
             profile: profile.to_string(),
             cpus,
             memory: memory.map(Size::bytes),
             seed,
             switch_overrides: switches.unwrap_or_default().into_iter().collect(),
+            sysfs: knobs,
             ..MachineSpec::default()
         };
         if let Some(k) = kernel {

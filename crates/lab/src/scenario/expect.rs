@@ -4,6 +4,7 @@
 use super::interp::{Env, Failure};
 use super::model::{Expect, Observable, PagemapBit, Show};
 use mm::fs::proc::{PM_FILE, PM_MMAP_EXCLUSIVE, PM_PFN_MASK, PM_PRESENT, PM_SOFT_DIRTY, PM_SWAP};
+use mm::huge_memory::policy::SYSFS_DIR;
 use mm::kernel::KState;
 
 /// The value of a `Name:   123 kB` field in a `/proc` text.
@@ -52,6 +53,9 @@ pub fn read(st: &KState, env: &Env, what: &Observable) -> Result<u64, String> {
         Observable::Vmstat { name } => {
             let key = mm::vmstat::vmstat_key(name)
                 .ok_or_else(|| format!("unknown vmstat counter `{name}`"))?;
+            if !mm::vmstat::exists_on(key, env.kernel) {
+                return Err(format!("/proc/vmstat has no `{name}` on {}", env.kernel));
+            }
             Ok(st.vmstat_snapshot().get(key))
         }
         Observable::MemoryStat { cgroup, name } => {
@@ -62,23 +66,35 @@ pub fn read(st: &KState, env: &Env, what: &Observable) -> Result<u64, String> {
                 .find_map(|l| l.strip_prefix(name.as_str())?.strip_prefix(' ')?.parse().ok())
                 .ok_or_else(|| missing(name, &text))
         }
+        Observable::Sysfs { knob } => {
+            let text = st
+                .thp
+                .show(knob)
+                .ok_or_else(|| format!("{}{knob}: no such file on {}", SYSFS_DIR, env.kernel))?;
+            text.parse().map_err(|_| format!("{SYSFS_DIR}{knob} reads `{text}`, not a number"))
+        }
         Observable::Pagemap { process, at, bit } => {
             let pid = env.process(process)?;
             let mm = st.procs[pid]
                 .mm
                 .ok_or_else(|| format!("process `{process}` has no address space"))?;
             let e = st.pagemap(mm, env.addr(at)?, 1)[0];
-            Ok(u64::from(match bit {
-                PagemapBit::Present => e & PM_PRESENT != 0,
-                PagemapBit::Swapped => e & PM_SWAP != 0,
-                PagemapBit::Exclusive => e & PM_MMAP_EXCLUSIVE != 0,
-                PagemapBit::SoftDirty => e & PM_SOFT_DIRTY != 0,
-                PagemapBit::File => e & PM_FILE != 0,
-                PagemapBit::ZeroPage => {
-                    e & PM_PRESENT != 0 && st.is_zero_pfn(simcore::Pfn(e & PM_PFN_MASK))
-                }
-            }))
+            Ok(u64::from(pagemap_bit(st, e, *bit)))
         }
+    }
+}
+
+/// Bit `bit` of the pagemap entry `e` (the zero-page and THP tests look at the frame it names).
+fn pagemap_bit(st: &KState, e: u64, bit: PagemapBit) -> bool {
+    let frame = (e & PM_PRESENT != 0).then_some(simcore::Pfn(e & PM_PFN_MASK));
+    match bit {
+        PagemapBit::Present => frame.is_some(),
+        PagemapBit::Swapped => e & PM_SWAP != 0,
+        PagemapBit::Exclusive => e & PM_MMAP_EXCLUSIVE != 0,
+        PagemapBit::SoftDirty => e & PM_SOFT_DIRTY != 0,
+        PagemapBit::File => e & PM_FILE != 0,
+        PagemapBit::ZeroPage => frame.is_some_and(|f| st.is_zero_pfn(f)),
+        PagemapBit::Thp => frame.is_some_and(|f| st.kpageflags_thp(f)),
     }
 }
 
@@ -96,6 +112,7 @@ pub fn describe(what: &Observable) -> String {
             format!("pagemap {bit:?} of {process} at {}", addr_text(at))
         }
         Observable::MemoryStat { cgroup, name } => format!("memory.stat {name} of {cgroup}"),
+        Observable::Sysfs { knob } => format!("{SYSFS_DIR}{knob}"),
     }
 }
 

@@ -181,6 +181,8 @@ pub async fn execute(t: &Thread, op: &Op, env: &RefCell<Env>) -> OpResult {
         | OpKind::Exit
         | OpKind::Exec { .. }
         | OpKind::ClearRefs { .. }
+        | OpKind::PrctlSetThpDisable { .. }
+        | OpKind::SysfsWrite { .. }
         | OpKind::Sleep { .. }
         | OpKind::MemoryReclaim { .. } => task_op(t, op, env).await,
         OpKind::Pin { .. } | OpKind::PinRead { .. } | OpKind::Unpin { .. } => {
@@ -336,6 +338,14 @@ async fn task_op(t: &Thread, op: &Op, env: &RefCell<Env>) -> Result<Outcome, Sto
         }
         OpKind::Sleep { duration } => {
             t.cx().sleep(*duration).await;
+            Outcome::Done
+        }
+        OpKind::PrctlSetThpDisable { disable } => {
+            t.prctl_set_thp_disable(*disable).await?;
+            Outcome::Done
+        }
+        OpKind::SysfsWrite { knob, value } => {
+            t.sysfs_write(knob, value).await?;
             Outcome::Done
         }
         OpKind::MemoryReclaim { cgroup, amount } => {

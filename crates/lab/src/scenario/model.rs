@@ -23,6 +23,7 @@ impl Default for MachineSpec {
             swappiness: None,
             min_ttl_ms: None,
             costs: Vec::new(),
+            sysfs: Vec::new(),
         }
     }
 }
@@ -95,6 +96,9 @@ pub struct MachineSpec {
     pub min_ttl_ms: Option<u64>,
     /// Cost overrides by name, in ns.
     pub costs: Vec<(String, u64)>,
+    /// `[machine.sysfs]`: THP knobs by path (below `/sys/kernel/mm/transparent_hugepage/`) and
+    /// the value written to each at boot.
+    pub sysfs: Vec<(String, String)>,
 }
 
 #[derive(Clone, Debug)]
@@ -165,17 +169,14 @@ pub struct Alternative {
     pub expect: OpExpect,
 }
 
-/// A kernel condition: the order against a version, and whether equal also holds.
-pub type KernelCond = (std::cmp::Ordering, bool, KernelVersion);
-
 /// A condition on the run's switches and kernel version: every listed switch has one of the
-/// listed values (`when = { cow_reuse = ["page_count", "mapcount"] }`) and the kernel is in the
-/// range (`kernel = ">=v5.11"`, `"<v6.5"`, `"v5.12"`, `"v6.5..v6.14"`). Empty: always.
+/// listed values (`when = { cow_reuse = ["page_count", "mapcount"] }`) and the kernel meets every
+/// bound (`kernel = ">=v5.11"`, `"<v6.5"`, `"v5.12"`, or a range as a list:
+/// `[">=v5.8", "<v6.13"]`). Empty: always.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct When {
     pub switches: Vec<(String, Vec<String>)>,
-    /// Every condition must hold (a range is two).
-    pub kernel: Vec<KernelCond>,
+    pub kernel: Vec<(std::cmp::Ordering, bool, KernelVersion)>,
 }
 
 impl When {
@@ -295,6 +296,15 @@ pub enum OpKind {
         len: u64,
         offset: u64,
     },
+    /// `prctl(PR_SET_THP_DISABLE, disable)`.
+    PrctlSetThpDisable {
+        disable: bool,
+    },
+    /// A write of `value` to a THP sysfs knob (its path below the THP directory).
+    SysfsWrite {
+        knob: String,
+        value: String,
+    },
     /// Writes `value` to `/proc/PID/clear_refs` of `process`.
     ClearRefs {
         process: String,
@@ -377,6 +387,8 @@ impl OpKind {
             OpKind::Unpin { .. } => "unpin",
             OpKind::PreadDirect { .. } => "pread_direct",
             OpKind::ClearRefs { .. } => "clear_refs",
+            OpKind::PrctlSetThpDisable { .. } => "prctl",
+            OpKind::SysfsWrite { .. } => "sysfs_write",
             OpKind::Pipe => "pipe",
             OpKind::Vmsplice { .. } => "vmsplice",
             OpKind::Sleep { .. } => "sleep",
@@ -454,6 +466,8 @@ pub enum Observable {
     Pagemap { process: String, at: AddrExpr, bit: PagemapBit },
     /// A `memory.stat` entry of a cgroup (bytes for amounts, counts for events).
     MemoryStat { cgroup: String, name: String },
+    /// A number read from a THP sysfs file (its path below the THP directory).
+    Sysfs { knob: String },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -464,10 +478,26 @@ pub enum PagemapBit {
     SoftDirty,
     File,
     ZeroPage,
+    /// `/proc/kpageflags`' `KPF_THP` of the mapped page: part of a PMD-sized folio.
+    Thp,
 }
 
 impl PagemapBit {
-    pub const NAMES: &'static str = "present, swapped, exclusive, soft_dirty, file, zero_page";
+    pub const NAMES: &'static str = "present, swapped, exclusive, soft_dirty, file, zero_page, thp";
+
+    /// The bit named `name` in scenario files.
+    pub fn named(name: &str) -> Option<PagemapBit> {
+        let table = [
+            ("present", PagemapBit::Present),
+            ("swapped", PagemapBit::Swapped),
+            ("exclusive", PagemapBit::Exclusive),
+            ("soft_dirty", PagemapBit::SoftDirty),
+            ("file", PagemapBit::File),
+            ("zero_page", PagemapBit::ZeroPage),
+            ("thp", PagemapBit::Thp),
+        ];
+        table.iter().find(|(n, _)| *n == name).map(|&(_, b)| b)
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -22,6 +22,10 @@ use super::ScenarioError;
 use super::model::*;
 use super::node::{Kind, Node, parse_document};
 use fields::Fields;
+
+/// The keys that name what an expectation observes.
+const OBSERVABLE_KINDS: [&str; 8] =
+    ["smaps", "smaps_rollup", "status", "vmstat", "meminfo", "pagemap", "memory_stat", "sysfs"];
 use mm::{KernelVersion, Profile, Switches};
 
 /// Parses the text of a scenario file.
@@ -175,25 +179,11 @@ impl<'a> Parser<'a> {
             min_ttl_ms = t.opt_tunable("lru_gen_min_ttl_ms")?;
             t.finish(&["read_ahead_kb", "fault_around_bytes", "swappiness", "lru_gen_min_ttl_ms"])?;
         }
-        let mut costs = Vec::new();
-        if let Some(n) = f.get("costs") {
-            let c = self.fields(n, "[machine.costs]")?;
-            let mut table = resized.costs.clone();
-            for (key, value) in c.entries {
-                let Kind::Int(ns) = value.kind else {
-                    return Err(self.err(
-                        value.line,
-                        format!("cost `{key}`: expected nanoseconds as an integer"),
-                    ));
-                };
-                let ns = u64::try_from(ns).map_err(|_| {
-                    self.err(value.line, format!("cost `{key}`: must not be negative"))
-                })?;
-                table.set(key, ns).map_err(|e| self.err(value.line, e))?;
-                costs.push((key.clone(), ns));
-            }
-            c.mark_all();
-        }
+        let costs = match f.get("costs") {
+            Some(n) => self.machine_costs(n, resized.costs.clone())?,
+            None => Vec::new(),
+        };
+        let sysfs = f.get("sysfs").map_or(Ok(Vec::new()), |n| self.machine_sysfs(n, kernel))?;
         let seed = f.opt_u64("seed")?.unwrap_or(0);
         let swap = f.opt_device("swap")?;
         let pmem = f.opt_device("pmem")?;
@@ -209,6 +199,7 @@ impl<'a> Parser<'a> {
             "seed",
             "swap",
             "pmem",
+            "sysfs",
         ])?;
         Ok(MachineSpec {
             profile: profile_name,
@@ -225,7 +216,70 @@ impl<'a> Parser<'a> {
             swappiness,
             min_ttl_ms,
             costs,
+            sysfs,
         })
+    }
+
+    /// `sysfs = PATH`: a THP sysfs file to read a number from.
+    fn sysfs_observable(&self, f: &Fields<'_>) -> Result<Observable, ScenarioError> {
+        let path = f.string("sysfs")?;
+        let knob = mm::huge_memory::policy::sysfs_knob(&path).ok_or_else(|| {
+            self.err(
+                f.line_of("sysfs"),
+                format!("`{path}`: expected a path under {}", mm::huge_memory::policy::SYSFS_DIR),
+            )
+        })?;
+        Ok(Observable::Sysfs { knob: knob.to_string() })
+    }
+
+    /// `[machine.costs]`: cost overrides in ns, each checked against `table`.
+    fn machine_costs(
+        &self,
+        node: &Node,
+        mut table: mm::sim::cost::CostTable,
+    ) -> Result<Vec<(String, u64)>, ScenarioError> {
+        let c = self.fields(node, "[machine.costs]")?;
+        let mut costs = Vec::new();
+        for (key, value) in c.entries {
+            let Kind::Int(ns) = value.kind else {
+                return Err(self
+                    .err(value.line, format!("cost `{key}`: expected nanoseconds as an integer")));
+            };
+            let ns = u64::try_from(ns)
+                .map_err(|_| self.err(value.line, format!("cost `{key}`: must not be negative")))?;
+            table.set(key, ns).map_err(|e| self.err(value.line, e))?;
+            costs.push((key.clone(), ns));
+        }
+        c.mark_all();
+        Ok(costs)
+    }
+
+    /// `[machine.sysfs]`: THP knobs by sysfs path, each checked by writing it to a default
+    /// policy of `kernel` (a `--kernel` override checks again when the machine is built).
+    fn machine_sysfs(
+        &self,
+        node: &Node,
+        kernel: KernelVersion,
+    ) -> Result<Vec<(String, String)>, ScenarioError> {
+        let t = self.fields(node, "[machine.sysfs]")?;
+        let mut scratch = mm::huge_memory::policy::ThpSettings::default();
+        let mut out = Vec::new();
+        for (path, value) in t.entries {
+            let knob = mm::huge_memory::policy::sysfs_knob(path).ok_or_else(|| {
+                self.err(
+                    value.line,
+                    format!(
+                        "`{path}`: expected a path under {}",
+                        mm::huge_memory::policy::SYSFS_DIR
+                    ),
+                )
+            })?;
+            let text = fields::scalar_node_text(self, path, "[machine.sysfs]", value)?;
+            scratch.set(knob, &text, kernel).map_err(|e| self.err(value.line, e))?;
+            out.push((knob.to_string(), text));
+        }
+        t.mark_all();
+        Ok(out)
     }
 
     fn file_decl(&self, node: &Node) -> Result<FileDecl, ScenarioError> {
@@ -301,8 +355,7 @@ impl<'a> Parser<'a> {
 
     fn expect(&self, node: &Node) -> Result<Expect, ScenarioError> {
         let f = self.fields(node, "[[expect]]")?;
-        let kinds =
-            ["smaps", "smaps_rollup", "status", "vmstat", "meminfo", "pagemap", "memory_stat"];
+        let kinds = OBSERVABLE_KINDS;
         let present: Vec<&str> = kinds.iter().copied().filter(|k| f.get(k).is_some()).collect();
         let [kind] = present[..] else {
             return Err(self.err(
@@ -333,28 +386,22 @@ impl<'a> Parser<'a> {
                 Observable::Vmstat { name }
             }
             "meminfo" => Observable::Meminfo { name: f.string("meminfo")? },
+            "sysfs" => self.sysfs_observable(&f)?,
             "memory_stat" => Observable::MemoryStat {
                 cgroup: f.string("cgroup")?,
                 name: f.string("memory_stat")?,
             },
             _ => {
-                let bit = match f.string("pagemap")?.as_str() {
-                    "present" => PagemapBit::Present,
-                    "swapped" => PagemapBit::Swapped,
-                    "exclusive" => PagemapBit::Exclusive,
-                    "soft_dirty" => PagemapBit::SoftDirty,
-                    "file" => PagemapBit::File,
-                    "zero_page" => PagemapBit::ZeroPage,
-                    other => {
-                        return Err(self.err(
-                            f.line_of("pagemap"),
-                            format!(
-                                "unknown pagemap bit `{other}`: expected one of {}",
-                                PagemapBit::NAMES
-                            ),
-                        ));
-                    }
-                };
+                let name = f.string("pagemap")?;
+                let bit = PagemapBit::named(&name).ok_or_else(|| {
+                    self.err(
+                        f.line_of("pagemap"),
+                        format!(
+                            "unknown pagemap bit `{name}`: expected one of {}",
+                            PagemapBit::NAMES
+                        ),
+                    )
+                })?;
                 Observable::Pagemap { process: f.string("process")?, at: f.addr("at")?, bit }
             }
         };

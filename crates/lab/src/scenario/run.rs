@@ -133,6 +133,9 @@ pub fn machine_config(
     for (k, v) in &m.costs {
         config.profile.costs.set(k, *v).map_err(bad)?;
     }
+    for (knob, v) in &m.sysfs {
+        config.tunables.thp.set(knob, v, kernel).map_err(bad)?;
+    }
     apply_sets(&mut config, &o.sets).map_err(bad)?;
     config.switches.check_implemented(config.kernel).map_err(bad)?;
     Ok(config)
@@ -140,7 +143,8 @@ pub fn machine_config(
 
 /// Applies `mmsim run --set KEY=VALUE` settings to `config`: `cost.NAME=ns`, the tunables
 /// `read_ahead_kb`, `fault_around_bytes`, `swappiness` and `lru_gen_min_ttl_ms` (each within its
-/// kernel range), or a switch. Errors name the setting.
+/// kernel range), a THP knob by its sysfs path (`transparent_hugepage/enabled=always`), or a
+/// switch. Errors name the setting.
 pub fn apply_sets(config: &mut MachineConfig, sets: &[(String, String)]) -> Result<(), String> {
     for (key, value) in sets {
         let flag = |e: String| format!("--set {key}={value}: {e}");
@@ -149,7 +153,9 @@ pub fn apply_sets(config: &mut MachineConfig, sets: &[(String, String)]) -> Resu
             check_tunable(key, n).map_err(flag)?;
             Ok::<u64, String>(n)
         };
-        if let Some(cost) = key.strip_prefix("cost.") {
+        if let Some(knob) = mm::huge_memory::policy::sysfs_knob(key) {
+            config.tunables.thp.set(knob, value, config.kernel).map_err(flag)?;
+        } else if let Some(cost) = key.strip_prefix("cost.") {
             config.profile.costs.set(cost, number()?).map_err(flag)?;
         } else if key == "read_ahead_kb" {
             config.tunables.ra_pages = number()? / 4;

@@ -65,8 +65,9 @@ use crate::fs::daxfs::{Iomap, PMD_PAGES, iomap_begin};
 use crate::huge_memory::huge_pmd_set_accessed;
 use crate::kernel::{Cx, KState, Kernel};
 use crate::memory::{
-    FaultKind, FaultOutcome, Vmf, anon_vma_prepare, fault_alloc, install_new_anon, outcome_of,
-    pmd_alloc, pmd_install_lock, pte_bits, set_pte_range, vm_normal_page,
+    FaultKind, FaultOutcome, Vmf, anon_vma_prepare, fault_alloc, get_huge_zero_page,
+    install_new_anon, outcome_of, pmd_alloc, pmd_install_lock, pte_bits, set_pte_range,
+    vm_normal_page,
 };
 use crate::pgtable::{Level, PtId, Pte, Upper};
 use crate::sim::cost::Cost;
@@ -160,7 +161,7 @@ impl KState {
     }
 
     /// `get_huge_zero_page`: the huge zero page, allocated (and counted) on first use.
-    fn get_huge_zero_page(&mut self) -> Option<Pfn> {
+    pub(crate) fn get_huge_zero_page(&mut self) -> Option<Pfn> {
         if let Some(h) = self.huge_zero_pfn {
             return Some(h);
         }
@@ -600,12 +601,7 @@ async fn dax_pmd_load_hole(
     locked: Locked,
 ) -> (Locked, bool) {
     let cx = vmf.cx;
-    if cx.st().huge_zero_pfn.is_none() {
-        cx.charge(Cost::PageAlloc).await;
-        cx.charge_n(Cost::PageAllocHighOrderPerPage, PMD_PAGES).await;
-        cx.charge_n(Cost::ZeroPage4k, PMD_PAGES).await;
-    }
-    let Some(zero) = cx.st().get_huge_zero_page() else { return (locked, false) };
+    let Some(zero) = get_huge_zero_page(cx).await else { return (locked, false) };
     let locked = dax_insert_entry(cx, inode, index, locked, EntryKind::Zero, true).await;
     let idx = Level::Pmd.index(vmf.address);
     let _g = pmd_install_lock(vmf, pmd_table).await;

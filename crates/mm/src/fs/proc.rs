@@ -2,11 +2,14 @@
 //! `status` (memory lines), `pagemap` entries, `/proc/meminfo` (`fs/proc/task_mmu.c`,
 //! `fs/proc/meminfo.c`, `Documentation/admin-guide/mm/pagemap.rst`, Linux v6.8).
 //!
-//! smaps accounting follows `smaps_account` and `smaps_pmd_entry`: a file THP mapped by a PMD
-//! counts in `FilePmdMapped` and its pages' mapcounts include the PMD mappings; the zero pages and other special mappings (DAX
+//! smaps accounting follows `smaps_account` and `smaps_pmd_entry`: an anonymous THP mapped by
+//! a PMD counts in `AnonHugePages`, a file THP in `FilePmdMapped` and its pages' mapcounts include the PMD mappings; the zero pages and other special mappings (DAX
 //! blocks, as before v6.15) are not counted (`vm_normal_page` is NULL); a page mapped more than once is Shared and adds
 //! `size / mapcount` to Pss (fixed point with `PSS_SHIFT` = 12); dirty means a dirty PTE or a
 //! dirty folio; referenced means a young PTE or a referenced folio.
+//!
+//! `THPeligible` is the THP policy's answer for the VMA (`huge_memory/policy.rs`), printed
+//! from v5.0 (7635d9cbe832).
 //!
 //! meminfo prints only what the model keeps. `MemAvailable` is approximated as free memory plus
 //! the file LRU pages (the kernel also subtracts watermarks and adds reclaimable slab, which the
@@ -43,6 +46,8 @@ pub struct MemSizeStats {
     pub pss_locked: u64,
     /// Bytes of file THPs mapped by PMDs (`FilePmdMapped`).
     pub file_thp: u64,
+    /// Bytes of anonymous THPs mapped by PMDs (`AnonHugePages`).
+    pub anon_thp: u64,
 }
 
 impl MemSizeStats {
@@ -59,6 +64,7 @@ impl MemSizeStats {
         self.swap += o.swap;
         self.pss_locked += o.pss_locked;
         self.file_thp += o.file_thp;
+        self.anon_thp += o.anon_thp;
     }
 
     /// The smaps fields as `(name, kB)`, in the kernel's order.
@@ -76,7 +82,7 @@ impl MemSizeStats {
             ("Referenced", kb(self.referenced)),
             ("Anonymous", kb(self.anonymous)),
             ("LazyFree", 0),
-            ("AnonHugePages", 0),
+            ("AnonHugePages", kb(self.anon_thp)),
             ("ShmemPmdMapped", 0),
             ("FilePmdMapped", kb(self.file_thp)),
             ("Shared_Hugetlb", 0),
@@ -111,11 +117,14 @@ impl KState {
             let page = if huge { mapped + pmd_offset } else { mapped };
             let head = self.folios.head(page);
             let size = 4096u64;
-            if huge {
-                mss.file_thp += size;
+            let anon = self.folios.is_anon(head);
+            match (huge, anon) {
+                (true, true) => mss.anon_thp += size,
+                (true, false) => mss.file_thp += size,
+                (false, _) => {}
             }
             mss.resident += size;
-            if self.folios.is_anon(head) {
+            if anon {
                 mss.anonymous += size;
             }
             let dirty = pte.dirty() || self.folios.test(head, pg::DIRTY);
@@ -207,7 +216,9 @@ impl KState {
                 put_kb(&mut out, name, kb);
             }
             put_kb(&mut out, "Locked", mss.pss_locked >> (10 + PSS_SHIFT));
-            let _ = writeln!(out, "THPeligible:    {:>8}", 0);
+            if let Some(eligible) = crate::huge_memory::policy::smaps_thp_eligible(self, v) {
+                let _ = writeln!(out, "THPeligible:    {:>8}", u8::from(eligible));
+            }
             let _ = writeln!(out, "VmFlags: {} ", vma.flags.mnemonics());
         }
         out
@@ -309,6 +320,15 @@ impl KState {
                 e
             })
             .collect()
+    }
+
+    /// `KPF_THP` of `/proc/kpageflags` for frame `pfn`: a page of a PMD-sized folio (the huge
+    /// zero page has `KPF_ZERO_PAGE` instead).
+    pub fn kpageflags_thp(&self, pfn: simcore::Pfn) -> bool {
+        !self.is_zero_pfn(pfn) && {
+            let head = self.folios.head(pfn);
+            self.folios.large(head).is_some() && self.folios.order(head) == simcore::Order::PMD
+        }
     }
 
     /// `/proc/meminfo`.

@@ -14,7 +14,9 @@
 //!   registered holders;
 //! - the PTEs and the mapcounts agree, every mapping is reachable through rmap at the right
 //!   address, and no PTE points at a free frame; a PMD that is not special maps the head of a
-//!   cached PMD-sized folio, and the entire mapcounts and `nr_file_pmdmapped` agree with them;
+//!   cached or anonymous PMD-sized folio (writable only if exclusive, for anonymous ones), and
+//!   the entire mapcounts, `nr_file_pmdmapped` and `nr_anon_transparent_hugepages` agree with
+//!   them; the page-table pages deposited for anonymous PMDs count as page tables;
 //! - each mm's RSS counters equal a recount;
 //! - the vmstat gauges (`nr_anon_pages`, `nr_mapped`, `nr_file_pages`, `nr_shmem`, `nr_dirty`,
 //!   `nr_file_hugepages`), each mapping's `nr_thps`, `nr_large` and the LRU lists equal a recount;
@@ -59,6 +61,10 @@ fn all_ptes(st: &KState) -> Result<Vec<Mapped>, String> {
     for (mm, m) in st.mms.iter() {
         let Some(m) = m else { continue };
         walk(st, mm, m.pgd, Level::Pgd, 0, &mut out)?;
+    }
+    // PTE tables a collapse holds out of their PMD still map their pages.
+    for (&(mm, addr), &table) in &st.thp.khugepaged.isolated {
+        walk(st, mm, table, Level::Pte, addr.0, &mut out)?;
     }
     Ok(out)
 }
@@ -158,7 +164,9 @@ fn check_frames(st: &KState) -> Result<(), String> {
         .map(|h| st.folios.order(h).pages())
         .sum();
     let used = st.total_pages() - st.free_pages();
-    let tables = st.pt.live();
+    let deposited: u64 =
+        st.mms.iter().filter_map(|(_, m)| m.as_ref()).map(|m| m.deposited.len() as u64).sum();
+    let tables = st.pt.live() + deposited;
     let zero = 1 + st.huge_zero_pfn.map_or(0, |_| crate::fs::daxfs::PMD_PAGES);
     if used != folio_pages + tables + zero {
         return Err(format!(
@@ -231,7 +239,7 @@ fn check_mappings(st: &KState, ptes: &[Mapped], rule: CowReuse) -> Result<(), St
     }
     let mut file_mapped = 0u64;
     let mut anon_mapped = 0u64;
-    let mut pmd_mapped = 0u64;
+    let (mut pmd_mapped, mut anon_pmd_mapped) = (0u64, 0u64);
     for head in st.folios.heads() {
         let pmds = entire.get(&head.0).copied().unwrap_or(0);
         if st.folios.entire_mapcount(head) != pmds {
@@ -240,7 +248,11 @@ fn check_mappings(st: &KState, ptes: &[Mapped], rule: CowReuse) -> Result<(), St
                 st.folios.entire_mapcount(head)
             ));
         }
-        pmd_mapped += u64::from(pmds > 0);
+        if st.folios.is_anon(head) {
+            anon_pmd_mapped += u64::from(pmds > 0);
+        } else {
+            pmd_mapped += u64::from(pmds > 0);
+        }
         for i in 0..st.folios.order(head).pages() {
             let page = head + i;
             let counted = mapcount.get(&page.0).copied().unwrap_or(0);
@@ -259,6 +271,20 @@ fn check_mappings(st: &KState, ptes: &[Mapped], rule: CowReuse) -> Result<(), St
             }
         }
     }
+    check_rss(st, &rss)?;
+    check_gauges(
+        st,
+        &[
+            (VmStat::NrAnonPages, anon_mapped),
+            (VmStat::NrMapped, file_mapped),
+            (VmStat::NrFilePmdmapped, pmd_mapped),
+            (VmStat::NrAnonTransparentHugepages, anon_pmd_mapped),
+        ],
+    )
+}
+
+/// Each mm's RSS counters equal their recount.
+fn check_rss(st: &KState, rss: &BTreeMap<(MmId, usize), u64>) -> Result<(), String> {
     for (mm, m) in st.mms.iter() {
         let Some(m) = m else { continue };
         for c in
@@ -273,11 +299,12 @@ fn check_mappings(st: &KState, ptes: &[Mapped], rule: CowReuse) -> Result<(), St
             }
         }
     }
-    for (key, counted) in [
-        (VmStat::NrAnonPages, anon_mapped),
-        (VmStat::NrMapped, file_mapped),
-        (VmStat::NrFilePmdmapped, pmd_mapped),
-    ] {
+    Ok(())
+}
+
+/// Each vmstat gauge equals its recount.
+fn check_gauges(st: &KState, recounts: &[(VmStat, u64)]) -> Result<(), String> {
+    for &(key, counted) in recounts {
         if st.vmstat.get(key) != counted {
             return Err(format!(
                 "{}: {} but {counted} pages are mapped",
@@ -304,9 +331,12 @@ fn check_file_pmd(
     if head != page
         || st.folios.refcount(head) == 0
         || st.folios.order(head) != simcore::Order::PMD
-        || !matches!(st.folios.mapping(head), Mapping::File(_))
+        || !matches!(st.folios.mapping(head), Mapping::File(_) | Mapping::Anon(_))
     {
-        return Err(format!("{}: not the head of a cached PMD-sized folio", what()));
+        return Err(format!("{}: not the head of a cached or anonymous PMD-sized folio", what()));
+    }
+    if m.pte.write() && st.folios.is_anon(head) && !st.folios.test(head, pg::ANON_EXCLUSIVE) {
+        return Err(format!("{}: writable but not exclusive", what()));
     }
     if !st.rmap_walk(head).iter().any(|&(mm, _, a)| mm == m.mm && a == m.addr) {
         return Err(format!("{}: not found by rmap", what()));

@@ -167,13 +167,7 @@ impl Machine {
         let mut vmstat = VmStats::new();
         vmstat.add(VmStat::NrFreePages, buddy.nr_free());
         let mut procs = IdVec::new();
-        procs.push(Process {
-            name: "swapper".into(),
-            parent: None,
-            mm: None,
-            fds: Default::default(),
-            state: ProcState::Running,
-        });
+        procs.push(Process::new("swapper".into(), None));
         let st = KState {
             buddy,
             folios,
@@ -210,6 +204,7 @@ impl Machine {
             task_memcg: Default::default(),
             workingset: Default::default(),
             lru: crate::lru::LruConfig::new(&config.switches, config.kernel, &config.tunables),
+            thp: crate::huge_memory::policy::ThpState::boot(&config),
         };
         let kernel = Rc::new(Kernel::new(
             st,
@@ -282,13 +277,7 @@ impl Machine {
     /// Creates a process with an empty address space.
     pub fn new_process(&mut self, name: &str) -> Result<Pid, Errno> {
         let mut st = self.kernel.state_mut();
-        let pid = st.procs.push(Process {
-            name: name.into(),
-            parent: None,
-            mm: None,
-            fds: Default::default(),
-            state: ProcState::Running,
-        });
+        let pid = st.procs.push(Process::new(name.into(), None));
         let mm = st.mm_alloc(self.sim.handle(), pid)?;
         st.procs[pid].mm = Some(mm);
         Ok(pid)

@@ -129,6 +129,14 @@ impl<'a> Fields<'a> {
         }
     }
 
+    /// A string or a non-negative integer, as the text a sysfs write would carry.
+    pub(super) fn scalar_text(&self, key: &str) -> Result<String, ScenarioError> {
+        match self.get(key) {
+            None => Err(self.missing(key)),
+            Some(n) => scalar_node_text(self.p, key, &self.what, n),
+        }
+    }
+
     pub(super) fn string(&self, key: &str) -> Result<String, ScenarioError> {
         self.opt_str(key)?.ok_or_else(|| self.missing(key))
     }
@@ -299,5 +307,22 @@ impl<'a> Fields<'a> {
         Err(self
             .p
             .err(self.line, format!("{} needs `data`, `data_hex` or `fill` with `len`", self.what)))
+    }
+}
+
+/// The text of a string or non-negative integer value `n` of `key` in `what`.
+pub(super) fn scalar_node_text(
+    p: &Parser<'_>,
+    key: &str,
+    what: &str,
+    n: &Node,
+) -> Result<String, ScenarioError> {
+    match &n.kind {
+        Kind::Str(s) => Ok(s.clone()),
+        Kind::Int(i) if *i >= 0 => Ok(i.to_string()),
+        k => Err(p.err(
+            n.line,
+            format!("`{key}` in {what}: expected a string or a number, found {}", k.describe()),
+        )),
     }
 }

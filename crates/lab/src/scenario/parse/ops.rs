@@ -52,7 +52,7 @@ impl Parser<'_> {
             return Ok(kind);
         }
         Err(self.err(f.line_of("op"), format!(
-            "unknown operation `{name}`: expected one of mmap, munmap, mprotect, madvise, open, close, dup, read, write, truncate, ftruncate, fallocate, fsync, fork, exit, exec, touch, read_bytes, write_bytes, increment, mincore, run, pin, pin_read, unpin, pread_direct, clear_refs, pipe, vmsplice, sleep, fadvise, memory_reclaim"
+            "unknown operation `{name}`: expected one of mmap, munmap, mprotect, madvise, open, close, dup, read, write, truncate, ftruncate, fallocate, fsync, fork, exit, exec, touch, read_bytes, write_bytes, increment, mincore, run, pin, pin_read, unpin, pread_direct, clear_refs, pipe, vmsplice, sleep, fadvise, memory_reclaim, prctl, sysfs_write"
         )))
     }
 
@@ -168,6 +168,18 @@ impl Parser<'_> {
                 value: f.opt_u64("value")?.unwrap_or(4),
             },
             "sleep" => OpKind::Sleep { duration: f.duration("duration")? },
+            "prctl" => self.prctl_op(f)?,
+            "sysfs_write" => {
+                let path = f.string("path")?;
+                let knob = mm::huge_memory::policy::sysfs_knob(&path)
+                    .filter(|k| !k.starts_with("hugepages-"))
+                    .ok_or_else(|| self.err(f.line_of("path"), format!(
+                        "`sysfs_write`: `{path}` is not a modelled knob: expected a path under {}, not a per-size `hugepages-<N>kB` one (multi-size THP is not modelled)",
+                        mm::huge_memory::policy::SYSFS_DIR
+                    )))?
+                    .to_string();
+                OpKind::SysfsWrite { knob, value: f.scalar_text("value")? }
+            }
             "memory_reclaim" => {
                 OpKind::MemoryReclaim { cgroup: f.string("cgroup")?, amount: f.size("amount")? }
             }
@@ -200,6 +212,21 @@ impl Parser<'_> {
             "unpin" => OpKind::Unpin { hold: f.string("pin")? },
             _ => return Ok(None),
         }))
+    }
+
+    /// `prctl`: only `PR_SET_THP_DISABLE` is modelled.
+    fn prctl_op(&self, f: &Fields<'_>) -> Result<OpKind, ScenarioError> {
+        let option = f.string("option")?;
+        if option != "PR_SET_THP_DISABLE" {
+            return Err(self.err(
+                f.line_of("option"),
+                format!(
+                    "`prctl`: option `{option}` is not modelled: expected \"PR_SET_THP_DISABLE\""
+                ),
+            ));
+        }
+        let arg = f.opt_u64("arg")?.unwrap_or(1);
+        Ok(OpKind::PrctlSetThpDisable { disable: arg != 0 })
     }
 
     /// `run`: a workload (pmbench) over a range.
@@ -248,13 +275,7 @@ impl Parser<'_> {
         let mut kernel = Vec::new();
         for (key, value) in f.entries {
             if key == "kernel" {
-                let Kind::Str(text) = &value.kind else {
-                    return Err(self.err(
-                        value.line,
-                        "`kernel` in `when`: expected a string like \">=v5.11\" or \"v6.5..v6.14\"",
-                    ));
-                };
-                kernel = parse_kernel_cond(text).map_err(|e| self.err(value.line, e))?;
+                kernel = self.kernel_bounds(value)?;
                 continue;
             }
             let values: Vec<String> =
@@ -289,6 +310,30 @@ impl Parser<'_> {
         }
         f.mark_all();
         Ok(When { switches: conds, kernel })
+    }
+
+    /// `kernel` in `when`: one bound (`">=v5.11"`) or a list of bounds that all hold.
+    fn kernel_bounds(
+        &self,
+        value: &Node,
+    ) -> Result<Vec<(std::cmp::Ordering, bool, mm::KernelVersion)>, ScenarioError> {
+        let bad = |line| {
+            self.err(
+                line,
+                "`kernel` in `when`: expected a string like \">=v5.11\" or a list of them",
+            )
+        };
+        let items = match &value.kind {
+            Kind::Array(items) => items.iter().collect(),
+            _ => vec![value],
+        };
+        items
+            .into_iter()
+            .map(|n| match &n.kind {
+                Kind::Str(text) => parse_kernel_cond(text).map_err(|e| self.err(n.line, e)),
+                _ => Err(bad(n.line)),
+            })
+            .collect()
     }
 
     fn op_expect(&self, node: &Node, kind: &OpKind) -> Result<OpExpect, ScenarioError> {
@@ -371,6 +416,8 @@ fn op_keys(kind: &OpKind) -> &'static [&'static str] {
         OpKind::Unpin { .. } => &["pin"],
         OpKind::PreadDirect { .. } => &["fd", "buf", "len", "offset"],
         OpKind::ClearRefs { .. } => &["process", "value"],
+        OpKind::PrctlSetThpDisable { .. } => &["option", "arg"],
+        OpKind::SysfsWrite { .. } => &["path", "value"],
         OpKind::Pipe => &[],
         OpKind::Fadvise { .. } => &["fd", "offset", "len", "advice"],
         OpKind::MemoryReclaim { .. } => &["cgroup", "amount"],

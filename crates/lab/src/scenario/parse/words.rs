@@ -4,7 +4,7 @@
 //! expected; `fields.rs` places the message at the value's line. The Python bindings and the CLI
 //! read the same words through these functions.
 
-use crate::scenario::model::{AddrExpr, KernelCond, Show, fs_type};
+use crate::scenario::model::{AddrExpr, Show, fs_type};
 use mm::{KernelVersion, OpenFlags, madv, map, prot};
 use simcore::{Bytes, SimDuration};
 
@@ -177,6 +177,9 @@ pub fn parse_advice(s: &str) -> Result<u32, String> {
         ("dontneed", madv::DONTNEED),
         ("cold", madv::COLD),
         ("pageout", madv::PAGEOUT),
+        ("hugepage", madv::HUGEPAGE),
+        ("nohugepage", madv::NOHUGEPAGE),
+        ("collapse", madv::COLLAPSE),
     ];
     flag_words(s, &table, |_, b| b)
 }
@@ -235,21 +238,10 @@ pub(super) fn parse_hex(s: &str) -> Option<Vec<u8>> {
     (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).ok()).collect()
 }
 
-/// `">=v5.11"`, `"<v6.5"`, `"<=5.18"`, `">v6.1"`, an exact `"v5.12"`, or a range
-/// `"v6.5..v6.14"` (the end excluded, as in Rust): the conditions a kernel must meet.
-pub(super) fn parse_kernel_cond(s: &str) -> Result<Vec<KernelCond>, String> {
-    use std::cmp::Ordering::{Greater, Less};
-    if let Some((from, to)) = s.split_once("..") {
-        let (from, to): (KernelVersion, KernelVersion) = (from.trim().parse()?, to.trim().parse()?);
-        if from >= to {
-            return Err(format!("`{s}`: expected a range whose end is after its start"));
-        }
-        return Ok(vec![(Greater, true, from), (Less, false, to)]);
-    }
-    Ok(vec![one_kernel_cond(s)?])
-}
-
-fn one_kernel_cond(s: &str) -> Result<KernelCond, String> {
+/// `">=v5.11"`, `"<v6.5"`, `"<=5.18"`, `">v6.1"` or an exact `"v5.12"`.
+pub(super) fn parse_kernel_cond(
+    s: &str,
+) -> Result<(std::cmp::Ordering, bool, KernelVersion), String> {
     use std::cmp::Ordering::{Equal, Greater, Less};
     let (ord, eq, rest) = if let Some(r) = s.strip_prefix(">=") {
         (Greater, true, r)

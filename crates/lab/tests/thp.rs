@@ -1,0 +1,89 @@
+//! Transparent huge pages (issue 16): every scenario under `scenarios/thp/` holds in every era
+//! boundary of the THP rules, checked after every simulation event; and the THP knobs are set
+//! by their sysfs paths with the kernel's checks.
+
+#![allow(clippy::disallowed_types, clippy::disallowed_methods)]
+
+use lab::scenario::parse::parse_scenario;
+use lab::scenario::run::{Overrides, load, run};
+use std::path::Path;
+
+/// One kernel on each side of every THP era boundary (`era.rs`): PR_SET_THP_DISABLE v4.13,
+/// THPeligible v5.0, the COW split v5.8, the fork split of pinned PMDs v5.9, the THP refcount
+/// reuse v5.18, PageAnonExclusive v5.19, MADV_COLLAPSE v6.1, the huge zero page COW v6.13.
+const KERNELS: [&str; 15] = [
+    "v4.12", "v4.13", "v4.20", "v5.0", "v5.7", "v5.8", "v5.9", "v5.17", "v5.18", "v5.19", "v6.0",
+    "v6.1", "v6.8", "v6.12", "v6.13",
+];
+
+#[test]
+fn thp_scenarios_hold_in_every_era() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/thp");
+    let mut files: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
+    files.sort();
+    assert!(!files.is_empty(), "the THP scenarios are missing");
+    for f in files {
+        let s = load(&f.to_string_lossy()).unwrap();
+        let mut runs: Vec<(&str, Vec<(String, String)>)> =
+            KERNELS.iter().map(|k| (*k, Vec::new())).collect();
+        runs.push(("v6.8", vec![("cow_reuse".into(), "mapcount".into())]));
+        for (kernel, sets) in runs {
+            let o = Overrides {
+                kernel: Some(kernel.parse().unwrap()),
+                sets: sets.clone(),
+                check_every_step: true,
+                ..Overrides::default()
+            };
+            let report = run(&s, &o, &mut |_| ()).unwrap();
+            assert!(
+                report.passed(),
+                "{} on {kernel} {sets:?}: {:?} {:?}",
+                f.display(),
+                report.failures,
+                report.stopped
+            );
+        }
+    }
+}
+
+const SCENARIO: &str = "[machine]\nprofile = \"tiny\"\n\n[[process]]\nname = \"p\"\n";
+
+fn with_sysfs(line: &str) -> String {
+    SCENARIO.replace("[[process]]", &format!("[machine.sysfs]\n{line}\n\n[[process]]"))
+}
+
+#[test]
+fn knobs_are_set_by_sysfs_path_with_the_kernels_checks() {
+    let ok = with_sysfs("\"/sys/kernel/mm/transparent_hugepage/khugepaged/max_ptes_none\" = 255");
+    assert!(parse_scenario("s.toml", &ok).is_ok());
+    for (line, wanted) in [
+        (
+            "\"/sys/kernel/mm/transparent_hugepage/enabled\" = \"sometimes\"",
+            "expected one of always, madvise, never",
+        ),
+        (
+            "\"/sys/kernel/mm/transparent_hugepage/khugepaged/max_ptes_none\" = 512",
+            "outside 0..=511",
+        ),
+        (
+            "\"/sys/kernel/mm/transparent_hugepage/hugepages-2048kB/enabled\" = \"always\"",
+            "multi-size THP",
+        ),
+        ("\"/sys/kernel/mm/transparent_hugepage/frobnicate\" = 1", "no such knob"),
+        ("\"/sys/kernel/mm/lru_gen/enabled\" = 1", "expected a path under"),
+    ] {
+        let err = parse_scenario("s.toml", &with_sysfs(line)).unwrap_err();
+        assert!(err.message.contains(wanted), "{line}: {}", err.message);
+        assert_eq!(err.line, 5, "{line}");
+    }
+    // max_ptes_shared exists from v5.8 (71a2c112a0f6): refused on a v5.7 run.
+    let s = parse_scenario("s.toml", SCENARIO).unwrap();
+    let set = |k: &str| Overrides {
+        kernel: Some(k.parse().unwrap()),
+        sets: vec![("transparent_hugepage/khugepaged/max_ptes_shared".into(), "100".into())],
+        ..Overrides::default()
+    };
+    let err = run(&s, &set("v5.7"), &mut |_| ()).unwrap_err();
+    assert!(err.message.contains("no such knob on v5.7"), "{}", err.message);
+    assert!(run(&s, &set("v5.8"), &mut |_| ()).unwrap().passed());
+}
