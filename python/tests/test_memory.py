@@ -141,3 +141,23 @@ def test_fadvise_willneed_reads_and_dontneed_drops(machine):
     assert machine.vmstat()["nr_file_pages"] == 4
     p.fadvise(fd, "noreuse")
     machine.check()
+
+
+def test_thp_knobs_by_sysfs_path_and_madv_hugepage():
+    enabled = "/sys/kernel/mm/transparent_hugepage/enabled"
+    m = mmsim.Machine(sysfs={enabled: "madvise"})
+    p = m.process("p")
+    buf = p.mmap("8MiB")
+    p.madvise(buf, "8MiB", "hugepage")
+    p.touch(buf, "8MiB", "write")
+    vma = m.smaps(p).set_index("start").loc[buf]
+    assert vma["AnonHugePages"] >= 4096, "every whole aligned 2 MiB range is a THP"
+    assert m.vmstat()["thp_fault_alloc"] == vma["AnonHugePages"] // 2048
+    m.check()
+
+    try:
+        mmsim.Machine(sysfs={enabled: "sometimes"})
+    except mmsim.ConfigError as e:
+        assert "always, madvise, never" in str(e)
+    else:
+        raise AssertionError("a value the knob refuses is a configuration error")

@@ -31,7 +31,9 @@
 //! a private VMA without `VM_WRITE` (only GUP's forced COW break of v5.8 causes one) copies or
 //! reuses as any write does but maps the page dirty and read-only (`maybe_mkwrite`).
 //!
-//! Not yet modelled: anonymous transparent huge pages (THP is `never` for them), userfaultfd, stack expansion of
+//! Anonymous THPs are the PMD level's (`VmOps::huge_fault`); a fault that falls back comes here.
+//!
+//! Not yet modelled: userfaultfd, stack expansion of
 //! `VM_GROWSDOWN` VMAs (an access below a stack VMA is SIGSEGV), swap readahead.
 
 use crate::arch::tlbflush::flush_tlb_page;

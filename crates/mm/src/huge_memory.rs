@@ -47,7 +47,7 @@ use crate::filemap::{folio_unlock, lock_faulted_folio, read_folios};
 use crate::folio::{InodeId, pg};
 use crate::kernel::{Cx, KState};
 use crate::memory::{
-    FaultKind, FaultOutcome, Vmf, mm_counter, outcome_of, pmd_alloc, pmd_install_lock, pte_bits,
+    FaultKind, FaultOutcome, Vmf, fault_pmd, mm_counter, outcome_of, pmd_install_lock, pte_bits,
 };
 use crate::mm_struct::MmId;
 use crate::pgtable::{Level, PtId, Pte, Upper};
@@ -154,9 +154,7 @@ impl KState {
 /// fault goes on at the PTE level.
 pub(crate) async fn file_huge_fault(vmf: &Vmf<'_>) -> Result<Option<FaultOutcome>, VmFault> {
     let (cx, mm, addr) = (vmf.cx, vmf.mm, vmf.address);
-    let pmd_table = pmd_alloc(cx, mm, addr).await?;
-    let idx = Level::Pmd.index(addr);
-    let entry = cx.st().pt.upper(pmd_table, idx);
+    let (pmd_table, entry) = fault_pmd(vmf).await?;
     match entry {
         Upper::Table(_) => Ok(None),
         Upper::Leaf(_) if vmf.kind != FaultKind::Read => {

@@ -206,6 +206,15 @@ pub(crate) async fn pmd_alloc(cx: &Cx, mm: MmId, addr: VirtAddr) -> Result<PtId,
     Ok(table)
 }
 
+/// The PMD table covering the fault's address, populating the levels above it, and the entry
+/// there (`vmf->pmd` and `vmf->orig_pmd`, as `__handle_mm_fault` reads them before the PMD
+/// level's handlers).
+pub(crate) async fn fault_pmd(vmf: &Vmf<'_>) -> Result<(PtId, Upper), VmFault> {
+    let pmd_table = pmd_alloc(vmf.cx, vmf.mm, vmf.address).await?;
+    let entry = vmf.cx.st().pt.upper(pmd_table, Level::Pmd.index(vmf.address));
+    Ok((pmd_table, entry))
+}
+
 /// Walks to the PTE table covering `addr`, populating the levels that are missing; `None` when
 /// a huge PMD maps `addr`.
 pub(crate) async fn pte_alloc(cx: &Cx, mm: MmId, addr: VirtAddr) -> Result<Option<PtId>, VmFault> {

@@ -61,7 +61,7 @@ use crate::huge_memory::huge_pmd_set_accessed;
 use crate::huge_memory::policy::{ThpCaller, thp_vma_allowable};
 use crate::kernel::{Cx, KState};
 use crate::memory::{
-    FaultKind, FaultOutcome, Vmf, anon_vma_prepare, get_huge_zero_page, pmd_alloc,
+    FaultKind, FaultOutcome, Vmf, anon_vma_prepare, fault_pmd, get_huge_zero_page,
     pmd_install_lock, pte_bits,
 };
 use crate::mm_struct::{MmCounter, MmId};
@@ -77,10 +77,7 @@ const HPAGE_PMD_NR: u64 = 512;
 /// The PMD level of a fault in anonymous memory (`create_huge_pmd`, `wp_huge_pmd`,
 /// `huge_pmd_set_accessed`): `None` when the fault goes on at the PTE level.
 pub(crate) async fn anon_huge_fault(vmf: &Vmf<'_>) -> Result<Option<FaultOutcome>, VmFault> {
-    let (cx, mm, addr) = (vmf.cx, vmf.mm, vmf.address);
-    let pmd_table = pmd_alloc(cx, mm, addr).await?;
-    let idx = Level::Pmd.index(addr);
-    let entry = cx.st().pt.upper(pmd_table, idx);
+    let (pmd_table, entry) = fault_pmd(vmf).await?;
     match entry {
         Upper::Table(_) => Ok(None),
         Upper::Leaf(leaf) if vmf.kind == FaultKind::Read || leaf.write() => {
