@@ -28,6 +28,7 @@ pub mod dax;
 pub mod daxfs;
 pub(crate) mod direct_io;
 pub(crate) mod exec;
+pub mod hugetlbfs;
 pub(crate) mod ops;
 pub mod pipe;
 pub mod proc;
@@ -59,6 +60,8 @@ pub enum FsType {
     /// ext4 with `-o dax` on the machine's persistent memory: no page cache, mappings map the
     /// device (`daxfs.rs`, `dax.rs`).
     Dax,
+    /// hugetlbfs with pages of this size (`hugetlb.rs`, `hugetlbfs.rs`).
+    Hugetlbfs(crate::hugetlb::HugeSize),
 }
 
 /// A file's contents on its backing store.
@@ -305,7 +308,7 @@ impl KState {
             nr_large: 0,
         };
         let backing = Backing { pattern, ..Backing::default() };
-        self.inodes.push(Inode {
+        let id = self.inodes.push(Inode {
             path,
             fs,
             size,
@@ -314,7 +317,9 @@ impl KState {
             mapping,
             i_rwsem: handle.rwsem("i_rwsem"),
             refs: 0,
-        })
+        });
+        self.hugetlbfs_inode_init(id, fs);
+        id
     }
 
     /// Opens an inode (`do_dentry_open`): write access is counted, or refused with ETXTBSY

@@ -41,11 +41,22 @@ pub struct Tunables {
     pub swappiness: u64,
     /// `/sys/kernel/mm/lru_gen/min_ttl_ms` (default 0: off).
     pub lru_gen_min_ttl_ms: u64,
+    /// `nr_hugepages` of each huge page size at boot (`hugepages=`, by `HugeSize` order: 2 MiB,
+    /// 1 GiB), and `nr_overcommit_hugepages`.
+    pub nr_hugepages: [u64; 2],
+    pub nr_overcommit_hugepages: [u64; 2],
 }
 
 impl Default for Tunables {
     fn default() -> Self {
-        Tunables { ra_pages: 32, fault_around_pages: 16, swappiness: 60, lru_gen_min_ttl_ms: 0 }
+        Tunables {
+            ra_pages: 32,
+            fault_around_pages: 16,
+            swappiness: 60,
+            lru_gen_min_ttl_ms: 0,
+            nr_hugepages: [0; 2],
+            nr_overcommit_hugepages: [0; 2],
+        }
     }
 }
 
@@ -102,6 +113,8 @@ pub struct KState {
     pub workingset: crate::workingset::Workingset,
     /// The LRU algorithm, its era and tunables (`lru.rs`).
     pub lru: crate::lru::LruConfig,
+    /// hugetlb pools, pages, files and reservations (`hugetlb.rs`).
+    pub hugetlb: crate::hugetlb::Hugetlb,
 }
 
 /// The kernel of one simulated machine.
@@ -431,12 +444,13 @@ impl KState {
                 let vma = self.vma(v);
                 d.write_u64(vma.start.0 ^ vma.end.0.rotate_left(32) ^ vma.flags.0.rotate_left(16));
                 d.write_u64(vma.pgoff);
+                let step = self.page_step(v);
                 let mut a = vma.start;
                 while a < vma.end {
                     if let Some((pte, _)) = self.pt.translate(mm.pgd, a) {
                         d.write_u64(a.0 ^ pte.0.rotate_left(17));
                     }
-                    a = a + simcore::Bytes::PAGE;
+                    a = a + step;
                 }
             }
             d.write_u64(mm.rss_total());
@@ -466,6 +480,7 @@ impl KState {
             }
         }
         d.write_u64(self.mem.fingerprint());
+        self.hugetlb.fingerprint_into(&mut d);
         d.value()
     }
 }
@@ -481,12 +496,13 @@ impl KState {
             let m = self.mm(mm);
             for &v in m.vmas.values() {
                 let vma = self.vma(v);
+                let step = self.page_step(v);
                 let mut a = vma.start;
                 while a < vma.end {
                     if let Some((pte, _)) = self.pt.translate(m.pgd, a) {
                         let _ = writeln!(out, "pid {pid} {} {pte:?}", a);
                     }
-                    a = a + simcore::Bytes::PAGE;
+                    a = a + step;
                 }
             }
         }

@@ -24,6 +24,7 @@ mod fork;
 pub mod fs;
 pub mod gup;
 mod huge_memory;
+pub mod hugetlb;
 pub mod kernel;
 pub mod lru;
 mod lru_pure;

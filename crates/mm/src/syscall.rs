@@ -179,6 +179,16 @@ impl Thread {
             }
             return Ok(data.len() as u64);
         }
+        if fs.hugetlb_size().is_some() {
+            let data = self.cx.st().hugetlbfs_read(inode, pos, len);
+            self.cx
+                .charge_n(crate::sim::cost::Cost::UserCopy4k, (data.len() as u64).div_ceil(4096))
+                .await;
+            if let Some(buf) = buf {
+                write_user(&self.cx, self.mm()?, buf, &data).await?;
+            }
+            return Ok(data.len() as u64);
+        }
         if direct {
             let buf = buf.ok_or(Errno::EFAULT)?;
             return direct_read(&self.cx, self.mm()?, inode, buf, len, pos).await;
@@ -229,6 +239,10 @@ impl Thread {
         if self.cx.st().inodes[inode].fs.is_fifo() {
             return self.cx.st().pipe_write(inode, data);
         }
+        if self.cx.st().hugetlb_size_of(inode).is_some() {
+            // hugetlbfs has no `write_iter`.
+            return Err(Errno::EINVAL);
+        }
         file_write(&self.cx, inode, pos, data).await.map_err(|_| Errno::ENOMEM)?;
         Ok(data.len() as u64)
     }
@@ -257,6 +271,7 @@ impl Thread {
         if !writable {
             return Err(Errno::EINVAL);
         }
+        crate::fs::hugetlbfs::check_truncate_size(&self.cx.st(), inode, size)?;
         do_truncate(&self.cx, inode, size).await;
         Ok(())
     }
@@ -300,6 +315,15 @@ impl Thread {
         Ok(())
     }
 
+    /// A write of `value` to a hugetlb sysfs or sysctl file (`/sys/kernel/mm/hugepages/
+    /// hugepages-<N>kB/nr_hugepages`, `/proc/sys/vm/nr_hugepages`, ...): ENOENT for a file not
+    /// modelled.
+    pub async fn sysfs_write(&self, path: &str, value: u64) -> Result<(), Errno> {
+        self.cx.charge(crate::sim::cost::Cost::Syscall).await;
+        let kernel = self.cx.kernel().version;
+        self.cx.st().hugetlb_sysfs_write(path, value, kernel)
+    }
+
     /// `fallocate(2)`: `mode` is a set of [`crate::fs::falloc`] flags (none: allocate and extend
     /// the file; `KEEP_SIZE`: allocate only; `PUNCH_HOLE | KEEP_SIZE`: free the range).
     pub async fn fallocate(&self, fd: i32, mode: u32, offset: u64, len: u64) -> Result<(), Errno> {
@@ -326,6 +350,13 @@ impl Thread {
         }
         if offset.checked_add(len).is_none_or(|end| end > i64::MAX as u64) {
             return Err(Errno::EFBIG);
+        }
+        if self.cx.st().hugetlb_size_of(inode).is_some() {
+            let (punch, keep) = (mode & falloc::PUNCH_HOLE != 0, mode & falloc::KEEP_SIZE != 0);
+            return crate::fs::hugetlbfs::hugetlbfs_fallocate(
+                &self.cx, inode, punch, keep, offset, len,
+            )
+            .await;
         }
         do_fallocate(&self.cx, inode, mode, offset, len).await
     }

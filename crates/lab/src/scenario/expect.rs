@@ -54,6 +54,9 @@ pub fn read(st: &KState, env: &Env, what: &Observable) -> Result<u64, String> {
                 .ok_or_else(|| format!("unknown vmstat counter `{name}`"))?;
             Ok(st.vmstat_snapshot().get(key))
         }
+        Observable::Sysfs { path } => {
+            st.hugetlb_sysfs_read(path).ok_or_else(|| format!("no sysfs file `{path}` is modelled"))
+        }
         Observable::MemoryStat { cgroup, name } => {
             let memcg =
                 st.mem_cgroup_by_path(cgroup).ok_or_else(|| format!("no cgroup `{cgroup}`"))?;
@@ -96,6 +99,7 @@ pub fn describe(what: &Observable) -> String {
             format!("pagemap {bit:?} of {process} at {}", addr_text(at))
         }
         Observable::MemoryStat { cgroup, name } => format!("memory.stat {name} of {cgroup}"),
+        Observable::Sysfs { path } => path.clone(),
     }
 }
 

@@ -22,6 +22,7 @@ impl Default for MachineSpec {
             fault_around_pages: None,
             swappiness: None,
             min_ttl_ms: None,
+            hugepages: [None; 4],
             costs: Vec::new(),
         }
     }
@@ -93,6 +94,9 @@ pub struct MachineSpec {
     pub swappiness: Option<u64>,
     /// `/sys/kernel/mm/lru_gen/min_ttl_ms`.
     pub min_ttl_ms: Option<u64>,
+    /// The hugetlb pools at boot: `nr_hugepages`, `nr_overcommit_hugepages` (2 MiB), then
+    /// `nr_hugepages_1g`, `nr_overcommit_hugepages_1g` ([`TUNABLES`]).
+    pub hugepages: [Option<u64>; 4],
     /// Cost overrides by name, in ns.
     pub costs: Vec<(String, u64)>,
 }
@@ -336,6 +340,11 @@ pub enum OpKind {
         offset: u64,
         len: u64,
     },
+    /// A write of `value` to a sysfs or sysctl file (the hugetlb pools' knobs).
+    SysfsWrite {
+        path: String,
+        value: u64,
+    },
 }
 
 impl OpKind {
@@ -373,6 +382,7 @@ impl OpKind {
             OpKind::Fadvise { .. } => "fadvise",
             OpKind::MemoryReclaim { .. } => "memory_reclaim",
             OpKind::Fallocate { .. } => "fallocate",
+            OpKind::SysfsWrite { .. } => "sysfs_write",
         }
     }
 
@@ -409,6 +419,9 @@ pub enum ValueKind {
 pub enum OpExpect {
     /// Success, whatever the value (the default).
     Success,
+    /// Any result, success or error (`"any"`): a racing operation whose outcome the
+    /// interleaving decides; the scenario checks the state it leaves.
+    Any,
     Errno(Errno),
     Signal(Signal),
     /// Success with these bytes (`read_bytes`, `read` into a buffer).
@@ -444,6 +457,8 @@ pub enum Observable {
     Pagemap { process: String, at: AddrExpr, bit: PagemapBit },
     /// A `memory.stat` entry of a cgroup (bytes for amounts, counts for events).
     MemoryStat { cgroup: String, name: String },
+    /// A number in a sysfs or sysctl file (`/sys/kernel/mm/hugepages/hugepages-2048kB/...`).
+    Sysfs { path: String },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -507,12 +522,31 @@ impl Show {
     pub const NAMES: &'static str = "smaps:PROCESS, smaps_rollup:PROCESS, maps:PROCESS, status:PROCESS, vmstat, meminfo, lock_stat, memory.stat:CGROUP, lru_gen";
 }
 
+/// The `[machine.tunables]` keys: `read_ahead_kb`, `fault_around_bytes`, `swappiness`,
+/// `lru_gen_min_ttl_ms`, then the hugetlb pools in [`MachineSpec::hugepages`] order.
+pub const TUNABLES: [&str; 8] = [
+    "read_ahead_kb",
+    "fault_around_bytes",
+    "swappiness",
+    "lru_gen_min_ttl_ms",
+    "nr_hugepages",
+    "nr_overcommit_hugepages",
+    "nr_hugepages_1g",
+    "nr_overcommit_hugepages_1g",
+];
+
+/// What an `[[expect]]` reads: exactly one of these keys.
+pub const EXPECT_KINDS: [&str; 8] =
+    ["smaps", "smaps_rollup", "status", "vmstat", "meminfo", "pagemap", "memory_stat", "sysfs"];
+
 /// A file system type by name.
 pub fn fs_type(name: &str) -> Option<FsType> {
     match name {
         "ext4" | "disk" => Some(FsType::Disk),
         "tmpfs" | "shmem" => Some(FsType::Tmpfs),
         "dax" | "ext4-dax" => Some(FsType::Dax),
+        "hugetlbfs" | "hugetlbfs:2MiB" => Some(FsType::Hugetlbfs(mm::hugetlb::HugeSize::Size2M)),
+        "hugetlbfs:1GiB" => Some(FsType::Hugetlbfs(mm::hugetlb::HugeSize::Size1G)),
         _ => None,
     }
 }

@@ -165,16 +165,7 @@ impl<'a> Parser<'a> {
             })?,
             None => engine::SchedulerKind::TimeOrdered,
         };
-        let (mut ra_pages, mut fault_around_pages) = (None, None);
-        let (mut swappiness, mut min_ttl_ms) = (None, None);
-        if let Some(n) = f.get("tunables") {
-            let t = self.fields(n, "[machine.tunables]")?;
-            ra_pages = t.opt_tunable("read_ahead_kb")?.map(|kb| kb / 4);
-            fault_around_pages = t.opt_tunable("fault_around_bytes")?.map(|b| (b / 4096).max(1));
-            swappiness = t.opt_tunable("swappiness")?;
-            min_ttl_ms = t.opt_tunable("lru_gen_min_ttl_ms")?;
-            t.finish(&["read_ahead_kb", "fault_around_bytes", "swappiness", "lru_gen_min_ttl_ms"])?;
-        }
+        let [ra_kb, around_bytes, swappiness, min_ttl_ms, h0, h1, h2, h3] = self.tunables(&f)?;
         let mut costs = Vec::new();
         if let Some(n) = f.get("costs") {
             let c = self.fields(n, "[machine.costs]")?;
@@ -218,14 +209,28 @@ impl<'a> Parser<'a> {
             switch_overrides,
             seed,
             scheduler,
-            ra_pages,
+            ra_pages: ra_kb.map(|kb| kb / 4),
             swap,
             pmem,
-            fault_around_pages,
+            fault_around_pages: around_bytes.map(|b| (b / 4096).max(1)),
             swappiness,
             min_ttl_ms,
+            hugepages: [h0, h1, h2, h3],
             costs,
         })
+    }
+
+    /// `[machine.tunables]`, each within its range, in [`TUNABLES`] order.
+    fn tunables(&self, machine: &Fields) -> Result<[Option<u64>; 8], ScenarioError> {
+        let mut out = [None; 8];
+        if let Some(n) = machine.get("tunables") {
+            let t = self.fields(n, "[machine.tunables]")?;
+            for (slot, key) in out.iter_mut().zip(TUNABLES) {
+                *slot = t.opt_tunable(key)?;
+            }
+            t.finish(&TUNABLES)?;
+        }
+        Ok(out)
     }
 
     fn file_decl(&self, node: &Node) -> Result<FileDecl, ScenarioError> {
@@ -301,8 +306,7 @@ impl<'a> Parser<'a> {
 
     fn expect(&self, node: &Node) -> Result<Expect, ScenarioError> {
         let f = self.fields(node, "[[expect]]")?;
-        let kinds =
-            ["smaps", "smaps_rollup", "status", "vmstat", "meminfo", "pagemap", "memory_stat"];
+        let kinds = EXPECT_KINDS;
         let present: Vec<&str> = kinds.iter().copied().filter(|k| f.get(k).is_some()).collect();
         let [kind] = present[..] else {
             return Err(self.err(
@@ -333,6 +337,7 @@ impl<'a> Parser<'a> {
                 Observable::Vmstat { name }
             }
             "meminfo" => Observable::Meminfo { name: f.string("meminfo")? },
+            "sysfs" => Observable::Sysfs { path: f.string("sysfs")? },
             "memory_stat" => Observable::MemoryStat {
                 cgroup: f.string("cgroup")?,
                 name: f.string("memory_stat")?,

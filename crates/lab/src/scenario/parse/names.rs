@@ -148,9 +148,10 @@ fn check_observable_names(
         Observable::SmapsRollup { process, .. } | Observable::Status { process, .. } => {
             (Some(process), None)
         }
-        Observable::Vmstat { .. } | Observable::Meminfo { .. } | Observable::MemoryStat { .. } => {
-            (None, None)
-        }
+        Observable::Vmstat { .. }
+        | Observable::Meminfo { .. }
+        | Observable::MemoryStat { .. }
+        | Observable::Sysfs { .. } => (None, None),
     };
     if let Some(process) = process
         && env.get(process).map(|&(k, _)| k) != Some(ValueKind::Process)
@@ -212,6 +213,7 @@ fn op_refs(k: &OpKind) -> Vec<(String, ValueKind)> {
         | OpKind::Exec { .. }
         | OpKind::Sleep { .. }
         | OpKind::MemoryReclaim { .. }
+        | OpKind::SysfsWrite { .. }
         | OpKind::Pipe => Vec::new(),
     }
 }

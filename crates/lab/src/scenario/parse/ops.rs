@@ -170,6 +170,9 @@ impl Parser<'_> {
             "memory_reclaim" => {
                 OpKind::MemoryReclaim { cgroup: f.string("cgroup")?, amount: f.size("amount")? }
             }
+            "sysfs_write" => {
+                OpKind::SysfsWrite { path: f.string("path")?, value: f.size("value")?.as_u64() }
+            }
             _ => return Ok(None),
         }))
     }
@@ -294,10 +297,11 @@ impl Parser<'_> {
         if let Kind::Str(s) = &node.kind {
             return match s.as_str() {
                 "ok" => Ok(OpExpect::Success),
+                "any" => Ok(OpExpect::Any),
                 _ => Err(self.err(
                     node.line,
                     format!(
-                        "expect `{s}`: expected \"ok\" or a table like {{ errno = \"EINVAL\" }}"
+                        "expect `{s}`: expected \"ok\", \"any\" or a table like {{ errno = \"EINVAL\" }}"
                     ),
                 )),
             };
@@ -372,6 +376,7 @@ fn op_keys(kind: &OpKind) -> &'static [&'static str] {
         OpKind::Pipe => &[],
         OpKind::Fadvise { .. } => &["fd", "offset", "len", "advice"],
         OpKind::MemoryReclaim { .. } => &["cgroup", "amount"],
+        OpKind::SysfsWrite { .. } => &["path", "value"],
         OpKind::Vmsplice { .. } => &["fd", "addr", "len"],
         OpKind::Sleep { .. } => &["duration"],
         OpKind::Fallocate { .. } => &["fd", "mode", "offset", "len"],
