@@ -313,8 +313,17 @@ mod tests {
         assert_eq!(parse_map_flags("private|anonymous"), Ok(map::PRIVATE | map::ANONYMOUS));
         assert_eq!(
             parse_map_flags("private|anon").unwrap_err(),
-            "unknown `anon`, expected private, shared, anonymous, fixed, fixed_noreplace, populate, growsdown, noreserve, denywrite"
+            "unknown `anon`, expected private, shared, anonymous, fixed, fixed_noreplace, populate, growsdown, noreserve, denywrite, hugetlb, huge_2mb, huge_1gb"
         );
+        assert_eq!(
+            parse_map_flags("shared|anonymous|hugetlb|huge_1gb"),
+            Ok(map::SHARED | map::ANONYMOUS | map::HUGETLB | map::HUGE_1GB)
+        );
+        assert_eq!(
+            parse_fs("hugetlbfs:1GiB"),
+            Ok(mm::fs::FsType::Hugetlbfs(mm::hugetlb::HugeSize::Size1G))
+        );
+        assert!(parse_fs("hugetlbfs:4KiB").unwrap_err().contains("hugetlbfs:1GiB"));
         assert_eq!(parse_open_flags("append").unwrap_err(), "needs one of rdonly, wronly, rdwr");
         assert_eq!(parse_hex("68 69"), Some(b"hi".to_vec()));
         assert_eq!(parse_content("pattern:7"), Ok(Some(7)));
