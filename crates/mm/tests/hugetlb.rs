@@ -74,3 +74,52 @@ fn a_gigantic_page_is_one_fault_and_stores_only_what_is_written() {
     assert_eq!(st.vmstat_snapshot().get(mm::vmstat::VmStat::Pgfault), 1);
     assert!(st.mem.host_bytes() < 3 * 4200, "contents stored: {}", st.mem.host_bytes());
 }
+
+/// Given each scheme of `hugetlb_sync`, when a process maps a hugetlbfs file shared and a
+/// private anonymous hugetlb region, faults both, forks (the child writing the private region),
+/// punches a hole, truncates, MADV_DONTNEEDs and unmaps, then lockdep reports nothing: every
+/// path takes the scheme's locks in its declared order (B-INV5).
+#[test]
+fn every_scheme_is_lockdep_clean() {
+    use mm::fs::{FsType, falloc};
+    use mm::{FileSpec, OpenFlags, madv};
+    for sync in ["i_mmap_rwsem", "revert", "vma_lock"] {
+        let profile = Profile::named("tiny").unwrap();
+        let mut config = MachineConfig::new(profile, KernelVersion::new(6, 1));
+        config.tunables.nr_hugepages = [8, 0];
+        config.switches.set("hugetlb_sync", sync).unwrap();
+        let mut m = Machine::new(config).unwrap();
+        let spec =
+            FileSpec { fs: FsType::Hugetlbfs(HugeSize::Size2M), ..FileSpec::zeros(Bytes::mib(8)) };
+        m.create_file("/huge/f", &spec).unwrap();
+        let pid = m.new_process("p").unwrap();
+        common::run_in(&mut m, pid, |t| async move {
+            let rw = prot::READ | prot::WRITE;
+            let fd = t.open("/huge/f", OpenFlags::RDWR).await.unwrap();
+            let args = MmapArgs {
+                addr: None,
+                len: Bytes::mib(8),
+                prot: rw,
+                flags: map::SHARED,
+                fd: Some(fd),
+                offset: 0,
+            };
+            let s = t.mmap(args).await.unwrap();
+            let flags = map::PRIVATE | map::ANONYMOUS | map::HUGETLB;
+            let p = t.mmap(MmapArgs { fd: None, flags, len: Bytes::mib(2), ..args }).await.unwrap();
+            t.write_bytes(s, b"s").await.unwrap();
+            t.write_bytes(s + Bytes::mib(6), b"s").await.unwrap();
+            t.write_bytes(p, b"p").await.unwrap();
+            let child = t.fork().await.unwrap();
+            t.fallocate(fd, falloc::PUNCH_HOLE | falloc::KEEP_SIZE, 0, Bytes::mib(2).as_u64())
+                .await
+                .unwrap();
+            t.ftruncate(fd, Bytes::mib(4).as_u64()).await.unwrap();
+            t.madvise(p, Bytes::mib(2), madv::DONTNEED).await.unwrap();
+            t.munmap(s, Bytes::mib(8)).await.unwrap();
+            child
+        });
+        let reports = m.handle().lockdep_reports();
+        assert!(reports.is_empty(), "{sync}: {reports:?}");
+    }
+}
