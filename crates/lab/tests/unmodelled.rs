@@ -1,48 +1,51 @@
-//! A switch whose mechanism is not modelled is refused wherever a run could override it: a
-//! scenario's `[machine.switches]` and `--set` (and so every sweep point).
+//! hugetlb is modelled from v5.7 to v6.1: the `hugetlb_sync` switch takes its three values on
+//! those kernels, and every hugetlb use (a hugetlbfs file, a `MAP_HUGETLB` mapping, a pool)
+//! on a kernel outside them is refused with the missing change named, at the line of the use.
 
 #![allow(clippy::disallowed_types, clippy::disallowed_methods)]
 
 use lab::scenario::parse::parse_scenario;
 use lab::scenario::run::{Overrides, run};
 
-const SCENARIO: &str = "[machine]\nprofile = \"tiny\"\n\n[[process]]\nname = \"p\"\n";
+const SCENARIO: &str =
+    "[machine]\nprofile = \"tiny\"\nkernel = \"v6.1\"\n\n[[process]]\nname = \"p\"\n";
 
 #[test]
-fn hugetlb_sync_overrides_are_refused() {
+fn hugetlb_sync_overrides_are_accepted() {
     let with_switch = SCENARIO
-        .replace("[[process]]", "[machine.switches]\nhugetlb_sync = \"vma_lock\"\n\n[[process]]");
-    let err = parse_scenario("s.toml", &with_switch).unwrap_err();
-    assert!(err.message.contains("hugetlb is not modelled"), "{}", err.message);
-
+        .replace("[[process]]", "[machine.switches]\nhugetlb_sync = \"revert\"\n\n[[process]]");
+    let s = parse_scenario("s.toml", &with_switch).unwrap();
+    let report = run(&s, &Overrides::default(), &mut |_| ()).unwrap();
+    assert!(report.switches.iter().any(|(k, v)| k == "hugetlb_sync" && v == "revert"));
     let s = parse_scenario("s.toml", SCENARIO).unwrap();
     let o =
-        Overrides { sets: vec![("hugetlb_sync".into(), "revert".into())], ..Overrides::default() };
+        Overrides { sets: vec![("hugetlb_sync".into(), "magic".into())], ..Overrides::default() };
     let err = run(&s, &o, &mut |_| ()).unwrap_err();
-    assert!(
-        err.message.contains("--set hugetlb_sync=revert")
-            && err.message.contains("hugetlb is not modelled"),
-        "{}",
-        err.message
-    );
-    // Without an override the era's documented value runs, and reports list it.
-    let report = run(&s, &Overrides::default(), &mut |_| ()).unwrap();
-    assert!(report.switches.iter().any(|(k, v)| k == "hugetlb_sync" && v == "vma_lock"));
+    assert!(err.message.contains("has no value `magic`"), "{}", err.message);
 }
 
-/// Every hugetlb use is refused with its reason, with the file and line, until hugetlb is
-/// modelled: a `MAP_HUGETLB` mapping and a file on hugetlbfs.
+/// A `MAP_HUGETLB` mapping and a hugetlbfs file on v6.8 (later changes not modelled) and v5.6
+/// (before the model's first scheme) are refused at their lines; on v6.1 they run.
 #[test]
-fn hugetlb_mappings_and_files_are_refused() {
+fn hugetlb_use_outside_the_modelled_kernels_is_refused() {
     let mmap = SCENARIO.to_string()
-        + "\n[[step]]\nprocess = \"p\"\nops = [\n  { op = \"mmap\", len = \"2MiB\", prot = \"rw\", flags = \"private|anonymous|hugetlb\" },\n]\n";
-    let err = parse_scenario("s.toml", &mmap).unwrap_err();
-    assert!(err.message.contains("hugetlb pages"), "{}", err.message);
-    assert!(err.line > 0, "the error names its line: {err:?}");
+        + "\n[[step]]\nprocess = \"p\"\nops = [\n  { op = \"mmap\", len = \"2MiB\", prot = \"rw\", flags = \"private|anonymous|hugetlb\", expect = { errno = \"ENOMEM\" } },\n]\n";
+    let s = parse_scenario("s.toml", &mmap).unwrap();
+    assert!(run(&s, &Overrides::default(), &mut |_| ()).unwrap().passed());
+    for (kernel, missing) in [("v6.8", "after v6.1"), ("v5.6", "before v5.7")] {
+        let o = Overrides { kernel: Some(kernel.parse().unwrap()), ..Overrides::default() };
+        let err = run(&s, &o, &mut |_| ()).unwrap_err();
+        assert!(err.message.contains(missing), "{kernel}: {}", err.message);
+        assert_eq!(err.line, 11, "the error names the mmap's line: {err:?}");
+    }
     let file = SCENARIO.replace(
         "[[process]]",
         "[[file]]\npath = \"/huge\"\nfs = \"hugetlbfs\"\nsize = \"2MiB\"\n\n[[process]]",
     );
-    let err = parse_scenario("s.toml", &file).unwrap_err();
-    assert!(err.message.contains("hugetlb pages"), "{}", err.message);
+    let s = parse_scenario("s.toml", &file).unwrap();
+    assert!(run(&s, &Overrides::default(), &mut |_| ()).unwrap().passed());
+    let o = Overrides { kernel: Some("v6.5".parse().unwrap()), ..Overrides::default() };
+    let err = run(&s, &o, &mut |_| ()).unwrap_err();
+    assert!(err.message.contains("hugetlb is not modelled on v6.5"), "{}", err.message);
+    assert_eq!(err.line, 5);
 }

@@ -199,14 +199,11 @@ macro_rules! switches {
             /// The switch names, in a stable order.
             pub const NAMES: [&'static str; $name::COUNT] = [$($ty::KEY,)*];
 
-            /// Overrides switch `key` with `value` (both by their kernel-facing names). A switch
-            /// whose mechanism is not modelled yet refuses every override.
+            /// Overrides switch `key` with `value` (both by their kernel-facing names).
             pub fn set(&mut self, key: &str, value: &str) -> Result<(), String> {
                 match key {
                     $($ty::KEY => {
-                        let v = $ty::parse(value)?;
-                        refuse_unmodelled(key)?;
-                        self.$field = v;
+                        self.$field = $ty::parse(value)?;
                     })*
                     _ => {
                         return Err(format!(
@@ -240,21 +237,6 @@ switches!(
         refcount_freeze: RefcountFreeze,
     }
 );
-
-/// Switches whose mechanism is not modelled yet: the eras set them (as documentation of the
-/// kernel), but no override is accepted, since nothing would run differently.
-const UNMODELLED: [(&str, &str); 1] = [(HugetlbSync::KEY, "hugetlb")];
-
-/// Refuses an override of a switch in [`UNMODELLED`].
-fn refuse_unmodelled(key: &str) -> Result<(), String> {
-    match UNMODELLED.iter().find(|(k, _)| *k == key) {
-        Some((k, what)) => Err(format!(
-            "switch `{k}` cannot be set: {what} is not modelled yet (the kernel eras only \
-             document its value)"
-        )),
-        None => Ok(()),
-    }
-}
 
 const fn v(major: u8, minor: u8) -> KernelVersion {
     KernelVersion::new(major, minor)
@@ -298,13 +280,6 @@ impl Switches {
     /// Only the mechanisms that the switch changes are affected: a run that never exercises them
     /// would be correct, but a silently different behaviour is worse than a clear refusal.
     pub fn check_implemented(&self, kernel: KernelVersion) -> Result<(), String> {
-        let era = Switches::for_kernel(kernel);
-        for (key, _) in UNMODELLED {
-            let value = |s: &Switches| s.iter().into_iter().find(|(k, _)| *k == key);
-            if value(self) != value(&era) {
-                refuse_unmodelled(key)?;
-            }
-        }
         if self.lru == Lru::Mglru && kernel < v(6, 1) {
             return Err(format!(
                 "switch lru = mglru is not modelled for {kernel}: the multi-gen LRU exists from v6.1 \
@@ -405,6 +380,44 @@ pub fn mprotect_upgrades_clean_exclusive_anon(k: KernelVersion) -> bool {
 /// GUP-fast writing to file-backed mappings" (a6e79df92e4a, v6.5).
 pub fn longterm_write_pin_refuses_dirty_tracked_files(k: KernelVersion) -> bool {
     k >= v(6, 5)
+}
+
+/// Why hugetlb pages cannot be used on `k`, if they cannot: the model starts with the v5.7
+/// scheme (c0d0381ade79 "hugetlbfs: use i_mmap_rwsem for more pmd sharing synchronization" and
+/// 87bf91d39bb5, v5.7) and ends with the v6.1 series (40549ba8f8e0 "hugetlb: use new vma_lock
+/// for pmd sharing synchronization" and its follow-ups, v6.1). Later kernels changed the same
+/// paths again (page-table walks and GUP under the vma lock, PMD unsharing when a VMA is split,
+/// the vma lock for private mappings and MADV_DONTNEED against faults, faults under the per-VMA
+/// mmap lock, the share count in the page-table descriptor), none of which is modelled.
+pub fn hugetlb_unmodelled(k: KernelVersion) -> Option<String> {
+    if k < v(5, 7) {
+        return Some(format!(
+            "hugetlb is not modelled on {k}: before v5.7 the fault path held only the fault \
+             mutex (c0d0381ade79 and 87bf91d39bb5 are where the model starts; choose v5.7 to v6.1)"
+        ));
+    }
+    (k > v(6, 1)).then(|| {
+        format!(
+            "hugetlb is not modelled on {k}: the changes after v6.1 are missing (page-table walks \
+             and GUP under the hugetlb vma lock and PMD unsharing on VMA split, v6.2 onwards; the \
+             vma lock for private mappings and MADV_DONTNEED against faults, v6.6; faults under \
+             the per-VMA mmap lock; the PMD share count in the page-table descriptor); choose \
+             v5.7 to v6.1"
+        )
+    })
+}
+
+/// `MADV_DONTNEED` works on hugetlb mappings (huge-page aligned start, end rounded down):
+/// "mm: enable MADV_DONTNEED for hugetlb mappings" (90e7e7f5ef3f, v5.18); EINVAL before.
+pub fn hugetlb_madv_dontneed(k: KernelVersion) -> bool {
+    k >= v(5, 18)
+}
+
+/// Fork copies a hugetlb VMA's page tables only when it has an anon_vma (private pages); a
+/// shared mapping is faulted in again by the child: "hugetlb: lazy page table copies in fork()"
+/// (bcd51a3c679d, v6.0). Before, every hugetlb VMA's entries were copied.
+pub fn hugetlb_lazy_fork_copy(k: KernelVersion) -> bool {
+    k >= v(6, 0)
 }
 
 /// `vma_has_recency` exists and the classic LRU also ignores the young PTEs of `VM_RAND_READ`
@@ -556,26 +569,16 @@ mod tests {
     }
 
     #[test]
-    fn hugetlb_sync_is_refused_until_hugetlb_is_modelled() {
+    fn hugetlb_sync_overrides_and_hugetlb_eras() {
         let mut s = Switches::default();
-        let err = s.set("hugetlb_sync", "revert").unwrap_err();
-        assert_eq!(
-            err,
-            "switch `hugetlb_sync` cannot be set: hugetlb is not modelled yet (the kernel eras \
-             only document its value)"
-        );
-        assert_eq!(s, Switches::default(), "a refused override changes nothing");
+        s.set("hugetlb_sync", "revert").unwrap();
+        assert_eq!(s.hugetlb_sync, HugetlbSync::Revert);
         assert!(s.set("hugetlb_sync", "magic").unwrap_err().contains("has no value `magic`"));
-        // The eras keep their documented value, which `check_implemented` accepts.
-        for k in [KernelVersion::new(5, 15), KernelVersion::new(6, 8)] {
-            assert!(Switches::for_kernel(k).check_implemented(k).is_ok());
-        }
-        let old = KernelVersion::new(5, 15);
-        assert_eq!(Switches::for_kernel(old).hugetlb_sync, HugetlbSync::IMmapRwsem);
-        let mut forced = Switches::for_kernel(old);
-        forced.hugetlb_sync = HugetlbSync::VmaLock;
-        let err = forced.check_implemented(old).unwrap_err();
-        assert!(err.contains("`hugetlb_sync`") && err.contains("hugetlb is not modelled"), "{err}");
+        let k = |s: &str| s.parse::<KernelVersion>().unwrap();
+        assert!(hugetlb_unmodelled(k("v5.6")).unwrap().contains("before v5.7"));
+        assert!(hugetlb_unmodelled(k("v5.7")).is_none() && hugetlb_unmodelled(k("v6.1")).is_none());
+        assert!(hugetlb_unmodelled(k("v6.2")).unwrap().contains("after v6.1"));
+        assert!(!hugetlb_lazy_fork_copy(k("v5.19")) && hugetlb_lazy_fork_copy(k("v6.0")));
     }
 
     #[test]

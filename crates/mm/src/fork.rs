@@ -16,6 +16,7 @@ use crate::era::CowReuse;
 use crate::errno::Errno;
 use crate::folio::pg;
 use crate::huge_memory::anon::{CopyHuge, copy_huge_pmd};
+use crate::hugetlb::copy_hugetlb_page_range;
 use crate::kernel::{Cx, KState};
 use crate::memory::{mm_counter, pmd_alloc, pte_alloc, vm_normal_page};
 use crate::mm_struct::{MmCounter, MmId, MmStruct};
@@ -113,7 +114,8 @@ pub(crate) async fn do_fork(cx: &Cx, parent: Pid) -> Result<Pid, Errno> {
                 continue;
             }
             let copy = Vma { mm: new, anon_vma: None, anon_vma_chain: Vec::new(), ..p.clone() };
-            let needs = p.anon_vma.is_some() && !p.flags.has(VmFlags::WIPEONFORK);
+            let pages = p.anon_vma.is_some() || st.hugetlb_copies_at_fork(pv);
+            let needs = pages && !p.flags.has(VmFlags::WIPEONFORK);
             let i_mmap = p.file.map(|f| st.inodes[st.file(f).inode].mapping.i_mmap_rwsem);
             if let Some(f) = copy.file {
                 st.file_mut(f).refs += 1;
@@ -121,22 +123,33 @@ pub(crate) async fn do_fork(cx: &Cx, parent: Pid) -> Result<Pid, Errno> {
             (copy, needs, i_mmap)
         };
         cx.charge(Cost::VmaUpdate).await;
-        let cv = match i_mmap {
-            Some(l) => {
-                let _g = l.write(cx).await;
-                cx.st().vma_link(copy)
-            }
-            None => cx.st().vma_link(copy),
-        };
+        let cv = link_child_vma(cx, copy, i_mmap, pv).await;
         if needs_pages {
             cx.st().anon_vma_fork(cv, pv);
-            wrprotected |= copy_page_range(cx, new, cv, old, pv).await?;
+            let hugetlb = cx.st().hstate_vma(pv).is_some();
+            wrprotected |= if hugetlb {
+                copy_hugetlb_page_range(cx, new, cv, old, pv).await?
+            } else {
+                copy_page_range(cx, new, cv, old, pv).await?
+            };
         }
     }
     if wrprotected {
         flush_tlb_range(cx, old, VirtAddr(0), VirtAddr(crate::pgtable::TASK_SIZE)).await;
     }
     Ok(child)
+}
+
+/// Links the child's copy of VMA `pv` (under `i_mmap_rwsem` for a file's) and gives a hugetlb
+/// copy its own private data (`hugetlb_dup_vma_private`, then `->open`).
+async fn link_child_vma(cx: &Cx, copy: Vma, i_mmap: Option<engine::RwSem>, pv: VmaId) -> VmaId {
+    let _g = match i_mmap {
+        Some(l) => Some(l.write(cx).await),
+        None => None,
+    };
+    let cv = cx.st().vma_link(copy);
+    cx.st().hugetlb_vm_op_open(pv, cv, false);
+    cv
 }
 
 /// Copies the PTEs of `src` (in `src_mm`) into `dst` (in `dst_mm`); returns whether any source
@@ -399,6 +412,7 @@ pub(crate) async fn exit_mmap(cx: &Cx, mm: MmId) {
     let guard = lock.write(cx).await;
     let vmas: Vec<VmaId> = cx.st().mm(mm).vmas.values().copied().collect();
     for &v in &vmas {
+        cx.st().hugetlb_vma_dying(v);
         let (s, e) = cx.st().vma_range(v);
         zap_vma_range(cx, mm, v, s, e, ZapDetails::default()).await;
     }

@@ -22,15 +22,18 @@
 //! and the DAX file system on persistent memory (`daxfs.rs`), exec's loader (`exec.rs`,
 //! `fs/exec.c`, `fs/binfmt_elf.c`), pipes and vmsplice (`pipe.rs`, `fs/pipe.c`, `fs/splice.c`),
 //! direct IO (`direct_io.rs`, `fs/iomap/direct-io.c`), and procfs (`proc.rs` with
-//! `proc/clear_refs.rs`, `fs/proc/task_mmu.c`, `fs/proc/meminfo.c`).
+//! `proc/clear_refs.rs`, `fs/proc/task_mmu.c`, `fs/proc/meminfo.c`), and sysfs (`sysfs.rs`, which
+//! routes a path to the subsystem that owns the file).
 
 pub mod dax;
 pub mod daxfs;
 pub(crate) mod direct_io;
 pub(crate) mod exec;
+pub mod hugetlbfs;
 pub(crate) mod ops;
 pub mod pipe;
 pub mod proc;
+pub mod sysfs;
 
 use crate::errno::Errno;
 use crate::folio::InodeId;
@@ -59,6 +62,8 @@ pub enum FsType {
     /// ext4 with `-o dax` on the machine's persistent memory: no page cache, mappings map the
     /// device (`daxfs.rs`, `dax.rs`).
     Dax,
+    /// hugetlbfs with pages of this size (`hugetlb.rs`, `hugetlbfs.rs`).
+    Hugetlbfs(crate::hugetlb::HugeSize),
 }
 
 /// A file's contents on its backing store.
@@ -305,7 +310,7 @@ impl KState {
             nr_large: 0,
         };
         let backing = Backing { pattern, ..Backing::default() };
-        self.inodes.push(Inode {
+        let id = self.inodes.push(Inode {
             path,
             fs,
             size,
@@ -314,7 +319,9 @@ impl KState {
             mapping,
             i_rwsem: handle.rwsem("i_rwsem"),
             refs: 0,
-        })
+        });
+        self.hugetlbfs_inode_init(id, fs);
+        id
     }
 
     /// Opens an inode (`do_dentry_open`): write access is counted, or refused with ETXTBSY

@@ -256,7 +256,8 @@ async fn gup_slow(cx: &Cx, mm: MmId, addr: VirtAddr, flags: GupFlags) -> Result<
     for _ in 0..8 {
         let (vma, kind, sets_foll_cow) = {
             let mut st = cx.st();
-            let vma = st.find_vma(mm, addr).filter(|&v| !st.vma_is_dax(v)).ok_or(Errno::EFAULT)?;
+            let modelled = |v: VmaId| !st.vma_is_dax(v) && st.hstate_vma(v).is_none();
+            let vma = st.find_vma(mm, addr).filter(|&v| modelled(v)).ok_or(Errno::EFAULT)?;
             check_vma_flags(cx, &st, vma, flags)?;
             let vflags = st.vma(vma).flags;
             let walk = foll_flags(cx, vflags, flags);
@@ -391,6 +392,8 @@ pub(crate) async fn populate(cx: &Cx, mm: MmId, start: VirtAddr, end: VirtAddr) 
             let kind = if write { FaultKind::Write } else { FaultKind::Read };
             let _ = handle_mm_fault(cx, mm, vma, addr, kind).await;
         }
-        addr = addr + Bytes::PAGE;
+        // A hugetlb VMA is populated one huge page at a time.
+        let step = target.and_then(|(v, _, _)| cx.st().hstate_vma(v)).map_or(4096, |s| s.bytes());
+        addr = (addr + Bytes(step)).align_down(Bytes(step));
     }
 }

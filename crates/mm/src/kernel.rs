@@ -42,6 +42,10 @@ pub struct Tunables {
     pub lru_gen_min_ttl_ms: u64,
     /// `/sys/kernel/mm/transparent_hugepage/` at boot (`huge_memory/policy.rs`).
     pub thp: crate::huge_memory::policy::ThpSettings,
+    /// `nr_hugepages` of each huge page size at boot (`hugepages=`, by `HugeSize` order: 2 MiB,
+    /// 1 GiB), and `nr_overcommit_hugepages`.
+    pub nr_hugepages: [u64; 2],
+    pub nr_overcommit_hugepages: [u64; 2],
 }
 
 impl Default for Tunables {
@@ -52,6 +56,8 @@ impl Default for Tunables {
             swappiness: 60,
             lru_gen_min_ttl_ms: 0,
             thp: Default::default(),
+            nr_hugepages: [0; 2],
+            nr_overcommit_hugepages: [0; 2],
         }
     }
 }
@@ -111,6 +117,8 @@ pub struct KState {
     pub lru: crate::lru::LruConfig,
     /// The transparent-hugepage policy: the sysfs knobs and the era facts it needs.
     pub thp: crate::huge_memory::policy::ThpState,
+    /// hugetlb pools, pages, files and reservations (`hugetlb.rs`).
+    pub hugetlb: crate::hugetlb::Hugetlb,
 }
 
 /// The kernel of one simulated machine.
@@ -452,12 +460,13 @@ impl KState {
                 let vma = self.vma(v);
                 d.write_u64(vma.start.0 ^ vma.end.0.rotate_left(32) ^ vma.flags.0.rotate_left(16));
                 d.write_u64(vma.pgoff);
+                let step = self.page_step(v);
                 let mut a = vma.start;
                 while a < vma.end {
                     if let Some((pte, _)) = self.pt.translate(mm.pgd, a) {
                         d.write_u64(a.0 ^ pte.0.rotate_left(17));
                     }
-                    a = a + simcore::Bytes::PAGE;
+                    a = a + step;
                 }
             }
             d.write_u64(mm.rss_total());
@@ -488,6 +497,7 @@ impl KState {
             }
         }
         d.write_u64(self.mem.fingerprint());
+        self.hugetlb.fingerprint_into(&mut d);
         d.value()
     }
 }
@@ -503,12 +513,13 @@ impl KState {
             let m = self.mm(mm);
             for &v in m.vmas.values() {
                 let vma = self.vma(v);
+                let step = self.page_step(v);
                 let mut a = vma.start;
                 while a < vma.end {
                     if let Some((pte, _)) = self.pt.translate(m.pgd, a) {
                         let _ = writeln!(out, "pid {pid} {} {pte:?}", a);
                     }
-                    a = a + simcore::Bytes::PAGE;
+                    a = a + step;
                 }
             }
         }

@@ -24,6 +24,7 @@ mod fork;
 pub mod fs;
 pub mod gup;
 pub mod huge_memory;
+pub mod hugetlb;
 pub mod kernel;
 pub mod khugepaged;
 pub mod lru;

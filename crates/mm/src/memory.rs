@@ -199,11 +199,14 @@ async fn table_alloc(
 /// Walks to the PMD table covering `addr`, populating the levels above it (`pud_alloc`,
 /// `pmd_alloc`).
 pub(crate) async fn pmd_alloc(cx: &Cx, mm: MmId, addr: VirtAddr) -> Result<PtId, VmFault> {
-    let mut table = cx.st().mm(mm).pgd;
-    for level in [Level::Pgd, Level::Pud] {
-        table = table_alloc(cx, mm, table, level, addr).await?.expect("no PUD leaves");
-    }
-    Ok(table)
+    let pud = pud_alloc(cx, mm, addr).await?;
+    Ok(table_alloc(cx, mm, pud, Level::Pud, addr).await?.expect("no PUD leaves"))
+}
+
+/// Walks to the PUD table covering `addr`, populating it if missing (`pud_alloc`).
+pub(crate) async fn pud_alloc(cx: &Cx, mm: MmId, addr: VirtAddr) -> Result<PtId, VmFault> {
+    let pgd = cx.st().mm(mm).pgd;
+    Ok(table_alloc(cx, mm, pgd, Level::Pgd, addr).await?.expect("no PGD leaves"))
 }
 
 /// The PMD table covering the fault's address, populating the levels above it, and the entry

@@ -37,6 +37,7 @@ use crate::era::KernelVersion;
 use crate::errno::Errno;
 use crate::folio::pg;
 use crate::fs::{FileId, FsType};
+use crate::hugetlb::HugeSize;
 use crate::kernel::{Cx, KState};
 use crate::memory::{pte_bits, vm_normal_page, wants_writenotify};
 use crate::mm_struct::{MMAP_MIN, MmId};
@@ -66,6 +67,10 @@ pub mod map {
     pub const DENYWRITE: u32 = 0x800;
     pub const NORESERVE: u32 = 0x4000;
     pub const POPULATE: u32 = 0x8000;
+    pub const HUGETLB: u32 = 0x40000;
+    /// `MAP_HUGE_2MB` and `MAP_HUGE_1GB`: the page size's log2 above `MAP_HUGE_SHIFT` (26).
+    pub const HUGE_2MB: u32 = 21 << 26;
+    pub const HUGE_1GB: u32 = 30 << 26;
     pub const FIXED_NOREPLACE: u32 = 0x100000;
 }
 
@@ -128,6 +133,7 @@ impl KState {
         for av in chain {
             self.anon_vmas[av].vmas.push(new);
         }
+        self.hugetlb_vm_op_split(id, new);
         new
     }
 
@@ -156,6 +162,7 @@ impl KState {
 
     /// Frees a detached VMA (`remove_vma`): leaves `i_mmap` and its anon_vmas, drops its file.
     pub(crate) fn vma_free(&mut self, id: VmaId) {
+        self.hugetlb_vm_op_close(id);
         if let Some(f) = self.vma(id).file {
             let inode = self.file(f).inode;
             self.inodes[inode].mapping.i_mmap.remove(&id);
@@ -182,6 +189,9 @@ impl KState {
             i.put_write_access();
         }
         i.refs -= 1;
+        if i.refs == 0 {
+            self.hugetlbfs_evict_inode(inode);
+        }
     }
 }
 
@@ -210,20 +220,16 @@ pub(crate) async fn do_mmap(cx: &Cx, pid: Pid, a: MmapArgs) -> Result<VirtAddr, 
     {
         return Err(Errno::EINVAL);
     }
-    let len =
-        a.len.align_up(Bytes::PAGE).filter(|l| l.as_u64() <= TASK_SIZE).ok_or(Errno::ENOMEM)?;
-    let anon = a.flags & map::ANONYMOUS != 0;
+    let huge = hugetlb_size_of_mmap(cx, pid, &a)?;
+    let unit = huge.map_or(Bytes::PAGE, |s| Bytes(s.bytes()));
+    let len = a.len.align_up(unit).filter(|l| l.as_u64() <= TASK_SIZE).ok_or(Errno::ENOMEM)?;
     let fixed = a.flags & (map::FIXED | map::FIXED_NOREPLACE) != 0;
-    if fixed && !a.addr.is_some_and(|x| x.is_aligned(Bytes::PAGE)) {
+    if fixed && !a.addr.is_some_and(|x| x.is_aligned(unit)) {
         return Err(Errno::EINVAL);
     }
     let mm = cx.st().procs[pid].mm.ok_or(Errno::EINVAL)?;
     let mut vm = calc_vm_flags(&a, cx.st().mm(mm).def_flags);
-    let file = match (anon, shared) {
-        (true, true) => Some(cx.st().shmem_zero_setup(cx, len.as_u64())),
-        (true, false) => None,
-        (false, _) => Some(cx.st().mmap_file_get(pid, &a, shared, &mut vm)?),
-    };
+    let file = mmap_file(cx, pid, &a, huge, len, &mut vm)?;
     if shared {
         vm |= VmFlags::SHARED | VmFlags::MAYSHARE;
     } else if vm & VmFlags::WRITE != 0 && file.is_none() {
@@ -232,17 +238,17 @@ pub(crate) async fn do_mmap(cx: &Cx, pid: Pid, a: MmapArgs) -> Result<VirtAddr, 
     // A file system may ask for huge mappings (a DAX file, `ext4_file_mmap`): VM_HUGEPAGE at an
     // address whose PMD colour matches the offset's (`thp_get_unmapped_area`), so its faults can
     // map 2 MiB at once.
-    let huge = file.is_some_and(|f| {
+    let thp = file.is_some_and(|f| {
         let st = cx.st();
         st.inodes[st.file(f).inode].fs.pmd_mappings()
     });
-    if huge {
+    if thp {
         vm |= VmFlags::HUGEPAGE;
     }
-    let align = if huge && len >= Bytes::PMD && a.offset.is_multiple_of(Bytes::PMD.as_u64()) {
+    let align = if thp && len >= Bytes::PMD && a.offset.is_multiple_of(Bytes::PMD.as_u64()) {
         Bytes::PMD
     } else {
-        Bytes::PAGE
+        unit
     };
     let lock = cx.st().mm(mm).mmap_lock;
     let guard = lock.write(cx).await;
@@ -271,24 +277,90 @@ pub(crate) async fn do_mmap(cx: &Cx, pid: Pid, a: MmapArgs) -> Result<VirtAddr, 
         anon_vma_chain: Vec::new(),
         role: VmaRole::Plain,
     };
-    let i_mmap = file.map(|f| {
-        let st = cx.st();
-        st.inodes[st.file(f).inode].mapping.i_mmap_rwsem
-    });
-    match i_mmap {
-        Some(l) => {
-            let _g = l.write(cx).await;
-            cx.st().vma_link(vma);
-        }
-        None => {
-            cx.st().vma_link(vma);
-        }
-    }
+    mmap_link(cx, vma).await?;
     drop(guard);
     if a.flags & map::POPULATE != 0 {
         crate::gup::populate(cx, mm, start, start + len).await;
     }
     Ok(start)
+}
+
+/// The huge page size of a hugetlb mapping (`ksys_mmap_pgoff`): `MAP_HUGETLB` with an
+/// anonymous mapping (EINVAL for a size the machine has no pool for, or with a file that is not
+/// on hugetlbfs), or any mapping of a hugetlbfs file. EOPNOTSUPP on a kernel whose hugetlb is not
+/// modelled (the scenario layer names the missing change).
+fn hugetlb_size_of_mmap(cx: &Cx, pid: Pid, a: &MmapArgs) -> Result<Option<HugeSize>, Errno> {
+    let asked = a.flags & map::HUGETLB != 0;
+    let size = if a.flags & map::ANONYMOUS != 0 {
+        match asked {
+            true => Some(HugeSize::of_map_flags(a.flags).ok_or(Errno::EINVAL)?),
+            false => None,
+        }
+    } else {
+        let st = cx.st();
+        let f = a.fd.and_then(|fd| st.procs[pid].fds.get(&fd).copied());
+        let size = f.and_then(|f| st.inodes[st.file(f).inode].fs.hugetlb_size());
+        if asked && size.is_none() {
+            return Err(Errno::EINVAL);
+        }
+        size
+    };
+    if size.is_some() && crate::era::hugetlb_unmodelled(cx.kernel().version).is_some() {
+        return Err(Errno::EOPNOTSUPP);
+    }
+    Ok(size)
+}
+
+/// The file a new mapping maps, with a reference taken: a hugetlbfs file for `MAP_HUGETLB`
+/// (`hugetlb_file_setup`), a tmpfs file for shared anonymous memory (`shmem_zero_setup`), none
+/// for private anonymous memory, or the descriptor's file. A hugetlb mapping's VMA gets
+/// `VM_HUGETLB | VM_DONTEXPAND` (`hugetlbfs_file_mmap`), and `VM_NORESERVE` with
+/// `MAP_NORESERVE`, which always counts for hugetlb (`do_mmap`).
+fn mmap_file(
+    cx: &Cx,
+    pid: Pid,
+    a: &MmapArgs,
+    huge: Option<HugeSize>,
+    len: Bytes,
+    vm: &mut u64,
+) -> Result<Option<FileId>, Errno> {
+    if huge.is_some() {
+        *vm |= VmFlags::HUGETLB | VmFlags::DONTEXPAND;
+        if a.flags & map::NORESERVE != 0 {
+            *vm |= VmFlags::NORESERVE;
+        }
+    }
+    let (anon, shared) = (a.flags & map::ANONYMOUS != 0, a.flags & map::SHARED != 0);
+    Ok(match (anon, shared, huge) {
+        (true, _, Some(size)) => {
+            Some(crate::fs::hugetlbfs::hugetlb_file_setup(&mut cx.st(), cx, size, len.as_u64()))
+        }
+        (true, true, None) => Some(cx.st().shmem_zero_setup(cx, len.as_u64())),
+        (true, false, None) => None,
+        (false, _, _) => Some(cx.st().mmap_file_get(pid, a, shared, vm)?),
+    })
+}
+
+/// Links a new VMA (a file's under its `i_mmap_rwsem` for write) and, for a hugetlbfs file,
+/// runs `hugetlbfs_file_mmap` (alignment, reservation), undoing the link when that fails.
+async fn mmap_link(cx: &Cx, vma: Vma) -> Result<(), Errno> {
+    let i_mmap = vma.file.map(|f| {
+        let st = cx.st();
+        st.inodes[st.file(f).inode].mapping.i_mmap_rwsem
+    });
+    let _g = match i_mmap {
+        Some(l) => Some(l.write(cx).await),
+        None => None,
+    };
+    let hugetlb = vma.flags.has(VmFlags::HUGETLB);
+    let mut st = cx.st();
+    let id = st.vma_link(vma);
+    if hugetlb && let Err(e) = st.hugetlbfs_file_mmap(id) {
+        st.vma_detach(id);
+        st.vma_free(id);
+        return Err(e);
+    }
+    Ok(())
 }
 
 /// `calc_vm_prot_bits` and `calc_vm_flag_bits`: the VMA flags an mmap's protection and flags
@@ -388,6 +460,7 @@ async fn unmap_locked(cx: &Cx, mm: MmId, start: VirtAddr, end: VirtAddr) {
     let vmas = cx.st().vma_split_range(mm, start, end);
     for &v in &vmas {
         cx.st().vma_detach(v);
+        cx.st().hugetlb_vma_dying(v);
     }
     for &v in &vmas {
         let (s, e) = cx.st().vma_range(v);
@@ -414,6 +487,7 @@ pub(crate) async fn do_munmap(cx: &Cx, mm: MmId, addr: VirtAddr, len: Bytes) -> 
     let (start, end) = user_range(addr, len)?;
     let lock = cx.st().mm(mm).mmap_lock;
     let _g = lock.write(cx).await;
+    cx.st().hugetlb_check_split(mm, start, end)?;
     unmap_locked(cx, mm, start, end).await;
     Ok(())
 }
@@ -455,29 +529,39 @@ pub(crate) async fn do_mprotect(
             }
         }
     }
+    cx.st().hugetlb_check_split(mm, start, end)?;
     split_huge_pmd_edges(cx, mm, start, end).await;
     let vmas = cx.st().vma_split_range(mm, start, end);
     let mut changed = 0;
     let kernel = cx.kernel().version;
     for v in vmas {
-        let mut st = cx.st();
-        let old = st.vma(v).flags;
-        let mut f = old.0 & !(VmFlags::READ | VmFlags::WRITE | VmFlags::EXEC);
-        for (p, b) in [
-            (prot::READ, VmFlags::READ),
-            (prot::WRITE, VmFlags::WRITE),
-            (prot::EXEC, VmFlags::EXEC),
-        ] {
-            if new_prot & p != 0 {
-                f |= b;
+        let hugetlb = {
+            let mut st = cx.st();
+            let old = st.vma(v).flags;
+            let mut f = old.0 & !(VmFlags::READ | VmFlags::WRITE | VmFlags::EXEC);
+            for (p, b) in [
+                (prot::READ, VmFlags::READ),
+                (prot::WRITE, VmFlags::WRITE),
+                (prot::EXEC, VmFlags::EXEC),
+            ] {
+                if new_prot & p != 0 {
+                    f |= b;
+                }
             }
+            // `mprotect_fixup`: nothing to do when the flags do not change.
+            if f == old.0 {
+                continue;
+            }
+            st.vma_mut(v).flags = VmFlags(f);
+            let hugetlb = st.hstate_vma(v).is_some();
+            if !hugetlb {
+                changed += change_protection(&mut st, kernel, v);
+            }
+            hugetlb
+        };
+        if hugetlb {
+            changed += crate::hugetlb::unmap::hugetlb_change_protection(cx, v).await;
         }
-        // `mprotect_fixup`: nothing to do when the flags do not change.
-        if f == old.0 {
-            continue;
-        }
-        st.vma_mut(v).flags = VmFlags(f);
-        changed += change_protection(&mut st, kernel, v);
     }
     cx.charge_n(Cost::PteUpdate, changed).await;
     flush_tlb_range(cx, mm, start, end).await;
@@ -598,6 +682,7 @@ async fn madvise_update_vmas(
     advice: u32,
 ) -> Result<(), Errno> {
     covering(&cx.st(), mm, start, end)?;
+    cx.st().hugetlb_check_split(mm, start, end)?;
     split_huge_pmd_edges(cx, mm, start, end).await;
     let vmas = cx.st().vma_split_range(mm, start, end);
     for v in vmas {
@@ -626,18 +711,8 @@ pub(crate) async fn do_madvise(
             let _g = lock.read(cx).await;
             let vmas = covering(&cx.st(), mm, start, end)?;
             for v in vmas {
-                let (vs, ve, locked) = {
-                    let st = cx.st();
-                    let x = st.vma(v);
-                    (
-                        x.start.max(start),
-                        x.end.min(end),
-                        x.flags.has(VmFlags::LOCKED | VmFlags::PFNMAP | VmFlags::HUGETLB),
-                    )
-                };
-                if locked {
-                    return Err(Errno::EINVAL);
-                }
+                let range = cx.st().madvise_dontneed_range(v, start, end)?;
+                let Some((vs, ve)) = range else { continue };
                 zap_vma_range(cx, mm, v, vs, ve, ZapDetails::default()).await;
             }
             Ok(())

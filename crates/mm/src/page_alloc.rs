@@ -114,6 +114,31 @@ impl BuddyAllocator {
         }
     }
 
+    /// Takes `pages` frames, aligned to `pages`, from the top of the never-used region, for a
+    /// pool that keeps its own per-page state (hugetlb: `alloc_fresh_hugetlb_folio`). `None`
+    /// when the top of memory is not aligned that way or has been handed out: the block must lie
+    /// wholly above the high-water mark, so no per-frame state ever covers it.
+    pub(crate) fn take_top(&mut self, pages: u64) -> Option<Pfn> {
+        let head = self.total.checked_sub(pages)?;
+        if !head.is_multiple_of(pages) || head < self.bump {
+            return None;
+        }
+        self.total = head;
+        self.nr_free -= pages;
+        Some(Pfn(head))
+    }
+
+    /// Gives back a block [`BuddyAllocator::take_top`] handed out, if it lies at the top of
+    /// what the allocator manages; `false` leaves it with the caller.
+    pub(crate) fn give_top(&mut self, pfn: Pfn, pages: u64) -> bool {
+        if pfn.0 != self.total {
+            return false;
+        }
+        self.total += pages;
+        self.nr_free += pages;
+        true
+    }
+
     /// Whether `pfn` lies inside a free block (O(orders * log n); for checkers).
     pub(crate) fn is_free(&self, pfn: Pfn) -> bool {
         if pfn.0 >= self.bump {

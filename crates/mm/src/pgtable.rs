@@ -370,8 +370,12 @@ impl PageTables {
         self.find_table(pgd, addr, Level::Pmd).map(|t| (t, Level::Pmd.index(addr)))
     }
 
-    /// What maps `addr`: a PTE, or a PMD leaf, or nothing.
+    /// What maps `addr`: a PTE, or a PMD or PUD leaf, or nothing.
     pub fn translate(&self, pgd: PtId, addr: VirtAddr) -> Option<(Pte, Level)> {
+        let pud_t = self.find_table(pgd, addr, Level::Pud)?;
+        if let Upper::Leaf(e) = self.upper(pud_t, Level::Pud.index(addr)) {
+            return Some((e, Level::Pud));
+        }
         let (pmd_t, pmd_i) = self.pmd_slot(pgd, addr)?;
         match self.upper(pmd_t, pmd_i) {
             Upper::None => None,

@@ -101,17 +101,13 @@ impl Thread {
         do_mprotect(&self.cx, self.mm()?, addr, len, prot).await
     }
 
-    /// A write of `value` to the THP sysfs knob `knob` (its path below
-    /// `/sys/kernel/mm/transparent_hugepage/`, `huge_memory/policy.rs`): EINVAL for a value the
-    /// knob refuses, ENOENT for a knob this kernel does not have.
-    pub async fn sysfs_write(&self, knob: &str, value: &str) -> Result<(), Errno> {
+    /// A write of `value` to a sysfs or sysctl file (`fs/sysfs.rs`: the THP knobs, the hugetlb
+    /// pools' files): ENOENT for a file this kernel or the model lacks, EINVAL for a value the
+    /// file refuses.
+    pub async fn sysfs_write(&self, path: &str, value: &str) -> Result<(), Errno> {
         self.cx.charge(crate::sim::cost::Cost::Syscall).await;
         let k = self.cx.kernel().version;
-        let mut st = self.cx.st();
-        if st.thp.settings.show(knob, k).is_none() {
-            return Err(Errno::ENOENT);
-        }
-        st.thp.settings.set(knob, value, k).map_err(|_| Errno::EINVAL)
+        self.cx.st().sysfs_store(path, value, k)
     }
 
     /// `prctl(PR_SET_THP_DISABLE, disable)` (`kernel/sys.c`; `huge_memory/policy.rs`).
@@ -209,6 +205,16 @@ impl Thread {
             }
             return Ok(data.len() as u64);
         }
+        if fs.hugetlb_size().is_some() {
+            let data = self.cx.st().hugetlbfs_read(inode, pos, len);
+            self.cx
+                .charge_n(crate::sim::cost::Cost::UserCopy4k, (data.len() as u64).div_ceil(4096))
+                .await;
+            if let Some(buf) = buf {
+                write_user(&self.cx, self.mm()?, buf, &data).await?;
+            }
+            return Ok(data.len() as u64);
+        }
         if direct {
             let buf = buf.ok_or(Errno::EFAULT)?;
             return direct_read(&self.cx, self.mm()?, inode, buf, len, pos).await;
@@ -259,6 +265,10 @@ impl Thread {
         if self.cx.st().inodes[inode].fs.is_fifo() {
             return self.cx.st().pipe_write(inode, data);
         }
+        if self.cx.st().hugetlb_size_of(inode).is_some() {
+            // hugetlbfs has no `write_iter`.
+            return Err(Errno::EINVAL);
+        }
         file_write(&self.cx, inode, pos, data).await.map_err(|_| Errno::ENOMEM)?;
         Ok(data.len() as u64)
     }
@@ -292,6 +302,7 @@ impl Thread {
         if !writable {
             return Err(Errno::EINVAL);
         }
+        crate::fs::hugetlbfs::check_truncate_size(&self.cx.st(), inode, size)?;
         do_truncate(&self.cx, inode, size).await;
         Ok(())
     }
@@ -361,6 +372,13 @@ impl Thread {
         }
         if offset.checked_add(len).is_none_or(|end| end > i64::MAX as u64) {
             return Err(Errno::EFBIG);
+        }
+        if self.cx.st().hugetlb_size_of(inode).is_some() {
+            let (punch, keep) = (mode & falloc::PUNCH_HOLE != 0, mode & falloc::KEEP_SIZE != 0);
+            return crate::fs::hugetlbfs::hugetlbfs_fallocate(
+                &self.cx, inode, punch, keep, offset, len,
+            )
+            .await;
         }
         do_fallocate(&self.cx, inode, mode, offset, len).await
     }

@@ -35,6 +35,10 @@ pub(crate) async fn do_truncate(cx: &Cx, inode: InodeId, size: u64) {
         (i.i_rwsem, i.mapping.invalidate_lock)
     };
     let _i = i_rwsem.write(cx).await;
+    if cx.st().hugetlb_size_of(inode).is_some() {
+        // `hugetlbfs_setattr`: the size is a huge page multiple (the syscall checked).
+        return crate::fs::hugetlbfs::hugetlb_vmtruncate(cx, inode, size).await;
+    }
     let old = cx.st().inodes[inode].size;
     if size >= old {
         let mut st = cx.st();

@@ -19,7 +19,7 @@
 //!   `dax_pte_fault`.
 //! - `huge_fault`: the PMD level, tried before the PTE table is walked: DAX's PMD faults, the
 //!   page cache's read-only text THPs, anonymous THPs and the huge zero page
-//!   (`huge_memory/anon.rs`).
+//!   (`huge_memory/anon.rs`), the whole of a hugetlb fault.
 //! - `map_pages`: fault-around, the page cache's `filemap_map_pages`.
 //! - `page_mkwrite`: the write-protect fault of a shared mapping: the page cache's
 //!   `wp_page_shared`, DAX's `dax_wp_shared` (`pfn_mkwrite` and `page_mkwrite` are
@@ -36,6 +36,7 @@ use crate::fs::FileId;
 use crate::fs::dax::{dax_huge_fault, dax_pte_fault, dax_wp_shared};
 use crate::huge_memory::anon::anon_huge_fault;
 use crate::huge_memory::file_huge_fault;
+use crate::hugetlb::hugetlb_fault;
 use crate::kernel::KState;
 use crate::memory::{FaultOutcome, Vmf};
 use crate::vma::VmaId;
@@ -51,6 +52,10 @@ pub enum VmOps {
     PageCache,
     /// A file on the DAX file system (`ext4_dax_vm_ops`): the device's blocks, no page cache.
     Dax,
+    /// A hugetlbfs file (`hugetlb_vm_ops`): the whole fault is `hugetlb_fault` (`hugetlb.rs`),
+    /// which `handle_mm_fault` reaches before the page tables are walked, as the kernel's
+    /// `is_vm_hugetlb_page` branch does; it is answered at the PMD level here.
+    Hugetlb,
 }
 
 impl VmOps {
@@ -67,6 +72,7 @@ impl VmOps {
             VmOps::Anonymous => do_anonymous_page(vmf).await,
             VmOps::PageCache => do_fault(vmf).await,
             VmOps::Dax => dax_pte_fault(vmf).await,
+            VmOps::Hugetlb => unreachable!("hugetlb faults end at huge_fault"),
         }
     }
 
@@ -77,6 +83,7 @@ impl VmOps {
             VmOps::Anonymous => anon_huge_fault(vmf).await,
             VmOps::PageCache => file_huge_fault(vmf).await,
             VmOps::Dax => dax_huge_fault(vmf).await,
+            VmOps::Hugetlb => hugetlb_fault(vmf).await,
         }
     }
 
@@ -85,7 +92,7 @@ impl VmOps {
     pub(crate) async fn map_pages(self, vmf: &Vmf<'_>, start: VirtAddr, end: VirtAddr) -> bool {
         match self {
             VmOps::PageCache => filemap_map_pages(vmf, start, end).await,
-            VmOps::Anonymous | VmOps::Dax => false,
+            VmOps::Anonymous | VmOps::Dax | VmOps::Hugetlb => false,
         }
     }
 
@@ -96,6 +103,7 @@ impl VmOps {
             VmOps::Anonymous => unreachable!("shared anonymous memory is a tmpfs file"),
             VmOps::PageCache => wp_page_shared(vmf).await,
             VmOps::Dax => dax_wp_shared(vmf).await,
+            VmOps::Hugetlb => unreachable!("hugetlb faults end at huge_fault"),
         }
     }
 
@@ -104,7 +112,7 @@ impl VmOps {
     /// tmpfs none (`FsType::can_writeback`).
     pub(crate) fn has_page_mkwrite(self, st: &KState, vma: VmaId) -> bool {
         match self {
-            VmOps::Anonymous => false,
+            VmOps::Anonymous | VmOps::Hugetlb => false,
             VmOps::PageCache => {
                 let file = st.vma(vma).file.expect("page-cache VMAs map files");
                 st.inodes[st.file(file).inode].fs.can_writeback()

@@ -43,6 +43,9 @@ pub(crate) async fn zap_vma_range(
     end: VirtAddr,
     details: ZapDetails,
 ) {
+    if cx.st().hstate_vma(vma).is_some() {
+        return crate::hugetlb::unmap_hugepage_range(cx, vma, start, end).await;
+    }
     let mut freed: Vec<Pfn> = Vec::new();
     let mut cleared = 0;
     let (mut flush_start, mut flush_end) = (start, end);
@@ -299,30 +302,34 @@ pub(crate) async fn unmap_mapping_range(
 ) {
     let lock = cx.st().inodes[inode].mapping.i_mmap_rwsem;
     let _g = lock.read(cx).await;
-    let targets: Vec<(MmId, VmaId, VirtAddr, VirtAddr)> = {
-        let st = cx.st();
-        st.inodes[inode]
+    let targets = cx.st().i_mmap_ranges(inode, first, last);
+    let details = ZapDetails { file_only: Some(inode), even_cows };
+    for (vma, start, end) in targets {
+        let mm = cx.st().vma(vma).mm;
+        zap_vma_range(cx, mm, vma, start, end, details).await;
+    }
+}
+
+impl KState {
+    /// The VMAs of `inode`'s `i_mmap` that map pages `[first, last)` (`None`: to the end), each
+    /// with the address range it maps them at (`vma_interval_tree_foreach`).
+    pub(crate) fn i_mmap_ranges(
+        &self,
+        inode: InodeId,
+        first: u64,
+        last: Option<u64>,
+    ) -> Vec<(VmaId, VirtAddr, VirtAddr)> {
+        self.inodes[inode]
             .mapping
             .i_mmap
             .iter()
             .filter_map(|&id| {
-                let v = st.vma(id);
-                let vpages = v.len().as_u64() >> 12;
+                let v = self.vma(id);
                 let lo = first.max(v.pgoff);
-                let hi = last.unwrap_or(u64::MAX).min(v.pgoff + vpages);
-                (lo < hi).then(|| {
-                    (
-                        v.mm,
-                        id,
-                        v.address_of(lo).expect("in range"),
-                        v.start + Bytes((hi - v.pgoff) << 12),
-                    )
-                })
+                let hi = last.unwrap_or(u64::MAX).min(v.pgoff + (v.len().as_u64() >> 12));
+                let end = v.start + Bytes((hi - v.pgoff) << 12);
+                (lo < hi).then(|| (id, v.address_of(lo).expect("in range"), end))
             })
             .collect()
-    };
-    let details = ZapDetails { file_only: Some(inode), even_cows };
-    for (mm, vma, start, end) in targets {
-        zap_vma_range(cx, mm, vma, start, end, details).await;
     }
 }

@@ -4,7 +4,6 @@
 use super::interp::{Env, Failure};
 use super::model::{Expect, Observable, PagemapBit, Show};
 use mm::fs::proc::{PM_FILE, PM_MMAP_EXCLUSIVE, PM_PFN_MASK, PM_PRESENT, PM_SOFT_DIRTY, PM_SWAP};
-use mm::huge_memory::policy::SYSFS_DIR;
 use mm::kernel::KState;
 
 /// The value of a `Name:   123 kB` field in a `/proc` text.
@@ -58,6 +57,12 @@ pub fn read(st: &KState, env: &Env, what: &Observable) -> Result<u64, String> {
             }
             Ok(st.vmstat_snapshot().get(key))
         }
+        Observable::Sysfs { path } => {
+            let text = st
+                .sysfs_show(path)
+                .ok_or_else(|| format!("{path}: no such file on {} in the model", env.kernel))?;
+            text.trim().parse().map_err(|_| format!("{path} reads `{text}`, not a number"))
+        }
         Observable::MemoryStat { cgroup, name } => {
             let memcg =
                 st.mem_cgroup_by_path(cgroup).ok_or_else(|| format!("no cgroup `{cgroup}`"))?;
@@ -65,13 +70,6 @@ pub fn read(st: &KState, env: &Env, what: &Observable) -> Result<u64, String> {
             text.lines()
                 .find_map(|l| l.strip_prefix(name.as_str())?.strip_prefix(' ')?.parse().ok())
                 .ok_or_else(|| missing(name, &text))
-        }
-        Observable::Sysfs { knob } => {
-            let text = st
-                .thp
-                .show(knob)
-                .ok_or_else(|| format!("{}{knob}: no such file on {}", SYSFS_DIR, env.kernel))?;
-            text.parse().map_err(|_| format!("{SYSFS_DIR}{knob} reads `{text}`, not a number"))
         }
         Observable::Pagemap { process, at, bit } => {
             let pid = env.process(process)?;
@@ -112,7 +110,7 @@ pub fn describe(what: &Observable) -> String {
             format!("pagemap {bit:?} of {process} at {}", addr_text(at))
         }
         Observable::MemoryStat { cgroup, name } => format!("memory.stat {name} of {cgroup}"),
-        Observable::Sysfs { knob } => format!("{SYSFS_DIR}{knob}"),
+        Observable::Sysfs { path } => path.clone(),
     }
 }
 

@@ -41,6 +41,11 @@ pub fn check_tunable(key: &str, value: u64) -> Result<(), String> {
         "fault_around_bytes" => 2 << 20,
         "swappiness" => 200,
         "lru_gen_min_ttl_ms" => 3_600_000,
+        // hugetlb pools: a pool stops growing when memory runs out; this only bounds the number.
+        "nr_hugepages"
+        | "nr_overcommit_hugepages"
+        | "nr_hugepages_1g"
+        | "nr_overcommit_hugepages_1g" => 1 << 32,
         _ => return Ok(()),
     };
     if value > max {

@@ -22,6 +22,7 @@ impl Default for MachineSpec {
             fault_around_pages: None,
             swappiness: None,
             min_ttl_ms: None,
+            hugepages: [None; 4],
             costs: Vec::new(),
             sysfs: Vec::new(),
         }
@@ -94,6 +95,9 @@ pub struct MachineSpec {
     pub swappiness: Option<u64>,
     /// `/sys/kernel/mm/lru_gen/min_ttl_ms`.
     pub min_ttl_ms: Option<u64>,
+    /// The hugetlb pools at boot: `nr_hugepages`, `nr_overcommit_hugepages` (2 MiB), then
+    /// `nr_hugepages_1g`, `nr_overcommit_hugepages_1g` ([`TUNABLES`]).
+    pub hugepages: [Option<u64>; 4],
     /// Cost overrides by name, in ns.
     pub costs: Vec<(String, u64)>,
     /// `[machine.sysfs]`: THP knobs by path (below `/sys/kernel/mm/transparent_hugepage/`) and
@@ -300,9 +304,9 @@ pub enum OpKind {
     PrctlSetThpDisable {
         disable: bool,
     },
-    /// A write of `value` to a THP sysfs knob (its path below the THP directory).
+    /// A write of `value` to a sysfs or sysctl file (a THP knob, a hugetlb pool's size).
     SysfsWrite {
-        knob: String,
+        path: String,
         value: String,
     },
     /// Writes `value` to `/proc/PID/clear_refs` of `process`.
@@ -388,13 +392,13 @@ impl OpKind {
             OpKind::PreadDirect { .. } => "pread_direct",
             OpKind::ClearRefs { .. } => "clear_refs",
             OpKind::PrctlSetThpDisable { .. } => "prctl",
-            OpKind::SysfsWrite { .. } => "sysfs_write",
             OpKind::Pipe => "pipe",
             OpKind::Vmsplice { .. } => "vmsplice",
             OpKind::Sleep { .. } => "sleep",
             OpKind::Fadvise { .. } => "fadvise",
             OpKind::MemoryReclaim { .. } => "memory_reclaim",
             OpKind::Fallocate { .. } => "fallocate",
+            OpKind::SysfsWrite { .. } => "sysfs_write",
         }
     }
 
@@ -431,6 +435,9 @@ pub enum ValueKind {
 pub enum OpExpect {
     /// Success, whatever the value (the default).
     Success,
+    /// Any result, success or error (`"any"`): a racing operation whose outcome the
+    /// interleaving decides; the scenario checks the state it leaves.
+    Any,
     Errno(Errno),
     Signal(Signal),
     /// Success with these bytes (`read_bytes`, `read` into a buffer).
@@ -466,8 +473,9 @@ pub enum Observable {
     Pagemap { process: String, at: AddrExpr, bit: PagemapBit },
     /// A `memory.stat` entry of a cgroup (bytes for amounts, counts for events).
     MemoryStat { cgroup: String, name: String },
-    /// A number read from a THP sysfs file (its path below the THP directory).
-    Sysfs { knob: String },
+    /// A number in a sysfs or sysctl file (`/sys/kernel/mm/transparent_hugepage/khugepaged/
+    /// pages_collapsed`, `/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages`, ...).
+    Sysfs { path: String },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -547,12 +555,31 @@ impl Show {
     pub const NAMES: &'static str = "smaps:PROCESS, smaps_rollup:PROCESS, maps:PROCESS, status:PROCESS, vmstat, meminfo, lock_stat, memory.stat:CGROUP, lru_gen";
 }
 
+/// The `[machine.tunables]` keys: `read_ahead_kb`, `fault_around_bytes`, `swappiness`,
+/// `lru_gen_min_ttl_ms`, then the hugetlb pools in [`MachineSpec::hugepages`] order.
+pub const TUNABLES: [&str; 8] = [
+    "read_ahead_kb",
+    "fault_around_bytes",
+    "swappiness",
+    "lru_gen_min_ttl_ms",
+    "nr_hugepages",
+    "nr_overcommit_hugepages",
+    "nr_hugepages_1g",
+    "nr_overcommit_hugepages_1g",
+];
+
+/// What an `[[expect]]` reads: exactly one of these keys.
+pub const EXPECT_KINDS: [&str; 8] =
+    ["smaps", "smaps_rollup", "status", "vmstat", "meminfo", "pagemap", "memory_stat", "sysfs"];
+
 /// A file system type by name.
 pub fn fs_type(name: &str) -> Option<FsType> {
     match name {
         "ext4" | "disk" => Some(FsType::Disk),
         "tmpfs" | "shmem" => Some(FsType::Tmpfs),
         "dax" | "ext4-dax" => Some(FsType::Dax),
+        "hugetlbfs" | "hugetlbfs:2MiB" => Some(FsType::Hugetlbfs(mm::hugetlb::HugeSize::Size2M)),
+        "hugetlbfs:1GiB" => Some(FsType::Hugetlbfs(mm::hugetlb::HugeSize::Size1G)),
         _ => None,
     }
 }

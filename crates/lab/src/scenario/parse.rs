@@ -23,9 +23,6 @@ use super::model::*;
 use super::node::{Kind, Node, parse_document};
 use fields::Fields;
 
-/// The keys that name what an expectation observes.
-const OBSERVABLE_KINDS: [&str; 8] =
-    ["smaps", "smaps_rollup", "status", "vmstat", "meminfo", "pagemap", "memory_stat", "sysfs"];
 use mm::{KernelVersion, Profile, Switches};
 
 /// Parses the text of a scenario file.
@@ -169,16 +166,7 @@ impl<'a> Parser<'a> {
             })?,
             None => engine::SchedulerKind::TimeOrdered,
         };
-        let (mut ra_pages, mut fault_around_pages) = (None, None);
-        let (mut swappiness, mut min_ttl_ms) = (None, None);
-        if let Some(n) = f.get("tunables") {
-            let t = self.fields(n, "[machine.tunables]")?;
-            ra_pages = t.opt_tunable("read_ahead_kb")?.map(|kb| kb / 4);
-            fault_around_pages = t.opt_tunable("fault_around_bytes")?.map(|b| (b / 4096).max(1));
-            swappiness = t.opt_tunable("swappiness")?;
-            min_ttl_ms = t.opt_tunable("lru_gen_min_ttl_ms")?;
-            t.finish(&["read_ahead_kb", "fault_around_bytes", "swappiness", "lru_gen_min_ttl_ms"])?;
-        }
+        let [ra_kb, around_bytes, swappiness, min_ttl_ms, h0, h1, h2, h3] = self.tunables(&f)?;
         let costs = match f.get("costs") {
             Some(n) => self.machine_costs(n, resized.costs.clone())?,
             None => Vec::new(),
@@ -209,27 +197,16 @@ impl<'a> Parser<'a> {
             switch_overrides,
             seed,
             scheduler,
-            ra_pages,
+            ra_pages: ra_kb.map(|kb| kb / 4),
             swap,
             pmem,
-            fault_around_pages,
+            fault_around_pages: around_bytes.map(|b| (b / 4096).max(1)),
             swappiness,
             min_ttl_ms,
+            hugepages: [h0, h1, h2, h3],
             costs,
             sysfs,
         })
-    }
-
-    /// `sysfs = PATH`: a THP sysfs file to read a number from.
-    fn sysfs_observable(&self, f: &Fields<'_>) -> Result<Observable, ScenarioError> {
-        let path = f.string("sysfs")?;
-        let knob = mm::huge_memory::policy::sysfs_knob(&path).ok_or_else(|| {
-            self.err(
-                f.line_of("sysfs"),
-                format!("`{path}`: expected a path under {}", mm::huge_memory::policy::SYSFS_DIR),
-            )
-        })?;
-        Ok(Observable::Sysfs { knob: knob.to_string() })
     }
 
     /// `[machine.costs]`: cost overrides in ns, each checked against `table`.
@@ -279,6 +256,19 @@ impl<'a> Parser<'a> {
             out.push((knob.to_string(), text));
         }
         t.mark_all();
+        Ok(out)
+    }
+
+    /// `[machine.tunables]`, each within its range, in [`TUNABLES`] order.
+    fn tunables(&self, machine: &Fields) -> Result<[Option<u64>; 8], ScenarioError> {
+        let mut out = [None; 8];
+        if let Some(n) = machine.get("tunables") {
+            let t = self.fields(n, "[machine.tunables]")?;
+            for (slot, key) in out.iter_mut().zip(TUNABLES) {
+                *slot = t.opt_tunable(key)?;
+            }
+            t.finish(&TUNABLES)?;
+        }
         Ok(out)
     }
 
@@ -355,7 +345,7 @@ impl<'a> Parser<'a> {
 
     fn expect(&self, node: &Node) -> Result<Expect, ScenarioError> {
         let f = self.fields(node, "[[expect]]")?;
-        let kinds = OBSERVABLE_KINDS;
+        let kinds = EXPECT_KINDS;
         let present: Vec<&str> = kinds.iter().copied().filter(|k| f.get(k).is_some()).collect();
         let [kind] = present[..] else {
             return Err(self.err(
@@ -386,7 +376,7 @@ impl<'a> Parser<'a> {
                 Observable::Vmstat { name }
             }
             "meminfo" => Observable::Meminfo { name: f.string("meminfo")? },
-            "sysfs" => self.sysfs_observable(&f)?,
+            "sysfs" => Observable::Sysfs { path: f.string("sysfs")? },
             "memory_stat" => Observable::MemoryStat {
                 cgroup: f.string("cgroup")?,
                 name: f.string("memory_stat")?,

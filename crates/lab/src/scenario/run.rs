@@ -7,7 +7,7 @@ use super::ScenarioError;
 use super::expect;
 use super::interp::{Env, Failure, Log, Value, run_task};
 use super::limits::{MAX_SCENARIO_BYTES, check_tunable};
-use super::model::{MachineSpec, Scenario, Show};
+use super::model::{MachineSpec, OpKind, Scenario, Show};
 use super::parse::parse_scenario;
 use crate::budget::{CHECK_EVERY, HostBudget};
 use engine::{SchedulerKind, Sim};
@@ -124,6 +124,13 @@ pub fn machine_config(
     if let Some(v) = m.min_ttl_ms {
         config.tunables.lru_gen_min_ttl_ms = v;
     }
+    for (i, v) in m.hugepages.iter().enumerate() {
+        if let Some(v) = *v {
+            let pools =
+                [&mut config.tunables.nr_hugepages, &mut config.tunables.nr_overcommit_hugepages];
+            pools[i % 2][i / 2] = v;
+        }
+    }
     if let Some(swap) = m.swap {
         config.swap = swap;
     }
@@ -188,6 +195,11 @@ pub fn prepare(
     sim: Option<Sim>,
 ) -> Result<Prepared, ScenarioError> {
     let bad = |line: usize, message: String| ScenarioError { file: s.file.clone(), line, message };
+    if let Some(line) = hugetlb_use(s)
+        && let Some(why) = mm::era::hugetlb_unmodelled(config.kernel)
+    {
+        return Err(bad(line, why));
+    }
     let mut machine = match sim {
         Some(sim) => Machine::on_sim(config, sim),
         None => Machine::new(config),
@@ -227,6 +239,22 @@ pub fn prepare(
     let cpu = machine.handle().cpu(0).map_err(|e| bad(0, e.to_string()))?;
     machine.handle().spawn(cpu, "scenario", move |cx| driver.run(cx));
     Ok(Prepared { machine, env, log })
+}
+
+/// The line of the scenario's first use of hugetlb (a hugetlbfs file, a `MAP_HUGETLB` mapping,
+/// a pool knob), if any.
+fn hugetlb_use(s: &Scenario) -> Option<usize> {
+    let file = s.files.iter().find(|f| f.spec.fs.hugetlb_size().is_some()).map(|f| f.line);
+    let op = s.steps.iter().flat_map(|st| &st.tasks).flat_map(|t| &t.ops).find_map(|op| {
+        let used = match &op.kind {
+            OpKind::Mmap { flags, .. } => flags & mm::map::HUGETLB != 0,
+            OpKind::SysfsWrite { path, .. } => mm::huge_memory::policy::sysfs_knob(path).is_none(),
+            _ => false,
+        };
+        used.then_some(op.line)
+    });
+    let pools = s.machine.hugepages.iter().any(|v| v.is_some_and(|n| n > 0)).then_some(0);
+    file.or(op).or(pools)
 }
 
 /// The task that runs a scenario's steps in order.

@@ -323,6 +323,9 @@ impl KState {
 
     /// Whether frame `pfn` is free: in the buddy allocator for RAM, a free block for pmem.
     pub fn frame_is_free(&self, pfn: Pfn) -> bool {
+        if let Some((_, _, free)) = self.hugetlb.containing(pfn) {
+            return free;
+        }
         match self.dax.device.as_ref().and_then(|d| d.block_of(pfn).map(|b| d.is_free(b))) {
             Some(free) => free,
             None => self.buddy.is_free(pfn),

@@ -24,6 +24,8 @@
 //! - Mapping: whether `->mmap` exists (ENODEV), the [`VmOps`] it gives a mapping, whether it
 //!   asks for PMD-aligned huge mappings (`VM_HUGEPAGE`, `thp_get_unmapped_area`), the device
 //!   number `/proc/PID/maps` prints.
+//! - hugetlbfs: the huge page size (`hstate_file`), which sends mappings, truncation,
+//!   `fallocate` and `read` to `hugetlb.rs` and `fs/hugetlbfs.rs`.
 //! - Blocks: how truncation frees them, how a partial block is zeroed, how `fallocate`
 //!   allocates them (`->setattr`, `->fallocate`).
 
@@ -52,6 +54,7 @@ impl FsType {
             FsType::Tmpfs => "tmpfs",
             FsType::Pipe => "pipefs",
             FsType::Dax => "ext4-dax",
+            FsType::Hugetlbfs(_) => "hugetlbfs",
         }
     }
 
@@ -62,7 +65,17 @@ impl FsType {
         match self {
             FsType::Disk => Some(PageFill::ReadFolio),
             FsType::Tmpfs => Some(PageFill::AllocZeroed),
-            FsType::Pipe | FsType::Dax => None,
+            FsType::Pipe | FsType::Dax | FsType::Hugetlbfs(_) => None,
+        }
+    }
+
+    /// `is_file_hugepages` and `hstate_file`: the huge page size of a hugetlbfs file, whose
+    /// mappings are hugetlb VMAs, whose truncation, `fallocate` and `read` are hugetlbfs's
+    /// (`fs/hugetlbfs.rs`), and whose `write` is EINVAL.
+    pub fn hugetlb_size(self) -> Option<crate::hugetlb::HugeSize> {
+        match self {
+            FsType::Hugetlbfs(size) => Some(size),
+            FsType::Disk | FsType::Tmpfs | FsType::Pipe | FsType::Dax => None,
         }
     }
 
@@ -72,7 +85,7 @@ impl FsType {
     pub(crate) fn is_fifo(self) -> bool {
         match self {
             FsType::Pipe => true,
-            FsType::Disk | FsType::Tmpfs | FsType::Dax => false,
+            FsType::Disk | FsType::Tmpfs | FsType::Dax | FsType::Hugetlbfs(_) => false,
         }
     }
 
@@ -82,14 +95,14 @@ impl FsType {
     pub(crate) fn is_dax(self) -> bool {
         match self {
             FsType::Dax => true,
-            FsType::Disk | FsType::Tmpfs | FsType::Pipe => false,
+            FsType::Disk | FsType::Tmpfs | FsType::Pipe | FsType::Hugetlbfs(_) => false,
         }
     }
 
     /// Whether the file can be mapped (`file->f_op->mmap`; `do_mmap` fails with ENODEV).
     pub(crate) fn has_mmap(self) -> bool {
         match self {
-            FsType::Disk | FsType::Tmpfs | FsType::Dax => true,
+            FsType::Disk | FsType::Tmpfs | FsType::Dax | FsType::Hugetlbfs(_) => true,
             FsType::Pipe => false,
         }
     }
@@ -100,6 +113,7 @@ impl FsType {
         match self {
             FsType::Disk | FsType::Tmpfs => VmOps::PageCache,
             FsType::Dax => VmOps::Dax,
+            FsType::Hugetlbfs(_) => VmOps::Hugetlb,
             FsType::Pipe => unreachable!("pipes cannot be mapped (ENODEV)"),
         }
     }
@@ -110,7 +124,7 @@ impl FsType {
     pub(crate) fn pmd_mappings(self) -> bool {
         match self {
             FsType::Dax => true,
-            FsType::Disk | FsType::Tmpfs | FsType::Pipe => false,
+            FsType::Disk | FsType::Tmpfs | FsType::Pipe | FsType::Hugetlbfs(_) => false,
         }
     }
 
@@ -120,7 +134,7 @@ impl FsType {
     pub(crate) fn can_writeback(self) -> bool {
         match self {
             FsType::Disk | FsType::Dax => true,
-            FsType::Tmpfs | FsType::Pipe => false,
+            FsType::Tmpfs | FsType::Pipe | FsType::Hugetlbfs(_) => false,
         }
     }
 
@@ -129,7 +143,7 @@ impl FsType {
     pub(crate) fn swap_backed(self) -> bool {
         match self {
             FsType::Tmpfs => true,
-            FsType::Disk | FsType::Pipe | FsType::Dax => false,
+            FsType::Disk | FsType::Pipe | FsType::Dax | FsType::Hugetlbfs(_) => false,
         }
     }
 
@@ -140,7 +154,7 @@ impl FsType {
     pub(crate) fn read_only_thps(self) -> bool {
         match self {
             FsType::Disk => true,
-            FsType::Tmpfs | FsType::Pipe | FsType::Dax => false,
+            FsType::Tmpfs | FsType::Pipe | FsType::Dax | FsType::Hugetlbfs(_) => false,
         }
     }
 
@@ -149,7 +163,7 @@ impl FsType {
     pub(crate) fn fadvise_acts(self) -> Result<bool, Errno> {
         match self {
             FsType::Disk | FsType::Dax => Ok(true),
-            FsType::Tmpfs => Ok(false),
+            FsType::Tmpfs | FsType::Hugetlbfs(_) => Ok(false),
             FsType::Pipe => Err(Errno::ESPIPE),
         }
     }
@@ -160,7 +174,7 @@ impl FsType {
         match self {
             FsType::Disk => "08:01",
             FsType::Dax => "103:00",
-            FsType::Tmpfs | FsType::Pipe => "00:01",
+            FsType::Tmpfs | FsType::Pipe | FsType::Hugetlbfs(_) => "00:01",
         }
     }
 
@@ -170,7 +184,7 @@ impl FsType {
     pub(crate) fn free_blocks(self, st: &mut KState, inode: InodeId, first: u64, end: u64) {
         match self {
             FsType::Dax => st.dax.free_blocks(&mut st.mem, inode, first, end),
-            FsType::Disk | FsType::Tmpfs | FsType::Pipe => {
+            FsType::Disk | FsType::Tmpfs | FsType::Pipe | FsType::Hugetlbfs(_) => {
                 st.inodes[inode].backing.punch(first, end);
             }
         }
@@ -187,7 +201,7 @@ impl FsType {
     ) {
         match self {
             FsType::Dax => st.dax.zero_partial(&mut st.mem, inode, index, range.start, range.end),
-            FsType::Disk | FsType::Tmpfs | FsType::Pipe => {
+            FsType::Disk | FsType::Tmpfs | FsType::Pipe | FsType::Hugetlbfs(_) => {
                 st.inodes[inode].backing.zero(index, range);
             }
         }
@@ -226,6 +240,7 @@ impl FsType {
                 Ok(())
             }
             FsType::Pipe => unreachable!("fallocate on a pipe is ESPIPE"),
+            FsType::Hugetlbfs(_) => unreachable!("hugetlbfs_fallocate is called from the syscall"),
         }
     }
 }

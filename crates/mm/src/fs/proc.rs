@@ -48,6 +48,10 @@ pub struct MemSizeStats {
     pub file_thp: u64,
     /// Bytes of anonymous THPs mapped by PMDs (`AnonHugePages`).
     pub anon_thp: u64,
+    /// hugetlb pages mapped more than once or through a shared PMD table, and the others
+    /// (`smaps_hugetlb_range`).
+    pub shared_hugetlb: u64,
+    pub private_hugetlb: u64,
 }
 
 impl MemSizeStats {
@@ -65,6 +69,8 @@ impl MemSizeStats {
         self.pss_locked += o.pss_locked;
         self.file_thp += o.file_thp;
         self.anon_thp += o.anon_thp;
+        self.shared_hugetlb += o.shared_hugetlb;
+        self.private_hugetlb += o.private_hugetlb;
     }
 
     /// The smaps fields as `(name, kB)`, in the kernel's order.
@@ -85,8 +91,8 @@ impl MemSizeStats {
             ("AnonHugePages", kb(self.anon_thp)),
             ("ShmemPmdMapped", 0),
             ("FilePmdMapped", kb(self.file_thp)),
-            ("Shared_Hugetlb", 0),
-            ("Private_Hugetlb", 0),
+            ("Shared_Hugetlb", kb(self.shared_hugetlb)),
+            ("Private_Hugetlb", kb(self.private_hugetlb)),
             ("Swap", kb(self.swap)),
             ("SwapPss", 0),
         ]
@@ -96,6 +102,9 @@ impl MemSizeStats {
 impl KState {
     /// Walks one VMA's page tables as `smaps_pte_range` does.
     pub fn smaps_vma(&self, vma: VmaId) -> MemSizeStats {
+        if self.hstate_vma(vma).is_some() {
+            return self.smaps_hugetlb(vma);
+        }
         let v = self.vma(vma);
         let pgd = self.mm(v.mm).pgd;
         let locked = v.flags.has(VmFlags::LOCKED);
@@ -148,6 +157,28 @@ impl KState {
                 (false, true) => mss.private_dirty += size,
                 (false, false) => mss.private_clean += size,
             }
+        }
+        mss
+    }
+
+    /// `smaps_hugetlb_range`: a hugetlb VMA counts only its mapped huge pages, shared when
+    /// mapped more than once or through a shared PMD table.
+    fn smaps_hugetlb(&self, vma: VmaId) -> MemSizeStats {
+        let v = self.vma(vma);
+        let size = self.hstate_vma(vma).expect("a hugetlb VMA");
+        let mut mss = MemSizeStats::default();
+        let mut addr = v.start;
+        while addr < v.end {
+            if let Some(p) = self.huge_pte_offset(v.mm, addr, size) {
+                let e = self.huge_ptep_get(p);
+                if e.is_present() {
+                    let shared = self.huge_page(e.pfn()).mapcount >= 2
+                        || self.hugetlb.pmd_share.contains_key(&p.table);
+                    *(if shared { &mut mss.shared_hugetlb } else { &mut mss.private_hugetlb }) +=
+                        size.bytes();
+                }
+            }
+            addr = addr + Bytes(size.bytes());
         }
         mss
     }
@@ -210,8 +241,9 @@ impl KState {
             let mss = self.smaps_vma(v);
             let _ = writeln!(out, "{}", self.maps_line(v));
             put_kb(&mut out, "Size", vma.len().as_kib());
-            put_kb(&mut out, "KernelPageSize", 4);
-            put_kb(&mut out, "MMUPageSize", 4);
+            let page_kb = self.hstate_vma(v).map_or(4, |s| s.kb());
+            put_kb(&mut out, "KernelPageSize", page_kb);
+            put_kb(&mut out, "MMUPageSize", page_kb);
             for (name, kb) in mss.fields() {
                 put_kb(&mut out, name, kb);
             }
@@ -269,6 +301,7 @@ impl KState {
             ("RssShmem", kb(MmCounter::ShmemPages)),
             ("VmPTE", m.nr_ptes * 4),
             ("VmSwap", kb(MmCounter::SwapEnts)),
+            ("HugetlbPages", self.hugetlb.usage.get(&mm).copied().unwrap_or(0) * 4),
         ] {
             let _ = writeln!(out, "{name}:\t{v:>8} kB");
         }
@@ -286,13 +319,16 @@ impl KState {
                 let mut e = 0u64;
                 match self.pt.translate(pgd, a) {
                     Some((pte, level)) if pte.is_present() => {
-                        // A huge PMD maps 512 frames: this page's is the head's plus its offset.
-                        let offset = if level == Level::Pmd { (a.0 >> 12) & 511 } else { 0 };
+                        // A huge PMD or PUD maps many frames: this page's is the head's plus its
+                        // offset.
+                        let offset = (a.0 & ((1 << level.shift()) - 1)) >> 12;
                         e |= PM_PRESENT | ((pte.pfn().0 + offset) & PM_PFN_MASK);
                         if pte.soft_dirty() {
                             e |= PM_SOFT_DIRTY;
                         }
-                        if let Some(mapped) = vm_normal_page(pte) {
+                        if let Some(mapped) =
+                            vm_normal_page(pte).filter(|&p| self.hugetlb.page(p).is_none())
+                        {
                             let page = mapped + offset;
                             let head = self.folios.head(page);
                             if !self.folios.is_anon(head) {
@@ -366,6 +402,7 @@ impl KState {
         ] {
             put_kb(&mut out, name, p * 4);
         }
+        out.push_str(&self.hugetlb_meminfo());
         out
     }
 }

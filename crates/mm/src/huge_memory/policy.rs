@@ -358,6 +358,8 @@ pub(crate) fn thp_vma_allowable(st: &KState, vma: VmaId, caller: ThpCaller) -> b
                 && st.file_thp_enabled(vma, thp.file_thp)
         }
         VmOps::Dax => unreachable!("answered above"),
+        // hugetlb pages are huge already: never a THP (`vma_is_hugetlb` in the predicate).
+        VmOps::Hugetlb => false,
     }
 }
 

@@ -26,6 +26,8 @@
 //! - shadow entries sit only where no folio is (page cache within the file, allocated swap
 //!   slots outside the swap cache), and the shrinker's per-cgroup counts are right;
 //! - under `anon_exclusive`, a writable PTE of an anonymous page maps a PageAnonExclusive page;
+//! - hugetlb's pools, pages, page caches, shared PMD tables and reservations
+//!   (`hugetlb/check.rs`);
 //! - no TLB entry maps a free frame (`KState::check_tlb` in `tlb.rs`, which also checks the
 //!   stricter coherence that holds only where no flush is in flight);
 //! - special PTEs and PMDs map a zero page or persistent memory; the zero pages are never
@@ -112,13 +114,16 @@ fn walk(
 
 /// Runs every checker.
 pub fn check_all(st: &KState, rule: CowReuse) -> Result<(), String> {
-    let ptes = all_ptes(st)?;
+    let mut ptes = all_ptes(st)?;
+    // hugetlb pages have their own checker (`hugetlb/check.rs`) and count in no RSS.
+    ptes.retain(|m| !m.pte.is_present() || st.hugetlb.containing(m.pte.pfn()).is_none());
     check_frames(st)?;
     check_mappings(st, &ptes, rule)?;
     check_refcounts(st)?;
     check_swap(st, &ptes)?;
     check_page_cache_and_lru(st)?;
     check_dax(st, &ptes)?;
+    crate::hugetlb::check::check_hugetlb(st)?;
     st.check_tlb(false)
 }
 

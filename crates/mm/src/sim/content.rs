@@ -6,6 +6,7 @@
 //! This keeps host memory proportional to the data a scenario actually uses, while every copy
 //! (COW, page-cache read, writeback) moves real contents, so a lost write shows up as wrong bytes.
 
+use simcore::Pfn;
 use simcore::units::PAGE_SIZE;
 use std::collections::BTreeMap;
 
@@ -116,6 +117,25 @@ impl FrameContents {
     /// `clear_page`.
     pub(crate) fn zero(&mut self, pfn: u64) {
         self.pages.remove(&pfn);
+    }
+
+    /// `clear_huge_page`: zeroes `pages` frames from `pfn`, visiting only those holding data.
+    pub(crate) fn zero_range(&mut self, pfn: Pfn, pages: u64) {
+        let written: Vec<u64> = self.pages.range(pfn.0..pfn.0 + pages).map(|(&p, _)| p).collect();
+        for p in written {
+            self.pages.remove(&p);
+        }
+    }
+
+    /// `copy_user_huge_page`: copies `pages` frames from `src` to `dst`, visiting only those
+    /// holding data on either side.
+    pub(crate) fn copy_range(&mut self, src: Pfn, dst: Pfn, pages: u64) {
+        self.zero_range(dst, pages);
+        let written: Vec<(u64, Content)> =
+            self.pages.range(src.0..src.0 + pages).map(|(&p, c)| (p - src.0, c.clone())).collect();
+        for (off, c) in written {
+            self.pages.insert(dst.0 + off, c);
+        }
     }
 
     /// A fingerprint of every stored page.

@@ -105,6 +105,15 @@ where
     Ok(handle.spawn(cpu, name, move |ecx| f(Thread::new(Cx::new(ecx, kernel, Some(pid))))))
 }
 
+/// Starts kswapd on the last CPU.
+fn spawn_kswapd(handle: &engine::Handle, kernel: &Rc<Kernel>, cpus: u32) -> Result<(), String> {
+    let last_cpu = handle.cpu(cpus - 1).map_err(|e| e.to_string())?;
+    let k = kernel.clone();
+    handle
+        .spawn_daemon(last_cpu, "kswapd0", move |ecx| crate::vmscan::kswapd(Cx::new(ecx, k, None)));
+    Ok(())
+}
+
 /// A simulated machine.
 pub struct Machine {
     sim: Sim,
@@ -168,7 +177,7 @@ impl Machine {
         vmstat.add(VmStat::NrFreePages, buddy.nr_free());
         let mut procs = IdVec::new();
         procs.push(Process::new("swapper".into(), None));
-        let st = KState {
+        let mut st = KState {
             buddy,
             folios,
             mem: Default::default(),
@@ -205,7 +214,9 @@ impl Machine {
             workingset: Default::default(),
             lru: crate::lru::LruConfig::new(&config.switches, config.kernel, &config.tunables),
             thp: crate::huge_memory::policy::ThpState::boot(&config),
+            hugetlb: crate::hugetlb::Hugetlb::new(&config, handle.clone()),
         };
+        st.hugetlb_boot(&config.tunables, config.kernel)?;
         let kernel = Rc::new(Kernel::new(
             st,
             config.kernel,
@@ -215,11 +226,7 @@ impl Machine {
             config.storage,
             &handle,
         ));
-        let last_cpu = handle.cpu(config.profile.cpus - 1).map_err(|e| e.to_string())?;
-        let k = kernel.clone();
-        handle.spawn_daemon(last_cpu, "kswapd0", move |ecx| {
-            crate::vmscan::kswapd(Cx::new(ecx, k, None))
-        });
+        spawn_kswapd(&handle, &kernel, config.profile.cpus)?;
         Ok(Machine { sim, kernel, config })
     }
 
@@ -251,6 +258,18 @@ impl Machine {
         let mut st = self.kernel.state_mut();
         if st.paths.contains_key(path) {
             return Err(Errno::EEXIST);
+        }
+        if let Some(h) = spec.fs.hugetlb_size() {
+            // A hugetlbfs file starts without pages; its size is a huge page multiple.
+            if !spec.size.as_u64().is_multiple_of(h.bytes())
+                || spec.pattern.is_some()
+                || !spec.holes.is_empty()
+            {
+                return Err(Errno::EINVAL);
+            }
+            if crate::era::hugetlb_unmodelled(self.config.kernel).is_some() {
+                return Err(Errno::EOPNOTSUPP);
+            }
         }
         let mut backing = crate::fs::Backing { pattern: spec.pattern, ..Default::default() };
         for &(first, pages) in &spec.holes {

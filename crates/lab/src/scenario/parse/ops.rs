@@ -171,14 +171,14 @@ impl Parser<'_> {
             "prctl" => self.prctl_op(f)?,
             "sysfs_write" => {
                 let path = f.string("path")?;
-                let knob = mm::huge_memory::policy::sysfs_knob(&path)
-                    .filter(|k| !k.starts_with("hugepages-"))
-                    .ok_or_else(|| self.err(f.line_of("path"), format!(
-                        "`sysfs_write`: `{path}` is not a modelled knob: expected a path under {}, not a per-size `hugepages-<N>kB` one (multi-size THP is not modelled)",
-                        mm::huge_memory::policy::SYSFS_DIR
-                    )))?
-                    .to_string();
-                OpKind::SysfsWrite { knob, value: f.scalar_text("value")? }
+                if mm::huge_memory::policy::sysfs_knob(&path)
+                    .is_some_and(|k| k.starts_with("hugepages-"))
+                {
+                    return Err(self.err(f.line_of("path"), format!(
+                        "`sysfs_write`: `{path}` is a per-size `hugepages-<N>kB` THP knob: multi-size THP is not modelled"
+                    )));
+                }
+                OpKind::SysfsWrite { path, value: f.scalar_text("value")? }
             }
             "memory_reclaim" => {
                 OpKind::MemoryReclaim { cgroup: f.string("cgroup")?, amount: f.size("amount")? }
@@ -340,10 +340,11 @@ impl Parser<'_> {
         if let Kind::Str(s) = &node.kind {
             return match s.as_str() {
                 "ok" => Ok(OpExpect::Success),
+                "any" => Ok(OpExpect::Any),
                 _ => Err(self.err(
                     node.line,
                     format!(
-                        "expect `{s}`: expected \"ok\" or a table like {{ errno = \"EINVAL\" }}"
+                        "expect `{s}`: expected \"ok\", \"any\" or a table like {{ errno = \"EINVAL\" }}"
                     ),
                 )),
             };

@@ -34,18 +34,13 @@ fn parse_number(s: &str) -> Option<i64> {
 }
 
 /// A file system by name: `"ext4"` (or `"disk"`), `"tmpfs"` (or `"shmem"`), `"dax"` (or
-/// `"ext4-dax"`: ext4 with `-o dax` on the machine's persistent memory).
+/// `"ext4-dax"`: ext4 with `-o dax` on the machine's persistent memory), `"hugetlbfs"` (2 MiB
+/// pages, or `"hugetlbfs:2MiB"`) and `"hugetlbfs:1GiB"` (a mount's `pagesize=`).
 pub fn parse_fs(s: &str) -> Result<mm::fs::FsType, String> {
-    if s == "hugetlbfs" {
-        return Err(NO_HUGETLB.into());
-    }
-    fs_type(s).ok_or_else(|| format!("unknown file system `{s}`: expected ext4, tmpfs or dax"))
+    fs_type(s).ok_or_else(|| {
+        format!("unknown file system `{s}`: expected ext4, tmpfs, dax, hugetlbfs, hugetlbfs:2MiB or hugetlbfs:1GiB")
+    })
 }
-
-/// The refusal of every hugetlb use (hugetlbfs, `MAP_HUGETLB`) until hugetlb is modelled: a
-/// mechanism that is not modelled is refused, never replaced by another.
-const NO_HUGETLB: &str =
-    "hugetlb pages (hugetlbfs, MAP_HUGETLB) are not modelled yet: nothing would stand behind them";
 
 /// A `fallocate` mode: `"allocate"` (0), `"keep_size"`, or `"punch_hole"` (with `KEEP_SIZE`,
 /// as the kernel requires).
@@ -137,9 +132,6 @@ pub fn parse_prot(s: &str) -> Result<u32, String> {
 
 /// `"private|anonymous"`, `"shared|populate"`, ...
 pub fn parse_map_flags(s: &str) -> Result<u32, String> {
-    if s.split('|').any(|w| w.trim() == "hugetlb" || w.trim().starts_with("huge_")) {
-        return Err(NO_HUGETLB.into());
-    }
     let table = [
         ("private", map::PRIVATE),
         ("shared", map::SHARED),
@@ -150,6 +142,9 @@ pub fn parse_map_flags(s: &str) -> Result<u32, String> {
         ("growsdown", map::GROWSDOWN),
         ("noreserve", map::NORESERVE),
         ("denywrite", map::DENYWRITE),
+        ("hugetlb", map::HUGETLB),
+        ("huge_2mb", map::HUGE_2MB),
+        ("huge_1gb", map::HUGE_1GB),
     ];
     flag_words(s, &table, |a, b| a | b)
 }
@@ -321,8 +316,17 @@ mod tests {
         assert_eq!(parse_map_flags("private|anonymous"), Ok(map::PRIVATE | map::ANONYMOUS));
         assert_eq!(
             parse_map_flags("private|anon").unwrap_err(),
-            "unknown `anon`, expected private, shared, anonymous, fixed, fixed_noreplace, populate, growsdown, noreserve, denywrite"
+            "unknown `anon`, expected private, shared, anonymous, fixed, fixed_noreplace, populate, growsdown, noreserve, denywrite, hugetlb, huge_2mb, huge_1gb"
         );
+        assert_eq!(
+            parse_map_flags("shared|anonymous|hugetlb|huge_1gb"),
+            Ok(map::SHARED | map::ANONYMOUS | map::HUGETLB | map::HUGE_1GB)
+        );
+        assert_eq!(
+            parse_fs("hugetlbfs:1GiB"),
+            Ok(mm::fs::FsType::Hugetlbfs(mm::hugetlb::HugeSize::Size1G))
+        );
+        assert!(parse_fs("hugetlbfs:4KiB").unwrap_err().contains("hugetlbfs:1GiB"));
         assert_eq!(parse_open_flags("append").unwrap_err(), "needs one of rdonly, wronly, rdwr");
         assert_eq!(parse_hex("68 69"), Some(b"hi".to_vec()));
         assert_eq!(parse_content("pattern:7"), Ok(Some(7)));

@@ -1,0 +1,38 @@
+//! The sysfs and sysctl files the model has, by path: the transparent-hugepage knobs and
+//! counters under `/sys/kernel/mm/transparent_hugepage/` (`huge_memory/policy.rs`) and the
+//! hugetlb pools' files under `/sys/kernel/mm/hugepages/` and `/proc/sys/vm/`
+//! (`hugetlb/sysfs.rs`). Each subsystem owns its files, as each registers its own kobjects in
+//! the kernel; this module only routes a path to its owner.
+
+use crate::era::KernelVersion;
+use crate::errno::Errno;
+use crate::huge_memory::policy::sysfs_knob;
+use crate::kernel::KState;
+
+impl KState {
+    /// What reading `path` shows, as text; `None` for a file the model (or this kernel) lacks.
+    pub fn sysfs_show(&self, path: &str) -> Option<String> {
+        match sysfs_knob(path) {
+            Some(knob) => self.thp.show(knob),
+            None => self.hugetlb_sysfs_read(path).map(|v| v.to_string()),
+        }
+    }
+
+    /// A write of `value` to `path`: ENOENT for a file the model (or this kernel) lacks, EINVAL
+    /// for a value the file refuses.
+    pub(crate) fn sysfs_store(
+        &mut self,
+        path: &str,
+        value: &str,
+        k: KernelVersion,
+    ) -> Result<(), Errno> {
+        if let Some(knob) = sysfs_knob(path) {
+            if self.thp.settings.show(knob, k).is_none() {
+                return Err(Errno::ENOENT);
+            }
+            return self.thp.settings.set(knob, value, k).map_err(|_| Errno::EINVAL);
+        }
+        let v = value.trim().parse::<u64>().map_err(|_| Errno::EINVAL)?;
+        self.hugetlb_sysfs_write(path, v, k)
+    }
+}

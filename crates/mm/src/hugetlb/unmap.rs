@@ -1,0 +1,304 @@
+//! Unmapping and copying hugetlb mappings (`mm/hugetlb.c` `__unmap_hugepage_range`,
+//! `__unmap_hugepage_range_final`, `unmap_hugepage_range`, `unmap_ref_private`,
+//! `copy_hugetlb_page_range`; `mm/memory.c` `unmap_single_vma`, `copy_page_range`; Linux
+//! v5.7-v6.1).
+//!
+//! Zapping visits the range one huge page at a time under the entry's page-table lock: a 2 MiB
+//! entry in a shared PMD table is not cleared, the table is unshared instead and the rest of
+//! its PUD range skipped (`huge_pmd_unshare`); any other entry is cleared, the page loses a
+//! mapping and, after the TLB flush, the mapping's reference. munmap, exit and `MADV_DONTNEED`
+//! (v5.18+) take the file's `i_mmap_rwsem` for write around the zap in every era, and from
+//! v6.1 the VMA's hugetlb lock for write before it (`__unmap_hugepage_range_final`): these
+//! writers are what a fault holding either lock for read waits on.
+//!
+//! Fork copies a hugetlb VMA's entries when it has private pages (before v6.0, every hugetlb
+//! VMA: bcd51a3c679d made the copy lazy): a private mapping's entries are write-protected in
+//! both parent and child (the child has no reservations); a shared mapping's entries are
+//! copied under `i_mmap_rwsem` for read (v5.7-v6.0) or the source VMA's lock for read (v6.1),
+//! and where the child's new PMD table is the parent's shared one there is nothing to copy.
+//!
+//! Approximations: pinned private pages are not copied for the child at fork (hugetlb pages
+//! cannot be pinned in the model: GUP refuses hugetlb VMAs); no uffd-wp markers.
+
+use super::hugetlb_fault::Ptep;
+use super::pmd_share::huge_pte_alloc_at;
+use super::{HugeSize, Owner};
+use crate::arch::tlbflush::flush_tlb_range;
+use crate::era::HugetlbSync;
+use crate::errno::Errno;
+use crate::folio::InodeId;
+use crate::kernel::{Cx, KState};
+use crate::mm_struct::MmId;
+use crate::pgtable::Pte;
+use crate::sim::cost::Cost;
+use crate::vma::{VmFlags, VmaId};
+use engine::LockGuard;
+use simcore::{Bytes, Pfn, VirtAddr};
+
+/// `PUD_SIZE`.
+const PUD: Bytes = Bytes(1 << 30);
+
+/// `__unmap_hugepage_range`: zaps `[start, end)` of `vma`; with `ref_page`, only the entry
+/// mapping that page, marking the VMA `HPAGE_RESV_UNMAPPED`. The caller holds the era's locks.
+pub(crate) async fn zap_huge_range(
+    cx: &Cx,
+    vma: VmaId,
+    start: VirtAddr,
+    end: VirtAddr,
+    ref_page: Option<Pfn>,
+) {
+    let (mm, size, inode) = {
+        let st = cx.st();
+        let inode = st.file(st.vma(vma).file.expect("a hugetlb VMA")).inode;
+        (st.vma(vma).mm, st.hstate_vma(vma).expect("a hugetlb VMA"), inode)
+    };
+    // The pages unmapped keep the gather's reference until the flush: the file is busy.
+    cx.st().hinode_mut(inode).busy += 1;
+    zap_huge_entries(cx, vma, mm, size, start, end, ref_page).await;
+    cx.st().hinode_mut(inode).busy -= 1;
+}
+
+/// The body of [`zap_huge_range`].
+async fn zap_huge_entries(
+    cx: &Cx,
+    vma: VmaId,
+    mm: MmId,
+    size: HugeSize,
+    start: VirtAddr,
+    end: VirtAddr,
+    ref_page: Option<Pfn>,
+) {
+    let step = Bytes(size.bytes());
+    let (mut flush_start, mut flush_end) = (start, end);
+    let mut freed = Vec::new();
+    let mut addr = start;
+    while addr < end {
+        let next = addr + step;
+        let Some(ptep) = cx.st().huge_pte_offset(mm, addr, size) else {
+            addr = next;
+            continue;
+        };
+        let ptl = cx.st().huge_pte_lockptr(mm, size, ptep);
+        let g = ptl.lock(cx).await;
+        if size == HugeSize::Size2M && cx.st().huge_pmd_unshare(mm, addr) {
+            drop(g);
+            flush_start = flush_start.min(addr.align_down(PUD));
+            flush_end = flush_end.max(addr.align_down(PUD) + PUD);
+            addr = addr.align_down(PUD) + PUD;
+            continue;
+        }
+        let pte = cx.st().huge_ptep_get(ptep);
+        if pte.is_none() || ref_page.is_some_and(|r| r != pte.pfn()) {
+            addr = next;
+            continue;
+        }
+        cx.charge(Cost::PteUpdate).await;
+        clear_huge_entry(&mut cx.st(), mm, vma, ptep, pte);
+        freed.push(pte.pfn());
+        drop(g);
+        if ref_page.is_some() {
+            cx.st().hugetlb.vmas.entry(vma).or_default().unmapped = true;
+            break;
+        }
+        addr = next;
+    }
+    if freed.is_empty() && flush_start == start && flush_end == end {
+        return;
+    }
+    flush_tlb_range(cx, mm, flush_start, flush_end).await;
+    cx.charge_n(Cost::PageFree, freed.len() as u64).await;
+    let mut st = cx.st();
+    for page in freed {
+        st.put_huge_folio(page, 1);
+    }
+}
+
+/// Clears a present hugetlb entry: the page loses one mapping (its reference goes after the
+/// flush) and the mm's `HugetlbPages` its size.
+fn clear_huge_entry(st: &mut KState, mm: MmId, vma: VmaId, ptep: Ptep, pte: Pte) {
+    let size = st.hstate_vma(vma).expect("a hugetlb VMA");
+    st.set_huge_pte(ptep, Pte::NONE);
+    let p = st.hugetlb.page_mut(pte.pfn());
+    p.mapcount = p.mapcount.checked_sub(1).expect("huge page mapcount underflow");
+    let usage = st.hugetlb.usage.get_mut(&mm).expect("the mm maps hugetlb pages");
+    *usage -= size.pages();
+}
+
+/// The era's locks around an unmap of `vma` (`unmap_single_vma` with
+/// `__unmap_hugepage_range_final`): the vma lock for write (v6.1), then `i_mmap_rwsem` for
+/// write (every era).
+async fn unmap_locks(cx: &Cx, vma: VmaId) -> (Option<LockGuard<'_>>, LockGuard<'_>) {
+    let (vma_lock, i_mmap) = {
+        let st = cx.st();
+        let inode = st.file(st.vma(vma).file.expect("a hugetlb VMA")).inode;
+        let lock = st.hugetlb.vmas.get(&vma).and_then(|v| v.lock);
+        (
+            lock.filter(|_| st.hugetlb_sync() == HugetlbSync::VmaLock),
+            st.inodes[inode].mapping.i_mmap_rwsem,
+        )
+    };
+    let v = match vma_lock {
+        Some(l) => Some(l.write(cx).await),
+        None => None,
+    };
+    (v, i_mmap.write(cx).await)
+}
+
+/// The zap of munmap, exit and `MADV_DONTNEED` on a hugetlb VMA, with the era's locks.
+pub(crate) async fn unmap_hugepage_range(cx: &Cx, vma: VmaId, start: VirtAddr, end: VirtAddr) {
+    let _locks = unmap_locks(cx, vma).await;
+    zap_huge_range(cx, vma, start, end, None).await;
+}
+
+/// `unmap_ref_private`: the owner of a private mapping's reservations takes `page` (index `idx`
+/// of `inode`) back from every other private mapping of the file that does not own reservations
+/// (a forked child), under `i_mmap_rwsem` for write.
+pub(crate) async fn unmap_ref_private(cx: &Cx, vma: VmaId, inode: InodeId, idx: u64, page: Pfn) {
+    let i_mmap = cx.st().inodes[inode].mapping.i_mmap_rwsem;
+    let _g = i_mmap.write(cx).await;
+    let targets: Vec<(VmaId, VirtAddr, Bytes)> = {
+        let st = cx.st();
+        st.inodes[inode]
+            .mapping
+            .i_mmap
+            .iter()
+            .filter(|&&v| v != vma && !st.vma(v).flags.has(VmFlags::MAYSHARE))
+            .filter(|v| st.hugetlb.vmas.get(v).is_none_or(|h| h.resv.is_none()))
+            .filter_map(|&v| {
+                let size = st.hstate_vma(v)?;
+                let a = st.vma(v).address_of(idx << (size.shift() - 12))?;
+                Some((v, a, Bytes(size.bytes())))
+            })
+            .collect()
+    };
+    for (v, a, len) in targets {
+        zap_huge_range(cx, v, a, a + len, Some(page)).await;
+    }
+}
+
+/// `copy_hugetlb_page_range`: fork's copy of `src` (in `src_mm`) into `dst` (in `dst_mm`);
+/// returns whether a source entry was write-protected.
+pub(crate) async fn copy_hugetlb_page_range(
+    cx: &Cx,
+    dst_mm: MmId,
+    dst: VmaId,
+    src_mm: MmId,
+    src: VmaId,
+) -> Result<bool, Errno> {
+    let (start, end, cow, size, inode, vma_lock) = {
+        let st = cx.st();
+        let v = st.vma(src);
+        let inode = st.file(v.file.expect("a hugetlb VMA")).inode;
+        let lock = st.hugetlb.vmas.get(&src).and_then(|h| h.lock);
+        (v.start, v.end, v.is_cow_mapping(), st.hstate_vma(src).expect("hugetlb"), inode, lock)
+    };
+    // A shared mapping's tables could be unshared under the copy: hold off unmappers.
+    let sync = cx.st().hugetlb_sync();
+    let _guard = match (cow, sync, vma_lock) {
+        (true, _, _) => None,
+        (false, HugetlbSync::VmaLock, Some(l)) => Some(l.read(cx).await),
+        (false, _, _) => {
+            let l = cx.st().inodes[inode].mapping.i_mmap_rwsem;
+            Some(l.read(cx).await)
+        }
+    };
+    let mut wrprotected = false;
+    let mut addr = start;
+    while addr < end {
+        let next = addr + Bytes(size.bytes());
+        let src_ptep = cx.st().huge_pte_offset(src_mm, addr, size);
+        let Some(src_ptep) = src_ptep.filter(|&p| !cx.st().huge_ptep_get(p).is_none()) else {
+            addr = next;
+            continue;
+        };
+        let dst_ptep =
+            huge_pte_alloc_at(cx, dst_mm, dst, addr, size).await.map_err(|_| Errno::ENOMEM)?;
+        if dst_ptep.table == src_ptep.table {
+            // The child shares the parent's PMD table: nothing to copy in this PUD range.
+            addr = addr.align_down(PUD) + PUD;
+            continue;
+        }
+        wrprotected |= copy_one(cx, dst_mm, src_mm, size, src_ptep, dst_ptep, cow).await;
+        addr = next;
+    }
+    Ok(wrprotected)
+}
+
+/// Copies one entry under both page-table locks (the source's nested).
+async fn copy_one(
+    cx: &Cx,
+    dst_mm: MmId,
+    src_mm: MmId,
+    size: HugeSize,
+    src: Ptep,
+    dst: Ptep,
+    cow: bool,
+) -> bool {
+    let (dl, sl) = {
+        let st = cx.st();
+        (st.huge_pte_lockptr(dst_mm, size, dst), st.huge_pte_lockptr(src_mm, size, src))
+    };
+    let _d = dl.lock(cx).await;
+    let _s = if sl == dl { None } else { Some(sl.lock_nested(cx, 1).await) };
+    cx.charge(Cost::PteUpdate).await;
+    let mut st = cx.st();
+    let entry = st.huge_ptep_get(src);
+    if entry.is_none() {
+        return false;
+    }
+    let p = st.hugetlb.page_mut(entry.pfn());
+    p.refs += 1;
+    p.mapcount += 1;
+    let anon = p.owner == Owner::Anon;
+    let entry = if cow && (anon || entry.write()) {
+        st.set_huge_pte(src, entry.wrprotect());
+        entry.wrprotect()
+    } else {
+        entry
+    };
+    st.set_huge_pte(dst, entry);
+    *st.hugetlb.usage.entry(dst_mm).or_default() += size.pages();
+    cow
+}
+
+/// `hugetlb_change_protection`: mprotect of a hugetlb VMA whose flags changed, under the unmap
+/// locks (a shared PMD table is unshared rather than changed for everyone); returns the entries
+/// visited. Each entry takes the new protection (`huge_pte_modify`): writable only in a shared
+/// writable mapping; the user bit cleared for `PROT_NONE`.
+pub(crate) async fn hugetlb_change_protection(cx: &Cx, vma: VmaId) -> u64 {
+    let _locks = unmap_locks(cx, vma).await;
+    let (mm, start, end, flags, size) = {
+        let st = cx.st();
+        let v = st.vma(vma);
+        (v.mm, v.start, v.end, v.flags, st.hstate_vma(vma).expect("a hugetlb VMA"))
+    };
+    let writable = flags.has(VmFlags::WRITE) && flags.has(VmFlags::SHARED);
+    let accessible = flags.has(VmFlags::READ | VmFlags::WRITE | VmFlags::EXEC);
+    let mut n = 0;
+    let mut addr = start;
+    while addr < end {
+        let next = addr + Bytes(size.bytes());
+        let Some(ptep) = cx.st().huge_pte_offset(mm, addr, size) else {
+            addr = next;
+            continue;
+        };
+        let ptl = cx.st().huge_pte_lockptr(mm, size, ptep);
+        let _g = ptl.lock(cx).await;
+        let mut st = cx.st();
+        if size == HugeSize::Size2M && st.huge_pmd_unshare(mm, addr) {
+            n += 1;
+            addr = addr.align_down(PUD) + PUD;
+            continue;
+        }
+        let pte = st.huge_ptep_get(ptep);
+        if !pte.is_none() {
+            let keep = pte.0 & (Pte::DIRTY | Pte::ACCESSED | Pte::PSE);
+            let bits = crate::memory::pte_bits(flags, writable, false) & !Pte::ACCESSED | keep;
+            let new = Pte::new(pte.pfn(), bits);
+            st.set_huge_pte(ptep, if accessible { new } else { new.without(Pte::USER) });
+            n += 1;
+        }
+        addr = next;
+    }
+    n
+}
