@@ -3,41 +3,20 @@
 
 #![allow(clippy::disallowed_types, clippy::disallowed_methods)]
 
-use lab::scenario::run::{Overrides, load, run};
-use std::path::Path;
+mod eras;
 
 /// Each scenario states what every era does: the page-cache era, the zero-page era, v4.11 (with
 /// its stale huge zero page after `write()`), and either hole mode on the other's kernel.
 #[test]
 fn dax_scenarios_hold_in_every_era() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/dax");
-    let mut files: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
-    files.sort();
-    assert!(files.len() >= 4, "the DAX scenarios are missing: {files:?}");
-    let eras: [(&str, &[(&str, &str)]); 5] = [
-        ("v6.8", &[]),
-        ("v4.14", &[]),
-        ("v4.13", &[]),
-        ("v4.11", &[]),
-        ("v4.13", &[("dax_hole", "zero_page")]),
+    let runs: [(&str, Vec<(String, String)>); 5] = [
+        ("v6.8", vec![]),
+        ("v4.14", vec![]),
+        ("v4.13", vec![]),
+        ("v4.11", vec![]),
+        ("v4.13", vec![("dax_hole".into(), "zero_page".into())]),
     ];
-    for f in files {
-        let s = load(&f.to_string_lossy()).unwrap();
-        for (kernel, sets) in eras {
-            let o = Overrides {
-                kernel: Some(kernel.parse().unwrap()),
-                sets: sets.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
-                check_every_step: true,
-                ..Overrides::default()
-            };
-            let report = run(&s, &o, &mut |_| ()).unwrap();
-            assert!(
-                report.passed(),
-                "{} on {kernel} {sets:?}: {:?} {:?}",
-                f.display(),
-                report.failures,
-                report.stopped
-            );
-        }
+    for f in eras::scenario_files("dax", 4) {
+        eras::assert_holds_in(&f, &runs);
     }
 }

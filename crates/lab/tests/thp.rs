@@ -4,9 +4,10 @@
 
 #![allow(clippy::disallowed_types, clippy::disallowed_methods)]
 
+mod eras;
+
 use lab::scenario::parse::parse_scenario;
-use lab::scenario::run::{Overrides, load, run};
-use std::path::Path;
+use lab::scenario::run::{Overrides, run};
 
 /// One kernel on each side of every THP era boundary (`era.rs`): PR_SET_THP_DISABLE v4.13,
 /// THPeligible v5.0, the COW split v5.8, the fork split of pinned PMDs v5.9, the THP refcount
@@ -18,31 +19,11 @@ const KERNELS: [&str; 15] = [
 
 #[test]
 fn thp_scenarios_hold_in_every_era() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/thp");
-    let mut files: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
-    files.sort();
-    assert!(!files.is_empty(), "the THP scenarios are missing");
-    for f in files {
-        let s = load(&f.to_string_lossy()).unwrap();
-        let mut runs: Vec<(&str, Vec<(String, String)>)> =
-            KERNELS.iter().map(|k| (*k, Vec::new())).collect();
-        runs.push(("v6.8", vec![("cow_reuse".into(), "mapcount".into())]));
-        for (kernel, sets) in runs {
-            let o = Overrides {
-                kernel: Some(kernel.parse().unwrap()),
-                sets: sets.clone(),
-                check_every_step: true,
-                ..Overrides::default()
-            };
-            let report = run(&s, &o, &mut |_| ()).unwrap();
-            assert!(
-                report.passed(),
-                "{} on {kernel} {sets:?}: {:?} {:?}",
-                f.display(),
-                report.failures,
-                report.stopped
-            );
-        }
+    let mut runs: Vec<(&str, Vec<(String, String)>)> =
+        KERNELS.iter().map(|k| (*k, Vec::new())).collect();
+    runs.push(("v6.8", vec![("cow_reuse".into(), "mapcount".into())]));
+    for f in eras::scenario_files("thp", 1) {
+        eras::assert_holds_in(&f, &runs);
     }
 }
 

@@ -1,0 +1,35 @@
+//! The scenario files of one folder, each run on a list of kernels and switch overrides with
+//! the whole-system checkers after every simulation event: what the THP and DAX tests share.
+
+use lab::scenario::run::{Overrides, load, run};
+use std::path::{Path, PathBuf};
+
+/// The scenario files of `scenarios/<dir>`, sorted; at least `min` of them.
+pub(crate) fn scenario_files(dir: &str, min: usize) -> Vec<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios").join(dir);
+    let mut files: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
+    files.sort();
+    assert!(files.len() >= min, "the scenarios of {} are missing: {files:?}", dir.display());
+    files
+}
+
+/// Asserts that `file` holds on each `(kernel, switch overrides)` run, checked every step.
+pub(crate) fn assert_holds_in(file: &Path, runs: &[(&str, Vec<(String, String)>)]) {
+    let s = load(&file.to_string_lossy()).unwrap();
+    for (kernel, sets) in runs {
+        let o = Overrides {
+            kernel: Some(kernel.parse().unwrap()),
+            sets: sets.clone(),
+            check_every_step: true,
+            ..Overrides::default()
+        };
+        let report = run(&s, &o, &mut |_| ()).unwrap();
+        assert!(
+            report.passed(),
+            "{} on {kernel} {sets:?}: {:?} {:?}",
+            file.display(),
+            report.failures,
+            report.stopped
+        );
+    }
+}
