@@ -423,9 +423,13 @@ fn draw(g: &mut Gen) -> Option<String> {
 /// Runs `case`; the whole-system checkers run after every step, and with `every_event` after
 /// every scheduling event too (slower, and finds a broken invariant where it happens).
 pub fn check(case: &Case, every_event: bool) -> Verdict {
-    let text = case.render();
-    let file = format!("swarm-{}.toml", case.seed);
-    let scenario = match parse_scenario(&file, &text) {
+    check_text(&format!("swarm-{}.toml", case.seed), &case.render(), every_event)
+}
+
+/// Runs the scenario `text` (named `file`) as [`check`] runs a case: a minimised case written
+/// out, read back.
+pub fn check_text(file: &str, text: &str, every_event: bool) -> Verdict {
+    let scenario = match parse_scenario(file, text) {
         Ok(s) => s,
         Err(e) => return Verdict::Bug(format!("the generated scenario does not parse: {e}")),
     };
