@@ -75,6 +75,7 @@ fn open_model_bugs_still_reproduce() {
     let open = [
         ("swarm-841.toml", "is not found by rmap"),
         ("swarm-1722.toml", "shadow entry beyond the end of"),
+        ("swarm-2713.toml", "nr_dirty: "),
     ];
     for (file, message) in open {
         let text = std::fs::read_to_string(dir.join(file)).unwrap();
