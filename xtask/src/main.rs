@@ -13,6 +13,14 @@
 //!   test suite compares against it; a refactor leaves it unchanged).
 //! - `cargo xtask bless-figures`: rewrites `crates/lab/tests/figures.txt`, the simulated value of
 //!   every published figure at test scale, after a change meant to move what the report claims.
+//! - `cargo xtask fuzz --minutes N [TARGET...]`: builds the fuzz harness (`fuzz/`, its own
+//!   workspace) with AFL++ through `cargo afl` (installed from crates.io when missing; it works on
+//!   the stable toolchain), writes each target's seed corpus under `target/fuzz/corpus/`, and
+//!   fuzzes the targets (all of `mmsim_cli::fuzz::TARGETS` unless named) one after another,
+//!   niced, sharing the N minutes; then prints executions, coverage, crashes and hangs per target.
+//!   Findings land in `target/fuzz/out/TARGET/default/{crashes,hangs}/`; each becomes a
+//!   regression input under `crates/cli/tests/fuzz/TARGET/` (see `tests/fuzz_regressions.rs`).
+//!   `cargo xtask test` never needs the fuzzer.
 
 #![allow(clippy::disallowed_types, clippy::disallowed_methods)]
 
@@ -103,6 +111,78 @@ fn bless(test: &str, file: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// The fuzz targets, as in `mmsim_cli::fuzz::TARGETS` (xtask depends on no crate of the
+/// workspace; the harness refuses a name it does not have).
+const FUZZ_TARGETS: [&str; 6] = ["scenario", "trace", "maps", "replay", "block", "cli"];
+
+/// Installs `cargo afl` and its AFL++ runtime when missing.
+fn afl_installed() -> Result<(), String> {
+    let works = Command::new("cargo").args(["afl", "--version"]).output();
+    if works.is_ok_and(|o| o.status.success()) {
+        return Ok(());
+    }
+    Step::new("install cargo-afl", "cargo", &["install", "--locked", "cargo-afl"]).run()?;
+    Step::new("build AFL++", "cargo", &["afl", "config", "--build"]).run()
+}
+
+/// `cargo xtask fuzz --minutes N [TARGET...]`.
+fn fuzz(args: &[String]) -> Result<(), String> {
+    let usage = || "usage: cargo xtask fuzz --minutes N [TARGET...]".to_string();
+    let (minutes, named) = match args {
+        [flag, n, rest @ ..] if flag == "--minutes" => {
+            (n.parse::<u64>().map_err(|_| usage())?, rest)
+        }
+        _ => return Err(usage()),
+    };
+    let targets: Vec<&str> = if named.is_empty() {
+        FUZZ_TARGETS.to_vec()
+    } else {
+        named.iter().map(String::as_str).collect()
+    };
+    afl_installed()?;
+    let mut build = Step::new("fuzz build", "cargo", &["afl", "build", "--release"]);
+    build.cmd.current_dir(root().join("fuzz"));
+    build.run()?;
+    let harness = root().join("fuzz/target/release/mmsim-fuzz");
+    let work = root().join("target/fuzz");
+    let seconds = (minutes * 60 / targets.len() as u64).max(1).to_string();
+    std::fs::create_dir_all(work.join("out")).map_err(|e| format!("{}: {e}", work.display()))?;
+    for t in &targets {
+        let corpus = work.join("corpus").join(t);
+        let out = work.join("out").join(t);
+        let corpus_s = corpus.to_string_lossy();
+        Step::new("fuzz seeds", &harness, &["seed", t, &corpus_s]).run()?;
+        let (out_s, harness_s) = (out.to_string_lossy(), harness.to_string_lossy());
+        let afl =
+            ["-n", "19", "cargo", "afl", "fuzz", "-i", &corpus_s, "-o", &out_s, "-V", &seconds];
+        let mut step = Step::new("fuzz", "nice", &afl);
+        step.cmd.args(["-t", "5000", "-m", "4096", "--", &harness_s, t]);
+        for (k, v) in [("AFL_AUTORESUME", "1"), ("AFL_NO_UI", "1"), ("AFL_SKIP_CPUFREQ", "1")] {
+            step.cmd.env(k, v);
+        }
+        step.cmd.env("AFL_I_DONT_CARE_ABOUT_MISSING_CRASHES", "1");
+        step.run()?;
+    }
+    for t in &targets {
+        let stats = work.join("out").join(t).join("default/fuzzer_stats");
+        let text = std::fs::read_to_string(&stats).unwrap_or_default();
+        let field = |k: &str| {
+            let line = text.lines().find(|l| l.split(':').next().is_some_and(|n| n.trim() == k));
+            line.and_then(|l| l.split_once(':')).map_or("?".into(), |(_, v)| v.trim().to_string())
+        };
+        eprintln!(
+            "xtask: fuzz {t}: {} executions in {} s, {} edges ({} of the map), {} crashes, {} hangs",
+            field("execs_done"),
+            field("run_time"),
+            field("edges_found"),
+            field("bitmap_cvg"),
+            field("saved_crashes"),
+            field("saved_hangs")
+        );
+    }
+    Ok(())
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
@@ -110,9 +190,11 @@ fn main() -> ExitCode {
         Some("python") => python_env(),
         Some("bless-digests") => bless("digests", "digests.txt"),
         Some("bless-figures") => bless("figures", "figures.txt"),
+        Some("fuzz") => fuzz(&args[1..]),
         _ => {
             eprintln!(
-                "usage: cargo xtask test | cargo xtask bless-digests | cargo xtask bless-figures"
+                "usage: cargo xtask test | cargo xtask bless-digests | cargo xtask bless-figures \
+                 | cargo xtask fuzz --minutes N [TARGET...]"
             );
             return ExitCode::from(2);
         }

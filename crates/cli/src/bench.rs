@@ -373,7 +373,7 @@ fn tlb_bench(a: &TlbBenchArgs) -> Result<(), String> {
         }];
         let profile = mm::Profile::named("epyc-vm")?;
         let text_thp = if huge { mm::era::ExecTextThp::Fault } else { mm::era::ExecTextThp::Off };
-        let options = trace::replay::ReplayOptions { profile, text_thp, check_every_batch: false };
+        let options = trace::replay::ReplayOptions::new(profile, text_thp);
         let mut warm: Option<Instant> = None;
         let mut progress = |done: u64, _: &trace::input::TraceReader| {
             if done >= touched && warm.is_none() {
@@ -509,24 +509,16 @@ fn pagecache_bench(a: &PagecacheBenchArgs) -> Result<(), String> {
     for (policy, target) in [(Policy::Pure, 2.0), (Policy::Classic, 1.0), (Policy::Mglru, 1.0)] {
         let reader =
             BlockReader::open(&og_path, BlockFormat::OracleGeneral).map_err(|e| e.to_string())?;
-        let options = PageCacheOptions {
-            profile: mm::Profile::named("tiny")?,
-            kernel: mm::KernelVersion::DEFAULT,
-            policy,
-            access: AccessMode::Read,
-            cache,
-            readahead_kb: None,
-            noreuse: false,
-            max_requests: None,
-        };
+        let tiny = mm::Profile::named("tiny")?;
+        let options = PageCacheOptions::new(tiny, policy, AccessMode::Read, cache);
         let start = Instant::now();
         let r = replay_page_cache(reader, &og_path, &options, &mut |_, _| ())
             .map_err(|e| e.to_string())?;
         let secs = start.elapsed().as_secs_f64();
-        let rate = r.requests as f64 / secs.max(1e-9);
-        let ratio = lcs_rate.map_or("-".to_string(), |l| format!("{:.2}", rate / l));
+        let (rate, ratio) = (r.requests as f64 / secs.max(1e-9), lcs_rate);
+        let ratio = ratio.map_or("-".to_string(), |l| format!("{:.2}", rate / l));
         let name = format!("mmsim {} (read)", policy.name());
-        println!("{name:<34} {:>12} {:>14.0} {:>10} {:>7.0}x", r.misses, rate, ratio, target);
+        println!("{name:<34} {:>12} {rate:>14.0} {ratio:>10} {target:>7.0}x", r.misses);
     }
     let _ = std::fs::remove_file(&og);
     Ok(())

@@ -10,9 +10,11 @@
 mod bench;
 mod demo;
 mod explore;
+pub mod fuzz;
 mod replay;
 mod reproduce;
 mod run;
+mod swarm;
 mod sweep;
 
 use clap::{Parser, Subcommand};
@@ -41,6 +43,9 @@ enum Command {
     /// Replay a memory-reference trace (valgrind lackey or mmsim binary) through the simulated
     /// TLBs and page walk; exit 2 on bad input.
     Replay(replay::ReplayArgs),
+    /// Swarm testing of the model: random valid scenarios with every checker on; exit 1 with
+    /// each bug's seed and minimised scenario when one is found.
+    Swarm(swarm::SwarmArgs),
     /// Trace tools.
     #[command(subcommand)]
     Trace(replay::TraceCommand),
@@ -66,6 +71,7 @@ pub fn main_with_args(args: impl IntoIterator<Item = impl Into<OsString> + Clone
         Command::Run(a) => return run::run(&a),
         Command::Explore(a) => return explore::run(&a),
         Command::Sweep(a) => return sweep::run(&a),
+        Command::Swarm(a) => return swarm::run(&a),
         Command::Replay(a) => return replay::run(&a),
         Command::Trace(c) => return replay::trace_command(&c),
         Command::Reproduce(a) => reproduce::run(&a),

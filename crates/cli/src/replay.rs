@@ -65,6 +65,10 @@ pub(crate) struct ReplayArgs {
     /// Check the TLBs against the page tables after every batch of references (slow).
     #[arg(long)]
     check_every_batch: bool,
+    /// Scheduling events the replay may take (default 2^32). A replay that reaches it is refused
+    /// with exit 2 (docs/errors.md).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    max_events: Option<u64>,
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
@@ -109,7 +113,7 @@ pub(crate) fn run(a: &ReplayArgs) -> u8 {
     let Some(maps_file) = &a.maps else {
         return run_page_cache(a, profile);
     };
-    let maps_text = match std::fs::read_to_string(maps_file) {
+    let maps_text = match read_maps(maps_file) {
         Ok(t) => t,
         Err(e) => return bad(format!("{maps_file}: {e}")),
     };
@@ -125,7 +129,12 @@ pub(crate) fn run(a: &ReplayArgs) -> u8 {
         Ok(v) => v,
         Err(e) => return bad(format!("--text-thp: {e}")),
     };
-    let options = ReplayOptions { profile, text_thp, check_every_batch: a.check_every_batch };
+    let options = ReplayOptions {
+        profile,
+        text_thp,
+        check_every_batch: a.check_every_batch,
+        max_events: a.max_events.unwrap_or(engine::DEFAULT_EVENT_BUDGET),
+    };
     let mut bar = FileProgress::new();
     let mut progress = |refs: u64, r: &TraceReader| {
         bar.update(|| format!("{refs} references"), r.bytes_read.get(), r.file_bytes);
@@ -135,10 +144,21 @@ pub(crate) fn run(a: &ReplayArgs) -> u8 {
     let report = match result {
         Ok(r) => r,
         Err(ReplayError::Input(e)) => return bad(e),
+        Err(ReplayError::Refused(e)) => return bad(format!("{}: refused: {e}", a.trace)),
         Err(ReplayError::Sim(e)) => return sim_failed(&e),
     };
     let json = a.json.then(|| serde_json::to_string_pretty(&report));
     print_report(json, || print_perf_stat(&report))
+}
+
+/// The text of a maps file: a regular file of at most `MAX_SCENARIO_BYTES` (a real
+/// `/proc/PID/maps` takes a few hundred KiB), in UTF-8.
+fn read_maps(path: &str) -> Result<String, String> {
+    let bytes = lab::scenario::run::read_bounded(path, lab::scenario::limits::MAX_SCENARIO_BYTES)?;
+    String::from_utf8(bytes).map_err(|e| {
+        let at = e.utf8_error().valid_up_to();
+        format!("not UTF-8 text (byte offset {at})")
+    })
 }
 
 /// A progress bar over a trace file's bytes, shown on terminals once a run takes a second.
@@ -206,6 +226,7 @@ fn page_cache_options(a: &ReplayArgs, profile: mm::Profile) -> Result<PageCacheO
         readahead_kb: a.readahead_kb,
         noreuse: a.noreuse,
         max_requests: a.max_requests,
+        max_events: a.max_events.unwrap_or(engine::DEFAULT_EVENT_BUDGET),
     })
 }
 

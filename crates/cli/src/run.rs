@@ -31,6 +31,14 @@ pub(crate) struct OverrideArgs {
     /// memory. A run over it is refused with exit 2 (docs/errors.md).
     #[arg(long, value_name = "SIZE")]
     host_budget: Option<String>,
+    /// Go on with a task's next operation after one fails, as `mmsim swarm` runs its random
+    /// scenarios (a failure still makes the exit status 1).
+    #[arg(long)]
+    keep_going: bool,
+    /// Scheduling events a run may take (default 2^32). A run that reaches it is refused with
+    /// exit 2 (docs/errors.md).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    max_events: Option<u64>,
 }
 
 impl OverrideArgs {
@@ -38,6 +46,8 @@ impl OverrideArgs {
         let mut o = Overrides {
             seed: self.seed,
             check_every_step: self.check_every_step,
+            max_events: self.max_events,
+            keep_going: self.keep_going,
             ..Overrides::default()
         };
         if let Some(s) = &self.scheduler {

@@ -195,3 +195,42 @@ fn impossible_replay_options_are_bad_input() {
     let o = mmsim(&["replay", arc, "--cache", "1MiB", "--policy", "mglru", "--kernel", "v5.8"]);
     assert_exit(&o, 2, "--policy: switch lru = mglru is not modelled for v5.8");
 }
+
+#[test]
+fn the_events_budget_refuses_a_run_at_the_event_that_exceeds_it() {
+    let ops = r#"{ op = "mmap", len = "1GiB", prot = "rw", flags = "private|anonymous", as = "big" },
+                 { op = "touch", addr = "big", len = "1GiB", access = "write" },"#;
+    let path = scenario("events.toml", "memory = \"2GiB\"", ops);
+    let o = mmsim(&["run", &path, "--max-events", "1000"]);
+    assert_exit(&o, 2, "events.toml: refused: the run took more than 1000 scheduling events");
+    assert_exit(&o, 2, "over the events budget of 1000 (--max-events; default 4294967296)");
+    assert_exit(&mmsim(&["run", &path, "--max-events", "0"]), 2, "--max-events");
+    let o = mmsim(&["sweep", &path, "--grid", "seed=0..1", "--max-events", "1000"]);
+    assert_exit(&o, 2, "over the events budget of 1000");
+    let o = mmsim(&["run", "scenarios/fork-cow.toml", "--max-events", "100000"]);
+    assert_exit(&o, 0, "all hold");
+}
+
+#[test]
+fn a_trace_that_never_ends_is_stopped_by_the_events_budget() {
+    // A trace read from a pipe whose writer never stops.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mmsim"))
+        .args(["replay", "/dev/stdin", "--maps", "traces/sum.maps", "--max-events", "2000"])
+        .current_dir(root())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || {
+        use std::io::Write;
+        let line = b" L 7fffe0c80000,8\n".repeat(1024);
+        while stdin.write_all(&line).is_ok() {}
+    });
+    let o = child.wait_with_output().unwrap();
+    writer.join().unwrap();
+    assert_exit(&o, 2, "/dev/stdin: refused: the run took more than 2000 scheduling events");
+    let maps = mmsim(&["replay", "traces/sum.lackey.gz", "--maps", "/dev/zero"]);
+    assert_exit(&maps, 2, "/dev/zero: cannot read: not a regular file");
+}

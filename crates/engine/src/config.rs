@@ -60,6 +60,11 @@ impl FromStr for SchedulerKind {
     }
 }
 
+/// The host's events budget of a run unless the user changes it (`--max-events`): on the order
+/// of an hour of host time for the heaviest runs, far beyond any shipped scenario or trace; see
+/// `lab::budget`.
+pub const DEFAULT_EVENT_BUDGET: u64 = 1 << 32;
+
 /// Everything the engine needs to start a run.
 #[derive(Clone, Debug)]
 pub struct SimConfig {

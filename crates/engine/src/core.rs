@@ -86,6 +86,19 @@ pub enum SimError {
     Check { message: String, now: SimTime, events: u64 },
 }
 
+impl SimError {
+    /// Where `max_events` is a host's events budget (`--max-events`, docs/errors.md): for an
+    /// [`SimError::EventLimit`], why the run is refused, with the numbers.
+    pub fn over_event_budget(&self) -> Option<String> {
+        let SimError::EventLimit { limit, now } = self else { return None };
+        Some(format!(
+            "the run took more than {limit} scheduling events (by virtual time {now}), over the \
+             events budget of {limit} (--max-events; default {})",
+            crate::DEFAULT_EVENT_BUDGET
+        ))
+    }
+}
+
 impl fmt::Display for SimError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

@@ -25,7 +25,7 @@ mod sched;
 mod task;
 mod watchdog;
 
-pub use config::{ConfigError, SchedulerKind, SimConfig};
+pub use config::{ConfigError, DEFAULT_EVENT_BUDGET, SchedulerKind, SimConfig};
 pub use core::{Handle, RunReport, Sim, SimError};
 pub use cpu::{CpuId, CpuStats};
 pub use cx::{Cx, PointFuture};

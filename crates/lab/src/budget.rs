@@ -1,12 +1,20 @@
 //! The host's budget for a run: how much host memory the simulated machine's state may take
 //! (per-frame state, page tables, page contents), so that a scenario touching more memory than
-//! the host has is refused with the numbers instead of growing until the host dies.
+//! the host has is refused with the numbers instead of growing until the host dies; and how many
+//! scheduling events it may take, so that a run that would go on for hours of host time (a
+//! trace from a pipe that never ends, a scenario touching terabytes page by page) is refused
+//! with the numbers instead.
 //!
 //! The default is half the host's memory (`MemTotal` in `/proc/meminfo`; [`FALLBACK`] where that
 //! cannot be read); `--host-budget SIZE` changes it. A run checks its use every
 //! [`CHECK_EVERY`] scheduling events and stops, refused (exit 2), when it is over. The state's
 //! cost grows with what a run touches, never with the configured sizes (memory, swap and pmem
 //! are lazy), so nothing can be refused before the run starts.
+//!
+//! The events budget is the engine's event bound (`SimConfig::max_events`): [`DEFAULT_EVENTS`]
+//! (2^32) unless `--max-events N` changes it. It is not taken from the host's speed, so that a
+//! run is refused or not the same way on every host (determinism: same input, same outcome).
+//! A run that reaches it is refused (exit 2) at that event, with the numbers (`SimError::over_event_budget`).
 
 use mm::kernel::KState;
 use simcore::Bytes;
@@ -16,6 +24,8 @@ pub const FALLBACK: Bytes = Bytes::gib(4);
 
 /// Scheduling events between two checks of a run's host memory.
 pub const CHECK_EVERY: u64 = 1 << 16;
+
+pub use engine::DEFAULT_EVENT_BUDGET as DEFAULT_EVENTS;
 
 /// Host memory a run may use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

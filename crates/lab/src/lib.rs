@@ -8,4 +8,5 @@ pub mod budget;
 pub mod reproduce;
 pub mod scenario;
 pub mod session;
+pub mod swarm;
 pub mod sweep;

@@ -14,7 +14,7 @@
 //! `mm->page_table_lock`. This module holds the data; the mechanisms take the locks.
 
 use engine::SpinLock;
-use simcore::{Pfn, VirtAddr};
+use simcore::{Bytes, Pfn, VirtAddr};
 
 simcore::define_id!(
     /// A page-table page.
@@ -161,9 +161,10 @@ impl Pte {
         self.without(Pte::RW)
     }
 
-    /// A swap entry for `(swap type, offset)`.
+    /// A swap entry for `(swap type, offset)`; offset 0 is a device's header, never an entry.
     pub fn swap(kind: u8, offset: u64, exclusive: bool, soft_dirty: bool) -> Pte {
         assert!(kind < 32 && offset < (1 << 45), "swap entry out of range");
+        assert!(offset > 0, "swap offset 0 is the device's header");
         let mut v = (u64::from(kind) << 57) | (offset << 12);
         if exclusive {
             v |= Pte::SWP_EXCLUSIVE;
@@ -368,6 +369,27 @@ impl PageTables {
     /// The PMD entry covering `addr`: `(pmd table, index)` when a PMD table covers it.
     pub fn pmd_slot(&self, pgd: PtId, addr: VirtAddr) -> Option<(PtId, usize)> {
         self.find_table(pgd, addr, Level::Pmd).map(|t| (t, Level::Pmd.index(addr)))
+    }
+
+    /// Where a walk that found nothing at `addr` goes next: the end of the widest empty
+    /// upper-level entry covering `addr` (a page further where a PTE table covers it), so that a
+    /// walk over a sparse range steps over what no table covers, as `walk_page_range` skips
+    /// `pmd_none` and `pud_none` entries (mm/pagewalk.c v6.8).
+    pub fn skip_empty(&self, pgd: PtId, addr: VirtAddr) -> VirtAddr {
+        let mut table = pgd;
+        let mut l = Level::Pgd;
+        while l > Level::Pte {
+            match self.upper(table, l.index(addr)) {
+                Upper::Table(next) => table = next,
+                Upper::Leaf(_) => break,
+                Upper::None => {
+                    let span = 1u64 << l.shift();
+                    return VirtAddr((addr.0 & !(span - 1)).saturating_add(span));
+                }
+            }
+            l = l.below();
+        }
+        addr + Bytes::PAGE
     }
 
     /// What maps `addr`: a PTE, or a PMD or PUD leaf, or nothing.

@@ -9,6 +9,11 @@
 //! A slot whose folio reclaim evicted keeps a shadow entry (`workingset.rs`) until the slot is
 //! freed; a swap-in finds it and evaluates the refault before the folio joins its LRU.
 //!
+//! Slot 0 holds the swap header and is never allocated (`setup_swap_map` marks it
+//! `SWAP_MAP_BAD` and `nr_good_pages` leaves it out, mm/swapfile.c v6.8), so a device of N pages
+//! has N - 1 usable slots, and no swap entry is ever all zero bits (type 0, offset 0), which a
+//! PTE could not tell from `pte_none`.
+//!
 //! Approximations: one swap device of type 0; slots are allocated lowest-first (the kernel uses
 //! per-CPU clusters); no swap readahead (`page-cluster`) and no zswap.
 
@@ -43,13 +48,16 @@ pub struct SwapDevice {
 }
 
 impl SwapDevice {
-    /// A device of `slots` pages (0: no swap).
+    /// A device of `slots` pages (0: no swap), the first of them its header.
     pub fn new(slots: u64) -> SwapDevice {
-        SwapDevice { slots, ..SwapDevice::default() }
+        // The header's slot is used from the start: never in `free`, never freed.
+        let map = if slots > 0 { vec![0] } else { Vec::new() };
+        SwapDevice { slots, map, ..SwapDevice::default() }
     }
 
+    /// Usable slots (`SwapTotal`): every page but the header.
     pub fn total(&self) -> u64 {
-        self.slots
+        self.slots.saturating_sub(1)
     }
 
     /// Slots used at some point of the run (those past it have never been used).

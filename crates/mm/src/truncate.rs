@@ -88,13 +88,22 @@ pub(crate) async fn truncate_inode_pages_range(
     let first = lstart.div_ceil(4096);
     let end = lend.map_or(u64::MAX, |e| e / 4096);
     cx.st().workingset.truncate(inode, first, end);
+    // The folios are looked up and referenced together, as `find_lock_entries` takes a
+    // reference on each folio of its batch when it finds it (a batch of `FOLIO_BATCH_SIZE`
+    // there, the whole range here): reclaim cannot free one while truncation waits for the lock
+    // of an earlier one (found by swarm testing, issue 22).
     let doomed: Vec<Pfn> = if first < end {
-        cx.st().inodes[inode].mapping.pages.range(first..end).map(|(_, &h)| h).collect()
+        let mut st = cx.st();
+        let heads: Vec<Pfn> =
+            st.inodes[inode].mapping.pages.range(first..end).map(|(_, &h)| h).collect();
+        for &head in &heads {
+            st.folios.get_extra(head);
+        }
+        heads
     } else {
         Vec::new()
     };
     for head in doomed {
-        cx.st().folios.get_extra(head);
         folio_lock(cx, head).await;
         let (still_cached, mapped, index, nr) = {
             let st = cx.st();

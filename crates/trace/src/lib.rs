@@ -47,3 +47,16 @@ impl std::fmt::Display for InputError {
 }
 
 impl std::error::Error for InputError {}
+
+/// Why a replay's simulation stopped: `refused` when it outgrew its events budget (bad input,
+/// exit 2), `sim` otherwise (a checker or the simulation failed).
+pub(crate) fn stopped<E>(
+    e: &engine::SimError,
+    refused: fn(String) -> E,
+    sim: fn(String) -> E,
+) -> E {
+    match e.over_event_budget() {
+        Some(why) => refused(why),
+        None => sim(e.to_string()),
+    }
+}

@@ -94,6 +94,8 @@ pub struct PageCacheOptions {
     pub noreuse: bool,
     /// Stop after this many requests.
     pub max_requests: Option<u64>,
+    /// The events budget: a replay that takes more scheduling events is refused.
+    pub max_events: u64,
 }
 
 /// What a page-cache replay reports.
@@ -160,6 +162,24 @@ impl std::fmt::Display for PageCacheError {
     }
 }
 
+impl PageCacheOptions {
+    /// A replay through a cgroup of `cache` on `profile` under the default kernel: the kernel's
+    /// readahead, no advice, every request, the default events budget.
+    pub fn new(profile: Profile, policy: Policy, access: AccessMode, cache: Bytes) -> Self {
+        PageCacheOptions {
+            profile,
+            kernel: KernelVersion::DEFAULT,
+            policy,
+            access,
+            cache,
+            readahead_kb: None,
+            noreuse: false,
+            max_requests: None,
+            max_events: engine::DEFAULT_EVENT_BUDGET,
+        }
+    }
+}
+
 /// The machine, cgroup and process of a replay.
 fn setup(options: &PageCacheOptions) -> Result<(Machine, mm::Pid), String> {
     let cache = options.cache.as_u64().div_ceil(4096) * 4096;
@@ -171,6 +191,7 @@ fn setup(options: &PageCacheOptions) -> Result<(Machine, mm::Pid), String> {
         format!("--cache {}: the machine around the cgroup is impossible: {e}", options.cache)
     })?;
     let mut config = MachineConfig::new(profile, options.kernel);
+    config.max_events = options.max_events;
     config.switches.set("lru", options.policy.name())?;
     config.switches.check_implemented(options.kernel).map_err(|e| format!("--policy: {e}"))?;
     if let Some(kb) = options.readahead_kb {
@@ -288,7 +309,7 @@ pub fn replay_page_cache(
         progress(counts.get().0, &reader.borrow());
         Ok(())
     });
-    run.map_err(|e| sim(e.to_string()))?;
+    run.map_err(|e| crate::stopped(&e, PageCacheError::Config, PageCacheError::Sim))?;
     if let Some(e) = failure.borrow_mut().take() {
         return Err(e);
     }

@@ -85,6 +85,20 @@ pub struct ReplayOptions {
     pub text_thp: ExecTextThp,
     /// Check the TLBs against the page tables after every batch (slow).
     pub check_every_batch: bool,
+    /// The events budget: a replay that takes more scheduling events is refused.
+    pub max_events: u64,
+}
+
+impl ReplayOptions {
+    /// A replay on `profile` with the default events budget and no checks between batches.
+    pub fn new(profile: Profile, text_thp: ExecTextThp) -> ReplayOptions {
+        ReplayOptions {
+            profile,
+            text_thp,
+            check_every_batch: false,
+            max_events: engine::DEFAULT_EVENT_BUDGET,
+        }
+    }
 }
 
 /// Why a replay stopped.
@@ -94,13 +108,15 @@ pub enum ReplayError {
     Input(InputError),
     /// The simulation could not run or an invariant broke.
     Sim(String),
+    /// The replay outgrew the events budget (exit 2).
+    Refused(String),
 }
 
 impl std::fmt::Display for ReplayError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             ReplayError::Input(e) => e.fmt(f),
-            ReplayError::Sim(e) => f.write_str(e),
+            ReplayError::Sim(e) | ReplayError::Refused(e) => f.write_str(e),
         }
     }
 }
@@ -171,7 +187,7 @@ pub fn replay(
         progress(done.get(), &trace.borrow());
         Ok(())
     });
-    run.map_err(|e| sim(e.to_string()))?;
+    run.map_err(|e| crate::stopped(&e, ReplayError::Refused, ReplayError::Sim))?;
     if let Some(e) = failure.borrow_mut().take() {
         return Err(e);
     }
@@ -186,6 +202,7 @@ fn build_machine(kept: &[Mapping], options: &ReplayOptions) -> Result<(Machine, 
     let sim = |e: String| ReplayError::Sim(e);
     let mut config = MachineConfig::new(options.profile.clone(), KernelVersion::DEFAULT);
     config.switches.exec_text_thp = options.text_thp;
+    config.max_events = options.max_events;
     let mut machine = Machine::new(config).map_err(sim)?;
     let mut sizes: BTreeMap<&str, u64> = BTreeMap::new();
     for m in kept {

@@ -46,6 +46,7 @@ fn replay(trace: &str, pages: u64, policy: Policy, access: AccessMode, n: u64) -
         readahead_kb: None,
         noreuse: false,
         max_requests: Some(n),
+        max_events: engine::DEFAULT_EVENT_BUDGET,
     };
     replay_page_cache(reader, &path, &options, &mut |_, _| ()).unwrap()
 }

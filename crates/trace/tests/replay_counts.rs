@@ -38,6 +38,7 @@ fn run(lines: &str) -> ReplayReport {
         profile: Profile::named("epyc-vm").unwrap(),
         text_thp: mm::era::ExecTextThp::Off,
         check_every_batch: true,
+        max_events: engine::DEFAULT_EVENT_BUDGET,
     };
     replay(reader, "one.lackey", &maps, "one.maps", &options, &mut |_, _| {}).unwrap()
 }

@@ -486,9 +486,13 @@ pub struct Log {
     pub failures: Vec<Failure>,
     pub ops: usize,
     pub expectations: usize,
+    /// A failed operation is recorded and the task goes on (swarm testing, whose random
+    /// operations may fail), instead of ending the task.
+    pub keep_going: bool,
 }
 
-/// Runs `ops` in order on thread `t`; the first failure stops the task and is recorded.
+/// Runs `ops` in order on thread `t`; the first failure stops the task (unless the log says to
+/// keep going) and is recorded.
 pub async fn run_task(t: Thread, ops: Vec<Op>, env: Rc<RefCell<Env>>, log: Rc<RefCell<Log>>) {
     for op in &ops {
         let result = match execute(&t, op, &env).await {
@@ -499,14 +503,20 @@ pub async fn run_task(t: Thread, ops: Vec<Op>, env: Rc<RefCell<Env>>, log: Rc<Re
                     expected: format!("`{}` runs on the values it names", op.kind.name()),
                     observed: unbound,
                 });
+                if log.borrow().keep_going {
+                    continue;
+                }
                 return;
             }
         };
         log.borrow_mut().ops += 1;
         let verdict = check(op, &env.borrow(), &result);
         if let Err(f) = verdict {
-            log.borrow_mut().failures.push(f);
-            return;
+            let mut log = log.borrow_mut();
+            log.failures.push(f);
+            if !log.keep_going {
+                return;
+            }
         }
         if let (Some(name), Ok(Outcome::Bound(v))) = (&op.bind, &result) {
             env.borrow_mut().bind(name, *v);

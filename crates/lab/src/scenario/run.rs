@@ -9,7 +9,7 @@ use super::interp::{Env, Failure, Log, Value, run_task};
 use super::limits::{MAX_SCENARIO_BYTES, check_tunable};
 use super::model::{MachineSpec, OpKind, Scenario, Show};
 use super::parse::parse_scenario;
-use crate::budget::{CHECK_EVERY, HostBudget};
+use crate::budget::{CHECK_EVERY, DEFAULT_EVENTS, HostBudget};
 use engine::{SchedulerKind, Sim};
 use mm::era::CowReuse;
 use mm::kernel::Kernel;
@@ -48,6 +48,10 @@ pub fn read_bounded(path: &str, max: u64) -> Result<Vec<u8>, String> {
     Ok(bytes)
 }
 
+/// What a step's failure of the whole-system checkers says it expected (the swarm tells these
+/// from an operation's failure by it).
+pub const INVARIANTS_HOLD: &str = "the kernel's invariants hold after the step";
+
 /// Command-line overrides of a scenario's machine.
 #[derive(Clone, Debug, Default)]
 pub struct Overrides {
@@ -62,6 +66,10 @@ pub struct Overrides {
     pub show: Vec<Show>,
     /// Host memory the run may use (half the host's memory when `None`).
     pub host_budget: Option<HostBudget>,
+    /// Scheduling events the run may take ([`DEFAULT_EVENTS`] when `None`).
+    pub max_events: Option<u64>,
+    /// A task goes on after an operation fails (swarm testing; see `Log::keep_going`).
+    pub keep_going: bool,
 }
 
 /// The outcome of a run.
@@ -112,6 +120,7 @@ pub fn machine_config(
     config.switches = m.switches(kernel).map_err(bad)?;
     config.seed = o.seed.unwrap_or(m.seed);
     config.scheduler = o.scheduler.unwrap_or(m.scheduler);
+    config.max_events = o.max_events.unwrap_or(DEFAULT_EVENTS);
     if let Some(p) = m.ra_pages {
         config.tunables.ra_pages = p;
     }
@@ -301,9 +310,7 @@ impl Driver {
     /// The whole-system checkers after a step; a broken invariant ends the scenario.
     fn checks_hold(&self, line: usize, rule: CowReuse) -> bool {
         let result = mm::sim::check::check_all(&self.kernel.state(), rule);
-        result
-            .map_err(|e| self.fail(line, "the kernel's invariants hold after the step", e))
-            .is_ok()
+        result.map_err(|e| self.fail(line, INVARIANTS_HOLD, e)).is_ok()
     }
 
     fn expectations_hold(&self, expects: &[super::model::Expect]) -> bool {
@@ -332,6 +339,7 @@ pub fn run(
 ) -> Result<Report, ScenarioError> {
     let config = machine_config(&s.machine, o, &s.file)?;
     let Prepared { mut machine, env, log } = prepare(s, config, None)?;
+    log.borrow_mut().keep_going = o.keep_going;
     let handle = machine.handle().clone();
     let rule = machine.config().switches.cow_reuse;
     let budget = o.host_budget.unwrap_or_else(HostBudget::from_host);
@@ -347,7 +355,13 @@ pub fn run(
     let (stopped, last) = match result {
         Ok(r) => (None, Some(r)),
         Err(_) if refused.is_some() => (None, None),
-        Err(e) => (Some(e.to_string()), None),
+        Err(e) => match e.over_event_budget() {
+            Some(why) => {
+                refused = Some(why);
+                (None, None)
+            }
+            None => (Some(e.to_string()), None),
+        },
     };
     let mut shown = Vec::new();
     for show in s.show.iter().chain(&o.show) {

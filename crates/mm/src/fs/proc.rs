@@ -111,10 +111,12 @@ impl KState {
         let mut mss = MemSizeStats::default();
         let mut addr = v.start;
         while addr < v.end {
-            let entry = self.pt.translate(pgd, addr);
+            let Some((pte, level)) = self.pt.translate(pgd, addr) else {
+                addr = self.pt.skip_empty(pgd, addr);
+                continue;
+            };
             let pmd_offset = (addr.0 >> 12) & 511;
             addr = addr + Bytes::PAGE;
-            let Some((pte, level)) = entry else { continue };
             if pte.is_swap() {
                 mss.swap += 4096;
                 continue;
