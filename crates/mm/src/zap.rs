@@ -327,8 +327,11 @@ impl KState {
                 let v = self.vma(id);
                 let lo = first.max(v.pgoff);
                 let hi = last.unwrap_or(u64::MAX).min(v.pgoff + (v.len().as_u64() >> 12));
-                let end = v.start + Bytes((hi - v.pgoff) << 12);
-                (lo < hi).then(|| (id, v.address_of(lo).expect("in range"), end))
+                // A VMA wholly after the range has `hi` below its own offset: no range.
+                (lo < hi).then(|| {
+                    let end = v.start + Bytes((hi - v.pgoff) << 12);
+                    (id, v.address_of(lo).expect("in range"), end)
+                })
             })
             .collect()
     }
