@@ -72,10 +72,7 @@ fn the_minimiser_keeps_only_what_the_failure_needs() {
 #[test]
 fn open_model_bugs_still_reproduce() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/swarm-open");
-    let open = [
-        ("swarm-841.toml", "is not found by rmap"),
-        ("swarm-2713.toml", "nr_dirty: "),
-    ];
+    let open = [("swarm-841.toml", "is not found by rmap"), ("swarm-2713.toml", "nr_dirty: ")];
     for (file, message) in open {
         let text = std::fs::read_to_string(dir.join(file)).unwrap();
         match lab::swarm::check_text(file, &text, false) {
