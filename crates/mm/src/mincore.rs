@@ -27,6 +27,7 @@ use crate::kernel::{Cx, KState};
 use crate::mm_struct::MmId;
 use crate::pgtable::Level;
 use crate::sim::cost::Cost;
+use crate::vma::VmaId;
 use simcore::{Bytes, VirtAddr};
 
 /// The highest user address plus one (x86-64, four-level paging: `TASK_SIZE_MAX`).
@@ -47,44 +48,53 @@ pub(crate) async fn do_mincore(
     let pages = Bytes(end - start.0).pages_ceil();
     let lock = cx.st().mm(mm).mmap_lock;
     let _mmap = lock.read(cx).await;
-    let (vec, lookups) = {
-        let st = cx.st();
-        let mut vec = Vec::new();
-        let mut lookups = 0;
-        for i in 0..pages {
-            let (resident, looked_up) = st.mincore_page(mm, start + Bytes::from_pages(i))?;
-            vec.push(u8::from(resident));
-            lookups += u64::from(looked_up);
-        }
-        (vec, lookups)
-    };
+    let (vec, lookups) = cx.st().mincore_range(mm, start, start + Bytes::from_pages(pages))?;
     cx.charge_n(Cost::PteUpdate, pages).await;
     cx.charge_n(Cost::PageCacheLookup, lookups).await;
     Ok(vec)
 }
 
 impl KState {
-    /// Whether the page at `addr` of `mm` is resident, and whether the page cache was asked;
-    /// `ENOMEM` when no VMA maps it.
-    fn mincore_page(&self, mm: MmId, addr: VirtAddr) -> Result<(bool, bool), Errno> {
-        let vma = self.find_vma(mm, addr).ok_or(Errno::ENOMEM)?;
-        let vma = self.vma(vma);
-        if !vma.contains(addr) {
-            return Err(Errno::ENOMEM);
+    /// The residency bytes of `[start, end)` of `mm`, a VMA at a time as `do_mincore` walks them,
+    /// and how many page-cache lookups they took; `ENOMEM` at the first page no VMA maps.
+    fn mincore_range(
+        &self,
+        mm: MmId,
+        start: VirtAddr,
+        end: VirtAddr,
+    ) -> Result<(Vec<u8>, u64), Errno> {
+        let (mut vec, mut lookups) = (Vec::new(), 0);
+        let mut addr = start;
+        while addr < end {
+            let vma = self.find_vma(mm, addr).filter(|&v| self.vma(v).contains(addr));
+            let vma = vma.ok_or(Errno::ENOMEM)?;
+            let stop = self.vma(vma).end.min(end);
+            while addr < stop {
+                let (resident, looked_up) = self.mincore_page(mm, vma, addr);
+                vec.push(u8::from(resident));
+                lookups += u64::from(looked_up);
+                addr = addr + Bytes::PAGE;
+            }
         }
+        Ok((vec, lookups))
+    }
+
+    /// Whether the page at `addr` of `vma` is resident, and whether the page cache was asked.
+    fn mincore_page(&self, mm: MmId, vma: VmaId, addr: VirtAddr) -> (bool, bool) {
         match self.pt.translate(self.mm(mm).pgd, addr) {
-            Some((pte, _)) if pte.is_present() => return Ok((true, false)),
+            Some((pte, _)) if pte.is_present() => return (true, false),
             Some((pte, Level::Pte)) if pte.is_swap() => {
                 let (_, slot) = pte.swap_entry();
-                return Ok((self.swap.cached(slot).is_some(), false));
+                return (self.swap.cached(slot).is_some(), false);
             }
             _ => {}
         }
-        let Some(file) = vma.file else { return Ok((false, false)) };
+        let vma = self.vma(vma);
+        let Some(file) = vma.file else { return (false, false) };
         let inode = self.file(file).inode;
         let cached = self
             .page_cache_get(inode, vma.page_index(addr))
             .is_some_and(|head| self.folios.test(head, pg::UPTODATE));
-        Ok((cached, true))
+        (cached, true)
     }
 }

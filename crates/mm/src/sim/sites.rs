@@ -142,15 +142,21 @@ fn src_prefix() -> &'static str {
     &here[..here.len() - "sim/sites.rs".len()]
 }
 
-/// The model function a location (`file:line:col` or `file:line`) is in; `None` outside `mm`.
-pub fn model_function(at: &str) -> Option<&'static str> {
+/// A location in the model (`file:line:col` or `file:line`): its file below the model's source
+/// directory and the model function it is in.
+fn locate(at: &str) -> Option<(&str, &'static str)> {
     let rel = at.strip_prefix(src_prefix())?;
     let mut parts = rel.split(':');
     let file = parts.next()?;
     let line: u32 = parts.next()?.parse().ok()?;
     let (_, fns) = FN_LINES.iter().find(|(f, _)| *f == file)?;
     let i = fns.partition_point(|&(first, _)| first <= line);
-    i.checked_sub(1).map(|i| fns[i].1)
+    Some((file, fns[i.checked_sub(1)?].1))
+}
+
+/// The model function a location (`file:line:col` or `file:line`) is in; `None` outside `mm`.
+pub fn model_function(at: &str) -> Option<&'static str> {
+    locate(at).map(|(_, model)| model)
 }
 
 /// The kernel function a model function stands for at a point of kind `point`.
@@ -189,8 +195,7 @@ const SYSCALLS: &[(&str, &str)] = &[
 /// The blocking point at `at`, resumed from a point of kind `point` (`charge`, `sleep`,
 /// `preempt`, a lock operation), in kernel terms; `None` outside `mm`.
 pub fn site(at: &str, point: &str) -> Option<Site> {
-    let model = model_function(at)?;
-    let file = at.strip_prefix(src_prefix())?.split(':').next()?;
+    let (file, model) = locate(at)?;
     let kind = point.split_whitespace().next().unwrap_or(point);
     let kernel = kernel_name(model, file, kind);
     let event = EVENTS.iter().find(|(k, _)| *k == kernel).map(|&(_, e)| e);
