@@ -5,14 +5,6 @@
 
 use lab::swarm::{Case, Verdict, check, generate, minimise};
 
-/// The one finding of the checkers run after every event on these seeds: `check_shadows` wants
-/// no shadow entry beyond the end of a file, which cannot hold inside a truncation, which (as
-/// the kernel's `truncate_setsize`) lowers `i_size` before it removes the page cache's entries
-/// beyond it; the rule needs to skip a file being truncated. (A shadow left beyond the end after
-/// the step, seed 1722, was a model bug of its own; it stopped reproducing once reclaim's
-/// `get_scan_count` scanned every list at priority 0, which may hide rather than fix it.)
-const CHECKER_RULE_BETWEEN_OPERATIONS: &str = "shadow entry beyond the end of";
-
 /// Runs seeds `seeds`; returns `(held, skipped)` and fails on the first bug with its seed and
 /// scenario.
 fn swarm(seeds: std::ops::Range<u64>, every_event: bool) -> (u64, u64) {
@@ -25,9 +17,6 @@ fn swarm(seeds: std::ops::Range<u64>, every_event: bool) -> (u64, u64) {
         match check(&case, every_event) {
             Verdict::Held => held += 1,
             Verdict::Skipped(_) => skipped += 1,
-            Verdict::Bug(why) if every_event && why.contains(CHECKER_RULE_BETWEEN_OPERATIONS) => {
-                skipped += 1
-            }
             Verdict::Bug(why) => panic!("seed {seed}: {why}\n{}", case.render()),
         }
     }
@@ -64,27 +53,4 @@ fn the_minimiser_keeps_only_what_the_failure_needs() {
     assert_eq!(small.steps.len(), 1, "{}", small.render());
     assert_eq!(small.steps[0].len(), 1, "{}", small.render());
     assert_eq!(small.steps[0][0].1.len(), 1, "{}", small.render());
-}
-
-/// The model bugs the swarm found that are not fixed yet, each a minimised case in
-/// `tests/swarm-open/` with the message it shows: they must still show it, so that whoever
-/// fixes one moves its case into `scenarios/` as a regression scenario.
-#[test]
-fn open_model_bugs_still_reproduce() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/swarm-open");
-    let open = [("swarm-841.toml", "is not found by rmap"), ("swarm-2713.toml", "nr_dirty: ")];
-    for (file, message) in open {
-        let text = std::fs::read_to_string(dir.join(file)).unwrap();
-        match lab::swarm::check_text(file, &text, false) {
-            Verdict::Bug(why) => assert!(why.contains(message), "{file}: {why}"),
-            other => {
-                panic!("{file} no longer shows `{message}` ({other:?}): move it to scenarios/")
-            }
-        }
-    }
-    assert_eq!(
-        std::fs::read_dir(&dir).unwrap().count(),
-        open.len(),
-        "a case in {dir:?} not listed"
-    );
 }

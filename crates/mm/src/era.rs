@@ -426,6 +426,13 @@ pub fn vma_has_recency(k: KernelVersion) -> bool {
     k >= v(6, 3)
 }
 
+/// Readahead inserts its pages holding the mapping's `invalidate_lock` shared, which hole
+/// punching and truncation hold exclusive: "mm: Protect operations adding pages to page cache with
+/// invalidate_lock" (Jan Kara, 730633f0b7f9, v5.15).
+pub fn readahead_takes_invalidate_lock(k: KernelVersion) -> bool {
+    k >= v(5, 15)
+}
+
 /// O_DIRECT pins the user pages (FOLL_PIN) rather than getting them (FOLL_GET), since block IO
 /// moved to `iov_iter_extract_pages` ("block: Switch to pinning pages.", David Howells, v6.5 ~).
 pub fn odirect_pins(k: KernelVersion) -> bool {

@@ -24,7 +24,9 @@
 //! zeroed exclusive page; page-cache read faults go through `filemap_fault` with fault-around
 //! (`map_pages`); private file write faults copy into anonymous memory; shared file write faults
 //! dirty the page-cache page; swap entries fault through the swap cache (`do_swap_page`, reusing
-//! the page for a write by the era's rule); write-protect faults reuse or copy by the `cow_reuse`
+//! the page for a write by the era's rule; a page swapped in that is not exclusive to the faulting
+//! VMA belongs to the root anon_vma, so rmap still finds it in every forked VMA that maps it later:
+//! `__page_set_anon_rmap`, mm/rmap.c v6.1, and v5.8's `do_page_add_anon_rmap`); write-protect faults reuse or copy by the `cow_reuse`
 //! rule (`cow.rs`), replace the zero page, or make a shared page writable; *unshare* faults (GUP
 //! read pins, v5.19+) make an anonymous page exclusive without making it writable. PTEs get
 //! x86's bits: young on the faulting address, dirty and soft-dirty when written. A write fault in
@@ -328,21 +330,38 @@ async fn swapin(vmf: &Vmf<'_>, slot: u64) -> Result<Option<(Pfn, bool)>, VmFault
 
 /// Under the PTE lock, maps the swapped-in folio `head` in place of the swap entry the fault
 /// saw (the fault's reference becomes the mapping's), writable for a write when the era's rule
-/// lets it reuse the page. Returns the new PTE.
+/// lets it reuse the page. A folio mapped for the first time that is not exclusive to this VMA
+/// goes to the root anon_vma (`page_add_anon_rmap` without `RMAP_EXCLUSIVE`). Returns the new
+/// PTE.
 fn map_swap_pte(st: &mut KState, vmf: &Vmf<'_>, head: Pfn, slot: u64) -> Pte {
-    let cx = vmf.cx;
-    let (orig, write) = (vmf.orig_pte, vmf.kind.write());
+    let orig = vmf.orig_pte;
     st.folios.extra_to_mapping(head);
-    if st.folios.is_anon(head) {
-        st.rmap_add_pte(head);
-    } else {
+    let first = !st.folios.is_anon(head);
+    if first {
         st.rmap_add_new_anon(head, vmf.vma, vmf.address);
+    } else {
+        st.rmap_add_pte(head);
     }
     st.folios.clear_flag(head, pg::ANON_EXCLUSIVE);
     st.mm_mut(vmf.mm).sub_rss(MmCounter::SwapEnts, 1);
     st.mm_mut(vmf.mm).add_rss(MmCounter::AnonPages, 1);
     st.swap_free(slot);
-    let writable = if cx.kernel().switches.cow_reuse.tracks_anon_exclusive() {
+    let (exclusive, writable) = swapin_exclusive(st, vmf, head);
+    if first && !exclusive {
+        st.rmap_set_anon_root(head, vmf.vma);
+    }
+    let flags = st.vma(vmf.vma).flags;
+    let soft_dirty = if orig.soft_dirty() { Pte::SOFT_DIRTY } else { 0 };
+    let pte = Pte::new(head, pte_bits(flags, writable, writable)).with(soft_dirty);
+    st.pt.set_pte(vmf.table(), vmf.pte_index(), pte);
+    pte
+}
+
+/// Whether the swapped-in `head` is exclusive to the faulting VMA (do_swap_page's
+/// `RMAP_EXCLUSIVE`), and whether its PTE may be writable, by era.
+fn swapin_exclusive(st: &mut KState, vmf: &Vmf<'_>, head: Pfn) -> (bool, bool) {
+    let (orig, write) = (vmf.orig_pte, vmf.kind.write());
+    if vmf.cx.kernel().switches.cow_reuse.tracks_anon_exclusive() {
         // `should_try_to_free_swap`, then exclusive if the swap PTE said so or nobody else
         // holds the page.
         if st.swap.is_full() || (write && st.folios.refcount(head) == 2) {
@@ -352,19 +371,16 @@ fn map_swap_pte(st: &mut KState, vmf: &Vmf<'_>, head: Pfn, slot: u64) -> Pte {
         if exclusive {
             st.folios.set(head, pg::ANON_EXCLUSIVE);
         }
-        exclusive && write
+        (exclusive, exclusive && write)
     } else {
         if st.swap.is_full() {
             st.folio_free_swap(head);
         }
-        // Up to v5.17 do_swap_page reused by `reuse_swap_page` in every era.
-        write && cow::reuse_swap_page(st, head, head)
-    };
-    let flags = st.vma(vmf.vma).flags;
-    let soft_dirty = if orig.soft_dirty() { Pte::SOFT_DIRTY } else { 0 };
-    let pte = Pte::new(head, pte_bits(flags, writable, writable)).with(soft_dirty);
-    st.pt.set_pte(vmf.table(), vmf.pte_index(), pte);
-    pte
+        // Up to v5.17 do_swap_page reused by `reuse_swap_page` in every era, and only a reused
+        // page was added exclusively (`do_page_add_anon_rmap`'s `exclusive`).
+        let reuse = write && cow::reuse_swap_page(st, head, head);
+        (reuse, reuse)
+    }
 }
 
 /// `do_wp_page`: a write to a present, read-only PTE (`vmf.orig_pte`), or an unshare request.

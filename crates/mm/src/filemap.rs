@@ -21,6 +21,7 @@
 //! Approximations: readahead is a fixed window (no ramp-up, no async `PG_readahead` marker);
 //! LRU additions are not batched per CPU; writeback is synchronous (`fsync`).
 
+use crate::era;
 use crate::errno::VmFault;
 use crate::folio::{InodeId, Mapping, pg};
 use crate::fs::ops::PageFill;
@@ -56,9 +57,13 @@ impl KState {
         self.folios.order(head) == Order::PMD && self.inodes[inode].fs.read_only_thps()
     }
 
-    /// `folio_mark_dirty` for a page-cache folio.
+    /// `folio_mark_dirty` for a page-cache folio. One that truncation has already taken out of
+    /// the cache (a pin's holder writing after a truncate or hole punch) only gets the flag:
+    /// without a mapping the kernel takes `noop_dirty_folio`, and `__folio_mark_dirty` accounts
+    /// only while `folio->mapping` is set (mm/page-writeback.c, v6.8).
     pub(crate) fn folio_mark_dirty(&mut self, head: Pfn) {
-        if !self.folios.test_and_set(head, pg::DIRTY) {
+        let cached = matches!(self.folios.mapping(head), Mapping::File(_));
+        if !self.folios.test_and_set(head, pg::DIRTY) && cached {
             let nr = self.folios.order(head).pages();
             self.vmstat.add(VmStat::NrDirty, nr);
             self.vmstat.add(VmStat::NrDirtied, nr);
@@ -179,8 +184,32 @@ pub(crate) async fn read_pages(
     start: u64,
     end: u64,
 ) -> Result<u64, VmFault> {
-    let mut batch = Vec::new();
     debug_assert_eq!(cx.st().inodes[inode].fs.page_fill(), Some(PageFill::ReadFolio));
+    let batch = add_readahead_folios(cx, inode, start, end).await;
+    if batch.is_empty() {
+        // Nothing was missing, or not even one page could be allocated.
+        let wanted_missing = (start..end).any(|i| cx.st().page_cache_get(inode, i).is_none());
+        return if wanted_missing { Err(VmFault::Oom) } else { Ok(0) };
+    }
+    let n = batch.len() as u64;
+    cx.charge_n(Cost::PageAlloc, n).await;
+    read_folios(cx, inode, &batch).await;
+    Ok(n)
+}
+
+/// Allocates and inserts, locked and not uptodate, the missing pages of `[start, end)`
+/// (`page_cache_ra_unbounded`). From v5.15 this holds the mapping's `invalidate_lock` shared, so
+/// a hole punch cannot run between the insertion and its own removal of the range. The window
+/// was sized from an `i_size` read before, as `do_page_cache_ra` reads it outside the lock: a
+/// truncation in between leaves pages past the new end (zero-filled by the read, harmless).
+async fn add_readahead_folios(cx: &Cx, inode: InodeId, start: u64, end: u64) -> Vec<(u64, Pfn)> {
+    let invalidate = era::readahead_takes_invalidate_lock(cx.kernel().version)
+        .then(|| cx.st().inodes[inode].mapping.invalidate_lock);
+    let _shared = match invalidate {
+        Some(lock) => Some(lock.read(cx).await),
+        None => None,
+    };
+    let mut batch = Vec::new();
     for index in start..end {
         if cx.st().page_cache_get(inode, index).is_some() {
             continue;
@@ -198,15 +227,7 @@ pub(crate) async fn read_pages(
         st.put_folio_extra(head); // the allocation reference; the cache holds its own
         batch.push((index, head));
     }
-    if batch.is_empty() {
-        // Nothing was missing, or not even one page could be allocated.
-        let wanted_missing = (start..end).any(|i| cx.st().page_cache_get(inode, i).is_none());
-        return if wanted_missing { Err(VmFault::Oom) } else { Ok(0) };
-    }
-    let n = batch.len() as u64;
-    cx.charge_n(Cost::PageAlloc, n).await;
-    read_folios(cx, inode, &batch).await;
-    Ok(n)
+    batch
 }
 
 /// Reads folios just inserted locked and not uptodate at their indexes with one device request
@@ -465,7 +486,9 @@ pub(crate) async fn file_read(
 
 /// Writes `data` at `pos` of `inode` through the page cache (`generic_perform_write`): each page
 /// is found or created, read first if partially overwritten and not cached, locked, copied into,
-/// marked dirty. Extends `i_size`.
+/// marked dirty. Extends `i_size`. The whole write holds the inode's `i_rwsem` for write, as
+/// `generic_file_write_iter` (and ext4's and shmem's write_iter) take `inode_lock`, so truncation
+/// and hole punching, which take it too, never remove a page the write is filling.
 pub(crate) async fn file_write(
     cx: &Cx,
     inode: InodeId,
@@ -475,6 +498,8 @@ pub(crate) async fn file_write(
     if cx.st().inodes[inode].fs.is_dax() {
         return crate::fs::dax::dax_write(cx, inode, pos, data).await;
     }
+    let i_rwsem = cx.st().inodes[inode].i_rwsem;
+    let _i = i_rwsem.write(cx).await;
     let end = pos + data.len() as u64;
     let mut off = pos;
     while off < end {
@@ -482,50 +507,65 @@ pub(crate) async fn file_write(
         let chunk_end = ((index + 1) * 4096).min(end);
         let whole_page = off.is_multiple_of(4096) && chunk_end - off == 4096;
         cx.charge(Cost::PageCacheLookup).await;
-        let (cached, fs, size) = {
-            let st = cx.st();
-            (st.page_cache_get(inode, index), st.inodes[inode].fs, st.inodes[inode].size)
-        };
-        let Some(head) = cached else {
-            let beyond_eof = index * 4096 >= size;
-            match fs.page_fill() {
-                Some(PageFill::ReadFolio) if !whole_page && !beyond_eof => {
-                    read_pages(cx, inode, index, index + 1).await?;
-                }
-                _ => {
-                    cx.charge(Cost::PageAlloc).await;
-                    let head = alloc_folio(cx, Order::BASE).await.ok_or(VmFault::Oom)?;
-                    let mut st = cx.st();
-                    if st.page_cache_get(inode, index).is_none() {
-                        st.folios.set(head, pg::UPTODATE);
-                        st.page_cache_insert(inode, index, head, true, cx.in_lru_fault());
-                    }
-                    st.put_folio_extra(head);
-                }
-            }
+        let Some(head) = cx.st().page_cache_get(inode, index) else {
+            write_begin_fill(cx, inode, index, whole_page).await?;
             continue;
         };
         cx.st().folios.get_extra(head);
         folio_lock(cx, head).await;
-        cx.charge(Cost::UserCopy4k).await;
-        {
-            let mut st = cx.st();
-            let page = head + (index - st.folio_index(head));
+        let still_cached = cx.st().page_cache_get(inode, index) == Some(head);
+        if still_cached {
+            cx.charge(Cost::UserCopy4k).await;
             let from = (off - pos) as usize;
-            st.mem.write(
-                page.0,
-                (off % 4096) as usize,
-                &data[from..from + (chunk_end - off) as usize],
-            );
-            st.folio_mark_dirty(head);
-            let i = &mut st.inodes[inode];
-            i.size = i.size.max(chunk_end);
+            write_chunk(cx, inode, head, off, &data[from..from + (chunk_end - off) as usize]);
+            off = chunk_end;
         }
         folio_unlock(cx, head);
         cx.st().put_folio_extra(head);
-        off = chunk_end;
     }
     Ok(())
+}
+
+/// The page `index` of `inode` is not cached: reads it when the write covers it partly and it
+/// lies inside the file, else adds a new up-to-date page (`write_begin`'s fill).
+async fn write_begin_fill(
+    cx: &Cx,
+    inode: InodeId,
+    index: u64,
+    whole_page: bool,
+) -> Result<(), VmFault> {
+    let (fs, size) = {
+        let st = cx.st();
+        (st.inodes[inode].fs, st.inodes[inode].size)
+    };
+    let beyond_eof = index * 4096 >= size;
+    if let Some(PageFill::ReadFolio) = fs.page_fill()
+        && !whole_page
+        && !beyond_eof
+    {
+        read_pages(cx, inode, index, index + 1).await?;
+        return Ok(());
+    }
+    cx.charge(Cost::PageAlloc).await;
+    let head = alloc_folio(cx, Order::BASE).await.ok_or(VmFault::Oom)?;
+    let mut st = cx.st();
+    if st.page_cache_get(inode, index).is_none() {
+        st.folios.set(head, pg::UPTODATE);
+        st.page_cache_insert(inode, index, head, true, cx.in_lru_fault());
+    }
+    st.put_folio_extra(head);
+    Ok(())
+}
+
+/// Copies `bytes` to file offset `off` in the locked, cached folio `head`, marks it dirty and
+/// extends `i_size` (`copy_page_from_iter_atomic`, `write_end`).
+fn write_chunk(cx: &Cx, inode: InodeId, head: Pfn, off: u64, bytes: &[u8]) {
+    let mut st = cx.st();
+    let page = head + (off / 4096 - st.folio_index(head));
+    st.mem.write(page.0, (off % 4096) as usize, bytes);
+    st.folio_mark_dirty(head);
+    let i = &mut st.inodes[inode];
+    i.size = i.size.max(off + bytes.len() as u64);
 }
 
 /// Writes every dirty page of `inode` back (`filemap_write_and_wait`): one device request.

@@ -164,8 +164,22 @@ impl KState {
 
     /// `folio_move_anon_rmap`: a reused folio now belongs to `vma`'s own anon_vma.
     pub(crate) fn rmap_move_anon(&mut self, folio: Pfn, vma: VmaId) {
-        let v = self.vma(vma);
-        let av = v.anon_vma.expect("reuse in a VMA without anon_vma");
+        let av = self.vma(vma).anon_vma.expect("reuse in a VMA without anon_vma");
+        self.set_anon_vma(folio, av);
+    }
+
+    /// The second half of `__page_set_anon_rmap` (v6.1; `__folio_set_anon` later) for a folio
+    /// first mapped by a swap-in that is not exclusive to `vma`: it belongs to the oldest
+    /// anon_vma, the root, whose chain holds every VMA forked from the one that made the page,
+    /// since any of them may still hold its swap entry and map it later. (`vma`'s own anon_vma
+    /// would hide those mappings from rmap, and so from reclaim.)
+    pub(crate) fn rmap_set_anon_root(&mut self, folio: Pfn, vma: VmaId) {
+        let own = self.vma(vma).anon_vma.expect("swap-in in a VMA without anon_vma");
+        self.set_anon_vma(folio, self.anon_vmas[own].root);
+    }
+
+    /// Points the anonymous `folio` at `av`, keeping its page index.
+    fn set_anon_vma(&mut self, folio: Pfn, av: AnonVmaId) {
         let Mapping::Anon(old) = self.folios.mapping(folio) else {
             panic!("moving a non-anon folio")
         };
