@@ -290,6 +290,15 @@ impl Switches {
     }
 }
 
+impl FileThp {
+    /// Whether `collapse_file` refuses a file that is open for write, in the step that counts
+    /// the THP in `nr_thps` (the seed's check, eb6ecbed0aa2, v5.13; before, only deny-written
+    /// mappings were collapsed).
+    pub fn collapse_checks_writer(self) -> bool {
+        self != FileThp::Denywrite
+    }
+}
+
 impl CowReuse {
     /// Whether the rule tracks PageAnonExclusive (v5.19 and later): writable anonymous PTEs map
     /// exclusive pages, GUP unshares, fork and reclaim respect possibly pinned exclusive pages.
@@ -509,6 +518,22 @@ pub fn huge_zero_wp_allocates_thp(k: KernelVersion) -> bool {
 /// both v5.8; before, such pages fail the scan.
 pub fn khugepaged_collapses_shared_and_compound(k: KernelVersion) -> bool {
     k >= v(5, 8)
+}
+
+/// Read-only page-cache THPs of regular files exist (CONFIG_READ_ONLY_THP_FOR_FS): "mm,thp: add
+/// read-only THP support for (non-shmem) FS" (99cb0dbd47a1, v5.4).
+pub fn has_read_only_thp_for_fs(k: KernelVersion) -> bool {
+    k >= v(5, 4)
+}
+
+/// `retract_page_tables` takes no `mmap_lock` (i_mmap_rwsem, then the PMD and PTE locks), and
+/// khugepaged maps a file THP still mapped by PTEs with `collapse_pte_mapped_thp` under
+/// `mmap_lock` for read, where before it tried `mmap_write_trylock` and deferred busy mms to
+/// `pte_mapped_thp` slots: "mm/khugepaged: retract_page_tables() without mmap or vma lock"
+/// (1d65b771bc08) and "mm/khugepaged: collapse_pte_mapped_thp() with mmap_read_lock()" (Hugh
+/// Dickins, v6.6).
+pub fn retract_without_mmap_lock(k: KernelVersion) -> bool {
+    k >= v(6, 6)
 }
 
 /// `MADV_COLLAPSE` exists: "mm/madvise: introduce MADV_COLLAPSE sync hugepage collapse"

@@ -74,21 +74,14 @@ enum Cached {
 
 impl KState {
     /// The file and the PMD-aligned page index a THP at `addr` of `vma` would cover, when the
-    /// VMA and the file allow one (`file_thp_enabled` and `transhuge_vma_suitable`).
-    fn text_thp_target(
-        &self,
-        vma: VmaId,
-        addr: VirtAddr,
-        file_thp: FileThp,
-    ) -> Option<(InodeId, u64)> {
-        if !self.file_thp_enabled(vma, file_thp) {
-            return None;
-        }
+    /// aligned range lies inside the VMA and the file at a file offset of the same 2 MiB colour
+    /// (`thp_vma_suitable_order`, which `do_set_pmd` asks).
+    fn thp_fault_target(&self, vma: VmaId, addr: VirtAddr) -> Option<(InodeId, u64)> {
         let v = self.vma(vma);
         let inode = self.file(v.file?).inode;
         let i = &self.inodes[inode];
         let haddr = addr.align_down(Bytes::PMD);
-        if haddr < v.start || haddr + Bytes::PMD > v.end {
+        if !i.fs.read_only_thps() || haddr < v.start || haddr + Bytes::PMD > v.end {
             return None;
         }
         let index = v.page_index(haddr);
@@ -96,19 +89,19 @@ impl KState {
             .then_some((inode, index))
     }
 
-    /// `file_thp_enabled` (CONFIG_READ_ONLY_THP_FOR_FS): a `VM_EXEC` mapping without `VM_WRITE`
-    /// of a regular file on the disk file system that nobody has open for write (under
-    /// `file_thp = denywrite` only `VM_DENYWRITE` mappings).
+    /// `file_thp_enabled` (CONFIG_READ_ONLY_THP_FOR_FS) in the `file_thp` era: a mapping of a
+    /// regular file on the disk file system that nobody has open for write, and under
+    /// `denywrite` a `VM_DENYWRITE` mapping, under `exec_not_written` a `VM_EXEC` one.
     pub(crate) fn file_thp_enabled(&self, vma: VmaId, file_thp: FileThp) -> bool {
         let v = self.vma(vma);
         let Some(file) = v.file else { return false };
         let i = &self.inodes[self.file(file).inode];
-        let denywrite = file_thp != FileThp::Denywrite || v.flags.has(VmFlags::DENYWRITE);
-        i.fs.read_only_thps()
-            && v.flags.has(VmFlags::EXEC)
-            && !v.flags.has(VmFlags::WRITE)
-            && denywrite
-            && !i.is_open_for_write()
+        let by_era = match file_thp {
+            FileThp::Denywrite => v.flags.has(VmFlags::DENYWRITE),
+            FileThp::ExecNotWritten => v.flags.has(VmFlags::EXEC),
+            FileThp::NotWritten => true,
+        };
+        i.fs.read_only_thps() && by_era && !i.is_open_for_write()
     }
 
     /// What the page cache of `inode` holds at `[index, index + 512)`.
@@ -191,14 +184,15 @@ pub(crate) async fn huge_pmd_set_accessed(
 async fn text_thp_fault(vmf: &Vmf<'_>, pmd_table: PtId) -> Result<Option<FaultOutcome>, VmFault> {
     let cx = vmf.cx;
     let switches = cx.kernel().switches;
-    if switches.exec_text_thp == ExecTextThp::Off {
-        return Ok(None);
-    }
-    let Some((inode, index)) = cx.st().text_thp_target(vmf.vma, vmf.address, switches.file_thp)
-    else {
+    let Some((inode, index)) = cx.st().thp_fault_target(vmf.vma, vmf.address) else {
         return Ok(None);
     };
-    let Some((head, major)) = filemap_get_thp(cx, inode, index).await? else {
+    let may_read = switches.exec_text_thp == ExecTextThp::Fault
+        && cx.st().file_thp_enabled(vmf.vma, switches.file_thp);
+    if !may_read && !matches!(cx.st().cached_thp(inode, index), Cached::Thp(_)) {
+        return Ok(None); // nothing to map: the PTE level, at no cost
+    }
+    let Some((head, major)) = filemap_get_thp(cx, inode, index, may_read).await? else {
         return Ok(None);
     };
     let mapped = do_set_pmd(vmf, pmd_table, head).await;
@@ -213,6 +207,7 @@ async fn filemap_get_thp(
     cx: &Cx,
     inode: InodeId,
     index: u64,
+    may_read: bool,
 ) -> Result<Option<(Pfn, bool)>, VmFault> {
     let mut major = false;
     loop {
@@ -221,7 +216,7 @@ async fn filemap_get_thp(
         match cached {
             Cached::Small => return Ok(None),
             Cached::Empty => {
-                if !cx.st().thp_insert_allowed(inode, index) {
+                if !may_read || !cx.st().thp_insert_allowed(inode, index) {
                     return Ok(None);
                 }
                 cx.charge(Cost::PageAlloc).await;
@@ -264,15 +259,30 @@ async fn do_set_pmd(vmf: &Vmf<'_>, pmd_table: PtId, head: Pfn) -> bool {
         st.put_folio_extra(head);
         return false;
     }
-    let flags = st.vma(vmf.vma).flags;
-    st.folios.extra_to_mapping(head);
-    st.rmap_add_pmd(head);
-    let counter = mm_counter(&st, head);
-    st.mm_mut(vmf.mm).add_rss(counter, HPAGE_PMD_NR);
-    let leaf = Pte::new(head, pte_bits(flags, false, false) | Pte::PSE);
-    st.pt.set_upper(pmd_table, idx, Upper::Leaf(leaf));
-    st.vmstat.inc(VmStat::ThpFileMapped);
+    st.set_file_pmd(vmf.mm, vmf.vma, (pmd_table, idx), head);
     true
+}
+
+impl KState {
+    /// Maps the file THP `head` at the empty slot `idx` of `pmd_table` in `vma` of `mm` with one
+    /// read-only leaf (`do_set_pmd`, `set_huge_pmd`), handing the caller's extra reference to
+    /// the mapping.
+    pub(crate) fn set_file_pmd(
+        &mut self,
+        mm: MmId,
+        vma: VmaId,
+        (pmd_table, idx): (PtId, usize),
+        head: Pfn,
+    ) {
+        let flags = self.vma(vma).flags;
+        self.folios.extra_to_mapping(head);
+        self.rmap_add_pmd(head);
+        let counter = mm_counter(self, head);
+        self.mm_mut(mm).add_rss(counter, HPAGE_PMD_NR);
+        let leaf = Pte::new(head, pte_bits(flags, false, false) | Pte::PSE);
+        self.pt.set_upper(pmd_table, idx, Upper::Leaf(leaf));
+        self.vmstat.inc(VmStat::ThpFileMapped);
+    }
 }
 
 /// The THP part of `do_dentry_open` for a file just opened for write: if its page cache holds
