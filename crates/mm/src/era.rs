@@ -89,7 +89,8 @@ switch_enum!(
         Denywrite = "denywrite",
         /// Executable mappings of files not open for write, v5.13 to v6.7.
         ExecNotWritten = "exec_not_written",
-        /// Any mapping of a regular file not open for write, v6.8 and later.
+        /// Any mapping of a regular file not open for write, v6.8 and later ("mm: remove
+        /// VM_EXEC requirement for THP eligibility", 7fbb5e188248).
         NotWritten = "not_written",
     }
 );
@@ -101,19 +102,6 @@ switch_enum!(
         All = "all",
         /// `unmap_mapping_range(even_cows=0)` + `truncate_inode_pages`: v5.16 and later.
         KeepPrivate = "keep_private",
-    }
-);
-
-switch_enum!(
-    /// Whether a read fault in an executable file mapping may map a 2 MiB page-cache folio with
-    /// one PMD (`huge_memory.rs`). Not a kernel era: the kernels of every era get such folios
-    /// only from khugepaged (READ_ONLY_THP_FOR_FS) or from file systems with large folios, so
-    /// every era sets `off`; `fault` is the model's stand-in for a collapse already done, to
-    /// compare 4 KiB and 2 MiB text.
-    ExecTextThp, "exec_text_thp" {
-        Off = "off",
-        /// The first read fault of an eligible 2 MiB range reads it as one order-9 folio.
-        Fault = "fault",
     }
 );
 
@@ -228,7 +216,6 @@ switches!(
     Switches {
         file_thp: FileThp,
         open_write_truncate: OpenWriteTruncate,
-        exec_text_thp: ExecTextThp,
         hugetlb_sync: HugetlbSync,
         dax_hole: DaxHole,
         lru: Lru,
@@ -258,7 +245,6 @@ impl Switches {
             } else {
                 OpenWriteTruncate::KeepPrivate
             },
-            exec_text_thp: ExecTextThp::Off,
             // Before v5.7 the fault path held only the fault mutex; the model starts at v5.7.
             hugetlb_sync: if k <= v(6, 0) { HugetlbSync::IMmapRwsem } else { HugetlbSync::VmaLock },
             dax_hole: if k <= v(4, 13) { DaxHole::PagecacheZero } else { DaxHole::ZeroPage },
@@ -587,8 +573,7 @@ mod tests {
         s_old.set("lru", "mglru").unwrap();
         let err = s_old.check_implemented(old).unwrap_err();
         assert!(err.contains("lru = mglru is not modelled"), "{err}");
-        s.set("exec_text_thp", "fault").unwrap();
-        assert_eq!(s.exec_text_thp, ExecTextThp::Fault);
+        assert!(s.set("exec_text_thp", "fault").unwrap_err().starts_with("unknown switch"));
         s.set("refcount_freeze", "skip").unwrap();
         assert_eq!(s.refcount_freeze, RefcountFreeze::Skip);
     }

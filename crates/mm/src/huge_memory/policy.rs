@@ -40,7 +40,7 @@
 //!   era: `denywrite` (v5.4-v5.12) a `VM_DENYWRITE` mapping (exec's; `mmap` ignores
 //!   `MAP_DENYWRITE`), `exec_not_written` (v5.13-v6.7, seed 000 "mm, thp: relax the VM_DENYWRITE
 //!   constraint on file-backed THPs", eb6ecbed0aa2) a `VM_EXEC` mapping, `not_written` (v6.8+,
-//!   the `VM_EXEC` requirement dropped for read-only data; ~ the notes date it to the v6.8 cycle)
+//!   "mm: remove VM_EXEC requirement for THP eligibility", 7fbb5e188248, for read-only data)
 //!   any mapping. smaps answers for files from v5.14 (~ before, `transparent_hugepage_enabled`
 //!   answered 0 for regular files); tmpfs and shared anonymous memory answer 0 (`shmem_enabled`
 //!   is `never`, the default; shmem THPs are not modelled). Approximation: v5.4-v5.12 tested the
