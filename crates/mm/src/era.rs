@@ -106,6 +106,21 @@ switch_enum!(
 );
 
 switch_enum!(
+    /// Whether exec denies writes to the running binary (`fs/exec.c` `deny_write_access` on the
+    /// executable and `mm->exe_file`), which keeps its collapsed text THPs from being truncated
+    /// by an opener for write.
+    ExecDenyWrite, "exec_deny_write" {
+        /// ETXTBSY for an opener for write while the binary runs: every release but v6.11-v6.12.
+        Deny = "deny",
+        /// "fs: don't block i_writecount during exec" (2a010c412853, v6.11) until "Revert "fs:
+        /// don't block i_writecount during exec"" (3b832035387f, v6.13; the issue notes its
+        /// stable backports 6.11.11 and 6.12.2, which mmsim's versions cannot name: override by
+        /// name).
+        Allow = "allow",
+    }
+);
+
+switch_enum!(
     /// hugetlb PMD-sharing synchronisation (seed `001`, `mm/hugetlb.c`).
     HugetlbSync, "hugetlb_sync" {
         /// `i_mmap_rwsem` held for read across the whole fault: v5.7 to v6.0.
@@ -216,6 +231,7 @@ switches!(
     Switches {
         file_thp: FileThp,
         open_write_truncate: OpenWriteTruncate,
+        exec_deny_write: ExecDenyWrite,
         hugetlb_sync: HugetlbSync,
         dax_hole: DaxHole,
         lru: Lru,
@@ -244,6 +260,11 @@ impl Switches {
                 OpenWriteTruncate::All
             } else {
                 OpenWriteTruncate::KeepPrivate
+            },
+            exec_deny_write: if (v(6, 11)..v(6, 13)).contains(&k) {
+                ExecDenyWrite::Allow
+            } else {
+                ExecDenyWrite::Deny
             },
             // Before v5.7 the fault path held only the fault mutex; the model starts at v5.7.
             hugetlb_sync: if k <= v(6, 0) { HugetlbSync::IMmapRwsem } else { HugetlbSync::VmaLock },
@@ -549,6 +570,11 @@ mod tests {
         assert_eq!(new.open_write_truncate, OpenWriteTruncate::KeepPrivate);
         assert_eq!(new.cow_reuse, CowReuse::AnonExclusive);
         assert_eq!(new.fadv_noreuse, FadvNoreuse::NoRecency);
+        let denies = |k| Switches::for_kernel(KernelVersion::new(6, k)).exec_deny_write;
+        assert_eq!(
+            [10, 11, 12, 13].map(denies),
+            [ExecDenyWrite::Deny, ExecDenyWrite::Allow, ExecDenyWrite::Allow, ExecDenyWrite::Deny]
+        );
         let dax = Switches::for_kernel(KernelVersion::new(4, 13));
         assert_eq!(dax.dax_hole, DaxHole::PagecacheZero);
     }

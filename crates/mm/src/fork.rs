@@ -96,11 +96,14 @@ pub(crate) async fn do_fork(cx: &Cx, parent: Pid) -> Result<Pid, Errno> {
     let _old = old_lock.write(cx).await;
     let _new = new_lock.write_nested(cx, 1).await;
     {
+        let deny = crate::fs::exec::exec_denies_write(cx);
         let mut st = cx.st();
         if let Some(exe) = st.mm(old).exe_file {
             st.file_mut(exe).refs += 1;
             let inode = st.file(exe).inode;
-            st.inodes[inode].deny_write_access().expect("the parent already denies writes");
+            if deny {
+                st.inodes[inode].deny_write_access().expect("the parent already denies writes");
+            }
             st.mm_mut(new).exe_file = Some(exe);
         }
     }
@@ -432,10 +435,13 @@ pub(crate) async fn exit_mmap(cx: &Cx, mm: MmId) {
         cx.st().vma_free(v);
     }
     drop(guard);
+    let deny = crate::fs::exec::exec_denies_write(cx);
     let mut st = cx.st();
     if let Some(exe) = st.mm(mm).exe_file {
         let inode = st.file(exe).inode;
-        st.inodes[inode].allow_write_access();
+        if deny {
+            st.inodes[inode].allow_write_access();
+        }
         st.file_put(exe);
     }
     let m = st.mm(mm);
