@@ -1,5 +1,5 @@
-//! khugepaged and `MADV_COLLAPSE` for anonymous memory (`mm/khugepaged.c`: `khugepaged_enter_vma`,
-//! `khugepaged`, `khugepaged_do_scan`, `khugepaged_scan_mm_slot`, `hpage_collapse_scan_pmd`,
+//! khugepaged and `MADV_COLLAPSE`, anonymous memory here, files in `khugepaged/file.rs`
+//! (`mm/khugepaged.c`: `khugepaged_enter_vma`, `khugepaged`, `khugepaged_do_scan`, `khugepaged_scan_mm_slot`, `hpage_collapse_scan_pmd`,
 //! `collapse_huge_page`, `__collapse_huge_page_isolate`, `__collapse_huge_page_copy`,
 //! `madvise_collapse`, `madvise_collapse_errno`; Linux v6.8, with the eras below).
 //!
