@@ -1,7 +1,8 @@
 //! khugepaged and `MADV_COLLAPSE`, anonymous memory here, files in `khugepaged/file.rs`
 //! (`mm/khugepaged.c`: `khugepaged_enter_vma`, `khugepaged`, `khugepaged_do_scan`,
-//! `khugepaged_scan_mm_slot`, `hpage_collapse_scan_pmd`, `collapse_huge_page`, `__collapse_huge_page_isolate`, `__collapse_huge_page_copy`,
-//! `madvise_collapse`, `madvise_collapse_errno`; Linux v6.8, with the eras below).
+//! `khugepaged_scan_mm_slot`, `hpage_collapse_scan_pmd`, `collapse_huge_page`,
+//! `__collapse_huge_page_isolate`, `__collapse_huge_page_copy`, `madvise_collapse`,
+//! `madvise_collapse_errno`; Linux v6.8, with the eras below).
 //!
 //! Registration (`khugepaged_enter_vma`): an anonymous THP fault and `MADV_HUGEPAGE` put the mm
 //! on khugepaged's list (`MMF_VM_HUGEPAGE`) when the policy allows PMD THPs there for
