@@ -16,9 +16,10 @@
 //! and the stack.
 
 use crate::errno::Errno;
+use crate::folio::InodeId;
 use crate::fork::exit_mmap;
-use crate::fs::fmode;
-use crate::kernel::Cx;
+use crate::fs::{FileId, fmode};
+use crate::kernel::{Cx, KState};
 use crate::mm_struct::MMAP_BASE;
 use crate::process::Pid;
 use crate::vm_ops::VmOps;
@@ -77,19 +78,7 @@ pub(crate) async fn do_exec(
         if st.inodes[inode].size < (text + data).as_u64() {
             return Err(Errno::EINVAL);
         }
-        let deny = exec_denies_write(cx);
-        if deny {
-            st.inodes[inode].deny_write_access()?;
-        }
-        match st.open_file(inode, fmode::READ | fmode::EXEC, false, false) {
-            Ok(f) => f,
-            Err(e) => {
-                if deny {
-                    st.inodes[inode].allow_write_access();
-                }
-                return Err(e);
-            }
-        }
+        open_exec(&mut st, inode, exec_denies_write(cx))?
     };
     let old = cx.st().procs[pid].mm.take();
     if let Some(old) = old {
@@ -158,6 +147,18 @@ pub(crate) async fn do_exec(
     p.mm = Some(mm);
     p.name = path.rsplit('/').next().unwrap_or(path).chars().take(15).collect();
     Ok(ExecLayout { text: text_at, data: data_at, bss: bss_at, stack_top })
+}
+
+/// Opens the executable `inode` for exec, denying writes to it first when `deny`.
+fn open_exec(st: &mut KState, inode: InodeId, deny: bool) -> Result<FileId, Errno> {
+    if deny {
+        st.inodes[inode].deny_write_access()?;
+    }
+    let opened = st.open_file(inode, fmode::READ | fmode::EXEC, false, false);
+    if opened.is_err() && deny {
+        st.inodes[inode].allow_write_access();
+    }
+    opened
 }
 
 /// Whether exec denies writes to the running binary, for its life (the `exec_deny_write`
