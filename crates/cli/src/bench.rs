@@ -13,9 +13,10 @@
 //!   same run) doing the same lookups on the same reference stream, and the rate of reading the
 //!   trace alone. Each stream first touches every page once (untimed: faults are `bench mm`'s
 //!   business), then makes the timed random references. The 4 KiB footprints are anonymous
-//!   memory; the 2 MiB one is an executable file mapping whose text THPs
-//!   (`exec_text_thp = fault`) the loads reach through 2 MiB TLB entries, over the same random
-//!   addresses as the 16 GiB 4 KiB footprint.
+//!   memory; the 2 MiB one is an executable file mapping whose text is collapsed into THPs
+//!   (`MADV_COLLAPSE`, replay's `TextThp::Collapse`) before the first reference, so the loads
+//!   reach it through 2 MiB TLB entries, over the same random addresses as the 16 GiB 4 KiB
+//!   footprint.
 //! - `explore`: schedules explored per second on the engine-level toy, and on each race scenario
 //!   the time to the first violation (or the rate when it declares none).
 //! - `pagecache`: page-cache replay throughput in requests per host second on a block trace, for
@@ -292,6 +293,11 @@ fn splitmix(s: &mut u64) -> u64 {
     z ^ (z >> 31)
 }
 
+/// The text of the 2 MiB footprint is collapsed before the references; the others stay 4 KiB.
+fn text_thp(huge: bool) -> trace::replay::TextThp {
+    if huge { trace::replay::TextThp::Collapse } else { trace::replay::TextThp::Off }
+}
+
 /// Compiles the C reference loop; `None` (with the reason printed) when there is no compiler.
 fn compile_tlbloop() -> Option<std::path::PathBuf> {
     let out = std::env::temp_dir().join(format!("mmsim-tlbloop-{}", std::process::id()));
@@ -372,8 +378,7 @@ fn tlb_bench(a: &TlbBenchArgs) -> Result<(), String> {
             line: 1,
         }];
         let profile = mm::Profile::named("epyc-vm")?;
-        let text_thp = if huge { mm::era::ExecTextThp::Fault } else { mm::era::ExecTextThp::Off };
-        let options = trace::replay::ReplayOptions::new(profile, text_thp);
+        let options = trace::replay::ReplayOptions::new(profile, text_thp(huge));
         let mut warm: Option<Instant> = None;
         let mut progress = |done: u64, _: &trace::input::TraceReader| {
             if done >= touched && warm.is_none() {

@@ -85,7 +85,7 @@ pub fn replay(data: &[u8]) {
         return;
     };
     let tiny = mm::Profile::named("tiny").expect("a shipped profile");
-    let mut options = ReplayOptions::new(tiny, mm::era::ExecTextThp::Fault);
+    let mut options = ReplayOptions::new(tiny, trace::replay::TextThp::Collapse);
     (options.check_every_batch, options.max_events) = (true, EVENTS);
     let _ = replay_trace(r, "fuzz", &maps, "fuzz.maps", &options, &mut |_, _| {});
 }
@@ -196,7 +196,7 @@ pub fn seeds(target: &str, root: &Path) -> std::io::Result<Vec<(String, Vec<u8>)
                 b"\0--kernel\0v5.8\0--set\0cow_reuse=page_count",
                 b"\x01--grid\0seed=0..3\0--csv",
                 b"\x02--budget\x0020",
-                b"\x03--json\0--text-thp\0fault",
+                b"\x03--json\0--text-thp\0collapse",
                 b"\x04--cache\x001MiB\0--policy\0mglru\0--max-requests\x001000",
             ];
             for (i, f) in flags.iter().enumerate() {

@@ -55,8 +55,8 @@ pub(crate) struct ReplayArgs {
     /// Machine profile (its TLB geometry and costs): epyc-vm, tiny, xeon-spr, arm-a76.
     #[arg(long, default_value = "epyc-vm")]
     profile: String,
-    /// Back executable file mappings with 2 MiB pages where alignment allows (the
-    /// `exec_text_thp` switch): off or fault.
+    /// Back executable file mappings with 2 MiB pages where alignment allows: off, or collapse
+    /// (`MADV_COLLAPSE` over them before the first reference).
     #[arg(long, default_value = "off", conflicts_with = "cache")]
     text_thp: String,
     /// Count and skip malformed trace lines instead of stopping at the first.
@@ -125,7 +125,7 @@ pub(crate) fn run(a: &ReplayArgs) -> u8 {
         Ok(r) => r,
         Err(e) => return bad(e),
     };
-    let text_thp = match mm::era::ExecTextThp::parse(&a.text_thp) {
+    let text_thp = match trace::replay::TextThp::parse(&a.text_thp) {
         Ok(v) => v,
         Err(e) => return bad(format!("--text-thp: {e}")),
     };

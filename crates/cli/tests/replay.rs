@@ -54,16 +54,16 @@ fn the_recorded_trace_replays_with_known_counters() {
 }
 
 /// The 4 MiB-text program (traces/src/bigtext.c) calls into 1024 code pages four times: with
-/// 4 KiB text most of its calls miss the L1 iTLB and walk; with `--text-thp fault` its two
-/// aligned 2 MiB ranges are PMD-mapped file THPs and the misses almost vanish. A bad value is
-/// refused with exit 2.
+/// 4 KiB text most of its calls miss the L1 iTLB and walk; with `--text-thp collapse` its two
+/// aligned 2 MiB ranges are collapsed (`MADV_COLLAPSE`) into PMD-mapped file THPs before the
+/// first reference and the misses almost vanish. A bad value is refused with exit 2.
 #[test]
 fn text_thp_backs_the_big_text_with_2m_pages() {
     let run = |thp: &str| {
         let args = ["replay", "traces/bigtext.lackey.gz", "--maps", "traces/bigtext.maps"];
         json(&mmsim(&[&args[..], &["--json", "--text-thp", thp]].concat()))
     };
-    let (small, huge) = (run("off"), run("fault"));
+    let (small, huge) = (run("off"), run("collapse"));
     assert_eq!(small["instructions"], 49_191);
     assert_eq!(
         (small["text_thps_mapped"].clone(), huge["text_thps_mapped"].clone()),
@@ -75,7 +75,7 @@ fn text_thp_backs_the_big_text_with_2m_pages() {
     let out = mmsim(&["replay", "traces/sum.lackey.gz", "--maps", MAPS, "--text-thp", "on"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(
-        text(&out).contains("--text-thp: switch `exec_text_thp` has no value `on`"),
+        text(&out).contains("--text-thp: expected off or collapse, found `on`"),
         "{}",
         text(&out)
     );

@@ -89,7 +89,8 @@ switch_enum!(
         Denywrite = "denywrite",
         /// Executable mappings of files not open for write, v5.13 to v6.7.
         ExecNotWritten = "exec_not_written",
-        /// Any mapping of a regular file not open for write, v6.8 and later.
+        /// Any mapping of a regular file not open for write, v6.8 and later ("mm: remove
+        /// VM_EXEC requirement for THP eligibility", 7fbb5e188248).
         NotWritten = "not_written",
     }
 );
@@ -105,15 +106,17 @@ switch_enum!(
 );
 
 switch_enum!(
-    /// Whether a read fault in an executable file mapping may map a 2 MiB page-cache folio with
-    /// one PMD (`huge_memory.rs`). Not a kernel era: the kernels of every era get such folios
-    /// only from khugepaged (READ_ONLY_THP_FOR_FS) or from file systems with large folios, so
-    /// every era sets `off`; `fault` is the model's stand-in for a collapse already done, to
-    /// compare 4 KiB and 2 MiB text.
-    ExecTextThp, "exec_text_thp" {
-        Off = "off",
-        /// The first read fault of an eligible 2 MiB range reads it as one order-9 folio.
-        Fault = "fault",
+    /// Whether exec denies writes to the running binary (`fs/exec.c` `deny_write_access` on the
+    /// executable and `mm->exe_file`), which keeps its collapsed text THPs from being truncated
+    /// by an opener for write.
+    ExecDenyWrite, "exec_deny_write" {
+        /// ETXTBSY for an opener for write while the binary runs: every release but v6.11-v6.12.
+        Deny = "deny",
+        /// "fs: don't block i_writecount during exec" (2a010c412853, v6.11) until "Revert "fs:
+        /// don't block i_writecount during exec"" (3b832035387f, v6.13; the issue notes its
+        /// stable backports 6.11.11 and 6.12.2, which mmsim's versions cannot name: override by
+        /// name).
+        Allow = "allow",
     }
 );
 
@@ -228,7 +231,7 @@ switches!(
     Switches {
         file_thp: FileThp,
         open_write_truncate: OpenWriteTruncate,
-        exec_text_thp: ExecTextThp,
+        exec_deny_write: ExecDenyWrite,
         hugetlb_sync: HugetlbSync,
         dax_hole: DaxHole,
         lru: Lru,
@@ -258,7 +261,11 @@ impl Switches {
             } else {
                 OpenWriteTruncate::KeepPrivate
             },
-            exec_text_thp: ExecTextThp::Off,
+            exec_deny_write: if (v(6, 11)..v(6, 13)).contains(&k) {
+                ExecDenyWrite::Allow
+            } else {
+                ExecDenyWrite::Deny
+            },
             // Before v5.7 the fault path held only the fault mutex; the model starts at v5.7.
             hugetlb_sync: if k <= v(6, 0) { HugetlbSync::IMmapRwsem } else { HugetlbSync::VmaLock },
             dax_hole: if k <= v(4, 13) { DaxHole::PagecacheZero } else { DaxHole::ZeroPage },
@@ -287,6 +294,15 @@ impl Switches {
             ));
         }
         Ok(())
+    }
+}
+
+impl FileThp {
+    /// Whether `collapse_file` refuses a file that is open for write, in the step that counts
+    /// the THP in `nr_thps` (the seed's check, eb6ecbed0aa2, v5.13; before, only deny-written
+    /// mappings were collapsed).
+    pub fn collapse_checks_writer(self) -> bool {
+        self != FileThp::Denywrite
     }
 }
 
@@ -518,6 +534,22 @@ pub fn khugepaged_collapses_shared_and_compound(k: KernelVersion) -> bool {
     k >= v(5, 8)
 }
 
+/// Read-only page-cache THPs of regular files exist (CONFIG_READ_ONLY_THP_FOR_FS): "mm,thp: add
+/// read-only THP support for (non-shmem) FS" (99cb0dbd47a1, v5.4).
+pub fn has_read_only_thp_for_fs(k: KernelVersion) -> bool {
+    k >= v(5, 4)
+}
+
+/// `retract_page_tables` takes no `mmap_lock` (i_mmap_rwsem, then the PMD and PTE locks), and
+/// khugepaged maps a file THP still mapped by PTEs with `collapse_pte_mapped_thp` under
+/// `mmap_lock` for read, where before it tried `mmap_write_trylock` and deferred busy mms to
+/// `pte_mapped_thp` slots: "mm/khugepaged: retract_page_tables() without mmap or vma lock"
+/// (1d65b771bc08) and "mm/khugepaged: collapse_pte_mapped_thp() with mmap_read_lock()" (Hugh
+/// Dickins, v6.6).
+pub fn retract_without_mmap_lock(k: KernelVersion) -> bool {
+    k >= v(6, 6)
+}
+
 /// `MADV_COLLAPSE` exists: "mm/madvise: introduce MADV_COLLAPSE sync hugepage collapse"
 /// (7d8faaf15545, v6.1); before, the advice is EINVAL.
 pub fn has_madv_collapse(k: KernelVersion) -> bool {
@@ -545,6 +577,11 @@ mod tests {
         assert_eq!(new.open_write_truncate, OpenWriteTruncate::KeepPrivate);
         assert_eq!(new.cow_reuse, CowReuse::AnonExclusive);
         assert_eq!(new.fadv_noreuse, FadvNoreuse::NoRecency);
+        let denies = |k| Switches::for_kernel(KernelVersion::new(6, k)).exec_deny_write;
+        assert_eq!(
+            [10, 11, 12, 13].map(denies),
+            [ExecDenyWrite::Deny, ExecDenyWrite::Allow, ExecDenyWrite::Allow, ExecDenyWrite::Deny]
+        );
         let dax = Switches::for_kernel(KernelVersion::new(4, 13));
         assert_eq!(dax.dax_hole, DaxHole::PagecacheZero);
     }
@@ -569,8 +606,7 @@ mod tests {
         s_old.set("lru", "mglru").unwrap();
         let err = s_old.check_implemented(old).unwrap_err();
         assert!(err.contains("lru = mglru is not modelled"), "{err}");
-        s.set("exec_text_thp", "fault").unwrap();
-        assert_eq!(s.exec_text_thp, ExecTextThp::Fault);
+        assert!(s.set("exec_text_thp", "fault").unwrap_err().starts_with("unknown switch"));
         s.set("refcount_freeze", "skip").unwrap();
         assert_eq!(s.refcount_freeze, RefcountFreeze::Skip);
     }

@@ -67,6 +67,18 @@ impl KState {
     }
 }
 
+/// The child's `mm->exe_file`: the parent's, with write denied once more unless the
+/// `exec_deny_write` era allows writers.
+fn copy_exe_file(st: &mut KState, old: MmId, new: MmId, deny: bool) {
+    let Some(exe) = st.mm(old).exe_file else { return };
+    st.file_mut(exe).refs += 1;
+    let inode = st.file(exe).inode;
+    if deny {
+        st.inodes[inode].deny_write_access().expect("the parent already denies writes");
+    }
+    st.mm_mut(new).exe_file = Some(exe);
+}
+
 /// `fork()`: a child process with a copy of `parent`'s address space and file table.
 pub(crate) async fn do_fork(cx: &Cx, parent: Pid) -> Result<Pid, Errno> {
     cx.charge(Cost::Syscall).await;
@@ -95,15 +107,8 @@ pub(crate) async fn do_fork(cx: &Cx, parent: Pid) -> Result<Pid, Errno> {
     };
     let _old = old_lock.write(cx).await;
     let _new = new_lock.write_nested(cx, 1).await;
-    {
-        let mut st = cx.st();
-        if let Some(exe) = st.mm(old).exe_file {
-            st.file_mut(exe).refs += 1;
-            let inode = st.file(exe).inode;
-            st.inodes[inode].deny_write_access().expect("the parent already denies writes");
-            st.mm_mut(new).exe_file = Some(exe);
-        }
-    }
+    let deny = crate::fs::exec::exec_denies_write(cx);
+    copy_exe_file(&mut cx.st(), old, new, deny);
     let parents: Vec<VmaId> = cx.st().mm(old).vmas.values().copied().collect();
     let mut wrprotected = false;
     for pv in parents {
@@ -432,10 +437,13 @@ pub(crate) async fn exit_mmap(cx: &Cx, mm: MmId) {
         cx.st().vma_free(v);
     }
     drop(guard);
+    let deny = crate::fs::exec::exec_denies_write(cx);
     let mut st = cx.st();
     if let Some(exe) = st.mm(mm).exe_file {
         let inode = st.file(exe).inode;
-        st.inodes[inode].allow_write_access();
+        if deny {
+            st.inodes[inode].allow_write_access();
+        }
         st.file_put(exe);
     }
     let m = st.mm(mm);

@@ -1,7 +1,8 @@
-//! khugepaged and `MADV_COLLAPSE` for anonymous memory (`mm/khugepaged.c`: `khugepaged_enter_vma`,
-//! `khugepaged`, `khugepaged_do_scan`, `khugepaged_scan_mm_slot`, `hpage_collapse_scan_pmd`,
-//! `collapse_huge_page`, `__collapse_huge_page_isolate`, `__collapse_huge_page_copy`,
-//! `madvise_collapse`, `madvise_collapse_errno`; Linux v6.8, with the eras below).
+//! khugepaged and `MADV_COLLAPSE`, anonymous memory here, files in `khugepaged/file.rs`
+//! (`mm/khugepaged.c`: `khugepaged_enter_vma`, `khugepaged`, `khugepaged_do_scan`,
+//! `khugepaged_scan_mm_slot`, `hpage_collapse_scan_pmd`, `collapse_huge_page`,
+//! `__collapse_huge_page_isolate`, `__collapse_huge_page_copy`, `madvise_collapse`,
+//! `madvise_collapse_errno`; Linux v6.8, with the eras below).
 //!
 //! Registration (`khugepaged_enter_vma`): an anonymous THP fault and `MADV_HUGEPAGE` put the mm
 //! on khugepaged's list (`MMF_VM_HUGEPAGE`) when the policy allows PMD THPs there for
@@ -50,11 +51,16 @@
 //! for a cgroup charge or none-PTE failure, EAGAIN for a busy page (count, lock, LRU), EINVAL
 //! otherwise (~ the EAGAIN cases date from v6.2 in the notes; mmsim uses them from v6.1).
 //!
+//! File VMAs take the second arm of the scan and of [`scan_and_collapse`]: `file.rs` has
+//! `hpage_collapse_scan_file`, `collapse_file`, `retract_page_tables` and
+//! `collapse_pte_mapped_thp` with their eras. khugepaged drops `mmap_lock` before a file scan
+//! (the file pinned), and ends its visit of the mm after it, as the kernel does.
+//!
 //! Approximations: no per-node allocation or NUMA checks (`SCAN_SCAN_ABORT`), no userfaultfd, no
 //! memcg charge failure (`SCAN_CGROUP_CHARGE_FAIL`: the charge reclaims or the allocation
-//! fails), no `COPY_MC`; the scan runs under `mmap_lock` for read and the PTE lock as one step;
-//! file and shmem collapse (`collapse_file`, `hpage_collapse_scan_file`) are issue 17's, to be
-//! added as a second arm of [`scan_and_collapse`].
+//! fails), no `COPY_MC`; the scan runs under `mmap_lock` for read and the PTE lock as one step.
+
+mod file;
 
 use crate::errno::Errno;
 use crate::folio::pg;
@@ -92,6 +98,10 @@ pub enum ScanResult {
     VmaCheck,
     AddressRange,
     DelPageLru,
+    PteMappedHugepage,
+    PageNull,
+    Truncated,
+    Fail,
 }
 
 impl ScanResult {
@@ -126,6 +136,9 @@ pub struct Khugepaged {
     /// put back or replaced, by mm and address: their pages are still mapped there (the
     /// checkers count them).
     pub isolated: std::collections::BTreeMap<(MmId, VirtAddr), PtId>,
+    /// Before v6.6: the PMD ranges whose page tables a file collapse could not retract (their
+    /// mm's `mmap_lock` was busy), by mm (`mm_slot->pte_mapped_thp`, `file.rs`).
+    pub pte_mapped_thp: std::collections::BTreeMap<MmId, Vec<VirtAddr>>,
 }
 
 impl Khugepaged {
@@ -135,6 +148,11 @@ impl Khugepaged {
         d.write_u64(self.cursor.map_or(0, |(s, a)| a.0 ^ (s as u64 + 1).rotate_left(48)));
         for &(mm, a) in self.isolated.keys() {
             d.write_u64(a.0 ^ u64::from(mm.0).rotate_left(48));
+        }
+        for (mm, slots) in &self.pte_mapped_thp {
+            for a in slots {
+                d.write_u64(a.0 ^ u64::from(mm.0).rotate_left(40));
+            }
         }
     }
 }
@@ -247,6 +265,9 @@ async fn khugepaged_scan_mm_slot(cx: &Cx, pages: u64) -> (u64, Option<ScanResult
         c
     };
     let mm = cx.st().thp.khugepaged.mm_slots[slot];
+    if !crate::era::retract_without_mmap_lock(cx.st().thp.kernel) {
+        file::collapse_deferred_pte_mapped_thps(cx, mm).await;
+    }
     let Some(lock) = cx.st().mms.get(mm).and_then(|m| m.as_ref()).map(|m| m.mmap_lock) else {
         next_mm_slot(&mut cx.st(), slot);
         return (1, None);
@@ -269,12 +290,17 @@ async fn khugepaged_scan_mm_slot(cx: &Cx, pages: u64) -> (u64, Option<ScanResult
             addr = hend.max(cx.st().vma(vma).end);
             continue;
         }
-        let r = hpage_collapse_scan_pmd(&cx.st(), mm, addr, Collapser::Khugepaged);
-        result = Some(r);
         let at = addr;
         addr = addr + Bytes::PMD;
         progress += HPAGE_PMD_NR;
         cx.st().thp.khugepaged.cursor = Some((slot, addr));
+        let range = file::file_range(&cx.st(), vma, at);
+        if let Some(range) = range {
+            drop(guard);
+            return (progress, Some(khugepaged_scan_file(cx, mm, at, range).await));
+        }
+        let r = hpage_collapse_scan_pmd(&cx.st(), mm, at, Collapser::Khugepaged);
+        result = Some(r);
         if r == ScanResult::Succeed {
             drop(guard);
             let r = collapse_huge_page(cx, mm, at, Collapser::Khugepaged).await;
@@ -287,6 +313,39 @@ async fn khugepaged_scan_mm_slot(cx: &Cx, pages: u64) -> (u64, Option<ScanResult
             return (progress, result);
         }
     }
+}
+
+/// khugepaged's visit of one PMD range of a file VMA, `mmap_lock` dropped: the scan, the
+/// collapse, and for a THP still mapped by PTEs `collapse_pte_mapped_thp` under `mmap_lock` for
+/// read (v6.6+) or a deferred slot (before).
+async fn khugepaged_scan_file(
+    cx: &Cx,
+    mm: MmId,
+    haddr: VirtAddr,
+    r: file::FileRange,
+) -> ScanResult {
+    let scanned = file::hpage_collapse_scan_file(&cx.st(), r, Collapser::Khugepaged);
+    let result = match scanned {
+        ScanResult::Succeed => file::collapse_file(cx, r, Collapser::Khugepaged).await,
+        ScanResult::PteMappedHugepage => {
+            if !crate::era::retract_without_mmap_lock(cx.st().thp.kernel) {
+                file::defer_pte_mapped_thp(&mut cx.st(), mm, haddr);
+                return scanned;
+            }
+            let lock = cx.st().mms.get(mm).and_then(|m| m.as_ref()).map(|m| m.mmap_lock);
+            let Some(lock) = lock else { return scanned };
+            let _g = lock.read(cx).await;
+            match file::collapse_pte_mapped_thp(cx, mm, haddr, false).await {
+                ScanResult::PmdMapped => ScanResult::Succeed,
+                r => r,
+            }
+        }
+        r => r,
+    };
+    if result == ScanResult::Succeed && scanned == ScanResult::Succeed {
+        cx.st().thp.khugepaged.pages_collapsed += 1;
+    }
+    result
 }
 
 /// The first VMA of `mm` ending after `addr`, with its first and last 2 MiB boundaries
@@ -618,19 +677,40 @@ pub(crate) async fn madvise_collapse(
     }
 }
 
-/// One range of `MADV_COLLAPSE`: the scan under `mmap_lock` for read, then the collapse.
+/// One range of `MADV_COLLAPSE`: the scan under `mmap_lock` for read, then the collapse; a
+/// file range's THP is then mapped by a PMD at once (`collapse_pte_mapped_thp` with
+/// `install_pmd`, under `mmap_lock` for write before v6.6, for read from v6.6).
 async fn scan_and_collapse(cx: &Cx, mm: MmId, haddr: VirtAddr) -> ScanResult {
     let lock = cx.st().mm(mm).mmap_lock;
-    let scanned = {
+    let (scanned, range) = {
         let _g = lock.read(cx).await;
         let st = cx.st();
         match revalidate(&st, mm, haddr, Collapser::Madvise) {
-            Ok(_) => hpage_collapse_scan_pmd(&st, mm, haddr, Collapser::Madvise),
-            Err(r) => r,
+            Ok(vma) => match file::file_range(&st, vma, haddr) {
+                Some(r) => (file::hpage_collapse_scan_file(&st, r, Collapser::Madvise), Some(r)),
+                None => (hpage_collapse_scan_pmd(&st, mm, haddr, Collapser::Madvise), None),
+            },
+            Err(r) => (r, None),
         }
     };
-    if scanned != ScanResult::Succeed {
-        return scanned;
+    let Some(range) = range else {
+        if scanned != ScanResult::Succeed {
+            return scanned;
+        }
+        return collapse_huge_page(cx, mm, haddr, Collapser::Madvise).await;
+    };
+    let collapsed = match scanned {
+        ScanResult::Succeed => file::collapse_file(cx, range, Collapser::Madvise).await,
+        r => r,
+    };
+    if !matches!(collapsed, ScanResult::Succeed | ScanResult::PteMappedHugepage) {
+        return collapsed;
     }
-    collapse_huge_page(cx, mm, haddr, Collapser::Madvise).await
+    if crate::era::retract_without_mmap_lock(cx.st().thp.kernel) {
+        let _g = lock.read(cx).await;
+        file::collapse_pte_mapped_thp(cx, mm, haddr, true).await
+    } else {
+        let _g = lock.write(cx).await;
+        file::collapse_pte_mapped_thp(cx, mm, haddr, true).await
+    }
 }

@@ -1,19 +1,20 @@
-//! Read-only file THPs for executable text (`exec_text_thp`): PMD mappings of exec'd text, their
-//! split by a partial munmap, and their removal when the file is opened for write.
+//! Read-only file THPs for executable text, made by `MADV_COLLAPSE` (`collapse_file`): PMD
+//! mappings of exec'd text, their split by a partial munmap, and their removal when the file is
+//! opened for write.
 
 mod common;
 
 use common::{run_in, smaps_field, vmstat};
+use mm::arch::tlb::TlbEvent;
 use mm::{
     Access, Errno, ExecImage, FileSpec, KernelVersion, Machine, MachineConfig, MmapArgs, OpenFlags,
-    Profile, Signal, map, prot,
+    Profile, Signal, Thread, madv, map, prot,
 };
 use simcore::{Bytes, VirtAddr};
 
-fn machine(text_thp: &str) -> Machine {
+fn machine() -> Machine {
     let profile = Profile::named("tiny").unwrap().resized(None, Some(Bytes::mib(64))).unwrap();
-    let mut config = MachineConfig::new(profile, KernelVersion::DEFAULT);
-    config.switches.set("exec_text_thp", text_thp).unwrap();
+    let config = MachineConfig::new(profile, KernelVersion::DEFAULT);
     let mut m = Machine::new(config).unwrap();
     let spec = FileSpec { pattern: Some(5), ..FileSpec::zeros(Bytes::mib(5)) };
     m.create_file("/bin/app", &spec).unwrap();
@@ -24,6 +25,16 @@ fn image() -> ExecImage {
     ExecImage { text: Bytes::mib(4) + Bytes::kib(512), ..ExecImage::default() }
 }
 
+/// Collapses `[addr, addr + len)` with `MADV_COLLAPSE` (every whole 2 MiB range in it).
+async fn collapse(t: &Thread, addr: VirtAddr, len: Bytes) {
+    t.madvise(addr, len, madv::COLLAPSE).await.unwrap();
+}
+
+/// iTLB walks of CPU 0 so far.
+fn itlb_walks(t: &Thread) -> u64 {
+    t.cx().kernel().state().tlb.stats(0).get(TlbEvent::ItlbWalks)
+}
+
 /// The `/proc/meminfo` value of `field`, in kB.
 fn meminfo(m: &Machine, field: &str) -> u64 {
     let text = m.meminfo();
@@ -31,35 +42,50 @@ fn meminfo(m: &Machine, field: &str) -> u64 {
     line.split_whitespace().nth(1).unwrap().parse().unwrap()
 }
 
-/// Given exec'd text of 4.5 MiB at a 2 MiB-aligned address, when every text page is fetched,
-/// then with `exec_text_thp = fault` the two aligned 2 MiB ranges are PMD-mapped file THPs (read
-/// with two device requests, FilePmdMapped 4096 kB, the last 512 KiB in 4 KiB pages) and the
-/// fetches walk far less than with the switch off, whose text is all 4 KiB pages.
+/// Given exec'd text of 4.5 MiB at a 2 MiB-aligned address whose pages a first run fetched and
+/// (or not) collapsed with `MADV_COLLAPSE` before exiting, when a second run fetches every text
+/// page, then after the collapse its two aligned 2 MiB ranges fault in as PMD-mapped file THPs
+/// (FilePmdMapped 4096 kB, the last 512 KiB in 4 KiB pages) and its fetches walk far less than
+/// without, whose text is all 4 KiB pages.
 #[test]
-fn exec_text_is_pmd_mapped_with_the_switch_on() {
+fn collapsed_exec_text_is_pmd_mapped() {
     let mut walks = Vec::new();
-    for (switch, pmd_kb, thps) in [("off", 0, 0), ("fault", 4096, 2)] {
-        let mut m = machine(switch);
-        let pid = m.new_process("app").unwrap();
-        let text = run_in(&mut m, pid, |t| async move {
+    for (huge, pmd_kb, thps) in [(false, 0, 0), (true, 4096, 2)] {
+        let mut m = machine();
+        let first = m.new_process("first").unwrap();
+        run_in(&mut m, first, move |t| async move {
             let layout = t.exec("/bin/app", image()).await.unwrap();
             t.touch(layout.text, image().text, Access::Exec).await.unwrap();
+            if huge {
+                collapse(&t, layout.text, image().text).await;
+            }
+            t.exit().await.unwrap();
+        });
+        let pid = m.new_process("app").unwrap();
+        let (text, w) = run_in(&mut m, pid, move |t| async move {
+            let before = itlb_walks(&t);
+            let layout = t.exec("/bin/app", image()).await.unwrap();
             t.touch(layout.text, image().text, Access::Exec).await.unwrap();
-            layout.text
+            (layout.text, itlb_walks(&t) - before)
         });
         assert!(text.is_aligned(Bytes::PMD));
-        assert_eq!(smaps_field(&m, pid, text.0, "Rss"), 4608, "{switch}");
-        assert_eq!(smaps_field(&m, pid, text.0, "FilePmdMapped"), pmd_kb, "{switch}");
-        assert_eq!(smaps_field(&m, pid, text.0, "Private_Clean"), 4608, "{switch}");
-        assert_eq!(vmstat(&m, "nr_file_hugepages"), thps, "{switch}");
-        assert_eq!(vmstat(&m, "nr_file_pmdmapped"), thps, "{switch}");
-        assert_eq!(vmstat(&m, "thp_file_mapped"), thps, "{switch}");
-        assert_eq!(meminfo(&m, "FileHugePages"), pmd_kb, "{switch}");
-        assert_eq!(meminfo(&m, "FilePmdMapped"), pmd_kb, "{switch}");
-        assert_eq!(vmstat(&m, "nr_mapped"), 1152, "{switch}: every text page is mapped once");
-        let st = m.kernel().state();
-        walks.push(st.tlb.stats(0).get(mm::arch::tlb::TlbEvent::ItlbWalks));
-        if thps > 0 {
+        assert_eq!(smaps_field(&m, pid, text.0, "Rss"), 4608, "{huge}");
+        assert_eq!(smaps_field(&m, pid, text.0, "FilePmdMapped"), pmd_kb, "{huge}");
+        assert_eq!(smaps_field(&m, pid, text.0, "Private_Clean"), 4608, "{huge}");
+        assert_eq!(vmstat(&m, "nr_file_hugepages"), thps, "{huge}");
+        assert_eq!(vmstat(&m, "nr_file_pmdmapped"), thps, "{huge}");
+        assert_eq!(
+            vmstat(&m, "thp_file_mapped"),
+            2 * thps,
+            "{huge}: by the collapse, then the faults"
+        );
+        assert_eq!(vmstat(&m, "thp_collapse_alloc"), thps, "{huge}");
+        assert_eq!(meminfo(&m, "FileHugePages"), pmd_kb, "{huge}");
+        assert_eq!(meminfo(&m, "FilePmdMapped"), pmd_kb, "{huge}");
+        assert_eq!(vmstat(&m, "nr_mapped"), 1152, "{huge}: every text page is mapped once");
+        walks.push(w);
+        if huge {
+            let st = m.kernel().state();
             let inode = *st.paths.get("/bin/app").unwrap();
             assert_eq!(st.inodes[inode].mapping.nr_thps, 2);
         }
@@ -73,11 +99,12 @@ fn exec_text_is_pmd_mapped_with_the_switch_on() {
 /// checker holds.
 #[test]
 fn munmap_of_half_a_pmd_splits_it() {
-    let mut m = machine("fault");
+    let mut m = machine();
     let pid = m.new_process("app").unwrap();
     let text = run_in(&mut m, pid, |t| async move {
         let layout = t.exec("/bin/app", image()).await.unwrap();
         t.touch(layout.text, Bytes::mib(4), Access::Exec).await.unwrap();
+        collapse(&t, layout.text, Bytes::mib(4)).await;
         t.munmap(layout.text + Bytes::mib(1), Bytes::mib(1)).await.unwrap();
         layout.text
     });
@@ -111,7 +138,7 @@ fn munmap_of_half_a_pmd_splits_it() {
 /// for write at all.
 #[test]
 fn opening_the_file_for_write_drops_its_thps() {
-    let mut m = machine("fault");
+    let mut m = machine();
     let pid = m.new_process("app").unwrap();
     let at = VirtAddr(0x4000_0000);
     run_in(&mut m, pid, move |t| async move {
@@ -127,6 +154,7 @@ fn opening_the_file_for_write_drops_its_thps() {
         t.mmap(args).await.unwrap();
         t.close(fd).await.unwrap();
         t.touch(at, Bytes::PAGE, Access::Exec).await.unwrap();
+        collapse(&t, at, Bytes::mib(2)).await;
     });
     assert_eq!(vmstat(&m, "nr_file_hugepages"), 1);
     assert_eq!(smaps_field(&m, pid, at.0, "FilePmdMapped"), 2048);

@@ -10,9 +10,12 @@
 //! (SIGSEGV) is counted, as outside every mapping or as a protection fault, and the replay goes
 //! on. The batch's virtual time is charged once per batch.
 //!
-//! With `text_thp = fault` (the `exec_text_thp` switch) the executable file mappings get 2 MiB
-//! page-cache folios mapped by PMDs where a 2 MiB-aligned range lies inside the mapping at a file
-//! offset of the same colour, so 4 KiB and 2 MiB text can be compared on one trace.
+//! With [`TextThp::Collapse`] the executable file mappings are collapsed with `MADV_COLLAPSE`
+//! (khugepaged's `collapse_file`, `mm/khugepaged.c`) before the first reference: every 2 MiB-aligned
+//! range inside such a mapping at a file offset of the same colour becomes a page-cache THP mapped
+//! by one PMD, so 4 KiB and 2 MiB text can be compared on one trace. The collapse makes no
+//! reference and no fault, so the TLB and fault counters measure the trace alone; its time (the
+//! reads of the text) is in the run's virtual time.
 //!
 //! At the end the TLBs must agree with the page tables (`KState::check_tlb`) and the
 //! whole-system checkers must hold.
@@ -22,7 +25,6 @@ use crate::input::TraceReader;
 use crate::maps::Mapping;
 use crate::record::RefKind;
 use mm::arch::tlb::TlbEvent;
-use mm::era::ExecTextThp;
 use mm::{
     FileSpec, KernelVersion, Machine, MachineConfig, MmapArgs, OpenFlags, Pid, Profile, Thread,
     map, prot,
@@ -58,7 +60,7 @@ pub struct ReplayReport {
     pub protection_faults: u64,
     /// Mappings of the description left out (above the user address space).
     pub mappings_left_out: u64,
-    /// The `exec_text_thp` switch of the run.
+    /// What backs the executable file mappings (`off` or `collapse`).
     pub text_thp: String,
     /// Text THPs mapped by PMDs during the replay (`thp_file_mapped`).
     pub text_thps_mapped: u64,
@@ -76,13 +78,39 @@ impl ReplayReport {
     }
 }
 
+/// What backs the executable file mappings of a replay.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TextThp {
+    /// 4 KiB page-cache pages, as faulted.
+    Off,
+    /// 2 MiB page-cache THPs, collapsed with `MADV_COLLAPSE` before the first reference.
+    Collapse,
+}
+
+impl TextThp {
+    pub fn name(self) -> &'static str {
+        match self {
+            TextThp::Off => "off",
+            TextThp::Collapse => "collapse",
+        }
+    }
+
+    /// The value named `s`, or an error naming the values.
+    pub fn parse(s: &str) -> Result<TextThp, String> {
+        [TextThp::Off, TextThp::Collapse]
+            .into_iter()
+            .find(|v| v.name() == s)
+            .ok_or_else(|| format!("expected off or collapse, found `{s}`"))
+    }
+}
+
 /// How to replay.
 #[derive(Clone, Debug)]
 pub struct ReplayOptions {
     pub profile: Profile,
-    /// The `exec_text_thp` switch: `fault` backs executable file mappings with 2 MiB page-cache
-    /// folios where alignment allows.
-    pub text_thp: ExecTextThp,
+    /// `Collapse` backs executable file mappings with 2 MiB page-cache THPs where alignment
+    /// allows.
+    pub text_thp: TextThp,
     /// Check the TLBs against the page tables after every batch (slow).
     pub check_every_batch: bool,
     /// The events budget: a replay that takes more scheduling events is refused.
@@ -91,7 +119,7 @@ pub struct ReplayOptions {
 
 impl ReplayOptions {
     /// A replay on `profile` with the default events budget and no checks between batches.
-    pub fn new(profile: Profile, text_thp: ExecTextThp) -> ReplayOptions {
+    pub fn new(profile: Profile, text_thp: TextThp) -> ReplayOptions {
         ReplayOptions {
             profile,
             text_thp,
@@ -170,11 +198,16 @@ pub fn replay(
         ranges: kept.iter().map(|m| (m.start, m.end)).collect(),
         check: options.check_every_batch,
     };
-    let (f, maps_file) = (failure.clone(), maps_file.to_string());
+    let (f, maps_file, text_thp) = (failure.clone(), maps_file.to_string(), options.text_thp);
     machine
         .spawn_thread(pid, 0, "replay", move |t| async move {
             let result = match map_all(&t, &kept, &maps_file).await {
-                Ok(()) => run.batches(&t).await,
+                Ok(()) => {
+                    if text_thp == TextThp::Collapse {
+                        collapse_text(&t, &kept).await;
+                    }
+                    run.batches(&t).await
+                }
                 Err(e) => Err(e),
             };
             if let Err(e) = result {
@@ -201,7 +234,6 @@ pub fn replay(
 fn build_machine(kept: &[Mapping], options: &ReplayOptions) -> Result<(Machine, Pid), ReplayError> {
     let sim = |e: String| ReplayError::Sim(e);
     let mut config = MachineConfig::new(options.profile.clone(), KernelVersion::DEFAULT);
-    config.switches.exec_text_thp = options.text_thp;
     config.max_events = options.max_events;
     let mut machine = Machine::new(config).map_err(sim)?;
     let mut sizes: BTreeMap<&str, u64> = BTreeMap::new();
@@ -253,6 +285,15 @@ async fn map_all(t: &Thread, kept: &[Mapping], maps_file: &str) -> Result<(), Re
         }
     }
     Ok(())
+}
+
+/// `MADV_COLLAPSE` over every executable file mapping: the ranges that cannot be collapsed
+/// (misaligned, too small) stay in 4 KiB pages, which the report's `text_thps_mapped` shows.
+async fn collapse_text(t: &Thread, kept: &[Mapping]) {
+    for m in kept.iter().filter(|m| m.exec && m.file.is_some()) {
+        let len = Bytes(m.end - m.start);
+        let _ = t.madvise(VirtAddr(m.start), len, mm::madv::COLLAPSE).await;
+    }
 }
 
 /// What the replaying thread shares with the caller.

@@ -36,7 +36,7 @@ fn run(lines: &str) -> ReplayReport {
     let reader = TraceReader::from_reader(raw, "one.lackey", false, 0, Default::default()).unwrap();
     let options = ReplayOptions {
         profile: Profile::named("epyc-vm").unwrap(),
-        text_thp: mm::era::ExecTextThp::Off,
+        text_thp: trace::replay::TextThp::Off,
         check_every_batch: true,
         max_events: engine::DEFAULT_EVENT_BUDGET,
     };

@@ -3,9 +3,11 @@
 //! `exec` replaces the address space with a fresh one holding an executable file's segments:
 //! text (`PROT_READ|PROT_EXEC`, from file offset 0), data (`PROT_READ|PROT_WRITE`, private, from
 //! the page after the text), bss (anonymous), and a stack. Like the kernel it denies writes to the
-//! executable for the life of the mm (`deny_write_access`, ETXTBSY for writers), and — as kernels
-//! before v5.15 did — marks the file mappings `VM_DENYWRITE`, which the file-THP rule of those
-//! kernels looks at.
+//! executable for the life of the mm (`deny_write_access`, ETXTBSY for writers; not on v6.11 and
+//! v6.12, the `exec_deny_write = allow` era of 2a010c412853 until its revert 3b832035387f, where
+//! an opener for write gets the running binary and, if its text was collapsed, drops its THPs),
+//! and — as kernels before v5.15 did — marks the file mappings `VM_DENYWRITE`, which the file-THP
+//! rule of those kernels looks at.
 //!
 //! Segments are placed at fixed addresses (no ASLR): text at 4 MiB (2 MiB aligned, as linking
 //! with `-z max-page-size=0x200000` gives), the others after it; the stack below the mmap area.
@@ -14,9 +16,10 @@
 //! and the stack.
 
 use crate::errno::Errno;
+use crate::folio::InodeId;
 use crate::fork::exit_mmap;
-use crate::fs::fmode;
-use crate::kernel::Cx;
+use crate::fs::{FileId, fmode};
+use crate::kernel::{Cx, KState};
 use crate::mm_struct::MMAP_BASE;
 use crate::process::Pid;
 use crate::vm_ops::VmOps;
@@ -75,14 +78,7 @@ pub(crate) async fn do_exec(
         if st.inodes[inode].size < (text + data).as_u64() {
             return Err(Errno::EINVAL);
         }
-        st.inodes[inode].deny_write_access()?;
-        match st.open_file(inode, fmode::READ | fmode::EXEC, false, false) {
-            Ok(f) => f,
-            Err(e) => {
-                st.inodes[inode].allow_write_access();
-                return Err(e);
-            }
-        }
+        open_exec(&mut st, inode, exec_denies_write(cx))?
     };
     let old = cx.st().procs[pid].mm.take();
     if let Some(old) = old {
@@ -151,4 +147,22 @@ pub(crate) async fn do_exec(
     p.mm = Some(mm);
     p.name = path.rsplit('/').next().unwrap_or(path).chars().take(15).collect();
     Ok(ExecLayout { text: text_at, data: data_at, bss: bss_at, stack_top })
+}
+
+/// Opens the executable `inode` for exec, denying writes to it first when `deny`.
+fn open_exec(st: &mut KState, inode: InodeId, deny: bool) -> Result<FileId, Errno> {
+    if deny {
+        st.inodes[inode].deny_write_access()?;
+    }
+    let opened = st.open_file(inode, fmode::READ | fmode::EXEC, false, false);
+    if opened.is_err() && deny {
+        st.inodes[inode].allow_write_access();
+    }
+    opened
+}
+
+/// Whether exec denies writes to the running binary, for its life (the `exec_deny_write`
+/// switch): exec itself, fork's copy of `mm->exe_file` and the mm's teardown ask it.
+pub(crate) fn exec_denies_write(cx: &Cx) -> bool {
+    cx.kernel().switches.exec_deny_write == crate::era::ExecDenyWrite::Deny
 }

@@ -31,12 +31,21 @@
 //!   `MADV_COLLAPSE`): `enabled = always`, or `madvise` in a `VM_HUGEPAGE` VMA; and outside a
 //!   fault and smaps, an anon_vma (khugepaged and `MADV_COLLAPSE` collapse only what was
 //!   faulted);
-//! - files: the read-only text THPs of `CONFIG_READ_ONLY_THP_FOR_FS` (`file_thp_enabled`, the
-//!   `file_thp` switch's rule, `huge_memory.rs`), shown by smaps from v5.14 (~ "mm, thp: relax
-//!   the VM_DENYWRITE constraint on file-backed THPs", eb6ecbed0aa2, made `hugepage_vma_check`
-//!   file-aware; before it `transparent_hugepage_enabled` answered 0 for regular files); tmpfs
-//!   and shared anonymous memory answer 0 (`shmem_enabled` is `never`, the default; shmem THPs
-//!   are not modelled).
+//! - files: the read-only THPs of `CONFIG_READ_ONLY_THP_FOR_FS` (from "mm,thp: add read-only THP
+//!   support for (non-shmem) FS", 99cb0dbd47a1, v5.4; none before), for khugepaged,
+//!   `MADV_COLLAPSE` and smaps, never for the fault itself (it maps what a collapse left,
+//!   `huge_memory.rs`): `file_thp_enabled`, a regular file of the disk file system (tmpfs, DAX
+//!   and hugetlbfs answer by their own rules; pipes and other non-regular files cannot qualify,
+//!   the S_ISREG test of v5.16+ holding in every era) not open for write, and by the `file_thp`
+//!   era: `denywrite` (v5.4-v5.12) a `VM_DENYWRITE` mapping (exec's; `mmap` ignores
+//!   `MAP_DENYWRITE`), `exec_not_written` (v5.13-v6.7, seed 000 "mm, thp: relax the VM_DENYWRITE
+//!   constraint on file-backed THPs", eb6ecbed0aa2) a `VM_EXEC` mapping, `not_written` (v6.8+,
+//!   "mm: remove VM_EXEC requirement for THP eligibility", 7fbb5e188248, for read-only data)
+//!   any mapping. smaps answers for files from v5.14 (~ before, `transparent_hugepage_enabled`
+//!   answered 0 for regular files); tmpfs and shared anonymous memory answer 0 (`shmem_enabled`
+//!   is `never`, the default; shmem THPs are not modelled). Approximation: v5.4-v5.12 tested the
+//!   file rule before the sysfs gate (a file VMA was eligible whatever `enabled` said, once its
+//!   mm was registered); mmsim applies the gate in every era.
 //!
 //! smaps' `THPeligible` exists from "mm, thp, proc: report THP eligibility for each vma"
 //! (7635d9cbe832, v5.0). Approximation: the size-and-alignment test is applied to it from v5.0,
@@ -352,11 +361,16 @@ pub(crate) fn thp_vma_allowable(st: &KState, vma: VmaId, caller: ThpCaller) -> b
     }
     match vm_ops {
         VmOps::Anonymous => anon_vma || matches!(caller, ThpCaller::Fault | ThpCaller::Smaps),
-        VmOps::PageCache => {
-            caller == ThpCaller::Smaps
-                && crate::era::smaps_thp_eligible_files(thp.kernel)
-                && st.file_thp_enabled(vma, thp.file_thp)
-        }
+        // "Only regular file is valid in collapse path": khugepaged and `MADV_COLLAPSE` ask the
+        // file rule; the fault maps what a collapse left (`huge_memory.rs`).
+        VmOps::PageCache => match caller {
+            ThpCaller::Fault => false,
+            ThpCaller::Smaps if !crate::era::smaps_thp_eligible_files(thp.kernel) => false,
+            _ => {
+                crate::era::has_read_only_thp_for_fs(thp.kernel)
+                    && st.file_thp_enabled(vma, thp.file_thp)
+            }
+        },
         VmOps::Dax => unreachable!("answered above"),
         // hugetlb pages are huge already: never a THP (`vma_is_hugetlb` in the predicate).
         VmOps::Hugetlb => false,

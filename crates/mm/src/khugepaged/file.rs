@@ -1,0 +1,478 @@
+//! File collapse: khugepaged and `MADV_COLLAPSE` on read-only disk files
+//! (CONFIG_READ_ONLY_THP_FOR_FS; `mm/khugepaged.c` `hpage_collapse_scan_file` (earlier
+//! `khugepaged_scan_file`), `collapse_file`, `retract_page_tables`, `collapse_pte_mapped_thp`,
+//! `khugepaged_collapse_pte_mapped_thps`; Linux v6.8 with the eras below).
+//!
+//! The scan (`hpage_collapse_scan_file`) looks at the page cache of the PMD-aligned range
+//! `[start, start + 512)`, not at page tables: a PMD-sized folio starting at `start` is
+//! `SCAN_PTE_MAPPED_HUGEPAGE` (an earlier collapse whose mappings are still PTEs), any other large
+//! folio `SCAN_PAGE_COMPOUND`; a page off the LRU `SCAN_PAGE_LRU`; a page with references beyond
+//! the cache's and its mappings' (a pin, GUP, a reader) `SCAN_PAGE_COUNT`; for khugepaged only,
+//! fewer than `512 - max_ptes_none` cached pages `SCAN_EXCEED_NONE_PTE` ("present" means in the
+//! page cache: the kernel's selftest sets `read_ahead_kb` to 0 for that reason).
+//!
+//! The collapse (`collapse_file`, the non-shmem branch): allocate the THP (`thp_collapse_alloc`
+//! or `thp_collapse_alloc_failed`), then page by page: a missing page is read synchronously
+//! (`page_cache_sync_readahead`) and locked, failing with `SCAN_FAIL` when nothing can be read
+//! (beyond EOF); a dirty page starts writeback of the file (`filemap_flush`) and fails with
+//! `SCAN_FAIL` ("khugepaged only works on read-only fd"), one under writeback fails too; a page
+//! whose lock is held is `SCAN_PAGE_LOCK`; once locked, a page no longer in the cache is
+//! `SCAN_TRUNCATED`, one not uptodate `SCAN_FAIL`, one that cannot be isolated from the LRU
+//! `SCAN_DEL_PAGE_LRU`; a mapped page is unmapped (`try_to_unmap`), and then it must hold only
+//! the cache's and the isolation's references (`folio_ref_freeze(folio, 3)` with the
+//! lookup's, which mmsim's lock does not take), else `SCAN_PAGE_COUNT`. Then, in one step, the
+//! writer check of seed 000 (eb6ecbed0aa2, v5.13): if the file is open for write the collapse
+//! fails (`SCAN_FAIL`), else the contents are copied, the old pages leave the cache and the THP
+//! enters it, counted in `nr_thps` and `nr_file_hugepages`. The kernel orders its `nr_thps`
+//! increment before its `i_writecount` read with `smp_mb()`, paired with the one in
+//! `do_dentry_open`; mmsim's steps are sequentially consistent, and the check and the insertion
+//! are one step, so an opener either is seen here or sees `nr_thps` (`huge_memory.rs`).
+//! Before v5.13 (`file_thp = denywrite`) there is no such check: only `VM_DENYWRITE` mappings
+//! were collapsed, and a deny-written file cannot be opened for write. Every failure rolls back:
+//! the old pages go back to the LRU, unlocked, still cached (those unmapped refault), the THP is
+//! freed; no data changes.
+//!
+//! `retract_page_tables` (still holding the new THP's lock, so no fault maps it meanwhile):
+//! every VMA mapping the range at a PMD-aligned address, without an anon_vma (no private COW
+//! copies), loses the PTE table of that range (emptied by the unmapping above), so its next fault
+//! maps the THP with one PMD (`do_set_pmd`, `huge_memory.rs`). Its era shape:
+//! - before v6.6 it needs each mm's `mmap_lock` for write and only tries it
+//!   (`mmap_write_trylock`); an mm whose lock is busy gets the address in its deferred
+//!   `pte_mapped_thp` slots (at most 8, `MAX_PTE_MAPPED_THP`), which khugepaged retries
+//!   (`khugepaged_collapse_pte_mapped_thps`, again with `mmap_write_trylock`) the next time it
+//!   scans that mm;
+//! - from v6.6 ("mm/khugepaged: retract_page_tables() without mmap or vma lock", 1d65b771bc08)
+//!   it takes no mmap_lock: `i_mmap_rwsem` for read, then the PMD lock and the PTE lock, and
+//!   re-checks the anon_vma under them; khugepaged itself calls `collapse_pte_mapped_thp` under
+//!   `mmap_lock` for read when its scan finds a THP still mapped by PTEs.
+//!
+//! `collapse_pte_mapped_thp`: for a PMD range whose page-cache THP is mapped by PTEs (or by
+//! nothing), checks that every present PTE maps the THP's own page at its offset (else
+//! `SCAN_FAIL`), clears them and frees the table; with `install_pmd` (`MADV_COLLAPSE`) it maps
+//! the THP by a PMD at once. `MADV_COLLAPSE` calls it after every successful file collapse
+//! (v6.6's `collapse_file` reports `SCAN_PTE_MAPPED_HUGEPAGE` to it), under `mmap_lock` for
+//! write before v6.6 and for read from v6.6.
+//!
+//! Approximations: `filemap_flush` is synchronous (the retry after it finds the page clean); no
+//! `SCAN_PAGE_HAS_PRIVATE` (mmsim's pages carry no buffer heads), no `SCAN_COPY_MC`, no
+//! userfaultfd-wp; v6.1-v6.5's `MADV_COLLAPSE` retracted its own mm's table in
+//! `retract_page_tables` itself, which mmsim does as v6.6 does; tmpfs/shmem collapse is not
+//! modelled (shmem THPs are not: `shmem_enabled` is `never`).
+
+use super::{Collapser, HPAGE_PMD_NR, ScanResult, alloc_collapse_page};
+use crate::filemap::{folio_lock, folio_trylock, folio_unlock, read_pages, writeback};
+use crate::folio::{InodeId, pg};
+use crate::kernel::{Cx, KState};
+use crate::mm_struct::MmId;
+use crate::pgtable::{PtId, Pte, Upper};
+use crate::sim::cost::Cost;
+use crate::vm_ops::VmOps;
+use crate::vma::VmaId;
+use simcore::{Bytes, Order, Pfn, VirtAddr};
+
+/// The deferred `pte_mapped_thp` slots of one mm (`MAX_PTE_MAPPED_THP`, before v6.6).
+const MAX_PTE_MAPPED_THP: usize = 8;
+
+/// A PMD-aligned range of a file's page cache: the file and its first page index.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct FileRange {
+    pub inode: InodeId,
+    pub start: u64,
+}
+
+/// The file range a page-cache VMA maps at `haddr`; `None` for any other VMA.
+pub(super) fn file_range(st: &KState, vma: VmaId, haddr: VirtAddr) -> Option<FileRange> {
+    let v = st.vma(vma);
+    if v.vm_ops != VmOps::PageCache {
+        return None;
+    }
+    let inode = st.file(v.file?).inode;
+    Some(FileRange { inode, start: v.page_index(haddr) })
+}
+
+/// `hpage_collapse_scan_file`: whether the page cache of `r` can be collapsed (the module note
+/// lists the checks).
+pub(super) fn hpage_collapse_scan_file(st: &KState, r: FileRange, who: Collapser) -> ScanResult {
+    let pages = &st.inodes[r.inode].mapping.pages;
+    let mut present = 0;
+    for (&index, &head) in pages.range(r.start..r.start + HPAGE_PMD_NR) {
+        let order = st.folios.order(head);
+        if order == Order::PMD && index == r.start {
+            return ScanResult::PteMappedHugepage;
+        }
+        if order != Order::BASE {
+            return ScanResult::PageCompound;
+        }
+        if !st.folios.test(head, pg::LRU) {
+            return ScanResult::PageLru;
+        }
+        if st.folios.refcount(head) != 1 + st.folios.folio_mapcount(head) {
+            return ScanResult::PageCount;
+        }
+        present += 1;
+    }
+    let max_none = st.thp.settings.max_ptes_none;
+    if who == Collapser::Khugepaged && present < HPAGE_PMD_NR - max_none {
+        return ScanResult::ExceedNonePte;
+    }
+    ScanResult::Succeed
+}
+
+/// Why taking one page for the collapse failed, and whether the file needs a flush.
+struct TakeFailed(ScanResult, bool);
+
+/// Finds (reading it if missing) and locks the page at `index`, checks it and isolates it
+/// from the LRU: the page, locked and isolated, or why not (the page left unlocked).
+async fn take_page(cx: &Cx, inode: InodeId, index: u64, end: u64) -> Result<Pfn, TakeFailed> {
+    cx.charge(Cost::PageCacheLookup).await;
+    let cached = cx.st().page_cache_get(inode, index);
+    let head = match cached {
+        Some(head) => {
+            let mut st = cx.st();
+            if st.folios.test(head, pg::DIRTY) {
+                return Err(TakeFailed(ScanResult::Fail, true));
+            }
+            if st.folios.test(head, pg::WRITEBACK) {
+                return Err(TakeFailed(ScanResult::Fail, false));
+            }
+            if !folio_trylock(&mut st, head) {
+                return Err(TakeFailed(ScanResult::PageLock, false));
+            }
+            head
+        }
+        None => {
+            let size = cx.st().inodes[inode].size_pages();
+            if index >= size || read_pages(cx, inode, index, end.min(size)).await.is_err() {
+                return Err(TakeFailed(ScanResult::Fail, false));
+            }
+            let Some(head) = cx.st().page_cache_get(inode, index) else {
+                return Err(TakeFailed(ScanResult::Fail, false));
+            };
+            folio_lock(cx, head).await;
+            head
+        }
+    };
+    let failed = check_locked_page(&cx.st(), inode, index, head);
+    if let Some(r) = failed {
+        folio_unlock(cx, head);
+        return Err(TakeFailed(r, false));
+    }
+    cx.st().folio_isolate_lru(head);
+    Ok(head)
+}
+
+/// `collapse_file`'s checks of a page it has locked.
+fn check_locked_page(st: &KState, inode: InodeId, index: u64, head: Pfn) -> Option<ScanResult> {
+    if st.page_cache_get(inode, index) != Some(head) {
+        return Some(ScanResult::Truncated);
+    }
+    if !st.folios.test(head, pg::UPTODATE) {
+        return Some(ScanResult::Fail);
+    }
+    if st.folios.order(head) != Order::BASE {
+        return Some(ScanResult::PageCompound);
+    }
+    if st.folios.test(head, pg::DIRTY) || st.folios.test(head, pg::WRITEBACK) {
+        return Some(ScanResult::Fail);
+    }
+    (!st.folios.test(head, pg::LRU)).then_some(ScanResult::DelPageLru)
+}
+
+/// `collapse_file` for a disk file: the module note has the steps. The caller holds no
+/// `mmap_lock`.
+pub(super) async fn collapse_file(cx: &Cx, r: FileRange, who: Collapser) -> ScanResult {
+    let Some(new) = alloc_collapse_page(cx, who).await else {
+        return ScanResult::AllocHugePageFail;
+    };
+    cx.st().folios.set(new, pg::LOCKED);
+    let mut taken = Vec::with_capacity(HPAGE_PMD_NR as usize);
+    let mut result = ScanResult::Succeed;
+    let mut flush = false;
+    for index in r.start..r.start + HPAGE_PMD_NR {
+        match take_page(cx, r.inode, index, r.start + HPAGE_PMD_NR).await {
+            Ok(head) => taken.push(head),
+            Err(TakeFailed(why, dirty)) => {
+                (result, flush) = (why, dirty);
+                break;
+            }
+        }
+        let head = *taken.last().expect("just taken");
+        if cx.st().folios.folio_mapcount(head) > 0 {
+            crate::rmap::try_to_unmap(cx, head).await;
+        }
+        // The cache's reference and the isolation's: nobody else may hold the page.
+        if cx.st().folios.refcount(head) != 2 {
+            result = ScanResult::PageCount;
+            break;
+        }
+    }
+    if result == ScanResult::Succeed {
+        result = replace_pages(cx, r, &taken, new);
+    }
+    if result != ScanResult::Succeed {
+        rollback(cx, &taken, new);
+        if flush {
+            writeback(cx, r.inode).await;
+        }
+        return result;
+    }
+    cx.charge_n(Cost::CopyPage4k, HPAGE_PMD_NR).await;
+    retract_page_tables(cx, r).await;
+    folio_unlock(cx, new);
+    cx.st().put_folio_extra(new);
+    ScanResult::Succeed
+}
+
+/// The end of a collapse that took every page, in one step: the writer check (v5.13+), then
+/// the copy and the exchange of the old pages for the THP `new` in the page cache.
+fn replace_pages(cx: &Cx, r: FileRange, taken: &[Pfn], new: Pfn) -> ScanResult {
+    let mut st = cx.st();
+    let checks_writer = st.thp.file_thp.collapse_checks_writer();
+    if checks_writer && st.inodes[r.inode].is_open_for_write() {
+        return ScanResult::Fail;
+    }
+    for (i, &head) in taken.iter().enumerate() {
+        st.mem.copy(head.0, new.0 + i as u64);
+        st.page_cache_delete(r.inode, head);
+        st.folios.clear_flag(head, pg::LOCKED);
+    }
+    st.folios.set(new, pg::UPTODATE);
+    st.page_cache_insert(r.inode, r.start, new, false, cx.in_lru_fault());
+    drop(st);
+    for &head in taken {
+        cx.kernel().folio_waitqueue(head).wake_up_all(cx);
+        cx.st().put_folio_extra(head); // the isolation's: the page is freed
+    }
+    ScanResult::Succeed
+}
+
+/// A failed collapse: the pages taken go back to the LRU, unlocked; the THP is freed.
+fn rollback(cx: &Cx, taken: &[Pfn], new: Pfn) {
+    for &head in taken {
+        cx.st().folio_putback_lru(head, false);
+        folio_unlock(cx, head);
+    }
+    let mut st = cx.st();
+    st.folios.clear_flag(new, pg::LOCKED);
+    st.put_folio_extra(new);
+}
+
+/// The PMD-aligned address at which `vma` maps page `start` of its file with the whole 2 MiB
+/// inside it, if it does.
+fn vma_pmd_address(st: &KState, vma: VmaId, start: u64) -> Option<VirtAddr> {
+    let v = st.vma(vma);
+    let off = start.checked_sub(v.pgoff)?;
+    let addr = v.start + Bytes(off << 12);
+    (addr.is_aligned(Bytes::PMD) && addr >= v.start && addr + Bytes::PMD <= v.end).then_some(addr)
+}
+
+/// `retract_page_tables` in its era shape (the module note).
+async fn retract_page_tables(cx: &Cx, r: FileRange) {
+    let without_mmap_lock = crate::era::retract_without_mmap_lock(cx.st().thp.kernel);
+    let rwsem = cx.st().inodes[r.inode].mapping.i_mmap_rwsem;
+    let _i = rwsem.read(cx).await;
+    let vmas: Vec<VmaId> = cx.st().inodes[r.inode].mapping.i_mmap.iter().copied().collect();
+    for vma in vmas {
+        let target = {
+            let st = cx.st();
+            let v = st.vma(vma);
+            (v.anon_vma.is_none()).then(|| vma_pmd_address(&st, vma, r.start)).flatten()
+        };
+        let Some(haddr) = target else { continue };
+        let mm = cx.st().vma(vma).mm;
+        if without_mmap_lock {
+            retract_one(cx, mm, vma, haddr).await;
+            continue;
+        }
+        let lock = cx.st().mm(mm).mmap_lock;
+        match lock.try_write(cx).await {
+            Some(_w) => retract_one(cx, mm, vma, haddr).await,
+            None => defer_pte_mapped_thp(&mut cx.st(), mm, haddr),
+        }
+    }
+}
+
+/// `khugepaged_add_pte_mapped_thp`: remembers `haddr` for khugepaged's next visit to `mm`.
+pub(super) fn defer_pte_mapped_thp(st: &mut KState, mm: MmId, haddr: VirtAddr) {
+    let slots = st.thp.khugepaged.pte_mapped_thp.entry(mm).or_default();
+    if slots.len() < MAX_PTE_MAPPED_THP && !slots.contains(&haddr) {
+        slots.push(haddr);
+    }
+}
+
+/// The PMD slot of `haddr` in `mm` and the PTE table it points at, if any.
+fn pte_table_at(st: &KState, mm: MmId, haddr: VirtAddr) -> Option<(PtId, usize, PtId)> {
+    let (pmd_table, idx) = st.pt.pmd_slot(st.mm(mm).pgd, haddr)?;
+    match st.pt.upper(pmd_table, idx) {
+        Upper::Table(t) => Some((pmd_table, idx, t)),
+        _ => None,
+    }
+}
+
+/// Clears the PMD of `vma` at `haddr` that points at an empty PTE table and frees the table,
+/// under the PMD lock and the PTE lock; skipped if the VMA gained an anon_vma or the table is
+/// not empty.
+async fn retract_one(cx: &Cx, mm: MmId, vma: VmaId, haddr: VirtAddr) {
+    let Some((pmd_table, _, table)) = pte_table_at(&cx.st(), mm, haddr) else { return };
+    let pml = cx.st().pt.ptl(pmd_table);
+    let _p = pml.lock(cx).await;
+    let ptl = cx.st().pt.ptl(table);
+    let g = ptl.lock(cx).await;
+    {
+        let mut st = cx.st();
+        let Some((pmd_table, idx, t)) = pte_table_at(&st, mm, haddr) else { return };
+        let alive = st.mm(mm).vmas.values().any(|&v| v == vma);
+        if t != table || !alive || st.vma(vma).anon_vma.is_some() || st.pt.table(t).used != 0 {
+            return;
+        }
+        st.free_pte_table(mm, pmd_table, idx, t);
+    }
+    drop(g);
+    crate::arch::tlbflush::flush_tlb_range(cx, mm, haddr, haddr + Bytes::PMD).await;
+}
+
+impl KState {
+    /// Takes the empty PTE table `table` out of slot `idx` of `pmd_table` in `mm` and frees it
+    /// (`pmdp_collapse_flush` and `pte_free_defer`; the caller flushes the TLB).
+    fn free_pte_table(&mut self, mm: MmId, pmd_table: PtId, idx: usize, table: PtId) {
+        self.pt.set_upper(pmd_table, idx, Upper::None);
+        let frame = self.pt.free(table);
+        self.free_pgtable_frame(frame);
+        self.mm_mut(mm).nr_ptes -= 1;
+    }
+
+    /// Clears every PTE of `table` that maps a page of the THP `head` (each at its offset),
+    /// dropping their rmap, RSS and references; false, touching nothing, if a present PTE maps
+    /// anything else.
+    fn clear_thp_ptes(&mut self, mm: MmId, table: PtId, head: Pfn) -> bool {
+        let maps_own_page = |i: usize, pte: Pte| pte.is_none() || pte.pfn() == head + i as u64;
+        if !(0..512).all(|i| maps_own_page(i, self.pt.pte(table, i))) {
+            return false;
+        }
+        for i in 0..512 {
+            let pte = self.pt.pte(table, i);
+            if pte.is_none() {
+                continue;
+            }
+            if pte.dirty() {
+                self.folio_mark_dirty(head);
+            }
+            self.pt.set_pte(table, i, Pte::NONE);
+            self.rmap_remove_pte(pte.pfn());
+            let counter = crate::memory::mm_counter(self, head);
+            self.mm_mut(mm).sub_rss(counter, 1);
+            self.put_folio(head, 1);
+        }
+        true
+    }
+}
+
+/// The page-cache THP that `vma` maps at `haddr`, if the VMA may hold one there
+/// (`thp_vma_allowable_order` without the sysfs gate).
+fn cached_thp_for(st: &KState, vma: VmaId, haddr: VirtAddr) -> Result<(InodeId, Pfn), ScanResult> {
+    let caller = crate::huge_memory::policy::ThpCaller::Collapse;
+    if vma_pmd_address(st, vma, st.vma(vma).page_index(haddr)) != Some(haddr)
+        || !crate::huge_memory::policy::thp_vma_allowable(st, vma, caller)
+    {
+        return Err(ScanResult::VmaCheck);
+    }
+    let r = file_range(st, vma, haddr).ok_or(ScanResult::VmaCheck)?;
+    let head = st.page_cache_get(r.inode, r.start).ok_or(ScanResult::PageNull)?;
+    if st.folios.order(head) != Order::PMD || st.folio_index(head) != r.start {
+        return Err(ScanResult::PageCompound);
+    }
+    Ok((r.inode, head))
+}
+
+/// `collapse_pte_mapped_thp`: the caller holds `mmap_lock` (for write before v6.6, for read
+/// from v6.6). Replaces the PTE table at `haddr` of `mm` that maps the page-cache THP there by
+/// nothing, or with `install_pmd` by a PMD mapping it.
+pub(super) async fn collapse_pte_mapped_thp(
+    cx: &Cx,
+    mm: MmId,
+    haddr: VirtAddr,
+    install_pmd: bool,
+) -> ScanResult {
+    let Some(vma) = cx.st().find_vma(mm, haddr) else { return ScanResult::VmaNull };
+    let (inode, head) = match cached_thp_for(&cx.st(), vma, haddr) {
+        Ok(found) => found,
+        Err(r) => return r,
+    };
+    cx.st().folios.get_extra(head);
+    folio_lock(cx, head).await;
+    let cached = {
+        let st = cx.st();
+        st.page_cache_get(inode, st.folio_index(head)) == Some(head)
+    };
+    let r = if !cached {
+        ScanResult::Truncated
+    } else {
+        pte_mapped_thp_locked(cx, mm, vma, haddr, head, install_pmd).await
+    };
+    folio_unlock(cx, head);
+    cx.st().put_folio_extra(head);
+    r
+}
+
+/// The part of `collapse_pte_mapped_thp` under the THP's lock.
+async fn pte_mapped_thp_locked(
+    cx: &Cx,
+    mm: MmId,
+    vma: VmaId,
+    haddr: VirtAddr,
+    head: Pfn,
+    install_pmd: bool,
+) -> ScanResult {
+    let slot = {
+        let st = cx.st();
+        st.pt.pmd_slot(st.mm(mm).pgd, haddr).map(|(t, i)| (t, i, st.pt.upper(t, i)))
+    };
+    let Some((pmd_table, idx, entry)) = slot else { return ScanResult::PmdNull };
+    let pml = cx.st().pt.ptl(pmd_table);
+    match entry {
+        Upper::Leaf(_) => return ScanResult::PmdMapped,
+        Upper::None => {}
+        Upper::Table(table) => {
+            let _p = pml.lock(cx).await;
+            let ptl = cx.st().pt.ptl(table);
+            let _g = ptl.lock(cx).await;
+            let mut st = cx.st();
+            if st.pt.upper(pmd_table, idx) != Upper::Table(table)
+                || !st.clear_thp_ptes(mm, table, head)
+            {
+                return ScanResult::Fail;
+            }
+            st.free_pte_table(mm, pmd_table, idx, table);
+        }
+    }
+    crate::arch::tlbflush::flush_tlb_range(cx, mm, haddr, haddr + Bytes::PMD).await;
+    if !install_pmd {
+        return ScanResult::Succeed;
+    }
+    let _p = pml.lock(cx).await;
+    let mut st = cx.st();
+    if st.pt.upper(pmd_table, idx) != Upper::None {
+        return ScanResult::Fail;
+    }
+    st.folios.get_extra(head);
+    st.set_file_pmd(mm, vma, (pmd_table, idx), head);
+    ScanResult::Succeed
+}
+
+/// `khugepaged_collapse_pte_mapped_thps` (before v6.6): retries the deferred slots of `mm`
+/// under `mmap_lock` for write, if it can be had at once.
+pub(super) async fn collapse_deferred_pte_mapped_thps(cx: &Cx, mm: MmId) {
+    let slots = cx.st().thp.khugepaged.pte_mapped_thp.get(&mm).cloned().unwrap_or_default();
+    if slots.is_empty() {
+        return;
+    }
+    let Some(lock) = cx.st().mms.get(mm).and_then(|m| m.as_ref()).map(|m| m.mmap_lock) else {
+        cx.st().thp.khugepaged.pte_mapped_thp.remove(&mm);
+        return;
+    };
+    let Some(_w) = lock.try_write(cx).await else { return };
+    cx.st().thp.khugepaged.pte_mapped_thp.remove(&mm);
+    for haddr in slots {
+        collapse_pte_mapped_thp(cx, mm, haddr, false).await;
+    }
+}
