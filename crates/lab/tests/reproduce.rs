@@ -27,7 +27,7 @@ fn cow_reuse_gain_comes_from_the_copies_page_count_makes() {
         row(&report, "pmbench average latency page_count")
             > row(&report, "pmbench average latency mapcount")
     );
-    // Forked children copy under both rules: no gain.
+    // Forked children copy the shared hugetlb pages under both rules (hugetlb_wp): no gain.
     assert_eq!(row(&report, "vm-scalability anon-cow-seq-hugetlb gain"), 0.0);
     for name in [
         "pmbench throughput gain",

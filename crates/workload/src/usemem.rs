@@ -6,10 +6,10 @@
 //! copy-on-write fault. Each task reports its throughput (bytes written per second); the test
 //! reports the median over tasks (`vm-scalability.median`).
 //!
-//! [`CowSeq`] is the COW case on 4 KiB pages (its `-hugetlb` variant's COW path in
-//! `mm/hugetlb.c`, `hugetlb_wp`, decides reuse by mapcount in every era, so its gain cannot come
-//! from the `cow_reuse` rule either); the tasks are forked one after the other by the parent
-//! before any of them writes. [`HugetlbFill`] is `usemem -U` on real hugetlb pages.
+//! [`CowSeq`] is the COW case on 4 KiB pages or, with `hugetlb`, on anonymous hugetlb pages
+//! (`case-anon-cow-seq-hugetlb`, whose COW path in `mm/hugetlb.c`, `hugetlb_wp`, decides reuse by
+//! mapcount in every era); the tasks are forked one after the other by the parent before any of
+//! them writes. [`HugetlbFill`] is `usemem -U` on real hugetlb pages.
 
 use mm::{Access, Machine, Pid};
 use simcore::{Bytes, SimTime, VirtAddr};
@@ -23,6 +23,16 @@ pub struct Config {
     pub tasks: u32,
     /// The first CPU used; the children run on the following ones.
     pub first_cpu: u32,
+    /// The region is anonymous hugetlb memory (`MAP_HUGETLB`, 2 MiB pages; `-U`).
+    pub hugetlb: bool,
+}
+
+impl Config {
+    /// The region's `mmap` flags.
+    fn map_flags(&self) -> u32 {
+        let anon = mm::map::PRIVATE | mm::map::ANONYMOUS;
+        if self.hugetlb { anon | mm::map::HUGETLB } else { anon }
+    }
 }
 
 /// One child's measured throughput.
@@ -53,9 +63,13 @@ pub struct CowSeq {
 
 impl CowSeq {
     pub fn new(machine: &mut Machine, config: Config) -> Result<CowSeq, String> {
-        if config.tasks == 0 || config.region < Bytes::PAGE || !config.region.is_page_aligned() {
+        let unit = if config.hugetlb { Bytes(2 << 20) } else { Bytes::PAGE };
+        if config.tasks == 0
+            || config.region < unit
+            || !config.region.as_u64().is_multiple_of(unit.as_u64())
+        {
             return Err(format!(
-                "usemem: {} tasks over {}: expected at least one task and a page-aligned region",
+                "usemem: {} tasks over {}: expected at least one task and a region of whole {unit} pages",
                 config.tasks, config.region
             ));
         }
@@ -66,13 +80,21 @@ impl CowSeq {
     /// Phase one: the parent maps and prefaults the region, then forks the tasks.
     pub fn spawn_setup(&self, machine: &mut Machine) -> Result<(), String> {
         let (len, tasks) = (self.config.region, self.config.tasks);
+        let args = mm::MmapArgs {
+            addr: None,
+            len,
+            prot: mm::prot::READ | mm::prot::WRITE,
+            flags: self.config.map_flags(),
+            fd: None,
+            offset: 0,
+        };
         let slot = self.region.clone();
         machine.spawn_thread(
             self.parent,
             self.config.first_cpu,
             "usemem",
             move |t| async move {
-                let Ok(addr) = t.mmap_anon(len, mm::prot::READ | mm::prot::WRITE).await else {
+                let Ok(addr) = t.mmap(args).await else {
                     return;
                 };
                 if t.touch(addr, len, Access::Write).await.is_err() {

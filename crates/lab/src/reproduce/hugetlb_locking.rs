@@ -199,8 +199,10 @@ fn run_usemem(setup: &Setup, scheme: &str) -> Result<f64, String> {
     config.switches.set("hugetlb_sync", scheme)?;
     config.tunables.nr_hugepages[0] = u64::from(CPUS) * region.as_u64() / HugeSize::Size2M.bytes();
     let mut m = setup.machine(config)?;
-    let fill =
-        usemem::HugetlbFill::spawn(&mut m, &usemem::Config { region, tasks: CPUS, first_cpu: 0 })?;
+    let fill = usemem::HugetlbFill::spawn(
+        &mut m,
+        &usemem::Config { region, tasks: CPUS, first_cpu: 0, hugetlb: true },
+    )?;
     m.run().map_err(|e| e.to_string())?;
     if fill.finished() != CPUS as usize {
         return Err(format!(
