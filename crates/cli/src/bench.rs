@@ -19,6 +19,9 @@
 //!   footprint.
 //! - `explore`: schedules explored per second on the engine-level toy, and on each race scenario
 //!   the time to the first violation (or the rate when it declares none).
+//! - `hugetlb`: the whole `reproduce hugetlb-locking` experiment (15 runs and the controls) at
+//!   full scale: median host seconds over repeats, scheduling events per host second, peak RSS
+//!   (`VmHWM`). Targets: under 60 s and 500 MB on the 2-core development machine.
 //! - `pagecache`: page-cache replay throughput in requests per host second on a block trace, for
 //!   the pure, classic and multi-gen LRU replays, each against libCacheSim's LRU (the `libcachesim`
 //!   Python package, timed in the same run around `process_trace` on the same requests in
@@ -42,6 +45,18 @@ pub(crate) enum Bench {
     Tlb(TlbBenchArgs),
     /// Page-cache replay throughput against libCacheSim's LRU on the same trace and cache size.
     Pagecache(PagecacheBenchArgs),
+    /// The whole `reproduce hugetlb-locking` experiment: host seconds, events/s, peak RSS.
+    Hugetlb(HugetlbBenchArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct HugetlbBenchArgs {
+    /// Times to run the experiment (the median is reported).
+    #[arg(long, default_value_t = 3)]
+    repeat: u32,
+    /// Host threads (independent runs of the experiment spread over them).
+    #[arg(long, default_value_t = 2)]
+    jobs: usize,
 }
 
 #[derive(Debug, Args)]
@@ -108,6 +123,7 @@ pub(crate) fn run(bench: &Bench) -> Result<(), String> {
         Bench::Explore(a) => explore_bench(a),
         Bench::Tlb(a) => tlb_bench(a),
         Bench::Pagecache(a) => pagecache_bench(a),
+        Bench::Hugetlb(a) => hugetlb_bench(a),
     }
 }
 
@@ -167,6 +183,47 @@ fn measure(a: &EngineArgs, setup: impl FnOnce(&Sim)) -> Result<(f64, u64, f64), 
     let report = sim.run().map_err(|e| e.to_string())?;
     let secs = start.elapsed().as_secs_f64();
     Ok((report.events as f64 / secs, report.events, secs))
+}
+
+/// `mmsim reproduce hugetlb-locking` at full scale, one seed, `repeat` times: the median host
+/// seconds, the scheduling events per host second and the peak resident memory.
+fn hugetlb_bench(a: &HugetlbBenchArgs) -> Result<(), String> {
+    use lab::reproduce::{NoProgress, Progress, Scale, find, run_seeds};
+    let e = find("hugetlb-locking")?;
+    let mut secs = Vec::new();
+    let mut events = 0.0;
+    for _ in 0..a.repeat.max(1) {
+        let start = Instant::now();
+        let progress =
+            |_: &lab::reproduce::Experiment, _: u64| -> Box<dyn Progress> { Box::new(NoProgress) };
+        let reports = run_seeds(&[e], &[1], Scale::Full, &[], a.jobs, &progress)?;
+        secs.push(start.elapsed().as_secs_f64());
+        events =
+            reports[0].rows.iter().find(|r| r.name == "engine events").map_or(0.0, |r| r.mean());
+    }
+    secs.sort_by(f64::total_cmp);
+    let median = secs[secs.len() / 2];
+    println!(
+        "hugetlb-locking benchmark: the experiment at full scale, seed 1, {} host threads",
+        a.jobs
+    );
+    println!("host seconds (median of {})  {median:>10.2}   (each: {secs:.2?})", secs.len());
+    println!("events                      {events:>10.0}");
+    println!("events per host second      {:>10.0}", events / median);
+    println!("peak RSS                    {:>10.1} MB", peak_rss()? as f64 / 1e6);
+    Ok(())
+}
+
+/// The peak resident memory of this process in bytes (`VmHWM` of `/proc/self/status`).
+fn peak_rss() -> Result<u64, String> {
+    let status = std::fs::read_to_string("/proc/self/status")
+        .map_err(|e| format!("/proc/self/status: {e}"))?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map(|kb| kb * 1024)
+        .ok_or_else(|| "no VmHWM in /proc/self/status".into())
 }
 
 /// Resident host memory of this process in bytes (`/proc/self/statm`).

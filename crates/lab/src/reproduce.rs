@@ -18,6 +18,7 @@
 mod cow_reuse;
 mod dax_zero_page;
 mod fadv_noreuse;
+mod hugetlb_locking;
 pub mod report;
 
 pub use report::{Direction, Figure, Published, Report, Row, Series, Verdict};
@@ -206,8 +207,12 @@ fn vmstat_delta(before: &mm::vmstat::VmStats, after: &mm::vmstat::VmStats) -> mm
 }
 
 /// Every experiment, in report order.
-pub const EXPERIMENTS: &[Experiment] =
-    &[cow_reuse::EXPERIMENT, fadv_noreuse::EXPERIMENT, dax_zero_page::EXPERIMENT];
+pub const EXPERIMENTS: &[Experiment] = &[
+    cow_reuse::EXPERIMENT,
+    fadv_noreuse::EXPERIMENT,
+    dax_zero_page::EXPERIMENT,
+    hugetlb_locking::EXPERIMENT,
+];
 
 /// The experiment called `name`.
 pub fn find(name: &str) -> Result<&'static Experiment, String> {
@@ -238,7 +243,7 @@ pub const SEED_CHANGES: [SeedChange; 5] = [
     SeedChange {
         file: "001_c93cf60e89dbdeb3.txt",
         change: "hugetlb PMD-sharing synchronisation",
-        experiment: None,
+        experiment: Some("hugetlb-locking"),
     },
     SeedChange {
         file: "002_4690f8d13344d2c2.txt",

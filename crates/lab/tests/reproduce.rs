@@ -27,7 +27,7 @@ fn cow_reuse_gain_comes_from_the_copies_page_count_makes() {
         row(&report, "pmbench average latency page_count")
             > row(&report, "pmbench average latency mapcount")
     );
-    // Forked children copy under both rules: no gain.
+    // Forked children copy the shared hugetlb pages under both rules (hugetlb_wp): no gain.
     assert_eq!(row(&report, "vm-scalability anon-cow-seq-hugetlb gain"), 0.0);
     for name in [
         "pmbench throughput gain",
@@ -119,6 +119,35 @@ fn dax_zero_page_rows_come_from_the_hole_page_the_change_removed() {
         assert_eq!(row(&report, &format!("Rss, aligned mapping {era}")), 0.0);
     }
     assert!(!report.figures.is_empty());
+}
+
+#[test]
+fn hugetlb_locking_rows_come_from_lock_contention() {
+    let e = find("hugetlb-locking").unwrap();
+    let report = e.run(1, Scale::Quick, &mut NoProgress).unwrap();
+    for scheme in ["i_mmap_rwsem", "revert", "vma_lock"] {
+        for cell in ["faults/s 1", "faults/s 24", "forks/s 1", "forks/s 24", "combined faults/s 24"]
+        {
+            let name = format!("{cell} {scheme}");
+            assert!(row(&report, &name) > 0.0, "{name}");
+        }
+        // Without PMD sharing every store of the fault program faults.
+        let f = row(&report, &format!("faults/s 1 {scheme}"));
+        let minflt = row(&report, &format!("minflt/s per instance faults 1 {scheme}"));
+        assert!((minflt - f).abs() <= f * 0.05, "{scheme}: {minflt} faults for {f} pages");
+    }
+    // Children exiting hold i_mmap_rwsem for write across their unmap: the unmodified kernel's
+    // faults, which hold it for read, wait for them; the other schemes' faults do not.
+    let combined = |s: &str| row(&report, &format!("combined faults/s 24 {s}"));
+    assert!(combined("revert") > 10.0 * combined("i_mmap_rwsem"));
+    assert!(combined("vma_lock") > 10.0 * combined("i_mmap_rwsem"));
+    assert!(
+        row(&report, "i_mmap_rwsem wait combined 24 i_mmap_rwsem")
+            > row(&report, "i_mmap_rwsem wait combined 24 vma_lock")
+    );
+    // With every mapping 1 GiB-aligned the tables are shared and few stores fault.
+    let aligned = row(&report, "minflt/s per instance faults 24 vma_lock, PUD-aligned mappings");
+    assert!(aligned < 0.5 * row(&report, "faults/s 24 vma_lock, PUD-aligned mappings"));
 }
 
 #[test]

@@ -15,6 +15,7 @@ pub enum Errno {
     EINTR = 4,
     EIO = 5,
     EBADF = 9,
+    ECHILD = 10,
     EAGAIN = 11,
     ENOMEM = 12,
     EACCES = 13,
@@ -36,12 +37,13 @@ pub enum Errno {
 }
 
 impl Errno {
-    pub const ALL: [Errno; 23] = [
+    pub const ALL: [Errno; 24] = [
         Errno::EPERM,
         Errno::ENOENT,
         Errno::EINTR,
         Errno::EIO,
         Errno::EBADF,
+        Errno::ECHILD,
         Errno::EAGAIN,
         Errno::ENOMEM,
         Errno::EACCES,
@@ -78,6 +80,7 @@ impl Errno {
             Errno::EINTR => "EINTR",
             Errno::EIO => "EIO",
             Errno::EBADF => "EBADF",
+            Errno::ECHILD => "ECHILD",
             Errno::EAGAIN => "EAGAIN",
             Errno::ENOMEM => "ENOMEM",
             Errno::EACCES => "EACCES",

@@ -216,8 +216,11 @@ pub struct Hugetlb {
     pub(crate) fault_mutexes: Vec<Mutex>,
     /// Shared PMD tables and how many extra PUDs point at each (the kernel's share count).
     pub(crate) pmd_share: BTreeMap<PtId, u32>,
-    /// Each mm's mapped hugetlb memory in base pages (`mm->hugetlb_usage`).
-    pub(crate) usage: BTreeMap<MmId, u64>,
+    /// Each mm's mapped hugetlb memory in base pages (`mm->hugetlb_usage`, an `atomic_long_t`):
+    /// the mm that faults a page in counts it and the mm that zaps it uncounts it, so an mm that
+    /// got pages through a shared PMD table and zaps them after the table stopped being shared
+    /// goes below zero, as the kernel's counter does.
+    pub(crate) usage: BTreeMap<MmId, i64>,
     /// The first use of a page-table entry that had been unshared or freed under a fault
     /// (B-INV4), for the checker.
     pub(crate) stale_ptep: Option<String>,

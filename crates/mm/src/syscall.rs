@@ -415,6 +415,23 @@ impl Thread {
         Ok(())
     }
 
+    /// `wait4(2)` for `child`, which has exited: reaps it (`release_task`). ECHILD if `child` is
+    /// not an exited child of this process.
+    pub async fn wait(&self, child: Pid) -> Result<(), Errno> {
+        self.cx.charge(crate::sim::cost::Cost::Syscall).await;
+        let ok = self
+            .cx
+            .st()
+            .procs
+            .get(child)
+            .is_some_and(|p| p.parent == Some(self.pid()) && p.state == ProcState::Exited);
+        if !ok {
+            return Err(Errno::ECHILD);
+        }
+        self.cx.charge(crate::sim::cost::Cost::TaskReap).await;
+        Ok(())
+    }
+
     /// `execve(2)` of a file laid out as `image`.
     pub async fn exec(&self, path: &str, image: ExecImage) -> Result<ExecLayout, Errno> {
         do_exec(&self.cx, self.pid(), path, image).await

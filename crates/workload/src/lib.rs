@@ -11,5 +11,6 @@
 pub mod access;
 pub mod encoder;
 pub mod fio;
+pub mod hugetlb_loops;
 pub mod pmbench;
 pub mod usemem;

@@ -6,10 +6,10 @@
 //! copy-on-write fault. Each task reports its throughput (bytes written per second); the test
 //! reports the median over tasks (`vm-scalability.median`).
 //!
-//! Approximations: the `-hugetlb` case maps hugetlbfs pages; hugetlb is not modelled yet, so the
-//! region is made of 4 KiB pages (its COW path in `mm/hugetlb.c`, `hugetlb_wp`, decides reuse by
-//! mapcount in every era, so its gain cannot come from the `cow_reuse` rule either). The tasks
-//! are forked one after the other by the parent before any of them writes.
+//! [`CowSeq`] is the COW case on 4 KiB pages or, with `hugetlb`, on anonymous hugetlb pages
+//! (`case-anon-cow-seq-hugetlb`, whose COW path in `mm/hugetlb.c`, `hugetlb_wp`, decides reuse by
+//! mapcount in every era); the tasks are forked one after the other by the parent before any of
+//! them writes. [`HugetlbFill`] is `usemem -U` on real hugetlb pages.
 
 use mm::{Access, Machine, Pid};
 use simcore::{Bytes, SimTime, VirtAddr};
@@ -23,6 +23,16 @@ pub struct Config {
     pub tasks: u32,
     /// The first CPU used; the children run on the following ones.
     pub first_cpu: u32,
+    /// The region is anonymous hugetlb memory (`MAP_HUGETLB`, 2 MiB pages; `-U`).
+    pub hugetlb: bool,
+}
+
+impl Config {
+    /// The region's `mmap` flags.
+    fn map_flags(&self) -> u32 {
+        let anon = mm::map::PRIVATE | mm::map::ANONYMOUS;
+        if self.hugetlb { anon | mm::map::HUGETLB } else { anon }
+    }
 }
 
 /// One child's measured throughput.
@@ -53,9 +63,13 @@ pub struct CowSeq {
 
 impl CowSeq {
     pub fn new(machine: &mut Machine, config: Config) -> Result<CowSeq, String> {
-        if config.tasks == 0 || config.region < Bytes::PAGE || !config.region.is_page_aligned() {
+        let unit = if config.hugetlb { Bytes(2 << 20) } else { Bytes::PAGE };
+        if config.tasks == 0
+            || config.region < unit
+            || !config.region.as_u64().is_multiple_of(unit.as_u64())
+        {
             return Err(format!(
-                "usemem: {} tasks over {}: expected at least one task and a page-aligned region",
+                "usemem: {} tasks over {}: expected at least one task and a region of whole {unit} pages",
                 config.tasks, config.region
             ));
         }
@@ -66,13 +80,21 @@ impl CowSeq {
     /// Phase one: the parent maps and prefaults the region, then forks the tasks.
     pub fn spawn_setup(&self, machine: &mut Machine) -> Result<(), String> {
         let (len, tasks) = (self.config.region, self.config.tasks);
+        let args = mm::MmapArgs {
+            addr: None,
+            len,
+            prot: mm::prot::READ | mm::prot::WRITE,
+            flags: self.config.map_flags(),
+            fd: None,
+            offset: 0,
+        };
         let slot = self.region.clone();
         machine.spawn_thread(
             self.parent,
             self.config.first_cpu,
             "usemem",
             move |t| async move {
-                let Ok(addr) = t.mmap_anon(len, mm::prot::READ | mm::prot::WRITE).await else {
+                let Ok(addr) = t.mmap(args).await else {
                     return;
                 };
                 if t.touch(addr, len, Access::Write).await.is_err() {
@@ -120,12 +142,92 @@ impl CowSeq {
 
     /// The median task throughput in bytes per second (`vm-scalability.median`).
     pub fn median_bps(&self) -> f64 {
-        let mut t: Vec<f64> = self.results().iter().map(TaskResult::throughput_bps).collect();
-        t.sort_by(f64::total_cmp);
-        match t.len() {
-            0 => 0.0,
-            n if !n.is_multiple_of(2) => t[n / 2],
-            n => (t[n / 2 - 1] + t[n / 2]) / 2.0,
+        median(self.results().iter().map(TaskResult::throughput_bps).collect())
+    }
+}
+
+/// `usemem -U --prealloc --prefault` (vm-scalability's hugetlb case, the control of seed
+/// `001`'s cover letter): each task maps its own anonymous private region with `MAP_HUGETLB |
+/// MAP_POPULATE` (its pages faulted in and zeroed by the mapping call), then stores one word in
+/// every 4 KiB of it; its throughput is the region's size over the time from the `mmap` call to
+/// the last store. Tasks are processes of their own, each on its own CPU.
+#[derive(Debug)]
+pub struct HugetlbFill {
+    results: Rc<RefCell<Vec<TaskResult>>>,
+}
+
+impl HugetlbFill {
+    /// Starts the tasks; the region must be whole 2 MiB pages.
+    pub fn spawn(machine: &mut Machine, config: &Config) -> Result<HugetlbFill, String> {
+        let huge = Bytes(2 << 20);
+        if config.tasks == 0
+            || config.region < huge
+            || !config.region.as_u64().is_multiple_of(huge.as_u64())
+        {
+            return Err(format!(
+                "usemem -U: {} tasks over {}: expected at least one task and whole 2 MiB pages",
+                config.tasks, config.region
+            ));
         }
+        let results: Rc<RefCell<Vec<TaskResult>>> = Rc::default();
+        for i in 0..config.tasks {
+            let pid = machine.new_process(&format!("usemem-{i}")).map_err(|e| e.to_string())?;
+            let (results, len) = (results.clone(), config.region);
+            machine.spawn_thread(pid, config.first_cpu + i, "usemem", move |t| async move {
+                let start = t.now();
+                if fill_hugetlb(&t, len).await.is_ok() {
+                    results.borrow_mut().push(TaskResult {
+                        bytes: len.as_u64(),
+                        start,
+                        end: t.now(),
+                    });
+                }
+            })?;
+        }
+        Ok(HugetlbFill { results })
+    }
+
+    /// The median task throughput in bytes per second (`vm-scalability.median`).
+    pub fn median_bps(&self) -> f64 {
+        median(self.results.borrow().iter().map(TaskResult::throughput_bps).collect())
+    }
+
+    /// How many tasks finished.
+    pub fn finished(&self) -> usize {
+        self.results.borrow().len()
+    }
+}
+
+/// One task's `mmap` and stores.
+async fn fill_hugetlb(t: &mm::Thread, len: Bytes) -> Result<(), String> {
+    use mm::{MmapArgs, map, prot};
+    let args = MmapArgs {
+        addr: None,
+        len,
+        prot: prot::READ | prot::WRITE,
+        flags: map::PRIVATE | map::ANONYMOUS | map::HUGETLB | map::POPULATE,
+        fd: None,
+        offset: 0,
+    };
+    let addr = t.mmap(args).await.map_err(|e| format!("{e:?}"))?;
+    let pages = len.as_u64() >> 12;
+    let mut first = 0;
+    while first < pages {
+        let last = pages.min(first + 512);
+        let refs: Vec<(VirtAddr, Access)> =
+            (first..last).map(|p| (addr + Bytes::from_pages(p), Access::Write)).collect();
+        t.access_all(&refs).await.map_err(|s| format!("{s:?}"))?;
+        first = last;
+    }
+    Ok(())
+}
+
+/// The median of `v` (0 when empty).
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => 0.0,
+        n if !n.is_multiple_of(2) => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
     }
 }

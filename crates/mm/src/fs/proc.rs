@@ -303,7 +303,9 @@ impl KState {
             ("RssShmem", kb(MmCounter::ShmemPages)),
             ("VmPTE", m.nr_ptes * 4),
             ("VmSwap", kb(MmCounter::SwapEnts)),
-            ("HugetlbPages", self.hugetlb.usage.get(&mm).copied().unwrap_or(0) * 4),
+            // A counter that went below zero (see `Hugetlb::usage`) reads 0 here; the kernel
+            // prints it as an unsigned long.
+            ("HugetlbPages", self.hugetlb.usage.get(&mm).map_or(0, |&u| u.max(0) as u64) * 4),
         ] {
             let _ = writeln!(out, "{name}:\t{v:>8} kB");
         }

@@ -66,6 +66,18 @@ simcore::counter_keys! {
         LruScan = "lru_scan",
         /// Tear down one reclaimed folio (unmap bookkeeping, cache removal, free).
         ReclaimPage = "reclaim_page",
+        /// The task side of a child's life that no mechanism charges: `copy_process` beyond
+        /// `fork_base`, the child's first schedule, `do_exit`'s `exit_notify`, and the parent's
+        /// `wait4` reaping it (`release_task`); charged by `wait`.
+        TaskReap = "task_reap",
+        /// What a hugetlb fault mapping a 2 MiB folio, and the later unmap of that entry, do
+        /// beyond the generic fault entry, page-cache lookup and entry install and clear: the
+        /// fault-mutex hash, the folio's lock, reference, rmap and `hugetlb_count` updates, and
+        /// the unmap's TLB gather of the page; charged in the fault, under its locks.
+        HugetlbFaultFolio = "hugetlb_fault_folio",
+        /// An unmap's walk over 1 GiB of a hugetlb range where no page table is (512 steps of
+        /// `__unmap_hugepage_range` whose `huge_pte_offset` finds nothing).
+        HugetlbUnmapEmptyGib = "hugetlb_unmap_empty_gib",
         /// A RAM disk (`brd`): submitting and completing one request, beside the copy of each
         /// page (charged as `copy_page_4k`).
         RamdiskRequest = "ramdisk_request",

@@ -1,0 +1,283 @@
+//! The two programs of seed `001`'s cover letter ("hugetlb: Use new vma mutex for huge pmd
+//! sharing synchronization", Mike Kravetz, 2022): (1) map a shared hugetlb area, write-fault
+//! every page, unmap, in a loop ("faults per second": pages written per second); (2) map a
+//! shared hugetlb area, write-fault a few pages, then fork in a loop, the child exiting at once
+//! and the parent waiting for it ("forks per second"). The programs themselves were not
+//! published; this is their description turned into code.
+//!
+//! Both map one hugetlbfs file. Where a mapping lands: x86-64 randomises `mmap_base` by 28 bits
+//! of 4 KiB pages (`arch/x86/mm/mmap.c`, `mmap_rnd_bits`), and `hugetlb_get_unmapped_area`
+//! aligns the mapping to the huge page size only, so each process's mapping sits at a random
+//! 2 MiB position modulo 1 GiB ([`Placement::Aslr`], drawn from the run seed per process); two
+//! processes then share PMD tables only when their positions agree (`page_table_shareable`), one
+//! chance in 512. [`Placement::PudAligned`] maps every process at the same 1 GiB-aligned address
+//! instead, where every full GiB is shareable. A process maps at the same address on every pass,
+//! as a top-down search from a fixed `mmap_base` does.
+//!
+//! Counting: a page counts as written when its store completes inside the measurement window;
+//! `minflt` counts the stores that faulted (the MMU found no usable entry), as the kernel's
+//! per-task counter does for the program. Stores that hit the TLB or an existing (possibly
+//! shared) table run synchronously through [`mm::Thread::access_run`]; only faults enter the
+//! fault handler. A fork counts when the parent's wait for that child returns inside the window.
+//!
+//! Where the child runs: on its parent's CPU (the parent sleeps in `wait` while the child runs;
+//! with every CPU busy, as in the combined runs, that is where the fork balancer finds room).
+
+use mm::{Access, Machine, MmapArgs, OpenFlags, Pid, Thread, map, prot};
+use simcore::{Bytes, Prng, SimTime, VirtAddr};
+use std::cell::RefCell;
+use std::rc::Rc;
+
+/// A huge page of the file (2 MiB).
+pub const HUGE: Bytes = Bytes(2 << 20);
+/// `PUD_SIZE`.
+const PUD: u64 = 1 << 30;
+/// The top of the area mappings are placed in (1 GiB aligned, below the stack).
+const MAP_TOP: u64 = 0x7e00_0000_0000;
+/// Stores made without blocking per run through the MMU.
+const BATCH: usize = 64;
+
+/// Where each process maps the file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Placement {
+    /// A random 2 MiB position modulo 1 GiB per process (ASLR).
+    Aslr,
+    /// The same 1 GiB-aligned address in every process (PMD sharing wherever possible).
+    PudAligned,
+}
+
+/// The measurement window in virtual time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Window {
+    pub start: SimTime,
+    pub end: SimTime,
+}
+
+impl Window {
+    fn contains(&self, t: SimTime) -> bool {
+        self.start <= t && t < self.end
+    }
+
+    /// The window's length in seconds.
+    pub fn seconds(&self) -> f64 {
+        self.end.since(self.start).as_ns() as f64 / 1e9
+    }
+}
+
+/// What one instance counted inside the window.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Pages written (program 1) or forks completed (program 2).
+    pub ops: u64,
+    /// Stores that took a page fault.
+    pub minflt: u64,
+}
+
+/// One program's configuration.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// The hugetlbfs file both programs map.
+    pub path: String,
+    /// How much of the file each fault program maps, from offset 0.
+    pub len: Bytes,
+    /// How much of the file each fork program maps, from offset 0.
+    pub fork_len: Bytes,
+    /// Pages the fork program writes before its loop.
+    pub touched_before_fork: u64,
+    pub placement: Placement,
+    pub window: Window,
+}
+
+impl Config {
+    fn validate(&self) -> Result<(), String> {
+        for len in [self.len, self.fork_len] {
+            if len < HUGE
+                || !len.as_u64().is_multiple_of(HUGE.as_u64())
+                || len.as_u64() > MAP_TOP / 4
+            {
+                return Err(format!(
+                    "hugetlb loop: mapping of {len}: expected whole 2 MiB pages, at most {}",
+                    Bytes(MAP_TOP / 4)
+                ));
+            }
+        }
+        if self.touched_before_fork > self.fork_len.as_u64() / HUGE.as_u64() {
+            return Err(format!(
+                "hugetlb loop: {} pages touched in a mapping of {}",
+                self.touched_before_fork, self.fork_len
+            ));
+        }
+        Ok(())
+    }
+
+    /// The address an instance mapping `len` maps at, drawn once per process.
+    fn address(&self, len: Bytes, rng: &mut Prng) -> VirtAddr {
+        let base = (MAP_TOP - len.as_u64().next_multiple_of(PUD) - PUD) & !(PUD - 1);
+        let offset = match self.placement {
+            Placement::Aslr => rng.below(PUD / HUGE.as_u64()) * HUGE.as_u64(),
+            Placement::PudAligned => 0,
+        };
+        VirtAddr(base + offset)
+    }
+
+    fn args(&self, addr: VirtAddr, len: Bytes, fd: i32) -> MmapArgs {
+        MmapArgs {
+            addr: Some(addr),
+            len,
+            prot: prot::READ | prot::WRITE,
+            flags: map::SHARED,
+            fd: Some(fd),
+            offset: 0,
+        }
+    }
+}
+
+/// Which program an instance runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Program {
+    Faults,
+    Forks,
+    /// One pass of the fault program, whatever the window (puts the pages in the page cache).
+    WarmUp,
+}
+
+/// Instances of the two programs on a machine, with their counts.
+#[derive(Debug)]
+pub struct Loops {
+    config: Rc<Config>,
+    counts: Vec<(Program, Rc<RefCell<Counts>>)>,
+}
+
+impl Loops {
+    pub fn new(config: Config) -> Result<Loops, String> {
+        config.validate()?;
+        Ok(Loops { config: Rc::new(config), counts: Vec::new() })
+    }
+
+    /// Starts one instance of `program` in a new process on CPU `cpu`; the process's mapping
+    /// address is drawn from stream `name` of `seed`.
+    pub fn spawn(
+        &mut self,
+        machine: &mut Machine,
+        program: Program,
+        cpu: u32,
+        seed: u64,
+    ) -> Result<(), String> {
+        let name = format!("{}-{}", program_name(program), self.counts.len());
+        let pid = machine.new_process(&name).map_err(|e| e.to_string())?;
+        let len = if program == Program::Forks { self.config.fork_len } else { self.config.len };
+        let addr = self.config.address(len, &mut Prng::from_seed(seed).stream(&name));
+        let counts = Rc::new(RefCell::new(Counts::default()));
+        self.counts.push((program, counts.clone()));
+        let config = self.config.clone();
+        let kernel = machine.kernel_rc();
+        machine.spawn_thread(pid, cpu, &name, move |t| async move {
+            let _ = match program {
+                Program::Faults => fault_loop(&t, &config, addr, &counts, u64::MAX).await,
+                Program::WarmUp => fault_loop(&t, &config, addr, &counts, 1).await,
+                Program::Forks => fork_loop(&t, &config, addr, &counts, &kernel).await,
+            };
+        })?;
+        Ok(())
+    }
+
+    /// Each instance of `program`'s counts, in start order.
+    pub fn counts(&self, program: Program) -> Vec<Counts> {
+        self.counts.iter().filter(|(p, _)| *p == program).map(|(_, c)| *c.borrow()).collect()
+    }
+}
+
+fn program_name(p: Program) -> &'static str {
+    match p {
+        Program::Faults => "faults",
+        Program::Forks => "forks",
+        Program::WarmUp => "warm-up",
+    }
+}
+
+/// Program 1 until the window ends (or `passes` passes): map, write every page, unmap.
+async fn fault_loop(
+    t: &Thread,
+    config: &Config,
+    addr: VirtAddr,
+    counts: &RefCell<Counts>,
+    passes: u64,
+) -> Result<(), String> {
+    let fd = t.open(&config.path, OpenFlags::RDWR).await.map_err(|e| format!("{e:?}"))?;
+    let pages = config.len.as_u64() / HUGE.as_u64();
+    let window = config.window;
+    let going = |pass: u64, now: SimTime| pass < passes && (passes == 1 || now < window.end);
+    for pass in 0.. {
+        if !going(pass, t.now()) {
+            break;
+        }
+        let at = t.mmap(config.args(addr, config.len, fd)).await.map_err(|e| format!("{e:?}"))?;
+        let mut page = 0;
+        while page < pages && going(pass, t.now()) {
+            page += write_pages(t, at, page, pages, window, counts).await?;
+        }
+        t.munmap(at, config.len).await.map_err(|e| format!("{e:?}"))?;
+    }
+    Ok(())
+}
+
+/// Writes pages from `first` on: a run of stores that need no fault, then the one that does;
+/// returns how many pages were written.
+async fn write_pages(
+    t: &Thread,
+    at: VirtAddr,
+    first: u64,
+    pages: u64,
+    window: Window,
+    counts: &RefCell<Counts>,
+) -> Result<u64, String> {
+    let last = pages.min(first + BATCH as u64);
+    let refs: Vec<(VirtAddr, Access)> =
+        (first..last).map(|p| (at + Bytes(p * HUGE.as_u64()), Access::Write)).collect();
+    let done = t.access_run(&refs);
+    t.access_settle(done as u64).await;
+    let mut written = done as u64;
+    if let Some(&(a, access)) = refs.get(done) {
+        t.access_fault(a, access).await.map_err(|s| format!("store at {a}: {s:?}"))?;
+        written += 1;
+        if window.contains(t.now()) {
+            counts.borrow_mut().minflt += 1;
+        }
+    }
+    if window.contains(t.now()) {
+        counts.borrow_mut().ops += written;
+    }
+    Ok(written)
+}
+
+/// Program 2 until the window ends: map, write a few pages, then fork; the child exits at
+/// once and the parent waits for it.
+async fn fork_loop(
+    t: &Thread,
+    config: &Config,
+    addr: VirtAddr,
+    counts: &RefCell<Counts>,
+    kernel: &Rc<mm::kernel::Kernel>,
+) -> Result<(), String> {
+    let fd = t.open(&config.path, OpenFlags::RDWR).await.map_err(|e| format!("{e:?}"))?;
+    let args = config.args(addr, config.fork_len, fd);
+    let at = t.mmap(args).await.map_err(|e| format!("{e:?}"))?;
+    for p in 0..config.touched_before_fork {
+        let a = at + Bytes(p * HUGE.as_u64());
+        t.access_all(&[(a, Access::Write)]).await.map_err(|s| format!("store at {a}: {s:?}"))?;
+    }
+    let cpu = t.cx().cpu().0;
+    while t.now() < config.window.end {
+        let child: Pid = t.fork().await.map_err(|e| format!("{e:?}"))?;
+        let task =
+            mm::spawn_user_thread(t.cx(), kernel, child, cpu, "forks-child", |c| async move {
+                let _ = c.exit().await;
+            })?;
+        t.cx().join(task).await;
+        t.wait(child).await.map_err(|e| format!("{e:?}"))?;
+        if config.window.contains(t.now()) {
+            counts.borrow_mut().ops += 1;
+        }
+    }
+    Ok(())
+}
