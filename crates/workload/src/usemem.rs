@@ -28,6 +28,21 @@ pub struct Config {
 }
 
 impl Config {
+    /// Checks that there is a task and that the region is whole pages of `unit`; `what` names
+    /// the program in the error.
+    fn check(&self, what: &str, unit: Bytes) -> Result<(), String> {
+        if self.tasks == 0
+            || self.region < unit
+            || !self.region.as_u64().is_multiple_of(unit.as_u64())
+        {
+            return Err(format!(
+                "{what}: {} tasks over {}: expected at least one task and a region of whole {unit} pages",
+                self.tasks, self.region
+            ));
+        }
+        Ok(())
+    }
+
     /// The region's `mmap` flags.
     fn map_flags(&self) -> u32 {
         let anon = mm::map::PRIVATE | mm::map::ANONYMOUS;
@@ -64,15 +79,7 @@ pub struct CowSeq {
 impl CowSeq {
     pub fn new(machine: &mut Machine, config: Config) -> Result<CowSeq, String> {
         let unit = if config.hugetlb { Bytes(2 << 20) } else { Bytes::PAGE };
-        if config.tasks == 0
-            || config.region < unit
-            || !config.region.as_u64().is_multiple_of(unit.as_u64())
-        {
-            return Err(format!(
-                "usemem: {} tasks over {}: expected at least one task and a region of whole {unit} pages",
-                config.tasks, config.region
-            ));
-        }
+        config.check("usemem", unit)?;
         let parent = machine.new_process("usemem").map_err(|e| e.to_string())?;
         Ok(CowSeq { config, parent, region: Rc::default(), results: Rc::default() })
     }
@@ -159,16 +166,7 @@ pub struct HugetlbFill {
 impl HugetlbFill {
     /// Starts the tasks; the region must be whole 2 MiB pages.
     pub fn spawn(machine: &mut Machine, config: &Config) -> Result<HugetlbFill, String> {
-        let huge = Bytes(2 << 20);
-        if config.tasks == 0
-            || config.region < huge
-            || !config.region.as_u64().is_multiple_of(huge.as_u64())
-        {
-            return Err(format!(
-                "usemem -U: {} tasks over {}: expected at least one task and whole 2 MiB pages",
-                config.tasks, config.region
-            ));
-        }
+        config.check("usemem -U", Bytes(2 << 20))?;
         let results: Rc<RefCell<Vec<TaskResult>>> = Rc::default();
         for i in 0..config.tasks {
             let pid = machine.new_process(&format!("usemem-{i}")).map_err(|e| e.to_string())?;
