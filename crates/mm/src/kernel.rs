@@ -463,10 +463,13 @@ impl KState {
                 let step = self.page_step(v);
                 let mut a = vma.start;
                 while a < vma.end {
-                    if let Some((pte, _)) = self.pt.translate(mm.pgd, a) {
-                        d.write_u64(a.0 ^ pte.0.rotate_left(17));
-                    }
-                    a = a + step;
+                    a = match self.pt.translate(mm.pgd, a) {
+                        Some((pte, _)) => {
+                            d.write_u64(a.0 ^ pte.0.rotate_left(17));
+                            a + step
+                        }
+                        None => self.pt.skip_empty(mm.pgd, a).max(a + step),
+                    };
                 }
             }
             d.write_u64(mm.rss_total());
@@ -516,10 +519,13 @@ impl KState {
                 let step = self.page_step(v);
                 let mut a = vma.start;
                 while a < vma.end {
-                    if let Some((pte, _)) = self.pt.translate(m.pgd, a) {
-                        let _ = writeln!(out, "pid {pid} {} {pte:?}", a);
-                    }
-                    a = a + step;
+                    a = match self.pt.translate(m.pgd, a) {
+                        Some((pte, _)) => {
+                            let _ = writeln!(out, "pid {pid} {} {pte:?}", a);
+                            a + step
+                        }
+                        None => self.pt.skip_empty(m.pgd, a).max(a + step),
+                    };
                 }
             }
         }

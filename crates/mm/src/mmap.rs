@@ -636,21 +636,24 @@ fn change_protection(st: &mut KState, kernel: KernelVersion, v: VmaId) -> u64 {
             addr = addr.align_down(Bytes::PMD) + Bytes::PMD;
             continue;
         }
-        if let Some((t, i)) = st.pt.pte_slot(pgd, addr) {
-            let pte = st.pt.pte(t, i);
-            if pte.is_present() {
-                // `pte_modify` keeps these bits and takes the rest from `vm_page_prot`.
-                let keep = pte.0 & (Pte::DIRTY | Pte::ACCESSED | Pte::SOFT_DIRTY | Pte::SPECIAL);
-                let writable = prot_writable
-                    || (try_upgrade && can_change_pte_writable(st, kernel, flags, pte));
-                let mut new =
-                    Pte::new(pte.pfn(), pte_bits(flags, writable, false) & !Pte::ACCESSED | keep);
-                if !accessible {
-                    new = new.without(Pte::USER);
-                }
-                st.pt.set_pte(t, i, new);
-                n += 1;
+        let Some((t, i)) = st.pt.pte_slot(pgd, addr) else {
+            // `change_pmd_range` skips an empty PMD (and its callers an empty PUD) at once.
+            addr = st.pt.skip_empty(pgd, addr);
+            continue;
+        };
+        let pte = st.pt.pte(t, i);
+        if pte.is_present() {
+            // `pte_modify` keeps these bits and takes the rest from `vm_page_prot`.
+            let keep = pte.0 & (Pte::DIRTY | Pte::ACCESSED | Pte::SOFT_DIRTY | Pte::SPECIAL);
+            let writable = prot_writable
+                || (try_upgrade && can_change_pte_writable(st, kernel, flags, pte));
+            let mut new =
+                Pte::new(pte.pfn(), pte_bits(flags, writable, false) & !Pte::ACCESSED | keep);
+            if !accessible {
+                new = new.without(Pte::USER);
             }
+            st.pt.set_pte(t, i, new);
+            n += 1;
         }
         addr = addr + Bytes::PAGE;
     }
@@ -728,14 +731,16 @@ pub(crate) async fn do_madvise(
                 let mut found = Vec::new();
                 let mut a = start;
                 while a < end {
-                    if let Some((t, i)) = st.pt.pte_slot(pgd, a) {
-                        let pte = st.pt.pte(t, i);
-                        if let Some(page) = vm_normal_page(pte) {
-                            let head = st.folios.head(page);
-                            if st.folios.folio_mapcount(head) == 1 && !found.contains(&head) {
-                                st.pt.set_pte(t, i, pte.without(Pte::ACCESSED));
-                                found.push(head);
-                            }
+                    let Some((t, i)) = st.pt.pte_slot(pgd, a) else {
+                        a = st.pt.skip_empty(pgd, a);
+                        continue;
+                    };
+                    let pte = st.pt.pte(t, i);
+                    if let Some(page) = vm_normal_page(pte) {
+                        let head = st.folios.head(page);
+                        if st.folios.folio_mapcount(head) == 1 && !found.contains(&head) {
+                            st.pt.set_pte(t, i, pte.without(Pte::ACCESSED));
+                            found.push(head);
                         }
                     }
                     a = a + Bytes::PAGE;
