@@ -85,9 +85,11 @@ macro_rules! switch_enum {
 switch_enum!(
     /// Which files khugepaged may back with THPs (seed `000`, `mm/khugepaged.c`).
     FileThp, "file_thp" {
-        /// Only VM_DENYWRITE mappings (the main executable), up to v5.12.
+        /// Only VM_DENYWRITE mappings (the main executable), up to v5.13.
         Denywrite = "denywrite",
-        /// Executable mappings of files not open for write, v5.13 to v6.7.
+        /// Executable mappings of files not open for write, v5.14 to v6.7 (seed 000,
+        /// eb6ecbed0aa2, merged for v5.14: it sat in linux-next in June 2021, after v5.13's
+        /// merge window, and reached mainline in July 2021 with the v5.14 mm batch).
         ExecNotWritten = "exec_not_written",
         /// Any mapping of a regular file not open for write, v6.8 and later ("mm: remove
         /// VM_EXEC requirement for THP eligibility", 7fbb5e188248).
@@ -117,6 +119,22 @@ switch_enum!(
         /// stable backports 6.11.11 and 6.12.2, which mmsim's versions cannot name: override by
         /// name).
         Allow = "allow",
+    }
+);
+
+switch_enum!(
+    /// The ordering of seed `000`'s writer check against an opener for write: `collapse_file`
+    /// stores `nr_thps` and then loads `i_writecount`, `do_dentry_open` stores `i_writecount`
+    /// and then loads `nr_thps` (a Dekker pair, so at least one side sees the other). Always
+    /// `full` in the kernel: `smp_mb()` on both sides from eb6ecbed0aa2 (v5.14); from v6.11 the
+    /// opener's atomic increment is the barrier ("vfs: remove redundant smp_mb for thp handling
+    /// in do_dentry_open", 8e3447822d7d). `reordered` is a deliberately broken variant,
+    /// selectable by name only, that the explorer's collapse-vs-open scenario must catch.
+    ThpWriterBarrier, "thp_writer_barrier" {
+        Full = "full",
+        /// Broken on purpose: each side's load is satisfied before its own store is visible (a
+        /// store buffer without the fence), so both may miss the other.
+        Reordered = "reordered",
     }
 );
 
@@ -232,6 +250,7 @@ switches!(
         file_thp: FileThp,
         open_write_truncate: OpenWriteTruncate,
         exec_deny_write: ExecDenyWrite,
+        thp_writer_barrier: ThpWriterBarrier,
         hugetlb_sync: HugetlbSync,
         dax_hole: DaxHole,
         lru: Lru,
@@ -249,7 +268,7 @@ impl Switches {
     /// The switches of kernel `k`.
     pub fn for_kernel(k: KernelVersion) -> Switches {
         Switches {
-            file_thp: if k <= v(5, 12) {
+            file_thp: if k <= v(5, 13) {
                 FileThp::Denywrite
             } else if k <= v(6, 7) {
                 FileThp::ExecNotWritten
@@ -266,6 +285,7 @@ impl Switches {
             } else {
                 ExecDenyWrite::Deny
             },
+            thp_writer_barrier: ThpWriterBarrier::Full,
             // Before v5.7 the fault path held only the fault mutex; the model starts at v5.7.
             hugetlb_sync: if k <= v(6, 0) { HugetlbSync::IMmapRwsem } else { HugetlbSync::VmaLock },
             dax_hole: if k <= v(4, 13) { DaxHole::PagecacheZero } else { DaxHole::ZeroPage },
@@ -299,7 +319,7 @@ impl Switches {
 
 impl FileThp {
     /// Whether `collapse_file` refuses a file that is open for write, in the step that counts
-    /// the THP in `nr_thps` (the seed's check, eb6ecbed0aa2, v5.13; before, only deny-written
+    /// the THP in `nr_thps` (the seed's check, eb6ecbed0aa2, v5.14; before, only deny-written
     /// mappings were collapsed).
     pub fn collapse_checks_writer(self) -> bool {
         self != FileThp::Denywrite
@@ -449,6 +469,15 @@ pub fn readahead_takes_invalidate_lock(k: KernelVersion) -> bool {
     k >= v(5, 15)
 }
 
+/// `mmap_region` registers every new VMA with khugepaged (`khugepaged_enter_vma`, which asks
+/// the THP policy), so with `enabled = always` a read-only file's text is scanned without
+/// `MADV_HUGEPAGE`: "mm: mmap: register suitable readonly file vmas for khugepaged" (Yang Shi,
+/// 613bec092fe7, v5.19). Before, only a merge, `MADV_HUGEPAGE` or an anonymous THP fault in the
+/// same mm registered it (the merge path is not modelled: mmsim does not merge VMAs).
+pub fn mmap_registers_khugepaged(k: KernelVersion) -> bool {
+    k >= v(5, 19)
+}
+
 /// O_DIRECT pins the user pages (FOLL_PIN) rather than getting them (FOLL_GET), since block IO
 /// moved to `iov_iter_extract_pages` ("block: Switch to pinning pages.", David Howells, v6.5 ~).
 pub fn odirect_pins(k: KernelVersion) -> bool {
@@ -570,6 +599,8 @@ mod tests {
     fn eras_set_every_switch() {
         let old = Switches::for_kernel("v5.12".parse().unwrap());
         assert_eq!(old.file_thp, FileThp::Denywrite);
+        let seed = |minor| Switches::for_kernel(KernelVersion::new(5, minor)).file_thp;
+        assert_eq!([13, 14].map(seed), [FileThp::Denywrite, FileThp::ExecNotWritten]);
         assert_eq!(old.cow_reuse, CowReuse::PageCount);
         assert_eq!(old.hugetlb_sync, HugetlbSync::IMmapRwsem);
         let new = Switches::for_kernel("6.8".parse().unwrap());

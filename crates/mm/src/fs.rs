@@ -180,8 +180,11 @@ pub struct AddressSpace {
     pub invalidate_lock: RwSem,
     /// The xarray lock (`i_pages` lock).
     pub xa_lock: SpinLock,
-    /// Collapse-created THPs in the page cache (`nr_thps`).
+    /// Collapse-created THPs in the page cache (`nr_thps`), plus those of `collapsing`.
     pub nr_thps: u64,
+    /// Collapses that have counted their THP in `nr_thps` for seed 000's writer check but not
+    /// yet put it in the cache (`collapse_file` counts before it looks for writers).
+    pub collapsing: u64,
     /// Folios of more than one page in the page cache: while there are none, a lookup that
     /// misses at its index needs no range search (the xarray's multi-index entries, which the
     /// `BTreeMap` has to emulate with one).
@@ -307,6 +310,7 @@ impl KState {
             invalidate_lock: handle.rwsem("invalidate_lock"),
             xa_lock: handle.spin_lock("xa_lock"),
             nr_thps: 0,
+            collapsing: 0,
             nr_large: 0,
         };
         let backing = Backing { pattern, ..Backing::default() };

@@ -23,9 +23,13 @@
 //! THPs (`do_dentry_open`): `unmap_mapping_range` of the shared mappings and
 //! `truncate_inode_pages` from v5.16 (`open_write_truncate = keep_private`, "mm, thp: fix
 //! incorrect unmap behavior for private pages", 8468e937df1f), `truncate_pagecache` (private COW
-//! copies too) before. The opener checks `nr_thps` after taking write access, and
-//! `collapse_file` checks `i_writecount` in the step that counts its THP in `nr_thps`, so one of
-//! the two always sees the other (seed 000's `smp_mb()` pair).
+//! copies too) before; from v5.16 under `invalidate_lock` ("mm, thp: lock filemap when
+//! truncating page cache", 55fc0d917467). The opener loads `nr_thps` after its `i_writecount`
+//! store and `collapse_file` loads `i_writecount` after its `nr_thps` store, so one of the two
+//! always sees the other (seed 000's `smp_mb()` pair; `khugepaged/file.rs`). The bug that lock
+//! fixed, two openers truncating at once on v5.14-v5.15 until one met a THP's tail page in its
+//! lookup (`VM_BUG_ON_PAGE(PageTail)` in `truncate_inode_page`), cannot arise in mmsim: its
+//! page-cache index holds one entry per folio, so a lookup never returns a tail page.
 //!
 //! Approximations: no `thp_file_alloc`/`thp_file_fallback` counts (those are shmem's), no
 //! deposited page table (x86 needs none for file THPs), no PMD-level `MADV_COLD`, `clear_refs`
@@ -36,7 +40,7 @@
 pub(crate) mod anon;
 pub mod policy;
 
-use crate::era::{FileThp, OpenWriteTruncate};
+use crate::era::{FileThp, OpenWriteTruncate, ThpWriterBarrier};
 use crate::errno::VmFault;
 use crate::filemap::{folio_unlock, lock_faulted_folio};
 use crate::folio::{InodeId, pg};
@@ -209,10 +213,27 @@ impl KState {
     }
 }
 
-/// The THP part of `do_dentry_open` for a file just opened for write: if its page cache holds
-/// THPs, drop the whole page cache (the shared mappings first), as the era does.
-pub(crate) async fn open_for_write_drop_thps(cx: &Cx, inode: InodeId) {
-    if cx.st().inodes[inode].mapping.nr_thps == 0 {
+/// The load an opener for write makes of `nr_thps` before its `i_writecount` store is visible,
+/// under the broken `thp_writer_barrier = reordered` only (`None` otherwise): the opener's half
+/// of the Dekker pair with `collapse_file`'s writer check (`khugepaged/file.rs`).
+pub(crate) async fn thps_seen_before_open(cx: &Cx, inode: InodeId) -> Option<bool> {
+    if cx.kernel().switches.thp_writer_barrier != ThpWriterBarrier::Reordered {
+        return None;
+    }
+    let seen = cx.st().inodes[inode].mapping.nr_thps > 0;
+    cx.preempt_point().await;
+    Some(seen)
+}
+
+/// The THP part of `do_dentry_open` for a file just opened for write (its `i_writecount`
+/// raised): if its page cache holds THPs, drop the whole page cache (the shared mappings
+/// first), as the era does. `seen` is the early load of `thps_seen_before_open`; without it the
+/// opener may be preempted between its store and its load, as the kernel's may.
+pub(crate) async fn open_for_write_drop_thps(cx: &Cx, inode: InodeId, seen: Option<bool>) {
+    if seen.is_none() && cx.st().inodes[inode].fs.read_only_thps() {
+        cx.preempt_point().await;
+    }
+    if !seen.unwrap_or_else(|| cx.st().inodes[inode].mapping.nr_thps > 0) {
         return;
     }
     match cx.kernel().switches.open_write_truncate {

@@ -14,7 +14,7 @@ use crate::folio::{AnonVmaId, Folios, InodeId};
 use crate::fs::{File, FileId, Inode};
 use crate::mm_struct::{MmId, MmStruct};
 use crate::page_alloc::BuddyAllocator;
-use crate::pgtable::PageTables;
+use crate::pgtable::{PageTables, PtId, Pte};
 use crate::process::{Pid, Process};
 use crate::rmap::AnonVma;
 use crate::sim::content::FrameContents;
@@ -22,7 +22,7 @@ use crate::sim::cost::{Cost, CostTable};
 use crate::vma::{Vma, VmaId};
 use crate::vmstat::{MmEvents, VmStat, VmStats};
 use engine::{Handle, WaitQueue};
-use simcore::{IdVec, Order, Pfn, SimDuration};
+use simcore::{IdVec, Order, Pfn, SimDuration, VirtAddr};
 use std::cell::{Ref, RefCell, RefMut};
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -319,7 +319,7 @@ impl KState {
     }
 
     /// `[start, end)` of a VMA.
-    pub fn vma_range(&self, id: VmaId) -> (simcore::VirtAddr, simcore::VirtAddr) {
+    pub fn vma_range(&self, id: VmaId) -> (VirtAddr, VirtAddr) {
         let v = self.vma(id);
         (v.start, v.end)
     }
@@ -345,7 +345,7 @@ impl KState {
     }
 
     /// The VMA of `mm` containing `addr`.
-    pub fn find_vma(&self, mm: MmId, addr: simcore::VirtAddr) -> Option<VmaId> {
+    pub fn find_vma(&self, mm: MmId, addr: VirtAddr) -> Option<VmaId> {
         self.mm(mm).vma_at(addr, |id| self.vma(id).end)
     }
 
@@ -460,16 +460,8 @@ impl KState {
                 let vma = self.vma(v);
                 d.write_u64(vma.start.0 ^ vma.end.0.rotate_left(32) ^ vma.flags.0.rotate_left(16));
                 d.write_u64(vma.pgoff);
-                let step = self.page_step(v);
-                let mut a = vma.start;
-                while a < vma.end {
-                    a = match self.pt.translate(mm.pgd, a) {
-                        Some((pte, _)) => {
-                            d.write_u64(a.0 ^ pte.0.rotate_left(17));
-                            a + step
-                        }
-                        None => self.pt.skip_empty(mm.pgd, a).max(a + step),
-                    };
+                for (a, pte) in self.mapped_entries(mm.pgd, v) {
+                    d.write_u64(a.0 ^ pte.0.rotate_left(17));
                 }
             }
             d.write_u64(mm.rss_total());
@@ -506,6 +498,26 @@ impl KState {
 }
 
 impl KState {
+    /// Every present entry of `vma` in the tables under `pgd`, `(address, entry)` a page (a huge
+    /// page of a hugetlb VMA) at a time, stepping over empty tables as `walk_page_range` does.
+    fn mapped_entries(&self, pgd: PtId, v: VmaId) -> impl Iterator<Item = (VirtAddr, Pte)> + '_ {
+        let (step, end) = (self.page_step(v), self.vma(v).end);
+        let mut a = self.vma(v).start;
+        std::iter::from_fn(move || {
+            while a < end {
+                let here = a;
+                match self.pt.translate(pgd, here) {
+                    Some((pte, _)) => {
+                        a = here + step;
+                        return Some((here, pte));
+                    }
+                    None => a = self.pt.skip_empty(pgd, here).max(here + step),
+                }
+            }
+            None
+        })
+    }
+
     /// A readable dump of the memory state: each process's present PTEs and every live folio
     /// (for replays that print the state after each step).
     pub fn dump(&self) -> String {
@@ -515,17 +527,8 @@ impl KState {
             let Some(mm) = p.mm else { continue };
             let m = self.mm(mm);
             for &v in m.vmas.values() {
-                let vma = self.vma(v);
-                let step = self.page_step(v);
-                let mut a = vma.start;
-                while a < vma.end {
-                    a = match self.pt.translate(m.pgd, a) {
-                        Some((pte, _)) => {
-                            let _ = writeln!(out, "pid {pid} {} {pte:?}", a);
-                            a + step
-                        }
-                        None => self.pt.skip_empty(m.pgd, a).max(a + step),
-                    };
+                for (a, pte) in self.mapped_entries(m.pgd, v) {
+                    let _ = writeln!(out, "pid {pid} {} {pte:?}", a);
                 }
             }
         }

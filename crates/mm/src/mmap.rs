@@ -11,7 +11,10 @@
 //! `MAP_SHARED|MAP_ANONYMOUS` is backed by a tmpfs inode, as `shmem_zero_setup` does. A DAX
 //! file is mapped `VM_HUGEPAGE`, PMD-aligned when it is at least 2 MiB long and its offset is
 //! (`thp_get_unmapped_area`, which the model applies to DAX files only). Huge PMDs that a range
-//! edge cuts are split first.
+//! edge cuts are split first. From v5.19 every new mapping is offered to khugepaged
+//! (`khugepaged_enter_vma` in `mmap_region`, 613bec092fe7), which registers the mm when the THP
+//! policy allows a THP there: with `enabled = always`, a read-only file's text is scanned
+//! without `MADV_HUGEPAGE` (`era::mmap_registers_khugepaged`).
 //!
 //! `mprotect` changes nothing when a VMA's flags stay the same (`mprotect_fixup`). Otherwise
 //! each present PTE takes the new protection (`pte_modify`: only a shared writable mapping
@@ -353,12 +356,15 @@ async fn mmap_link(cx: &Cx, vma: Vma) -> Result<(), Errno> {
         None => None,
     };
     let hugetlb = vma.flags.has(VmFlags::HUGETLB);
-    let mut st = cx.st();
-    let id = st.vma_link(vma);
-    if hugetlb && let Err(e) = st.hugetlbfs_file_mmap(id) {
+    let id = cx.st().vma_link(vma);
+    if hugetlb && let Err(e) = cx.st().hugetlbfs_file_mmap(id) {
+        let mut st = cx.st();
         st.vma_detach(id);
         st.vma_free(id);
         return Err(e);
+    }
+    if crate::era::mmap_registers_khugepaged(cx.kernel().version) {
+        crate::khugepaged::khugepaged_enter_vma(cx, id);
     }
     Ok(())
 }
@@ -645,8 +651,8 @@ fn change_protection(st: &mut KState, kernel: KernelVersion, v: VmaId) -> u64 {
         if pte.is_present() {
             // `pte_modify` keeps these bits and takes the rest from `vm_page_prot`.
             let keep = pte.0 & (Pte::DIRTY | Pte::ACCESSED | Pte::SOFT_DIRTY | Pte::SPECIAL);
-            let writable = prot_writable
-                || (try_upgrade && can_change_pte_writable(st, kernel, flags, pte));
+            let writable =
+                prot_writable || (try_upgrade && can_change_pte_writable(st, kernel, flags, pte));
             let mut new =
                 Pte::new(pte.pfn(), pte_bits(flags, writable, false) & !Pte::ACCESSED | keep);
             if !accessible {

@@ -140,9 +140,13 @@ impl Thread {
         }
         let mode =
             if flags.read { fmode::READ } else { 0 } | if flags.write { fmode::WRITE } else { 0 };
+        let seen = match flags.write {
+            true => crate::huge_memory::thps_seen_before_open(&self.cx, inode).await,
+            false => None,
+        };
         let f = self.cx.st().open_file(inode, mode, flags.direct, flags.append)?;
         if flags.write {
-            crate::huge_memory::open_for_write_drop_thps(&self.cx, inode).await;
+            crate::huge_memory::open_for_write_drop_thps(&self.cx, inode, seen).await;
         }
         if flags.truncate && flags.write {
             do_truncate(&self.cx, inode, 0).await;

@@ -88,11 +88,29 @@ pub(crate) async fn truncate_inode_pages_range(
     let first = lstart.div_ceil(4096);
     let end = lend.map_or(u64::MAX, |e| e / 4096);
     cx.st().workingset.truncate(inode, first, end);
+    // The kernel's second loop restarts from `start` until a lookup finds nothing, so a folio
+    // that entered the range meanwhile (a collapse that finished, seed 000) goes too.
+    while first < end && remove_cached(cx, inode, first, end).await {}
+    if !lstart.is_multiple_of(4096) {
+        let to = lend.filter(|&e| e / 4096 == lstart / 4096).map_or(4096, |e| (e % 4096) as usize);
+        zero_cached(cx, inode, lstart / 4096, (lstart % 4096) as usize, to).await;
+    }
+    if let Some(e) = lend.filter(|&e| !e.is_multiple_of(4096) && e / 4096 != lstart / 4096) {
+        zero_cached(cx, inode, e / 4096, 0, (e % 4096) as usize).await;
+    }
+    if cx.st().inodes[inode].fs.is_dax() && first < end {
+        crate::fs::dax::dax_delete_mapping_range(cx, inode, first, lend.map(|e| e / 4096)).await;
+    }
+}
+
+/// One pass of `truncate_inode_pages_range` over pages `[first, end)`: removes every folio
+/// cached there, each under its lock; false if the pass found none.
+async fn remove_cached(cx: &Cx, inode: InodeId, first: u64, end: u64) -> bool {
     // The folios are looked up and referenced together, as `find_lock_entries` takes a
     // reference on each folio of its batch when it finds it (a batch of `FOLIO_BATCH_SIZE`
     // there, the whole range here): reclaim cannot free one while truncation waits for the lock
     // of an earlier one (found by swarm testing, issue 22).
-    let doomed: Vec<Pfn> = if first < end {
+    let doomed: Vec<Pfn> = {
         let mut st = cx.st();
         let heads: Vec<Pfn> =
             st.inodes[inode].mapping.pages.range(first..end).map(|(_, &h)| h).collect();
@@ -100,9 +118,8 @@ pub(crate) async fn truncate_inode_pages_range(
             st.folios.get_extra(head);
         }
         heads
-    } else {
-        Vec::new()
     };
+    let found = !doomed.is_empty();
     for head in doomed {
         folio_lock(cx, head).await;
         let (still_cached, mapped, index, nr) = {
@@ -125,16 +142,7 @@ pub(crate) async fn truncate_inode_pages_range(
         folio_unlock(cx, head);
         cx.st().put_folio_extra(head);
     }
-    if !lstart.is_multiple_of(4096) {
-        let to = lend.filter(|&e| e / 4096 == lstart / 4096).map_or(4096, |e| (e % 4096) as usize);
-        zero_cached(cx, inode, lstart / 4096, (lstart % 4096) as usize, to).await;
-    }
-    if let Some(e) = lend.filter(|&e| !e.is_multiple_of(4096) && e / 4096 != lstart / 4096) {
-        zero_cached(cx, inode, e / 4096, 0, (e % 4096) as usize).await;
-    }
-    if cx.st().inodes[inode].fs.is_dax() && first < end {
-        crate::fs::dax::dax_delete_mapping_range(cx, inode, first, lend.map(|e| e / 4096)).await;
-    }
+    found
 }
 
 /// `truncate_inode_partial_folio`: zeroes bytes `[from, to)` of cached page `index`, if cached.

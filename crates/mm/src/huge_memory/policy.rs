@@ -37,8 +37,8 @@
 //!   `huge_memory.rs`): `file_thp_enabled`, a regular file of the disk file system (tmpfs, DAX
 //!   and hugetlbfs answer by their own rules; pipes and other non-regular files cannot qualify,
 //!   the S_ISREG test of v5.16+ holding in every era) not open for write, and by the `file_thp`
-//!   era: `denywrite` (v5.4-v5.12) a `VM_DENYWRITE` mapping (exec's; `mmap` ignores
-//!   `MAP_DENYWRITE`), `exec_not_written` (v5.13-v6.7, seed 000 "mm, thp: relax the VM_DENYWRITE
+//!   era: `denywrite` (v5.4-v5.13) a `VM_DENYWRITE` mapping (exec's; `mmap` ignores
+//!   `MAP_DENYWRITE`), `exec_not_written` (v5.14-v6.7, seed 000 "mm, thp: relax the VM_DENYWRITE
 //!   constraint on file-backed THPs", eb6ecbed0aa2) a `VM_EXEC` mapping, `not_written` (v6.8+,
 //!   "mm: remove VM_EXEC requirement for THP eligibility", 7fbb5e188248, for read-only data)
 //!   any mapping. smaps answers for files from v5.14 (~ before, `transparent_hugepage_enabled`

@@ -20,14 +20,17 @@
 //! `SCAN_TRUNCATED`, one not uptodate `SCAN_FAIL`, one that cannot be isolated from the LRU
 //! `SCAN_DEL_PAGE_LRU`; a mapped page is unmapped (`try_to_unmap`), and then it must hold only
 //! the cache's and the isolation's references (`folio_ref_freeze(folio, 3)` with the
-//! lookup's, which mmsim's lock does not take), else `SCAN_PAGE_COUNT`. Then, in one step, the
-//! writer check of seed 000 (eb6ecbed0aa2, v5.13): if the file is open for write the collapse
-//! fails (`SCAN_FAIL`), else the contents are copied, the old pages leave the cache and the THP
-//! enters it, counted in `nr_thps` and `nr_file_hugepages`. The kernel orders its `nr_thps`
-//! increment before its `i_writecount` read with `smp_mb()`, paired with the one in
-//! `do_dentry_open`; mmsim's steps are sequentially consistent, and the check and the insertion
-//! are one step, so an opener either is seen here or sees `nr_thps` (`huge_memory.rs`).
-//! Before v5.13 (`file_thp = denywrite`) there is no such check: only `VM_DENYWRITE` mappings
+//! lookup's, which mmsim's lock does not take), else `SCAN_PAGE_COUNT`. Then the writer check of
+//! seed 000 (eb6ecbed0aa2, v5.14): the THP is counted in `nr_thps` and, after a full barrier,
+//! `i_writecount` is read; a writer fails the collapse (`SCAN_FAIL`, the count taken back). The
+//! opener for write does the mirror image in `do_dentry_open` (`huge_memory.rs`), so at least
+//! one of the two sees the other; mmsim may preempt either between its store and its load, and
+//! the broken variant `thp_writer_barrier = reordered` lets each load pass its store
+//! (`scenarios/races/collapse-open-write.toml`). After the check, in one step, the contents are
+//! copied and the old pages leave the cache for the THP, which takes over the count
+//! (`nr_file_hugepages` too). A truncation that raced in waits on the locked old pages and its
+//! restart removes the THP (`truncate.rs`).
+//! Before v5.14 (`file_thp = denywrite`) there is no such check: only `VM_DENYWRITE` mappings
 //! were collapsed, and a deny-written file cannot be opened for write. Every failure rolls back:
 //! the old pages go back to the LRU, unlocked, still cached (those unmapped refault), the THP is
 //! freed; no data changes.
@@ -60,6 +63,7 @@
 //! modelled (shmem THPs are not: `shmem_enabled` is `never`).
 
 use super::{Collapser, HPAGE_PMD_NR, ScanResult, alloc_collapse_page};
+use crate::era::ThpWriterBarrier;
 use crate::filemap::{folio_lock, folio_trylock, folio_unlock, read_pages, writeback};
 use crate::folio::{InodeId, pg};
 use crate::kernel::{Cx, KState};
@@ -206,8 +210,11 @@ pub(super) async fn collapse_file(cx: &Cx, r: FileRange, who: Collapser) -> Scan
             break;
         }
     }
+    if result == ScanResult::Succeed && writer_present(cx, r.inode).await {
+        result = ScanResult::Fail;
+    }
     if result == ScanResult::Succeed {
-        result = replace_pages(cx, r, &taken, new);
+        replace_pages(cx, r, &taken, new);
     }
     if result != ScanResult::Succeed {
         rollback(cx, &taken, new);
@@ -223,27 +230,59 @@ pub(super) async fn collapse_file(cx: &Cx, r: FileRange, who: Collapser) -> Scan
     ScanResult::Succeed
 }
 
-/// The end of a collapse that took every page, in one step: the writer check (v5.13+), then
-/// the copy and the exchange of the old pages for the THP `new` in the page cache.
-fn replace_pages(cx: &Cx, r: FileRange, taken: &[Pfn], new: Pfn) -> ScanResult {
-    let mut st = cx.st();
-    let checks_writer = st.thp.file_thp.collapse_checks_writer();
-    if checks_writer && st.inodes[r.inode].is_open_for_write() {
-        return ScanResult::Fail;
+/// Seed 000's writer check (eb6ecbed0aa2, v5.14): count the THP in `nr_thps`, then look for
+/// an opener for write, which fails the collapse and takes the count back. The opener does the
+/// mirror image (`open_for_write_drop_thps`), so with the kernel's barriers at least one of the
+/// two sees the other; between the store and the load either may be preempted. Under the broken
+/// `thp_writer_barrier = reordered` each side's load passes its store.
+async fn writer_present(cx: &Cx, inode: InodeId) -> bool {
+    if !cx.st().thp.file_thp.collapse_checks_writer() {
+        return false;
     }
+    let reordered = cx.kernel().switches.thp_writer_barrier == ThpWriterBarrier::Reordered;
+    let early = reordered.then(|| cx.st().inodes[inode].is_open_for_write());
+    // `filemap_nr_thps_inc` counts nothing where the mapping supports large folios.
+    let n = u64::from(cx.st().inodes[inode].fs.read_only_thps());
+    let count = |st: &mut KState| {
+        let m = &mut st.inodes[inode].mapping;
+        (m.nr_thps, m.collapsing) = (m.nr_thps + n, m.collapsing + n);
+    };
+    if !reordered {
+        count(&mut cx.st());
+    }
+    cx.preempt_point().await;
+    if reordered {
+        count(&mut cx.st());
+    }
+    let mut st = cx.st();
+    let writer = early.unwrap_or_else(|| st.inodes[inode].is_open_for_write());
+    let m = &mut st.inodes[inode].mapping;
+    m.collapsing -= n;
+    if writer {
+        m.nr_thps -= n;
+    }
+    writer
+}
+
+/// The end of a collapse that took every page and passed the writer check, in one step: the
+/// copy and the exchange of the old pages for the THP `new` in the page cache, which takes over
+/// the `nr_thps` count the check made.
+fn replace_pages(cx: &Cx, r: FileRange, taken: &[Pfn], new: Pfn) {
+    let mut st = cx.st();
+    let counted = st.thp.file_thp.collapse_checks_writer() && st.is_file_thp(r.inode, new);
     for (i, &head) in taken.iter().enumerate() {
         st.mem.copy(head.0, new.0 + i as u64);
         st.page_cache_delete(r.inode, head);
         st.folios.clear_flag(head, pg::LOCKED);
     }
     st.folios.set(new, pg::UPTODATE);
+    st.inodes[r.inode].mapping.nr_thps -= u64::from(counted);
     st.page_cache_insert(r.inode, r.start, new, false, cx.in_lru_fault());
     drop(st);
     for &head in taken {
         cx.kernel().folio_waitqueue(head).wake_up_all(cx);
         cx.st().put_folio_extra(head); // the isolation's: the page is freed
     }
-    ScanResult::Succeed
 }
 
 /// A failed collapse: the pages taken go back to the LRU, unlocked; the THP is freed.

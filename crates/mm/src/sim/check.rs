@@ -412,10 +412,10 @@ fn check_page_cache_and_lru(st: &KState) -> Result<(), String> {
         if n != i.mapping.nrpages {
             return Err(format!("{}: nrpages {} but {n} cached", i.path, i.mapping.nrpages));
         }
-        if inode_thps != i.mapping.nr_thps {
+        if inode_thps + i.mapping.collapsing != i.mapping.nr_thps {
             return Err(format!(
-                "{}: nr_thps {} but {inode_thps} cached",
-                i.path, i.mapping.nr_thps
+                "{}: nr_thps {} but {inode_thps} cached and {} collapsing",
+                i.path, i.mapping.nr_thps, i.mapping.collapsing
             ));
         }
         if large != i.mapping.nr_large {

@@ -92,6 +92,8 @@ pub const KERNEL_NAMES: &[(&str, Option<&str>, &str)] = &[
     ("collapse_deferred_pte_mapped_thps", None, "khugepaged_collapse_pte_mapped_thps"),
     ("khugepaged_scan_file", None, "khugepaged_scan_mm_slot"),
     ("open_for_write_drop_thps", None, "do_dentry_open"),
+    ("thps_seen_before_open", None, "do_dentry_open"),
+    ("writer_present", None, "collapse_file"),
     ("check_references", None, "folio_check_references"),
     ("age_node", None, "kswapd_age_node"),
     ("alloc_folio", None, "__alloc_pages_slowpath"),
