@@ -1,5 +1,6 @@
 //! Engine configuration and its validation.
 
+use crate::cacheline::LineCosts;
 use simcore::SimDuration;
 use std::fmt;
 use std::str::FromStr;
@@ -81,6 +82,9 @@ pub struct SimConfig {
     pub timeslice: SimDuration,
     /// Keep the list of scheduling events (for the explorer's readable schedules).
     pub trace: bool,
+    /// What a lock word's cache line costs to move between CPUs (machine-profile costs; zero
+    /// charges nothing).
+    pub line_costs: LineCosts,
 }
 
 impl Default for SimConfig {
@@ -93,6 +97,7 @@ impl Default for SimConfig {
             wakeup_latency: SimDuration::ZERO,
             timeslice: SimDuration::from_ms(4),
             trace: false,
+            line_costs: LineCosts::default(),
         }
     }
 }

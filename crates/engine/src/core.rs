@@ -6,6 +6,7 @@
 //! fails loudly. Task futures live in a separate cell and are taken out while polled, so a task
 //! may spawn others.
 
+use crate::cacheline::CacheLine;
 use crate::config::{ConfigError, SimConfig};
 use crate::cpu::{Cpu, CpuId, CpuStats};
 use crate::cx::Cx;
@@ -33,6 +34,8 @@ type TaskFuture = Pin<Box<dyn Future<Output = ()>>>;
 pub(crate) struct Lock {
     pub class: ClassId,
     pub state: LockState,
+    /// The cache line of the lock word.
+    pub line: CacheLine,
 }
 
 /// The simulation state.
@@ -230,6 +233,7 @@ impl State {
     pub(crate) fn charge(&mut self, task: TaskId, d: SimDuration, at: &'static Location<'static>) {
         let cpu = self.running(task).cpu;
         let t = &mut self.tasks[task];
+        let d = d + std::mem::take(&mut t.line_debt);
         t.point = Point { kind: PointKind::Charge, at };
         t.stats.cpu += d;
         self.cpus[cpu].stats.busy += d;
@@ -263,8 +267,9 @@ impl State {
         }
     }
 
-    /// Makes a blocked task runnable again.
-    fn wake(&mut self, task: TaskId, spinning: bool) {
+    /// Makes a blocked task runnable again, `extra` after the usual delay (a lock word's
+    /// transfer to its CPU).
+    fn wake(&mut self, task: TaskId, spinning: bool, extra: SimDuration) {
         let now = self.now;
         let t = &mut self.tasks[task];
         assert_eq!(t.status, Status::Blocked, "waking task {task} that is {:?}", t.status);
@@ -278,7 +283,7 @@ impl State {
             t.stats.sleep_wait += waited;
             now + self.config.wakeup_latency
         };
-        self.schedule(task, at);
+        self.schedule(task, at + extra);
     }
 
     /// The kernel's `might_sleep()`: sleeping with a spinlock held is a bug lockdep reports.
@@ -334,7 +339,14 @@ impl State {
         }
     }
 
-    /// `lock`/`down_read`/`down_write`: true if granted at once, else the task is queued.
+    /// `task` writes `lock`'s word: how long it waits for the word's cache line.
+    fn write_lock_word(&mut self, task: TaskId, lock: LockId) -> SimDuration {
+        let (cpu, costs, now) = (self.tasks[task].cpu, self.config.line_costs, self.now);
+        self.locks[lock].line.write(&costs, cpu, now)
+    }
+
+    /// `lock`/`down_read`/`down_write`: if granted at once, the time the lock word's transfer
+    /// takes; `None` if the task is queued (its failed attempt still took the line).
     pub(crate) fn acquire(
         &mut self,
         task: TaskId,
@@ -342,7 +354,7 @@ impl State {
         mode: Mode,
         subclass: u8,
         at: &'static Location<'static>,
-    ) -> bool {
+    ) -> Option<SimDuration> {
         self.running(task);
         let spinning = self.locks[lock].state.is_spin();
         if !spinning {
@@ -350,36 +362,39 @@ impl State {
             self.might_sleep(task, &what, at);
         }
         self.lockdep_acquire(task, lock, subclass, at);
+        let transfer = self.write_lock_word(task, lock);
         match self.locks[lock].state.attempt(task, mode, true) {
             Attempt::Granted => {
                 self.hold(task, lock, mode, subclass, at);
-                true
+                Some(transfer)
             }
             Attempt::Queued => {
                 self.classes.stats[self.locks[lock].class].contentions += 1;
                 let point = Point { kind: PointKind::Lock(lock, mode), at };
                 self.tasks[task].held_pending = Some((subclass, at));
                 self.block(task, point, spinning);
-                false
+                None
             }
             Attempt::Busy => unreachable!("a queued attempt is never busy"),
         }
     }
 
-    /// Trylock: never waits and adds no lockdep dependency for the lock it takes.
+    /// Trylock: never waits and adds no lockdep dependency for the lock it takes. Returns
+    /// whether it succeeded and the lock word's transfer (paid either way).
     pub(crate) fn try_acquire(
         &mut self,
         task: TaskId,
         lock: LockId,
         mode: Mode,
         at: &'static Location<'static>,
-    ) -> bool {
+    ) -> (bool, SimDuration) {
         self.running(task);
+        let transfer = self.write_lock_word(task, lock);
         let granted = self.locks[lock].state.attempt(task, mode, false) == Attempt::Granted;
         if granted {
             self.hold(task, lock, mode, 0, at);
         }
-        granted
+        (granted, transfer)
     }
 
     /// Hands `lock` to tasks that waited for it.
@@ -395,7 +410,8 @@ impl State {
             let (subclass, at) =
                 self.tasks[w].held_pending.take().expect("granted without a pending acquisition");
             self.hold(w, lock, mode, subclass, at);
-            self.wake(w, spinning);
+            let transfer = self.write_lock_word(w, lock);
+            self.wake(w, spinning, transfer);
         }
     }
 
@@ -413,6 +429,8 @@ impl State {
         let stats = &mut self.classes.stats[self.locks[lock].class];
         stats.hold_total += hold;
         stats.hold_max = stats.hold_max.max(hold);
+        let transfer = self.write_lock_word(task, lock);
+        self.tasks[task].line_debt += transfer;
         let mut granted = std::mem::take(&mut self.granted);
         self.locks[lock].state.release(task, mode, &mut granted);
         self.grant_waiters(lock, &granted);
@@ -424,6 +442,8 @@ impl State {
         let t = &mut self.tasks[task];
         let h = t.held.iter_mut().rev().find(|h| h.lock == lock && h.mode == Mode::Write);
         h.expect("downgrade of a lock not held for write").mode = Mode::Read;
+        let transfer = self.write_lock_word(task, lock);
+        self.tasks[task].line_debt += transfer;
         let mut granted = std::mem::take(&mut self.granted);
         self.locks[lock].state.downgrade(task, &mut granted);
         self.grant_waiters(lock, &granted);
@@ -452,7 +472,7 @@ impl State {
         let mut woken = std::mem::take(&mut self.granted);
         self.locks[lock].state.complete(all, &mut woken);
         for &t in &woken {
-            self.wake(t, false);
+            self.wake(t, false, SimDuration::ZERO);
         }
         woken.clear();
         self.granted = woken;
@@ -462,7 +482,7 @@ impl State {
         let mut woken = std::mem::take(&mut self.granted);
         self.locks[lock].state.wake_queue(all, &mut woken);
         for &t in &woken {
-            self.wake(t, false);
+            self.wake(t, false, SimDuration::ZERO);
         }
         woken.clear();
         self.granted = woken;
@@ -511,14 +531,14 @@ impl State {
         }
         let cpu = t.cpu;
         for j in std::mem::take(&mut t.joiners) {
-            self.wake(j, false);
+            self.wake(j, false, SimDuration::ZERO);
         }
         self.release_cpu(cpu);
     }
 
     fn new_lock(&mut self, name: &'static str, state: LockState) -> LockId {
         let class = self.classes.intern(name);
-        self.locks.push(Lock { class, state })
+        self.locks.push(Lock { class, state, line: CacheLine::default() })
     }
 
     pub(crate) fn lock_label(&self, lock: LockId) -> String {
@@ -629,6 +649,7 @@ impl Handle {
                 held_pending: None,
                 preempt_count: 0,
                 joiners: Vec::new(),
+                line_debt: SimDuration::ZERO,
                 wait_since: now,
                 slice_start: now,
                 stats: TaskStats::default(),

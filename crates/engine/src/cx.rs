@@ -1,6 +1,7 @@
 //! `Cx`: what a task's code receives — its identity, its CPU, and the simulation points
 //! (`charge`, `sleep`, `join`) it may stop at.
 
+use crate::cacheline::CacheLine;
 use crate::core::{Core, Handle};
 use crate::cpu::CpuId;
 use crate::task::{Point, PointKind, TaskId};
@@ -73,6 +74,13 @@ impl Cx {
     #[track_caller]
     pub fn sleep(&self, d: SimDuration) -> PointFuture<'_> {
         PointFuture { cx: self, kind: Kind::Sleep(d), at: Location::caller(), started: false }
+    }
+
+    /// This task's CPU writes `line` with an atomic now: how long the write waits for the line
+    /// (zero if this CPU wrote it last). The caller charges it with the work around the write.
+    pub fn line_write(&self, line: &mut CacheLine) -> SimDuration {
+        let st = self.core().state.borrow();
+        line.write(&st.config.line_costs, self.cpu, st.now)
     }
 
     /// Waits until `task` has ended.

@@ -16,6 +16,7 @@
 //! Architecture invariant: the engine knows nothing about memory. It does no IO, reads no wall
 //! clock, spawns no thread; every random choice comes from the run seed through a named stream.
 
+mod cacheline;
 mod config;
 mod core;
 mod cpu;
@@ -25,6 +26,7 @@ mod sched;
 mod task;
 mod watchdog;
 
+pub use cacheline::{CacheLine, LineCosts};
 pub use config::{ConfigError, DEFAULT_EVENT_BUDGET, SchedulerKind, SimConfig};
 pub use core::{Handle, RunReport, Sim, SimError};
 pub use cpu::{CpuId, CpuStats};

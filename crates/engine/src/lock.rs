@@ -12,6 +12,9 @@
 //!   `downgrade_write` turns the writer into a reader and wakes the queued readers if a reader
 //!   heads the queue.
 //! - Completion (`kernel/sched/completion.c`) and wait queue (`kernel/sched/wait.c`).
+//! - Every acquisition attempt, hand-off and release writes the lock word, and pays a cache-line
+//!   transfer when another CPU wrote it last ([`crate::cacheline`]): a granted attempt before it
+//!   returns, a waiter handed the lock before it runs, a release with the task's next charge.
 //!
 //! Each acquisition is a named blocking point (the caller's source line, via `#[track_caller]`)
 //! and goes through the simulated lockdep ([`lockdep`]). Lock *classes* are named by the

@@ -99,6 +99,9 @@ pub(crate) struct Task {
     /// Spinlocks held: a task with a non-zero count is never preempted.
     pub preempt_count: u32,
     pub joiners: Vec<TaskId>,
+    /// Cache-line transfers of lock releases not yet charged: paid with the task's next charge
+    /// (a release cannot block).
+    pub line_debt: SimDuration,
     /// When the current wait (blocked, spinning, on run queue) began.
     pub wait_since: SimTime,
     /// When the task last got its CPU.

@@ -318,3 +318,49 @@ fn a_wait_registers_in_the_step_that_checked_its_condition() {
         sim.run().unwrap_or_else(|e| panic!("seed {seed}: {e}"));
     }
 }
+
+/// Given readers on four CPUs that each take an rwsem for read at the same instant (nobody ever
+/// waits for the lock itself), when the lock word's cache line costs 50 ns to move, then the
+/// readers' `down_read`s are served one transfer after another: the first reader pays nothing
+/// (the line comes from memory) and releases before anyone else writes, each later one waits a
+/// transfer more; their `up_read`s queue for the line again and are paid with each reader's next
+/// charge.
+#[test]
+fn readers_on_many_cpus_queue_for_the_lock_words_cache_line() {
+    let costs = engine::LineCosts {
+        same_socket: SimDuration::from_ns(50),
+        cross_socket: SimDuration::from_ns(150),
+        cpus_per_socket: 0,
+    };
+    let mut sim =
+        Sim::new(SimConfig { cpus: 4, line_costs: costs, ..SimConfig::default() }).unwrap();
+    let h = sim.handle().clone();
+    let sem = h.rwsem("test_rwsem");
+    let log: Log = Rc::default();
+    for i in 0..4u32 {
+        let log = log.clone();
+        h.spawn(h.cpu(i).unwrap(), format!("r{i}"), move |cx| async move {
+            let g = sem.read(&cx).await;
+            log.borrow_mut().push((cx.now().as_ns(), format!("r{i} in")));
+            drop(g);
+            cx.charge(SimDuration::from_ns(1000)).await;
+            log.borrow_mut().push((cx.now().as_ns(), format!("r{i} done")));
+        });
+    }
+    sim.run().unwrap();
+    let got: Vec<(u64, String)> = log.borrow().clone();
+    // Acquisitions: r0 at 0 (its release is free: CPU 0 still owns the line), r1 at 50, r2 at
+    // 100, r3 at 150. The later releases queue behind the acquisitions: r1's line arrives at 200
+    // (done 1200), r2's at 250 (1250), r3's at 300 (1300).
+    let want = [
+        (0, "r0 in"),
+        (50, "r1 in"),
+        (100, "r2 in"),
+        (150, "r3 in"),
+        (1000, "r0 done"),
+        (1200, "r1 done"),
+        (1250, "r2 done"),
+        (1300, "r3 done"),
+    ];
+    assert_eq!(got, want.map(|(t, s)| (t, s.to_string())));
+}

@@ -136,15 +136,24 @@ fn hugetlb_locking_rows_come_from_lock_contention() {
         let minflt = row(&report, &format!("minflt/s per instance faults 1 {scheme}"));
         assert!((minflt - f).abs() <= f * 0.05, "{scheme}: {minflt} faults for {f} pages");
     }
-    // Children exiting hold i_mmap_rwsem for write across their unmap: the unmodified kernel's
-    // faults, which hold it for read, wait for them; the other schemes' faults do not.
-    let combined = |s: &str| row(&report, &format!("combined faults/s 24 {s}"));
-    assert!(combined("revert") > 10.0 * combined("i_mmap_rwsem"));
-    assert!(combined("vma_lock") > 10.0 * combined("i_mmap_rwsem"));
-    assert!(
-        row(&report, "i_mmap_rwsem wait combined 24 i_mmap_rwsem")
-            > row(&report, "i_mmap_rwsem wait combined 24 vma_lock")
-    );
+    for scheme in ["i_mmap_rwsem", "revert", "vma_lock"] {
+        // 24 programs writing the same file pages pull the fault mutex's word and each page's
+        // count lines from one another's CPUs and queue on them: far below one program's rate.
+        let one = row(&report, &format!("faults/s 1 {scheme}"));
+        let many = row(&report, &format!("faults/s 24 {scheme}"));
+        assert!(many < 0.5 * one, "{scheme}: {many} pages/s of 24 against {one} alone");
+        // A child's exit holds i_mmap_rwsem for write over its 250 GiB walk, but the walk steps
+        // once per empty GiB (v6.0+): 24 fork programs barely slow one another.
+        let one = row(&report, &format!("forks/s 1 {scheme}"));
+        let many = row(&report, &format!("forks/s 24 {scheme}"));
+        assert!(many > 0.8 * one, "{scheme}: {many} forks/s of 24 against {one} alone");
+    }
+    // Each process takes only its own VMA's lock: revert and vma_lock come out the same.
+    for cell in ["faults/s 24", "combined faults/s 24", "combined forks/s 24"] {
+        let (r, v) =
+            (row(&report, &format!("{cell} revert")), row(&report, &format!("{cell} vma_lock")));
+        assert_eq!(r, v, "{cell}");
+    }
     // With every mapping 1 GiB-aligned the tables are shared and few stores fault.
     let aligned = row(&report, "minflt/s per instance faults 24 vma_lock, PUD-aligned mappings");
     assert!(aligned < 0.5 * row(&report, "faults/s 24 vma_lock, PUD-aligned mappings"));

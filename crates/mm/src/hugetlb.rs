@@ -51,7 +51,7 @@ use crate::vma::{VmFlags, VmaId};
 use crate::vmstat::VmStat;
 use engine::{Mutex, RwSem};
 use resv::RegionMap;
-use simcore::{Pfn, VirtAddr};
+use simcore::{Pfn, SimDuration, VirtAddr};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// A huge page size (an `hstate`).
@@ -224,6 +224,18 @@ pub struct Hugetlb {
     /// The first use of a page-table entry that had been unshared or freed under a fault
     /// (B-INV4), for the checker.
     pub(crate) stale_ptep: Option<String>,
+    /// Each pool page's cache lines that CPUs write, by pfn (timing only: not part of the
+    /// explorer's fingerprint).
+    lines: BTreeMap<u64, FolioLines>,
+}
+
+/// The cache lines of a huge page that mapping and unmapping write with atomics: the head
+/// `struct page` (`PG_locked` in its flags, `_refcount`) and the first tail page
+/// (`compound_mapcount`, `include/linux/mm_types.h`, v6.1).
+#[derive(Clone, Copy, Debug, Default)]
+struct FolioLines {
+    head: engine::CacheLine,
+    mapcount: engine::CacheLine,
 }
 
 impl Hugetlb {
@@ -246,6 +258,7 @@ impl Hugetlb {
             fault_mutexes: Vec::new(),
             pmd_share: BTreeMap::new(),
             usage: BTreeMap::new(),
+            lines: BTreeMap::new(),
             stale_ptep: None,
         }
     }
@@ -577,6 +590,15 @@ impl KState {
         }
         Ok(())
     }
+}
+
+/// This task's CPU maps or unmaps huge page `page` (`hugetlb_no_page`'s folio lock, reference
+/// and mapcount; the zap's mapcount and the gather's reference): how long its writes wait for
+/// the page's two lines, which the last CPU to map or unmap it holds.
+pub(crate) fn folio_lines_write(cx: &Cx, page: Pfn) -> SimDuration {
+    let mut st = cx.st();
+    let lines = st.hugetlb.lines.entry(page.0).or_default();
+    cx.line_write(&mut lines.head) + cx.line_write(&mut lines.mapcount)
 }
 
 impl Hugetlb {

@@ -5,13 +5,18 @@
 //! and the parent waiting for it ("forks per second"). The programs themselves were not
 //! published; this is their description turned into code.
 //!
-//! Both map one hugetlbfs file. Where a mapping lands: x86-64 randomises `mmap_base` by 28 bits
-//! of 4 KiB pages (`arch/x86/mm/mmap.c`, `mmap_rnd_bits`), and `hugetlb_get_unmapped_area`
-//! aligns the mapping to the huge page size only, so each process's mapping sits at a random
-//! 2 MiB position modulo 1 GiB ([`Placement::Aslr`], drawn from the run seed per process); two
-//! processes then share PMD tables only when their positions agree (`page_table_shareable`), one
-//! chance in 512. [`Placement::PudAligned`] maps every process at the same 1 GiB-aligned address
-//! instead, where every full GiB is shareable. A process maps at the same address on every pass,
+//! Both map one hugetlbfs file with `mmap(NULL, ...)`. Where a mapping lands (Linux v6.1-rc7,
+//! krr-io/linux-6.1.0 2a410d07e): x86-64 randomises each process's `mmap_base` by
+//! `mmap_rnd_bits` (28 by default) bits of 4 KiB pages (`arch/x86/mm/mmap.c`, `arch_rnd`), and
+//! `hugetlb_get_unmapped_area_topdown` (`arch/x86/mm/hugetlbpage.c`) searches down from it
+//! asking only for huge-page alignment (`align_mask` of the 2 MiB size), so each process's
+//! mapping sits at a random 2 MiB position modulo 1 GiB ([`Placement::Aslr`], drawn from the run
+//! seed per process). `page_table_shareable` (`mm/hugetlb.c`) lets two processes share a PMD
+//! table only when the file offset sits at the same place in the table in both (equal
+//! `pmd_index`), one chance in 512 for two random positions; the seed's programs pass no address
+//! hint and the cover letter says nothing of disabling ASLR, so this is the headline's placement.
+//! [`Placement::PudAligned`] maps every process at the same 1 GiB-aligned address instead, where
+//! every full GiB is shareable (a diagnostic). A process maps at the same address on every pass,
 //! as a top-down search from a fixed `mmap_base` does.
 //!
 //! Counting: a page counts as written when its store completes inside the measurement window;

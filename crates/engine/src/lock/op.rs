@@ -27,6 +27,8 @@ enum Stage {
     Start,
     Yielded,
     Waiting,
+    /// Charged for pulling the lock word's cache line; resolves to the attempt's outcome.
+    Transferring(bool),
 }
 
 /// Resolves to whether the operation succeeded (always true except for a failed trylock).
@@ -59,22 +61,38 @@ impl Future for LockOp<'_> {
             this.stage = Stage::Yielded;
             return Poll::Pending;
         }
-        if this.stage == Stage::Waiting {
-            st.assert_granted(task, this.lock, this.op);
-            return Poll::Ready(true);
-        }
-        let outcome = match this.op {
-            Op::Acquire(mode, subclass) => st.acquire(task, this.lock, mode, subclass, this.at),
-            Op::TryAcquire(mode) => {
-                return Poll::Ready(st.try_acquire(task, this.lock, mode, this.at));
+        match this.stage {
+            Stage::Waiting => {
+                st.assert_granted(task, this.lock, this.op);
+                return Poll::Ready(true);
             }
-            Op::Wait => st.wait(task, this.lock, this.at),
-        };
-        if outcome {
-            Poll::Ready(true)
-        } else {
-            this.stage = Stage::Waiting;
-            Poll::Pending
+            Stage::Transferring(outcome) => return Poll::Ready(outcome),
+            Stage::Start | Stage::Yielded => {}
         }
+        let (outcome, transfer) = match this.op {
+            Op::Acquire(mode, subclass) => {
+                match st.acquire(task, this.lock, mode, subclass, this.at) {
+                    Some(transfer) => (true, transfer),
+                    None => {
+                        this.stage = Stage::Waiting;
+                        return Poll::Pending;
+                    }
+                }
+            }
+            Op::TryAcquire(mode) => st.try_acquire(task, this.lock, mode, this.at),
+            Op::Wait => {
+                if st.wait(task, this.lock, this.at) {
+                    return Poll::Ready(true);
+                }
+                this.stage = Stage::Waiting;
+                return Poll::Pending;
+            }
+        };
+        if transfer.is_zero() {
+            return Poll::Ready(outcome);
+        }
+        st.charge(task, transfer, this.at);
+        this.stage = Stage::Transferring(outcome);
+        Poll::Pending
     }
 }

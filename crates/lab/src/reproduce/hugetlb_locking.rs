@@ -7,7 +7,7 @@
 //! `usemem -n 48 --prealloc --prefault -O -U` as a control.
 //!
 //! The machine: profile `epyc-vm` (costs measured on the development machine, a KVM guest)
-//! with 48 CPUs and 320 GiB, kernel v6.0 (the series was measured on next-20220822, v6.0-rc
+//! with 48 CPUs and 320 GiB in one socket, kernel v6.0 (the series was measured on next-20220822, v6.0-rc
 //! with lazy hugetlb page-table copies at fork) with each scheme chosen by the switch, a 2 MiB
 //! pool of 128000 pages and one 250 GiB hugetlbfs file. The programs are
 //! `workload::hugetlb_loops`: the fork program maps the whole file and writes four pages; the
@@ -20,8 +20,15 @@
 //! `hugetlb_loops`), so PMD tables are rarely shared; a diagnostic run with every mapping
 //! 1 GiB-aligned shows the sharing case.
 //!
+//! The seed's machine is not named ("a 48 CPU VM with 320GB memory"); Oracle's shape with those
+//! figures in 2022 was OCI VM.Standard2.24 (24 cores, 48 threads of Intel Xeon Platinum 8167M,
+//! Skylake-SP, 320 GB), an assumption this module makes only for the cache-line transfer cost: the
+//! profile's `line_transfer` is a Cascade Lake (Skylake-SP mesh) figure, and the 48 CPUs are taken
+//! to share one socket with no discount between hyper-thread siblings.
+//!
 //! What the figures come from: each instance's loop, the schemes' locks and the contention on
-//! them, reported as `lock_stat`-like rows (wait time and contended acquisitions of
+//! them, including the cache-line transfers of lock words and of shared pages' counts between
+//! CPUs (`engine::cacheline`), reported as `lock_stat`-like rows (wait time and contended acquisitions of
 //! `i_mmap_rwsem`, the hugetlb fault mutexes, the hugetlb vma locks and `mmap_lock`, over the
 //! measured phase of each multi-instance run). No cost is fitted to the table: the profile's
 //! costs are single-CPU measurements.
@@ -368,7 +375,8 @@ fn notes(scale: Scale) -> Vec<String> {
         ),
         "Mappings are placed as ASLR places them (a random 2 MiB position modulo 1 GiB per process), so PMD tables are shared only by chance and nearly every store faults (minflt rows); the PUD-aligned rows show the fault program when every mapping is 1 GiB-aligned and shares its tables.".into(),
         "The lock rows are lock_stat over each run's measured phase (warm-up and wind-down included): total wait and contended acquisitions of every lock of the class summed over processes, files and hash buckets.".into(),
-        "What sets the ratios (the lock rows): alone, a fault costs the same in every scheme (an uncontended lock costs nothing). With 24 fault programs, munmap and mmap take i_mmap_rwsem for write (the unmap's zap of every entry runs under it), and readers queue behind them: every fault under i_mmap_rwsem, only huge_pmd_share's lookup (once per GiB) under the others. Fork programs serialise on i_mmap_rwsem for write in the child's exit (its unmap walks the 250 GiB mapping under it) and in fork's VMA link. Combined: under i_mmap_rwsem every fault waits behind those writers; under revert and vma_lock a fault waits only in huge_pmd_share, holding its fault mutex, on which the other fault programs then queue. revert and vma_lock come out equal: each process takes only its own VMA's lock, which nobody contends, and the model charges nothing for an uncontended lock or for cache-line transfers.".into(),
+        "What sets the ratios (the lock rows): alone, a fault costs the same in every scheme (an uncontended lock costs nothing, and one CPU never moves a cache line). With 24 fault programs, every fault pulls the hugetlb fault mutex's word and the page's reference and mapcount lines from the CPU that mapped that page last (the programs write the same file pages in the same order), munmap pulls them again, and munmap and mmap take i_mmap_rwsem for write (the unmap's zap of every entry runs under it): readers queue behind them, every fault under i_mmap_rwsem, only huge_pmd_share's lookup (once per GiB) under the others, where the waiting fault holds its fault mutex and the programs behind it queue on that mutex. The child's exit holds i_mmap_rwsem for write over its whole 250 GiB walk, but since v6.0 the walk takes one step per empty GiB, so forks barely contend. revert and vma_lock come out equal: each process takes only its own VMA's lock, which nobody contends and no other CPU writes.".into(),
+        "Where the model departs from the table, and why (the lock rows): under revert and vma_lock a fault that reaches a new GiB waits in huge_pmd_share behind every munmap queued for write (a few ms on average, few such waits) with its fault mutex held, and the other fault programs, which write the same pages in the same order, queue on that mutex; under i_mmap_rwsem every fault waits, but readers always queue, so readers and writers alternate and each wait is short. That puts the 24-instance faults of i_mmap_rwsem above the others, against the table. Fork programs hold i_mmap_rwsem for write only briefly (VMA link, the exit's empty walk, the VMA unlink), so beside them faults do not collapse under i_mmap_rwsem as published (45x): the model has no wake-up latency for sleeping lock waiters and no optimistic spinning, and nothing it holds for write is long; the published fork rates (24 instances 6.7x below one) also point at fork and exit costs shared across CPUs that the model does not have (tasklist_lock, pid and cgroup locks).".into(),
         "usemem -U: 48 tasks, each mapping its own anonymous MAP_HUGETLB region with MAP_POPULATE and storing once per 4 KiB; the model has no memory-bandwidth limit, so its per-task rate is one CPU's, far above the published rate of 48 tasks sharing the memory bus; it is a control: equal across schemes.".into(),
     ]
 }

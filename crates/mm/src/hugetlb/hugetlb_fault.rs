@@ -307,7 +307,8 @@ async fn hugetlb_no_page<'a>(
         // entry lets the access retry.
         return if past_eof { Err(VmFault::SigBus) } else { Ok(FaultOutcome::Minor) };
     }
-    cx.charge(Cost::HugetlbFaultFolio).await;
+    let lines = super::folio_lines_write(cx, np.page);
+    engine::Cx::charge(cx, cx.cost(Cost::HugetlbFaultFolio) + lines).await;
     cx.charge(Cost::PteInstall).await;
     let shared_writable = {
         let mut st = cx.st();

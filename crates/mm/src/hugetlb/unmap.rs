@@ -4,14 +4,20 @@
 //! v5.7-v6.1).
 //!
 //! Zapping visits the range one huge page at a time under the entry's page-table lock (where
-//! no page table covers a stretch, the model steps over it at once and charges the kernel's
-//! per-huge-page steps through it as `hugetlb_unmap_empty_gib`, measured on epyc-vm): a 2 MiB
+//! no page table covers a stretch, the model steps over it at once and charges
+//! `hugetlb_unmap_empty_gib` per GiB: since v6.0 the kernel's loop makes one step per PUD where
+//! `huge_pte_offset` finds nothing, Mike Kravetz's "hugetlb: skip to end of PT page mapping when
+//! pte not present", June 2022, read in v6.1-rc7 `mm/hugetlb.c`; v5.7-v5.19 stepped per huge
+//! page, which the model does not tell apart: an approximation for those eras): a 2 MiB
 //! entry in a shared PMD table is not cleared, the table is unshared instead and the rest of
 //! its PUD range skipped (`huge_pmd_unshare`); any other entry is cleared, the page loses a
 //! mapping and, after the TLB flush, the mapping's reference. munmap, exit and `MADV_DONTNEED`
-//! (v5.18+) take the file's `i_mmap_rwsem` for write around the zap in every era, and from
-//! v6.1 the VMA's hugetlb lock for write before it (`__unmap_hugepage_range_final`): these
-//! writers are what a fault holding either lock for read waits on.
+//! (v5.18+) take the file's `i_mmap_rwsem` for write around the whole zap in every era (v6.0
+//! `mm/memory.c` `unmap_single_vma`), and from v6.1 the VMA's hugetlb lock for write before it,
+//! both inside `__unmap_hugepage_range_final` and held for the whole walk, empty stretches
+//! included (v6.1-rc7, krr-io/linux-6.1.0 2a410d07e): these writers are what a fault holding
+//! either lock for read waits on. Each entry cleared writes the page's two shared cache lines
+//! (mapcount, and the reference the gather drops), paid per transfer (`line_transfer`).
 //!
 //! Fork copies a hugetlb VMA's entries when it has private pages (before v6.0, every hugetlb
 //! VMA: bcd51a3c679d made the copy lazy): a private mapping's entries are write-protected in
@@ -100,7 +106,8 @@ async fn zap_huge_entries(
             addr = next;
             continue;
         }
-        cx.charge(Cost::PteUpdate).await;
+        let lines = super::folio_lines_write(cx, pte.pfn());
+        engine::Cx::charge(cx, cx.cost(Cost::PteUpdate) + lines).await;
         clear_huge_entry(&mut cx.st(), mm, vma, ptep, pte);
         freed.push(pte.pfn());
         drop(g);

@@ -75,9 +75,16 @@ simcore::counter_keys! {
         /// fault-mutex hash, the folio's lock, reference, rmap and `hugetlb_count` updates, and
         /// the unmap's TLB gather of the page; charged in the fault, under its locks.
         HugetlbFaultFolio = "hugetlb_fault_folio",
-        /// An unmap's walk over 1 GiB of a hugetlb range where no page table is (512 steps of
-        /// `__unmap_hugepage_range` whose `huge_pte_offset` finds nothing).
+        /// An unmap's walk over 1 GiB of a hugetlb range where no page table is: since v6.0 one
+        /// step of `__unmap_hugepage_range` whose `huge_pte_offset` finds nothing and skips to the
+        /// end of the PUD ("hugetlb: skip to end of PT page mapping when pte not present").
         HugetlbUnmapEmptyGib = "hugetlb_unmap_empty_gib",
+        /// An atomic write (lock word, reference count) to a cache line another CPU of the same
+        /// socket wrote last: the line's transfer between the two cores' caches. Charged by the
+        /// engine for lock words and by mechanisms for shared pages' counts.
+        LineTransfer = "line_transfer",
+        /// The same across sockets.
+        LineTransferRemote = "line_transfer_remote",
         /// A RAM disk (`brd`): submitting and completing one request, beside the copy of each
         /// page (charged as `copy_page_4k`).
         RamdiskRequest = "ramdisk_request",

@@ -11,6 +11,7 @@ use crate::memcontrol::MemcgId;
 use crate::page_alloc::BuddyAllocator;
 use crate::process::{Pid, ProcState, Process};
 use crate::sim::check::check_all;
+use crate::sim::cost::Cost;
 use crate::sim::profile::Profile;
 use crate::syscall::Thread;
 use crate::vmstat::{VmStat, VmStats};
@@ -147,6 +148,11 @@ impl Machine {
             scheduler: config.scheduler,
             max_events: config.max_events,
             trace: config.trace,
+            line_costs: engine::LineCosts {
+                same_socket: config.profile.costs.get(Cost::LineTransfer),
+                cross_socket: config.profile.costs.get(Cost::LineTransferRemote),
+                cpus_per_socket: config.profile.cpus_per_socket,
+            },
             ..SimConfig::default()
         }
     }
@@ -207,7 +213,7 @@ impl Machine {
             tlb: crate::arch::tlb::Tlbs::new(
                 &config.profile.tlb,
                 config.profile.cpus,
-                config.profile.costs.get(crate::sim::cost::Cost::TlbFlushAll),
+                config.profile.costs.get(Cost::TlbFlushAll),
             ),
             memcgs,
             task_memcg: Default::default(),

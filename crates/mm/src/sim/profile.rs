@@ -18,8 +18,8 @@
 //! of 40 pages, one CPU; the program is described beside each cost): a loop mapping a 64 MiB
 //! hugetlbfs file (`memfd_create(MFD_HUGETLB)`), writing its 32 cached pages and unmapping it
 //! 53.9 us a pass, the mmap and munmap alone 9.0 us; fork, child `_exit` and `waitpid` with a
-//! 64 MiB shared hugetlb mapping 169.6 us, with a 64 GiB one (one page touched) 248.0 us; an
-//! untouched 64 GiB `MAP_NORESERVE` hugetlb mmap and munmap 50.1 us.
+//! 64 MiB shared hugetlb mapping 169.6 us. The walk of an empty hugetlb range was measured again
+//! the same day (beside `hugetlb_unmap_empty_gib`).
 //!
 //! TLB geometries (`crate::arch::tlb`) follow published figures of one core each, cited beside them:
 //! AMD Zen 5 for `epyc-vm` and `tiny` (the development machine reports CPU family 0x1A, Zen 5),
@@ -40,6 +40,8 @@ pub struct Profile {
     pub costs: CostTable,
     /// Each CPU's TLBs and page-walk caches.
     pub tlb: TlbGeometry,
+    /// CPUs per socket (cache-line transfers between sockets cost more); 0 is one socket.
+    pub cpus_per_socket: u32,
     pub description: &'static str,
 }
 
@@ -120,56 +122,68 @@ fn cortex_a76() -> TlbGeometry {
 
 /// Costs measured on the development machine (see the module note).
 fn epyc_vm_costs() -> CostTable {
-    CostTable::new(&[
-        (Cost::Syscall, 140),
-        (Cost::FaultEntry, 650),
-        (Cost::PteInstall, 100),
-        (Cost::FaultAroundPage, 19),
-        (Cost::PageAlloc, 150),
-        // Approximation: proportional share of a buddy split per page of a large block.
-        (Cost::PageAllocHighOrderPerPage, 2),
-        (Cost::PageFree, 60),
-        (Cost::ZeroPage4k, 530),
-        (Cost::CopyPage4k, 260),
-        (Cost::LruAdd, 70),
-        // A page-table page is allocated and cleared like a data page.
-        (Cost::PgtableAlloc, 680),
-        (Cost::PageCacheLookup, 40),
-        (Cost::PageCacheInsert, 120),
-        (Cost::PteUpdate, 15),
-        (Cost::TlbFlushOne, 330),
-        (Cost::TlbFlushAll, 600),
-        // Approximation: x86 TLB shootdown IPI round trip of 2-4 us in guests ("x86/mm/tlb:
-        // make lazy TLB mode lazier" discussion, 2018); 3 us.
-        (Cost::TlbShootdownIpi, 3000),
-        // mmap+munmap of one page took 4.1 us: two syscalls, two VMA updates, one flush.
-        (Cost::VmaUpdate, 1500),
-        (Cost::UserCopy4k, 260),
-        // Approximation: a datacenter NVMe SSD, 4 KiB random read of about 80 us and about
-        // 3 GB/s sequential transfer.
-        (Cost::BlockIoLatency, 80_000),
-        (Cost::BlockIoPerPage, 1_300),
-        // Approximation: fork of a small process is about 100 us on Linux; the address-space
-        // copy is modelled separately, the rest is charged here.
-        (Cost::ForkBase, 30_000),
-        (Cost::MemAccess, 1),
-        // Approximation: the machine has no persistent memory; the device is taken to be one
-        // Intel Optane DC persistent memory module, whose read and write bandwidths J.
-        // Izraelevitz et al. measured as 6.6 GB/s and 2.3 GB/s ("Basic Performance Measurements
-        // of the Intel Optane DC Persistent Memory Module", arXiv:1903.05714, 2019): 4 KiB in
-        // 620 ns and 1780 ns.
-        (Cost::PmemRead4k, 620),
-        (Cost::PmemWrite4k, 1_780),
-        // Approximation, not measured and no published per-block figure found: ext4 allocating
-        // one block inside a journal handle (block bitmap, extent tree, jbd2 start and stop),
-        // taken as 2 us.
-        (Cost::FsBlockAlloc, 2_000),
-        // Approximation: reclaim of clean page cache runs at about 1 GB/s per kswapd thread on
-        // current servers (about 4 us per page in all); split into a scan and a teardown part.
-        (Cost::LruScan, 300),
-        (Cost::ReclaimPage, 1_500),
-        // Approximation: `submit_bio` to `bio_endio` on brd without device latency.
-        (Cost::RamdiskRequest, 1_000),
+    CostTable::new(
+        &[
+            (Cost::Syscall, 140),
+            (Cost::FaultEntry, 650),
+            (Cost::PteInstall, 100),
+            (Cost::FaultAroundPage, 19),
+            (Cost::PageAlloc, 150),
+            // Approximation: proportional share of a buddy split per page of a large block.
+            (Cost::PageAllocHighOrderPerPage, 2),
+            (Cost::PageFree, 60),
+            (Cost::ZeroPage4k, 530),
+            (Cost::CopyPage4k, 260),
+            (Cost::LruAdd, 70),
+            // A page-table page is allocated and cleared like a data page.
+            (Cost::PgtableAlloc, 680),
+            (Cost::PageCacheLookup, 40),
+            (Cost::PageCacheInsert, 120),
+            (Cost::PteUpdate, 15),
+            (Cost::TlbFlushOne, 330),
+            (Cost::TlbFlushAll, 600),
+            // Approximation: x86 TLB shootdown IPI round trip of 2-4 us in guests ("x86/mm/tlb:
+            // make lazy TLB mode lazier" discussion, 2018); 3 us.
+            (Cost::TlbShootdownIpi, 3000),
+            // mmap+munmap of one page took 4.1 us: two syscalls, two VMA updates, one flush.
+            (Cost::VmaUpdate, 1500),
+            (Cost::UserCopy4k, 260),
+            // Approximation: a datacenter NVMe SSD, 4 KiB random read of about 80 us and about
+            // 3 GB/s sequential transfer.
+            (Cost::BlockIoLatency, 80_000),
+            (Cost::BlockIoPerPage, 1_300),
+            // Approximation: fork of a small process is about 100 us on Linux; the address-space
+            // copy is modelled separately, the rest is charged here.
+            (Cost::ForkBase, 30_000),
+            (Cost::MemAccess, 1),
+            // Approximation: the machine has no persistent memory; the device is taken to be one
+            // Intel Optane DC persistent memory module, whose read and write bandwidths J.
+            // Izraelevitz et al. measured as 6.6 GB/s and 2.3 GB/s ("Basic Performance Measurements
+            // of the Intel Optane DC Persistent Memory Module", arXiv:1903.05714, 2019): 4 KiB in
+            // 620 ns and 1780 ns.
+            (Cost::PmemRead4k, 620),
+            (Cost::PmemWrite4k, 1_780),
+            // Approximation, not measured and no published per-block figure found: ext4 allocating
+            // one block inside a journal handle (block bitmap, extent tree, jbd2 start and stop),
+            // taken as 2 us.
+            (Cost::FsBlockAlloc, 2_000),
+            // Approximation: reclaim of clean page cache runs at about 1 GB/s per kswapd thread on
+            // current servers (about 4 us per page in all); split into a scan and a teardown part.
+            (Cost::LruScan, 300),
+            (Cost::ReclaimPage, 1_500),
+            // Approximation: `submit_bio` to `bio_endio` on brd without device latency.
+            (Cost::RamdiskRequest, 1_000),
+        ]
+        .into_iter()
+        .chain(hugetlb_and_coherence_costs())
+        .collect::<Vec<_>>(),
+    )
+}
+
+/// The hugetlb figures measured on the development machine (see the module note) and the
+/// published cache-line transfer figures.
+fn hugetlb_and_coherence_costs() -> [(Cost, u64); 5] {
+    [
         // Measured (see the module note, hugetlb figures): fork, child exit and wait of a process
         // with a 64 MiB shared hugetlb mapping, 169.6 us, less the 33.6 us the model charges for
         // the rest of that cycle (syscalls, `fork_base`, the VMA copy, the exit's unmap).
@@ -178,11 +192,23 @@ fn epyc_vm_costs() -> CostTable {
         // it took 53.9 us a pass, 9.0 us of it the mmap and munmap alone: 1403 ns per page,
         // against 884 ns the model charges per page for the rest of that work.
         (Cost::HugetlbFaultFolio, 519),
-        // Measured: the same cycle with a 64 GiB mapping (one page touched) took 248.0 us, 78.4 us
-        // more for 64 GiB of table-less range walked by the child's exit: 1225 ns per GiB (an
-        // untouched 64 GiB mmap+munmap gave 642 ns per GiB).
-        (Cost::HugetlbUnmapEmptyGib, 1_225),
-    ])
+        // Measured on 2026-11-26 (Linux 6.18 guest, nothing touched, `MAP_SHARED|MAP_NORESERVE`
+        // of a `memfd_create(MFD_HUGETLB)` file, the fastest of four runs of 1000 cycles each):
+        // fork, child `_exit` and `waitpid` with a 1 GiB mapping 162.1 us, with a 250 GiB one
+        // 163.2 us, so the child's exit walks 249 GiB more in at most 1.1 us: 4 ns per GiB, the
+        // noise floor. (An earlier 64 GiB run gave 1225 ns per GiB, which the walk cannot take:
+        // it makes one step per GiB, `mm/hugetlb.c` v6.1 `__unmap_hugepage_range`.) mmap and
+        // munmap alone gave 18.2 and 30.0 us, 47 ns per GiB, outside the walk, not modelled.
+        (Cost::HugetlbUnmapEmptyGib, 4),
+        // Published, not measured here (the guest's vCPU placement hides the host's topology):
+        // the median core-to-core latency of a compare-and-swap ping-pong on an Intel Xeon
+        // Platinum 8275CL (Cascade Lake, 24 cores, AWS c5.metal), 47 ns within a socket and
+        // 134 ns between its two sockets (nviennot/core-to-core-latency, README, "Single socket
+        // results" and "Dual sockets results", commit 0dddf509cd3f). Cascade Lake is the
+        // Skylake-SP mesh of the seed's machine (see `lab::reproduce::hugetlb_locking`).
+        (Cost::LineTransfer, 47),
+        (Cost::LineTransferRemote, 134),
+    ]
 }
 
 impl Profile {
@@ -197,6 +223,7 @@ impl Profile {
                 memory: Bytes::gib(24),
                 costs: epyc_vm_costs(),
                 tlb: zen5(),
+                cpus_per_socket: 0,
                 description: "the development machine: 2 vCPUs of an AMD EPYC KVM guest, 24 GiB",
             }),
             "tiny" => Ok(Profile {
@@ -205,6 +232,7 @@ impl Profile {
                 memory: Bytes::mib(512),
                 costs: epyc_vm_costs(),
                 tlb: zen5(),
+                cpus_per_socket: 0,
                 description: "a small machine for tests: 4 CPUs, 512 MiB, epyc-vm costs",
             }),
             "xeon-spr" => Ok(Profile {
@@ -213,6 +241,7 @@ impl Profile {
                 memory: Bytes::gib(256),
                 costs: epyc_vm_costs(),
                 tlb: golden_cove(),
+                cpus_per_socket: 0,
                 description: "a Sapphire Rapids socket: 48 Golden Cove CPUs, 256 GiB, epyc-vm costs",
             }),
             "arm-a76" => Ok(Profile {
@@ -221,6 +250,7 @@ impl Profile {
                 memory: Bytes::gib(8),
                 costs: epyc_vm_costs(),
                 tlb: cortex_a76(),
+                cpus_per_socket: 0,
                 description: "a phone-class Arm machine: 4 Cortex-A76 CPUs, 8 GiB, epyc-vm costs",
             }),
             _ => Err(format!(
