@@ -1,19 +1,15 @@
 //! Reading an ELF file's program headers (the `object` crate, ELF64 little-endian only): its
 //! `PT_LOAD` segments (`p_vaddr`, `p_offset`, `p_filesz`, `p_memsz`, `p_flags`, `p_align`), its
 //! `PT_INTERP` path, its entry point and whether it is position-independent (`ET_DYN`). Only the
-//! first 64 KiB are read: program headers sit at the front of every object a linker writes, and
-//! an object whose headers lie further is refused with what was expected.
+//! header, the program headers and the interpreter's path are read from the file.
 
 use crate::InputError;
 use mm::LoadSegment;
 use object::elf::{ET_DYN, ET_EXEC, FileHeader64, PT_INTERP, PT_LOAD};
+use object::read::ReadCache;
 use object::read::elf::{FileHeader, ProgramHeader};
-use object::Endianness;
+use object::{Endianness, ReadRef};
 use simcore::{Bytes, VirtAddr};
-use std::io::Read;
-
-/// Bytes read from the front of a file for its headers.
-const HEAD_BYTES: u64 = 64 << 10;
 
 /// What the loader and the dynamic linker need of an ELF file.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -32,22 +28,23 @@ pub fn is_elf(head: &[u8]) -> bool {
     head.starts_with(b"\x7fELF")
 }
 
-/// Reads `path`'s program headers.
+/// Reads `path`'s program headers, wherever in the file they are (BOLT-rewritten objects such
+/// as rustc's `librustc_driver` keep them near the end).
 pub fn read(path: &str) -> Result<ElfInfo, InputError> {
     let err = |message: String| InputError { file: path.to_string(), line: None, message };
     let file = std::fs::File::open(path).map_err(|e| err(e.to_string()))?;
     let size = file.metadata().map_err(|e| err(e.to_string()))?.len();
-    let mut head = Vec::new();
-    file.take(HEAD_BYTES).read_to_end(&mut head).map_err(|e| err(e.to_string()))?;
-    parse(&head, size).map_err(err)
+    let cache = ReadCache::new(file);
+    parse(&cache, size).map_err(err)
 }
 
-/// Parses the headers in `head` (the front of a file of `size` bytes).
-pub fn parse(head: &[u8], size: u64) -> Result<ElfInfo, String> {
+/// Parses the headers of `data`, a file of `size` bytes.
+pub fn parse<'a, R: ReadRef<'a>>(data: R, size: u64) -> Result<ElfInfo, String> {
+    let head = data.read_bytes_at(0, 4).unwrap_or_default();
     if !is_elf(head) {
         return Err("expected an ELF file (magic 7f 45 4c 46)".into());
     }
-    let hdr = FileHeader64::<Endianness>::parse(head)
+    let hdr = FileHeader64::<Endianness>::parse(data)
         .map_err(|e| format!("expected a 64-bit ELF header: {e}"))?;
     let endian = hdr.endian().map_err(|e| format!("ELF header: {e}"))?;
     if endian != Endianness::Little {
@@ -57,9 +54,9 @@ pub fn parse(head: &[u8], size: u64) -> Result<ElfInfo, String> {
     if e_type != ET_DYN && e_type != ET_EXEC {
         return Err(format!("expected an executable or shared object, found e_type {e_type}"));
     }
-    let phdrs = hdr.program_headers(endian, head).map_err(|e| {
-        format!("expected the program headers in the first {HEAD_BYTES} bytes: {e}")
-    })?;
+    let phdrs = hdr
+        .program_headers(endian, data)
+        .map_err(|e| format!("expected program headers inside the file: {e}"))?;
     let mut info = ElfInfo {
         segments: Vec::new(),
         interp: None,
@@ -70,7 +67,7 @@ pub fn parse(head: &[u8], size: u64) -> Result<ElfInfo, String> {
     for ph in phdrs {
         match ph.p_type(endian) {
             PT_LOAD => info.segments.push(load_segment(ph, endian)),
-            PT_INTERP => info.interp = Some(interp(ph, endian, head)?),
+            PT_INTERP => info.interp = Some(interp(ph, endian, data)?),
             _ => {}
         }
     }
@@ -91,13 +88,13 @@ fn load_segment(ph: &object::elf::ProgramHeader64<Endianness>, e: Endianness) ->
     }
 }
 
-fn interp(
+fn interp<'a, R: ReadRef<'a>>(
     ph: &object::elf::ProgramHeader64<Endianness>,
     e: Endianness,
-    head: &[u8],
+    data: R,
 ) -> Result<String, String> {
     let bytes = ph
-        .interpreter(e, head)
+        .interpreter(e, data)
         .map_err(|err| format!("PT_INTERP: {err}"))?
         .ok_or("PT_INTERP without a path")?;
     String::from_utf8(bytes.to_vec()).map_err(|_| "PT_INTERP: a path that is not UTF-8".into())
@@ -116,9 +113,19 @@ mod tests {
     }
 
     #[test]
+    fn reads_the_host_libraries() {
+        for lib in ["/usr/lib/x86_64-linux-gnu/libc.so.6", "/usr/lib/x86_64-linux-gnu/libm.so.6"] {
+            if std::path::Path::new(lib).exists() {
+                let info = read(lib).unwrap();
+                assert!(info.dynamic && info.segments.len() >= 2, "{lib}: {info:?}");
+            }
+        }
+    }
+
+    #[test]
     fn refuses_what_is_not_elf() {
-        assert!(parse(b"#!/bin/sh\n", 10).unwrap_err().contains("expected an ELF file"));
-        let e = parse(b"\x7fELF\x02", 5).unwrap_err();
+        assert!(parse(&b"#!/bin/sh\n"[..], 10).unwrap_err().contains("expected an ELF file"));
+        let e = parse(&b"\x7fELF\x02"[..], 5).unwrap_err();
         assert!(e.contains("64-bit ELF header"), "{e}");
     }
 }

@@ -14,6 +14,9 @@
 //!   dynamic-linker model;
 //! - [`program`]: a recorded program: its address space (ELF objects with their program headers,
 //!   file and anonymous mappings) and one trace per thread, in one file;
+//! - [`ld_so`]: the dynamic linker's model (glibc 2.36's `_dl_map_segments`);
+//! - [`program_replay`]: a recorded program replayed with the OS in the loop: the ELF loader,
+//!   the linker model, a thread per recorded thread, khugepaged's warm-up, a measured pass;
 //! - [`qemu`]: `mmsim record`, the recorder (qemu-user and a TCG plugin);
 //! - [`block`]: block traces for page-cache replay (the ARC paper's `.lis` text, libCacheSim's
 //!   oracleGeneral binary), and the oracleGeneral writer;
@@ -29,9 +32,11 @@ pub mod block;
 pub mod elf;
 pub mod input;
 pub mod lackey;
+pub mod ld_so;
 pub mod maps;
 pub mod pagecache;
 pub mod program;
+pub mod program_replay;
 pub mod qemu;
 pub mod record;
 pub mod replay;

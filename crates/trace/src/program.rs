@@ -118,7 +118,13 @@ impl Program {
         for f in &self.files {
             s += &format!(
                 "file {:#x} {:#x} {:#x} {:#x} {} {} {}\n",
-                f.start.0, f.len.0, f.offset.0, f.prot, u8::from(f.shared), f.size.0, f.path
+                f.start.0,
+                f.len.0,
+                f.offset.0,
+                f.prot,
+                u8::from(f.shared),
+                f.size.0,
+                f.path
             );
         }
         for a in &self.anon {
@@ -153,7 +159,9 @@ impl Program {
             at += n as u64;
             parser.line += 1;
             if n == 0 {
-                return Err(parser.error("expected the line `end` before the end of the file".into()));
+                return Err(
+                    parser.error("expected the line `end` before the end of the file".into())
+                );
             }
             if parser.take(text.trim_end_matches('\n'))? {
                 return Ok((parser.program, at));
@@ -239,12 +247,19 @@ impl Parser<'_> {
                 self.program.threads.push(ThreadSection { refs, bytes });
             }
             _ => {
-                let [start, end, prot] = self.words(rest, ["the start", "the end", "the protection"])?;
+                let [start, end, prot] =
+                    self.words(rest, ["the start", "the end", "the protection"])?;
                 if end <= start {
-                    return Err(self.error(format!("expected START < END, found {start:#x} {end:#x}")));
+                    return Err(
+                        self.error(format!("expected START < END, found {start:#x} {end:#x}"))
+                    );
                 }
                 let prot = prot as u32;
-                self.program.anon.push(AnonMap { start: VirtAddr(start), end: VirtAddr(end), prot });
+                self.program.anon.push(AnonMap {
+                    start: VirtAddr(start),
+                    end: VirtAddr(end),
+                    prot,
+                });
             }
         }
         Ok(())
@@ -262,7 +277,10 @@ impl Parser<'_> {
         };
         let bias = Bytes(self.num(w.next(), "the load bias")?);
         let size = Bytes(self.num(w.next(), "the file size")?);
-        let path = w.next().filter(|p| !p.is_empty()).ok_or_else(|| self.error("expected a path".into()))?;
+        let path = w
+            .next()
+            .filter(|p| !p.is_empty())
+            .ok_or_else(|| self.error("expected a path".into()))?;
         let elf = ElfObject { path: path.to_string(), bias, segments: Vec::new() };
         self.program.objects.push(Object { loader, elf, size });
         Ok(())
@@ -294,7 +312,10 @@ impl Parser<'_> {
         let prot = self.num(w.next(), "the protection")? as u32;
         let shared = self.num(w.next(), "0 (private) or 1 (shared)")? == 1;
         let size = Bytes(self.num(w.next(), "the file size")?);
-        let path = w.next().filter(|p| !p.is_empty()).ok_or_else(|| self.error("expected a path".into()))?;
+        let path = w
+            .next()
+            .filter(|p| !p.is_empty())
+            .ok_or_else(|| self.error("expected a path".into()))?;
         let path = path.to_string();
         self.program.files.push(FileMap { start, len, offset, prot, shared, size, path });
         Ok(())

@@ -12,8 +12,8 @@
 //! and interpreter's load biases (the mappings qemu made before the first instruction, and the
 //! interpreter's entry point); every `mmap`, `munmap`, `mprotect` and `brk` with the path of a
 //! mapped file. The address space is rebuilt from these: ELF objects (the executable, its
-//! interpreter, each shared library the dynamic linker mapped — an `mmap` at file offset 0 of
-//! an ELF shared object, not fixed) with their program headers read from the files, so their
+//! interpreter, each shared library the dynamic linker mapped — its first `mmap` at file offset
+//! 0 of an ELF shared object, which glibc's ld.so makes with `MAP_DENYWRITE`) with their program headers read from the files, so their
 //! segments keep their real permissions and `p_align`; other file mappings as mapped;
 //! anonymous mappings as mapped, the heap from `brk`, and, for memory qemu set up itself (the
 //! stack), the ranges of pages the trace touches outside every other mapping.
@@ -103,7 +103,8 @@ pub fn check_host() -> Result<PathBuf, RecordError> {
 
 /// A small stable hash (FNV-1a) naming the plugin build by its source.
 fn fnv(text: &str) -> u64 {
-    text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3))
+    text.bytes()
+        .fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3))
 }
 
 /// The plugin, compiled into the user's cache directory on first use.
@@ -166,7 +167,10 @@ pub fn run_qemu(options: &RecordOptions) -> Result<PathBuf, RecordError> {
         .status()
         .map_err(|e| failed("running qemu-x86_64", e))?;
     if !status.success() {
-        return Err(RecordError::Failed(format!("{} under qemu-x86_64: {status}", options.program)));
+        return Err(RecordError::Failed(format!(
+            "{} under qemu-x86_64: {status}",
+            options.program
+        )));
     }
     Ok(parts)
 }
@@ -218,7 +222,8 @@ fn thread_files(parts: &Path) -> Result<Vec<PathBuf>, RecordError> {
 /// The plugin's summary: `key value` lines.
 fn read_summary(parts: &Path) -> Result<BTreeMap<String, u64>, RecordError> {
     let path = parts.join("summary");
-    let text = std::fs::read_to_string(&path).map_err(|e| failed(&path.display().to_string(), e))?;
+    let text =
+        std::fs::read_to_string(&path).map_err(|e| failed(&path.display().to_string(), e))?;
     Ok(text
         .lines()
         .filter_map(|l| l.split_once(' '))
@@ -266,7 +271,9 @@ impl Syscall {
 const NR_MMAP: u64 = 9;
 const NR_BRK: u64 = 12;
 const MAP_SHARED: u64 = 1;
-const MAP_FIXED: u64 = 0x10;
+/// glibc's dynamic linker still passes `MAP_DENYWRITE` when it maps a shared object (the
+/// kernel ignores it): what tells its mappings from a program's own `mmap` of an ELF file.
+const MAP_DENYWRITE: u64 = 0x800;
 
 /// The ELF object `path` at the bias that puts its first segment's page at `base`.
 fn object_at(path: &str, loader: Loader, base: u64) -> Result<Object, RecordError> {
@@ -278,9 +285,7 @@ fn object_at(path: &str, loader: Loader, base: u64) -> Result<Object, RecordErro
 }
 
 fn canonical(path: &str) -> Result<String, RecordError> {
-    std::fs::canonicalize(path)
-        .map(|p| p.display().to_string())
-        .map_err(|e| failed(path, e))
+    std::fs::canonicalize(path).map(|p| p.display().to_string()).map_err(|e| failed(path, e))
 }
 
 /// The executable and its interpreter, where qemu loaded them.
@@ -340,7 +345,9 @@ fn address_space(
     for line in std::io::BufReader::new(log).lines() {
         let line = line.map_err(|e| failed("the plugin's syscall log", e))?;
         let Some(call) = Syscall::parse(&line) else {
-            return Err(RecordError::Failed(format!("the plugin's syscall log: bad line `{line}`")));
+            return Err(RecordError::Failed(format!(
+                "the plugin's syscall log: bad line `{line}`"
+            )));
         };
         if call.failed() {
             continue;
@@ -374,7 +381,7 @@ fn add_mmap(program: &mut Program, call: &Syscall) -> Result<(), RecordError> {
         return Ok(());
     }
     let is_library = offset == 0
-        && flags & MAP_FIXED == 0
+        && flags & MAP_DENYWRITE != 0
         && std::fs::File::open(&call.path).ok().and_then(|f| {
             let mut head = [0u8; 4];
             f.take(4).read_exact(&mut head).ok()?;
@@ -443,7 +450,8 @@ fn convert_thread(
     let name = raw.display().to_string();
     let file = std::fs::File::open(raw).map_err(|e| failed(&name, e))?;
     let mut input = std::io::BufReader::with_capacity(1 << 20, file);
-    let encoder = zstd::stream::write::Encoder::new(Vec::new(), level).map_err(|e| failed(&name, e))?;
+    let encoder =
+        zstd::stream::write::Encoder::new(Vec::new(), level).map_err(|e| failed(&name, e))?;
     let mut w = BinaryWriter::new(encoder).map_err(|e| failed(&name, e))?;
     let mut record = [0u8; 8];
     loop {
@@ -454,7 +462,8 @@ fn convert_thread(
         }
         let v = u64::from_le_bytes(record);
         let addr = v & 0xffff_ffff_ffff;
-        let kind = [RefKind::Instr, RefKind::Load, RefKind::Store, RefKind::Modify][(v >> 56 & 3) as usize];
+        let kind = [RefKind::Instr, RefKind::Load, RefKind::Store, RefKind::Modify]
+            [(v >> 56 & 3) as usize];
         let size = ((v >> 48) & 0xff) as u32;
         if !known.covers(addr >> 12) {
             touched.insert(addr >> 12);
@@ -490,7 +499,9 @@ mod tests {
         assert_eq!((c.nr, c.args[4], c.ret, c.path.as_str()), (9, 5, 0x40_02c0_0000, "/lib/x.so"));
         let anon = Syscall::parse("1 0 9 0 0x2000 0x3 0x22 -1 0 0x4002ad4000 ").unwrap();
         assert!(anon.path.is_empty() && !anon.failed());
-        assert!(Syscall::parse("1 0 9 0 0x2000 0x3 0x22 -1 0 0xfffffffffffffff4 ").unwrap().failed());
+        assert!(
+            Syscall::parse("1 0 9 0 0x2000 0x3 0x22 -1 0 0xfffffffffffffff4 ").unwrap().failed()
+        );
     }
 
     #[test]

@@ -297,19 +297,19 @@ async fn collapse_text(t: &Thread, kept: &[Mapping]) {
 }
 
 /// What the replaying thread shares with the caller.
-struct Run {
-    report: Rc<RefCell<ReplayReport>>,
-    trace: Rc<RefCell<TraceReader>>,
+pub(crate) struct Run {
+    pub report: Rc<RefCell<ReplayReport>>,
+    pub trace: Rc<RefCell<TraceReader>>,
     /// References replayed so far.
-    done: Rc<Cell<u64>>,
+    pub done: Rc<Cell<u64>>,
     /// The mappings' ranges, to tell a protection fault from an access outside them.
-    ranges: Vec<(u64, u64)>,
-    check: bool,
+    pub ranges: Vec<(u64, u64)>,
+    pub check: bool,
 }
 
 impl Run {
     /// Reads and replays the trace batch by batch.
-    async fn batches(&self, t: &Thread) -> Result<(), ReplayError> {
+    pub(crate) async fn batches(&self, t: &Thread) -> Result<(), ReplayError> {
         let mut refs = Vec::with_capacity(BATCH * 2);
         loop {
             refs.clear();

@@ -105,11 +105,8 @@ pub struct ElfExec {
 /// `load_elf_binary`: replaces `pid`'s address space with `image`'s mappings.
 pub(crate) async fn load_elf_binary(cx: &Cx, pid: Pid, image: &ElfExec) -> Result<(), Errno> {
     cx.charge(crate::sim::cost::Cost::Syscall).await;
-    let denywrite = if crate::era::vm_denywrite_exists(cx.kernel().version) {
-        VmFlags::DENYWRITE
-    } else {
-        0
-    };
+    let denywrite =
+        if crate::era::vm_denywrite_exists(cx.kernel().version) { VmFlags::DENYWRITE } else { 0 };
     let (exe, interp) = {
         let mut st = cx.st();
         let inode = object_inode(&st, &image.exe)?;
@@ -144,9 +141,10 @@ pub(crate) async fn load_elf_binary(cx: &Cx, pid: Pid, image: &ElfExec) -> Resul
 fn object_inode(st: &KState, object: &ElfObject) -> Result<crate::folio::InodeId, Errno> {
     let inode = *st.paths.get(object.path.as_str()).ok_or(Errno::ENOENT)?;
     let size = st.inodes[inode].size;
-    let fits = object.segments.iter().all(|s| {
-        s.offset.as_u64().checked_add(s.filesz.as_u64()).is_some_and(|end| end <= size)
-    });
+    let fits = object
+        .segments
+        .iter()
+        .all(|s| s.offset.as_u64().checked_add(s.filesz.as_u64()).is_some_and(|end| end <= size));
     if fits { Ok(inode) } else { Err(Errno::EINVAL) }
 }
 
@@ -165,8 +163,7 @@ fn object_segments(
         let pgoff = s.offset.as_u64() >> 12;
         let flags = s.vm_flags() | denywrite;
         out.push(
-            ExecSegment::new(start, file_end.offset_from(start), flags)
-                .file(Some((file, pgoff))),
+            ExecSegment::new(start, file_end.offset_from(start), flags).file(Some((file, pgoff))),
         );
         if mem_end > file_end {
             out.push(ExecSegment::new(file_end, mem_end.offset_from(file_end), s.vm_flags()));
@@ -204,7 +201,8 @@ mod tests {
     fn max_align_is_the_largest_p_align() {
         let mut small = seg(0, 0, 1, 1);
         small.align = Bytes::PAGE;
-        let o = ElfObject { path: "/l".into(), bias: Bytes(0), segments: vec![small, seg(0, 0, 1, 1)] };
+        let o =
+            ElfObject { path: "/l".into(), bias: Bytes(0), segments: vec![small, seg(0, 0, 1, 1)] };
         assert_eq!(o.max_align(), Bytes::PMD);
     }
 }
