@@ -208,6 +208,7 @@ fn run_program(a: &ReplayArgs, profile: mm::Profile) -> u8 {
         config,
         advise_hugepage: a.advise_hugepage,
         warmup: simcore::SimDuration::from_ms(a.warmup_s * 1000),
+        max_refs_per_thread: None,
     };
     let report = match trace::program_replay::replay_program(&a.trace, &options, &mut |_| {}) {
         Ok(r) => r,

@@ -37,6 +37,8 @@ pub struct ProgramOptions {
     pub advise_hugepage: bool,
     /// How long the program stays resident between the passes.
     pub warmup: SimDuration,
+    /// References each thread replays per pass at most (all when `None`): a shorter window.
+    pub max_refs_per_thread: Option<u64>,
 }
 
 /// Counters of the measured pass.
@@ -121,7 +123,7 @@ pub fn replay_program(
     let mut machine = Machine::new(config).map_err(sim)?;
     create_files(&mut machine, &program)?;
     let pid = machine.new_process("replay").map_err(|e| sim(format!("{e:?}")))?;
-    let shared = Rc::new(Shared::new(&program, path, data));
+    let shared = Rc::new(Shared::new(&program, path, data, options.max_refs_per_thread));
     let (s, advise, warmup) = (shared.clone(), options.advise_hugepage, options.warmup);
     let kernel = machine.kernel_rc();
     machine
@@ -172,6 +174,7 @@ struct Shared {
     failure: RefCell<Option<ReplayError>>,
     /// Counters at the start and end of the measured pass.
     marks: RefCell<Vec<Mark>>,
+    max_refs: Option<u64>,
 }
 
 /// A snapshot of the counters the report differences.
@@ -185,7 +188,7 @@ struct Mark {
 }
 
 impl Shared {
-    fn new(program: &Program, path: &str, data: u64) -> Shared {
+    fn new(program: &Program, path: &str, data: u64, max_refs: Option<u64>) -> Shared {
         Shared {
             program: program.clone(),
             path: path.to_string(),
@@ -194,6 +197,7 @@ impl Shared {
             done: Rc::default(),
             failure: RefCell::new(None),
             marks: RefCell::new(Vec::new()),
+            max_refs,
         }
     }
 
@@ -289,6 +293,7 @@ impl Shared {
                 done: self.done.clone(),
                 ranges: ranges.to_vec(),
                 check: false,
+                remaining: Cell::new(self.max_refs.unwrap_or(u64::MAX)),
             };
             let failure: Rc<RefCell<Option<ReplayError>>> = Rc::default();
             let f = failure.clone();

@@ -31,7 +31,9 @@
 //! share of walk cycles), the change of the measured pass's virtual time, and `FilePmdMapped`
 //! per library (simulated only).
 
-use super::{Direction, Experiment, Figure, Progress, Published, Report, Row, Series, Setup, gain};
+use super::{
+    Direction, Experiment, Figure, Progress, Published, Report, Row, Scale, Series, Setup, gain,
+};
 use mm::arch::tlb::TlbEvent;
 use mm::{KernelVersion, MachineConfig, Profile};
 use simcore::SimDuration;
@@ -51,6 +53,9 @@ const CC1PLUS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../traces/cc1plus
 
 /// Virtual seconds between the passes, khugepaged running.
 const WARMUP_S: u64 = 60;
+
+/// References per thread and pass at the quick scale (tests): the window's start only.
+const QUICK_REFS: u64 = 200_000;
 
 /// The THP knobs of every run besides `enabled`.
 const KNOBS: [(&str, &str); 2] =
@@ -119,6 +124,10 @@ fn run(spec: &RunSpec, setup: &Setup) -> Result<ProgramReport, String> {
         config: setup.config(config)?,
         advise_hugepage: spec.madvise,
         warmup: SimDuration::from_ms(WARMUP_S * 1000),
+        max_refs_per_thread: match setup.scale {
+            Scale::Full => None,
+            Scale::Quick => Some(QUICK_REFS),
+        },
     };
     replay_program(spec.program, &options, &mut |_| {}).map_err(|e| format!("{}: {e}", spec.label))
 }
