@@ -321,3 +321,77 @@ impl Parser<'_> {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Program {
+        let seg = LoadSegment {
+            vaddr: VirtAddr(0x5000000),
+            offset: Bytes(0x5000000),
+            filesz: Bytes(0x2be2b8c),
+            memsz: Bytes(0x2be2b8c),
+            flags: mm::pf::R | mm::pf::X,
+            align: Bytes::PMD,
+        };
+        let elf = ElfObject {
+            path: "/lib/a b.so".into(),
+            bias: Bytes(0x40_0000_0000),
+            segments: vec![seg],
+        };
+        Program {
+            program: "/bin/x".into(),
+            skip: 5,
+            count: 7,
+            instructions: 99,
+            objects: vec![Object { loader: Loader::Lib, elf, size: Bytes(1 << 27) }],
+            files: vec![FileMap {
+                start: VirtAddr(0x1000),
+                len: Bytes(0x2000),
+                offset: Bytes(0),
+                prot: 1,
+                shared: false,
+                size: Bytes(0x1800),
+                path: "/data/f".into(),
+            }],
+            anon: vec![AnonMap { start: VirtAddr(0x8000), end: VirtAddr(0x9000), prot: 3 }],
+            threads: vec![ThreadSection { refs: 0, bytes: 0 }],
+        }
+    }
+
+    #[test]
+    fn the_header_round_trips() {
+        let dir = std::env::temp_dir().join(format!("mmsim-program-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("p.mmprog");
+        let p = sample();
+        p.write(&mut std::fs::File::create(&path).unwrap(), &[]).unwrap();
+        let (back, data) = Program::open(path.to_str().unwrap()).unwrap();
+        assert_eq!(back, p);
+        assert_eq!(data, p.header().len() as u64);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn bad_headers_name_their_line() {
+        let dir = std::env::temp_dir().join(format!("mmsim-program-bad-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("bad.mmprog");
+        std::fs::write(&path, "MMSIMPG1\nload 0x0 0 0 0 5 0x1000\nend\n").unwrap();
+        let e = Program::open(path.to_str().unwrap()).unwrap_err();
+        assert_eq!(e.line, Some(2));
+        assert!(e.message.contains("`object` line"), "{e}");
+        std::fs::write(&path, "MMSIMPG1\nanon 0x9000 0x8000 3\n").unwrap();
+        let e = Program::open(path.to_str().unwrap()).unwrap_err();
+        assert!(e.message.contains("START < END"), "{e}");
+        std::fs::write(&path, "nope\n").unwrap();
+        assert!(
+            Program::open(path.to_str().unwrap())
+                .unwrap_err()
+                .message
+                .contains("not a recorded program")
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
