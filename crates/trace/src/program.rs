@@ -149,7 +149,12 @@ impl Program {
     /// starts.
     pub fn open(path: &str) -> Result<(Program, u64), InputError> {
         let file = std::fs::File::open(path).map_err(|e| crate::input::io_error(path, &e))?;
-        let mut input = BufReader::new(file);
+        Program::read_header(&mut BufReader::new(file), path)
+    }
+
+    /// Reads a recorded program's header from `input` (named `path` in errors); returns it and
+    /// the bytes it took.
+    pub fn read_header(input: &mut dyn BufRead, path: &str) -> Result<(Program, u64), InputError> {
         let mut parser = Parser { file: path, line: 0, program: Program::default() };
         let mut at = 0u64;
         let mut text = String::new();
@@ -172,7 +177,8 @@ impl Program {
     /// A reader of thread `k`'s references in the recorded program `path` (whose sections start
     /// at `data`).
     pub fn thread_trace(&self, path: &str, data: u64, k: usize) -> Result<TraceReader, InputError> {
-        let start = data + self.threads[..k].iter().map(|t| t.bytes).sum::<u64>();
+        let before = self.threads[..k].iter().fold(0u64, |a, t| a.saturating_add(t.bytes));
+        let start = data.saturating_add(before);
         let len = self.threads[k].bytes;
         let mut file = std::fs::File::open(path).map_err(|e| crate::input::io_error(path, &e))?;
         file.seek(SeekFrom::Start(start)).map_err(|e| crate::input::io_error(path, &e))?;

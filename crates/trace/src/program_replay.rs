@@ -150,16 +150,18 @@ pub fn replay_program(
 fn create_files(machine: &mut Machine, p: &Program) -> Result<(), ReplayError> {
     let mut sizes: BTreeMap<&str, u64> = BTreeMap::new();
     let objects = p.objects.iter().map(|o| (o.elf.path.as_str(), o.size.as_u64()));
-    let files = p.files.iter().map(|f| (f.path.as_str(), f.size.0.max(f.offset.0 + f.len.0)));
+    let files =
+        p.files.iter().map(|f| (f.path.as_str(), f.size.0.max(f.offset.0.saturating_add(f.len.0))));
     for (path, size) in objects.chain(files) {
         let e = sizes.entry(path).or_default();
         *e = (*e).max(size);
     }
     for (path, size) in sizes {
         let size = Bytes(size).align_up(Bytes::PAGE).unwrap_or(Bytes(size));
-        machine
-            .create_file(path, &FileSpec::zeros(size))
-            .map_err(|e| ReplayError::Sim(format!("creating {path}: {e:?}")))?;
+        machine.create_file(path, &FileSpec::zeros(size)).map_err(|e| {
+            let message = format!("the simulated file system refuses {path}: {e:?}");
+            ReplayError::Input(crate::InputError { file: path.to_string(), line: None, message })
+        })?;
     }
     Ok(())
 }
@@ -235,7 +237,8 @@ impl Shared {
     async fn build(&self, t: &Thread, advise: bool) -> Result<(), ReplayError> {
         let p = &self.program;
         let bad = |what: &str, e: mm::Errno| {
-            ReplayError::Sim(format!("{}: the simulated kernel refuses {what}: {e:?}", self.path))
+            let message = format!("the simulated kernel refuses {what}: {e:?}");
+            ReplayError::Input(crate::InputError { file: self.path.clone(), line: None, message })
         };
         let object = |l: Loader| p.objects.iter().find(|o| o.loader == l).map(|o| o.elf.clone());
         let exe = object(Loader::Exe)
