@@ -21,10 +21,11 @@ use trace::replay::{ReplayOptions, replay as replay_trace};
 pub type Target = fn(&[u8]);
 
 /// The targets, by name: the harness's argument and the regression directories are named so.
-pub const TARGETS: [(&str, Target); 6] = [
+pub const TARGETS: [(&str, Target); 7] = [
     ("scenario", scenario),
     ("trace", trace),
     ("maps", maps),
+    ("program", program),
     ("replay", replay),
     ("block", block),
     ("cli", cli),
@@ -73,6 +74,11 @@ pub fn maps(data: &[u8]) {
     if let Ok(text) = std::str::from_utf8(data) {
         let _ = trace::maps::parse(text, "fuzz.maps");
     }
+}
+
+/// A recorded program's header (`mmsim record`).
+pub fn program(data: &[u8]) {
+    let _ = trace::program::Program::read_header(&mut Cursor::new(data), "fuzz.mmprog");
 }
 
 /// A maps file, a NUL byte, then a trace: replayed with the TLBs checked after every batch.
@@ -174,6 +180,11 @@ pub fn seeds(target: &str, root: &Path) -> std::io::Result<Vec<(String, Vec<u8>)
         "maps" => {
             for m in ["traces/sum.maps", "traces/bigtext.maps"] {
                 seeds.push((m.to_string(), read(m)?));
+            }
+        }
+        "program" => {
+            for t in ["traces/rustc-tiny.mmprog", "traces/cc1plus-tiny.mmprog"] {
+                seeds.push((format!("{t}.head"), head(t, 8192)?));
             }
         }
         "replay" => {

@@ -11,6 +11,7 @@ mod bench;
 mod demo;
 mod explore;
 pub mod fuzz;
+mod record;
 mod replay;
 mod reproduce;
 mod run;
@@ -43,6 +44,9 @@ enum Command {
     /// Replay a memory-reference trace (valgrind lackey or mmsim binary) through the simulated
     /// TLBs and page walk; exit 2 on bad input.
     Replay(replay::ReplayArgs),
+    /// Record a real program's memory references and address space under qemu-user into a
+    /// recorded program (`mmsim replay FILE` replays it); exit 2 when the host cannot record.
+    Record(record::RecordArgs),
     /// Swarm testing of the model: random valid scenarios with every checker on; exit 1 with
     /// each bug's seed and minimised scenario when one is found.
     Swarm(swarm::SwarmArgs),
@@ -73,6 +77,7 @@ pub fn main_with_args(args: impl IntoIterator<Item = impl Into<OsString> + Clone
         Command::Sweep(a) => return sweep::run(&a),
         Command::Swarm(a) => return swarm::run(&a),
         Command::Replay(a) => return replay::run(&a),
+        Command::Record(a) => return record::run(&a),
         Command::Trace(c) => return replay::trace_command(&c),
         Command::Reproduce(a) => reproduce::run(&a),
         Command::Demo(d) => demo::run(&d),

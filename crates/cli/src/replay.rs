@@ -20,11 +20,26 @@ use trace::replay::{ReplayError, ReplayOptions, ReplayReport, replay};
 #[derive(Debug, Args)]
 pub(crate) struct ReplayArgs {
     /// The trace: valgrind lackey `--trace-mem=yes` text or mmsim binary, optionally gzip or
-    /// zstd compressed.
+    /// zstd compressed; or a recorded program (`mmsim record`), which holds its address space.
     trace: String,
-    /// The process's address space, in `/proc/PID/maps` format (memory-reference replay).
-    #[arg(long, required_unless_present = "cache", conflicts_with = "cache")]
+    /// The process's address space, in `/proc/PID/maps` format (memory-reference replay of a
+    /// trace that is not a recorded program).
+    #[arg(long, conflicts_with = "cache")]
     maps: Option<String>,
+    /// Kernel version of a recorded program's replay (its era switches).
+    #[arg(long = "program-kernel", default_value = "v6.8", conflicts_with_all = ["cache", "maps"])]
+    program_kernel: String,
+    /// `/sys/kernel/mm/transparent_hugepage/` knobs of a recorded program's replay, as
+    /// `PATH=VALUE` (e.g. `enabled=always`, `khugepaged/scan_sleep_millisecs=100`).
+    #[arg(long = "sysfs", value_name = "KNOB=VALUE", conflicts_with_all = ["cache", "maps"])]
+    sysfs: Vec<String>,
+    /// The dynamic-linker model advises MADV_HUGEPAGE on 2 MiB-aligned library segments.
+    #[arg(long, conflicts_with_all = ["cache", "maps"])]
+    advise_hugepage: bool,
+    /// How long a recorded program stays resident (khugepaged running) between its warm-up pass
+    /// and its measured pass, in virtual seconds.
+    #[arg(long, default_value_t = 60, conflicts_with_all = ["cache", "maps"])]
+    warmup_s: u64,
     /// Replay TRACE as a block trace through the page cache of a memory cgroup of this size
     /// (`memory.max`, e.g. 256MiB).
     #[arg(long)]
@@ -110,8 +125,11 @@ pub(crate) fn run(a: &ReplayArgs) -> u8 {
         Ok(p) => p,
         Err(e) => return bad(format!("--profile: {e}")),
     };
-    let Some(maps_file) = &a.maps else {
+    if a.cache.is_some() {
         return run_page_cache(a, profile);
+    }
+    let Some(maps_file) = &a.maps else {
+        return run_program(a, profile);
     };
     let maps_text = match read_maps(maps_file) {
         Ok(t) => t,
@@ -149,6 +167,74 @@ pub(crate) fn run(a: &ReplayArgs) -> u8 {
     };
     let json = a.json.then(|| serde_json::to_string_pretty(&report));
     print_report(json, || print_perf_stat(&report))
+}
+
+/// `mmsim replay FILE` of a recorded program: its measured pass's counters, the collapses and
+/// `FilePmdMapped` per file.
+fn run_program(a: &ReplayArgs, profile: mm::Profile) -> u8 {
+    let head = std::fs::File::open(&a.trace).and_then(|f| {
+        let mut magic = Vec::new();
+        std::io::Read::read_to_end(&mut std::io::Read::take(f, 8), &mut magic)?;
+        Ok(magic)
+    });
+    match head {
+        Ok(m) if m == trace::program::MAGIC.as_bytes() => {}
+        Ok(_) => {
+            return bad(format!(
+                "{}: --maps is required unless TRACE is a recorded program (mmsim record)",
+                a.trace
+            ));
+        }
+        Err(e) => return bad(format!("{}: {e}", a.trace)),
+    }
+    let kernel = match a.program_kernel.parse::<mm::KernelVersion>() {
+        Ok(k) => k,
+        Err(e) => return bad(format!("--program-kernel: {e}")),
+    };
+    let mut config = mm::MachineConfig::new(profile, kernel);
+    for set in &a.sysfs {
+        let Some((knob, value)) = set.split_once('=') else {
+            return bad(format!("--sysfs {set}: expected KNOB=VALUE"));
+        };
+        let path = format!("transparent_hugepage/{knob}");
+        let Some(k) = mm::huge_memory::policy::sysfs_knob(&path) else {
+            return bad(format!("--sysfs {set}: unknown transparent_hugepage knob `{knob}`"));
+        };
+        if let Err(e) = config.tunables.thp.set(k, value, kernel) {
+            return bad(format!("--sysfs {set}: {e}"));
+        }
+    }
+    let options = trace::program_replay::ProgramOptions {
+        config,
+        advise_hugepage: a.advise_hugepage,
+        warmup: simcore::SimDuration::from_ms(a.warmup_s * 1000),
+        max_refs_per_thread: None,
+    };
+    let report = match trace::program_replay::replay_program(&a.trace, &options, &mut |_| {}) {
+        Ok(r) => r,
+        Err(ReplayError::Input(e)) => return bad(e),
+        Err(ReplayError::Refused(e)) => return bad(format!("{}: refused: {e}", a.trace)),
+        Err(ReplayError::Sim(e)) => return sim_failed(&e),
+    };
+    let json = a.json.then(|| serde_json::to_string_pretty(&report));
+    print_report(json, || {
+        let w = &report.measured;
+        println!(
+            "{}: {} threads, measured pass of {} references",
+            report.program, report.threads, w.references
+        );
+        for (k, v) in &w.counters {
+            println!("{v:>16}  {k}");
+        }
+        println!("{:>16}  page-faults\n{:>16}  virtual ns", w.page_faults, w.virtual_time_ns);
+        println!(
+            "{:>16}  thp_collapse_alloc\n{:>16}  nr_file_hugepages",
+            report.collapse_allocs, report.file_hugepages
+        );
+        for (f, kb) in &report.file_pmd_mapped_kb {
+            println!("FilePmdMapped {kb:>8} kB  {f}");
+        }
+    })
 }
 
 /// The text of a maps file: a regular file of at most `MAX_SCENARIO_BYTES` (a real

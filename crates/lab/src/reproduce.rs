@@ -12,7 +12,7 @@
 //! of several experiments on host threads, each seed an independent, deterministic simulation,
 //! and merges each experiment's seeds into one report (mean, spread and every value).
 //!
-//! The seed changes without an experiment are listed in [`SEED_CHANGES`] and reported as
+//! Every seed change has an experiment ([`SEED_CHANGES`]); one without would be reported as
 //! "not yet modelled".
 
 mod cow_reuse;
@@ -20,6 +20,7 @@ mod dax_zero_page;
 mod fadv_noreuse;
 mod hugetlb_locking;
 pub mod report;
+mod thp_exec;
 
 pub use report::{Direction, Figure, Published, Report, Row, Series, Verdict};
 
@@ -72,7 +73,13 @@ impl Setup {
 
     /// The machine of `config` with this run's seed and overrides; its kernel and the switches
     /// that differ from that kernel's own are recorded for the report.
-    pub fn machine(&self, mut config: MachineConfig) -> Result<Machine, String> {
+    pub fn machine(&self, config: MachineConfig) -> Result<Machine, String> {
+        Machine::new(self.config(config)?)
+    }
+
+    /// `config` with this run's seed and overrides, recorded for the report as [`Self::machine`]
+    /// records it (for runs that build their machine themselves, such as a trace replay).
+    pub fn config(&self, mut config: MachineConfig) -> Result<MachineConfig, String> {
         config.seed = self.seed;
         crate::scenario::run::apply_sets(&mut config, &self.overrides)?;
         config.switches.check_implemented(config.kernel)?;
@@ -91,7 +98,7 @@ impl Setup {
             seen.push(line);
         }
         drop(seen);
-        Machine::new(config)
+        Ok(config)
     }
 }
 
@@ -212,6 +219,7 @@ pub const EXPERIMENTS: &[Experiment] = &[
     fadv_noreuse::EXPERIMENT,
     dax_zero_page::EXPERIMENT,
     hugetlb_locking::EXPERIMENT,
+    thp_exec::EXPERIMENT,
 ];
 
 /// The experiment called `name`.
@@ -238,7 +246,7 @@ pub const SEED_CHANGES: [SeedChange; 5] = [
     SeedChange {
         file: "000_5bbe7308058474e8.txt",
         change: "file THPs for executables",
-        experiment: None,
+        experiment: Some("thp-exec"),
     },
     SeedChange {
         file: "001_c93cf60e89dbdeb3.txt",

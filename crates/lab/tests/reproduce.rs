@@ -200,3 +200,23 @@ fn set_overrides_reach_the_machines_and_are_marked() {
     assert!(report.table().contains("NON-DEFAULT settings: dax_hole=zero_page"));
     assert!(report.configurations.iter().any(|c| c == "v4.13 dax_hole=zero_page"));
 }
+
+/// Issue 18's era contrast on one recorded trace: under `denywrite` (v5.12) rustc's
+/// `librustc_driver` text is not collapsed while cc1plus's (the executable, deny-write) is;
+/// under `exec_not_written` (v6.1) both are, and the 2 MiB mappings come from collapses counted
+/// in the run.
+#[test]
+fn thp_exec_contrasts_the_eras_on_real_programs() {
+    let report = find("thp-exec").unwrap().run(1, Scale::Quick, &mut NoProgress).unwrap();
+    let has = |name: &str| report.rows.iter().any(|r| r.name == name);
+    let driver = "FilePmdMapped librustc_driver-6108105cd7e839cf.so";
+    assert!(!has(&format!("{driver} rustc v5.12")));
+    assert!(!has(&format!("{driver} rustc v5.12 madvise")));
+    assert!(row(&report, &format!("{driver} rustc v6.1")) >= 2048.0);
+    assert!(row(&report, &format!("{driver} rustc v6.1 madvise")) >= 2048.0);
+    assert!(row(&report, "FilePmdMapped cc1plus cc1plus v5.12") >= 2048.0);
+    assert!(row(&report, "FilePmdMapped cc1plus cc1plus v6.1") >= 2048.0);
+    let collapsed = |label: &str| row(&report, &format!("thp_collapse_alloc {label}"));
+    assert!(collapsed("rustc v6.1") > collapsed("rustc v5.12"));
+    assert!(row(&report, "itlb miss rate 2m") < row(&report, "itlb miss rate 4k"));
+}

@@ -507,6 +507,13 @@ pub fn mglru_reworked_tiers(k: KernelVersion) -> bool {
     k >= v(6, 14)
 }
 
+/// The ELF loader maps the executable's and the interpreter's segments `VM_DENYWRITE`: until
+/// "mm: remove VM_DENYWRITE" (v5.15), which removed the flag; `mmap` ignored `MAP_DENYWRITE` from
+/// user space in every era.
+pub fn vm_denywrite_exists(k: KernelVersion) -> bool {
+    k < v(5, 15)
+}
+
 /// smaps prints `THPeligible` for each VMA: "mm, thp, proc: report THP eligibility for each vma"
 /// (7635d9cbe832, v5.0).
 pub fn smaps_has_thp_eligible(k: KernelVersion) -> bool {

@@ -19,12 +19,13 @@
 //!
 //! The folder `fs/` holds what Linux keeps under its `fs/` rather than `mm/`, where a kernel
 //! developer looks for it: the file systems' operations (`ops.rs`), DAX (`dax.rs`, `fs/dax.c`)
-//! and the DAX file system on persistent memory (`daxfs.rs`), exec's loader (`exec.rs`,
-//! `fs/exec.c`, `fs/binfmt_elf.c`), pipes and vmsplice (`pipe.rs`, `fs/pipe.c`, `fs/splice.c`),
+//! and the DAX file system on persistent memory (`daxfs.rs`), exec (`exec.rs`, `fs/exec.c`)
+//! and its ELF loader (`binfmt_elf.rs`, `fs/binfmt_elf.c`), pipes and vmsplice (`pipe.rs`, `fs/pipe.c`, `fs/splice.c`),
 //! direct IO (`direct_io.rs`, `fs/iomap/direct-io.c`), and procfs (`proc.rs` with
 //! `proc/clear_refs.rs`, `fs/proc/task_mmu.c`, `fs/proc/meminfo.c`), and sysfs (`sysfs.rs`, which
 //! routes a path to the subsystem that owns the file).
 
+pub mod binfmt_elf;
 pub mod dax;
 pub mod daxfs;
 pub(crate) mod direct_io;

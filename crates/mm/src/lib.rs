@@ -52,6 +52,7 @@ mod zap;
 
 pub use era::{KernelVersion, Switches};
 pub use errno::{Errno, Signal, SysError};
+pub use fs::binfmt_elf::{ElfExec, ElfObject, LoadSegment, pf};
 pub use fs::exec::{ExecImage, ExecLayout};
 pub use kernel::Tunables;
 pub use mmap::{MmapArgs, madv, map, prot};

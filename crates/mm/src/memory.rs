@@ -305,6 +305,17 @@ pub(crate) fn set_pte_range(
     st.pt.set_pte(vmf.table(), Level::Pte.index(addr), Pte::new(page, bits));
 }
 
+/// Whether the fault's PTE table is still the one its PMD points at. From v6.6 khugepaged
+/// retracts a file range's PTE table under the PMD and PTE locks without `mmap_lock`
+/// (`khugepaged/file.rs`), so a fault that slept on the PTE lock may find the table gone; the
+/// kernel's `finish_fault` then fails to map the PTE (`pte_offset_map_lock` sees the PMD
+/// changed) and returns `VM_FAULT_NOPAGE`, and the access faults again.
+fn pte_table_current(st: &KState, vmf: &Vmf<'_>) -> bool {
+    st.pt
+        .pmd_slot(st.mm(vmf.mm).pgd, vmf.address)
+        .is_some_and(|(t, i)| matches!(st.pt.upper(t, i), Upper::Table(x) if x == vmf.table()))
+}
+
 /// `finish_fault` for a page-cache page that the fault's `->fault` returned: maps it (writable
 /// only for a write, or in a shared writable mapping that wants no write notification), giving
 /// the fault's reference to the mapping.
@@ -315,7 +326,7 @@ pub(crate) async fn finish_fault(vmf: &Vmf<'_>, fp: FaultPage) -> Result<FaultOu
     let _g = ptl.lock(cx).await;
     cx.charge(Cost::PteInstall).await;
     let mut st = cx.st();
-    if !st.pt.pte(vmf.table(), vmf.pte_index()).is_none() {
+    if !pte_table_current(&st, vmf) || !st.pt.pte(vmf.table(), vmf.pte_index()).is_none() {
         st.put_folio_extra(fp.head);
         return Ok(outcome_of(fp.major));
     }

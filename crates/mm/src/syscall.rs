@@ -441,6 +441,12 @@ impl Thread {
         do_exec(&self.cx, self.pid(), path, image).await
     }
 
+    /// `execve(2)` of an ELF executable whose program headers (and its interpreter's) were read
+    /// into `image`.
+    pub async fn exec_elf(&self, image: &crate::fs::binfmt_elf::ElfExec) -> Result<(), Errno> {
+        crate::fs::binfmt_elf::load_elf_binary(&self.cx, self.pid(), image).await
+    }
+
     /// `pipe(2)`: returns the read and write descriptors.
     pub async fn pipe(&self) -> Result<(i32, i32), Errno> {
         self.cx.charge(crate::sim::cost::Cost::Syscall).await;

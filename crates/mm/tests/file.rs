@@ -213,3 +213,53 @@ fn buffered_reads_mark_pages_accessed() {
     assert_eq!(vmstat(&m, "nr_active_file"), 1);
     assert_eq!(vmstat(&m, "nr_inactive_file"), 3);
 }
+
+/// The ELF loader maps an executable's `PT_LOAD` segments at its bias, and its interpreter's:
+/// `VM_DENYWRITE` on both before v5.15 ("mm: remove VM_DENYWRITE"), on neither after; the bss
+/// beyond the file contents is anonymous.
+#[test]
+fn the_elf_loader_maps_segments_deny_write_by_era() {
+    use mm::{ElfExec, ElfObject, KernelVersion, LoadSegment, MachineConfig, Profile, pf};
+    let seg = |vaddr: u64, offset: u64, filesz: u64, memsz: u64, flags: u32| LoadSegment {
+        vaddr: VirtAddr(vaddr),
+        offset: Bytes(offset),
+        filesz: Bytes(filesz),
+        memsz: Bytes(memsz),
+        flags,
+        align: Bytes::PMD,
+    };
+    let object = |path: &str, bias: u64| ElfObject {
+        path: path.into(),
+        bias: Bytes(bias),
+        segments: vec![
+            seg(0, 0, 0x1800, 0x1800, pf::R | pf::X),
+            seg(0x20_2000, 0x2000, 0x100, 0x3000, pf::R | pf::W),
+        ],
+    };
+    for (kernel, dw) in [(KernelVersion::new(5, 12), " dw"), (KernelVersion::new(5, 15), "")] {
+        let profile = Profile::named("tiny").unwrap();
+        let mut m = mm::Machine::new(MachineConfig::new(profile, kernel)).unwrap();
+        for path in ["/bin/app", "/lib/ld.so"] {
+            m.create_file(path, &FileSpec::zeros(Bytes::kib(16))).unwrap();
+        }
+        let pid = m.new_process("shell").unwrap();
+        let image = ElfExec {
+            exe: object("/bin/app", 0x40_0000),
+            interp: Some(object("/lib/ld.so", 0x7f00_0000_0000)),
+            stack_top: VirtAddr(0x7ff0_0000_0000),
+            stack: Bytes::kib(132),
+        };
+        run_in(&mut m, pid, move |t| async move {
+            t.exec_elf(&image).await.unwrap();
+            t.touch(VirtAddr(0x40_1000), Bytes::PAGE, Access::Exec).await.unwrap();
+            t.touch(VirtAddr(0x60_4000), Bytes::PAGE, Access::Write).await.unwrap();
+        });
+        let (maps, smaps) = (m.maps(pid), m.smaps(pid));
+        assert!(maps.contains("00400000-00402000 r-xp 00000000"), "{maps}");
+        assert!(maps.contains("00602000-00603000 rw-p 00002000"), "{maps}");
+        assert!(maps.contains("00603000-00605000 rw-p 00000000 00:00 0"), "{maps}");
+        assert!(maps.contains("7f0000000000-7f0000002000 r-xp 00000000"), "{maps}");
+        let text_flags = format!("VmFlags: rd ex mr mw me{dw} sd");
+        assert_eq!(smaps.matches(&text_flags).count(), 2, "{kernel}: {smaps}");
+    }
+}

@@ -10,6 +10,14 @@
 //! - [`maps`]: the `/proc/PID/maps` text that describes the replayed process's address space;
 //! - [`replay`]: a simulated process built from a maps description, running a trace through the
 //!   TLBs and page walk (`mm::arch::tlb`), faulting through the mm model only on a miss that needs it;
+//! - [`elf`]: an ELF file's program headers (`PT_LOAD`, `PT_INTERP`), for the loader and the
+//!   dynamic-linker model;
+//! - [`program`]: a recorded program: its address space (ELF objects with their program headers,
+//!   file and anonymous mappings) and one trace per thread, in one file;
+//! - [`ld_so`]: the dynamic linker's model (glibc 2.36's `_dl_map_segments`);
+//! - [`program_replay`]: a recorded program replayed with the OS in the loop: the ELF loader,
+//!   the linker model, a thread per recorded thread, khugepaged's warm-up, a measured pass;
+//! - [`qemu`]: `mmsim record`, the recorder (qemu-user and a TCG plugin);
 //! - [`block`]: block traces for page-cache replay (the ARC paper's `.lis` text, libCacheSim's
 //!   oracleGeneral binary), and the oracleGeneral writer;
 //! - [`pagecache`]: a block trace replayed as reads or mapped accesses of one file by a process
@@ -21,10 +29,15 @@
 
 pub mod binary;
 pub mod block;
+pub mod elf;
 pub mod input;
 pub mod lackey;
+pub mod ld_so;
 pub mod maps;
 pub mod pagecache;
+pub mod program;
+pub mod program_replay;
+pub mod qemu;
 pub mod record;
 pub mod replay;
 

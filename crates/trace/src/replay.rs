@@ -197,6 +197,7 @@ pub fn replay(
         done: done.clone(),
         ranges: kept.iter().map(|m| (m.start, m.end)).collect(),
         check: options.check_every_batch,
+        remaining: Cell::new(u64::MAX),
     };
     let (f, maps_file, text_thp) = (failure.clone(), maps_file.to_string(), options.text_thp);
     machine
@@ -297,19 +298,21 @@ async fn collapse_text(t: &Thread, kept: &[Mapping]) {
 }
 
 /// What the replaying thread shares with the caller.
-struct Run {
-    report: Rc<RefCell<ReplayReport>>,
-    trace: Rc<RefCell<TraceReader>>,
+pub(crate) struct Run {
+    pub report: Rc<RefCell<ReplayReport>>,
+    pub trace: Rc<RefCell<TraceReader>>,
     /// References replayed so far.
-    done: Rc<Cell<u64>>,
+    pub done: Rc<Cell<u64>>,
     /// The mappings' ranges, to tell a protection fault from an access outside them.
-    ranges: Vec<(u64, u64)>,
-    check: bool,
+    pub ranges: Vec<(u64, u64)>,
+    pub check: bool,
+    /// References still to replay at most (the rest of the trace is left unread).
+    pub remaining: Cell<u64>,
 }
 
 impl Run {
     /// Reads and replays the trace batch by batch.
-    async fn batches(&self, t: &Thread) -> Result<(), ReplayError> {
+    pub(crate) async fn batches(&self, t: &Thread) -> Result<(), ReplayError> {
         let mut refs = Vec::with_capacity(BATCH * 2);
         loop {
             refs.clear();
@@ -335,7 +338,8 @@ impl Run {
         let mut rep = self.report.borrow_mut();
         let mut n = 0u64;
         let mut finished = false;
-        while n < BATCH as u64 {
+        let most = (BATCH as u64).min(self.remaining.get());
+        while n < most {
             let Some(x) = reader.next_ref()? else {
                 finished = true;
                 break;
@@ -350,7 +354,8 @@ impl Run {
             n += 1;
         }
         rep.references += n;
-        Ok((n, finished))
+        self.remaining.set(self.remaining.get() - n);
+        Ok((n, finished || self.remaining.get() == 0))
     }
 
     /// Runs one batch through the MMU: runs of translated accesses without blocking, each one

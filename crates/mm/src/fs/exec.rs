@@ -80,77 +80,132 @@ pub(crate) async fn do_exec(
         }
         open_exec(&mut st, inode, exec_denies_write(cx))?
     };
+    let text_at = VirtAddr(TEXT_BASE);
+    let data_at = (text_at + text).align_up(Bytes::PMD).expect("in range");
+    let bss_at = data_at + data;
+    let stack_top = VirtAddr(MMAP_BASE + (64 << 20));
+    let file = |pgoff| Some((exe, pgoff));
+    let segments = [
+        ExecSegment::new(text_at, text, VmFlags::READ | VmFlags::EXEC | VmFlags::DENYWRITE)
+            .file(file(0)),
+        ExecSegment::new(data_at, data, VmFlags::READ | VmFlags::WRITE | VmFlags::DENYWRITE)
+            .file(file(text.as_u64() >> 12)),
+        ExecSegment::new(bss_at, bss, VmFlags::READ | VmFlags::WRITE | VmFlags::ACCOUNT)
+            .role(VmaRole::Heap),
+        ExecSegment::stack(stack_top, stack),
+    ];
+    begin_new_exec(cx, pid, exe, path, &segments).await?;
+    Ok(ExecLayout { text: text_at, data: data_at, bss: bss_at, stack_top })
+}
+
+/// One mapping `exec` makes: a file's segment (with its page offset) or anonymous memory.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ExecSegment {
+    pub start: VirtAddr,
+    pub len: Bytes,
+    pub flags: u64,
+    pub file: Option<(FileId, u64)>,
+    pub role: VmaRole,
+}
+
+impl ExecSegment {
+    pub(crate) fn new(start: VirtAddr, len: Bytes, flags: u64) -> ExecSegment {
+        ExecSegment { start, len, flags, file: None, role: VmaRole::Plain }
+    }
+
+    /// The stack, `len` below `top`.
+    pub(crate) fn stack(top: VirtAddr, len: Bytes) -> ExecSegment {
+        let flags = VmFlags::READ | VmFlags::WRITE | VmFlags::GROWSDOWN | VmFlags::ACCOUNT;
+        ExecSegment::new(VirtAddr(top.0 - len.as_u64()), len, flags).role(VmaRole::Stack)
+    }
+
+    pub(crate) fn file(self, file: Option<(FileId, u64)>) -> ExecSegment {
+        ExecSegment { file, ..self }
+    }
+
+    pub(crate) fn role(self, role: VmaRole) -> ExecSegment {
+        ExecSegment { role, ..self }
+    }
+}
+
+/// The point of no return (`begin_new_exec`, then the loader's mappings): tears down `pid`'s
+/// old mm, gives it a new one holding `segments` (each file's linked under its `i_mmap_rwsem`,
+/// the anonymous ones after), with `exe` as `mm->exe_file` and the process named after `path`.
+/// Every file segment takes a reference on its file.
+pub(crate) async fn begin_new_exec(
+    cx: &Cx,
+    pid: Pid,
+    exe: FileId,
+    path: &str,
+    segments: &[ExecSegment],
+) -> Result<(), Errno> {
     let old = cx.st().procs[pid].mm.take();
     if let Some(old) = old {
         exit_mmap(cx, old).await;
     }
     let mm = cx.st().mm_alloc(cx, pid)?;
-    let text_at = VirtAddr(TEXT_BASE);
-    let data_at = (text_at + text).align_up(Bytes::PMD).expect("in range");
-    let bss_at = data_at + data;
-    let stack_top = VirtAddr(MMAP_BASE + (64 << 20));
-    let base = VmFlags::MAYREAD | VmFlags::MAYWRITE | VmFlags::MAYEXEC | VmFlags::SOFTDIRTY;
-    let segments = [
-        (
-            text_at,
-            text,
-            VmFlags::READ | VmFlags::EXEC | VmFlags::DENYWRITE,
-            Some(0),
-            VmaRole::Plain,
-        ),
-        (
-            data_at,
-            data,
-            VmFlags::READ | VmFlags::WRITE | VmFlags::DENYWRITE,
-            Some(text.as_u64() >> 12),
-            VmaRole::Plain,
-        ),
-        (bss_at, bss, VmFlags::READ | VmFlags::WRITE | VmFlags::ACCOUNT, None, VmaRole::Heap),
-        (
-            VirtAddr(stack_top.0 - stack.as_u64()),
-            stack,
-            VmFlags::READ | VmFlags::WRITE | VmFlags::GROWSDOWN | VmFlags::ACCOUNT,
-            None,
-            VmaRole::Stack,
-        ),
-    ];
-    let i_mmap = {
-        let st = cx.st();
-        st.inodes[st.file(exe).inode].mapping.i_mmap_rwsem
-    };
-    let _g = i_mmap.write(cx).await;
-    let mut st = cx.st();
-    for (start, len, flags, pgoff, role) in segments {
-        if len.as_u64() == 0 {
-            continue;
+    let mut files: Vec<FileId> = Vec::new();
+    for f in segments.iter().filter_map(|s| s.file.map(|(f, _)| f)) {
+        if !files.contains(&f) {
+            files.push(f);
         }
-        let file = pgoff.map(|_| {
-            st.file_mut(exe).refs += 1;
-            exe
-        });
-        let vm_ops = VmOps::of(&st, file);
-        st.vma_link(Vma {
-            mm,
-            start,
-            end: start + len,
-            flags: VmFlags(base | flags),
-            pgoff: pgoff.unwrap_or(start.0 >> 12),
-            file,
-            vm_ops,
-            anon_vma: None,
-            anon_vma_chain: Vec::new(),
-            role,
-        });
     }
-    st.mm_mut(mm).exe_file = Some(exe);
-    let p = &mut st.procs[pid];
-    p.mm = Some(mm);
-    p.name = path.rsplit('/').next().unwrap_or(path).chars().take(15).collect();
-    Ok(ExecLayout { text: text_at, data: data_at, bss: bss_at, stack_top })
+    for f in files.into_iter().map(Some).chain([None]) {
+        let i_mmap = f.map(|f| {
+            let st = cx.st();
+            st.inodes[st.file(f).inode].mapping.i_mmap_rwsem
+        });
+        let _g = match i_mmap {
+            Some(l) => Some(l.write(cx).await),
+            None => None,
+        };
+        let mut st = cx.st();
+        for s in segments.iter().filter(|s| s.file.map(|(g, _)| g) == f && s.len.as_u64() > 0) {
+            link_segment(&mut st, mm, s);
+        }
+    }
+    {
+        let mut st = cx.st();
+        st.mm_mut(mm).exe_file = Some(exe);
+        let p = &mut st.procs[pid];
+        p.mm = Some(mm);
+        p.name = path.rsplit('/').next().unwrap_or(path).chars().take(15).collect();
+    }
+    // The loader maps through `vm_mmap`, so from v5.19 `mmap_region` offers each mapping to
+    // khugepaged as `mmap` does (`mmap.rs`).
+    if crate::era::mmap_registers_khugepaged(cx.kernel().version) {
+        let vmas: Vec<_> = cx.st().mm(mm).vmas.values().copied().collect();
+        for v in vmas {
+            crate::khugepaged::khugepaged_enter_vma(cx, v);
+        }
+    }
+    Ok(())
+}
+
+/// Links one segment into `mm`, with the operations `mmap` would choose for it.
+fn link_segment(st: &mut KState, mm: crate::mm_struct::MmId, s: &ExecSegment) {
+    let base = VmFlags::MAYREAD | VmFlags::MAYWRITE | VmFlags::MAYEXEC | VmFlags::SOFTDIRTY;
+    if let Some((f, _)) = s.file {
+        st.file_mut(f).refs += 1;
+    }
+    let file = s.file.map(|(f, _)| f);
+    let vm_ops = VmOps::of(st, file);
+    st.vma_link(Vma {
+        mm,
+        start: s.start,
+        end: s.start + s.len,
+        flags: VmFlags(base | s.flags),
+        pgoff: s.file.map_or(s.start.0 >> 12, |(_, pgoff)| pgoff),
+        file,
+        vm_ops,
+        anon_vma: None,
+        anon_vma_chain: Vec::new(),
+        role: s.role,
+    });
 }
 
 /// Opens the executable `inode` for exec, denying writes to it first when `deny`.
-fn open_exec(st: &mut KState, inode: InodeId, deny: bool) -> Result<FileId, Errno> {
+pub(crate) fn open_exec(st: &mut KState, inode: InodeId, deny: bool) -> Result<FileId, Errno> {
     if deny {
         st.inodes[inode].deny_write_access()?;
     }

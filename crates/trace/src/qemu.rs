@@ -1,0 +1,514 @@
+//! `mmsim record`: recording a real program's memory references under qemu-user with a TCG
+//! plugin (`qemu/mmsim_plugin.c`, compiled with the host's C compiler on first use), into a
+//! recorded program ([`crate::program`]).
+//!
+//! What it needs, and refuses clearly without: an x86-64 host; `qemu-x86_64` built with plugin
+//! support (`-plugin` in its help: Debian 12's dynamically linked `qemu-user` 7.2 has it,
+//! newer Debian's static `qemu-user` 10.x does not), and `cc` to build the plugin. The guest runs
+//! with `-cpu max`, so glibc picks the code paths (string functions, ...) it picks natively.
+//!
+//! What it records: each guest thread's references (qemu-user gives each thread its own vCPU)
+//! in a window of instructions (skip N, record M, counted over all threads); the executable's
+//! and interpreter's load biases (the mappings qemu made before the first instruction, and the
+//! interpreter's entry point); every `mmap`, `munmap`, `mprotect` and `brk` with the path of a
+//! mapped file. The address space is rebuilt from these: ELF objects (the executable, its
+//! interpreter, each shared library the dynamic linker mapped — its first `mmap` at file offset
+//! 0 of an ELF shared object, which glibc's ld.so makes with `MAP_DENYWRITE`) with their program headers read from the files, so their
+//! segments keep their real permissions and `p_align`; other file mappings as mapped;
+//! anonymous mappings as mapped, the heap from `brk`, and, for memory qemu set up itself (the
+//! stack), the ranges of pages the trace touches outside every other mapping.
+//!
+//! Approximation: the address space is the union of every mapping seen during the run; an
+//! `munmap` or `mprotect` is logged but not replayed in time order, so a reference to memory
+//! unmapped earlier still finds it mapped, with its first permissions.
+
+use crate::binary::BinaryWriter;
+use crate::elf;
+use crate::program::{AnonMap, FileMap, Loader, Object, Program, ThreadSection};
+use crate::record::{MemRef, RefKind};
+use mm::ElfObject;
+use simcore::{Bytes, VirtAddr};
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{BufRead, Read};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The plugin's source, compiled on first use.
+const PLUGIN_SOURCE: &str = include_str!("../qemu/mmsim_plugin.c");
+
+/// What to record.
+#[derive(Clone, Debug)]
+pub struct RecordOptions {
+    pub program: String,
+    pub args: Vec<String>,
+    /// Instructions to let pass before recording.
+    pub skip: u64,
+    /// Instructions to record (0: to the end).
+    pub count: u64,
+    pub out: String,
+    /// zstd's level for the trace sections (1-22).
+    pub zstd_level: i32,
+}
+
+/// Why recording could not run or failed.
+#[derive(Debug)]
+pub enum RecordError {
+    /// The host lacks what the recorder needs (named).
+    Missing(String),
+    /// The recording ran but something failed.
+    Failed(String),
+}
+
+impl std::fmt::Display for RecordError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RecordError::Missing(m) => write!(f, "mmsim record cannot run here: {m}"),
+            RecordError::Failed(m) => f.write_str(m),
+        }
+    }
+}
+
+fn failed(what: &str, e: impl std::fmt::Display) -> RecordError {
+    RecordError::Failed(format!("{what}: {e}"))
+}
+
+/// `name` on `PATH`.
+fn on_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path).map(|d| d.join(name)).find(|p| p.is_file())
+}
+
+/// Checks the host: returns qemu-user's path, or what is missing.
+pub fn check_host() -> Result<PathBuf, RecordError> {
+    if std::env::consts::ARCH != "x86_64" {
+        return Err(RecordError::Missing(format!(
+            "an x86-64 host (qemu-user maps an x86-64 guest 1:1 only there), found {}",
+            std::env::consts::ARCH
+        )));
+    }
+    let missing = |m: &str| RecordError::Missing(m.to_string());
+    let qemu = on_path("qemu-x86_64").ok_or_else(|| {
+        missing("qemu-x86_64 is not on PATH (Debian 12: apt-get install qemu-user)")
+    })?;
+    let help = Command::new(&qemu).arg("-h").output().map_err(|e| failed("qemu-x86_64 -h", e))?;
+    if !String::from_utf8_lossy(&help.stdout).contains("-plugin") {
+        return Err(missing(
+            "this qemu-x86_64 has no TCG plugin support (no -plugin in its help; Debian 12's \
+             dynamically linked qemu-user 7.2 has it, static builds do not)",
+        ));
+    }
+    on_path("cc").ok_or_else(|| missing("cc (a C compiler, to build the recorder's plugin)"))?;
+    Ok(qemu)
+}
+
+/// A small stable hash (FNV-1a) naming the plugin build by its source.
+fn fnv(text: &str) -> u64 {
+    text.bytes()
+        .fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3))
+}
+
+/// The plugin, compiled into the user's cache directory on first use.
+fn plugin() -> Result<PathBuf, RecordError> {
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(std::env::temp_dir)
+        .join("mmsim");
+    let so = base.join(format!("qemu-plugin-{:016x}.so", fnv(PLUGIN_SOURCE)));
+    if so.is_file() {
+        return Ok(so);
+    }
+    std::fs::create_dir_all(&base).map_err(|e| failed(&base.display().to_string(), e))?;
+    let src = base.join("mmsim_plugin.c");
+    std::fs::write(&src, PLUGIN_SOURCE).map_err(|e| failed(&src.display().to_string(), e))?;
+    let out = Command::new("cc")
+        .args(["-O2", "-shared", "-fPIC", "-o"])
+        .arg(&so)
+        .arg(&src)
+        .arg("-lpthread")
+        .output()
+        .map_err(|e| failed("cc", e))?;
+    if !out.status.success() {
+        return Err(RecordError::Missing(format!(
+            "the plugin does not compile with cc:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        )));
+    }
+    Ok(so)
+}
+
+/// What a recording produced.
+#[derive(Debug)]
+pub struct Recorded {
+    pub program: Program,
+    /// Bytes of the recorded program file.
+    pub file_bytes: u64,
+}
+
+/// Runs `options.program` under qemu-user with the plugin; returns the directory holding the
+/// plugin's output (`OUT.parts`), which [`write_program`] turns into the recorded program.
+pub fn run_qemu(options: &RecordOptions) -> Result<PathBuf, RecordError> {
+    let qemu = check_host()?;
+    let so = plugin()?;
+    let parts = PathBuf::from(format!("{}.parts", options.out));
+    let _ = std::fs::remove_dir_all(&parts);
+    std::fs::create_dir_all(&parts).map_err(|e| failed(&parts.display().to_string(), e))?;
+    let arg = format!(
+        "{},dir={},skip={},count={}",
+        so.display(),
+        parts.display(),
+        options.skip,
+        options.count
+    );
+    let status = Command::new(&qemu)
+        .args(["-cpu", "max", "-plugin", &arg])
+        .arg(&options.program)
+        .args(&options.args)
+        .status()
+        .map_err(|e| failed("running qemu-x86_64", e))?;
+    if !status.success() {
+        return Err(RecordError::Failed(format!(
+            "{} under qemu-x86_64: {status}",
+            options.program
+        )));
+    }
+    Ok(parts)
+}
+
+/// The references the plugin wrote in `parts` (8 bytes each).
+pub fn raw_references(parts: &Path) -> u64 {
+    let files = thread_files(parts).unwrap_or_default();
+    files.iter().filter_map(|f| std::fs::metadata(f).ok()).map(|m| m.len() / 8).sum()
+}
+
+/// Builds the recorded program from the plugin's output in `parts`, writes it to
+/// `options.out`, and removes `parts`.
+pub fn write_program(parts: &Path, options: &RecordOptions) -> Result<Recorded, RecordError> {
+    let summary = read_summary(parts)?;
+    let mut program = address_space(parts, options, &summary)?;
+    let mut sections = Vec::new();
+    let mut touched = BTreeSet::new();
+    let known = Known::of(&program);
+    for raw in thread_files(parts)? {
+        let (section, refs) = convert_thread(&raw, &known, &mut touched, options.zstd_level)?;
+        if refs > 0 {
+            program.threads.push(ThreadSection { refs, bytes: section.len() as u64 });
+            sections.push(section);
+        }
+    }
+    program.anon.extend(touched_ranges(&touched));
+    let mut out = std::fs::File::create(&options.out).map_err(|e| failed(&options.out, e))?;
+    program.write(&mut out, &sections).map_err(|e| failed(&options.out, e))?;
+    let file_bytes = out.metadata().map(|m| m.len()).unwrap_or(0);
+    let _ = std::fs::remove_dir_all(parts);
+    Ok(Recorded { program, file_bytes })
+}
+
+/// The plugin's per-thread files, in vCPU order.
+fn thread_files(parts: &Path) -> Result<Vec<PathBuf>, RecordError> {
+    let dir = std::fs::read_dir(parts).map_err(|e| failed(&parts.display().to_string(), e))?;
+    let mut files: Vec<(u64, PathBuf)> = dir
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            let k = name.strip_prefix('t')?.strip_suffix(".raw")?.parse().ok()?;
+            Some((k, e.path()))
+        })
+        .collect();
+    files.sort();
+    Ok(files.into_iter().map(|(_, p)| p).collect())
+}
+
+/// The plugin's summary: `key value` lines.
+fn read_summary(parts: &Path) -> Result<BTreeMap<String, u64>, RecordError> {
+    let path = parts.join("summary");
+    let text =
+        std::fs::read_to_string(&path).map_err(|e| failed(&path.display().to_string(), e))?;
+    Ok(text
+        .lines()
+        .filter_map(|l| l.split_once(' '))
+        .filter_map(|(k, v)| Some((k.to_string(), v.parse().ok()?)))
+        .collect())
+}
+
+/// A system call the plugin logged.
+#[derive(Clone, Debug)]
+struct Syscall {
+    nr: u64,
+    args: [u64; 6],
+    ret: u64,
+    path: String,
+}
+
+impl Syscall {
+    /// Parses a line of the plugin's `syscalls` log: count, vCPU, number, six arguments (the
+    /// fifth, the fd, in decimal), the result, then the mapped file's path if any.
+    fn parse(line: &str) -> Option<Syscall> {
+        let mut w = line.splitn(11, ' ');
+        let num = |s: Option<&str>| -> Option<u64> {
+            let s = s?;
+            match s.strip_prefix("0x") {
+                Some(h) => u64::from_str_radix(h, 16).ok(),
+                None if s.starts_with('-') => s.parse::<i64>().ok().map(|v| v as u64),
+                None => s.parse().ok(),
+            }
+        };
+        let (_count, _vcpu, nr) = (num(w.next())?, num(w.next())?, num(w.next())?);
+        let mut args = [0; 6];
+        for a in &mut args {
+            *a = num(w.next())?;
+        }
+        let ret = num(w.next())?;
+        let path = w.next().unwrap_or("").trim().to_string();
+        Some(Syscall { nr, args, ret, path })
+    }
+
+    fn failed(&self) -> bool {
+        self.ret > u64::MAX - 4095
+    }
+}
+
+const NR_MMAP: u64 = 9;
+const NR_BRK: u64 = 12;
+const MAP_SHARED: u64 = 1;
+/// glibc's dynamic linker still passes `MAP_DENYWRITE` when it maps a shared object (the
+/// kernel ignores it): what tells its mappings from a program's own `mmap` of an ELF file.
+const MAP_DENYWRITE: u64 = 0x800;
+
+/// The ELF object `path` at the bias that puts its first segment's page at `base`.
+fn object_at(path: &str, loader: Loader, base: u64) -> Result<Object, RecordError> {
+    let info = elf::read(path).map_err(|e| failed("reading program headers", e))?;
+    let first = info.segments[0].vaddr.align_down(Bytes::PAGE).0;
+    let bias = Bytes(base.wrapping_sub(first));
+    let elf = ElfObject { path: path.to_string(), bias, segments: info.segments };
+    Ok(Object { loader, elf, size: info.size })
+}
+
+fn canonical(path: &str) -> Result<String, RecordError> {
+    std::fs::canonicalize(path).map(|p| p.display().to_string()).map_err(|e| failed(path, e))
+}
+
+/// The executable and its interpreter, where qemu loaded them.
+fn kernel_objects(
+    parts: &Path,
+    exe: &str,
+    summary: &BTreeMap<String, u64>,
+) -> Result<Vec<Object>, RecordError> {
+    let info = elf::read(exe).map_err(|e| failed("reading program headers", e))?;
+    let maps_path = parts.join("maps");
+    let maps = std::fs::read_to_string(&maps_path).map_err(|e| failed("the plugin's maps", e))?;
+    let base = if info.dynamic {
+        let line = maps
+            .lines()
+            .find(|l| l.ends_with(exe) && l.split_whitespace().nth(2) == Some("00000000"))
+            .ok_or_else(|| RecordError::Failed(format!("{exe} is not in qemu's mappings")))?;
+        let start = line.split('-').next().unwrap_or("");
+        u64::from_str_radix(start, 16).map_err(|e| failed("qemu's mappings", e))?
+    } else {
+        info.segments[0].vaddr.align_down(Bytes::PAGE).0
+    };
+    let mut objects = vec![object_at(exe, Loader::Exe, base)?];
+    if let Some(interp) = &info.interp {
+        let interp = canonical(interp)?;
+        let entry = elf::read(&interp).map_err(|e| failed("reading program headers", e))?.entry;
+        let first_pc = summary.get("first_pc").copied().unwrap_or(0);
+        let mut o = object_at(&interp, Loader::Interp, 0)?;
+        o.elf.bias = Bytes(first_pc.wrapping_sub(entry.0));
+        if !o.elf.bias.is_page_aligned() {
+            return Err(RecordError::Failed(format!(
+                "the first instruction {first_pc:#x} is not {interp}'s entry point at a page-aligned bias"
+            )));
+        }
+        objects.push(o);
+    }
+    Ok(objects)
+}
+
+/// The address space: the kernel's objects, then what the `mmap` and `brk` log adds.
+fn address_space(
+    parts: &Path,
+    options: &RecordOptions,
+    summary: &BTreeMap<String, u64>,
+) -> Result<Program, RecordError> {
+    let exe = canonical(&options.program)?;
+    let mut program = Program {
+        program: exe.clone(),
+        skip: options.skip,
+        count: options.count,
+        instructions: summary.get("instructions").copied().unwrap_or(0),
+        objects: kernel_objects(parts, &exe, summary)?,
+        ..Program::default()
+    };
+    let log_path = parts.join("syscalls");
+    let log = std::fs::File::open(&log_path).map_err(|e| failed("the plugin's syscall log", e))?;
+    let mut heap: Option<(u64, u64)> = None;
+    for line in std::io::BufReader::new(log).lines() {
+        let line = line.map_err(|e| failed("the plugin's syscall log", e))?;
+        let Some(call) = Syscall::parse(&line) else {
+            return Err(RecordError::Failed(format!(
+                "the plugin's syscall log: bad line `{line}`"
+            )));
+        };
+        if call.failed() {
+            continue;
+        }
+        match call.nr {
+            NR_MMAP => add_mmap(&mut program, &call)?,
+            NR_BRK => {
+                let (lo, hi) = heap.unwrap_or((call.ret, call.ret));
+                heap = Some((lo.min(call.ret), hi.max(call.ret)));
+            }
+            _ => {}
+        }
+    }
+    if let Some((lo, hi)) = heap.filter(|(lo, hi)| hi > lo) {
+        program.anon.push(AnonMap { start: VirtAddr(lo), end: VirtAddr(hi), prot: 3 });
+    }
+    Ok(program)
+}
+
+/// Adds one successful `mmap` to the address space.
+fn add_mmap(program: &mut Program, call: &Syscall) -> Result<(), RecordError> {
+    let [_, len, prot, flags, _, offset] = call.args;
+    let len = Bytes(len).align_up(Bytes::PAGE).unwrap_or(Bytes(len));
+    if call.path.is_empty() {
+        let end = VirtAddr(call.ret) + len;
+        program.anon.push(AnonMap { start: VirtAddr(call.ret), end, prot: prot as u32 });
+        return Ok(());
+    }
+    let known = program.objects.iter().any(|o| o.elf.path == call.path);
+    if known {
+        return Ok(());
+    }
+    let is_library = offset == 0
+        && flags & MAP_DENYWRITE != 0
+        && std::fs::File::open(&call.path).ok().and_then(|f| {
+            let mut head = [0u8; 4];
+            f.take(4).read_exact(&mut head).ok()?;
+            Some(elf::is_elf(&head))
+        }) == Some(true)
+        && elf::read(&call.path).is_ok_and(|i| i.dynamic);
+    if is_library {
+        program.objects.push(object_at(&call.path, Loader::Lib, call.ret)?);
+        return Ok(());
+    }
+    let size = std::fs::metadata(&call.path).map(|m| m.len()).unwrap_or(offset + len.0);
+    program.files.push(FileMap {
+        start: VirtAddr(call.ret),
+        len,
+        offset: Bytes(offset),
+        prot: prot as u32,
+        shared: flags & MAP_SHARED != 0,
+        size: Bytes(size),
+        path: call.path.clone(),
+    });
+    Ok(())
+}
+
+/// The page ranges the address space already covers (sorted, merged).
+struct Known {
+    ranges: Vec<(u64, u64)>,
+}
+
+impl Known {
+    fn of(p: &Program) -> Known {
+        let mut r: Vec<(u64, u64)> = Vec::new();
+        for o in &p.objects {
+            for s in &o.elf.segments {
+                if let Some((start, _, end)) = s.pages(o.elf.bias) {
+                    r.push((start.0 >> 12, end.0 >> 12));
+                }
+            }
+        }
+        r.extend(p.files.iter().map(|f| (f.start.0 >> 12, (f.start + f.len).0 >> 12)));
+        r.extend(p.anon.iter().map(|a| (a.start.0 >> 12, a.end.0.div_ceil(4096))));
+        r.sort_unstable();
+        let mut merged: Vec<(u64, u64)> = Vec::new();
+        for (s, e) in r {
+            match merged.last_mut() {
+                Some(last) if s <= last.1 => last.1 = last.1.max(e),
+                _ => merged.push((s, e)),
+            }
+        }
+        Known { ranges: merged }
+    }
+
+    fn covers(&self, page: u64) -> bool {
+        let i = self.ranges.partition_point(|&(_, e)| e <= page);
+        self.ranges.get(i).is_some_and(|&(s, _)| s <= page)
+    }
+}
+
+/// Converts one thread's raw records into a zstd-compressed binary trace; pages it touches
+/// outside `known` go into `touched`. Returns the section and its reference count.
+fn convert_thread(
+    raw: &Path,
+    known: &Known,
+    touched: &mut BTreeSet<u64>,
+    level: i32,
+) -> Result<(Vec<u8>, u64), RecordError> {
+    let name = raw.display().to_string();
+    let file = std::fs::File::open(raw).map_err(|e| failed(&name, e))?;
+    let mut input = std::io::BufReader::with_capacity(1 << 20, file);
+    let encoder =
+        zstd::stream::write::Encoder::new(Vec::new(), level).map_err(|e| failed(&name, e))?;
+    let mut w = BinaryWriter::new(encoder).map_err(|e| failed(&name, e))?;
+    let mut record = [0u8; 8];
+    loop {
+        match input.read_exact(&mut record) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => break,
+            Err(e) => return Err(failed(&name, e)),
+        }
+        let v = u64::from_le_bytes(record);
+        let addr = v & 0xffff_ffff_ffff;
+        let kind = [RefKind::Instr, RefKind::Load, RefKind::Store, RefKind::Modify]
+            [(v >> 56 & 3) as usize];
+        let size = ((v >> 48) & 0xff) as u32;
+        if !known.covers(addr >> 12) {
+            touched.insert(addr >> 12);
+        }
+        w.write(MemRef { kind, addr: VirtAddr(addr), size: size.max(1) })
+            .map_err(|e| failed(&name, e))?;
+    }
+    let (encoder, refs) = w.finish().map_err(|e| failed(&name, e))?;
+    Ok((encoder.finish().map_err(|e| failed(&name, e))?, refs))
+}
+
+/// Anonymous read-write ranges over the touched pages, runs closer than 16 pages joined.
+fn touched_ranges(pages: &BTreeSet<u64>) -> Vec<AnonMap> {
+    let mut out: Vec<AnonMap> = Vec::new();
+    for &p in pages {
+        let (start, end) = (VirtAddr(p << 12), VirtAddr((p + 1) << 12));
+        match out.last_mut() {
+            Some(last) if last.end.0 + (16 << 12) >= start.0 => last.end = end,
+            _ => out.push(AnonMap { start, end, prot: 3 }),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn syscall_lines_parse() {
+        let l = "32500 0 9 0x4002c00000 0x7be2b8c 0x1 0x812 5 0 0x4002c00000 /lib/x.so";
+        let c = Syscall::parse(l).unwrap();
+        assert_eq!((c.nr, c.args[4], c.ret, c.path.as_str()), (9, 5, 0x40_02c0_0000, "/lib/x.so"));
+        let anon = Syscall::parse("1 0 9 0 0x2000 0x3 0x22 -1 0 0x4002ad4000 ").unwrap();
+        assert!(anon.path.is_empty() && !anon.failed());
+        assert!(
+            Syscall::parse("1 0 9 0 0x2000 0x3 0x22 -1 0 0xfffffffffffffff4 ").unwrap().failed()
+        );
+    }
+
+    #[test]
+    fn touched_pages_join_into_ranges() {
+        let pages: BTreeSet<u64> = [10, 11, 20, 100].into_iter().collect();
+        let r = touched_ranges(&pages);
+        assert_eq!(r.len(), 2);
+        assert_eq!((r[0].start, r[0].end), (VirtAddr(10 << 12), VirtAddr(21 << 12)));
+    }
+}
