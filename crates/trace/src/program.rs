@@ -101,6 +101,28 @@ pub struct Program {
 }
 
 impl Program {
+    /// Every range the recorded address space maps (the objects' segments, file and anonymous
+    /// mappings), in units of `1 << shift` bytes rounded outwards, sorted and merged.
+    pub fn mapped_ranges(&self, shift: u32) -> Vec<(u64, u64)> {
+        let unit = |(s, e): (u64, u64)| (s >> shift, e.div_ceil(1 << shift));
+        let mut r: Vec<(u64, u64)> = Vec::new();
+        for o in &self.objects {
+            let segments = o.elf.segments.iter().filter_map(|s| s.pages(o.elf.bias));
+            r.extend(segments.map(|(s, _, e)| unit((s.0, e.0))));
+        }
+        r.extend(self.files.iter().map(|f| unit((f.start.0, (f.start + f.len).0))));
+        r.extend(self.anon.iter().map(|a| unit((a.start.0, a.end.0))));
+        r.sort_unstable();
+        let mut merged: Vec<(u64, u64)> = Vec::new();
+        for (s, e) in r {
+            match merged.last_mut() {
+                Some(last) if s <= last.1 => last.1 = last.1.max(e),
+                _ => merged.push((s, e)),
+            }
+        }
+        merged
+    }
+
     /// The header's text.
     pub fn header(&self) -> String {
         let mut s = format!("{MAGIC}\nprogram {}\n", self.program);

@@ -326,27 +326,7 @@ impl Shared {
 
     /// Every recorded mapping's range, sorted, to tell protection faults from stray accesses.
     fn ranges(&self) -> Vec<(u64, u64)> {
-        let p = &self.program;
-        let mut r: Vec<(u64, u64)> = p.anon.iter().map(|a| (a.start.0, a.end.0)).collect();
-        r.extend(p.files.iter().map(|f| (f.start.0, (f.start + f.len).0)));
-        for o in &p.objects {
-            r.extend(
-                o.elf
-                    .segments
-                    .iter()
-                    .filter_map(|s| s.pages(o.elf.bias))
-                    .map(|(s, _, e)| (s.0, e.0)),
-            );
-        }
-        r.sort_unstable();
-        let mut merged: Vec<(u64, u64)> = Vec::new();
-        for (s, e) in r {
-            match merged.last_mut() {
-                Some(last) if s <= last.1 => last.1 = last.1.max(e),
-                _ => merged.push((s, e)),
-            }
-        }
-        merged
+        self.program.mapped_ranges(0)
     }
 }
 

@@ -412,25 +412,7 @@ struct Known {
 
 impl Known {
     fn of(p: &Program) -> Known {
-        let mut r: Vec<(u64, u64)> = Vec::new();
-        for o in &p.objects {
-            for s in &o.elf.segments {
-                if let Some((start, _, end)) = s.pages(o.elf.bias) {
-                    r.push((start.0 >> 12, end.0 >> 12));
-                }
-            }
-        }
-        r.extend(p.files.iter().map(|f| (f.start.0 >> 12, (f.start + f.len).0 >> 12)));
-        r.extend(p.anon.iter().map(|a| (a.start.0 >> 12, a.end.0.div_ceil(4096))));
-        r.sort_unstable();
-        let mut merged: Vec<(u64, u64)> = Vec::new();
-        for (s, e) in r {
-            match merged.last_mut() {
-                Some(last) if s <= last.1 => last.1 = last.1.max(e),
-                _ => merged.push((s, e)),
-            }
-        }
-        Known { ranges: merged }
+        Known { ranges: p.mapped_ranges(12) }
     }
 
     fn covers(&self, page: u64) -> bool {
