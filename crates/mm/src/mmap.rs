@@ -357,7 +357,8 @@ async fn mmap_link(cx: &Cx, vma: Vma) -> Result<(), Errno> {
     };
     let hugetlb = vma.flags.has(VmFlags::HUGETLB);
     let id = cx.st().vma_link(vma);
-    if hugetlb && let Err(e) = cx.st().hugetlbfs_file_mmap(id) {
+    let reserved = if hugetlb { cx.st().hugetlbfs_file_mmap(id) } else { Ok(()) };
+    if let Err(e) = reserved {
         let mut st = cx.st();
         st.vma_detach(id);
         st.vma_free(id);

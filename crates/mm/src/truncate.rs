@@ -88,9 +88,13 @@ pub(crate) async fn truncate_inode_pages_range(
     let first = lstart.div_ceil(4096);
     let end = lend.map_or(u64::MAX, |e| e / 4096);
     cx.st().workingset.truncate(inode, first, end);
-    // The kernel's second loop restarts from `start` until a lookup finds nothing, so a folio
-    // that entered the range meanwhile (a collapse that finished, seed 000) goes too.
-    while first < end && remove_cached(cx, inode, first, end).await {}
+    // One pass: the kernel's second loop restarts from `start` until a lookup finds nothing,
+    // which mmsim leaves out because not every exclusion that keeps a concurrent reader from
+    // refilling the range (`invalidate_lock`, ext4's `i_mmap_sem`) is modelled, so a restart
+    // could livelock against it (swarm seed 1009).
+    if first < end {
+        remove_cached(cx, inode, first, end).await;
+    }
     if !lstart.is_multiple_of(4096) {
         let to = lend.filter(|&e| e / 4096 == lstart / 4096).map_or(4096, |e| (e % 4096) as usize);
         zero_cached(cx, inode, lstart / 4096, (lstart % 4096) as usize, to).await;
@@ -104,8 +108,8 @@ pub(crate) async fn truncate_inode_pages_range(
 }
 
 /// One pass of `truncate_inode_pages_range` over pages `[first, end)`: removes every folio
-/// cached there, each under its lock; false if the pass found none.
-async fn remove_cached(cx: &Cx, inode: InodeId, first: u64, end: u64) -> bool {
+/// cached there, each under its lock.
+async fn remove_cached(cx: &Cx, inode: InodeId, first: u64, end: u64) {
     // The folios are looked up and referenced together, as `find_lock_entries` takes a
     // reference on each folio of its batch when it finds it (a batch of `FOLIO_BATCH_SIZE`
     // there, the whole range here): reclaim cannot free one while truncation waits for the lock
@@ -119,7 +123,6 @@ async fn remove_cached(cx: &Cx, inode: InodeId, first: u64, end: u64) -> bool {
         }
         heads
     };
-    let found = !doomed.is_empty();
     for head in doomed {
         folio_lock(cx, head).await;
         let (still_cached, mapped, index, nr) = {
@@ -142,7 +145,6 @@ async fn remove_cached(cx: &Cx, inode: InodeId, first: u64, end: u64) -> bool {
         folio_unlock(cx, head);
         cx.st().put_folio_extra(head);
     }
-    found
 }
 
 /// `truncate_inode_partial_folio`: zeroes bytes `[from, to)` of cached page `index`, if cached.

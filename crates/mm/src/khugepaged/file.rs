@@ -28,8 +28,10 @@
 //! the broken variant `thp_writer_barrier = reordered` lets each load pass its store
 //! (`scenarios/races/collapse-open-write.toml`). After the check, in one step, the contents are
 //! copied and the old pages leave the cache for the THP, which takes over the count
-//! (`nr_file_hugepages` too). A truncation that raced in waits on the locked old pages and its
-//! restart removes the THP (`truncate.rs`).
+//! (`nr_file_hugepages` too). Since the check's load and the exchange are one step, an opener
+//! whose store came first fails the collapse (its truncation waits on the locked old pages
+//! until the rollback unlocks them), and a collapse whose check came first has its THP cached
+//! before the opener looks at `nr_thps`.
 //! Before v5.14 (`file_thp = denywrite`) there is no such check: only `VM_DENYWRITE` mappings
 //! were collapsed, and a deny-written file cannot be opened for write. Every failure rolls back:
 //! the old pages go back to the LRU, unlocked, still cached (those unmapped refault), the THP is
