@@ -4,7 +4,8 @@
 //! `__collapse_huge_page_isolate`, `__collapse_huge_page_copy`, `madvise_collapse`,
 //! `madvise_collapse_errno`; Linux v6.8, with the eras below).
 //!
-//! Registration (`khugepaged_enter_vma`): an anonymous THP fault and `MADV_HUGEPAGE` put the mm
+//! Registration (`khugepaged_enter_vma`): an anonymous THP fault, `MADV_HUGEPAGE` and, from v5.19,
+//! every new mapping (`mmap_region` and the ELF loader, 613bec092fe7) put the mm
 //! on khugepaged's list (`MMF_VM_HUGEPAGE`) when the policy allows PMD THPs there for
 //! khugepaged (`ThpCaller::Khugepaged`: the sysfs gate, and an anon_vma, so only faulted VMAs)
 //! and `enabled` is not `never`. The daemon starts with the first registration (the kernel starts
