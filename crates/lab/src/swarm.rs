@@ -206,6 +206,11 @@ const OPS: &[(&str, OpGen)] = &[
         let fill = g.below(256);
         Some(format!(r#"{{ op = "write_bytes", addr = "{addr}", fill = {fill}, len = {len} }}"#))
     }),
+    ("proc_mem_write", |g| {
+        let (addr, len) = g.range(2)?;
+        let fill = g.below(256);
+        Some(format!(r#"{{ op = "proc_mem_write", addr = "{addr}", fill = {fill}, len = {len} }}"#))
+    }),
     ("read_bytes", |g| {
         let (addr, len) = g.range(2)?;
         Some(format!(r#"{{ op = "read_bytes", addr = "{addr}", len = {len} }}"#))

@@ -194,6 +194,27 @@ switch_enum!(
 );
 
 switch_enum!(
+    /// How a FOLL_FORCE write GUP (`/proc/PID/mem`, ptrace) into a private mapping without
+    /// `VM_WRITE` accepts the read-only PTE its COW fault left (`mm/gup.c`).
+    FollForceCow, "foll_force_cow" {
+        /// `faultin_page` drops FOLL_WRITE after the COW fault, and the retry takes whatever
+        /// page is mapped then: up to v4.8. A `MADV_DONTNEED` between the fault and the retry
+        /// lets the retry map and return the page-cache page, so the write lands in the file
+        /// (Dirty COW, CVE-2016-5195).
+        DropWrite = "drop_write",
+        /// The retry keeps FOLL_WRITE and, with the internal FOLL_COW flag, accepts only a
+        /// dirty PTE, which only the COW copy has ("mm: remove gup_flags FOLL_WRITE games from
+        /// __get_user_pages()", 19be0eaffa3a, v4.9) until v5.19.
+        FollCow = "foll_cow",
+        /// FOLL_COW removed: the retry accepts a read-only PTE only for an exclusive anonymous
+        /// page in a private, may-write mapping without `VM_WRITE`, when soft-dirty tracking
+        /// needs no write fault ("mm/gup: fix FOLL_FORCE COW security issue and remove
+        /// FOLL_COW", 5535be309971, v6.0; CVE-2022-2590, a dirty PTE without a copy on shmem).
+        AnonExclusive = "anon_exclusive",
+    }
+);
+
+switch_enum!(
     /// The rule `do_wp_page` uses to reuse an anonymous page instead of copying (seed `004`).
     CowReuse, "cow_reuse" {
         /// `reuse_swap_page`: mapcount + swapcount <= 1, up to v5.8.
@@ -256,6 +277,7 @@ switches!(
         lru: Lru,
         fadv_noreuse: FadvNoreuse,
         cow_reuse: CowReuse,
+        foll_force_cow: FollForceCow,
         refcount_freeze: RefcountFreeze,
     }
 );
@@ -297,6 +319,13 @@ impl Switches {
                 CowReuse::PageCount
             } else {
                 CowReuse::AnonExclusive
+            },
+            foll_force_cow: if k <= v(4, 8) {
+                FollForceCow::DropWrite
+            } else if k <= v(5, 19) {
+                FollForceCow::FollCow
+            } else {
+                FollForceCow::AnonExclusive
             },
             refcount_freeze: RefcountFreeze::Freeze,
         }

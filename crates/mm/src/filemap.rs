@@ -420,7 +420,10 @@ impl KState {
 
 /// Reads `len` bytes at `pos` of `inode` through the page cache (`filemap_read`), marking each
 /// page accessed. Returns the bytes (`None` when `want_data` is false: the caller only needs the
-/// accounting, and no bytes are generated).
+/// accounting, and no bytes are generated) with their count. As `filemap_read` reads `i_size` again after each
+/// batch of pages, a truncation during the read ends it at the new size: the readahead window is
+/// clamped to `i_size`, so without that check a read of a page past the new end would find it
+/// missing and ask for it again without end.
 pub(crate) async fn file_read(
     cx: &Cx,
     inode: InodeId,
@@ -428,18 +431,22 @@ pub(crate) async fn file_read(
     len: u64,
     ra_pages: u64,
     want_data: bool,
-) -> Result<Option<Vec<u8>>, VmFault> {
+) -> Result<(u64, Option<Vec<u8>>), VmFault> {
     if cx.st().inodes[inode].fs.is_dax() {
         return crate::fs::dax::dax_read(cx, inode, pos, len, want_data).await;
     }
     let size = cx.st().inodes[inode].size;
     if pos >= size || len == 0 {
-        return Ok(want_data.then(Vec::new));
+        return Ok((0, want_data.then(Vec::new)));
     }
-    let end = (pos + len).min(size);
+    let mut end = (pos + len).min(size);
     let mut out = want_data.then(|| Vec::with_capacity((end - pos) as usize));
     let mut off = pos;
     while off < end {
+        end = end.min(cx.st().inodes[inode].size);
+        if off >= end {
+            break;
+        }
         let index = off / 4096;
         cx.charge(Cost::PageCacheLookup).await;
         let lookup = cx.st().filemap_read_lookup(inode, index);
@@ -481,7 +488,7 @@ pub(crate) async fn file_read(
         cx.charge(Cost::UserCopy4k).await;
         off = chunk_end;
     }
-    Ok(out)
+    Ok((off.max(pos) - pos, out))
 }
 
 /// Writes `data` at `pos` of `inode` through the page cache (`generic_perform_write`): each page

@@ -31,12 +31,26 @@
 //! (`folio_fast_pin_allowed`) and leaves the rest to the slow path. Anonymous memory, private
 //! mappings and tmpfs (memfd, shared anonymous memory) are exempt.
 //!
+//! FOLL_FORCE (`/proc/PID/mem` writes, ptrace): a forced write into a private mapping that may
+//! be written but is not writable (`check_vma_flags`: only a COW mapping; a shared one is
+//! EFAULT) takes a write fault, which copies the page (or reuses it) and maps it read-only,
+//! dirty (`maybe_mkwrite`). How the retry accepts that read-only PTE is the `foll_force_cow`
+//! switch: up to v4.8 FOLL_WRITE is dropped and any mapped page is taken, so a `MADV_DONTNEED`
+//! in between makes the retry read-fault the page-cache page and return it (Dirty COW,
+//! CVE-2016-5195); from v4.9 (19be0eaffa3a) FOLL_COW accepts only a dirty PTE; from v6.0
+//! (5535be309971) only an exclusive anonymous page in a mapping without `VM_WRITE` whose
+//! soft-dirty tracking needs no write fault. With a `cow_reuse` rule that tracks no
+//! PageAnonExclusive (a combination no kernel shipped) the v6.0 test reads a mapcount of one as
+//! exclusive. The retry loop reschedules between the fault and the retry (`cond_resched` at
+//! `__get_user_pages`'s retry label), where the race above happens.
+//!
 //! GUP of a DAX mapping fails with EFAULT: the model keeps no `struct page` for persistent
 //! memory, so nothing could hold a reference (the kernel takes ZONE_DEVICE page references, and
 //! refuses FOLL_LONGTERM). Populating such a range faults it in normally.
 //!
 //! Also here: populating a range (`MAP_POPULATE`).
 
+use crate::era::FollForceCow;
 use crate::errno::Errno;
 use crate::fault::handle_mm_fault;
 use crate::folio::pg;
@@ -58,6 +72,8 @@ pub struct GupFlags {
     pub pin: bool,
     /// FOLL_LONGTERM.
     pub longterm: bool,
+    /// FOLL_FORCE: write even where the VMA is not writable, if it is a COW mapping.
+    pub force: bool,
 }
 
 /// Pages held by a GUP caller: drop them with [`release_pages`].
@@ -88,7 +104,7 @@ fn check_vma_flags(cx: &Cx, st: &KState, vma: VmaId, flags: GupFlags) -> Result<
     if !flags.write {
         return if v.flags.has(VmFlags::READ) { Ok(()) } else { Err(Errno::EFAULT) };
     }
-    if !v.flags.has(VmFlags::WRITE) {
+    if !v.flags.has(VmFlags::WRITE) && !(flags.force && is_cow_mapping(v.flags)) {
         return Err(Errno::EFAULT);
     }
     let refused = flags.pin
@@ -117,10 +133,47 @@ fn folio_fast_pin_allowed(cx: &Cx, st: &KState, page: Pfn, flags: GupFlags) -> b
     !checked || st.folios.test(st.folios.head(page), pg::SWAPBACKED)
 }
 
-/// `can_follow_write_pte`: a write may use a writable PTE, or, after a COW fault in a VMA
-/// without `VM_WRITE` (`foll_cow`, FOLL_COW), the dirty read-only PTE of the copy.
-fn can_follow_write_pte(pte: Pte, foll_cow: bool) -> bool {
-    pte.write() || (foll_cow && pte.dirty())
+/// `can_follow_write_pte`: a write may use a writable PTE; in a VMA without `VM_WRITE` it may
+/// use the read-only PTE a COW fault left, as the era's rule allows (module header): before
+/// v6.0 (`foll_cow`, FOLL_COW set by that fault) a dirty one, from v6.0 one mapping an exclusive
+/// anonymous page under FOLL_FORCE.
+fn can_follow_write_pte(cx: &Cx, st: &KState, pte: Pte, vma_flags: VmFlags, walk: Walk) -> bool {
+    if pte.write() {
+        return true;
+    }
+    match cx.kernel().switches.foll_force_cow {
+        FollForceCow::DropWrite | FollForceCow::FollCow => walk.foll_cow && pte.dirty(),
+        FollForceCow::AnonExclusive => {
+            let soft_dirty_ok = vma_flags.has(VmFlags::SOFTDIRTY) || pte.soft_dirty();
+            walk.flags.force
+                && is_cow_mapping(vma_flags)
+                && !vma_flags.has(VmFlags::WRITE)
+                && soft_dirty_ok
+                && vm_normal_page(pte).is_some_and(|page| forced_write_exclusive(cx, st, page))
+        }
+    }
+}
+
+/// Whether a forced write may use `page` read-only mapped (v6.0 rule): an anonymous page that
+/// is PageAnonExclusive, or, under a `cow_reuse` rule without that flag, mapped once.
+fn forced_write_exclusive(cx: &Cx, st: &KState, page: Pfn) -> bool {
+    let head = st.folios.head(page);
+    if !st.folios.is_anon(head) {
+        return false;
+    }
+    if cx.kernel().switches.cow_reuse.tracks_anon_exclusive() {
+        st.folios.test(page, pg::ANON_EXCLUSIVE)
+    } else {
+        st.folios.page_mapcount(page) == 1
+    }
+}
+
+/// A walk's access and what the slow path learned from its faults so far.
+#[derive(Clone, Copy, Debug)]
+struct Walk {
+    flags: GupFlags,
+    /// FOLL_COW: a write fault broke COW in a VMA without `VM_WRITE` (v4.9 to v5.19).
+    foll_cow: bool,
 }
 
 /// Whether the access a GUP asks for needs an unshare fault first (`gup_must_unshare`).
@@ -147,25 +200,20 @@ fn must_unshare(
 
 /// Looks up the page at `addr` without faulting (`follow_page_pte`): `Some(page)` if the PTE
 /// already allows the access (the zero page for a read), `None` if a fault is needed.
-fn follow_page(
-    cx: &Cx,
-    st: &KState,
-    mm: MmId,
-    addr: VirtAddr,
-    flags: GupFlags,
-    foll_cow: bool,
-) -> Option<Pfn> {
+fn follow_page(cx: &Cx, st: &KState, mm: MmId, addr: VirtAddr, walk: Walk) -> Option<Pfn> {
+    let flags = walk.flags;
     let (pte, level) = st.pt.translate(st.mm(mm).pgd, addr)?;
-    if !pte.is_present() || (flags.write && !can_follow_write_pte(pte, foll_cow)) {
+    let vma = st.find_vma(mm, addr).filter(|&v| !st.vma_is_dax(v))?;
+    let vma_flags = st.vma(vma).flags;
+    if !pte.is_present() || (flags.write && !can_follow_write_pte(cx, st, pte, vma_flags, walk)) {
         return None;
     }
-    let vma = st.find_vma(mm, addr).filter(|&v| !st.vma_is_dax(v))?;
     // A PMD leaf maps 512 pages (`follow_huge_pmd`): this address's is the head's plus its
     // offset.
     let offset = if level == Level::Pmd { (addr.0 >> 12) & 511 } else { 0 };
     let page = vm_normal_page(pte).map(|head| head + offset);
     // A PMD-mapped THP is exclusive as a whole: its head carries PageAnonExclusive.
-    if must_unshare(cx, st, st.vma(vma).flags, vm_normal_page(pte), flags) {
+    if must_unshare(cx, st, vma_flags, vm_normal_page(pte), flags) {
         return None;
     }
     match page {
@@ -242,26 +290,30 @@ fn gup_fast(cx: &Cx, st: &KState, mm: MmId, addr: VirtAddr, flags: GupFlags) -> 
     } else {
         flags
     };
-    follow_page(cx, st, mm, addr, walk, false)
+    follow_page(cx, st, mm, addr, Walk { flags: walk, foll_cow: false })
         .filter(|&page| folio_fast_pin_allowed(cx, st, page, flags))
 }
 
 /// The slow path for one page (`__get_user_pages`): `mmap_lock`, fault as needed (`faultin_page`,
-/// which sets FOLL_COW after a write-protect fault in a VMA without `VM_WRITE`), take the
-/// reference.
+/// which after a write-protect fault in a VMA without `VM_WRITE` sets FOLL_COW, or before v4.9
+/// drops FOLL_WRITE), reschedule, retry, take the reference.
 async fn gup_slow(cx: &Cx, mm: MmId, addr: VirtAddr, flags: GupFlags) -> Result<Pfn, Errno> {
     let lock = cx.st().mm(mm).mmap_lock;
     let _g = lock.read(cx).await;
-    let mut foll_cow = false;
-    for _ in 0..8 {
-        let (vma, kind, sets_foll_cow) = {
+    let (mut foll_cow, mut write_dropped) = (false, false);
+    for retry in 0..8 {
+        if retry > 0 {
+            cx.preempt_point().await;
+        }
+        let (vma, kind, wp_fault) = {
             let mut st = cx.st();
             let modelled = |v: VmaId| !st.vma_is_dax(v) && st.hstate_vma(v).is_none();
             let vma = st.find_vma(mm, addr).filter(|&v| modelled(v)).ok_or(Errno::EFAULT)?;
             check_vma_flags(cx, &st, vma, flags)?;
             let vflags = st.vma(vma).flags;
-            let walk = foll_flags(cx, vflags, flags);
-            if let Some(p) = follow_page(cx, &st, mm, addr, walk, foll_cow) {
+            let mut walk = foll_flags(cx, vflags, flags);
+            walk.write &= !write_dropped;
+            if let Some(p) = follow_page(cx, &st, mm, addr, Walk { flags: walk, foll_cow }) {
                 grab(&mut st, p, flags);
                 return Ok(p);
             }
@@ -276,7 +328,10 @@ async fn gup_slow(cx: &Cx, mm: MmId, addr: VirtAddr, flags: GupFlags) -> Result<
             (vma, kind, wp_fault)
         };
         handle_mm_fault(cx, mm, vma, addr, kind).await.map_err(|_| Errno::EFAULT)?;
-        foll_cow |= sets_foll_cow;
+        if wp_fault && cx.kernel().switches.foll_force_cow == FollForceCow::DropWrite {
+            write_dropped = true;
+        }
+        foll_cow |= wp_fault;
     }
     panic!("GUP at {addr} made no progress after 8 faults");
 }

@@ -223,11 +223,9 @@ impl Thread {
             let buf = buf.ok_or(Errno::EFAULT)?;
             return direct_read(&self.cx, self.mm()?, inode, buf, len, pos).await;
         }
-        let data = file_read(&self.cx, inode, pos, len, ra, buf.is_some())
+        let (n, data) = file_read(&self.cx, inode, pos, len, ra, buf.is_some())
             .await
             .map_err(|e| e.signal())?;
-        let size = self.cx.st().inodes[inode].size;
-        let n = len.min(size.saturating_sub(pos));
         if let (Some(buf), Some(data)) = (buf, data) {
             write_user(&self.cx, self.mm()?, buf, &data).await?;
         }
@@ -593,6 +591,12 @@ impl Thread {
     /// Charges the time of `n` accesses translated by [`Thread::access_run`].
     pub async fn access_settle(&self, n: u64) {
         settle(&self.cx, n).await;
+    }
+
+    /// `pwrite(2)` of `data` at `addr` to `/proc/self/mem`: a forced write, which reaches
+    /// mappings the process cannot write itself (`fs/proc/mem.rs`). Returns the bytes written.
+    pub async fn proc_mem_write(&self, addr: VirtAddr, data: &[u8]) -> Result<u64, Errno> {
+        crate::fs::proc::mem::mem_write(&self.cx, self.mm()?, addr, data).await
     }
 
     /// Stores `data` at `addr`.

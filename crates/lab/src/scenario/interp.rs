@@ -162,6 +162,7 @@ pub async fn execute(t: &Thread, op: &Op, env: &RefCell<Env>) -> OpResult {
         | OpKind::ReadBytes { .. }
         | OpKind::Mincore { .. }
         | OpKind::WriteBytes { .. }
+        | OpKind::ProcMemWrite { .. }
         | OpKind::Increment { .. }
         | OpKind::Run { .. } => memory_op(t, op, env).await,
         OpKind::Open { .. }
@@ -233,6 +234,9 @@ async fn memory_op(t: &Thread, op: &Op, env: &RefCell<Env>) -> Result<Outcome, S
         OpKind::WriteBytes { addr: a, data } => {
             t.write_bytes(addr(a)?, data).await?;
             Outcome::Done
+        }
+        OpKind::ProcMemWrite { addr: a, data } => {
+            Outcome::Count(t.proc_mem_write(addr(a)?, data).await?)
         }
         OpKind::Increment { addr: a } => {
             let at = addr(a)?;

@@ -277,6 +277,12 @@ pub enum OpKind {
         addr: AddrExpr,
         data: Vec<u8>,
     },
+    /// `pwrite()` of `data` at `addr` to `/proc/self/mem`: a forced write (FOLL_FORCE), which
+    /// reaches private mappings the process cannot write itself. Counts the bytes written.
+    ProcMemWrite {
+        addr: AddrExpr,
+        data: Vec<u8>,
+    },
     /// Takes `[addr, addr + len)` with GUP and holds it (a driver, `gup_test`).
     Pin {
         addr: AddrExpr,
@@ -384,6 +390,7 @@ impl OpKind {
             OpKind::ReadBytes { .. } => "read_bytes",
             OpKind::Mincore { .. } => "mincore",
             OpKind::WriteBytes { .. } => "write_bytes",
+            OpKind::ProcMemWrite { .. } => "proc_mem_write",
             OpKind::Increment { .. } => "increment",
             OpKind::Run { .. } => "run",
             OpKind::Pin { .. } => "pin",

@@ -711,14 +711,15 @@ async fn invalidate_range(cx: &Cx, inode: InodeId, first: u64, end: u64) {
 }
 
 /// `read()` of a DAX file (`ext4_dax_read_iter`, `dax_iomap_rw`): holes read as zeros, written
-/// blocks are copied from the device. `None` bytes when the caller does not want them.
+/// blocks are copied from the device. Returns the count read (`i_size` is read under `i_rwsem`)
+/// and the bytes, `None` when the caller does not want them.
 pub(crate) async fn dax_read(
     cx: &Cx,
     inode: InodeId,
     pos: u64,
     len: u64,
     want_data: bool,
-) -> Result<Option<Vec<u8>>, VmFault> {
+) -> Result<(u64, Option<Vec<u8>>), VmFault> {
     let i_rwsem = cx.st().inodes[inode].i_rwsem;
     let _i = i_rwsem.read(cx).await;
     let size = cx.st().inodes[inode].size;
@@ -748,7 +749,7 @@ pub(crate) async fn dax_read(
         }
         off = chunk_end;
     }
-    Ok(out)
+    Ok((end.saturating_sub(pos), out))
 }
 
 /// `write()` to a DAX file (`ext4_dax_write_iter`, `dax_iomap_rw`): allocates what is missing,

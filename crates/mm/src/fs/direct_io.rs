@@ -36,11 +36,11 @@ pub(crate) async fn direct_read(
     pos: u64,
 ) -> Result<u64, SysError> {
     if cx.st().inodes[inode].fs.is_dax() {
-        let data =
+        let (n, data) =
             crate::fs::dax::dax_read(cx, inode, pos, len, true).await.map_err(|e| e.signal())?;
         let data = data.expect("asked for the data");
         crate::arch::uaccess::write_user(cx, mm, buf, &data).await?;
-        return Ok(data.len() as u64);
+        return Ok(n);
     }
     if ![buf.0, len, pos].iter().all(|v| v.is_multiple_of(LOGICAL_BLOCK)) {
         return Err(Errno::EINVAL.into());
@@ -61,6 +61,7 @@ pub(crate) async fn direct_read(
         write: true,
         pin: crate::era::odirect_pins(cx.kernel().version),
         longterm: false,
+        force: false,
     };
     let held = get_user_pages(cx, mm, first, nr, flags).await?;
     let done = cx.completion("dio_done");

@@ -16,6 +16,7 @@
 //! model does not have).
 
 pub mod clear_refs;
+pub(crate) mod mem;
 
 use crate::folio::{LruList, pg};
 use crate::kernel::KState;

@@ -188,6 +188,7 @@ fn op_refs(k: &OpKind) -> Vec<(String, ValueKind)> {
         | OpKind::ReadBytes { addr: a, .. }
         | OpKind::Mincore { addr: a, .. }
         | OpKind::WriteBytes { addr: a, .. }
+        | OpKind::ProcMemWrite { addr: a, .. }
         | OpKind::Increment { addr: a }
         | OpKind::Run { addr: a, .. } => addr(a),
         OpKind::Close { fd: f }

@@ -88,6 +88,7 @@ impl Parser<'_> {
             }
             "mincore" => OpKind::Mincore { addr: f.addr("addr")?, len: f.mincore_len()? },
             "write_bytes" => OpKind::WriteBytes { addr: f.addr("addr")?, data: f.data()? },
+            "proc_mem_write" => OpKind::ProcMemWrite { addr: f.addr("addr")?, data: f.data()? },
             "increment" => OpKind::Increment { addr: f.addr("addr")? },
             _ => return Ok(None),
         }))
@@ -201,6 +202,7 @@ impl Parser<'_> {
                     write: f.opt_bool("write")?.unwrap_or(false),
                     pin,
                     longterm: f.opt_bool("longterm")?.unwrap_or(false),
+                    force: false,
                 };
                 OpKind::Pin { addr: f.addr("addr")?, len: f.size("len")?.as_u64(), flags }
             }
@@ -409,7 +411,9 @@ fn op_keys(kind: &OpKind) -> &'static [&'static str] {
         OpKind::Exec { .. } => &["path", "text", "data", "bss", "stack"],
         OpKind::Touch { .. } => &["addr", "len", "access"],
         OpKind::ReadBytes { .. } | OpKind::Mincore { .. } => &["addr", "len"],
-        OpKind::WriteBytes { .. } => &["addr", "data", "data_hex", "fill", "len"],
+        OpKind::WriteBytes { .. } | OpKind::ProcMemWrite { .. } => {
+            &["addr", "data", "data_hex", "fill", "len"]
+        }
         OpKind::Increment { .. } => &["addr"],
         OpKind::Run { .. } => &["workload", "addr", "len", "pattern", "reads", "accesses"],
         OpKind::Pin { .. } => &["addr", "len", "kind", "write", "longterm"],
