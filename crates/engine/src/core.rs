@@ -5,13 +5,18 @@
 //! only inside `poll`, never across an `.await`, so an accidental borrow across a blocking point
 //! fails loudly. Task futures live in a separate cell and are taken out while polled, so a task
 //! may spawn others.
+//!
+//! The core decides what the rwsem rules need of tasks (kernel/locking/rwsem.c, v5.3 rework,
+//! 00f3c5a3df2c): whether an owner is on its CPU (`owner_on_cpu`: it owns its CPU, running,
+//! charging or spinning), whether the queue's head has waited `RWSEM_WAIT_TIMEOUT` (a hand-off
+//! is due), and it stops spinning writers when their owner sleeps or is preempted.
 
 use crate::cacheline::CacheLine;
 use crate::config::{ConfigError, SimConfig};
 use crate::cpu::{Cpu, CpuId, CpuStats};
 use crate::cx::Cx;
 use crate::lock::lockdep::{ClassKey, Lockdep, LockdepReport, Names};
-use crate::lock::state::{Attempt, LockState};
+use crate::lock::state::{Attempt, LockState, RWSEM_WAIT_TIMEOUT_NS};
 use crate::lock::stats::{ClassId, LockClassStats, LockClasses, lock_stat_text};
 use crate::lock::{Completion, LockId, Mode, Mutex, RwSem, SpinLock, WaitQueue, op::Op};
 use crate::sched::{self, ReadyEntry, Scheduler};
@@ -203,6 +208,7 @@ impl State {
                     cpu.runqueue.push_back(e.task);
                     cpu.stats.runqueue_waits += 1;
                     self.release_cpu(cpu_id);
+                    self.left_cpu(e.task);
                     return false;
                 }
             }
@@ -246,6 +252,7 @@ impl State {
         self.tasks[task].point = Point { kind: PointKind::Sleep, at };
         self.schedule(task, self.now + d);
         self.release_cpu(cpu);
+        self.left_cpu(task);
     }
 
     /// A preemption point: the task stays runnable (and keeps its CPU).
@@ -264,6 +271,59 @@ impl State {
         t.wait_since = self.now;
         if !spinning {
             self.release_cpu(cpu);
+            self.left_cpu(task);
+        }
+    }
+
+    /// Whether `task` is on its CPU (running, charging or spinning), as `owner_on_cpu` asks.
+    fn on_cpu(&self, task: TaskId) -> bool {
+        self.cpus[self.tasks[task].cpu].owner == Some(task)
+    }
+
+    /// Whether the head of `lock`'s queue has waited `RWSEM_WAIT_TIMEOUT`: spinners may no
+    /// longer steal the lock from it.
+    fn handoff_due(&self, lock: LockId) -> bool {
+        let head = self.locks[lock].state.rwsem_owner_and_head().and_then(|(_, head)| head);
+        head.is_some_and(|h| {
+            self.now.since(self.tasks[h].wait_since).as_ns() >= RWSEM_WAIT_TIMEOUT_NS
+        })
+    }
+
+    /// Whether a writer may spin on `lock` (`rwsem_can_spin_on_owner`): a writer owns it and
+    /// is on its CPU, and no hand-off is due.
+    fn spinnable(&self, lock: LockId) -> bool {
+        let owner = self.locks[lock].state.rwsem_owner_and_head().and_then(|(w, _)| w);
+        owner.is_some_and(|o| self.on_cpu(o)) && !self.handoff_due(lock)
+    }
+
+    /// Spinners on `lock` stop when it is no longer spinnable, and sleep in its queue.
+    fn check_spinners(&mut self, lock: LockId) {
+        if self.spinnable(lock) {
+            return;
+        }
+        let mut stopped = Vec::new();
+        self.locks[lock].state.stop_spinning(&mut stopped);
+        for t in stopped {
+            let task = &mut self.tasks[t];
+            let spun = self.now.since(task.wait_since);
+            task.spun = spun;
+            task.stats.spin += spun;
+            let cpu = task.cpu;
+            self.cpus[cpu].stats.spin += spun;
+            self.release_cpu(cpu);
+        }
+    }
+
+    /// `task` left its CPU (slept or was preempted): writers spinning on an rwsem it owns stop.
+    fn left_cpu(&mut self, task: TaskId) {
+        let owned: Vec<LockId> = self.tasks[task]
+            .held
+            .iter()
+            .filter(|h| h.mode == Mode::Write)
+            .map(|h| h.lock)
+            .collect();
+        for lock in owned {
+            self.check_spinners(lock);
         }
     }
 
@@ -280,7 +340,7 @@ impl State {
             self.cpus[cpu].stats.spin += waited;
             now
         } else {
-            t.stats.sleep_wait += waited;
+            t.stats.sleep_wait += waited - std::mem::take(&mut t.spun);
             now + self.config.wakeup_latency
         };
         self.schedule(task, at + extra);
@@ -363,16 +423,17 @@ impl State {
         }
         self.lockdep_acquire(task, lock, subclass, at);
         let transfer = self.write_lock_word(task, lock);
-        match self.locks[lock].state.attempt(task, mode, true) {
+        let may_spin = self.spinnable(lock);
+        match self.locks[lock].state.attempt(task, mode, true, may_spin) {
             Attempt::Granted => {
                 self.hold(task, lock, mode, subclass, at);
                 Some(transfer)
             }
-            Attempt::Queued => {
+            waited @ (Attempt::Queued | Attempt::Spinning) => {
                 self.classes.stats[self.locks[lock].class].contentions += 1;
                 let point = Point { kind: PointKind::Lock(lock, mode), at };
                 self.tasks[task].held_pending = Some((subclass, at));
-                self.block(task, point, spinning);
+                self.block(task, point, spinning || waited == Attempt::Spinning);
                 None
             }
             Attempt::Busy => unreachable!("a queued attempt is never busy"),
@@ -390,18 +451,19 @@ impl State {
     ) -> (bool, SimDuration) {
         self.running(task);
         let transfer = self.write_lock_word(task, lock);
-        let granted = self.locks[lock].state.attempt(task, mode, false) == Attempt::Granted;
+        let granted = self.locks[lock].state.attempt(task, mode, false, false) == Attempt::Granted;
         if granted {
             self.hold(task, lock, mode, 0, at);
         }
         (granted, transfer)
     }
 
-    /// Hands `lock` to tasks that waited for it.
+    /// Hands `lock` to tasks that waited for it (spinning ones kept their CPUs); writers that
+    /// spin on it stop if it is no longer spinnable.
     fn grant_waiters(&mut self, lock: LockId, granted: &[TaskId]) {
-        let spinning = self.locks[lock].state.is_spin();
         let class = self.locks[lock].class;
         for &w in granted {
+            let spinning = self.on_cpu(w);
             let waited = self.now.since(self.tasks[w].wait_since);
             self.classes.stats[class].wait_ns.record(waited.as_ns());
             let PointKind::Lock(_, mode) = self.tasks[w].point.kind else {
@@ -413,6 +475,7 @@ impl State {
             let transfer = self.write_lock_word(w, lock);
             self.wake(w, spinning, transfer);
         }
+        self.check_spinners(lock);
     }
 
     pub(crate) fn release(&mut self, task: TaskId, lock: LockId, mode: Mode) {
@@ -432,7 +495,8 @@ impl State {
         let transfer = self.write_lock_word(task, lock);
         self.tasks[task].line_debt += transfer;
         let mut granted = std::mem::take(&mut self.granted);
-        self.locks[lock].state.release(task, mode, &mut granted);
+        let handoff = self.handoff_due(lock);
+        self.locks[lock].state.release(task, mode, handoff, &mut granted);
         self.grant_waiters(lock, &granted);
         granted.clear();
         self.granted = granted;
@@ -651,6 +715,7 @@ impl Handle {
                 joiners: Vec::new(),
                 line_debt: SimDuration::ZERO,
                 wait_since: now,
+                spun: SimDuration::ZERO,
                 slice_start: now,
                 stats: TaskStats::default(),
             });
@@ -689,9 +754,7 @@ impl Handle {
     }
 
     pub fn rwsem(&self, name: &'static str) -> RwSem {
-        let state =
-            LockState::RwSem { readers: Vec::new(), writer: None, waiters: VecDeque::new() };
-        RwSem(self.0.state.borrow_mut().new_lock(name, state))
+        RwSem(self.0.state.borrow_mut().new_lock(name, LockState::rwsem()))
     }
 
     pub fn completion(&self, name: &'static str) -> Completion {

@@ -11,6 +11,19 @@
 //!   `MAX_READERS_WAKEUP`) while writers keep their places. Trylocks fail whenever anybody waits.
 //!   `downgrade_write` turns the writer into a reader and wakes the queued readers if a reader
 //!   heads the queue.
+//! - Rwsem writer optimistic spinning (`rwsem_optimistic_spin`, CONFIG_RWSEM_SPIN_ON_OWNER; read
+//!   in torvalds/linux `kernel/locking/rwsem.c` of the v5.3 rework, 00f3c5a3df2c; writers only
+//!   since v5.16, 617f3ef95177 "locking/rwsem: Remove reader optimistic spinning"): a writer that
+//!   finds the rwsem owned by a writer that is on its CPU (`owner_on_cpu`) does not queue but
+//!   spins, keeping its CPU; when the owner releases, the first spinner takes the lock at once
+//!   (`rwsem_try_write_lock_unqueued` ignores the WAITERS flag), stealing it from the queue, and
+//!   the queue keeps waiting. Stealing stops once the head of the queue has waited
+//!   `RWSEM_WAIT_TIMEOUT` (4 ms): the head then sets HANDOFF and is served next. Spinners stop
+//!   and queue behind the waiters when the owner leaves its CPU (sleeps or is preempted), when
+//!   readers or a sleeping waiter get the lock, or when a hand-off is due. Departures: a
+//!   writer does not spin on a reader-owned rwsem (the kernel spins there for a bounded time,
+//!   `rwsem_rspin_threshold`), and the kernel's HANDOFF bit, set when the head notices its
+//!   timeout, is here decided at each release from the head's wait.
 //! - Completion (`kernel/sched/completion.c`) and wait queue (`kernel/sched/wait.c`).
 //! - Every acquisition attempt, hand-off and release writes the lock word, and pays a cache-line
 //!   transfer when another CPU wrote it last ([`crate::cacheline`]): a granted attempt before it

@@ -1,4 +1,6 @@
-//! Simulated tasks: their state, where they last stopped, and their time accounting.
+//! Simulated tasks: their state, where they last stopped, and their time accounting (an rwsem
+//! writer's optimistic spin that ends in sleep counts as spin time up to the moment it sleeps,
+//! as `rwsem_optimistic_spin` burns its CPU until it gives up, kernel/locking/rwsem.c).
 
 use crate::cpu::CpuId;
 use crate::lock::{LockId, Mode};
@@ -104,6 +106,9 @@ pub(crate) struct Task {
     pub line_debt: SimDuration,
     /// When the current wait (blocked, spinning, on run queue) began.
     pub wait_since: SimTime,
+    /// The part of the current wait spent spinning before the task went to sleep (an rwsem
+    /// writer whose optimistic spinning stopped), already counted as spin time.
+    pub spun: SimDuration,
     /// When the task last got its CPU.
     pub slice_start: SimTime,
     pub stats: TaskStats,

@@ -55,7 +55,8 @@ fn rwsem_readers_share_and_waiting_writer_blocks_later_readers() {
 }
 
 /// Writers are served in arrival order, and a reader at the head of the queue brings every queued
-/// reader with it (the kernel's rwsem_mark_wake), while writers keep their places.
+/// reader with it (the kernel's rwsem_mark_wake), while writers keep their places. The holders
+/// sleep inside, so no writer spins on them.
 #[test]
 fn rwsem_hand_off_is_fifo() {
     let mut sim = sim(6);
@@ -70,13 +71,40 @@ fn rwsem_hand_off_is_fifo() {
             cx.sleep(us(i as u64)).await;
             let g = if write { sem.write(&cx).await } else { sem.read(&cx).await };
             note(&log, &cx, name);
-            cx.charge(us(100)).await;
+            cx.sleep(us(100)).await;
             drop(g);
         });
     }
     sim.run().unwrap();
     let order: Vec<String> = log.borrow().iter().map(|(_, s)| s.clone()).collect();
     assert_eq!(order, ["w0", "w1", "r1", "r2", "w2", "w3"]);
+}
+
+/// A writer arriving while a writer runs holding the rwsem spins on it (kernel/locking/rwsem.c,
+/// `rwsem_optimistic_spin`) and takes the lock on release ahead of a queued reader; once that
+/// reader has waited `RWSEM_WAIT_TIMEOUT` (4 ms) the lock is handed to it, and the spinners
+/// that were stealing queue behind it.
+#[test]
+fn rwsem_spinning_writers_steal_until_handoff() {
+    let mut sim = sim(4);
+    let h = sim.handle().clone();
+    let sem = h.rwsem("test_rwsem");
+    let log: Log = Rc::default();
+    let plan = [("w0", 0, true), ("r1", 1, false), ("w1", 2, true), ("w2", 3001, true)];
+    for (i, (name, start, write)) in plan.into_iter().enumerate() {
+        let log = log.clone();
+        h.spawn(h.cpu(i as u32).unwrap(), name, move |cx| async move {
+            cx.sleep(us(start)).await;
+            let g = if write { sem.write(&cx).await } else { sem.read(&cx).await };
+            note(&log, &cx, name);
+            cx.charge(us(3000)).await;
+            drop(g);
+        });
+    }
+    sim.run().unwrap();
+    let got: Vec<(u64, String)> = log.borrow().clone();
+    let want = [(0, "w0"), (3000, "w1"), (6000, "r1"), (9000, "w2")];
+    assert_eq!(got, want.map(|(t, s)| (t, s.to_string())));
 }
 
 /// A mutex admits one task at a time, FIFO; its waiters sleep (their CPU is not busy), while

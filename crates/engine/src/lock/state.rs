@@ -1,5 +1,8 @@
 //! Per-lock state and the kernel's grant rules, free of task bookkeeping: each operation says who
-//! got the lock; the executor core updates tasks, lockdep and statistics.
+//! got the lock; the executor core updates tasks, lockdep and statistics. An rwsem keeps its
+//! optimistically spinning writers apart from its queue (kernel/locking/rwsem.c, v5.3 rework,
+//! 00f3c5a3df2c: spinners sit on the OSQ, not the wait list), and the core tells it when a
+//! hand-off is due.
 
 use super::Mode;
 use crate::task::TaskId;
@@ -8,6 +11,11 @@ use std::collections::VecDeque;
 
 /// The kernel's `MAX_READERS_WAKEUP` (kernel/locking/rwsem.c): readers woken in one hand-off.
 const MAX_READERS_WAKEUP: usize = 256;
+/// The kernel's `RWSEM_WAIT_TIMEOUT` (kernel/locking/rwsem.c, v5.3 and later:
+/// `DIV_ROUND_UP(HZ, 250)` jiffies, 4 ms at HZ 250 or 1000): how long the head of an rwsem's
+/// queue waits before it asks for a hand-off, after which optimistic spinners may no longer
+/// steal the lock from it.
+pub(crate) const RWSEM_WAIT_TIMEOUT_NS: u64 = 4_000_000;
 
 #[derive(Debug)]
 pub(crate) enum LockState {
@@ -21,6 +29,8 @@ pub(crate) enum LockState {
         readers: Vec<TaskId>,
         writer: Option<TaskId>,
         waiters: VecDeque<(TaskId, Mode)>,
+        /// Writers spinning on the owning writer (the OSQ, in arrival order), not queued.
+        spinners: VecDeque<TaskId>,
     },
     /// `done` counts completions not yet consumed; `u32::MAX` after `complete_all`.
     Completion {
@@ -38,11 +48,23 @@ pub(crate) enum Attempt {
     Granted,
     /// The task was queued (only when queueing was asked for).
     Queued,
+    /// A writer spins on the owning writer, keeping its CPU (only when spinning was allowed).
+    Spinning,
     /// Not available and not queued (trylock).
     Busy,
 }
 
 impl LockState {
+    /// A free rwsem.
+    pub(crate) fn rwsem() -> LockState {
+        LockState::RwSem {
+            readers: Vec::new(),
+            writer: None,
+            waiters: VecDeque::new(),
+            spinners: VecDeque::new(),
+        }
+    }
+
     pub(crate) fn kind_name(&self) -> &'static str {
         match self {
             LockState::Exclusive { spin: true, .. } => "spinlock",
@@ -65,8 +87,9 @@ impl LockState {
         }
     }
 
-    /// Tries to take the lock in `mode`; queues `task` if busy and `queue` is set.
-    pub(crate) fn attempt(&mut self, task: TaskId, mode: Mode, queue: bool) -> Attempt {
+    /// Tries to take the lock in `mode`; queues `task` if busy and `queue` is set, or, if
+    /// `spin` is set too and a writer owns the rwsem, lets a writer spin on it.
+    pub(crate) fn attempt(&mut self, task: TaskId, mode: Mode, queue: bool, spin: bool) -> Attempt {
         match self {
             LockState::Exclusive { owner, waiters, .. } => {
                 assert_eq!(mode, Mode::Exclusive, "spinlock/mutex taken in {mode} mode");
@@ -82,7 +105,7 @@ impl LockState {
                     Attempt::Busy
                 }
             }
-            LockState::RwSem { readers, writer, waiters } => {
+            LockState::RwSem { readers, writer, waiters, spinners } => {
                 assert_ne!(*writer, Some(task), "task {task} takes an rwsem it holds for write");
                 let free_for = match mode {
                     Mode::Read => writer.is_none() && waiters.is_empty(),
@@ -95,6 +118,9 @@ impl LockState {
                         _ => *writer = Some(task),
                     }
                     Attempt::Granted
+                } else if queue && spin && mode == Mode::Write && writer.is_some() {
+                    spinners.push_back(task);
+                    Attempt::Spinning
                 } else if queue {
                     waiters.push_back((task, mode));
                     Attempt::Queued
@@ -108,15 +134,23 @@ impl LockState {
         }
     }
 
-    /// Releases `task`'s hold; pushes onto `granted` the waiters that now hold the lock.
-    pub(crate) fn release(&mut self, task: TaskId, mode: Mode, granted: &mut Vec<TaskId>) {
+    /// Releases `task`'s hold; pushes onto `granted` the waiters that now hold the lock. A
+    /// writer's release goes to the first spinning writer, stealing it from the queue, unless
+    /// `handoff` (the queue's head has waited `RWSEM_WAIT_TIMEOUT`).
+    pub(crate) fn release(
+        &mut self,
+        task: TaskId,
+        mode: Mode,
+        handoff: bool,
+        granted: &mut Vec<TaskId>,
+    ) {
         match self {
             LockState::Exclusive { owner, waiters, .. } => {
                 assert_eq!(*owner, Some(task), "task {task} releases a lock it does not hold");
                 *owner = waiters.pop_front();
                 granted.extend(*owner);
             }
-            LockState::RwSem { readers, writer, waiters } => {
+            LockState::RwSem { readers, writer, waiters, spinners } => {
                 match mode {
                     Mode::Read => {
                         let i = readers.iter().position(|&r| r == task);
@@ -133,7 +167,12 @@ impl LockState {
                     Mode::Exclusive => panic!("rwsem released in exclusive mode"),
                 }
                 if readers.is_empty() && writer.is_none() {
-                    rwsem_wake(readers, writer, waiters, granted);
+                    if !handoff && let Some(s) = spinners.pop_front() {
+                        *writer = Some(s);
+                        granted.push(s);
+                    } else {
+                        rwsem_wake(readers, writer, waiters, granted);
+                    }
                 }
             }
             LockState::Completion { .. } | LockState::WaitQueue { .. } => {
@@ -145,7 +184,7 @@ impl LockState {
     /// `downgrade_write`: the writer becomes a reader; queued readers join it if one heads the
     /// queue.
     pub(crate) fn downgrade(&mut self, task: TaskId, granted: &mut Vec<TaskId>) {
-        let LockState::RwSem { readers, writer, waiters } = self else {
+        let LockState::RwSem { readers, writer, waiters, .. } = self else {
             panic!("downgrade of a {}", self.kind_name());
         };
         assert_eq!(*writer, Some(task), "downgrade by a task that is not the writer");
@@ -153,6 +192,25 @@ impl LockState {
         readers.push(task);
         if matches!(waiters.front(), Some((_, Mode::Read))) {
             wake_readers(readers, waiters, granted);
+        }
+    }
+
+    /// The writer owning an rwsem, and the head of its queue (for the spinning rules).
+    pub(crate) fn rwsem_owner_and_head(&self) -> Option<(Option<TaskId>, Option<TaskId>)> {
+        match self {
+            LockState::RwSem { writer, waiters, .. } => {
+                Some((*writer, waiters.front().map(|w| w.0)))
+            }
+            _ => None,
+        }
+    }
+
+    /// Spinning writers give up (the owner left its CPU, readers own the lock, or a hand-off
+    /// is due) and queue behind the waiters in their order; pushes them onto `stopped`.
+    pub(crate) fn stop_spinning(&mut self, stopped: &mut Vec<TaskId>) {
+        if let LockState::RwSem { waiters, spinners, .. } = self {
+            stopped.extend(spinners.iter().copied());
+            waiters.extend(spinners.drain(..).map(|t| (t, Mode::Write)));
         }
     }
 
@@ -213,8 +271,12 @@ impl LockState {
             d.write_u64(u64::from(t.0) << 8 | m as u64);
         }
         d.write_u64(u64::MAX);
-        if let LockState::Completion { done, .. } = self {
-            d.write_u64((*done).into());
+        match self {
+            LockState::Completion { done, .. } => d.write_u64((*done).into()),
+            LockState::RwSem { spinners, .. } => {
+                spinners.iter().for_each(|t| d.write_u64(t.0.into()));
+            }
+            _ => {}
         }
     }
 
@@ -233,13 +295,15 @@ impl LockState {
         }
     }
 
-    /// Waiters in queue order, for dumps.
+    /// Waiters in queue order, then spinning writers, for dumps.
     pub(crate) fn waiters(&self) -> Vec<(TaskId, Mode)> {
         match self {
             LockState::Exclusive { waiters, .. } => {
                 waiters.iter().map(|&t| (t, Mode::Exclusive)).collect()
             }
-            LockState::RwSem { waiters, .. } => waiters.iter().copied().collect(),
+            LockState::RwSem { waiters, spinners, .. } => {
+                waiters.iter().copied().chain(spinners.iter().map(|&t| (t, Mode::Write))).collect()
+            }
             LockState::Completion { waiters, .. } | LockState::WaitQueue { waiters } => {
                 waiters.iter().map(|&t| (t, Mode::Exclusive)).collect()
             }
@@ -294,7 +358,7 @@ mod tests {
     }
 
     fn rwsem() -> LockState {
-        LockState::RwSem { readers: Vec::new(), writer: None, waiters: VecDeque::new() }
+        LockState::rwsem()
     }
 
     fn fingerprint(l: &LockState) -> u64 {
@@ -303,17 +367,18 @@ mod tests {
         d.value()
     }
 
-    /// Two readers holding differ from a reader holding and a reader waiting; a completion's
+    /// Two readers holding differ from a reader holding and a reader waiting (behind a writer);
+    /// a completion's
     /// count is part of its state.
     #[test]
     fn fingerprints_tell_holders_from_waiters_and_count_completions() {
-        let both =
-            LockState::RwSem { readers: vec![t(0), t(1)], writer: None, waiters: VecDeque::new() };
-        let queued = LockState::RwSem {
-            readers: vec![t(0)],
-            writer: None,
-            waiters: VecDeque::from([(t(1), Mode::Read)]),
-        };
+        let (mut both, mut queued) = (rwsem(), rwsem());
+        for (n, m) in [(0, Mode::Read), (1, Mode::Read), (2, Mode::Write)] {
+            both.attempt(t(n), m, true, false);
+        }
+        for (n, m) in [(0, Mode::Read), (2, Mode::Write), (1, Mode::Read)] {
+            queued.attempt(t(n), m, true, false);
+        }
         assert_ne!(fingerprint(&both), fingerprint(&queued));
         let mut g = Vec::new();
         let mut c = LockState::Completion { done: 0, waiters: VecDeque::new() };
@@ -325,30 +390,51 @@ mod tests {
     #[test]
     fn waiting_writer_blocks_new_readers() {
         let mut l = rwsem();
-        assert_eq!(l.attempt(t(0), Mode::Read, true), Attempt::Granted);
-        assert_eq!(l.attempt(t(1), Mode::Read, true), Attempt::Granted);
-        assert_eq!(l.attempt(t(2), Mode::Write, true), Attempt::Queued);
-        assert_eq!(l.attempt(t(3), Mode::Read, false), Attempt::Busy);
-        assert_eq!(l.attempt(t(3), Mode::Read, true), Attempt::Queued);
+        assert_eq!(l.attempt(t(0), Mode::Read, true, false), Attempt::Granted);
+        assert_eq!(l.attempt(t(1), Mode::Read, true, false), Attempt::Granted);
+        assert_eq!(l.attempt(t(2), Mode::Write, true, false), Attempt::Queued);
+        assert_eq!(l.attempt(t(3), Mode::Read, false, false), Attempt::Busy);
+        assert_eq!(l.attempt(t(3), Mode::Read, true, false), Attempt::Queued);
         let mut g = Vec::new();
-        l.release(t(0), Mode::Read, &mut g);
+        l.release(t(0), Mode::Read, false, &mut g);
         assert!(g.is_empty());
-        l.release(t(1), Mode::Read, &mut g);
+        l.release(t(1), Mode::Read, false, &mut g);
         assert_eq!(g, [t(2)]);
         g.clear();
-        l.release(t(2), Mode::Write, &mut g);
+        l.release(t(2), Mode::Write, false, &mut g);
         assert_eq!(g, [t(3)]);
+    }
+
+    /// A writer spinning on the owning writer takes the lock on release ahead of the queue,
+    /// unless the queue's head is owed a hand-off; spinners that stop queue behind the waiters.
+    #[test]
+    fn spinning_writer_steals_until_handoff() {
+        let mut l = rwsem();
+        l.attempt(t(0), Mode::Write, true, true);
+        assert_eq!(l.attempt(t(1), Mode::Read, true, true), Attempt::Queued);
+        assert_eq!(l.attempt(t(2), Mode::Write, true, true), Attempt::Spinning);
+        assert_eq!(l.attempt(t(3), Mode::Write, true, true), Attempt::Spinning);
+        let mut g = Vec::new();
+        l.release(t(0), Mode::Write, false, &mut g);
+        assert_eq!(g, [t(2)]);
+        g.clear();
+        l.release(t(2), Mode::Write, true, &mut g);
+        assert_eq!(g, [t(1)]);
+        let mut stopped = Vec::new();
+        l.stop_spinning(&mut stopped);
+        assert_eq!(stopped, [t(3)]);
+        assert_eq!(l.waiters(), [(t(3), Mode::Write)]);
     }
 
     #[test]
     fn reader_at_head_wakes_all_queued_readers() {
         let mut l = rwsem();
-        l.attempt(t(0), Mode::Write, true);
+        l.attempt(t(0), Mode::Write, true, false);
         for (n, m) in [(1, Mode::Read), (2, Mode::Write), (3, Mode::Read)] {
-            assert_eq!(l.attempt(t(n), m, true), Attempt::Queued);
+            assert_eq!(l.attempt(t(n), m, true, false), Attempt::Queued);
         }
         let mut g = Vec::new();
-        l.release(t(0), Mode::Write, &mut g);
+        l.release(t(0), Mode::Write, false, &mut g);
         assert_eq!(g, [t(1), t(3)]);
         assert_eq!(l.waiters(), [(t(2), Mode::Write)]);
     }
@@ -356,8 +442,8 @@ mod tests {
     #[test]
     fn downgrade_lets_queued_readers_in() {
         let mut l = rwsem();
-        l.attempt(t(0), Mode::Write, true);
-        l.attempt(t(1), Mode::Read, true);
+        l.attempt(t(0), Mode::Write, true, false);
+        l.attempt(t(1), Mode::Read, true, false);
         let mut g = Vec::new();
         l.downgrade(t(0), &mut g);
         assert_eq!(g, [t(1)]);

@@ -28,10 +28,22 @@
 //!
 //! What the figures come from: each instance's loop, the schemes' locks and the contention on
 //! them, including the cache-line transfers of lock words and of shared pages' counts between
-//! CPUs (`engine::cacheline`), reported as `lock_stat`-like rows (wait time and contended acquisitions of
-//! `i_mmap_rwsem`, the hugetlb fault mutexes, the hugetlb vma locks and `mmap_lock`, over the
-//! measured phase of each multi-instance run). No cost is fitted to the table: the profile's
-//! costs are single-CPU measurements.
+//! CPUs (`engine::cacheline`) and the rwsems' writer optimistic spinning with lock stealing
+//! until the queue's head has waited 4 ms (`engine::lock`, kernel/locking/rwsem.c of the v5.3
+//! rework, writers only since v5.16's 617f3ef95177; the series ran on a v6.0-rc), reported as
+//! `lock_stat`-like rows (wait time, contended acquisitions, total hold time and acquisitions
+//! of `i_mmap_rwsem`, the hugetlb fault mutexes, the hugetlb vma locks and `mmap_lock`, over
+//! the measured phase of each multi-instance run). No cost is fitted to the table: the
+//! profile's costs are single-CPU measurements.
+//!
+//! The locks the fork program meets in v6.0 (read in v6.1-rc7 `kernel/fork.c` `dup_mmap`,
+//! `mm/memory.c` `unmap_single_vma`, `mm/mmap.c` `exit_mmap`/`unlink_file_vma`, and the
+//! v5.7-v6.0 side of the series' first revert): the parent's `mmap_lock` for write across
+//! `dup_mmap`, `i_mmap_rwsem` for write to link the child's VMA into `i_mmap`; no page-table
+//! copy for a shared hugetlb VMA (lazy since bcd51a3c679d, v6.0), so the `i_mmap_rwsem` read
+//! that `copy_hugetlb_page_range` takes in v5.7-v6.0 is never reached; at the child's exit
+//! `i_mmap_rwsem` for write around the unmap of its 250 GiB (one step per empty GiB) and again
+//! to unlink the VMA.
 //!
 //! Bands (a check on the model, never a target): the cover letter gives one run per cell and
 //! no spread, so each cell's band is the stated rule "within a factor of 2"; the directions the
@@ -101,8 +113,8 @@ struct RunResult {
     faults_per_s: f64,
     minflt_per_s: f64,
     forks_per_s: f64,
-    /// Per lock class: total wait (ns) and contended acquisitions over the measured phase.
-    locks: Vec<(u128, u64)>,
+    /// Per lock class, over the measured phase.
+    locks: Vec<LockRow>,
     /// Scheduling events of the whole run (its host cost).
     events: u64,
 }
@@ -129,16 +141,40 @@ fn machine(setup: &Setup, scheme: &str) -> Result<mm::Machine, String> {
     Ok(m)
 }
 
-/// Lock classes' total wait and contentions, in [`LOCKS`] order.
-fn lock_snapshot(m: &mm::Machine) -> Vec<(u128, u64)> {
+/// One lock class's `lock_stat` columns, summed over its locks.
+#[derive(Clone, Copy, Debug, Default)]
+struct LockRow {
+    /// Total wait of contended acquisitions (spinning and sleeping), ns.
+    wait_ns: u128,
+    contentions: u64,
+    /// Total hold time over all holders (readers' holds overlap), ns.
+    hold_ns: u128,
+    acquisitions: u64,
+}
+
+impl LockRow {
+    fn since(self, earlier: LockRow) -> LockRow {
+        LockRow {
+            wait_ns: self.wait_ns - earlier.wait_ns,
+            contentions: self.contentions - earlier.contentions,
+            hold_ns: self.hold_ns - earlier.hold_ns,
+            acquisitions: self.acquisitions - earlier.acquisitions,
+        }
+    }
+}
+
+/// Lock classes' `lock_stat` columns, in [`LOCKS`] order.
+fn lock_snapshot(m: &mm::Machine) -> Vec<LockRow> {
     let stats = m.handle().lock_stats();
     LOCKS
         .iter()
         .map(|name| {
-            stats
-                .iter()
-                .filter(|c| c.name == *name)
-                .fold((0, 0), |(w, n), c| (w + c.wait_ns.sum(), n + c.contentions))
+            stats.iter().filter(|c| c.name == *name).fold(LockRow::default(), |r, c| LockRow {
+                wait_ns: r.wait_ns + c.wait_ns.sum(),
+                contentions: r.contentions + c.contentions,
+                hold_ns: r.hold_ns + u128::from(c.hold_total.as_ns()),
+                acquisitions: r.acquisitions + c.acquisitions,
+            })
         })
         .collect()
 }
@@ -190,7 +226,7 @@ fn run_mix(
         faults_per_s: per(&faults, |c| c.ops),
         minflt_per_s: per(&faults, |c| c.minflt),
         forks_per_s: per(&l.counts(Program::Forks), |c| c.ops),
-        locks: locks0.iter().zip(&locks1).map(|(a, b)| (b.0 - a.0, b.1 - a.1)).collect(),
+        locks: locks0.iter().zip(&locks1).map(|(a, b)| b.since(*a)).collect(),
         events: warm_events + report.events,
     })
 }
@@ -304,18 +340,25 @@ fn diagnostics(runs: &[Vec<RunResult>]) -> Vec<Row> {
     for (mix, mix_name) in MIX_NAMES.iter().enumerate().filter(|(m, _)| *m % 2 == 1 || *m == 4) {
         for (s, scheme) in SCHEMES.iter().enumerate() {
             for (l, lock) in LOCKS.iter().enumerate() {
-                let (wait_ns, contentions) = runs[s][mix].locks[l];
-                let at = format!("{mix_name} {scheme}");
-                rows.push(Row::level(&format!("{lock} wait {at}"), "ms", wait_ns as f64 / 1e6));
-                rows.push(Row::level(
-                    &format!("{lock} contentions {at}"),
-                    "acquisitions",
-                    contentions as f64,
+                rows.extend(lock_rows(
+                    lock,
+                    &format!("{mix_name} {scheme}"),
+                    runs[s][mix].locks[l],
                 ));
             }
         }
     }
     rows
+}
+
+/// One lock class's `lock_stat`-like rows for one run.
+fn lock_rows(lock: &str, at: &str, r: LockRow) -> [Row; 4] {
+    [
+        Row::level(&format!("{lock} wait {at}"), "ms", r.wait_ns as f64 / 1e6),
+        Row::level(&format!("{lock} contentions {at}"), "acquisitions", r.contentions as f64),
+        Row::level(&format!("{lock} hold {at}"), "ms", r.hold_ns as f64 / 1e6),
+        Row::level(&format!("{lock} acquisitions {at}"), "acquisitions", r.acquisitions as f64),
+    ]
 }
 
 fn measure(setup: &Setup, progress: &mut dyn Progress) -> Result<Report, String> {
@@ -376,7 +419,7 @@ fn notes(scale: Scale) -> Vec<String> {
         "Mappings are placed as ASLR places them (a random 2 MiB position modulo 1 GiB per process), so PMD tables are shared only by chance and nearly every store faults (minflt rows); the PUD-aligned rows show the fault program when every mapping is 1 GiB-aligned and shares its tables.".into(),
         "The lock rows are lock_stat over each run's measured phase (warm-up and wind-down included): total wait and contended acquisitions of every lock of the class summed over processes, files and hash buckets.".into(),
         "What sets the ratios (the lock rows): alone, a fault costs the same in every scheme (an uncontended lock costs nothing, and one CPU never moves a cache line). With 24 fault programs, every fault pulls the hugetlb fault mutex's word and the page's reference and mapcount lines from the CPU that mapped that page last (the programs write the same file pages in the same order), munmap pulls them again, and munmap and mmap take i_mmap_rwsem for write (the unmap's zap of every entry runs under it): readers queue behind them, every fault under i_mmap_rwsem, only huge_pmd_share's lookup (once per GiB) under the others, where the waiting fault holds its fault mutex and the programs behind it queue on that mutex. The child's exit holds i_mmap_rwsem for write over its whole 250 GiB walk, but since v6.0 the walk takes one step per empty GiB, so forks barely contend. revert and vma_lock come out equal: each process takes only its own VMA's lock, which nobody contends and no other CPU writes.".into(),
-        "Where the model departs from the table, and why (the lock rows): under revert and vma_lock a fault that reaches a new GiB waits in huge_pmd_share behind every munmap queued for write (a few ms on average, few such waits) with its fault mutex held, and the other fault programs, which write the same pages in the same order, queue on that mutex; under i_mmap_rwsem every fault waits, but readers always queue, so readers and writers alternate and each wait is short. That puts the 24-instance faults of i_mmap_rwsem above the others, against the table. Fork programs hold i_mmap_rwsem for write only briefly (VMA link, the exit's empty walk, the VMA unlink), so beside them faults do not collapse under i_mmap_rwsem as published (45x): the model has no wake-up latency for sleeping lock waiters and no optimistic spinning, and nothing it holds for write is long; the published fork rates (24 instances 6.7x below one) also point at fork and exit costs shared across CPUs that the model does not have (tasklist_lock, pid and cgroup locks).".into(),
+        "Where the model departs from the table, and why (the lock rows): under revert and vma_lock a fault that reaches a new GiB waits in huge_pmd_share behind every munmap queued for write (a few ms on average, few such waits) with its fault mutex held, and the other fault programs, which write the same pages in the same order, queue on that mutex; under i_mmap_rwsem every fault waits, but readers always queue, so readers and writers alternate and each wait is short. That puts the 24-instance faults of i_mmap_rwsem above the others, against the table. Fork programs hold i_mmap_rwsem for write only briefly (VMA link, the exit's empty walk, the VMA unlink), so beside them faults do not collapse under i_mmap_rwsem as published (45x): writers spin on a writer that holds it (and steal it from queued faults until a fault has waited 4 ms) only when their write sections overlap, which the short fork-side holds rarely do, and a writer finding faults holding the lock queues (the kernel's bounded spinning on reader-owned rwsems is not modelled); the model has no wake-up latency for sleeping lock waiters, and nothing it holds for write is long (the fault program's munmap zaps 8 GiB, not the published 250 GiB, so its write hold is 30x shorter and 30x more frequent); the published fork rates (24 instances 6.7x below one) also point at fork and exit costs shared across CPUs that the model does not have (tasklist_lock, pid and cgroup locks).".into(),
         "usemem -U: 48 tasks, each mapping its own anonymous MAP_HUGETLB region with MAP_POPULATE and storing once per 4 KiB; the model has no memory-bandwidth limit, so its per-task rate is one CPU's, far above the published rate of 48 tasks sharing the memory bus; it is a control: equal across schemes.".into(),
     ]
 }
