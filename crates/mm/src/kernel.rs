@@ -424,7 +424,19 @@ impl KState {
     pub fn free_pages(&self) -> u64 {
         self.buddy.nr_free()
     }
+
+    /// One of mmsim's own counters ([`MODEL_COUNTERS`]), which no kernel interface shows:
+    /// scenarios read them as `model = NAME` to assert that a schedule took a path.
+    pub fn model_counter(&self, name: &str) -> Option<u64> {
+        match name {
+            "collapse_truncated_rollbacks" => Some(self.thp.khugepaged.truncated_rollbacks),
+            _ => None,
+        }
+    }
 }
+
+/// The names [`KState::model_counter`] knows.
+pub const MODEL_COUNTERS: &[&str] = &["collapse_truncated_rollbacks"];
 
 impl KState {
     /// A fingerprint of the whole kernel state (frames, page tables, VMAs, files, contents and

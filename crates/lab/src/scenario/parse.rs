@@ -377,6 +377,19 @@ impl<'a> Parser<'a> {
             }
             "meminfo" => Observable::Meminfo { name: f.string("meminfo")? },
             "sysfs" => Observable::Sysfs { path: f.string("sysfs")? },
+            "model" => {
+                let name = f.string("model")?;
+                if !mm::kernel::MODEL_COUNTERS.contains(&name.as_str()) {
+                    return Err(self.err(
+                        f.line_of("model"),
+                        format!(
+                            "unknown model counter `{name}`: expected one of {}",
+                            mm::kernel::MODEL_COUNTERS.join(", ")
+                        ),
+                    ));
+                }
+                Observable::Model { name }
+            }
             "memory_stat" => Observable::MemoryStat {
                 cgroup: f.string("cgroup")?,
                 name: f.string("memory_stat")?,
@@ -455,8 +468,18 @@ impl<'a> Parser<'a> {
                 ),
             )),
         };
-        f.finish(&["kernel", "set", "strategy", "budget", "seed", "expect"])?;
-        Ok(ExploreExpect { line: node.line, kernel, sets, strategy, budget, seed, violation })
+        let reach = f.get("reach").map(|n| self.expect(n)).transpose()?;
+        f.finish(&["kernel", "set", "strategy", "budget", "seed", "expect", "reach"])?;
+        Ok(ExploreExpect {
+            line: node.line,
+            kernel,
+            sets,
+            strategy,
+            budget,
+            seed,
+            violation,
+            reach,
+        })
     }
 
     fn show(&self, node: &Node) -> Result<Show, ScenarioError> {

@@ -151,14 +151,10 @@ async fn take_page(cx: &Cx, inode: InodeId, index: u64, end: u64) -> Result<Pfn,
             if index >= size || read_pages(cx, inode, index, end.min(size)).await.is_err() {
                 return Err(TakeFailed(ScanResult::Fail, false));
             }
-            let Some(head) = cx.st().page_cache_get(inode, index) else {
-                return Err(TakeFailed(ScanResult::Fail, false));
-            };
-            folio_lock(cx, head).await;
-            head
+            filemap_lock_folio(cx, inode, index).await.ok_or(TakeFailed(ScanResult::Fail, false))?
         }
     };
-    let failed = check_locked_page(&cx.st(), inode, index, head);
+    let failed = check_locked_page(&cx.st(), head);
     if let Some(r) = failed {
         folio_unlock(cx, head);
         return Err(TakeFailed(r, false));
@@ -167,11 +163,31 @@ async fn take_page(cx: &Cx, inode: InodeId, index: u64, end: u64) -> Result<Pfn,
     Ok(head)
 }
 
-/// `collapse_file`'s checks of a page it has locked.
-fn check_locked_page(st: &KState, inode: InodeId, index: u64, head: Pfn) -> Option<ScanResult> {
-    if st.page_cache_get(inode, index) != Some(head) {
-        return Some(ScanResult::Truncated);
+/// `filemap_lock_folio`: the page cached at `index`, locked, or `None` once the lookup finds
+/// nothing. A page truncated while this waited for its lock is let go and looked up again, as
+/// `__filemap_get_folio` does with `FGP_LOCK`; the lookup's reference keeps the frame from being
+/// freed meanwhile and is dropped once the page is locked in the cache.
+async fn filemap_lock_folio(cx: &Cx, inode: InodeId, index: u64) -> Option<Pfn> {
+    loop {
+        let head = cx.st().page_cache_get(inode, index)?;
+        cx.st().folios.get_extra(head);
+        folio_lock(cx, head).await;
+        let cached = cx.st().page_cache_get(inode, index) == Some(head);
+        if !cached {
+            folio_unlock(cx, head);
+        }
+        cx.st().put_folio_extra(head);
+        if cached {
+            return Some(head);
+        }
     }
+}
+
+/// `collapse_file`'s checks of a page it has locked. The kernel's check that the page is still
+/// in this mapping (`SCAN_TRUNCATED`) is not repeated here: both ways of taking the page hold
+/// its lock from a lookup that found it cached (`folio_trylock` under the xarray lock, or
+/// `filemap_lock_folio`), so it cannot have been truncated, for disk files in the kernel too.
+fn check_locked_page(st: &KState, head: Pfn) -> Option<ScanResult> {
     if !st.folios.test(head, pg::UPTODATE) {
         return Some(ScanResult::Fail);
     }
@@ -191,6 +207,7 @@ pub(super) async fn collapse_file(cx: &Cx, r: FileRange, who: Collapser) -> Scan
         return ScanResult::AllocHugePageFail;
     };
     cx.st().folios.set(new, pg::LOCKED);
+    let size_before = cx.st().inodes[r.inode].size_pages();
     let mut taken = Vec::with_capacity(HPAGE_PMD_NR as usize);
     let mut result = ScanResult::Succeed;
     let mut flush = false;
@@ -220,6 +237,7 @@ pub(super) async fn collapse_file(cx: &Cx, r: FileRange, who: Collapser) -> Scan
     }
     if result != ScanResult::Succeed {
         rollback(cx, &taken, new);
+        count_truncated_rollback(&mut cx.st(), r, size_before);
         if flush {
             writeback(cx, r.inode).await;
         }
@@ -296,6 +314,16 @@ fn rollback(cx: &Cx, taken: &[Pfn], new: Pfn) {
     let mut st = cx.st();
     st.folios.clear_flag(new, pg::LOCKED);
     st.put_folio_extra(new);
+}
+
+/// Counts a rolled-back collapse during which a truncation cut the file short of the range it
+/// had when the collapse began (mmsim's own count, no kernel interface: the kernel reports such
+/// a collapse as `SCAN_FAIL`, like any other missing page or a writer).
+fn count_truncated_rollback(st: &mut KState, r: FileRange, size_before: u64) {
+    let size = st.inodes[r.inode].size_pages();
+    if size < size_before && size < r.start + HPAGE_PMD_NR {
+        st.thp.khugepaged.truncated_rollbacks += 1;
+    }
 }
 
 /// The PMD-aligned address at which `vma` maps page `start` of its file with the whole 2 MiB

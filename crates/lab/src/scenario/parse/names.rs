@@ -151,7 +151,8 @@ fn check_observable_names(
         Observable::Vmstat { .. }
         | Observable::Meminfo { .. }
         | Observable::MemoryStat { .. }
-        | Observable::Sysfs { .. } => (None, None),
+        | Observable::Sysfs { .. }
+        | Observable::Model { .. } => (None, None),
     };
     if let Some(process) = process
         && env.get(process).map(|&(k, _)| k) != Some(ValueKind::Process)
