@@ -591,6 +591,7 @@ pub const EXPECT_KINDS: [&str; 9] = [
 pub fn fs_type(name: &str) -> Option<FsType> {
     match name {
         "ext4" | "disk" => Some(FsType::Disk),
+        "xfs" => Some(FsType::Xfs),
         "tmpfs" | "shmem" => Some(FsType::Tmpfs),
         "dax" | "ext4-dax" => Some(FsType::Dax),
         "hugetlbfs" | "hugetlbfs:2MiB" => Some(FsType::Hugetlbfs(mm::hugetlb::HugeSize::Size2M)),
