@@ -479,9 +479,10 @@ pub enum Observable {
     /// A number in a sysfs or sysctl file (`/sys/kernel/mm/transparent_hugepage/khugepaged/
     /// pages_collapsed`, `/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages`, ...).
     Sysfs { path: String },
-    /// One of mmsim's own counters (`mm::kernel::MODEL_COUNTERS`), which no kernel interface
-    /// shows: evidence that a run took a path (`collapse_truncated_rollbacks`).
-    Model { name: String },
+    /// A number no kernel interface shows (`mm::kernel::MODEL_COUNTERS`): mmsim's own counters,
+    /// evidence that a run took a path (`collapse_truncated_rollbacks`), or a kernel field of
+    /// the file at `path` (`nr_thps`).
+    Model { name: String, path: Option<String> },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -97,6 +97,7 @@ impl Parser<'_> {
         for e in &s.expects {
             check_observable_names(self, e, &env)?;
         }
+        check_model_paths(self, s)?;
         let cgroup_refs = s.steps.iter().flat_map(|st| {
             let ops = st.tasks.iter().flat_map(|t| &t.ops).filter_map(|op| match &op.kind {
                 OpKind::MemoryReclaim { cgroup, .. } => Some((op.line, cgroup)),
@@ -134,6 +135,19 @@ impl Parser<'_> {
         }
         Ok(())
     }
+}
+
+/// A file's `model` counter names a declared file.
+fn check_model_paths(p: &Parser<'_>, s: &Scenario) -> Result<(), ScenarioError> {
+    let all_expects = s.steps.iter().flat_map(|st| &st.expects).chain(&s.expects);
+    for e in all_expects {
+        if let Observable::Model { path: Some(path), .. } = &e.what
+            && !s.files.iter().any(|f| &f.path == path)
+        {
+            return Err(p.err(e.line, format!("file `{path}` is not declared")));
+        }
+    }
+    Ok(())
 }
 
 fn check_observable_names(
