@@ -66,7 +66,7 @@ fn explore_cmd(a: &ExploreArgs) -> Result<u8, String> {
     crate::run::kernel_and_sets(&mut o, a.kernel.as_deref(), &a.sets)?;
     let config =
         machine_config(&scenario.machine, &o, &scenario.file).map_err(|e| e.to_string())?;
-    let mut trials = factory(&scenario, config);
+    let mut trials = factory(&scenario, config, None);
     if let Some(path) = &a.replay {
         let text =
             std::fs::read_to_string(path).map_err(|e| format!("{path}: cannot read: {e}"))?;

@@ -615,6 +615,18 @@ pub fn retract_without_mmap_lock(k: KernelVersion) -> bool {
     k >= v(6, 6)
 }
 
+/// XFS's page cache holds large folios: "xfs: Support large folios" (6795801366da, v5.18), so
+/// collapsed THPs of its files are not counted in `nr_thps` and opening one for write keeps them.
+pub fn xfs_large_folios(k: KernelVersion) -> bool {
+    k >= v(5, 18)
+}
+
+/// ext4's page cache holds large folios for regular files ("ext4: enable large folio for regular
+/// file", Zhang Yi, v6.16 per the issue; not re-verified against the tag): as XFS from v5.18.
+pub fn ext4_large_folios(k: KernelVersion) -> bool {
+    k >= v(6, 16)
+}
+
 /// `MADV_COLLAPSE` exists: "mm/madvise: introduce MADV_COLLAPSE sync hugepage collapse"
 /// (7d8faaf15545, v6.1); before, the advice is EINVAL.
 pub fn has_madv_collapse(k: KernelVersion) -> bool {

@@ -50,11 +50,15 @@ impl KState {
     }
 
     /// Whether `head`, cached in `inode`, is a PMD-sized folio of a disk file: counted in
-    /// `nr_file_hugepages` (`NR_FILE_THPS`) and, since the modelled disk file system has no
-    /// large-folio support, in the mapping's `nr_thps` as a collapsed THP would be
-    /// (`__filemap_add_folio`, `filemap_unaccount_folio`).
+    /// `nr_file_hugepages` (`NR_FILE_THPS`; `__filemap_add_folio`, `filemap_unaccount_folio`).
     pub(crate) fn is_file_thp(&self, inode: InodeId, head: Pfn) -> bool {
         self.folios.order(head) == Order::PMD && self.inodes[inode].fs.read_only_thps()
+    }
+
+    /// Whether such a THP also counts in the mapping's `nr_thps`: only where the file system
+    /// has no large folios of its own (`filemap_nr_thps_inc`, `mapping_large_folio_support`).
+    pub(crate) fn counts_in_nr_thps(&self, inode: InodeId, head: Pfn) -> bool {
+        self.is_file_thp(inode, head) && !self.inodes[inode].fs.large_folios(self.thp.kernel)
     }
 
     /// `folio_mark_dirty` for a page-cache folio. One that truncation has already taken out of
@@ -93,14 +97,14 @@ impl KState {
             self.folios.set(head, pg::SWAPBACKED);
             self.vmstat.add(VmStat::NrShmem, nr);
         }
-        let thp = self.is_file_thp(inode, head);
+        let (thp, counted) = (self.is_file_thp(inode, head), self.counts_in_nr_thps(inode, head));
         if thp {
             self.vmstat.inc(VmStat::NrFileHugepages);
         }
         let m = &mut self.inodes[inode].mapping;
         m.pages.insert(index, head);
         m.nrpages += nr;
-        m.nr_thps += u64::from(thp);
+        m.nr_thps += u64::from(counted);
         m.nr_large += u64::from(nr > 1);
         if let Some(shadow) = self.take_shadow(ShadowSlot::PageCache(inode, index))
             && !write
@@ -115,14 +119,14 @@ impl KState {
     pub(crate) fn page_cache_delete(&mut self, inode: InodeId, head: Pfn) {
         let nr = self.folios.order(head).pages();
         let index = self.folio_index(head);
-        let thp = self.is_file_thp(inode, head);
+        let (thp, counted) = (self.is_file_thp(inode, head), self.counts_in_nr_thps(inode, head));
         if thp {
             self.vmstat.sub(VmStat::NrFileHugepages, 1);
         }
         let m = &mut self.inodes[inode].mapping;
         assert_eq!(m.pages.remove(&index), Some(head), "deleting a folio not in the cache");
         m.nrpages -= nr;
-        m.nr_thps -= u64::from(thp);
+        m.nr_thps -= u64::from(counted);
         m.nr_large -= u64::from(nr > 1);
         self.vmstat.sub(VmStat::NrFilePages, nr);
         if self.inodes[inode].fs.swap_backed() {

@@ -54,8 +54,11 @@ simcore::define_id!(
 /// never by comparing values of this enum.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FsType {
-    /// A disk file system (ext4-like) on the machine's block device.
+    /// ext4 on the machine's block device.
     Disk,
+    /// XFS on the machine's block device: as ext4, but with large folios from v5.18
+    /// (`FsType::large_folios`).
+    Xfs,
     /// tmpfs / shmem: pages live only in memory.
     Tmpfs,
     /// pipefs: a pipe's inode (its data lives in the pipe's buffers).

@@ -20,7 +20,8 @@
 //! `mprotect(PROT_WRITE)` of a private mapping) splits it too, then copies the 4 KiB page.
 //! Reclaim unmaps the PMD the same way (`TTU_SPLIT_HUGE_PMD`) and evicts the whole folio; it
 //! never splits the folio itself. Opening the file for write drops its page cache if it holds
-//! THPs (`do_dentry_open`): `unmap_mapping_range` of the shared mappings and
+//! THPs counted in `nr_thps` (`do_dentry_open`; a file system with large folios, XFS from v5.18
+//! and ext4 from v6.16, counts none there and keeps them, `fs/ops.rs` `large_folios`): `unmap_mapping_range` of the shared mappings and
 //! `truncate_inode_pages` from v5.16 (`open_write_truncate = keep_private`, "mm, thp: fix
 //! incorrect unmap behavior for private pages", 8468e937df1f), `truncate_pagecache` (private COW
 //! copies too) before; from v5.16 under `invalidate_lock` ("mm, thp: lock filemap when

@@ -424,7 +424,23 @@ impl KState {
     pub fn free_pages(&self) -> u64 {
         self.buddy.nr_free()
     }
+
+    /// One of the numbers no kernel interface shows ([`MODEL_COUNTERS`]), which scenarios read
+    /// as `model = NAME` (with `path` for a file's): mmsim's own counters, evidence that a
+    /// schedule took a path, and kernel fields kept out of `/proc` (a mapping's `nr_thps`).
+    pub fn model_counter(&self, name: &str, path: Option<&str>) -> Option<u64> {
+        match (name, path) {
+            ("collapse_truncated_rollbacks", None) => Some(self.thp.khugepaged.truncated_rollbacks),
+            ("nr_thps", Some(p)) => self.paths.get(p).map(|&i| self.inodes[i].mapping.nr_thps),
+            _ => None,
+        }
+    }
 }
+
+/// The names [`KState::model_counter`] knows, each with whether it is a file's (and needs a
+/// `path`).
+pub const MODEL_COUNTERS: &[(&str, bool)] =
+    &[("collapse_truncated_rollbacks", false), ("nr_thps", true)];
 
 impl KState {
     /// A fingerprint of the whole kernel state (frames, page tables, VMAs, files, contents and

@@ -131,6 +131,11 @@ pub struct Khugepaged {
     pub pages_collapsed: u64,
     /// `khugepaged/full_scans`.
     pub full_scans: u64,
+    /// File collapses (khugepaged's and `MADV_COLLAPSE`'s) rolled back after a truncation cut
+    /// the file short of their range while they ran: mmsim's own count, read by scenarios as
+    /// `model = "collapse_truncated_rollbacks"` (no kernel interface shows it). Nothing depends on
+    /// it, so the fingerprint leaves it out.
+    pub truncated_rollbacks: u64,
     /// Where the daemon waits for work, once started.
     pub wait: Option<engine::WaitQueue>,
     /// PTE tables a collapse has taken out of their PMD (`pmdp_collapse_flush`) and not yet

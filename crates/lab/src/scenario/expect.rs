@@ -63,6 +63,9 @@ pub fn read(st: &KState, env: &Env, what: &Observable) -> Result<u64, String> {
                 .ok_or_else(|| format!("{path}: no such file on {} in the model", env.kernel))?;
             text.trim().parse().map_err(|_| format!("{path} reads `{text}`, not a number"))
         }
+        Observable::Model { name, path } => st
+            .model_counter(name, path.as_deref())
+            .ok_or_else(|| format!("no model counter `{name}` for {path:?}")),
         Observable::MemoryStat { cgroup, name } => {
             let memcg =
                 st.mem_cgroup_by_path(cgroup).ok_or_else(|| format!("no cgroup `{cgroup}`"))?;
@@ -111,6 +114,8 @@ pub fn describe(what: &Observable) -> String {
         }
         Observable::MemoryStat { cgroup, name } => format!("memory.stat {name} of {cgroup}"),
         Observable::Sysfs { path } => path.clone(),
+        Observable::Model { name, path: None } => format!("model counter {name}"),
+        Observable::Model { name, path: Some(p) } => format!("model counter {name} of {p}"),
     }
 }
 

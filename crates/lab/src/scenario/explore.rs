@@ -10,15 +10,26 @@
 //! distinct states are counted either way.
 
 use super::ScenarioError;
-use super::model::Scenario;
+use super::model::{Expect, Scenario};
 use super::run::{Prepared, prepare};
 use explore::{Trial, TrialSetup};
 use mm::{Machine, MachineConfig};
+use std::cell::Cell;
+use std::rc::Rc;
 
-/// The explorer's trial factory for `scenario` on a machine configured as `config`.
+/// A `reach` expectation and the number of explored schedules that ended meeting it.
+#[derive(Clone, Debug)]
+pub struct ReachProbe {
+    pub expect: Expect,
+    pub reached: Rc<Cell<u64>>,
+}
+
+/// The explorer's trial factory for `scenario` on a machine configured as `config`; with a
+/// probe, each trial that ends meeting the probe's expectation counts in it.
 pub fn factory(
     scenario: &Scenario,
     config: MachineConfig,
+    probe: Option<ReachProbe>,
 ) -> impl FnMut(TrialSetup) -> Result<Trial, String> + '_ {
     move |setup: TrialSetup| {
         let mut config = config.clone();
@@ -28,22 +39,32 @@ pub fn factory(
         let Prepared { machine, env, log } =
             prepare(scenario, config, Some(sim)).map_err(|e: ScenarioError| e.to_string())?;
         let (sim, kernel) = machine.into_parts();
-        let (k_check, k_fp, k_dump) = (kernel.clone(), kernel.clone(), kernel);
+        let (k_check, k_fp, k_dump, k_end) =
+            (kernel.clone(), kernel.clone(), kernel.clone(), kernel);
         let (log_end, log_fp) = (log.clone(), log);
+        let (env_end, env_fp) = (env.clone(), env);
         let file = scenario.file.clone();
+        let probe = probe.clone();
         Ok(Trial::new(sim)
             .step_check(move || mm::sim::check::check_all(&k_check.state(), rule))
-            .end_check(move || match log_end.borrow().failures.first() {
-                None => Ok(()),
-                Some(f) => Err(format!(
-                    "{file}:{}: expected {}; observed {}",
-                    f.line, f.expected, f.observed
-                )),
+            .end_check(move || {
+                if let Some(p) = &probe
+                    && super::expect::check(&k_end.state(), &env_end.borrow(), &p.expect).is_ok()
+                {
+                    p.reached.set(p.reached.get() + 1);
+                }
+                match log_end.borrow().failures.first() {
+                    None => Ok(()),
+                    Some(f) => Err(format!(
+                        "{file}:{}: expected {}; observed {}",
+                        f.line, f.expected, f.observed
+                    )),
+                }
             })
             .model_fingerprint(move || {
                 let mut d = simcore::Digest::new();
                 d.write_u64(k_fp.state().fingerprint());
-                d.write_str(&format!("{:?}", env.borrow()));
+                d.write_str(&format!("{:?}", env_fp.borrow()));
                 let l = log_fp.borrow();
                 d.write_u64(l.ops as u64);
                 d.write_u64(l.failures.len() as u64);
@@ -75,19 +96,23 @@ pub fn check_declared(scenario: &Scenario) -> Result<Vec<DeclaredResult>, Scenar
             explore::Strategy::from_spec(&d.strategy, d.seed).map_err(|e| bad(e.to_string()))?;
         let options =
             explore::Options { state_cache: false, ..explore::Options::new(strategy, d.budget) };
-        let mut trials = factory(scenario, config);
+        let probe =
+            d.reach.clone().map(|expect| ReachProbe { expect, reached: Rc::new(Cell::new(0)) });
+        let mut trials = factory(scenario, config, probe.clone());
         let outcome = explore::explore(&mut trials, &options, &mut |_| false)
             .map_err(|e| bad(e.to_string()))?;
         let found = outcome.violation.as_ref().map(|v| v.finding.to_string());
-        let holds = found.is_some() == d.violation;
+        let reached = probe.as_ref().map(|p| p.reached.get());
+        let holds = found.is_some() == d.violation && reached != Some(0);
         let summary = format!(
-            "kernel {kernel}, {} with budget {}: {} after {} schedules ({} states{})",
+            "kernel {kernel}, {} with budget {}: {} after {} schedules ({} states{}){}",
             d.strategy,
             d.budget,
             found.unwrap_or_else(|| "no violation".into()),
             outcome.schedules,
             outcome.states,
-            if outcome.exhausted { ", exhausted" } else { "" }
+            if outcome.exhausted { ", exhausted" } else { "" },
+            reached.map_or(String::new(), |n| format!("; `reach` met in {n} schedules")),
         );
         results.push(DeclaredResult { line: d.line, holds, summary });
     }

@@ -71,6 +71,9 @@ pub struct ExploreExpect {
     pub budget: u64,
     pub seed: u64,
     pub violation: bool,
+    /// `reach`: an expectation that must hold at the end of at least one explored schedule
+    /// (evidence that the search took the path the race is about).
+    pub reach: Option<Expect>,
 }
 
 #[derive(Clone, Debug)]
@@ -483,6 +486,10 @@ pub enum Observable {
     /// A number in a sysfs or sysctl file (`/sys/kernel/mm/transparent_hugepage/khugepaged/
     /// pages_collapsed`, `/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages`, ...).
     Sysfs { path: String },
+    /// A number no kernel interface shows (`mm::kernel::MODEL_COUNTERS`): mmsim's own counters,
+    /// evidence that a run took a path (`collapse_truncated_rollbacks`), or a kernel field of
+    /// the file at `path` (`nr_thps`).
+    Model { name: String, path: Option<String> },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -576,13 +583,23 @@ pub const TUNABLES: [&str; 8] = [
 ];
 
 /// What an `[[expect]]` reads: exactly one of these keys.
-pub const EXPECT_KINDS: [&str; 8] =
-    ["smaps", "smaps_rollup", "status", "vmstat", "meminfo", "pagemap", "memory_stat", "sysfs"];
+pub const EXPECT_KINDS: [&str; 9] = [
+    "smaps",
+    "smaps_rollup",
+    "status",
+    "vmstat",
+    "meminfo",
+    "pagemap",
+    "memory_stat",
+    "sysfs",
+    "model",
+];
 
 /// A file system type by name.
 pub fn fs_type(name: &str) -> Option<FsType> {
     match name {
         "ext4" | "disk" => Some(FsType::Disk),
+        "xfs" => Some(FsType::Xfs),
         "tmpfs" | "shmem" => Some(FsType::Tmpfs),
         "dax" | "ext4-dax" => Some(FsType::Dax),
         "hugetlbfs" | "hugetlbfs:2MiB" => Some(FsType::Hugetlbfs(mm::hugetlb::HugeSize::Size2M)),

@@ -377,6 +377,7 @@ impl<'a> Parser<'a> {
             }
             "meminfo" => Observable::Meminfo { name: f.string("meminfo")? },
             "sysfs" => Observable::Sysfs { path: f.string("sysfs")? },
+            "model" => self.model_observable(&f)?,
             "memory_stat" => Observable::MemoryStat {
                 cgroup: f.string("cgroup")?,
                 name: f.string("memory_stat")?,
@@ -415,9 +416,29 @@ impl<'a> Parser<'a> {
             Some(w) => self.when(w)?,
             None => When::default(),
         };
-        let known = [kind, "process", "at", "cgroup", "equals", "kb", "is", "at_least", "at_most"];
+        let known =
+            [kind, "process", "at", "cgroup", "path", "equals", "kb", "is", "at_least", "at_most"];
         f.finish(&[&known[..], &["when"]].concat())?;
         Ok(Expect { line: node.line, what, cmp, when })
+    }
+
+    /// A `model = NAME` observable: a known name, with a `path` exactly when it is a file's.
+    fn model_observable(&self, f: &Fields<'_>) -> Result<Observable, ScenarioError> {
+        let name = f.string("model")?;
+        let path = f.opt_str("path")?;
+        let known = mm::kernel::MODEL_COUNTERS;
+        let Some(&(_, per_file)) = known.iter().find(|(n, _)| *n == name) else {
+            let names: Vec<&str> = known.iter().map(|(n, _)| *n).collect();
+            return Err(self.err(
+                f.line_of("model"),
+                format!("unknown model counter `{name}`: expected one of {}", names.join(", ")),
+            ));
+        };
+        if per_file != path.is_some() {
+            let wanted = if per_file { "needs a `path`" } else { "takes no `path`" };
+            return Err(self.err(f.line_of("model"), format!("model counter `{name}` {wanted}")));
+        }
+        Ok(Observable::Model { name, path })
     }
 
     fn explore(&self, node: &Node) -> Result<ExploreExpect, ScenarioError> {
@@ -455,8 +476,18 @@ impl<'a> Parser<'a> {
                 ),
             )),
         };
-        f.finish(&["kernel", "set", "strategy", "budget", "seed", "expect"])?;
-        Ok(ExploreExpect { line: node.line, kernel, sets, strategy, budget, seed, violation })
+        let reach = f.get("reach").map(|n| self.expect(n)).transpose()?;
+        f.finish(&["kernel", "set", "strategy", "budget", "seed", "expect", "reach"])?;
+        Ok(ExploreExpect {
+            line: node.line,
+            kernel,
+            sets,
+            strategy,
+            budget,
+            seed,
+            violation,
+            reach,
+        })
     }
 
     fn show(&self, node: &Node) -> Result<Show, ScenarioError> {

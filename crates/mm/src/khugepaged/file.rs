@@ -13,15 +13,18 @@
 //!
 //! The collapse (`collapse_file`, the non-shmem branch): allocate the THP (`thp_collapse_alloc`
 //! or `thp_collapse_alloc_failed`), then page by page: a missing page is read synchronously
-//! (`page_cache_sync_readahead`) and locked, failing with `SCAN_FAIL` when nothing can be read
-//! (beyond EOF); a dirty page starts writeback of the file (`filemap_flush`) and fails with
-//! `SCAN_FAIL` ("khugepaged only works on read-only fd"), one under writeback fails too; a page
-//! whose lock is held is `SCAN_PAGE_LOCK`; once locked, a page no longer in the cache is
-//! `SCAN_TRUNCATED`, one not uptodate `SCAN_FAIL`, one that cannot be isolated from the LRU
-//! `SCAN_DEL_PAGE_LRU`; a mapped page is unmapped (`try_to_unmap`), and then it must hold only
+//! (`page_cache_sync_readahead`) and locked (`filemap_lock_folio`, which looks again when the
+//! page was truncated while it waited for the lock), failing with `SCAN_FAIL` when nothing can be
+//! read or found (beyond EOF, also when a truncation cut the file during the collapse); a dirty
+//! page starts writeback of the file (`filemap_flush`) and fails with `SCAN_FAIL` ("khugepaged
+//! only works on read-only fd"), one under writeback fails too; a page whose lock is held is
+//! `SCAN_PAGE_LOCK`; once locked, one not uptodate is `SCAN_FAIL`, one that cannot be isolated
+//! from the LRU `SCAN_DEL_PAGE_LRU` (the kernel's `SCAN_TRUNCATED` check of a locked page's
+//! mapping cannot fire for disk files: each page is locked from a lookup that found it cached); a mapped page is unmapped (`try_to_unmap`), and then it must hold only
 //! the cache's and the isolation's references (`folio_ref_freeze(folio, 3)` with the
 //! lookup's, which mmsim's lock does not take), else `SCAN_PAGE_COUNT`. Then the writer check of
-//! seed 000 (eb6ecbed0aa2, v5.14): the THP is counted in `nr_thps` and, after a full barrier,
+//! seed 000 (eb6ecbed0aa2, v5.14): the THP is counted in `nr_thps` (unless the file system has
+//! large folios: XFS from v5.18, ext4 from v6.16, `fs/ops.rs`) and, after a full barrier,
 //! `i_writecount` is read; a writer fails the collapse (`SCAN_FAIL`, the count taken back). The
 //! opener for write does the mirror image in `do_dentry_open` (`huge_memory.rs`), so at least
 //! one of the two sees the other; mmsim may preempt either between its store and its load, and
@@ -35,7 +38,9 @@
 //! Before v5.14 (`file_thp = denywrite`) there is no such check: only `VM_DENYWRITE` mappings
 //! were collapsed, and a deny-written file cannot be opened for write. Every failure rolls back:
 //! the old pages go back to the LRU, unlocked, still cached (those unmapped refault), the THP is
-//! freed; no data changes.
+//! freed; no data changes. A truncation that meets the locked old pages waits on their lock
+//! and, after the rollback, removes them (`scenarios/races/collapse-truncate.toml`; mmsim counts
+//! such rollbacks in `collapse_truncated_rollbacks`, which no kernel interface shows).
 //!
 //! `retract_page_tables` (still holding the new THP's lock, so no fault maps it meanwhile):
 //! every VMA mapping the range at a PMD-aligned address, without an anon_vma (no private COW
@@ -151,14 +156,10 @@ async fn take_page(cx: &Cx, inode: InodeId, index: u64, end: u64) -> Result<Pfn,
             if index >= size || read_pages(cx, inode, index, end.min(size)).await.is_err() {
                 return Err(TakeFailed(ScanResult::Fail, false));
             }
-            let Some(head) = cx.st().page_cache_get(inode, index) else {
-                return Err(TakeFailed(ScanResult::Fail, false));
-            };
-            folio_lock(cx, head).await;
-            head
+            filemap_lock_folio(cx, inode, index).await.ok_or(TakeFailed(ScanResult::Fail, false))?
         }
     };
-    let failed = check_locked_page(&cx.st(), inode, index, head);
+    let failed = check_locked_page(&cx.st(), head);
     if let Some(r) = failed {
         folio_unlock(cx, head);
         return Err(TakeFailed(r, false));
@@ -167,11 +168,31 @@ async fn take_page(cx: &Cx, inode: InodeId, index: u64, end: u64) -> Result<Pfn,
     Ok(head)
 }
 
-/// `collapse_file`'s checks of a page it has locked.
-fn check_locked_page(st: &KState, inode: InodeId, index: u64, head: Pfn) -> Option<ScanResult> {
-    if st.page_cache_get(inode, index) != Some(head) {
-        return Some(ScanResult::Truncated);
+/// `filemap_lock_folio`: the page cached at `index`, locked, or `None` once the lookup finds
+/// nothing. A page truncated while this waited for its lock is let go and looked up again, as
+/// `__filemap_get_folio` does with `FGP_LOCK`; the lookup's reference keeps the frame from being
+/// freed meanwhile and is dropped once the page is locked in the cache.
+async fn filemap_lock_folio(cx: &Cx, inode: InodeId, index: u64) -> Option<Pfn> {
+    loop {
+        let head = cx.st().page_cache_get(inode, index)?;
+        cx.st().folios.get_extra(head);
+        folio_lock(cx, head).await;
+        let cached = cx.st().page_cache_get(inode, index) == Some(head);
+        if !cached {
+            folio_unlock(cx, head);
+        }
+        cx.st().put_folio_extra(head);
+        if cached {
+            return Some(head);
+        }
     }
+}
+
+/// `collapse_file`'s checks of a page it has locked. The kernel's check that the page is still
+/// in this mapping (`SCAN_TRUNCATED`) is not repeated here: both ways of taking the page hold
+/// its lock from a lookup that found it cached (`folio_trylock` under the xarray lock, or
+/// `filemap_lock_folio`), so it cannot have been truncated, for disk files in the kernel too.
+fn check_locked_page(st: &KState, head: Pfn) -> Option<ScanResult> {
     if !st.folios.test(head, pg::UPTODATE) {
         return Some(ScanResult::Fail);
     }
@@ -191,6 +212,7 @@ pub(super) async fn collapse_file(cx: &Cx, r: FileRange, who: Collapser) -> Scan
         return ScanResult::AllocHugePageFail;
     };
     cx.st().folios.set(new, pg::LOCKED);
+    let size_before = cx.st().inodes[r.inode].size_pages();
     let mut taken = Vec::with_capacity(HPAGE_PMD_NR as usize);
     let mut result = ScanResult::Succeed;
     let mut flush = false;
@@ -220,6 +242,7 @@ pub(super) async fn collapse_file(cx: &Cx, r: FileRange, who: Collapser) -> Scan
     }
     if result != ScanResult::Succeed {
         rollback(cx, &taken, new);
+        count_truncated_rollback(&mut cx.st(), r, size_before);
         if flush {
             writeback(cx, r.inode).await;
         }
@@ -244,7 +267,11 @@ async fn writer_present(cx: &Cx, inode: InodeId) -> bool {
     let reordered = cx.kernel().switches.thp_writer_barrier == ThpWriterBarrier::Reordered;
     let early = reordered.then(|| cx.st().inodes[inode].is_open_for_write());
     // `filemap_nr_thps_inc` counts nothing where the mapping supports large folios.
-    let n = u64::from(cx.st().inodes[inode].fs.read_only_thps());
+    let n = {
+        let st = cx.st();
+        let fs = st.inodes[inode].fs;
+        u64::from(fs.read_only_thps() && !fs.large_folios(st.thp.kernel))
+    };
     let count = |st: &mut KState| {
         let m = &mut st.inodes[inode].mapping;
         (m.nr_thps, m.collapsing) = (m.nr_thps + n, m.collapsing + n);
@@ -271,7 +298,7 @@ async fn writer_present(cx: &Cx, inode: InodeId) -> bool {
 /// the `nr_thps` count the check made.
 fn replace_pages(cx: &Cx, r: FileRange, taken: &[Pfn], new: Pfn) {
     let mut st = cx.st();
-    let counted = st.thp.file_thp.collapse_checks_writer() && st.is_file_thp(r.inode, new);
+    let counted = st.thp.file_thp.collapse_checks_writer() && st.counts_in_nr_thps(r.inode, new);
     for (i, &head) in taken.iter().enumerate() {
         st.mem.copy(head.0, new.0 + i as u64);
         st.page_cache_delete(r.inode, head);
@@ -296,6 +323,16 @@ fn rollback(cx: &Cx, taken: &[Pfn], new: Pfn) {
     let mut st = cx.st();
     st.folios.clear_flag(new, pg::LOCKED);
     st.put_folio_extra(new);
+}
+
+/// Counts a rolled-back collapse during which a truncation cut the file short of the range it
+/// had when the collapse began (mmsim's own count, no kernel interface: the kernel reports such
+/// a collapse as `SCAN_FAIL`, like any other missing page or a writer).
+fn count_truncated_rollback(st: &mut KState, r: FileRange, size_before: u64) {
+    let size = st.inodes[r.inode].size_pages();
+    if size < size_before && size < r.start + HPAGE_PMD_NR {
+        st.thp.khugepaged.truncated_rollbacks += 1;
+    }
 }
 
 /// The PMD-aligned address at which `vma` maps page `start` of its file with the whole 2 MiB

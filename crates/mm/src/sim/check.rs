@@ -406,7 +406,8 @@ fn check_page_cache_and_lru(st: &KState) -> Result<(), String> {
             if st.folios.test(head, pg::DIRTY) {
                 dirty += nr;
             }
-            inode_thps += u64::from(st.is_file_thp(inode, head));
+            inode_thps += u64::from(st.counts_in_nr_thps(inode, head));
+            thps += u64::from(st.is_file_thp(inode, head));
             large += u64::from(nr > 1);
         }
         if n != i.mapping.nrpages {
@@ -424,7 +425,6 @@ fn check_page_cache_and_lru(st: &KState) -> Result<(), String> {
                 i.path, i.mapping.nr_large
             ));
         }
-        thps += inode_thps;
         file_pages += n;
         if i.fs.swap_backed() {
             shmem += n;

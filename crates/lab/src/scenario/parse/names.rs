@@ -97,6 +97,7 @@ impl Parser<'_> {
         for e in &s.expects {
             check_observable_names(self, e, &env)?;
         }
+        check_model_paths(self, s)?;
         let cgroup_refs = s.steps.iter().flat_map(|st| {
             let ops = st.tasks.iter().flat_map(|t| &t.ops).filter_map(|op| match &op.kind {
                 OpKind::MemoryReclaim { cgroup, .. } => Some((op.line, cgroup)),
@@ -136,6 +137,19 @@ impl Parser<'_> {
     }
 }
 
+/// A file's `model` counter names a declared file.
+fn check_model_paths(p: &Parser<'_>, s: &Scenario) -> Result<(), ScenarioError> {
+    let all_expects = s.steps.iter().flat_map(|st| &st.expects).chain(&s.expects);
+    for e in all_expects {
+        if let Observable::Model { path: Some(path), .. } = &e.what
+            && !s.files.iter().any(|f| &f.path == path)
+        {
+            return Err(p.err(e.line, format!("file `{path}` is not declared")));
+        }
+    }
+    Ok(())
+}
+
 fn check_observable_names(
     p: &Parser<'_>,
     e: &Expect,
@@ -151,7 +165,8 @@ fn check_observable_names(
         Observable::Vmstat { .. }
         | Observable::Meminfo { .. }
         | Observable::MemoryStat { .. }
-        | Observable::Sysfs { .. } => (None, None),
+        | Observable::Sysfs { .. }
+        | Observable::Model { .. } => (None, None),
     };
     if let Some(process) = process
         && env.get(process).map(|&(k, _)| k) != Some(ValueKind::Process)

@@ -33,12 +33,12 @@ fn parse_number(s: &str) -> Option<i64> {
     parse_size(s).and_then(|b| i64::try_from(b.as_u64()).ok())
 }
 
-/// A file system by name: `"ext4"` (or `"disk"`), `"tmpfs"` (or `"shmem"`), `"dax"` (or
+/// A file system by name: `"ext4"` (or `"disk"`), `"xfs"`, `"tmpfs"` (or `"shmem"`), `"dax"` (or
 /// `"ext4-dax"`: ext4 with `-o dax` on the machine's persistent memory), `"hugetlbfs"` (2 MiB
 /// pages, or `"hugetlbfs:2MiB"`) and `"hugetlbfs:1GiB"` (a mount's `pagesize=`).
 pub fn parse_fs(s: &str) -> Result<mm::fs::FsType, String> {
     fs_type(s).ok_or_else(|| {
-        format!("unknown file system `{s}`: expected ext4, tmpfs, dax, hugetlbfs, hugetlbfs:2MiB or hugetlbfs:1GiB")
+        format!("unknown file system `{s}`: expected ext4, xfs, tmpfs, dax, hugetlbfs, hugetlbfs:2MiB or hugetlbfs:1GiB")
     })
 }
 
