@@ -230,7 +230,16 @@ const OPS: &[(&str, OpGen)] = &[
     }),
     ("madvise", |g| {
         let (addr, len) = g.range(64)?;
-        let advice = *g.pick(&["dontneed", "cold", "pageout", "sequential", "random", "normal"])?;
+        let advice = *g.pick(&[
+            "dontneed",
+            "cold",
+            "pageout",
+            "sequential",
+            "random",
+            "normal",
+            "dontfork",
+            "wipeonfork",
+        ])?;
         Some(format!(r#"{{ op = "madvise", addr = "{addr}", len = {len}, advice = "{advice}" }}"#))
     }),
     ("fork", |g| {

@@ -627,6 +627,12 @@ pub fn ext4_large_folios(k: KernelVersion) -> bool {
     k >= v(6, 16)
 }
 
+/// `MADV_WIPEONFORK` and `MADV_KEEPONFORK` exist: "mm,fork: introduce MADV_WIPEONFORK"
+/// (d2cd9ede6e19, v4.14); before, the advice is EINVAL.
+pub fn has_madv_wipeonfork(k: KernelVersion) -> bool {
+    k >= v(4, 14)
+}
+
 /// `MADV_COLLAPSE` exists: "mm/madvise: introduce MADV_COLLAPSE sync hugepage collapse"
 /// (7d8faaf15545, v6.1); before, the advice is EINVAL.
 pub fn has_madv_collapse(k: KernelVersion) -> bool {

@@ -32,6 +32,12 @@
 //!
 //! Huge DAX PMDs keep their write bit (not modelled by era).
 //!
+//! The fork advice only sets VMA flags that `dup_mmap` reads (`fork.rs`): `MADV_DONTFORK` /
+//! `MADV_DOFORK` set and clear `VM_DONTCOPY` (the child has no such VMA); `MADV_WIPEONFORK` /
+//! `MADV_KEEPONFORK` (v4.14, d2cd9ede6e19) set and clear `VM_WIPEONFORK` (the child's VMA is
+//! empty, reading zeros), on private anonymous VMAs only: a file or shared VMA is EINVAL, found
+//! VMA by VMA as `madvise_walk_vmas` does, so the VMAs before it keep the new flag.
+//!
 //! `PROT_NONE` PTEs are modelled by clearing the user bit (x86 uses a PROTNONE bit instead; the
 //! effect — any user access faults and finds a VMA without permission — is the same).
 
@@ -83,6 +89,10 @@ pub mod madv {
     pub const RANDOM: u32 = 1;
     pub const SEQUENTIAL: u32 = 2;
     pub const DONTNEED: u32 = 4;
+    pub const DONTFORK: u32 = 10;
+    pub const DOFORK: u32 = 11;
+    pub const WIPEONFORK: u32 = 18;
+    pub const KEEPONFORK: u32 = 19;
     pub const HUGEPAGE: u32 = 14;
     pub const NOHUGEPAGE: u32 = 15;
     pub const COLLAPSE: u32 = 25;
@@ -667,18 +677,25 @@ fn change_protection(st: &mut KState, kernel: KernelVersion, v: VmaId) -> u64 {
     n
 }
 
-/// The VMA flags `advice` leaves (`madvise_update_vma`'s new flags): the access pattern, or
-/// `VM_HUGEPAGE`/`VM_NOHUGEPAGE` (`hugepage_madvise`).
-fn madvise_update_vm_flags(f: VmFlags, advice: u32) -> VmFlags {
+/// The VMA flags `advice` leaves (`madvise_update_vma`'s new flags): the access pattern, the
+/// fork behaviour, or `VM_HUGEPAGE`/`VM_NOHUGEPAGE` (`hugepage_madvise`). EINVAL for
+/// `MADV_WIPEONFORK` on a file or shared VMA.
+fn madvise_update_vm_flags(f: VmFlags, file_backed: bool, advice: u32) -> Result<VmFlags, Errno> {
+    let set = |bit: u64, on: bool| Ok(VmFlags(if on { f.0 | bit } else { f.0 & !bit }));
     let pattern = match advice {
         madv::HUGEPAGE | madv::NOHUGEPAGE => {
-            return crate::huge_memory::policy::hugepage_madvise(f, advice == madv::HUGEPAGE);
+            return Ok(crate::huge_memory::policy::hugepage_madvise(f, advice == madv::HUGEPAGE));
+        }
+        madv::DONTFORK | madv::DOFORK => return set(VmFlags::DONTCOPY, advice == madv::DONTFORK),
+        madv::WIPEONFORK if file_backed || f.has(VmFlags::SHARED) => return Err(Errno::EINVAL),
+        madv::WIPEONFORK | madv::KEEPONFORK => {
+            return set(VmFlags::WIPEONFORK, advice == madv::WIPEONFORK);
         }
         madv::RANDOM => VmFlags::RAND_READ,
         madv::SEQUENTIAL => VmFlags::SEQ_READ,
         _ => 0,
     };
-    VmFlags((f.0 & !(VmFlags::SEQ_READ | VmFlags::RAND_READ)) | pattern)
+    Ok(VmFlags((f.0 & !(VmFlags::SEQ_READ | VmFlags::RAND_READ)) | pattern))
 }
 
 /// The advice that changes VMA flags, under `mmap_lock` for write (`madvise_update_vma`): splits
@@ -691,13 +708,43 @@ async fn madvise_update_vmas(
     end: VirtAddr,
     advice: u32,
 ) -> Result<(), Errno> {
-    covering(&cx.st(), mm, start, end)?;
+    let refused = {
+        let st = cx.st();
+        refused_from(&st, covering(&st, mm, start, end)?, advice)
+    };
+    let end = refused.map_or(end, |at| at.max(start));
+    if end > start {
+        madvise_apply_flags(cx, mm, start, end, advice).await?;
+    }
+    if refused.is_some() { Err(Errno::EINVAL) } else { Ok(()) }
+}
+
+/// Where the VMA walk meets the first VMA the advice refuses (`MADV_WIPEONFORK` on a file or
+/// shared VMA): the VMAs before it are changed, the rest are not.
+fn refused_from(st: &KState, vmas: Vec<VmaId>, advice: u32) -> Option<VirtAddr> {
+    vmas.into_iter().find_map(|v| {
+        let vma = st.vma(v);
+        madvise_update_vm_flags(vma.flags, vma.file.is_some(), advice).err().map(|_| vma.start)
+    })
+}
+
+/// Splits the VMAs at the edges of `[start, end)` and gives them the advice's flags.
+async fn madvise_apply_flags(
+    cx: &Cx,
+    mm: MmId,
+    start: VirtAddr,
+    end: VirtAddr,
+    advice: u32,
+) -> Result<(), Errno> {
     cx.st().hugetlb_check_split(mm, start, end)?;
     split_huge_pmd_edges(cx, mm, start, end).await;
     let vmas = cx.st().vma_split_range(mm, start, end);
     for v in vmas {
-        let f = cx.st().vma(v).flags;
-        cx.st().vma_mut(v).flags = madvise_update_vm_flags(f, advice);
+        let (f, file_backed) = {
+            let st = cx.st();
+            (st.vma(v).flags, st.vma(v).file.is_some())
+        };
+        cx.st().vma_mut(v).flags = madvise_update_vm_flags(f, file_backed, advice)?;
         if advice == madv::HUGEPAGE {
             crate::khugepaged::khugepaged_enter_vma(cx, v);
         }
@@ -763,7 +810,20 @@ pub(crate) async fn do_madvise(
             crate::vmscan::reclaim_pages(cx, folios).await;
             Ok(())
         }
-        madv::NORMAL | madv::RANDOM | madv::SEQUENTIAL | madv::HUGEPAGE | madv::NOHUGEPAGE => {
+        madv::WIPEONFORK | madv::KEEPONFORK
+            if !crate::era::has_madv_wipeonfork(cx.kernel().version) =>
+        {
+            Err(Errno::EINVAL)
+        }
+        madv::NORMAL
+        | madv::RANDOM
+        | madv::SEQUENTIAL
+        | madv::HUGEPAGE
+        | madv::NOHUGEPAGE
+        | madv::DONTFORK
+        | madv::DOFORK
+        | madv::WIPEONFORK
+        | madv::KEEPONFORK => {
             let _g = lock.write(cx).await;
             madvise_update_vmas(cx, mm, start, end, advice).await
         }

@@ -175,6 +175,10 @@ pub fn parse_advice(s: &str) -> Result<u32, String> {
         ("hugepage", madv::HUGEPAGE),
         ("nohugepage", madv::NOHUGEPAGE),
         ("collapse", madv::COLLAPSE),
+        ("dontfork", madv::DONTFORK),
+        ("dofork", madv::DOFORK),
+        ("wipeonfork", madv::WIPEONFORK),
+        ("keeponfork", madv::KEEPONFORK),
     ];
     flag_words(s, &table, |_, b| b)
 }
