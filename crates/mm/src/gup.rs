@@ -104,7 +104,8 @@ fn check_vma_flags(cx: &Cx, st: &KState, vma: VmaId, flags: GupFlags) -> Result<
     if !flags.write {
         return if v.flags.has(VmFlags::READ) { Ok(()) } else { Err(Errno::EFAULT) };
     }
-    if !v.flags.has(VmFlags::WRITE) && !(flags.force && is_cow_mapping(v.flags)) {
+    let forced = flags.force && is_cow_mapping(v.flags);
+    if !(v.flags.has(VmFlags::WRITE) || forced) {
         return Err(Errno::EFAULT);
     }
     let refused = flags.pin
