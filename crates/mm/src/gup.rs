@@ -297,12 +297,14 @@ fn gup_fast(cx: &Cx, st: &KState, mm: MmId, addr: VirtAddr, flags: GupFlags) -> 
 
 /// The slow path for one page (`__get_user_pages`): `mmap_lock`, fault as needed (`faultin_page`,
 /// which after a write-protect fault in a VMA without `VM_WRITE` sets FOLL_COW, or before v4.9
-/// drops FOLL_WRITE), reschedule, retry, take the reference.
+/// drops FOLL_WRITE), reschedule, retry, take the reference. As in the kernel the retries have
+/// no bound: between a fault and its retry other tasks may run (reclaim may take the page
+/// again), and a run that never progresses meets the events budget.
 async fn gup_slow(cx: &Cx, mm: MmId, addr: VirtAddr, flags: GupFlags) -> Result<Pfn, Errno> {
     let lock = cx.st().mm(mm).mmap_lock;
     let _g = lock.read(cx).await;
     let (mut foll_cow, mut write_dropped) = (false, false);
-    for retry in 0..8 {
+    for retry in 0u64.. {
         if retry > 0 {
             cx.preempt_point().await;
         }
@@ -334,7 +336,7 @@ async fn gup_slow(cx: &Cx, mm: MmId, addr: VirtAddr, flags: GupFlags) -> Result<
         }
         foll_cow |= wp_fault;
     }
-    panic!("GUP at {addr} made no progress after 8 faults");
+    unreachable!("the retries above end only by returning")
 }
 
 /// `unpin_user_pages_dirty_lock` / `put_page`: drops the references; `dirty` marks the pages
