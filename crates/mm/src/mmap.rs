@@ -752,6 +752,17 @@ async fn madvise_apply_flags(
     Ok(())
 }
 
+/// Whether `advice` only changes VMA flags (`madvise_update_vma`): the access pattern, THP and
+/// fork advice, the last from v4.14 for `MADV_WIPEONFORK`/`MADV_KEEPONFORK`.
+fn updates_vm_flags(kernel: KernelVersion, advice: u32) -> bool {
+    match advice {
+        madv::NORMAL | madv::RANDOM | madv::SEQUENTIAL | madv::HUGEPAGE | madv::NOHUGEPAGE => true,
+        madv::DONTFORK | madv::DOFORK => true,
+        madv::WIPEONFORK | madv::KEEPONFORK => crate::era::has_madv_wipeonfork(kernel),
+        _ => false,
+    }
+}
+
 /// `madvise(2)` for the advice modelled so far.
 pub(crate) async fn do_madvise(
     cx: &Cx,
@@ -810,20 +821,7 @@ pub(crate) async fn do_madvise(
             crate::vmscan::reclaim_pages(cx, folios).await;
             Ok(())
         }
-        madv::WIPEONFORK | madv::KEEPONFORK
-            if !crate::era::has_madv_wipeonfork(cx.kernel().version) =>
-        {
-            Err(Errno::EINVAL)
-        }
-        madv::NORMAL
-        | madv::RANDOM
-        | madv::SEQUENTIAL
-        | madv::HUGEPAGE
-        | madv::NOHUGEPAGE
-        | madv::DONTFORK
-        | madv::DOFORK
-        | madv::WIPEONFORK
-        | madv::KEEPONFORK => {
+        a if updates_vm_flags(cx.kernel().version, a) => {
             let _g = lock.write(cx).await;
             madvise_update_vmas(cx, mm, start, end, advice).await
         }

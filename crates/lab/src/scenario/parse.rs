@@ -396,6 +396,19 @@ impl<'a> Parser<'a> {
                 Observable::Pagemap { process: f.string("process")?, at: f.addr("at")?, bit }
             }
         };
+        let cmp = self.comparison(&f, node.line)?;
+        let when = match f.get("when") {
+            Some(w) => self.when(w)?,
+            None => When::default(),
+        };
+        let known =
+            [kind, "process", "at", "cgroup", "path", "equals", "kb", "is", "at_least", "at_most"];
+        f.finish(&[&known[..], &["when"]].concat())?;
+        Ok(Expect { line: node.line, what, cmp, when })
+    }
+
+    /// An expectation's one comparison: `equals`, `kb`, `is`, `at_least` or `at_most`.
+    fn comparison(&self, f: &Fields<'_>, line: usize) -> Result<Comparison, ScenarioError> {
         let cmps: Vec<Comparison> = [
             f.opt_u64("equals")?.map(Comparison::Equals),
             f.opt_u64("kb")?.map(Comparison::Equals),
@@ -408,18 +421,11 @@ impl<'a> Parser<'a> {
         .collect();
         let [cmp] = cmps[..] else {
             return Err(self.err(
-                node.line,
+                line,
                 "an expectation needs exactly one of equals, kb, is, at_least, at_most",
             ));
         };
-        let when = match f.get("when") {
-            Some(w) => self.when(w)?,
-            None => When::default(),
-        };
-        let known =
-            [kind, "process", "at", "cgroup", "path", "equals", "kb", "is", "at_least", "at_most"];
-        f.finish(&[&known[..], &["when"]].concat())?;
-        Ok(Expect { line: node.line, what, cmp, when })
+        Ok(cmp)
     }
 
     /// A `model = NAME` observable: a known name, with a `path` exactly when it is a file's.

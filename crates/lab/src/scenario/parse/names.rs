@@ -98,26 +98,7 @@ impl Parser<'_> {
             check_observable_names(self, e, &env)?;
         }
         check_model_paths(self, s)?;
-        let cgroup_refs = s.steps.iter().flat_map(|st| {
-            let ops = st.tasks.iter().flat_map(|t| &t.ops).filter_map(|op| match &op.kind {
-                OpKind::MemoryReclaim { cgroup, .. } => Some((op.line, cgroup)),
-                _ => None,
-            });
-            let exps = st.expects.iter().filter_map(|e| match &e.what {
-                Observable::MemoryStat { cgroup, .. } => Some((e.line, cgroup)),
-                _ => None,
-            });
-            ops.chain(exps).collect::<Vec<_>>()
-        });
-        let top_refs = s.expects.iter().filter_map(|e| match &e.what {
-            Observable::MemoryStat { cgroup, .. } => Some((e.line, cgroup)),
-            _ => None,
-        });
-        for (line, c) in cgroup_refs.chain(top_refs) {
-            if !s.cgroups.iter().any(|d| &d.path == c) {
-                return Err(self.err(line, format!("cgroup `{c}` is not declared")));
-            }
-        }
+        check_cgroup_refs(self, s)?;
         for show in &s.show {
             let name = match show {
                 Show::Smaps(n) | Show::SmapsRollup(n) | Show::Maps(n) | Show::Status(n) => n,
@@ -135,6 +116,31 @@ impl Parser<'_> {
         }
         Ok(())
     }
+}
+
+/// Every cgroup an operation or an expectation names is declared.
+fn check_cgroup_refs(p: &Parser<'_>, s: &Scenario) -> Result<(), ScenarioError> {
+    let cgroup_refs = s.steps.iter().flat_map(|st| {
+        let ops = st.tasks.iter().flat_map(|t| &t.ops).filter_map(|op| match &op.kind {
+            OpKind::MemoryReclaim { cgroup, .. } => Some((op.line, cgroup)),
+            _ => None,
+        });
+        let exps = st.expects.iter().filter_map(|e| match &e.what {
+            Observable::MemoryStat { cgroup, .. } => Some((e.line, cgroup)),
+            _ => None,
+        });
+        ops.chain(exps).collect::<Vec<_>>()
+    });
+    let top_refs = s.expects.iter().filter_map(|e| match &e.what {
+        Observable::MemoryStat { cgroup, .. } => Some((e.line, cgroup)),
+        _ => None,
+    });
+    for (line, c) in cgroup_refs.chain(top_refs) {
+        if !s.cgroups.iter().any(|d| &d.path == c) {
+            return Err(p.err(line, format!("cgroup `{c}` is not declared")));
+        }
+    }
+    Ok(())
 }
 
 /// A file's `model` counter names a declared file.
