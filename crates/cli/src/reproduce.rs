@@ -12,9 +12,8 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::time::Instant;
 
-/// The seeds every headline is measured over by default: six, chosen when the whole run took
-/// under five minutes on two cores; with `thp-exec` and the full `hugetlb-locking` it takes
-/// longer (README, "Two commands").
+/// The seeds every headline is measured over by default: six, which keeps the whole run under
+/// five minutes on two idle cores, only just (289 s; README, "Two commands").
 const DEFAULT_SEEDS: &str = "1..7";
 
 #[derive(Debug, Args)]
