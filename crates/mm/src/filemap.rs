@@ -492,7 +492,7 @@ pub(crate) async fn file_read(
         cx.charge(Cost::UserCopy4k).await;
         off = chunk_end;
     }
-    Ok((off.max(pos) - pos, out))
+    Ok((off - pos, out))
 }
 
 /// Writes `data` at `pos` of `inode` through the page cache (`generic_perform_write`): each page

@@ -304,10 +304,12 @@ async fn gup_slow(cx: &Cx, mm: MmId, addr: VirtAddr, flags: GupFlags) -> Result<
     let lock = cx.st().mm(mm).mmap_lock;
     let _g = lock.read(cx).await;
     let (mut foll_cow, mut write_dropped) = (false, false);
-    for retry in 0u64.. {
-        if retry > 0 {
+    let mut retry = false;
+    loop {
+        if retry {
             cx.preempt_point().await;
         }
+        retry = true;
         let (vma, kind, wp_fault) = {
             let mut st = cx.st();
             let modelled = |v: VmaId| !st.vma_is_dax(v) && st.hstate_vma(v).is_none();
@@ -336,7 +338,6 @@ async fn gup_slow(cx: &Cx, mm: MmId, addr: VirtAddr, flags: GupFlags) -> Result<
         }
         foll_cow |= wp_fault;
     }
-    unreachable!("the retries above end only by returning")
 }
 
 /// `unpin_user_pages_dirty_lock` / `put_page`: drops the references; `dirty` marks the pages
