@@ -88,7 +88,8 @@ pub(crate) struct RunArgs {
     #[command(flatten)]
     machine: OverrideArgs,
     /// Also print an observable: smaps:PROCESS, smaps_rollup:PROCESS, maps:PROCESS,
-    /// status:PROCESS, vmstat, meminfo, lock_stat. Repeatable.
+    /// status:PROCESS, stat:PROCESS, vmstat, meminfo, lock_stat, memory.stat:CGROUP, lru_gen.
+    /// Repeatable.
     #[arg(long)]
     show: Vec<String>,
     /// Print the report as JSON.

@@ -420,6 +420,27 @@ pub fn gup_breaks_cow(k: KernelVersion) -> bool {
     (v(5, 8)..v(5, 9)).contains(&k)
 }
 
+/// `memfd_create(MFD_HUGETLB)`: "mm/shmem: add hugetlbfs support to memfd_create()"
+/// (749df87bd7be, v4.14).
+pub fn has_mfd_hugetlb(k: KernelVersion) -> bool {
+    k >= v(4, 14)
+}
+
+/// `MFD_NOEXEC_SEAL` and `MFD_EXEC`: "mm/memfd: add MFD_NOEXEC_SEAL and MFD_EXEC"
+/// (105ff5339f49, v6.3).
+pub fn has_mfd_noexec(k: KernelVersion) -> bool {
+    k >= v(6, 3)
+}
+
+/// A fault a GUP takes on behalf of `access_remote_vm` (`/proc/PID/mem`) counts in the
+/// caller's `min_flt`/`maj_flt`: "mm/gup: remove task_struct pointer for all gup code"
+/// (64019a2e467a) and "mm: do page fault accounting in handle_mm_fault" (bce617edecad), both
+/// v5.9. Before them `faultin_page` counted on the task GUP was given, which
+/// `__access_remote_vm` left NULL, so such faults were counted nowhere.
+pub fn remote_gup_faults_counted(k: KernelVersion) -> bool {
+    k >= v(5, 9)
+}
+
 /// `mprotect` makes a read-only PTE of an exclusive anonymous page in a writable private
 /// mapping writable at once when it is dirty and soft-dirty tracking does not need the write
 /// fault: "mm/mprotect: try avoiding write faults for exclusive anonymous pages when changing

@@ -81,11 +81,55 @@ pub(crate) async fn do_user_addr_fault(
         vma
     };
     let kind = if access.is_write() { FaultKind::Write } else { FaultKind::Read };
-    handle_mm_fault(cx, mm, vma, addr, kind).await
+    handle_mm_fault(cx, mm, vma, addr, kind, FaultAcct::Current).await
 }
 
-/// `handle_mm_fault`: resolves a fault at `addr` of `vma`; the caller holds `mmap_lock`.
+/// Whose `min_flt`/`maj_flt` a fault counts in (`mm_account_fault`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum FaultAcct {
+    /// The current task's: a user access, or a GUP for the current task's own memory.
+    Current,
+    /// A GUP for `access_remote_vm` (`/proc/PID/mem`): counted on the current task from v5.9,
+    /// nowhere before (`era::remote_gup_faults_counted`).
+    Remote,
+}
+
+/// `mm_account_fault` (`mm/memory.c`, v5.9, bce617edecad; before it the same rule in x86's
+/// `do_user_addr_fault` and GUP's `faultin_page`): a fault that completed counts once, major when
+/// it read from storage or swap, in the current task's `maj_flt`, else in `min_flt`. A failed
+/// fault (SIGSEGV, SIGBUS, OOM) counts nowhere, nor does a kernel daemon's (khugepaged's
+/// swap-in) in any process. The kernel also counts a retried fault as major; mmsim's faults do
+/// not drop `mmap_lock` to retry.
+fn mm_account_fault(cx: &Cx, outcome: FaultOutcome, acct: FaultAcct) {
+    let Some(pid) = cx.current_process() else { return };
+    if acct == FaultAcct::Remote && !crate::era::remote_gup_faults_counted(cx.kernel().version) {
+        return;
+    }
+    let mut st = cx.st();
+    let p = &mut st.procs[pid];
+    match outcome {
+        FaultOutcome::Major => p.maj_flt += 1,
+        FaultOutcome::Minor => p.min_flt += 1,
+    }
+}
+
+/// `handle_mm_fault`: resolves a fault at `addr` of `vma` and accounts it to the task `acct`
+/// names; the caller holds `mmap_lock`.
 pub(crate) async fn handle_mm_fault(
+    cx: &Cx,
+    mm: MmId,
+    vma: VmaId,
+    addr: VirtAddr,
+    kind: FaultKind,
+    acct: FaultAcct,
+) -> Result<FaultOutcome, VmFault> {
+    let outcome = resolve_fault(cx, mm, vma, addr, kind).await?;
+    mm_account_fault(cx, outcome, acct);
+    Ok(outcome)
+}
+
+/// `__handle_mm_fault` with the `pgfault` event and the multi-gen LRU's fault scope.
+async fn resolve_fault(
     cx: &Cx,
     mm: MmId,
     vma: VmaId,

@@ -512,6 +512,7 @@ pub(crate) async fn file_write(
     let i_rwsem = cx.st().inodes[inode].i_rwsem;
     let _i = i_rwsem.write(cx).await;
     let end = pos + data.len() as u64;
+    extend_unallocated(cx, inode, end);
     let mut off = pos;
     while off < end {
         let index = off / 4096;
@@ -535,6 +536,17 @@ pub(crate) async fn file_write(
         cx.st().put_folio_extra(head);
     }
     Ok(())
+}
+
+/// A write reaching `end` past the end of the file: the pages it adds, and those between the old
+/// end and the write, have no blocks yet (a gap reads as zeros; written pages get their blocks at
+/// writeback, delayed allocation).
+fn extend_unallocated(cx: &Cx, inode: InodeId, end: u64) {
+    let mut st = cx.st();
+    let i = &mut st.inodes[inode];
+    if end > i.size {
+        i.backing.punch(i.size.div_ceil(4096), end.div_ceil(4096));
+    }
 }
 
 /// The page `index` of `inode` is not cached: reads it when the write covers it partly and it

@@ -21,7 +21,7 @@ use crate::kernel::{Cx, KState};
 use crate::memory::{mm_counter, pmd_alloc, pte_alloc, vm_normal_page};
 use crate::mm_struct::{MmCounter, MmId, MmStruct};
 use crate::pgtable::{Level, PtId, Pte};
-use crate::process::{Pid, ProcState, Process};
+use crate::process::{Pid, Process};
 use crate::sim::cost::Cost;
 use crate::vma::{VmFlags, Vma, VmaId};
 use crate::zap::{ZapDetails, zap_vma_range};
@@ -91,13 +91,8 @@ pub(crate) async fn do_fork(cx: &Cx, parent: Pid) -> Result<Pid, Errno> {
             st.file_mut(f).refs += 1;
         }
         let name = st.procs[parent].name.clone();
-        st.procs.push(Process {
-            name,
-            parent: Some(parent),
-            mm: None,
-            fds,
-            state: ProcState::Running,
-        })
+        // `copy_process` starts the child's fault counts at zero.
+        st.procs.push(Process { fds, ..Process::new(name, Some(parent)) })
     };
     cx.st().mem_cgroup_fork(parent, child);
     let new = cx.st().mm_alloc_child(cx, child, old)?;

@@ -22,7 +22,7 @@
 //! and the DAX file system on persistent memory (`daxfs.rs`), exec (`exec.rs`, `fs/exec.c`)
 //! and its ELF loader (`binfmt_elf.rs`, `fs/binfmt_elf.c`), pipes and vmsplice (`pipe.rs`, `fs/pipe.c`, `fs/splice.c`),
 //! direct IO (`direct_io.rs`, `fs/iomap/direct-io.c`), and procfs (`proc.rs` with
-//! `proc/clear_refs.rs`, `fs/proc/task_mmu.c`, `fs/proc/meminfo.c`; `proc/mem.rs`, `/proc/PID/mem`), and sysfs (`sysfs.rs`, which
+//! `proc/clear_refs.rs`, `fs/proc/task_mmu.c`, `fs/proc/meminfo.c`; `proc/mem.rs`, `/proc/PID/mem`), `stat`'s sizes (`stat.rs`, `fs/stat.c`), and sysfs (`sysfs.rs`, which
 //! routes a path to the subsystem that owns the file).
 
 pub mod binfmt_elf;
@@ -34,6 +34,7 @@ pub mod hugetlbfs;
 pub(crate) mod ops;
 pub mod pipe;
 pub mod proc;
+pub mod stat;
 pub mod sysfs;
 
 use crate::errno::Errno;

@@ -52,7 +52,7 @@
 
 use crate::era::FollForceCow;
 use crate::errno::Errno;
-use crate::fault::handle_mm_fault;
+use crate::fault::{FaultAcct, handle_mm_fault};
 use crate::folio::pg;
 use crate::kernel::{Cx, KState};
 use crate::memory::{FaultKind, vm_normal_page};
@@ -74,6 +74,9 @@ pub struct GupFlags {
     pub longterm: bool,
     /// FOLL_FORCE: write even where the VMA is not writable, if it is a COW mapping.
     pub force: bool,
+    /// FOLL_REMOTE: `get_user_pages_remote` for another task's memory (`access_remote_vm`),
+    /// whose faults count per `FaultAcct::Remote`.
+    pub remote: bool,
 }
 
 /// Pages held by a GUP caller: drop them with [`release_pages`].
@@ -332,7 +335,8 @@ async fn gup_slow(cx: &Cx, mm: MmId, addr: VirtAddr, flags: GupFlags) -> Result<
             let wp_fault = walk.write && !pte.is_none() && !vflags.has(VmFlags::WRITE);
             (vma, kind, wp_fault)
         };
-        handle_mm_fault(cx, mm, vma, addr, kind).await.map_err(|_| Errno::EFAULT)?;
+        let acct = if flags.remote { FaultAcct::Remote } else { FaultAcct::Current };
+        handle_mm_fault(cx, mm, vma, addr, kind, acct).await.map_err(|_| Errno::EFAULT)?;
         if wp_fault && cx.kernel().switches.foll_force_cow == FollForceCow::DropWrite {
             write_dropped = true;
         }
@@ -449,7 +453,7 @@ pub(crate) async fn populate(cx: &Cx, mm: MmId, start: VirtAddr, end: VirtAddr) 
         };
         if let Some((vma, write, false)) = target {
             let kind = if write { FaultKind::Write } else { FaultKind::Read };
-            let _ = handle_mm_fault(cx, mm, vma, addr, kind).await;
+            let _ = handle_mm_fault(cx, mm, vma, addr, kind, FaultAcct::Current).await;
         }
         // A hugetlb VMA is populated one huge page at a time.
         let step = target.and_then(|(v, _, _)| cx.st().hstate_vma(v)).map_or(4096, |s| s.bytes());

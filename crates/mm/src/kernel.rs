@@ -255,6 +255,11 @@ impl Cx {
         self.k.state().task_memcg(self.current)
     }
 
+    /// The process this task runs in; `None` for a kernel daemon.
+    pub(crate) fn current_process(&self) -> Option<Pid> {
+        self.current
+    }
+
     /// The process this task runs in.
     pub fn current(&self) -> Pid {
         self.current.expect("a kernel thread has no current process")

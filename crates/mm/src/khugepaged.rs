@@ -526,9 +526,10 @@ async fn swapin_range(cx: &Cx, mm: MmId, haddr: VirtAddr, who: Collapser) -> Sca
             let st = cx.st();
             st.pt.pte_slot(st.mm(mm).pgd, addr).is_some_and(|(t, j)| st.pt.pte(t, j).is_swap())
         };
-        if swapped
-            && crate::fault::handle_mm_fault(cx, mm, vma, addr, FaultKind::Read).await.is_err()
-        {
+        if swapped && {
+            let acct = crate::fault::FaultAcct::Current;
+            crate::fault::handle_mm_fault(cx, mm, vma, addr, FaultKind::Read, acct).await.is_err()
+        } {
             return ScanResult::ExceedSwapPte;
         }
     }

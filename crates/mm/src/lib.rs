@@ -30,6 +30,7 @@ pub mod khugepaged;
 pub mod lru;
 mod lru_pure;
 pub mod memcontrol;
+pub mod memfd;
 pub mod memory;
 pub mod mglru;
 pub mod mincore;

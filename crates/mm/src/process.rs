@@ -28,12 +28,24 @@ pub struct Process {
     pub mm: Option<MmId>,
     pub fds: BTreeMap<i32, FileId>,
     pub state: ProcState,
+    /// `min_flt` and `maj_flt`, summed over the process's threads as `/proc/PID/stat` shows
+    /// them (`fault.rs` `mm_account_fault`).
+    pub min_flt: u64,
+    pub maj_flt: u64,
 }
 
 impl Process {
     /// A running process named `name` with no parent, address space or files yet.
     pub fn new(name: String, parent: Option<Pid>) -> Process {
-        Process { name, parent, mm: None, fds: BTreeMap::new(), state: ProcState::Running }
+        Process {
+            name,
+            parent,
+            mm: None,
+            fds: BTreeMap::new(),
+            state: ProcState::Running,
+            min_flt: 0,
+            maj_flt: 0,
+        }
     }
 
     /// The lowest free descriptor (`get_unused_fd_flags`).

@@ -131,6 +131,11 @@ impl Thread {
         do_madvise(&self.cx, self.mm()?, addr, len, advice).await
     }
 
+    /// `memfd_create(2)`; returns the descriptor (`memfd.rs`).
+    pub async fn memfd_create(&self, name: &str, flags: u32) -> Result<i32, Errno> {
+        crate::memfd::memfd_create(&self.cx, name, flags).await
+    }
+
     /// `open(2)` of an existing file; returns the descriptor.
     pub async fn open(&self, path: &str, flags: OpenFlags) -> Result<i32, Errno> {
         self.cx.charge(crate::sim::cost::Cost::Syscall).await;

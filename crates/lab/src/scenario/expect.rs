@@ -2,7 +2,7 @@
 //! (so a scenario checks exactly what a user would read in `/proc`).
 
 use super::interp::{Env, Failure};
-use super::model::{Expect, Observable, PagemapBit, Show};
+use super::model::{AddrExpr, Expect, FileRef, Observable, PagemapBit, Show};
 use mm::fs::proc::{PM_FILE, PM_MMAP_EXCLUSIVE, PM_PFN_MASK, PM_PRESENT, PM_SOFT_DIRTY, PM_SWAP};
 use mm::kernel::KState;
 
@@ -18,25 +18,7 @@ fn field_kb(text: &str, field: &str) -> Option<u64> {
 pub fn read(st: &KState, env: &Env, what: &Observable) -> Result<u64, String> {
     let missing = |field: &str, text: &str| format!("no field `{field}` in:\n{text}");
     match what {
-        Observable::Smaps { process, at, field } => {
-            let pid = env.process(process)?;
-            let addr = env.addr(at)?;
-            let mm = st.procs[pid]
-                .mm
-                .ok_or_else(|| format!("process `{process}` has no address space"))?;
-            let vma = st
-                .find_vma(mm, addr)
-                .ok_or_else(|| format!("`{process}` has no mapping at {addr}"))?;
-            let header = format!("{:08x}-", st.vma(vma).start.0);
-            let smaps = st.smaps(pid);
-            let section: String = smaps
-                .split_inclusive('\n')
-                .skip_while(|l| !l.starts_with(&header))
-                .skip(1)
-                .take_while(|l| !l.starts_with("VmFlags"))
-                .collect();
-            field_kb(&section, field).ok_or_else(|| missing(field, &section))
-        }
+        Observable::Smaps { process, at, field } => smaps_field(st, env, process, at, field),
         Observable::SmapsRollup { process, field } => {
             let text = st.smaps_rollup(env.process(process)?);
             field_kb(&text, field).ok_or_else(|| missing(field, &text))
@@ -44,6 +26,13 @@ pub fn read(st: &KState, env: &Env, what: &Observable) -> Result<u64, String> {
         Observable::Status { process, field } => {
             let text = st.status(env.process(process)?);
             field_kb(&text, field).ok_or_else(|| missing(field, &text))
+        }
+        Observable::Stat { process, field } => st
+            .proc_stat_field(env.process(process)?, field)
+            .ok_or_else(|| format!("no field `{field}` in /proc/PID/stat")),
+        Observable::Fstat { file, field } => {
+            let inode = env.inode(st, file)?;
+            st.vfs_getattr(inode).field(field).ok_or_else(|| format!("no `{field}` in struct stat"))
         }
         Observable::Meminfo { name } => {
             let text = st.meminfo();
@@ -85,6 +74,30 @@ pub fn read(st: &KState, env: &Env, what: &Observable) -> Result<u64, String> {
     }
 }
 
+/// An smaps field (kB) of the VMA of `process` containing `at`.
+fn smaps_field(
+    st: &KState,
+    env: &Env,
+    process: &str,
+    at: &AddrExpr,
+    field: &str,
+) -> Result<u64, String> {
+    let pid = env.process(process)?;
+    let addr = env.addr(at)?;
+    let mm = st.procs[pid].mm.ok_or_else(|| format!("process `{process}` has no address space"))?;
+    let vma =
+        st.find_vma(mm, addr).ok_or_else(|| format!("`{process}` has no mapping at {addr}"))?;
+    let header = format!("{:08x}-", st.vma(vma).start.0);
+    let smaps = st.smaps(pid);
+    let section: String = smaps
+        .split_inclusive('\n')
+        .skip_while(|l| !l.starts_with(&header))
+        .skip(1)
+        .take_while(|l| !l.starts_with("VmFlags"))
+        .collect();
+    field_kb(&section, field).ok_or_else(|| format!("no field `{field}` in:\n{section}"))
+}
+
 /// Bit `bit` of the pagemap entry `e` (the zero-page and THP tests look at the frame it names).
 fn pagemap_bit(st: &KState, e: u64, bit: PagemapBit) -> bool {
     let frame = (e & PM_PRESENT != 0).then_some(simcore::Pfn(e & PM_PFN_MASK));
@@ -107,6 +120,11 @@ pub fn describe(what: &Observable) -> String {
         }
         Observable::SmapsRollup { process, field } => format!("smaps_rollup {field} of {process}"),
         Observable::Status { process, field } => format!("status {field} of {process}"),
+        Observable::Stat { process, field } => format!("stat {field} of {process}"),
+        Observable::Fstat { file: FileRef::Path(p), field } => format!("stat {field} of {p}"),
+        Observable::Fstat { file: FileRef::Fd { process, fd }, field } => {
+            format!("fstat {field} of {process}'s {fd}")
+        }
         Observable::Meminfo { name } => format!("meminfo {name}"),
         Observable::Vmstat { name } => format!("vmstat {name}"),
         Observable::Pagemap { process, at, bit } => {
@@ -119,7 +137,7 @@ pub fn describe(what: &Observable) -> String {
     }
 }
 
-fn addr_text(a: &super::model::AddrExpr) -> String {
+fn addr_text(a: &AddrExpr) -> String {
     match (&a.base, a.offset) {
         (Some(b), 0) => b.clone(),
         (Some(b), o) if o > 0 => format!("{b}+{o:#x}"),
@@ -158,6 +176,7 @@ pub fn render(
         }
         Show::Maps(p) => (format!("/proc/{p}/maps"), st.maps(env.process(p)?)),
         Show::Status(p) => (format!("/proc/{p}/status"), st.status(env.process(p)?)),
+        Show::Stat(p) => (format!("/proc/{p}/stat"), st.proc_stat(env.process(p)?)),
         Show::Vmstat => ("/proc/vmstat".into(), mm::vmstat::vmstat_text(&st.vmstat_snapshot())),
         Show::Meminfo => ("/proc/meminfo".into(), st.meminfo()),
         Show::LockStat => ("/proc/lock_stat".into(), handle.lock_stat_text()),

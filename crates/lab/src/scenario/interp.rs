@@ -1,8 +1,9 @@
 //! Executes a task's operations on a simulated thread, binding results to names and checking
 //! each operation's expectation.
 
-use super::model::{AddrExpr, Op, OpExpect, OpKind};
+use super::model::{AddrExpr, FileRef, Op, OpExpect, OpKind};
 use mm::gup::HoldId;
+use mm::kernel::KState;
 use mm::{ExecLayout, MmapArgs, Pid, Switches, SysError, Thread};
 use simcore::VirtAddr;
 use std::cell::RefCell;
@@ -57,6 +58,19 @@ impl Env {
             (Some(Value::Pipe(r, _)), Some("read")) => Ok(*r),
             (Some(Value::Pipe(_, w)), Some("write")) => Ok(*w),
             _ => Err(format!("`{name}` is not a file descriptor{UNBOUND}")),
+        }
+    }
+
+    /// The inode of a file named by path or by a process's descriptor.
+    pub fn inode(&self, st: &KState, file: &FileRef) -> Result<mm::folio::InodeId, String> {
+        match file {
+            FileRef::Path(p) => st.paths.get(p).copied().ok_or_else(|| format!("no file `{p}`")),
+            FileRef::Fd { process, fd } => {
+                let n = self.fd(fd)?;
+                let f = st.procs[self.process(process)?].fds.get(&n).copied();
+                let f = f.ok_or_else(|| format!("`{process}` has no descriptor `{fd}` ({n})"))?;
+                Ok(st.file(f).inode)
+            }
         }
     }
 
@@ -166,6 +180,7 @@ pub async fn execute(t: &Thread, op: &Op, env: &RefCell<Env>) -> OpResult {
         | OpKind::Increment { .. }
         | OpKind::Run { .. } => memory_op(t, op, env).await,
         OpKind::Open { .. }
+        | OpKind::MemfdCreate { .. }
         | OpKind::Close { .. }
         | OpKind::Dup { .. }
         | OpKind::Read { .. }
@@ -269,6 +284,9 @@ async fn file_op(t: &Thread, op: &Op, env: &RefCell<Env>) -> Result<Outcome, Sto
     let fd = |n: &String| env.borrow().fd(n);
     Ok(match &op.kind {
         OpKind::Open { path, flags } => Outcome::Bound(Value::Fd(t.open(path, *flags).await?)),
+        OpKind::MemfdCreate { name, flags } => {
+            Outcome::Bound(Value::Fd(t.memfd_create(name, *flags).await?))
+        }
         OpKind::Close { fd: f } => {
             t.close(fd(f)?).await?;
             Outcome::Done

@@ -224,6 +224,11 @@ pub enum OpKind {
         len: Bytes,
         advice: u32,
     },
+    /// `memfd_create(name, flags)`: a descriptor of a new unlinked tmpfs (or hugetlbfs) file.
+    MemfdCreate {
+        name: String,
+        flags: u32,
+    },
     Open {
         path: String,
         flags: OpenFlags,
@@ -379,6 +384,7 @@ impl OpKind {
             OpKind::Mprotect { .. } => "mprotect",
             OpKind::Madvise { .. } => "madvise",
             OpKind::Open { .. } => "open",
+            OpKind::MemfdCreate { .. } => "memfd_create",
             OpKind::Close { .. } => "close",
             OpKind::Dup { .. } => "dup",
             OpKind::Read { .. } => "read",
@@ -416,7 +422,9 @@ impl OpKind {
     pub fn binds(&self) -> Option<ValueKind> {
         match self {
             OpKind::Mmap { .. } => Some(ValueKind::Addr),
-            OpKind::Open { .. } | OpKind::Dup { .. } => Some(ValueKind::Fd),
+            OpKind::Open { .. } | OpKind::Dup { .. } | OpKind::MemfdCreate { .. } => {
+                Some(ValueKind::Fd)
+            }
             OpKind::Fork => Some(ValueKind::Process),
             OpKind::Exec { .. } => Some(ValueKind::Layout),
             OpKind::Pin { .. } => Some(ValueKind::Hold),
@@ -475,6 +483,10 @@ pub enum Observable {
     SmapsRollup { process: String, field: String },
     /// A `/proc/PID/status` field (kB).
     Status { process: String, field: String },
+    /// A `/proc/PID/stat` field by its `proc(5)` name (`mm::fs::proc::array::STAT_FIELDS`).
+    Stat { process: String, field: String },
+    /// A `struct stat` field of a file (`mm::fs::stat::STAT_FIELDS`), by path or descriptor.
+    Fstat { file: FileRef, field: String },
     /// A `/proc/vmstat` counter.
     Vmstat { name: String },
     /// A `/proc/meminfo` field (kB).
@@ -490,6 +502,13 @@ pub enum Observable {
     /// evidence that a run took a path (`collapse_truncated_rollbacks`), or a kernel field of
     /// the file at `path` (`nr_thps`).
     Model { name: String, path: Option<String> },
+}
+
+/// A file named by its path (`stat`) or by a process's descriptor (`fstat`).
+#[derive(Clone, Debug)]
+pub enum FileRef {
+    Path(String),
+    Fd { process: String, fd: String },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -556,6 +575,8 @@ pub enum Show {
     SmapsRollup(String),
     Maps(String),
     Status(String),
+    /// `/proc/PID/stat`.
+    Stat(String),
     Vmstat,
     Meminfo,
     LockStat,
@@ -566,7 +587,7 @@ pub enum Show {
 }
 
 impl Show {
-    pub const NAMES: &'static str = "smaps:PROCESS, smaps_rollup:PROCESS, maps:PROCESS, status:PROCESS, vmstat, meminfo, lock_stat, memory.stat:CGROUP, lru_gen";
+    pub const NAMES: &'static str = "smaps:PROCESS, smaps_rollup:PROCESS, maps:PROCESS, status:PROCESS, stat:PROCESS, vmstat, meminfo, lock_stat, memory.stat:CGROUP, lru_gen";
 }
 
 /// The `[machine.tunables]` keys: `read_ahead_kb`, `fault_around_bytes`, `swappiness`,
@@ -583,10 +604,12 @@ pub const TUNABLES: [&str; 8] = [
 ];
 
 /// What an `[[expect]]` reads: exactly one of these keys.
-pub const EXPECT_KINDS: [&str; 9] = [
+pub const EXPECT_KINDS: [&str; 11] = [
     "smaps",
     "smaps_rollup",
     "status",
+    "stat",
+    "fstat",
     "vmstat",
     "meminfo",
     "pagemap",

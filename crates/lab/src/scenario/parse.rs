@@ -366,6 +366,8 @@ impl<'a> Parser<'a> {
             "status" => {
                 Observable::Status { process: f.string("process")?, field: f.string("status")? }
             }
+            "stat" => self.stat_observable(&f)?,
+            "fstat" => self.fstat_observable(&f)?,
             "vmstat" => {
                 let name = f.string("vmstat")?;
                 if mm::vmstat::vmstat_key(&name).is_none() {
@@ -401,8 +403,10 @@ impl<'a> Parser<'a> {
             Some(w) => self.when(w)?,
             None => When::default(),
         };
-        let known =
-            [kind, "process", "at", "cgroup", "path", "equals", "kb", "is", "at_least", "at_most"];
+        let known = [
+            kind, "process", "at", "cgroup", "path", "fd", "equals", "kb", "is", "at_least",
+            "at_most",
+        ];
         f.finish(&[&known[..], &["when"]].concat())?;
         Ok(Expect { line: node.line, what, cmp, when })
     }
@@ -426,6 +430,46 @@ impl<'a> Parser<'a> {
             ));
         };
         Ok(cmp)
+    }
+
+    /// A `stat = FIELD` observable: a `/proc/PID/stat` field the model keeps.
+    fn stat_observable(&self, f: &Fields<'_>) -> Result<Observable, ScenarioError> {
+        let field = f.string("stat")?;
+        let known = mm::fs::proc::array::STAT_FIELDS;
+        if !known.iter().any(|(n, _)| *n == field) {
+            let names: Vec<&str> = known.iter().map(|(n, _)| *n).collect();
+            return Err(self.err(
+                f.line_of("stat"),
+                format!(
+                    "`{field}` of /proc/PID/stat is not one the model keeps: expected one of {}",
+                    names.join(", ")
+                ),
+            ));
+        }
+        Ok(Observable::Stat { process: f.string("process")?, field })
+    }
+
+    /// An `fstat = FIELD` observable: a `struct stat` field of the file at `path`, or of the
+    /// descriptor `fd` of `process`.
+    fn fstat_observable(&self, f: &Fields<'_>) -> Result<Observable, ScenarioError> {
+        let field = f.string("fstat")?;
+        if !mm::fs::stat::STAT_FIELDS.contains(&field.as_str()) {
+            return Err(self.err(
+                f.line_of("fstat"),
+                format!("`{field}`: expected one of {}", mm::fs::stat::STAT_FIELDS.join(", ")),
+            ));
+        }
+        let file = match (f.opt_str("path")?, f.opt_str("fd")?) {
+            (Some(path), None) => FileRef::Path(path),
+            (None, Some(fd)) => FileRef::Fd { process: f.string("process")?, fd },
+            _ => {
+                return Err(self.err(
+                    f.line_of("fstat"),
+                    "`fstat` needs exactly one of `path` or `fd` (with `process`)",
+                ));
+            }
+        };
+        Ok(Observable::Fstat { file, field })
     }
 
     /// A `model = NAME` observable: a known name, with a `path` exactly when it is a file's.

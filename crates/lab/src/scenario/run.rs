@@ -251,12 +251,13 @@ pub fn prepare(
 }
 
 /// The line of the scenario's first use of hugetlb (a hugetlbfs file, a `MAP_HUGETLB` mapping,
-/// a pool knob), if any.
+/// an `MFD_HUGETLB` memfd, a pool knob), if any.
 fn hugetlb_use(s: &Scenario) -> Option<usize> {
     let file = s.files.iter().find(|f| f.spec.fs.hugetlb_size().is_some()).map(|f| f.line);
     let op = s.steps.iter().flat_map(|st| &st.tasks).flat_map(|t| &t.ops).find_map(|op| {
         let used = match &op.kind {
             OpKind::Mmap { flags, .. } => flags & mm::map::HUGETLB != 0,
+            OpKind::MemfdCreate { flags, .. } => flags & mm::memfd::mfd::HUGETLB != 0,
             OpKind::SysfsWrite { path, .. } => mm::huge_memory::policy::sysfs_knob(path).is_none(),
             _ => false,
         };

@@ -60,8 +60,7 @@ pub(crate) async fn direct_read(
     let flags = GupFlags {
         write: true,
         pin: crate::era::odirect_pins(cx.kernel().version),
-        longterm: false,
-        force: false,
+        ..GupFlags::default()
     };
     let held = get_user_pages(cx, mm, first, nr, flags).await?;
     let done = cx.completion("dio_done");

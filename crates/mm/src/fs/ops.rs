@@ -26,7 +26,7 @@
 //!   number `/proc/PID/maps` prints.
 //! - hugetlbfs: the huge page size (`hstate_file`), which sends mappings, truncation,
 //!   `fallocate` and `read` to `hugetlb.rs` and `fs/hugetlbfs.rs`.
-//! - Blocks: how truncation frees them, how a partial block is zeroed, how `fallocate`
+//! - Blocks: how many the file holds (`st_blocks`), how truncation frees them, how a partial block is zeroed, how `fallocate`
 //!   allocates them (`->setattr`, `->fallocate`).
 
 use crate::errno::Errno;
@@ -229,6 +229,19 @@ impl FsType {
             FsType::Disk | FsType::Xfs | FsType::Tmpfs | FsType::Pipe | FsType::Hugetlbfs(_) => {
                 st.inodes[inode].backing.zero(index, range);
             }
+        }
+    }
+
+    /// Pages of storage `inode` holds, `stat`'s `st_blocks` in pages (`fs/stat.rs`): allocated
+    /// and delayed blocks on disk, cached pages on tmpfs, device blocks of a DAX file, huge
+    /// pages on hugetlbfs.
+    pub(crate) fn i_blocks(self, st: &KState, inode: InodeId) -> u64 {
+        match self {
+            FsType::Disk | FsType::Xfs => st.disk_pages_held(inode),
+            FsType::Tmpfs => st.inodes[inode].mapping.nrpages,
+            FsType::Dax => st.dax.inodes.get(&inode).map_or(0, |d| d.blocks.len() as u64),
+            FsType::Hugetlbfs(size) => st.hinode(inode).cache.len() as u64 * (size.bytes() / 4096),
+            FsType::Pipe => 0,
         }
     }
 

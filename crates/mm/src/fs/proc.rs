@@ -1,5 +1,6 @@
 //! Observables in the kernel's text formats: `/proc/PID/maps`, `smaps`, `smaps_rollup`,
-//! `status` (memory lines), `pagemap` entries, `/proc/meminfo` (`fs/proc/task_mmu.c`,
+//! `status` (memory lines), `pagemap` entries, `/proc/meminfo` (`/proc/PID/stat` is
+//! `proc/array.rs`) (`fs/proc/task_mmu.c`,
 //! `fs/proc/meminfo.c`, `Documentation/admin-guide/mm/pagemap.rst`, Linux v6.8).
 //!
 //! smaps accounting follows `smaps_account` and `smaps_pmd_entry`: an anonymous THP mapped by
@@ -15,6 +16,7 @@
 //! the file LRU pages (the kernel also subtracts watermarks and adds reclaimable slab, which the
 //! model does not have).
 
+pub mod array;
 pub mod clear_refs;
 pub(crate) mod mem;
 

@@ -99,23 +99,33 @@ impl Parser<'_> {
         }
         check_model_paths(self, s)?;
         check_cgroup_refs(self, s)?;
-        for show in &s.show {
-            let name = match show {
-                Show::Smaps(n) | Show::SmapsRollup(n) | Show::Maps(n) | Show::Status(n) => n,
-                Show::MemoryStat(c) => {
-                    if !s.cgroups.iter().any(|d| &d.path == c) {
-                        return Err(self.err(1, format!("show: cgroup `{c}` is not declared")));
-                    }
-                    continue;
-                }
-                Show::Vmstat | Show::Meminfo | Show::LockStat | Show::LruGen => continue,
-            };
-            if env.get(name).map(|&(k, _)| k) != Some(ValueKind::Process) {
-                return Err(self.err(1, format!("show: `{name}` is not a process")));
-            }
-        }
-        Ok(())
+        check_show_names(self, s, &env)
     }
+}
+
+/// Every process and cgroup a `show` names is declared.
+fn check_show_names(
+    p: &Parser<'_>,
+    s: &Scenario,
+    env: &BTreeMap<String, (ValueKind, usize)>,
+) -> Result<(), ScenarioError> {
+    for show in &s.show {
+        let name = match show {
+            Show::Smaps(n) | Show::SmapsRollup(n) | Show::Maps(n) | Show::Status(n) => n,
+            Show::Stat(n) => n,
+            Show::MemoryStat(c) => {
+                if !s.cgroups.iter().any(|d| &d.path == c) {
+                    return Err(p.err(1, format!("show: cgroup `{c}` is not declared")));
+                }
+                continue;
+            }
+            Show::Vmstat | Show::Meminfo | Show::LockStat | Show::LruGen => continue,
+        };
+        if env.get(name).map(|&(k, _)| k) != Some(ValueKind::Process) {
+            return Err(p.err(1, format!("show: `{name}` is not a process")));
+        }
+    }
+    Ok(())
 }
 
 /// Every cgroup an operation or an expectation names is declared.
@@ -165,13 +175,15 @@ fn check_observable_names(
         Observable::Smaps { process, at, .. } | Observable::Pagemap { process, at, .. } => {
             (Some(process), Some(at))
         }
-        Observable::SmapsRollup { process, .. } | Observable::Status { process, .. } => {
-            (Some(process), None)
-        }
+        Observable::SmapsRollup { process, .. }
+        | Observable::Status { process, .. }
+        | Observable::Stat { process, .. }
+        | Observable::Fstat { file: FileRef::Fd { process, .. }, .. } => (Some(process), None),
         Observable::Vmstat { .. }
         | Observable::Meminfo { .. }
         | Observable::MemoryStat { .. }
         | Observable::Sysfs { .. }
+        | Observable::Fstat { file: FileRef::Path(_), .. }
         | Observable::Model { .. } => (None, None),
     };
     if let Some(process) = process
@@ -181,6 +193,15 @@ fn check_observable_names(
             e.line,
             format!("`{process}` is not a process declared or forked before this expectation"),
         ));
+    }
+    if let Observable::Fstat { file: FileRef::Fd { fd, .. }, .. } = &e.what {
+        let root = fd.split('.').next().unwrap_or(fd);
+        if !matches!(env.get(root).map(|&(k, _)| k), Some(ValueKind::Fd | ValueKind::Pipe)) {
+            return Err(p.err(
+                e.line,
+                format!("`{fd}` is not a file descriptor bound before this expectation"),
+            ));
+        }
     }
     if let Some(AddrExpr { base: Some(b), .. }) = at {
         let root = b.split('.').next().unwrap_or(b);
@@ -230,6 +251,7 @@ fn op_refs(k: &OpKind) -> Vec<(String, ValueKind)> {
         }
         OpKind::ClearRefs { process, .. } => vec![(process.clone(), ValueKind::Process)],
         OpKind::Open { .. }
+        | OpKind::MemfdCreate { .. }
         | OpKind::Truncate { .. }
         | OpKind::Fork
         | OpKind::Exit

@@ -5,7 +5,9 @@
 
 use super::Parser;
 use super::fields::Fields;
-use super::words::{parse_fadvice, parse_fallocate_mode, parse_kernel_cond, parse_percent};
+use super::words::{
+    parse_fadvice, parse_fallocate_mode, parse_kernel_cond, parse_memfd_flags, parse_percent,
+};
 use crate::scenario::ScenarioError;
 use crate::scenario::model::*;
 use crate::scenario::node::{Kind, Node};
@@ -52,7 +54,7 @@ impl Parser<'_> {
             return Ok(kind);
         }
         Err(self.err(f.line_of("op"), format!(
-            "unknown operation `{name}`: expected one of mmap, munmap, mprotect, madvise, open, close, dup, read, write, truncate, ftruncate, fallocate, fsync, fork, exit, exec, touch, read_bytes, write_bytes, increment, mincore, run, pin, pin_read, unpin, pread_direct, clear_refs, pipe, vmsplice, sleep, fadvise, memory_reclaim, prctl, sysfs_write"
+            "unknown operation `{name}`: expected one of mmap, munmap, mprotect, madvise, open, memfd_create, close, dup, read, write, truncate, ftruncate, fallocate, fsync, fork, exit, exec, touch, read_bytes, write_bytes, increment, mincore, run, pin, pin_read, unpin, pread_direct, clear_refs, pipe, vmsplice, sleep, fadvise, memory_reclaim, prctl, sysfs_write"
         )))
     }
 
@@ -98,6 +100,10 @@ impl Parser<'_> {
     fn file_op(&self, f: &Fields<'_>, name: &str) -> Result<Option<OpKind>, ScenarioError> {
         Ok(Some(match name {
             "open" => OpKind::Open { path: f.string("path")?, flags: f.open_flags("flags")? },
+            "memfd_create" => OpKind::MemfdCreate {
+                name: f.string("name")?,
+                flags: f.keyword("flags", parse_memfd_flags, Some(0))?,
+            },
             "close" => OpKind::Close { fd: f.string("fd")? },
             "dup" => OpKind::Dup { fd: f.string("fd")? },
             "read" => OpKind::Read {
@@ -202,7 +208,7 @@ impl Parser<'_> {
                     write: f.opt_bool("write")?.unwrap_or(false),
                     pin,
                     longterm: f.opt_bool("longterm")?.unwrap_or(false),
-                    force: false,
+                    ..mm::gup::GupFlags::default()
                 };
                 OpKind::Pin { addr: f.addr("addr")?, len: f.size("len")?.as_u64(), flags }
             }
@@ -402,6 +408,7 @@ fn op_keys(kind: &OpKind) -> &'static [&'static str] {
         OpKind::Mprotect { .. } => &["addr", "len", "prot"],
         OpKind::Madvise { .. } => &["addr", "len", "advice"],
         OpKind::Open { .. } => &["path", "flags"],
+        OpKind::MemfdCreate { .. } => &["name", "flags"],
         OpKind::Close { .. } | OpKind::Dup { .. } | OpKind::Fsync { .. } => &["fd"],
         OpKind::Read { .. } => &["fd", "buf", "len", "offset"],
         OpKind::Write { .. } => &["fd", "data", "data_hex", "fill", "len", "offset"],

@@ -149,6 +149,21 @@ pub fn parse_map_flags(s: &str) -> Result<u32, String> {
     flag_words(s, &table, |a, b| a | b)
 }
 
+/// `memfd_create` flags: `"cloexec|allow_sealing"`, `"hugetlb|huge_1gb"`, ...
+pub(super) fn parse_memfd_flags(s: &str) -> Result<u32, String> {
+    use mm::memfd::mfd;
+    let table = [
+        ("cloexec", mfd::CLOEXEC),
+        ("allow_sealing", mfd::ALLOW_SEALING),
+        ("hugetlb", mfd::HUGETLB),
+        ("noexec_seal", mfd::NOEXEC_SEAL),
+        ("exec", mfd::EXEC),
+        ("huge_2mb", map::HUGE_2MB),
+        ("huge_1gb", map::HUGE_1GB),
+    ];
+    flag_words(s, &table, |a, b| a | b)
+}
+
 /// `posix_fadvise` advice: `"noreuse"`, `"dontneed"`, ...
 pub fn parse_fadvice(s: &str) -> Result<u32, String> {
     use mm::fadvise::advice;
@@ -267,6 +282,7 @@ pub fn parse_show(s: &str) -> Result<Show, String> {
         "smaps_rollup" => Show::SmapsRollup(need(arg)?),
         "maps" => Show::Maps(need(arg)?),
         "status" => Show::Status(need(arg)?),
+        "stat" => Show::Stat(need(arg)?),
         "vmstat" if arg.is_none() => Show::Vmstat,
         "meminfo" if arg.is_none() => Show::Meminfo,
         "lock_stat" if arg.is_none() => Show::LockStat,

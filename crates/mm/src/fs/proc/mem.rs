@@ -1,6 +1,7 @@
 //! Writes through `/proc/PID/mem` (`fs/proc/base.c` `mem_rw`, `mm/memory.c`
 //! `__access_remote_vm`, Linux v4.8 to v6.12): the write takes each page with a forced GUP
-//! (`get_user_pages_remote` with FOLL_FORCE | FOLL_WRITE, FOLL_GET), copies into the physical
+//! (`get_user_pages_remote` with FOLL_FORCE | FOLL_WRITE | FOLL_REMOTE, FOLL_GET; its faults
+//! count in the writer's fault counts from v5.9 only, `fault.rs`), copies into the physical
 //! page through a kernel mapping, marks it dirty (`set_page_dirty_lock`) and drops the
 //! reference. So it writes into mappings the process itself cannot write: a private read-only
 //! file mapping gets a COW copy, which the era's `foll_force_cow` rule must keep the write on
@@ -26,7 +27,7 @@ pub(crate) async fn mem_write(
     data: &[u8],
 ) -> Result<u64, Errno> {
     cx.charge(Cost::Syscall).await;
-    let flags = GupFlags { write: true, force: true, ..GupFlags::default() };
+    let flags = GupFlags { write: true, force: true, remote: true, ..GupFlags::default() };
     let mut done = 0u64;
     while done < data.len() as u64 {
         let at = addr.checked_add(Bytes(done)).ok_or(Errno::EIO)?;
