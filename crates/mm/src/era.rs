@@ -648,6 +648,23 @@ pub fn ext4_large_folios(k: KernelVersion) -> bool {
     k >= v(6, 16)
 }
 
+/// shmem/tmpfs THPs exist: the tmpfs `huge=` mount option and
+/// `transparent_hugepage/shmem_enabled` ("shmem: prepare huge= mount option and sysfs knob",
+/// 5a6e75f8110c; "shmem: add huge pages support", 800d8c63b2e9), and khugepaged collapses shmem
+/// ("khugepaged: add support of collapse for tmpfs/shmem pages", f3f0e1d2150b), all v4.8.
+pub fn has_shmem_thp(k: KernelVersion) -> bool {
+    k >= v(4, 8)
+}
+
+/// khugepaged's predicate asks the tmpfs mount's `huge=` option (and `shmem_enabled` for
+/// `shm_mnt`) for a shmem VMA, instead of the anonymous `enabled` gate: "mm,thp,shmem: make
+/// khugepaged obey tmpfs mount flags" (Rik van Riel, v5.11; hash not re-verified). Before, a
+/// shmem VMA was eligible under `enabled` (`always`, or `madvise` with `VM_HUGEPAGE`) whatever
+/// the mount said.
+pub fn khugepaged_obeys_tmpfs_mount(k: KernelVersion) -> bool {
+    k >= v(5, 11)
+}
+
 /// `MADV_WIPEONFORK` and `MADV_KEEPONFORK` exist: "mm,fork: introduce MADV_WIPEONFORK"
 /// (d2cd9ede6e19, v4.14); before, the advice is EINVAL.
 pub fn has_madv_wipeonfork(k: KernelVersion) -> bool {

@@ -55,6 +55,11 @@ impl KState {
         self.folios.order(head) == Order::PMD && self.inodes[inode].fs.read_only_thps()
     }
 
+    /// Whether `head`, cached in `inode`, is a shmem THP (`NR_SHMEM_THPS`).
+    pub(crate) fn is_shmem_thp(&self, inode: InodeId, head: Pfn) -> bool {
+        self.folios.order(head) == Order::PMD && self.inodes[inode].fs.tmpfs_mount().is_some()
+    }
+
     /// Whether such a THP also counts in the mapping's `nr_thps`: only where the file system
     /// has no large folios of its own (`filemap_nr_thps_inc`, `mapping_large_folio_support`).
     pub(crate) fn counts_in_nr_thps(&self, inode: InodeId, head: Pfn) -> bool {
@@ -101,6 +106,9 @@ impl KState {
         if thp {
             self.vmstat.inc(VmStat::NrFileHugepages);
         }
+        if self.is_shmem_thp(inode, head) {
+            self.vmstat.inc(VmStat::NrShmemHugepages);
+        }
         let m = &mut self.inodes[inode].mapping;
         m.pages.insert(index, head);
         m.nrpages += nr;
@@ -122,6 +130,9 @@ impl KState {
         let (thp, counted) = (self.is_file_thp(inode, head), self.counts_in_nr_thps(inode, head));
         if thp {
             self.vmstat.sub(VmStat::NrFileHugepages, 1);
+        }
+        if self.is_shmem_thp(inode, head) {
+            self.vmstat.sub(VmStat::NrShmemHugepages, 1);
         }
         let m = &mut self.inodes[inode].mapping;
         assert_eq!(m.pages.remove(&index), Some(head), "deleting a folio not in the cache");

@@ -60,8 +60,9 @@ pub enum FsType {
     /// XFS on the machine's block device: as ext4, but with large folios from v5.18
     /// (`FsType::large_folios`).
     Xfs,
-    /// tmpfs / shmem: pages live only in memory.
-    Tmpfs,
+    /// tmpfs / shmem: pages live only in memory; on a mount with its `huge=` option, or on
+    /// the kernel's `shm_mnt` (`shmem.rs`).
+    Tmpfs(crate::shmem::TmpfsMount),
     /// pipefs: a pipe's inode (its data lives in the pipe's buffers).
     Pipe,
     /// ext4 with `-o dax` on the machine's persistent memory: no page cache, mappings map the

@@ -32,8 +32,11 @@
 //! lookup (`VM_BUG_ON_PAGE(PageTail)` in `truncate_inode_page`), cannot arise in mmsim: its
 //! page-cache index holds one entry per folio, so a lookup never returns a tail page.
 //!
-//! Approximations: no `thp_file_alloc`/`thp_file_fallback` counts (those are shmem's), no
-//! deposited page table (x86 needs none for file THPs), no PMD-level `MADV_COLD`, `clear_refs`
+//! shmem's THPs take the same paths (`shmem.rs`: a fault may also allocate one, and a shared
+//! write maps it writable at once); their PMD mappings count in `nr_shmem_pmdmapped`
+//! (`ShmemPmdMapped`) instead of `nr_file_pmdmapped`.
+//!
+//! Approximations: no deposited page table (x86 needs none for file THPs), no PMD-level `MADV_COLD`, `clear_refs`
 //! or multi-gen LRU page-table aging (they visit PTE tables only), and a fork does not copy the
 //! PMD (the child refaults, as for any file VMA without anonymous pages); v6.12's refusal of
 //! `do_set_pmd` in VMAs with THP disabled is not modelled.
@@ -48,6 +51,7 @@ use crate::folio::{InodeId, pg};
 use crate::kernel::{Cx, KState};
 use crate::memory::{
     FaultKind, FaultOutcome, Vmf, fault_pmd, mm_counter, outcome_of, pmd_install_lock, pte_bits,
+    wants_writenotify,
 };
 use crate::mm_struct::MmId;
 use crate::pgtable::{Level, PtId, Pte, Upper};
@@ -70,7 +74,7 @@ impl KState {
         let inode = self.file(v.file?).inode;
         let i = &self.inodes[inode];
         let haddr = addr.align_down(Bytes::PMD);
-        if !i.fs.read_only_thps() || haddr < v.start || haddr + Bytes::PMD > v.end {
+        if !i.fs.pmd_mappable_thps() || haddr < v.start || haddr + Bytes::PMD > v.end {
             return None;
         }
         let index = v.page_index(haddr);
@@ -133,6 +137,8 @@ pub(crate) async fn file_huge_fault(vmf: &Vmf<'_>) -> Result<Option<FaultOutcome
         }
         Upper::Leaf(leaf) => Ok(Some(huge_pmd_set_accessed(vmf, pmd_table, leaf).await)),
         Upper::None if vmf.kind == FaultKind::Read => filemap_map_pmd(vmf, pmd_table).await,
+        // A shared write maps a shmem THP writable at once (`finish_fault`'s `do_set_pmd`).
+        Upper::None if shmem_shared(&cx.st(), vmf.vma) => filemap_map_pmd(vmf, pmd_table).await,
         Upper::None => Ok(None),
     }
 }
@@ -155,8 +161,14 @@ pub(crate) async fn huge_pmd_set_accessed(
     FaultOutcome::Minor
 }
 
-/// `filemap_map_pmd` for a read fault on an empty PMD: maps the THP cached for the range, if
-/// any; `None` (the PTE level) otherwise.
+/// Whether `vma` is a shared mapping of a shmem file.
+fn shmem_shared(st: &KState, vma: VmaId) -> bool {
+    st.vma(vma).is_shared() && st.vma_shmem_inode(vma).is_some()
+}
+
+/// `filemap_map_pmd` for a fault on an empty PMD (a read, or a shared write of shmem): maps the
+/// THP cached for the range, if any, or for shmem one it may allocate (`shmem.rs`); `None` (the
+/// PTE level) otherwise.
 async fn filemap_map_pmd(vmf: &Vmf<'_>, pmd_table: PtId) -> Result<Option<FaultOutcome>, VmFault> {
     let cx = vmf.cx;
     let Some((inode, index)) = cx.st().thp_fault_target(vmf.vma, vmf.address) else {
@@ -164,6 +176,9 @@ async fn filemap_map_pmd(vmf: &Vmf<'_>, pmd_table: PtId) -> Result<Option<FaultO
     };
     loop {
         let Some(head) = cx.st().cached_thp(inode, index) else {
+            if crate::shmem::shmem_alloc_huge(vmf, inode, index).await {
+                continue;
+            }
             return Ok(None); // nothing to map: the PTE level, at no cost
         };
         cx.charge(Cost::PageCacheLookup).await;
@@ -176,9 +191,9 @@ async fn filemap_map_pmd(vmf: &Vmf<'_>, pmd_table: PtId) -> Result<Option<FaultO
     }
 }
 
-/// `do_set_pmd`: maps the locked THP `head` over the fault's PMD with one read-only leaf,
-/// handing the caller's reference to the mapping; false (reference dropped) when the PMD is no
-/// longer empty.
+/// `do_set_pmd`: maps the locked THP `head` over the fault's PMD with one leaf (dirty for a
+/// write fault, which is a shared one), handing the caller's reference to the mapping; false
+/// (reference dropped) when the PMD is no longer empty.
 async fn do_set_pmd(vmf: &Vmf<'_>, pmd_table: PtId, head: Pfn) -> bool {
     let cx = vmf.cx;
     let idx = Level::Pmd.index(vmf.address);
@@ -188,27 +203,36 @@ async fn do_set_pmd(vmf: &Vmf<'_>, pmd_table: PtId, head: Pfn) -> bool {
         st.put_folio_extra(head);
         return false;
     }
-    st.set_file_pmd(vmf.mm, vmf.vma, (pmd_table, idx), head);
+    let write = vmf.kind.write();
+    if write {
+        st.folio_mark_dirty(head);
+    }
+    st.set_file_pmd(vmf.mm, vmf.vma, (pmd_table, idx), head, write);
     true
 }
 
 impl KState {
     /// Maps the file THP `head` at the empty slot `idx` of `pmd_table` in `vma` of `mm` with one
-    /// read-only leaf (`do_set_pmd`, `set_huge_pmd`), handing the caller's extra reference to
-    /// the mapping.
+    /// leaf (`do_set_pmd`, `set_huge_pmd`), handing the caller's extra reference to the
+    /// mapping. The leaf is writable, as `finish_fault` makes a PTE, for a write (then also
+    /// dirty) or in a shared writable mapping without write-notify (shmem's: `vm_page_prot` is
+    /// writable there).
     pub(crate) fn set_file_pmd(
         &mut self,
         mm: MmId,
         vma: VmaId,
         (pmd_table, idx): (PtId, usize),
         head: Pfn,
+        write: bool,
     ) {
         let flags = self.vma(vma).flags;
+        let shared_writable = flags.has(VmFlags::SHARED) && flags.has(VmFlags::WRITE);
+        let writable = write || (shared_writable && !wants_writenotify(self, vma));
         self.folios.extra_to_mapping(head);
         self.rmap_add_pmd(head);
         let counter = mm_counter(self, head);
         self.mm_mut(mm).add_rss(counter, HPAGE_PMD_NR);
-        let leaf = Pte::new(head, pte_bits(flags, false, false) | Pte::PSE);
+        let leaf = Pte::new(head, pte_bits(flags, writable, write) | Pte::PSE);
         self.pt.set_upper(pmd_table, idx, Upper::Leaf(leaf));
         self.vmstat.inc(VmStat::ThpFileMapped);
     }

@@ -40,6 +40,7 @@ pub mod page_alloc;
 pub mod pgtable;
 pub mod process;
 pub mod rmap;
+pub mod shmem;
 pub mod sim;
 pub mod swap;
 pub mod syscall;

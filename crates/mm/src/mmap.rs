@@ -374,7 +374,9 @@ async fn mmap_link(cx: &Cx, vma: Vma) -> Result<(), Errno> {
         st.vma_free(id);
         return Err(e);
     }
-    if crate::era::mmap_registers_khugepaged(cx.kernel().version) {
+    // `shmem_mmap` registers shmem VMAs itself (`khugepaged_enter`, v4.8 f3f0e1d2150b).
+    let shmem = cx.st().vma_shmem_inode(id).is_some();
+    if crate::era::mmap_registers_khugepaged(cx.kernel().version) || shmem {
         crate::khugepaged::khugepaged_enter_vma(cx, id);
     }
     Ok(())
@@ -465,7 +467,13 @@ fn release_new_file(cx: &Cx, file: Option<FileId>) {
 impl KState {
     /// `shmem_zero_setup`: a tmpfs inode backing a shared anonymous mapping.
     fn shmem_zero_setup(&mut self, handle: &engine::Handle, size: u64) -> FileId {
-        let inode = self.new_inode(handle, "/dev/zero (deleted)".into(), FsType::Tmpfs, size, None);
+        let inode = self.new_inode(
+            handle,
+            "/dev/zero (deleted)".into(),
+            FsType::Tmpfs(crate::shmem::TmpfsMount::ShmMnt),
+            size,
+            None,
+        );
         self.open_file(inode, crate::fs::fmode::READ | crate::fs::fmode::WRITE, false, false)
             .expect("a new tmpfs inode is never write-denied")
     }

@@ -143,13 +143,22 @@ impl KState {
     }
 
     /// `folio_add_file_rmap_pmd`: the first PMD mapping counts the pages no PTE maps in
-    /// `nr_mapped`, and the folio in `nr_file_pmdmapped`.
+    /// `nr_mapped`, and the folio in `nr_shmem_pmdmapped` (swap-backed) or `nr_file_pmdmapped`.
     pub(crate) fn rmap_add_pmd(&mut self, head: Pfn) {
         assert!(!self.folios.is_anon(head), "anonymous THPs are not modelled");
         if self.folios.inc_entire_mapcount(head) {
             let newly_mapped = self.pages_without_pte(head);
             self.vmstat.add(VmStat::NrMapped, newly_mapped);
-            self.vmstat.inc(VmStat::NrFilePmdmapped);
+            self.vmstat.inc(self.pmdmapped_stat(head));
+        }
+    }
+
+    /// The gauge counting `head` while a PMD maps it: shmem's or other files'.
+    fn pmdmapped_stat(&self, head: Pfn) -> VmStat {
+        if self.folios.test(head, pg::SWAPBACKED) {
+            VmStat::NrShmemPmdmapped
+        } else {
+            VmStat::NrFilePmdmapped
         }
     }
 
@@ -158,7 +167,7 @@ impl KState {
         if self.folios.dec_entire_mapcount(head) {
             let unmapped = self.pages_without_pte(head);
             self.vmstat.sub(VmStat::NrMapped, unmapped);
-            self.vmstat.sub(VmStat::NrFilePmdmapped, 1);
+            self.vmstat.sub(self.pmdmapped_stat(head), 1);
         }
     }
 

@@ -29,6 +29,8 @@ simcore::counter_keys! {
         NrDirty = "nr_dirty",
         NrWriteback = "nr_writeback",
         NrShmem = "nr_shmem",
+        NrShmemHugepages = "nr_shmem_hugepages",
+        NrShmemPmdmapped = "nr_shmem_pmdmapped",
         NrFileHugepages = "nr_file_hugepages",
         NrFilePmdmapped = "nr_file_pmdmapped",
         NrAnonTransparentHugepages = "nr_anon_transparent_hugepages",
@@ -64,6 +66,8 @@ simcore::counter_keys! {
         ThpFaultFallback = "thp_fault_fallback",
         ThpCollapseAlloc = "thp_collapse_alloc",
         ThpCollapseAllocFailed = "thp_collapse_alloc_failed",
+        ThpFileAlloc = "thp_file_alloc",
+        ThpFileFallback = "thp_file_fallback",
         ThpFileMapped = "thp_file_mapped",
         ThpSplitPage = "thp_split_page",
         ThpSplitPageFailed = "thp_split_page_failed",
@@ -127,13 +131,21 @@ pub fn vmstat_key(name: &str) -> Option<VmStat> {
 
 /// Whether `/proc/vmstat` has `stat` on kernel `k`: the THP split counters came with "mm,
 /// vmstats: new THP splitting event" (122afea9626a, v4.5), when `thp_split` became
-/// `thp_split_page` and `thp_split_pmd` and `thp_deferred_split_page` were added.
+/// `thp_split_page` and `thp_split_pmd` and `thp_deferred_split_page` were added; shmem's THP
+/// counters (`nr_shmem_hugepages`, `nr_shmem_pmdmapped`, `thp_file_alloc`, `thp_file_mapped`)
+/// with shmem THPs (800d8c63b2e9, v4.8); `thp_file_fallback` with "mm, thp: track fallbacks due
+/// to failed memcg charges separately" (85b9f46e8ea4, v5.8).
 pub fn exists_on(stat: VmStat, k: crate::KernelVersion) -> bool {
     let since = match stat {
         VmStat::ThpSplitPage
         | VmStat::ThpSplitPageFailed
         | VmStat::ThpDeferredSplitPage
         | VmStat::ThpSplitPmd => crate::KernelVersion::new(4, 5),
+        VmStat::NrShmemHugepages
+        | VmStat::NrShmemPmdmapped
+        | VmStat::ThpFileAlloc
+        | VmStat::ThpFileMapped => crate::KernelVersion::new(4, 8),
+        VmStat::ThpFileFallback => crate::KernelVersion::new(5, 8),
         _ => return true,
     };
     k >= since

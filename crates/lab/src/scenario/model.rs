@@ -3,6 +3,7 @@
 
 use engine::SchedulerKind;
 use mm::fs::FsType;
+use mm::shmem::{ShmemHuge, TmpfsMount};
 use mm::{Errno, ExecImage, KernelVersion, OpenFlags, Signal, Switches};
 
 impl Default for MachineSpec {
@@ -618,15 +619,21 @@ pub const EXPECT_KINDS: [&str; 11] = [
     "model",
 ];
 
-/// A file system type by name.
+/// A file system type by name: `tmpfs` is a tmpfs mount with `huge=never`,
+/// `tmpfs:huge=VALUE` one with that option, `shmem` a file on the kernel's `shm_mnt` (as memfd
+/// and shared anonymous memory are), whose THPs follow `shmem_enabled`.
 pub fn fs_type(name: &str) -> Option<FsType> {
     match name {
         "ext4" | "disk" => Some(FsType::Disk),
         "xfs" => Some(FsType::Xfs),
-        "tmpfs" | "shmem" => Some(FsType::Tmpfs),
+        "tmpfs" => Some(FsType::Tmpfs(TmpfsMount::Mount(ShmemHuge::Never))),
+        "shmem" => Some(FsType::Tmpfs(TmpfsMount::ShmMnt)),
         "dax" | "ext4-dax" => Some(FsType::Dax),
         "hugetlbfs" | "hugetlbfs:2MiB" => Some(FsType::Hugetlbfs(mm::hugetlb::HugeSize::Size2M)),
         "hugetlbfs:1GiB" => Some(FsType::Hugetlbfs(mm::hugetlb::HugeSize::Size1G)),
-        _ => None,
+        _ => {
+            let huge = name.strip_prefix("tmpfs:huge=")?;
+            Some(FsType::Tmpfs(TmpfsMount::Mount(ShmemHuge::parse(huge).ok()?)))
+        }
     }
 }

@@ -209,12 +209,16 @@ pub fn prepare(
     {
         return Err(bad(line, why));
     }
+    let kernel = config.kernel;
     let mut machine = match sim {
         Some(sim) => Machine::on_sim(config, sim),
         None => Machine::new(config),
     }
     .map_err(|e| bad(0, e))?;
     for f in &s.files {
+        if let Some(why) = f.spec.fs.tmpfs_mount().and_then(|m| m.unmodelled(kernel)) {
+            return Err(bad(f.line, format!("file `{}`: {why}", f.path)));
+        }
         machine
             .create_file(&f.path, &f.spec)
             .map_err(|e| bad(f.line, format!("file `{}`: {e}", f.path)))?;

@@ -52,7 +52,7 @@ impl FsType {
         match self {
             FsType::Disk => "ext4",
             FsType::Xfs => "xfs",
-            FsType::Tmpfs => "tmpfs",
+            FsType::Tmpfs(_) => "tmpfs",
             FsType::Pipe => "pipefs",
             FsType::Dax => "ext4-dax",
             FsType::Hugetlbfs(_) => "hugetlbfs",
@@ -65,7 +65,7 @@ impl FsType {
     pub(crate) fn page_fill(self) -> Option<PageFill> {
         match self {
             FsType::Disk | FsType::Xfs => Some(PageFill::ReadFolio),
-            FsType::Tmpfs => Some(PageFill::AllocZeroed),
+            FsType::Tmpfs(_) => Some(PageFill::AllocZeroed),
             FsType::Pipe | FsType::Dax | FsType::Hugetlbfs(_) => None,
         }
     }
@@ -76,7 +76,7 @@ impl FsType {
     pub fn hugetlb_size(self) -> Option<crate::hugetlb::HugeSize> {
         match self {
             FsType::Hugetlbfs(size) => Some(size),
-            FsType::Disk | FsType::Xfs | FsType::Tmpfs | FsType::Pipe | FsType::Dax => None,
+            FsType::Disk | FsType::Xfs | FsType::Tmpfs(_) | FsType::Pipe | FsType::Dax => None,
         }
     }
 
@@ -86,7 +86,7 @@ impl FsType {
     pub(crate) fn is_fifo(self) -> bool {
         match self {
             FsType::Pipe => true,
-            FsType::Disk | FsType::Xfs | FsType::Tmpfs | FsType::Dax | FsType::Hugetlbfs(_) => {
+            FsType::Disk | FsType::Xfs | FsType::Tmpfs(_) | FsType::Dax | FsType::Hugetlbfs(_) => {
                 false
             }
         }
@@ -98,7 +98,7 @@ impl FsType {
     pub(crate) fn is_dax(self) -> bool {
         match self {
             FsType::Dax => true,
-            FsType::Disk | FsType::Xfs | FsType::Tmpfs | FsType::Pipe | FsType::Hugetlbfs(_) => {
+            FsType::Disk | FsType::Xfs | FsType::Tmpfs(_) | FsType::Pipe | FsType::Hugetlbfs(_) => {
                 false
             }
         }
@@ -107,7 +107,9 @@ impl FsType {
     /// Whether the file can be mapped (`file->f_op->mmap`; `do_mmap` fails with ENODEV).
     pub(crate) fn has_mmap(self) -> bool {
         match self {
-            FsType::Disk | FsType::Xfs | FsType::Tmpfs | FsType::Dax | FsType::Hugetlbfs(_) => true,
+            FsType::Disk | FsType::Xfs | FsType::Tmpfs(_) | FsType::Dax | FsType::Hugetlbfs(_) => {
+                true
+            }
             FsType::Pipe => false,
         }
     }
@@ -116,7 +118,7 @@ impl FsType {
     /// `ext4_dax_vm_ops` or `ext4_file_vm_ops`, `shmem_mmap`).
     pub(crate) fn vm_ops(self) -> VmOps {
         match self {
-            FsType::Disk | FsType::Xfs | FsType::Tmpfs => VmOps::PageCache,
+            FsType::Disk | FsType::Xfs | FsType::Tmpfs(_) => VmOps::PageCache,
             FsType::Dax => VmOps::Dax,
             FsType::Hugetlbfs(_) => VmOps::Hugetlb,
             FsType::Pipe => unreachable!("pipes cannot be mapped (ENODEV)"),
@@ -129,7 +131,7 @@ impl FsType {
     pub(crate) fn pmd_mappings(self) -> bool {
         match self {
             FsType::Dax => true,
-            FsType::Disk | FsType::Xfs | FsType::Tmpfs | FsType::Pipe | FsType::Hugetlbfs(_) => {
+            FsType::Disk | FsType::Xfs | FsType::Tmpfs(_) | FsType::Pipe | FsType::Hugetlbfs(_) => {
                 false
             }
         }
@@ -141,7 +143,7 @@ impl FsType {
     pub(crate) fn can_writeback(self) -> bool {
         match self {
             FsType::Disk | FsType::Xfs | FsType::Dax => true,
-            FsType::Tmpfs | FsType::Pipe | FsType::Hugetlbfs(_) => false,
+            FsType::Tmpfs(_) | FsType::Pipe | FsType::Hugetlbfs(_) => false,
         }
     }
 
@@ -149,7 +151,7 @@ impl FsType {
     /// `NR_SHMEM`) and the multi-gen LRU's page-table walk treats its mappings as anonymous.
     pub(crate) fn swap_backed(self) -> bool {
         match self {
-            FsType::Tmpfs => true,
+            FsType::Tmpfs(_) => true,
             FsType::Disk | FsType::Xfs | FsType::Pipe | FsType::Dax | FsType::Hugetlbfs(_) => false,
         }
     }
@@ -157,13 +159,28 @@ impl FsType {
     /// Whether PMD-sized folios of the file are the read-only THPs of executable text
     /// (`CONFIG_READ_ONLY_THP_FOR_FS`, `file_thp_enabled`): they may be created for its text
     /// mappings and count in `NR_FILE_THPS`, and in `nr_thps` unless the file system has
-    /// large folios ([`FsType::large_folios`]). tmpfs has its own THPs (not modelled) and DAX
-    /// maps the device's PMDs.
+    /// large folios ([`FsType::large_folios`]). tmpfs has its own THPs
+    /// ([`FsType::tmpfs_mount`], `shmem.rs`) and DAX maps the device's PMDs.
     pub(crate) fn read_only_thps(self) -> bool {
         match self {
             FsType::Disk | FsType::Xfs => true,
-            FsType::Tmpfs | FsType::Pipe | FsType::Dax | FsType::Hugetlbfs(_) => false,
+            FsType::Tmpfs(_) | FsType::Pipe | FsType::Dax | FsType::Hugetlbfs(_) => false,
         }
+    }
+
+    /// The tmpfs mount of a shmem file (`shmem_file`, `SHMEM_SB`), whose `huge=` option (or
+    /// `shmem_enabled`, for `shm_mnt`) decides its THPs; `None` for other file systems.
+    pub fn tmpfs_mount(self) -> Option<crate::shmem::TmpfsMount> {
+        match self {
+            FsType::Tmpfs(mount) => Some(mount),
+            FsType::Disk | FsType::Xfs | FsType::Pipe | FsType::Dax | FsType::Hugetlbfs(_) => None,
+        }
+    }
+
+    /// Whether the page cache may hold PMD-sized folios that a fault maps with one PMD: the
+    /// read-only THPs of disk files and shmem's THPs.
+    pub(crate) fn pmd_mappable_thps(self) -> bool {
+        self.read_only_thps() || self.tmpfs_mount().is_some()
     }
 
     /// `mapping_large_folio_support`: the file system puts large folios in its page cache
@@ -179,7 +196,7 @@ impl FsType {
         match self {
             FsType::Disk => crate::era::ext4_large_folios(k),
             FsType::Xfs => crate::era::xfs_large_folios(k),
-            FsType::Tmpfs | FsType::Pipe | FsType::Dax | FsType::Hugetlbfs(_) => false,
+            FsType::Tmpfs(_) | FsType::Pipe | FsType::Dax | FsType::Hugetlbfs(_) => false,
         }
     }
 
@@ -188,7 +205,7 @@ impl FsType {
     pub(crate) fn fadvise_acts(self) -> Result<bool, Errno> {
         match self {
             FsType::Disk | FsType::Xfs | FsType::Dax => Ok(true),
-            FsType::Tmpfs | FsType::Hugetlbfs(_) => Ok(false),
+            FsType::Tmpfs(_) | FsType::Hugetlbfs(_) => Ok(false),
             FsType::Pipe => Err(Errno::ESPIPE),
         }
     }
@@ -199,7 +216,7 @@ impl FsType {
         match self {
             FsType::Disk | FsType::Xfs => "08:01",
             FsType::Dax => "103:00",
-            FsType::Tmpfs | FsType::Pipe | FsType::Hugetlbfs(_) => "00:01",
+            FsType::Tmpfs(_) | FsType::Pipe | FsType::Hugetlbfs(_) => "00:01",
         }
     }
 
@@ -209,7 +226,7 @@ impl FsType {
     pub(crate) fn free_blocks(self, st: &mut KState, inode: InodeId, first: u64, end: u64) {
         match self {
             FsType::Dax => st.dax.free_blocks(&mut st.mem, inode, first, end),
-            FsType::Disk | FsType::Xfs | FsType::Tmpfs | FsType::Pipe | FsType::Hugetlbfs(_) => {
+            FsType::Disk | FsType::Xfs | FsType::Tmpfs(_) | FsType::Pipe | FsType::Hugetlbfs(_) => {
                 st.inodes[inode].backing.punch(first, end);
             }
         }
@@ -226,7 +243,7 @@ impl FsType {
     ) {
         match self {
             FsType::Dax => st.dax.zero_partial(&mut st.mem, inode, index, range.start, range.end),
-            FsType::Disk | FsType::Xfs | FsType::Tmpfs | FsType::Pipe | FsType::Hugetlbfs(_) => {
+            FsType::Disk | FsType::Xfs | FsType::Tmpfs(_) | FsType::Pipe | FsType::Hugetlbfs(_) => {
                 st.inodes[inode].backing.zero(index, range);
             }
         }
@@ -263,7 +280,7 @@ impl FsType {
                 }
                 allocated.map(|_| ())
             }
-            FsType::Tmpfs => {
+            FsType::Tmpfs(_) => {
                 for index in first..last {
                     let cached = cx.st().page_cache_get(inode, index).is_some();
                     if !cached {

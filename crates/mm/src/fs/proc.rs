@@ -49,6 +49,8 @@ pub struct MemSizeStats {
     pub pss_locked: u64,
     /// Bytes of file THPs mapped by PMDs (`FilePmdMapped`).
     pub file_thp: u64,
+    /// Bytes of shmem THPs mapped by PMDs (`ShmemPmdMapped`).
+    pub shmem_thp: u64,
     /// Bytes of anonymous THPs mapped by PMDs (`AnonHugePages`).
     pub anon_thp: u64,
     /// hugetlb pages mapped more than once or through a shared PMD table, and the others
@@ -71,6 +73,7 @@ impl MemSizeStats {
         self.swap += o.swap;
         self.pss_locked += o.pss_locked;
         self.file_thp += o.file_thp;
+        self.shmem_thp += o.shmem_thp;
         self.anon_thp += o.anon_thp;
         self.shared_hugetlb += o.shared_hugetlb;
         self.private_hugetlb += o.private_hugetlb;
@@ -92,7 +95,7 @@ impl MemSizeStats {
             ("Anonymous", kb(self.anonymous)),
             ("LazyFree", 0),
             ("AnonHugePages", kb(self.anon_thp)),
-            ("ShmemPmdMapped", 0),
+            ("ShmemPmdMapped", kb(self.shmem_thp)),
             ("FilePmdMapped", kb(self.file_thp)),
             ("Shared_Hugetlb", kb(self.shared_hugetlb)),
             ("Private_Hugetlb", kb(self.private_hugetlb)),
@@ -134,6 +137,7 @@ impl KState {
             let anon = self.folios.is_anon(head);
             match (huge, anon) {
                 (true, true) => mss.anon_thp += size,
+                (true, false) if self.folios.test(head, pg::SWAPBACKED) => mss.shmem_thp += size,
                 (true, false) => mss.file_thp += size,
                 (false, _) => {}
             }
@@ -380,6 +384,8 @@ impl KState {
         let pages = |k: VmStat| vs.get(k);
         let lru = |l: LruList| self.lru_pages(l);
         let file_lru = lru(LruList::ActiveFile) + lru(LruList::InactiveFile);
+        // `ShmemHugePages` and `ShmemPmdMapped` came with shmem THPs (v4.8).
+        let shmem_thp = crate::era::has_shmem_thp(self.thp.kernel);
         let mut out = String::new();
         for (name, p) in [
             ("MemTotal", self.total_pages()),
@@ -404,9 +410,15 @@ impl KState {
             ("Shmem", pages(VmStat::NrShmem)),
             ("PageTables", pages(VmStat::NrPageTablePages)),
             ("AnonHugePages", pages(VmStat::NrAnonTransparentHugepages) * 512),
+            ("ShmemHugePages", pages(VmStat::NrShmemHugepages) * 512),
+            ("ShmemPmdMapped", pages(VmStat::NrShmemPmdmapped) * 512),
             ("FileHugePages", pages(VmStat::NrFileHugepages) * 512),
             ("FilePmdMapped", pages(VmStat::NrFilePmdmapped) * 512),
-        ] {
+        ]
+        .into_iter()
+        .filter(|&(name, _)| {
+            shmem_thp || !name.starts_with("ShmemHuge") && name != "ShmemPmdMapped"
+        }) {
             put_kb(&mut out, name, p * 4);
         }
         out.push_str(&self.hugetlb_meminfo());

@@ -13,7 +13,10 @@
 //! 'max_ptes_shared' tunable", 71a2c112a0f6, v5.8; the path does not exist before), `defrag` 1.
 //! They are set before boot (a scenario's `[machine.sysfs]`, `mmsim run --set PATH=VALUE`, Python's
 //! `sets`) by their sysfs path, and read back in the kernel's text format. Multi-size THP's
-//! `hugepages-<N>kB/enabled` (v6.8, 3485b88390b0) is refused: mmsim models PMD-sized THPs only.
+//! `hugepages-<N>kB/enabled` (v6.8, 3485b88390b0) and shmem's per-size
+//! `hugepages-<N>kB/shmem_enabled` (v6.11) are refused: mmsim models PMD-sized THPs only.
+//! `shmem_enabled` (v4.8; `always`, `within_size`, `advise`, `never` (default), `deny`, `force`)
+//! and the shmem rule of the predicate are `shmem.rs`'s.
 //!
 //! `defrag` decides how hard a fault tries for a 2 MiB page (`vma_thp_gfp_mask`): `always`
 //! reclaims directly; `madvise` only in `MADV_HUGEPAGE` VMAs; `defer`, `defer+madvise` (outside
@@ -42,8 +45,9 @@
 //!   constraint on file-backed THPs", eb6ecbed0aa2) a `VM_EXEC` mapping, `not_written` (v6.8+,
 //!   "mm: remove VM_EXEC requirement for THP eligibility", 7fbb5e188248, for read-only data)
 //!   any mapping. smaps answers for files from v5.14 (~ before, `transparent_hugepage_enabled`
-//!   answered 0 for regular files); tmpfs and shared anonymous memory answer 0 (`shmem_enabled`
-//!   is `never`, the default; shmem THPs are not modelled). Approximation: v5.4-v5.12 tested the
+//!   answered 0 for regular files). tmpfs and shared anonymous memory (shmem VMAs) are answered
+//!   outside a fault before the sysfs gate, by `shmem.rs`'s rule and eras ("must be done before
+//!   hugepage flags check since shmem has its own flags"). Approximation: v5.4-v5.12 tested the
 //!   file rule before the sysfs gate (a file VMA was eligible whatever `enabled` said, once its
 //!   mm was registered); mmsim applies the gate in every era.
 //!
@@ -103,6 +107,8 @@ pub struct ThpSettings {
     pub max_ptes_swap: u64,
     pub max_ptes_shared: u64,
     pub khugepaged_defrag: bool,
+    /// `shmem_enabled` (v4.8+, `shmem.rs`).
+    pub shmem_enabled: crate::shmem::ShmemEnabled,
 }
 
 impl Default for ThpSettings {
@@ -118,6 +124,7 @@ impl Default for ThpSettings {
             max_ptes_swap: 64,
             max_ptes_shared: 256,
             khugepaged_defrag: true,
+            shmem_enabled: crate::shmem::ShmemEnabled::Never,
         }
     }
 }
@@ -132,8 +139,9 @@ pub fn sysfs_knob(key: &str) -> Option<&str> {
 }
 
 /// The writable knobs, by their path below the directory.
-const KNOBS: [&str; 10] = [
+const KNOBS: [&str; 11] = [
     "enabled",
+    "shmem_enabled",
     "defrag",
     "use_zero_page",
     "khugepaged/pages_to_scan",
@@ -145,7 +153,7 @@ const KNOBS: [&str; 10] = [
     "khugepaged/defrag",
 ];
 
-fn choice<T: Copy + PartialEq>(table: &[(T, &str)], value: &str) -> Result<T, String> {
+pub(crate) fn choice<T: Copy + PartialEq>(table: &[(T, &str)], value: &str) -> Result<T, String> {
     table.iter().find(|(_, n)| *n == value).map(|(v, _)| *v).ok_or_else(|| {
         let names: Vec<&str> = table.iter().map(|(_, n)| *n).collect();
         format!("expected one of {}, found `{value}`", names.join(", "))
@@ -163,7 +171,11 @@ fn show_choice<T: Copy + PartialEq>(table: &[(T, &str)], cur: T) -> String {
 
 /// Whether `knob` exists on kernel `k` (before the multi-size check).
 fn knob_exists(knob: &str, k: KernelVersion) -> bool {
-    knob != "khugepaged/max_ptes_shared" || k >= KernelVersion::new(5, 8)
+    match knob {
+        "khugepaged/max_ptes_shared" => k >= KernelVersion::new(5, 8),
+        "shmem_enabled" => crate::era::has_shmem_thp(k),
+        _ => true,
+    }
 }
 
 impl ThpSettings {
@@ -173,8 +185,9 @@ impl ThpSettings {
     pub fn set(&mut self, knob: &str, value: &str, k: KernelVersion) -> Result<(), String> {
         if knob.starts_with("hugepages-") {
             return Err(format!(
-                "{SYSFS_DIR}{knob}: multi-size THP (v6.8 per-size knobs) is not modelled; \
-                 mmsim has PMD-sized THPs only, set `enabled`"
+                "{SYSFS_DIR}{knob}: multi-size THP (v6.8 per-size `enabled`, v6.11 per-size \
+                 `shmem_enabled`) is not modelled; mmsim has PMD-sized THPs only, set \
+                 `enabled` or `shmem_enabled`"
             ));
         }
         if !KNOBS.contains(&knob) || !knob_exists(knob, k) {
@@ -192,6 +205,9 @@ impl ThpSettings {
         match knob {
             "enabled" => self.enabled = choice(&ENABLED, value).map_err(err)?,
             "defrag" => self.defrag = choice(&DEFRAG, value).map_err(err)?,
+            "shmem_enabled" => {
+                self.shmem_enabled = choice(&crate::shmem::SHMEM_ENABLED, value).map_err(err)?
+            }
             "use_zero_page" => self.use_zero_page = number(1, 0).map_err(err)? == 1,
             "khugepaged/defrag" => self.khugepaged_defrag = number(1, 0).map_err(err)? == 1,
             "khugepaged/pages_to_scan" => {
@@ -220,6 +236,7 @@ impl ThpSettings {
         Some(match knob {
             "enabled" => show_choice(&ENABLED, self.enabled),
             "defrag" => show_choice(&DEFRAG, self.defrag),
+            "shmem_enabled" => show_choice(&crate::shmem::SHMEM_ENABLED, self.shmem_enabled),
             "use_zero_page" => u8::from(self.use_zero_page).to_string(),
             "khugepaged/defrag" => u8::from(self.khugepaged_defrag).to_string(),
             "khugepaged/pages_to_scan" => self.pages_to_scan.to_string(),
@@ -306,7 +323,7 @@ impl ThpCaller {
 }
 
 /// `vma_thp_disabled`: `VM_NOHUGEPAGE`, or the mm's `MMF_DISABLE_THP`.
-fn vma_thp_disabled(st: &KState, vma: VmaId) -> bool {
+pub(crate) fn vma_thp_disabled(st: &KState, vma: VmaId) -> bool {
     let v = st.vma(vma);
     v.flags.has(VmFlags::NOHUGEPAGE) || st.mm(v.mm).flags & MMF_DISABLE_THP != 0
 }
@@ -349,15 +366,19 @@ pub(crate) fn thp_vma_allowable(st: &KState, vma: VmaId, caller: ThpCaller) -> b
         }
     }
     let thp = &st.thp;
-    if caller.enforce_sysfs() {
-        let gate = match thp.settings.enabled {
-            ThpEnabled::Always => true,
-            ThpEnabled::Madvise => flags.has(VmFlags::HUGEPAGE),
-            ThpEnabled::Never => false,
-        };
-        if !gate {
-            return false;
-        }
+    let gate = match thp.settings.enabled {
+        ThpEnabled::Always => true,
+        ThpEnabled::Madvise => flags.has(VmFlags::HUGEPAGE),
+        ThpEnabled::Never => false,
+    };
+    // "Must be done before hugepage flags check since shmem has its own flags."
+    if !caller.in_pf()
+        && let Some(inode) = st.vma_shmem_inode(vma)
+    {
+        return shmem_vma_allowable(st, vma, inode, caller, gate);
+    }
+    if caller.enforce_sysfs() && !gate {
+        return false;
     }
     match vm_ops {
         VmOps::Anonymous => anon_vma || matches!(caller, ThpCaller::Fault | ThpCaller::Smaps),
@@ -374,6 +395,30 @@ pub(crate) fn thp_vma_allowable(st: &KState, vma: VmaId, caller: ThpCaller) -> b
         VmOps::Dax => unreachable!("answered above"),
         // hugetlb pages are huge already: never a THP (`vma_is_hugetlb` in the predicate).
         VmOps::Hugetlb => false,
+    }
+}
+
+/// The predicate's answer for a shmem VMA outside a fault, `gate` being the anonymous `enabled`
+/// gate (`shmem.rs` has the eras).
+fn shmem_vma_allowable(
+    st: &KState,
+    vma: VmaId,
+    inode: crate::folio::InodeId,
+    caller: ThpCaller,
+    gate: bool,
+) -> bool {
+    let k = st.thp.kernel;
+    if !crate::era::has_shmem_thp(k) {
+        return false;
+    }
+    let is_huge = |force| st.shmem_is_huge(inode, st.vma(vma).pgoff, force, Some(vma));
+    let smaps_before_v5_14 = caller == ThpCaller::Smaps && !crate::era::smaps_thp_eligible_files(k);
+    if smaps_before_v5_14 {
+        is_huge(false) && gate
+    } else if crate::era::khugepaged_obeys_tmpfs_mount(k) {
+        is_huge(!caller.enforce_sysfs())
+    } else {
+        gate || !caller.enforce_sysfs()
     }
 }
 

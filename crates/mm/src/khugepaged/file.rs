@@ -66,8 +66,18 @@
 //! Approximations: `filemap_flush` is synchronous (the retry after it finds the page clean); no
 //! `SCAN_PAGE_HAS_PRIVATE` (mmsim's pages carry no buffer heads), no `SCAN_COPY_MC`, no
 //! userfaultfd-wp; v6.1-v6.5's `MADV_COLLAPSE` retracted its own mm's table in
-//! `retract_page_tables` itself, which mmsim does as v6.6 does; tmpfs/shmem collapse is not
-//! modelled (shmem THPs are not: `shmem_enabled` is `never`).
+//! `retract_page_tables` itself, which mmsim does as v6.6 does.
+//!
+//! shmem (`collapse_file`'s `is_shmem` branch, v4.8 f3f0e1d2150b; eligibility in `shmem.rs`): the
+//! scan is the same (a page missing from the cache counts against `max_ptes_none` for
+//! khugepaged); the collapse takes a missing page as a hole that the THP fills with zeros (the
+//! kernel's `nr_none`, charged to the file as `NR_SHMEM`), accepts dirty pages (a shmem page has
+//! no other copy; the THP is dirty), makes no writer check and counts no `nr_thps`; a range with
+//! nothing cached fails with `SCAN_TRUNCATED`; the THP counts in `nr_shmem_hugepages`, and its
+//! PMD mappings in `nr_shmem_pmdmapped`. Approximations: shmem pages are never swapped out in
+//! mmsim, so the kernel's swap-in of swapped shmem pages (`shmem_get_folio(SGP_NOALLOC)`) and
+//! the scan's `max_ptes_swap` count have nothing to act on; a range reaching past the end of the
+//! file fails (`SCAN_FAIL`, mmsim's: it makes no THP past EOF).
 
 use super::{Collapser, HPAGE_PMD_NR, ScanResult, alloc_collapse_page};
 use crate::era::ThpWriterBarrier;
@@ -133,17 +143,27 @@ pub(super) fn hpage_collapse_scan_file(st: &KState, r: FileRange, who: Collapser
 struct TakeFailed(ScanResult, bool);
 
 /// Finds (reading it if missing) and locks the page at `index`, checks it and isolates it
-/// from the LRU: the page, locked and isolated, or why not (the page left unlocked).
-async fn take_page(cx: &Cx, inode: InodeId, index: u64, end: u64) -> Result<Pfn, TakeFailed> {
+/// from the LRU: the page, locked and isolated, or why not (the page left unlocked). A page
+/// missing from a shmem file is a hole (`None`), which the THP fills with zeros.
+async fn take_page(
+    cx: &Cx,
+    inode: InodeId,
+    index: u64,
+    end: u64,
+) -> Result<Option<Pfn>, TakeFailed> {
     cx.charge(Cost::PageCacheLookup).await;
-    let cached = cx.st().page_cache_get(inode, index);
+    let (cached, shmem) = {
+        let st = cx.st();
+        (st.page_cache_get(inode, index), st.inodes[inode].fs.tmpfs_mount().is_some())
+    };
     let head = match cached {
+        None if shmem => return Ok(None),
         Some(head) => {
             let mut st = cx.st();
-            if st.folios.test(head, pg::DIRTY) {
+            if !shmem && st.folios.test(head, pg::DIRTY) {
                 return Err(TakeFailed(ScanResult::Fail, true));
             }
-            if st.folios.test(head, pg::WRITEBACK) {
+            if !shmem && st.folios.test(head, pg::WRITEBACK) {
                 return Err(TakeFailed(ScanResult::Fail, false));
             }
             if !folio_trylock(&mut st, head) {
@@ -159,13 +179,13 @@ async fn take_page(cx: &Cx, inode: InodeId, index: u64, end: u64) -> Result<Pfn,
             filemap_lock_folio(cx, inode, index).await.ok_or(TakeFailed(ScanResult::Fail, false))?
         }
     };
-    let failed = check_locked_page(&cx.st(), head);
+    let failed = check_locked_page(&cx.st(), head, shmem);
     if let Some(r) = failed {
         folio_unlock(cx, head);
         return Err(TakeFailed(r, false));
     }
     cx.st().folio_isolate_lru(head);
-    Ok(head)
+    Ok(Some(head))
 }
 
 /// `filemap_lock_folio`: the page cached at `index`, locked, or `None` once the lookup finds
@@ -188,24 +208,24 @@ async fn filemap_lock_folio(cx: &Cx, inode: InodeId, index: u64) -> Option<Pfn> 
     }
 }
 
-/// `collapse_file`'s checks of a page it has locked. The kernel's check that the page is still
-/// in this mapping (`SCAN_TRUNCATED`) is not repeated here: both ways of taking the page hold
-/// its lock from a lookup that found it cached (`folio_trylock` under the xarray lock, or
-/// `filemap_lock_folio`), so it cannot have been truncated, for disk files in the kernel too.
-fn check_locked_page(st: &KState, head: Pfn) -> Option<ScanResult> {
+/// `collapse_file`'s checks of a page it has locked (a shmem page may be dirty). The kernel's
+/// check that the page is still in this mapping (`SCAN_TRUNCATED`) is not repeated here: both
+/// ways of taking the page hold its lock from a lookup that found it cached (`folio_trylock`
+/// under the xarray lock, or `filemap_lock_folio`), so it cannot have been truncated.
+fn check_locked_page(st: &KState, head: Pfn, shmem: bool) -> Option<ScanResult> {
     if !st.folios.test(head, pg::UPTODATE) {
         return Some(ScanResult::Fail);
     }
     if st.folios.order(head) != Order::BASE {
         return Some(ScanResult::PageCompound);
     }
-    if st.folios.test(head, pg::DIRTY) || st.folios.test(head, pg::WRITEBACK) {
+    if !shmem && (st.folios.test(head, pg::DIRTY) || st.folios.test(head, pg::WRITEBACK)) {
         return Some(ScanResult::Fail);
     }
     (!st.folios.test(head, pg::LRU)).then_some(ScanResult::DelPageLru)
 }
 
-/// `collapse_file` for a disk file: the module note has the steps. The caller holds no
+/// `collapse_file` for a disk or shmem file: the module note has the steps. The caller holds no
 /// `mmap_lock`.
 pub(super) async fn collapse_file(cx: &Cx, r: FileRange, who: Collapser) -> ScanResult {
     let Some(new) = alloc_collapse_page(cx, who).await else {
@@ -213,27 +233,7 @@ pub(super) async fn collapse_file(cx: &Cx, r: FileRange, who: Collapser) -> Scan
     };
     cx.st().folios.set(new, pg::LOCKED);
     let size_before = cx.st().inodes[r.inode].size_pages();
-    let mut taken = Vec::with_capacity(HPAGE_PMD_NR as usize);
-    let mut result = ScanResult::Succeed;
-    let mut flush = false;
-    for index in r.start..r.start + HPAGE_PMD_NR {
-        match take_page(cx, r.inode, index, r.start + HPAGE_PMD_NR).await {
-            Ok(head) => taken.push(head),
-            Err(TakeFailed(why, dirty)) => {
-                (result, flush) = (why, dirty);
-                break;
-            }
-        }
-        let head = *taken.last().expect("just taken");
-        if cx.st().folios.folio_mapcount(head) > 0 {
-            crate::rmap::try_to_unmap(cx, head).await;
-        }
-        // The cache's reference and the isolation's: nobody else may hold the page.
-        if cx.st().folios.refcount(head) != 2 {
-            result = ScanResult::PageCount;
-            break;
-        }
-    }
+    let (taken, mut result, flush) = take_range(cx, r).await;
     if result == ScanResult::Succeed && writer_present(cx, r.inode).await {
         result = ScanResult::Fail;
     }
@@ -248,11 +248,57 @@ pub(super) async fn collapse_file(cx: &Cx, r: FileRange, who: Collapser) -> Scan
         }
         return result;
     }
-    cx.charge_n(Cost::CopyPage4k, HPAGE_PMD_NR).await;
+    cx.charge_n(Cost::CopyPage4k, taken.len() as u64).await;
+    let holes = HPAGE_PMD_NR - taken.len() as u64;
+    if holes > 0 {
+        cx.charge_n(Cost::ZeroPage4k, holes).await;
+    }
     retract_page_tables(cx, r).await;
     folio_unlock(cx, new);
     cx.st().put_folio_extra(new);
     ScanResult::Succeed
+}
+
+/// A page taken for a collapse: its offset in the range, and the page.
+type Taken = (u64, Pfn);
+
+/// Takes every page of `r` for the collapse, each locked, isolated and unmapped (the module
+/// note): the pages taken, the result, and whether the file needs a flush.
+async fn take_range(cx: &Cx, r: FileRange) -> (Vec<Taken>, ScanResult, bool) {
+    let mut taken = Vec::with_capacity(HPAGE_PMD_NR as usize);
+    if let Some(why) = shmem_range_fails(&cx.st(), r) {
+        return (taken, why, false);
+    }
+    for index in r.start..r.start + HPAGE_PMD_NR {
+        let head = match take_page(cx, r.inode, index, r.start + HPAGE_PMD_NR).await {
+            Ok(None) => continue,
+            Ok(Some(head)) => head,
+            Err(TakeFailed(why, dirty)) => return (taken, why, dirty),
+        };
+        taken.push((index - r.start, head));
+        if cx.st().folios.folio_mapcount(head) > 0 {
+            crate::rmap::try_to_unmap(cx, head).await;
+        }
+        // The cache's reference and the isolation's: nobody else may hold the page.
+        if cx.st().folios.refcount(head) != 2 {
+            return (taken, ScanResult::PageCount, false);
+        }
+    }
+    (taken, ScanResult::Succeed, false)
+}
+
+/// For a shmem range, why its collapse fails before any page is taken: nothing cached in it
+/// (`SCAN_TRUNCATED`: "stop if extent has been truncated or hole-punched, and is now completely
+/// empty"), or it reaches past the end of the file (`SCAN_FAIL`, mmsim's: it has no THP past
+/// EOF, `shmem.rs`).
+fn shmem_range_fails(st: &KState, r: FileRange) -> Option<ScanResult> {
+    let i = &st.inodes[r.inode];
+    i.fs.tmpfs_mount()?;
+    if r.start + HPAGE_PMD_NR > i.size_pages() {
+        return Some(ScanResult::Fail);
+    }
+    let empty = i.mapping.pages.range(r.start..r.start + HPAGE_PMD_NR).next().is_none();
+    empty.then_some(ScanResult::Truncated)
 }
 
 /// Seed 000's writer check (eb6ecbed0aa2, v5.14): count the THP in `nr_thps`, then look for
@@ -261,7 +307,8 @@ pub(super) async fn collapse_file(cx: &Cx, r: FileRange, who: Collapser) -> Scan
 /// two sees the other; between the store and the load either may be preempted. Under the broken
 /// `thp_writer_barrier = reordered` each side's load passes its store.
 async fn writer_present(cx: &Cx, inode: InodeId) -> bool {
-    if !cx.st().thp.file_thp.collapse_checks_writer() {
+    let shmem = cx.st().inodes[inode].fs.tmpfs_mount().is_some();
+    if shmem || !cx.st().thp.file_thp.collapse_checks_writer() {
         return false;
     }
     let reordered = cx.kernel().switches.thp_writer_barrier == ThpWriterBarrier::Reordered;
@@ -294,29 +341,36 @@ async fn writer_present(cx: &Cx, inode: InodeId) -> bool {
 }
 
 /// The end of a collapse that took every page and passed the writer check, in one step: the
-/// copy and the exchange of the old pages for the THP `new` in the page cache, which takes over
-/// the `nr_thps` count the check made.
-fn replace_pages(cx: &Cx, r: FileRange, taken: &[Pfn], new: Pfn) {
+/// copy (zeros for a shmem file's holes) and the exchange of the old pages for the THP `new` in
+/// the page cache, which takes over the `nr_thps` count the check made; a shmem THP is dirty
+/// (it has no other copy).
+fn replace_pages(cx: &Cx, r: FileRange, taken: &[Taken], new: Pfn) {
     let mut st = cx.st();
     let counted = st.thp.file_thp.collapse_checks_writer() && st.counts_in_nr_thps(r.inode, new);
-    for (i, &head) in taken.iter().enumerate() {
-        st.mem.copy(head.0, new.0 + i as u64);
+    if taken.len() < HPAGE_PMD_NR as usize {
+        st.mem.zero_range(new, HPAGE_PMD_NR);
+    }
+    for &(off, head) in taken {
+        st.mem.copy(head.0, new.0 + off);
         st.page_cache_delete(r.inode, head);
         st.folios.clear_flag(head, pg::LOCKED);
     }
     st.folios.set(new, pg::UPTODATE);
     st.inodes[r.inode].mapping.nr_thps -= u64::from(counted);
     st.page_cache_insert(r.inode, r.start, new, false, cx.in_lru_fault());
+    if st.is_shmem_thp(r.inode, new) {
+        st.folio_mark_dirty(new);
+    }
     drop(st);
-    for &head in taken {
+    for &(_, head) in taken {
         cx.kernel().folio_waitqueue(head).wake_up_all(cx);
         cx.st().put_folio_extra(head); // the isolation's: the page is freed
     }
 }
 
 /// A failed collapse: the pages taken go back to the LRU, unlocked; the THP is freed.
-fn rollback(cx: &Cx, taken: &[Pfn], new: Pfn) {
-    for &head in taken {
+fn rollback(cx: &Cx, taken: &[Taken], new: Pfn) {
+    for &(_, head) in taken {
         cx.st().folio_putback_lru(head, false);
         folio_unlock(cx, head);
     }
@@ -533,7 +587,7 @@ async fn pte_mapped_thp_locked(
         return ScanResult::Fail;
     }
     st.folios.get_extra(head);
-    st.set_file_pmd(mm, vma, (pmd_table, idx), head);
+    st.set_file_pmd(mm, vma, (pmd_table, idx), head, false);
     ScanResult::Succeed
 }
 

@@ -256,7 +256,7 @@ fn check_mappings(st: &KState, ptes: &[Mapped], rule: CowReuse) -> Result<(), St
         if st.folios.is_anon(head) {
             anon_pmd_mapped += u64::from(pmds > 0);
         } else {
-            pmd_mapped += u64::from(pmds > 0);
+            pmd_mapped += u64::from(pmds > 0 && !st.folios.test(head, pg::SWAPBACKED));
         }
         for i in 0..st.folios.order(head).pages() {
             let page = head + i;
@@ -391,6 +391,8 @@ fn check_refcounts(st: &KState) -> Result<(), String> {
 
 fn check_page_cache_and_lru(st: &KState) -> Result<(), String> {
     let (mut file_pages, mut shmem, mut dirty, mut thps) = (0u64, 0u64, 0u64, 0u64);
+    // shmem THPs, and those of them PMD-mapped (`check_mappings` counts the other files').
+    let (mut shmem_thps, mut shmem_pmd_mapped) = (0u64, 0u64);
     for (inode, i) in st.inodes.iter() {
         let mut n = 0;
         let (mut inode_thps, mut large) = (0, 0);
@@ -408,6 +410,10 @@ fn check_page_cache_and_lru(st: &KState) -> Result<(), String> {
             }
             inode_thps += u64::from(st.counts_in_nr_thps(inode, head));
             thps += u64::from(st.is_file_thp(inode, head));
+            if st.is_shmem_thp(inode, head) {
+                shmem_thps += 1;
+                shmem_pmd_mapped += u64::from(st.folios.entire_mapcount(head) > 0);
+            }
             large += u64::from(nr > 1);
         }
         if n != i.mapping.nrpages {
@@ -435,6 +441,8 @@ fn check_page_cache_and_lru(st: &KState) -> Result<(), String> {
         (VmStat::NrShmem, shmem),
         (VmStat::NrDirty, dirty),
         (VmStat::NrFileHugepages, thps),
+        (VmStat::NrShmemHugepages, shmem_thps),
+        (VmStat::NrShmemPmdmapped, shmem_pmd_mapped),
     ] {
         if st.vmstat.get(key) != counted {
             return Err(format!(

@@ -33,12 +33,18 @@ fn parse_number(s: &str) -> Option<i64> {
     parse_size(s).and_then(|b| i64::try_from(b.as_u64()).ok())
 }
 
-/// A file system by name: `"ext4"` (or `"disk"`), `"xfs"`, `"tmpfs"` (or `"shmem"`), `"dax"` (or
-/// `"ext4-dax"`: ext4 with `-o dax` on the machine's persistent memory), `"hugetlbfs"` (2 MiB
-/// pages, or `"hugetlbfs:2MiB"`) and `"hugetlbfs:1GiB"` (a mount's `pagesize=`).
+/// A file system by name: `"ext4"` (or `"disk"`), `"xfs"`, `"tmpfs"` (a mount with `huge=never`),
+/// `"tmpfs:huge=VALUE"` (`always`, `within_size`, `advise`, `never`), `"shmem"` (the kernel's
+/// `shm_mnt`, as memfd), `"dax"` (or `"ext4-dax"`: ext4 with `-o dax` on the machine's
+/// persistent memory), `"hugetlbfs"` (2 MiB pages, or `"hugetlbfs:2MiB"`) and
+/// `"hugetlbfs:1GiB"` (a mount's `pagesize=`).
 pub fn parse_fs(s: &str) -> Result<mm::fs::FsType, String> {
     fs_type(s).ok_or_else(|| {
-        format!("unknown file system `{s}`: expected ext4, xfs, tmpfs, dax, hugetlbfs, hugetlbfs:2MiB or hugetlbfs:1GiB")
+        format!(
+            "unknown file system `{s}`: expected ext4, xfs, tmpfs, tmpfs:huge=always, \
+             tmpfs:huge=within_size, tmpfs:huge=advise, tmpfs:huge=never, shmem, dax, hugetlbfs, \
+             hugetlbfs:2MiB or hugetlbfs:1GiB"
+        )
     })
 }
 
@@ -347,6 +353,13 @@ mod tests {
             Ok(mm::fs::FsType::Hugetlbfs(mm::hugetlb::HugeSize::Size1G))
         );
         assert!(parse_fs("hugetlbfs:4KiB").unwrap_err().contains("hugetlbfs:1GiB"));
+        assert_eq!(
+            parse_fs("tmpfs:huge=within_size"),
+            Ok(mm::fs::FsType::Tmpfs(mm::shmem::TmpfsMount::Mount(
+                mm::shmem::ShmemHuge::WithinSize
+            )))
+        );
+        assert!(parse_fs("tmpfs:huge=sometimes").unwrap_err().contains("tmpfs:huge=advise"));
         assert_eq!(parse_open_flags("append").unwrap_err(), "needs one of rdonly, wronly, rdwr");
         assert_eq!(parse_hex("68 69"), Some(b"hi".to_vec()));
         assert_eq!(parse_content("pattern:7"), Ok(Some(7)));

@@ -1,0 +1,241 @@
+//! shmem/tmpfs THPs: the tmpfs `huge=` mount option, `transparent_hugepage/shmem_enabled`,
+//! `shmem_is_huge`, and the PMD-sized folio a shmem fault allocates (`mm/shmem.c`
+//! `shmem_is_huge` (earlier `shmem_huge_enabled`), `shmem_enabled_store`,
+//! `shmem_alloc_and_add_folio` (earlier `shmem_getpage_gfp`), `shmem_fault`; `mm/memory.c`
+//! `finish_fault` → `do_set_pmd`; Linux v6.8 with the eras below).
+//!
+//! Eras: shmem THPs, the `huge=` option, `shmem_enabled` and khugepaged's shmem collapse all
+//! come with v4.8 ("shmem: prepare huge= mount option and sysfs knob" 5a6e75f8110c, "shmem: add
+//! huge pages support" 800d8c63b2e9, "khugepaged: add support of collapse for tmpfs/shmem pages"
+//! f3f0e1d2150b); before, the knob does not exist and a `huge=` other than `never` is refused.
+//! Per-size shmem mTHP (`hugepages-<N>kB/shmem_enabled`, v6.11) is refused (`policy.rs`).
+//!
+//! Where the policy comes from: a file on a tmpfs mount by the mount's `huge=` (`never` by
+//! default, `always`, `within_size`, `advise`); shared anonymous memory, memfd and SysV shm live
+//! on the kernel's internal mount `shm_mnt`, whose `huge` is `shmem_enabled` (`shmem_enabled_store`
+//! copies `always`/`within_size`/`advise`/`never` to it). `shmem_enabled = deny` refuses THPs on
+//! every mount, `force` grants them on every mount (both for testing, as the kernel documents).
+//!
+//! `shmem_is_huge(inode, index, force, vma)`, as v6.8 orders its tests: `VM_NOHUGEPAGE` or
+//! `MMF_DISABLE_THP` refuse; `deny` refuses; `force` (or the caller's `force`: `MADV_COLLAPSE`)
+//! grants; then the mount's option: `always` grants, `within_size` grants when the file's size
+//! reaches the end of the PMD-sized range holding `index` (`round_up(index + 1, 512)`), else
+//! falls through to `advise`, which grants in a `VM_HUGEPAGE` VMA (`MADV_HUGEPAGE`); `never`
+//! refuses. `MADV_COLLAPSE`'s override of `deny` ("mm/shmem: add flag to enforce shmem THP in
+//! hugepage_vma_check()", 7c6c6cc4d3a2) was reverted before a release ("mm/shmem: restore
+//! SHMEM_HUGE_DENY precedence over MADV_COLLAPSE", 3de0c269adc6), so `deny` wins in every era.
+//!
+//! The eligibility predicate (`policy.rs`) answers for a shmem VMA outside a fault: from v5.11
+//! ("mm,thp,shmem: make khugepaged obey tmpfs mount flags", Rik van Riel) by `shmem_is_huge` at
+//! the VMA's `vm_pgoff`, not by the anonymous `enabled` gate (`MADV_COLLAPSE` forcing); before,
+//! by the `enabled` gate alone (`always`, or `madvise` with `VM_HUGEPAGE`), the mount ignored.
+//! smaps' `THPeligible` on v5.0-v5.13 (`transparent_hugepage_enabled`) needs both
+//! `shmem_is_huge` and the `enabled` gate; from v5.14 it is khugepaged's answer.
+//!
+//! The fault (`shmem_fault` → `shmem_get_folio_gfp` → `shmem_alloc_and_add_folio`): a fault on
+//! an empty PMD (a read, or a write in a shared VMA) whose 2 MiB range lies inside the VMA at
+//! the file offset's colour and inside the file, with no page cached in the range, and allowed
+//! by `shmem_is_huge` at the fault's index, allocates a zeroed PMD-sized folio (`thp_file_alloc`;
+//! `thp_file_fallback` from v5.8 when none can be had, and the fault goes on with 4 KiB pages),
+//! caches it (`nr_shmem_hugepages`, `ShmemHugePages`) and maps it with one PMD (`finish_fault` →
+//! `do_set_pmd`: `nr_shmem_pmdmapped`, meminfo and smaps `ShmemPmdMapped`, `thp_file_mapped`),
+//! writable and dirty for a shared write. A range that already holds 4 KiB pages gets another 4
+//! KiB page (the kernel's `-E2BIG` fallback, not counted).
+//!
+//! Approximations: only faults allocate shmem THPs; `write` and `fallocate` allocate 4 KiB pages
+//! (the kernel's `shmem_write_begin` and `shmem_fallocate` may allocate THPs under `always`,
+//! `within_size` or `force`). mmsim allocates no THP reaching past the end of the file (the
+//! kernel does under `always`, and splits such THPs under memory pressure with its shrinker);
+//! no `huge=` remount, no `thp_file_fallback_charge` (the memory cgroup charge reclaims or the
+//! allocation fails), and shmem pages are not swapped (so khugepaged's `max_ptes_swap` has
+//! nothing to count for shmem, and the selftest's shmem swap-in cases are not mirrored).
+
+use crate::era::KernelVersion;
+use crate::folio::{InodeId, pg};
+use crate::kernel::KState;
+use crate::memory::Vmf;
+use crate::sim::cost::Cost;
+use crate::vma::{VmFlags, VmaId};
+use crate::vmstat::VmStat;
+use simcore::Order;
+
+/// Pages in a PMD-sized folio (`HPAGE_PMD_NR`).
+const HPAGE_PMD_NR: u64 = 512;
+
+/// `transparent_hugepage/shmem_enabled` (`SHMEM_HUGE_*` as `shmem_huge`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ShmemEnabled {
+    Always,
+    WithinSize,
+    Advise,
+    Never,
+    Deny,
+    Force,
+}
+
+/// The knob's values in the kernel's order.
+pub(crate) const SHMEM_ENABLED: [(ShmemEnabled, &str); 6] = [
+    (ShmemEnabled::Always, "always"),
+    (ShmemEnabled::WithinSize, "within_size"),
+    (ShmemEnabled::Advise, "advise"),
+    (ShmemEnabled::Never, "never"),
+    (ShmemEnabled::Deny, "deny"),
+    (ShmemEnabled::Force, "force"),
+];
+
+/// A tmpfs mount's `huge=` option (`SHMEM_SB(sb)->huge`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ShmemHuge {
+    Never,
+    Always,
+    WithinSize,
+    Advise,
+}
+
+/// The mount a tmpfs inode lives on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TmpfsMount {
+    /// The kernel's internal `shm_mnt` (shared anonymous memory, memfd, SysV shm): its `huge`
+    /// follows `shmem_enabled`.
+    ShmMnt,
+    /// A tmpfs mount with its `huge=` option.
+    Mount(ShmemHuge),
+}
+
+const HUGE_OPTION: [(ShmemHuge, &str); 4] = [
+    (ShmemHuge::Never, "never"),
+    (ShmemHuge::Always, "always"),
+    (ShmemHuge::WithinSize, "within_size"),
+    (ShmemHuge::Advise, "advise"),
+];
+
+impl ShmemHuge {
+    /// The `huge=` option named `value` (`shmem_parse_huge`).
+    pub fn parse(value: &str) -> Result<ShmemHuge, String> {
+        crate::huge_memory::policy::choice(&HUGE_OPTION, value)
+            .map_err(|e| format!("tmpfs huge=: {e}"))
+    }
+
+    /// The option's name.
+    pub fn name(self) -> &'static str {
+        HUGE_OPTION.iter().find(|(h, _)| *h == self).map_or("?", |(_, n)| n)
+    }
+}
+
+impl TmpfsMount {
+    /// Why a file on this mount cannot exist on kernel `k`: a `huge=` other than `never`
+    /// before v4.8.
+    pub fn unmodelled(self, k: KernelVersion) -> Option<String> {
+        match self {
+            TmpfsMount::Mount(huge)
+                if huge != ShmemHuge::Never && !crate::era::has_shmem_thp(k) =>
+            {
+                Some(format!(
+                    "tmpfs huge={}: shmem THPs appear in v4.8 (5a6e75f8110c); {k} has none",
+                    huge.name()
+                ))
+            }
+            _ => None,
+        }
+    }
+}
+
+impl KState {
+    /// The tmpfs inode `vma` maps (`shmem_file(vma->vm_file)`), if it maps one.
+    pub(crate) fn vma_shmem_inode(&self, vma: VmaId) -> Option<InodeId> {
+        let inode = self.file(self.vma(vma).file?).inode;
+        self.inodes[inode].fs.tmpfs_mount().map(|_| inode)
+    }
+
+    /// The `huge` option of the superblock `inode` lives on, if it is a tmpfs inode.
+    fn shmem_sb_huge(&self, inode: InodeId) -> Option<ShmemHuge> {
+        Some(match self.inodes[inode].fs.tmpfs_mount()? {
+            TmpfsMount::Mount(huge) => huge,
+            TmpfsMount::ShmMnt => match self.thp.settings.shmem_enabled {
+                ShmemEnabled::Always => ShmemHuge::Always,
+                ShmemEnabled::WithinSize => ShmemHuge::WithinSize,
+                ShmemEnabled::Advise => ShmemHuge::Advise,
+                ShmemEnabled::Never | ShmemEnabled::Deny | ShmemEnabled::Force => ShmemHuge::Never,
+            },
+        })
+    }
+
+    /// `shmem_is_huge`: whether page `index` of the tmpfs inode `inode` may be in a PMD-sized
+    /// folio, for a fault or scan in `vma` (`None`: no mm, a `write`), `force` for
+    /// `MADV_COLLAPSE` (the module note has the order of the tests).
+    pub(crate) fn shmem_is_huge(
+        &self,
+        inode: InodeId,
+        index: u64,
+        force: bool,
+        vma: Option<VmaId>,
+    ) -> bool {
+        let Some(huge) = self.shmem_sb_huge(inode) else { return false };
+        if !crate::era::has_shmem_thp(self.thp.kernel)
+            || vma.is_some_and(|v| crate::huge_memory::policy::vma_thp_disabled(self, v))
+        {
+            return false;
+        }
+        match self.thp.settings.shmem_enabled {
+            ShmemEnabled::Deny => return false,
+            ShmemEnabled::Force => return true,
+            _ if force => return true,
+            _ => {}
+        }
+        let advised = vma.is_some_and(|v| self.vma(v).flags.has(VmFlags::HUGEPAGE));
+        match huge {
+            ShmemHuge::Always => true,
+            ShmemHuge::WithinSize => {
+                let end = (index + 1).next_multiple_of(HPAGE_PMD_NR);
+                self.inodes[inode].size_pages() >= end || advised
+            }
+            ShmemHuge::Advise => advised,
+            ShmemHuge::Never => false,
+        }
+    }
+}
+
+/// `shmem_alloc_and_add_folio` with a PMD-sized folio, for a fault at the PMD-aligned `index`
+/// of the tmpfs file `inode` (the caller checked the range against the VMA and the file): when
+/// `shmem_is_huge` allows it at the fault's index and no page is cached in the range, allocates
+/// a zeroed THP and caches it. Returns whether it did; when not, the fault goes on with 4 KiB
+/// pages.
+pub(crate) async fn shmem_alloc_huge(vmf: &Vmf<'_>, inode: InodeId, index: u64) -> bool {
+    let cx = vmf.cx;
+    let range_empty = |st: &KState| {
+        st.inodes[inode].mapping.pages.range(index..index + HPAGE_PMD_NR).next().is_none()
+    };
+    let may_reclaim = {
+        let st = cx.st();
+        if !st.shmem_is_huge(inode, vmf.pgoff, false, Some(vmf.vma)) || !range_empty(&st) {
+            return false;
+        }
+        st.thp.settings.fault_may_reclaim(st.vma(vmf.vma).flags)
+    };
+    cx.charge(Cost::PageAlloc).await;
+    cx.charge_n(Cost::PageAllocHighOrderPerPage, HPAGE_PMD_NR).await;
+    let got = if may_reclaim {
+        crate::vmscan::alloc_folio(cx, Order::PMD).await
+    } else {
+        crate::vmscan::alloc_folio_no_reclaim(cx, Order::PMD).await
+    };
+    let Some(head) = got else {
+        if crate::vmstat::exists_on(VmStat::ThpFileFallback, cx.st().thp.kernel) {
+            cx.st().vmstat.inc(VmStat::ThpFileFallback);
+        }
+        return false;
+    };
+    cx.charge_n(Cost::ZeroPage4k, HPAGE_PMD_NR).await;
+    let mut st = cx.st();
+    if !range_empty(&st) {
+        // Another task cached a page in the range meanwhile: the 4 KiB path finds it.
+        st.put_folio_extra(head);
+        return false;
+    }
+    st.mem.zero_range(head, HPAGE_PMD_NR);
+    st.folios.set(head, pg::UPTODATE);
+    st.page_cache_insert(inode, index, head, false, cx.in_lru_fault());
+    st.put_folio_extra(head);
+    st.vmstat.inc(VmStat::ThpFileAlloc);
+    true
+}
