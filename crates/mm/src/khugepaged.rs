@@ -601,8 +601,7 @@ async fn collapse_locked(
             Err(r) => Err(r),
         }
     };
-    // Between the check and the copy a GUP-fast that walked the table before the PMD was
-    // cleared may take its reference (the module note).
+    // A GUP-fast that walked the table before the flush may take its reference here.
     cx.preempt_point().await;
     let _g = ptl.lock(cx).await;
     {
