@@ -228,6 +228,36 @@ switch_enum!(
     }
 );
 
+switch_enum!(
+    /// What GUP-fast re-checks after taking its reference on a page it found through a PTE table
+    /// (`gup_pte_range`, `mm/gup.c`): the PTE it read, and whether the PMD still points at that
+    /// table. A collapse that cleared the PMD (`pmdp_collapse_flush`) and checked the page's
+    /// references before GUP-fast took its own leaves the PTE in place until it copies, so the
+    /// PTE re-check alone lets GUP-fast return a page the collapse is about to replace.
+    GupFastRecheck, "gup_fast_recheck" {
+        /// The PTE only: up to v5.19, on architectures whose TLB flush sends no IPI for
+        /// GUP-fast to hold off (the model's, see `gup.rs`).
+        Pte = "pte",
+        /// The PMD too: "mm: gup: fix the fast GUP race against THP collapse" (70cbc3cc78a9,
+        /// v6.0 ~, backported to stable).
+        Pmd = "pmd",
+    }
+);
+
+switch_enum!(
+    /// Whether the anonymous collapse holds `mmap_lock` for write while it takes the PTE table
+    /// out of its PMD, re-checks, copies and maps the THP (`collapse_huge_page`,
+    /// `mm/khugepaged.c`), which keeps fork (`dup_mmap` holds the parent's `mmap_lock` for
+    /// write) from copying the range meanwhile. Always `write` in the kernel; `none` is a
+    /// deliberately broken variant, selectable by name only, that the explorer's
+    /// collapse-vs-fork scenario must catch.
+    CollapseMmapLock, "collapse_mmap_lock" {
+        Write = "write",
+        /// Broken on purpose: the locked part of the collapse runs without `mmap_lock`.
+        None = "none",
+    }
+);
+
 macro_rules! switches {
     ($(#[$meta:meta])* $name:ident { $($field:ident: $ty:ident,)* }) => {
         $(#[$meta])*
@@ -279,6 +309,8 @@ switches!(
         cow_reuse: CowReuse,
         foll_force_cow: FollForceCow,
         refcount_freeze: RefcountFreeze,
+        gup_fast_recheck: GupFastRecheck,
+        collapse_mmap_lock: CollapseMmapLock,
     }
 );
 
@@ -328,6 +360,8 @@ impl Switches {
                 FollForceCow::AnonExclusive
             },
             refcount_freeze: RefcountFreeze::Freeze,
+            gup_fast_recheck: if k <= v(5, 19) { GupFastRecheck::Pte } else { GupFastRecheck::Pmd },
+            collapse_mmap_lock: CollapseMmapLock::Write,
         }
     }
 

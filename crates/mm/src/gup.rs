@@ -48,16 +48,26 @@
 //! memory, so nothing could hold a reference (the kernel takes ZONE_DEVICE page references, and
 //! refuses FOLL_LONGTERM). Populating such a range faults it in normally.
 //!
+//! GUP-fast (`lockless_pages_from_mm`, `gup_pmd_range`, `gup_pte_range`) walks without locks,
+//! then, in a later step, takes its reference (`try_grab_folio`, failing on a freed folio) and
+//! re-checks what it walked: a PMD leaf always, a PTE always, and the PMD above the PTE table
+//! from "mm: gup: fix the fast GUP race against THP collapse" (70cbc3cc78a9, v6.0 ~, switch
+//! `gup_fast_recheck`); if anything changed it drops the reference and takes the slow path.
+//! Approximation: the walk is not held off by the TLB flush of a concurrent `pmdp_collapse_flush`,
+//! as on architectures whose flush sends no IPI to a CPU with interrupts disabled (arm64,
+//! paravirtualised x86), where that race lived; page tables freed during the walk are read as
+//! changed (the kernel keeps them alive by RCU or that IPI, 2ba99c5e0881).
+//!
 //! Also here: populating a range (`MAP_POPULATE`).
 
-use crate::era::FollForceCow;
+use crate::era::{FollForceCow, GupFastRecheck};
 use crate::errno::Errno;
 use crate::fault::{FaultAcct, handle_mm_fault};
 use crate::folio::pg;
 use crate::kernel::{Cx, KState};
 use crate::memory::{FaultKind, vm_normal_page};
 use crate::mm_struct::{MMF_HAS_PINNED, MmId};
-use crate::pgtable::{Level, Pte};
+use crate::pgtable::{Level, PtId, Pte, Upper};
 use crate::vm_ops::VmOps;
 use crate::vma::{VmFlags, VmaId};
 use crate::vmstat::VmStat;
@@ -258,15 +268,7 @@ pub(crate) async fn get_user_pages(
     for i in 0..nr {
         let addr = start + Bytes(i << 12);
         cx.preempt_point().await;
-        let fast = {
-            let mut st = cx.st();
-            let page = gup_fast(cx, &st, mm, addr, flags);
-            if let Some(p) = page {
-                grab(&mut st, p, flags);
-            }
-            page
-        };
-        let page = match fast {
+        let page = match gup_fast_one(cx, mm, addr, flags).await {
             Some(p) => p,
             None => match gup_slow(cx, mm, addr, flags).await {
                 Ok(p) => p,
@@ -296,6 +298,68 @@ fn gup_fast(cx: &Cx, st: &KState, mm: MmId, addr: VirtAddr, flags: GupFlags) -> 
     };
     follow_page(cx, st, mm, addr, Walk { flags: walk, foll_cow: false })
         .filter(|&page| folio_fast_pin_allowed(cx, st, page, flags))
+}
+
+/// What GUP-fast read locklessly before taking its reference: the PMD entry and, where it
+/// points at a PTE table, the PTE (`gup_pmd_range`'s `pmd`, `gup_pte_range`'s `pte`).
+#[derive(Clone, Copy)]
+struct FastWalk {
+    pmd: (PtId, usize, Upper),
+    pte: Option<(PtId, usize, Pte)>,
+}
+
+fn fast_walk(st: &KState, mm: MmId, addr: VirtAddr) -> Option<FastWalk> {
+    let (t, i) = st.pt.pmd_slot(st.mm(mm).pgd, addr)?;
+    let pmd = st.pt.upper(t, i);
+    let pte = match pmd {
+        Upper::Table(pt) => {
+            let j = Level::Pte.index(addr);
+            Some((pt, j, st.pt.pte(pt, j)))
+        }
+        Upper::None | Upper::Leaf(_) => None,
+    };
+    Some(FastWalk { pmd: (t, i, pmd), pte })
+}
+
+/// Whether the entries GUP-fast walked still hold after it took its reference: a PMD leaf is
+/// re-checked in every era (`gup_huge_pmd`), a PTE always, and the PMD above a PTE from
+/// 70cbc3cc78a9 (`gup_fast_recheck`). A table freed meanwhile counts as changed.
+fn fast_walk_holds(cx: &Cx, st: &KState, w: FastWalk) -> bool {
+    let (t, i, pmd) = w.pmd;
+    let pmd_holds = st.pt.is_live(t) && st.pt.upper(t, i) == pmd;
+    match w.pte {
+        None => pmd_holds,
+        Some((pt, j, pte)) => {
+            let pte_holds = st.pt.is_live(pt) && st.pt.pte(pt, j) == pte;
+            let pmd_checked = cx.kernel().switches.gup_fast_recheck == GupFastRecheck::Pmd;
+            pte_holds && (pmd_holds || !pmd_checked)
+        }
+    }
+}
+
+/// GUP-fast for one page: the lockless walk, then in a later step the reference
+/// (`try_grab_folio`, which fails on a folio already freed) and the re-check of what was
+/// walked; on a change the reference is dropped and the slow path runs.
+async fn gup_fast_one(cx: &Cx, mm: MmId, addr: VirtAddr, flags: GupFlags) -> Option<Pfn> {
+    let (page, walk) = {
+        let st = cx.st();
+        let page = gup_fast(cx, &st, mm, addr, flags)?;
+        (page, fast_walk(&st, mm, addr)?)
+    };
+    cx.preempt_point().await;
+    let mut st = cx.st();
+    if !st.is_zero_pfn(page) && st.folios.refcount(st.folios.head(page)) == 0 {
+        return None;
+    }
+    grab(&mut st, page, flags);
+    if fast_walk_holds(cx, &st, walk) {
+        return Some(page);
+    }
+    if !st.is_zero_pfn(page) {
+        let head = st.folios.head(page);
+        put_ref(&mut st, head, flags.pin);
+    }
+    None
 }
 
 /// The slow path for one page (`__get_user_pages`): `mmap_lock`, fault as needed (`faultin_page`,
@@ -358,14 +422,19 @@ pub(crate) fn release_pages(cx: &Cx, gup: &GupPages, dirty: bool) {
         } else if dirty {
             st.folio_mark_dirty(head);
         }
-        if gup.flags.pin {
-            st.vmstat.inc(VmStat::NrFollPinReleased);
-            if st.folios.unpin(head) {
-                st.free_folio(head);
-            }
-        } else {
-            st.put_folio_extra(head);
+        put_ref(&mut st, head, gup.flags.pin);
+    }
+}
+
+/// Drops one GUP reference on the folio `head` (`gup_put_folio`).
+fn put_ref(st: &mut KState, head: Pfn, pin: bool) {
+    if pin {
+        st.vmstat.inc(VmStat::NrFollPinReleased);
+        if st.folios.unpin(head) {
+            st.free_folio(head);
         }
+    } else {
+        st.put_folio_extra(head);
     }
 }
 

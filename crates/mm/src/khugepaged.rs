@@ -43,6 +43,18 @@
 //! PTE table and maps the THP by a writable, dirty, exclusive PMD; `pages_collapsed` counts
 //! khugepaged's successes.
 //!
+//! Races (`scenarios/races/collapse-gup-fast.toml`, `collapse-fork.toml`). `mmap_lock` for write
+//! keeps fork out (`dup_mmap` holds the parent's for write): fork copies the range before the
+//! collapse (whose re-check then finds the PTEs write-protected, `SCAN_PAGE_RO`) or the THP after
+//! it; the `collapse_mmap_lock = none` variant, broken on purpose, lets fork copy an empty PMD.
+//! GUP-fast takes no lock: clearing the PMD and flushing stops only walks that start later, and
+//! a walk that read the PTE before may take its reference after the re-check of the page
+//! counts, while the PTE is still in place; from v6.0 (~, 70cbc3cc78a9) GUP-fast re-checks the
+//! PMD after taking the reference and backs off, before only the PTE, and it returned the old
+//! page that the collapse then replaced (`gup.rs`, `gup_fast_recheck`). The table is deposited,
+//! not freed, so GUP-fast never reads freed memory here (the file collapse's retraction needs
+//! the IPI of 2ba99c5e0881 for that).
+//!
 //! `MADV_COLLAPSE` (v6.1, 7d8faaf15545; EINVAL before) runs the same scan and collapse
 //! synchronously over every PMD range of the advised range, with the policy's
 //! `ThpCaller::Collapse` (no sysfs gate, but `VM_NOHUGEPAGE` and `PR_SET_THP_DISABLE` refuse it
@@ -63,6 +75,7 @@
 
 mod file;
 
+use crate::era::CollapseMmapLock;
 use crate::errno::Errno;
 use crate::folio::pg;
 use crate::huge_memory::policy::{ThpCaller, ThpEnabled, thp_vma_allowable};
@@ -546,7 +559,10 @@ async fn collapse_locked(
     who: Collapser,
 ) -> ScanResult {
     let lock = cx.st().mm(mm).mmap_lock;
-    let _w = lock.write(cx).await;
+    let _w = match cx.kernel().switches.collapse_mmap_lock {
+        CollapseMmapLock::Write => Some(lock.write(cx).await),
+        CollapseMmapLock::None => None,
+    };
     let vma = match revalidate(&cx.st(), mm, haddr, who) {
         Ok(v) => v,
         Err(r) => return r,
@@ -576,29 +592,28 @@ async fn collapse_locked(
     }
     drop(pmd_guard);
     crate::arch::tlbflush::flush_tlb_range(cx, mm, haddr, haddr + Bytes::PMD).await;
-    // `__collapse_huge_page_isolate` and `__collapse_huge_page_copy` under the PTE lock.
+    // `__collapse_huge_page_isolate` under the PTE lock; the PTEs stay until the copy.
     let pte_ptl = cx.st().pt.ptl(table);
-    let copied = {
+    let checked = {
         let _p = pte_ptl.lock(cx).await;
-        let mut st = cx.st();
-        match census(&st, table, who) {
+        match census(&cx.st(), table, who) {
             Ok(c) if !c.writable => Err(ScanResult::PageRo),
-            Ok(_) => Ok(st.collapse_copy(table, new)),
+            Ok(_) => Ok(()),
             Err(r) => Err(r),
         }
     };
+    // A GUP-fast that walked the table before the flush may take its reference here.
+    cx.preempt_point().await;
     let _g = ptl.lock(cx).await;
     {
         let mut st = cx.st();
         st.thp.khugepaged.isolated.remove(&(mm, haddr));
-        let none_ptes = match copied {
-            Ok(n) => n,
-            Err(r) => {
-                // Rollback (`pmd_populate`): the old table is mapped again, untouched.
-                st.pt.set_upper(pmd_table, idx, Upper::Table(table));
-                return r;
-            }
-        };
+        if let Err(r) = checked {
+            // Rollback (`pmd_populate`): the old table is mapped again, untouched.
+            st.pt.set_upper(pmd_table, idx, Upper::Table(table));
+            return r;
+        }
+        let none_ptes = st.collapse_copy(table, new);
         st.collapse_install(mm, vma, haddr, (pmd_table, idx, table), new, cx.in_lru_fault());
         st.mm_mut(mm).add_rss(MmCounter::AnonPages, none_ptes);
     }

@@ -293,6 +293,11 @@ impl PageTables {
         t.pfn
     }
 
+    /// Whether table `id` is allocated (a lockless walker may hold the id of a freed one).
+    pub fn is_live(&self, id: PtId) -> bool {
+        self.slots.get(id.0 as usize).is_some_and(|s| s.table.is_some())
+    }
+
     pub fn table(&self, id: PtId) -> &Table {
         self.slots[id.0 as usize].table.as_ref().expect("use of a freed page table")
     }
