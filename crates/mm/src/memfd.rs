@@ -1,10 +1,10 @@
 //! `memfd_create(2)` (`mm/memfd.c` since v5.1, before in `mm/shmem.c`; the syscall since v3.17).
 //!
-//! A memfd is an unlinked file opened read-write: on tmpfs (the kernel's internal `shm_mnt`),
-//! or with `MFD_HUGETLB` (v4.14, 749df87bd7be) on hugetlbfs with the page size its flags encode
-//! as `mmap`'s `MAP_HUGE_*` do. `/proc/PID/maps` names it `/memfd:NAME (deleted)`. Its size
-//! starts at zero; `ftruncate` or `write` gives it pages' room, as for any tmpfs or hugetlbfs
-//! file.
+//! A memfd is an unlinked file opened read-write: on tmpfs (the kernel's internal `shm_mnt`,
+//! whose THPs follow `shmem_enabled`, `shmem.rs`), or with `MFD_HUGETLB` (v4.14, 749df87bd7be)
+//! on hugetlbfs with the page size its flags encode as `mmap`'s `MAP_HUGE_*` do.
+//! `/proc/PID/maps` names it `/memfd:NAME (deleted)`. Its size starts at zero; `ftruncate` or
+//! `write` gives it pages' room, as for any tmpfs or hugetlbfs file.
 //!
 //! Arguments, checked in the kernel's order:
 //! - flags outside the era's set are EINVAL: `MFD_CLOEXEC`, `MFD_ALLOW_SEALING`; `MFD_HUGETLB`
@@ -25,6 +25,7 @@ use crate::errno::Errno;
 use crate::fs::{FileId, FsType, fmode};
 use crate::hugetlb::{HugeSize, MAP_HUGE_SHIFT};
 use crate::kernel::{Cx, KState};
+use crate::shmem::TmpfsMount;
 
 /// `memfd_create` flags (`include/uapi/linux/memfd.h`).
 pub mod mfd {
@@ -67,7 +68,7 @@ fn memfd_fs(k: KernelVersion, flags: u32, name: &str) -> Result<FsType, Errno> {
         return Err(Errno::EINVAL);
     }
     if flags & mfd::HUGETLB == 0 {
-        return Ok(FsType::Tmpfs);
+        return Ok(FsType::Tmpfs(TmpfsMount::ShmMnt));
     }
     let size = HugeSize::of_map_flags(flags & mfd::HUGE_BITS).ok_or(Errno::EINVAL)?;
     if crate::era::hugetlb_unmodelled(k).is_some() {

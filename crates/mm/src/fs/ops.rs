@@ -255,7 +255,7 @@ impl FsType {
     pub(crate) fn i_blocks(self, st: &KState, inode: InodeId) -> u64 {
         match self {
             FsType::Disk | FsType::Xfs => st.disk_pages_held(inode),
-            FsType::Tmpfs => st.inodes[inode].mapping.nrpages,
+            FsType::Tmpfs(_) => st.inodes[inode].mapping.nrpages,
             FsType::Dax => st.dax.inodes.get(&inode).map_or(0, |d| d.blocks.len() as u64),
             FsType::Hugetlbfs(size) => st.hinode(inode).cache.len() as u64 * (size.bytes() / 4096),
             FsType::Pipe => 0,
