@@ -65,6 +65,20 @@ use simcore::{Bytes, Order, Pfn, VirtAddr};
 /// Pages in a PMD-sized folio (`HPAGE_PMD_NR`).
 const HPAGE_PMD_NR: u64 = 512;
 
+/// Allocates a PMD-sized folio (`vma_alloc_folio` with the THP gfp mask), charging the
+/// allocation and its per-page work; it reclaims directly only when `may_reclaim` (what
+/// `defrag`, or the collapser, allows). The caller counts the success or fallback in its own
+/// counter (`thp_fault_*`, `thp_file_*`, `thp_collapse_*`).
+pub(crate) async fn alloc_pmd_folio(cx: &Cx, may_reclaim: bool) -> Option<Pfn> {
+    cx.charge(Cost::PageAlloc).await;
+    cx.charge_n(Cost::PageAllocHighOrderPerPage, HPAGE_PMD_NR).await;
+    if may_reclaim {
+        crate::vmscan::alloc_folio(cx, Order::PMD).await
+    } else {
+        crate::vmscan::alloc_folio_no_reclaim(cx, Order::PMD).await
+    }
+}
+
 impl KState {
     /// The file and the PMD-aligned page index a THP at `addr` of `vma` would cover, when the
     /// aligned range lies inside the VMA and the file at a file offset of the same 2 MiB colour

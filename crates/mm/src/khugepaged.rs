@@ -86,7 +86,7 @@ use crate::pgtable::{PtId, Pte, Upper};
 use crate::sim::cost::Cost;
 use crate::vma::VmaId;
 use crate::vmstat::VmStat;
-use simcore::{Bytes, Order, Pfn, SimDuration, VirtAddr};
+use simcore::{Bytes, Pfn, SimDuration, VirtAddr};
 
 /// Pages in a PMD-sized folio (`HPAGE_PMD_NR`).
 const HPAGE_PMD_NR: u64 = 512;
@@ -497,13 +497,7 @@ async fn collapse_huge_page(cx: &Cx, mm: MmId, haddr: VirtAddr, who: Collapser) 
 /// with its `defrag` on, `MADV_COLLAPSE` always.
 async fn alloc_collapse_page(cx: &Cx, who: Collapser) -> Option<Pfn> {
     let reclaim = who == Collapser::Madvise || cx.st().thp.settings.khugepaged_defrag;
-    cx.charge(Cost::PageAlloc).await;
-    cx.charge_n(Cost::PageAllocHighOrderPerPage, HPAGE_PMD_NR).await;
-    let got = if reclaim {
-        crate::vmscan::alloc_folio(cx, Order::PMD).await
-    } else {
-        crate::vmscan::alloc_folio_no_reclaim(cx, Order::PMD).await
-    };
+    let got = crate::huge_memory::alloc_pmd_folio(cx, reclaim).await;
     let stat =
         if got.is_some() { VmStat::ThpCollapseAlloc } else { VmStat::ThpCollapseAllocFailed };
     cx.st().vmstat.inc(stat);

@@ -57,7 +57,6 @@ use crate::memory::Vmf;
 use crate::sim::cost::Cost;
 use crate::vma::{VmFlags, VmaId};
 use crate::vmstat::VmStat;
-use simcore::Order;
 
 /// Pages in a PMD-sized folio (`HPAGE_PMD_NR`).
 const HPAGE_PMD_NR: u64 = 512;
@@ -212,14 +211,7 @@ pub(crate) async fn shmem_alloc_huge(vmf: &Vmf<'_>, inode: InodeId, index: u64) 
         }
         st.thp.settings.fault_may_reclaim(st.vma(vmf.vma).flags)
     };
-    cx.charge(Cost::PageAlloc).await;
-    cx.charge_n(Cost::PageAllocHighOrderPerPage, HPAGE_PMD_NR).await;
-    let got = if may_reclaim {
-        crate::vmscan::alloc_folio(cx, Order::PMD).await
-    } else {
-        crate::vmscan::alloc_folio_no_reclaim(cx, Order::PMD).await
-    };
-    let Some(head) = got else {
+    let Some(head) = crate::huge_memory::alloc_pmd_folio(cx, may_reclaim).await else {
         if crate::vmstat::exists_on(VmStat::ThpFileFallback, cx.st().thp.kernel) {
             cx.st().vmstat.inc(VmStat::ThpFileFallback);
         }

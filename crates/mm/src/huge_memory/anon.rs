@@ -69,7 +69,7 @@ use crate::pgtable::{Level, PtId, Pte, Upper};
 use crate::sim::cost::Cost;
 use crate::vma::VmaId;
 use crate::vmstat::VmStat;
-use simcore::{Bytes, Order, Pfn, VirtAddr};
+use simcore::{Bytes, Pfn, VirtAddr};
 
 /// Pages in a PMD-sized folio (`HPAGE_PMD_NR`).
 const HPAGE_PMD_NR: u64 = 512;
@@ -138,13 +138,7 @@ async fn alloc_thp(cx: &Cx, vma: VmaId) -> Option<Pfn> {
         let st = cx.st();
         st.thp.settings.fault_may_reclaim(st.vma(vma).flags)
     };
-    cx.charge(Cost::PageAlloc).await;
-    cx.charge_n(Cost::PageAllocHighOrderPerPage, HPAGE_PMD_NR).await;
-    let got = if may_reclaim {
-        crate::vmscan::alloc_folio(cx, Order::PMD).await
-    } else {
-        crate::vmscan::alloc_folio_no_reclaim(cx, Order::PMD).await
-    };
+    let got = crate::huge_memory::alloc_pmd_folio(cx, may_reclaim).await;
     let stat = if got.is_some() { VmStat::ThpFaultAlloc } else { VmStat::ThpFaultFallback };
     cx.st().vmstat.inc(stat);
     got
