@@ -42,6 +42,15 @@ impl KState {
         let p = &self.procs[pid];
         let comm: String = p.name.chars().take(COMM_MAX).collect();
         let state = if p.state == ProcState::Exited { 'Z' } else { 'R' };
+        let f = self.stat_values(pid);
+        let rest: Vec<String> = f[3..].iter().map(u64::to_string).collect();
+        format!("{} ({comm}) {state} {}\n", f[0], rest.join(" "))
+    }
+
+    /// The numeric fields of the stat line by position (fields 2 and 3, the command and state,
+    /// are left 0).
+    fn stat_values(&self, pid: Pid) -> [u64; 52] {
+        let p = &self.procs[pid];
         let (vsize, rss) = p.mm.map_or((0, 0), |mm| {
             let m = self.mm(mm);
             let vm: u64 = m.vmas.values().map(|&v| self.vma(v).len().as_u64()).sum();
@@ -60,8 +69,7 @@ impl KState {
         set(24, rss);
         set(25, RLIM_INFINITY);
         set(38, SIGCHLD);
-        let rest: Vec<String> = f[3..].iter().map(u64::to_string).collect();
-        format!("{} ({comm}) {state} {}\n", f[0], rest.join(" "))
+        f
     }
 
     /// The process `pid` descends from that has no parent (the swapper's children are roots).
@@ -76,13 +84,7 @@ impl KState {
     /// Field `name` of `/proc/PID/stat` (one of [`STAT_FIELDS`]).
     pub fn proc_stat_field(&self, pid: Pid, name: &str) -> Option<u64> {
         let &(_, pos) = STAT_FIELDS.iter().find(|(n, _)| *n == name)?;
-        let line = self.proc_stat(pid);
-        // The command may hold spaces: count fields after its closing parenthesis.
-        let (head, tail) = line.rsplit_once(") ")?;
-        if pos == 1 {
-            return head.split(' ').next()?.parse().ok();
-        }
-        tail.split_whitespace().nth(pos - 3)?.parse().ok()
+        Some(self.stat_values(pid)[pos - 1])
     }
 }
 
