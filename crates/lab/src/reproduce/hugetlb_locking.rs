@@ -52,12 +52,12 @@
 //! lines); a longer pass makes that hold longer and rarer in proportion, so the share of time
 //! readers are shut out barely moves: combined revert / i_mmap_rwsem 0.73x with 8 GiB passes and
 //! a 40 ms window, 1.09x with 32 GiB and 160 ms, 1.29x with the published 250 GiB and a 1.2 s
-//! window (its three combined runs alone: 151 M events, 10 min host, 138 MB). And a fault program collapsed to
-//! the published 1528 pages/s would take 84 s to reach its 250 GiB munmap, so that munmap cannot
-//! sustain the collapse: the fork side's write acquisitions (about 24 k/s published) must each
-//! shut readers out for tens of microseconds. What the kernel holds for write there (v6.0:
-//! `dup_mmap`'s `i_mmap` link, the exit's `unmap_single_vma` over an empty range, `unlink_file_vma`)
-//! is short, as modelled; what is long is a sleeping waiter's wake-up, through which an rwsem
+//! window (its three combined runs alone: 151 M events, 10 min host, 138 MB). And a fault
+//! program collapsed to the published 1528 pages/s would take 84 s to reach its 250 GiB munmap,
+//! so that munmap cannot sustain the collapse: the fork side's write acquisitions (about 24 k/s
+//! published) must each shut readers out for tens of microseconds. What the kernel holds for
+//! write there (v6.0: `dup_mmap`'s `i_mmap` link, the exit's `unmap_single_vma` over an empty
+//! range, `unlink_file_vma`) is short, as modelled; what is long is a sleeping waiter's wake-up, through which an rwsem
 //! handed to readers stays held (`rwsem_mark_wake` grants before it wakes). The profile's
 //! `wakeup_latency` is 0 (not measured); with `--set cost.wakeup_latency=2000` the combined
 //! ratio is 11x (seed 1), with 5000 33x (32.1-34.1x over seeds 1-3), with 20000 114x (seed 1;
