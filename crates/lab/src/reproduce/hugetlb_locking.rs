@@ -57,8 +57,9 @@
 //! so that munmap cannot sustain the collapse: the fork side's write acquisitions (about 24 k/s
 //! published) must each shut readers out for tens of microseconds. What the kernel holds for
 //! write there (v6.0: `dup_mmap`'s `i_mmap` link, the exit's `unmap_single_vma` over an empty
-//! range, `unlink_file_vma`) is short, as modelled; what is long is a sleeping waiter's wake-up, through which an rwsem
-//! handed to readers stays held (`rwsem_mark_wake` grants before it wakes). The profile's
+//! range, `unlink_file_vma`) is short, as modelled; what is long is a sleeping waiter's
+//! wake-up, through which an rwsem handed to readers stays held (`rwsem_mark_wake` grants
+//! before it wakes). The profile's
 //! `wakeup_latency` is 0 (not measured); with `--set cost.wakeup_latency=2000` the combined
 //! ratio is 11x (seed 1), with 5000 33x (32.1-34.1x over seeds 1-3), with 20000 114x (seed 1;
 //! combined forks/s 312 / 377 / 377, published 337 / 66 / 140),
