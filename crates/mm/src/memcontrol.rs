@@ -252,12 +252,17 @@ impl KState {
             for list in self.lruvec_all_lists(m) {
                 for head in self.folios.list_iter(list) {
                     let nr = self.folios.order(head).pages();
+                    // A shmem folio `shmem_writepage` moved to the swap cache is neither
+                    // (`NR_FILE_PAGES` and `NR_SHMEM` dropped it).
                     match self.folios.mapping(head) {
                         Mapping::Anon(_) => anon += nr,
-                        _ => file += nr,
-                    }
-                    if self.folios.test(head, pg::SWAPBACKED) && !self.folios.is_anon(head) {
-                        shmem += nr;
+                        Mapping::File(_) => {
+                            file += nr;
+                            if self.folios.test(head, pg::SWAPBACKED) {
+                                shmem += nr;
+                            }
+                        }
+                        _ => {}
                     }
                     if self.folios.folio_mapcount(head) > 0 && !self.folios.is_anon(head) {
                         mapped += nr;

@@ -74,10 +74,14 @@
 //! kernel's `nr_none`, charged to the file as `NR_SHMEM`), accepts dirty pages (a shmem page has
 //! no other copy; the THP is dirty), makes no writer check and counts no `nr_thps`; a range with
 //! nothing cached fails with `SCAN_TRUNCATED`; the THP counts in `nr_shmem_hugepages`, and its
-//! PMD mappings in `nr_shmem_pmdmapped`. Approximations: shmem pages are never swapped out in
-//! mmsim, so the kernel's swap-in of swapped shmem pages (`shmem_get_folio(SGP_NOALLOC)`) and
-//! the scan's `max_ptes_swap` count have nothing to act on; a range reaching past the end of the
-//! file fails (`SCAN_FAIL`, mmsim's: it makes no THP past EOF).
+//! PMD mappings in `nr_shmem_pmdmapped`. Swapped-out shmem pages (`shmem.rs`): the scan counts
+//! the range's swap entries and khugepaged (not `MADV_COLLAPSE`, whose `cc->is_khugepaged` is
+//! false, v6.1+) fails with `SCAN_EXCEED_SWAP_PTE` past `max_ptes_swap`; they are not present,
+//! so they also count against `max_ptes_none`; the collapse swaps each in
+//! (`shmem_get_folio(SGP_NOALLOC)`) before it takes it. (The count and the swap-in are in the
+//! shmem collapse since it came, f3f0e1d2150b, v4.8; recalled from the source, not re-verified
+//! against each release.) Approximations: a range reaching past the end of the file fails
+//! (`SCAN_FAIL`, mmsim's: it makes no THP past EOF).
 
 use super::{Collapser, HPAGE_PMD_NR, ScanResult, alloc_collapse_page};
 use crate::era::ThpWriterBarrier;
@@ -132,6 +136,12 @@ pub(super) fn hpage_collapse_scan_file(st: &KState, r: FileRange, who: Collapser
         }
         present += 1;
     }
+    // shmem's swap entries: counted against `max_ptes_swap` by khugepaged (not by
+    // `MADV_COLLAPSE`), and not present.
+    let swap = st.shmem_swapped_in(r.inode, r.start, r.start + HPAGE_PMD_NR).len() as u64;
+    if who == Collapser::Khugepaged && swap > st.thp.settings.max_ptes_swap {
+        return ScanResult::ExceedSwapPte;
+    }
     let max_none = st.thp.settings.max_ptes_none;
     if who == Collapser::Khugepaged && present < HPAGE_PMD_NR - max_none {
         return ScanResult::ExceedNonePte;
@@ -156,7 +166,15 @@ async fn take_page(
         let st = cx.st();
         (st.page_cache_get(inode, index), st.inodes[inode].fs.tmpfs_mount().is_some())
     };
+    let swapped = cx.st().inodes[inode].mapping.swapped.contains_key(&index);
     let head = match cached {
+        None if shmem && swapped => {
+            // `shmem_get_folio(SGP_NOALLOC)` swaps the page in.
+            if crate::shmem::shmem_swapin(cx, inode, index).await.is_err() {
+                return Err(TakeFailed(ScanResult::Fail, false));
+            }
+            filemap_lock_folio(cx, inode, index).await.ok_or(TakeFailed(ScanResult::Fail, false))?
+        }
         None if shmem => return Ok(None),
         Some(head) => {
             let mut st = cx.st();
