@@ -252,22 +252,17 @@ impl KState {
             for list in self.lruvec_all_lists(m) {
                 for head in self.folios.list_iter(list) {
                     let nr = self.folios.order(head).pages();
-                    // A shmem folio `shmem_writepage` moved to the swap cache is neither
-                    // (`NR_FILE_PAGES` and `NR_SHMEM` dropped it).
-                    match self.folios.mapping(head) {
-                        Mapping::Anon(_) => anon += nr,
-                        Mapping::File(_) => {
-                            file += nr;
-                            if self.folios.test(head, pg::SWAPBACKED) {
-                                shmem += nr;
-                            }
-                        }
-                        _ => {}
+                    // Neither: a shmem folio `shmem_writepage` moved to the swap cache.
+                    let in_file = matches!(self.folios.mapping(head), Mapping::File(_));
+                    anon += nr * u64::from(self.folios.is_anon(head));
+                    file += nr * u64::from(in_file);
+                    if self.folios.test(head, pg::SWAPBACKED) && in_file {
+                        shmem += nr;
                     }
-                    if self.folios.folio_mapcount(head) > 0 && !self.folios.is_anon(head) {
+                    if self.folios.folio_mapcount(head) > 0 && in_file {
                         mapped += nr;
                     }
-                    if self.folios.test(head, pg::DIRTY) && !self.folios.is_anon(head) {
+                    if self.folios.test(head, pg::DIRTY) && in_file {
                         dirty += nr;
                     }
                     if self.folios.test(head, pg::SWAPCACHE) {

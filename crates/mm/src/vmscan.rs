@@ -625,7 +625,6 @@ pub(crate) async fn shrink_folio_list(
         let freed = {
             let mut st = cx.st();
             let nr = st.folios.order(head).pages();
-            // An anonymous folio, or a shmem one `shmem_writepage` moved there.
             let swapcache = st.folios.test(head, pg::SWAPCACHE);
             // `__remove_mapping`: only the cache's references and ours (the refcount freeze).
             let only_us =
@@ -633,7 +632,7 @@ pub(crate) async fn shrink_folio_list(
             if (only_us || skip_freeze) && !st.folios.test(head, pg::DIRTY) {
                 st.folios.clear_flag(head, pg::LOCKED);
                 if swapcache {
-                    let slot = st.swap.slot_of(head).expect("a swap-cache folio has a slot");
+                    let slot = st.swap.slot_of(head).expect("anon or shmem swap-cache folio");
                     st.workingset_eviction(head, ShadowSlot::Swap(slot));
                     st.swap_cache_delete(head);
                 } else if let Mapping::File(inode) = st.folios.mapping(head) {
