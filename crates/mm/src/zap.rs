@@ -116,25 +116,15 @@ async fn zap_pte_range(
             }
             if pte.is_swap() {
                 // `free_swap_and_cache`: the entry goes; a swap-cache folio nobody maps any more
-                // leaves the cache (truncation of files never meets swap entries).
+                // leaves the cache (a file's swap entries, shmem's, are freed by truncation from
+                // the page cache, `shmem.rs`).
                 if details.file_only.is_some() && !details.even_cows {
                     continue;
                 }
                 let (_, slot) = pte.swap_entry();
                 st.pt.set_pte(table, idx, Pte::NONE);
-                st.swap_free(slot);
                 st.mm_mut(mm).sub_rss(crate::mm_struct::MmCounter::SwapEnts, 1);
-                if let Some(head) = st.swap.cached(slot)
-                    && st.swap.count(slot) == 0
-                    && st.folios.folio_mapcount(head) == 0
-                {
-                    st.folios.get_extra(head);
-                    if crate::filemap::folio_trylock(&mut st, head) {
-                        st.folio_free_swap(head);
-                        st.folios.clear_flag(head, crate::folio::pg::LOCKED);
-                    }
-                    st.put_folio_extra(head);
-                }
+                st.free_swap_and_cache(slot);
                 cleared += 1;
                 continue;
             }
