@@ -711,6 +711,38 @@ pub fn has_madv_collapse(k: KernelVersion) -> bool {
     k >= v(6, 1)
 }
 
+/// `MREMAP_DONTUNMAP` exists: "mm/mremap: add MREMAP_DONTUNMAP to mremap()" (e346b3813067,
+/// v5.7); before, the flag is unknown and EINVAL.
+pub fn has_mremap_dontunmap(k: KernelVersion) -> bool {
+    k >= v(5, 7)
+}
+
+/// `MREMAP_DONTUNMAP` takes any mapping but a `VM_DONTEXPAND` or `VM_PFNMAP` one: "mm: extend
+/// MREMAP_DONTUNMAP to non-anonymous mappings" (a4609387859f, v5.13); before, a file or shared
+/// mapping is EINVAL.
+pub fn mremap_dontunmap_any_mapping(k: KernelVersion) -> bool {
+    k >= v(5, 13)
+}
+
+/// `mremap` looks the VMA up first (EFAULT, even for a shrink) and handles hugetlb VMAs
+/// (huge-page aligned, never growing): "mm, hugepages: add mremap() support for hugepage backed
+/// vma" (550a7d60bd5e, v5.16). Before, a shrink is only the munmap of the tail, whatever is
+/// mapped there, and a hugetlb VMA is EINVAL wherever mremap needs it.
+pub fn mremap_handles_hugetlb(k: KernelVersion) -> bool {
+    k >= v(5, 16)
+}
+
+/// `MADV_FREE` exists: "mm: support madvise(MADV_FREE)" (854e9ed09ded, v4.5); before, EINVAL.
+pub fn has_madv_free(k: KernelVersion) -> bool {
+    k >= v(4, 5)
+}
+
+/// `MADV_POPULATE_READ` and `MADV_POPULATE_WRITE` exist: "mm/madvise: introduce
+/// MADV_POPULATE_(READ|WRITE) to prefault page tables" (4ca9b3859dac, v5.14); before, EINVAL.
+pub fn has_madv_populate(k: KernelVersion) -> bool {
+    k >= v(5, 14)
+}
+
 impl Default for Switches {
     fn default() -> Self {
         Switches::for_kernel(KernelVersion::DEFAULT)

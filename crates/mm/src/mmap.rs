@@ -134,19 +134,33 @@ impl KState {
             v.start < at && at < v.end && at.is_aligned(Bytes::PAGE),
             "bad split of {id} at {at}"
         );
-        let mut upper = v.clone();
-        upper.pgoff = v.page_index(at);
-        upper.start = at;
-        if let Some(f) = upper.file {
+        let (end, pgoff) = (v.end, v.page_index(at));
+        self.vma_mut(id).end = at;
+        let new = self.vma_dup(id, at, end, pgoff);
+        self.hugetlb_vm_op_split(id, new);
+        new
+    }
+
+    /// A copy of VMA `id` at `[start, end)` mapping from page `pgoff`: it holds its own
+    /// reference to the file and joins every anon_vma of `id` (`vm_area_dup` with
+    /// `anon_vma_clone`, as `__split_vma` and mremap's `copy_vma` make one).
+    pub(crate) fn vma_dup(
+        &mut self,
+        id: VmaId,
+        start: VirtAddr,
+        end: VirtAddr,
+        pgoff: u64,
+    ) -> VmaId {
+        let mut copy = self.vma(id).clone();
+        (copy.start, copy.end, copy.pgoff) = (start, end, pgoff);
+        if let Some(f) = copy.file {
             self.file_mut(f).refs += 1;
         }
-        self.vma_mut(id).end = at;
-        let chain = upper.anon_vma_chain.clone();
-        let new = self.vma_link(upper);
+        let chain = copy.anon_vma_chain.clone();
+        let new = self.vma_link(copy);
         for av in chain {
             self.anon_vmas[av].vmas.push(new);
         }
-        self.hugetlb_vm_op_split(id, new);
         new
     }
 
@@ -432,7 +446,7 @@ impl KState {
 
     /// `get_unmapped_area`: the hint if it is free (or MAP_FIXED's address as given), otherwise
     /// the first gap of `len` at `align`.
-    fn get_unmapped_area(
+    pub(crate) fn get_unmapped_area(
         &self,
         mm: MmId,
         a: &MmapArgs,
@@ -480,7 +494,7 @@ impl KState {
 }
 
 /// Unmaps `[start, end)` of `mm` while the caller holds `mmap_lock` for write.
-async fn unmap_locked(cx: &Cx, mm: MmId, start: VirtAddr, end: VirtAddr) {
+pub(crate) async fn unmap_locked(cx: &Cx, mm: MmId, start: VirtAddr, end: VirtAddr) {
     split_huge_pmd_edges(cx, mm, start, end).await;
     let vmas = cx.st().vma_split_range(mm, start, end);
     for &v in &vmas {
@@ -512,6 +526,17 @@ pub(crate) async fn do_munmap(cx: &Cx, mm: MmId, addr: VirtAddr, len: Bytes) -> 
     let (start, end) = user_range(addr, len)?;
     let lock = cx.st().mm(mm).mmap_lock;
     let _g = lock.write(cx).await;
+    munmap_locked(cx, mm, start, end).await
+}
+
+/// `do_munmap` under `mmap_lock` held for write: EINVAL where a hugetlb VMA would be split
+/// inside a huge page, else unmaps `[start, end)`.
+pub(crate) async fn munmap_locked(
+    cx: &Cx,
+    mm: MmId,
+    start: VirtAddr,
+    end: VirtAddr,
+) -> Result<(), Errno> {
     cx.st().hugetlb_check_split(mm, start, end)?;
     unmap_locked(cx, mm, start, end).await;
     Ok(())

@@ -172,6 +172,7 @@ pub async fn execute(t: &Thread, op: &Op, env: &RefCell<Env>) -> OpResult {
         | OpKind::Munmap { .. }
         | OpKind::Mprotect { .. }
         | OpKind::Madvise { .. }
+        | OpKind::Mremap { .. }
         | OpKind::Touch { .. }
         | OpKind::ReadBytes { .. }
         | OpKind::Mincore { .. }
@@ -239,6 +240,16 @@ async fn memory_op(t: &Thread, op: &Op, env: &RefCell<Env>) -> Result<Outcome, S
         OpKind::Madvise { addr: a, len, advice } => {
             t.madvise(addr(a)?, *len, *advice).await?;
             Outcome::Done
+        }
+        OpKind::Mremap { addr: a, old_len, new_len, flags, new_addr } => {
+            let args = mm::MremapArgs {
+                addr: addr(a)?,
+                old_len: *old_len,
+                new_len: *new_len,
+                flags: *flags,
+                new_addr: new_addr.as_ref().map(addr).transpose()?,
+            };
+            Outcome::Bound(Value::Addr(t.mremap(args).await?))
         }
         OpKind::Touch { addr: a, len, access } => {
             t.touch(addr(a)?, *len, *access).await?;
