@@ -89,6 +89,7 @@ pub mod madv {
     pub const RANDOM: u32 = 1;
     pub const SEQUENTIAL: u32 = 2;
     pub const DONTNEED: u32 = 4;
+    pub const FREE: u32 = 8;
     pub const DONTFORK: u32 = 10;
     pub const DOFORK: u32 = 11;
     pub const WIPEONFORK: u32 = 18;
@@ -98,6 +99,8 @@ pub mod madv {
     pub const COLLAPSE: u32 = 25;
     pub const COLD: u32 = 20;
     pub const PAGEOUT: u32 = 21;
+    pub const POPULATE_READ: u32 = 22;
+    pub const POPULATE_WRITE: u32 = 23;
 }
 
 /// A range `[start, end)` checked to be page-aligned, non-empty and inside user space.
@@ -860,6 +863,12 @@ pub(crate) async fn do_madvise(
         }
         madv::COLLAPSE if crate::era::has_madv_collapse(cx.kernel().version) => {
             crate::khugepaged::madvise_collapse(cx, mm, start, end).await
+        }
+        madv::POPULATE_READ | madv::POPULATE_WRITE
+            if crate::era::has_madv_populate(cx.kernel().version) =>
+        {
+            let write = advice == madv::POPULATE_WRITE;
+            crate::gup::madvise_populate(cx, mm, start, end, write).await
         }
         _ => Err(Errno::EINVAL),
     }

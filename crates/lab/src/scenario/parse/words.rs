@@ -208,6 +208,9 @@ pub fn parse_advice(s: &str) -> Result<u32, String> {
         ("dofork", madv::DOFORK),
         ("wipeonfork", madv::WIPEONFORK),
         ("keeponfork", madv::KEEPONFORK),
+        ("free", madv::FREE),
+        ("populate_read", madv::POPULATE_READ),
+        ("populate_write", madv::POPULATE_WRITE),
     ];
     flag_words(s, &table, |_, b| b)
 }
