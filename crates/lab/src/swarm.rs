@@ -241,6 +241,7 @@ const OPS: &[(&str, OpGen)] = &[
             "wipeonfork",
             "populate_read",
             "populate_write",
+            "free",
         ])?;
         Some(format!(r#"{{ op = "madvise", addr = "{addr}", len = {len}, advice = "{advice}" }}"#))
     }),

@@ -737,6 +737,19 @@ pub fn has_madv_free(k: KernelVersion) -> bool {
     k >= v(4, 5)
 }
 
+/// Why `MADV_FREE` cannot be used on `k`, if it cannot: from v4.5 to v4.11 lazyfree pages were
+/// deactivated on the anon LRU and reclaimed only with swap; the model starts with "mm: move
+/// MADV_FREE pages into LRU_INACTIVE_FILE list" (f7ad2a6cb9f7, v4.12). Before v4.5 the advice
+/// is EINVAL, which is modelled.
+pub fn madv_free_unmodelled(k: KernelVersion) -> Option<String> {
+    (has_madv_free(k) && k < v(4, 12)).then(|| {
+        format!(
+            "MADV_FREE is not modelled on {k}: v4.5 to v4.11 kept lazyfree pages on the anon LRU \
+             (reclaimed only with swap); the model starts with f7ad2a6cb9f7 (v4.12)"
+        )
+    })
+}
+
 /// `MADV_POPULATE_READ` and `MADV_POPULATE_WRITE` exist: "mm/madvise: introduce
 /// MADV_POPULATE_(READ|WRITE) to prefault page tables" (4ca9b3859dac, v5.14); before, EINVAL.
 pub fn has_madv_populate(k: KernelVersion) -> bool {

@@ -29,6 +29,7 @@ pub mod kernel;
 pub mod khugepaged;
 pub mod lru;
 mod lru_pure;
+mod madvise;
 pub mod memcontrol;
 pub mod memfd;
 pub mod memory;

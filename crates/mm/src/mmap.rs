@@ -546,7 +546,12 @@ pub(crate) async fn munmap_locked(
 }
 
 /// The VMAs covering `[start, end)`, or ENOMEM if part of it is unmapped.
-fn covering(st: &KState, mm: MmId, start: VirtAddr, end: VirtAddr) -> Result<Vec<VmaId>, Errno> {
+pub(crate) fn covering(
+    st: &KState,
+    mm: MmId,
+    start: VirtAddr,
+    end: VirtAddr,
+) -> Result<Vec<VmaId>, Errno> {
     let vmas = st.mm(mm).vmas_in(start, end, |id| st.vma(id).end);
     let mut at = start;
     for &v in &vmas {
@@ -863,6 +868,12 @@ pub(crate) async fn do_madvise(
         }
         madv::COLLAPSE if crate::era::has_madv_collapse(cx.kernel().version) => {
             crate::khugepaged::madvise_collapse(cx, mm, start, end).await
+        }
+        madv::FREE if crate::era::has_madv_free(cx.kernel().version) => {
+            if crate::era::madv_free_unmodelled(cx.kernel().version).is_some() {
+                return Err(Errno::EOPNOTSUPP);
+            }
+            crate::madvise::madvise_free(cx, mm, start, end).await
         }
         madv::POPULATE_READ | madv::POPULATE_WRITE
             if crate::era::has_madv_populate(cx.kernel().version) =>

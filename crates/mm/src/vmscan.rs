@@ -624,12 +624,18 @@ pub(crate) async fn shrink_folio_list(
             let mut st = cx.st();
             let nr = st.folios.order(head).pages();
             let anon = st.folios.is_anon(head);
-            // `__remove_mapping`: only the cache's references and ours (the refcount freeze).
+            let lazyfree = st.folio_is_lazyfree(head);
+            // `__remove_mapping`: only the cache's references and ours (the refcount freeze); a
+            // lazyfree folio is in no cache.
+            let cache_refs = if lazyfree { 0 } else { nr as u32 };
             let only_us =
-                st.folios.refcount(head) == nr as u32 + 1 && st.folios.folio_mapcount(head) == 0;
+                st.folios.refcount(head) == cache_refs + 1 && st.folios.folio_mapcount(head) == 0;
             if (only_us || skip_freeze) && !st.folios.test(head, pg::DIRTY) {
                 st.folios.clear_flag(head, pg::LOCKED);
-                if anon {
+                if lazyfree {
+                    let memcg = st.folio_memcg(head);
+                    st.count_event(memcg, VmStat::Pglazyfreed, nr);
+                } else if anon {
                     let slot = st.swap.slot_of(head).expect("a reclaimed anon folio has a slot");
                     st.workingset_eviction(head, ShadowSlot::Swap(slot));
                     st.swap_cache_delete(head);
@@ -669,7 +675,9 @@ async fn prepare_reclaim(cx: &Cx, head: Pfn, refs: References) -> Result<(), boo
         // first; neither is modelled yet (`huge_memory/anon.rs`), so it stays.
         return Err(true);
     }
-    if anon && !cx.st().folios.test(head, pg::SWAPCACHE) {
+    // A lazyfree folio (`MADV_FREE`) is discarded, not swapped.
+    let lazyfree = cx.st().folio_is_lazyfree(head);
+    if anon && !lazyfree && !cx.st().folios.test(head, pg::SWAPCACHE) {
         let slot = cx.st().add_to_swap(head);
         if slot.is_none() {
             return Err(true);

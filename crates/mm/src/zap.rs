@@ -120,21 +120,7 @@ async fn zap_pte_range(
                 if details.file_only.is_some() && !details.even_cows {
                     continue;
                 }
-                let (_, slot) = pte.swap_entry();
-                st.pt.set_pte(table, idx, Pte::NONE);
-                st.swap_free(slot);
-                st.mm_mut(mm).sub_rss(crate::mm_struct::MmCounter::SwapEnts, 1);
-                if let Some(head) = st.swap.cached(slot)
-                    && st.swap.count(slot) == 0
-                    && st.folios.folio_mapcount(head) == 0
-                {
-                    st.folios.get_extra(head);
-                    if crate::filemap::folio_trylock(&mut st, head) {
-                        st.folio_free_swap(head);
-                        st.folios.clear_flag(head, crate::folio::pg::LOCKED);
-                    }
-                    st.put_folio_extra(head);
-                }
+                st.zap_swap_pte(mm, table, idx);
                 cleared += 1;
                 continue;
             }
@@ -248,6 +234,26 @@ pub(crate) async fn split_huge_pmd_edges(cx: &Cx, mm: MmId, start: VirtAddr, end
 }
 
 impl KState {
+    /// Clears the swap entry at `idx` of PTE table `table` in `mm` (`free_swap_and_cache`): the
+    /// entry goes; a swap-cache folio nobody maps any more leaves the cache.
+    pub(crate) fn zap_swap_pte(&mut self, mm: MmId, table: PtId, idx: usize) {
+        let (_, slot) = self.pt.pte(table, idx).swap_entry();
+        self.pt.set_pte(table, idx, Pte::NONE);
+        self.swap_free(slot);
+        self.mm_mut(mm).sub_rss(crate::mm_struct::MmCounter::SwapEnts, 1);
+        if let Some(head) = self.swap.cached(slot)
+            && self.swap.count(slot) == 0
+            && self.folios.folio_mapcount(head) == 0
+        {
+            self.folios.get_extra(head);
+            if crate::filemap::folio_trylock(self, head) {
+                self.folio_free_swap(head);
+                self.folios.clear_flag(head, crate::folio::pg::LOCKED);
+            }
+            self.put_folio_extra(head);
+        }
+    }
+
     /// `free_pgtables`: frees the page tables under `[start, end)` that no VMA of `mm` still
     /// needs. The caller holds `mmap_lock` for write and has zapped the range. Only existing
     /// tables are visited.
