@@ -15,6 +15,7 @@ use crate::cacheline::CacheLine;
 use crate::config::{ConfigError, SimConfig};
 use crate::cpu::{Cpu, CpuId, CpuStats};
 use crate::cx::Cx;
+use crate::fairness::DaemonFairness;
 use crate::lock::lockdep::{ClassKey, Lockdep, LockdepReport, Names};
 use crate::lock::state::{Attempt, LockState, RWSEM_WAIT_TIMEOUT_NS};
 use crate::lock::stats::{ClassId, LockClassStats, LockClasses, lock_stat_text};
@@ -52,6 +53,8 @@ pub(crate) struct State {
     pub digest: Digest,
     sched: Box<dyn Scheduler>,
     pub preempts_at_every_point: bool,
+    /// Daemons' wake-ups held back under the exploration schedulers (see `fairness`).
+    fairness: DaemonFairness,
     pub tasks: IdVec<TaskId, Task>,
     pub cpus: IdVec<CpuId, Cpu>,
     pub locks: IdVec<LockId, Lock>,
@@ -151,6 +154,7 @@ impl State {
             events: 0,
             digest: Digest::new(),
             sched,
+            fairness: DaemonFairness::default(),
             tasks: IdVec::new(),
             cpus,
             locks: IdVec::new(),
@@ -167,6 +171,37 @@ impl State {
         self.seq += 1;
         self.tasks[task].status = Status::Queued;
         self.sched.push(ReadyEntry { time, seq: self.seq, task });
+    }
+
+    /// A daemon's wake-up from a timed sleep under the exploration schedulers: held back until
+    /// the tasks ready now have each run (`fairness`).
+    fn schedule_daemon_wakeup(&mut self, task: TaskId, time: SimTime) {
+        let ready: Vec<TaskId> = (self.tasks.iter())
+            .filter(|&(id, t)| t.status == Status::Queued && !self.fairness.holds(id))
+            .map(|(id, _)| id)
+            .collect();
+        self.seq += 1;
+        self.tasks[task].status = Status::Queued;
+        let entry = ReadyEntry { time, seq: self.seq, task };
+        if let Some(entry) = self.fairness.defer(entry, ready) {
+            self.sched.push(entry);
+        }
+    }
+
+    /// The next entry to dispatch: the scheduler's choice, after which the daemons' wake-ups
+    /// that waited for the chosen task are released; when nothing is ready, the held-back
+    /// wake-ups are released first.
+    fn next_entry(&mut self) -> Option<ReadyEntry> {
+        if self.sched.is_empty() {
+            for e in self.fairness.release_all() {
+                self.sched.push(e);
+            }
+        }
+        let entry = self.sched.pop()?;
+        for e in self.fairness.scheduled(entry.task) {
+            self.sched.push(e);
+        }
+        Some(entry)
     }
 
     /// Gives the CPU to the next task on its run queue, or leaves it idle.
@@ -250,7 +285,11 @@ impl State {
         self.might_sleep(task, "a timer", at);
         let cpu = self.running(task).cpu;
         self.tasks[task].point = Point { kind: PointKind::Sleep, at };
-        self.schedule(task, self.now + d);
+        if self.preempts_at_every_point && self.tasks[task].daemon {
+            self.schedule_daemon_wakeup(task, self.now + d);
+        } else {
+            self.schedule(task, self.now + d);
+        }
         self.release_cpu(cpu);
         self.left_cpu(task);
     }
@@ -815,6 +854,7 @@ impl Handle {
             l.state.fingerprint(&mut d);
         }
         st.lockdep.fingerprint(&mut d);
+        st.fairness.fingerprint(&mut d);
         d.value()
     }
 
@@ -956,7 +996,7 @@ fn run_loop(
             if st.live == 0 {
                 return Ok(RunReport { digest: st.digest, events: st.events, now: st.now });
             }
-            let Some(entry) = st.sched.pop() else {
+            let Some(entry) = st.next_entry() else {
                 return Err(SimError::Deadlock(Box::new(DeadlockReport::new(&st))));
             };
             st.events += 1;

@@ -21,6 +21,7 @@ mod config;
 mod core;
 mod cpu;
 mod cx;
+mod fairness;
 mod lock;
 mod sched;
 mod task;

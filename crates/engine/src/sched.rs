@@ -15,7 +15,9 @@
 //!   found with probability at least `1 / (n * k^(d-1))` per run.
 //!
 //! Under the exploration schedulers the executor advances its clock to `max(now, entry.time)`:
-//! ordering is free, time is only bookkeeping.
+//! ordering is free, time is only bookkeeping. One exception keeps every run finite: a kernel
+//! daemon back from a timed sleep is handed to the scheduler only once the tasks that were ready
+//! when it slept have each run (`fairness.rs`).
 
 use crate::config::SchedulerKind;
 use crate::task::TaskId;

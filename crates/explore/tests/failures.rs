@@ -260,3 +260,33 @@ fn tasks_sharing_a_cpu_turn_the_state_cache_off() {
     assert!(out.violation.is_none() && out.exhausted, "{out:?}");
     assert!(!out.state_cache);
 }
+
+/// A daemon that loops on work and a timed sleep (khugepaged's shape) leaves every schedule
+/// finite: the exhaustive search ends, with and without a preemption bound, and so does PCT
+/// whatever priority it draws for the daemon (the engine's daemon fairness).
+#[test]
+fn a_looping_daemon_leaves_the_search_finite() {
+    let mut factory = |setup: TrialSetup| -> Result<Trial, String> {
+        let sim = sim(setup, cpus(2))?;
+        let h = sim.handle().clone();
+        h.spawn_daemon(h.cpu(1).unwrap(), "scanner", |cx| async move {
+            loop {
+                cx.charge(us(1)).await;
+                cx.sleep(SimDuration::from_ms(10)).await;
+            }
+        });
+        h.spawn(h.cpu(0).unwrap(), "worker", |cx| async move {
+            for _ in 0..3 {
+                cx.charge(us(1)).await;
+            }
+        });
+        Ok(Trial::new(sim))
+    };
+    for bound in [Some(1), None] {
+        let out = explore_with(&mut factory, &dfs(bound)).unwrap();
+        assert!(out.violation.is_none() && out.exhausted, "bound {bound:?}: {out:?}");
+    }
+    let pct = Options::new(Strategy::Pct { seed: 0, depth: 3, steps: 20 }, 200);
+    let out = explore_with(&mut factory, &pct).unwrap();
+    assert!(out.violation.is_none(), "{out:?}");
+}

@@ -92,8 +92,22 @@ impl KState {
         write: bool,
         in_lru_fault: bool,
     ) {
+        self.page_cache_add(inode, index, head);
+        if let Some(shadow) = self.take_shadow(ShadowSlot::PageCache(inode, index))
+            && !write
+        {
+            self.workingset_refault(head, shadow, in_lru_fault);
+        }
+        self.folio_add_lru(head, in_lru_fault);
+    }
+
+    /// The page cache's part of an insertion (`__filemap_add_folio`; `shmem_add_to_page_cache`
+    /// for a folio shmem swapped in, which is on its LRU already): the cache's references, the
+    /// mapping, the counters.
+    pub(crate) fn page_cache_add(&mut self, inode: InodeId, index: u64, head: Pfn) {
         let nr = self.folios.order(head).pages();
         debug_assert!(self.page_cache_get(inode, index).is_none());
+        debug_assert!(!self.inodes[inode].mapping.swapped.contains_key(&index));
         let index32 = u32::try_from(index).expect("file index beyond 16 TiB");
         self.folios.set_mapping(head, Mapping::File(inode), index32);
         self.folios.get(head, nr as u32);
@@ -114,12 +128,6 @@ impl KState {
         m.nrpages += nr;
         m.nr_thps += u64::from(counted);
         m.nr_large += u64::from(nr > 1);
-        if let Some(shadow) = self.take_shadow(ShadowSlot::PageCache(inode, index))
-            && !write
-        {
-            self.workingset_refault(head, shadow, in_lru_fault);
-        }
-        self.folio_add_lru(head, in_lru_fault);
     }
 
     /// Removes a folio from the page cache (`filemap_remove_folio`), dropping the cache's
@@ -287,6 +295,17 @@ pub(crate) async fn shmem_alloc_page(cx: &Cx, inode: InodeId, index: u64) -> Res
     Ok(())
 }
 
+/// `shmem_get_folio` for a page missing from a tmpfs file's page cache: swaps it in where
+/// reclaim left a swap entry (`shmem_swapin_folio`, `shmem.rs`), else allocates a zeroed page.
+/// Returns whether the page was read from the swap device (a major fault, for a fault).
+pub(crate) async fn shmem_get_page(cx: &Cx, inode: InodeId, index: u64) -> Result<bool, VmFault> {
+    if cx.st().inodes[inode].mapping.swapped.contains_key(&index) {
+        return crate::shmem::shmem_swapin(cx, inode, index).await;
+    }
+    shmem_alloc_page(cx, inode, index).await?;
+    Ok(false)
+}
+
 /// What `filemap_fault` returns: the page, locked, with a reference for the caller.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct FaultPage {
@@ -315,10 +334,12 @@ pub(crate) async fn filemap_fault(
             return Err(VmFault::SigBus);
         }
         let Some(head) = found else {
-            major = true;
             match fs.page_fill().expect("a page-cache fault maps a file with a page cache") {
-                PageFill::AllocZeroed => shmem_alloc_page(cx, inode, index).await?,
+                // A new zeroed tmpfs page is a minor fault; a swap-in is major
+                // (`shmem_swapin_folio` sets `VM_FAULT_MAJOR`).
+                PageFill::AllocZeroed => major |= shmem_get_page(cx, inode, index).await?,
                 PageFill::ReadFolio => {
+                    major = true;
                     let start = index.saturating_sub(readaround / 2);
                     let end = (start + readaround).min(size).max(index + 1);
                     read_pages(cx, inode, start, end).await?;
@@ -470,7 +491,9 @@ pub(crate) async fn file_read(
             ReadLookup::Missing => {
                 let fs = cx.st().inodes[inode].fs;
                 match fs.page_fill().expect("pipe and DAX reads do not use the page cache") {
-                    PageFill::AllocZeroed => shmem_alloc_page(cx, inode, index).await?,
+                    PageFill::AllocZeroed => {
+                        shmem_get_page(cx, inode, index).await?;
+                    }
                     PageFill::ReadFolio => {
                         // The readahead window; without one (FMODE_RANDOM, `read_ahead_kb` 0)
                         // the request itself, at most 2 MiB at a time (`force_page_cache_ra`).
@@ -573,6 +596,11 @@ async fn write_begin_fill(
         (st.inodes[inode].fs, st.inodes[inode].size)
     };
     let beyond_eof = index * 4096 >= size;
+    if cx.st().inodes[inode].mapping.swapped.contains_key(&index) {
+        // `shmem_write_begin` (SGP_WRITE) swaps the page in, whether overwritten whole or not.
+        crate::shmem::shmem_swapin(cx, inode, index).await?;
+        return Ok(());
+    }
     if let Some(PageFill::ReadFolio) = fs.page_fill()
         && !whole_page
         && !beyond_eof

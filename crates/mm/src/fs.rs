@@ -195,6 +195,11 @@ pub struct AddressSpace {
     /// misses at its index needs no range search (the xarray's multi-index entries, which the
     /// `BTreeMap` has to emulate with one).
     pub nr_large: u64,
+    /// shmem's swap entries: the swap slot of each page index that reclaim swapped out, which
+    /// the kernel keeps in the page cache's own slot as an xarray value entry (`shmem_writepage`
+    /// → `shmem_delete_from_page_cache`); never an index that also holds a folio. Its size is
+    /// `shmem_inode_info->swapped`.
+    pub swapped: BTreeMap<u64, u64>,
 }
 
 /// `struct inode`.
@@ -318,6 +323,7 @@ impl KState {
             nr_thps: 0,
             collapsing: 0,
             nr_large: 0,
+            swapped: BTreeMap::new(),
         };
         let backing = Backing { pattern, ..Backing::default() };
         let id = self.inodes.push(Inode {

@@ -252,17 +252,17 @@ impl KState {
             for list in self.lruvec_all_lists(m) {
                 for head in self.folios.list_iter(list) {
                     let nr = self.folios.order(head).pages();
-                    match self.folios.mapping(head) {
-                        Mapping::Anon(_) => anon += nr,
-                        _ => file += nr,
-                    }
-                    if self.folios.test(head, pg::SWAPBACKED) && !self.folios.is_anon(head) {
+                    // Neither: a shmem folio `shmem_writepage` moved to the swap cache.
+                    let in_file = matches!(self.folios.mapping(head), Mapping::File(_));
+                    anon += nr * u64::from(self.folios.is_anon(head));
+                    file += nr * u64::from(in_file);
+                    if self.folios.test(head, pg::SWAPBACKED) && in_file {
                         shmem += nr;
                     }
-                    if self.folios.folio_mapcount(head) > 0 && !self.folios.is_anon(head) {
+                    if self.folios.folio_mapcount(head) > 0 && in_file {
                         mapped += nr;
                     }
-                    if self.folios.test(head, pg::DIRTY) && !self.folios.is_anon(head) {
+                    if self.folios.test(head, pg::DIRTY) && in_file {
                         dirty += nr;
                     }
                     if self.folios.test(head, pg::SWAPCACHE) {

@@ -47,16 +47,58 @@
 //! `within_size` or `force`). mmsim allocates no THP reaching past the end of the file (the
 //! kernel does under `always`, and splits such THPs under memory pressure with its shrinker);
 //! no `huge=` remount, no `thp_file_fallback_charge` (the memory cgroup charge reclaims or the
-//! allocation fails), and shmem pages are not swapped (so khugepaged's `max_ptes_swap` has
-//! nothing to count for shmem, and the selftest's shmem swap-in cases are not mirrored).
+//! allocation fails).
+//!
+//! **Swap** (`shmem_writepage`, `shmem_swapin_folio`, `shmem_undo_range`'s swap entries,
+//! `shmem_partial_swap_usage`; mm/shmem.c v6.8, the scheme unchanged since shmem pages became
+//! swap-backed and joined the anon LRU lists, "vmscan: split LRU lists into anon & file sets",
+//! 4f98a2fee8ac, v2.6.28). shmem folios are `PG_swapbacked`, so reclaim scans them with the
+//! anonymous lists, by swappiness, and only while swap space is free (`get_scan_count`,
+//! `vmscan.rs`: the same rule and the same device as anonymous memory, `swap.rs`). A dirty
+//! shmem folio chosen for reclaim is unmapped like any file folio, then `shmem_writepage` gives
+//! it a swap slot and moves it from the page cache to the swap cache: the page cache's slot at
+//! its index now holds the swap entry (an xarray value entry; `AddressSpace::swapped`), which
+//! holds one reference on the slot (the kernel's `SWAP_MAP_SHMEM` count, here a count of 1),
+//! `NR_SHMEM` and `NR_FILE_PAGES` drop, and the swap write follows as for an anonymous folio
+//! (`pswpout`), the folio leaving the swap cache with a shadow entry in the swap slot. No swap
+//! space (or a full device) leaves the folio dirty and active (`redirty`). A clean shmem folio
+//! (a page faulted in by a read and never written) is dropped like any page-cache folio: it
+//! reads back as zeros anyway.
+//!
+//! Swap-in: a lookup that finds the swap entry (a fault, `read()`, `write()`, `fallocate`,
+//! khugepaged's `collapse_file` with `SGP_NOALLOC`) takes the slot's swap-cache folio or reads
+//! a new one from the device (`pswpin`; for a fault a major fault, `VM_FAULT_MAJOR` and
+//! `pgmajfault`, the kernel's only major shmem fault: allocating a new zeroed page is minor),
+//! puts it back in the page cache at its index, frees the slot (`delete_from_swap_cache`,
+//! `swap_free`) and marks it dirty. Truncation and hole punching free the swap entries of their
+//! range (`shmem_free_swap`, `free_swap_and_cache`), so `SwapFree` recovers.
+//!
+//! Observables: `/proc/PID/smaps` `Swap` of a shmem mapping counts, besides swap PTEs, the
+//! file's swap entries at the mapping's pages that no PTE maps (`smap_gather_stats` with
+//! `shmem_swap_usage` for a shared or read-only mapping, and for a private writable one the
+//! page walk's `smaps_pte_hole` / `smaps_shmem_walk_ops`, since v4.6, "mm, proc: account for
+//! shmem swap in /proc/pid/smaps", 48131e03ca4e, not re-verified): both are "swapped entries
+//! where no PTE is". `SwapPss` counts swap PTEs only, never shmem's, and `VmSwap` counts
+//! `MM_SWAPENTS` only; meminfo's `Shmem` drops, `SwapFree` drops, `ShmemHugePages` is untouched.
+//!
+//! Approximations: a shmem THP is never reclaimed (the kernel splits it in `shmem_writepage`
+//! up to v6.13 and from v6.14 may swap it out whole, "mm: shmem: support large folio swap out",
+//! Baolin Wang — the version is not verified); mmsim's reclaim activates it instead, as it does
+//! an anonymous THP. `SHM_LOCK` and the `shmem_swaplist` (swapoff) are not modelled; swap-ins
+//! are charged to the task that faults, not to the cgroup recorded for the entry; the swap
+//! count of a shmem entry is 1 rather than `SWAP_MAP_SHMEM`; `mincore` does not look up a
+//! shmem swap entry's swap-cache folio.
 
 use crate::era::KernelVersion;
-use crate::folio::{InodeId, pg};
-use crate::kernel::KState;
+use crate::errno::VmFault;
+use crate::filemap::{folio_lock, folio_unlock};
+use crate::folio::{InodeId, Mapping, pg};
+use crate::kernel::{Cx, KState};
 use crate::memory::Vmf;
 use crate::sim::cost::Cost;
 use crate::vma::{VmFlags, VmaId};
 use crate::vmstat::VmStat;
+use simcore::{Order, Pfn};
 
 /// Pages in a PMD-sized folio (`HPAGE_PMD_NR`).
 const HPAGE_PMD_NR: u64 = 512;
@@ -230,4 +272,102 @@ pub(crate) async fn shmem_alloc_huge(vmf: &Vmf<'_>, inode: InodeId, index: u64) 
     st.put_folio_extra(head);
     st.vmstat.inc(VmStat::ThpFileAlloc);
     true
+}
+
+impl KState {
+    /// `shmem_writepage`: moves the locked, unmapped, dirty shmem folio `head` from the page
+    /// cache to the swap cache, leaving its swap entry in the page cache's slot; the swap write
+    /// follows (`vmscan.rs`). False (the kernel's `redirty`) when no swap slot can be had.
+    pub(crate) fn shmem_writepage(&mut self, head: Pfn) -> bool {
+        let Mapping::File(inode) = self.folios.mapping(head) else {
+            unreachable!("shmem_writepage of folio {head}, which is not in a page cache")
+        };
+        debug_assert!(self.folios.test(head, pg::LOCKED) && self.folios.folio_mapcount(head) == 0);
+        let index = self.folio_index(head);
+        let Some(slot) = self.add_to_swap(head) else { return false };
+        self.page_cache_delete(inode, head);
+        self.folios.set(head, pg::DIRTY);
+        self.swap_duplicate(slot); // `swap_shmem_alloc`: the page cache's entry
+        self.inodes[inode].mapping.swapped.insert(index, slot);
+        true
+    }
+
+    /// `shmem_undo_range`'s swap entries (`shmem_free_swap`): frees those of pages
+    /// `[first, end)` of `inode` (truncation, hole punching).
+    pub(crate) fn shmem_free_swap_range(&mut self, inode: InodeId, first: u64, end: u64) {
+        let m = &mut self.inodes[inode].mapping;
+        let gone: Vec<u64> = m.swapped.range(first..end).map(|(&i, _)| i).collect();
+        for index in gone {
+            let slot = self.inodes[inode].mapping.swapped.remove(&index).expect("listed");
+            self.free_swap_and_cache(slot);
+        }
+    }
+
+    /// Swap entries of `inode` at pages `[first, end)` (`shmem_partial_swap_usage`).
+    pub(crate) fn shmem_swapped_in(&self, inode: InodeId, first: u64, end: u64) -> Vec<u64> {
+        self.inodes[inode].mapping.swapped.range(first..end).map(|(&i, _)| i).collect()
+    }
+
+    /// The swap-in's last step under the folio lock (`shmem_swapin_folio` after the read):
+    /// the folio goes back in the page cache at `index`, dirty, and the slot is freed.
+    fn shmem_swapin_done(&mut self, inode: InodeId, index: u64, slot: u64, head: Pfn) {
+        self.inodes[inode].mapping.swapped.remove(&index);
+        self.swap_cache_delete(head);
+        self.swap_free(slot);
+        self.page_cache_add(inode, index, head);
+        self.folio_mark_dirty(head);
+    }
+}
+
+/// `shmem_swapin_folio`: brings page `index` of `inode`, whose page-cache slot holds a swap
+/// entry, back into the page cache, from the swap cache or read from the device. Returns
+/// whether it read (a major fault for a fault). A racing swap-in or truncation is seen under
+/// the folio lock, and the lookup starts again.
+pub(crate) async fn shmem_swapin(cx: &Cx, inode: InodeId, index: u64) -> Result<bool, VmFault> {
+    loop {
+        let Some(slot) = cx.st().inodes[inode].mapping.swapped.get(&index).copied() else {
+            return Ok(false); // swapped in or truncated meanwhile: the caller looks again
+        };
+        let cached = cx.st().swap.cached(slot);
+        let (head, read) = match cached {
+            Some(head) => {
+                cx.st().folios.get_extra(head);
+                folio_lock(cx, head).await;
+                (head, false)
+            }
+            None => {
+                let new = crate::vmscan::alloc_folio(cx, Order::BASE).await.ok_or(VmFault::Oom)?;
+                let raced = {
+                    let mut st = cx.st();
+                    let raced = st.swap.cached(slot).is_some()
+                        || st.inodes[inode].mapping.swapped.get(&index) != Some(&slot);
+                    if raced {
+                        st.put_folio_extra(new);
+                    } else {
+                        st.swapin_new(slot, new, cx.in_lru_fault()); // locked; our reference kept
+                    }
+                    raced
+                };
+                if raced {
+                    continue;
+                }
+                cx.sleep(cx.block_io(1)).await;
+                (new, true)
+            }
+        };
+        let still = {
+            let mut st = cx.st();
+            let still = st.swap.slot_of(head) == Some(slot)
+                && st.inodes[inode].mapping.swapped.get(&index) == Some(&slot);
+            if still {
+                st.shmem_swapin_done(inode, index, slot, head);
+            }
+            still
+        };
+        folio_unlock(cx, head);
+        cx.st().put_folio_extra(head);
+        if still {
+            return Ok(read);
+        }
+    }
 }

@@ -124,10 +124,13 @@ impl SwapDevice {
 }
 
 impl KState {
-    /// `folio_alloc_swap` + `add_to_swap_cache`: gives an anonymous folio a slot and puts it in
-    /// the swap cache; `None` when swap is full.
+    /// `folio_alloc_swap` + `add_to_swap_cache`: gives a swap-backed folio (anonymous, or shmem
+    /// in `shmem_writepage`) a slot and puts it in the swap cache; `None` when swap is full (or
+    /// there is none: `shmem_writepage` checks `total_swap_pages` first).
     pub(crate) fn add_to_swap(&mut self, head: Pfn) -> Option<u64> {
-        debug_assert!(self.folios.is_anon(head) && !self.folios.test(head, pg::SWAPCACHE));
+        debug_assert!(
+            self.folios.test(head, pg::SWAPBACKED) && !self.folios.test(head, pg::SWAPCACHE)
+        );
         let slot = self.swap.take_free()?;
         self.swap.map[slot as usize] = HAS_CACHE;
         self.swap_cache_insert(head, slot);
@@ -185,6 +188,24 @@ impl KState {
         *m -= 1;
         if self.swap.maybe_free(slot) {
             self.workingset.clear_swap(slot);
+        }
+    }
+
+    /// `free_swap_and_cache`: a swap entry goes (from a PTE or from shmem's page cache); a
+    /// swap-cache folio nobody maps or refers to any more leaves the cache if its lock can be
+    /// had at once (`__try_to_reclaim_swap`).
+    pub(crate) fn free_swap_and_cache(&mut self, slot: u64) {
+        self.swap_free(slot);
+        if let Some(head) = self.swap.cached(slot)
+            && self.swap.count(slot) == 0
+            && self.folios.folio_mapcount(head) == 0
+        {
+            self.folios.get_extra(head);
+            if crate::filemap::folio_trylock(self, head) {
+                self.folio_free_swap(head);
+                self.folios.clear_flag(head, pg::LOCKED);
+            }
+            self.put_folio_extra(head);
         }
     }
 

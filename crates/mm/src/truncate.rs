@@ -16,6 +16,10 @@
 //! from every mapping (private copies stay), removes them from the page cache (or the DAX
 //! index), zeroes the partial pages at its edges and frees the whole blocks.
 //!
+//! tmpfs pages that reclaim swapped out leave swap entries in the page cache (`shmem.rs`):
+//! truncation and hole punching free those of their range, and a partial page at an edge is
+//! swapped in to be zeroed.
+//!
 //! Approximations: allocation is per page, with no journal or extent-status cost beyond one file
 //! system allocation per block.
 
@@ -87,7 +91,11 @@ pub(crate) async fn truncate_inode_pages_range(
 ) {
     let first = lstart.div_ceil(4096);
     let end = lend.map_or(u64::MAX, |e| e / 4096);
-    cx.st().workingset.truncate(inode, first, end);
+    {
+        let mut st = cx.st();
+        st.workingset.truncate(inode, first, end);
+        st.shmem_free_swap_range(inode, first, end);
+    }
     // One pass: the kernel's second loop restarts from `start` until a lookup finds nothing,
     // which mmsim leaves out because not every exclusion that keeps a concurrent reader from
     // refilling the range (`invalidate_lock`, ext4's `i_mmap_sem`) is modelled, so a restart
@@ -96,14 +104,25 @@ pub(crate) async fn truncate_inode_pages_range(
         remove_cached(cx, inode, first, end).await;
     }
     if !lstart.is_multiple_of(4096) {
+        shmem_partial_swapin(cx, inode, lstart / 4096).await;
         let to = lend.filter(|&e| e / 4096 == lstart / 4096).map_or(4096, |e| (e % 4096) as usize);
         zero_cached(cx, inode, lstart / 4096, (lstart % 4096) as usize, to).await;
     }
     if let Some(e) = lend.filter(|&e| !e.is_multiple_of(4096) && e / 4096 != lstart / 4096) {
+        shmem_partial_swapin(cx, inode, e / 4096).await;
         zero_cached(cx, inode, e / 4096, 0, (e % 4096) as usize).await;
     }
     if cx.st().inodes[inode].fs.is_dax() && first < end {
         crate::fs::dax::dax_delete_mapping_range(cx, inode, first, lend.map(|e| e / 4096)).await;
+    }
+}
+
+/// A partial page at the edge of the range that shmem swapped out comes back to be zeroed
+/// (`shmem_undo_range` → `shmem_get_partial_folio`). Without memory for it the swapped copy is
+/// left as it is (the kernel's lookup fails the same way and skips the page).
+async fn shmem_partial_swapin(cx: &Cx, inode: InodeId, index: u64) {
+    if cx.st().inodes[inode].mapping.swapped.contains_key(&index) {
+        let _ = crate::shmem::shmem_swapin(cx, inode, index).await;
     }
 }
 

@@ -30,6 +30,8 @@
 //!   `folio_check_references` (young PTEs through rmap, skipping VMAs without recency;
 //!   PG_referenced), then for a reclaim: an anonymous folio gets a swap slot, is unmapped (PTEs
 //!   become swap entries), written to swap and dropped from the swap cache leaving a shadow; a
+//!   dirty shmem folio is unmapped, then moved to the swap cache by `shmem_writepage`
+//!   (`shmem.rs`: its page-cache slot keeps the swap entry) and goes the same way; a
 //!   file folio is unmapped, written back if dirty, and dropped from the page cache leaving a
 //!   shadow (`__remove_mapping` after the reference freeze). A folio someone else still holds (a
 //!   GUP reference) fails the freeze and stays — an anonymous one in the swap cache. Rejected
@@ -644,7 +646,7 @@ impl KState {
     /// Returns the pages freed, or `None` when the folio must stay.
     fn remove_mapping(&mut self, head: Pfn, skip_freeze: bool) -> Option<u64> {
         let nr = self.folios.order(head).pages();
-        let anon = self.folios.is_anon(head);
+        let swapcache = self.folios.test(head, pg::SWAPCACHE);
         let lazyfree = self.folio_is_lazyfree(head);
         // `__remove_mapping`: only the cache's references and ours (the refcount freeze); a
         // lazyfree folio is in no cache.
@@ -656,8 +658,8 @@ impl KState {
             if lazyfree {
                 let memcg = self.folio_memcg(head);
                 self.count_event(memcg, VmStat::Pglazyfreed, nr);
-            } else if anon {
-                let slot = self.swap.slot_of(head).expect("a reclaimed anon folio has a slot");
+            } else if swapcache {
+                let slot = self.swap.slot_of(head).expect("anon or shmem swap-cache folio");
                 self.workingset_eviction(head, ShadowSlot::Swap(slot));
                 self.swap_cache_delete(head);
             } else if let Mapping::File(inode) = self.folios.mapping(head) {
@@ -678,9 +680,15 @@ impl KState {
 /// Adds to swap and unmaps a folio chosen for reclaim; `Err(activate)` if it must stay.
 async fn prepare_reclaim(cx: &Cx, head: Pfn, refs: References) -> Result<(), bool> {
     let anon = cx.st().folios.is_anon(head);
-    if anon && cx.st().folios.large(head).is_some() {
+    // A shmem folio still in its page cache (`shmem.rs`: its dirty data goes to swap).
+    let shmem = {
+        let st = cx.st();
+        !anon && st.folios.test(head, pg::SWAPBACKED) && !st.folios.test(head, pg::SWAPCACHE)
+    };
+    if (anon || shmem) && cx.st().folios.large(head).is_some() {
         // An anonymous THP: the kernel swaps it out whole (v4.14+, THP_SWAP) or splits it
-        // first; neither is modelled yet (`huge_memory/anon.rs`), so it stays.
+        // first; a shmem THP is split by `shmem_writepage`; neither is modelled yet
+        // (`huge_memory/anon.rs`, `shmem.rs`), so it stays.
         return Err(true);
     }
     // A lazyfree folio (`MADV_FREE`) is discarded, not swapped.
@@ -694,26 +702,29 @@ async fn prepare_reclaim(cx: &Cx, head: Pfn, refs: References) -> Result<(), boo
     if cx.st().folios.folio_mapcount(head) > 0 && !try_to_unmap(cx, head).await {
         return Err(true);
     }
+    if shmem && cx.st().folios.test(head, pg::DIRTY) && !cx.st().shmem_writepage(head) {
+        return Err(true); // no swap slot: `shmem_writepage` redirties, the folio is activated
+    }
     if !anon && refs == References::ReclaimClean && cx.st().folios.test(head, pg::DIRTY) {
         return Err(false);
     }
     Ok(())
 }
 
-/// Writes the dirty folios among `folios` (swap writes for anonymous ones, writeback for file
-/// ones) with one device request each kind, unlocked while under writeback. Returns the folios
+/// Writes the dirty folios among `folios` (swap writes for those in the swap cache, anonymous
+/// or shmem, writeback for file ones) with one device request each kind, unlocked while under writeback. Returns the folios
 /// locked again afterwards, and those that could not be relocked (unlocked, to put back).
 async fn write_out(cx: &Cx, folios: Vec<Pfn>) -> (Vec<Pfn>, Vec<Pfn>) {
     let (dirty, mut clean): (Vec<Pfn>, Vec<Pfn>) = {
         let st = cx.st();
         folios.into_iter().partition(|&h| st.folios.test(h, pg::DIRTY))
     };
-    let (anon, file): (Vec<Pfn>, Vec<Pfn>) = {
+    let (swap, file): (Vec<Pfn>, Vec<Pfn>) = {
         let st = cx.st();
-        dirty.into_iter().partition(|&h| st.folios.is_anon(h))
+        dirty.into_iter().partition(|&h| st.folios.test(h, pg::SWAPCACHE))
     };
     let mut unlocked = Vec::new();
-    for batch in [anon, file] {
+    for batch in [swap, file] {
         if batch.is_empty() {
             continue;
         }
@@ -722,7 +733,7 @@ async fn write_out(cx: &Cx, folios: Vec<Pfn>) -> (Vec<Pfn>, Vec<Pfn>) {
             // under writeback, and unlocked.
             let mut st = cx.st();
             for &head in &batch {
-                if st.folios.is_anon(head) {
+                if st.folios.test(head, pg::SWAPCACHE) {
                     st.swap_write(head);
                 } else if let Mapping::File(inode) = st.folios.mapping(head) {
                     st.writeback_folio(inode, head);

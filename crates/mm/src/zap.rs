@@ -116,7 +116,8 @@ async fn zap_pte_range(
             }
             if pte.is_swap() {
                 // `free_swap_and_cache`: the entry goes; a swap-cache folio nobody maps any more
-                // leaves the cache (truncation of files never meets swap entries).
+                // leaves the cache (a file's swap entries, shmem's, are freed by truncation from
+                // the page cache, `shmem.rs`).
                 if details.file_only.is_some() && !details.even_cows {
                     continue;
                 }
@@ -239,19 +240,8 @@ impl KState {
     pub(crate) fn zap_swap_pte(&mut self, mm: MmId, table: PtId, idx: usize) {
         let (_, slot) = self.pt.pte(table, idx).swap_entry();
         self.pt.set_pte(table, idx, Pte::NONE);
-        self.swap_free(slot);
         self.mm_mut(mm).sub_rss(crate::mm_struct::MmCounter::SwapEnts, 1);
-        if let Some(head) = self.swap.cached(slot)
-            && self.swap.count(slot) == 0
-            && self.folios.folio_mapcount(head) == 0
-        {
-            self.folios.get_extra(head);
-            if crate::filemap::folio_trylock(self, head) {
-                self.folio_free_swap(head);
-                self.folios.clear_flag(head, crate::folio::pg::LOCKED);
-            }
-            self.put_folio_extra(head);
-        }
+        self.free_swap_and_cache(slot);
     }
 
     /// `free_pgtables`: frees the page tables under `[start, end)` that no VMA of `mm` still

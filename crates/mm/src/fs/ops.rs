@@ -30,7 +30,7 @@
 //!   allocates them (`->setattr`, `->fallocate`).
 
 use crate::errno::Errno;
-use crate::filemap::shmem_alloc_page;
+use crate::filemap::shmem_get_page;
 use crate::folio::InodeId;
 use crate::fs::FsType;
 use crate::kernel::{Cx, KState};
@@ -250,12 +250,16 @@ impl FsType {
     }
 
     /// Pages of storage `inode` holds, `stat`'s `st_blocks` in pages (`fs/stat.rs`): allocated
-    /// and delayed blocks on disk, cached pages on tmpfs, device blocks of a DAX file, huge
+    /// and delayed blocks on disk, cached and swapped-out pages on tmpfs, device blocks of a DAX file, huge
     /// pages on hugetlbfs.
     pub(crate) fn i_blocks(self, st: &KState, inode: InodeId) -> u64 {
         match self {
             FsType::Disk | FsType::Xfs => st.disk_pages_held(inode),
-            FsType::Tmpfs(_) => st.inodes[inode].mapping.nrpages,
+            FsType::Tmpfs(_) => {
+                // Swapped-out pages still count (`shmem_inode_info->alloced`).
+                let m = &st.inodes[inode].mapping;
+                m.nrpages + m.swapped.len() as u64
+            }
             FsType::Dax => st.dax.inodes.get(&inode).map_or(0, |d| d.blocks.len() as u64),
             FsType::Hugetlbfs(size) => st.hinode(inode).cache.len() as u64 * (size.bytes() / 4096),
             FsType::Pipe => 0,
@@ -284,7 +288,7 @@ impl FsType {
                 for index in first..last {
                     let cached = cx.st().page_cache_get(inode, index).is_some();
                     if !cached {
-                        shmem_alloc_page(cx, inode, index).await.map_err(|_| Errno::ENOSPC)?;
+                        shmem_get_page(cx, inode, index).await.map_err(|_| Errno::ENOSPC)?;
                     }
                 }
                 Ok(())

@@ -167,7 +167,22 @@ impl KState {
                 (false, false) => mss.private_clean += size,
             }
         }
+        mss.swap += self.smaps_shmem_swap(vma);
         mss
+    }
+
+    /// Bytes of a shmem mapping's file swapped out at pages of the mapping that no PTE maps
+    /// (`shmem_swap_usage`, `smaps_pte_hole`; `shmem.rs` has the rule).
+    fn smaps_shmem_swap(&self, vma: VmaId) -> u64 {
+        let Some(inode) = self.vma_shmem_inode(vma) else { return 0 };
+        let v = self.vma(vma);
+        let pgd = self.mm(v.mm).pgd;
+        let first = v.page_index(v.start);
+        let end = first + (v.len().as_u64() >> 12);
+        let holes = self.shmem_swapped_in(inode, first, end).into_iter().filter(|&index| {
+            v.address_of(index).is_some_and(|a| self.pt.translate(pgd, a).is_none())
+        });
+        holes.count() as u64 * 4096
     }
 
     /// `smaps_hugetlb_range`: a hugetlb VMA counts only its mapped huge pages, shared when
@@ -393,7 +408,7 @@ impl KState {
             ("MemAvailable", pages(VmStat::NrFreePages) + file_lru),
             ("Buffers", 0),
             ("Cached", pages(VmStat::NrFilePages)),
-            ("SwapCached", 0),
+            ("SwapCached", pages(VmStat::NrSwapcached)),
             ("Active", lru(LruList::ActiveAnon) + lru(LruList::ActiveFile)),
             ("Inactive", lru(LruList::InactiveAnon) + lru(LruList::InactiveFile)),
             ("Active(anon)", lru(LruList::ActiveAnon)),
@@ -401,8 +416,8 @@ impl KState {
             ("Active(file)", lru(LruList::ActiveFile)),
             ("Inactive(file)", lru(LruList::InactiveFile)),
             ("Unevictable", lru(LruList::Unevictable)),
-            ("SwapTotal", 0),
-            ("SwapFree", 0),
+            ("SwapTotal", self.swap.total()),
+            ("SwapFree", self.swap.nr_free()),
             ("Dirty", pages(VmStat::NrDirty)),
             ("Writeback", pages(VmStat::NrWriteback)),
             ("AnonPages", pages(VmStat::NrAnonPages)),

@@ -74,10 +74,16 @@
 //! kernel's `nr_none`, charged to the file as `NR_SHMEM`), accepts dirty pages (a shmem page has
 //! no other copy; the THP is dirty), makes no writer check and counts no `nr_thps`; a range with
 //! nothing cached fails with `SCAN_TRUNCATED`; the THP counts in `nr_shmem_hugepages`, and its
-//! PMD mappings in `nr_shmem_pmdmapped`. Approximations: shmem pages are never swapped out in
-//! mmsim, so the kernel's swap-in of swapped shmem pages (`shmem_get_folio(SGP_NOALLOC)`) and
-//! the scan's `max_ptes_swap` count have nothing to act on; a range reaching past the end of the
-//! file fails (`SCAN_FAIL`, mmsim's: it makes no THP past EOF).
+//! PMD mappings in `nr_shmem_pmdmapped`. Swapped-out shmem pages (`shmem.rs`): the scan counts
+//! the range's swap entries and khugepaged (not `MADV_COLLAPSE`, whose `cc->is_khugepaged` is
+//! false, v6.1+) fails with `SCAN_EXCEED_SWAP_PTE` past `max_ptes_swap`; they are not present,
+//! so they also count against `max_ptes_none`; the collapse swaps each in
+//! (`shmem_get_folio(SGP_NOALLOC)`) before it takes it. (Read in mainline's
+//! `hpage_collapse_scan_file`; the count and the swap-in are in the shmem collapse since it
+//! came, f3f0e1d2150b, v4.8, recalled rather than re-read per release; the selftest's swap cases,
+//! `collapse_swapin_single_pte` and `collapse_max_ptes_swap`, run on anonymous memory only.)
+//! Approximations: a range reaching past the end of the file fails
+//! (`SCAN_FAIL`, mmsim's: it makes no THP past EOF).
 
 use super::{Collapser, HPAGE_PMD_NR, ScanResult, alloc_collapse_page};
 use crate::era::ThpWriterBarrier;
@@ -114,9 +120,18 @@ pub(super) fn file_range(st: &KState, vma: VmaId, haddr: VirtAddr) -> Option<Fil
 /// `hpage_collapse_scan_file`: whether the page cache of `r` can be collapsed (the module note
 /// lists the checks).
 pub(super) fn hpage_collapse_scan_file(st: &KState, r: FileRange, who: Collapser) -> ScanResult {
+    let end = r.start + HPAGE_PMD_NR;
+    // shmem's swap entries, in index order with the pages: the first past `max_ptes_swap`
+    // ends khugepaged's scan there (not `MADV_COLLAPSE`'s); they are not present.
+    let swap_limit = (who == Collapser::Khugepaged)
+        .then(|| {
+            let swapped = st.shmem_swapped_in(r.inode, r.start, end);
+            swapped.get(st.thp.settings.max_ptes_swap as usize).copied()
+        })
+        .flatten();
     let pages = &st.inodes[r.inode].mapping.pages;
     let mut present = 0;
-    for (&index, &head) in pages.range(r.start..r.start + HPAGE_PMD_NR) {
+    for (&index, &head) in pages.range(r.start..swap_limit.unwrap_or(end)) {
         let order = st.folios.order(head);
         if order == Order::PMD && index == r.start {
             return ScanResult::PteMappedHugepage;
@@ -131,6 +146,9 @@ pub(super) fn hpage_collapse_scan_file(st: &KState, r: FileRange, who: Collapser
             return ScanResult::PageCount;
         }
         present += 1;
+    }
+    if swap_limit.is_some() {
+        return ScanResult::ExceedSwapPte;
     }
     let max_none = st.thp.settings.max_ptes_none;
     if who == Collapser::Khugepaged && present < HPAGE_PMD_NR - max_none {
@@ -156,7 +174,15 @@ async fn take_page(
         let st = cx.st();
         (st.page_cache_get(inode, index), st.inodes[inode].fs.tmpfs_mount().is_some())
     };
+    let swapped = cx.st().inodes[inode].mapping.swapped.contains_key(&index);
     let head = match cached {
+        None if shmem && swapped => {
+            // `shmem_get_folio(SGP_NOALLOC)` swaps the page in.
+            if crate::shmem::shmem_swapin(cx, inode, index).await.is_err() {
+                return Err(TakeFailed(ScanResult::Fail, false));
+            }
+            filemap_lock_folio(cx, inode, index).await.ok_or(TakeFailed(ScanResult::Fail, false))?
+        }
         None if shmem => return Ok(None),
         Some(head) => {
             let mut st = cx.st();
@@ -287,8 +313,8 @@ async fn take_range(cx: &Cx, r: FileRange) -> (Vec<Taken>, ScanResult, bool) {
     (taken, ScanResult::Succeed, false)
 }
 
-/// For a shmem range, why its collapse fails before any page is taken: nothing cached in it
-/// (`SCAN_TRUNCATED`: "stop if extent has been truncated or hole-punched, and is now completely
+/// For a shmem range, why its collapse fails before any page is taken: nothing cached or
+/// swapped out in it (`SCAN_TRUNCATED`: "stop if extent has been truncated or hole-punched, and is now completely
 /// empty"), or it reaches past the end of the file (`SCAN_FAIL`, mmsim's: it has no THP past
 /// EOF, `shmem.rs`).
 fn shmem_range_fails(st: &KState, r: FileRange) -> Option<ScanResult> {
@@ -297,7 +323,10 @@ fn shmem_range_fails(st: &KState, r: FileRange) -> Option<ScanResult> {
     if r.start + HPAGE_PMD_NR > i.size_pages() {
         return Some(ScanResult::Fail);
     }
-    let empty = i.mapping.pages.range(r.start..r.start + HPAGE_PMD_NR).next().is_none();
+    // A swap entry is an entry too (`xas_next_entry` finds value entries).
+    let end = r.start + HPAGE_PMD_NR;
+    let empty = i.mapping.pages.range(r.start..end).next().is_none()
+        && i.mapping.swapped.range(r.start..end).next().is_none();
     empty.then_some(ScanResult::Truncated)
 }
 

@@ -10,6 +10,8 @@
 //! Checked:
 //! - every frame is free, a folio, a page table or a zero page, and the counts agree with
 //!   `nr_free_pages` and `nr_page_table_pages`;
+//! - each swap slot's count is the swap PTEs and shmem swap entries (`AddressSpace::swapped`)
+//!   holding it, and no shmem index holds both a folio and a swap entry;
 //! - each folio's refcount is its page-cache references plus its mappings plus the references of
 //!   registered holders;
 //! - the PTEs and the mapcounts agree, every mapping is reachable through rmap at the right
@@ -127,17 +129,26 @@ pub fn check_all(st: &KState, rule: CowReuse) -> Result<(), String> {
     st.check_tlb(false)
 }
 
-/// Each swap slot's count equals the swap PTEs holding it; the swap cache agrees with the flags.
+/// Each swap slot's count equals the swap PTEs and shmem page-cache entries holding it (no
+/// shmem index holds both a folio and a swap entry); the swap cache agrees with the flags.
 fn check_swap(st: &KState, ptes: &[Mapped]) -> Result<(), String> {
     let mut held: BTreeMap<u64, u64> = BTreeMap::new();
     for m in ptes.iter().filter(|m| m.pte.is_swap()) {
         *held.entry(m.pte.swap_entry().1).or_default() += 1;
     }
+    for (_, i) in st.inodes.iter() {
+        for (&index, &slot) in &i.mapping.swapped {
+            if i.mapping.pages.contains_key(&index) {
+                return Err(format!("page {index} of {}: both a folio and a swap entry", i.path));
+            }
+            *held.entry(slot).or_default() += 1;
+        }
+    }
     for slot in 0..st.swap.high_water() {
         let counted = held.get(&slot).copied().unwrap_or(0);
         if u64::from(st.swap.count(slot)) != counted {
             return Err(format!(
-                "swap slot {slot}: count {} but {counted} PTEs hold it",
+                "swap slot {slot}: count {} but {counted} PTEs and shmem entries hold it",
                 st.swap.count(slot)
             ));
         }

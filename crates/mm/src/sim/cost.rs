@@ -85,6 +85,11 @@ simcore::counter_keys! {
         LineTransfer = "line_transfer",
         /// The same across sockets.
         LineTransferRemote = "line_transfer_remote",
+        /// From waking a task that sleeps (on a lock, a completion, a wait queue) to its running
+        /// again on its CPU: the wake-up IPI and the idle CPU's exit from its idle state. Charged
+        /// by the engine to every sleeping waiter it wakes (a lock handed to a sleeper is held
+        /// through it); optimistic spinners are not asleep and pay nothing.
+        WakeupLatency = "wakeup_latency",
         /// A RAM disk (`brd`): submitting and completing one request, beside the copy of each
         /// page (charged as `copy_page_4k`).
         RamdiskRequest = "ramdisk_request",

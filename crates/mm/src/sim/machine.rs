@@ -148,6 +148,7 @@ impl Machine {
             scheduler: config.scheduler,
             max_events: config.max_events,
             trace: config.trace,
+            wakeup_latency: config.profile.costs.get(Cost::WakeupLatency),
             line_costs: engine::LineCosts {
                 same_socket: config.profile.costs.get(Cost::LineTransfer),
                 cross_socket: config.profile.costs.get(Cost::LineTransferRemote),

@@ -86,6 +86,8 @@ pub const KERNEL_NAMES: &[(&str, Option<&str>, &str)] = &[
     ("file_read", None, "filemap_read"),
     ("file_write", None, "generic_perform_write"),
     ("shmem_alloc_page", None, "shmem_alloc_folio"),
+    ("shmem_get_page", None, "shmem_get_folio_gfp"),
+    ("shmem_swapin", None, "shmem_swapin_folio"),
     ("take_page", None, "collapse_file"),
     ("retract_one", None, "retract_page_tables"),
     ("pte_mapped_thp_locked", None, "collapse_pte_mapped_thp"),
