@@ -165,7 +165,6 @@ const LONG_FUNCTIONS: &[(&str, usize)] = &[
     ("crates/mm/src/sim/machine.rs::Machine::on_sim", 77),
     ("crates/mm/src/mglru.rs::try_to_inc_max_seq", 72),
     ("crates/mm/src/mmap.rs::do_mmap", 77),
-    ("crates/mm/src/vmscan.rs::shrink_folio_list", 77),
     ("crates/trace/src/pagecache.rs::replay_page_cache", 130),
 ];
 

@@ -239,8 +239,22 @@ const OPS: &[(&str, OpGen)] = &[
             "normal",
             "dontfork",
             "wipeonfork",
+            "populate_read",
+            "populate_write",
+            "free",
         ])?;
         Some(format!(r#"{{ op = "madvise", addr = "{addr}", len = {len}, advice = "{advice}" }}"#))
+    }),
+    ("mremap", |g| {
+        let (addr, len) = g.range(64)?;
+        let new_len = 4096 * (1 + g.below(32));
+        let flags = *g.pick(&["none", "maymove", "maymove|dontunmap"])?;
+        let new_len = if flags.contains("dontunmap") { len } else { new_len };
+        let name = g.name("m");
+        g.bound.maps.push((g.current.clone(), name.clone(), new_len / 4096));
+        Some(format!(
+            r#"{{ op = "mremap", addr = "{addr}", old_len = {len}, new_len = {new_len}, flags = "{flags}", as = "{name}" }}"#
+        ))
     }),
     ("fork", |g| {
         let name = g.name("c");

@@ -711,6 +711,51 @@ pub fn has_madv_collapse(k: KernelVersion) -> bool {
     k >= v(6, 1)
 }
 
+/// `MREMAP_DONTUNMAP` exists: "mm/mremap: add MREMAP_DONTUNMAP to mremap()" (e346b3813067,
+/// v5.7); before, the flag is unknown and EINVAL.
+pub fn has_mremap_dontunmap(k: KernelVersion) -> bool {
+    k >= v(5, 7)
+}
+
+/// `MREMAP_DONTUNMAP` takes any mapping but a `VM_DONTEXPAND` or `VM_PFNMAP` one: "mm: extend
+/// MREMAP_DONTUNMAP to non-anonymous mappings" (a4609387859f, v5.13); before, a file or shared
+/// mapping is EINVAL.
+pub fn mremap_dontunmap_any_mapping(k: KernelVersion) -> bool {
+    k >= v(5, 13)
+}
+
+/// `mremap` looks the VMA up first (EFAULT, even for a shrink) and handles hugetlb VMAs
+/// (huge-page aligned, never growing): "mm, hugepages: add mremap() support for hugepage backed
+/// vma" (550a7d60bd5e, v5.16). Before, a shrink is only the munmap of the tail, whatever is
+/// mapped there, and a hugetlb VMA is EINVAL wherever mremap needs it.
+pub fn mremap_handles_hugetlb(k: KernelVersion) -> bool {
+    k >= v(5, 16)
+}
+
+/// `MADV_FREE` exists: "mm: support madvise(MADV_FREE)" (854e9ed09ded, v4.5); before, EINVAL.
+pub fn has_madv_free(k: KernelVersion) -> bool {
+    k >= v(4, 5)
+}
+
+/// Why `MADV_FREE` cannot be used on `k`, if it cannot: from v4.5 to v4.11 lazyfree pages were
+/// deactivated on the anon LRU and reclaimed only with swap; the model starts with "mm: move
+/// MADV_FREE pages into LRU_INACTIVE_FILE list" (f7ad2a6cb9f7, v4.12). Before v4.5 the advice
+/// is EINVAL, which is modelled.
+pub fn madv_free_unmodelled(k: KernelVersion) -> Option<String> {
+    (has_madv_free(k) && k < v(4, 12)).then(|| {
+        format!(
+            "MADV_FREE is not modelled on {k}: v4.5 to v4.11 kept lazyfree pages on the anon LRU \
+             (reclaimed only with swap); the model starts with f7ad2a6cb9f7 (v4.12)"
+        )
+    })
+}
+
+/// `MADV_POPULATE_READ` and `MADV_POPULATE_WRITE` exist: "mm/madvise: introduce
+/// MADV_POPULATE_(READ|WRITE) to prefault page tables" (4ca9b3859dac, v5.14); before, EINVAL.
+pub fn has_madv_populate(k: KernelVersion) -> bool {
+    k >= v(5, 14)
+}
+
 impl Default for Switches {
     fn default() -> Self {
         Switches::for_kernel(KernelVersion::DEFAULT)

@@ -61,7 +61,7 @@
 //! Also here: populating a range (`MAP_POPULATE`).
 
 use crate::era::{FollForceCow, GupFastRecheck};
-use crate::errno::Errno;
+use crate::errno::{Errno, VmFault};
 use crate::fault::{FaultAcct, handle_mm_fault};
 use crate::folio::pg;
 use crate::kernel::{Cx, KState};
@@ -508,24 +508,76 @@ pub(crate) async fn populate(cx: &Cx, mm: MmId, start: VirtAddr, end: VirtAddr) 
     let _g = lock.read(cx).await;
     let mut addr = start;
     while addr < end {
-        let target = {
-            let st = cx.st();
-            st.find_vma(mm, addr).map(|v| {
-                let f = st.vma(v).flags;
-                let write = f.0 & (VmFlags::WRITE | VmFlags::SHARED) == VmFlags::WRITE;
-                let present = st
-                    .pt
-                    .translate(st.mm(mm).pgd, addr)
-                    .is_some_and(|(p, _)| p.is_present() && (!write || p.write()));
-                (v, write, present)
-            })
+        let vma = cx.st().find_vma(mm, addr);
+        let step = match vma {
+            Some(vma) => faultin_one(cx, mm, vma, addr, None).await.0,
+            None => 4096,
         };
-        if let Some((vma, write, false)) = target {
-            let kind = if write { FaultKind::Write } else { FaultKind::Read };
-            let _ = handle_mm_fault(cx, mm, vma, addr, kind, FaultAcct::Current).await;
-        }
-        // A hugetlb VMA is populated one huge page at a time.
-        let step = target.and_then(|(v, _, _)| cx.st().hstate_vma(v)).map_or(4096, |s| s.bytes());
         addr = (addr + Bytes(step)).align_down(Bytes(step));
     }
+}
+
+/// One page of a populate walk: faults `addr` of `vma` in unless the PTE already allows the
+/// access (`write`, or by default a write in a writable private mapping, else a read). Returns
+/// the walk's step (a hugetlb VMA is populated one huge page at a time) and the fault's result.
+async fn faultin_one(
+    cx: &Cx,
+    mm: MmId,
+    vma: VmaId,
+    addr: VirtAddr,
+    write: Option<bool>,
+) -> (u64, Result<(), VmFault>) {
+    let (write, present, step) = {
+        let st = cx.st();
+        let f = st.vma(vma).flags;
+        let write = write.unwrap_or(f.0 & (VmFlags::WRITE | VmFlags::SHARED) == VmFlags::WRITE);
+        let present = st
+            .pt
+            .translate(st.mm(mm).pgd, addr)
+            .is_some_and(|(p, _)| p.is_present() && (!write || p.write()));
+        (write, present, st.hstate_vma(vma).map_or(4096, |s| s.bytes()))
+    };
+    if present {
+        return (step, Ok(()));
+    }
+    let kind = if write { FaultKind::Write } else { FaultKind::Read };
+    let result = handle_mm_fault(cx, mm, vma, addr, kind, FaultAcct::Current).await;
+    (step, result.map(|_| ()))
+}
+
+/// `MADV_POPULATE_READ`/`MADV_POPULATE_WRITE` (`madvise_populate`, v5.14, 4ca9b3859dac):
+/// prefaults `[start, end)` as reads or writes through GUP's fault path, each fault counted in
+/// the caller's `minflt`/`majflt`. A hole is ENOMEM; a `VM_IO`/`VM_PFNMAP` VMA, or one without
+/// the permission (`check_vma_flags`: a write into a read-only mapping, any access to
+/// `PROT_NONE`), EINVAL; a fault that raises SIGBUS or SIGSEGV is EFAULT, one out of memory
+/// ENOMEM. The pages before a failure stay populated.
+pub(crate) async fn madvise_populate(
+    cx: &Cx,
+    mm: MmId,
+    start: VirtAddr,
+    end: VirtAddr,
+    write: bool,
+) -> Result<(), Errno> {
+    let lock = cx.st().mm(mm).mmap_lock;
+    let _g = lock.read(cx).await;
+    let mut addr = start;
+    while addr < end {
+        let vma = {
+            let st = cx.st();
+            let vma = st.find_vma(mm, addr).ok_or(Errno::ENOMEM)?;
+            let f = st.vma(vma).flags;
+            let allowed = if write { VmFlags::WRITE } else { VmFlags::READ };
+            if f.has(VmFlags::IO | VmFlags::PFNMAP) || !f.has(allowed) {
+                return Err(Errno::EINVAL);
+            }
+            vma
+        };
+        let (step, result) = faultin_one(cx, mm, vma, addr, Some(write)).await;
+        result.map_err(|f| match f {
+            VmFault::Oom => Errno::ENOMEM,
+            VmFault::SigBus | VmFault::SigSegv => Errno::EFAULT,
+        })?;
+        addr = (addr + Bytes(step)).align_down(Bytes(step));
+    }
+    Ok(())
 }

@@ -149,6 +149,11 @@ impl KState {
         !self.folios.test(head, pg::SWAPBACKED)
     }
 
+    /// A lazyfree folio (`MADV_FREE`): anonymous but no longer swap-backed.
+    pub(crate) fn folio_is_lazyfree(&self, head: Pfn) -> bool {
+        self.folios.is_anon(head) && !self.folios.test(head, pg::SWAPBACKED)
+    }
+
     /// `folio_lru_list`: the classic list a folio belongs on.
     pub fn folio_lru_list(&self, head: Pfn) -> LruList {
         if self.folios.test(head, pg::UNEVICTABLE) {
@@ -304,6 +309,27 @@ impl KState {
             let memcg = self.folio_memcg(head);
             self.count_event(memcg, VmStat::Pgdeactivate, nr);
         }
+    }
+
+    /// `folio_mark_lazyfree` (`MADV_FREE`, v4.12+ f7ad2a6cb9f7): a clean, swap-backed
+    /// anonymous folio on an LRU list stops being swap-backed and goes to the inactive file list
+    /// (with the multi-gen LRU, a file generation), unreferenced, where reclaim discards it
+    /// unless it is written again; counted in `pglazyfree`.
+    pub(crate) fn folio_mark_lazyfree(&mut self, head: Pfn) {
+        let f = &self.folios;
+        if !f.test(head, pg::LRU)
+            || !f.test(head, pg::SWAPBACKED)
+            || f.test(head, pg::SWAPCACHE | pg::UNEVICTABLE)
+        {
+            return;
+        }
+        self.lruvec_del_folio(head, true);
+        self.folios.clear_flag(head, pg::ACTIVE | pg::REFERENCED | pg::SWAPBACKED);
+        self.folios.set_lru_refs(head, 0);
+        self.lruvec_add_folio(head, false);
+        let nr = self.folios.order(head).pages();
+        let memcg = self.folio_memcg(head);
+        self.count_event(memcg, VmStat::Pglazyfree, nr);
     }
 
     /// Takes a folio off its list for reclaim with an isolation reference

@@ -89,6 +89,7 @@ pub mod madv {
     pub const RANDOM: u32 = 1;
     pub const SEQUENTIAL: u32 = 2;
     pub const DONTNEED: u32 = 4;
+    pub const FREE: u32 = 8;
     pub const DONTFORK: u32 = 10;
     pub const DOFORK: u32 = 11;
     pub const WIPEONFORK: u32 = 18;
@@ -98,6 +99,8 @@ pub mod madv {
     pub const COLLAPSE: u32 = 25;
     pub const COLD: u32 = 20;
     pub const PAGEOUT: u32 = 21;
+    pub const POPULATE_READ: u32 = 22;
+    pub const POPULATE_WRITE: u32 = 23;
 }
 
 /// A range `[start, end)` checked to be page-aligned, non-empty and inside user space.
@@ -134,19 +137,33 @@ impl KState {
             v.start < at && at < v.end && at.is_aligned(Bytes::PAGE),
             "bad split of {id} at {at}"
         );
-        let mut upper = v.clone();
-        upper.pgoff = v.page_index(at);
-        upper.start = at;
-        if let Some(f) = upper.file {
+        let (end, pgoff) = (v.end, v.page_index(at));
+        self.vma_mut(id).end = at;
+        let new = self.vma_dup(id, at, end, pgoff);
+        self.hugetlb_vm_op_split(id, new);
+        new
+    }
+
+    /// A copy of VMA `id` at `[start, end)` mapping from page `pgoff`: it holds its own
+    /// reference to the file and joins every anon_vma of `id` (`vm_area_dup` with
+    /// `anon_vma_clone`, as `__split_vma` and mremap's `copy_vma` make one).
+    pub(crate) fn vma_dup(
+        &mut self,
+        id: VmaId,
+        start: VirtAddr,
+        end: VirtAddr,
+        pgoff: u64,
+    ) -> VmaId {
+        let mut copy = self.vma(id).clone();
+        (copy.start, copy.end, copy.pgoff) = (start, end, pgoff);
+        if let Some(f) = copy.file {
             self.file_mut(f).refs += 1;
         }
-        self.vma_mut(id).end = at;
-        let chain = upper.anon_vma_chain.clone();
-        let new = self.vma_link(upper);
+        let chain = copy.anon_vma_chain.clone();
+        let new = self.vma_link(copy);
         for av in chain {
             self.anon_vmas[av].vmas.push(new);
         }
-        self.hugetlb_vm_op_split(id, new);
         new
     }
 
@@ -432,7 +449,7 @@ impl KState {
 
     /// `get_unmapped_area`: the hint if it is free (or MAP_FIXED's address as given), otherwise
     /// the first gap of `len` at `align`.
-    fn get_unmapped_area(
+    pub(crate) fn get_unmapped_area(
         &self,
         mm: MmId,
         a: &MmapArgs,
@@ -480,7 +497,7 @@ impl KState {
 }
 
 /// Unmaps `[start, end)` of `mm` while the caller holds `mmap_lock` for write.
-async fn unmap_locked(cx: &Cx, mm: MmId, start: VirtAddr, end: VirtAddr) {
+pub(crate) async fn unmap_locked(cx: &Cx, mm: MmId, start: VirtAddr, end: VirtAddr) {
     split_huge_pmd_edges(cx, mm, start, end).await;
     let vmas = cx.st().vma_split_range(mm, start, end);
     for &v in &vmas {
@@ -512,13 +529,29 @@ pub(crate) async fn do_munmap(cx: &Cx, mm: MmId, addr: VirtAddr, len: Bytes) -> 
     let (start, end) = user_range(addr, len)?;
     let lock = cx.st().mm(mm).mmap_lock;
     let _g = lock.write(cx).await;
+    munmap_locked(cx, mm, start, end).await
+}
+
+/// `do_munmap` under `mmap_lock` held for write: EINVAL where a hugetlb VMA would be split
+/// inside a huge page, else unmaps `[start, end)`.
+pub(crate) async fn munmap_locked(
+    cx: &Cx,
+    mm: MmId,
+    start: VirtAddr,
+    end: VirtAddr,
+) -> Result<(), Errno> {
     cx.st().hugetlb_check_split(mm, start, end)?;
     unmap_locked(cx, mm, start, end).await;
     Ok(())
 }
 
 /// The VMAs covering `[start, end)`, or ENOMEM if part of it is unmapped.
-fn covering(st: &KState, mm: MmId, start: VirtAddr, end: VirtAddr) -> Result<Vec<VmaId>, Errno> {
+pub(crate) fn covering(
+    st: &KState,
+    mm: MmId,
+    start: VirtAddr,
+    end: VirtAddr,
+) -> Result<Vec<VmaId>, Errno> {
     let vmas = st.mm(mm).vmas_in(start, end, |id| st.vma(id).end);
     let mut at = start;
     for &v in &vmas {
@@ -771,6 +804,51 @@ fn updates_vm_flags(kernel: KernelVersion, advice: u32) -> bool {
     }
 }
 
+/// `MADV_COLD` and `MADV_PAGEOUT` (`madvise_cold_or_pageout_pte_range`).
+async fn madvise_cold_or_pageout(
+    cx: &Cx,
+    mm: MmId,
+    start: VirtAddr,
+    end: VirtAddr,
+    advice: u32,
+) -> Result<(), Errno> {
+    let lock = cx.st().mm(mm).mmap_lock;
+    let folios = {
+        let _g = lock.read(cx).await;
+        let mut st = cx.st();
+        covering(&st, mm, start, end)?;
+        // `madvise_cold_or_pageout_pte_range`: private pages only (mapped once), their
+        // accessed bits cleared.
+        let pgd = st.mm(mm).pgd;
+        let mut found = Vec::new();
+        let mut a = start;
+        while a < end {
+            let Some((t, i)) = st.pt.pte_slot(pgd, a) else {
+                a = st.pt.skip_empty(pgd, a);
+                continue;
+            };
+            let pte = st.pt.pte(t, i);
+            if let Some(page) = vm_normal_page(pte) {
+                let head = st.folios.head(page);
+                if st.folios.folio_mapcount(head) == 1 && !found.contains(&head) {
+                    st.pt.set_pte(t, i, pte.without(Pte::ACCESSED));
+                    found.push(head);
+                }
+            }
+            a = a + Bytes::PAGE;
+        }
+        if advice == madv::COLD {
+            for &h in &found {
+                st.folio_deactivate(h);
+            }
+            found.clear();
+        }
+        found
+    };
+    crate::vmscan::reclaim_pages(cx, folios).await;
+    Ok(())
+}
+
 /// `madvise(2)` for the advice modelled so far.
 pub(crate) async fn do_madvise(
     cx: &Cx,
@@ -793,48 +871,25 @@ pub(crate) async fn do_madvise(
             }
             Ok(())
         }
-        madv::COLD | madv::PAGEOUT => {
-            let folios = {
-                let _g = lock.read(cx).await;
-                let mut st = cx.st();
-                covering(&st, mm, start, end)?;
-                // `madvise_cold_or_pageout_pte_range`: private pages only (mapped once), their
-                // accessed bits cleared.
-                let pgd = st.mm(mm).pgd;
-                let mut found = Vec::new();
-                let mut a = start;
-                while a < end {
-                    let Some((t, i)) = st.pt.pte_slot(pgd, a) else {
-                        a = st.pt.skip_empty(pgd, a);
-                        continue;
-                    };
-                    let pte = st.pt.pte(t, i);
-                    if let Some(page) = vm_normal_page(pte) {
-                        let head = st.folios.head(page);
-                        if st.folios.folio_mapcount(head) == 1 && !found.contains(&head) {
-                            st.pt.set_pte(t, i, pte.without(Pte::ACCESSED));
-                            found.push(head);
-                        }
-                    }
-                    a = a + Bytes::PAGE;
-                }
-                if advice == madv::COLD {
-                    for &h in &found {
-                        st.folio_deactivate(h);
-                    }
-                    found.clear();
-                }
-                found
-            };
-            crate::vmscan::reclaim_pages(cx, folios).await;
-            Ok(())
-        }
+        madv::COLD | madv::PAGEOUT => madvise_cold_or_pageout(cx, mm, start, end, advice).await,
         a if updates_vm_flags(cx.kernel().version, a) => {
             let _g = lock.write(cx).await;
             madvise_update_vmas(cx, mm, start, end, advice).await
         }
         madv::COLLAPSE if crate::era::has_madv_collapse(cx.kernel().version) => {
             crate::khugepaged::madvise_collapse(cx, mm, start, end).await
+        }
+        madv::FREE if crate::era::has_madv_free(cx.kernel().version) => {
+            if crate::era::madv_free_unmodelled(cx.kernel().version).is_some() {
+                return Err(Errno::EOPNOTSUPP);
+            }
+            crate::madvise::madvise_free(cx, mm, start, end).await
+        }
+        madv::POPULATE_READ | madv::POPULATE_WRITE
+            if crate::era::has_madv_populate(cx.kernel().version) =>
+        {
+            let write = advice == madv::POPULATE_WRITE;
+            crate::gup::madvise_populate(cx, mm, start, end, write).await
         }
         _ => Err(Errno::EINVAL),
     }

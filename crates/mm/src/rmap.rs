@@ -341,6 +341,26 @@ pub(crate) async fn folio_referenced(cx: &Cx, head: Pfn) -> (u32, VmFlags) {
     (young, VmFlags(flags))
 }
 
+impl KState {
+    /// `try_to_unmap_one` of a lazyfree folio's PTE: discarded (the PTE cleared, the mapping's
+    /// reference dropped) when neither it nor the folio was written again and nobody else holds
+    /// it (refcount = mappings + the isolation reference); otherwise the folio is swap-backed
+    /// again and stays mapped (false).
+    fn try_to_unmap_lazyfree(&mut self, mm: MmId, page: Pfn, t: PtId, i: usize, pte: Pte) -> bool {
+        let head = self.folios.head(page);
+        let unused = self.folios.refcount(head) == self.folios.folio_mapcount(head) + 1;
+        if pte.dirty() || self.folios.test(head, pg::DIRTY) || !unused {
+            self.folios.set(head, pg::SWAPBACKED);
+            return false;
+        }
+        self.pt.set_pte(t, i, Pte::NONE);
+        self.mm_mut(mm).sub_rss(crate::mm_struct::MmCounter::AnonPages, 1);
+        self.rmap_remove_pte(page);
+        self.put_folio(head, 1);
+        true
+    }
+}
+
 /// `try_to_unmap`: replaces every PTE of the folio with a swap entry (anonymous, in the swap
 /// cache) or with nothing (file), under each PTE lock, then flushes the TLB. A PMD mapping of a
 /// file folio is split, which for a file folio means cleared (`TTU_SPLIT_HUGE_PMD`,
@@ -374,6 +394,8 @@ pub(crate) async fn try_to_unmap(cx: &Cx, head: Pfn) -> bool {
             let exclusive = st.folios.test(m.page, pg::ANON_EXCLUSIVE);
             if anon && anon_exclusive && exclusive && st.folios.maybe_dma_pinned(head) {
                 false
+            } else if st.folio_is_lazyfree(head) {
+                st.try_to_unmap_lazyfree(m.mm, m.page, t, i, pte)
             } else {
                 let counter = crate::memory::mm_counter(&st, head);
                 st.mm_mut(m.mm).sub_rss(counter, 1);

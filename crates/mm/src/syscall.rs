@@ -127,6 +127,11 @@ impl Thread {
         Ok(self.cx.st().prctl_get_thp_disable(mm))
     }
 
+    /// `mremap(2)`; returns the mapping's address (`mremap.rs`).
+    pub async fn mremap(&self, args: crate::mremap::MremapArgs) -> Result<VirtAddr, Errno> {
+        crate::mremap::do_mremap(&self.cx, self.mm()?, args).await
+    }
+
     pub async fn madvise(&self, addr: VirtAddr, len: Bytes, advice: u32) -> Result<(), Errno> {
         do_madvise(&self.cx, self.mm()?, addr, len, advice).await
     }

@@ -622,32 +622,7 @@ pub(crate) async fn shrink_folio_list(
     let mut reclaimed = 0;
     let skip_freeze = cx.kernel().switches.refcount_freeze == RefcountFreeze::Skip;
     for head in to_free {
-        let freed = {
-            let mut st = cx.st();
-            let nr = st.folios.order(head).pages();
-            let swapcache = st.folios.test(head, pg::SWAPCACHE);
-            // `__remove_mapping`: only the cache's references and ours (the refcount freeze).
-            let only_us =
-                st.folios.refcount(head) == nr as u32 + 1 && st.folios.folio_mapcount(head) == 0;
-            if (only_us || skip_freeze) && !st.folios.test(head, pg::DIRTY) {
-                st.folios.clear_flag(head, pg::LOCKED);
-                if swapcache {
-                    let slot = st.swap.slot_of(head).expect("anon or shmem swap-cache folio");
-                    st.workingset_eviction(head, ShadowSlot::Swap(slot));
-                    st.swap_cache_delete(head);
-                } else if let Mapping::File(inode) = st.folios.mapping(head) {
-                    let index = st.folio_index(head);
-                    if st.folio_is_file_lru(head) {
-                        st.workingset_eviction(head, ShadowSlot::PageCache(inode, index));
-                    }
-                    st.page_cache_delete(inode, head);
-                }
-                st.put_folio_extra(head);
-                Some(nr)
-            } else {
-                None
-            }
-        };
+        let freed = cx.st().remove_mapping(head, skip_freeze);
         match freed {
             Some(nr) => {
                 cx.kernel().folio_waitqueue(head).wake_up_all(cx);
@@ -661,6 +636,45 @@ pub(crate) async fn shrink_folio_list(
     }
     cx.charge_n(Cost::ReclaimPage, reclaimed).await;
     (reclaimed, rejected)
+}
+
+impl KState {
+    /// `__remove_mapping` of a locked, unmapped folio that reclaim frees: only the cache's
+    /// references and reclaim's may remain (the refcount freeze, skipped by the
+    /// `refcount_freeze = skip` switch) and it must be clean; a swap-cache folio leaves a swap
+    /// shadow, a page-cache folio a page-cache shadow, a lazyfree folio nothing (`pglazyfreed`).
+    /// Returns the pages freed, or `None` when the folio must stay.
+    fn remove_mapping(&mut self, head: Pfn, skip_freeze: bool) -> Option<u64> {
+        let nr = self.folios.order(head).pages();
+        let swapcache = self.folios.test(head, pg::SWAPCACHE);
+        let lazyfree = self.folio_is_lazyfree(head);
+        // `__remove_mapping`: only the cache's references and ours (the refcount freeze); a
+        // lazyfree folio is in no cache.
+        let cache_refs = if lazyfree { 0 } else { nr as u32 };
+        let only_us =
+            self.folios.refcount(head) == cache_refs + 1 && self.folios.folio_mapcount(head) == 0;
+        if (only_us || skip_freeze) && !self.folios.test(head, pg::DIRTY) {
+            self.folios.clear_flag(head, pg::LOCKED);
+            if lazyfree {
+                let memcg = self.folio_memcg(head);
+                self.count_event(memcg, VmStat::Pglazyfreed, nr);
+            } else if swapcache {
+                let slot = self.swap.slot_of(head).expect("anon or shmem swap-cache folio");
+                self.workingset_eviction(head, ShadowSlot::Swap(slot));
+                self.swap_cache_delete(head);
+            } else if let Mapping::File(inode) = self.folios.mapping(head) {
+                let index = self.folio_index(head);
+                if self.folio_is_file_lru(head) {
+                    self.workingset_eviction(head, ShadowSlot::PageCache(inode, index));
+                }
+                self.page_cache_delete(inode, head);
+            }
+            self.put_folio_extra(head);
+            Some(nr)
+        } else {
+            None
+        }
+    }
 }
 
 /// Adds to swap and unmaps a folio chosen for reclaim; `Err(activate)` if it must stay.
@@ -677,7 +691,9 @@ async fn prepare_reclaim(cx: &Cx, head: Pfn, refs: References) -> Result<(), boo
         // (`huge_memory/anon.rs`, `shmem.rs`), so it stays.
         return Err(true);
     }
-    if anon && !cx.st().folios.test(head, pg::SWAPCACHE) {
+    // A lazyfree folio (`MADV_FREE`) is discarded, not swapped.
+    let lazyfree = cx.st().folio_is_lazyfree(head);
+    if anon && !lazyfree && !cx.st().folios.test(head, pg::SWAPCACHE) {
         let slot = cx.st().add_to_swap(head);
         if slot.is_none() {
             return Err(true);

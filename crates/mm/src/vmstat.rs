@@ -48,6 +48,8 @@ simcore::counter_keys! {
         Pgfree = "pgfree",
         Pgactivate = "pgactivate",
         Pgdeactivate = "pgdeactivate",
+        Pglazyfree = "pglazyfree",
+        Pglazyfreed = "pglazyfreed",
         Pgfault = "pgfault",
         Pgmajfault = "pgmajfault",
         Pgrefill = "pgrefill",
@@ -134,7 +136,9 @@ pub fn vmstat_key(name: &str) -> Option<VmStat> {
 /// `thp_split_page` and `thp_split_pmd` and `thp_deferred_split_page` were added; shmem's THP
 /// counters (`nr_shmem_hugepages`, `nr_shmem_pmdmapped`, `thp_file_alloc`, `thp_file_mapped`)
 /// with shmem THPs (800d8c63b2e9, v4.8); `thp_file_fallback` with "mm, thp: track fallbacks due
-/// to failed memcg charges separately" (85b9f46e8ea4, v5.8).
+/// to failed memcg charges separately" (85b9f46e8ea4, v5.8); `pglazyfree` and `pglazyfreed` with
+/// the lazyfree LRU rework of v4.12 ("mm: add vmstat account for MADV_FREE pages", commit not
+/// verified).
 pub fn exists_on(stat: VmStat, k: crate::KernelVersion) -> bool {
     let since = match stat {
         VmStat::ThpSplitPage
@@ -146,6 +150,7 @@ pub fn exists_on(stat: VmStat, k: crate::KernelVersion) -> bool {
         | VmStat::ThpFileAlloc
         | VmStat::ThpFileMapped => crate::KernelVersion::new(4, 8),
         VmStat::ThpFileFallback => crate::KernelVersion::new(5, 8),
+        VmStat::Pglazyfree | VmStat::Pglazyfreed => crate::KernelVersion::new(4, 12),
         _ => return true,
     };
     k >= since

@@ -121,10 +121,7 @@ async fn zap_pte_range(
                 if details.file_only.is_some() && !details.even_cows {
                     continue;
                 }
-                let (_, slot) = pte.swap_entry();
-                st.pt.set_pte(table, idx, Pte::NONE);
-                st.mm_mut(mm).sub_rss(crate::mm_struct::MmCounter::SwapEnts, 1);
-                st.free_swap_and_cache(slot);
+                st.zap_swap_pte(mm, table, idx);
                 cleared += 1;
                 continue;
             }
@@ -238,6 +235,15 @@ pub(crate) async fn split_huge_pmd_edges(cx: &Cx, mm: MmId, start: VirtAddr, end
 }
 
 impl KState {
+    /// Clears the swap entry at `idx` of PTE table `table` in `mm` (`free_swap_and_cache`): the
+    /// entry goes; a swap-cache folio nobody maps any more leaves the cache.
+    pub(crate) fn zap_swap_pte(&mut self, mm: MmId, table: PtId, idx: usize) {
+        let (_, slot) = self.pt.pte(table, idx).swap_entry();
+        self.pt.set_pte(table, idx, Pte::NONE);
+        self.mm_mut(mm).sub_rss(crate::mm_struct::MmCounter::SwapEnts, 1);
+        self.free_swap_and_cache(slot);
+    }
+
     /// `free_pgtables`: frees the page tables under `[start, end)` that no VMA of `mm` still
     /// needs. The caller holds `mmap_lock` for write and has zapped the range. Only existing
     /// tables are visited.

@@ -172,6 +172,7 @@ pub async fn execute(t: &Thread, op: &Op, env: &RefCell<Env>) -> OpResult {
         | OpKind::Munmap { .. }
         | OpKind::Mprotect { .. }
         | OpKind::Madvise { .. }
+        | OpKind::Mremap { .. }
         | OpKind::Touch { .. }
         | OpKind::ReadBytes { .. }
         | OpKind::Mincore { .. }
@@ -212,6 +213,22 @@ pub async fn execute(t: &Thread, op: &Op, env: &RefCell<Env>) -> OpResult {
     }
 }
 
+/// `mremap`, binding the new address.
+async fn mremap(t: &Thread, op: &Op, env: &RefCell<Env>) -> Result<Outcome, Stop> {
+    let OpKind::Mremap { addr, old_len, new_len, flags, new_addr } = &op.kind else {
+        unreachable!("mremap is routed here only")
+    };
+    let at = |a: &AddrExpr| env.borrow().addr(a);
+    let args = mm::MremapArgs {
+        addr: at(addr)?,
+        old_len: *old_len,
+        new_len: *new_len,
+        flags: *flags,
+        new_addr: new_addr.as_ref().map(at).transpose()?,
+    };
+    Ok(Outcome::Bound(Value::Addr(t.mremap(args).await?)))
+}
+
 /// Mappings and the memory they map.
 async fn memory_op(t: &Thread, op: &Op, env: &RefCell<Env>) -> Result<Outcome, Stop> {
     let addr = |a: &AddrExpr| env.borrow().addr(a);
@@ -240,6 +257,7 @@ async fn memory_op(t: &Thread, op: &Op, env: &RefCell<Env>) -> Result<Outcome, S
             t.madvise(addr(a)?, *len, *advice).await?;
             Outcome::Done
         }
+        OpKind::Mremap { .. } => mremap(t, op, env).await?,
         OpKind::Touch { addr: a, len, access } => {
             t.touch(addr(a)?, *len, *access).await?;
             Outcome::Done

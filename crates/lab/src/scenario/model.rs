@@ -225,6 +225,14 @@ pub enum OpKind {
         len: Bytes,
         advice: u32,
     },
+    /// `mremap(addr, old_len, new_len, flags, new_addr)`; `flags` holds `mm::mremap_flags`.
+    Mremap {
+        addr: AddrExpr,
+        old_len: Bytes,
+        new_len: Bytes,
+        flags: u32,
+        new_addr: Option<AddrExpr>,
+    },
     /// `memfd_create(name, flags)`: a descriptor of a new unlinked tmpfs (or hugetlbfs) file.
     MemfdCreate {
         name: String,
@@ -384,6 +392,7 @@ impl OpKind {
             OpKind::Munmap { .. } => "munmap",
             OpKind::Mprotect { .. } => "mprotect",
             OpKind::Madvise { .. } => "madvise",
+            OpKind::Mremap { .. } => "mremap",
             OpKind::Open { .. } => "open",
             OpKind::MemfdCreate { .. } => "memfd_create",
             OpKind::Close { .. } => "close",
@@ -422,7 +431,7 @@ impl OpKind {
     /// What kind of value the operation's result is, if it can be bound to a name.
     pub fn binds(&self) -> Option<ValueKind> {
         match self {
-            OpKind::Mmap { .. } => Some(ValueKind::Addr),
+            OpKind::Mmap { .. } | OpKind::Mremap { .. } => Some(ValueKind::Addr),
             OpKind::Open { .. } | OpKind::Dup { .. } | OpKind::MemfdCreate { .. } => {
                 Some(ValueKind::Fd)
             }

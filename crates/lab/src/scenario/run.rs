@@ -209,6 +209,11 @@ pub fn prepare(
     {
         return Err(bad(line, why));
     }
+    if let Some(line) = madv_free_use(s)
+        && let Some(why) = mm::era::madv_free_unmodelled(config.kernel)
+    {
+        return Err(bad(line, why));
+    }
     let kernel = config.kernel;
     let mut machine = match sim {
         Some(sim) => Machine::on_sim(config, sim),
@@ -269,6 +274,14 @@ fn hugetlb_use(s: &Scenario) -> Option<usize> {
     });
     let pools = s.machine.hugepages.iter().any(|v| v.is_some_and(|n| n > 0)).then_some(0);
     file.or(op).or(pools)
+}
+
+/// The line of the first `madvise(MADV_FREE)`, if any.
+fn madv_free_use(s: &Scenario) -> Option<usize> {
+    let ops = s.steps.iter().flat_map(|st| &st.tasks).flat_map(|t| &t.ops);
+    ops.filter(|op| matches!(op.kind, OpKind::Madvise { advice: mm::madv::FREE, .. }))
+        .map(|op| op.line)
+        .next()
 }
 
 /// The task that runs a scenario's steps in order.

@@ -223,6 +223,9 @@ fn op_refs(k: &OpKind) -> Vec<(String, ValueKind)> {
         OpKind::Mmap { addr: a, fd: f, .. } => {
             a.iter().flat_map(addr).chain(f.iter().flat_map(fd)).collect()
         }
+        OpKind::Mremap { addr: a, new_addr: n, .. } => {
+            addr(a).into_iter().chain(n.iter().flat_map(addr)).collect()
+        }
         OpKind::Munmap { addr: a, .. }
         | OpKind::Mprotect { addr: a, .. }
         | OpKind::Madvise { addr: a, .. }

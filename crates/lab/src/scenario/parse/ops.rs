@@ -6,7 +6,8 @@
 use super::Parser;
 use super::fields::Fields;
 use super::words::{
-    parse_fadvice, parse_fallocate_mode, parse_kernel_cond, parse_memfd_flags, parse_percent,
+    parse_fadvice, parse_fallocate_mode, parse_kernel_cond, parse_memfd_flags, parse_mremap_flags,
+    parse_percent,
 };
 use crate::scenario::ScenarioError;
 use crate::scenario::model::*;
@@ -54,7 +55,7 @@ impl Parser<'_> {
             return Ok(kind);
         }
         Err(self.err(f.line_of("op"), format!(
-            "unknown operation `{name}`: expected one of mmap, munmap, mprotect, madvise, open, memfd_create, close, dup, read, write, truncate, ftruncate, fallocate, fsync, fork, exit, exec, touch, read_bytes, write_bytes, increment, mincore, run, pin, pin_read, unpin, pread_direct, clear_refs, pipe, vmsplice, sleep, fadvise, memory_reclaim, prctl, sysfs_write"
+            "unknown operation `{name}`: expected one of mmap, munmap, mremap, mprotect, madvise, open, memfd_create, close, dup, read, write, truncate, ftruncate, fallocate, fsync, fork, exit, exec, touch, read_bytes, write_bytes, increment, mincore, run, pin, pin_read, unpin, pread_direct, clear_refs, pipe, vmsplice, sleep, fadvise, memory_reclaim, prctl, sysfs_write"
         )))
     }
 
@@ -70,6 +71,7 @@ impl Parser<'_> {
                 offset: f.opt_size("offset")?.map_or(0, Bytes::as_u64),
             },
             "munmap" => OpKind::Munmap { addr: f.addr("addr")?, len: f.size("len")? },
+            "mremap" => self.mremap_op(f)?,
             "mprotect" => OpKind::Mprotect {
                 addr: f.addr("addr")?,
                 len: f.size("len")?,
@@ -94,6 +96,30 @@ impl Parser<'_> {
             "increment" => OpKind::Increment { addr: f.addr("addr")? },
             _ => return Ok(None),
         }))
+    }
+
+    /// `mremap`: `old_len` 0 (duplicating a shared mapping) is not modelled, and `MREMAP_FIXED`
+    /// needs `new_addr`.
+    fn mremap_op(&self, f: &Fields<'_>) -> Result<OpKind, ScenarioError> {
+        let old_len = f.size("old_len")?;
+        if old_len.as_u64() == 0 {
+            return Err(self.err(
+                f.line_of("old_len"),
+                "`old_len` = 0 of `mremap` (duplicating a shared mapping) is not modelled",
+            ));
+        }
+        let flags = f.keyword("flags", parse_mremap_flags, Some(0))?;
+        let new_addr = f.opt_addr("new_addr")?;
+        if flags & mm::mremap_flags::FIXED != 0 && new_addr.is_none() {
+            return Err(self.err(f.line_of("flags"), "`mremap` with `fixed` needs `new_addr`"));
+        }
+        Ok(OpKind::Mremap {
+            addr: f.addr("addr")?,
+            old_len,
+            new_len: f.size("new_len")?,
+            flags,
+            new_addr,
+        })
     }
 
     /// An operation on files, file descriptors or pipes; `None` for another name.
@@ -407,6 +433,7 @@ fn op_keys(kind: &OpKind) -> &'static [&'static str] {
         OpKind::Munmap { .. } => &["addr", "len"],
         OpKind::Mprotect { .. } => &["addr", "len", "prot"],
         OpKind::Madvise { .. } => &["addr", "len", "advice"],
+        OpKind::Mremap { .. } => &["addr", "old_len", "new_len", "flags", "new_addr"],
         OpKind::Open { .. } => &["path", "flags"],
         OpKind::MemfdCreate { .. } => &["name", "flags"],
         OpKind::Close { .. } | OpKind::Dup { .. } | OpKind::Fsync { .. } => &["fd"],

@@ -170,6 +170,14 @@ pub(super) fn parse_memfd_flags(s: &str) -> Result<u32, String> {
     flag_words(s, &table, |a, b| a | b)
 }
 
+/// `mremap` flags: `"maymove"`, `"maymove|fixed"`, `"maymove|dontunmap"`, `"none"`.
+pub(super) fn parse_mremap_flags(s: &str) -> Result<u32, String> {
+    use mm::mremap_flags as mf;
+    let table =
+        [("none", 0), ("maymove", mf::MAYMOVE), ("fixed", mf::FIXED), ("dontunmap", mf::DONTUNMAP)];
+    flag_words(s, &table, |a, b| a | b)
+}
+
 /// `posix_fadvise` advice: `"noreuse"`, `"dontneed"`, ...
 pub fn parse_fadvice(s: &str) -> Result<u32, String> {
     use mm::fadvise::advice;
@@ -200,6 +208,9 @@ pub fn parse_advice(s: &str) -> Result<u32, String> {
         ("dofork", madv::DOFORK),
         ("wipeonfork", madv::WIPEONFORK),
         ("keeponfork", madv::KEEPONFORK),
+        ("free", madv::FREE),
+        ("populate_read", madv::POPULATE_READ),
+        ("populate_write", madv::POPULATE_WRITE),
     ];
     flag_words(s, &table, |_, b| b)
 }

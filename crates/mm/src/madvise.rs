@@ -1,0 +1,123 @@
+//! `MADV_FREE` (`mm/madvise.c` `madvise_free_single_vma` and `madvise_free_pte_range`,
+//! `mm/swap.c` `folio_mark_lazyfree`, Linux v6.8; the other advice is dispatched by
+//! `mmap::do_madvise`).
+//!
+//! `MADV_FREE` (v4.5, 854e9ed09ded) tells the kernel that the anonymous pages of a range may be
+//! dropped instead of swapped: each present page of a private anonymous VMA that only this
+//! mapping maps has its PTE made clean and old and its folio clean, and goes to the inactive
+//! *file* LRU as a lazyfree folio (no longer swap-backed, v4.12 f7ad2a6cb9f7, counted in
+//! `pglazyfree`). Reclaim then discards it, without swap, unless it was written again
+//! (`try_to_unmap_one` finds the PTE dirty: the folio becomes swap-backed again and stays;
+//! `pglazyfreed` counts the discarded pages). Until reclaim, a read returns the old data and a
+//! write keeps the new; after it, the page reads zeros. Swap entries in the range are freed at
+//! once (their data is gone). A VMA that is not private anonymous (file, shared, hugetlb) or is
+//! `VM_LOCKED`/`VM_PFNMAP` is EINVAL, found VMA by VMA in address order; a hole is ENOMEM.
+//!
+//! Approximations: large folios are left as they are (the kernel splits a PTE-mapped large
+//! folio or marks a wholly covered PMD-mapped THP lazyfree; mmsim cannot reclaim anonymous THPs
+//! yet), PMDs cut by the range's edges are split first; a folio in the swap cache is skipped
+//! (the kernel frees its swap slot first when it can). The v4.5-v4.11 scheme (lazyfree pages
+//! on the inactive anon list, reclaimed only with swap) is not modelled: such kernels are
+//! refused (`era::madv_free_unmodelled`).
+
+use crate::arch::tlbflush::flush_tlb_range;
+use crate::errno::Errno;
+use crate::folio::pg;
+use crate::kernel::{Cx, KState};
+use crate::memory::vm_normal_page;
+use crate::mm_struct::MmId;
+use crate::pgtable::{Level, PtId, Pte};
+use crate::sim::cost::Cost;
+use crate::vma::VmFlags;
+use crate::zap::split_huge_pmd_edges;
+use simcore::{Bytes, VirtAddr};
+
+/// `MADV_FREE` over `[start, end)` of `mm`.
+pub(crate) async fn madvise_free(
+    cx: &Cx,
+    mm: MmId,
+    start: VirtAddr,
+    end: VirtAddr,
+) -> Result<(), Errno> {
+    let lock = cx.st().mm(mm).mmap_lock;
+    let _g = lock.read(cx).await;
+    let vmas = crate::mmap::covering(&cx.st(), mm, start, end)?;
+    for v in vmas {
+        let (vs, ve) = {
+            let st = cx.st();
+            let vma = st.vma(v);
+            if !vma.is_anonymous()
+                || vma.is_shared()
+                || vma.flags.has(VmFlags::LOCKED | VmFlags::PFNMAP)
+            {
+                return Err(Errno::EINVAL);
+            }
+            (vma.start.max(start), vma.end.min(end))
+        };
+        split_huge_pmd_edges(cx, mm, vs, ve).await;
+        let visited = free_pte_range(cx, mm, vs, ve).await;
+        cx.charge_n(Cost::PteUpdate, visited).await;
+        flush_tlb_range(cx, mm, vs, ve).await;
+    }
+    Ok(())
+}
+
+/// `madvise_free_pte_range` over `[start, end)`, one PTE table at a time under its lock;
+/// returns the entries changed.
+async fn free_pte_range(cx: &Cx, mm: MmId, start: VirtAddr, end: VirtAddr) -> u64 {
+    let mut changed = 0;
+    let mut addr = start;
+    while addr < end {
+        let slot = {
+            let st = cx.st();
+            let pgd = st.mm(mm).pgd;
+            st.pt.pte_slot(pgd, addr).ok_or_else(|| st.pt.skip_empty(pgd, addr))
+        };
+        let table = match slot {
+            Ok((t, _)) => t,
+            Err(next) => {
+                addr = next;
+                continue;
+            }
+        };
+        let table_end = (addr.align_down(Bytes::PMD) + Bytes::PMD).min(end);
+        let ptl = cx.st().pt.ptl(table);
+        let _g = ptl.lock(cx).await;
+        let mut st = cx.st();
+        if st.pt.is_live(table) {
+            while addr < table_end {
+                changed += u64::from(st.madvise_free_pte(mm, table, Level::Pte.index(addr)));
+                addr = addr + Bytes::PAGE;
+            }
+        }
+        addr = table_end;
+    }
+    changed
+}
+
+impl KState {
+    /// One PTE of `madvise_free_pte_range`: a swap entry is freed; a small anonymous folio that
+    /// only this PTE maps is made clean and old and marked lazyfree. Returns whether the entry
+    /// changed.
+    fn madvise_free_pte(&mut self, mm: MmId, table: PtId, idx: usize) -> bool {
+        let pte = self.pt.pte(table, idx);
+        if pte.is_swap() {
+            self.zap_swap_pte(mm, table, idx);
+            return true;
+        }
+        let Some(page) = vm_normal_page(pte) else { return false };
+        let head = self.folios.head(page);
+        let f = &self.folios;
+        if !f.is_anon(head)
+            || f.large(head).is_some()
+            || f.folio_mapcount(head) != 1
+            || f.test(head, pg::SWAPCACHE)
+        {
+            return false;
+        }
+        self.folios.clear_flag(head, pg::DIRTY);
+        self.pt.set_pte(table, idx, pte.without(Pte::DIRTY | Pte::ACCESSED));
+        self.folio_mark_lazyfree(head);
+        true
+    }
+}
