@@ -168,9 +168,15 @@ impl State {
     }
 
     fn schedule(&mut self, task: TaskId, time: SimTime) {
+        let entry = self.queue_entry(task, time);
+        self.sched.push(entry);
+    }
+
+    /// Marks `task` queued from `time` and gives it the next sequence number.
+    fn queue_entry(&mut self, task: TaskId, time: SimTime) -> ReadyEntry {
         self.seq += 1;
         self.tasks[task].status = Status::Queued;
-        self.sched.push(ReadyEntry { time, seq: self.seq, task });
+        ReadyEntry { time, seq: self.seq, task }
     }
 
     /// A daemon's wake-up from a timed sleep under the exploration schedulers: held back until
@@ -180,9 +186,7 @@ impl State {
             .filter(|&(id, t)| t.status == Status::Queued && !self.fairness.holds(id))
             .map(|(id, _)| id)
             .collect();
-        self.seq += 1;
-        self.tasks[task].status = Status::Queued;
-        let entry = ReadyEntry { time, seq: self.seq, task };
+        let entry = self.queue_entry(task, time);
         if let Some(entry) = self.fairness.defer(entry, ready) {
             self.sched.push(entry);
         }
