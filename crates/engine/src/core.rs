@@ -323,12 +323,13 @@ impl State {
         self.cpus[self.tasks[task].cpu].owner == Some(task)
     }
 
-    /// Whether the head of `lock`'s queue has waited `RWSEM_WAIT_TIMEOUT`: spinners may no
-    /// longer steal the lock from it.
+    /// Whether the head of `lock`'s queue has waited `RWSEM_WAIT_TIMEOUT` since it first
+    /// blocked: nobody may steal the lock from it any more.
     fn handoff_due(&self, lock: LockId) -> bool {
         let head = self.locks[lock].state.rwsem_owner_and_head().and_then(|(_, head)| head);
         head.is_some_and(|h| {
-            self.now.since(self.tasks[h].wait_since).as_ns() >= RWSEM_WAIT_TIMEOUT_NS
+            let since = self.tasks[h].held_pending.expect("a queued task without an acquisition");
+            self.now.since(since.2).as_ns() >= RWSEM_WAIT_TIMEOUT_NS
         })
     }
 
@@ -467,7 +468,8 @@ impl State {
         self.lockdep_acquire(task, lock, subclass, at);
         let transfer = self.write_lock_word(task, lock);
         let may_spin = self.spinnable(lock);
-        match self.locks[lock].state.attempt(task, mode, true, may_spin) {
+        let handoff = self.handoff_due(lock);
+        match self.locks[lock].state.attempt(task, mode, true, may_spin, handoff) {
             Attempt::Granted => {
                 self.hold(task, lock, mode, subclass, at);
                 Some(transfer)
@@ -475,7 +477,7 @@ impl State {
             waited @ (Attempt::Queued | Attempt::Spinning) => {
                 self.classes.stats[self.locks[lock].class].contentions += 1;
                 let point = Point { kind: PointKind::Lock(lock, mode), at };
-                self.tasks[task].held_pending = Some((subclass, at));
+                self.tasks[task].held_pending = Some((subclass, at, self.now));
                 self.block(task, point, spinning || waited == Attempt::Spinning);
                 None
             }
@@ -494,31 +496,60 @@ impl State {
     ) -> (bool, SimDuration) {
         self.running(task);
         let transfer = self.write_lock_word(task, lock);
-        let granted = self.locks[lock].state.attempt(task, mode, false, false) == Attempt::Granted;
+        let attempt = self.locks[lock].state.attempt(task, mode, false, false, false);
+        let granted = attempt == Attempt::Granted;
         if granted {
             self.hold(task, lock, mode, 0, at);
         }
         (granted, transfer)
     }
 
-    /// Hands `lock` to tasks that waited for it (spinning ones kept their CPUs); writers that
-    /// spin on it stop if it is no longer spinnable.
-    fn grant_waiters(&mut self, lock: LockId, granted: &[TaskId]) {
-        let class = self.locks[lock].class;
+    /// Hands `lock` to tasks that waited for it (spinning ones kept their CPUs; a woken head
+    /// not yet retried is already runnable and pays the transfer with its next charge); wakes
+    /// the head `woken` to retry; writers that spin on it stop if it is no longer spinnable.
+    fn grant_waiters(&mut self, lock: LockId, granted: &[TaskId], woken: Option<TaskId>) {
         for &w in granted {
-            let spinning = self.on_cpu(w);
-            let waited = self.now.since(self.tasks[w].wait_since);
-            self.classes.stats[class].wait_ns.record(waited.as_ns());
             let PointKind::Lock(_, mode) = self.tasks[w].point.kind else {
                 panic!("task {w} granted {lock} without waiting for it");
             };
-            let (subclass, at) =
-                self.tasks[w].held_pending.take().expect("granted without a pending acquisition");
-            self.hold(w, lock, mode, subclass, at);
-            let transfer = self.write_lock_word(w, lock);
-            self.wake(w, spinning, transfer);
+            let transfer = self.take_pending(w, lock, mode);
+            if self.tasks[w].status == Status::Blocked {
+                let spinning = self.on_cpu(w);
+                self.wake(w, spinning, transfer);
+            } else {
+                self.tasks[w].line_debt += transfer;
+            }
+        }
+        if let Some(w) = woken {
+            self.wake(w, false, SimDuration::ZERO);
         }
         self.check_spinners(lock);
+    }
+
+    /// `task`, queued for `lock`, now holds it: records its wait since it first blocked (retries
+    /// included) and returns the lock word's transfer.
+    fn take_pending(&mut self, task: TaskId, lock: LockId, mode: Mode) -> SimDuration {
+        let (subclass, at, since) =
+            self.tasks[task].held_pending.take().expect("granted without a pending acquisition");
+        let class = self.locks[lock].class;
+        self.classes.stats[class].wait_ns.record(self.now.since(since).as_ns());
+        self.hold(task, lock, mode, subclass, at);
+        self.write_lock_word(task, lock)
+    }
+
+    /// A head waiter woken without the lock retries when it runs (a new attempt): the lock
+    /// word's transfer if it took the lock, else `None` and it sleeps again at the head.
+    pub(crate) fn retry(&mut self, task: TaskId, lock: LockId, mode: Mode) -> Option<SimDuration> {
+        self.running(task);
+        if self.locks[lock].state.retry(task) {
+            return Some(self.take_pending(task, lock, mode));
+        }
+        let transfer = self.write_lock_word(task, lock);
+        let t = &mut self.tasks[task];
+        t.line_debt += transfer;
+        let at = t.held_pending.expect("a retry without a pending acquisition").1;
+        self.block(task, Point { kind: PointKind::Lock(lock, mode), at }, false);
+        None
     }
 
     pub(crate) fn release(&mut self, task: TaskId, lock: LockId, mode: Mode) {
@@ -539,8 +570,8 @@ impl State {
         self.tasks[task].line_debt += transfer;
         let mut granted = std::mem::take(&mut self.granted);
         let handoff = self.handoff_due(lock);
-        self.locks[lock].state.release(task, mode, handoff, &mut granted);
-        self.grant_waiters(lock, &granted);
+        let woken = self.locks[lock].state.release(task, mode, handoff, &mut granted);
+        self.grant_waiters(lock, &granted, woken);
         granted.clear();
         self.granted = granted;
     }
@@ -553,7 +584,7 @@ impl State {
         self.tasks[task].line_debt += transfer;
         let mut granted = std::mem::take(&mut self.granted);
         self.locks[lock].state.downgrade(task, &mut granted);
-        self.grant_waiters(lock, &granted);
+        self.grant_waiters(lock, &granted, None);
         granted.clear();
         self.granted = granted;
     }
@@ -595,14 +626,13 @@ impl State {
         self.granted = woken;
     }
 
-    /// A resumed lock waiter must hold what it waited for.
-    pub(crate) fn assert_granted(&self, task: TaskId, lock: LockId, op: Op) {
+    /// Whether a resumed lock waiter holds what it waited for (else it was woken to retry).
+    pub(crate) fn granted(&self, task: TaskId, lock: LockId, op: Op) -> bool {
         match op {
-            Op::Acquire(mode, _) => assert!(
-                self.tasks[task].held.iter().any(|h| h.lock == lock && h.mode == mode),
-                "task {task} resumed without holding {lock}"
-            ),
-            Op::Wait => {}
+            Op::Acquire(mode, _) => {
+                self.tasks[task].held.iter().any(|h| h.lock == lock && h.mode == mode)
+            }
+            Op::Wait => true,
             Op::TryAcquire(_) => unreachable!("trylocks never wait"),
         }
     }
@@ -787,13 +817,11 @@ impl Handle {
     }
 
     pub fn spin_lock(&self, name: &'static str) -> SpinLock {
-        let state = LockState::Exclusive { spin: true, owner: None, waiters: VecDeque::new() };
-        SpinLock(self.0.state.borrow_mut().new_lock(name, state))
+        SpinLock(self.0.state.borrow_mut().new_lock(name, LockState::exclusive(true)))
     }
 
     pub fn mutex(&self, name: &'static str) -> Mutex {
-        let state = LockState::Exclusive { spin: false, owner: None, waiters: VecDeque::new() };
-        Mutex(self.0.state.borrow_mut().new_lock(name, state))
+        Mutex(self.0.state.borrow_mut().new_lock(name, LockState::exclusive(false)))
     }
 
     pub fn rwsem(&self, name: &'static str) -> RwSem {

@@ -2,13 +2,31 @@
 //!
 //! - Spinlock (`kernel/locking/qspinlock.c`): a waiter keeps its CPU busy until the lock is
 //!   handed to it; waiters are served FIFO (the MCS queue); a holder is never preempted.
-//! - Mutex (`kernel/locking/mutex.c`): a waiter sleeps and gives its CPU away; FIFO hand-off
-//!   (the kernel's optimistic spinning is not modelled: it changes latency, not ordering).
+//! - Mutex (`kernel/locking/mutex.c`, v4.10 and later: "locking/mutex: Rework mutex::owner"
+//!   3ca0ff571b09 and "locking/mutex: Add lock handoff to avoid starvation" 9d659ae14b54, ids
+//!   not verified; behaviour read in v6.1's `__mutex_lock_common` and
+//!   `__mutex_trylock_common`): a waiter sleeps and gives its CPU away, queued FIFO. An unlock
+//!   leaves the lock free and wakes the first waiter without granting it; the waiter retries
+//!   when it runs (after the wake-up latency), so a running task (fast path, trylock) may take
+//!   the lock in between. A woken first waiter that finds the lock taken sets HANDOFF and
+//!   sleeps again; the next unlock then hands the lock straight to it. Not modelled: the
+//!   kernel's optimistic spinning (of new lockers and of the woken first waiter).
 //! - Rwsem (`kernel/locking/rwsem.c`, v5.3 and later): readers share the lock; once any task
 //!   waits, new readers queue behind it (`down_read` fails its fast path when the WAITERS flag is
 //!   set), so a waiting writer blocks later readers. On release the head of the queue is served:
-//!   a writer alone, or, when the head is a reader, every queued reader (up to 256, the kernel's
-//!   `MAX_READERS_WAKEUP`) while writers keep their places. Trylocks fail whenever anybody waits.
+//!   when the head is a reader, every queued reader (up to 256, the kernel's
+//!   `MAX_READERS_WAKEUP`) is granted the lock at once (`rwsem_mark_wake` counts them in)
+//!   while writers keep their places; a writer at the head is only woken and retries
+//!   (`rwsem_try_write_lock`) when it runs, staying at the head if it fails. Until a hand-off is
+//!   due, a running writer or reader that finds the rwsem free takes it even though tasks wait:
+//!   a writer through `rwsem_try_write_lock` after queueing, a reader by the reader lock
+//!   stealing of `rwsem_down_read_slowpath` (v5.11 and later, "locking/rwsem: Enable reader
+//!   optimistic lock stealing" 1a728dff855a, id not verified; read in v6.1), which does not
+//!   steal while readers hold the lock. Once the head has waited `RWSEM_WAIT_TIMEOUT` since it
+//!   first blocked, the release hands the lock to the head directly and nobody steals; in
+//!   v6.1 the head sets HANDOFF at its next failed try and takes the lock itself when next
+//!   woken, with no stealing in between, which orders the same. Trylocks fail whenever anybody
+//!   waits.
 //!   `downgrade_write` turns the writer into a reader and wakes the queued readers if a reader
 //!   heads the queue.
 //! - Rwsem writer optimistic spinning (`rwsem_optimistic_spin`, CONFIG_RWSEM_SPIN_ON_OWNER; read
@@ -22,8 +40,11 @@
 //!   and queue behind the waiters when the owner leaves its CPU (sleeps or is preempted), when
 //!   readers or a sleeping waiter get the lock, or when a hand-off is due. Departures: a
 //!   writer does not spin on a reader-owned rwsem (the kernel spins there for a bounded time,
-//!   `rwsem_rspin_threshold`), and the kernel's HANDOFF bit, set when the head notices its
-//!   timeout, is here decided at each release from the head's wait.
+//!   `rwsem_rspin_threshold`), the kernel's HANDOFF bit, set when the head notices its
+//!   timeout, is here decided at each release and attempt from the head's wait, and a head
+//!   writer that set HANDOFF does not spin on the owner (v6.1 does) but sleeps.
+//! - Lock statistics: a contention counts once per acquisition, and its wait runs from the
+//!   first block to the grant, retries included.
 //! - Completion (`kernel/sched/completion.c`) and wait queue (`kernel/sched/wait.c`).
 //! - Every acquisition attempt, hand-off and release writes the lock word, and pays a cache-line
 //!   transfer when another CPU wrote it last ([`crate::cacheline`]): a granted attempt before it

@@ -96,8 +96,9 @@ pub(crate) struct Task {
     pub status: Status,
     pub point: Point,
     pub held: Vec<HeldLock>,
-    /// Subclass and source line of the acquisition the task is queued for.
-    pub held_pending: Option<(u8, &'static Location<'static>)>,
+    /// Subclass, source line and first blocking time of the acquisition the task is queued for
+    /// (a woken waiter that fails its retry keeps its first blocking time).
+    pub held_pending: Option<(u8, &'static Location<'static>, SimTime)>,
     /// Spinlocks held: a task with a non-zero count is never preempted.
     pub preempt_count: u32,
     pub joiners: Vec<TaskId>,

@@ -392,3 +392,90 @@ fn readers_on_many_cpus_queue_for_the_lock_words_cache_line() {
     ];
     assert_eq!(got, want.map(|(t, s)| (t, s.to_string())));
 }
+
+/// A simulation whose woken tasks run 2 us after their wake-up.
+fn sim_with_wakeup_latency(cpus: u32) -> Sim {
+    Sim::new(SimConfig { cpus, wakeup_latency: us(2), ..SimConfig::default() }).unwrap()
+}
+
+/// Which lock a [`run_plan`] task takes.
+#[derive(Clone, Copy)]
+enum Take {
+    Mutex,
+    Read,
+    Write,
+}
+
+/// Runs one task per CPU: each sleeps until its start, takes the lock, notes when it got it,
+/// sleeps `hold` us inside (so no rwsem writer spins on it) and releases. Returns the log and
+/// the lock's (contentions, longest wait in ns).
+fn run_plan(plan: &[(&'static str, u64, Take, u64)]) -> (Vec<(u64, String)>, (u64, u64)) {
+    let mut sim = sim_with_wakeup_latency(plan.len() as u32);
+    let h = sim.handle().clone();
+    let (mutex, sem) = (h.mutex("test_mutex"), h.rwsem("test_rwsem"));
+    let log: Log = Rc::default();
+    for (i, &(name, start, take, hold)) in plan.iter().enumerate() {
+        let log = log.clone();
+        h.spawn(h.cpu(i as u32).unwrap(), name, move |cx| async move {
+            cx.sleep(us(start)).await;
+            let g = match take {
+                Take::Mutex => mutex.lock(&cx).await,
+                Take::Read => sem.read(&cx).await,
+                Take::Write => sem.write(&cx).await,
+            };
+            note(&log, &cx, name);
+            cx.sleep(us(hold)).await;
+            drop(g);
+        });
+    }
+    sim.run().unwrap();
+    let name = if matches!(plan[0].2, Take::Mutex) { "test_mutex" } else { "test_rwsem" };
+    let stats = h.lock_stats().into_iter().find(|c| c.name == name).unwrap();
+    let got = log.borrow().clone();
+    (got, (stats.contentions, stats.wait_ns.max()))
+}
+
+fn entries(want: &[(u64, &str)]) -> Vec<(u64, String)> {
+    want.iter().map(|&(t, s)| (t, s.to_string())).collect()
+}
+
+/// kernel/locking/mutex.c (v4.10+): an unlock wakes the head waiter without giving it the lock,
+/// so a running task takes the lock between the wake-up (10 us) and the waiter's run (12 us);
+/// the waiter's failed retry sets HANDOFF, and the next unlock (15 us) hands the lock to it,
+/// ahead of a task that asks while the hand-off is in flight (16 us). The waiter's contention
+/// counts once and its wait runs from its first sleep (1 us) to the hand-off (15 us).
+#[test]
+fn mutex_running_task_steals_then_head_gets_handoff() {
+    let (got, stats) = run_plan(&[
+        ("a", 0, Take::Mutex, 10),
+        ("b", 1, Take::Mutex, 1),
+        ("c", 11, Take::Mutex, 4),
+        ("d", 16, Take::Mutex, 1),
+    ]);
+    assert_eq!(got, entries(&[(0, "a"), (11, "c"), (17, "b"), (20, "d")]));
+    assert_eq!(stats, (2, 14_000));
+}
+
+/// kernel/locking/rwsem.c (v5.3+): a writer at the head of the queue is woken, not granted, and
+/// retries when it runs; a writer and a reader that run in between take the free rwsem first.
+#[test]
+fn rwsem_running_writer_and_reader_steal_from_woken_writer() {
+    for (take, name) in [(Take::Write, "w2"), (Take::Read, "r2")] {
+        let (got, stats) =
+            run_plan(&[("w0", 0, Take::Write, 10), ("w1", 1, Take::Write, 1), (name, 11, take, 4)]);
+        assert_eq!(got, entries(&[(0, "w0"), (11, name), (17, "w1")]));
+        assert_eq!(stats, (1, 16_000));
+    }
+}
+
+/// Once the head writer has waited `RWSEM_WAIT_TIMEOUT` (4 ms) the release hands it the lock:
+/// a writer asking between the wake-up and the head's run queues behind it.
+#[test]
+fn rwsem_head_writer_gets_handoff_after_timeout() {
+    let (got, _) = run_plan(&[
+        ("w0", 0, Take::Write, 5000),
+        ("w1", 1, Take::Write, 1),
+        ("w2", 5001, Take::Write, 1),
+    ]);
+    assert_eq!(got, entries(&[(0, "w0"), (5002, "w1"), (5005, "w2")]));
+}

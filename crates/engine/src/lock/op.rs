@@ -1,5 +1,6 @@
 //! The future behind every lock operation: an optional preemption point, then the attempt, then
-//! (if it had to wait) the resumption holding the lock.
+//! (if it had to wait) the resumption: holding the lock if it was granted, or, for a mutex or
+//! rwsem head woken without it, a new attempt (the retry), which may block again.
 //!
 //! A wait on a wait queue or completion has no preemption point before it: its caller checked
 //! its condition in the same step, and the wait must be queued before anyone can change that
@@ -62,14 +63,17 @@ impl Future for LockOp<'_> {
             return Poll::Pending;
         }
         match this.stage {
-            Stage::Waiting => {
-                st.assert_granted(task, this.lock, this.op);
-                return Poll::Ready(true);
-            }
+            Stage::Waiting if st.granted(task, this.lock, this.op) => return Poll::Ready(true),
             Stage::Transferring(outcome) => return Poll::Ready(outcome),
-            Stage::Start | Stage::Yielded => {}
+            Stage::Start | Stage::Yielded | Stage::Waiting => {}
         }
         let (outcome, transfer) = match this.op {
+            Op::Acquire(mode, _) if this.stage == Stage::Waiting => {
+                match st.retry(task, this.lock, mode) {
+                    Some(transfer) => (true, transfer),
+                    None => return Poll::Pending,
+                }
+            }
             Op::Acquire(mode, subclass) => {
                 match st.acquire(task, this.lock, mode, subclass, this.at) {
                     Some(transfer) => (true, transfer),

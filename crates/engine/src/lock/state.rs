@@ -2,7 +2,8 @@
 //! got the lock; the executor core updates tasks, lockdep and statistics. An rwsem keeps its
 //! optimistically spinning writers apart from its queue (kernel/locking/rwsem.c, v5.3 rework,
 //! 00f3c5a3df2c: spinners sit on the OSQ, not the wait list), and the core tells it when a
-//! hand-off is due.
+//! hand-off is due. A mutex or rwsem head writer woken by a release stays queued, marked
+//! `woken`, until its retry (the rules are in the header of `lock.rs`).
 
 use super::Mode;
 use crate::task::TaskId;
@@ -24,6 +25,11 @@ pub(crate) enum LockState {
         spin: bool,
         owner: Option<TaskId>,
         waiters: VecDeque<TaskId>,
+        /// A mutex's head waiter was woken and has not yet retried (it stays queued).
+        woken: bool,
+        /// A mutex's `MUTEX_FLAG_HANDOFF`: the head failed a retry; the next unlock hands the
+        /// lock to it.
+        handoff: bool,
     },
     RwSem {
         readers: Vec<TaskId>,
@@ -31,6 +37,8 @@ pub(crate) enum LockState {
         waiters: VecDeque<(TaskId, Mode)>,
         /// Writers spinning on the owning writer (the OSQ, in arrival order), not queued.
         spinners: VecDeque<TaskId>,
+        /// The writer at the head was woken and has not yet retried (it stays queued).
+        woken: bool,
     },
     /// `done` counts completions not yet consumed; `u32::MAX` after `complete_all`.
     Completion {
@@ -62,6 +70,18 @@ impl LockState {
             writer: None,
             waiters: VecDeque::new(),
             spinners: VecDeque::new(),
+            woken: false,
+        }
+    }
+
+    /// A free spinlock (`spin`) or mutex.
+    pub(crate) fn exclusive(spin: bool) -> LockState {
+        LockState::Exclusive {
+            spin,
+            owner: None,
+            waiters: VecDeque::new(),
+            woken: false,
+            handoff: false,
         }
     }
 
@@ -88,14 +108,23 @@ impl LockState {
     }
 
     /// Tries to take the lock in `mode`; queues `task` if busy and `queue` is set, or, if
-    /// `spin` is set too and a writer owns the rwsem, lets a writer spin on it.
-    pub(crate) fn attempt(&mut self, task: TaskId, mode: Mode, queue: bool, spin: bool) -> Attempt {
+    /// `spin` is set too and a writer owns the rwsem, lets a writer spin on it. A free mutex
+    /// goes to whoever asks, even while its woken head has not yet retried; a free rwsem goes
+    /// to a running writer or reader (not a trylock) unless `handoff` (the head is owed it).
+    pub(crate) fn attempt(
+        &mut self,
+        task: TaskId,
+        mode: Mode,
+        queue: bool,
+        spin: bool,
+        handoff: bool,
+    ) -> Attempt {
         match self {
-            LockState::Exclusive { owner, waiters, .. } => {
+            LockState::Exclusive { spin: spinlock, owner, waiters, .. } => {
                 assert_eq!(mode, Mode::Exclusive, "spinlock/mutex taken in {mode} mode");
                 assert_ne!(*owner, Some(task), "task {task} takes a lock it already holds");
                 if owner.is_none() {
-                    debug_assert!(waiters.is_empty(), "free lock with waiters");
+                    debug_assert!(!*spinlock || waiters.is_empty(), "free spinlock with waiters");
                     *owner = Some(task);
                     Attempt::Granted
                 } else if queue {
@@ -105,11 +134,13 @@ impl LockState {
                     Attempt::Busy
                 }
             }
-            LockState::RwSem { readers, writer, waiters, spinners } => {
+            LockState::RwSem { readers, writer, waiters, spinners, .. } => {
                 assert_ne!(*writer, Some(task), "task {task} takes an rwsem it holds for write");
+                let steal = queue && !handoff && readers.is_empty();
                 let free_for = match mode {
-                    Mode::Read => writer.is_none() && waiters.is_empty(),
-                    Mode::Write => writer.is_none() && readers.is_empty() && waiters.is_empty(),
+                    Mode::Read | Mode::Write if writer.is_some() => false,
+                    Mode::Read => waiters.is_empty() || steal,
+                    Mode::Write => readers.is_empty() && (waiters.is_empty() || steal),
                     Mode::Exclusive => panic!("rwsem taken in exclusive mode"),
                 };
                 if free_for {
@@ -134,23 +165,33 @@ impl LockState {
         }
     }
 
-    /// Releases `task`'s hold; pushes onto `granted` the waiters that now hold the lock. A
-    /// writer's release goes to the first spinning writer, stealing it from the queue, unless
-    /// `handoff` (the queue's head has waited `RWSEM_WAIT_TIMEOUT`).
+    /// Releases `task`'s hold; pushes onto `granted` the waiters that now hold the lock, and
+    /// returns the head waiter woken to retry, if one was woken (it stays queued and holds
+    /// nothing). A spinlock goes to its next waiter; a mutex to its head only if the head set
+    /// HANDOFF, else the head is woken. A writer's release of an rwsem goes to the first
+    /// spinning writer, stealing it from the queue, unless `handoff` (the queue's head has
+    /// waited `RWSEM_WAIT_TIMEOUT`); queued readers at the head are granted; a writer at the
+    /// head is woken, or granted if `handoff`.
     pub(crate) fn release(
         &mut self,
         task: TaskId,
         mode: Mode,
         handoff: bool,
         granted: &mut Vec<TaskId>,
-    ) {
+    ) -> Option<TaskId> {
         match self {
-            LockState::Exclusive { owner, waiters, .. } => {
+            LockState::Exclusive { spin, owner, waiters, woken, handoff } => {
                 assert_eq!(*owner, Some(task), "task {task} releases a lock it does not hold");
-                *owner = waiters.pop_front();
-                granted.extend(*owner);
+                if *spin || std::mem::take(handoff) {
+                    *owner = waiters.pop_front();
+                    granted.extend(*owner);
+                    *woken = false;
+                    return None;
+                }
+                *owner = None;
+                wake_head(waiters.front().copied(), woken)
             }
-            LockState::RwSem { readers, writer, waiters, spinners } => {
+            LockState::RwSem { readers, writer, waiters, spinners, woken } => {
                 match mode {
                     Mode::Read => {
                         let i = readers.iter().position(|&r| r == task);
@@ -166,18 +207,56 @@ impl LockState {
                     }
                     Mode::Exclusive => panic!("rwsem released in exclusive mode"),
                 }
-                if readers.is_empty() && writer.is_none() {
-                    if !handoff && let Some(s) = spinners.pop_front() {
-                        *writer = Some(s);
-                        granted.push(s);
-                    } else {
+                if !readers.is_empty() || writer.is_some() {
+                    return None;
+                }
+                if !handoff && let Some(s) = spinners.pop_front() {
+                    *writer = Some(s);
+                    granted.push(s);
+                    return None;
+                }
+                match waiters.front() {
+                    Some(&(w, Mode::Write)) if !handoff => wake_head(Some(w), woken),
+                    _ => {
+                        *woken = false;
                         rwsem_wake(readers, writer, waiters, granted);
+                        None
                     }
                 }
             }
             LockState::Completion { .. } | LockState::WaitQueue { .. } => {
                 panic!("{} released as a lock", self.kind_name())
             }
+        }
+    }
+
+    /// A woken head waiter retries (`__mutex_trylock` / `rwsem_try_write_lock` after its
+    /// `schedule()`): true if it took the lock (and left the queue); else it stays at the head
+    /// and a mutex's head sets HANDOFF.
+    pub(crate) fn retry(&mut self, task: TaskId) -> bool {
+        match self {
+            LockState::Exclusive { spin: false, owner, waiters, woken, handoff } => {
+                debug_assert_eq!(waiters.front(), Some(&task), "a retrying waiter is not the head");
+                *woken = false;
+                if owner.is_some() {
+                    *handoff = true;
+                    return false;
+                }
+                waiters.pop_front();
+                *owner = Some(task);
+                true
+            }
+            LockState::RwSem { readers, writer, waiters, woken, .. } => {
+                debug_assert_eq!(waiters.front().map(|w| w.0), Some(task), "retry not by the head");
+                *woken = false;
+                if writer.is_some() || !readers.is_empty() {
+                    return false;
+                }
+                waiters.pop_front();
+                *writer = Some(task);
+                true
+            }
+            _ => panic!("retry on a {}", self.kind_name()),
         }
     }
 
@@ -273,8 +352,12 @@ impl LockState {
         d.write_u64(u64::MAX);
         match self {
             LockState::Completion { done, .. } => d.write_u64((*done).into()),
-            LockState::RwSem { spinners, .. } => {
+            LockState::RwSem { spinners, woken, .. } => {
                 spinners.iter().for_each(|t| d.write_u64(t.0.into()));
+                d.write_u64((*woken).into());
+            }
+            LockState::Exclusive { woken, handoff, .. } => {
+                d.write_u64(u64::from(*woken) | u64::from(*handoff) << 1);
             }
             _ => {}
         }
@@ -309,6 +392,14 @@ impl LockState {
             }
         }
     }
+}
+
+/// Wakes `head` to retry unless it is already awake (the kernel's `wake_q_add` of a running
+/// task does nothing).
+fn wake_head(head: Option<TaskId>, woken: &mut bool) -> Option<TaskId> {
+    let head = head.filter(|_| !*woken);
+    *woken |= head.is_some();
+    head
 }
 
 /// Hands a free rwsem to the head of its queue: a writer alone, or all queued readers.
@@ -374,10 +465,10 @@ mod tests {
     fn fingerprints_tell_holders_from_waiters_and_count_completions() {
         let (mut both, mut queued) = (rwsem(), rwsem());
         for (n, m) in [(0, Mode::Read), (1, Mode::Read), (2, Mode::Write)] {
-            both.attempt(t(n), m, true, false);
+            both.attempt(t(n), m, true, false, false);
         }
         for (n, m) in [(0, Mode::Read), (2, Mode::Write), (1, Mode::Read)] {
-            queued.attempt(t(n), m, true, false);
+            queued.attempt(t(n), m, true, false, false);
         }
         assert_ne!(fingerprint(&both), fingerprint(&queued));
         let mut g = Vec::new();
@@ -390,18 +481,18 @@ mod tests {
     #[test]
     fn waiting_writer_blocks_new_readers() {
         let mut l = rwsem();
-        assert_eq!(l.attempt(t(0), Mode::Read, true, false), Attempt::Granted);
-        assert_eq!(l.attempt(t(1), Mode::Read, true, false), Attempt::Granted);
-        assert_eq!(l.attempt(t(2), Mode::Write, true, false), Attempt::Queued);
-        assert_eq!(l.attempt(t(3), Mode::Read, false, false), Attempt::Busy);
-        assert_eq!(l.attempt(t(3), Mode::Read, true, false), Attempt::Queued);
+        assert_eq!(l.attempt(t(0), Mode::Read, true, false, false), Attempt::Granted);
+        assert_eq!(l.attempt(t(1), Mode::Read, true, false, false), Attempt::Granted);
+        assert_eq!(l.attempt(t(2), Mode::Write, true, false, false), Attempt::Queued);
+        assert_eq!(l.attempt(t(3), Mode::Read, false, false, false), Attempt::Busy);
+        assert_eq!(l.attempt(t(3), Mode::Read, true, false, false), Attempt::Queued);
         let mut g = Vec::new();
-        l.release(t(0), Mode::Read, false, &mut g);
+        let _ = l.release(t(0), Mode::Read, false, &mut g);
         assert!(g.is_empty());
-        l.release(t(1), Mode::Read, false, &mut g);
-        assert_eq!(g, [t(2)]);
-        g.clear();
-        l.release(t(2), Mode::Write, false, &mut g);
+        assert_eq!(l.release(t(1), Mode::Read, false, &mut g), Some(t(2)));
+        assert!(g.is_empty(), "a writer at the head is woken, not granted");
+        assert!(l.retry(t(2)));
+        let _ = l.release(t(2), Mode::Write, false, &mut g);
         assert_eq!(g, [t(3)]);
     }
 
@@ -410,15 +501,15 @@ mod tests {
     #[test]
     fn spinning_writer_steals_until_handoff() {
         let mut l = rwsem();
-        l.attempt(t(0), Mode::Write, true, true);
-        assert_eq!(l.attempt(t(1), Mode::Read, true, true), Attempt::Queued);
-        assert_eq!(l.attempt(t(2), Mode::Write, true, true), Attempt::Spinning);
-        assert_eq!(l.attempt(t(3), Mode::Write, true, true), Attempt::Spinning);
+        l.attempt(t(0), Mode::Write, true, true, false);
+        assert_eq!(l.attempt(t(1), Mode::Read, true, true, false), Attempt::Queued);
+        assert_eq!(l.attempt(t(2), Mode::Write, true, true, false), Attempt::Spinning);
+        assert_eq!(l.attempt(t(3), Mode::Write, true, true, false), Attempt::Spinning);
         let mut g = Vec::new();
-        l.release(t(0), Mode::Write, false, &mut g);
+        let _ = l.release(t(0), Mode::Write, false, &mut g);
         assert_eq!(g, [t(2)]);
         g.clear();
-        l.release(t(2), Mode::Write, true, &mut g);
+        let _ = l.release(t(2), Mode::Write, true, &mut g);
         assert_eq!(g, [t(1)]);
         let mut stopped = Vec::new();
         l.stop_spinning(&mut stopped);
@@ -426,15 +517,32 @@ mod tests {
         assert_eq!(l.waiters(), [(t(3), Mode::Write)]);
     }
 
+    /// A mutex's unlock wakes its head without granting; a running task takes the lock first;
+    /// the head's failed retry sets HANDOFF and the next unlock grants the lock to it.
+    #[test]
+    fn mutex_wakes_head_then_hands_off_after_failed_retry() {
+        let mut l = LockState::exclusive(false);
+        let mut g = Vec::new();
+        l.attempt(t(0), Mode::Exclusive, true, false, false);
+        assert_eq!(l.attempt(t(1), Mode::Exclusive, true, false, false), Attempt::Queued);
+        assert_eq!(l.release(t(0), Mode::Exclusive, false, &mut g), Some(t(1)));
+        assert_eq!(l.attempt(t(2), Mode::Exclusive, true, false, false), Attempt::Granted);
+        assert_eq!(l.release(t(2), Mode::Exclusive, false, &mut g), None, "head already awake");
+        assert_eq!(l.attempt(t(3), Mode::Exclusive, true, false, false), Attempt::Granted);
+        assert!(!l.retry(t(1)));
+        assert_eq!(l.release(t(3), Mode::Exclusive, false, &mut g), None);
+        assert_eq!(g, [t(1)]);
+    }
+
     #[test]
     fn reader_at_head_wakes_all_queued_readers() {
         let mut l = rwsem();
-        l.attempt(t(0), Mode::Write, true, false);
+        l.attempt(t(0), Mode::Write, true, false, false);
         for (n, m) in [(1, Mode::Read), (2, Mode::Write), (3, Mode::Read)] {
-            assert_eq!(l.attempt(t(n), m, true, false), Attempt::Queued);
+            assert_eq!(l.attempt(t(n), m, true, false, false), Attempt::Queued);
         }
         let mut g = Vec::new();
-        l.release(t(0), Mode::Write, false, &mut g);
+        let _ = l.release(t(0), Mode::Write, false, &mut g);
         assert_eq!(g, [t(1), t(3)]);
         assert_eq!(l.waiters(), [(t(2), Mode::Write)]);
     }
@@ -442,8 +550,8 @@ mod tests {
     #[test]
     fn downgrade_lets_queued_readers_in() {
         let mut l = rwsem();
-        l.attempt(t(0), Mode::Write, true, false);
-        l.attempt(t(1), Mode::Read, true, false);
+        l.attempt(t(0), Mode::Write, true, false, false);
+        l.attempt(t(1), Mode::Read, true, false, false);
         let mut g = Vec::new();
         l.downgrade(t(0), &mut g);
         assert_eq!(g, [t(1)]);
