@@ -159,7 +159,7 @@ const LONG_FUNCTIONS: &[(&str, usize)] = &[
     ("crates/explore/src/trial.rs::run_trial", 72),
     ("crates/lab/src/scenario/parse.rs::Parser::machine", 81),
     ("crates/lab/src/scenario/parse.rs::Parser::scenario", 85),
-    ("crates/lab/src/scenario/parse/names.rs::Parser::check_names", 91),
+    ("crates/lab/src/scenario/parse/names.rs::Parser::check_names", 88),
     ("crates/mm/src/sim/check.rs::check_lruvecs", 80),
     ("crates/mm/src/sim/check.rs::check_mappings", 95),
     ("crates/mm/src/sim/machine.rs::Machine::on_sim", 77),

@@ -170,6 +170,24 @@ pub struct Op {
     pub expect: Vec<Alternative>,
 }
 
+impl Op {
+    /// This operation, then the body of a `repeat`, in order.
+    pub fn flatten(&self) -> impl Iterator<Item = &Op> {
+        let body = match &self.kind {
+            OpKind::Repeat { body, .. } => &body[..],
+            _ => &[],
+        };
+        std::iter::once(self).chain(body)
+    }
+}
+
+impl Scenario {
+    /// Every operation of every task, the bodies of loops included, in file order.
+    pub fn all_ops(&self) -> impl Iterator<Item = &Op> {
+        self.steps.iter().flat_map(|st| &st.tasks).flat_map(|t| &t.ops).flat_map(Op::flatten)
+    }
+}
+
 /// One expected result, under a condition on the switches.
 #[derive(Clone, Debug)]
 pub struct Alternative {
@@ -382,6 +400,34 @@ pub enum OpKind {
         offset: u64,
         len: u64,
     },
+    /// Runs `body` again and again: `max` times, or until `until` holds (at most `max`
+    /// iterations). The body holds no `repeat`.
+    Repeat {
+        body: Vec<Op>,
+        until: Until,
+        max: u64,
+    },
+    /// Raises the scenario flag `flag`: every task waiting for it goes on, and every loop
+    /// repeating until it ends after its current iteration. A flag stays raised.
+    Notify {
+        flag: String,
+    },
+    /// Blocks until the scenario flag `flag` is raised (at once if it is).
+    Wait {
+        flag: String,
+    },
+}
+
+/// When a `repeat` ends.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Until {
+    /// After `max` iterations (`times = N`).
+    Count,
+    /// Before an iteration, when the flag is raised (`until = "flag"`, `flag = NAME`).
+    Flag(String),
+    /// After the first iteration whose every operation met its expectation
+    /// (`until = "success"`); an iteration ends at its first operation that did not.
+    Success,
 }
 
 impl OpKind {
@@ -425,6 +471,9 @@ impl OpKind {
             OpKind::MemoryReclaim { .. } => "memory_reclaim",
             OpKind::Fallocate { .. } => "fallocate",
             OpKind::SysfsWrite { .. } => "sysfs_write",
+            OpKind::Repeat { .. } => "repeat",
+            OpKind::Notify { .. } => "notify",
+            OpKind::Wait { .. } => "wait",
         }
     }
 
@@ -458,6 +507,20 @@ pub enum ValueKind {
     Pipe,
 }
 
+impl ValueKind {
+    /// The kind as a message names it.
+    pub fn describe(self) -> &'static str {
+        match self {
+            ValueKind::Addr => "an address",
+            ValueKind::Fd => "a file descriptor",
+            ValueKind::Hold => "pages held by `pin`",
+            ValueKind::Pipe => "a pipe",
+            ValueKind::Process => "a process",
+            ValueKind::Layout => "an exec layout",
+        }
+    }
+}
+
 /// What an operation must return.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum OpExpect {
@@ -472,6 +535,8 @@ pub enum OpExpect {
     Data(Vec<u8>),
     /// Success moving this many bytes (`read`, `write`).
     Count(u64),
+    /// A `repeat` whose condition was met after a number of iterations that meets this.
+    Iterations(Comparison),
 }
 
 /// An expectation on an observable, checked after a step or at the end.
