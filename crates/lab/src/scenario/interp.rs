@@ -20,6 +20,8 @@ pub enum Value {
     Hold(HoldId),
     /// The read and write ends of a pipe.
     Pipe(i32, i32),
+    /// An asynchronous read.
+    Io(mm::fs::direct_io::DioId),
 }
 
 /// Why a name that the parser saw bound may hold no value at run time.
@@ -84,6 +86,13 @@ impl Env {
                 let f = f.ok_or_else(|| format!("`{process}` has no descriptor `{fd}` ({n})"))?;
                 Ok(st.file(f).inode)
             }
+        }
+    }
+
+    fn io(&self, name: &str) -> Result<mm::fs::direct_io::DioId, String> {
+        match self.values.get(name) {
+            Some(Value::Io(id)) => Ok(*id),
+            _ => Err(format!("`{name}` is not an asynchronous read{UNBOUND}")),
         }
     }
 
@@ -211,6 +220,7 @@ pub async fn execute(t: &Thread, op: &Op, env: &RefCell<Env>) -> OpResult {
         | OpKind::Fallocate { .. }
         | OpKind::Fadvise { .. }
         | OpKind::PreadDirect { .. }
+        | OpKind::Complete { .. }
         | OpKind::Pipe
         | OpKind::Vmsplice { .. } => file_op(t, op, env).await,
         OpKind::Fork
@@ -367,10 +377,17 @@ async fn file_op(t: &Thread, op: &Op, env: &RefCell<Env>) -> Result<Outcome, Sto
             t.fadvise(fd(f)?, off, len, *advice).await?;
             Outcome::Done
         }
-        OpKind::PreadDirect { fd: f, buf, len, offset } => {
+        OpKind::PreadDirect { fd: f, buf, len, offset, submit: true } => {
+            Outcome::Bound(Value::Io(t.pread_submit(fd(f)?, addr(buf)?, *len, *offset).await?))
+        }
+        OpKind::PreadDirect { fd: f, buf, len, offset, submit: false } => {
             let b = addr(buf)?;
             let n = t.pread(fd(f)?, Some(b), *len, *offset).await?;
             Outcome::Data(t.read_bytes(b, n).await?)
+        }
+        OpKind::Complete { io } => {
+            let id = env.borrow().io(io)?;
+            Outcome::Count(t.dio_complete(id).await?)
         }
         OpKind::Pipe => {
             let (r, w) = t.pipe().await?;

@@ -334,12 +334,18 @@ pub enum OpKind {
     Unpin {
         hold: String,
     },
-    /// `pread` through O_DIRECT into `buf` (the descriptor must be opened `direct`).
+    /// `pread` through O_DIRECT into `buf` (the descriptor must be opened `direct`); with
+    /// `submit`, an asynchronous read left in flight until a `complete`.
     PreadDirect {
         fd: String,
         buf: AddrExpr,
         len: u64,
         offset: u64,
+        submit: bool,
+    },
+    /// Ends an asynchronous read: the device writes the held pages now; counts the bytes read.
+    Complete {
+        io: String,
     },
     /// `prctl(PR_SET_THP_DISABLE, disable)`.
     PrctlSetThpDisable {
@@ -462,6 +468,7 @@ impl OpKind {
             OpKind::PinRead { .. } => "pin_read",
             OpKind::Unpin { .. } => "unpin",
             OpKind::PreadDirect { .. } => "pread_direct",
+            OpKind::Complete { .. } => "complete",
             OpKind::ClearRefs { .. } => "clear_refs",
             OpKind::PrctlSetThpDisable { .. } => "prctl",
             OpKind::Pipe => "pipe",
@@ -488,6 +495,7 @@ impl OpKind {
             OpKind::Exec { .. } => Some(ValueKind::Layout),
             OpKind::Pin { .. } => Some(ValueKind::Hold),
             OpKind::Pipe => Some(ValueKind::Pipe),
+            OpKind::PreadDirect { submit: true, .. } => Some(ValueKind::Io),
             _ => None,
         }
     }
@@ -505,6 +513,8 @@ pub enum ValueKind {
     Hold,
     /// A pipe: `NAME.read` and `NAME.write` are file descriptors.
     Pipe,
+    /// An asynchronous read in flight.
+    Io,
 }
 
 impl ValueKind {
@@ -517,6 +527,7 @@ impl ValueKind {
             ValueKind::Pipe => "a pipe",
             ValueKind::Process => "a process",
             ValueKind::Layout => "an exec layout",
+            ValueKind::Io => "an asynchronous read (`pread_direct` with `async`)",
         }
     }
 }

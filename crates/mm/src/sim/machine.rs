@@ -209,6 +209,7 @@ impl Machine {
             swap: crate::swap::SwapDevice::new(config.swap.pages_ceil()),
             wmark: crate::vmscan::Watermarks::for_pages(total),
             gup_holds: IdVec::new(),
+            dio_reads: IdVec::new(),
             pipes: Default::default(),
             kswapd_awake: false,
             tlb: crate::arch::tlb::Tlbs::new(

@@ -276,6 +276,7 @@ fn op_refs(k: &OpKind) -> Vec<(String, ValueKind)> {
             vec![(hold.clone(), ValueKind::Hold)]
         }
         OpKind::ClearRefs { process, .. } => vec![(process.clone(), ValueKind::Process)],
+        OpKind::Complete { io } => vec![(io.clone(), ValueKind::Io)],
         OpKind::Open { .. }
         | OpKind::MemfdCreate { .. }
         | OpKind::Truncate { .. }

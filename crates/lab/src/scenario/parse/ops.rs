@@ -59,7 +59,7 @@ impl Parser<'_> {
             return Ok(kind);
         }
         Err(self.err(f.line_of("op"), format!(
-            "unknown operation `{name}`: expected one of mmap, munmap, mremap, mprotect, madvise, open, memfd_create, close, dup, read, write, truncate, ftruncate, fallocate, fsync, fork, exit, exec, touch, read_bytes, write_bytes, increment, mincore, run, pin, pin_read, unpin, pread_direct, clear_refs, pipe, vmsplice, sleep, fadvise, memory_reclaim, prctl, sysfs_write, repeat, notify, wait"
+            "unknown operation `{name}`: expected one of mmap, munmap, mremap, mprotect, madvise, open, memfd_create, close, dup, read, write, truncate, ftruncate, fallocate, fsync, fork, exit, exec, touch, read_bytes, write_bytes, increment, mincore, run, pin, pin_read, unpin, pread_direct, complete, clear_refs, pipe, vmsplice, sleep, fadvise, memory_reclaim, prctl, sysfs_write, repeat, notify, wait"
         )))
     }
 
@@ -166,12 +166,23 @@ impl Parser<'_> {
                 len: f.opt_size("len")?.map_or(0, Bytes::as_u64),
                 advice: f.keyword("advice", parse_fadvice, None)?,
             },
-            "pread_direct" => OpKind::PreadDirect {
-                fd: f.string("fd")?,
-                buf: f.addr("buf")?,
-                len: f.size("len")?.as_u64(),
-                offset: f.opt_size("offset")?.map_or(0, Bytes::as_u64),
-            },
+            "pread_direct" => {
+                let submit = f.opt_bool("async")?.unwrap_or(false);
+                if submit && f.get("as").is_none() {
+                    return Err(self.err(
+                        f.line_of("async"),
+                        "`pread_direct` with `async` needs `as`, the name a `complete` ends it by",
+                    ));
+                }
+                OpKind::PreadDirect {
+                    fd: f.string("fd")?,
+                    buf: f.addr("buf")?,
+                    len: f.size("len")?.as_u64(),
+                    offset: f.opt_size("offset")?.map_or(0, Bytes::as_u64),
+                    submit,
+                }
+            }
+            "complete" => OpKind::Complete { io: f.string("io")? },
             "pipe" => OpKind::Pipe,
             "vmsplice" => OpKind::Vmsplice {
                 fd: f.string("fd")?,
@@ -476,7 +487,7 @@ impl Parser<'_> {
                     | OpKind::Mincore { .. }
                     | OpKind::Read { buf: Some(_), .. }
                     | OpKind::PinRead { .. }
-                    | OpKind::PreadDirect { .. }
+                    | OpKind::PreadDirect { submit: false, .. }
             ) {
                 return Err(
                     self.err(node.line, format!("`{}` returns no data to compare", kind.name()))
@@ -553,7 +564,8 @@ fn op_keys(kind: &OpKind) -> &'static [&'static str] {
         OpKind::Pin { .. } => &["addr", "len", "kind", "write", "longterm"],
         OpKind::PinRead { .. } => &["pin", "offset", "len"],
         OpKind::Unpin { .. } => &["pin"],
-        OpKind::PreadDirect { .. } => &["fd", "buf", "len", "offset"],
+        OpKind::PreadDirect { .. } => &["fd", "buf", "len", "offset", "async"],
+        OpKind::Complete { .. } => &["io"],
         OpKind::ClearRefs { .. } => &["process", "value"],
         OpKind::PrctlSetThpDisable { .. } => &["option", "arg"],
         OpKind::SysfsWrite { .. } => &["path", "value"],
