@@ -544,6 +544,63 @@ impl Thread {
         hold_release(&self.cx, id)
     }
 
+    /// `IORING_REGISTER_BUFFERS` of one buffer `[addr, addr + len)`: a long-term writable pin
+    /// (`io_uring.rs`); returns the registered buffer, which `gup_read` reads and
+    /// `gup_release` unregisters.
+    pub async fn io_uring_register_buffers(
+        &self,
+        addr: VirtAddr,
+        len: u64,
+    ) -> Result<HoldId, Errno> {
+        crate::io_uring::register_buffers(&self.cx, self.mm()?, addr, len).await
+    }
+
+    /// `IORING_OP_WRITE_FIXED`: writes `len` bytes at `addr` of registered buffer `id`, as its
+    /// pinned pages hold them, to `fd` at `pos`. Returns the bytes written.
+    pub async fn io_uring_write_fixed(
+        &self,
+        id: HoldId,
+        addr: VirtAddr,
+        len: u64,
+        fd: i32,
+        pos: u64,
+    ) -> Result<u64, Errno> {
+        crate::io_uring::check_io_uring(&self.cx)?;
+        let data = {
+            let st = self.cx.st();
+            let off = crate::io_uring::fixed_offset(&st, id, addr, len)? as usize;
+            hold_read(&st, id)?[off..off + len as usize].to_vec()
+        };
+        self.pwrite_data(fd, &data, pos).await
+    }
+
+    /// `IORING_OP_READ_FIXED`: reads `len` bytes of `fd` at `pos` into the pinned pages of
+    /// registered buffer `id` at `addr`, through the page cache. Returns the bytes read.
+    pub async fn io_uring_read_fixed(
+        &self,
+        id: HoldId,
+        addr: VirtAddr,
+        len: u64,
+        fd: i32,
+        pos: u64,
+    ) -> Result<u64, SysError> {
+        crate::io_uring::check_io_uring(&self.cx)?;
+        let off = crate::io_uring::fixed_offset(&self.cx.st(), id, addr, len)?;
+        let f = self.fd(fd)?;
+        let (inode, readable, ra) = {
+            let st = self.cx.st();
+            let file = st.file(f);
+            (file.inode, file.readable(), file.ra.ra_pages)
+        };
+        if !readable {
+            return Err(Errno::EBADF.into());
+        }
+        let (n, data) =
+            file_read(&self.cx, inode, pos, len, ra, true).await.map_err(|e| e.signal())?;
+        crate::io_uring::copy_to_fixed(&self.cx, id, off, &data.expect("asked for the data"))?;
+        Ok(n)
+    }
+
     /// Writes `value` to `/proc/PID/clear_refs` of process `target`.
     pub async fn clear_refs(&self, target: Pid, value: u64) -> Result<(), Errno> {
         let kind = ClearRefs::from_value(value)?;

@@ -220,7 +220,6 @@ pub async fn execute(t: &Thread, op: &Op, env: &RefCell<Env>) -> OpResult {
         | OpKind::Fallocate { .. }
         | OpKind::Fadvise { .. }
         | OpKind::PreadDirect { .. }
-        | OpKind::Complete { .. }
         | OpKind::Pipe
         | OpKind::Vmsplice { .. } => file_op(t, op, env).await,
         OpKind::Fork
@@ -231,9 +230,13 @@ pub async fn execute(t: &Thread, op: &Op, env: &RefCell<Env>) -> OpResult {
         | OpKind::SysfsWrite { .. }
         | OpKind::Sleep { .. }
         | OpKind::MemoryReclaim { .. } => task_op(t, op, env).await,
-        OpKind::Pin { .. } | OpKind::PinRead { .. } | OpKind::Unpin { .. } => {
-            pin_op(t, op, env).await
-        }
+        OpKind::Pin { .. }
+        | OpKind::PinRead { .. }
+        | OpKind::Unpin { .. }
+        | OpKind::IoUringRegister { .. }
+        | OpKind::IoUringUnregister { .. }
+        | OpKind::Fixed { .. }
+        | OpKind::Complete { .. } => pin_op(t, op, env).await,
         OpKind::Notify { .. } | OpKind::Wait { .. } => flag_op(t, op, env).await,
         OpKind::Repeat { .. } => unreachable!("`run_task` runs loops, with their bodies checked"),
     };
@@ -385,10 +388,7 @@ async fn file_op(t: &Thread, op: &Op, env: &RefCell<Env>) -> Result<Outcome, Sto
             let n = t.pread(fd(f)?, Some(b), *len, *offset).await?;
             Outcome::Data(t.read_bytes(b, n).await?)
         }
-        OpKind::Complete { io } => {
-            let id = env.borrow().io(io)?;
-            Outcome::Count(t.dio_complete(id).await?)
-        }
+
         OpKind::Pipe => {
             let (r, w) = t.pipe().await?;
             Outcome::Bound(Value::Pipe(r, w))
@@ -436,7 +436,7 @@ async fn task_op(t: &Thread, op: &Op, env: &RefCell<Env>) -> Result<Outcome, Sto
     })
 }
 
-/// Pinned pages.
+/// Held pages: by `pin`, as io_uring buffers, by an asynchronous read in flight.
 async fn pin_op(t: &Thread, op: &Op, env: &RefCell<Env>) -> Result<Outcome, Stop> {
     let addr = |a: &AddrExpr| env.borrow().addr(a);
     Ok(match &op.kind {
@@ -451,10 +451,25 @@ async fn pin_op(t: &Thread, op: &Op, env: &RefCell<Env>) -> Result<Outcome, Stop
             let end = len.map_or(data.len(), |n| start.saturating_add(n as usize).min(data.len()));
             Outcome::Data(data[start..end].to_vec())
         }
-        OpKind::Unpin { hold } => {
+        OpKind::Unpin { hold } | OpKind::IoUringUnregister { hold } => {
             let h = env.borrow().hold(hold)?;
             t.gup_release(h).await?;
             Outcome::Done
+        }
+        OpKind::Complete { io } => {
+            let id = env.borrow().io(io)?;
+            Outcome::Count(t.dio_complete(id).await?)
+        }
+        OpKind::IoUringRegister { addr: a, len } => {
+            Outcome::Bound(Value::Hold(t.io_uring_register_buffers(addr(a)?, *len).await?))
+        }
+        OpKind::Fixed { write, hold, addr: a, len, fd, offset } => {
+            let (h, fd) = (env.borrow().hold(hold)?, env.borrow().fd(fd)?);
+            Outcome::Count(if *write {
+                t.io_uring_write_fixed(h, addr(a)?, *len, fd, *offset).await?
+            } else {
+                t.io_uring_read_fixed(h, addr(a)?, *len, fd, *offset).await?
+            })
         }
         _ => unreachable!("`execute` routes only these operations here"),
     })

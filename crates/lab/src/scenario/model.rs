@@ -343,6 +343,26 @@ pub enum OpKind {
         offset: u64,
         submit: bool,
     },
+    /// `IORING_REGISTER_BUFFERS` of `[addr, addr + len)`: a long-term writable pin, bound as
+    /// pages held (so `pin_read` reads them).
+    IoUringRegister {
+        addr: AddrExpr,
+        len: u64,
+    },
+    /// `IORING_UNREGISTER_BUFFERS`: releases the registered buffer.
+    IoUringUnregister {
+        hold: String,
+    },
+    /// `IORING_OP_READ_FIXED` (`write`: `WRITE_FIXED`) of `len` bytes at `addr` of registered
+    /// buffer `hold`, from (to) `fd` at `offset`. Counts the bytes moved.
+    Fixed {
+        write: bool,
+        hold: String,
+        addr: AddrExpr,
+        len: u64,
+        fd: String,
+        offset: u64,
+    },
     /// Ends an asynchronous read: the device writes the held pages now; counts the bytes read.
     Complete {
         io: String,
@@ -469,6 +489,10 @@ impl OpKind {
             OpKind::Unpin { .. } => "unpin",
             OpKind::PreadDirect { .. } => "pread_direct",
             OpKind::Complete { .. } => "complete",
+            OpKind::IoUringRegister { .. } => "io_uring_register_buffers",
+            OpKind::IoUringUnregister { .. } => "io_uring_unregister_buffers",
+            OpKind::Fixed { write: false, .. } => "read_fixed",
+            OpKind::Fixed { write: true, .. } => "write_fixed",
             OpKind::ClearRefs { .. } => "clear_refs",
             OpKind::PrctlSetThpDisable { .. } => "prctl",
             OpKind::Pipe => "pipe",
@@ -493,7 +517,7 @@ impl OpKind {
             }
             OpKind::Fork => Some(ValueKind::Process),
             OpKind::Exec { .. } => Some(ValueKind::Layout),
-            OpKind::Pin { .. } => Some(ValueKind::Hold),
+            OpKind::Pin { .. } | OpKind::IoUringRegister { .. } => Some(ValueKind::Hold),
             OpKind::Pipe => Some(ValueKind::Pipe),
             OpKind::PreadDirect { submit: true, .. } => Some(ValueKind::Io),
             _ => None,
@@ -523,7 +547,7 @@ impl ValueKind {
         match self {
             ValueKind::Addr => "an address",
             ValueKind::Fd => "a file descriptor",
-            ValueKind::Hold => "pages held by `pin`",
+            ValueKind::Hold => "pages held by `pin` or `io_uring_register_buffers`",
             ValueKind::Pipe => "a pipe",
             ValueKind::Process => "a process",
             ValueKind::Layout => "an exec layout",

@@ -656,6 +656,26 @@ mod tests {
     }
 
     #[test]
+    fn unmodelled_kernel_features_are_refused_by_name() {
+        let task = |ops: &str| {
+            format!("[[process]]\nname = \"p\"\n[[step]]\nprocess = \"p\"\nops = [ {ops} ]\n")
+        };
+        assert_eq!(
+            err(&task("{ op = \"userfaultfd\" }")),
+            "s.toml:5: `userfaultfd`: userfaultfd(2) (fs/userfaultfd.c) is not modelled by mmsim"
+        );
+        assert!(err(&task("{ op = \"mbind\" }")).contains("NUMA memory policy"));
+        let hwpoison = "{ op = \"madvise\", addr = \"0x1000\", len = 4096, advice = \"hwpoison\" }";
+        assert!(
+            err(&task(hwpoison)).contains("`hwpoison`: MADV_HWPOISON"),
+            "{}",
+            err(&task(hwpoison))
+        );
+        let sync = "{ op = \"mmap\", len = 4096, prot = \"rw\", flags = \"shared|sync\" }";
+        assert!(err(&task(sync)).contains("`sync`: MAP_SYNC"), "{}", err(&task(sync)));
+    }
+
+    #[test]
     fn a_full_scenario_parses() {
         let text = r#"
 [machine]

@@ -137,8 +137,7 @@ pub(crate) fn end_io(cx: &Cx, req: DioRead) -> u64 {
         while off < n {
             let a = buf + Bytes(off);
             let chunk = (4096 - a.page_offset()).min(n - off);
-            let page =
-                held.pages[(a.align_down(Bytes::PAGE).offset_from(first).as_u64() >> 12) as usize];
+            let page = held.page_for(first, a);
             st.mem.write(
                 page.0,
                 a.page_offset() as usize,

@@ -277,6 +277,12 @@ fn op_refs(k: &OpKind) -> Vec<(String, ValueKind)> {
         }
         OpKind::ClearRefs { process, .. } => vec![(process.clone(), ValueKind::Process)],
         OpKind::Complete { io } => vec![(io.clone(), ValueKind::Io)],
+        OpKind::IoUringRegister { addr: a, .. } => addr(a),
+        OpKind::IoUringUnregister { hold } => vec![(hold.clone(), ValueKind::Hold)],
+        OpKind::Fixed { hold, addr: a, fd: f, .. } => {
+            let held = std::iter::once((hold.clone(), ValueKind::Hold));
+            held.chain(addr(a)).chain(fd(f)).collect()
+        }
         OpKind::Open { .. }
         | OpKind::MemfdCreate { .. }
         | OpKind::Truncate { .. }

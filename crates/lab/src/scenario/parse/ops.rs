@@ -6,8 +6,8 @@
 use super::Parser;
 use super::fields::Fields;
 use super::words::{
-    parse_fadvice, parse_fallocate_mode, parse_kernel_cond, parse_memfd_flags, parse_mremap_flags,
-    parse_percent,
+    UNMODELLED_OPS, parse_fadvice, parse_fallocate_mode, parse_kernel_cond, parse_memfd_flags,
+    parse_mremap_flags, parse_percent, unmodelled,
 };
 use crate::scenario::ScenarioError;
 use crate::scenario::limits;
@@ -58,8 +58,11 @@ impl Parser<'_> {
         if let Some(kind) = self.control_op(f, name)? {
             return Ok(kind);
         }
+        if let Some(why) = unmodelled(UNMODELLED_OPS, name) {
+            return Err(self.err(f.line_of("op"), why));
+        }
         Err(self.err(f.line_of("op"), format!(
-            "unknown operation `{name}`: expected one of mmap, munmap, mremap, mprotect, madvise, open, memfd_create, close, dup, read, write, truncate, ftruncate, fallocate, fsync, fork, exit, exec, touch, read_bytes, write_bytes, increment, mincore, run, pin, pin_read, unpin, pread_direct, complete, clear_refs, pipe, vmsplice, sleep, fadvise, memory_reclaim, prctl, sysfs_write, repeat, notify, wait"
+            "unknown operation `{name}`: expected one of mmap, munmap, mremap, mprotect, madvise, open, memfd_create, close, dup, read, write, truncate, ftruncate, fallocate, fsync, fork, exit, exec, touch, read_bytes, write_bytes, increment, mincore, run, pin, pin_read, unpin, io_uring_register_buffers, io_uring_unregister_buffers, read_fixed, write_fixed, pread_direct, complete, clear_refs, pipe, vmsplice, sleep, fadvise, memory_reclaim, prctl, sysfs_write, repeat, notify, wait"
         )))
     }
 
@@ -259,6 +262,18 @@ impl Parser<'_> {
                 len: f.opt_size("len")?.map(|b| b.as_u64()),
             },
             "unpin" => OpKind::Unpin { hold: f.string("pin")? },
+            "io_uring_register_buffers" => {
+                OpKind::IoUringRegister { addr: f.addr("addr")?, len: f.size("len")?.as_u64() }
+            }
+            "io_uring_unregister_buffers" => OpKind::IoUringUnregister { hold: f.string("buf")? },
+            "read_fixed" | "write_fixed" => OpKind::Fixed {
+                write: name == "write_fixed",
+                hold: f.string("buf")?,
+                addr: f.addr("addr")?,
+                len: f.size("len")?.as_u64(),
+                fd: f.string("fd")?,
+                offset: f.opt_size("offset")?.map_or(0, Bytes::as_u64),
+            },
             _ => return Ok(None),
         }))
     }
@@ -566,6 +581,9 @@ fn op_keys(kind: &OpKind) -> &'static [&'static str] {
         OpKind::Unpin { .. } => &["pin"],
         OpKind::PreadDirect { .. } => &["fd", "buf", "len", "offset", "async"],
         OpKind::Complete { .. } => &["io"],
+        OpKind::IoUringRegister { .. } => &["addr", "len"],
+        OpKind::IoUringUnregister { .. } => &["buf"],
+        OpKind::Fixed { .. } => &["buf", "addr", "len", "fd", "offset"],
         OpKind::ClearRefs { .. } => &["process", "value"],
         OpKind::PrctlSetThpDisable { .. } => &["option", "arg"],
         OpKind::SysfsWrite { .. } => &["path", "value"],
