@@ -322,69 +322,6 @@ pub(super) fn parse_percent(text: &str) -> Result<simcore::Ratio, String> {
     simcore::Ratio::percent(n).map_err(|_| bad())
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn percentages() {
-        assert_eq!(parse_percent("90%").unwrap(), simcore::Ratio::percent(90).unwrap());
-        for bad in ["90", "150%", "x%", ""] {
-            assert!(parse_percent(bad).is_err(), "{bad}");
-        }
-    }
-
-    #[test]
-    fn sizes_addresses_and_flags() {
-        assert_eq!(parse_size("64KiB"), Some(Bytes::kib(64)));
-        assert_eq!(parse_size("2M"), Some(Bytes::mib(2)));
-        assert_eq!(parse_size("4096"), Some(Bytes(4096)));
-        assert_eq!(parse_size("4 kB"), Some(Bytes(4096)));
-        assert_eq!(parse_size("3 parsecs"), None);
-        assert_eq!(
-            parse_addr("buf+4KiB"),
-            Some(AddrExpr { base: Some("buf".into()), offset: 4096 })
-        );
-        assert_eq!(
-            parse_addr("exe.text-0x1000"),
-            Some(AddrExpr { base: Some("exe.text".into()), offset: -4096 })
-        );
-        assert_eq!(parse_addr("0x10000000"), Some(AddrExpr { base: None, offset: 0x1000_0000 }));
-        assert_eq!(parse_addr("1buf"), None);
-        assert_eq!(parse_prot("r-x"), Ok(prot::READ | prot::EXEC));
-        assert!(parse_prot("rq").is_err());
-        assert_eq!(parse_map_flags("private|anonymous"), Ok(map::PRIVATE | map::ANONYMOUS));
-        assert_eq!(
-            parse_map_flags("private|anon").unwrap_err(),
-            "unknown `anon`, expected private, shared, anonymous, fixed, fixed_noreplace, populate, growsdown, noreserve, denywrite, hugetlb, huge_2mb, huge_1gb"
-        );
-        assert_eq!(
-            parse_map_flags("shared|anonymous|hugetlb|huge_1gb"),
-            Ok(map::SHARED | map::ANONYMOUS | map::HUGETLB | map::HUGE_1GB)
-        );
-        assert_eq!(
-            parse_fs("hugetlbfs:1GiB"),
-            Ok(mm::fs::FsType::Hugetlbfs(mm::hugetlb::HugeSize::Size1G))
-        );
-        assert!(parse_fs("hugetlbfs:4KiB").unwrap_err().contains("hugetlbfs:1GiB"));
-        assert_eq!(
-            parse_fs("tmpfs:huge=within_size"),
-            Ok(mm::fs::FsType::Tmpfs(mm::shmem::TmpfsMount::Mount(
-                mm::shmem::ShmemHuge::WithinSize
-            )))
-        );
-        assert!(parse_fs("tmpfs:huge=sometimes").unwrap_err().contains("tmpfs:huge=advise"));
-        assert_eq!(parse_open_flags("append").unwrap_err(), "needs one of rdonly, wronly, rdwr");
-        assert_eq!(parse_hex("68 69"), Some(b"hi".to_vec()));
-        assert_eq!(parse_content("pattern:7"), Ok(Some(7)));
-        assert_eq!(parse_content("zeros"), Ok(None));
-        assert!(parse_content("pattern:x").is_err());
-        assert_eq!(parse_hole(Bytes::kib(8), Bytes::kib(4)), Ok((2, 1)));
-        assert!(parse_hole(Bytes(100), Bytes::kib(4)).is_err());
-        assert_eq!(parse_duration("15us"), Some(SimDuration::from_us(15)));
-    }
-}
-
 /// Kernel features a scenario may name that mmsim does not model, each with what it is in the
 /// kernel: operations by name ...
 pub(super) const UNMODELLED_OPS: &[(&str, &str)] = &[
@@ -446,4 +383,67 @@ const UNMODELLED_WORDS: &[(&str, &str)] = &[
 pub(super) fn unmodelled(table: &[(&str, &str)], name: &str) -> Option<String> {
     let (_, what) = table.iter().find(|(n, _)| *n == name)?;
     Some(format!("`{name}`: {what} is not modelled by mmsim"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentages() {
+        assert_eq!(parse_percent("90%").unwrap(), simcore::Ratio::percent(90).unwrap());
+        for bad in ["90", "150%", "x%", ""] {
+            assert!(parse_percent(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn sizes_addresses_and_flags() {
+        assert_eq!(parse_size("64KiB"), Some(Bytes::kib(64)));
+        assert_eq!(parse_size("2M"), Some(Bytes::mib(2)));
+        assert_eq!(parse_size("4096"), Some(Bytes(4096)));
+        assert_eq!(parse_size("4 kB"), Some(Bytes(4096)));
+        assert_eq!(parse_size("3 parsecs"), None);
+        assert_eq!(
+            parse_addr("buf+4KiB"),
+            Some(AddrExpr { base: Some("buf".into()), offset: 4096 })
+        );
+        assert_eq!(
+            parse_addr("exe.text-0x1000"),
+            Some(AddrExpr { base: Some("exe.text".into()), offset: -4096 })
+        );
+        assert_eq!(parse_addr("0x10000000"), Some(AddrExpr { base: None, offset: 0x1000_0000 }));
+        assert_eq!(parse_addr("1buf"), None);
+        assert_eq!(parse_prot("r-x"), Ok(prot::READ | prot::EXEC));
+        assert!(parse_prot("rq").is_err());
+        assert_eq!(parse_map_flags("private|anonymous"), Ok(map::PRIVATE | map::ANONYMOUS));
+        assert_eq!(
+            parse_map_flags("private|anon").unwrap_err(),
+            "unknown `anon`, expected private, shared, anonymous, fixed, fixed_noreplace, populate, growsdown, noreserve, denywrite, hugetlb, huge_2mb, huge_1gb"
+        );
+        assert_eq!(
+            parse_map_flags("shared|anonymous|hugetlb|huge_1gb"),
+            Ok(map::SHARED | map::ANONYMOUS | map::HUGETLB | map::HUGE_1GB)
+        );
+        assert_eq!(
+            parse_fs("hugetlbfs:1GiB"),
+            Ok(mm::fs::FsType::Hugetlbfs(mm::hugetlb::HugeSize::Size1G))
+        );
+        assert!(parse_fs("hugetlbfs:4KiB").unwrap_err().contains("hugetlbfs:1GiB"));
+        assert_eq!(
+            parse_fs("tmpfs:huge=within_size"),
+            Ok(mm::fs::FsType::Tmpfs(mm::shmem::TmpfsMount::Mount(
+                mm::shmem::ShmemHuge::WithinSize
+            )))
+        );
+        assert!(parse_fs("tmpfs:huge=sometimes").unwrap_err().contains("tmpfs:huge=advise"));
+        assert_eq!(parse_open_flags("append").unwrap_err(), "needs one of rdonly, wronly, rdwr");
+        assert_eq!(parse_hex("68 69"), Some(b"hi".to_vec()));
+        assert_eq!(parse_content("pattern:7"), Ok(Some(7)));
+        assert_eq!(parse_content("zeros"), Ok(None));
+        assert!(parse_content("pattern:x").is_err());
+        assert_eq!(parse_hole(Bytes::kib(8), Bytes::kib(4)), Ok((2, 1)));
+        assert!(parse_hole(Bytes(100), Bytes::kib(4)).is_err());
+        assert_eq!(parse_duration("15us"), Some(SimDuration::from_us(15)));
+    }
 }
