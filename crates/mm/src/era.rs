@@ -502,6 +502,41 @@ pub fn longterm_write_pin_refuses_dirty_tracked_files(k: KernelVersion) -> bool 
     k >= v(6, 5)
 }
 
+/// io_uring exists, with registered buffers and `IORING_OP_READ_FIXED`/`WRITE_FIXED`: "Add
+/// io_uring IO interface" (2b188cc1bb85, v5.1) and "io_uring: add support for pre-mapped user IO
+/// buffers" (edafccee56ff, v5.1; hashes not verified). Before, the syscalls do not exist
+/// (ENOSYS).
+pub fn io_uring(k: KernelVersion) -> bool {
+    k >= v(5, 1)
+}
+
+/// How io_uring refuses a registered buffer in a file mapping. From v5.1 `io_sqe_buffer_register`
+/// looks at the pinned range's VMAs and refuses any with a file that is not hugetlbfs
+/// (EOPNOTSUPP); from v5.14 shmem is allowed too (Pavel Begunkov, "memfd/shmem is queued for
+/// 5.14" in axboe/liburing#358; hash not verified); from v6.5 io_uring leaves the check to GUP
+/// ("io_uring: rsrc: delegate VMA file-backed check to GUP", Lorenzo Stoakes, 34ed8d0dcd69),
+/// whose FOLL_LONGTERM|FOLL_WRITE refuses only dirty-tracked file mappings, with EFAULT
+/// ([`longterm_write_pin_refuses_dirty_tracked_files`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IoUringFileBuffers {
+    /// Every file mapping but hugetlbfs: EOPNOTSUPP (v5.1-v5.13).
+    RefuseAllButHugetlb,
+    /// Every file mapping but hugetlbfs and shmem: EOPNOTSUPP (v5.14-v6.4).
+    RefuseAllButHugetlbShmem,
+    /// GUP decides (v6.5+).
+    Gup,
+}
+
+pub fn io_uring_file_buffers(k: KernelVersion) -> IoUringFileBuffers {
+    if k >= v(6, 5) {
+        IoUringFileBuffers::Gup
+    } else if k >= v(5, 14) {
+        IoUringFileBuffers::RefuseAllButHugetlbShmem
+    } else {
+        IoUringFileBuffers::RefuseAllButHugetlb
+    }
+}
+
 /// Why hugetlb pages cannot be used on `k`, if they cannot: the model starts with the v5.7
 /// scheme (c0d0381ade79 "hugetlbfs: use i_mmap_rwsem for more pmd sharing synchronization" and
 /// 87bf91d39bb5, v5.7) and ends with the v6.1 series (40549ba8f8e0 "hugetlb: use new vma_lock

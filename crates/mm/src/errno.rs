@@ -32,12 +32,13 @@ pub enum Errno {
     ENOSPC = 28,
     ESPIPE = 29,
     EROFS = 30,
+    ENOSYS = 38,
     EOVERFLOW = 75,
     EOPNOTSUPP = 95,
 }
 
 impl Errno {
-    pub const ALL: [Errno; 24] = [
+    pub const ALL: [Errno; 25] = [
         Errno::EPERM,
         Errno::ENOENT,
         Errno::EINTR,
@@ -60,6 +61,7 @@ impl Errno {
         Errno::ENOSPC,
         Errno::ESPIPE,
         Errno::EROFS,
+        Errno::ENOSYS,
         Errno::EOVERFLOW,
         Errno::EOPNOTSUPP,
     ];
@@ -97,6 +99,7 @@ impl Errno {
             Errno::ENOSPC => "ENOSPC",
             Errno::ESPIPE => "ESPIPE",
             Errno::EROFS => "EROFS",
+            Errno::ENOSYS => "ENOSYS",
             Errno::EOVERFLOW => "EOVERFLOW",
             Errno::EOPNOTSUPP => "EOPNOTSUPP",
         }

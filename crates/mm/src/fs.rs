@@ -28,7 +28,7 @@
 pub mod binfmt_elf;
 pub mod dax;
 pub mod daxfs;
-pub(crate) mod direct_io;
+pub mod direct_io;
 pub(crate) mod exec;
 pub mod hugetlbfs;
 pub(crate) mod ops;

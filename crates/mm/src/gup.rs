@@ -238,6 +238,13 @@ fn follow_page(cx: &Cx, st: &KState, mm: MmId, addr: VirtAddr, walk: Walk) -> Op
     }
 }
 
+impl GupPages {
+    /// The page holding address `a` of a range taken from page-aligned `first`.
+    pub(crate) fn page_for(&self, first: VirtAddr, a: VirtAddr) -> Pfn {
+        self.pages[(a.align_down(Bytes::PAGE).offset_from(first).as_u64() >> 12) as usize]
+    }
+}
+
 /// Takes the reference a GUP holds (`try_grab_folio`).
 fn grab(st: &mut KState, page: Pfn, flags: GupFlags) {
     if st.is_zero_pfn(page) {
@@ -482,11 +489,7 @@ pub(crate) fn hold_read(st: &KState, id: HoldId) -> Result<Vec<u8>, Errno> {
     while done < h.len {
         let a = h.start + Bytes(done);
         let n = (4096 - a.page_offset()).min(h.len - done);
-        let page = h.pages.pages[(a
-            .align_down(Bytes::PAGE)
-            .offset_from(h.start.align_down(Bytes::PAGE))
-            .as_u64()
-            >> 12) as usize];
+        let page = h.pages.page_for(h.start.align_down(Bytes::PAGE), a);
         st.mem.read(page.0, a.page_offset() as usize, &mut out[done as usize..(done + n) as usize]);
         done += n;
     }

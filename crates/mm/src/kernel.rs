@@ -101,6 +101,8 @@ pub struct KState {
     pub wmark: crate::vmscan::Watermarks,
     /// Pages held by GUP on behalf of user-visible holders (`gup_test`-style long-term pins).
     pub gup_holds: IdVec<crate::gup::HoldId, Option<crate::gup::Hold>>,
+    /// Asynchronous O_DIRECT reads not yet reaped (`Thread::pread_submit`).
+    pub dio_reads: IdVec<crate::fs::direct_io::DioId, Option<crate::fs::direct_io::Submitted>>,
     /// Pipe buffers, by the pipe's inode.
     pub pipes: BTreeMap<InodeId, crate::fs::pipe::Pipe>,
     /// kswapd has been woken and not yet finished balancing.

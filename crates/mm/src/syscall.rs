@@ -9,7 +9,7 @@ use crate::arch::uaccess::{fault_and_retry, read_user, settle, touch, translate_
 use crate::errno::{Errno, Signal, SysError};
 use crate::filemap::{file_read, file_write, writeback};
 use crate::fork::{do_fork, exit_mmap};
-use crate::fs::direct_io::direct_read;
+use crate::fs::direct_io::{DioId, Submitted, direct_read, end_io, submit_read};
 use crate::fs::exec::{ExecImage, ExecLayout, do_exec};
 use crate::fs::ops::PageFill;
 use crate::fs::pipe::vmsplice;
@@ -240,6 +240,45 @@ impl Thread {
             write_user(&self.cx, self.mm()?, buf, &data).await?;
         }
         Ok(n)
+    }
+
+    /// An asynchronous `pread` into `buf` (`io_submit` of `IOCB_CMD_PREAD`): on a descriptor
+    /// opened with O_DIRECT (a regular file) the pages are taken and the DMA left in flight until
+    /// [`Thread::dio_complete`]; any other read is done at submission, as aio does it. Returns
+    /// the request's id.
+    pub async fn pread_submit(
+        &self,
+        fd: i32,
+        buf: VirtAddr,
+        len: u64,
+        pos: u64,
+    ) -> Result<DioId, SysError> {
+        let f = self.fd(fd)?;
+        let (inode, async_dma) = {
+            let st = self.cx.st();
+            let file = st.file(f);
+            let fs = st.inodes[file.inode].fs;
+            let regular = !fs.is_fifo() && fs.hugetlb_size().is_none();
+            (file.inode, file.direct && file.readable() && regular)
+        };
+        let submitted = if async_dma {
+            self.cx.charge(crate::sim::cost::Cost::Syscall).await;
+            submit_read(&self.cx, self.mm()?, inode, buf, len, pos).await?
+        } else {
+            Submitted::Done(self.pread(fd, Some(buf), len, pos).await?)
+        };
+        Ok(self.cx.st().dio_reads.push(Some(submitted)))
+    }
+
+    /// Completes an asynchronous read and reaps it (`io_getevents`): the device writes the held
+    /// pages now, as the DMA ends. Returns the bytes read; EINVAL for a request already reaped.
+    pub async fn dio_complete(&self, id: DioId) -> Result<u64, Errno> {
+        self.cx.preempt_point().await;
+        let slot = self.cx.st().dio_reads.get_mut(id).and_then(Option::take);
+        match slot.ok_or(Errno::EINVAL)? {
+            Submitted::Done(n) => Ok(n),
+            Submitted::InFlight(req) => Ok(end_io(&self.cx, req)),
+        }
     }
 
     /// `read(2)` at the file position, advancing it.
@@ -503,6 +542,63 @@ impl Thread {
     pub async fn gup_release(&self, id: HoldId) -> Result<(), Errno> {
         self.cx.preempt_point().await;
         hold_release(&self.cx, id)
+    }
+
+    /// `IORING_REGISTER_BUFFERS` of one buffer `[addr, addr + len)`: a long-term writable pin
+    /// (`io_uring.rs`); returns the registered buffer, which `gup_read` reads and
+    /// `gup_release` unregisters.
+    pub async fn io_uring_register_buffers(
+        &self,
+        addr: VirtAddr,
+        len: u64,
+    ) -> Result<HoldId, Errno> {
+        crate::io_uring::register_buffers(&self.cx, self.mm()?, addr, len).await
+    }
+
+    /// `IORING_OP_WRITE_FIXED`: writes `len` bytes at `addr` of registered buffer `id`, as its
+    /// pinned pages hold them, to `fd` at `pos`. Returns the bytes written.
+    pub async fn io_uring_write_fixed(
+        &self,
+        id: HoldId,
+        addr: VirtAddr,
+        len: u64,
+        fd: i32,
+        pos: u64,
+    ) -> Result<u64, Errno> {
+        crate::io_uring::check_io_uring(&self.cx)?;
+        let data = {
+            let st = self.cx.st();
+            let off = crate::io_uring::fixed_offset(&st, id, addr, len)? as usize;
+            hold_read(&st, id)?[off..off + len as usize].to_vec()
+        };
+        self.pwrite_data(fd, &data, pos).await
+    }
+
+    /// `IORING_OP_READ_FIXED`: reads `len` bytes of `fd` at `pos` into the pinned pages of
+    /// registered buffer `id` at `addr`, through the page cache. Returns the bytes read.
+    pub async fn io_uring_read_fixed(
+        &self,
+        id: HoldId,
+        addr: VirtAddr,
+        len: u64,
+        fd: i32,
+        pos: u64,
+    ) -> Result<u64, SysError> {
+        crate::io_uring::check_io_uring(&self.cx)?;
+        let off = crate::io_uring::fixed_offset(&self.cx.st(), id, addr, len)?;
+        let f = self.fd(fd)?;
+        let (inode, readable, ra) = {
+            let st = self.cx.st();
+            let file = st.file(f);
+            (file.inode, file.readable(), file.ra.ra_pages)
+        };
+        if !readable {
+            return Err(Errno::EBADF.into());
+        }
+        let (n, data) =
+            file_read(&self.cx, inode, pos, len, ra, true).await.map_err(|e| e.signal())?;
+        crate::io_uring::copy_to_fixed(&self.cx, id, off, &data.expect("asked for the data"))?;
+        Ok(n)
     }
 
     /// Writes `value` to `/proc/PID/clear_refs` of process `target`.

@@ -1,7 +1,7 @@
 //! Executes a task's operations on a simulated thread, binding results to names and checking
 //! each operation's expectation.
 
-use super::model::{AddrExpr, FileRef, Op, OpExpect, OpKind};
+use super::model::{AddrExpr, FileRef, Op, OpExpect, OpKind, Until};
 use mm::gup::HoldId;
 use mm::kernel::KState;
 use mm::{ExecLayout, MmapArgs, Pid, Switches, SysError, Thread};
@@ -20,6 +20,8 @@ pub enum Value {
     Hold(HoldId),
     /// The read and write ends of a pipe.
     Pipe(i32, i32),
+    /// An asynchronous read.
+    Io(mm::fs::direct_io::DioId),
 }
 
 /// Why a name that the parser saw bound may hold no value at run time.
@@ -29,6 +31,9 @@ const UNBOUND: &str = " (the operation that binds it failed or did not run)";
 #[derive(Debug)]
 pub struct Env {
     values: BTreeMap<String, Value>,
+    /// The scenario's flags (`notify`, `wait`), each a completion raised with `complete_all`,
+    /// created when first named; `true` once raised.
+    flags: BTreeMap<String, (engine::Completion, bool)>,
     pub switches: Switches,
     pub kernel: mm::KernelVersion,
     /// The run seed (workloads draw from streams of it).
@@ -37,7 +42,17 @@ pub struct Env {
 
 impl Env {
     pub fn new(switches: Switches, kernel: mm::KernelVersion, seed: u64) -> Env {
-        Env { values: BTreeMap::new(), switches, kernel, seed }
+        Env { values: BTreeMap::new(), flags: BTreeMap::new(), switches, kernel, seed }
+    }
+
+    /// The completion of flag `name`, created on `handle` when first named.
+    fn flag(&mut self, handle: &engine::Handle, name: &str) -> engine::Completion {
+        let entry = self.flags.entry(name.to_string());
+        entry.or_insert_with(|| (handle.completion("scenario_flag"), false)).0
+    }
+
+    fn flag_raised(&self, name: &str) -> bool {
+        self.flags.get(name).is_some_and(|&(_, raised)| raised)
     }
 
     pub fn bind(&mut self, name: &str, v: Value) {
@@ -71,6 +86,13 @@ impl Env {
                 let f = f.ok_or_else(|| format!("`{process}` has no descriptor `{fd}` ({n})"))?;
                 Ok(st.file(f).inode)
             }
+        }
+    }
+
+    fn io(&self, name: &str) -> Result<mm::fs::direct_io::DioId, String> {
+        match self.values.get(name) {
+            Some(Value::Io(id)) => Ok(*id),
+            _ => Err(format!("`{name}` is not an asynchronous read{UNBOUND}")),
         }
     }
 
@@ -118,6 +140,12 @@ pub enum Outcome {
     Bound(Value),
     Data(Vec<u8>),
     Count(u64),
+    /// A `repeat` ran this many iterations; `ended`: its condition was met (a count always is;
+    /// a flag or a success may not be within its `max`).
+    Iterations {
+        n: u64,
+        ended: bool,
+    },
 }
 
 /// An operation whose result did not match its expectation.
@@ -202,9 +230,15 @@ pub async fn execute(t: &Thread, op: &Op, env: &RefCell<Env>) -> OpResult {
         | OpKind::SysfsWrite { .. }
         | OpKind::Sleep { .. }
         | OpKind::MemoryReclaim { .. } => task_op(t, op, env).await,
-        OpKind::Pin { .. } | OpKind::PinRead { .. } | OpKind::Unpin { .. } => {
-            pin_op(t, op, env).await
-        }
+        OpKind::Pin { .. }
+        | OpKind::PinRead { .. }
+        | OpKind::Unpin { .. }
+        | OpKind::IoUringRegister { .. }
+        | OpKind::IoUringUnregister { .. }
+        | OpKind::Fixed { .. }
+        | OpKind::Complete { .. } => pin_op(t, op, env).await,
+        OpKind::Notify { .. } | OpKind::Wait { .. } => flag_op(t, op, env).await,
+        OpKind::Repeat { .. } => unreachable!("`run_task` runs loops, with their bodies checked"),
     };
     match result {
         Ok(outcome) => Ok(Ok(outcome)),
@@ -346,11 +380,15 @@ async fn file_op(t: &Thread, op: &Op, env: &RefCell<Env>) -> Result<Outcome, Sto
             t.fadvise(fd(f)?, off, len, *advice).await?;
             Outcome::Done
         }
-        OpKind::PreadDirect { fd: f, buf, len, offset } => {
+        OpKind::PreadDirect { fd: f, buf, len, offset, submit: true } => {
+            Outcome::Bound(Value::Io(t.pread_submit(fd(f)?, addr(buf)?, *len, *offset).await?))
+        }
+        OpKind::PreadDirect { fd: f, buf, len, offset, submit: false } => {
             let b = addr(buf)?;
             let n = t.pread(fd(f)?, Some(b), *len, *offset).await?;
             Outcome::Data(t.read_bytes(b, n).await?)
         }
+
         OpKind::Pipe => {
             let (r, w) = t.pipe().await?;
             Outcome::Bound(Value::Pipe(r, w))
@@ -398,7 +436,7 @@ async fn task_op(t: &Thread, op: &Op, env: &RefCell<Env>) -> Result<Outcome, Sto
     })
 }
 
-/// Pinned pages.
+/// Held pages: by `pin`, as io_uring buffers, by an asynchronous read in flight.
 async fn pin_op(t: &Thread, op: &Op, env: &RefCell<Env>) -> Result<Outcome, Stop> {
     let addr = |a: &AddrExpr| env.borrow().addr(a);
     Ok(match &op.kind {
@@ -413,13 +451,45 @@ async fn pin_op(t: &Thread, op: &Op, env: &RefCell<Env>) -> Result<Outcome, Stop
             let end = len.map_or(data.len(), |n| start.saturating_add(n as usize).min(data.len()));
             Outcome::Data(data[start..end].to_vec())
         }
-        OpKind::Unpin { hold } => {
+        OpKind::Unpin { hold } | OpKind::IoUringUnregister { hold } => {
             let h = env.borrow().hold(hold)?;
             t.gup_release(h).await?;
             Outcome::Done
         }
+        OpKind::Complete { io } => {
+            let id = env.borrow().io(io)?;
+            Outcome::Count(t.dio_complete(id).await?)
+        }
+        OpKind::IoUringRegister { addr: a, len } => {
+            Outcome::Bound(Value::Hold(t.io_uring_register_buffers(addr(a)?, *len).await?))
+        }
+        OpKind::Fixed { write, hold, addr: a, len, fd, offset } => {
+            let (h, fd) = (env.borrow().hold(hold)?, env.borrow().fd(fd)?);
+            Outcome::Count(if *write {
+                t.io_uring_write_fixed(h, addr(a)?, *len, fd, *offset).await?
+            } else {
+                t.io_uring_read_fixed(h, addr(a)?, *len, fd, *offset).await?
+            })
+        }
         _ => unreachable!("`execute` routes only these operations here"),
     })
+}
+
+/// Raising a flag and waiting for one.
+async fn flag_op(t: &Thread, op: &Op, env: &RefCell<Env>) -> Result<Outcome, Stop> {
+    match &op.kind {
+        OpKind::Notify { flag } => {
+            let c = env.borrow_mut().flag(t.cx(), flag);
+            env.borrow_mut().flags.get_mut(flag).expect("just created").1 = true;
+            c.complete_all(t.cx());
+        }
+        OpKind::Wait { flag } => {
+            let c = env.borrow_mut().flag(t.cx(), flag);
+            c.wait(t.cx()).await;
+        }
+        _ => unreachable!("`execute` routes only these operations here"),
+    }
+    Ok(Outcome::Done)
 }
 
 /// Bytes for a message: short printable text quoted, a few bytes in hex, anything longer as
@@ -490,10 +560,15 @@ pub fn check(op: &Op, env: &Env, result: &Result<Outcome, SysError>) -> Result<(
         Ok(Outcome::Bound(v)) => format!("success ({v:?})"),
         Ok(Outcome::Data(d)) => format!("data {}", show_bytes(d)),
         Ok(Outcome::Count(n)) => format!("{n} bytes"),
+        Ok(Outcome::Iterations { n, ended: true }) => format!("after {n} iterations"),
+        Ok(Outcome::Iterations { n, ended: false }) => {
+            format!("after {n} iterations, its condition unmet")
+        }
         Err(e) => e.to_string(),
     };
+    let unmet = matches!(result, Ok(Outcome::Iterations { ended: false, .. }));
     let (ok, expected) = match (expect, result) {
-        (OpExpect::Success, r) => (r.is_ok(), "success".to_string()),
+        (OpExpect::Success, r) => (r.is_ok() && !unmet, "success".to_string()),
         (OpExpect::Any, _) => (true, "anything".to_string()),
         (OpExpect::Errno(e), r) => (*r == Err(SysError::Errno(*e)), e.to_string()),
         (OpExpect::Signal(s), r) => (*r == Err(SysError::Signal(*s)), s.to_string()),
@@ -503,6 +578,10 @@ pub fn check(op: &Op, env: &Env, result: &Result<Outcome, SysError>) -> Result<(
         (OpExpect::Count(n), r) => {
             (matches!(r, Ok(Outcome::Count(x)) if x == n), format!("{n} bytes"))
         }
+        (OpExpect::Iterations(c), r) => (
+            matches!(r, Ok(Outcome::Iterations { n, ended: true }) if c.holds(*n)),
+            format!("success, iterations {c}"),
+        ),
     };
     if ok {
         return Ok(());
@@ -535,22 +614,10 @@ pub struct Log {
 /// keep going) and is recorded.
 pub async fn run_task(t: Thread, ops: Vec<Op>, env: Rc<RefCell<Env>>, log: Rc<RefCell<Log>>) {
     for op in &ops {
-        let result = match execute(&t, op, &env).await {
-            Ok(result) => result,
-            Err(unbound) => {
-                log.borrow_mut().failures.push(Failure {
-                    line: op.line,
-                    expected: format!("`{}` runs on the values it names", op.kind.name()),
-                    observed: unbound,
-                });
-                if log.borrow().keep_going {
-                    continue;
-                }
-                return;
-            }
+        let verdict = match &op.kind {
+            OpKind::Repeat { .. } => repeat(&t, op, &env, &log).await,
+            _ => attempt(&t, op, &env, &log).await,
         };
-        log.borrow_mut().ops += 1;
-        let verdict = check(op, &env.borrow(), &result);
         if let Err(f) = verdict {
             let mut log = log.borrow_mut();
             log.failures.push(f);
@@ -558,10 +625,71 @@ pub async fn run_task(t: Thread, ops: Vec<Op>, env: Rc<RefCell<Env>>, log: Rc<Re
                 return;
             }
         }
-        if let (Some(name), Ok(Outcome::Bound(v))) = (&op.bind, &result) {
-            env.borrow_mut().bind(name, *v);
+    }
+}
+
+/// Runs one operation (not a `repeat`), checks its result and binds it; counts it as run when
+/// the values it names were bound.
+async fn attempt(
+    t: &Thread,
+    op: &Op,
+    env: &RefCell<Env>,
+    log: &RefCell<Log>,
+) -> Result<(), Failure> {
+    let result = execute(t, op, env).await.map_err(|unbound| Failure {
+        line: op.line,
+        expected: format!("`{}` runs on the values it names", op.kind.name()),
+        observed: unbound,
+    })?;
+    log.borrow_mut().ops += 1;
+    check(op, &env.borrow(), &result)?;
+    if let (Some(name), Ok(Outcome::Bound(v))) = (&op.bind, &result) {
+        env.borrow_mut().bind(name, *v);
+    }
+    Ok(())
+}
+
+/// Runs a `repeat`: its body again and again until its condition holds or `max` iterations
+/// ran, then checks the iteration count. An operation of the body that fails ends the loop as
+/// its failure, except in a loop until success, where it ends only its iteration. A loop until a
+/// flag looks at the flag before each iteration, at a preemption point (where the exploration
+/// schedulers may run the task that raises it).
+async fn repeat(
+    t: &Thread,
+    op: &Op,
+    env: &RefCell<Env>,
+    log: &RefCell<Log>,
+) -> Result<(), Failure> {
+    let OpKind::Repeat { body, until, max } = &op.kind else {
+        unreachable!("`run_task` routes only loops here")
+    };
+    let (mut n, mut ended) = (0, false);
+    loop {
+        if let Until::Flag(flag) = until {
+            t.cx().preempt_point().await;
+            ended = env.borrow().flag_raised(flag);
+        }
+        if ended || n == *max {
+            break;
+        }
+        n += 1;
+        let mut iteration = Ok(());
+        for inner in body {
+            iteration = attempt(t, inner, env, log).await;
+            if iteration.is_err() {
+                break;
+            }
+        }
+        match (until, iteration) {
+            (Until::Success, Ok(())) => ended = true,
+            (Until::Success, Err(_)) => {}
+            (_, Err(f)) => return Err(f),
+            (Until::Count, Ok(())) => ended = n == *max,
+            (Until::Flag(_), Ok(())) => {}
         }
     }
+    log.borrow_mut().ops += 1;
+    check(op, &env.borrow(), &Ok(Outcome::Iterations { n, ended }))
 }
 
 #[cfg(test)]

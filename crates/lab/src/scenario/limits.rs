@@ -5,6 +5,10 @@
 //! - A `sleep` lasts at most [`MAX_SLEEP`] (one hour); a scenario file holds at most
 //!   [`MAX_SCENARIO_BYTES`] and so fewer than a million operations, whose sleeps add up to less
 //!   than 115 years.
+//! - A `repeat` runs at most [`MAX_ITERATIONS`] times (a loop until a flag or a success names
+//!   its bound too: an unbounded loop is refused), and the sleeps of its body times its count
+//!   add up to at most [`MAX_LOOP_SLEEP`] (100 years), so that loops and the file's other sleeps
+//!   together stay below the 584 years of virtual time.
 //! - A basic operation's cost is at most `mm::sim::cost::MAX_COST_NS` (10 ms).
 //! - A swap or persistent-memory device is at most [`MAX_DEVICE`] (64 TiB, as memory); the swap
 //!   device's slot map grows with the slots a run uses, so its size costs the host nothing.
@@ -19,6 +23,12 @@ use simcore::{Bytes, SimDuration};
 
 /// The longest `sleep`.
 pub const MAX_SLEEP: SimDuration = SimDuration::from_secs(3600);
+
+/// The most iterations of one `repeat`.
+pub const MAX_ITERATIONS: u64 = 1_000_000;
+
+/// The most virtual time the sleeps of one `repeat` may add up to (100 years).
+pub const MAX_LOOP_SLEEP: SimDuration = SimDuration::from_secs(100 * 365 * 24 * 3600);
 
 /// The largest scenario file read.
 pub const MAX_SCENARIO_BYTES: u64 = 16 << 20;

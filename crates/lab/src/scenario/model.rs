@@ -170,6 +170,24 @@ pub struct Op {
     pub expect: Vec<Alternative>,
 }
 
+impl Op {
+    /// This operation, then the body of a `repeat`, in order.
+    pub fn flatten(&self) -> impl Iterator<Item = &Op> {
+        let body = match &self.kind {
+            OpKind::Repeat { body, .. } => &body[..],
+            _ => &[],
+        };
+        std::iter::once(self).chain(body)
+    }
+}
+
+impl Scenario {
+    /// Every operation of every task, the bodies of loops included, in file order.
+    pub fn all_ops(&self) -> impl Iterator<Item = &Op> {
+        self.steps.iter().flat_map(|st| &st.tasks).flat_map(|t| &t.ops).flat_map(Op::flatten)
+    }
+}
+
 /// One expected result, under a condition on the switches.
 #[derive(Clone, Debug)]
 pub struct Alternative {
@@ -316,12 +334,38 @@ pub enum OpKind {
     Unpin {
         hold: String,
     },
-    /// `pread` through O_DIRECT into `buf` (the descriptor must be opened `direct`).
+    /// `pread` through O_DIRECT into `buf` (the descriptor must be opened `direct`); with
+    /// `submit`, an asynchronous read left in flight until a `complete`.
     PreadDirect {
         fd: String,
         buf: AddrExpr,
         len: u64,
         offset: u64,
+        submit: bool,
+    },
+    /// `IORING_REGISTER_BUFFERS` of `[addr, addr + len)`: a long-term writable pin, bound as
+    /// pages held (so `pin_read` reads them).
+    IoUringRegister {
+        addr: AddrExpr,
+        len: u64,
+    },
+    /// `IORING_UNREGISTER_BUFFERS`: releases the registered buffer.
+    IoUringUnregister {
+        hold: String,
+    },
+    /// `IORING_OP_READ_FIXED` (`write`: `WRITE_FIXED`) of `len` bytes at `addr` of registered
+    /// buffer `hold`, from (to) `fd` at `offset`. Counts the bytes moved.
+    Fixed {
+        write: bool,
+        hold: String,
+        addr: AddrExpr,
+        len: u64,
+        fd: String,
+        offset: u64,
+    },
+    /// Ends an asynchronous read: the device writes the held pages now; counts the bytes read.
+    Complete {
+        io: String,
     },
     /// `prctl(PR_SET_THP_DISABLE, disable)`.
     PrctlSetThpDisable {
@@ -382,6 +426,34 @@ pub enum OpKind {
         offset: u64,
         len: u64,
     },
+    /// Runs `body` again and again: `max` times, or until `until` holds (at most `max`
+    /// iterations). The body holds no `repeat`.
+    Repeat {
+        body: Vec<Op>,
+        until: Until,
+        max: u64,
+    },
+    /// Raises the scenario flag `flag`: every task waiting for it goes on, and every loop
+    /// repeating until it ends after its current iteration. A flag stays raised.
+    Notify {
+        flag: String,
+    },
+    /// Blocks until the scenario flag `flag` is raised (at once if it is).
+    Wait {
+        flag: String,
+    },
+}
+
+/// When a `repeat` ends.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Until {
+    /// After `max` iterations (`times = N`).
+    Count,
+    /// Before an iteration, when the flag is raised (`until = "flag"`, `flag = NAME`).
+    Flag(String),
+    /// After the first iteration whose every operation met its expectation
+    /// (`until = "success"`); an iteration ends at its first operation that did not.
+    Success,
 }
 
 impl OpKind {
@@ -416,6 +488,11 @@ impl OpKind {
             OpKind::PinRead { .. } => "pin_read",
             OpKind::Unpin { .. } => "unpin",
             OpKind::PreadDirect { .. } => "pread_direct",
+            OpKind::Complete { .. } => "complete",
+            OpKind::IoUringRegister { .. } => "io_uring_register_buffers",
+            OpKind::IoUringUnregister { .. } => "io_uring_unregister_buffers",
+            OpKind::Fixed { write: false, .. } => "read_fixed",
+            OpKind::Fixed { write: true, .. } => "write_fixed",
             OpKind::ClearRefs { .. } => "clear_refs",
             OpKind::PrctlSetThpDisable { .. } => "prctl",
             OpKind::Pipe => "pipe",
@@ -425,6 +502,9 @@ impl OpKind {
             OpKind::MemoryReclaim { .. } => "memory_reclaim",
             OpKind::Fallocate { .. } => "fallocate",
             OpKind::SysfsWrite { .. } => "sysfs_write",
+            OpKind::Repeat { .. } => "repeat",
+            OpKind::Notify { .. } => "notify",
+            OpKind::Wait { .. } => "wait",
         }
     }
 
@@ -437,8 +517,9 @@ impl OpKind {
             }
             OpKind::Fork => Some(ValueKind::Process),
             OpKind::Exec { .. } => Some(ValueKind::Layout),
-            OpKind::Pin { .. } => Some(ValueKind::Hold),
+            OpKind::Pin { .. } | OpKind::IoUringRegister { .. } => Some(ValueKind::Hold),
             OpKind::Pipe => Some(ValueKind::Pipe),
+            OpKind::PreadDirect { submit: true, .. } => Some(ValueKind::Io),
             _ => None,
         }
     }
@@ -456,6 +537,23 @@ pub enum ValueKind {
     Hold,
     /// A pipe: `NAME.read` and `NAME.write` are file descriptors.
     Pipe,
+    /// An asynchronous read in flight.
+    Io,
+}
+
+impl ValueKind {
+    /// The kind as a message names it.
+    pub fn describe(self) -> &'static str {
+        match self {
+            ValueKind::Addr => "an address",
+            ValueKind::Fd => "a file descriptor",
+            ValueKind::Hold => "pages held by `pin` or `io_uring_register_buffers`",
+            ValueKind::Pipe => "a pipe",
+            ValueKind::Process => "a process",
+            ValueKind::Layout => "an exec layout",
+            ValueKind::Io => "an asynchronous read (`pread_direct` with `async`)",
+        }
+    }
 }
 
 /// What an operation must return.
@@ -472,6 +570,8 @@ pub enum OpExpect {
     Data(Vec<u8>),
     /// Success moving this many bytes (`read`, `write`).
     Count(u64),
+    /// A `repeat` whose condition was met after a number of iterations that meets this.
+    Iterations(Comparison),
 }
 
 /// An expectation on an observable, checked after a step or at the end.

@@ -412,7 +412,11 @@ impl<'a> Parser<'a> {
     }
 
     /// An expectation's one comparison: `equals`, `kb`, `is`, `at_least` or `at_most`.
-    fn comparison(&self, f: &Fields<'_>, line: usize) -> Result<Comparison, ScenarioError> {
+    pub(super) fn comparison(
+        &self,
+        f: &Fields<'_>,
+        line: usize,
+    ) -> Result<Comparison, ScenarioError> {
         let cmps: Vec<Comparison> = [
             f.opt_u64("equals")?.map(Comparison::Equals),
             f.opt_u64("kb")?.map(Comparison::Equals),
@@ -609,6 +613,66 @@ mod tests {
         );
         let dup = "[[process]]\nname = \"p\"\n[[step]]\nprocess = \"p\"\nops = [ { op = \"fork\", as = \"c\" }, { op = \"fork\", as = \"c\" } ]\n";
         assert!(err(dup).contains("name `c` is already bound at line 5"));
+    }
+
+    #[test]
+    fn loops_are_bounded_and_their_flags_raised() {
+        let task = |ops: &str| {
+            format!("[[process]]\nname = \"p\"\n[[step]]\nprocess = \"p\"\nops = [ {ops} ]\n")
+        };
+        let body = "ops = [ { op = \"sleep\", duration = \"1us\" } ]";
+        assert_eq!(
+            err(&task(&format!("{{ op = \"repeat\", until = \"success\", {body} }}"))),
+            "s.toml:5: `repeat` with `until` needs `max`, the most iterations it may take: an unbounded loop is not a scenario"
+        );
+        assert_eq!(
+            err(&task(&format!("{{ op = \"repeat\", times = 2000000, {body} }}"))),
+            "s.toml:5: `times` in `repeat`: expected 1 to 1000000"
+        );
+        assert_eq!(
+            err(&task(&format!(
+                "{{ op = \"repeat\", until = \"flag\", flag = \"f\", max = 3, {body} }}"
+            ))),
+            "s.toml:5: `repeat`: no `notify` raises flag `f`"
+        );
+        assert_eq!(
+            err(&task("{ op = \"repeat\", times = 3, max = 4, ops = [] }")),
+            "s.toml:5: `max` does not belong to this `repeat`"
+        );
+        let nested = format!(
+            "{{ op = \"repeat\", times = 2, ops = [ {{ op = \"repeat\", times = 2, {body} }} ] }}"
+        );
+        assert_eq!(err(&task(&nested)), "s.toml:5: a `repeat` inside a `repeat` is not supported");
+        let long = "{ op = \"repeat\", times = 1000000, ops = [ { op = \"sleep\", duration = \"3600s\" } ] }";
+        assert_eq!(
+            err(&task(long)),
+            "s.toml:5: `repeat`: its sleeps add up to more than 100 years of virtual time"
+        );
+        let ok = format!(
+            "{{ op = \"repeat\", times = 2, expect = {{ iterations = 2 }}, {body} }}, {{ op = \"notify\", flag = \"f\" }}, {{ op = \"wait\", flag = \"f\" }}"
+        );
+        let s = parse_scenario("s.toml", &task(&ok)).unwrap();
+        assert_eq!(s.all_ops().count(), 4, "the body's operation counts");
+    }
+
+    #[test]
+    fn unmodelled_kernel_features_are_refused_by_name() {
+        let task = |ops: &str| {
+            format!("[[process]]\nname = \"p\"\n[[step]]\nprocess = \"p\"\nops = [ {ops} ]\n")
+        };
+        assert_eq!(
+            err(&task("{ op = \"userfaultfd\" }")),
+            "s.toml:5: `userfaultfd`: userfaultfd(2) (fs/userfaultfd.c) is not modelled by mmsim"
+        );
+        assert!(err(&task("{ op = \"mbind\" }")).contains("NUMA memory policy"));
+        let hwpoison = "{ op = \"madvise\", addr = \"0x1000\", len = 4096, advice = \"hwpoison\" }";
+        assert!(
+            err(&task(hwpoison)).contains("`hwpoison`: MADV_HWPOISON"),
+            "{}",
+            err(&task(hwpoison))
+        );
+        let sync = "{ op = \"mmap\", len = 4096, prot = \"rw\", flags = \"shared|sync\" }";
+        assert!(err(&task(sync)).contains("`sync`: MAP_SYNC"), "{}", err(&task(sync)));
     }
 
     #[test]

@@ -263,7 +263,7 @@ pub fn prepare(
 /// an `MFD_HUGETLB` memfd, a pool knob), if any.
 fn hugetlb_use(s: &Scenario) -> Option<usize> {
     let file = s.files.iter().find(|f| f.spec.fs.hugetlb_size().is_some()).map(|f| f.line);
-    let op = s.steps.iter().flat_map(|st| &st.tasks).flat_map(|t| &t.ops).find_map(|op| {
+    let op = s.all_ops().find_map(|op| {
         let used = match &op.kind {
             OpKind::Mmap { flags, .. } => flags & mm::map::HUGETLB != 0,
             OpKind::MemfdCreate { flags, .. } => flags & mm::memfd::mfd::HUGETLB != 0,
@@ -278,8 +278,8 @@ fn hugetlb_use(s: &Scenario) -> Option<usize> {
 
 /// The line of the first `madvise(MADV_FREE)`, if any.
 fn madv_free_use(s: &Scenario) -> Option<usize> {
-    let ops = s.steps.iter().flat_map(|st| &st.tasks).flat_map(|t| &t.ops);
-    ops.filter(|op| matches!(op.kind, OpKind::Madvise { advice: mm::madv::FREE, .. }))
+    s.all_ops()
+        .filter(|op| matches!(op.kind, OpKind::Madvise { advice: mm::madv::FREE, .. }))
         .map(|op| op.line)
         .next()
 }

@@ -10,6 +10,12 @@
 //! COW fault replaced in the page tables meanwhile receives the data where nobody looks any more:
 //! the read is lost, as on real hardware.
 //!
+//! Asynchronous reads (`io_submit`, io_uring): [`submit_read`] does everything up to handing
+//! the request to the device and returns it in flight; [`end_io`] is the device's completion,
+//! run when the caller says (`Thread::dio_complete`), so that anything (fork, munmap, a COW
+//! fault, clear_refs) can happen between DMA start and DMA end. The synchronous read is the same
+//! two halves with the device task between them.
+//!
 //! A DAX file ignores O_DIRECT, as `ext4_file_read_iter` does: the read copies from the device.
 //!
 //! Approximations: the IO is one request; alignment is checked against 512-byte logical blocks.
@@ -17,7 +23,7 @@
 use crate::errno::{Errno, SysError};
 use crate::filemap::writeback;
 use crate::folio::InodeId;
-use crate::gup::{GupFlags, get_user_pages, release_pages};
+use crate::gup::{GupFlags, GupPages, get_user_pages, release_pages};
 use crate::kernel::Cx;
 use crate::mm_struct::MmId;
 use crate::sim::content::Content;
@@ -26,7 +32,33 @@ use simcore::{Bytes, VirtAddr};
 /// The logical block size O_DIRECT aligns to.
 const LOGICAL_BLOCK: u64 = 512;
 
-/// `pread` on an O_DIRECT descriptor into `buf`.
+simcore::define_id!(
+    /// An asynchronous O_DIRECT read (`io_submit`, an io_uring read) whose completion the
+    /// caller controls.
+    pub struct DioId;
+);
+
+/// An O_DIRECT read whose DMA is in flight: the user buffer's pages are held (FOLL_GET or
+/// FOLL_PIN by era), the device has not written them yet.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DioRead {
+    inode: InodeId,
+    buf: VirtAddr,
+    pos: u64,
+    n: u64,
+    held: GupPages,
+}
+
+/// A submitted asynchronous read: done at submission (a DAX file, nothing to read, a read
+/// without O_DIRECT), or in flight until [`end_io`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Submitted {
+    Done(u64),
+    InFlight(DioRead),
+}
+
+/// `pread` on an O_DIRECT descriptor into `buf`: the submission, then the device as its own
+/// task, which writes the held pages after the device latency; the reader sleeps until then.
 pub(crate) async fn direct_read(
     cx: &Cx,
     mm: MmId,
@@ -35,12 +67,38 @@ pub(crate) async fn direct_read(
     len: u64,
     pos: u64,
 ) -> Result<u64, SysError> {
+    let req = match submit_read(cx, mm, inode, buf, len, pos).await? {
+        Submitted::Done(n) => return Ok(n),
+        Submitted::InFlight(req) => req,
+    };
+    let n = req.n;
+    let done = cx.completion("dio_done");
+    let io = cx.block_io(n.div_ceil(4096));
+    cx.spawn_kthread("dio", move |dev| async move {
+        dev.sleep(io).await;
+        end_io(&dev, req);
+        done.complete(&dev);
+    });
+    done.wait(cx).await;
+    Ok(n)
+}
+
+/// Submits an O_DIRECT read into `buf` (`iomap_dio_rw` up to `submit_bio`): checks alignment,
+/// flushes the file's dirty page-cache pages and takes the buffer's pages for the device.
+pub(crate) async fn submit_read(
+    cx: &Cx,
+    mm: MmId,
+    inode: InodeId,
+    buf: VirtAddr,
+    len: u64,
+    pos: u64,
+) -> Result<Submitted, SysError> {
     if cx.st().inodes[inode].fs.is_dax() {
         let (n, data) =
             crate::fs::dax::dax_read(cx, inode, pos, len, true).await.map_err(|e| e.signal())?;
         let data = data.expect("asked for the data");
         crate::arch::uaccess::write_user(cx, mm, buf, &data).await?;
-        return Ok(n);
+        return Ok(Submitted::Done(n));
     }
     if ![buf.0, len, pos].iter().all(|v| v.is_multiple_of(LOGICAL_BLOCK)) {
         return Err(Errno::EINVAL.into());
@@ -48,7 +106,7 @@ pub(crate) async fn direct_read(
     let size = cx.st().inodes[inode].size;
     let n = len.min(size.saturating_sub(pos));
     if n == 0 {
-        return Ok(0);
+        return Ok(Submitted::Done(0));
     }
     writeback(cx, inode).await;
     let first = buf.align_down(Bytes::PAGE);
@@ -63,32 +121,33 @@ pub(crate) async fn direct_read(
         ..GupFlags::default()
     };
     let held = get_user_pages(cx, mm, first, nr, flags).await?;
-    let done = cx.completion("dio_done");
-    let io = cx.block_io(n.div_ceil(4096));
-    cx.spawn_kthread("dio", move |dev| async move {
-        dev.sleep(io).await;
-        {
-            let mut st = dev.st();
-            let data = file_bytes(&st.inodes[inode].backing, pos, n);
-            let mut off = 0u64;
-            while off < n {
-                let a = buf + Bytes(off);
-                let chunk = (4096 - a.page_offset()).min(n - off);
-                let page = held.pages
-                    [(a.align_down(Bytes::PAGE).offset_from(first).as_u64() >> 12) as usize];
-                st.mem.write(
-                    page.0,
-                    a.page_offset() as usize,
-                    &data[off as usize..(off + chunk) as usize],
-                );
-                off += chunk;
-            }
+    Ok(Submitted::InFlight(DioRead { inode, buf, pos, n, held }))
+}
+
+/// The device's end of a read (`iomap_dio_bio_end_io`, `bio_release_pages`): writes the data
+/// into the held *physical* pages, whatever the page tables map now, marks them dirty and
+/// releases them. Returns the bytes read.
+pub(crate) fn end_io(cx: &Cx, req: DioRead) -> u64 {
+    let DioRead { inode, buf, pos, n, held } = req;
+    let first = buf.align_down(Bytes::PAGE);
+    {
+        let mut st = cx.st();
+        let data = file_bytes(&st.inodes[inode].backing, pos, n);
+        let mut off = 0u64;
+        while off < n {
+            let a = buf + Bytes(off);
+            let chunk = (4096 - a.page_offset()).min(n - off);
+            let page = held.page_for(first, a);
+            st.mem.write(
+                page.0,
+                a.page_offset() as usize,
+                &data[off as usize..(off + chunk) as usize],
+            );
+            off += chunk;
         }
-        release_pages(&dev, &held, true);
-        done.complete(&dev);
-    });
-    done.wait(cx).await;
-    Ok(n)
+    }
+    release_pages(cx, &held, true);
+    n
 }
 
 /// `n` bytes at `pos` of a file's backing store.

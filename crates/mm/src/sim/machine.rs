@@ -162,12 +162,9 @@ impl Machine {
     pub fn on_sim(config: MachineConfig, sim: Sim) -> Result<Machine, String> {
         config.switches.check_implemented(config.kernel)?;
         config.profile.tlb.validate()?;
-        if sim.handle().cpus() != config.profile.cpus {
-            return Err(format!(
-                "the simulation has {} CPUs, the profile {}",
-                sim.handle().cpus(),
-                config.profile.cpus
-            ));
+        let (sim_cpus, cpus) = (sim.handle().cpus(), config.profile.cpus);
+        if sim_cpus != cpus {
+            return Err(format!("the simulation has {sim_cpus} CPUs, the profile {cpus}"));
         }
         let handle = sim.handle().clone();
         crate::rmap::declare_lock_order(&handle);
@@ -209,6 +206,7 @@ impl Machine {
             swap: crate::swap::SwapDevice::new(config.swap.pages_ceil()),
             wmark: crate::vmscan::Watermarks::for_pages(total),
             gup_holds: IdVec::new(),
+            dio_reads: IdVec::new(),
             pipes: Default::default(),
             kswapd_awake: false,
             tlb: crate::arch::tlb::Tlbs::new(

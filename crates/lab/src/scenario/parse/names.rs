@@ -39,7 +39,7 @@ impl Parser<'_> {
                         ),
                     ));
                 }
-                for op in &task.ops {
+                for op in task.ops.iter().flat_map(Op::flatten) {
                     for (name, want) in op_refs(&op.kind) {
                         let base = name.split('.').next().unwrap_or(&name);
                         let found = lookup(&local, base);
@@ -58,14 +58,6 @@ impl Parser<'_> {
                             (None, _) => false,
                         };
                         if !ok {
-                            let desc = match want {
-                                ValueKind::Addr => "an address",
-                                ValueKind::Fd => "a file descriptor",
-                                ValueKind::Hold => "pages held by `pin`",
-                                ValueKind::Pipe => "a pipe",
-                                ValueKind::Process => "a process",
-                                ValueKind::Layout => "an exec layout",
-                            };
                             let why = if found.is_none() {
                                 "is not bound before this operation"
                             } else {
@@ -73,7 +65,11 @@ impl Parser<'_> {
                             };
                             return Err(self.err(
                                 op.line,
-                                format!("`{}`: `{name}` {why} (expected {desc})", op.kind.name()),
+                                format!(
+                                    "`{}`: `{name}` {why} (expected {})",
+                                    op.kind.name(),
+                                    want.describe()
+                                ),
                             ));
                         }
                     }
@@ -98,6 +94,7 @@ impl Parser<'_> {
             check_observable_names(self, e, &env)?;
         }
         check_model_paths(self, s)?;
+        check_flags(self, s)?;
         check_cgroup_refs(self, s)?;
         check_show_names(self, s, &env)
     }
@@ -131,7 +128,8 @@ fn check_show_names(
 /// Every cgroup an operation or an expectation names is declared.
 fn check_cgroup_refs(p: &Parser<'_>, s: &Scenario) -> Result<(), ScenarioError> {
     let cgroup_refs = s.steps.iter().flat_map(|st| {
-        let ops = st.tasks.iter().flat_map(|t| &t.ops).filter_map(|op| match &op.kind {
+        let ops = st.tasks.iter().flat_map(|t| &t.ops).flat_map(Op::flatten);
+        let ops = ops.filter_map(|op| match &op.kind {
             OpKind::MemoryReclaim { cgroup, .. } => Some((op.line, cgroup)),
             _ => None,
         });
@@ -148,6 +146,31 @@ fn check_cgroup_refs(p: &Parser<'_>, s: &Scenario) -> Result<(), ScenarioError> 
     for (line, c) in cgroup_refs.chain(top_refs) {
         if !s.cgroups.iter().any(|d| &d.path == c) {
             return Err(p.err(line, format!("cgroup `{c}` is not declared")));
+        }
+    }
+    Ok(())
+}
+
+/// Every flag a task waits for, or a loop repeats until, is raised by some `notify`: a wait
+/// nothing ends is a mistake in the file, not a deadlock to find.
+fn check_flags(p: &Parser<'_>, s: &Scenario) -> Result<(), ScenarioError> {
+    let raised: Vec<&String> = s
+        .all_ops()
+        .filter_map(|op| match &op.kind {
+            OpKind::Notify { flag } => Some(flag),
+            _ => None,
+        })
+        .collect();
+    for op in s.all_ops() {
+        let awaited = match &op.kind {
+            OpKind::Wait { flag } | OpKind::Repeat { until: Until::Flag(flag), .. } => flag,
+            _ => continue,
+        };
+        if !raised.contains(&awaited) {
+            return Err(p.err(
+                op.line,
+                format!("`{}`: no `notify` raises flag `{awaited}`", op.kind.name()),
+            ));
         }
     }
     Ok(())
@@ -253,6 +276,13 @@ fn op_refs(k: &OpKind) -> Vec<(String, ValueKind)> {
             vec![(hold.clone(), ValueKind::Hold)]
         }
         OpKind::ClearRefs { process, .. } => vec![(process.clone(), ValueKind::Process)],
+        OpKind::Complete { io } => vec![(io.clone(), ValueKind::Io)],
+        OpKind::IoUringRegister { addr: a, .. } => addr(a),
+        OpKind::IoUringUnregister { hold } => vec![(hold.clone(), ValueKind::Hold)],
+        OpKind::Fixed { hold, addr: a, fd: f, .. } => {
+            let held = std::iter::once((hold.clone(), ValueKind::Hold));
+            held.chain(addr(a)).chain(fd(f)).collect()
+        }
         OpKind::Open { .. }
         | OpKind::MemfdCreate { .. }
         | OpKind::Truncate { .. }
@@ -263,6 +293,9 @@ fn op_refs(k: &OpKind) -> Vec<(String, ValueKind)> {
         | OpKind::MemoryReclaim { .. }
         | OpKind::PrctlSetThpDisable { .. }
         | OpKind::SysfsWrite { .. }
-        | OpKind::Pipe => Vec::new(),
+        | OpKind::Pipe
+        | OpKind::Repeat { .. }
+        | OpKind::Notify { .. }
+        | OpKind::Wait { .. } => Vec::new(),
     }
 }

@@ -6,10 +6,11 @@
 use super::Parser;
 use super::fields::Fields;
 use super::words::{
-    parse_fadvice, parse_fallocate_mode, parse_kernel_cond, parse_memfd_flags, parse_mremap_flags,
-    parse_percent,
+    UNMODELLED_OPS, parse_fadvice, parse_fallocate_mode, parse_kernel_cond, parse_memfd_flags,
+    parse_mremap_flags, parse_percent, unmodelled,
 };
 use crate::scenario::ScenarioError;
+use crate::scenario::limits;
 use crate::scenario::model::*;
 use crate::scenario::node::{Kind, Node};
 use mm::{Errno, ExecImage, Signal, Switches};
@@ -54,8 +55,14 @@ impl Parser<'_> {
         if let Some(kind) = self.pin_op(f, name)? {
             return Ok(kind);
         }
+        if let Some(kind) = self.control_op(f, name)? {
+            return Ok(kind);
+        }
+        if let Some(why) = unmodelled(UNMODELLED_OPS, name) {
+            return Err(self.err(f.line_of("op"), why));
+        }
         Err(self.err(f.line_of("op"), format!(
-            "unknown operation `{name}`: expected one of mmap, munmap, mremap, mprotect, madvise, open, memfd_create, close, dup, read, write, truncate, ftruncate, fallocate, fsync, fork, exit, exec, touch, read_bytes, write_bytes, increment, mincore, run, pin, pin_read, unpin, pread_direct, clear_refs, pipe, vmsplice, sleep, fadvise, memory_reclaim, prctl, sysfs_write"
+            "unknown operation `{name}`: expected one of mmap, munmap, mremap, mprotect, madvise, open, memfd_create, close, dup, read, write, truncate, ftruncate, fallocate, fsync, fork, exit, exec, touch, read_bytes, write_bytes, increment, mincore, run, pin, pin_read, unpin, io_uring_register_buffers, io_uring_unregister_buffers, read_fixed, write_fixed, pread_direct, complete, clear_refs, pipe, vmsplice, sleep, fadvise, memory_reclaim, prctl, sysfs_write, repeat, notify, wait"
         )))
     }
 
@@ -162,12 +169,23 @@ impl Parser<'_> {
                 len: f.opt_size("len")?.map_or(0, Bytes::as_u64),
                 advice: f.keyword("advice", parse_fadvice, None)?,
             },
-            "pread_direct" => OpKind::PreadDirect {
-                fd: f.string("fd")?,
-                buf: f.addr("buf")?,
-                len: f.size("len")?.as_u64(),
-                offset: f.opt_size("offset")?.map_or(0, Bytes::as_u64),
-            },
+            "pread_direct" => {
+                let submit = f.opt_bool("async")?.unwrap_or(false);
+                if submit && f.get("as").is_none() {
+                    return Err(self.err(
+                        f.line_of("async"),
+                        "`pread_direct` with `async` needs `as`, the name a `complete` ends it by",
+                    ));
+                }
+                OpKind::PreadDirect {
+                    fd: f.string("fd")?,
+                    buf: f.addr("buf")?,
+                    len: f.size("len")?.as_u64(),
+                    offset: f.opt_size("offset")?.map_or(0, Bytes::as_u64),
+                    submit,
+                }
+            }
+            "complete" => OpKind::Complete { io: f.string("io")? },
             "pipe" => OpKind::Pipe,
             "vmsplice" => OpKind::Vmsplice {
                 fd: f.string("fd")?,
@@ -244,8 +262,86 @@ impl Parser<'_> {
                 len: f.opt_size("len")?.map(|b| b.as_u64()),
             },
             "unpin" => OpKind::Unpin { hold: f.string("pin")? },
+            "io_uring_register_buffers" => {
+                OpKind::IoUringRegister { addr: f.addr("addr")?, len: f.size("len")?.as_u64() }
+            }
+            "io_uring_unregister_buffers" => OpKind::IoUringUnregister { hold: f.string("buf")? },
+            "read_fixed" | "write_fixed" => OpKind::Fixed {
+                write: name == "write_fixed",
+                hold: f.string("buf")?,
+                addr: f.addr("addr")?,
+                len: f.size("len")?.as_u64(),
+                fd: f.string("fd")?,
+                offset: f.opt_size("offset")?.map_or(0, Bytes::as_u64),
+            },
             _ => return Ok(None),
         }))
+    }
+
+    /// The scenario's control flow: loops and flags between tasks; `None` for another name.
+    fn control_op(&self, f: &Fields<'_>, name: &str) -> Result<Option<OpKind>, ScenarioError> {
+        Ok(Some(match name {
+            "repeat" => self.repeat_op(f)?,
+            "notify" => OpKind::Notify { flag: f.string("flag")? },
+            "wait" => OpKind::Wait { flag: f.string("flag")? },
+            _ => return Ok(None),
+        }))
+    }
+
+    /// `repeat`: `times = N`, or `until = "flag"` (with `flag`) or `"success"` with `max = N`;
+    /// the count within [`limits::MAX_ITERATIONS`], its sleeps within
+    /// [`limits::MAX_LOOP_SLEEP`], no `repeat` in the body.
+    fn repeat_op(&self, f: &Fields<'_>) -> Result<OpKind, ScenarioError> {
+        let (until, max, key) = match (f.opt_u64("times")?, f.opt_str("until")?) {
+            (Some(n), None) => (Until::Count, n, "times"),
+            (None, Some(u)) => {
+                let until = match u.as_str() {
+                    "flag" => Until::Flag(f.string("flag")?),
+                    "success" => Until::Success,
+                    other => return Err(self.err(f.line_of("until"), format!("`until` in `repeat`: expected \"flag\" or \"success\", found \"{other}\""))),
+                };
+                let max = f.opt_u64("max")?.ok_or_else(|| self.err(f.line, "`repeat` with `until` needs `max`, the most iterations it may take: an unbounded loop is not a scenario"))?;
+                (until, max, "max")
+            }
+            _ => {
+                return Err(self.err(f.line, "`repeat` needs exactly one of `times` or `until`"));
+            }
+        };
+        let stray = [("flag", !matches!(until, Until::Flag(_))), ("max", key == "times")];
+        if let Some((k, _)) = stray.iter().find(|(k, unused)| *unused && f.get(k).is_some()) {
+            return Err(self.err(f.line_of(k), format!("`{k}` does not belong to this `repeat`")));
+        }
+        if !(1..=limits::MAX_ITERATIONS).contains(&max) {
+            return Err(self.err(
+                f.line_of(key),
+                format!("`{key}` in `repeat`: expected 1 to {}", limits::MAX_ITERATIONS),
+            ));
+        }
+        let Some(items) = f.get("ops") else {
+            return Err(self.err(f.line, "`repeat` needs `ops`, the operations it repeats"));
+        };
+        let body =
+            self.array(items, "ops")?.iter().map(|n| self.op(n)).collect::<Result<Vec<_>, _>>()?;
+        if body.is_empty() {
+            return Err(self.err(f.line_of("ops"), "`repeat`: `ops` must hold an operation"));
+        }
+        if let Some(inner) = body.iter().find(|op| matches!(op.kind, OpKind::Repeat { .. })) {
+            return Err(self.err(inner.line, "a `repeat` inside a `repeat` is not supported"));
+        }
+        let sleep: u64 = body
+            .iter()
+            .map(|op| match op.kind {
+                OpKind::Sleep { duration } => duration.as_ns(),
+                _ => 0,
+            })
+            .sum();
+        if sleep.saturating_mul(max) > limits::MAX_LOOP_SLEEP.as_ns() {
+            return Err(self.err(
+                f.line_of(key),
+                "`repeat`: its sleeps add up to more than 100 years of virtual time",
+            ));
+        }
+        Ok(OpKind::Repeat { body, until, max })
     }
 
     /// `prctl`: only `PR_SET_THP_DISABLE` is modelled.
@@ -406,7 +502,7 @@ impl Parser<'_> {
                     | OpKind::Mincore { .. }
                     | OpKind::Read { buf: Some(_), .. }
                     | OpKind::PinRead { .. }
-                    | OpKind::PreadDirect { .. }
+                    | OpKind::PreadDirect { submit: false, .. }
             ) {
                 return Err(
                     self.err(node.line, format!("`{}` returns no data to compare", kind.name()))
@@ -415,14 +511,44 @@ impl Parser<'_> {
             OpExpect::Data(f.data()?)
         } else if let Some(n) = f.opt_u64("bytes")? {
             OpExpect::Count(n)
+        } else if let Some(n) = f.get("iterations") {
+            if !matches!(kind, OpKind::Repeat { .. }) {
+                return Err(self.err(node.line, format!("`{}` has no iterations", kind.name())));
+            }
+            OpExpect::Iterations(self.iterations(n)?)
         } else {
             return Err(self.err(
                 node.line,
-                "expect: expected one of errno, signal, data, data_hex, fill, bytes",
+                "expect: expected one of errno, signal, data, data_hex, fill, bytes, iterations",
             ));
         };
-        f.finish(&["errno", "signal", "data", "data_hex", "fill", "len", "bytes", "when"])?;
+        f.finish(&[
+            "errno",
+            "signal",
+            "data",
+            "data_hex",
+            "fill",
+            "len",
+            "bytes",
+            "iterations",
+            "when",
+        ])?;
         Ok(e)
+    }
+}
+
+impl Parser<'_> {
+    /// `iterations = N` or `iterations = { at_least = N }` (or `at_most`, `equals`).
+    fn iterations(&self, node: &Node) -> Result<Comparison, ScenarioError> {
+        if let Kind::Int(n) = node.kind {
+            let n = u64::try_from(n)
+                .map_err(|_| self.err(node.line, "`iterations`: must not be negative"))?;
+            return Ok(Comparison::Equals(n));
+        }
+        let f = self.fields(node, "`iterations`")?;
+        let cmp = self.comparison(&f, node.line)?;
+        f.finish(&["equals", "at_least", "at_most"])?;
+        Ok(cmp)
     }
 }
 
@@ -453,7 +579,11 @@ fn op_keys(kind: &OpKind) -> &'static [&'static str] {
         OpKind::Pin { .. } => &["addr", "len", "kind", "write", "longterm"],
         OpKind::PinRead { .. } => &["pin", "offset", "len"],
         OpKind::Unpin { .. } => &["pin"],
-        OpKind::PreadDirect { .. } => &["fd", "buf", "len", "offset"],
+        OpKind::PreadDirect { .. } => &["fd", "buf", "len", "offset", "async"],
+        OpKind::Complete { .. } => &["io"],
+        OpKind::IoUringRegister { .. } => &["addr", "len"],
+        OpKind::IoUringUnregister { .. } => &["buf"],
+        OpKind::Fixed { .. } => &["buf", "addr", "len", "fd", "offset"],
         OpKind::ClearRefs { .. } => &["process", "value"],
         OpKind::PrctlSetThpDisable { .. } => &["option", "arg"],
         OpKind::SysfsWrite { .. } => &["path", "value"],
@@ -463,5 +593,7 @@ fn op_keys(kind: &OpKind) -> &'static [&'static str] {
         OpKind::Vmsplice { .. } => &["fd", "addr", "len"],
         OpKind::Sleep { .. } => &["duration"],
         OpKind::Fallocate { .. } => &["fd", "mode", "offset", "len"],
+        OpKind::Repeat { .. } => &["times", "until", "flag", "max", "ops"],
+        OpKind::Notify { .. } | OpKind::Wait { .. } => &["flag"],
     }
 }

@@ -107,6 +107,9 @@ fn flag_words<T: Copy>(
     let names: Vec<&str> = table.iter().map(|(n, _)| *n).collect();
     let mut acc: Option<T> = None;
     for part in s.split('|').map(str::trim) {
+        if let Some(why) = unmodelled(UNMODELLED_WORDS, part) {
+            return Err(why);
+        }
         let v = table
             .iter()
             .find(|(n, _)| *n == part)
@@ -317,6 +320,69 @@ pub(super) fn parse_percent(text: &str) -> Result<simcore::Ratio, String> {
     let bad = || format!("`{text}`: expected a percentage like \"90%\"");
     let n: u64 = text.strip_suffix('%').ok_or_else(bad)?.trim().parse().map_err(|_| bad())?;
     simcore::Ratio::percent(n).map_err(|_| bad())
+}
+
+/// Kernel features a scenario may name that mmsim does not model, each with what it is in the
+/// kernel: operations by name ...
+pub(super) const UNMODELLED_OPS: &[(&str, &str)] = &[
+    ("userfaultfd", "userfaultfd(2) (fs/userfaultfd.c)"),
+    ("mbind", "NUMA memory policy, mbind(2) (mm/mempolicy.c): the model has one node"),
+    (
+        "set_mempolicy",
+        "NUMA memory policy, set_mempolicy(2) (mm/mempolicy.c): the model has one node",
+    ),
+    (
+        "get_mempolicy",
+        "NUMA memory policy, get_mempolicy(2) (mm/mempolicy.c): the model has one node",
+    ),
+    (
+        "migrate_pages",
+        "NUMA page migration, migrate_pages(2) (mm/mempolicy.c): the model has one node",
+    ),
+    ("move_pages", "NUMA page migration, move_pages(2) (mm/migrate.c): the model has one node"),
+    ("mlock", "mlock(2) (mm/mlock.c: VM_LOCKED, the unevictable LRU)"),
+    ("mlock2", "mlock2(2) (mm/mlock.c: VM_LOCKED, the unevictable LRU)"),
+    ("munlock", "munlock(2) (mm/mlock.c)"),
+    ("mlockall", "mlockall(2) (mm/mlock.c)"),
+    ("munlockall", "munlockall(2) (mm/mlock.c)"),
+    ("msync", "msync(2) (mm/msync.c)"),
+    ("process_madvise", "process_madvise(2) (mm/madvise.c)"),
+    ("remap_file_pages", "remap_file_pages(2) (mm/mmap.c)"),
+    ("pkey_mprotect", "memory protection keys, pkey_mprotect(2) (mm/mprotect.c)"),
+    ("pkey_alloc", "memory protection keys, pkey_alloc(2) (mm/mprotect.c)"),
+    ("mseal", "mseal(2) (mm/mseal.c)"),
+    ("swapon", "swapon(2) (mm/swapfile.c): the swap device is the machine's `swap`"),
+    ("swapoff", "swapoff(2) (mm/swapfile.c)"),
+    (
+        "io_uring_setup",
+        "an io_uring ring (io_uring/io_uring.c): only registered buffers are modelled (`io_uring_register_buffers`)",
+    ),
+    (
+        "io_submit",
+        "Linux AIO (fs/aio.c): an O_DIRECT read is submitted with `pread_direct` and `async = true`",
+    ),
+];
+
+/// ... and flag or advice words.
+const UNMODELLED_WORDS: &[(&str, &str)] = &[
+    ("hwpoison", "MADV_HWPOISON, memory failure injection (mm/memory-failure.c)"),
+    ("soft_offline", "MADV_SOFT_OFFLINE, memory failure injection (mm/memory-failure.c)"),
+    ("dontdump", "MADV_DONTDUMP (core dumps)"),
+    ("dodump", "MADV_DODUMP (core dumps)"),
+    ("guard_install", "MADV_GUARD_INSTALL, guard regions (mm/madvise.c, v6.13)"),
+    ("guard_remove", "MADV_GUARD_REMOVE, guard regions (mm/madvise.c, v6.13)"),
+    ("sync", "MAP_SYNC, synchronous page faults of DAX mappings (MAP_SHARED_VALIDATE)"),
+    ("shared_validate", "MAP_SHARED_VALIDATE (mm/mmap.c)"),
+    ("locked", "MAP_LOCKED (mm/mlock.c: VM_LOCKED, the unevictable LRU)"),
+    ("uninitialized", "MAP_UNINITIALIZED (no-MMU kernels only)"),
+    ("stack", "MAP_STACK"),
+    ("32bit", "MAP_32BIT"),
+];
+
+/// Why `name` is refused when `table` lists it: the kernel feature it names is not modelled.
+pub(super) fn unmodelled(table: &[(&str, &str)], name: &str) -> Option<String> {
+    let (_, what) = table.iter().find(|(n, _)| *n == name)?;
+    Some(format!("`{name}`: {what} is not modelled by mmsim"))
 }
 
 #[cfg(test)]
