@@ -9,7 +9,10 @@
 //! `PageAnonExclusive` (`folio_try_dup_anon_rmap_pte`); the destination PTE table lock is taken
 //! first, the source's nested. The parent's TLB is flushed at the end.
 //!
-//! Not yet modelled: copying possibly-pinned pages at fork (arrives with GUP pins), swap entries.
+//! A possibly pinned exclusive anonymous page of an mm that has pinned pages is copied for the
+//! child instead of shared ("mm: Do early cow for pinned pages during fork()", v5.9; under every
+//! `cow_reuse` rule but `mapcount_swapcount`, which ends with v5.8). A swap entry is shared with
+//! one more swap reference.
 
 use crate::arch::tlbflush::flush_tlb_range;
 use crate::era::CowReuse;
