@@ -304,6 +304,12 @@ pub fn parse_show(s: &str) -> Result<Show, String> {
         "meminfo" if arg.is_none() => Show::Meminfo,
         "lock_stat" if arg.is_none() => Show::LockStat,
         "lru_gen" if arg.is_none() => Show::LruGen,
+        "inspect" => {
+            let arg = need(arg)?;
+            let bad = || format!("`{s}`: expected inspect:PROCESS:ADDR");
+            let (process, at) = arg.split_once(':').ok_or_else(bad)?;
+            Show::Inspect(process.to_string(), parse_addr(at).ok_or_else(bad)?)
+        }
         "memory.stat" => Show::MemoryStat(
             arg.filter(|a| a.starts_with('/'))
                 .ok_or_else(|| format!("`{s}`: expected memory.stat:/CGROUP"))?,
