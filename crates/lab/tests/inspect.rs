@@ -97,3 +97,16 @@ fn invariants_are_expected_by_name() {
     let violated = "[[expect]]\ninvariant = \"rmap_finds_every_mapping\"\nholds = false\n";
     assert_eq!(outcome(violated, "v6.8").unwrap().len(), 1);
 }
+
+#[test]
+fn kpageflags_and_kpagecount_fail_when_wrong() {
+    let at = "process = \"p\"\nat = \"buf\"\n";
+    let anon = outcome(&format!("[[expect]]\nkpageflags = \"ANON\"\n{at}is = true\n"), "v6.8");
+    assert_eq!(anon, Ok(vec![]));
+    let thp = outcome(&format!("[[expect]]\nkpageflags = \"THP\"\n{at}is = true\n"), "v6.8");
+    assert_eq!(thp.unwrap().len(), 1);
+    let count = outcome(&format!("[[expect]]\nkpagecount = true\n{at}equals = 2\n"), "v6.8");
+    assert_eq!(count.unwrap().len(), 1);
+    let bad = outcome(&format!("[[expect]]\nkpageflags = \"KSM\"\n{at}is = true\n"), "v6.8");
+    assert!(bad.unwrap_err().contains("unknown kpageflags bit `KSM`"));
+}

@@ -53,6 +53,12 @@ pub fn read(st: &KState, env: &Env, what: &Observable) -> Result<u64, String> {
             text.trim().parse().map_err(|_| format!("{path} reads `{text}`, not a number"))
         }
         Observable::Inspect { field, on } => inspect(st, env, field, on),
+        Observable::Kpageflags { process, at, flag } => {
+            Ok(u64::from(st.kpageflags(frame_at(st, env, process, at)?) & kpf(flag) != 0))
+        }
+        Observable::Kpagecount { process, at } => {
+            Ok(st.kpagecount(frame_at(st, env, process, at)?))
+        }
         Observable::Invariant { name } => {
             let held = mm::sim::check::check_invariant(st, env.switches.cow_reuse, name);
             Ok(u64::from(held.is_ok()))
@@ -119,8 +125,28 @@ fn pagemap_bit(st: &KState, e: u64, bit: PagemapBit) -> bool {
         PagemapBit::SoftDirty => e & PM_SOFT_DIRTY != 0,
         PagemapBit::File => e & PM_FILE != 0,
         PagemapBit::ZeroPage => frame.is_some_and(|f| st.is_zero_pfn(f)),
-        PagemapBit::Thp => frame.is_some_and(|f| st.kpageflags_thp(f)),
+        // KPF_THP of a page that is not a zero page (the huge zero page has both bits).
+        PagemapBit::Thp => {
+            let u = st.kpageflags(frame);
+            u & kpf("THP") != 0 && u & kpf("ZERO_PAGE") == 0
+        }
     }
+}
+
+/// The mask of `KPF_<name>`.
+fn kpf(name: &str) -> u64 {
+    1 << mm::fs::proc::page::kpf_bit(name).expect("a KPF name")
+}
+
+/// The frame pagemap gives for the page of `process` at `at`, if present.
+fn frame_at(
+    st: &KState,
+    env: &Env,
+    process: &str,
+    at: &AddrExpr,
+) -> Result<Option<simcore::Pfn>, String> {
+    let e = st.pagemap(env.mm(st, process)?, env.addr(at)?, 1)[0];
+    Ok((e & PM_PRESENT != 0).then_some(simcore::Pfn(e & PM_PFN_MASK)))
 }
 
 /// A human description of an observable, for reports.
@@ -153,6 +179,12 @@ pub fn describe(what: &Observable) -> String {
             InspectOn::Machine => field.clone(),
         },
         Observable::Invariant { name } => format!("invariant {name} holds (1) or not (0)"),
+        Observable::Kpageflags { process, at, flag } => {
+            format!("kpageflags KPF_{flag} of {process} at {}", addr_text(at))
+        }
+        Observable::Kpagecount { process, at } => {
+            format!("kpagecount of {process} at {}", addr_text(at))
+        }
     }
 }
 
@@ -213,6 +245,12 @@ pub fn render(
             let addr = env.addr(at)?;
             let text = st.inspect_dump(env.mm(st, p)?, addr, env.kernel, &env.switches);
             (format!("inspect {p} {addr}"), text)
+        }
+        Show::PageTypes(p, at) => {
+            let (mm, addr) = (env.mm(st, p)?, env.addr(at)?);
+            let vma =
+                st.find_vma(mm, addr).ok_or_else(|| format!("`{p}` has no mapping at {addr}"))?;
+            (format!("page-types -L -p {p} ({addr})"), st.page_types(mm, vma))
         }
         Show::MemoryStat(c) => {
             let memcg = st.mem_cgroup_by_path(c).ok_or_else(|| format!("no cgroup `{c}`"))?;

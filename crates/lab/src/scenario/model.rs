@@ -513,6 +513,10 @@ pub enum Observable {
     Inspect { field: String, on: InspectOn },
     /// A named whole-system invariant (`mm::sim::check::INVARIANTS`): 1 if it holds, 0 if not.
     Invariant { name: String },
+    /// A `/proc/kpageflags` bit (`KPF_<flag>`, 1 or 0) of the frame pagemap gives at `at`.
+    Kpageflags { process: String, at: AddrExpr, flag: String },
+    /// `/proc/kpagecount` of the frame pagemap gives at `at`.
+    Kpagecount { process: String, at: AddrExpr },
 }
 
 /// Where an inspected field is read.
@@ -612,10 +616,12 @@ pub enum Show {
     LruGen,
     /// The model's state at an address of a process by kernel names (`mm::inspect`).
     Inspect(String, AddrExpr),
+    /// `page-types -L` over the pages of the mapping of a process containing an address.
+    PageTypes(String, AddrExpr),
 }
 
 impl Show {
-    pub const NAMES: &'static str = "smaps:PROCESS, smaps_rollup:PROCESS, maps:PROCESS, status:PROCESS, stat:PROCESS, vmstat, meminfo, lock_stat, memory.stat:CGROUP, lru_gen, inspect:PROCESS:ADDR";
+    pub const NAMES: &'static str = "smaps:PROCESS, smaps_rollup:PROCESS, maps:PROCESS, status:PROCESS, stat:PROCESS, vmstat, meminfo, lock_stat, memory.stat:CGROUP, lru_gen, inspect:PROCESS:ADDR, kpageflags:PROCESS:ADDR";
 }
 
 /// The `[machine.tunables]` keys: `read_ahead_kb`, `fault_around_bytes`, `swappiness`,
@@ -632,7 +638,7 @@ pub const TUNABLES: [&str; 8] = [
 ];
 
 /// What an `[[expect]]` reads: exactly one of these keys.
-pub const EXPECT_KINDS: [&str; 13] = [
+pub const EXPECT_KINDS: [&str; 15] = [
     "smaps",
     "smaps_rollup",
     "status",
@@ -646,6 +652,8 @@ pub const EXPECT_KINDS: [&str; 13] = [
     "model",
     "inspect",
     "invariant",
+    "kpageflags",
+    "kpagecount",
 ];
 
 /// A file system type by name: `tmpfs` is a tmpfs mount with `huge=never`,

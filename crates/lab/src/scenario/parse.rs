@@ -381,6 +381,7 @@ impl<'a> Parser<'a> {
             "sysfs" => Observable::Sysfs { path: f.string("sysfs")? },
             "model" => self.model_observable(&f)?,
             "inspect" => self.inspect_observable(&f)?,
+            "kpageflags" | "kpagecount" => self.kpage_observable(&f, kind)?,
             "invariant" => self.invariant_observable(&f)?,
             "memory_stat" => Observable::MemoryStat {
                 cgroup: f.string("cgroup")?,
@@ -473,6 +474,29 @@ impl<'a> Parser<'a> {
             }
         };
         Ok(Observable::Fstat { file, field })
+    }
+
+    /// A `/proc/kpageflags` bit (`kpageflags = "THP"`) or `/proc/kpagecount` (`kpagecount =
+    /// true`) at `process`'s address `at`.
+    fn kpage_observable(&self, f: &Fields<'_>, kind: &str) -> Result<Observable, ScenarioError> {
+        let (process, at) = (f.string("process")?, f.addr("at")?);
+        if kind == "kpagecount" {
+            if f.opt_bool("kpagecount")? != Some(true) {
+                let why = "`kpagecount = true` reads /proc/kpagecount";
+                return Err(self.err(f.line_of("kpagecount"), why));
+            }
+            return Ok(Observable::Kpagecount { process, at });
+        }
+        let flag = f.string("kpageflags")?;
+        let flag = flag.strip_prefix("KPF_").unwrap_or(&flag).to_string();
+        if mm::fs::proc::page::kpf_bit(&flag).is_none() {
+            let names: Vec<&str> = mm::fs::proc::page::KPF.iter().map(|(n, _)| *n).collect();
+            return Err(self.err(
+                f.line_of("kpageflags"),
+                format!("unknown kpageflags bit `{flag}`: expected one of {}", names.join(", ")),
+            ));
+        }
+        Ok(Observable::Kpageflags { process, at, flag })
     }
 
     /// A `model = NAME` observable, the older spelling of two inspected fields:

@@ -112,7 +112,7 @@ fn check_show_names(
     for show in &s.show {
         let name = match show {
             Show::Smaps(n) | Show::SmapsRollup(n) | Show::Maps(n) | Show::Status(n) => n,
-            Show::Stat(n) | Show::Inspect(n, _) => n,
+            Show::Stat(n) | Show::Inspect(n, _) | Show::PageTypes(n, _) => n,
             Show::MemoryStat(c) => {
                 if !s.cgroups.iter().any(|d| &d.path == c) {
                     return Err(p.err(1, format!("show: cgroup `{c}` is not declared")));
@@ -181,6 +181,8 @@ fn check_observable_names(
     let (process, at) = match &e.what {
         Observable::Smaps { process, at, .. }
         | Observable::Pagemap { process, at, .. }
+        | Observable::Kpageflags { process, at, .. }
+        | Observable::Kpagecount { process, at }
         | Observable::Inspect { on: InspectOn::Addr { process, at }, .. } => {
             (Some(process), Some(at))
         }

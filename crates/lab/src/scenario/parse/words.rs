@@ -304,11 +304,16 @@ pub fn parse_show(s: &str) -> Result<Show, String> {
         "meminfo" if arg.is_none() => Show::Meminfo,
         "lock_stat" if arg.is_none() => Show::LockStat,
         "lru_gen" if arg.is_none() => Show::LruGen,
-        "inspect" => {
+        "inspect" | "kpageflags" => {
             let arg = need(arg)?;
-            let bad = || format!("`{s}`: expected inspect:PROCESS:ADDR");
+            let bad = || format!("`{s}`: expected {kind}:PROCESS:ADDR");
             let (process, at) = arg.split_once(':').ok_or_else(bad)?;
-            Show::Inspect(process.to_string(), parse_addr(at).ok_or_else(bad)?)
+            let at = parse_addr(at).ok_or_else(bad)?;
+            if kind == "inspect" {
+                Show::Inspect(process.to_string(), at)
+            } else {
+                Show::PageTypes(process.to_string(), at)
+            }
         }
         "memory.stat" => Show::MemoryStat(
             arg.filter(|a| a.starts_with('/'))
