@@ -199,6 +199,14 @@ class Machine:
         """``/proc/meminfo``: an int64 Series of kB indexed by field name, in the kernel's order."""
         return procfs.parse_fields(self.meminfo_text(), name="meminfo")
 
+    def inspect(self, process: Process | int, addr: int) -> dict[str, int]:
+        """The model's state at ``addr`` by kernel names, as drgn would read it: the PTE and
+        PMD entries (``pte.present``, ``pte.write``, ``pmd.leaf``, ...) and the fields of the
+        folio mapped there (``folio.refcount``, ``folio.mapcount``, ``folio.pincount``,
+        ``folio.anon_exclusive`` from v5.19, ``folio.dirty``, ...). Fields the kernel lacks, or
+        that have no value at ``addr``, are absent. docs/scenarios.md lists every name."""
+        return dict(self._core.inspect(self._pid(process), addr))
+
     def pagemap(self, process: Process | int, addr: int, pages: int) -> pd.DataFrame:
         """``/proc/PID/pagemap`` for ``pages`` pages from ``addr``, decoded: one row per page,
         indexed by ``addr``, with bool columns ``present``, ``swapped``, ``exclusive``,

@@ -160,8 +160,6 @@ const LONG_FUNCTIONS: &[(&str, usize)] = &[
     ("crates/lab/src/scenario/parse.rs::Parser::machine", 81),
     ("crates/lab/src/scenario/parse.rs::Parser::scenario", 85),
     ("crates/lab/src/scenario/parse/names.rs::Parser::check_names", 88),
-    ("crates/mm/src/sim/check.rs::check_lruvecs", 80),
-    ("crates/mm/src/sim/check.rs::check_mappings", 95),
     ("crates/mm/src/sim/machine.rs::Machine::on_sim", 75),
     ("crates/mm/src/mglru.rs::try_to_inc_max_seq", 72),
     ("crates/mm/src/mmap.rs::do_mmap", 77),

@@ -88,10 +88,16 @@ pub(crate) struct RunArgs {
     #[command(flatten)]
     machine: OverrideArgs,
     /// Also print an observable: smaps:PROCESS, smaps_rollup:PROCESS, maps:PROCESS,
-    /// status:PROCESS, stat:PROCESS, vmstat, meminfo, lock_stat, memory.stat:CGROUP, lru_gen.
-    /// Repeatable.
+    /// status:PROCESS, stat:PROCESS, vmstat, meminfo, lock_stat, memory.stat:CGROUP, lru_gen,
+    /// inspect:PROCESS:ADDR. Repeatable.
     #[arg(long)]
     show: Vec<String>,
+    /// Print the model's state at an address after the run, by kernel names (the entries
+    /// that map it and the folio's fields, as drgn would): PROCESS:ADDR, where ADDR is a number
+    /// or a bound name plus an offset (`buf+0x1000`). The same as `--show inspect:PROCESS:ADDR`.
+    /// Repeatable.
+    #[arg(long, value_name = "PROCESS:ADDR")]
+    inspect: Vec<String>,
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
@@ -104,6 +110,9 @@ fn overrides(a: &RunArgs) -> Result<Overrides, String> {
         .iter()
         .map(|s| parse_show(s).map_err(|e| format!("--show: {e}")))
         .collect::<Result<Vec<Show>, _>>()?;
+    for i in &a.inspect {
+        o.show.push(parse_show(&format!("inspect:{i}")).map_err(|e| format!("--inspect: {e}"))?);
+    }
     Ok(o)
 }
 

@@ -633,6 +633,18 @@ pub fn vm_denywrite_exists(k: KernelVersion) -> bool {
     k < v(5, 15)
 }
 
+/// `PageAnonExclusive` exists: "mm: remember exclusively mapped anonymous pages with
+/// PG_anon_exclusive" (6c287605fd56, v5.19). The `cow_reuse` switch may select the rule on other
+/// kernels; the flag as a kernel name exists from this one.
+pub fn has_page_anon_exclusive(k: KernelVersion) -> bool {
+    k >= v(5, 19)
+}
+
+/// `FMODE_NOREUSE` exists: "mm: support POSIX_FADV_NOREUSE" (17e810229cb3, v6.3).
+pub fn has_fmode_noreuse(k: KernelVersion) -> bool {
+    k >= v(6, 3)
+}
+
 /// smaps prints `THPeligible` for each VMA: "mm, thp, proc: report THP eligibility for each vma"
 /// (7635d9cbe832, v5.0).
 pub fn smaps_has_thp_eligible(k: KernelVersion) -> bool {

@@ -25,6 +25,7 @@ pub mod fs;
 pub mod gup;
 pub mod huge_memory;
 pub mod hugetlb;
+pub mod inspect;
 pub mod io_uring;
 pub mod kernel;
 pub mod khugepaged;

@@ -332,6 +332,26 @@ impl Machine {
         Ok(d)
     }
 
+    /// The model's state at `addr` of `pid` by kernel names (`folio.refcount`, `pte.write`,
+    /// ...; docs/scenarios.md lists them): a dict of every field this kernel has and that has a
+    /// value there (no `folio.*` where no folio is mapped).
+    fn inspect<'py>(
+        &mut self,
+        py: Python<'py>,
+        pid: u32,
+        addr: u64,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let pid = self.pid(pid)?;
+        let fields = self
+            .guard(py, |s| s.machine().inspect(pid, VirtAddr(addr)))?
+            .map_err(|e| sys_error(py, e.into(), Origin { call: "inspect", pid, path: None }))?;
+        let d = PyDict::new(py);
+        for (name, v) in fields {
+            d.set_item(name, v)?;
+        }
+        Ok(d)
+    }
+
     /// Runs the whole-system checkers; a broken invariant raises `SimulatorBug`.
     fn check(&mut self, py: Python<'_>) -> PyResult<()> {
         match self.guard(py, |s| s.machine().check())? {

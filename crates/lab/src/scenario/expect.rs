@@ -2,7 +2,7 @@
 //! (so a scenario checks exactly what a user would read in `/proc`).
 
 use super::interp::{Env, Failure};
-use super::model::{AddrExpr, Expect, FileRef, Observable, PagemapBit, Show};
+use super::model::{AddrExpr, Expect, FileRef, InspectOn, Observable, PagemapBit, Show};
 use mm::fs::proc::{PM_FILE, PM_MMAP_EXCLUSIVE, PM_PFN_MASK, PM_PRESENT, PM_SOFT_DIRTY, PM_SWAP};
 use mm::kernel::KState;
 
@@ -52,9 +52,17 @@ pub fn read(st: &KState, env: &Env, what: &Observable) -> Result<u64, String> {
                 .ok_or_else(|| format!("{path}: no such file on {} in the model", env.kernel))?;
             text.trim().parse().map_err(|_| format!("{path} reads `{text}`, not a number"))
         }
-        Observable::Model { name, path } => st
-            .model_counter(name, path.as_deref())
-            .ok_or_else(|| format!("no model counter `{name}` for {path:?}")),
+        Observable::Inspect { field, on } => inspect(st, env, field, on),
+        Observable::Kpageflags { process, at, flag } => {
+            Ok(u64::from(st.kpageflags(frame_at(st, env, process, at)?) & kpf(flag) != 0))
+        }
+        Observable::Kpagecount { process, at } => {
+            Ok(st.kpagecount(frame_at(st, env, process, at)?))
+        }
+        Observable::Invariant { name } => {
+            let held = mm::sim::check::check_invariant(st, env.switches.cow_reuse, name);
+            Ok(u64::from(held.is_ok()))
+        }
         Observable::MemoryStat { cgroup, name } => {
             let memcg =
                 st.mem_cgroup_by_path(cgroup).ok_or_else(|| format!("no cgroup `{cgroup}`"))?;
@@ -64,13 +72,22 @@ pub fn read(st: &KState, env: &Env, what: &Observable) -> Result<u64, String> {
                 .ok_or_else(|| missing(name, &text))
         }
         Observable::Pagemap { process, at, bit } => {
-            let pid = env.process(process)?;
-            let mm = st.procs[pid]
-                .mm
-                .ok_or_else(|| format!("process `{process}` has no address space"))?;
-            let e = st.pagemap(mm, env.addr(at)?, 1)[0];
+            let e = st.pagemap(env.mm(st, process)?, env.addr(at)?, 1)[0];
             Ok(u64::from(pagemap_bit(st, e, *bit)))
         }
+    }
+}
+
+/// A field by its kernel name (`mm::inspect`), where `on` says.
+fn inspect(st: &KState, env: &Env, field: &str, on: &InspectOn) -> Result<u64, String> {
+    match on {
+        InspectOn::Addr { process, at } => {
+            st.inspect_addr(env.mm(st, process)?, env.addr(at)?, field)
+        }
+        InspectOn::Index { file, index } => st.inspect_index(env.inode(st, file)?, *index, field),
+        InspectOn::Mapping(file) => st.inspect_mapping(env.inode(st, file)?, field),
+        InspectOn::File { process, fd } => st.inspect_file(env.file(st, process, fd)?, field),
+        InspectOn::Machine => st.inspect_global(field),
     }
 }
 
@@ -84,7 +101,7 @@ fn smaps_field(
 ) -> Result<u64, String> {
     let pid = env.process(process)?;
     let addr = env.addr(at)?;
-    let mm = st.procs[pid].mm.ok_or_else(|| format!("process `{process}` has no address space"))?;
+    let mm = env.mm(st, process)?;
     let vma =
         st.find_vma(mm, addr).ok_or_else(|| format!("`{process}` has no mapping at {addr}"))?;
     let header = format!("{:08x}-", st.vma(vma).start.0);
@@ -108,8 +125,28 @@ fn pagemap_bit(st: &KState, e: u64, bit: PagemapBit) -> bool {
         PagemapBit::SoftDirty => e & PM_SOFT_DIRTY != 0,
         PagemapBit::File => e & PM_FILE != 0,
         PagemapBit::ZeroPage => frame.is_some_and(|f| st.is_zero_pfn(f)),
-        PagemapBit::Thp => frame.is_some_and(|f| st.kpageflags_thp(f)),
+        // KPF_THP of a page that is not a zero page (the huge zero page has both bits).
+        PagemapBit::Thp => {
+            let u = st.kpageflags(frame);
+            u & kpf("THP") != 0 && u & kpf("ZERO_PAGE") == 0
+        }
     }
+}
+
+/// The mask of `KPF_<name>`.
+fn kpf(name: &str) -> u64 {
+    1 << mm::fs::proc::page::kpf_bit(name).expect("a KPF name")
+}
+
+/// The frame pagemap gives for the page of `process` at `at`, if present.
+fn frame_at(
+    st: &KState,
+    env: &Env,
+    process: &str,
+    at: &AddrExpr,
+) -> Result<Option<simcore::Pfn>, String> {
+    let e = st.pagemap(env.mm(st, process)?, env.addr(at)?, 1)[0];
+    Ok((e & PM_PRESENT != 0).then_some(simcore::Pfn(e & PM_PFN_MASK)))
 }
 
 /// A human description of an observable, for reports.
@@ -132,8 +169,29 @@ pub fn describe(what: &Observable) -> String {
         }
         Observable::MemoryStat { cgroup, name } => format!("memory.stat {name} of {cgroup}"),
         Observable::Sysfs { path } => path.clone(),
-        Observable::Model { name, path: None } => format!("model counter {name}"),
-        Observable::Model { name, path: Some(p) } => format!("model counter {name} of {p}"),
+        Observable::Inspect { field, on } => match on {
+            InspectOn::Addr { process, at } => format!("{field} of {process} at {}", addr_text(at)),
+            InspectOn::Index { file, index } => {
+                format!("{field} at index {index} of {}", file_text(file))
+            }
+            InspectOn::Mapping(file) => format!("{field} of {}", file_text(file)),
+            InspectOn::File { process, fd } => format!("{field} of {process}'s {fd}"),
+            InspectOn::Machine => field.clone(),
+        },
+        Observable::Invariant { name } => format!("invariant {name} holds (1) or not (0)"),
+        Observable::Kpageflags { process, at, flag } => {
+            format!("kpageflags KPF_{flag} of {process} at {}", addr_text(at))
+        }
+        Observable::Kpagecount { process, at } => {
+            format!("kpagecount of {process} at {}", addr_text(at))
+        }
+    }
+}
+
+fn file_text(f: &FileRef) -> String {
+    match f {
+        FileRef::Path(p) => p.clone(),
+        FileRef::Fd { process, fd } => format!("{process}'s {fd}"),
     }
 }
 
@@ -182,6 +240,17 @@ pub fn render(
         Show::LockStat => ("/proc/lock_stat".into(), handle.lock_stat_text()),
         Show::LruGen => {
             ("/sys/kernel/debug/lru_gen".into(), st.lru_gen_debugfs(handle.now().as_ns()))
+        }
+        Show::Inspect(p, at) => {
+            let addr = env.addr(at)?;
+            let text = st.inspect_dump(env.mm(st, p)?, addr, env.kernel, &env.switches);
+            (format!("inspect {p} {addr}"), text)
+        }
+        Show::PageTypes(p, at) => {
+            let (mm, addr) = (env.mm(st, p)?, env.addr(at)?);
+            let vma =
+                st.find_vma(mm, addr).ok_or_else(|| format!("`{p}` has no mapping at {addr}"))?;
+            (format!("page-types -L -p {p} ({addr})"), st.page_types(mm, vma))
         }
         Show::MemoryStat(c) => {
             let memcg = st.mem_cgroup_by_path(c).ok_or_else(|| format!("no cgroup `{c}`"))?;

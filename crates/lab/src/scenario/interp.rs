@@ -80,12 +80,7 @@ impl Env {
     pub fn inode(&self, st: &KState, file: &FileRef) -> Result<mm::folio::InodeId, String> {
         match file {
             FileRef::Path(p) => st.paths.get(p).copied().ok_or_else(|| format!("no file `{p}`")),
-            FileRef::Fd { process, fd } => {
-                let n = self.fd(fd)?;
-                let f = st.procs[self.process(process)?].fds.get(&n).copied();
-                let f = f.ok_or_else(|| format!("`{process}` has no descriptor `{fd}` ({n})"))?;
-                Ok(st.file(f).inode)
-            }
+            FileRef::Fd { process, fd } => Ok(st.file(self.file(st, process, fd)?).inode),
         }
     }
 
@@ -94,6 +89,20 @@ impl Env {
             Some(Value::Io(id)) => Ok(*id),
             _ => Err(format!("`{name}` is not an asynchronous read{UNBOUND}")),
         }
+    }
+
+    /// The open file (`struct file`) of descriptor `fd` of `process`.
+    pub fn file(&self, st: &KState, process: &str, fd: &str) -> Result<mm::fs::FileId, String> {
+        let n = self.fd(fd)?;
+        let f = st.procs[self.process(process)?].fds.get(&n).copied();
+        f.ok_or_else(|| format!("`{process}` has no descriptor `{fd}` ({n})"))
+    }
+
+    /// The address space of `process`.
+    pub fn mm(&self, st: &KState, process: &str) -> Result<mm::mm_struct::MmId, String> {
+        st.procs[self.process(process)?]
+            .mm
+            .ok_or_else(|| format!("process `{process}` has no address space"))
     }
 
     fn hold(&self, name: &str) -> Result<HoldId, String> {

@@ -608,10 +608,30 @@ pub enum Observable {
     /// A number in a sysfs or sysctl file (`/sys/kernel/mm/transparent_hugepage/khugepaged/
     /// pages_collapsed`, `/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages`, ...).
     Sysfs { path: String },
-    /// A number no kernel interface shows (`mm::kernel::MODEL_COUNTERS`): mmsim's own counters,
-    /// evidence that a run took a path (`collapse_truncated_rollbacks`), or a kernel field of
-    /// the file at `path` (`nr_thps`).
-    Model { name: String, path: Option<String> },
+    /// A field of the model's state by its kernel name (`mm::inspect::FIELDS`: a folio's
+    /// refcount, a PTE's bits, a page-cache entry, a file's `f_mode`, ...), where `on` says.
+    Inspect { field: String, on: InspectOn },
+    /// A named whole-system invariant (`mm::sim::check::INVARIANTS`): 1 if it holds, 0 if not.
+    Invariant { name: String },
+    /// A `/proc/kpageflags` bit (`KPF_<flag>`, 1 or 0) of the frame pagemap gives at `at`.
+    Kpageflags { process: String, at: AddrExpr, flag: String },
+    /// `/proc/kpagecount` of the frame pagemap gives at `at`.
+    Kpagecount { process: String, at: AddrExpr },
+}
+
+/// Where an inspected field is read.
+#[derive(Clone, Debug)]
+pub enum InspectOn {
+    /// An address of a process.
+    Addr { process: String, at: AddrExpr },
+    /// A page-cache index of a file.
+    Index { file: FileRef, index: u64 },
+    /// A file's `address_space`.
+    Mapping(FileRef),
+    /// The open file of a process's descriptor.
+    File { process: String, fd: String },
+    /// The machine.
+    Machine,
 }
 
 /// A file named by its path (`stat`) or by a process's descriptor (`fstat`).
@@ -694,10 +714,14 @@ pub enum Show {
     MemoryStat(String),
     /// `/sys/kernel/debug/lru_gen`.
     LruGen,
+    /// The model's state at an address of a process by kernel names (`mm::inspect`).
+    Inspect(String, AddrExpr),
+    /// `page-types -L` over the pages of the mapping of a process containing an address.
+    PageTypes(String, AddrExpr),
 }
 
 impl Show {
-    pub const NAMES: &'static str = "smaps:PROCESS, smaps_rollup:PROCESS, maps:PROCESS, status:PROCESS, stat:PROCESS, vmstat, meminfo, lock_stat, memory.stat:CGROUP, lru_gen";
+    pub const NAMES: &'static str = "smaps:PROCESS, smaps_rollup:PROCESS, maps:PROCESS, status:PROCESS, stat:PROCESS, vmstat, meminfo, lock_stat, memory.stat:CGROUP, lru_gen, inspect:PROCESS:ADDR, kpageflags:PROCESS:ADDR";
 }
 
 /// The `[machine.tunables]` keys: `read_ahead_kb`, `fault_around_bytes`, `swappiness`,
@@ -714,7 +738,7 @@ pub const TUNABLES: [&str; 8] = [
 ];
 
 /// What an `[[expect]]` reads: exactly one of these keys.
-pub const EXPECT_KINDS: [&str; 11] = [
+pub const EXPECT_KINDS: [&str; 15] = [
     "smaps",
     "smaps_rollup",
     "status",
@@ -726,6 +750,10 @@ pub const EXPECT_KINDS: [&str; 11] = [
     "memory_stat",
     "sysfs",
     "model",
+    "inspect",
+    "invariant",
+    "kpageflags",
+    "kpagecount",
 ];
 
 /// A file system type by name: `tmpfs` is a tmpfs mount with `huge=never`,

@@ -380,6 +380,9 @@ impl<'a> Parser<'a> {
             "meminfo" => Observable::Meminfo { name: f.string("meminfo")? },
             "sysfs" => Observable::Sysfs { path: f.string("sysfs")? },
             "model" => self.model_observable(&f)?,
+            "inspect" => self.inspect_observable(&f)?,
+            "kpageflags" | "kpagecount" => self.kpage_observable(&f, kind)?,
+            "invariant" => self.invariant_observable(&f)?,
             "memory_stat" => Observable::MemoryStat {
                 cgroup: f.string("cgroup")?,
                 name: f.string("memory_stat")?,
@@ -404,14 +407,14 @@ impl<'a> Parser<'a> {
             None => When::default(),
         };
         let known = [
-            kind, "process", "at", "cgroup", "path", "fd", "equals", "kb", "is", "at_least",
-            "at_most",
+            kind, "process", "at", "cgroup", "path", "fd", "index", "equals", "kb", "is", "holds",
+            "at_least", "at_most",
         ];
         f.finish(&[&known[..], &["when"]].concat())?;
         Ok(Expect { line: node.line, what, cmp, when })
     }
 
-    /// An expectation's one comparison: `equals`, `kb`, `is`, `at_least` or `at_most`.
+    /// An expectation's one comparison: `equals`, `kb`, `is`, `holds`, `at_least` or `at_most`.
     pub(super) fn comparison(
         &self,
         f: &Fields<'_>,
@@ -421,6 +424,7 @@ impl<'a> Parser<'a> {
             f.opt_u64("equals")?.map(Comparison::Equals),
             f.opt_u64("kb")?.map(Comparison::Equals),
             f.opt_bool("is")?.map(|b| Comparison::Equals(u64::from(b))),
+            f.opt_bool("holds")?.map(|b| Comparison::Equals(u64::from(b))),
             f.opt_u64("at_least")?.map(Comparison::AtLeast),
             f.opt_u64("at_most")?.map(Comparison::AtMost),
         ]
@@ -430,7 +434,7 @@ impl<'a> Parser<'a> {
         let [cmp] = cmps[..] else {
             return Err(self.err(
                 line,
-                "an expectation needs exactly one of equals, kb, is, at_least, at_most",
+                "an expectation needs exactly one of equals, kb, is, holds, at_least, at_most",
             ));
         };
         Ok(cmp)
@@ -476,23 +480,110 @@ impl<'a> Parser<'a> {
         Ok(Observable::Fstat { file, field })
     }
 
-    /// A `model = NAME` observable: a known name, with a `path` exactly when it is a file's.
+    /// A `/proc/kpageflags` bit (`kpageflags = "THP"`) or `/proc/kpagecount` (`kpagecount =
+    /// true`) at `process`'s address `at`.
+    fn kpage_observable(&self, f: &Fields<'_>, kind: &str) -> Result<Observable, ScenarioError> {
+        let (process, at) = (f.string("process")?, f.addr("at")?);
+        if kind == "kpagecount" {
+            if f.opt_bool("kpagecount")? != Some(true) {
+                let why = "`kpagecount = true` reads /proc/kpagecount";
+                return Err(self.err(f.line_of("kpagecount"), why));
+            }
+            return Ok(Observable::Kpagecount { process, at });
+        }
+        let flag = f.string("kpageflags")?;
+        let flag = flag.strip_prefix("KPF_").unwrap_or(&flag).to_string();
+        if mm::fs::proc::page::kpf_bit(&flag).is_none() {
+            let names: Vec<&str> = mm::fs::proc::page::KPF.iter().map(|(n, _)| *n).collect();
+            return Err(self.err(
+                f.line_of("kpageflags"),
+                format!("unknown kpageflags bit `{flag}`: expected one of {}", names.join(", ")),
+            ));
+        }
+        Ok(Observable::Kpageflags { process, at, flag })
+    }
+
+    /// A `model = NAME` observable, the older spelling of two inspected fields:
+    /// `collapse_truncated_rollbacks`, and `nr_thps` of the file at `path`
+    /// (`mapping.nr_thps`).
     fn model_observable(&self, f: &Fields<'_>) -> Result<Observable, ScenarioError> {
         let name = f.string("model")?;
         let path = f.opt_str("path")?;
-        let known = mm::kernel::MODEL_COUNTERS;
-        let Some(&(_, per_file)) = known.iter().find(|(n, _)| *n == name) else {
-            let names: Vec<&str> = known.iter().map(|(n, _)| *n).collect();
-            return Err(self.err(
-                f.line_of("model"),
-                format!("unknown model counter `{name}`: expected one of {}", names.join(", ")),
-            ));
+        let on = match (name.as_str(), path) {
+            ("collapse_truncated_rollbacks", None) => InspectOn::Machine,
+            ("nr_thps", Some(p)) => InspectOn::Mapping(FileRef::Path(p)),
+            _ => {
+                return Err(self.err(
+                    f.line_of("model"),
+                    format!(
+                        "`model = \"{name}\"`: expected collapse_truncated_rollbacks, or nr_thps with a `path` (both are `inspect` fields now)"
+                    ),
+                ));
+            }
         };
-        if per_file != path.is_some() {
-            let wanted = if per_file { "needs a `path`" } else { "takes no `path`" };
-            return Err(self.err(f.line_of("model"), format!("model counter `{name}` {wanted}")));
+        let field = if name == "nr_thps" { "mapping.nr_thps".into() } else { name };
+        Ok(Observable::Inspect { field, on })
+    }
+
+    /// An `inspect = FIELD` observable (`mm::inspect`): a known name, read where its keys say
+    /// (`process` + `at`; `path` or `process` + `fd`, with `index` for a page-cache entry;
+    /// nothing for a machine-wide field).
+    fn inspect_observable(&self, f: &Fields<'_>) -> Result<Observable, ScenarioError> {
+        use mm::inspect::{Target, reads_on};
+        let field = f.string("inspect")?;
+        let line = f.line_of("inspect");
+        let Some(known) = mm::inspect::field(&field) else {
+            let why =
+                mm::inspect::unavailable(&field, KernelVersion::DEFAULT, &Switches::default());
+            return Err(self.err(line, why.unwrap_or_default()));
+        };
+        let file = match (f.opt_str("path")?, f.opt_str("fd")?) {
+            (Some(p), None) => Some(FileRef::Path(p)),
+            (None, Some(fd)) => Some(FileRef::Fd { process: f.string("process")?, fd }),
+            (None, None) => None,
+            _ => return Err(self.err(line, "`inspect` takes `path` or `fd`, not both")),
+        };
+        let index = f.opt_u64("index")?;
+        let on = match (file, index) {
+            (Some(file), Some(index)) if reads_on(&field, Target::Index) => {
+                InspectOn::Index { file, index }
+            }
+            (Some(file), None) if known.target == Target::Mapping => InspectOn::Mapping(file),
+            (Some(FileRef::Fd { process, fd }), None) if known.target == Target::File => {
+                InspectOn::File { process, fd }
+            }
+            (None, None) if known.target == Target::Addr => {
+                InspectOn::Addr { process: f.string("process")?, at: f.addr("at")? }
+            }
+            (None, None) if known.target == Target::Global => InspectOn::Machine,
+            _ => {
+                let wanted = match known.target {
+                    Target::Addr if reads_on(&field, Target::Index) => {
+                        "`process` and `at`, or `path` (or `process` and `fd`) and `index`"
+                    }
+                    Target::Addr => "`process` and `at`",
+                    Target::Index => "`path` (or `process` and `fd`) and `index`",
+                    Target::Mapping => "`path` (or `process` and `fd`)",
+                    Target::File => "`process` and `fd`",
+                    Target::Global => "no place (it is the machine's)",
+                };
+                return Err(self.err(line, format!("`inspect = \"{field}\"` reads on {wanted}")));
+            }
+        };
+        Ok(Observable::Inspect { field, on })
+    }
+
+    /// An `invariant = NAME` observable: a whole-system checker by its name.
+    fn invariant_observable(&self, f: &Fields<'_>) -> Result<Observable, ScenarioError> {
+        let name = f.string("invariant")?;
+        if !mm::sim::check::INVARIANTS.iter().any(|i| i.name == name) {
+            let names: Vec<&str> = mm::sim::check::INVARIANTS.iter().map(|i| i.name).collect();
+            return Err(self.err(
+                f.line_of("invariant"),
+                format!("unknown invariant `{name}`: expected one of {}", names.join(", ")),
+            ));
         }
-        Ok(Observable::Model { name, path })
+        Ok(Observable::Invariant { name })
     }
 
     fn explore(&self, node: &Node) -> Result<ExploreExpect, ScenarioError> {

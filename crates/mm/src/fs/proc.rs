@@ -19,6 +19,7 @@
 pub mod array;
 pub mod clear_refs;
 pub(crate) mod mem;
+pub mod page;
 
 use crate::folio::{LruList, pg};
 use crate::kernel::KState;
@@ -382,15 +383,6 @@ impl KState {
                 e
             })
             .collect()
-    }
-
-    /// `KPF_THP` of `/proc/kpageflags` for frame `pfn`: a page of a PMD-sized folio (the huge
-    /// zero page has `KPF_ZERO_PAGE` instead).
-    pub fn kpageflags_thp(&self, pfn: simcore::Pfn) -> bool {
-        !self.is_zero_pfn(pfn) && {
-            let head = self.folios.head(pfn);
-            self.folios.large(head).is_some() && self.folios.order(head) == simcore::Order::PMD
-        }
     }
 
     /// `/proc/meminfo`.

@@ -386,6 +386,14 @@ impl Machine {
         Ok(st.pagemap(mm, addr, pages))
     }
 
+    /// The model's state at `addr` of `pid` by kernel names (`crate::inspect`): every field
+    /// this kernel has and that has a value there.
+    pub fn inspect(&self, pid: Pid, addr: VirtAddr) -> Result<Vec<(&'static str, u64)>, Errno> {
+        let st = self.kernel.state();
+        let mm = st.procs.get(pid).and_then(|p| p.mm).ok_or(Errno::ENOENT)?;
+        Ok(st.inspect_fields(mm, addr, self.config.kernel, &self.config.switches))
+    }
+
     pub fn vmstat(&self) -> VmStats {
         self.kernel.state().vmstat_snapshot()
     }

@@ -109,7 +109,7 @@ fn check_show_names(
     for show in &s.show {
         let name = match show {
             Show::Smaps(n) | Show::SmapsRollup(n) | Show::Maps(n) | Show::Status(n) => n,
-            Show::Stat(n) => n,
+            Show::Stat(n) | Show::Inspect(n, _) | Show::PageTypes(n, _) => n,
             Show::MemoryStat(c) => {
                 if !s.cgroups.iter().any(|d| &d.path == c) {
                     return Err(p.err(1, format!("show: cgroup `{c}` is not declared")));
@@ -176,11 +176,18 @@ fn check_flags(p: &Parser<'_>, s: &Scenario) -> Result<(), ScenarioError> {
     Ok(())
 }
 
-/// A file's `model` counter names a declared file.
+/// A file an inspected field names by path is declared.
 fn check_model_paths(p: &Parser<'_>, s: &Scenario) -> Result<(), ScenarioError> {
     let all_expects = s.steps.iter().flat_map(|st| &st.expects).chain(&s.expects);
     for e in all_expects {
-        if let Observable::Model { path: Some(path), .. } = &e.what
+        let path = match &e.what {
+            Observable::Inspect { on: InspectOn::Mapping(FileRef::Path(path)), .. }
+            | Observable::Inspect {
+                on: InspectOn::Index { file: FileRef::Path(path), .. }, ..
+            } => Some(path),
+            _ => None,
+        };
+        if let Some(path) = path
             && !s.files.iter().any(|f| &f.path == path)
         {
             return Err(p.err(e.line, format!("file `{path}` is not declared")));
@@ -195,19 +202,30 @@ fn check_observable_names(
     env: &BTreeMap<String, (ValueKind, usize)>,
 ) -> Result<(), ScenarioError> {
     let (process, at) = match &e.what {
-        Observable::Smaps { process, at, .. } | Observable::Pagemap { process, at, .. } => {
+        Observable::Smaps { process, at, .. }
+        | Observable::Pagemap { process, at, .. }
+        | Observable::Kpageflags { process, at, .. }
+        | Observable::Kpagecount { process, at }
+        | Observable::Inspect { on: InspectOn::Addr { process, at }, .. } => {
             (Some(process), Some(at))
         }
         Observable::SmapsRollup { process, .. }
         | Observable::Status { process, .. }
         | Observable::Stat { process, .. }
+        | Observable::Inspect { on: InspectOn::File { process, .. }, .. }
+        | Observable::Inspect { on: InspectOn::Mapping(FileRef::Fd { process, .. }), .. }
+        | Observable::Inspect {
+            on: InspectOn::Index { file: FileRef::Fd { process, .. }, .. },
+            ..
+        }
         | Observable::Fstat { file: FileRef::Fd { process, .. }, .. } => (Some(process), None),
         Observable::Vmstat { .. }
         | Observable::Meminfo { .. }
         | Observable::MemoryStat { .. }
         | Observable::Sysfs { .. }
         | Observable::Fstat { file: FileRef::Path(_), .. }
-        | Observable::Model { .. } => (None, None),
+        | Observable::Inspect { .. }
+        | Observable::Invariant { .. } => (None, None),
     };
     if let Some(process) = process
         && env.get(process).map(|&(k, _)| k) != Some(ValueKind::Process)
@@ -217,7 +235,16 @@ fn check_observable_names(
             format!("`{process}` is not a process declared or forked before this expectation"),
         ));
     }
-    if let Observable::Fstat { file: FileRef::Fd { fd, .. }, .. } = &e.what {
+    let fd = match &e.what {
+        Observable::Fstat { file: FileRef::Fd { fd, .. }, .. }
+        | Observable::Inspect { on: InspectOn::File { fd, .. }, .. }
+        | Observable::Inspect { on: InspectOn::Mapping(FileRef::Fd { fd, .. }), .. }
+        | Observable::Inspect {
+            on: InspectOn::Index { file: FileRef::Fd { fd, .. }, .. }, ..
+        } => Some(fd),
+        _ => None,
+    };
+    if let Some(fd) = fd {
         let root = fd.split('.').next().unwrap_or(fd);
         if !matches!(env.get(root).map(|&(k, _)| k), Some(ValueKind::Fd | ValueKind::Pipe)) {
             return Err(p.err(

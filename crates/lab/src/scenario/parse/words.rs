@@ -307,6 +307,17 @@ pub fn parse_show(s: &str) -> Result<Show, String> {
         "meminfo" if arg.is_none() => Show::Meminfo,
         "lock_stat" if arg.is_none() => Show::LockStat,
         "lru_gen" if arg.is_none() => Show::LruGen,
+        "inspect" | "kpageflags" => {
+            let arg = need(arg)?;
+            let bad = || format!("`{s}`: expected {kind}:PROCESS:ADDR");
+            let (process, at) = arg.split_once(':').ok_or_else(bad)?;
+            let at = parse_addr(at).ok_or_else(bad)?;
+            if kind == "inspect" {
+                Show::Inspect(process.to_string(), at)
+            } else {
+                Show::PageTypes(process.to_string(), at)
+            }
+        }
         "memory.stat" => Show::MemoryStat(
             arg.filter(|a| a.starts_with('/'))
                 .ok_or_else(|| format!("`{s}`: expected memory.stat:/CGROUP"))?,
