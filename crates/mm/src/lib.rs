@@ -27,6 +27,7 @@ pub mod huge_memory;
 pub mod hugetlb;
 pub mod kernel;
 pub mod khugepaged;
+pub mod ksm;
 pub mod lru;
 mod lru_pure;
 mod madvise;

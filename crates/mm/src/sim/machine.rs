@@ -222,6 +222,7 @@ impl Machine {
             lru: crate::lru::LruConfig::new(&config.switches, config.kernel, &config.tunables),
             thp: crate::huge_memory::policy::ThpState::boot(&config),
             hugetlb: crate::hugetlb::Hugetlb::new(&config, handle.clone()),
+            ksm: Default::default(),
         };
         st.hugetlb_boot(&config.tunables, config.kernel)?;
         let kernel = Rc::new(Kernel::new(
