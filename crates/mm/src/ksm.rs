@@ -994,7 +994,7 @@ mod tests {
         for i in 0..4u64 {
             let a = VirtAddr(i << 12);
             let state = match i {
-                0 | 1 | 2 => ItemState::Stable(node),
+                0..=2 => ItemState::Stable(node),
                 _ => ItemState::Unstable,
             };
             k.items.insert((mm, a), RmapItem { oldchecksum: 0, state });
