@@ -242,6 +242,8 @@ const OPS: &[(&str, OpGen)] = &[
             "populate_read",
             "populate_write",
             "free",
+            "mergeable",
+            "unmergeable",
         ])?;
         Some(format!(r#"{{ op = "madvise", addr = "{addr}", len = {len}, advice = "{advice}" }}"#))
     }),
@@ -332,6 +334,13 @@ const OPS: &[(&str, OpGen)] = &[
         Some(format!(r#"{{ op = "madvise", addr = "{addr}", len = {len}, advice = "pageout" }}"#))
     }),
     ("sleep", |g| Some(format!(r#"{{ op = "sleep", duration = "{}us" }}"#, 1 + g.below(100)))),
+    ("ksm", |g| {
+        let (knob, value) =
+            *g.pick(&[("run", "1"), ("run", "2"), ("run", "0"), ("pages_to_scan", "1000")])?;
+        Some(format!(
+            r#"{{ op = "sysfs_write", path = "/sys/kernel/mm/ksm/{knob}", value = "{value}" }}"#
+        ))
+    }),
 ];
 
 /// The `[machine]` section of a case; `None` when the era table refuses the switches drawn.

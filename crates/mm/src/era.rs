@@ -809,6 +809,24 @@ impl Default for Switches {
     }
 }
 
+/// `/sys/kernel/mm/ksm/use_zero_pages` exists: "mm/ksm: improve deduplication of zero pages with
+/// colouring" (e86c59b1b12d, v4.11); before, the file is absent.
+pub fn has_ksm_use_zero_pages(k: KernelVersion) -> bool {
+    k >= v(4, 11)
+}
+
+/// A write fault reuses a KSM page that only the faulting PTE references (`reuse_ksm_page`):
+/// "mm: reuse only-pte-mapped KSM page in do_wp_page()" (52d1e606ee73, v5.1) to v5.8, removed
+/// with the `page_count` rule by "mm/ksm: Remove reuse_ksm_page()" (1a0cf26323c8, v5.9), and
+/// restored by the seed's `mapcount` rule, which reverts that commit.
+pub fn reuses_ksm_page(rule: CowReuse, k: KernelVersion) -> bool {
+    match rule {
+        CowReuse::MapcountSwapcount => k >= v(5, 1),
+        CowReuse::Mapcount => true,
+        CowReuse::PageCount | CowReuse::AnonExclusive => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -447,7 +447,12 @@ async fn do_wp_page(vmf: &Vmf<'_>, ptl: LockGuard<'_>) -> Result<FaultOutcome, V
     if let Some(page) = page {
         let mut st = cx.st();
         let head = st.folios.head(page);
-        if st.folios.is_anon(head) && can_reuse(cx, &mut st, head, page) {
+        let reuse = if st.folios.is_ksm(head) {
+            crate::ksm::reuse_ksm_page(&mut st, cx.kernel(), head, vmf.vma, vmf.address)
+        } else {
+            st.folios.is_anon(head) && can_reuse(cx, &mut st, head, page)
+        };
+        if reuse {
             // `wp_page_reuse`: an unshare leaves the PTE read-only.
             if !vmf.unshare() {
                 st.vmstat.inc(VmStat::Pgreuse);

@@ -74,6 +74,10 @@ simcore::define_id!(
     pub struct AnonVmaId;
 );
 simcore::define_id!(
+    /// A node of KSM's stable tree (`struct ksm_stable_node`, `ksm.rs`).
+    pub struct StableNodeId;
+);
+simcore::define_id!(
     /// An inode (and its `address_space`).
     pub struct InodeId;
 );
@@ -83,18 +87,25 @@ simcore::define_id!(
 pub enum Mapping {
     None,
     Anon(AnonVmaId),
+    /// A KSM page: `PAGE_MAPPING_KSM` and its stable node (`folio_test_ksm`); anonymous too.
+    Ksm(StableNodeId),
     File(InodeId),
 }
 
 const ANON_TAG: u32 = 1 << 31;
+const KSM_TAG: u32 = 1 << 30;
 
 impl Mapping {
     fn pack(self) -> u32 {
         match self {
             Mapping::None => 0,
             Mapping::Anon(a) => {
-                assert!(a.0 < ANON_TAG, "too many anon_vmas");
+                assert!(a.0 < KSM_TAG, "too many anon_vmas");
                 ANON_TAG | a.0
+            }
+            Mapping::Ksm(n) => {
+                assert!(n.0 < KSM_TAG, "too many stable nodes");
+                ANON_TAG | KSM_TAG | n.0
             }
             Mapping::File(i) => {
                 assert!(i.0 < ANON_TAG - 1, "too many inodes");
@@ -106,6 +117,9 @@ impl Mapping {
     fn unpack(raw: u32) -> Mapping {
         match raw {
             0 => Mapping::None,
+            r if r & (ANON_TAG | KSM_TAG) == ANON_TAG | KSM_TAG => {
+                Mapping::Ksm(StableNodeId(r & !(ANON_TAG | KSM_TAG)))
+            }
             r if r & ANON_TAG != 0 => Mapping::Anon(AnonVmaId(r & !ANON_TAG)),
             r => Mapping::File(InodeId(r - 1)),
         }
@@ -336,8 +350,14 @@ impl Folios {
         m.index = index;
     }
 
+    /// `folio_test_anon`: KSM pages are anonymous too.
     pub fn is_anon(&self, head: Pfn) -> bool {
-        matches!(self.mapping(head), Mapping::Anon(_))
+        matches!(self.mapping(head), Mapping::Anon(_) | Mapping::Ksm(_))
+    }
+
+    /// `folio_test_ksm`.
+    pub fn is_ksm(&self, head: Pfn) -> bool {
+        matches!(self.mapping(head), Mapping::Ksm(_))
     }
 
     pub fn refcount(&self, head: Pfn) -> u32 {

@@ -99,6 +99,7 @@ pub(crate) async fn do_fork(cx: &Cx, parent: Pid) -> Result<Pid, Errno> {
     };
     cx.st().mem_cgroup_fork(parent, child);
     let new = cx.st().mm_alloc_child(cx, child, old)?;
+    crate::ksm::ksm_fork(cx, new, old);
     let (old_lock, new_lock) = {
         let st = cx.st();
         (st.mm(old).mmap_lock, st.mm(new).mmap_lock)

@@ -121,6 +121,8 @@ pub struct KState {
     pub thp: crate::huge_memory::policy::ThpState,
     /// hugetlb pools, pages, files and reservations (`hugetlb.rs`).
     pub hugetlb: crate::hugetlb::Hugetlb,
+    /// KSM: ksmd's lists, its stable and unstable trees and its knobs (`ksm.rs`).
+    pub ksm: crate::ksm::Ksm,
 }
 
 /// The kernel of one simulated machine.
@@ -473,6 +475,7 @@ impl KState {
             d.write_u64(match self.folios.mapping(head) {
                 crate::folio::Mapping::None => 0,
                 crate::folio::Mapping::Anon(a) => 1 | u64::from(a.0) << 2,
+                crate::folio::Mapping::Ksm(n) => 3 | u64::from(n.0) << 2,
                 crate::folio::Mapping::File(i) => 2 | u64::from(i.0) << 2,
             });
         }
@@ -497,6 +500,7 @@ impl KState {
         }
         d.write_u64(self.huge_zero_pfn.map_or(0, |p| p.0));
         self.thp.khugepaged.fingerprint(&mut d);
+        self.ksm.fingerprint(&mut d);
         for (inode, dax) in &self.dax.inodes {
             let ino = u64::from(inode.0);
             for (&index, b) in &dax.blocks {

@@ -29,6 +29,7 @@ pub mod inspect;
 pub mod io_uring;
 pub mod kernel;
 pub mod khugepaged;
+pub mod ksm;
 pub mod lru;
 mod lru_pure;
 mod madvise;

@@ -90,6 +90,8 @@ pub mod madv {
     pub const SEQUENTIAL: u32 = 2;
     pub const DONTNEED: u32 = 4;
     pub const FREE: u32 = 8;
+    pub const MERGEABLE: u32 = 12;
+    pub const UNMERGEABLE: u32 = 13;
     pub const DONTFORK: u32 = 10;
     pub const DOFORK: u32 = 11;
     pub const WIPEONFORK: u32 = 18;
@@ -884,6 +886,9 @@ pub(crate) async fn do_madvise(
                 return Err(Errno::EOPNOTSUPP);
             }
             crate::madvise::madvise_free(cx, mm, start, end).await
+        }
+        madv::MERGEABLE | madv::UNMERGEABLE => {
+            crate::ksm::ksm_madvise(cx, mm, start, end, advice == madv::MERGEABLE).await
         }
         madv::POPULATE_READ | madv::POPULATE_WRITE
             if crate::era::has_madv_populate(cx.kernel().version) =>

@@ -205,7 +205,7 @@ impl KState {
         let rel = u64::from(self.folios.meta(head).index);
         match self.folios.mapping(head) {
             Mapping::Anon(av) => self.anon_vmas[av].base + rel,
-            Mapping::File(_) | Mapping::None => rel,
+            Mapping::Ksm(_) | Mapping::File(_) | Mapping::None => rel,
         }
     }
 
@@ -215,6 +215,7 @@ impl KState {
         let head = self.folios.head(page);
         let index = self.folio_index(head) + (page.0 - head.0);
         let candidates: Vec<VmaId> = match self.folios.mapping(head) {
+            Mapping::Ksm(node) => return self.rmap_walk_ksm(node),
             Mapping::None => Vec::new(),
             Mapping::Anon(av) => self.anon_vmas[av].vmas.clone(),
             Mapping::File(inode) => self.inodes[inode].mapping.i_mmap.iter().copied().collect(),

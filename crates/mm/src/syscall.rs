@@ -107,7 +107,8 @@ impl Thread {
     pub async fn sysfs_write(&self, path: &str, value: &str) -> Result<(), Errno> {
         self.cx.charge(crate::sim::cost::Cost::Syscall).await;
         let k = self.cx.kernel().version;
-        self.cx.st().sysfs_store(path, value, k)
+        self.cx.st().sysfs_store(path, value, k)?;
+        crate::ksm::sysfs_stored(&self.cx, path).await
     }
 
     /// `prctl(PR_SET_THP_DISABLE, disable)` (`kernel/sys.c`; `huge_memory/policy.rs`).

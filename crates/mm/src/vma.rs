@@ -52,6 +52,8 @@ impl VmFlags {
     pub const MIXEDMAP: u64 = 0x10000000;
     pub const HUGEPAGE: u64 = 0x20000000;
     pub const NOHUGEPAGE: u64 = 0x40000000;
+    /// `VM_MERGEABLE`: KSM may merge the VMA's pages (`ksm.rs`).
+    pub const MERGEABLE: u64 = 0x80000000;
 
     pub fn has(self, bits: u64) -> bool {
         self.0 & bits != 0
@@ -59,7 +61,7 @@ impl VmFlags {
 
     /// The two-letter mnemonics of smaps' `VmFlags:` (`fs/proc/task_mmu.c` `show_smap_vma_flags`).
     pub fn mnemonics(self) -> String {
-        const TABLE: [(u64, &str); 26] = [
+        const TABLE: [(u64, &str); 27] = [
             (VmFlags::READ, "rd"),
             (VmFlags::WRITE, "wr"),
             (VmFlags::EXEC, "ex"),
@@ -86,6 +88,7 @@ impl VmFlags {
             (VmFlags::MIXEDMAP, "mm"),
             (VmFlags::HUGEPAGE, "hg"),
             (VmFlags::NOHUGEPAGE, "nh"),
+            (VmFlags::MERGEABLE, "mg"),
         ];
         let names: Vec<&str> =
             TABLE.iter().filter(|(b, _)| self.has(*b)).map(|(_, n)| *n).collect();

@@ -691,6 +691,11 @@ async fn prepare_reclaim(cx: &Cx, head: Pfn, refs: References) -> Result<(), boo
         // (`huge_memory/anon.rs`, `shmem.rs`), so it stays.
         return Err(true);
     }
+    // A KSM page stays: swapping it out (`rmap_walk_ksm` unmapping every mm) is not modelled
+    // (`ksm.rs`).
+    if cx.st().folios.is_ksm(head) {
+        return Err(true);
+    }
     // A lazyfree folio (`MADV_FREE`) is discarded, not swapped.
     let lazyfree = cx.st().folio_is_lazyfree(head);
     if anon && !lazyfree && !cx.st().folios.test(head, pg::SWAPCACHE) {

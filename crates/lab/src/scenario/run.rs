@@ -272,7 +272,10 @@ fn hugetlb_use(s: &Scenario) -> Option<usize> {
         let used = match &op.kind {
             OpKind::Mmap { flags, .. } => flags & mm::map::HUGETLB != 0,
             OpKind::MemfdCreate { flags, .. } => flags & mm::memfd::mfd::HUGETLB != 0,
-            OpKind::SysfsWrite { path, .. } => mm::huge_memory::policy::sysfs_knob(path).is_none(),
+            OpKind::SysfsWrite { path, .. } => {
+                mm::huge_memory::policy::sysfs_knob(path).is_none()
+                    && !path.starts_with(mm::ksm::SYSFS_DIR)
+            }
             _ => false,
         };
         used.then_some(op.line)

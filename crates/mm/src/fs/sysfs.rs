@@ -1,7 +1,7 @@
 //! The sysfs and sysctl files the model has, by path: the transparent-hugepage knobs and
 //! counters under `/sys/kernel/mm/transparent_hugepage/` (`huge_memory/policy.rs`) and the
 //! hugetlb pools' files under `/sys/kernel/mm/hugepages/` and `/proc/sys/vm/`
-//! (`hugetlb/sysfs.rs`). Each subsystem owns its files, as each registers its own kobjects in
+//! (`hugetlb/sysfs.rs`), and KSM's under `/sys/kernel/mm/ksm/` (`ksm.rs`). Each subsystem owns its files, as each registers its own kobjects in
 //! the kernel; this module only routes a path to its owner.
 
 use crate::era::KernelVersion;
@@ -12,6 +12,10 @@ use crate::kernel::KState;
 impl KState {
     /// What reading `path` shows, as text; `None` for a file the model (or this kernel) lacks.
     pub fn sysfs_show(&self, path: &str) -> Option<String> {
+        if let Some(name) = crate::ksm::sysfs_name(path) {
+            let zero_pages = crate::era::has_ksm_use_zero_pages(self.thp.kernel);
+            return self.ksm.show(name, zero_pages).map(|v| v.to_string());
+        }
         match sysfs_knob(path) {
             Some(knob) => self.thp.show(knob),
             None => self.hugetlb_sysfs_read(path).map(|v| v.to_string()),
@@ -33,6 +37,9 @@ impl KState {
             return self.thp.settings.set(knob, value, k).map_err(|_| Errno::EINVAL);
         }
         let v = value.trim().parse::<u64>().map_err(|_| Errno::EINVAL)?;
+        if let Some(name) = crate::ksm::sysfs_name(path) {
+            return self.ksm.store(name, v, crate::era::has_ksm_use_zero_pages(k));
+        }
         self.hugetlb_sysfs_write(path, v, k)
     }
 }

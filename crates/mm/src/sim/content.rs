@@ -138,6 +138,39 @@ impl FrameContents {
         }
     }
 
+    /// A checksum of the page's contents (KSM's `calc_checksum`): equal contents, equal sums.
+    pub(crate) fn checksum(&self, pfn: u64) -> u64 {
+        let mut d = simcore::Digest::new();
+        match self.pages.get(&pfn) {
+            None => d.write_u64(0),
+            Some(c) => {
+                let bytes = c.materialize();
+                if bytes.iter().all(|&b| b == 0) {
+                    d.write_u64(0);
+                } else {
+                    for chunk in bytes.chunks_exact(8) {
+                        d.write_u64(u64::from_le_bytes(chunk.try_into().expect("8 bytes")));
+                    }
+                }
+            }
+        }
+        d.value()
+    }
+
+    /// Whether two frames hold the same bytes (`pages_identical`).
+    pub(crate) fn same(&self, a: u64, b: u64) -> bool {
+        match (self.pages.get(&a), self.pages.get(&b)) {
+            (None, None) => true,
+            (Some(Content::Pattern(x)), Some(Content::Pattern(y))) if x == y => true,
+            (x, y) => {
+                let bytes = |c: Option<&Content>| {
+                    c.map_or_else(|| Box::new([0u8; PAGE]), |c| c.materialize())
+                };
+                bytes(x) == bytes(y)
+            }
+        }
+    }
+
     /// A fingerprint of every stored page.
     pub fn fingerprint(&self) -> u64 {
         let mut d = simcore::Digest::new();

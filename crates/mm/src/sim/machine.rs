@@ -171,12 +171,9 @@ impl Machine {
         let total = config.profile.memory.pages_ceil();
         let mut buddy = BuddyAllocator::new(total);
         let zero = buddy.alloc(Order::BASE).ok_or("a machine needs at least one page")?;
-        let mut folios = crate::folio::Folios::new();
-        folios.grow(buddy.high_water());
-        folios.grow_lists(crate::memcontrol::LISTS_PER_LRUVEC as usize);
+        let folios = boot_folios(&buddy, zero);
         let mut memcgs = IdVec::new();
         memcgs.push(crate::memcontrol::MemCgroup::new("/".into(), None));
-        folios.set(zero, pg::RESERVED | pg::UPTODATE);
         let mut vmstat = VmStats::new();
         vmstat.add(VmStat::NrFreePages, buddy.nr_free());
         let mut procs = IdVec::new();
@@ -220,6 +217,7 @@ impl Machine {
             lru: crate::lru::LruConfig::new(&config.switches, config.kernel, &config.tunables),
             thp: crate::huge_memory::policy::ThpState::boot(&config),
             hugetlb: crate::hugetlb::Hugetlb::new(&config, handle.clone()),
+            ksm: Default::default(),
         };
         st.hugetlb_boot(&config.tunables, config.kernel)?;
         let kernel = Rc::new(Kernel::new(
@@ -449,4 +447,14 @@ impl Machine {
     pub fn lru_gen(&self) -> String {
         self.kernel.state().lru_gen_debugfs(self.sim.handle().now().as_ns())
     }
+}
+
+/// The per-frame state of a booting machine: every frame the allocator can hand out, the LRU
+/// lists of the root cgroup, and the zero page reserved.
+fn boot_folios(buddy: &BuddyAllocator, zero: simcore::Pfn) -> crate::folio::Folios {
+    let mut folios = crate::folio::Folios::new();
+    folios.grow(buddy.high_water());
+    folios.grow_lists(crate::memcontrol::LISTS_PER_LRUVEC as usize);
+    folios.set(zero, pg::RESERVED | pg::UPTODATE);
+    folios
 }

@@ -212,6 +212,8 @@ pub fn parse_advice(s: &str) -> Result<u32, String> {
         ("wipeonfork", madv::WIPEONFORK),
         ("keeponfork", madv::KEEPONFORK),
         ("free", madv::FREE),
+        ("mergeable", madv::MERGEABLE),
+        ("unmergeable", madv::UNMERGEABLE),
         ("populate_read", madv::POPULATE_READ),
         ("populate_write", madv::POPULATE_WRITE),
     ];

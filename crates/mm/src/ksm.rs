@@ -1,0 +1,1015 @@
+//! Kernel samepage merging (`mm/ksm.c`: `ksm_madvise`, `__ksm_enter`, `ksm_scan_thread`,
+//! `ksm_do_scan`, `scan_get_next_rmap_item`, `get_next_rmap_item`, `cmp_and_merge_page`,
+//! `stable_tree_search`, `unstable_tree_search_insert`, `try_to_merge_two_pages`,
+//! `try_to_merge_with_ksm_page`, `try_to_merge_one_page`, `write_protect_page`, `replace_page`,
+//! `break_ksm`, `unmerge_and_remove_all_rmap_items`, `rmap_walk_ksm`; read in the v5.8-era
+//! text and checked against v6.8 for the eras below).
+//!
+//! `MADV_MERGEABLE` sets `VM_MERGEABLE` (smaps `mg`) on private VMAs and registers the mm with
+//! ksmd (`__ksm_enter`, `MMF_VM_MERGEABLE`; a forked child of a registered mm is registered too,
+//! `ksm_fork`). Like the kernel, `ksm_madvise` silently ignores (returns 0 for) VMAs that are
+//! `VM_SHARED`, `VM_MAYSHARE`, `VM_PFNMAP`, `VM_IO`, `VM_DONTEXPAND`, `VM_HUGETLB`,
+//! `VM_MIXEDMAP` or DAX: the advice succeeds and the flag stays off. `MADV_UNMERGEABLE`
+//! unshares the range's KSM pages first (`unmerge_ksm_pages`: `break_ksm` write-faults each KSM
+//! page, so COW gives the mapping its own copy), then clears the flag.
+//!
+//! ksmd (`ksm_scan_thread`) runs while `run` has `KSM_RUN_MERGE` and an mm is registered: each
+//! round (`ksm_do_scan`) looks at up to `pages_to_scan` present anonymous pages of the mergeable
+//! VMAs that have an anon_vma, from a cursor going round the registered mms in order (holes and
+//! file pages do not count), and sleeps `sleep_millisecs` between rounds. Reaching the end of the
+//! list ends the round and counts a full scan (`ksm_scan.seqnr`, shown as `full_scans`); the
+//! next pass starts with an empty unstable tree. An mm that exited, or whose mergeable VMAs are
+//! gone, leaves the list when the cursor reaches it, its rmap_items freed; rmap_items of
+//! addresses the scan no longer finds are freed as it passes (`get_next_rmap_item`,
+//! `remove_trailing_rmap_items`).
+//!
+//! One page (`cmp_and_merge_page`), first match wins: a KSM page already counted at this address
+//! is left alone; otherwise the item leaves whatever tree it was in. (1) The stable tree: a KSM
+//! page with the same content that still has a mapping counted (`is_page_sharing_candidate`) is
+//! mapped here in place of the page. (2) The page's checksum must equal the one recorded at the
+//! previous visit, else it is recorded and the page is volatile. (3) With `use_zero_pages`
+//! (v4.11, e86c59b1b12d) a page of zeros is replaced by the shared zero page. (4) The unstable
+//! tree: a page at another address with the same content is merged with this one
+//! (`try_to_merge_two_pages`: this page becomes the KSM page, `PageKsm` with a new stable node,
+//! then the other is replaced by it; if the second half fails, `break_cow` unshares the first);
+//! otherwise the page enters the unstable tree.
+//!
+//! `write_protect_page`: under the PTE lock, a writable or dirty PTE is cleared and flushed, then
+//! the page must have no reference beyond its mappings and the swap cache (`page_mapcount + 1 +
+//! swapped != page_count`, the +1 being ksmd's own, which the model does not take): a GUP pin
+//! or any other holder refuses the merge and the PTE is put back. From v5.19 the page's
+//! PageAnonExclusive is cleared (`page_try_share_anon_rmap`, refused if maybe pinned). KSM pages
+//! are never PageAnonExclusive. `replace_page` maps the KSM page read-only (or the zero page,
+//! special, out of the anon RSS) and drops the old page's mapping and reference.
+//!
+//! A write to a KSM page (`do_wp_page`, `cow.rs`, `fault.rs`) copies it, with one era of
+//! exception: from v5.1 ("mm: reuse only-pte-mapped KSM page in do_wp_page()" 52d1e606ee73) to
+//! v5.8, `reuse_ksm_page` reuses a KSM page whose only reference is the faulting PTE (not in the
+//! swap cache, refcount frozen at 1): it becomes an ordinary anonymous page of the faulting VMA
+//! (`page_move_anon_rmap`). v5.9 removed it with the `page_count` rule ("mm/ksm: Remove
+//! reuse_ksm_page()" 1a0cf26323c8); `wp_can_reuse_anon_folio` (v5.19+) refuses KSM folios.
+//! With `cow_reuse = mapcount` (the seed, which reverts 1a0cf26323c8) it is restored.
+//!
+//! Counters, as the kernel keeps them, lazily: `pages_shared` counts stable nodes with at least
+//! one rmap_item, `pages_sharing` the further rmap_items on them, `pages_unshared` the items
+//! flagged as in the unstable tree, `pages_volatile` the rest; an item leaves its tree only when
+//! the scan visits it again, so a COW of a KSM page shows in `pages_sharing` after ksmd's next
+//! pass. `run`: 0 stops, 1 merges, 2 unmerges every KSM page of every registered mm and frees
+//! all rmap_items (`unmerge_and_remove_all_rmap_items`, in the writer's context, then
+//! `full_scans` restarts at 0). `merge_across_nodes` is accepted (0 or 1) and changes nothing on
+//! the model's one node.
+//!
+//! Approximations: trees are ordered maps keyed by a 64-bit checksum of the contents (the kernel
+//! orders by `memcmp` and checksums with xxhash, jhash2 before v5.1), every match confirmed by a
+//! full comparison; no stable-node chains (`max_page_sharing`, v4.13: not offered), no NUMA
+//! trees, no smart scan or advisor (v6.7+); pages of large folios are skipped (the kernel splits
+//! them); reclaim never picks a KSM page (`vmscan.rs` keeps it active: `rmap_walk_ksm` is
+//! modelled for the checkers and `folio_referenced`, swapping KSM pages out is not); an exiting
+//! mm's rmap_items are freed when the cursor reaches it; `break_ksm` is a write fault in every
+//! era (v6.4 made it an unshare fault, 6cce3314b928, not verified: the copy would be mapped
+//! read-only); a checksum or compare costs `CopyPage4k`. `ksm_zero_pages` (v6.10) and the
+//! unsharing of KSM-placed zero pages are not modelled: zero pages placed by KSM stay.
+
+use crate::arch::tlbflush::flush_tlb_page;
+use crate::errno::Errno;
+use crate::folio::{AnonVmaId, Mapping, StableNodeId, pg};
+use crate::kernel::{Cx, KState, Kernel};
+use crate::memory::{FaultKind, pte_bits, vm_normal_page};
+use crate::mm_struct::{MmCounter, MmId};
+use crate::pgtable::Pte;
+use crate::sim::cost::Cost;
+use crate::vma::{VmFlags, VmaId};
+use simcore::{Bytes, Pfn, SimDuration, VirtAddr};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// `MMF_VM_MERGEABLE`: the mm is on ksmd's list.
+pub const MMF_VM_MERGEABLE: u32 = 1 << 3;
+
+/// The directory of KSM's sysfs files.
+pub const SYSFS_DIR: &str = "/sys/kernel/mm/ksm/";
+
+/// Where an rmap_item is (`UNSTABLE_FLAG`, `STABLE_FLAG`, neither).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ItemState {
+    Volatile,
+    Unstable,
+    Stable(StableNodeId),
+}
+
+/// `struct ksm_rmap_item`: one scanned address.
+#[derive(Clone, Copy, Debug)]
+struct RmapItem {
+    oldchecksum: u64,
+    state: ItemState,
+}
+
+/// `struct ksm_stable_node`: a KSM page and the addresses counted as mapping it, each with the
+/// anon_vma it was merged under (`rmap_item->anon_vma`, for `rmap_walk_ksm`). `mapped` holds the
+/// addresses where a merge mapped the page and `stable_tree_append` has not counted yet: the
+/// kernel's rmap walk misses them for that moment, the model's looks there too, so the
+/// checkers find every mapping.
+#[derive(Clone, Debug)]
+struct StableNode {
+    kpfn: Pfn,
+    checksum: u64,
+    mapped: Vec<(MmId, VirtAddr, AnonVmaId)>,
+    items: Vec<(MmId, VirtAddr, AnonVmaId)>,
+}
+
+/// ksmd's state, lists, trees and knobs.
+#[derive(Clone, Debug)]
+pub struct Ksm {
+    /// `run`: 0 stop, 1 merge, 2 unmerge (`KSM_RUN_*`).
+    pub run: u64,
+    pub pages_to_scan: u64,
+    pub sleep_millisecs: u64,
+    pub merge_across_nodes: u64,
+    pub use_zero_pages: bool,
+    mm_slots: Vec<MmId>,
+    /// The mm being scanned (an index into `mm_slots`) and the next address; `None` between
+    /// full scans (`ksm_scan.mm_slot == &ksm_mm_head`).
+    cursor: Option<(usize, VirtAddr)>,
+    /// `ksm_scan.seqnr`: completed full scans.
+    seqnr: u64,
+    items: BTreeMap<(MmId, VirtAddr), RmapItem>,
+    nodes: BTreeMap<StableNodeId, StableNode>,
+    next_node: u32,
+    /// The stable tree, by contents (checksum, then node).
+    stable: BTreeSet<(u64, StableNodeId)>,
+    /// The unstable tree of this pass, by contents at insertion.
+    unstable: BTreeSet<(u64, MmId, VirtAddr)>,
+    wait: Option<engine::WaitQueue>,
+    thread_mutex: Option<engine::Mutex>,
+}
+
+impl Default for Ksm {
+    fn default() -> Self {
+        Ksm {
+            run: 0,
+            pages_to_scan: 100,
+            sleep_millisecs: 20,
+            merge_across_nodes: 1,
+            use_zero_pages: false,
+            mm_slots: Vec::new(),
+            cursor: None,
+            seqnr: 0,
+            items: BTreeMap::new(),
+            nodes: BTreeMap::new(),
+            next_node: 0,
+            stable: BTreeSet::new(),
+            unstable: BTreeSet::new(),
+            wait: None,
+            thread_mutex: None,
+        }
+    }
+}
+
+impl Ksm {
+    /// `(pages_shared, pages_sharing, pages_unshared, pages_volatile)`.
+    fn counts(&self) -> (u64, u64, u64, u64) {
+        let used = self.nodes.values().filter(|n| !n.items.is_empty());
+        let shared = used.clone().count() as u64;
+        let sharing: u64 = used.map(|n| n.items.len() as u64 - 1).sum();
+        let unshared =
+            self.items.values().filter(|i| i.state == ItemState::Unstable).count() as u64;
+        let volatile = self.items.len() as u64 - shared - sharing - unshared;
+        (shared, sharing, unshared, volatile)
+    }
+
+    /// The value a KSM sysfs file shows, `None` for one the model (or this kernel) lacks.
+    pub(crate) fn show(&self, name: &str, zero_pages_knob: bool) -> Option<u64> {
+        let (shared, sharing, unshared, volatile) = self.counts();
+        Some(match name {
+            "run" => self.run,
+            "pages_to_scan" => self.pages_to_scan,
+            "sleep_millisecs" => self.sleep_millisecs,
+            "merge_across_nodes" => self.merge_across_nodes,
+            "use_zero_pages" if zero_pages_knob => u64::from(self.use_zero_pages),
+            "pages_shared" => shared,
+            "pages_sharing" => sharing,
+            "pages_unshared" => unshared,
+            "pages_volatile" => volatile,
+            "full_scans" => self.seqnr,
+            _ => return None,
+        })
+    }
+
+    /// A write to a KSM knob: ENOENT for a file the model (or this kernel) lacks, EINVAL for a
+    /// value it refuses (`run` above 2, `pages_to_scan` or `sleep_millisecs` out of `u32`,
+    /// `merge_across_nodes` and `use_zero_pages` other than 0 and 1).
+    pub(crate) fn store(&mut self, name: &str, v: u64, zero_pages_knob: bool) -> Result<(), Errno> {
+        let bool_knob = |v: u64| if v > 1 { Err(Errno::EINVAL) } else { Ok(v) };
+        match name {
+            "run" if v <= 2 => self.run = v,
+            "pages_to_scan" | "sleep_millisecs" if v > u64::from(u32::MAX) => {
+                return Err(Errno::EINVAL);
+            }
+            "pages_to_scan" => self.pages_to_scan = v,
+            "sleep_millisecs" => self.sleep_millisecs = v,
+            "merge_across_nodes" => self.merge_across_nodes = bool_knob(v)?,
+            "use_zero_pages" if zero_pages_knob => self.use_zero_pages = bool_knob(v)? == 1,
+            "run" => return Err(Errno::EINVAL),
+            n if self.show(n, zero_pages_knob).is_some() => return Err(Errno::EACCES),
+            _ => return Err(Errno::ENOENT),
+        }
+        Ok(())
+    }
+
+    /// Adds what ksmd's future depends on to a state fingerprint.
+    pub(crate) fn fingerprint(&self, d: &mut simcore::Digest) {
+        d.write_u64(self.run ^ self.seqnr.rotate_left(8) ^ self.pages_to_scan.rotate_left(24));
+        d.write_u64(self.cursor.map_or(0, |(s, a)| a.0 ^ (s as u64 + 1).rotate_left(48)));
+        for (&(mm, a), item) in &self.items {
+            let state = match item.state {
+                ItemState::Volatile => 0,
+                ItemState::Unstable => 1,
+                ItemState::Stable(n) => 2 | u64::from(n.0) << 2,
+            };
+            d.write_u64(a.0 ^ u64::from(mm.0).rotate_left(48) ^ item.oldchecksum.rotate_left(7));
+            d.write_u64(state);
+        }
+        for (id, n) in &self.nodes {
+            d.write_u64(n.kpfn.0 ^ u64::from(id.0).rotate_left(40) ^ n.items.len() as u64);
+        }
+    }
+}
+
+/// Whether `path` is one of KSM's sysfs files (by name below [`SYSFS_DIR`]).
+pub(crate) fn sysfs_name(path: &str) -> Option<&str> {
+    path.strip_prefix(SYSFS_DIR)
+}
+
+impl KState {
+    /// `rmap_walk_ksm`'s candidates for the KSM page of `node`: every VMA covering a counted
+    /// address in the anon_vma it was merged under (forks of it included).
+    pub(crate) fn rmap_walk_ksm(&self, node: StableNodeId) -> Vec<(MmId, VmaId, VirtAddr)> {
+        let Some(n) = self.ksm.nodes.get(&node) else { return Vec::new() };
+        let mut out = Vec::new();
+        for &(_, addr, av) in n.items.iter().chain(&n.mapped) {
+            for &v in &self.anon_vmas[av].vmas {
+                let vma = self.vma(v);
+                if vma.contains(addr) && !out.contains(&(vma.mm, v, addr)) {
+                    out.push((vma.mm, v, addr));
+                }
+            }
+        }
+        out
+    }
+
+    /// The page mapped at `addr` of `mm` that ksmd may look at: a present small anonymous page
+    /// (KSM pages included), not the zero page.
+    fn ksm_page_at(&self, mm: MmId, addr: VirtAddr) -> Option<Pfn> {
+        let (t, i) = self.pt.pte_slot(self.mm(mm).pgd, addr)?;
+        let page = vm_normal_page(self.pt.pte(t, i))?;
+        let head = self.folios.head(page);
+        (self.folios.is_anon(head) && self.folios.large(head).is_none()).then_some(page)
+    }
+
+    /// `get_ksm_page`: the KSM page of `node` if it still is one, else the node is stale and
+    /// leaves the tree (`remove_node_from_stable_tree`, its items back to volatile).
+    fn get_ksm_page(&mut self, node: StableNodeId) -> Option<Pfn> {
+        let n = self.ksm.nodes.get(&node)?;
+        let kpfn = n.kpfn;
+        if self.folios.refcount(kpfn) > 0 && self.folios.mapping(kpfn) == Mapping::Ksm(node) {
+            return Some(kpfn);
+        }
+        let n = self.ksm.nodes.remove(&node).expect("looked up above");
+        self.ksm.stable.remove(&(n.checksum, node));
+        for (mm, a, _) in n.items {
+            if let Some(item) = self.ksm.items.get_mut(&(mm, a)) {
+                item.state = ItemState::Volatile;
+            }
+        }
+        None
+    }
+
+    /// `remove_rmap_item_from_tree`.
+    fn remove_rmap_item_from_tree(&mut self, mm: MmId, addr: VirtAddr) {
+        let Some(item) = self.ksm.items.get_mut(&(mm, addr)) else { return };
+        if let ItemState::Stable(node) = item.state
+            && let Some(n) = self.ksm.nodes.get_mut(&node)
+        {
+            n.items.retain(|&(m, a, _)| (m, a) != (mm, addr));
+        }
+        item.state = ItemState::Volatile;
+        self.ksm.unstable.retain(|&(_, m, a)| (m, a) != (mm, addr));
+    }
+
+    /// Frees the rmap_items of `mm` in `[from, to)` (`get_next_rmap_item` passing them,
+    /// `remove_trailing_rmap_items`).
+    fn remove_rmap_items(&mut self, mm: MmId, from: VirtAddr, to: VirtAddr) {
+        let keys: Vec<_> = self.ksm.items.range((mm, from)..(mm, to)).map(|(&k, _)| k).collect();
+        for (m, a) in keys {
+            self.remove_rmap_item_from_tree(m, a);
+            self.ksm.items.remove(&(m, a));
+        }
+    }
+
+    /// The first page ksmd may look at in `mm` from `addr`: its address, or `None` with whether
+    /// the mm still has a mergeable VMA.
+    fn next_mergeable_page(&self, mm: MmId, mut addr: VirtAddr) -> Result<VirtAddr, bool> {
+        let mut any = false;
+        for &v in self.mm(mm).vmas.values() {
+            let vma = self.vma(v);
+            if !vma.flags.has(VmFlags::MERGEABLE) {
+                continue;
+            }
+            any = true;
+            if vma.end <= addr || vma.anon_vma.is_none() {
+                continue;
+            }
+            addr = addr.max(vma.start);
+            let pgd = self.mm(mm).pgd;
+            while addr < vma.end {
+                if self.pt.pte_slot(pgd, addr).is_none() {
+                    addr = self.pt.skip_empty(pgd, addr).min(vma.end);
+                    continue;
+                }
+                if self.ksm_page_at(mm, addr).is_some() {
+                    return Ok(addr);
+                }
+                addr = addr + Bytes::PAGE;
+            }
+        }
+        Err(any)
+    }
+
+    /// Leaves the cursor's mm (slot `slot`): its rmap_items past the scan are freed, and the mm
+    /// leaves the list if it exited or has no mergeable VMA. Returns whether a full scan ended.
+    fn ksm_next_mm(&mut self, slot: usize, from: VirtAddr, keep: bool) -> bool {
+        let mm = self.ksm.mm_slots[slot];
+        self.remove_rmap_items(mm, from, VirtAddr(u64::MAX));
+        if !keep {
+            self.ksm.mm_slots.remove(slot);
+            if let Some(Some(m)) = self.mms.get_mut(mm) {
+                m.flags &= !MMF_VM_MERGEABLE;
+            }
+        }
+        let next = if keep { slot + 1 } else { slot };
+        if next < self.ksm.mm_slots.len() {
+            self.ksm.cursor = Some((next, VirtAddr(0)));
+            false
+        } else {
+            self.ksm.cursor = None;
+            self.ksm.seqnr += 1;
+            true
+        }
+    }
+}
+
+/// `__ksm_enter`: puts `mm` on ksmd's list (behind the cursor, or at the end while unmerging),
+/// starting the daemon on the first registration and waking it.
+pub(crate) fn ksm_enter(cx: &Cx, mm: MmId) {
+    let start = {
+        let mut st = cx.st();
+        st.mm_mut(mm).flags |= MMF_VM_MERGEABLE;
+        let k = &mut st.ksm;
+        match k.cursor {
+            Some((slot, _)) if k.run & 2 == 0 => {
+                k.mm_slots.insert(slot, mm);
+                k.cursor = Some((slot + 1, k.cursor.expect("matched").1));
+            }
+            _ => k.mm_slots.push(mm),
+        }
+        k.wait.is_none()
+    };
+    if start {
+        let handle: &engine::Handle = cx;
+        let wait = handle.wait_queue("ksm_thread_wait");
+        let mutex = handle.mutex("ksm_thread_mutex");
+        let mut st = cx.st();
+        st.ksm.wait = Some(wait);
+        st.ksm.thread_mutex = Some(mutex);
+        drop(st);
+        cx.spawn_kernel_daemon("ksmd", ksm_scan_thread);
+    }
+    wake_ksmd(cx);
+}
+
+fn wake_ksmd(cx: &Cx) {
+    if let Some(wait) = cx.st().ksm.wait {
+        wait.wake_up_all(cx);
+    }
+}
+
+/// `ksmd_should_run`.
+fn ksmd_should_run(st: &KState) -> bool {
+    st.ksm.run & 1 != 0 && !st.ksm.mm_slots.is_empty()
+}
+
+/// The body of ksmd (`ksm_scan_thread`).
+async fn ksm_scan_thread(cx: Cx) {
+    loop {
+        while !ksmd_should_run(&cx.st()) {
+            let wait = cx.st().ksm.wait.expect("started with its wait queue");
+            wait.wait(&cx).await;
+        }
+        let mutex = cx.st().ksm.thread_mutex.expect("started with its mutex");
+        let guard = mutex.lock(&cx).await;
+        if ksmd_should_run(&cx.st()) {
+            ksm_do_scan(&cx).await;
+        }
+        drop(guard);
+        if ksmd_should_run(&cx.st()) {
+            let ms = cx.st().ksm.sleep_millisecs;
+            cx.sleep(SimDuration::from_ms(ms)).await;
+        }
+    }
+}
+
+/// `ksm_do_scan`: up to `pages_to_scan` pages, ending early at the end of a full scan.
+async fn ksm_do_scan(cx: &Cx) {
+    let pages = cx.st().ksm.pages_to_scan;
+    for _ in 0..pages {
+        cx.preempt_point().await;
+        let Some((mm, addr)) = scan_get_next_rmap_item(cx).await else { return };
+        cmp_and_merge_page(cx, mm, addr).await;
+    }
+}
+
+/// `scan_get_next_rmap_item`: the next page from the cursor, with its rmap_item made; `None`
+/// at the end of a full scan (or with no mm registered).
+async fn scan_get_next_rmap_item(cx: &Cx) -> Option<(MmId, VirtAddr)> {
+    loop {
+        let (slot, from) = {
+            let mut st = cx.st();
+            if st.ksm.mm_slots.is_empty() {
+                return None;
+            }
+            if st.ksm.cursor.is_none() {
+                st.ksm.unstable.clear();
+                st.ksm.cursor = Some((0, VirtAddr(0)));
+            }
+            st.ksm.cursor.expect("set above")
+        };
+        let mm = cx.st().ksm.mm_slots[slot];
+        let lock = cx.st().mms.get(mm).and_then(|m| m.as_ref()).map(|m| m.mmap_lock);
+        let Some(lock) = lock else {
+            if cx.st().ksm_next_mm(slot, VirtAddr(0), false) {
+                return None;
+            }
+            continue;
+        };
+        let _g = lock.read(cx).await;
+        let mut st = cx.st();
+        let found = st.next_mergeable_page(mm, from);
+        match found {
+            Ok(addr) => {
+                st.remove_rmap_items(mm, from, addr);
+                let item = RmapItem { oldchecksum: 0, state: ItemState::Volatile };
+                st.ksm.items.entry((mm, addr)).or_insert(item);
+                st.ksm.cursor = Some((slot, addr + Bytes::PAGE));
+                return Some((mm, addr));
+            }
+            Err(any) => {
+                if st.ksm_next_mm(slot, from, any) {
+                    return None;
+                }
+            }
+        }
+    }
+}
+
+/// `calc_checksum`, charged as a page read.
+async fn calc_checksum(cx: &Cx, page: Pfn) -> u64 {
+    cx.charge(Cost::CopyPage4k).await;
+    cx.st().mem.checksum(page.0)
+}
+
+/// `cmp_and_merge_page` for the rmap_item at `addr` of `mm` (the module note has the order).
+async fn cmp_and_merge_page(cx: &Cx, mm: MmId, addr: VirtAddr) {
+    let Some(page) = cx.st().ksm_page_at(mm, addr) else { return };
+    {
+        let mut st = cx.st();
+        let item = st.ksm.items[&(mm, addr)];
+        if let (Mapping::Ksm(node), ItemState::Stable(at)) = (st.folios.mapping(page), item.state)
+            && node == at
+        {
+            return;
+        }
+        st.remove_rmap_item_from_tree(mm, addr);
+    }
+    let checksum = calc_checksum(cx, page).await;
+    if let Some((node, kpage)) = stable_tree_search(cx, page, checksum).await {
+        if try_to_merge_with_ksm_page(cx, mm, addr, page, Some(kpage)).await {
+            stable_tree_append(&mut cx.st(), node, mm, addr);
+        }
+        return;
+    }
+    {
+        let mut st = cx.st();
+        let item = st.ksm.items.get_mut(&(mm, addr)).expect("made by the scan");
+        if item.oldchecksum != checksum {
+            item.oldchecksum = checksum;
+            return;
+        }
+    }
+    let zero_pfn = cx.st().zero_pfn;
+    if cx.st().ksm.use_zero_pages
+        && checksum == cx.st().mem.checksum(zero_pfn.0)
+        && try_to_merge_with_ksm_page(cx, mm, addr, page, Some(zero_pfn)).await
+    {
+        return;
+    }
+    let Some((tmm, taddr, tpage)) = unstable_tree_search_insert(cx, mm, addr, page, checksum).await
+    else {
+        return;
+    };
+    try_to_merge_two_pages(cx, (mm, addr, page), (tmm, taddr, tpage), checksum).await;
+}
+
+/// `stable_tree_search`: a KSM page with `page`'s contents that a mapping still counts on.
+async fn stable_tree_search(cx: &Cx, page: Pfn, checksum: u64) -> Option<(StableNodeId, Pfn)> {
+    let candidates: Vec<StableNodeId> = cx
+        .st()
+        .ksm
+        .stable
+        .range((checksum, StableNodeId(0))..)
+        .take_while(|(c, _)| *c == checksum)
+        .map(|&(_, n)| n)
+        .collect();
+    for node in candidates {
+        let Some(kpage) = cx.st().get_ksm_page(node) else { continue };
+        if cx.st().ksm.nodes[&node].items.is_empty() {
+            continue;
+        }
+        if kpage == page {
+            return Some((node, kpage));
+        }
+        cx.charge(Cost::CopyPage4k).await;
+        if cx.st().mem.same(kpage.0, page.0) {
+            return Some((node, kpage));
+        }
+    }
+    None
+}
+
+/// `stable_tree_append`.
+fn stable_tree_append(st: &mut KState, node: StableNodeId, mm: MmId, addr: VirtAddr) {
+    let Some(vma) = st.find_vma(mm, addr) else { return };
+    let av = st.vma(vma).anon_vma.expect("a merged page's VMA has an anon_vma");
+    let n = st.ksm.nodes.get_mut(&node).expect("live node");
+    n.mapped.retain(|&(m, a, _)| (m, a) != (mm, addr));
+    n.items.push((mm, addr, av));
+    st.ksm.items.get_mut(&(mm, addr)).expect("scanned item").state = ItemState::Stable(node);
+}
+
+/// `unstable_tree_search_insert`: another address whose page has `page`'s contents now, or
+/// `page` enters the unstable tree.
+async fn unstable_tree_search_insert(
+    cx: &Cx,
+    mm: MmId,
+    addr: VirtAddr,
+    page: Pfn,
+    checksum: u64,
+) -> Option<(MmId, VirtAddr, Pfn)> {
+    let candidates: Vec<(MmId, VirtAddr)> = cx
+        .st()
+        .ksm
+        .unstable
+        .range((checksum, MmId(0), VirtAddr(0))..)
+        .take_while(|(c, _, _)| *c == checksum)
+        .map(|&(_, m, a)| (m, a))
+        .collect();
+    for (tmm, taddr) in candidates {
+        let tree_page = {
+            let st = cx.st();
+            let live = st.mms.get(tmm).is_some_and(|m| m.is_some());
+            if !live { None } else { st.ksm_page_at(tmm, taddr) }
+        };
+        let Some(tree_page) = tree_page else { continue };
+        if tree_page == page {
+            return None;
+        }
+        cx.charge(Cost::CopyPage4k).await;
+        if cx.st().mem.same(tree_page.0, page.0) {
+            return Some((tmm, taddr, tree_page));
+        }
+    }
+    let mut st = cx.st();
+    st.ksm.unstable.insert((checksum, mm, addr));
+    st.ksm.items.get_mut(&(mm, addr)).expect("scanned item").state = ItemState::Unstable;
+    None
+}
+
+/// `try_to_merge_two_pages` and the stable-tree insertion that follows it.
+async fn try_to_merge_two_pages(
+    cx: &Cx,
+    (mm, addr, page): (MmId, VirtAddr, Pfn),
+    (tmm, taddr, tpage): (MmId, VirtAddr, Pfn),
+    checksum: u64,
+) {
+    if !try_to_merge_with_ksm_page(cx, mm, addr, page, None).await {
+        return;
+    }
+    let node = match cx.st().folios.mapping(page) {
+        Mapping::Ksm(n) => n,
+        m => panic!("a page made KSM has mapping {m:?}"),
+    };
+    if !try_to_merge_with_ksm_page(cx, tmm, taddr, tpage, Some(page)).await {
+        break_cow(cx, mm, addr).await;
+        return;
+    }
+    let mut st = cx.st();
+    st.ksm.stable.insert((checksum, node));
+    stable_tree_append(&mut st, node, tmm, taddr);
+    stable_tree_append(&mut st, node, mm, addr);
+}
+
+/// `try_to_merge_with_ksm_page` / `try_to_merge_one_page`: under `mm`'s `mmap_lock` for read,
+/// write-protects `page` at `addr` and maps `kpage` there instead (same contents), or with
+/// `None` turns `page` into a KSM page with a new stable node. Returns whether it merged.
+async fn try_to_merge_with_ksm_page(
+    cx: &Cx,
+    mm: MmId,
+    addr: VirtAddr,
+    page: Pfn,
+    kpage: Option<Pfn>,
+) -> bool {
+    if kpage == Some(page) {
+        return true; // a KSM page forked
+    }
+    let lock = cx.st().mms.get(mm).and_then(|m| m.as_ref()).map(|m| m.mmap_lock);
+    let Some(lock) = lock else { return false };
+    let _g = lock.read(cx).await;
+    let vma = {
+        let st = cx.st();
+        st.find_vma(mm, addr).filter(|&v| st.vma(v).flags.has(VmFlags::MERGEABLE))
+    };
+    let Some(vma) = vma else { return false };
+    if !crate::filemap::folio_trylock(&mut cx.st(), page) {
+        return false;
+    }
+    let merged = match write_protect_page(cx, mm, addr, page).await {
+        None => false,
+        Some(_) if kpage.is_none() => {
+            let mut st = cx.st();
+            let node = StableNodeId(st.ksm.next_node);
+            st.ksm.next_node += 1;
+            let av = st.vma(vma).anon_vma.expect("a mergeable page's VMA has an anon_vma");
+            let checksum = st.mem.checksum(page.0);
+            let n = StableNode {
+                kpfn: page,
+                checksum,
+                mapped: vec![(mm, addr, av)],
+                items: Vec::new(),
+            };
+            st.ksm.nodes.insert(node, n);
+            st.folios.set_mapping(page, Mapping::Ksm(node), 0);
+            st.folio_mark_accessed(page);
+            st.folios.set(page, pg::DIRTY);
+            true
+        }
+        Some(orig) => {
+            let kpage = kpage.expect("matched None above");
+            cx.charge(Cost::CopyPage4k).await;
+            let same = cx.st().mem.same(page.0, kpage.0);
+            same && replace_page(cx, mm, vma, addr, page, kpage, orig).await
+        }
+    };
+    cx.st().folios.clear_flag(page, pg::LOCKED);
+    merged
+}
+
+/// `write_protect_page`: the PTE at `addr` made read-only and clean if it was writable or
+/// dirty, refused when `page` has references beyond its mappings and the swap cache; returns
+/// the PTE it leaves.
+async fn write_protect_page(cx: &Cx, mm: MmId, addr: VirtAddr, page: Pfn) -> Option<Pte> {
+    let slot = {
+        let st = cx.st();
+        st.pt.pte_slot(st.mm(mm).pgd, addr)
+    };
+    let (table, idx) = slot?;
+    let ptl = cx.st().pt.ptl(table);
+    let _g = ptl.lock(cx).await;
+    cx.charge(Cost::PteUpdate).await;
+    let tracks_exclusive = cx.kernel().switches.cow_reuse.tracks_anon_exclusive();
+    let (pte, flush) = {
+        let mut st = cx.st();
+        let pte = st.pt.pte(table, idx);
+        if !st.pt.is_live(table) || !pte.is_present() || pte.pfn() != page {
+            return None;
+        }
+        if !(pte.write() || pte.dirty()) {
+            (pte, false)
+        } else {
+            let swapped = u32::from(st.folios.test(page, pg::SWAPCACHE));
+            let f = &st.folios;
+            if f.page_mapcount(page) + swapped != f.refcount(page)
+                || (tracks_exclusive && f.maybe_dma_pinned(page))
+            {
+                return None;
+            }
+            if pte.dirty() {
+                st.folios.set(page, pg::DIRTY);
+            }
+            let new = pte.without(Pte::RW | Pte::DIRTY);
+            st.pt.set_pte(table, idx, new);
+            (new, true)
+        }
+    };
+    cx.st().folios.clear_flag(page, pg::ANON_EXCLUSIVE);
+    if flush {
+        flush_tlb_page(cx, mm, addr).await;
+    }
+    Some(pte)
+}
+
+/// `replace_page`: maps `kpage` (a KSM page, or the zero page) at `addr` in place of `page`,
+/// if the PTE is still `orig`.
+async fn replace_page(
+    cx: &Cx,
+    mm: MmId,
+    vma: VmaId,
+    addr: VirtAddr,
+    page: Pfn,
+    kpage: Pfn,
+    orig: Pte,
+) -> bool {
+    let slot = {
+        let st = cx.st();
+        st.pt.pte_slot(st.mm(mm).pgd, addr)
+    };
+    let Some((table, idx)) = slot else { return false };
+    let ptl = cx.st().pt.ptl(table);
+    let _g = ptl.lock(cx).await;
+    cx.charge(Cost::PteInstall).await;
+    {
+        let mut st = cx.st();
+        if !st.pt.is_live(table) || st.pt.pte(table, idx) != orig {
+            return false;
+        }
+        let flags = st.vma(vma).flags;
+        let new = if kpage == st.zero_pfn {
+            st.mm_mut(mm).sub_rss(MmCounter::AnonPages, 1);
+            Pte::new(kpage, pte_bits(flags, false, false) & !Pte::ACCESSED | Pte::SPECIAL)
+        } else {
+            if let Mapping::Ksm(node) = st.folios.mapping(kpage) {
+                let av = st.vma(vma).anon_vma.expect("a mergeable page's VMA has an anon_vma");
+                let n = st.ksm.nodes.get_mut(&node).expect("a KSM page's node");
+                n.mapped.push((mm, addr, av));
+            }
+            st.folios.get(kpage, 1);
+            st.rmap_add_pte(kpage);
+            Pte::new(kpage, pte_bits(flags, false, false) & !Pte::ACCESSED)
+        };
+        st.pt.set_pte(table, idx, new);
+        st.rmap_remove_pte(page);
+        if st.folios.page_mapcount(page) == 0
+            && st.folios.test(page, pg::SWAPCACHE)
+            && !st.folios.test(page, pg::WRITEBACK)
+        {
+            st.folio_free_swap(page);
+        }
+        st.put_folio(page, 1);
+    }
+    flush_tlb_page(cx, mm, addr).await;
+    true
+}
+
+/// `break_cow`: unshares the KSM page at `addr` of `mm` after a failed pair merge.
+async fn break_cow(cx: &Cx, mm: MmId, addr: VirtAddr) {
+    let lock = cx.st().mms.get(mm).and_then(|m| m.as_ref()).map(|m| m.mmap_lock);
+    let Some(lock) = lock else { return };
+    let _g = lock.read(cx).await;
+    let vma = cx.st().find_vma(mm, addr);
+    if let Some(vma) = vma {
+        // An error leaves the page shared, as the kernel's break_cow ignores it.
+        let _ = break_ksm(cx, mm, vma, addr).await;
+    }
+}
+
+/// `break_ksm`: while a KSM page is mapped at `addr`, write-fault it (the caller holds
+/// `mmap_lock`); ENOMEM when the fault fails.
+async fn break_ksm(cx: &Cx, mm: MmId, vma: VmaId, addr: VirtAddr) -> Result<(), Errno> {
+    loop {
+        let ksm = {
+            let st = cx.st();
+            st.ksm_page_at(mm, addr).is_some_and(|p| st.folios.is_ksm(p))
+        };
+        if !ksm {
+            return Ok(());
+        }
+        let acct = crate::fault::FaultAcct::Remote;
+        crate::fault::handle_mm_fault(cx, mm, vma, addr, FaultKind::Write, acct)
+            .await
+            .map_err(|_| Errno::ENOMEM)?;
+    }
+}
+
+/// `unmerge_ksm_pages` over `[start, end)` of `vma`.
+async fn unmerge_ksm_pages(
+    cx: &Cx,
+    mm: MmId,
+    vma: VmaId,
+    start: VirtAddr,
+    end: VirtAddr,
+) -> Result<(), Errno> {
+    let mut addr = start;
+    while addr < end {
+        let next = {
+            let st = cx.st();
+            let pgd = st.mm(mm).pgd;
+            match st.pt.pte_slot(pgd, addr) {
+                Some(_) => addr + Bytes::PAGE,
+                None => st.pt.skip_empty(pgd, addr).min(end),
+            }
+        };
+        if next == addr + Bytes::PAGE {
+            break_ksm(cx, mm, vma, addr).await?;
+        }
+        addr = next;
+    }
+    Ok(())
+}
+
+/// Whether `ksm_madvise` ignores `MADV_MERGEABLE` on a VMA with `flags` (`dax`: a DAX file).
+fn ksm_incompatible(flags: VmFlags, dax: bool) -> bool {
+    dax || flags.has(
+        VmFlags::SHARED
+            | VmFlags::MAYSHARE
+            | VmFlags::PFNMAP
+            | VmFlags::IO
+            | VmFlags::DONTEXPAND
+            | VmFlags::HUGETLB
+            | VmFlags::MIXEDMAP,
+    )
+}
+
+/// `madvise(MADV_MERGEABLE / MADV_UNMERGEABLE)` over `[start, end)` of `mm`, under `mmap_lock`
+/// for write (`ksm_madvise` per VMA, then `madvise_update_vma`, which splits only a VMA whose
+/// flags change).
+pub(crate) async fn ksm_madvise(
+    cx: &Cx,
+    mm: MmId,
+    start: VirtAddr,
+    end: VirtAddr,
+    mergeable: bool,
+) -> Result<(), Errno> {
+    let lock = cx.st().mm(mm).mmap_lock;
+    let _g = lock.write(cx).await;
+    let vmas = crate::mmap::covering(&cx.st(), mm, start, end)?;
+    for v in vmas {
+        let (vs, ve, flags, dax, anon_vma) = {
+            let st = cx.st();
+            let vma = st.vma(v);
+            let dax = st.vma_is_dax(v);
+            (vma.start.max(start), vma.end.min(end), vma.flags, dax, vma.anon_vma.is_some())
+        };
+        let changes = if mergeable {
+            !flags.has(VmFlags::MERGEABLE) && !ksm_incompatible(flags, dax)
+        } else {
+            flags.has(VmFlags::MERGEABLE)
+        };
+        if !changes {
+            continue;
+        }
+        if mergeable && cx.st().mm(mm).flags & MMF_VM_MERGEABLE == 0 {
+            ksm_enter(cx, mm);
+        }
+        if !mergeable && anon_vma {
+            unmerge_ksm_pages(cx, mm, v, vs, ve).await?;
+        }
+        let parts = cx.st().vma_split_range(mm, vs, ve);
+        for p in parts {
+            let mut st = cx.st();
+            let f = st.vma(p).flags;
+            let bit = VmFlags::MERGEABLE;
+            st.vma_mut(p).flags = VmFlags(if mergeable { f.0 | bit } else { f.0 & !bit });
+        }
+    }
+    Ok(())
+}
+
+/// `ksm_fork`: a child of a registered mm is registered.
+pub(crate) fn ksm_fork(cx: &Cx, child: MmId, parent: MmId) {
+    if cx.st().mm(parent).flags & MMF_VM_MERGEABLE != 0 {
+        ksm_enter(cx, child);
+    }
+}
+
+/// After a write to a KSM sysfs file (`run_store`): `run = 2` unmerges everything under
+/// `ksm_thread_mutex` (on failure `run` falls back to 0 and the error is returned), and a
+/// merge request wakes ksmd.
+pub(crate) async fn sysfs_stored(cx: &Cx, path: &str) -> Result<(), Errno> {
+    if sysfs_name(path) != Some("run") {
+        return Ok(());
+    }
+    if cx.st().ksm.run == 2 {
+        let mutex = cx.st().ksm.thread_mutex;
+        let _g = match mutex {
+            Some(m) => Some(m.lock(cx).await),
+            None => None,
+        };
+        if let Err(e) = unmerge_and_remove_all_rmap_items(cx).await {
+            cx.st().ksm.run = 0;
+            return Err(e);
+        }
+    }
+    wake_ksmd(cx);
+    Ok(())
+}
+
+/// `unmerge_and_remove_all_rmap_items`: every KSM page of every registered mm's mergeable VMAs
+/// unshared, every rmap_item freed, exited mms dropped, stale stable nodes removed, and
+/// `full_scans` back to 0.
+async fn unmerge_and_remove_all_rmap_items(cx: &Cx) -> Result<(), Errno> {
+    let slots = cx.st().ksm.mm_slots.clone();
+    for mm in slots {
+        let lock = cx.st().mms.get(mm).and_then(|m| m.as_ref()).map(|m| m.mmap_lock);
+        let Some(lock) = lock else { continue };
+        let _g = lock.read(cx).await;
+        let vmas: Vec<VmaId> = cx.st().mm(mm).vmas.values().copied().collect();
+        for v in vmas {
+            let (s, e, on) = {
+                let st = cx.st();
+                let vma = st.vma(v);
+                (vma.start, vma.end, vma.flags.has(VmFlags::MERGEABLE) && vma.anon_vma.is_some())
+            };
+            if on {
+                unmerge_ksm_pages(cx, mm, v, s, e).await?;
+            }
+        }
+    }
+    let mut st = cx.st();
+    let live: Vec<MmId> = st
+        .ksm
+        .mm_slots
+        .iter()
+        .copied()
+        .filter(|&m| st.mms.get(m).is_some_and(|x| x.is_some()))
+        .collect();
+    let k = &mut st.ksm;
+    k.mm_slots = live;
+    k.items.clear();
+    k.unstable.clear();
+    k.cursor = None;
+    k.seqnr = 0;
+    let nodes: Vec<StableNodeId> = k.nodes.keys().copied().collect();
+    for n in nodes {
+        st.get_ksm_page(n);
+    }
+    Ok(())
+}
+
+/// Whether a write fault may reuse the KSM page `page` mapped at `addr` of `vma`
+/// (`reuse_ksm_page`, v5.1 52d1e606ee73 to v5.8, and under the seed's `mapcount` rule): only
+/// when its one reference is this PTE and it is not in the swap cache; it then becomes an
+/// ordinary exclusive anonymous page of `vma`'s anon_vma (`page_move_anon_rmap`).
+pub(crate) fn reuse_ksm_page(
+    st: &mut KState,
+    k: &Kernel,
+    page: Pfn,
+    vma: VmaId,
+    addr: VirtAddr,
+) -> bool {
+    if !crate::era::reuses_ksm_page(k.switches.cow_reuse, k.version)
+        || st.folios.test(page, pg::SWAPCACHE)
+        || st.folios.refcount(page) != 1
+        || !crate::filemap::folio_trylock(st, page)
+    {
+        return false;
+    }
+    let v = st.vma(vma);
+    let av = v.anon_vma.expect("a mapped anonymous page's VMA has an anon_vma");
+    let index = v.page_index(addr);
+    let rel = u32::try_from(index - st.anon_vmas[av].base).expect("anon index out of range");
+    st.folios.set_mapping(page, Mapping::Anon(av), rel);
+    st.folios.set(page, pg::ANON_EXCLUSIVE);
+    st.folios.clear_flag(page, pg::LOCKED);
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counters_follow_the_trees() {
+        let mut k = Ksm::default();
+        let (mm, av) = (MmId(0), AnonVmaId(0));
+        let node = StableNodeId(0);
+        let mapped = vec![(mm, VirtAddr(0), av)];
+        k.nodes.insert(node, StableNode { kpfn: Pfn(5), checksum: 1, mapped, items: Vec::new() });
+        for i in 0..4u64 {
+            let a = VirtAddr(i << 12);
+            let state = match i {
+                0..=2 => ItemState::Stable(node),
+                _ => ItemState::Unstable,
+            };
+            k.items.insert((mm, a), RmapItem { oldchecksum: 0, state });
+            if i < 3 {
+                k.nodes.get_mut(&node).unwrap().items.push((mm, a, av));
+            }
+        }
+        k.items.insert(
+            (mm, VirtAddr(9 << 12)),
+            RmapItem { oldchecksum: 3, state: ItemState::Volatile },
+        );
+        assert_eq!(k.counts(), (1, 2, 1, 1));
+        assert_eq!(k.show("pages_sharing", true), Some(2));
+        assert_eq!(k.show("use_zero_pages", false), None);
+        assert_eq!(k.store("run", 3, true), Err(Errno::EINVAL));
+        assert_eq!(k.store("pages_shared", 1, true), Err(Errno::EACCES));
+    }
+}
