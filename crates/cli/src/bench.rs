@@ -307,6 +307,7 @@ fn explore_bench(a: &ExploreBenchArgs) -> Result<(), String> {
             let o = lab::scenario::run::Overrides {
                 kernel: d.kernel,
                 sets: d.sets.clone(),
+                max_events: Some(lab::scenario::explore::SCHEDULE_EVENTS),
                 ..Default::default()
             };
             let config = lab::scenario::run::machine_config(&s.machine, &o, &s.file)

@@ -32,6 +32,10 @@ pub(crate) struct ExploreArgs {
     /// Override a switch, cost or tunable (as `mmsim run --set`). Repeatable.
     #[arg(long = "set", value_name = "KEY=VALUE")]
     sets: Vec<String>,
+    /// The scheduling events one schedule may take; a schedule that needs more (a livelock
+    /// under an unfair interleaving) is reported as an `event limit` finding.
+    #[arg(long, default_value_t = lab::scenario::explore::SCHEDULE_EVENTS)]
+    max_events: u64,
     /// Let the exhaustive search prune at states it has seen (a heuristic for scenarios: see
     /// lab/src/scenario/explore.rs).
     #[arg(long)]
@@ -64,6 +68,7 @@ fn explore_cmd(a: &ExploreArgs) -> Result<u8, String> {
     let scenario = load(&a.scenario).map_err(|e| e.to_string())?;
     let mut o = Overrides::default();
     crate::run::kernel_and_sets(&mut o, a.kernel.as_deref(), &a.sets)?;
+    o.max_events = Some(a.max_events);
     let config =
         machine_config(&scenario.machine, &o, &scenario.file).map_err(|e| e.to_string())?;
     let mut trials = factory(&scenario, config, None);

@@ -15,7 +15,9 @@ use crate::replay::{Replay, describe};
 use crate::schedule::Schedule;
 use crate::shrink;
 use crate::strategy::Strategy;
-use crate::trial::{Ending, Factory, Finding, RunSpec, Source, StateView, Step, run_trial};
+use crate::trial::{
+    Ending, Factory, Finding, RunSpec, Source, StateView, Step, ViolationKind, run_trial,
+};
 use engine::TaskId;
 use simcore::{Digest, Prng};
 use std::collections::BTreeSet;
@@ -269,7 +271,13 @@ fn minimise(
     let schedule = |choices: Vec<TaskId>| Schedule { strategy, seed, choices };
     let found_schedule = schedule(found.choices.clone());
     let found_preemptions = found.preemptions;
-    let (best, shrink_trials) = shrink::shrink(factory, found, options.shrink_trials)?;
+    // A schedule that ran into the event bound cannot get shorter and stay one: it is only
+    // checked to reproduce.
+    let budget = match found.finding.kind {
+        ViolationKind::EventLimit => 1,
+        _ => options.shrink_trials,
+    };
+    let (best, shrink_trials) = shrink::shrink(factory, found, budget)?;
     let minimised = schedule(best);
     let Replay { finding, steps, digest, preemptions } = describe(factory, &minimised, false)?;
     let finding = finding.ok_or_else(|| ExploreError::Nondeterministic {

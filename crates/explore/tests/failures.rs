@@ -146,6 +146,30 @@ fn the_event_bound_is_a_violation() {
     assert!(v.finding.message.starts_with("event bound exceeded: more than 20"), "{v}");
 }
 
+/// A schedule that ran into the event bound is checked to reproduce and not minimised: it
+/// cannot get shorter and still reach the bound, and each try costs a whole bound's events.
+#[test]
+fn an_event_bound_schedule_is_not_minimised() {
+    let mut factory = |setup: TrialSetup| -> Result<Trial, String> {
+        let sim = sim(setup, SimConfig { max_events: 40, ..cpus(2) })?;
+        let h = sim.handle().clone();
+        for (cpu, name) in [(0, "a"), (1, "b")] {
+            h.spawn(h.cpu(cpu).unwrap(), name, |cx| async move {
+                loop {
+                    cx.charge(us(1)).await;
+                }
+            });
+        }
+        Ok(Trial::new(sim))
+    };
+    let v = explore_with(&mut factory, &Options::new(Strategy::Random { seed: 0 }, 10))
+        .unwrap()
+        .violation
+        .unwrap();
+    assert_eq!(v.finding.kind, ViolationKind::EventLimit);
+    assert_eq!(v.shrink_trials, 1, "{v}");
+}
+
 #[test]
 fn factory_failures_are_errors() {
     let err = explore_with(&mut |_| Err("no such scenario".into()), &dfs(None)).unwrap_err();
