@@ -126,18 +126,23 @@ fn a_per_step_invariant_stops_at_the_first_bad_state() {
     assert_eq!(v.schedule.choices.len(), 5, "{v}");
 }
 
-#[test]
-fn the_event_bound_is_a_violation() {
-    let mut factory = |setup: TrialSetup| -> Result<Trial, String> {
-        let sim = sim(setup, SimConfig { max_events: 20, ..cpus(1) })?;
-        let h = sim.handle().clone();
-        h.spawn(h.cpu(0).unwrap(), "spinner", |cx| async move {
+/// A trial of `n` tasks, one per CPU, that never stop computing, bounded at `max_events`.
+fn spinners(setup: TrialSetup, n: u32, max_events: u64) -> Result<Trial, String> {
+    let sim = sim(setup, SimConfig { max_events, ..cpus(n) })?;
+    let h = sim.handle().clone();
+    for cpu in 0..n {
+        h.spawn(h.cpu(cpu).unwrap(), format!("spinner{cpu}"), |cx| async move {
             loop {
                 cx.charge(us(1)).await;
             }
         });
-        Ok(Trial::new(sim))
-    };
+    }
+    Ok(Trial::new(sim))
+}
+
+#[test]
+fn the_event_bound_is_a_violation() {
+    let mut factory = |setup: TrialSetup| spinners(setup, 1, 20);
     let v = explore_with(&mut factory, &Options::new(Strategy::Random { seed: 0 }, 10))
         .unwrap()
         .violation
@@ -150,18 +155,7 @@ fn the_event_bound_is_a_violation() {
 /// cannot get shorter and still reach the bound, and each try costs a whole bound's events.
 #[test]
 fn an_event_bound_schedule_is_not_minimised() {
-    let mut factory = |setup: TrialSetup| -> Result<Trial, String> {
-        let sim = sim(setup, SimConfig { max_events: 40, ..cpus(2) })?;
-        let h = sim.handle().clone();
-        for (cpu, name) in [(0, "a"), (1, "b")] {
-            h.spawn(h.cpu(cpu).unwrap(), name, |cx| async move {
-                loop {
-                    cx.charge(us(1)).await;
-                }
-            });
-        }
-        Ok(Trial::new(sim))
-    };
+    let mut factory = |setup: TrialSetup| spinners(setup, 2, 40);
     let v = explore_with(&mut factory, &Options::new(Strategy::Random { seed: 0 }, 10))
         .unwrap()
         .violation
