@@ -42,9 +42,11 @@ impl Best {
         p <= q && n <= m && (p, n) != (q, m)
     }
 
-    fn candidates(&self) -> Vec<Vec<TaskId>> {
+    /// The edits to try, in order, as descriptions: each costs O(1) until it is built, so a long
+    /// schedule (an event-bound finding has 65,536 choices) does not hold a copy per edit.
+    fn edits(&self) -> Vec<Edit> {
         let c = &self.choices;
-        let mut out: Vec<Vec<TaskId>> = self.preemptions.iter().map(|&p| c[..p].to_vec()).collect();
+        let mut out: Vec<Edit> = self.preemptions.iter().map(|&p| Edit::Prefix(p)).collect();
         let mut blocks = Vec::new();
         let mut start = 0;
         while start < c.len() {
@@ -55,16 +57,38 @@ impl Best {
         for (i, &(start, len)) in blocks.iter().enumerate().rev() {
             let next = blocks[i + 1..].iter().find(|&&(s, _)| c[s] == c[start]);
             let to = next.map_or(c.len(), |&(s, _)| s);
-            out.push([&c[..start], &c[start + len..to], &c[start..start + len], &c[to..]].concat());
+            out.push(Edit::Delay { start, len, to });
         }
         for &(start, len) in blocks.iter().rev() {
-            out.push([&c[..start], &c[start + len..]].concat());
+            out.push(Edit::Drop { start, len });
             if len > 1 {
-                out.push([&c[..start], &c[start + 1..]].concat());
+                out.push(Edit::Drop { start, len: 1 });
             }
         }
         out
     }
+
+    fn build(&self, edit: Edit) -> Vec<TaskId> {
+        let c = &self.choices;
+        match edit {
+            Edit::Prefix(p) => c[..p].to_vec(),
+            Edit::Delay { start, len, to } => {
+                [&c[..start], &c[start + len..to], &c[start..start + len], &c[to..]].concat()
+            }
+            Edit::Drop { start, len } => [&c[..start], &c[start + len..]].concat(),
+        }
+    }
+}
+
+/// One edit of the choice list (the module header lists them).
+#[derive(Clone, Copy, Debug)]
+enum Edit {
+    /// Keep the choices before this preemption.
+    Prefix(usize),
+    /// Move the block `start..start + len` to just before `to`.
+    Delay { start: usize, len: usize, to: usize },
+    /// Remove `start..start + len`.
+    Drop { start: usize, len: usize },
 }
 
 /// Minimises `found` within `budget` trials; returns the choices and the trials spent.
@@ -88,12 +112,12 @@ pub(crate) fn shrink(
     let mut best = run(found.choices)?.ok_or_else(|| not_reproduced(length, kind))?;
     let mut spent = 1;
     'improve: loop {
-        for candidate in best.candidates() {
+        for edit in best.edits() {
             if spent >= budget {
                 break 'improve;
             }
             spent += 1;
-            if let Some(new) = run(candidate)?.filter(|new| new.improves_on(&best)) {
+            if let Some(new) = run(best.build(edit))?.filter(|new| new.improves_on(&best)) {
                 best = new;
                 continue 'improve;
             }
@@ -107,5 +131,29 @@ fn not_reproduced(length: usize, kind: ViolationKind) -> ExploreError {
     ExploreError::Nondeterministic {
         step: length,
         detail: format!("the violating schedule no longer ends in a {kind} when re-executed"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tasks(s: &str) -> Vec<TaskId> {
+        s.bytes().map(|b| TaskId(u32::from(b - b'a'))).collect()
+    }
+
+    #[test]
+    fn edits_build_the_candidates_in_the_documented_order() {
+        // Blocks aa | b | a | cc, one preemption (a -> b at index 2).
+        let best = Best { choices: tasks("aabacc"), preemptions: vec![2] };
+        let built: Vec<Vec<TaskId>> = best.edits().into_iter().map(|e| best.build(e)).collect();
+        let expected = [
+            "aa", // the first preemption only
+            // Each block delayed to its task's next block or the end, last block first.
+            "aabacc", "aabcca", "aaaccb", "baaacc",
+            // Each block dropped, last first, and a longer block's first choice alone.
+            "aaba", "aabac", "aabcc", "aaacc", "bacc", "abacc",
+        ];
+        assert_eq!(built, expected.map(tasks));
     }
 }
