@@ -25,8 +25,12 @@
 //! - `pagecache`: page-cache replay throughput in requests per host second on a block trace, for
 //!   the pure, classic and multi-gen LRU replays, each against libCacheSim's LRU (the `libcachesim`
 //!   Python package, timed in the same run around `process_trace` on the same requests in
-//!   oracleGeneral form and the same cache size). Targets: pure at least 2x libCacheSim, the
-//!   kernel LRUs at least 1x.
+//!   oracleGeneral form and the same cache size). Runs alternate: each round runs, per policy,
+//!   libCacheSim then mmsim, and the pair gives that round's ratio; at least three rounds, the
+//!   median ratio and its spread (lowest..highest) are printed. Both timers cover the same scope:
+//!   decoding the oracleGeneral file and replaying every request (the reader is opened, and
+//!   Python started, before the timer). Targets: pure at least 2x libCacheSim, the kernel LRUs at
+//!   least 1x.
 
 use clap::{Args, Subcommand};
 use engine::{Sim, SimConfig};
@@ -73,6 +77,12 @@ pub(crate) struct PagecacheBenchArgs {
     /// The Python with the `libcachesim` package.
     #[arg(long, default_value = ".venv/bin/python")]
     python: String,
+    /// Alternated rounds (libCacheSim, then mmsim, per policy); at least three.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(3..))]
+    rounds: u32,
+    /// The mmsim policies to compare (pure, classic, mglru), comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "pure,classic,mglru")]
+    policy: Vec<String>,
 }
 
 #[derive(Debug, Args)]
@@ -518,70 +528,110 @@ fn libcachesim_lru(
     }
 }
 
-fn pagecache_bench(a: &PagecacheBenchArgs) -> Result<(), String> {
+/// The block trace's first `--max-requests` page requests written as an oracleGeneral file, the
+/// requests both sides replay (not timed): its path and request count.
+fn export_oracle(a: &PagecacheBenchArgs) -> Result<(std::path::PathBuf, u64), String> {
     use trace::block::{BlockFormat, BlockReader, write_oracle_general};
-    use trace::pagecache::{AccessMode, PageCacheOptions, Policy, replay_page_cache};
-    let cache = lab::scenario::parse::parse_size(&a.cache)
-        .ok_or_else(|| format!("--cache {}: expected a size like 256MiB", a.cache))?;
-    let pages = cache.pages_ceil();
-    // The same requests for both sides, as an oracleGeneral file (not timed).
     let og = std::env::temp_dir().join(format!("mmsim-bench-{}.oracleGeneral", std::process::id()));
-    let n = {
-        let mut reader =
-            BlockReader::open(&a.trace, BlockFormat::guess(&a.trace)).map_err(|e| e.to_string())?;
-        let file = std::fs::File::create(&og).map_err(|e| format!("{}: {e}", og.display()))?;
-        let mut out = std::io::BufWriter::new(file);
-        let mut error = None;
-        let limit = a.max_requests.unwrap_or(u64::MAX);
-        let it = std::iter::from_fn(|| match reader.next_page() {
-            Ok(p) => p,
-            Err(e) => {
-                error = Some(e);
-                None
-            }
-        })
-        .take(usize::try_from(limit).unwrap_or(usize::MAX));
-        let n = write_oracle_general(&mut out, it).map_err(|e| e.to_string())?;
-        if let Some(e) = error {
-            return Err(e.to_string());
-        }
-        std::io::Write::flush(&mut out).map_err(|e| e.to_string())?;
-        n
-    };
-    println!("pagecache benchmark: {} ({n} requests), cache {} ({pages} pages)", a.trace, cache);
-    let lcs = libcachesim_lru(&a.python, &og, pages, n);
-    let og_path = og.to_string_lossy().into_owned();
-    println!(
-        "{:<34} {:>12} {:>14} {:>10} {:>8}",
-        "replay", "misses", "requests/s", "vs lcs", "target"
-    );
-    let lcs_rate = match &lcs {
-        Ok((r, m, s)) => {
-            let rate = *r as f64 / s.max(1e-9);
-            println!(
-                "{:<34} {:>12} {:>14.0} {:>10} {:>8}",
-                "libCacheSim LRU (process_trace)", m, rate, "1.00", ""
-            );
-            Some(rate)
-        }
+    let mut reader =
+        BlockReader::open(&a.trace, BlockFormat::guess(&a.trace)).map_err(|e| e.to_string())?;
+    let file = std::fs::File::create(&og).map_err(|e| format!("{}: {e}", og.display()))?;
+    let mut out = std::io::BufWriter::new(file);
+    let mut error = None;
+    let limit = a.max_requests.unwrap_or(u64::MAX);
+    let it = std::iter::from_fn(|| match reader.next_page() {
+        Ok(p) => p,
         Err(e) => {
-            println!("libCacheSim LRU: not run ({e})");
+            error = Some(e);
             None
         }
-    };
-    for (policy, target) in [(Policy::Pure, 2.0), (Policy::Classic, 1.0), (Policy::Mglru, 1.0)] {
-        let reader =
-            BlockReader::open(&og_path, BlockFormat::OracleGeneral).map_err(|e| e.to_string())?;
-        let tiny = mm::Profile::named("tiny")?;
-        let options = PageCacheOptions::new(tiny, policy, AccessMode::Read, cache);
-        let start = Instant::now();
-        let r = replay_page_cache(reader, &og_path, &options, &mut |_, _| ())
-            .map_err(|e| e.to_string())?;
-        let secs = start.elapsed().as_secs_f64();
-        let (rate, ratio) = (r.requests as f64 / secs.max(1e-9), lcs_rate);
-        let ratio = ratio.map_or("-".to_string(), |l| format!("{:.2}", rate / l));
-        let name = format!("mmsim {} (read)", policy.name());
-        println!("{name:<34} {:>12} {rate:>14.0} {ratio:>10} {target:>7.0}x", r.misses);
+    })
+    .take(usize::try_from(limit).unwrap_or(usize::MAX));
+    let n = write_oracle_general(&mut out, it).map_err(|e| e.to_string())?;
+    if let Some(e) = error {
+        return Err(e.to_string());
+    }
+    std::io::Write::flush(&mut out).map_err(|e| e.to_string())?;
+    Ok((og, n))
+}
+
+/// One timed mmsim replay of the oracleGeneral file: `(misses, requests per host second)`.
+fn mmsim_round(
+    og_path: &str,
+    policy: trace::pagecache::Policy,
+    cache: simcore::Bytes,
+) -> Result<(u64, f64), String> {
+    use trace::block::{BlockFormat, BlockReader};
+    use trace::pagecache::{AccessMode, PageCacheOptions, replay_page_cache};
+    let reader =
+        BlockReader::open(og_path, BlockFormat::OracleGeneral).map_err(|e| e.to_string())?;
+    let tiny = mm::Profile::named("tiny")?;
+    let options = PageCacheOptions::new(tiny, policy, AccessMode::Read, cache);
+    let start = Instant::now();
+    let r =
+        replay_page_cache(reader, og_path, &options, &mut |_, _| ()).map_err(|e| e.to_string())?;
+    let secs = start.elapsed().as_secs_f64();
+    Ok((r.misses, r.requests as f64 / secs.max(1e-9)))
+}
+
+/// The median and the lowest and highest of `xs` (not empty).
+fn median_spread(xs: &mut [f64]) -> (f64, f64, f64) {
+    xs.sort_by(f64::total_cmp);
+    (xs[xs.len() / 2], xs[0], xs[xs.len() - 1])
+}
+
+fn pagecache_bench(a: &PagecacheBenchArgs) -> Result<(), String> {
+    use trace::pagecache::Policy;
+    let cache = lab::scenario::parse::parse_size(&a.cache)
+        .ok_or_else(|| format!("--cache {}: expected a size like 256MiB", a.cache))?;
+    let policies = a.policy.iter().map(|p| Policy::parse(p)).collect::<Result<Vec<_>, _>>()?;
+    let pages = cache.pages_ceil();
+    let (og, n) = export_oracle(a)?;
+    let og_path = og.to_string_lossy().into_owned();
+    println!("pagecache benchmark: {} ({n} requests), cache {} ({pages} pages)", a.trace, cache);
+    println!(
+        "{} alternated rounds per policy (libCacheSim, then mmsim); rates are medians",
+        a.rounds
+    );
+    println!(
+        "{:<16} {:>10} {:>10} {:>12} {:>12} {:>7} {:>13} {:>7}",
+        "replay", "misses", "lcs misses", "mmsim req/s", "lcs req/s", "ratio", "spread", "target"
+    );
+    for policy in policies {
+        let (mut rates, mut lcs_rates, mut ratios) = (vec![], vec![], vec![]);
+        let (mut misses, mut lcs_misses) = (0, None);
+        for _ in 0..a.rounds {
+            let lcs = libcachesim_lru(&a.python, &og, pages, n);
+            let (m, rate) = mmsim_round(&og_path, policy, cache)?;
+            misses = m;
+            rates.push(rate);
+            match lcs {
+                Ok((r, m, s)) => {
+                    let lcs_rate = r as f64 / s.max(1e-9);
+                    lcs_misses = Some(m);
+                    lcs_rates.push(lcs_rate);
+                    ratios.push(rate / lcs_rate);
+                }
+                Err(e) => println!("libCacheSim LRU: not run ({e})"),
+            }
+        }
+        let target = if policy == Policy::Pure { 2.0 } else { 1.0 };
+        let (rate, _, _) = median_spread(&mut rates);
+        let lcs = lcs_misses.map_or("-".to_string(), |m| m.to_string());
+        let name = format!("mmsim {}", policy.name());
+        if ratios.is_empty() {
+            println!(
+                "{name:<16} {misses:>10} {lcs:>10} {rate:>12.0} {:>12} {:>7} {:>13} {target:>6.0}x",
+                "-", "-", "-"
+            );
+        } else {
+            let (lcs_rate, _, _) = median_spread(&mut lcs_rates);
+            let (ratio, lo, hi) = median_spread(&mut ratios);
+            let spread = format!("{lo:.2}..{hi:.2}");
+            println!(
+                "{name:<16} {misses:>10} {lcs:>10} {rate:>12.0} {lcs_rate:>12.0} {ratio:>7.2} {spread:>13} {target:>6.0}x"
+            );
+        }
     }
     let _ = std::fs::remove_file(&og);
     Ok(())

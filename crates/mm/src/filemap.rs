@@ -33,6 +33,7 @@ use crate::vma::VmFlags;
 use crate::vmscan::alloc_folio;
 use crate::vmstat::VmStat;
 use crate::workingset::ShadowSlot;
+use crate::xarray::Entry;
 use simcore::{Bytes, Order, Pfn, VirtAddr};
 
 impl KState {
@@ -40,12 +41,12 @@ impl KState {
     pub fn page_cache_get(&self, inode: InodeId, index: u64) -> Option<Pfn> {
         let m = &self.inodes[inode].mapping;
         if let Some(&head) = m.pages.get(&index) {
-            return Some(head); // a folio starting here: most lookups, and cheaper than a range
+            return Some(head); // a folio starting here: most lookups, and cheaper than a search
         }
         if m.nr_large == 0 {
             return None;
         }
-        let (&start, &head) = m.pages.range(..index).next_back()?;
+        let (start, head) = m.pages.folio_before(index)?;
         (index < start + self.folios.order(head).pages()).then_some(head)
     }
 
@@ -80,8 +81,8 @@ impl KState {
     }
 
     /// Inserts a new folio at `index` (`filemap_add_folio`): the cache's references, the
-    /// mapping, the counters, then the LRU. A shadow entry left there by reclaim is consumed,
-    /// and unless the folio is being created by a write (`__GFP_WRITE`) the refault is
+    /// mapping, the counters, then the LRU. A shadow entry left in the slot by reclaim is
+    /// replaced (`__filemap_add_folio` returns it through `shadowp`), and unless the folio is being created by a write (`__GFP_WRITE`) the refault is
     /// evaluated (`workingset_refault`) before the folio joins its list; `in_lru_fault` is the
     /// inserting task's hint ([`Cx::in_lru_fault`]).
     pub(crate) fn page_cache_insert(
@@ -92,8 +93,9 @@ impl KState {
         write: bool,
         in_lru_fault: bool,
     ) {
+        let shadow = self.take_shadow(ShadowSlot::PageCache(inode, index));
         self.page_cache_add(inode, index, head);
-        if let Some(shadow) = self.take_shadow(ShadowSlot::PageCache(inode, index))
+        if let Some(shadow) = shadow
             && !write
         {
             self.workingset_refault(head, shadow, in_lru_fault);
@@ -124,7 +126,8 @@ impl KState {
             self.vmstat.inc(VmStat::NrShmemHugepages);
         }
         let m = &mut self.inodes[inode].mapping;
-        m.pages.insert(index, head);
+        let old = m.pages.store(index, Some(Entry::Folio(head)));
+        debug_assert!(old.is_none(), "a folio added over an entry");
         m.nrpages += nr;
         m.nr_thps += u64::from(counted);
         m.nr_large += u64::from(nr > 1);
@@ -143,7 +146,8 @@ impl KState {
             self.vmstat.sub(VmStat::NrShmemHugepages, 1);
         }
         let m = &mut self.inodes[inode].mapping;
-        assert_eq!(m.pages.remove(&index), Some(head), "deleting a folio not in the cache");
+        let old = m.pages.store(index, None);
+        assert_eq!(old, Some(Entry::Folio(head)), "deleting a folio not in the cache");
         m.nrpages -= nr;
         m.nr_thps -= u64::from(counted);
         m.nr_large -= u64::from(nr > 1);

@@ -42,8 +42,8 @@ use crate::folio::InodeId;
 use crate::kernel::KState;
 use crate::sim::content::Content;
 use crate::vma::VmaId;
+use crate::xarray::XArray;
 use engine::{Handle, RwSem, SpinLock};
-use simcore::Pfn;
 use std::collections::{BTreeMap, BTreeSet};
 
 simcore::define_id!(
@@ -176,8 +176,9 @@ impl Backing {
 /// `struct address_space`.
 #[derive(Debug)]
 pub struct AddressSpace {
-    /// The page cache: head pfn by page index (a large folio appears once, at its first index).
-    pub pages: BTreeMap<u64, Pfn>,
+    /// The page cache (`i_pages`): by page index, the head pfn of each cached folio (a large
+    /// folio once, at its first index) and the shadow entries reclaim left (`xarray.rs`).
+    pub pages: XArray,
     /// Pages in the page cache (`nrpages`).
     pub nrpages: u64,
     /// VMAs mapping this file.
@@ -193,7 +194,7 @@ pub struct AddressSpace {
     pub collapsing: u64,
     /// Folios of more than one page in the page cache: while there are none, a lookup that
     /// misses at its index needs no range search (the xarray's multi-index entries, which the
-    /// `BTreeMap` has to emulate with one).
+    /// index has to emulate with one).
     pub nr_large: u64,
     /// shmem's swap entries: the swap slot of each page index that reclaim swapped out, which
     /// the kernel keeps in the page cache's own slot as an xarray value entry (`shmem_writepage`
@@ -314,7 +315,7 @@ impl KState {
         pattern: Option<u64>,
     ) -> InodeId {
         let mapping = AddressSpace {
-            pages: BTreeMap::new(),
+            pages: XArray::default(),
             nrpages: 0,
             i_mmap: BTreeSet::new(),
             i_mmap_rwsem: handle.rwsem("i_mmap_rwsem"),

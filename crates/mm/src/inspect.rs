@@ -295,7 +295,7 @@ impl KState {
         let folio = self.page_cache_get(inode, index);
         let dax = self.dax.inodes.contains_key(&inode).then(|| self.dax_entry(inode, index));
         let dax = dax.flatten().map(|(_, e)| e);
-        let shadow = self.workingset.get(ShadowSlot::PageCache(inode, index)).is_some();
+        let shadow = self.shadow_at(ShadowSlot::PageCache(inode, index)).is_some();
         let swap = self.inodes[inode].mapping.swapped.contains_key(&index);
         let b = |x: bool| Ok(u64::from(x));
         match name {

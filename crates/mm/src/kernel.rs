@@ -494,7 +494,7 @@ impl KState {
         }
         for (_, i) in self.inodes.iter() {
             d.write_u64(i.size ^ (i.writecount as u64).rotate_left(48));
-            for (&index, &head) in &i.mapping.pages {
+            for (&index, &head) in i.mapping.pages.iter() {
                 d.write_u64(index ^ head.0.rotate_left(32));
             }
         }

@@ -55,6 +55,7 @@ pub mod vma;
 pub mod vmscan;
 pub mod vmstat;
 pub mod workingset;
+pub mod xarray;
 mod zap;
 
 pub use era::{KernelVersion, Switches};

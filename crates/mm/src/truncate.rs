@@ -93,7 +93,7 @@ pub(crate) async fn truncate_inode_pages_range(
     let end = lend.map_or(u64::MAX, |e| e / 4096);
     {
         let mut st = cx.st();
-        st.workingset.truncate(inode, first, end);
+        st.workingset_truncate(inode, first, end);
         st.shmem_free_swap_range(inode, first, end);
     }
     // One pass: the kernel's second loop restarts from `start` until a lookup finds nothing,

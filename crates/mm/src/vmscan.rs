@@ -660,14 +660,18 @@ impl KState {
                 self.count_event(memcg, VmStat::Pglazyfreed, nr);
             } else if swapcache {
                 let slot = self.swap.slot_of(head).expect("anon or shmem swap-cache folio");
-                self.workingset_eviction(head, ShadowSlot::Swap(slot));
+                let shadow = self.lru_eviction_shadow(head);
+                self.workingset_store(ShadowSlot::Swap(slot), shadow);
                 self.swap_cache_delete(head);
             } else if let Mapping::File(inode) = self.folios.mapping(head) {
+                // The shadow is made while the folio is cached and takes its slot once it has
+                // left (`__remove_mapping` → `__filemap_remove_folio`).
                 let index = self.folio_index(head);
-                if self.folio_is_file_lru(head) {
-                    self.workingset_eviction(head, ShadowSlot::PageCache(inode, index));
-                }
+                let shadow = self.folio_is_file_lru(head).then(|| self.lru_eviction_shadow(head));
                 self.page_cache_delete(inode, head);
+                if let Some(shadow) = shadow {
+                    self.workingset_store(ShadowSlot::PageCache(inode, index), shadow);
+                }
             }
             self.put_folio_extra(head);
             Some(nr)

@@ -31,10 +31,12 @@
 //! `lru_note_cost_refault` (the refault cost feeding `get_scan_count`) is not kept.
 
 use crate::folio::{InodeId, LruList, pg};
+use crate::fs::Inode;
 use crate::kernel::KState;
 use crate::memcontrol::{MemcgId, ROOT_MEMCG};
 use crate::vmstat::VmStat;
-use simcore::Pfn;
+use crate::xarray::Entry;
+use simcore::{IdVec, Pfn};
 use std::collections::{BTreeMap, VecDeque};
 
 /// A shadow entry (`pack_shadow`).
@@ -55,11 +57,13 @@ pub enum ShadowSlot {
     Swap(u64),
 }
 
-/// Every shadow entry, and the shrinker's order.
+/// The inodes, whose page caches hold the page-cache shadows.
+type Inodes = IdVec<InodeId, Inode>;
+
+/// The swap cache's shadow entries, and the shrinker's order and counts of every shadow; the
+/// page-cache shadows sit in their mapping's slots (`xarray.rs`).
 #[derive(Debug, Default)]
 pub struct Workingset {
-    /// Page-cache shadows by (inode, page index).
-    page_cache: BTreeMap<(InodeId, u64), Shadow>,
     /// Swap-cache shadows by slot.
     swap: BTreeMap<u64, Shadow>,
     /// Per memory cgroup: shadows in eviction order (entries whose shadow is gone are skipped).
@@ -71,17 +75,22 @@ pub struct Workingset {
 
 impl Workingset {
     /// The shadow at a slot.
-    pub fn get(&self, slot: ShadowSlot) -> Option<&Shadow> {
+    pub fn get(&self, inodes: &Inodes, slot: ShadowSlot) -> Option<Shadow> {
         match slot {
-            ShadowSlot::PageCache(i, idx) => self.page_cache.get(&(i, idx)),
-            ShadowSlot::Swap(s) => self.swap.get(&s),
+            ShadowSlot::PageCache(i, idx) => inodes[i].mapping.pages.shadow(idx),
+            ShadowSlot::Swap(s) => self.swap.get(&s).copied(),
         }
     }
 
-    /// Every shadow with its slot (for checkers).
-    pub fn iter(&self) -> impl Iterator<Item = (ShadowSlot, &Shadow)> {
-        let pc = self.page_cache.iter().map(|(&(i, x), s)| (ShadowSlot::PageCache(i, x), s));
-        pc.chain(self.swap.iter().map(|(&s, sh)| (ShadowSlot::Swap(s), sh)))
+    /// Every shadow with its slot (for checkers): page-cache ones by inode and index, then swap.
+    pub fn iter<'a>(
+        &'a self,
+        inodes: &'a Inodes,
+    ) -> impl Iterator<Item = (ShadowSlot, Shadow)> + 'a {
+        let pc = inodes.iter().flat_map(|(i, inode)| {
+            inode.mapping.pages.shadows(..).map(move |(x, s)| (ShadowSlot::PageCache(i, x), s))
+        });
+        pc.chain(self.swap.iter().map(|(&s, &sh)| (ShadowSlot::Swap(s), sh)))
     }
 
     /// Live shadows charged to `memcg`.
@@ -89,72 +98,90 @@ impl Workingset {
         self.count.get(&memcg).copied().unwrap_or(0)
     }
 
-    fn take(&mut self, slot: ShadowSlot) -> Option<Shadow> {
+    fn take(&mut self, inodes: &mut Inodes, slot: ShadowSlot) -> Option<Shadow> {
         let s = match slot {
-            ShadowSlot::PageCache(i, idx) => self.page_cache.remove(&(i, idx)),
+            ShadowSlot::PageCache(i, idx) => {
+                let pages = &mut inodes[i].mapping.pages;
+                let shadow = pages.shadow(idx)?;
+                pages.store(idx, None);
+                Some(shadow)
+            }
             ShadowSlot::Swap(s) => self.swap.remove(&s),
         }?;
-        let c = self.count.get_mut(&s.memcg).expect("a shadow is counted");
-        *c -= 1;
+        self.uncount(&s);
         Some(s)
     }
 
-    fn put(&mut self, slot: ShadowSlot, mut shadow: Shadow) {
+    fn uncount(&mut self, shadow: &Shadow) {
+        *self.count.get_mut(&shadow.memcg).expect("a shadow is counted") -= 1;
+    }
+
+    /// Stores `shadow` at `slot`: a page-cache slot must hold no folio (reclaim stores the
+    /// shadow once the folio has left it).
+    fn put(&mut self, inodes: &mut Inodes, slot: ShadowSlot, mut shadow: Shadow) {
         shadow.stamp = self.next_stamp;
         self.next_stamp += 1;
         let old = match slot {
-            ShadowSlot::PageCache(i, idx) => self.page_cache.insert((i, idx), shadow),
+            ShadowSlot::PageCache(i, idx) => {
+                match inodes[i].mapping.pages.store(idx, Some(Entry::Shadow(shadow))) {
+                    Some(Entry::Shadow(old)) => Some(old),
+                    Some(Entry::Folio(_)) => panic!("a shadow stored over a cached folio"),
+                    None => None,
+                }
+            }
             ShadowSlot::Swap(s) => self.swap.insert(s, shadow),
         };
         if let Some(old) = old {
-            *self.count.get_mut(&old.memcg).expect("a shadow is counted") -= 1;
+            self.uncount(&old);
         }
         *self.count.entry(shadow.memcg).or_default() += 1;
         self.order.entry(shadow.memcg).or_default().push_back((slot, shadow.stamp));
     }
 
     /// Drops the oldest shadows of `memcg` beyond `limit`.
-    fn shrink(&mut self, memcg: MemcgId, limit: u64) {
+    fn shrink(&mut self, inodes: &mut Inodes, memcg: MemcgId, limit: u64) {
         while self.count(memcg) > limit {
             let Some((slot, stamp)) = self.order.get_mut(&memcg).and_then(VecDeque::pop_front)
             else {
                 return;
             };
-            if self.get(slot).is_some_and(|s| s.stamp == stamp) {
-                self.take(slot);
+            if self.get(inodes, slot).is_some_and(|s| s.stamp == stamp) {
+                self.take(inodes, slot);
             }
         }
         // Keep the order queue proportional to the live shadows.
         let q = self.order.entry(memcg).or_default();
         if q.len() as u64 > 2 * limit.max(64) {
+            let swap = &self.swap;
             let live = |(slot, stamp): &(ShadowSlot, u64)| match *slot {
                 ShadowSlot::PageCache(i, idx) => {
-                    self.page_cache.get(&(i, idx)).is_some_and(|s| s.stamp == *stamp)
+                    inodes[i].mapping.pages.shadow(idx).is_some_and(|s| s.stamp == *stamp)
                 }
-                ShadowSlot::Swap(s) => self.swap.get(&s).is_some_and(|sh| sh.stamp == *stamp),
+                ShadowSlot::Swap(s) => swap.get(&s).is_some_and(|sh| sh.stamp == *stamp),
             };
             q.retain(live);
         }
     }
 
     /// Drops the page-cache shadows of `inode` at pages `[from, end)` (truncation, hole punch).
-    pub(crate) fn truncate(&mut self, inode: InodeId, from: u64, end: u64) {
+    fn truncate(&mut self, inodes: &mut Inodes, inode: InodeId, from: u64, end: u64) {
         if from >= end {
             return;
         }
-        let keys: Vec<(InodeId, u64)> =
-            self.page_cache.range((inode, from)..(inode, end)).map(|(&k, _)| k).collect();
-        for (i, idx) in keys {
-            self.take(ShadowSlot::PageCache(i, idx));
+        let pages = &inodes[inode].mapping.pages;
+        let keys: Vec<u64> = pages.shadows(from..end).map(|(idx, _)| idx).collect();
+        for idx in keys {
+            self.take(inodes, ShadowSlot::PageCache(inode, idx));
         }
     }
 
     /// Drops the shadow of a freed swap slot (`clear_shadow_from_swap_cache`).
     pub(crate) fn clear_swap(&mut self, slot: u64) {
-        self.take(ShadowSlot::Swap(slot));
+        if let Some(s) = self.swap.remove(&slot) {
+            self.uncount(&s);
+        }
     }
 }
-
 impl KState {
     /// `workingset_age_nonresident`: advances the clock of `memcg`'s lruvec and its ancestors'.
     pub(crate) fn workingset_age_nonresident(&mut self, memcg: MemcgId, nr: u64) {
@@ -170,14 +197,29 @@ impl KState {
         self.workingset_age_nonresident(self.folio_memcg(head), nr);
     }
 
-    /// `workingset_eviction` (`lru_gen_eviction` with the multi-gen LRU): the shadow left in
-    /// `slot` for a folio reclaim is removing, and the shrinker's bound.
-    pub(crate) fn workingset_eviction(&mut self, head: Pfn, slot: ShadowSlot) {
-        let memcg = self.folio_memcg(head);
-        let shadow = self.lru_eviction_shadow(head);
-        self.workingset.put(slot, shadow);
+    /// Stores the shadow `workingset_eviction` made of a folio (`lru_eviction_shadow`) in
+    /// `slot`, which the folio has left, and applies the shrinker's bound to the shadow's memory
+    /// cgroup (the folio's).
+    pub(crate) fn workingset_store(&mut self, slot: ShadowSlot, shadow: Shadow) {
+        let memcg = shadow.memcg;
+        self.workingset.put(&mut self.inodes, slot, shadow);
         let limit = 8 * self.memcg_lru_pages(memcg).max(1);
-        self.workingset.shrink(memcg, limit);
+        self.workingset.shrink(&mut self.inodes, memcg, limit);
+    }
+
+    /// The shadow at `slot`.
+    pub fn shadow_at(&self, slot: ShadowSlot) -> Option<Shadow> {
+        self.workingset.get(&self.inodes, slot)
+    }
+
+    /// Every shadow with its slot (for checkers).
+    pub fn shadows(&self) -> impl Iterator<Item = (ShadowSlot, Shadow)> + '_ {
+        self.workingset.iter(&self.inodes)
+    }
+
+    /// Drops the page-cache shadows of `inode` at pages `[from, end)` (truncation, hole punch).
+    pub(crate) fn workingset_truncate(&mut self, inode: InodeId, from: u64, end: u64) {
+        self.workingset.truncate(&mut self.inodes, inode, from, end);
     }
 
     /// The classic LRU's shadow of a folio being evicted: the lruvec's `nonresident_age`, after
@@ -206,7 +248,7 @@ impl KState {
 
     /// Takes the shadow at `slot`, if any (the folio now being added replaces it).
     pub(crate) fn take_shadow(&mut self, slot: ShadowSlot) -> Option<Shadow> {
-        self.workingset.take(slot)
+        self.workingset.take(&mut self.inodes, slot)
     }
 
     /// `workingset_test_recent` for the classic LRU: whether the refault distance fits in the

@@ -258,7 +258,7 @@ fn check_swap(st: &KState, ptes: &[Mapped]) -> Result<(), String> {
     }
     for (_, i) in st.inodes.iter() {
         for (&index, &slot) in &i.mapping.swapped {
-            if i.mapping.pages.contains_key(&index) {
+            if i.mapping.pages.get(&index).is_some() {
                 return Err(format!("page {index} of {}: both a folio and a swap entry", i.path));
             }
             *held.entry(slot).or_default() += 1;
@@ -576,7 +576,7 @@ fn check_page_cache(st: &KState) -> Result<(), String> {
     for (inode, i) in st.inodes.iter() {
         let mut n = 0;
         let (mut inode_thps, mut large) = (0, 0);
-        for (&index, &head) in &i.mapping.pages {
+        for (&index, &head) in i.mapping.pages.iter() {
             if st.folios.mapping(head) != Mapping::File(inode) || st.folio_index(head) != index {
                 return Err(format!(
                     "page {index} of {}: cached folio {head} points elsewhere",
@@ -729,7 +729,7 @@ fn check_memcg_charges(st: &KState) -> Result<(), String> {
 /// the new end until the next truncation covering them — `do_page_cache_ra`, mm/readahead.c.)
 fn check_shadows(st: &KState) -> Result<(), String> {
     let mut per_memcg: BTreeMap<u32, u64> = BTreeMap::new();
-    for (slot, shadow) in st.workingset.iter() {
+    for (slot, shadow) in st.shadows() {
         *per_memcg.entry(shadow.memcg.0).or_default() += 1;
         match slot {
             ShadowSlot::PageCache(inode, index) => {
