@@ -214,6 +214,9 @@ impl KState {
                 (0..HPAGE_PMD_NR).filter(|&i| self.folios.page_mapcount(head + i) == 0).count();
             self.vmstat.sub(VmStat::NrAnonPages, unmapped as u64);
             self.vmstat.sub(VmStat::NrAnonTransparentHugepages, 1);
+            if unmapped > 0 && (unmapped as u64) < HPAGE_PMD_NR {
+                self.deferred_split_folio(head);
+            }
         }
     }
 
