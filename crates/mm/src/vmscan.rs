@@ -336,7 +336,7 @@ async fn shrink_node(cx: &Cx, sc: &mut ScanControl) {
         }
     }
     // `shrink_slab`: of the shrinkers the model has, the THP deferred split queue's.
-    crate::huge_memory::split::deferred_split_scan(cx).await;
+    crate::huge_memory::split::deferred_split_scan(cx, sc.priority).await;
     if !mglru {
         // `snapshot_refaults`.
         let mut st = cx.st();

@@ -30,7 +30,8 @@
 //! Approximations: no migration entries during the split (the model's split is one step between
 //! blocking points, so nothing can observe the pages unmapped); one queue for the machine where
 //! the kernel has one per node and, from v5.4, one per memory cgroup; the shrinker scans the
-//! whole queue whenever it runs (no `nr_to_scan` or `nr_deferred` arithmetic) and its frees do
+//! oldest folios whenever the pressure reaches them (`nr_to_scan`, without the `nr_deferred`
+//! carried between calls) and its frees do
 //! not count as reclaimed pages; a fully unmapped folio is queued too when its PTEs are zapped
 //! one by one (v6.8 queues on any PTE-level unmapping; the later refusal to queue fully unmapped
 //! folios is not modelled); file and shmem THPs are not split (the debugfs walk skips them);
@@ -154,12 +155,19 @@ async fn try_split(cx: &Cx, head: Pfn, pre_check: bool) -> bool {
     split
 }
 
-/// `deferred_split_scan`: the shrinker splits every queued folio it can lock; returns how many
-/// it split.
-pub(crate) async fn deferred_split_scan(cx: &Cx) -> u64 {
+/// `do_shrink_slab` asking `deferred_split_scan` at reclaim `priority`: the shrinker runs once
+/// the pressure, the queue's length shifted down by the priority (times four over
+/// `DEFAULT_SEEKS`), reaches the queue's length or a batch (`SHRINK_BATCH`, 128), and splits that
+/// many of the oldest queued folios it can lock. Returns how many it split.
+pub(crate) async fn deferred_split_scan(cx: &Cx, priority: u32) -> u64 {
     let queued: Vec<Pfn> = {
         let mut st = cx.st();
-        let q = st.thp.split_queue.clone();
+        let len = st.thp.split_queue.len();
+        let delta = (len >> priority) * 4 / 2;
+        if len == 0 || delta < len.min(128) {
+            return 0;
+        }
+        let q: Vec<Pfn> = st.thp.split_queue.iter().take(delta.min(128)).copied().collect();
         for &head in &q {
             st.folios.get_extra(head);
         }
