@@ -665,6 +665,19 @@ pub fn thp_disable_is_immediate(k: KernelVersion) -> bool {
     k >= v(4, 13)
 }
 
+/// A partially unmapped anonymous THP is queued for a deferred split, which a shrinker performs,
+/// and `/sys/kernel/debug/split_huge_pages` splits THPs on demand: "thp: introduce
+/// deferred_split_huge_page()" (9a982250f773, v4.5) with the THP refcounting rework.
+pub fn has_deferred_split(k: KernelVersion) -> bool {
+    k >= v(4, 5)
+}
+
+/// `split_huge_pages` takes `PID,0xSTART,0xEND` besides `1`: "mm: huge_memory: a new debugfs
+/// interface for splitting THP tests" (fa6c02315f74, v5.13; commit not verified).
+pub fn has_split_huge_pages_pid(k: KernelVersion) -> bool {
+    k >= v(5, 13)
+}
+
 /// A write fault on an anonymous THP that cannot be reused splits the PMD and copies the 4 KiB
 /// page, instead of copying the whole 2 MiB: "thp: change CoW semantics for anon-THP"
 /// (3917c80280c9, v5.8).

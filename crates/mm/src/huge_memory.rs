@@ -43,6 +43,7 @@
 
 pub(crate) mod anon;
 pub mod policy;
+pub mod split;
 
 use crate::era::{FileThp, OpenWriteTruncate, ThpWriterBarrier};
 use crate::errno::VmFault;
@@ -63,7 +64,7 @@ use crate::zap::{split_huge_pmd, unmap_mapping_range};
 use simcore::{Bytes, Order, Pfn, VirtAddr};
 
 /// Pages in a PMD-sized folio (`HPAGE_PMD_NR`).
-const HPAGE_PMD_NR: u64 = 512;
+pub(crate) const HPAGE_PMD_NR: u64 = 512;
 
 /// Allocates a PMD-sized folio (`vma_alloc_folio` with the THP gfp mask), charging the
 /// allocation and its per-page work; it reclaims directly only when `may_reclaim` (what

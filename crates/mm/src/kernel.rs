@@ -375,6 +375,9 @@ impl KState {
         if self.folios.test(head, crate::folio::pg::LRU) {
             self.lruvec_del_folio(head, true);
         }
+        if self.folios.large(head).is_some() {
+            self.deferred_split_remove(head);
+        }
         let memcg = self.folio_memcg(head);
         self.memcg_uncharge_pages(memcg, self.folios.order(head).pages());
         let order = self.folios.clear(head);

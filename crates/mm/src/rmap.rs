@@ -130,9 +130,11 @@ impl KState {
         let head = self.folios.head(page);
         self.folios.dec_mapcount(page);
         if self.folios.page_mapcount(page) == 0 && self.folios.entire_mapcount(head) == 0 {
-            let stat =
-                if self.folios.is_anon(head) { VmStat::NrAnonPages } else { VmStat::NrMapped };
-            self.vmstat.sub(stat, 1);
+            let anon = self.folios.is_anon(head);
+            self.vmstat.sub(if anon { VmStat::NrAnonPages } else { VmStat::NrMapped }, 1);
+            if anon && self.folios.large(head).is_some() {
+                self.deferred_split_folio(head);
+            }
         }
     }
 

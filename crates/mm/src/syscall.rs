@@ -102,10 +102,13 @@ impl Thread {
     }
 
     /// A write of `value` to a sysfs or sysctl file (`fs/sysfs.rs`: the THP knobs, the hugetlb
-    /// pools' files): ENOENT for a file this kernel or the model lacks, EINVAL for a value the
-    /// file refuses.
+    /// pools' files; debugfs's `split_huge_pages`, `huge_memory/split.rs`): ENOENT for a file
+    /// this kernel or the model lacks, EINVAL for a value the file refuses.
     pub async fn sysfs_write(&self, path: &str, value: &str) -> Result<(), Errno> {
         self.cx.charge(crate::sim::cost::Cost::Syscall).await;
+        if path == crate::huge_memory::split::SPLIT_HUGE_PAGES {
+            return crate::huge_memory::split::split_huge_pages_write(&self.cx, value).await;
+        }
         let k = self.cx.kernel().version;
         self.cx.st().sysfs_store(path, value, k)?;
         crate::ksm::sysfs_stored(&self.cx, path).await

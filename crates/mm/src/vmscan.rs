@@ -335,6 +335,8 @@ async fn shrink_node(cx: &Cx, sc: &mut ScanControl) {
             break;
         }
     }
+    // `shrink_slab`: of the shrinkers the model has, the THP deferred split queue's.
+    crate::huge_memory::split::deferred_split_scan(cx, sc.priority).await;
     if !mglru {
         // `snapshot_refaults`.
         let mut st = cx.st();

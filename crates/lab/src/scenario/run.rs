@@ -275,6 +275,7 @@ fn hugetlb_use(s: &Scenario) -> Option<usize> {
             OpKind::SysfsWrite { path, .. } => {
                 mm::huge_memory::policy::sysfs_knob(path).is_none()
                     && !path.starts_with(mm::ksm::SYSFS_DIR)
+                    && path != mm::huge_memory::split::SPLIT_HUGE_PAGES
             }
             _ => false,
         };

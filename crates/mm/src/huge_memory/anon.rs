@@ -46,9 +46,10 @@
 //! exclusive one, as `folio_try_dup_anon_rmap_pmd` refuses) is split instead, and the PTE-level
 //! copy gives the child its own copies of the pinned pages.
 //!
-//! Not modelled: the deferred split queue and its shrinker, and splitting the folio itself
-//! (`split_huge_page`: a partially unmapped THP keeps its whole 2 MiB until it is freed);
-//! reclaim of anonymous THPs (reclaim keeps them on the LRU: mmsim does not swap them out, whole
+//! A partially unmapped THP joins the deferred split queue, and `split_huge_page` splits the
+//! folio itself (`split.rs`).
+//!
+//! Not modelled: reclaim of anonymous THPs (reclaim keeps them on the LRU: mmsim does not swap them out, whole
 //! or split); `thp_fault_fallback_charge`; NUMA hinting on PMDs; PMD-level soft-dirty and
 //! `clear_refs`; `mremap` of PMDs.
 
@@ -214,6 +215,9 @@ impl KState {
                 (0..HPAGE_PMD_NR).filter(|&i| self.folios.page_mapcount(head + i) == 0).count();
             self.vmstat.sub(VmStat::NrAnonPages, unmapped as u64);
             self.vmstat.sub(VmStat::NrAnonTransparentHugepages, 1);
+            if unmapped > 0 && (unmapped as u64) < HPAGE_PMD_NR {
+                self.deferred_split_folio(head);
+            }
         }
     }
 

@@ -276,6 +276,8 @@ pub struct ThpState {
     pub file_thp: FileThp,
     /// khugepaged's list, cursor and counters (`khugepaged.rs`).
     pub khugepaged: crate::khugepaged::Khugepaged,
+    /// The deferred split queue, oldest first (`deferred_split_queue`; `split.rs`).
+    pub split_queue: Vec<simcore::Pfn>,
 }
 
 impl ThpState {
@@ -286,6 +288,7 @@ impl ThpState {
             kernel: config.kernel,
             file_thp: config.switches.file_thp,
             khugepaged: Default::default(),
+            split_queue: Vec::new(),
         }
     }
 }

@@ -34,6 +34,7 @@
 //! - under `anon_exclusive`, a writable PTE of an anonymous page maps a PageAnonExclusive page;
 //! - hugetlb's pools, pages, page caches, shared PMD tables and reservations
 //!   (`hugetlb/check.rs`);
+//! - the deferred split queue holds live anonymous THPs, each once, none in the swap cache;
 //! - no TLB entry maps a free frame (`KState::check_tlb` in `tlb.rs`, which also checks the
 //!   stricter coherence that holds only where no flush is in flight);
 //! - special PTEs and PMDs map a zero page or persistent memory; the zero pages are never
@@ -193,12 +194,16 @@ pub const INVARIANTS: &[Invariant] = &[
         "hugetlb pools, mapcounts, page caches, shared PMD tables and reservations (hugetlb/check.rs)",
     ),
     inv("tlb_maps_no_free_frame", "no TLB entry maps a free frame"),
+    inv(
+        "deferred_split_queue_well_formed",
+        "the deferred split queue holds each anonymous PMD-sized folio at most once, none freed, none in the swap cache",
+    ),
 ];
 
 type Checker = fn(&KState, &[Mapped]) -> Result<(), String>;
 
 /// The checkers of one invariant each, after those `check_mappings` keeps together.
-const CHECKERS: [(&str, Checker); 11] = [
+const CHECKERS: [(&str, Checker); 12] = [
     ("refcount_covers_references", |st, _| check_refcounts(st)),
     ("swap_counts_match_entries", check_swap),
     ("page_cache_recount", |st, _| check_page_cache(st)),
@@ -210,7 +215,25 @@ const CHECKERS: [(&str, Checker); 11] = [
     ("dax_entries_match_blocks", |st, _| check_dax_entries(st)),
     ("hugetlb_consistent", |st, _| crate::hugetlb::check::check_hugetlb(st)),
     ("tlb_maps_no_free_frame", |st, _| st.check_tlb(false)),
+    ("deferred_split_queue_well_formed", |st, _| check_split_queue(st)),
 ];
+
+/// The deferred split queue (`huge_memory/split.rs`): allocated anonymous PMD-sized folios,
+/// each once, none in the swap cache.
+fn check_split_queue(st: &KState) -> Result<(), String> {
+    let q = &st.thp.split_queue;
+    for (i, &head) in q.iter().enumerate() {
+        let f = &st.folios;
+        let live = f.refcount(head) > 0 && !f.is_tail(head);
+        if !live || !f.is_anon(head) || f.order(head) != simcore::Order::PMD {
+            return Err(format!("queued folio {head} is not a live anonymous THP"));
+        }
+        if f.test(head, pg::SWAPCACHE) || q[..i].contains(&head) {
+            return Err(format!("queued folio {head} is in the swap cache or queued twice"));
+        }
+    }
+    Ok(())
+}
 
 /// Runs every checker.
 pub fn check_all(st: &KState, rule: CowReuse) -> Result<(), String> {

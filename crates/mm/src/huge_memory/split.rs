@@ -1,0 +1,276 @@
+//! Splitting anonymous THPs and the deferred split queue (`mm/huge_memory.c`
+//! `split_huge_page_to_list_to_order`, `can_split_folio`, `__split_huge_page`,
+//! `deferred_split_folio`, `deferred_split_scan`, `split_huge_pages_write`; `mm/rmap.c`
+//! `__folio_remove_rmap`; Linux v6.8, with the eras below).
+//!
+//! The deferred split queue ("thp: introduce deferred_split_huge_page()", 9a982250f773, v4.5;
+//! `deferred_split_folio` after the folio conversions): when the rmap loses a PTE mapping of a
+//! page of an anonymous THP, or the last PMD mapping of a THP some of whose pages PTEs still
+//! map, the folio joins the queue (once; `thp_deferred_split_page`), unless it is in the swap
+//! cache (reclaim handles it). Freeing the folio takes it off (`folio_undo_large_rmappable`).
+//! The queue's shrinker (`deferred_split_scan`) runs with every `shrink_node`: it takes a
+//! reference on each queued folio, trylocks it and splits it; a folio that does not split
+//! stays queued.
+//!
+//! `split_folio` of a locked anonymous THP on which the caller holds a reference: under the
+//! anon_vma's write lock, `can_split_folio` requires the refcount to be the mappings plus the
+//! swap cache's references plus the caller's (an extra reference, a GUP reference or a pin,
+//! fails it: `-EAGAIN`, `thp_split_page_failed`); the PMDs mapping it are split
+//! (`TTU_SPLIT_HUGE_PMD`), the refcount is checked again (the freeze), and each page becomes an
+//! order-0 folio with the head's flags, mapping, index plus its offset, memory cgroup and LRU
+//! list; its own PageAnonExclusive stays. Pages no PTE maps are freed at once (their memcg
+//! charge with them); `thp_split_page` counts the split.
+//!
+//! `/sys/kernel/debug/split_huge_pages` (debugfs; v4.5): `1` splits every anonymous THP on an
+//! LRU list; `PID,0xSTART,0xEND` (v5.13, "mm: huge_memory: a new debugfs interface for splitting
+//! THP tests", fa6c02315f74, not verified) splits those mapped in that range of that process,
+//! skipping a folio `can_split_folio` refuses or that is locked (`split_huge_pages_pid`), as
+//! `tools/testing/selftests/mm/split_huge_page_test.c` uses it.
+//!
+//! Approximations: no migration entries during the split (the model's split is one step between
+//! blocking points, so nothing can observe the pages unmapped); one queue for the machine where
+//! the kernel has one per node and, from v5.4, one per memory cgroup; the shrinker scans the
+//! oldest folios whenever the pressure reaches them (`nr_to_scan`, without the `nr_deferred`
+//! carried between calls) and its frees do
+//! not count as reclaimed pages; a fully unmapped folio is queued too when its PTEs are zapped
+//! one by one (v6.8 queues on any PTE-level unmapping; the later refusal to queue fully unmapped
+//! folios is not modelled); file and shmem THPs are not split (the debugfs walk skips them);
+//! mTHP orders and `split_huge_page_to_list_to_order`'s new orders are not modelled; the
+//! `split_huge_pages` filters by pid and address only (not by file path, v6.x).
+
+use crate::errno::Errno;
+use crate::filemap::{folio_trylock, folio_unlock};
+use crate::folio::{Mapping, pg};
+use crate::kernel::{Cx, KState};
+use crate::memory::vm_normal_page;
+use crate::pgtable::Level;
+use crate::process::Pid;
+use crate::sim::cost::Cost;
+use crate::vmstat::VmStat;
+use simcore::{Bytes, Order, Pfn, VirtAddr};
+
+/// The debugfs file that splits THPs on demand.
+pub const SPLIT_HUGE_PAGES: &str = "/sys/kernel/debug/split_huge_pages";
+
+impl KState {
+    /// `deferred_split_folio`: queues the anonymous THP `head` for the shrinker, once.
+    pub(crate) fn deferred_split_folio(&mut self, head: Pfn) {
+        let q = &self.thp.split_queue;
+        if !crate::era::has_deferred_split(self.thp.kernel)
+            || self.folios.test(head, pg::SWAPCACHE)
+            || q.contains(&head)
+        {
+            return;
+        }
+        self.thp.split_queue.push(head);
+        self.vmstat.inc(VmStat::ThpDeferredSplitPage);
+    }
+
+    /// A large anonymous folio is being freed: it leaves the queue.
+    pub(crate) fn deferred_split_remove(&mut self, head: Pfn) {
+        self.thp.split_queue.retain(|&p| p != head);
+    }
+
+    /// `can_split_folio`: nobody but the mappings, the swap cache and the caller (one
+    /// reference) holds the folio.
+    pub fn can_split_folio(&self, head: Pfn) -> bool {
+        let nr = self.folios.order(head).pages() as u32;
+        let extra_pins = if self.folios.test(head, pg::SWAPCACHE) { nr } else { 0 };
+        self.folios.folio_mapcount(head) + extra_pins + 1 == self.folios.refcount(head)
+    }
+
+    /// `__split_huge_page` of the locked, PTE-mapped anonymous THP `head` that
+    /// [`can_split_folio`](KState::can_split_folio) passed: every page becomes an order-0 folio
+    /// on the head's LRU list; unmapped pages are freed. Returns the pages freed.
+    fn split_anon_folio(&mut self, head: Pfn) -> u64 {
+        assert!(!self.folios.test(head, pg::SWAPCACHE), "anonymous THPs never enter swap cache");
+        let list = self.folios.test(head, pg::LRU).then(|| self.folio_list_now(head));
+        if let Some(l) = list {
+            self.folios.list_del(head, l);
+        }
+        let (mapping, index) = (self.folios.mapping(head), self.folios.meta(head).index);
+        let nr = self.folios.split_large(head);
+        let mut freed = 0;
+        for i in 0..nr {
+            let page = head + i;
+            self.folios.set_mapping(page, mapping, index + i as u32);
+            if self.folios.refcount(page) == 0 {
+                self.free_folio(page);
+                freed += 1;
+            } else if let Some(l) = list {
+                let l = if i == 0 { l } else { self.folio_list_now(page) };
+                self.folios.list_add(page, l, false);
+            }
+        }
+        self.deferred_split_remove(head);
+        self.vmstat.inc(VmStat::ThpSplitPage);
+        freed
+    }
+}
+
+/// `split_folio`: splits the locked anonymous THP `head`, on which the caller holds one
+/// reference, into order-0 folios (the module note). `EAGAIN` when others hold references,
+/// `EBUSY` for a folio the model does not split (not an anonymous THP).
+pub(crate) async fn split_folio(cx: &Cx, head: Pfn) -> Result<(), Errno> {
+    let av = {
+        let st = cx.st();
+        let pmd_thp = st.folios.large(head).is_some() && st.folios.order(head) == Order::PMD;
+        match st.folios.mapping(head) {
+            Mapping::Anon(av) if pmd_thp => st.anon_vmas[st.anon_vmas[av].root].lock,
+            _ => return Err(Errno::EBUSY),
+        }
+    };
+    let _a = av.write(cx).await;
+    if !cx.st().can_split_folio(head) {
+        cx.st().vmstat.inc(VmStat::ThpSplitPageFailed);
+        return Err(Errno::EAGAIN);
+    }
+    let pmds: Vec<_> = cx.st().rmap_mappers(head).into_iter().filter(|m| m.huge).collect();
+    for m in pmds {
+        crate::zap::split_huge_pmd(cx, m.mm, m.addr).await;
+    }
+    cx.charge_n(Cost::PteUpdate, 2 * crate::huge_memory::HPAGE_PMD_NR).await;
+    let mut st = cx.st();
+    // The freeze: the PMD splits may have raced with a new reference.
+    if !st.can_split_folio(head) {
+        st.vmstat.inc(VmStat::ThpSplitPageFailed);
+        return Err(Errno::EAGAIN);
+    }
+    st.split_anon_folio(head);
+    Ok(())
+}
+
+/// Splits `head`, held by the caller's extra reference, if its lock can be had; drops the
+/// reference. `pre_check` skips a folio `can_split_folio` refuses (the debugfs walks).
+async fn try_split(cx: &Cx, head: Pfn, pre_check: bool) -> bool {
+    let locked = {
+        let mut st = cx.st();
+        (!pre_check || st.can_split_folio(head)) && folio_trylock(&mut st, head)
+    };
+    let split = locked && split_folio(cx, head).await.is_ok();
+    if locked {
+        folio_unlock(cx, head);
+    }
+    cx.st().put_folio_extra(head);
+    split
+}
+
+/// `do_shrink_slab` asking `deferred_split_scan` at reclaim `priority`: the shrinker runs once
+/// the pressure, the queue's length shifted down by the priority (times four over
+/// `DEFAULT_SEEKS`), reaches the queue's length or a batch (`SHRINK_BATCH`, 128), and splits that
+/// many of the oldest queued folios it can lock. Returns how many it split.
+pub(crate) async fn deferred_split_scan(cx: &Cx, priority: u32) -> u64 {
+    let queued: Vec<Pfn> = {
+        let mut st = cx.st();
+        let len = st.thp.split_queue.len();
+        let delta = (len >> priority) * 4 / 2;
+        if len == 0 || delta < len.min(128) {
+            return 0;
+        }
+        let q: Vec<Pfn> = st.thp.split_queue.iter().take(delta.min(128)).copied().collect();
+        for &head in &q {
+            st.folios.get_extra(head);
+        }
+        q
+    };
+    let mut split = 0;
+    for head in queued {
+        split += u64::from(try_split(cx, head, false).await);
+    }
+    split
+}
+
+/// A write to [`SPLIT_HUGE_PAGES`] (`split_huge_pages_write`): `1`, or `PID,0xSTART,0xEND`.
+pub(crate) async fn split_huge_pages_write(cx: &Cx, value: &str) -> Result<(), Errno> {
+    let k = cx.kernel().version;
+    if !crate::era::has_deferred_split(k) {
+        return Err(Errno::ENOENT);
+    }
+    let value = value.trim();
+    if value == "1" {
+        split_huge_pages_all(cx).await;
+        return Ok(());
+    }
+    if !crate::era::has_split_huge_pages_pid(k) {
+        return Err(Errno::EINVAL);
+    }
+    let (pid, start, end) = parse_pid_range(value).ok_or(Errno::EINVAL)?;
+    split_huge_pages_pid(cx, pid, start, end).await
+}
+
+/// `PID,0xSTART,0xEND` (the kernel's `"%d,0x%lx,0x%lx"`), page-aligned.
+fn parse_pid_range(value: &str) -> Option<(Pid, VirtAddr, VirtAddr)> {
+    let mut parts = value.split(',');
+    let pid = parts.next()?.trim().parse::<usize>().ok()?;
+    let mut addr = || {
+        let hex = parts.next()?.trim().strip_prefix("0x")?;
+        u64::from_str_radix(hex, 16).ok().map(|a| VirtAddr(a).align_down(Bytes::PAGE))
+    };
+    let (start, end) = (addr()?, addr()?);
+    Some((Pid(pid as u32), start, end))
+}
+
+/// `split_huge_pages_all`: every anonymous THP on an LRU list.
+async fn split_huge_pages_all(cx: &Cx) {
+    let thps: Vec<Pfn> = {
+        let mut st = cx.st();
+        let f = &st.folios;
+        let heads: Vec<Pfn> = f
+            .heads()
+            .filter(|&h| f.test(h, pg::LRU) && f.is_anon(h) && f.large(h).is_some())
+            .collect();
+        for &h in &heads {
+            st.folios.get_extra(h);
+        }
+        heads
+    };
+    for head in thps {
+        try_split(cx, head, true).await;
+    }
+}
+
+/// `split_huge_pages_pid`: the anonymous THPs mapped in `[start, end)` of `pid`, under its
+/// `mmap_lock` for read; ends at the first address no VMA covers.
+async fn split_huge_pages_pid(
+    cx: &Cx,
+    pid: Pid,
+    start: VirtAddr,
+    end: VirtAddr,
+) -> Result<(), Errno> {
+    let mm = cx.st().procs.get(pid).and_then(|p| p.mm).ok_or(Errno::EINVAL)?;
+    let lock = cx.st().mm(mm).mmap_lock;
+    let _g = lock.read(cx).await;
+    let mut addr = start;
+    while addr < end {
+        let thp = {
+            let mut st = cx.st();
+            if st.find_vma(mm, addr).is_none() {
+                break;
+            }
+            let head = mapped_thp(&st, mm, addr);
+            if let Some(h) = head {
+                st.folios.get_extra(h);
+            }
+            head
+        };
+        if let Some(head) = thp {
+            try_split(cx, head, true).await;
+        }
+        addr = addr + Bytes::PAGE;
+    }
+    Ok(())
+}
+
+/// The anonymous PMD-sized folio mapped at `addr` of `mm` (`follow_page` and
+/// `is_transparent_hugepage`), if any.
+fn mapped_thp(st: &KState, mm: crate::mm_struct::MmId, addr: VirtAddr) -> Option<Pfn> {
+    let (pte, level) = st.pt.translate(st.mm(mm).pgd, addr)?;
+    let page = match level {
+        Level::Pmd if pte.is_present() && !pte.special() => pte.pfn(),
+        Level::Pte => vm_normal_page(pte)?,
+        _ => return None,
+    };
+    let head = st.folios.head(page);
+    let f = &st.folios;
+    (f.is_anon(head) && f.large(head).is_some() && f.order(head) == Order::PMD).then_some(head)
+}
