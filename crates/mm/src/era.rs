@@ -779,6 +779,13 @@ pub fn mremap_handles_hugetlb(k: KernelVersion) -> bool {
     k >= v(5, 16)
 }
 
+/// `MADV_COLD` and `MADV_PAGEOUT` exist: "mm: introduce MADV_COLD" (9c276cc65a58) and "mm:
+/// introduce MADV_PAGEOUT" (1a4e58cce84e), both v5.4; before, `madvise_behavior_valid` does not
+/// know them and the advice is EINVAL.
+pub fn has_madv_cold_pageout(k: KernelVersion) -> bool {
+    k >= v(5, 4)
+}
+
 /// `MADV_FREE` exists: "mm: support madvise(MADV_FREE)" (854e9ed09ded, v4.5); before, EINVAL.
 pub fn has_madv_free(k: KernelVersion) -> bool {
     k >= v(4, 5)

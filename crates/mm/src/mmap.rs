@@ -873,7 +873,9 @@ pub(crate) async fn do_madvise(
             }
             Ok(())
         }
-        madv::COLD | madv::PAGEOUT => madvise_cold_or_pageout(cx, mm, start, end, advice).await,
+        madv::COLD | madv::PAGEOUT if crate::era::has_madv_cold_pageout(cx.kernel().version) => {
+            madvise_cold_or_pageout(cx, mm, start, end, advice).await
+        }
         a if updates_vm_flags(cx.kernel().version, a) => {
             let _g = lock.write(cx).await;
             madvise_update_vmas(cx, mm, start, end, advice).await
