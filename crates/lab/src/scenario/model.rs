@@ -614,6 +614,8 @@ pub enum Observable {
     Status { process: String, field: String },
     /// A `/proc/PID/stat` field by its `proc(5)` name (`mm::fs::proc::array::STAT_FIELDS`).
     Stat { process: String, field: String },
+    /// The signals of one kind the user accesses of `process`'s threads raised.
+    Signals { process: String, signal: Signal },
     /// A `struct stat` field of a file (`mm::fs::stat::STAT_FIELDS`), by path or descriptor.
     Fstat { file: FileRef, field: String },
     /// A `/proc/vmstat` counter.
@@ -757,11 +759,12 @@ pub const TUNABLES: [&str; 8] = [
 ];
 
 /// What an `[[expect]]` reads: exactly one of these keys.
-pub const EXPECT_KINDS: [&str; 15] = [
+pub const EXPECT_KINDS: [&str; 16] = [
     "smaps",
     "smaps_rollup",
     "status",
     "stat",
+    "signals",
     "fstat",
     "vmstat",
     "meminfo",

@@ -248,6 +248,7 @@ pub fn prepare(
         return Err(bad(line, why));
     }
     if let Some(line) = madv_free_use(s)
+        && config.swap.as_u64() != 0
         && let Some(why) = mm::era::madv_free_unmodelled(config.kernel)
     {
         return Err(bad(line, why));
