@@ -6,7 +6,7 @@ use clap::Args;
 use explore::{Options, Outcome, Schedule, Strategy, explore, replay};
 use lab::scenario::explore::factory;
 use lab::scenario::race;
-use lab::scenario::run::{Overrides, load, machine_config};
+use lab::scenario::run::{Overrides, load, machine_config, skip_reason};
 use serde_json::json;
 use std::time::{Duration, Instant};
 
@@ -71,6 +71,10 @@ fn explore_cmd(a: &ExploreArgs) -> Result<u8, String> {
     o.max_events = Some(a.max_events);
     let config =
         machine_config(&scenario.machine, &o, &scenario.file).map_err(|e| e.to_string())?;
+    if let Some(why) = skip_reason(&scenario, &config) {
+        println!("{} on {}: {why}", scenario.file, config.kernel);
+        return Ok(0);
+    }
     let mut trials = factory(&scenario, config, None);
     if let Some(path) = &a.replay {
         let text =

@@ -30,7 +30,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Run a scenario file; exit 0 when every expectation holds, 1 when one fails, 2 on bad input.
+    /// Run a scenario file; exit 0 when every expectation holds (or the scenario's `[requires]`
+    /// excludes the kernel: printed as `skipped: REASON`), 1 when one fails, 2 on bad input.
     Run(run::RunArgs),
     /// Search a scenario's interleavings for violations; exit 1 with a minimised schedule when
     /// one is found, 0 when none is, 2 on bad input.

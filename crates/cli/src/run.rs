@@ -188,6 +188,10 @@ fn print_report(r: &Report) {
     if let Some(s) = &r.stopped {
         println!("STOPPED {s}");
     }
+    if let Some(why) = &r.skipped {
+        println!("{why}");
+        return;
+    }
     let verdict =
         if r.passed() { "all hold".to_string() } else { format!("{} failed", r.failures.len()) };
     println!(

@@ -51,6 +51,9 @@ fn scenario_line(root: &Path, file: &Path, kernel: Option<&str>) -> String {
     };
     let o = Overrides { kernel: kernel.map(|k| k.parse().unwrap()), ..Overrides::default() };
     match run(&s, &o, &mut |_| ()) {
+        Ok(r) if r.skipped.is_some() => {
+            format!("{label} skipped {}", digest_of(r.skipped.as_deref().unwrap_or_default()))
+        }
         Ok(r) => {
             let mut vmstat = Digest::default();
             // Only the counters that moved: a counter new to the model moves no line.

@@ -792,20 +792,58 @@ pub fn mremap_handles_hugetlb(k: KernelVersion) -> bool {
     k >= v(5, 16)
 }
 
+/// Whether `/proc/PID/smaps` and `smaps_rollup` print `field` on `k`. Of the fields the model
+/// keeps, two are younger than the oldest kernel here: `FilePmdMapped` from v5.4 ("mm,thp:
+/// stats for file backed THP", 60fbf0ab5da1, hash not verified) and `Pss_Dirty` from v6.0
+/// ("mm/smaps: add Pss_Dirty", hash not verified); `LazyFree` (v4.12), `ShmemPmdMapped` (v4.8)
+/// and `SwapPss` (v4.3) predate every kernel mmsim models. `THPeligible` is
+/// [`smaps_has_thp_eligible`].
+pub fn smaps_has_field(k: KernelVersion, field: &str) -> bool {
+    match field {
+        "FilePmdMapped" => k >= v(5, 4),
+        "Pss_Dirty" => k >= v(6, 0),
+        _ => true,
+    }
+}
+
+/// `KernelPageSize` and `MMUPageSize` follow `Size` in smaps from v4.14, when "mm: add
+/// /proc/pid/smaps_rollup" (493b0e9d945f, hash not verified) printed the per-VMA lines before
+/// the summable ones; up to v4.13 they came after `SwapPss`, just before `Locked`.
+pub fn smaps_page_size_after_size(k: KernelVersion) -> bool {
+    k >= v(4, 14)
+}
+
+/// `MADV_COLD` and `MADV_PAGEOUT` exist: "mm: introduce MADV_COLD" (9c276cc65a58) and "mm:
+/// introduce MADV_PAGEOUT" (1a4e58cce84e), both v5.4; before, `madvise_behavior_valid` does not
+/// know them and the advice is EINVAL.
+pub fn has_madv_cold_pageout(k: KernelVersion) -> bool {
+    k >= v(5, 4)
+}
+
 /// `MADV_FREE` exists: "mm: support madvise(MADV_FREE)" (854e9ed09ded, v4.5); before, EINVAL.
 pub fn has_madv_free(k: KernelVersion) -> bool {
     k >= v(4, 5)
 }
 
-/// Why `MADV_FREE` cannot be used on `k`, if it cannot: from v4.5 to v4.11 lazyfree pages were
-/// deactivated on the anon LRU and reclaimed only with swap; the model starts with "mm: move
-/// MADV_FREE pages into LRU_INACTIVE_FILE list" (f7ad2a6cb9f7, v4.12). Before v4.5 the advice
-/// is EINVAL, which is modelled.
+/// `MADV_FREE` works as `MADV_DONTNEED` when no swap slot is free: from v4.5 (854e9ed09ded) to
+/// v4.11 `madvise_vma` passed the advice through to `madvise_dontneed` unless
+/// `get_nr_swap_pages() > 0` (verified in the v4.5 patch text); "mm: enable MADV_FREE for
+/// swapless system" (93e06c7a6453, v4.12, hash not verified) removed the fallback.
+pub fn madv_free_dontneed_without_swap(k: KernelVersion) -> bool {
+    has_madv_free(k) && k < v(4, 12)
+}
+
+/// Why `MADV_FREE` with swap cannot be used on `k`, if it cannot: from v4.5 to v4.11 lazyfree
+/// pages were deactivated on the anon LRU and reclaimed only with swap; the model starts with
+/// "mm: move MADV_FREE pages into LRU_INACTIVE_FILE list" (f7ad2a6cb9f7, v4.12). Before v4.5
+/// the advice is EINVAL, and on a machine without swap v4.5-v4.11 is `MADV_DONTNEED`
+/// ([`madv_free_dontneed_without_swap`]), both modelled.
 pub fn madv_free_unmodelled(k: KernelVersion) -> Option<String> {
-    (has_madv_free(k) && k < v(4, 12)).then(|| {
+    madv_free_dontneed_without_swap(k).then(|| {
         format!(
-            "MADV_FREE is not modelled on {k}: v4.5 to v4.11 kept lazyfree pages on the anon LRU \
-             (reclaimed only with swap); the model starts with f7ad2a6cb9f7 (v4.12)"
+            "MADV_FREE with swap is not modelled on {k}: v4.5 to v4.11 kept lazyfree pages on the \
+             anon LRU (reclaimed only with swap; without swap the advice is MADV_DONTNEED, which \
+             is modelled); the model starts with f7ad2a6cb9f7 (v4.12)"
         )
     })
 }

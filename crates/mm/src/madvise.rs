@@ -16,9 +16,11 @@
 //! Approximations: large folios are left as they are (the kernel splits a PTE-mapped large
 //! folio or marks a wholly covered PMD-mapped THP lazyfree; mmsim cannot reclaim anonymous THPs
 //! yet), PMDs cut by the range's edges are split first; a folio in the swap cache is skipped
-//! (the kernel frees its swap slot first when it can). The v4.5-v4.11 scheme (lazyfree pages
-//! on the inactive anon list, reclaimed only with swap) is not modelled: such kernels are
-//! refused (`era::madv_free_unmodelled`).
+//! (the kernel frees its swap slot first when it can). On v4.5-v4.11 the advice is
+//! `MADV_DONTNEED` while no swap slot is free (`era::madv_free_dontneed_without_swap`,
+//! `mmap.rs`); their scheme with swap (lazyfree pages on the inactive anon list, reclaimed only
+//! with swap) is not modelled: a scenario that uses it there is refused
+//! (`era::madv_free_unmodelled`).
 
 use crate::arch::tlbflush::flush_tlb_range;
 use crate::errno::Errno;

@@ -851,6 +851,20 @@ async fn madvise_cold_or_pageout(
     Ok(())
 }
 
+/// `MADV_DONTNEED` (`madvise_dontneed_single_vma`): zaps the range VMA by VMA under
+/// `mmap_lock` for read.
+async fn madvise_dontneed(cx: &Cx, mm: MmId, start: VirtAddr, end: VirtAddr) -> Result<(), Errno> {
+    let lock = cx.st().mm(mm).mmap_lock;
+    let _g = lock.read(cx).await;
+    let vmas = covering(&cx.st(), mm, start, end)?;
+    for v in vmas {
+        let range = cx.st().madvise_dontneed_range(v, start, end)?;
+        let Some((vs, ve)) = range else { continue };
+        zap_vma_range(cx, mm, v, vs, ve, ZapDetails::default()).await;
+    }
+    Ok(())
+}
+
 /// `madvise(2)` for the advice modelled so far.
 pub(crate) async fn do_madvise(
     cx: &Cx,
@@ -863,17 +877,10 @@ pub(crate) async fn do_madvise(
     let (start, end) = user_range(addr, len)?;
     let lock = cx.st().mm(mm).mmap_lock;
     match advice {
-        madv::DONTNEED => {
-            let _g = lock.read(cx).await;
-            let vmas = covering(&cx.st(), mm, start, end)?;
-            for v in vmas {
-                let range = cx.st().madvise_dontneed_range(v, start, end)?;
-                let Some((vs, ve)) = range else { continue };
-                zap_vma_range(cx, mm, v, vs, ve, ZapDetails::default()).await;
-            }
-            Ok(())
+        madv::DONTNEED => madvise_dontneed(cx, mm, start, end).await,
+        madv::COLD | madv::PAGEOUT if crate::era::has_madv_cold_pageout(cx.kernel().version) => {
+            madvise_cold_or_pageout(cx, mm, start, end, advice).await
         }
-        madv::COLD | madv::PAGEOUT => madvise_cold_or_pageout(cx, mm, start, end, advice).await,
         a if updates_vm_flags(cx.kernel().version, a) => {
             let _g = lock.write(cx).await;
             madvise_update_vmas(cx, mm, start, end, advice).await
@@ -882,7 +889,12 @@ pub(crate) async fn do_madvise(
             crate::khugepaged::madvise_collapse(cx, mm, start, end).await
         }
         madv::FREE if crate::era::has_madv_free(cx.kernel().version) => {
-            if crate::era::madv_free_unmodelled(cx.kernel().version).is_some() {
+            if crate::era::madv_free_dontneed_without_swap(cx.kernel().version) {
+                // v4.5-v4.11: MADV_DONTNEED when no swap slot is free; lazyfree with swap is
+                // refused when the run is set up (`era::madv_free_unmodelled`).
+                if cx.st().swap.nr_free() == 0 {
+                    return madvise_dontneed(cx, mm, start, end).await;
+                }
                 return Err(Errno::EOPNOTSUPP);
             }
             crate::madvise::madvise_free(cx, mm, start, end).await

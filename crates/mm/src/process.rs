@@ -32,6 +32,9 @@ pub struct Process {
     /// them (`fault.rs` `mm_account_fault`).
     pub min_flt: u64,
     pub maj_flt: u64,
+    /// The signals its threads' user accesses raised (SIGSEGV, SIGBUS, SIGKILL for OOM), by
+    /// signal: what a test's handler counts (`syscall.rs` `Thread::deliver`).
+    pub signals: BTreeMap<crate::errno::Signal, u64>,
 }
 
 impl Process {
@@ -45,6 +48,7 @@ impl Process {
             state: ProcState::Running,
             min_flt: 0,
             maj_flt: 0,
+            signals: BTreeMap::new(),
         }
     }
 

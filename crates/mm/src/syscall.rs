@@ -616,13 +616,13 @@ impl Thread {
     /// Accesses one byte in every page of `[addr, addr + len)`.
     pub async fn touch(&self, addr: VirtAddr, len: Bytes, access: Access) -> Result<(), Signal> {
         let mm = self.mm().map_err(|_| Signal::SIGSEGV)?;
-        touch(&self.cx, mm, addr, len, access).await
+        self.deliver(touch(&self.cx, mm, addr, len, access).await)
     }
 
     /// Loads `len` bytes from `addr`.
     pub async fn read_bytes(&self, addr: VirtAddr, len: u64) -> Result<Vec<u8>, Signal> {
         let mm = self.mm().map_err(|_| Signal::SIGSEGV)?;
-        read_user(&self.cx, mm, addr, len).await
+        self.deliver(read_user(&self.cx, mm, addr, len).await)
     }
 
     /// Runs the MMU over `refs` (trace replay) without blocking: returns how many accesses were
@@ -638,7 +638,7 @@ impl Thread {
     /// the CPU does.
     pub async fn access_fault(&self, addr: VirtAddr, access: Access) -> Result<(), Signal> {
         let mm = self.mm().map_err(|_| Signal::SIGSEGV)?;
-        fault_and_retry(&self.cx, mm, addr, access).await
+        self.deliver(fault_and_retry(&self.cx, mm, addr, access).await)
     }
 
     /// Page-sized `pread`s of `pages` (page indexes of the file open as `fd`) served from the
@@ -712,7 +712,17 @@ impl Thread {
     /// Stores `data` at `addr`.
     pub async fn write_bytes(&self, addr: VirtAddr, data: &[u8]) -> Result<(), Signal> {
         let mm = self.mm().map_err(|_| Signal::SIGSEGV)?;
-        write_user(&self.cx, mm, addr, data).await
+        self.deliver(write_user(&self.cx, mm, addr, data).await)
+    }
+
+    /// Counts the signal a user access of this thread raised (`force_sig_fault` from the fault
+    /// handler's `mm_fault_error`) in its process's `signals`, and passes the result on.
+    fn deliver<T>(&self, r: Result<T, Signal>) -> Result<T, Signal> {
+        if let Err(sig) = r {
+            let pid = self.cx.current();
+            *self.cx.st().procs[pid].signals.entry(sig).or_default() += 1;
+        }
+        r
     }
 }
 

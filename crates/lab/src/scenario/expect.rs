@@ -30,6 +30,10 @@ pub fn read(st: &KState, env: &Env, what: &Observable) -> Result<u64, String> {
         Observable::Stat { process, field } => st
             .proc_stat_field(env.process(process)?, field)
             .ok_or_else(|| format!("no field `{field}` in /proc/PID/stat")),
+        Observable::Signals { process, signal } => {
+            let p = &st.procs[env.process(process)?];
+            Ok(p.signals.get(signal).copied().unwrap_or(0))
+        }
         Observable::Fstat { file, field } => {
             let inode = env.inode(st, file)?;
             st.vfs_getattr(inode).field(field).ok_or_else(|| format!("no `{field}` in struct stat"))
@@ -158,6 +162,7 @@ pub fn describe(what: &Observable) -> String {
         Observable::SmapsRollup { process, field } => format!("smaps_rollup {field} of {process}"),
         Observable::Status { process, field } => format!("status {field} of {process}"),
         Observable::Stat { process, field } => format!("stat {field} of {process}"),
+        Observable::Signals { process, signal } => format!("{signal:?}s delivered to {process}"),
         Observable::Fstat { file: FileRef::Path(p), field } => format!("stat {field} of {p}"),
         Observable::Fstat { file: FileRef::Fd { process, fd }, field } => {
             format!("fstat {field} of {process}'s {fd}")

@@ -107,6 +107,11 @@ pub fn check_declared(scenario: &Scenario) -> Result<Vec<DeclaredResult>, Scenar
         };
         let config = super::run::machine_config(&scenario.machine, &o, &scenario.file)?;
         let kernel = config.kernel;
+        if let Some(why) = super::run::skip_reason(scenario, &config) {
+            return Err(bad(format!(
+                "[[explore]] on {kernel}, which `[requires]` excludes: {why}"
+            )));
+        }
         let strategy =
             explore::Strategy::from_spec(&d.strategy, d.seed).map_err(|e| bad(e.to_string()))?;
         let options =

@@ -58,6 +58,25 @@ pub struct Scenario {
     pub show: Vec<Show>,
     /// What exploring this scenario's interleavings must find (`[[explore]]`), per era.
     pub explore: Vec<ExploreExpect>,
+    /// `[requires]`: the kernels (and switches) the scenario means anything on; elsewhere a run
+    /// is skipped with the reason, as a kernel selftest skips (`ksft_test_result_skip`).
+    pub requires: Option<Requires>,
+}
+
+/// A scenario's precondition on the run's kernel and switches, with why.
+#[derive(Clone, Debug)]
+pub struct Requires {
+    pub line: usize,
+    pub when: When,
+    /// What the excluded kernels lack (`"io_uring (v5.1)"`).
+    pub reason: String,
+}
+
+impl Requires {
+    /// Why a run on `kernel` with `switches` is skipped, if it is.
+    pub fn skip(&self, switches: &Switches, kernel: KernelVersion) -> Option<String> {
+        (!self.when.holds(switches, kernel)).then(|| format!("skipped: {}", self.reason))
+    }
 }
 
 /// A declared exploration result: under this kernel and these overrides, this strategy and
@@ -595,6 +614,8 @@ pub enum Observable {
     Status { process: String, field: String },
     /// A `/proc/PID/stat` field by its `proc(5)` name (`mm::fs::proc::array::STAT_FIELDS`).
     Stat { process: String, field: String },
+    /// The signals of one kind the user accesses of `process`'s threads raised.
+    Signals { process: String, signal: Signal },
     /// A `struct stat` field of a file (`mm::fs::stat::STAT_FIELDS`), by path or descriptor.
     Fstat { file: FileRef, field: String },
     /// A `/proc/vmstat` counter.
@@ -738,11 +759,12 @@ pub const TUNABLES: [&str; 8] = [
 ];
 
 /// What an `[[expect]]` reads: exactly one of these keys.
-pub const EXPECT_KINDS: [&str; 15] = [
+pub const EXPECT_KINDS: [&str; 16] = [
     "smaps",
     "smaps_rollup",
     "status",
     "stat",
+    "signals",
     "fstat",
     "vmstat",
     "meminfo",

@@ -61,26 +61,7 @@ impl<'a> Parser<'a> {
             }
             files.push(file);
         }
-        let mut cgroups: Vec<CgroupDecl> = Vec::new();
-        for n in top.list("cgroup")? {
-            let f = self.fields(n, "[[cgroup]]")?;
-            let path = f.string("path")?;
-            let parent = path.rsplit_once('/').map(|(p, _)| p);
-            let declared = |p: &str| p.is_empty() || cgroups.iter().any(|c| c.path == p);
-            if !path.starts_with('/') || path.len() < 2 || !parent.is_some_and(declared) {
-                return Err(self.err(
-                    f.line_of("path"),
-                    format!("cgroup `{path}`: expected /NAME or /PARENT/NAME with PARENT declared before"),
-                ));
-            }
-            if cgroups.iter().any(|c| c.path == path) {
-                return Err(
-                    self.err(f.line_of("path"), format!("cgroup `{path}` is declared twice"))
-                );
-            }
-            cgroups.push(CgroupDecl { line: n.line, path, max: f.opt_size("max")? });
-            f.finish(&["path", "max"])?;
-        }
+        let cgroups = self.cgroups(&top)?;
         let mut processes = Vec::new();
         for n in top.list("process")? {
             let f = self.fields(n, "[[process]]")?;
@@ -111,7 +92,10 @@ impl<'a> Parser<'a> {
         for n in top.list("explore")? {
             explore.push(self.explore(n)?);
         }
-        top.finish(&["machine", "file", "cgroup", "process", "step", "expect", "show", "explore"])?;
+        let requires = top.get("requires").map(|n| self.requires(n)).transpose()?;
+        top.finish(&[
+            "machine", "file", "cgroup", "process", "step", "expect", "show", "explore", "requires",
+        ])?;
         let scenario = Scenario {
             file: self.file.into(),
             machine,
@@ -122,9 +106,48 @@ impl<'a> Parser<'a> {
             expects,
             show,
             explore,
+            requires,
         };
         self.check_names(&scenario)?;
         Ok(scenario)
+    }
+
+    /// `[[cgroup]]` tables: paths under declared parents, each declared once.
+    fn cgroups(&self, top: &Fields) -> Result<Vec<CgroupDecl>, ScenarioError> {
+        let mut cgroups: Vec<CgroupDecl> = Vec::new();
+        for n in top.list("cgroup")? {
+            let f = self.fields(n, "[[cgroup]]")?;
+            let path = f.string("path")?;
+            let parent = path.rsplit_once('/').map(|(p, _)| p);
+            let declared = |p: &str| p.is_empty() || cgroups.iter().any(|c| c.path == p);
+            if !path.starts_with('/') || path.len() < 2 || !parent.is_some_and(declared) {
+                return Err(self.err(
+                f.line_of("path"),
+                format!("cgroup `{path}`: expected /NAME or /PARENT/NAME with PARENT declared before"),
+            ));
+            }
+            if cgroups.iter().any(|c| c.path == path) {
+                return Err(
+                    self.err(f.line_of("path"), format!("cgroup `{path}` is declared twice"))
+                );
+            }
+            cgroups.push(CgroupDecl { line: n.line, path, max: f.opt_size("max")? });
+            f.finish(&["path", "max"])?;
+        }
+        Ok(cgroups)
+    }
+
+    /// `[requires]`: `kernel` bounds and switch values as `when` takes them, and `reason`, what
+    /// the kernels outside lack.
+    fn requires(&self, node: &Node) -> Result<Requires, ScenarioError> {
+        let f = self.fields(node, "[requires]")?;
+        let reason = f.string("reason")?;
+        let conditions = f.entries.iter().filter(|(k, _)| k != "reason").cloned().collect();
+        let when = self.when(&Node { line: node.line, kind: Kind::Table(conditions) })?;
+        if when == When::default() {
+            return Err(self.err(node.line, "[requires]: expected `kernel` or a switch to require"));
+        }
+        Ok(Requires { line: node.line, when, reason })
     }
 
     fn machine(&self, node: &Node) -> Result<MachineSpec, ScenarioError> {
@@ -367,6 +390,7 @@ impl<'a> Parser<'a> {
                 Observable::Status { process: f.string("process")?, field: f.string("status")? }
             }
             "stat" => self.stat_observable(&f)?,
+            "signals" => self.signals_observable(&f)?,
             "fstat" => self.fstat_observable(&f)?,
             "vmstat" => {
                 let name = f.string("vmstat")?;
@@ -402,10 +426,7 @@ impl<'a> Parser<'a> {
             }
         };
         let cmp = self.comparison(&f, node.line)?;
-        let when = match f.get("when") {
-            Some(w) => self.when(w)?,
-            None => When::default(),
-        };
+        let when = f.get("when").map(|w| self.when(w)).transpose()?.unwrap_or_default();
         let known = [
             kind, "process", "at", "cgroup", "path", "fd", "index", "equals", "kb", "is", "holds",
             "at_least", "at_most",
@@ -438,6 +459,15 @@ impl<'a> Parser<'a> {
             ));
         };
         Ok(cmp)
+    }
+
+    /// A `signals = "SIGBUS"` observable: the signals of that kind `process` received.
+    fn signals_observable(&self, f: &Fields<'_>) -> Result<Observable, ScenarioError> {
+        let name = f.string("signals")?;
+        let signal = mm::Signal::from_name(&name).ok_or_else(|| {
+            self.err(f.line_of("signals"), format!("`{name}`: expected SIGSEGV, SIGBUS or SIGKILL"))
+        })?;
+        Ok(Observable::Signals { process: f.string("process")?, signal })
     }
 
     /// A `stat = FIELD` observable: a `/proc/PID/stat` field the model keeps.

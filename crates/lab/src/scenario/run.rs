@@ -90,6 +90,9 @@ pub struct Report {
     pub stopped: Option<String>,
     /// Why the run was refused halfway (over the host budget): bad input, not a finding.
     pub refused: Option<String>,
+    /// Why nothing ran: the scenario's `[requires]` excludes this kernel or these switches
+    /// (`skipped: REASON`); a skip passes, as a kernel selftest's skip is no failure.
+    pub skipped: Option<String>,
     pub virtual_time_ns: u64,
     pub events: u64,
     pub digest: String,
@@ -103,6 +106,41 @@ impl Report {
     pub fn passed(&self) -> bool {
         self.failures.is_empty() && self.stopped.is_none() && self.refused.is_none()
     }
+}
+
+impl Report {
+    /// The report of a run that `[requires]` skips: nothing ran.
+    fn skipped(s: &Scenario, config: &MachineConfig, why: String) -> Report {
+        Report {
+            scenario: s.file.clone(),
+            kernel: config.kernel.to_string(),
+            profile: config.profile.name.to_string(),
+            seed: config.seed,
+            switches: switch_list(config),
+            steps: s.steps.len(),
+            operations: 0,
+            expectations: 0,
+            failures: Vec::new(),
+            stopped: None,
+            refused: None,
+            skipped: Some(why),
+            virtual_time_ns: 0,
+            events: 0,
+            digest: String::new(),
+            shown: Vec::new(),
+            vmstat: BTreeMap::new(),
+        }
+    }
+}
+
+/// The switches of `config`, by name.
+fn switch_list(config: &MachineConfig) -> Vec<(String, String)> {
+    config.switches.iter().iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+}
+
+/// Why a run of `s` under `config` is skipped (`[requires]` excludes it), if it is.
+pub fn skip_reason(s: &Scenario, config: &MachineConfig) -> Option<String> {
+    s.requires.as_ref().and_then(|r| r.skip(&config.switches, config.kernel))
 }
 
 /// The machine a `[machine]` section asks for, with the overrides applied; `file` names the
@@ -210,6 +248,7 @@ pub fn prepare(
         return Err(bad(line, why));
     }
     if let Some(line) = madv_free_use(s)
+        && config.swap.as_u64() != 0
         && let Some(why) = mm::era::madv_free_unmodelled(config.kernel)
     {
         return Err(bad(line, why));
@@ -399,6 +438,9 @@ pub fn run(
     progress: &mut dyn FnMut(simcore::SimTime),
 ) -> Result<Report, ScenarioError> {
     let config = machine_config(&s.machine, o, &s.file)?;
+    if let Some(why) = skip_reason(s, &config) {
+        return Ok(Report::skipped(s, &config, why));
+    }
     let Prepared { mut machine, env, log } = prepare(s, config, None)?;
     log.borrow_mut().keep_going = o.keep_going;
     let handle = machine.handle().clone();
@@ -437,18 +479,14 @@ pub fn run(
         kernel: config.kernel.to_string(),
         profile: config.profile.name.to_string(),
         seed: config.seed,
-        switches: config
-            .switches
-            .iter()
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
+        switches: switch_list(config),
         steps: s.steps.len(),
         operations: log.ops,
         expectations: log.expectations,
         failures: log.failures.clone(),
         stopped,
         refused,
+        skipped: None,
         virtual_time_ns: handle.now().as_ns(),
         events: last.map_or(0, |r| r.events),
         digest: handle.digest().to_string(),

@@ -10,7 +10,11 @@
 //! dirty folio; referenced means a young PTE or a referenced folio.
 //!
 //! `THPeligible` is the THP policy's answer for the VMA (`huge_memory/policy.rs`), printed
-//! from v5.0 (7635d9cbe832).
+//! from v5.0 (7635d9cbe832). The smaps fields and their order follow the run's kernel
+//! (`era::smaps_has_field`: `FilePmdMapped` v5.4+, `Pss_Dirty` v6.0+;
+//! `era::smaps_page_size_after_size`: `KernelPageSize`/`MMUPageSize` after `Size` from v4.14,
+//! after `SwapPss` before). Not printed because the model does not keep them: smaps_rollup's
+//! `Pss_Anon`/`Pss_File`/`Pss_Shmem` (v5.3+), `KSM` (v6.x), `ProtectionKey` (no pkeys).
 //!
 //! meminfo prints only what the model keeps. `MemAvailable` is approximated as free memory plus
 //! the file LRU pages (the kernel also subtracts watermarks and adds reclaimable slab, which the
@@ -21,6 +25,7 @@ pub mod clear_refs;
 pub(crate) mod mem;
 pub mod page;
 
+use crate::era::KernelVersion;
 use crate::folio::{LruList, pg};
 use crate::kernel::KState;
 use crate::memory::vm_normal_page;
@@ -258,8 +263,10 @@ impl KState {
         self.vmas_of(pid).into_iter().map(|v| self.maps_line(v) + "\n").collect()
     }
 
-    /// `/proc/PID/smaps`.
+    /// `/proc/PID/smaps`, in the fields and order of the run's kernel (`era::smaps_has_field`,
+    /// `era::smaps_page_size_after_size`).
     pub fn smaps(&self, pid: Pid) -> String {
+        let k = self.thp.kernel;
         let mut out = String::new();
         for v in self.vmas_of(pid) {
             let vma = self.vma(v);
@@ -267,10 +274,17 @@ impl KState {
             let _ = writeln!(out, "{}", self.maps_line(v));
             put_kb(&mut out, "Size", vma.len().as_kib());
             let page_kb = self.hstate_vma(v).map_or(4, |s| s.kb());
-            put_kb(&mut out, "KernelPageSize", page_kb);
-            put_kb(&mut out, "MMUPageSize", page_kb);
-            for (name, kb) in mss.fields() {
-                put_kb(&mut out, name, kb);
+            let page_sizes = |out: &mut String| {
+                put_kb(out, "KernelPageSize", page_kb);
+                put_kb(out, "MMUPageSize", page_kb);
+            };
+            let early = crate::era::smaps_page_size_after_size(k);
+            if early {
+                page_sizes(&mut out);
+            }
+            put_fields(&mut out, &mss, k);
+            if !early {
+                page_sizes(&mut out);
             }
             put_kb(&mut out, "Locked", mss.pss_locked >> (10 + PSS_SHIFT));
             if let Some(eligible) = crate::huge_memory::policy::smaps_thp_eligible(self, v) {
@@ -294,9 +308,7 @@ impl KState {
         };
         let mut out =
             format!("{lo:08x}-{hi:08x} ---p 00000000 00:00 0                          [rollup]\n");
-        for (name, kb) in total.fields() {
-            put_kb(&mut out, name, kb);
-        }
+        put_fields(&mut out, &total, self.thp.kernel);
         put_kb(&mut out, "Locked", total.pss_locked >> (10 + PSS_SHIFT));
         out
     }
@@ -442,6 +454,13 @@ pub const PM_SWAP: u64 = 1 << 62;
 pub const PM_PRESENT: u64 = 1 << 63;
 
 /// One `Name:   value kB` line, as `seq_put_decimal_ull_width(.., 8)` prints it.
+/// The summable smaps fields that kernel `k` prints, in its order.
+fn put_fields(out: &mut String, mss: &MemSizeStats, k: KernelVersion) {
+    for (name, kb) in mss.fields().into_iter().filter(|(n, _)| crate::era::smaps_has_field(k, n)) {
+        put_kb(out, name, kb);
+    }
+}
+
 fn put_kb(out: &mut String, name: &str, kb: u64) {
     let label = format!("{name}:");
     if label.len() >= 16 {

@@ -212,6 +212,7 @@ fn check_observable_names(
         Observable::SmapsRollup { process, .. }
         | Observable::Status { process, .. }
         | Observable::Stat { process, .. }
+        | Observable::Signals { process, .. }
         | Observable::Inspect { on: InspectOn::File { process, .. }, .. }
         | Observable::Inspect { on: InspectOn::Mapping(FileRef::Fd { process, .. }), .. }
         | Observable::Inspect {
