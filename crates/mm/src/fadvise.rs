@@ -37,7 +37,7 @@ pub mod advice {
     pub const NOREUSE: u32 = 5;
 }
 
-/// `generic_fadvise` on open file `f`.
+/// `posix_fadvise(2)` on open file `f`.
 pub(crate) async fn fadvise(
     cx: &Cx,
     f: FileId,
@@ -46,6 +46,18 @@ pub(crate) async fn fadvise(
     advice: u32,
 ) -> Result<(), Errno> {
     cx.charge(Cost::Syscall).await;
+    vfs_fadvise(cx, f, offset, len, advice).await
+}
+
+/// `vfs_fadvise` → `generic_fadvise` on open file `f` (the syscall's, and `MADV_WILLNEED`'s on
+/// a file mapping).
+pub(crate) async fn vfs_fadvise(
+    cx: &Cx,
+    f: FileId,
+    offset: i64,
+    len: i64,
+    advice: u32,
+) -> Result<(), Errno> {
     let (inode, fs) = {
         let st = cx.st();
         let inode = st.file(f).inode;

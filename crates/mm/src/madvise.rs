@@ -21,13 +21,29 @@
 //! `mmap.rs`); their scheme with swap (lazyfree pages on the inactive anon list, reclaimed only
 //! with swap) is not modelled: a scenario that uses it there is refused
 //! (`era::madv_free_unmodelled`).
+//!
+//! `MADV_REMOVE` (`madvise_remove`) punches a hole in the file behind a shared writable mapping:
+//! `vfs_fallocate(PUNCH_HOLE | KEEP_SIZE)` over the range's file offsets, VMA by VMA, so the
+//! pages and blocks go from the file and every mapping of it (tmpfs, hugetlbfs and disk file
+//! systems alike). EINVAL on an anonymous or `VM_LOCKED` VMA, EACCES unless the VMA is shared
+//! and writable (`VM_SHARED|VM_WRITE`; v6.8 reads `VM_MAYWRITE` through
+//! `vma_is_shared_maywrite`, the same for the mappings mmsim makes).
+//!
+//! `MADV_WILLNEED` (`madvise_willneed`) reads ahead: a file VMA's range through `vfs_fadvise`
+//! (`POSIX_FADV_WILLNEED`; DAX files ignore it), a shmem VMA's swapped pages back into the page
+//! cache (`shmem_swapin_range`), an anonymous VMA's swapped pages into the swap cache
+//! (`swapin_walk_ops`, `read_swap_cache_async`), left unmapped: a later fault finds them there
+//! and is minor.
 
 use crate::arch::tlbflush::flush_tlb_range;
 use crate::errno::Errno;
+use crate::fadvise::advice as fadv;
 use crate::folio::pg;
+use crate::fs::falloc;
 use crate::kernel::{Cx, KState};
 use crate::memory::vm_normal_page;
 use crate::mm_struct::MmId;
+use crate::mmap::covering;
 use crate::pgtable::{Level, PtId, Pte};
 use crate::sim::cost::Cost;
 use crate::vma::VmFlags;
@@ -43,7 +59,7 @@ pub(crate) async fn madvise_free(
 ) -> Result<(), Errno> {
     let lock = cx.st().mm(mm).mmap_lock;
     let _g = lock.read(cx).await;
-    let vmas = crate::mmap::covering(&cx.st(), mm, start, end)?;
+    let vmas = covering(&cx.st(), mm, start, end)?;
     for v in vmas {
         let (vs, ve) = {
             let st = cx.st();
@@ -121,5 +137,107 @@ impl KState {
         self.pt.set_pte(table, idx, pte.without(Pte::DIRTY | Pte::ACCESSED));
         self.folio_mark_lazyfree(head);
         true
+    }
+}
+
+/// `MADV_REMOVE` over `[start, end)` of `mm`: the VMAs' file ranges under `mmap_lock`, the
+/// hole punched after dropping it, as `madvise_remove` drops it around `vfs_fallocate`.
+pub(crate) async fn madvise_remove(
+    cx: &Cx,
+    mm: MmId,
+    start: VirtAddr,
+    end: VirtAddr,
+) -> Result<(), Errno> {
+    let lock = cx.st().mm(mm).mmap_lock;
+    let holes = {
+        let _g = lock.read(cx).await;
+        let st = cx.st();
+        let mut holes = Vec::new();
+        for v in covering(&st, mm, start, end)? {
+            let vma = st.vma(v);
+            let file = vma.file.filter(|_| !vma.flags.has(VmFlags::LOCKED)).ok_or(Errno::EINVAL)?;
+            if !vma.flags.has(VmFlags::SHARED) || !vma.flags.has(VmFlags::WRITE) {
+                return Err(Errno::EACCES);
+            }
+            let (s, e) = (start.max(vma.start), end.min(vma.end));
+            holes.push((file, vma.pgoff * 4096 + (s.0 - vma.start.0), e.0 - s.0));
+        }
+        holes
+    };
+    for (file, from, len) in holes {
+        let mode = falloc::PUNCH_HOLE | falloc::KEEP_SIZE;
+        crate::truncate::vfs_fallocate(cx, file, mode, from, len).await?;
+    }
+    Ok(())
+}
+
+/// `MADV_WILLNEED` over `[start, end)` of `mm`, VMA by VMA: anonymous and shmem swap-ins under
+/// `mmap_lock` for read, a file's readahead after dropping it (`madvise_willneed`).
+pub(crate) async fn madvise_willneed(
+    cx: &Cx,
+    mm: MmId,
+    start: VirtAddr,
+    end: VirtAddr,
+) -> Result<(), Errno> {
+    let lock = cx.st().mm(mm).mmap_lock;
+    let mut readahead = Vec::new();
+    {
+        let _g = lock.read(cx).await;
+        let vmas = covering(&cx.st(), mm, start, end)?;
+        for v in vmas {
+            let (file, s, e, first) = {
+                let st = cx.st();
+                let vma = st.vma(v);
+                let (s, e) = (start.max(vma.start), end.min(vma.end));
+                (vma.file, s, e, vma.pgoff + (s.0 - vma.start.0) / 4096)
+            };
+            let Some(f) = file else {
+                swapin_anon_range(cx, mm, s, e).await;
+                continue;
+            };
+            let inode = cx.st().file(f).inode;
+            if cx.st().inodes[inode].fs.swap_backed() {
+                for index in first..first + (e.0 - s.0) / 4096 {
+                    let _ = crate::shmem::shmem_swapin(cx, inode, index).await;
+                }
+            } else if !cx.st().inodes[inode].fs.is_dax() {
+                readahead.push((f, (first * 4096) as i64, (e.0 - s.0) as i64));
+            }
+        }
+    }
+    for (f, off, len) in readahead {
+        let _ = crate::fadvise::vfs_fadvise(cx, f, off, len, fadv::WILLNEED).await;
+    }
+    Ok(())
+}
+
+/// `swapin_walk_ops`: reads each swapped page of `[start, end)` into the swap cache (where no
+/// folio holds it yet) without mapping it; memory that cannot be had ends the walk quietly.
+async fn swapin_anon_range(cx: &Cx, mm: MmId, start: VirtAddr, end: VirtAddr) {
+    let swap_slot = |st: &KState, a: VirtAddr| {
+        let pte = st.pt.translate(st.mm(mm).pgd, a).map(|(p, _)| p);
+        pte.filter(|p| p.is_swap() && p.swap_entry().0 == 0).map(|p| p.swap_entry().1)
+    };
+    let mut a = start;
+    while a < end {
+        let at = a;
+        a = a + Bytes::PAGE;
+        let slot = swap_slot(&cx.st(), at);
+        let Some(slot) = slot.filter(|&s| cx.st().swap.cached(s).is_none()) else { continue };
+        let Ok(new) = crate::memory::fault_alloc(cx).await else { return };
+        {
+            let mut st = cx.st();
+            // A fault or reclaim may have moved the entry while the allocation waited.
+            let still = swap_slot(&st, at) == Some(slot) && st.swap.cached(slot).is_none();
+            if still {
+                st.swapin_new(slot, new, false);
+            }
+            st.put_folio_extra(new);
+            if !still {
+                continue;
+            }
+        }
+        cx.sleep(cx.block_io(1)).await;
+        crate::filemap::folio_unlock(cx, new);
     }
 }

@@ -103,6 +103,8 @@ pub mod madv {
     pub const PAGEOUT: u32 = 21;
     pub const POPULATE_READ: u32 = 22;
     pub const POPULATE_WRITE: u32 = 23;
+    pub const WILLNEED: u32 = 3;
+    pub const REMOVE: u32 = 9;
 }
 
 /// A range `[start, end)` checked to be page-aligned, non-empty and inside user space.
@@ -899,6 +901,8 @@ pub(crate) async fn do_madvise(
             }
             crate::madvise::madvise_free(cx, mm, start, end).await
         }
+        madv::WILLNEED => crate::madvise::madvise_willneed(cx, mm, start, end).await,
+        madv::REMOVE => crate::madvise::madvise_remove(cx, mm, start, end).await,
         madv::MERGEABLE | madv::UNMERGEABLE => {
             crate::ksm::ksm_madvise(cx, mm, start, end, advice == madv::MERGEABLE).await
         }

@@ -21,7 +21,7 @@ use crate::mm_struct::MmId;
 use crate::mmap::{MmapArgs, do_madvise, do_mmap, do_mprotect, do_munmap, map, prot};
 use crate::pgtable::Access;
 use crate::process::{Pid, ProcState};
-use crate::truncate::{do_fallocate, do_truncate};
+use crate::truncate::do_truncate;
 use simcore::{Bytes, VirtAddr};
 
 /// `open(2)` flags that the model reads.
@@ -404,38 +404,9 @@ impl Thread {
     /// `fallocate(2)`: `mode` is a set of [`crate::fs::falloc`] flags (none: allocate and extend
     /// the file; `KEEP_SIZE`: allocate only; `PUNCH_HOLE | KEEP_SIZE`: free the range).
     pub async fn fallocate(&self, fd: i32, mode: u32, offset: u64, len: u64) -> Result<(), Errno> {
-        use crate::fs::falloc;
         self.cx.charge(crate::sim::cost::Cost::Syscall).await;
         let f = self.fd(fd)?;
-        let (inode, writable) = {
-            let st = self.cx.st();
-            (st.file(f).inode, st.file(f).writable())
-        };
-        if len == 0 {
-            return Err(Errno::EINVAL);
-        }
-        if mode & !(falloc::KEEP_SIZE | falloc::PUNCH_HOLE) != 0
-            || (mode & falloc::PUNCH_HOLE != 0 && mode & falloc::KEEP_SIZE == 0)
-        {
-            return Err(Errno::EOPNOTSUPP);
-        }
-        if !writable {
-            return Err(Errno::EBADF);
-        }
-        if self.cx.st().inodes[inode].fs.is_fifo() {
-            return Err(Errno::ESPIPE);
-        }
-        if offset.checked_add(len).is_none_or(|end| end > i64::MAX as u64) {
-            return Err(Errno::EFBIG);
-        }
-        if self.cx.st().hugetlb_size_of(inode).is_some() {
-            let (punch, keep) = (mode & falloc::PUNCH_HOLE != 0, mode & falloc::KEEP_SIZE != 0);
-            return crate::fs::hugetlbfs::hugetlbfs_fallocate(
-                &self.cx, inode, punch, keep, offset, len,
-            )
-            .await;
-        }
-        do_fallocate(&self.cx, inode, mode, offset, len).await
+        crate::truncate::vfs_fallocate(&self.cx, f, mode, offset, len).await
     }
 
     /// `fsync(2)`: writes the file's dirty pages back.

@@ -26,10 +26,49 @@
 use crate::errno::Errno;
 use crate::filemap::{folio_lock, folio_unlock};
 use crate::folio::{InodeId, Mapping};
-use crate::fs::falloc;
+use crate::fs::{FileId, falloc};
 use crate::kernel::Cx;
 use crate::zap::unmap_mapping_range;
 use simcore::Pfn;
+
+/// `vfs_fallocate` (`fs/open.c`) on open file `f`: the mode, access and range checks, then the
+/// file system's `->fallocate` (hugetlbfs's own, or `do_fallocate`). `fallocate(2)` and
+/// `MADV_REMOVE` come here.
+pub(crate) async fn vfs_fallocate(
+    cx: &Cx,
+    f: FileId,
+    mode: u32,
+    offset: u64,
+    len: u64,
+) -> Result<(), Errno> {
+    let (inode, writable) = {
+        let st = cx.st();
+        (st.file(f).inode, st.file(f).writable())
+    };
+    if len == 0 {
+        return Err(Errno::EINVAL);
+    }
+    if mode & !(falloc::KEEP_SIZE | falloc::PUNCH_HOLE) != 0
+        || (mode & falloc::PUNCH_HOLE != 0 && mode & falloc::KEEP_SIZE == 0)
+    {
+        return Err(Errno::EOPNOTSUPP);
+    }
+    if !writable {
+        return Err(Errno::EBADF);
+    }
+    if cx.st().inodes[inode].fs.is_fifo() {
+        return Err(Errno::ESPIPE);
+    }
+    if offset.checked_add(len).is_none_or(|end| end > i64::MAX as u64) {
+        return Err(Errno::EFBIG);
+    }
+    if cx.st().hugetlb_size_of(inode).is_some() {
+        let (punch, keep) = (mode & falloc::PUNCH_HOLE != 0, mode & falloc::KEEP_SIZE != 0);
+        return crate::fs::hugetlbfs::hugetlbfs_fallocate(cx, inode, punch, keep, offset, len)
+            .await;
+    }
+    do_fallocate(cx, inode, mode, offset, len).await
+}
 
 /// `do_truncate`: sets the size of `inode` to `size` bytes.
 pub(crate) async fn do_truncate(cx: &Cx, inode: InodeId, size: u64) {
@@ -184,7 +223,7 @@ async fn zero_cached(cx: &Cx, inode: InodeId, index: u64, from: usize, to: usize
 }
 
 /// `vfs_fallocate` on an open regular file: `mode` is a set of `falloc` flags.
-pub(crate) async fn do_fallocate(
+async fn do_fallocate(
     cx: &Cx,
     inode: InodeId,
     mode: u32,

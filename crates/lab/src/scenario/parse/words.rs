@@ -216,6 +216,8 @@ pub fn parse_advice(s: &str) -> Result<u32, String> {
         ("unmergeable", madv::UNMERGEABLE),
         ("populate_read", madv::POPULATE_READ),
         ("populate_write", madv::POPULATE_WRITE),
+        ("willneed", madv::WILLNEED),
+        ("remove", madv::REMOVE),
     ];
     flag_words(s, &table, |_, b| b)
 }
