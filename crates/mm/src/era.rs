@@ -504,7 +504,7 @@ pub fn longterm_write_pin_refuses_dirty_tracked_files(k: KernelVersion) -> bool 
 
 /// io_uring exists, with registered buffers and `IORING_OP_READ_FIXED`/`WRITE_FIXED`: "Add
 /// io_uring IO interface" (2b188cc1bb85, v5.1) and "io_uring: add support for pre-mapped user IO
-/// buffers" (edafccee56ff, v5.1; hashes not verified). Before, the syscalls do not exist
+/// buffers" (edafccee56ff, v5.1). Before, the syscalls do not exist
 /// (ENOSYS).
 pub fn io_uring(k: KernelVersion) -> bool {
     k >= v(5, 1)
@@ -673,7 +673,7 @@ pub fn has_deferred_split(k: KernelVersion) -> bool {
 }
 
 /// `split_huge_pages` takes `PID,0xSTART,0xEND` besides `1`: "mm: huge_memory: a new debugfs
-/// interface for splitting THP tests" (fa6c02315f74, v5.13; commit not verified).
+/// interface for splitting THP tests" (fa6c02315f74, v5.13).
 pub fn has_split_huge_pages_pid(k: KernelVersion) -> bool {
     k >= v(5, 13)
 }
@@ -794,7 +794,7 @@ pub fn mremap_handles_hugetlb(k: KernelVersion) -> bool {
 
 /// Whether `/proc/PID/smaps` and `smaps_rollup` print `field` on `k`. Of the fields the model
 /// keeps, two are younger than the oldest kernel here: `FilePmdMapped` from v5.4 ("mm,thp:
-/// stats for file backed THP", 60fbf0ab5da1, hash not verified) and `Pss_Dirty` from v6.0
+/// stats for file backed THP", 60fbf0ab5da1) and `Pss_Dirty` from v6.0
 /// ("mm/smaps: add Pss_Dirty", hash not verified); `LazyFree` (v4.12), `ShmemPmdMapped` (v4.8)
 /// and `SwapPss` (v4.3) predate every kernel mmsim models. `THPeligible` is
 /// [`smaps_has_thp_eligible`].
@@ -807,7 +807,7 @@ pub fn smaps_has_field(k: KernelVersion, field: &str) -> bool {
 }
 
 /// `KernelPageSize` and `MMUPageSize` follow `Size` in smaps from v4.14, when "mm: add
-/// /proc/pid/smaps_rollup" (493b0e9d945f, hash not verified) printed the per-VMA lines before
+/// /proc/pid/smaps_rollup" (493b0e9d945f, v4.14) printed the per-VMA lines before
 /// the summable ones; up to v4.13 they came after `SwapPss`, just before `Locked`.
 pub fn smaps_page_size_after_size(k: KernelVersion) -> bool {
     k >= v(4, 14)
@@ -828,7 +828,7 @@ pub fn has_madv_free(k: KernelVersion) -> bool {
 /// `MADV_FREE` works as `MADV_DONTNEED` when no swap slot is free: from v4.5 (854e9ed09ded) to
 /// v4.11 `madvise_vma` passed the advice through to `madvise_dontneed` unless
 /// `get_nr_swap_pages() > 0` (verified in the v4.5 patch text); "mm: enable MADV_FREE for
-/// swapless system" (93e06c7a6453, v4.12, hash not verified) removed the fallback.
+/// swapless system" (93e06c7a6453, v4.12) removed the fallback.
 pub fn madv_free_dontneed_without_swap(k: KernelVersion) -> bool {
     has_madv_free(k) && k < v(4, 12)
 }

@@ -23,7 +23,7 @@
 //!
 //! `/sys/kernel/debug/split_huge_pages` (debugfs; v4.5): `1` splits every anonymous THP on an
 //! LRU list; `PID,0xSTART,0xEND` (v5.13, "mm: huge_memory: a new debugfs interface for splitting
-//! THP tests", fa6c02315f74, not verified) splits those mapped in that range of that process,
+//! THP tests", fa6c02315f74) splits those mapped in that range of that process,
 //! skipping a folio `can_split_folio` refuses or that is locked (`split_huge_pages_pid`), as
 //! `tools/testing/selftests/mm/split_huge_page_test.c` uses it.
 //!
