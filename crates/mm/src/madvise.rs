@@ -197,7 +197,13 @@ pub(crate) async fn madvise_willneed(
             };
             let inode = cx.st().file(f).inode;
             if cx.st().inodes[inode].fs.swap_backed() {
-                for index in first..first + (e.0 - s.0) / 4096 {
+                // `shmem_swapin_range` visits the swap entries of the range only.
+                let last = first + (e.0 - s.0) / 4096;
+                let swapped: Vec<u64> = {
+                    let st = cx.st();
+                    st.inodes[inode].mapping.swapped.range(first..last).map(|(&i, _)| i).collect()
+                };
+                for index in swapped {
                     let _ = crate::shmem::shmem_swapin(cx, inode, index).await;
                 }
             } else if !cx.st().inodes[inode].fs.is_dax() {
@@ -214,21 +220,31 @@ pub(crate) async fn madvise_willneed(
 /// `swapin_walk_ops`: reads each swapped page of `[start, end)` into the swap cache (where no
 /// folio holds it yet) without mapping it; memory that cannot be had ends the walk quietly.
 async fn swapin_anon_range(cx: &Cx, mm: MmId, start: VirtAddr, end: VirtAddr) {
-    let swap_slot = |st: &KState, a: VirtAddr| {
-        let pte = st.pt.translate(st.mm(mm).pgd, a).map(|(p, _)| p);
-        pte.filter(|p| p.is_swap() && p.swap_entry().0 == 0).map(|p| p.swap_entry().1)
+    // The swap slot a PTE at `a` holds, or where the walk goes next (`skip_empty` steps over
+    // what no PTE table covers, as `walk_page_range` does).
+    let swap_slot = |st: &KState, a: VirtAddr| -> Result<Option<u64>, VirtAddr> {
+        let pgd = st.mm(mm).pgd;
+        let (t, i) = st.pt.pte_slot(pgd, a).ok_or_else(|| st.pt.skip_empty(pgd, a))?;
+        let pte = st.pt.pte(t, i);
+        Ok(Some(pte).filter(|p| p.is_swap() && p.swap_entry().0 == 0).map(|p| p.swap_entry().1))
     };
     let mut a = start;
     while a < end {
         let at = a;
+        let slot = match swap_slot(&cx.st(), at) {
+            Ok(slot) => slot,
+            Err(next) => {
+                a = next;
+                continue;
+            }
+        };
         a = a + Bytes::PAGE;
-        let slot = swap_slot(&cx.st(), at);
         let Some(slot) = slot.filter(|&s| cx.st().swap.cached(s).is_none()) else { continue };
         let Ok(new) = crate::memory::fault_alloc(cx).await else { return };
         {
             let mut st = cx.st();
             // A fault or reclaim may have moved the entry while the allocation waited.
-            let still = swap_slot(&st, at) == Some(slot) && st.swap.cached(slot).is_none();
+            let still = swap_slot(&st, at) == Ok(Some(slot)) && st.swap.cached(slot).is_none();
             if still {
                 st.swapin_new(slot, new, false);
             }
