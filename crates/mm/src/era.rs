@@ -581,6 +581,15 @@ pub fn vma_has_recency(k: KernelVersion) -> bool {
     k >= v(6, 3)
 }
 
+/// A large folio occupies each of its page-cache slots, every one holding its head, and its
+/// deletion (`page_cache_delete_batch`) clears them one index after another under the xa_lock,
+/// so a lockless lookup (`find_get_entries`) can find a later slot after the first is gone and
+/// turn it into a tail page (`find_subpage`). Until "mm: Use multi-index entries in the page
+/// cache" (6b24ca4a1a8d, v5.17) made one entry cover the folio.
+pub fn thp_cached_per_index(k: KernelVersion) -> bool {
+    k < v(5, 17)
+}
+
 /// Readahead inserts its pages holding the mapping's `invalidate_lock` shared, which hole
 /// punching and truncation hold exclusive: "mm: Protect operations adding pages to page cache with
 /// invalidate_lock" (Jan Kara, 730633f0b7f9, v5.15).

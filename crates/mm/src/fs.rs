@@ -201,6 +201,8 @@ pub struct AddressSpace {
     /// → `shmem_delete_from_page_cache`); never an index that also holds a folio. Its size is
     /// `shmem_inode_info->swapped`.
     pub swapped: BTreeMap<u64, u64>,
+    /// A large folio's slots being emptied one by one, before v5.17 (`xarray.rs`).
+    pub clearing: Option<crate::xarray::ClearingSlots>,
 }
 
 /// `struct inode`.
@@ -325,6 +327,7 @@ impl KState {
             collapsing: 0,
             nr_large: 0,
             swapped: BTreeMap::new(),
+            clearing: None,
         };
         let backing = Backing { pattern, ..Backing::default() };
         let id = self.inodes.push(Inode {

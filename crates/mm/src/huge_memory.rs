@@ -28,9 +28,10 @@
 //! truncating page cache", 55fc0d917467). The opener loads `nr_thps` after its `i_writecount`
 //! store and `collapse_file` loads `i_writecount` after its `nr_thps` store, so one of the two
 //! always sees the other (seed 000's `smp_mb()` pair; `khugepaged/file.rs`). The bug that lock
-//! fixed, two openers truncating at once on v5.14-v5.15 until one met a THP's tail page in its
-//! lookup (`VM_BUG_ON_PAGE(PageTail)` in `truncate_inode_page`), cannot arise in mmsim: its
-//! page-cache index holds one entry per folio, so a lookup never returns a tail page.
+//! fixed, two openers truncating at once until one's lockless lookup met a slot of a THP the
+//! other was emptying and handed its tail page to `truncate_inode_page`
+//! (`VM_BUG_ON_PAGE(PageTail)`), arises on v5.4-v5.15 (`truncate.rs`,
+//! `scenarios/races/thp-two-openers.toml`).
 //!
 //! shmem's THPs take the same paths (`shmem.rs`: a fault may also allocate one, and a shared
 //! write maps it writable at once); their PMD mappings count in `nr_shmem_pmdmapped`

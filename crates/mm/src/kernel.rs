@@ -123,6 +123,10 @@ pub struct KState {
     pub hugetlb: crate::hugetlb::Hugetlb,
     /// KSM: ksmd's lists, its stable and unstable trees and its knobs (`ksm.rs`).
     pub ksm: crate::ksm::Ksm,
+    /// The first `VM_BUG_ON` site a code path reached, and what it found there: a kernel built
+    /// with CONFIG_DEBUG_VM stops at it; mmsim records it (an invariant names each site) and goes
+    /// on as a kernel without that option does.
+    pub vm_bug: Option<(&'static str, String)>,
 }
 
 /// The kernel of one simulated machine.

@@ -101,6 +101,14 @@ impl Thread {
         do_mprotect(&self.cx, self.mm()?, addr, len, prot).await
     }
 
+    /// A read of a number from a sysfs or sysctl file (`fs/sysfs.rs`): ENOENT for a file this
+    /// kernel or the model lacks.
+    pub async fn sysfs_read(&self, path: &str) -> Result<u64, Errno> {
+        self.cx.charge(crate::sim::cost::Cost::Syscall).await;
+        let text = self.cx.st().sysfs_show(path).ok_or(Errno::ENOENT)?;
+        text.trim().parse().map_err(|_| Errno::EINVAL)
+    }
+
     /// A write of `value` to a sysfs or sysctl file (`fs/sysfs.rs`: the THP knobs, the hugetlb
     /// pools' files; debugfs's `split_huge_pages`, `huge_memory/split.rs`): ENOENT for a file
     /// this kernel or the model lacks, EINVAL for a value the file refuses.

@@ -16,18 +16,33 @@
 //! from every mapping (private copies stay), removes them from the page cache (or the DAX
 //! index), zeroes the partial pages at its edges and frees the whole blocks.
 //!
+//! Removal takes the kernel's two loops: the first removes at once every folio whose lock it can
+//! take, the second looks up what is left without locks and sleeps for each folio's lock. Before
+//! v5.17 a THP fills each of its 512 page-cache slots and its deletion empties them one after
+//! another (`era::thp_cached_per_index`), so a second truncation's lockless lookup can meet a
+//! later slot and get the tail page of that index (`find_get_entries` → `find_subpage`, Linux
+//! v5.15 mm/filemap.c), which `truncate_inode_page` refuses with a `VM_BUG_ON_PAGE(PageTail)`
+//! that mmsim records (the invariant `truncate_inode_page_not_tail`). From v5.16 openers for
+//! write truncate under `invalidate_lock` (55fc0d917467), from v5.17 one multi-index entry
+//! stands for the THP (6b24ca4a1a8d).
+//!
 //! tmpfs pages that reclaim swapped out leave swap entries in the page cache (`shmem.rs`):
 //! truncation and hole punching free those of their range, and a partial page at an edge is
 //! swapped in to be zeroed.
 //!
 //! Approximations: allocation is per page, with no journal or extent-status cost beyond one file
-//! system allocation per block.
+//! system allocation per block. A THP's slots empty 64 at a time (one xarray node) rather than
+//! one by one, so a racing lookup sees a tail at a node boundary (the kernel's report had
+//! 0x7ff, the last slot). Insertions into the page cache do not wait for the deleter's
+//! `xa_lock` as the kernel's do; while a THP's slots empty, a page added in its range is found
+//! before them.
 
 use crate::errno::Errno;
-use crate::filemap::{folio_lock, folio_unlock};
+use crate::filemap::{folio_lock, folio_trylock, folio_unlock};
 use crate::folio::{InodeId, Mapping};
 use crate::fs::{FileId, falloc};
-use crate::kernel::Cx;
+use crate::kernel::{Cx, KState};
+use crate::xarray::ClearingSlots;
 use crate::zap::unmap_mapping_range;
 use simcore::Pfn;
 
@@ -135,10 +150,10 @@ pub(crate) async fn truncate_inode_pages_range(
         st.workingset_truncate(inode, first, end);
         st.shmem_free_swap_range(inode, first, end);
     }
-    // One pass: the kernel's second loop restarts from `start` until a lookup finds nothing,
-    // which mmsim leaves out because not every exclusion that keeps a concurrent reader from
-    // refilling the range (`invalidate_lock`, ext4's `i_mmap_sem`) is modelled, so a restart
-    // could livelock against it (swarm seed 1009).
+    // The second loop makes one pass: the kernel's restarts from `start` until a lookup finds
+    // nothing, which mmsim leaves out because not every exclusion that keeps a concurrent reader
+    // from refilling the range (`invalidate_lock`, ext4's `i_mmap_sem`) is modelled, so a
+    // restart could livelock against it (swarm seed 1009).
     if first < end {
         remove_cached(cx, inode, first, end).await;
     }
@@ -165,44 +180,114 @@ async fn shmem_partial_swapin(cx: &Cx, inode: InodeId, index: u64) {
     }
 }
 
-/// One pass of `truncate_inode_pages_range` over pages `[first, end)`: removes every folio
-/// cached there, each under its lock.
+/// `truncate_inode_pages_range`'s two loops over pages `[first, end)`. The first
+/// (`find_lock_entries`, `truncate_cleanup_folio`, `delete_from_page_cache_batch`) removes every
+/// folio whose lock it can take at once; the second (`find_get_entries`) looks up what is still
+/// there without locks and removes each folio after sleeping for its lock.
 async fn remove_cached(cx: &Cx, inode: InodeId, first: u64, end: u64) {
-    // The folios are looked up and referenced together, as `find_lock_entries` takes a
-    // reference on each folio of its batch when it finds it (a batch of `FOLIO_BATCH_SIZE`
-    // there, the whole range here): reclaim cannot free one while truncation waits for the lock
-    // of an earlier one (found by swarm testing, issue 22).
-    let doomed: Vec<Pfn> = {
+    // The folios are looked up, referenced and trylocked together, as `find_lock_entries` takes
+    // a reference on each folio of its batch when it finds it: reclaim cannot free one while
+    // truncation works on an earlier one (found by swarm testing, issue 22).
+    let batch: Vec<Pfn> = {
         let mut st = cx.st();
         let heads: Vec<Pfn> =
             st.inodes[inode].mapping.pages.range(first..end).map(|(_, &h)| h).collect();
-        for &head in &heads {
+        let locked: Vec<Pfn> = heads.into_iter().filter(|&h| folio_trylock(&mut st, h)).collect();
+        for &head in &locked {
             st.folios.get_extra(head);
         }
-        heads
+        locked
     };
-    for head in doomed {
-        folio_lock(cx, head).await;
-        let (still_cached, mapped, index, nr) = {
-            let st = cx.st();
-            let cached = st.folios.mapping(head) == Mapping::File(inode);
-            (
-                cached,
-                st.folios.folio_mapcount(head) > 0,
-                st.folio_index(head),
-                st.folios.order(head).pages(),
-            )
-        };
-        if still_cached {
-            if mapped {
-                // A fault mapped it after the first unmap (`unmap_mapping_folio`).
-                unmap_mapping_range(cx, inode, index, Some(index + nr), false).await;
-            }
-            cx.st().page_cache_delete(inode, head);
-        }
+    for &head in &batch {
+        truncate_folio(cx, inode, head).await;
+    }
+    for head in batch {
         folio_unlock(cx, head);
         cx.st().put_folio_extra(head);
     }
+    let mut index = first;
+    loop {
+        let found = find_get_entry(&mut cx.st(), inode, index, end);
+        let Some((at, page, head)) = found else { break };
+        folio_lock(cx, head).await;
+        truncate_inode_page(cx, inode, at, page, head).await;
+        folio_unlock(cx, head);
+        cx.st().put_folio_extra(head);
+        index = if page == head { at + cx.st().folios.order(head).pages() } else { at + 1 };
+    }
+}
+
+/// The second loop's lockless lookup (`find_get_entries` for one entry): the first entry at or
+/// after `index` and before `end`, referenced, as `(index, page, head)`. A large folio being
+/// deleted is found at its first slot not yet emptied, which before v5.17 gives the page of
+/// that index, a tail (`find_subpage`), where later kernels return the folio.
+fn find_get_entry(st: &mut KState, inode: InodeId, index: u64, end: u64) -> Option<(u64, Pfn, Pfn)> {
+    let m = &st.inodes[inode].mapping;
+    let cached = m.pages.range(index..end).next().map(|(&at, &head)| (at, head, head));
+    let clearing = m.clearing.map(|c| (c.next.max(index), c)).filter(|&(at, c)| at < c.end.min(end));
+    let clearing = clearing.map(|(at, c)| (at, c.head + (at - c.index), c.head));
+    let found = match (cached, clearing) {
+        (Some(a), Some(b)) => Some(if b.0 < a.0 { b } else { a }),
+        (a, b) => a.or(b),
+    };
+    if let Some((_, _, head)) = found {
+        st.folios.get_extra(head);
+    }
+    found
+}
+
+/// `truncate_inode_page` for `page` at `index`, its folio `head` locked: removes the folio if
+/// it is still this file's. Handed a tail page (possible only before v5.17, above) it hits
+/// `VM_BUG_ON_PAGE(PageTail)` (mm/truncate.c), which mmsim records; without CONFIG_DEBUG_VM the
+/// kernel goes on to find that the tail's mapping is not the file and returns -EIO.
+async fn truncate_inode_page(cx: &Cx, inode: InodeId, index: u64, page: Pfn, head: Pfn) {
+    if page != head {
+        let mut st = cx.st();
+        if st.vm_bug.is_none() {
+            let order = st.folios.order(head).0;
+            let msg = format!(
+                "{}: truncate_inode_page given page {index:#x}, a tail of the order-{order} folio at {:#x}",
+                st.inodes[inode].path,
+                index - (page.0 - head.0),
+            );
+            st.vm_bug = Some((TAIL_BUG, msg));
+        }
+        return;
+    }
+    if cx.st().folios.mapping(head) == Mapping::File(inode) {
+        truncate_folio(cx, inode, head).await;
+    }
+}
+
+/// The `VM_BUG_ON` site of [`truncate_inode_page`], named as an invariant (`sim/check.rs`).
+pub(crate) const TAIL_BUG: &str = "truncate_inode_page_not_tail";
+
+/// Removes locked folio `head`, cached in `inode`: unmaps it if a fault mapped it after the
+/// first unmap (`truncate_cleanup_folio`), then deletes it from the page cache
+/// (`delete_from_page_cache_batch`). Before v5.17 a large folio's slots empty one node (64
+/// indices) at a time under the xa_lock, and another CPU's lockless lookup may look between
+/// two steps (mmsim samples the kernel's index-by-index stores at node boundaries); the folio's
+/// accounting goes first, as `filemap_unaccount_folio` precedes `page_cache_delete_batch`.
+async fn truncate_folio(cx: &Cx, inode: InodeId, head: Pfn) {
+    let (mapped, index, nr) = {
+        let st = cx.st();
+        (st.folios.folio_mapcount(head) > 0, st.folio_index(head), st.folios.order(head).pages())
+    };
+    if mapped {
+        unmap_mapping_range(cx, inode, index, Some(index + nr), false).await;
+    }
+    if nr == 1 || !crate::era::thp_cached_per_index(cx.kernel().version) {
+        cx.st().page_cache_delete(inode, head);
+        return;
+    }
+    let xa_lock = cx.st().inodes[inode].mapping.xa_lock;
+    let _xa = xa_lock.lock(cx).await;
+    cx.st().page_cache_delete(inode, head);
+    for next in (index + 64..index + nr).step_by(64) {
+        cx.st().inodes[inode].mapping.clearing = Some(ClearingSlots { head, index, next, end: index + nr });
+        cx.preempt_point().await;
+    }
+    cx.st().inodes[inode].mapping.clearing = None;
 }
 
 /// `truncate_inode_partial_folio`: zeroes bytes `[from, to)` of cached page `index`, if cached.

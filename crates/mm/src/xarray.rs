@@ -181,6 +181,21 @@ impl Tree {
     }
 }
 
+/// A large folio whose slots `page_cache_delete_batch` is emptying one index after another, in
+/// the eras that stored it in each of its slots (`era::thp_cached_per_index`, before v5.17): it
+/// has left the index and its accounting already, and the slots `[next, end)` still hold its
+/// head for a lockless lookup (`truncate.rs`). The deleter holds the mapping's `xa_lock`, so a
+/// mapping has at most one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClearingSlots {
+    pub head: Pfn,
+    /// The folio's first index.
+    pub index: u64,
+    /// The first slot not yet emptied.
+    pub next: u64,
+    pub end: u64,
+}
+
 /// A mapping's page-cache index (`struct xarray`).
 #[derive(Debug, Default)]
 pub struct XArray {

@@ -149,6 +149,8 @@ pub enum Outcome {
     Bound(Value),
     Data(Vec<u8>),
     Count(u64),
+    /// A number read (`sysfs_read`).
+    Value(u64),
     /// A `repeat` ran this many iterations; `ended`: its condition was met (a count always is;
     /// a flag or a success may not be within its `max`).
     Iterations {
@@ -237,6 +239,7 @@ pub async fn execute(t: &Thread, op: &Op, env: &RefCell<Env>) -> OpResult {
         | OpKind::ClearRefs { .. }
         | OpKind::PrctlSetThpDisable { .. }
         | OpKind::SysfsWrite { .. }
+        | OpKind::SysfsRead { .. }
         | OpKind::Sleep { .. }
         | OpKind::MemoryReclaim { .. } => task_op(t, op, env).await,
         OpKind::Pin { .. }
@@ -431,6 +434,7 @@ async fn task_op(t: &Thread, op: &Op, env: &RefCell<Env>) -> Result<Outcome, Sto
             t.prctl_set_thp_disable(*disable).await?;
             Outcome::Done
         }
+        OpKind::SysfsRead { path } => Outcome::Value(t.sysfs_read(path).await?),
         OpKind::SysfsWrite { path, value } => {
             t.sysfs_write(path, value).await?;
             Outcome::Done
@@ -569,6 +573,7 @@ pub fn check(op: &Op, env: &Env, result: &Result<Outcome, SysError>) -> Result<(
         Ok(Outcome::Bound(v)) => format!("success ({v:?})"),
         Ok(Outcome::Data(d)) => format!("data {}", show_bytes(d)),
         Ok(Outcome::Count(n)) => format!("{n} bytes"),
+        Ok(Outcome::Value(n)) => format!("{n}"),
         Ok(Outcome::Iterations { n, ended: true }) => format!("after {n} iterations"),
         Ok(Outcome::Iterations { n, ended: false }) => {
             format!("after {n} iterations, its condition unmet")
@@ -591,6 +596,9 @@ pub fn check(op: &Op, env: &Env, result: &Result<Outcome, SysError>) -> Result<(
             matches!(r, Ok(Outcome::Iterations { n, ended: true }) if c.holds(*n)),
             format!("success, iterations {c}"),
         ),
+        (OpExpect::Value(c), r) => {
+            (matches!(r, Ok(Outcome::Value(n)) if c.holds(*n)), format!("a value {c}"))
+        }
     };
     if ok {
         return Ok(());

@@ -390,6 +390,11 @@ pub enum OpKind {
     PrctlSetThpDisable {
         disable: bool,
     },
+    /// A read of a number from a sysfs or sysctl file (khugepaged's `full_scans`, as the
+    /// kernel's selftest polls it).
+    SysfsRead {
+        path: String,
+    },
     /// A write of `value` to a sysfs or sysctl file (a THP knob, a hugetlb pool's size).
     SysfsWrite {
         path: String,
@@ -520,6 +525,7 @@ impl OpKind {
             OpKind::Fadvise { .. } => "fadvise",
             OpKind::MemoryReclaim { .. } => "memory_reclaim",
             OpKind::Fallocate { .. } => "fallocate",
+            OpKind::SysfsRead { .. } => "sysfs_read",
             OpKind::SysfsWrite { .. } => "sysfs_write",
             OpKind::Repeat { .. } => "repeat",
             OpKind::Notify { .. } => "notify",
@@ -591,6 +597,8 @@ pub enum OpExpect {
     Count(u64),
     /// A `repeat` whose condition was met after a number of iterations that meets this.
     Iterations(Comparison),
+    /// Success reading a number that meets this (`sysfs_read`).
+    Value(Comparison),
 }
 
 /// An expectation on an observable, checked after a step or at the end.

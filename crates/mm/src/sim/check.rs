@@ -35,6 +35,7 @@
 //! - hugetlb's pools, pages, page caches, shared PMD tables and reservations
 //!   (`hugetlb/check.rs`);
 //! - the deferred split queue holds live anonymous THPs, each once, none in the swap cache;
+//! - no `VM_BUG_ON` site was reached (`KState::vm_bug`: truncation handed a tail page);
 //! - no TLB entry maps a free frame (`KState::check_tlb` in `tlb.rs`, which also checks the
 //!   stricter coherence that holds only where no flush is in flight);
 //! - special PTEs and PMDs map a zero page or persistent memory; the zero pages are never
@@ -198,12 +199,16 @@ pub const INVARIANTS: &[Invariant] = &[
         "deferred_split_queue_well_formed",
         "the deferred split queue holds each anonymous PMD-sized folio at most once, none freed, none in the swap cache",
     ),
+    inv(
+        crate::truncate::TAIL_BUG,
+        "truncation never hands truncate_inode_page a tail page (its VM_BUG_ON_PAGE(PageTail), reachable before v5.17)",
+    ),
 ];
 
 type Checker = fn(&KState, &[Mapped]) -> Result<(), String>;
 
 /// The checkers of one invariant each, after those `check_mappings` keeps together.
-const CHECKERS: [(&str, Checker); 12] = [
+const CHECKERS: [(&str, Checker); 13] = [
     ("refcount_covers_references", |st, _| check_refcounts(st)),
     ("swap_counts_match_entries", check_swap),
     ("page_cache_recount", |st, _| check_page_cache(st)),
@@ -216,7 +221,16 @@ const CHECKERS: [(&str, Checker); 12] = [
     ("hugetlb_consistent", |st, _| crate::hugetlb::check::check_hugetlb(st)),
     ("tlb_maps_no_free_frame", |st, _| st.check_tlb(false)),
     ("deferred_split_queue_well_formed", |st, _| check_split_queue(st)),
+    (crate::truncate::TAIL_BUG, |st, _| vm_bug_at(st, crate::truncate::TAIL_BUG)),
 ];
+
+/// Whether a code path reached the `VM_BUG_ON` site `site` (`KState::vm_bug`).
+fn vm_bug_at(st: &KState, site: &str) -> Result<(), String> {
+    match &st.vm_bug {
+        Some((hit, msg)) if *hit == site => Err(msg.clone()),
+        _ => Ok(()),
+    }
+}
 
 /// The deferred split queue (`huge_memory/split.rs`): allocated anonymous PMD-sized folios,
 /// each once, none in the swap cache.

@@ -218,6 +218,7 @@ impl Machine {
             thp: crate::huge_memory::policy::ThpState::boot(&config),
             hugetlb: crate::hugetlb::Hugetlb::new(&config, handle.clone()),
             ksm: Default::default(),
+            vm_bug: None,
         };
         st.hugetlb_boot(&config.tunables, config.kernel)?;
         let kernel = Rc::new(Kernel::new(

@@ -321,6 +321,7 @@ fn op_refs(k: &OpKind) -> Vec<(String, ValueKind)> {
         | OpKind::MemoryReclaim { .. }
         | OpKind::PrctlSetThpDisable { .. }
         | OpKind::SysfsWrite { .. }
+        | OpKind::SysfsRead { .. }
         | OpKind::Pipe
         | OpKind::Repeat { .. }
         | OpKind::Notify { .. }

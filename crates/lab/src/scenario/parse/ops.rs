@@ -220,6 +220,7 @@ impl Parser<'_> {
             },
             "sleep" => OpKind::Sleep { duration: f.duration("duration")? },
             "prctl" => self.prctl_op(f)?,
+            "sysfs_read" => OpKind::SysfsRead { path: f.string("path")? },
             "sysfs_write" => {
                 let path = f.string("path")?;
                 if mm::huge_memory::policy::sysfs_knob(&path)
@@ -516,10 +517,15 @@ impl Parser<'_> {
                 return Err(self.err(node.line, format!("`{}` has no iterations", kind.name())));
             }
             OpExpect::Iterations(self.iterations(n)?)
+        } else if let Some(n) = f.get("value") {
+            if !matches!(kind, OpKind::SysfsRead { .. }) {
+                return Err(self.err(node.line, format!("`{}` reads no number", kind.name())));
+            }
+            OpExpect::Value(self.iterations(n)?)
         } else {
             return Err(self.err(
                 node.line,
-                "expect: expected one of errno, signal, data, data_hex, fill, bytes, iterations",
+                "expect: expected one of errno, signal, data, data_hex, fill, bytes, iterations, value",
             ));
         };
         f.finish(&[
@@ -531,6 +537,7 @@ impl Parser<'_> {
             "len",
             "bytes",
             "iterations",
+            "value",
             "when",
         ])?;
         Ok(e)
@@ -538,7 +545,8 @@ impl Parser<'_> {
 }
 
 impl Parser<'_> {
-    /// `iterations = N` or `iterations = { at_least = N }` (or `at_most`, `equals`).
+    /// `iterations = N` or `iterations = { at_least = N }` (or `at_most`, `equals`); a
+    /// `sysfs_read`'s `value` alike.
     fn iterations(&self, node: &Node) -> Result<Comparison, ScenarioError> {
         if let Kind::Int(n) = node.kind {
             let n = u64::try_from(n)
@@ -587,6 +595,7 @@ fn op_keys(kind: &OpKind) -> &'static [&'static str] {
         OpKind::ClearRefs { .. } => &["process", "value"],
         OpKind::PrctlSetThpDisable { .. } => &["option", "arg"],
         OpKind::SysfsWrite { .. } => &["path", "value"],
+        OpKind::SysfsRead { .. } => &["path"],
         OpKind::Pipe => &[],
         OpKind::Fadvise { .. } => &["fd", "offset", "len", "advice"],
         OpKind::MemoryReclaim { .. } => &["cgroup", "amount"],
