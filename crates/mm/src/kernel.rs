@@ -123,6 +123,8 @@ pub struct KState {
     pub hugetlb: crate::hugetlb::Hugetlb,
     /// KSM: ksmd's lists, its stable and unstable trees and its knobs (`ksm.rs`).
     pub ksm: crate::ksm::Ksm,
+    /// Reclaim's folio lists, reused from pass to pass (`vmscan.rs`).
+    pub reclaim_lists: crate::vmscan::ReclaimLists,
 }
 
 /// The kernel of one simulated machine.
