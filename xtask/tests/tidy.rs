@@ -162,7 +162,7 @@ const LONG_FUNCTIONS: &[(&str, usize)] = &[
     ("crates/mm/src/sim/machine.rs::Machine::on_sim", 72),
     ("crates/mm/src/mglru.rs::try_to_inc_max_seq", 72),
     ("crates/mm/src/mmap.rs::do_mmap", 77),
-    ("crates/trace/src/pagecache.rs::replay_page_cache", 130),
+    ("crates/trace/src/pagecache.rs::replay_page_cache", 111),
 ];
 
 /// Rust source with comments, string and character literals blanked out (newlines kept), so
