@@ -14,7 +14,9 @@ use std::time::{Duration, Instant};
 use trace::binary::BinaryWriter;
 use trace::block::{BlockFormat, BlockReader};
 use trace::input::TraceReader;
-use trace::pagecache::{AccessMode, PageCacheError, PageCacheOptions, Policy, replay_page_cache};
+use trace::pagecache::{
+    AccessMode, FileAdvice, PageCacheError, PageCacheOptions, Policy, replay_page_cache,
+};
 use trace::replay::{ReplayError, ReplayOptions, ReplayReport, replay};
 
 #[derive(Debug, Args)]
@@ -64,6 +66,10 @@ pub(crate) struct ReplayArgs {
     /// Advise POSIX_FADV_NOREUSE on the replayed file first.
     #[arg(long, requires = "cache")]
     noreuse: bool,
+    /// posix_fadvise on the replayed file first: random (POSIX_FADV_RANDOM, read-ahead off, as
+    /// a database advises), sequential or normal.
+    #[arg(long, value_name = "ADVICE", requires = "cache")]
+    fadvise: Option<String>,
     /// Stop after this many requests.
     #[arg(long, requires = "cache")]
     max_requests: Option<u64>,
@@ -87,6 +93,9 @@ pub(crate) struct ReplayArgs {
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
+    /// No progress bar (it is shown only on a terminal, after a second).
+    #[arg(long)]
+    quiet: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -153,7 +162,7 @@ pub(crate) fn run(a: &ReplayArgs) -> u8 {
         check_every_batch: a.check_every_batch,
         max_events: a.max_events.unwrap_or(engine::DEFAULT_EVENT_BUDGET),
     };
-    let mut bar = FileProgress::new();
+    let mut bar = FileProgress::new(a.quiet);
     let mut progress = |refs: u64, r: &TraceReader| {
         bar.update(|| format!("{refs} references"), r.bytes_read.get(), r.file_bytes);
     };
@@ -255,8 +264,10 @@ struct FileProgress {
 }
 
 impl FileProgress {
-    fn new() -> FileProgress {
-        FileProgress { start: Instant::now(), tty: std::io::stderr().is_terminal(), bar: None }
+    /// Shown on a terminal unless `quiet`.
+    fn new(quiet: bool) -> FileProgress {
+        let tty = !quiet && std::io::stderr().is_terminal();
+        FileProgress { start: Instant::now(), tty, bar: None }
     }
 
     /// `message` is only formatted when the bar is shown: this runs after every simulation step.
@@ -281,6 +292,12 @@ impl FileProgress {
             b.finish_and_clear();
         }
     }
+}
+
+/// The page-cache bar's message: requests so far and their rate over `secs` host seconds.
+fn requests_message(requests: u64, secs: f64) -> String {
+    let rate = if secs > 0.0 { requests as f64 / secs } else { 0.0 };
+    format!("{} requests, {} requests/s", grouped(requests), grouped(rate as u64))
 }
 
 /// A simulation failure (a checker): exit 1.
@@ -311,6 +328,12 @@ fn page_cache_options(a: &ReplayArgs, profile: mm::Profile) -> Result<PageCacheO
         cache,
         readahead_kb: a.readahead_kb,
         noreuse: a.noreuse,
+        fadvise: a
+            .fadvise
+            .as_deref()
+            .map(FileAdvice::parse)
+            .transpose()
+            .map_err(|e| format!("--fadvise: {e}"))?,
         max_requests: a.max_requests,
         max_events: a.max_events.unwrap_or(engine::DEFAULT_EVENT_BUDGET),
     })
@@ -336,9 +359,10 @@ fn run_page_cache(a: &ReplayArgs, profile: mm::Profile) -> u8 {
         Ok(r) => r,
         Err(e) => return bad(e),
     };
-    let mut bar = FileProgress::new();
+    let mut bar = FileProgress::new(a.quiet);
     let mut progress = |requests: u64, r: &BlockReader| {
-        bar.update(|| format!("{requests} requests"), r.bytes_read.get(), r.file_bytes);
+        let secs = bar.start.elapsed().as_secs_f64();
+        bar.update(|| requests_message(requests, secs), r.bytes_read.get(), r.file_bytes);
     };
     let result = replay_page_cache(reader, &a.trace, &options, &mut progress);
     bar.finish();
@@ -365,6 +389,9 @@ fn print_page_cache(r: &trace::pagecache::PageCacheReport) {
     println!("{:>18}      hits                      #  {ratio:6.2}% hit ratio", grouped(r.hits));
     println!("{:>18}      misses", grouped(r.misses));
     println!("{:>18}      refaults (workingset_refault_file)", grouped(r.refaults));
+    if let Some(a) = r.fadvise {
+        println!("{:>18}      posix_fadvise on the file", format!("{a:?}").to_lowercase());
+    }
     for (k, v) in &r.vmstat {
         if *v > 0 {
             println!("{:>18}      {k}", grouped(*v));
@@ -542,5 +569,17 @@ pub(crate) fn trace_command(c: &TraceCommand) -> u8 {
             0
         }
         Err(e) => bad(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_progress_message_gives_the_request_rate() {
+        assert_eq!(
+            super::requests_message(2_500_000, 2.0),
+            "2,500,000 requests, 1,250,000 requests/s"
+        );
+        assert_eq!(super::requests_message(0, 0.0), "0 requests, 0 requests/s");
     }
 }

@@ -120,3 +120,53 @@ fn binary_traces_replay_the_same_and_truncation_is_detected() {
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out).contains("truncated binary trace"), "{}", text(&out));
 }
+
+/// A page-cache replay of the P6 excerpt's first 20 000 requests through a 4 MiB cgroup.
+fn page_cache(extra: &[&str]) -> Output {
+    let base = ["replay", "traces/arc/P6.lis.zst", "--cache", "4MiB", "--max-requests", "20000"];
+    mmsim(&[&base[..], extra].concat())
+}
+
+/// `--json` gives hits, misses, refaults, `pgactivate` and, per LRU type, evictions, refaults
+/// and refault activations, consistent with the vmstat deltas it also lists.
+#[test]
+fn page_cache_json_has_counts_per_lru() {
+    let r = json(&page_cache(&["--json"]));
+    let n = |v: &serde_json::Value| v.as_u64().unwrap();
+    assert_eq!(n(&r["requests"]), 20_000);
+    assert_eq!(n(&r["hits"]) + n(&r["misses"]), 20_000);
+    let file = &r["lru"]["file"];
+    assert!(n(&file["evictions"]) > 0, "{r}");
+    assert_eq!(n(&file["evictions"]), n(&r["vmstat"]["pgsteal_file"]));
+    assert_eq!(n(&file["refaults"]), n(&r["refaults"]));
+    assert_eq!(n(&file["refault_activations"]), n(&r["vmstat"]["workingset_activate_file"]));
+    assert_eq!(n(&r["activations"]), n(&r["vmstat"]["pgactivate"]));
+    assert_eq!(n(&r["lru"]["anon"]["evictions"]), 0, "a page-cache replay has no anon pages");
+    assert!(r["fadvise"].is_null());
+}
+
+/// `--fadvise random` is POSIX_FADV_RANDOM on the file: FMODE_RANDOM turns read-ahead off, so
+/// every miss reads one page (4 KiB of `pgpgin`), where the default window reads ahead.
+#[test]
+fn fadvise_random_turns_readahead_off() {
+    let normal = json(&page_cache(&["--json"]));
+    let random = json(&page_cache(&["--json", "--fadvise", "random"]));
+    assert_eq!(random["fadvise"], "random");
+    let n = |r: &serde_json::Value, k: &str| r["vmstat"][k].as_u64().unwrap();
+    assert_eq!(n(&random, "pgpgin"), 4 * random["misses"].as_u64().unwrap(), "{random}");
+    assert!(n(&normal, "pgpgin") > n(&random, "pgpgin"), "{normal}");
+    let o = page_cache(&["--fadvise", "dontneed"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("--fadvise: unknown advice `dontneed`"), "{}", text(&o));
+}
+
+/// The progress bar goes to a terminal only: not to a pipe, and never with `--quiet`.
+#[test]
+fn page_cache_progress_stays_off_pipes() {
+    for extra in [&[][..], &["--quiet"]] {
+        let o = page_cache(extra);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        assert!(o.stderr.is_empty(), "{}", String::from_utf8_lossy(&o.stderr));
+        assert!(String::from_utf8_lossy(&o.stdout).contains("hit ratio"));
+    }
+}

@@ -127,6 +127,8 @@ pub struct KState {
     /// with CONFIG_DEBUG_VM stops at it; mmsim records it (an invariant names each site) and goes
     /// on as a kernel without that option does.
     pub vm_bug: Option<(&'static str, String)>,
+    /// Reclaim's folio lists, reused from pass to pass (`vmscan.rs`).
+    pub reclaim_lists: crate::vmscan::ReclaimLists,
 }
 
 /// The kernel of one simulated machine.

@@ -158,55 +158,52 @@ impl KState {
     }
 
     /// `memcg` and its ancestors up to, not including, the root.
-    pub fn memcg_ancestors(&self, memcg: MemcgId) -> Vec<MemcgId> {
-        let mut out = Vec::new();
+    pub fn memcg_ancestors(&self, memcg: MemcgId) -> impl Iterator<Item = MemcgId> + '_ {
+        std::iter::successors(Some(memcg), |&m| self.memcgs[m].parent)
+            .take_while(|&m| m != ROOT_MEMCG)
+    }
+
+    /// Applies `f` to `memcg` and each of its ancestors up to, not including, the root.
+    pub(crate) fn memcg_for_each_ancestor(
+        &mut self,
+        memcg: MemcgId,
+        mut f: impl FnMut(MemcgId, &mut MemCgroup),
+    ) {
         let mut cur = Some(memcg);
         while let Some(m) = cur.filter(|&m| m != ROOT_MEMCG) {
-            out.push(m);
+            f(m, &mut self.memcgs[m]);
             cur = self.memcgs[m].parent;
         }
-        out
+    }
+
+    /// Whether `id` is `memcg` or one of its descendants.
+    pub fn memcg_in_subtree(&self, id: MemcgId, memcg: MemcgId) -> bool {
+        std::iter::successors(Some(id), |&m| self.memcgs[m].parent).any(|m| m == memcg)
     }
 
     /// `memcg` and its descendants, in creation order (`mem_cgroup_iter` over a subtree).
-    pub fn memcg_subtree(&self, memcg: MemcgId) -> Vec<MemcgId> {
-        self.memcgs
-            .iter()
-            .map(|(id, _)| id)
-            .filter(|&id| {
-                let mut cur = Some(id);
-                while let Some(c) = cur {
-                    if c == memcg {
-                        return true;
-                    }
-                    cur = self.memcgs[c].parent;
-                }
-                false
-            })
-            .collect()
+    pub fn memcg_subtree(&self, memcg: MemcgId) -> impl Iterator<Item = MemcgId> + '_ {
+        self.memcgs.iter().map(|(id, _)| id).filter(move |&id| self.memcg_in_subtree(id, memcg))
     }
 
     /// The first cgroup from `memcg` upwards that `nr` more pages would push over its
     /// `memory.max`, or `None` when the charge fits (`page_counter_try_charge`).
     pub(crate) fn memcg_over_limit(&self, memcg: MemcgId, nr: u64) -> Option<MemcgId> {
         self.memcg_ancestors(memcg)
-            .into_iter()
             .find(|&m| self.memcgs[m].max.is_some_and(|max| self.memcgs[m].usage + nr > max))
     }
 
     /// Adds `nr` pages to the counters of `memcg` and its ancestors.
     pub(crate) fn memcg_charge_pages(&mut self, memcg: MemcgId, nr: u64) {
-        for m in self.memcg_ancestors(memcg) {
-            self.memcgs[m].usage += nr;
-        }
+        self.memcg_for_each_ancestor(memcg, |_, m| m.usage += nr);
     }
 
     /// Removes `nr` pages from the counters of `memcg` and its ancestors.
     pub(crate) fn memcg_uncharge_pages(&mut self, memcg: MemcgId, nr: u64) {
-        for m in self.memcg_ancestors(memcg) {
-            let u = &mut self.memcgs[m].usage;
-            *u = u.checked_sub(nr).unwrap_or_else(|| panic!("memcg {m} uncharged below zero"));
-        }
+        self.memcg_for_each_ancestor(memcg, |id, m| {
+            let u = &mut m.usage;
+            *u = u.checked_sub(nr).unwrap_or_else(|| panic!("memcg {id} uncharged below zero"));
+        });
     }
 
     /// Counts an event in the global `/proc/vmstat` and in `memcg`'s `memory.stat`
@@ -245,7 +242,7 @@ impl KState {
     /// `memory.stat` of `memcg` (cgroup v2, the entries the model keeps; amounts in bytes).
     pub fn memory_stat(&self, memcg: MemcgId) -> String {
         let mut out = String::new();
-        let subtree = self.memcg_subtree(memcg);
+        let subtree: Vec<MemcgId> = self.memcg_subtree(memcg).collect();
         let (mut anon, mut file, mut shmem, mut mapped, mut dirty, mut swapcached) =
             (0u64, 0u64, 0u64, 0u64, 0u64, 0u64);
         for &m in &subtree {

@@ -714,7 +714,8 @@ impl KState {
         }
         let list = lruvec_gen_list(memcg, g.gen_of(g.min_seq[usize::from(file)]), file);
         let mut remaining = nr.min(MAX_LRU_BATCH);
-        let (mut scanned, mut sorted, mut isolated) = (0, 0, Vec::new());
+        let (mut scanned, mut sorted) = (0, 0);
+        let mut isolated = self.reclaim_lists.take_folios();
         let mut isolated_pages = 0;
         while remaining > 0 {
             let Some(head) = self.folios.list_tail(list) else { break };
@@ -753,6 +754,7 @@ impl KState {
             if scanned > 0 {
                 return (file, scanned, isolated);
             }
+            self.reclaim_lists.give_folios(isolated);
             file = !file;
             tier = self.own_tier_idx(memcg, file);
         }
@@ -1214,6 +1216,7 @@ async fn evict_folios(
         (file, scanned, list)
     };
     if list.is_empty() {
+        cx.st().reclaim_lists.give_folios(list);
         return scanned;
     }
     sc.nr_scanned += list.len() as u64;
@@ -1222,7 +1225,7 @@ async fn evict_folios(
     sc.nr_reclaimed += reclaimed;
     let mut st = cx.st();
     sc.count(&mut st, memcg, false, file, reclaimed);
-    for r in rejected {
+    for &r in &rejected {
         if r.activate {
             activate_rejected(&mut st, r.head);
         } else {
@@ -1235,6 +1238,7 @@ async fn evict_folios(
         }
         st.folio_putback_lru(r.head, true);
     }
+    st.reclaim_lists.give_rejected(rejected);
     scanned
 }
 
@@ -1265,7 +1269,7 @@ pub(crate) async fn lru_gen_age_node(cx: &Cx, sc: &ScanControl) {
     let (memcgs, min_ttl, swappiness, kswapd_ages) = {
         let st = cx.st();
         (
-            st.memcg_subtree(crate::memcontrol::ROOT_MEMCG),
+            st.memcg_subtree(crate::memcontrol::ROOT_MEMCG).collect::<Vec<_>>(),
             st.lru.min_ttl_ns,
             swappiness(&st),
             st.lru.lrugen.kswapd_ages,

@@ -36,6 +36,13 @@
 //!   shadow (`__remove_mapping` after the reference freeze). A folio someone else still holds (a
 //!   GUP reference) fails the freeze and stays — an anonymous one in the swap cache. Rejected
 //!   folios go back to their lists (activated ones to the active list).
+//! - A memory cgroup's charge asks its limit reclaim for `max(nr_pages, SWAP_CLUSTER_MAX)`
+//!   (`try_to_free_mem_cgroup_pages`, v6.8), so the classic and multi-gen LRUs free a batch per
+//!   limit hit and the next charges fit without reclaim; only the pure LRU (not a kernel policy)
+//!   reclaims exactly what the charge needs. Reclaim's lists of isolated folios (the kernel's
+//!   on-stack `LIST_HEAD`s) are kept between passes ([`ReclaimLists`]) and the cgroup walks
+//!   iterate without collecting, so steady-state reclaim allocates nothing and costs O(1) per
+//!   reclaimed page beyond the scan.
 //!
 //! Not modelled: per-CPU LRU batches and the LRU lock; memcg protection (`memory.low`);
 //! writeback throttling. Writes are submitted as in the kernel — PG_writeback set, the folio
@@ -322,14 +329,19 @@ pub(crate) async fn try_to_free_mem_cgroup_pages(cx: &Cx, memcg: MemcgId, nr: u6
 
 /// `shrink_node`: every lruvec under the target at `sc.priority`, then the refault snapshot.
 async fn shrink_node(cx: &Cx, sc: &mut ScanControl) {
-    let (memcgs, mglru) = {
+    let (nr_memcgs, mglru) = {
         let st = cx.st();
-        (st.memcg_subtree(sc.target), st.lru.reclaim.lru_gen_enabled())
+        (st.memcgs.len(), st.lru.reclaim.lru_gen_enabled())
     };
     if !mglru {
         prepare_scan_control(&cx.st(), sc);
     }
-    for memcg in memcgs {
+    // The cgroups that exist now, in creation order (ids are never reused).
+    for i in 0..nr_memcgs {
+        let memcg: MemcgId = simcore::id::Id::from_index(i);
+        if !cx.st().memcg_in_subtree(memcg, sc.target) {
+            continue;
+        }
         crate::lru::shrink_lruvec(cx, memcg, sc).await;
         if sc.nr_reclaimed >= sc.nr_to_reclaim {
             break;
@@ -347,12 +359,12 @@ async fn shrink_node(cx: &Cx, sc: &mut ScanControl) {
 
 /// Pages of `lru` on the lruvecs under `target` (the target lruvec's hierarchical count).
 fn target_lru_pages(st: &KState, target: MemcgId, lru: LruList) -> u64 {
-    st.memcg_subtree(target).into_iter().map(|m| st.lruvec_lru_pages(m, lru)).sum()
+    st.memcg_subtree(target).map(|m| st.lruvec_lru_pages(m, lru)).sum()
 }
 
 /// `WORKINGSET_ACTIVATE_{ANON,FILE}` under `target`.
 fn target_refaults(st: &KState, target: MemcgId) -> [u64; 2] {
-    let sum = |k| st.memcg_subtree(target).into_iter().map(|m| st.memcgs[m].stat.get(k)).sum();
+    let sum = |k| st.memcg_subtree(target).map(|m| st.memcgs[m].stat.get(k)).sum();
     [sum(VmStat::WorkingsetActivateAnon), sum(VmStat::WorkingsetActivateFile)]
 }
 
@@ -465,9 +477,11 @@ pub(crate) async fn shrink_lists(
 /// an isolation reference.
 fn isolate(st: &mut KState, memcg: MemcgId, lru: LruList, nr: u64) -> Vec<Pfn> {
     let list = lruvec_list(memcg, lru);
-    let victims: Vec<Pfn> = st.folios.list_iter(list).take(nr as usize).collect();
-    for &f in &victims {
+    let mut victims = st.reclaim_lists.take_folios();
+    for _ in 0..nr {
+        let Some(f) = st.folios.list_tail(list) else { break };
         st.folio_isolate_lru(f);
+        victims.push(f);
     }
     victims
 }
@@ -482,7 +496,7 @@ async fn shrink_active_list(cx: &Cx, memcg: MemcgId, lru: LruList, nr: u64) {
         let n = folios.len() as u64;
         st.count_event(memcg, VmStat::Pgrefill, n);
     }
-    for head in folios {
+    for &head in &folios {
         let (young, flags) = folio_referenced(cx, head).await;
         let mut st = cx.st();
         let file = st.folio_is_file_lru(head);
@@ -497,6 +511,7 @@ async fn shrink_active_list(cx: &Cx, memcg: MemcgId, lru: LruList, nr: u64) {
         st.count_event(m, VmStat::Pgdeactivate, nr);
         st.folio_putback_lru(head, false);
     }
+    cx.st().reclaim_lists.give_folios(folios);
 }
 
 /// `shrink_inactive_list`: isolates up to `nr` folios and reclaims what it can.
@@ -517,9 +532,10 @@ async fn shrink_inactive_list(
     sc.count(&mut cx.st(), memcg, false, file, reclaimed);
     sc.nr_reclaimed += reclaimed;
     let mut st = cx.st();
-    for r in rejected {
+    for &r in &rejected {
         putback_rejected(&mut st, r);
     }
+    st.reclaim_lists.give_rejected(rejected);
 }
 
 /// A folio reclaim isolated but did not free.
@@ -558,9 +574,10 @@ pub(crate) async fn reclaim_pages(cx: &Cx, folios: Vec<Pfn>) -> u64 {
     };
     let (reclaimed, rejected) = shrink_folio_list(cx, isolated, true).await;
     let mut st = cx.st();
-    for r in rejected {
+    for r in &rejected {
         st.folio_putback_lru(r.head, false);
     }
+    st.reclaim_lists.give_rejected(rejected);
     reclaimed
 }
 
@@ -585,16 +602,19 @@ pub(crate) async fn check_references(cx: &Cx, head: Pfn) -> References {
 }
 
 /// `shrink_folio_list`: decides, unmaps, writes and frees. With `ignore_references`
-/// (`MADV_PAGEOUT`) every folio is reclaimed if it can be. Returns the pages freed and the
-/// folios to put back, still isolated and unlocked.
+/// (`MADV_PAGEOUT`) every folio is reclaimed if it can be. Takes the isolated folios (a list of
+/// [`ReclaimLists`], given back) and returns the pages freed and the folios to put back, still
+/// isolated and unlocked (a list to give back once they are).
 pub(crate) async fn shrink_folio_list(
     cx: &Cx,
     folios: Vec<Pfn>,
     ignore_references: bool,
 ) -> (u64, Vec<Rejected>) {
-    let mut to_free = Vec::new();
-    let mut rejected = Vec::new();
-    for head in folios {
+    let (mut to_free, mut rejected) = {
+        let mut st = cx.st();
+        (st.reclaim_lists.take_folios(), st.reclaim_lists.take_rejected())
+    };
+    for &head in &folios {
         if !crate::filemap::folio_trylock(&mut cx.st(), head)
             || cx.st().folios.test(head, pg::WRITEBACK)
         {
@@ -619,11 +639,11 @@ pub(crate) async fn shrink_folio_list(
             }
         }
     }
-    let (to_free, unlocked) = write_out(cx, to_free).await;
-    rejected.extend(unlocked.into_iter().map(|head| Rejected { head, activate: false }));
+    cx.st().reclaim_lists.give_folios(folios);
+    write_out(cx, &mut to_free, &mut rejected).await;
     let mut reclaimed = 0;
     let skip_freeze = cx.kernel().switches.refcount_freeze == RefcountFreeze::Skip;
-    for head in to_free {
+    for &head in &to_free {
         let freed = cx.st().remove_mapping(head, skip_freeze);
         match freed {
             Some(nr) => {
@@ -636,8 +656,47 @@ pub(crate) async fn shrink_folio_list(
             }
         }
     }
+    cx.st().reclaim_lists.give_folios(to_free);
     cx.charge_n(Cost::ReclaimPage, reclaimed).await;
     (reclaimed, rejected)
+}
+
+/// Most lists [`ReclaimLists`] keeps of each kind (more reclaimers at once allocate their own).
+const RECLAIM_LISTS_KEPT: usize = 64;
+
+/// Reclaim's folio lists (the kernel's on-stack `LIST_HEAD`s of isolated folios), kept between
+/// passes so that reclaim allocates nothing in steady state: a pass takes a list and gives it
+/// back; concurrent passes (kswapd and direct reclaimers) take different lists.
+#[derive(Debug, Default)]
+pub struct ReclaimLists {
+    folios: Vec<Vec<Pfn>>,
+    rejected: Vec<Vec<Rejected>>,
+}
+
+impl ReclaimLists {
+    pub(crate) fn take_folios(&mut self) -> Vec<Pfn> {
+        self.folios.pop().unwrap_or_default()
+    }
+
+    pub(crate) fn give_folios(&mut self, list: Vec<Pfn>) {
+        keep(&mut self.folios, list);
+    }
+
+    fn take_rejected(&mut self) -> Vec<Rejected> {
+        self.rejected.pop().unwrap_or_default()
+    }
+
+    pub(crate) fn give_rejected(&mut self, list: Vec<Rejected>) {
+        keep(&mut self.rejected, list);
+    }
+}
+
+/// Keeps an emptied list for the next pass, up to [`RECLAIM_LISTS_KEPT`].
+fn keep<T>(lists: &mut Vec<Vec<T>>, mut list: Vec<T>) {
+    if lists.len() < RECLAIM_LISTS_KEPT {
+        list.clear();
+        lists.push(list);
+    }
 }
 
 impl KState {
@@ -723,54 +782,89 @@ async fn prepare_reclaim(cx: &Cx, head: Pfn, refs: References) -> Result<(), boo
 }
 
 /// Writes the dirty folios among `folios` (swap writes for those in the swap cache, anonymous
-/// or shmem, writeback for file ones) with one device request each kind, unlocked while under writeback. Returns the folios
-/// locked again afterwards, and those that could not be relocked (unlocked, to put back).
-async fn write_out(cx: &Cx, folios: Vec<Pfn>) -> (Vec<Pfn>, Vec<Pfn>) {
-    let (dirty, mut clean): (Vec<Pfn>, Vec<Pfn>) = {
-        let st = cx.st();
-        folios.into_iter().partition(|&h| st.folios.test(h, pg::DIRTY))
+/// or shmem, writeback for file ones) with one device request each kind, unlocked while under
+/// writeback. `folios` keeps the clean ones, then those locked again afterwards; those that
+/// could not be relocked go to `rejected` (unlocked, to put back).
+async fn write_out(cx: &Cx, folios: &mut Vec<Pfn>, rejected: &mut Vec<Rejected>) {
+    let (swap, file) = {
+        let mut st = cx.st();
+        let (mut swap, mut file) = (st.reclaim_lists.take_folios(), st.reclaim_lists.take_folios());
+        folios.retain(|&h| {
+            let dirty = st.folios.test(h, pg::DIRTY);
+            if dirty && st.folios.test(h, pg::SWAPCACHE) {
+                swap.push(h);
+            } else if dirty {
+                file.push(h);
+            }
+            !dirty
+        });
+        (swap, file)
     };
-    let (swap, file): (Vec<Pfn>, Vec<Pfn>) = {
-        let st = cx.st();
-        dirty.into_iter().partition(|&h| st.folios.test(h, pg::SWAPCACHE))
-    };
-    let mut unlocked = Vec::new();
     for batch in [swap, file] {
-        if batch.is_empty() {
-            continue;
+        if !batch.is_empty() {
+            write_batch(cx, &batch, folios, rejected).await;
         }
-        {
-            // `pageout`: the data goes to the device as it is now; the folio is clean and
-            // under writeback, and unlocked.
-            let mut st = cx.st();
-            for &head in &batch {
-                if st.folios.test(head, pg::SWAPCACHE) {
-                    st.swap_write(head);
-                } else if let Mapping::File(inode) = st.folios.mapping(head) {
-                    st.writeback_folio(inode, head);
-                }
-                st.folios.set(head, pg::WRITEBACK);
+        cx.st().reclaim_lists.give_folios(batch);
+    }
+}
+
+/// `pageout` of one kind's dirty folios as one device request, then `folio_end_writeback` and
+/// the lock again for the free.
+async fn write_batch(
+    cx: &Cx,
+    batch: &[Pfn],
+    relocked: &mut Vec<Pfn>,
+    rejected: &mut Vec<Rejected>,
+) {
+    {
+        // The data goes to the device as it is now; the folio is clean and under writeback,
+        // and unlocked.
+        let mut st = cx.st();
+        for &head in batch {
+            if st.folios.test(head, pg::SWAPCACHE) {
+                st.swap_write(head);
+            } else if let Mapping::File(inode) = st.folios.mapping(head) {
+                st.writeback_folio(inode, head);
             }
-        }
-        for &head in &batch {
-            folio_unlock(cx, head);
-        }
-        let io = cx.block_io(batch.len() as u64);
-        cx.sleep(io).await;
-        for head in batch {
-            // `folio_end_writeback`, then the lock again for the free.
-            let relocked = {
-                let mut st = cx.st();
-                st.folios.clear_flag(head, pg::WRITEBACK);
-                crate::filemap::folio_trylock(&mut st, head)
-            };
-            cx.kernel().folio_waitqueue(head).wake_up_all(cx);
-            if relocked {
-                clean.push(head);
-            } else {
-                unlocked.push(head);
-            }
+            st.folios.set(head, pg::WRITEBACK);
         }
     }
-    (clean, unlocked)
+    for &head in batch {
+        folio_unlock(cx, head);
+    }
+    let io = cx.block_io(batch.len() as u64);
+    cx.sleep(io).await;
+    for &head in batch {
+        let locked = {
+            let mut st = cx.st();
+            st.folios.clear_flag(head, pg::WRITEBACK);
+            crate::filemap::folio_trylock(&mut st, head)
+        };
+        cx.kernel().folio_waitqueue(head).wake_up_all(cx);
+        if locked {
+            relocked.push(head);
+        } else {
+            rejected.push(Rejected { head, activate: false });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reclaim_lists_come_back_empty_and_are_bounded() {
+        let mut lists = ReclaimLists::default();
+        let mut a = lists.take_folios();
+        a.extend([Pfn(1), Pfn(2)]);
+        let cap = a.capacity();
+        lists.give_folios(a);
+        let b = lists.take_folios();
+        assert!(b.is_empty() && b.capacity() == cap, "the list is reused, emptied");
+        for _ in 0..RECLAIM_LISTS_KEPT + 5 {
+            lists.give_folios(Vec::with_capacity(1));
+        }
+        assert_eq!(lists.folios.len(), RECLAIM_LISTS_KEPT);
+    }
 }

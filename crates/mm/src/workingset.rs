@@ -185,9 +185,7 @@ impl Workingset {
 impl KState {
     /// `workingset_age_nonresident`: advances the clock of `memcg`'s lruvec and its ancestors'.
     pub(crate) fn workingset_age_nonresident(&mut self, memcg: MemcgId, nr: u64) {
-        for m in self.memcg_ancestors(memcg) {
-            self.memcgs[m].lruvec.nonresident_age += nr;
-        }
+        self.memcg_for_each_ancestor(memcg, |_, m| m.lruvec.nonresident_age += nr);
         self.memcgs[ROOT_MEMCG].lruvec.nonresident_age += nr;
     }
 
@@ -257,8 +255,8 @@ impl KState {
         let m = shadow.memcg;
         let refault = self.memcgs[m].lruvec.nonresident_age;
         let distance = refault.wrapping_sub(shadow.eviction);
-        let subtree = self.memcg_subtree(m);
-        let size = |l: LruList| subtree.iter().map(|&s| self.lruvec_lru_pages(s, l)).sum::<u64>();
+        let size =
+            |l: LruList| self.memcg_subtree(m).map(|s| self.lruvec_lru_pages(s, l)).sum::<u64>();
         let mut workingset = size(LruList::ActiveFile);
         if !file {
             workingset += size(LruList::InactiveFile);

@@ -15,6 +15,16 @@
 //! fault-around 64 KiB unless overridden); `pure` is the classic LRU reduced to exact LRU order
 //! (switch `lru = pure`, no readahead, no fault-around, no second chance, reclaim of exactly the
 //! pages a charge needs), which must give libCacheSim's LRU miss count on the same trace.
+//!
+//! Advice: `--fadvise random` is `posix_fadvise(POSIX_FADV_RANDOM)` on the file before the
+//! replay, as a database gives it: the open file gets FMODE_RANDOM (`mm/fadvise.c`
+//! `generic_fadvise`, v6.8) and reads bring in only the page asked for (no readahead);
+//! `sequential` doubles the readahead window and `normal` restores it. `--noreuse` is
+//! `POSIX_FADV_NOREUSE` (seed `003`).
+//!
+//! The report's `lru` gives per LRU type (anon, file) the evictions (`pgsteal_*`), refaults
+//! (`workingset_refault_*`) and refault activations (`workingset_activate_*`); `activations` is
+//! `pgactivate`, which the kernel counts for both types together.
 
 use crate::InputError;
 use crate::block::BlockReader;
@@ -46,6 +56,41 @@ impl AccessMode {
             "read" => Ok(AccessMode::Read),
             "mmap" => Ok(AccessMode::Mmap),
             _ => Err(format!("unknown access `{s}`: expected read or mmap")),
+        }
+    }
+}
+
+/// The `posix_fadvise` advice given on the replayed file before the first request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FileAdvice {
+    Normal,
+    /// `POSIX_FADV_RANDOM`: FMODE_RANDOM, no readahead.
+    Random,
+    Sequential,
+}
+
+impl FileAdvice {
+    pub fn parse(s: &str) -> Result<FileAdvice, String> {
+        match s {
+            "normal" => Ok(FileAdvice::Normal),
+            "random" => Ok(FileAdvice::Random),
+            "sequential" => Ok(FileAdvice::Sequential),
+            "noreuse" => Err("--fadvise noreuse: use --noreuse".into()),
+            _ => Err(format!(
+                "unknown advice `{s}`: expected normal, random or sequential \
+                 (willneed and dontneed name a range, not a replay)"
+            )),
+        }
+    }
+
+    /// The `POSIX_FADV_*` value.
+    fn advice(self) -> u32 {
+        use mm::fadvise::advice;
+        match self {
+            FileAdvice::Normal => advice::NORMAL,
+            FileAdvice::Random => advice::RANDOM,
+            FileAdvice::Sequential => advice::SEQUENTIAL,
         }
     }
 }
@@ -92,6 +137,8 @@ pub struct PageCacheOptions {
     pub readahead_kb: Option<u64>,
     /// `posix_fadvise(POSIX_FADV_NOREUSE)` on the file before the replay.
     pub noreuse: bool,
+    /// `posix_fadvise` with this advice on the file before the replay (after `noreuse`).
+    pub fadvise: Option<FileAdvice>,
     /// Stop after this many requests.
     pub max_requests: Option<u64>,
     /// The events budget: a replay that takes more scheduling events is refused.
@@ -105,6 +152,8 @@ pub struct PageCacheReport {
     pub format: String,
     pub policy: String,
     pub access: String,
+    /// The `posix_fadvise` advice given on the file, if any (`--fadvise`).
+    pub fadvise: Option<FileAdvice>,
     pub kernel: String,
     pub cache_pages: u64,
     pub requests: u64,
@@ -113,6 +162,10 @@ pub struct PageCacheReport {
     pub hit_ratio: f64,
     /// `workingset_refault_file` of the cgroup.
     pub refaults: u64,
+    /// `pgactivate` over the replay (both LRU types: the kernel does not split it).
+    pub activations: u64,
+    /// Per LRU type (`anon`, `file`): evictions, refaults and refault activations.
+    pub lru: BTreeMap<String, LruCounts>,
     /// The `/proc/vmstat` counters reclaim moves, as deltas over the replay.
     pub vmstat: BTreeMap<String, u64>,
     /// The cgroup's `memory.stat` at the end.
@@ -120,8 +173,19 @@ pub struct PageCacheReport {
     pub virtual_time_ns: u64,
 }
 
+/// What reclaim did to one LRU type over a replay.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct LruCounts {
+    /// Pages reclaimed (`pgsteal_anon` or `pgsteal_file`).
+    pub evictions: u64,
+    /// `workingset_refault_*`.
+    pub refaults: u64,
+    /// `workingset_activate_*`: refaults found to be in the workingset.
+    pub refault_activations: u64,
+}
+
 /// Counters the report lists.
-const COUNTERS: [&str; 20] = [
+const COUNTERS: [&str; 21] = [
     "pgpgin",
     "pswpin",
     "pswpout",
@@ -134,6 +198,7 @@ const COUNTERS: [&str; 20] = [
     "pgsteal_kswapd",
     "pgsteal_direct",
     "pgscan_file",
+    "pgsteal_anon",
     "pgsteal_file",
     "workingset_refault_anon",
     "workingset_refault_file",
@@ -174,6 +239,7 @@ impl PageCacheOptions {
             cache,
             readahead_kb: None,
             noreuse: false,
+            fadvise: None,
             max_requests: None,
             max_events: engine::DEFAULT_EVENT_BUDGET,
         }
@@ -226,13 +292,20 @@ pub fn replay_page_cache(
     let failure: Rc<RefCell<Option<PageCacheError>>> = Rc::new(RefCell::new(None));
     let counts = Rc::new(Cell::new((0u64, 0u64)));
     let (rd, f, c) = (reader.clone(), failure.clone(), counts.clone());
-    let (access, noreuse, max) =
-        (options.access, options.noreuse, options.max_requests.unwrap_or(u64::MAX));
+    let (access, noreuse, fadvise, max) = (
+        options.access,
+        options.noreuse,
+        options.fadvise,
+        options.max_requests.unwrap_or(u64::MAX),
+    );
     machine
         .spawn_thread(pid, 0, "replay", move |t| async move {
             let fd = t.open("/trace", OpenFlags::RDONLY).await.expect("the file exists");
             if noreuse {
                 t.fadvise(fd, 0, 0, mm::fadvise::advice::NOREUSE).await.expect("valid advice");
+            }
+            if let Some(a) = fadvise {
+                t.fadvise(fd, 0, 0, a.advice()).await.expect("valid advice");
             }
             let base = if access == AccessMode::Mmap {
                 let args = MmapArgs {
@@ -314,21 +387,52 @@ pub fn replay_page_cache(
         return Err(e);
     }
     machine.check().map_err(|e| sim(format!("checker: {e}")))?;
+    let fields = ReportFields { name, format, requests_misses: counts.get(), before };
+    report(&machine, options, fields).map_err(sim)
+}
+
+/// What [`report`] needs from the replay besides the machine.
+struct ReportFields<'a> {
+    name: &'a str,
+    format: String,
+    requests_misses: (u64, u64),
+    /// `/proc/vmstat` before the replay.
+    before: mm::vmstat::VmStats,
+}
+
+/// The report of a finished replay.
+fn report(
+    machine: &Machine,
+    options: &PageCacheOptions,
+    f: ReportFields<'_>,
+) -> Result<PageCacheReport, String> {
     let after = machine.vmstat();
-    let (requests, misses) = counts.get();
+    let (requests, misses) = f.requests_misses;
     let vmstat: BTreeMap<String, u64> = COUNTERS
         .iter()
         .map(|&n| {
             let k = mm::vmstat::vmstat_key(n).expect("a vmstat key");
-            (n.to_string(), after.get(k) - before.get(k))
+            (n.to_string(), after.get(k) - f.before.get(k))
         })
         .collect();
-    let cg = machine.cgroup("/replay").map_err(sim)?;
+    let cg = machine.cgroup("/replay")?;
+    let lru = ["anon", "file"]
+        .into_iter()
+        .map(|t| {
+            let counts = LruCounts {
+                evictions: vmstat[&format!("pgsteal_{t}")],
+                refaults: vmstat[&format!("workingset_refault_{t}")],
+                refault_activations: vmstat[&format!("workingset_activate_{t}")],
+            };
+            (t.to_string(), counts)
+        })
+        .collect();
     Ok(PageCacheReport {
-        trace: name.to_string(),
-        format,
+        trace: f.name.to_string(),
+        format: f.format,
         policy: options.policy.name().into(),
         access: format!("{:?}", options.access).to_lowercase(),
+        fadvise: options.fadvise,
         kernel: options.kernel.to_string(),
         cache_pages: options.cache.as_u64().div_ceil(4096),
         requests,
@@ -338,6 +442,8 @@ pub fn replay_page_cache(
         refaults: machine.kernel().state().memcgs[cg]
             .stat
             .get(mm::vmstat::VmStat::WorkingsetRefaultFile),
+        activations: vmstat["pgactivate"],
+        lru,
         vmstat,
         memory_stat: machine.memory_stat(cg),
         virtual_time_ns: machine.handle().now().since(simcore::SimTime::ZERO).as_ns(),

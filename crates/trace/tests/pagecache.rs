@@ -45,6 +45,7 @@ fn replay(trace: &str, pages: u64, policy: Policy, access: AccessMode, n: u64) -
         cache: Bytes(pages * 4096),
         readahead_kb: None,
         noreuse: false,
+        fadvise: None,
         max_requests: Some(n),
         max_events: engine::DEFAULT_EVENT_BUDGET,
     };

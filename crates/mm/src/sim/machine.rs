@@ -178,6 +178,8 @@ impl Machine {
         vmstat.add(VmStat::NrFreePages, buddy.nr_free());
         let mut procs = IdVec::new();
         procs.push(Process::new("swapper".into(), None));
+        // The DAX device's frames start at the first 1 GiB boundary above RAM.
+        let dax_base = simcore::Pfn(total.next_multiple_of(1 << 18));
         let mut st = KState {
             buddy,
             folios,
@@ -194,11 +196,7 @@ impl Machine {
             procs,
             zero_pfn: zero,
             huge_zero_pfn: None,
-            // The device's frames start at the first 1 GiB boundary above RAM.
-            dax: crate::fs::daxfs::DaxFs::new(
-                simcore::Pfn(total.next_multiple_of(1 << 18)),
-                config.pmem.pages_ceil(),
-            ),
+            dax: crate::fs::daxfs::DaxFs::new(dax_base, config.pmem.pages_ceil()),
             bdi_ra_pages: config.tunables.ra_pages,
             swap: crate::swap::SwapDevice::new(config.swap.pages_ceil()),
             wmark: crate::vmscan::Watermarks::for_pages(total),
@@ -219,6 +217,7 @@ impl Machine {
             hugetlb: crate::hugetlb::Hugetlb::new(&config, handle.clone()),
             ksm: Default::default(),
             vm_bug: None,
+            reclaim_lists: Default::default(),
         };
         st.hugetlb_boot(&config.tunables, config.kernel)?;
         let kernel = Rc::new(Kernel::new(
