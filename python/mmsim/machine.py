@@ -164,7 +164,7 @@ class Machine:
         return procfs.parse_smaps(self.smaps_text(process))
 
     def smaps_rollup_text(self, process: Process | int) -> str:
-        """``/proc/PID/smaps_rollup`` as the kernel prints it."""
+        """``/proc/PID/smaps_rollup`` as the kernel prints it (``FileNotFoundError`` before v4.14)."""
         return self._core.smaps_rollup_text(self._pid(process))
 
     def smaps_rollup(self, process: Process | int) -> pd.Series:
@@ -194,6 +194,10 @@ class Machine:
     def meminfo_text(self) -> str:
         """``/proc/meminfo`` as the kernel prints it."""
         return self._core.meminfo_text()
+
+    def lockdep_text(self) -> str:
+        """Lockdep's report as the kernel logs it: the first splat, or ``clean``."""
+        return self._core.lockdep_text()
 
     def meminfo(self) -> pd.Series:
         """``/proc/meminfo``: an int64 Series of kB indexed by field name, in the kernel's order."""

@@ -88,8 +88,8 @@ pub(crate) struct RunArgs {
     #[command(flatten)]
     machine: OverrideArgs,
     /// Also print an observable: smaps:PROCESS, smaps_rollup:PROCESS, maps:PROCESS,
-    /// status:PROCESS, stat:PROCESS, vmstat, meminfo, lock_stat, memory.stat:CGROUP, lru_gen,
-    /// inspect:PROCESS:ADDR. Repeatable.
+    /// status:PROCESS, stat:PROCESS, vmstat, meminfo, lock_stat, lockdep, memory.stat:CGROUP,
+    /// lru_gen, inspect:PROCESS:ADDR. Repeatable.
     #[arg(long)]
     show: Vec<String>,
     /// Print the model's state at an address after the run, by kernel names (the entries

@@ -47,7 +47,7 @@ impl KState {
             flags: 0,
             cpumask: Default::default(),
             exe_file: None,
-            nr_ptes: 1,
+            pgtables: [0; 3],
             deposited: BTreeMap::new(),
             def_flags: 0,
         };
@@ -450,6 +450,6 @@ pub(crate) async fn exit_mmap(cx: &Cx, mm: MmId) {
     let pgd = m.pgd;
     let frame = st.pt.free(pgd);
     st.free_pgtable_frame(frame);
-    assert_eq!(st.mm(mm).nr_ptes, 1, "mm {mm} dies with page tables");
+    assert_eq!(st.mm(mm).nr_pgtables_total(), 0, "mm {mm} dies with page tables");
     st.mms[mm] = None;
 }

@@ -189,7 +189,7 @@ async fn table_alloc(
         Upper::None => {}
     }
     let frame = st.alloc_pgtable_frame().ok_or(VmFault::Oom)?;
-    st.mm_mut(mm).nr_ptes += 1;
+    st.mm_mut(mm).pgtable_inc(level.below());
     let handle: &engine::Handle = cx;
     let t = st.pt.alloc(level.below(), frame, || handle.spin_lock("ptlock"));
     st.pt.set_upper(parent, idx, Upper::Table(t));

@@ -9,7 +9,7 @@
 //! placed below `mmap_base` in the highest gap that fits, so addresses are reproducible.
 
 use crate::fs::FileId;
-use crate::pgtable::{PtId, TASK_SIZE};
+use crate::pgtable::{Level, PtId, TASK_SIZE};
 use crate::process::Pid;
 use crate::vma::VmaId;
 use engine::{CpuId, RwSem, SpinLock};
@@ -56,11 +56,13 @@ pub struct MmStruct {
     pub flags: u32,
     pub cpumask: BTreeSet<CpuId>,
     pub exe_file: Option<FileId>,
-    /// Page-table pages of this mm.
-    pub nr_ptes: u64,
+    /// Page-table pages of this mm below the PGD, by the level of their entries
+    /// ([`MmStruct::nr_pgtables`]; `mm_inc_nr_ptes`, `mm_inc_nr_pmds`, `mm_inc_nr_puds`). The
+    /// kernel counts no PGD either.
+    pub(crate) pgtables: [u64; 3],
     /// Page-table pages deposited for the huge PMDs of anonymous memory, by PMD slot, to be
     /// withdrawn when the PMD is split or zapped (`pgtable_trans_huge_deposit`). Counted in
-    /// `nr_ptes` and `nr_page_table_pages`; only anonymous PMDs have one (x86 deposits none for
+    /// the PTE tables and `nr_page_table_pages`; only anonymous PMDs have one (x86 deposits none for
     /// file THPs or DAX).
     pub deposited: BTreeMap<(PtId, usize), simcore::Pfn>,
     /// `mm->def_flags`: `VM_NOHUGEPAGE` after `PR_SET_THP_DISABLE` before v4.13.
@@ -68,6 +70,32 @@ pub struct MmStruct {
 }
 
 impl MmStruct {
+    fn pgtable_slot(level: Level) -> usize {
+        assert!(level != Level::Pgd, "the PGD is not counted");
+        level as usize - 1
+    }
+
+    /// Page-table pages of `level` (PTE, PMD or PUD tables) this mm holds.
+    pub fn nr_pgtables(&self, level: Level) -> u64 {
+        self.pgtables[MmStruct::pgtable_slot(level)]
+    }
+
+    /// Every page-table page below the PGD (`mm_pgtables_bytes` in pages).
+    pub fn nr_pgtables_total(&self) -> u64 {
+        self.pgtables.iter().sum()
+    }
+
+    /// A page table of `level` was allocated (`mm_inc_nr_ptes`/`pmds`/`puds`).
+    pub fn pgtable_inc(&mut self, level: Level) {
+        self.pgtables[MmStruct::pgtable_slot(level)] += 1;
+    }
+
+    /// A page table of `level` was freed.
+    pub fn pgtable_dec(&mut self, level: Level) {
+        let n = &mut self.pgtables[MmStruct::pgtable_slot(level)];
+        *n = n.checked_sub(1).expect("page-table count underflow");
+    }
+
     pub fn rss(&self, c: MmCounter) -> u64 {
         self.rss[c as usize]
     }

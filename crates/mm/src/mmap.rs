@@ -269,16 +269,15 @@ pub(crate) async fn do_mmap(cx: &Cx, pid: Pid, a: MmapArgs) -> Result<VirtAddr, 
     } else if vm & VmFlags::WRITE != 0 && file.is_none() {
         vm |= VmFlags::ACCOUNT;
     }
-    // A file system may ask for huge mappings (a DAX file, `ext4_file_mmap`): VM_HUGEPAGE at an
-    // address whose PMD colour matches the offset's (`thp_get_unmapped_area`), so its faults can
-    // map 2 MiB at once.
-    let thp = file.is_some_and(|f| {
+    // A file system's `->mmap` may add flags (a DAX file, `ext4_file_mmap`): VM_HUGEPAGE asks
+    // for an address whose PMD colour matches the offset's (`thp_get_unmapped_area`), so its
+    // faults can map 2 MiB at once.
+    let fs_flags = file.map_or(0, |f| {
         let st = cx.st();
-        st.inodes[st.file(f).inode].fs.pmd_mappings()
+        st.inodes[st.file(f).inode].fs.mmap_vm_flags(cx.kernel().version)
     });
-    if thp {
-        vm |= VmFlags::HUGEPAGE;
-    }
+    vm |= fs_flags;
+    let thp = fs_flags & VmFlags::HUGEPAGE != 0;
     let align = if thp && len >= Bytes::PMD && a.offset.is_multiple_of(Bytes::PMD.as_u64()) {
         Bytes::PMD
     } else {

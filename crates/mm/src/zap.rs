@@ -283,7 +283,7 @@ impl KState {
             self.pt.set_upper(table, idx as usize, Upper::None);
             let frame = self.pt.free(child);
             self.free_pgtable_frame(frame);
-            self.mm_mut(mm).nr_ptes -= 1;
+            self.mm_mut(mm).pgtable_dec(level.below());
         }
     }
 }

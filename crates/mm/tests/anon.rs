@@ -151,7 +151,7 @@ VmFlags: rd wr mr mw me ac sd
         b.0,
         b.0 + 16 * 1024
     )));
-    let rollup = m.smaps_rollup(pid);
+    let rollup = m.smaps_rollup(pid).expect("smaps_rollup exists on the default kernel");
     assert!(rollup.contains("Rss:                  12 kB"), "{rollup}");
     assert!(m.status(pid).contains("RssAnon:\t      12 kB"));
 }

@@ -270,10 +270,13 @@ impl Machine {
         self.guard(py, |s| s.machine().smaps(pid))
     }
 
-    /// `/proc/PID/smaps_rollup`.
+    /// `/proc/PID/smaps_rollup` (`OSError` ENOENT before v4.14).
     fn smaps_rollup_text(&mut self, py: Python<'_>, pid: u32) -> PyResult<String> {
         let pid = self.pid(pid)?;
-        self.guard(py, |s| s.machine().smaps_rollup(pid))
+        self.guard(py, |s| s.machine().smaps_rollup(pid))?.map_err(|e| {
+            let path = format!("/proc/{}/smaps_rollup", pid.0);
+            sys_error(py, e.into(), Origin { call: "open", pid, path: Some(&path) })
+        })
     }
 
     /// `/proc/PID/maps`.
@@ -296,6 +299,11 @@ impl Machine {
     /// `/proc/meminfo`.
     fn meminfo_text(&mut self, py: Python<'_>) -> PyResult<String> {
         self.guard(py, |s| s.machine().meminfo())
+    }
+
+    /// Lockdep's report: its first splat, or `clean`.
+    fn lockdep_text(&mut self, py: Python<'_>) -> PyResult<String> {
+        self.guard(py, |s| mm::inspect::lockdep_report(s.machine().handle()))
     }
 
     /// `/proc/PID/pagemap` for `pages` pages from `addr`, decoded into columns: `addr`, and per

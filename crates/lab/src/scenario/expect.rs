@@ -14,13 +14,19 @@ fn field_kb(text: &str, field: &str) -> Option<u64> {
     })
 }
 
+/// The text of `/proc/PID/smaps_rollup`, or why it cannot be read (ENOENT before v4.14).
+fn smaps_rollup(st: &KState, env: &Env, process: &str) -> Result<String, String> {
+    st.smaps_rollup(env.process(process)?)
+        .map_err(|e| format!("/proc/{process}/smaps_rollup: {e} on {}", env.kernel))
+}
+
 /// The current value of an observable.
 pub fn read(st: &KState, env: &Env, what: &Observable) -> Result<u64, String> {
     let missing = |field: &str, text: &str| format!("no field `{field}` in:\n{text}");
     match what {
         Observable::Smaps { process, at, field } => smaps_field(st, env, process, at, field),
         Observable::SmapsRollup { process, field } => {
-            let text = st.smaps_rollup(env.process(process)?);
+            let text = smaps_rollup(st, env, process)?;
             field_kb(&text, field).ok_or_else(|| missing(field, &text))
         }
         Observable::Status { process, field } => {
@@ -91,7 +97,7 @@ fn inspect(st: &KState, env: &Env, field: &str, on: &InspectOn) -> Result<u64, S
         InspectOn::Index { file, index } => st.inspect_index(env.inode(st, file)?, *index, field),
         InspectOn::Mapping(file) => st.inspect_mapping(env.inode(st, file)?, field),
         InspectOn::File { process, fd } => st.inspect_file(env.file(st, process, fd)?, field),
-        InspectOn::Machine => st.inspect_global(field),
+        InspectOn::Machine => st.inspect_global(&env.handle, field),
     }
 }
 
@@ -234,15 +240,14 @@ pub fn render(
 ) -> Result<(String, String), String> {
     Ok(match show {
         Show::Smaps(p) => (format!("/proc/{p}/smaps"), st.smaps(env.process(p)?)),
-        Show::SmapsRollup(p) => {
-            (format!("/proc/{p}/smaps_rollup"), st.smaps_rollup(env.process(p)?))
-        }
+        Show::SmapsRollup(p) => (format!("/proc/{p}/smaps_rollup"), smaps_rollup(st, env, p)?),
         Show::Maps(p) => (format!("/proc/{p}/maps"), st.maps(env.process(p)?)),
         Show::Status(p) => (format!("/proc/{p}/status"), st.status(env.process(p)?)),
         Show::Stat(p) => (format!("/proc/{p}/stat"), st.proc_stat(env.process(p)?)),
         Show::Vmstat => ("/proc/vmstat".into(), mm::vmstat::vmstat_text(&st.vmstat_snapshot())),
         Show::Meminfo => ("/proc/meminfo".into(), st.meminfo()),
         Show::LockStat => ("/proc/lock_stat".into(), handle.lock_stat_text()),
+        Show::Lockdep => ("lockdep".into(), mm::inspect::lockdep_report(handle)),
         Show::LruGen => {
             ("/sys/kernel/debug/lru_gen".into(), st.lru_gen_debugfs(handle.now().as_ns()))
         }

@@ -38,11 +38,18 @@ pub struct Env {
     pub kernel: mm::KernelVersion,
     /// The run seed (workloads draw from streams of it).
     pub seed: u64,
+    /// The engine running the kernel (for lockdep's report).
+    pub handle: engine::Handle,
 }
 
 impl Env {
-    pub fn new(switches: Switches, kernel: mm::KernelVersion, seed: u64) -> Env {
-        Env { values: BTreeMap::new(), flags: BTreeMap::new(), switches, kernel, seed }
+    pub fn new(
+        switches: Switches,
+        kernel: mm::KernelVersion,
+        seed: u64,
+        handle: engine::Handle,
+    ) -> Env {
+        Env { values: BTreeMap::new(), flags: BTreeMap::new(), switches, kernel, seed, handle }
     }
 
     /// The completion of flag `name`, created on `handle` when first named.

@@ -739,6 +739,8 @@ pub enum Show {
     Vmstat,
     Meminfo,
     LockStat,
+    /// Lockdep's report: its first splat, or `clean` (`mm::inspect::lockdep_report`).
+    Lockdep,
     /// `memory.stat` of a cgroup.
     MemoryStat(String),
     /// `/sys/kernel/debug/lru_gen`.
@@ -750,7 +752,7 @@ pub enum Show {
 }
 
 impl Show {
-    pub const NAMES: &'static str = "smaps:PROCESS, smaps_rollup:PROCESS, maps:PROCESS, status:PROCESS, stat:PROCESS, vmstat, meminfo, lock_stat, memory.stat:CGROUP, lru_gen, inspect:PROCESS:ADDR, kpageflags:PROCESS:ADDR";
+    pub const NAMES: &'static str = "smaps:PROCESS, smaps_rollup:PROCESS, maps:PROCESS, status:PROCESS, stat:PROCESS, vmstat, meminfo, lock_stat, lockdep, memory.stat:CGROUP, lru_gen, inspect:PROCESS:ADDR, kpageflags:PROCESS:ADDR";
 }
 
 /// The `[machine.tunables]` keys: `read_ahead_kb`, `fault_around_bytes`, `swappiness`,

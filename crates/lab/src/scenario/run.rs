@@ -275,6 +275,7 @@ pub fn prepare(
         machine.config().switches,
         machine.config().kernel,
         machine.config().seed,
+        machine.handle().clone(),
     )));
     for c in &s.cgroups {
         let memcg = machine.create_cgroup(&c.path).map_err(|e| bad(c.line, e))?;

@@ -51,6 +51,16 @@
 //! profile's file system and pmem costs. Time spent inside `dax_load_hole` is counted in the
 //! `dax_load_hole` and `dax_load_hole_ns` events (what the seed measured with ftrace).
 //!
+//! VMA flags (`FsType::mmap_vm_flags`): the DAX `->mmap` sets `VM_HUGEPAGE` and, up to v4.18,
+//! `VM_MIXEDMAP` (`ext4_file_mmap` and `xfs_file_mmap` in v4.14; removed by e1fb4a086495, "dax:
+//! remove VM_MIXEDMAP for fsdax and device dax", v4.19, after 785a3fab4adb "mm, dax: introduce
+//! pfn_t_special()" made DAX PTEs special). The flag is shown in smaps and `vma.VM_MIXEDMAP`;
+//! its other effects are not modelled, an approximation for v4.0-v4.18: there `vma_needs_copy`
+//! copied a `VM_MIXEDMAP` VMA's page tables at fork (the model, as from v4.19, lets the child
+//! fault them in again), `vm_normal_page` returned the devmap page of a non-special PTE (the
+//! model's DAX PTEs are special in every era, and GUP of DAX is refused), and `VM_SPECIAL`
+//! kept such VMAs from merging and from `mlock` population (the model has no `VM_SPECIAL`).
+//!
 //! Approximations: no DIRTY/TOWRITE tags and no `dax_writeback_mapping_range` (invalidation
 //! deletes every unlocked entry, where the kernel keeps dirty ones); an unlock wakes every waiter
 //! of its hashed queue and each re-checks (the kernel wakes one exclusive waiter); kernels before

@@ -125,14 +125,19 @@ impl FsType {
         }
     }
 
-    /// Whether `->mmap` marks a mapping `VM_HUGEPAGE` and `->get_unmapped_area` places it at an
-    /// address whose PMD colour matches the offset's (`ext4_file_mmap` for a DAX file,
-    /// `thp_get_unmapped_area`), so its faults can map 2 MiB at once.
-    pub(crate) fn pmd_mappings(self) -> bool {
+    /// The VMA flags `->mmap` adds on kernel `k`: a DAX file's mapping is `VM_HUGEPAGE`, so
+    /// `->get_unmapped_area` places it at an address whose PMD colour matches the offset's
+    /// (`thp_get_unmapped_area`) and its faults can map 2 MiB at once, and `VM_MIXEDMAP` up to
+    /// v4.18 (`ext4_file_mmap`, `xfs_file_mmap`; `era::dax_mmap_sets_mixedmap`).
+    pub(crate) fn mmap_vm_flags(self, k: crate::era::KernelVersion) -> u64 {
+        use crate::vma::VmFlags;
         match self {
-            FsType::Dax => true,
+            FsType::Dax if crate::era::dax_mmap_sets_mixedmap(k) => {
+                VmFlags::HUGEPAGE | VmFlags::MIXEDMAP
+            }
+            FsType::Dax => VmFlags::HUGEPAGE,
             FsType::Disk | FsType::Xfs | FsType::Tmpfs(_) | FsType::Pipe | FsType::Hugetlbfs(_) => {
-                false
+                0
             }
         }
     }

@@ -13,8 +13,20 @@
 //! from v5.0 (7635d9cbe832). The smaps fields and their order follow the run's kernel
 //! (`era::smaps_has_field`: `FilePmdMapped` v5.4+, `Pss_Dirty` v6.0+;
 //! `era::smaps_page_size_after_size`: `KernelPageSize`/`MMUPageSize` after `Size` from v4.14,
-//! after `SwapPss` before). Not printed because the model does not keep them: smaps_rollup's
-//! `Pss_Anon`/`Pss_File`/`Pss_Shmem` (v5.3+), `KSM` (v6.x), `ProtectionKey` (no pkeys).
+//! after `SwapPss` before). `smaps_rollup` exists from v4.14 ("mm: add /proc/pid/smaps_rollup",
+//! 493b0e9d945f; before, ENOENT) and prints `Pss_Anon`/`Pss_File`/`Pss_Shmem` after `Pss` (and
+//! `Pss_Dirty`) from v5.3 ("mm: smaps: split PSS into components", ee2ad71b0756 - the patch's
+//! posting in June 2019 is verified, the hash not): each page's Pss share goes to the first of
+//! anonymous, swap-backed (shmem) or file, as `smaps_page_accumulate` (v6.1) sorts it; the
+//! per-VMA smaps never prints them. Not printed because the model does not keep them: `KSM`
+//! (v6.x), `ProtectionKey` (no pkeys).
+//!
+//! status's page-table lines follow the era (`era::status_has_vm_pmd`): `VmPTE` counts the PTE
+//! tables and `VmPMD` the PMD tables from v4.0 (dc6c9a35b66b) to v4.14; from v4.15
+//! (af5b0f6a09e4, "mm: consolidate page table accounting") there is no `VmPMD` and `VmPTE` counts
+//! the PTE, PMD and PUD tables (`mm_pgtables_bytes`). The PGD is never counted. Deposited tables
+//! of anonymous THPs count as PTE tables (`mm_inc_nr_ptes` beside the deposit), hugetlb's
+//! shared PMD tables as PMD tables in each mm that maps them (`huge_pmd_share`).
 //!
 //! meminfo prints only what the model keeps. `MemAvailable` is approximated as free memory plus
 //! the file LRU pages (the kernel also subtracts watermarks and adds reclaimable slab, which the
@@ -26,6 +38,7 @@ pub(crate) mod mem;
 pub mod page;
 
 use crate::era::KernelVersion;
+use crate::errno::Errno;
 use crate::folio::{LruList, pg};
 use crate::kernel::KState;
 use crate::memory::vm_normal_page;
@@ -45,6 +58,11 @@ pub struct MemSizeStats {
     pub resident: u64,
     pub pss: u64,
     pub pss_dirty: u64,
+    /// Pss of anonymous, shmem (swap-backed file) and other file pages (`pss_anon`,
+    /// `pss_shmem`, `pss_file`; `smaps_page_accumulate`).
+    pub pss_anon: u64,
+    pub pss_shmem: u64,
+    pub pss_file: u64,
     pub shared_clean: u64,
     pub shared_dirty: u64,
     pub private_clean: u64,
@@ -70,6 +88,9 @@ impl MemSizeStats {
         self.resident += o.resident;
         self.pss += o.pss;
         self.pss_dirty += o.pss_dirty;
+        self.pss_anon += o.pss_anon;
+        self.pss_shmem += o.pss_shmem;
+        self.pss_file += o.pss_file;
         self.shared_clean += o.shared_clean;
         self.shared_dirty += o.shared_dirty;
         self.private_clean += o.private_clean;
@@ -86,13 +107,16 @@ impl MemSizeStats {
     }
 
     /// The smaps fields as `(name, kB)`, in the kernel's order.
-    pub fn fields(&self) -> [(&'static str, u64); 17] {
+    pub fn fields(&self) -> [(&'static str, u64); 20] {
         let kb = |b: u64| b >> 10;
         let pss = |b: u64| b >> (10 + PSS_SHIFT);
         [
             ("Rss", kb(self.resident)),
             ("Pss", pss(self.pss)),
             ("Pss_Dirty", pss(self.pss_dirty)),
+            ("Pss_Anon", pss(self.pss_anon)),
+            ("Pss_File", pss(self.pss_file)),
+            ("Pss_Shmem", pss(self.pss_shmem)),
             ("Shared_Clean", kb(self.shared_clean)),
             ("Shared_Dirty", kb(self.shared_dirty)),
             ("Private_Clean", kb(self.private_clean)),
@@ -160,6 +184,13 @@ impl KState {
                     .max(1);
             let pss = (size << PSS_SHIFT) / mapcount;
             mss.pss += pss;
+            *(if anon {
+                &mut mss.pss_anon
+            } else if self.folios.test(head, pg::SWAPBACKED) {
+                &mut mss.pss_shmem
+            } else {
+                &mut mss.pss_file
+            }) += pss;
             if dirty {
                 mss.pss_dirty += pss;
             }
@@ -282,7 +313,7 @@ impl KState {
             if early {
                 page_sizes(&mut out);
             }
-            put_fields(&mut out, &mss, k);
+            put_fields(&mut out, &mss, k, false);
             if !early {
                 page_sizes(&mut out);
             }
@@ -295,8 +326,11 @@ impl KState {
         out
     }
 
-    /// `/proc/PID/smaps_rollup`.
-    pub fn smaps_rollup(&self, pid: Pid) -> String {
+    /// `/proc/PID/smaps_rollup`: ENOENT before the file existed (`era::has_smaps_rollup`).
+    pub fn smaps_rollup(&self, pid: Pid) -> Result<String, Errno> {
+        if !crate::era::has_smaps_rollup(self.thp.kernel) {
+            return Err(Errno::ENOENT);
+        }
         let vmas = self.vmas_of(pid);
         let mut total = MemSizeStats::default();
         for &v in &vmas {
@@ -308,9 +342,9 @@ impl KState {
         };
         let mut out =
             format!("{lo:08x}-{hi:08x} ---p 00000000 00:00 0                          [rollup]\n");
-        put_fields(&mut out, &total, self.thp.kernel);
+        put_fields(&mut out, &total, self.thp.kernel, true);
         put_kb(&mut out, "Locked", total.pss_locked >> (10 + PSS_SHIFT));
-        out
+        Ok(out)
     }
 
     /// The summed smaps statistics of a process (for APIs that want numbers, not text).
@@ -329,19 +363,25 @@ impl KState {
         let m = self.mm(mm);
         let total_vm: u64 = m.vmas.values().map(|&v| self.vma(v).len().as_kib()).sum();
         let kb = |c: MmCounter| m.rss(c) * 4;
-        for (name, v) in [
+        // Up to v4.14 `VmPTE` counts PTE tables and `VmPMD` PMD tables; from v4.15 `VmPTE` is
+        // every level's (`era::status_has_vm_pmd`).
+        let vm_pmd = crate::era::status_has_vm_pmd(self.thp.kernel);
+        let vm_pte = if vm_pmd { m.nr_pgtables(Level::Pte) } else { m.nr_pgtables_total() };
+        let lines = [
             ("VmSize", total_vm),
             ("VmHWM", m.hiwater_rss * 4),
             ("VmRSS", m.rss_total() * 4),
             ("RssAnon", kb(MmCounter::AnonPages)),
             ("RssFile", kb(MmCounter::FilePages)),
             ("RssShmem", kb(MmCounter::ShmemPages)),
-            ("VmPTE", m.nr_ptes * 4),
+            ("VmPTE", vm_pte * 4),
+            ("VmPMD", m.nr_pgtables(Level::Pmd) * 4),
             ("VmSwap", kb(MmCounter::SwapEnts)),
             // A counter that went below zero (see `Hugetlb::usage`) reads 0 here; the kernel
             // prints it as an unsigned long.
             ("HugetlbPages", self.hugetlb.usage.get(&mm).map_or(0, |&u| u.max(0) as u64) * 4),
-        ] {
+        ];
+        for (name, v) in lines.into_iter().filter(|&(name, _)| vm_pmd || name != "VmPMD") {
             let _ = writeln!(out, "{name}:\t{v:>8} kB");
         }
         out
@@ -453,14 +493,18 @@ pub const PM_FILE: u64 = 1 << 61;
 pub const PM_SWAP: u64 = 1 << 62;
 pub const PM_PRESENT: u64 = 1 << 63;
 
-/// One `Name:   value kB` line, as `seq_put_decimal_ull_width(.., 8)` prints it.
-/// The summable smaps fields that kernel `k` prints, in its order.
-fn put_fields(out: &mut String, mss: &MemSizeStats, k: KernelVersion) {
-    for (name, kb) in mss.fields().into_iter().filter(|(n, _)| crate::era::smaps_has_field(k, n)) {
+/// The summable smaps fields that kernel `k` prints, in its order; the Pss components only in
+/// `smaps_rollup` (`__show_smap`'s `rollup_mode`).
+fn put_fields(out: &mut String, mss: &MemSizeStats, k: KernelVersion, rollup: bool) {
+    let printed = |n: &str| {
+        crate::era::smaps_has_field(k, n) && (rollup || !crate::era::smaps_rollup_only(n))
+    };
+    for (name, kb) in mss.fields().into_iter().filter(|(n, _)| printed(n)) {
         put_kb(out, name, kb);
     }
 }
 
+/// One `Name:   value kB` line, as `seq_put_decimal_ull_width(.., 8)` prints it.
 fn put_kb(out: &mut String, name: &str, kb: u64) {
     let label = format!("{name}:");
     if label.len() >= 16 {

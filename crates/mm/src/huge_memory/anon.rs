@@ -157,7 +157,7 @@ fn install_pmd(st: &mut KState, mm: MmId, pmd_table: PtId, idx: usize, leaf: Pte
     st.pt.set_upper(pmd_table, idx, Upper::Leaf(leaf));
     let m = st.mm_mut(mm);
     m.deposited.insert((pmd_table, idx), deposit);
-    m.nr_ptes += 1;
+    m.pgtable_inc(Level::Pte);
     Some(true)
 }
 
@@ -245,7 +245,7 @@ impl KState {
     ) -> Option<Option<Pfn>> {
         let deposit = self.withdraw_pgtable(mm, pmd_table, idx)?;
         self.free_pgtable_frame(deposit);
-        self.mm_mut(mm).nr_ptes -= 1;
+        self.mm_mut(mm).pgtable_dec(Level::Pte);
         self.pt.set_upper(pmd_table, idx, Upper::None);
         if leaf.special() {
             return Some(None);

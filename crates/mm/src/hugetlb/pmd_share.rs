@@ -141,7 +141,7 @@ async fn huge_pmd_share(
         let idx = Level::Pud.index(addr);
         if st.pt.upper(pud, idx) == Upper::None {
             st.pt.set_upper(pud, idx, Upper::Table(t));
-            st.mm_mut(mm).nr_ptes += 1;
+            st.mm_mut(mm).pgtable_inc(Level::Pmd);
         } else {
             st.pmd_share_put(t);
         }
@@ -185,7 +185,7 @@ impl KState {
         }
         self.pmd_share_put(t);
         self.pt.set_upper(pud, idx, Upper::None);
-        self.mm_mut(mm).nr_ptes -= 1;
+        self.mm_mut(mm).pgtable_dec(Level::Pmd);
         true
     }
 }

@@ -91,7 +91,7 @@ use crate::filemap::{folio_lock, folio_trylock, folio_unlock, read_pages, writeb
 use crate::folio::{InodeId, pg};
 use crate::kernel::{Cx, KState};
 use crate::mm_struct::MmId;
-use crate::pgtable::{PtId, Pte, Upper};
+use crate::pgtable::{Level, PtId, Pte, Upper};
 use crate::sim::cost::Cost;
 use crate::vm_ops::VmOps;
 use crate::vma::VmaId;
@@ -499,7 +499,7 @@ impl KState {
         self.pt.set_upper(pmd_table, idx, Upper::None);
         let frame = self.pt.free(table);
         self.free_pgtable_frame(frame);
-        self.mm_mut(mm).nr_ptes -= 1;
+        self.mm_mut(mm).pgtable_dec(Level::Pte);
     }
 
     /// Clears every PTE of `table` that maps a page of the THP `head` (each at its offset),

@@ -365,7 +365,7 @@ impl Machine {
         self.kernel.state().smaps(pid)
     }
 
-    pub fn smaps_rollup(&self, pid: Pid) -> String {
+    pub fn smaps_rollup(&self, pid: Pid) -> Result<String, Errno> {
         self.kernel.state().smaps_rollup(pid)
     }
 

@@ -116,7 +116,9 @@ fn check_show_names(
                 }
                 continue;
             }
-            Show::Vmstat | Show::Meminfo | Show::LockStat | Show::LruGen => continue,
+            Show::Vmstat | Show::Meminfo | Show::LockStat | Show::Lockdep | Show::LruGen => {
+                continue;
+            }
         };
         if env.get(name).map(|&(k, _)| k) != Some(ValueKind::Process) {
             return Err(p.err(1, format!("show: `{name}` is not a process")));

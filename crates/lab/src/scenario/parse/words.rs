@@ -310,6 +310,7 @@ pub fn parse_show(s: &str) -> Result<Show, String> {
         "vmstat" if arg.is_none() => Show::Vmstat,
         "meminfo" if arg.is_none() => Show::Meminfo,
         "lock_stat" if arg.is_none() => Show::LockStat,
+        "lockdep" if arg.is_none() => Show::Lockdep,
         "lru_gen" if arg.is_none() => Show::LruGen,
         "inspect" | "kpageflags" => {
             let arg = need(arg)?;
