@@ -674,6 +674,32 @@ pub fn thp_disable_is_immediate(k: KernelVersion) -> bool {
     k >= v(4, 13)
 }
 
+/// How reclaim swaps out a PMD-sized anonymous THP (`shrink_folio_list`, mm/vmscan.c).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ThpSwapOut {
+    /// Split into 4 KiB pages first (`split_huge_page_to_list`), each then swapped alone.
+    SplitFirst,
+    /// One whole swap cluster for the THP (`CONFIG_THP_SWAP`), then the split; 4 KiB pages with
+    /// consecutive slots go out: "mm, THP, swap: delay splitting THP during swap out"
+    /// (38d8b4e6bdc8, v4.13).
+    ClusterThenSplit,
+    /// Written and freed whole in its cluster, never split: "mm, THP, swap: delay splitting THP
+    /// after swapped out" (bd4c82c22c36, v4.14; commit id not verified, the series' posting
+    /// seen on linux-mm in July 2017).
+    Whole,
+}
+
+/// The era's [`ThpSwapOut`].
+pub fn thp_swap_out(k: KernelVersion) -> ThpSwapOut {
+    if k < v(4, 13) {
+        ThpSwapOut::SplitFirst
+    } else if k < v(4, 14) {
+        ThpSwapOut::ClusterThenSplit
+    } else {
+        ThpSwapOut::Whole
+    }
+}
+
 /// A partially unmapped anonymous THP is queued for a deferred split, which a shrinker performs,
 /// and `/sys/kernel/debug/split_huge_pages` splits THPs on demand: "thp: introduce
 /// deferred_split_huge_page()" (9a982250f773, v4.5) with the THP refcounting rework.

@@ -301,9 +301,10 @@ impl Folios {
     /// `__split_huge_page`'s per-page state: every page of the large folio `head` (off any
     /// list, not PMD-mapped, unpinned) becomes an order-0 folio with the head's flags (each page
     /// keeps its own PageAnonExclusive, only the head its lock), memory cgroup and LRU bits, and
-    /// a refcount of its PTE mappings; the head keeps its registered holders' references too.
+    /// a refcount of its PTE mappings plus `per_page` (the swap cache's reference of each page
+    /// of a swap-cache folio); the head keeps its registered holders' references too.
     /// The caller sets each page's mapping and index. Returns the pages.
-    pub(crate) fn split_large(&mut self, head: Pfn) -> u64 {
+    pub(crate) fn split_large(&mut self, head: Pfn, per_page: u32) -> u64 {
         let l = self.large.remove(&(head.0 as u32)).expect("splitting a small folio");
         assert_eq!(
             (l.entire_mapcount, l.pincount),
@@ -314,13 +315,18 @@ impl Folios {
         let h = *self.meta(head);
         let holders = self.extra_refs(head);
         let mapped: u32 = (0..nr).map(|i| self.page_mapcount(head + i)).sum();
-        assert_eq!(h.refcount, mapped + holders, "splitting folio {head} with unknown references");
+        let cached = per_page * nr as u32;
+        assert_eq!(
+            h.refcount,
+            mapped + holders + cached,
+            "splitting folio {head} with unknown references"
+        );
         let shared = h.flags & !(pg::HEAD | pg::TAIL | pg::ANON_EXCLUSIVE | pg::LRU | pg::LOCKED);
         for i in 0..nr {
             let m = self.meta_mut(head + i);
             let own = m.flags & pg::ANON_EXCLUSIVE | if i == 0 { h.flags & pg::LOCKED } else { 0 };
             m.flags = shared | own;
-            m.refcount = u32::from(m.mapcount) + if i == 0 { holders } else { 0 };
+            m.refcount = u32::from(m.mapcount) + per_page + if i == 0 { holders } else { 0 };
             m.lru_ext = h.lru_ext;
             (m.lru_prev, m.lru_next) = (NIL, NIL);
         }

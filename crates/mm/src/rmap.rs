@@ -403,10 +403,12 @@ pub(crate) async fn try_to_unmap(cx: &Cx, head: Pfn) -> bool {
                 let counter = crate::memory::mm_counter(&st, head);
                 st.mm_mut(m.mm).sub_rss(counter, 1);
                 if anon {
+                    // A THP's page has its own slot in the folio's cluster.
                     let slot = st
                         .swap
                         .slot_of(head)
-                        .expect("anonymous folios are unmapped after add_to_swap");
+                        .expect("anonymous folios are unmapped after add_to_swap")
+                        + (m.page.0 - head.0);
                     st.swap_duplicate(slot);
                     let keep_exclusive = anon_exclusive && exclusive;
                     st.pt.set_pte(t, i, Pte::swap(0, slot, keep_exclusive, pte.soft_dirty()));

@@ -14,6 +14,15 @@
 //! has N - 1 usable slots, and no swap entry is ever all zero bits (type 0, offset 0), which a
 //! PTE could not tell from `pte_none`.
 //!
+//! A PMD-sized anonymous THP that reclaim swaps out whole (v4.13+, `CONFIG_THP_SWAP`,
+//! `era::thp_swap_out`) takes one swap cluster: 512 free slots aligned to 512
+//! (`SWAPFILE_CLUSTER`, `get_swap_pages` with `swap_alloc_cluster`; cluster 0 holds the header
+//! and is never whole). The swap cache then maps each of its slots to the one folio (the
+//! kernel's per-index entries of a large folio), and its slot is the first; written whole it
+//! counts `pswpout` per page and `thp_swpout` once (`count_swpout_vm_event`, v4.14+). When no
+//! cluster is free the caller falls back to splitting. Swap-in stays per 4 KiB page: no
+//! anonymous THP swap-in before the mTHP swap-in of v6.10+, which the model does not have.
+//!
 //! Approximations: one swap device of type 0; slots are allocated lowest-first (the kernel uses
 //! per-CPU clusters); no swap readahead (`page-cluster`) and no zswap.
 
@@ -80,6 +89,27 @@ impl SwapDevice {
         })
     }
 
+    /// Whether `slot` has never been used or was freed.
+    fn is_free(&self, slot: u64) -> bool {
+        slot >= self.high_water() || self.free.contains(&slot)
+    }
+
+    /// The lowest free, aligned cluster of `nr` slots, taken (`swap_alloc_cluster`).
+    fn take_cluster(&mut self, nr: u64) -> Option<u64> {
+        let first = (1..self.slots / nr)
+            .map(|c| c * nr)
+            .find(|&lo| (lo..lo + nr).all(|s| self.is_free(s)))?;
+        while self.high_water() < first + nr {
+            let s = self.high_water();
+            self.map.push(0);
+            self.free.insert(s);
+        }
+        for s in first..first + nr {
+            self.free.remove(&s);
+        }
+        Some(first)
+    }
+
     /// PTE references of a slot (`swap_count`).
     pub fn count(&self, slot: u64) -> u8 {
         self.map[slot as usize] & !HAS_CACHE
@@ -107,6 +137,12 @@ impl SwapDevice {
         self.data.get(&slot)
     }
 
+    /// A split swap-cache folio's `page` owns `slot` now.
+    pub(crate) fn split_cached(&mut self, page: Pfn, slot: u64) {
+        self.cache.insert(slot, page);
+        self.slot_of.insert(page.0, slot);
+    }
+
     /// Usage above half the device (`mem_cgroup_swap_full` without memcg limits).
     pub fn is_full(&self) -> bool {
         self.nr_free() * 2 < self.total()
@@ -127,37 +163,46 @@ impl KState {
     /// `folio_alloc_swap` + `add_to_swap_cache`: gives a swap-backed folio (anonymous, or shmem
     /// in `shmem_writepage`) a slot and puts it in the swap cache; `None` when swap is full (or
     /// there is none: `shmem_writepage` checks `total_swap_pages` first).
+    /// A large folio takes a whole cluster (the module note).
     pub(crate) fn add_to_swap(&mut self, head: Pfn) -> Option<u64> {
         debug_assert!(
             self.folios.test(head, pg::SWAPBACKED) && !self.folios.test(head, pg::SWAPCACHE)
         );
-        let slot = self.swap.take_free()?;
-        self.swap.map[slot as usize] = HAS_CACHE;
+        let nr = self.folios.order(head).pages();
+        let slot = if nr == 1 { self.swap.take_free()? } else { self.swap.take_cluster(nr)? };
+        for s in slot..slot + nr {
+            self.swap.map[s as usize] = HAS_CACHE;
+        }
         self.swap_cache_insert(head, slot);
         self.folios.set(head, pg::DIRTY);
         Some(slot)
     }
 
-    /// Puts `head` in the swap cache at `slot` (the caller set `HAS_CACHE`).
+    /// Puts `head` in the swap cache at `slot` and the slots after it, one per page (the
+    /// caller set `HAS_CACHE`).
     pub(crate) fn swap_cache_insert(&mut self, head: Pfn, slot: u64) {
-        self.swap.cache.insert(slot, head);
+        let nr = self.folios.order(head).pages();
+        for s in slot..slot + nr {
+            self.swap.cache.insert(s, head);
+        }
         self.swap.slot_of.insert(head.0, slot);
         self.folios.set(head, pg::SWAPCACHE | pg::SWAPBACKED);
-        let nr = self.folios.order(head).pages();
         self.folios.get(head, nr as u32);
         self.vmstat.add(VmStat::NrSwapcached, nr);
     }
 
     /// `delete_from_swap_cache`: drops the cache's reference and the slot's cache flag.
     pub(crate) fn swap_cache_delete(&mut self, head: Pfn) {
-        let slot = self.swap.slot_of.remove(&head.0).expect("folio is not in the swap cache");
-        assert_eq!(self.swap.cache.remove(&slot), Some(head));
+        let first = self.swap.slot_of.remove(&head.0).expect("folio is not in the swap cache");
         self.folios.clear_flag(head, pg::SWAPCACHE);
-        self.swap.map[slot as usize] &= !HAS_CACHE;
-        if self.swap.maybe_free(slot) {
-            self.workingset.clear_swap(slot);
-        }
         let nr = self.folios.order(head).pages();
+        for slot in first..first + nr {
+            assert_eq!(self.swap.cache.remove(&slot), Some(head));
+            self.swap.map[slot as usize] &= !HAS_CACHE;
+            if self.swap.maybe_free(slot) {
+                self.workingset.clear_swap(slot);
+            }
+        }
         self.vmstat.sub(VmStat::NrSwapcached, nr);
         self.put_folio(head, nr as u32);
     }
@@ -166,7 +211,10 @@ impl KState {
     /// cache (and frees the slot). Returns whether it did.
     pub(crate) fn folio_free_swap(&mut self, head: Pfn) -> bool {
         let Some(slot) = self.swap.slot_of(head) else { return false };
-        if self.swap.count(slot) != 0 || self.folios.test(head, pg::WRITEBACK) {
+        let nr = self.folios.order(head).pages();
+        if (slot..slot + nr).any(|s| self.swap.count(s) != 0)
+            || self.folios.test(head, pg::WRITEBACK)
+        {
             return false;
         }
         self.swap_cache_delete(head);
@@ -209,19 +257,26 @@ impl KState {
         }
     }
 
-    /// Writes a swap-cache folio's contents to its slot (the IO of `swap_writepage`).
+    /// Writes a swap-cache folio's contents to its slots (the IO of `swap_writepage`; a THP
+    /// counts `thp_swpout`, `count_swpout_vm_event`).
     pub(crate) fn swap_write(&mut self, head: Pfn) {
-        let slot = self.swap.slot_of(head).expect("writing a folio not in the swap cache");
-        match self.mem.get(head.0).cloned() {
-            Some(c) => {
-                self.swap.data.insert(slot, c);
-            }
-            None => {
-                self.swap.data.remove(&slot);
+        let first = self.swap.slot_of(head).expect("writing a folio not in the swap cache");
+        let nr = self.folios.order(head).pages();
+        for i in 0..nr {
+            match self.mem.get(head.0 + i).cloned() {
+                Some(c) => {
+                    self.swap.data.insert(first + i, c);
+                }
+                None => {
+                    self.swap.data.remove(&(first + i));
+                }
             }
         }
         self.folios.clear_flag(head, pg::DIRTY);
-        self.vmstat.inc(VmStat::Pswpout);
+        self.vmstat.add(VmStat::Pswpout, nr);
+        if nr > 1 {
+            self.vmstat.inc(VmStat::ThpSwpout);
+        }
     }
 
     /// Puts a newly allocated folio in the swap cache for `slot` and fills it from the device

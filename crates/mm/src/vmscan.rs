@@ -44,6 +44,18 @@
 //!   iterate without collecting, so steady-state reclaim allocates nothing and costs O(1) per
 //!   reclaimed page beyond the scan.
 //!
+//! - A PMD-sized anonymous THP (`era::thp_swap_out`): one that others hold (`can_split_folio`
+//!   fails) is activated (v4.13+; before, the failing split did the same). Before v4.13 it is
+//!   split (`split_huge_page_to_list`) and its pages join the list being reclaimed; v4.13
+//!   ("mm, THP, swap: delay splitting THP during swap out", 38d8b4e6bdc8) gives it a whole swap
+//!   cluster first (`swap.rs`) and splits it after; from v4.14 ("mm, THP, swap: delay splitting
+//!   THP after swapped out", bd4c82c22c36, id not verified) it stays whole: `try_to_unmap`
+//!   splits its PMDs (`TTU_SPLIT_HUGE_PMD`, `thp_split_pmd`) into swap PTEs, one IO writes it
+//!   (`thp_swpout`) and it is freed whole. Without a free cluster it is split and its pages go
+//!   alone (`thp_swpout_fallback` from v4.14, fe490cc0fe9e, id not verified). A whole THP left
+//!   in the swap cache (its freeze failed) is split by the next fault on it (`fault.rs`, an
+//!   approximation). The "split pages without a PMD map right away" shortcut is not modelled.
+//!
 //! Not modelled: per-CPU LRU batches and the LRU lock; memcg protection (`memory.low`);
 //! writeback throttling. Writes are submitted as in the kernel — PG_writeback set, the folio
 //! lock dropped, so faults and GUP can find the folio in the swap or page cache while the IO
@@ -52,7 +64,7 @@
 //! and frees it on a later pass). The `refcount_freeze = skip` switch breaks the freeze on
 //! purpose (the explorer must find the result).
 
-use crate::era::RefcountFreeze;
+use crate::era::{RefcountFreeze, ThpSwapOut};
 use crate::filemap::folio_unlock;
 use crate::folio::{LruList, Mapping, pg};
 use crate::kernel::{Cx, KState};
@@ -63,6 +75,7 @@ use crate::vma::VmFlags;
 use crate::vmstat::VmStat;
 use crate::workingset::ShadowSlot;
 use simcore::{Order, Pfn};
+use std::collections::VecDeque;
 
 /// `SWAP_CLUSTER_MAX`.
 pub const SWAP_CLUSTER_MAX: u64 = 32;
@@ -614,7 +627,9 @@ pub(crate) async fn shrink_folio_list(
         let mut st = cx.st();
         (st.reclaim_lists.take_folios(), st.reclaim_lists.take_rejected())
     };
-    for &head in &folios {
+    // A THP split on the way out adds its other pages, isolated, to the list.
+    let mut work: VecDeque<Pfn> = folios.into();
+    while let Some(head) = work.pop_front() {
         if !crate::filemap::folio_trylock(&mut cx.st(), head)
             || cx.st().folios.test(head, pg::WRITEBACK)
         {
@@ -629,7 +644,7 @@ pub(crate) async fn shrink_folio_list(
         let outcome = match refs {
             References::Activate => Err(true),
             References::Keep => Err(false),
-            r => prepare_reclaim(cx, head, r).await,
+            r => prepare_reclaim(cx, head, r, &mut work).await,
         };
         match outcome {
             Ok(()) => to_free.push(head),
@@ -720,9 +735,13 @@ impl KState {
                 let memcg = self.folio_memcg(head);
                 self.count_event(memcg, VmStat::Pglazyfreed, nr);
             } else if swapcache {
+                // One shadow per slot, a THP's in each of its cluster's (v6.8
+                // `__delete_from_swap_cache`).
                 let slot = self.swap.slot_of(head).expect("anon or shmem swap-cache folio");
                 let shadow = self.lru_eviction_shadow(head);
-                self.workingset_store(ShadowSlot::Swap(slot), shadow);
+                for s in slot..slot + nr {
+                    self.workingset_store(ShadowSlot::Swap(s), shadow);
+                }
                 self.swap_cache_delete(head);
             } else if let Mapping::File(inode) = self.folios.mapping(head) {
                 // The shadow is made while the folio is cached and takes its slot once it has
@@ -742,18 +761,23 @@ impl KState {
     }
 }
 
-/// Adds to swap and unmaps a folio chosen for reclaim; `Err(activate)` if it must stay.
-async fn prepare_reclaim(cx: &Cx, head: Pfn, refs: References) -> Result<(), bool> {
+/// Adds to swap and unmaps a folio chosen for reclaim; `Err(activate)` if it must stay. The
+/// pages of a THP split on the way go to `more`.
+async fn prepare_reclaim(
+    cx: &Cx,
+    head: Pfn,
+    refs: References,
+    more: &mut VecDeque<Pfn>,
+) -> Result<(), bool> {
     let anon = cx.st().folios.is_anon(head);
     // A shmem folio still in its page cache (`shmem.rs`: its dirty data goes to swap).
     let shmem = {
         let st = cx.st();
         !anon && st.folios.test(head, pg::SWAPBACKED) && !st.folios.test(head, pg::SWAPCACHE)
     };
-    if (anon || shmem) && cx.st().folios.large(head).is_some() {
-        // An anonymous THP: the kernel swaps it out whole (v4.14+, THP_SWAP) or splits it
-        // first; a shmem THP is split by `shmem_writepage`; neither is modelled yet
-        // (`huge_memory/anon.rs`, `shmem.rs`), so it stays.
+    if shmem && cx.st().folios.large(head).is_some() {
+        // A shmem THP is split by `shmem_writepage`, which is not modelled (`shmem.rs`): it
+        // stays.
         return Err(true);
     }
     // A KSM page stays: swapping it out (`rmap_walk_ksm` unmapping every mm) is not modelled
@@ -764,10 +788,11 @@ async fn prepare_reclaim(cx: &Cx, head: Pfn, refs: References) -> Result<(), boo
     // A lazyfree folio (`MADV_FREE`) is discarded, not swapped.
     let lazyfree = cx.st().folio_is_lazyfree(head);
     if anon && !lazyfree && !cx.st().folios.test(head, pg::SWAPCACHE) {
-        let slot = cx.st().add_to_swap(head);
-        if slot.is_none() {
-            return Err(true);
-        }
+        add_anon_to_swap(cx, head, more).await?;
+    }
+    if anon && cx.st().folios.large(head).is_some() {
+        // `try_to_unmap` with `TTU_SPLIT_HUGE_PMD`: the PMDs become PTEs, then swap entries.
+        crate::huge_memory::split::split_folio_pmds(cx, head).await;
     }
     if cx.st().folios.folio_mapcount(head) > 0 && !try_to_unmap(cx, head).await {
         return Err(true);
@@ -777,6 +802,47 @@ async fn prepare_reclaim(cx: &Cx, head: Pfn, refs: References) -> Result<(), boo
     }
     if !anon && refs == References::ReclaimClean && cx.st().folios.test(head, pg::DIRTY) {
         return Err(false);
+    }
+    Ok(())
+}
+
+/// `add_to_swap` of an anonymous folio in `shrink_folio_list`; a THP by the era's rule (the
+/// module note): a THP others hold (`can_split_folio` fails) stays; the split's other pages go
+/// to `more`.
+async fn add_anon_to_swap(cx: &Cx, head: Pfn, more: &mut VecDeque<Pfn>) -> Result<(), bool> {
+    if cx.st().folios.large(head).is_none() {
+        return cx.st().add_to_swap(head).map(drop).ok_or(true);
+    }
+    if !cx.st().can_split_folio(head) {
+        return Err(true);
+    }
+    let rule = crate::era::thp_swap_out(cx.kernel().version);
+    if rule != ThpSwapOut::SplitFirst && cx.st().add_to_swap(head).is_some() {
+        if rule == ThpSwapOut::ClusterThenSplit && split_for_reclaim(cx, head, more).await.is_err()
+        {
+            cx.st().swap_cache_delete(head);
+            return Err(true);
+        }
+        return Ok(());
+    }
+    split_for_reclaim(cx, head, more).await?;
+    if rule == ThpSwapOut::Whole {
+        cx.st().vmstat.inc(VmStat::ThpSwpoutFallback);
+    }
+    cx.st().add_to_swap(head).map(drop).ok_or(true)
+}
+
+/// `split_huge_page_to_list` onto the reclaim list: the locked THP `head` becomes 4 KiB
+/// folios; each other page still in use is isolated (a reference) and queued on `more`.
+async fn split_for_reclaim(cx: &Cx, head: Pfn, more: &mut VecDeque<Pfn>) -> Result<(), bool> {
+    let nr = cx.st().folios.order(head).pages();
+    crate::huge_memory::split::split_folio(cx, head).await.map_err(|_| true)?;
+    let mut st = cx.st();
+    for page in (1..nr).map(|i| head + i) {
+        if st.folios.refcount(page) > 0 {
+            st.folios.get_extra(page);
+            more.push_back(page);
+        }
     }
     Ok(())
 }

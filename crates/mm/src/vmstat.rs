@@ -76,6 +76,8 @@ simcore::counter_keys! {
         ThpDeferredSplitPage = "thp_deferred_split_page",
         ThpSplitPmd = "thp_split_pmd",
         ThpZeroPageAlloc = "thp_zero_page_alloc",
+        ThpSwpout = "thp_swpout",
+        ThpSwpoutFallback = "thp_swpout_fallback",
         NrTlbRemoteFlush = "nr_tlb_remote_flush",
         NrTlbRemoteFlushReceived = "nr_tlb_remote_flush_received",
         NrTlbLocalFlushAll = "nr_tlb_local_flush_all",
@@ -138,7 +140,9 @@ pub fn vmstat_key(name: &str) -> Option<VmStat> {
 /// with shmem THPs (800d8c63b2e9, v4.8); `thp_file_fallback` with "mm, thp: track fallbacks due
 /// to failed memcg charges separately" (85b9f46e8ea4, v5.8); `pglazyfree` and `pglazyfreed` with
 /// the lazyfree LRU rework of v4.12 ("mm: add vmstat account for MADV_FREE pages", commit not
-/// verified).
+/// verified); `thp_swpout` and `thp_swpout_fallback` with "mm, THP, swap: add THP swapping out
+/// fallback counting" (fe490cc0fe9e, v4.14; the patch posting "[PATCH -mm -v3 12/12]" of
+/// 2017-07-24 seen on linux-mm, the commit id not verified).
 pub fn exists_on(stat: VmStat, k: crate::KernelVersion) -> bool {
     let since = match stat {
         VmStat::ThpSplitPage
@@ -151,6 +155,7 @@ pub fn exists_on(stat: VmStat, k: crate::KernelVersion) -> bool {
         | VmStat::ThpFileMapped => crate::KernelVersion::new(4, 8),
         VmStat::ThpFileFallback => crate::KernelVersion::new(5, 8),
         VmStat::Pglazyfree | VmStat::Pglazyfreed => crate::KernelVersion::new(4, 12),
+        VmStat::ThpSwpout | VmStat::ThpSwpoutFallback => crate::KernelVersion::new(4, 14),
         _ => return true,
     };
     k >= since

@@ -81,19 +81,24 @@ impl KState {
 
     /// `__split_huge_page` of the locked, PTE-mapped anonymous THP `head` that
     /// [`can_split_folio`](KState::can_split_folio) passed: every page becomes an order-0 folio
-    /// on the head's LRU list; unmapped pages are freed. Returns the pages freed.
+    /// on the head's LRU list; unmapped pages are freed. A swap-cache folio's pages keep their
+    /// slots, each its own swap-cache folio (`__split_huge_page`'s swap-cache arm, v4.13+).
+    /// Returns the pages freed.
     fn split_anon_folio(&mut self, head: Pfn) -> u64 {
-        assert!(!self.folios.test(head, pg::SWAPCACHE), "anonymous THPs never enter swap cache");
+        let first_slot = self.swap.slot_of(head);
         let list = self.folios.test(head, pg::LRU).then(|| self.folio_list_now(head));
         if let Some(l) = list {
             self.folios.list_del(head, l);
         }
         let (mapping, index) = (self.folios.mapping(head), self.folios.meta(head).index);
-        let nr = self.folios.split_large(head);
+        let nr = self.folios.split_large(head, u32::from(first_slot.is_some()));
         let mut freed = 0;
         for i in 0..nr {
             let page = head + i;
             self.folios.set_mapping(page, mapping, index + i as u32);
+            if let Some(slot) = first_slot {
+                self.swap.split_cached(page, slot + i);
+            }
             if self.folios.refcount(page) == 0 {
                 self.free_folio(page);
                 freed += 1;
@@ -125,10 +130,7 @@ pub(crate) async fn split_folio(cx: &Cx, head: Pfn) -> Result<(), Errno> {
         cx.st().vmstat.inc(VmStat::ThpSplitPageFailed);
         return Err(Errno::EAGAIN);
     }
-    let pmds: Vec<_> = cx.st().rmap_mappers(head).into_iter().filter(|m| m.huge).collect();
-    for m in pmds {
-        crate::zap::split_huge_pmd(cx, m.mm, m.addr).await;
-    }
+    split_folio_pmds(cx, head).await;
     cx.charge_n(Cost::PteUpdate, 2 * crate::huge_memory::HPAGE_PMD_NR).await;
     let mut st = cx.st();
     // The freeze: the PMD splits may have raced with a new reference.
@@ -138,6 +140,15 @@ pub(crate) async fn split_folio(cx: &Cx, head: Pfn) -> Result<(), Errno> {
     }
     st.split_anon_folio(head);
     Ok(())
+}
+
+/// Splits every PMD that maps the anonymous THP `head` into PTEs (`TTU_SPLIT_HUGE_PMD`; the
+/// split itself and reclaim's unmapping ask it).
+pub(crate) async fn split_folio_pmds(cx: &Cx, head: Pfn) {
+    let pmds: Vec<_> = cx.st().rmap_mappers(head).into_iter().filter(|m| m.huge).collect();
+    for m in pmds {
+        crate::zap::split_huge_pmd(cx, m.mm, m.addr).await;
+    }
 }
 
 /// Splits `head`, held by the caller's extra reference, if its lock can be had; drops the

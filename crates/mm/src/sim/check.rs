@@ -315,10 +315,13 @@ fn check_swap(st: &KState, ptes: &[Mapped]) -> Result<(), String> {
     }
     let mut cached = 0;
     for (slot, head) in st.swap.cache_iter() {
-        if !st.folios.test(head, pg::SWAPCACHE) || st.swap.slot_of(head) != Some(slot) {
+        // A THP's cluster: one entry per page, the folio's slot the first.
+        let nr = st.folios.order(head).pages();
+        let first = st.swap.slot_of(head).filter(|f| (*f..*f + nr).contains(&slot));
+        if !st.folios.test(head, pg::SWAPCACHE) || first.is_none() {
             return Err(format!("swap-cache folio {head} of slot {slot} is not marked so"));
         }
-        cached += st.folios.order(head).pages();
+        cached += 1;
     }
     if st.vmstat.get(VmStat::NrSwapcached) != cached {
         return Err(format!(

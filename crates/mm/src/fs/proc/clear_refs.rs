@@ -8,6 +8,16 @@
 //! away from the pin. Writing 1, 2 or 3 clears the accessed bits and PG_referenced of all,
 //! anonymous or file-mapped pages; 5 resets the RSS high-water mark. Soft-dirty clearing takes
 //! `mmap_lock` for write (as since v5.11), the others for read.
+//!
+//! A PMD leaf (an anonymous, file or DAX THP; hugetlb VMAs have no PMD arm) is handled whole
+//! under its PMD lock, as `clear_refs_pte_range`'s `pmd_trans_huge_lock` arm: 4 write-protects
+//! it and clears its soft-dirty bit (`clear_soft_dirty_pmd`, with "mm: soft-dirty bits for user
+//! memory changes tracking", 0f8975ec4db2, v3.11, and its THP arm since; commit of the PMD arm
+//! not verified), so the next write faults (`do_huge_pmd_wp_page`) and the hardware's dirty
+//! update sets it again for every page the PMD maps (pagemap bit 55 of each subpage); 1-3
+//! clear its accessed bit and the folio's PG_referenced. The pinned-page exception above is
+//! applied to PTEs only (whether v5.11's `pte_is_pinned` has a PMD counterpart is not
+//! verified).
 
 use crate::arch::tlbflush::flush_tlb_range;
 use crate::cow::clear_refs_skips_pinned;
@@ -16,7 +26,7 @@ use crate::folio::pg;
 use crate::kernel::Cx;
 use crate::memory::vm_normal_page;
 use crate::mm_struct::{MMF_HAS_PINNED, MmId};
-use crate::pgtable::{Level, Pte};
+use crate::pgtable::{Level, Pte, Upper};
 use crate::vma::{VmFlags, VmaId};
 use simcore::{Bytes, VirtAddr};
 
@@ -92,6 +102,9 @@ async fn clear_table(
     kind: ClearRefs,
     skip_pinned: bool,
 ) {
+    if !flags.has(VmFlags::HUGETLB) && clear_huge_pmd(cx, mm, start, kind).await {
+        return;
+    }
     let table = {
         let st = cx.st();
         st.pt.pte_slot(st.mm(mm).pgd, start).map(|(t, _)| t)
@@ -127,17 +140,49 @@ async fn clear_table(
             st.pt.set_pte(table, idx, pte.wrprotect().without(Pte::SOFT_DIRTY));
             continue;
         }
-        let Some(page) = vm_normal_page(pte) else { continue };
-        let head = st.folios.head(page);
-        let anon = st.folios.is_anon(head);
-        let wanted = match kind {
-            ClearRefs::Anon => anon,
-            ClearRefs::Mapped => !anon,
-            _ => true,
-        };
-        if wanted {
+        if clear_young(&mut st, pte, kind) {
             st.pt.set_pte(table, idx, pte.without(Pte::ACCESSED));
-            st.folios.clear_flag(head, pg::REFERENCED);
         }
     }
+}
+
+/// Clears PG_referenced of the folio `entry` maps if `kind` wants it cleared (anonymous or
+/// file-mapped); returns whether the entry's accessed bit goes too.
+fn clear_young(st: &mut crate::kernel::KState, entry: Pte, kind: ClearRefs) -> bool {
+    let Some(page) = vm_normal_page(entry) else { return false };
+    let head = st.folios.head(page);
+    let anon = st.folios.is_anon(head);
+    let wanted = match kind {
+        ClearRefs::Anon => anon,
+        ClearRefs::Mapped => !anon,
+        _ => true,
+    };
+    if wanted {
+        st.folios.clear_flag(head, pg::REFERENCED);
+    }
+    wanted
+}
+
+/// The PMD arm (the module note): when a PMD leaf maps `addr`, clears it under the PMD lock and
+/// returns true.
+async fn clear_huge_pmd(cx: &Cx, mm: MmId, addr: VirtAddr, kind: ClearRefs) -> bool {
+    let slot = {
+        let st = cx.st();
+        st.pt
+            .pmd_slot(st.mm(mm).pgd, addr)
+            .filter(|&(t, i)| matches!(st.pt.upper(t, i), Upper::Leaf(_)))
+    };
+    let Some((t, i)) = slot else { return false };
+    let ptl = cx.st().pt.ptl(t);
+    let _g = ptl.lock(cx).await;
+    let mut st = cx.st();
+    // A leaf split or zapped while we waited for the lock: the kernel retries the PTE arm; the
+    // model skips it (an approximation).
+    let Upper::Leaf(pmd) = st.pt.upper(t, i) else { return true };
+    if kind == ClearRefs::SoftDirty {
+        st.pt.set_upper(t, i, Upper::Leaf(pmd.wrprotect().without(Pte::SOFT_DIRTY)));
+    } else if pmd.is_present() && clear_young(&mut st, pmd, kind) {
+        st.pt.set_upper(t, i, Upper::Leaf(pmd.without(Pte::ACCESSED)));
+    }
+    true
 }
