@@ -40,6 +40,10 @@ pub(crate) struct ExploreArgs {
     /// lab/src/scenario/explore.rs).
     #[arg(long)]
     state_cache: bool,
+    /// The trials minimising a violating schedule may spend (1: report it as found, replayed
+    /// once).
+    #[arg(long, default_value_t = explore::Options::SHRINK_TRIALS, value_parser = clap::value_parser!(u64).range(1..))]
+    shrink_trials: u64,
     /// Where to write the violating schedule (default: the scenario's name with `.schedule`).
     #[arg(long)]
     schedule_out: Option<String>,
@@ -96,7 +100,11 @@ fn explore_cmd(a: &ExploreArgs) -> Result<u8, String> {
     }
     let strategy =
         Strategy::from_spec(&a.strategy, a.seed).map_err(|e| format!("--strategy: {e}"))?;
-    let options = Options { state_cache: a.state_cache, ..Options::new(strategy, a.budget) };
+    let options = Options {
+        state_cache: a.state_cache,
+        shrink_trials: a.shrink_trials,
+        ..Options::new(strategy, a.budget)
+    };
     let start = Instant::now();
     let limit = a.seconds.map(Duration::from_secs);
     let mut should_stop = |_: &explore::Progress| limit.is_some_and(|l| start.elapsed() >= l);

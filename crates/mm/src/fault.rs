@@ -312,7 +312,7 @@ async fn do_swap_page(vmf: &mut Vmf<'_>) -> Result<FaultOutcome, VmFault> {
     cx.st().folios.get_extra(head);
     folio_lock(cx, head).await;
     if cx.st().folios.large(head).is_some() {
-        split_swapcache_thp(cx, head).await;
+        crate::swap::split_swapcache_thp(cx, head).await;
         folio_unlock(cx, head);
         cx.st().put_folio_extra(head);
         return Ok(outcome_of(major));
@@ -341,19 +341,6 @@ async fn do_swap_page(vmf: &mut Vmf<'_>) -> Result<FaultOutcome, VmFault> {
         do_wp_page(vmf, g).await?;
     }
     Ok(outcome_of(major))
-}
-
-/// A THP that reclaim wrote whole (v4.14+) and could not free is still in the swap cache: the
-/// kernel maps the one page the fault wants from the large folio; the model splits it (once its
-/// writeback has ended) and the fault retries, finding that page's own folio (an
-/// approximation: the split the kernel does not do counts `thp_split_page`; a split that fails
-/// is retried by the next fault). Entered with the folio locked and held by the fault.
-async fn split_swapcache_thp(cx: &Cx, head: Pfn) {
-    while cx.st().folios.test(head, pg::WRITEBACK) {
-        cx.kernel().folio_waitqueue(head).wait(cx).await;
-    }
-    // `EAGAIN` (someone else holds it): the access retries.
-    let _ = crate::huge_memory::split::split_folio(cx, head).await;
 }
 
 /// The swap cache's folio for `slot`, or a new one read from the device (`swapin_readahead`

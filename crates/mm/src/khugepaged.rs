@@ -257,11 +257,23 @@ async fn khugepaged_do_scan(cx: &Cx) {
     }
 }
 
+/// `hpage_collapse_test_exit`: whether `mm` exited, for instance while khugepaged waited for its
+/// lock (the kernel's `mm_slot` keeps the `mm_struct` itself and tests `mm_users`; mmsim's is
+/// gone).
+pub(crate) fn mm_exited(st: &KState, mm: MmId) -> bool {
+    st.mms.get(mm).is_none_or(|m| m.is_none())
+}
+
+/// The `mmap_lock` of `mm`, unless it exited.
+pub(crate) fn live_mmap_lock(st: &KState, mm: MmId) -> Option<engine::RwSem> {
+    st.mms.get(mm).and_then(|m| m.as_ref()).map(|m| m.mmap_lock)
+}
+
 /// Moves the cursor past the mm it points at (counting a full scan at the end of the list),
 /// dropping the mm from the list if it has exited.
 fn next_mm_slot(st: &mut KState, slot: usize) {
+    let gone = mm_exited(st, st.thp.khugepaged.mm_slots[slot]);
     let k = &mut st.thp.khugepaged;
-    let gone = st.mms.get(k.mm_slots[slot]).is_none_or(|m| m.is_none());
     if gone {
         k.mm_slots.remove(slot);
     }
@@ -287,7 +299,7 @@ async fn khugepaged_scan_mm_slot(cx: &Cx, pages: u64) -> (u64, Option<ScanResult
     if !crate::era::retract_without_mmap_lock(cx.st().thp.kernel) {
         file::collapse_deferred_pte_mapped_thps(cx, mm).await;
     }
-    let Some(lock) = cx.st().mms.get(mm).and_then(|m| m.as_ref()).map(|m| m.mmap_lock) else {
+    let Some(lock) = live_mmap_lock(&cx.st(), mm) else {
         next_mm_slot(&mut cx.st(), slot);
         return (1, None);
     };
@@ -295,6 +307,11 @@ async fn khugepaged_scan_mm_slot(cx: &Cx, pages: u64) -> (u64, Option<ScanResult
         next_mm_slot(&mut cx.st(), slot);
         return (1, None);
     };
+    if mm_exited(&cx.st(), mm) {
+        drop(guard);
+        next_mm_slot(&mut cx.st(), slot);
+        return (1, None);
+    }
     let (mut progress, mut result) = (0, None);
     let mut addr = from;
     loop {
@@ -351,9 +368,12 @@ async fn khugepaged_scan_file(
                 file::defer_pte_mapped_thp(&mut cx.st(), mm, haddr);
                 return scanned;
             }
-            let lock = cx.st().mms.get(mm).and_then(|m| m.as_ref()).map(|m| m.mmap_lock);
+            let lock = live_mmap_lock(&cx.st(), mm);
             let Some(lock) = lock else { return scanned };
             let _g = lock.read(cx).await;
+            if mm_exited(&cx.st(), mm) {
+                return scanned;
+            }
             match file::collapse_pte_mapped_thp(cx, mm, haddr, false).await {
                 ScanResult::PmdMapped => ScanResult::Succeed,
                 r => r,
@@ -505,7 +525,11 @@ async fn alloc_collapse_page(cx: &Cx, who: Collapser) -> Option<Pfn> {
 }
 
 /// The VMA at `haddr` of `mm` if the collapse may still go on there (`hugepage_vma_revalidate`).
+/// An mm that exited fails as its VMA would (the kernel's `SCAN_ANY_PROCESS`).
 fn revalidate(st: &KState, mm: MmId, haddr: VirtAddr, who: Collapser) -> Result<VmaId, ScanResult> {
+    if mm_exited(st, mm) {
+        return Err(ScanResult::VmaNull);
+    }
     let vma = st.find_vma(mm, haddr).ok_or(ScanResult::VmaNull)?;
     let v = st.vma(vma);
     if haddr < v.start || haddr + Bytes::PMD > v.end {
@@ -521,7 +545,7 @@ fn revalidate(st: &KState, mm: MmId, haddr: VirtAddr, who: Collapser) -> Result<
 
 /// `__collapse_huge_page_swapin`: faults the range's swap entries in, under `mmap_lock` for read.
 async fn swapin_range(cx: &Cx, mm: MmId, haddr: VirtAddr, who: Collapser) -> ScanResult {
-    let lock = cx.st().mm(mm).mmap_lock;
+    let Some(lock) = live_mmap_lock(&cx.st(), mm) else { return ScanResult::VmaNull };
     let _g = lock.read(cx).await;
     let vma = match revalidate(&cx.st(), mm, haddr, who) {
         Ok(v) => v,
@@ -552,7 +576,7 @@ async fn collapse_locked(
     new: Pfn,
     who: Collapser,
 ) -> ScanResult {
-    let lock = cx.st().mm(mm).mmap_lock;
+    let Some(lock) = live_mmap_lock(&cx.st(), mm) else { return ScanResult::VmaNull };
     let _w = match cx.kernel().switches.collapse_mmap_lock {
         CollapseMmapLock::Write => Some(lock.write(cx).await),
         CollapseMmapLock::None => None,

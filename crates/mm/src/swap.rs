@@ -27,7 +27,7 @@
 //! per-CPU clusters); no swap readahead (`page-cluster`) and no zswap.
 
 use crate::folio::pg;
-use crate::kernel::KState;
+use crate::kernel::{Cx, KState};
 use crate::sim::content::Content;
 use crate::vmstat::VmStat;
 use crate::workingset::ShadowSlot;
@@ -295,4 +295,17 @@ impl KState {
         self.folio_add_lru(head, in_lru_fault);
         self.vmstat.inc(VmStat::Pswpin);
     }
+}
+
+/// A THP that reclaim wrote whole (v4.14+) and could not free is still in the swap cache: the
+/// kernel maps the one page the fault wants from the large folio; the model splits it (once its
+/// writeback has ended) and the fault retries, finding that page's own folio (an
+/// approximation: the split the kernel does not do counts `thp_split_page`; a split that fails
+/// is retried by the next fault). Entered with the folio locked and held by the fault.
+pub(crate) async fn split_swapcache_thp(cx: &Cx, head: Pfn) {
+    while cx.st().folios.test(head, pg::WRITEBACK) {
+        cx.kernel().folio_waitqueue(head).wait(cx).await;
+    }
+    // `EAGAIN` (someone else holds it): the access retries.
+    let _ = crate::huge_memory::split::split_folio(cx, head).await;
 }

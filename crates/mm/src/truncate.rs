@@ -221,10 +221,16 @@ async fn remove_cached(cx: &Cx, inode: InodeId, first: u64, end: u64) {
 /// after `index` and before `end`, referenced, as `(index, page, head)`. A large folio being
 /// deleted is found at its first slot not yet emptied, which before v5.17 gives the page of
 /// that index, a tail (`find_subpage`), where later kernels return the folio.
-fn find_get_entry(st: &mut KState, inode: InodeId, index: u64, end: u64) -> Option<(u64, Pfn, Pfn)> {
+fn find_get_entry(
+    st: &mut KState,
+    inode: InodeId,
+    index: u64,
+    end: u64,
+) -> Option<(u64, Pfn, Pfn)> {
     let m = &st.inodes[inode].mapping;
     let cached = m.pages.range(index..end).next().map(|(&at, &head)| (at, head, head));
-    let clearing = m.clearing.map(|c| (c.next.max(index), c)).filter(|&(at, c)| at < c.end.min(end));
+    let clearing =
+        m.clearing.map(|c| (c.next.max(index), c)).filter(|&(at, c)| at < c.end.min(end));
     let clearing = clearing.map(|(at, c)| (at, c.head + (at - c.index), c.head));
     let found = match (cached, clearing) {
         (Some(a), Some(b)) => Some(if b.0 < a.0 { b } else { a }),
@@ -284,7 +290,8 @@ async fn truncate_folio(cx: &Cx, inode: InodeId, head: Pfn) {
     let _xa = xa_lock.lock(cx).await;
     cx.st().page_cache_delete(inode, head);
     for next in (index + 64..index + nr).step_by(64) {
-        cx.st().inodes[inode].mapping.clearing = Some(ClearingSlots { head, index, next, end: index + nr });
+        cx.st().inodes[inode].mapping.clearing =
+            Some(ClearingSlots { head, index, next, end: index + nr });
         cx.preempt_point().await;
     }
     cx.st().inodes[inode].mapping.clearing = None;

@@ -654,7 +654,7 @@ pub(crate) async fn shrink_folio_list(
             }
         }
     }
-    cx.st().reclaim_lists.give_folios(folios);
+    cx.st().reclaim_lists.give_folios(Vec::from(work));
     write_out(cx, &mut to_free, &mut rejected).await;
     let mut reclaimed = 0;
     let skip_freeze = cx.kernel().switches.refcount_freeze == RefcountFreeze::Skip;

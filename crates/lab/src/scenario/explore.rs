@@ -114,8 +114,13 @@ pub fn check_declared(scenario: &Scenario) -> Result<Vec<DeclaredResult>, Scenar
         }
         let strategy =
             explore::Strategy::from_spec(&d.strategy, d.seed).map_err(|e| bad(e.to_string()))?;
-        let options =
-            explore::Options { state_cache: false, ..explore::Options::new(strategy, d.budget) };
+        // A declaration asks only whether a violation exists: the schedule found is replayed
+        // once, not minimised (`mmsim explore` minimises).
+        let options = explore::Options {
+            state_cache: false,
+            shrink_trials: 1,
+            ..explore::Options::new(strategy, d.budget)
+        };
         let probe =
             d.reach.clone().map(|expect| ReachProbe { expect, reached: Rc::new(Cell::new(0)) });
         let mut trials = factory(scenario, config, probe.clone());

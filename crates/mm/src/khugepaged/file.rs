@@ -627,13 +627,16 @@ pub(super) async fn collapse_deferred_pte_mapped_thps(cx: &Cx, mm: MmId) {
     if slots.is_empty() {
         return;
     }
-    let Some(lock) = cx.st().mms.get(mm).and_then(|m| m.as_ref()).map(|m| m.mmap_lock) else {
+    let Some(lock) = super::live_mmap_lock(&cx.st(), mm) else {
         cx.st().thp.khugepaged.pte_mapped_thp.remove(&mm);
         return;
     };
     let Some(_w) = lock.try_write(cx).await else { return };
     cx.st().thp.khugepaged.pte_mapped_thp.remove(&mm);
     for haddr in slots {
+        if super::mm_exited(&cx.st(), mm) {
+            return;
+        }
         collapse_pte_mapped_thp(cx, mm, haddr, false).await;
     }
 }

@@ -132,6 +132,15 @@ impl std::fmt::Debug for Machine {
     }
 }
 
+/// The simulation must have the profile's CPUs.
+fn check_cpus(sim: &Sim, config: &MachineConfig) -> Result<(), String> {
+    let (sim_cpus, cpus) = (sim.handle().cpus(), config.profile.cpus);
+    if sim_cpus != cpus {
+        return Err(format!("the simulation has {sim_cpus} CPUs, the profile {cpus}"));
+    }
+    Ok(())
+}
+
 impl Machine {
     /// Builds a machine; an impossible configuration is an error message, not a panic.
     pub fn new(config: MachineConfig) -> Result<Machine, String> {
@@ -162,10 +171,7 @@ impl Machine {
     pub fn on_sim(config: MachineConfig, sim: Sim) -> Result<Machine, String> {
         config.switches.check_implemented(config.kernel)?;
         config.profile.tlb.validate()?;
-        let (sim_cpus, cpus) = (sim.handle().cpus(), config.profile.cpus);
-        if sim_cpus != cpus {
-            return Err(format!("the simulation has {sim_cpus} CPUs, the profile {cpus}"));
-        }
+        check_cpus(&sim, &config)?;
         let handle = sim.handle().clone();
         crate::rmap::declare_lock_order(&handle);
         let total = config.profile.memory.pages_ceil();

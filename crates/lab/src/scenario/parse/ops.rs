@@ -512,16 +512,8 @@ impl Parser<'_> {
             OpExpect::Data(f.data()?)
         } else if let Some(n) = f.opt_u64("bytes")? {
             OpExpect::Count(n)
-        } else if let Some(n) = f.get("iterations") {
-            if !matches!(kind, OpKind::Repeat { .. }) {
-                return Err(self.err(node.line, format!("`{}` has no iterations", kind.name())));
-            }
-            OpExpect::Iterations(self.iterations(n)?)
-        } else if let Some(n) = f.get("value") {
-            if !matches!(kind, OpKind::SysfsRead { .. }) {
-                return Err(self.err(node.line, format!("`{}` reads no number", kind.name())));
-            }
-            OpExpect::Value(self.iterations(n)?)
+        } else if let Some(e) = self.numeric_expect(&f, node, kind)? {
+            e
         } else {
             return Err(self.err(
                 node.line,
@@ -545,6 +537,28 @@ impl Parser<'_> {
 }
 
 impl Parser<'_> {
+    /// An `expect` table's `iterations` (a `repeat`'s) or `value` (a `sysfs_read`'s), if given.
+    fn numeric_expect(
+        &self,
+        f: &Fields,
+        node: &Node,
+        kind: &OpKind,
+    ) -> Result<Option<OpExpect>, ScenarioError> {
+        if let Some(n) = f.get("iterations") {
+            if !matches!(kind, OpKind::Repeat { .. }) {
+                return Err(self.err(node.line, format!("`{}` has no iterations", kind.name())));
+            }
+            return Ok(Some(OpExpect::Iterations(self.iterations(n)?)));
+        }
+        if let Some(n) = f.get("value") {
+            if !matches!(kind, OpKind::SysfsRead { .. }) {
+                return Err(self.err(node.line, format!("`{}` reads no number", kind.name())));
+            }
+            return Ok(Some(OpExpect::Value(self.iterations(n)?)));
+        }
+        Ok(None)
+    }
+
     /// `iterations = N` or `iterations = { at_least = N }` (or `at_most`, `equals`); a
     /// `sysfs_read`'s `value` alike.
     fn iterations(&self, node: &Node) -> Result<Comparison, ScenarioError> {
