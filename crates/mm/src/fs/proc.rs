@@ -15,8 +15,8 @@
 //! `era::smaps_page_size_after_size`: `KernelPageSize`/`MMUPageSize` after `Size` from v4.14,
 //! after `SwapPss` before). `smaps_rollup` exists from v4.14 ("mm: add /proc/pid/smaps_rollup",
 //! 493b0e9d945f; before, ENOENT) and prints `Pss_Anon`/`Pss_File`/`Pss_Shmem` after `Pss` (and
-//! `Pss_Dirty`) from v5.3 ("mm: smaps: split PSS into components", ee2ad71b0756 - the patch's
-//! posting in June 2019 is verified, the hash not): each page's Pss share goes to the first of
+//! `Pss_Dirty`) from v5.3 ("mm: smaps: split PSS into components", 37ae24445846, found in
+//! the kernel history of the search corpus): each page's Pss share goes to the first of
 //! anonymous, swap-backed (shmem) or file, as `smaps_page_accumulate` (v6.1) sorts it; the
 //! per-VMA smaps never prints them. Not printed because the model does not keep them: `KSM`
 //! (v6.x), `ProtectionKey` (no pkeys).
