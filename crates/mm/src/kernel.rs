@@ -347,6 +347,11 @@ impl KState {
         self.mms[id].as_deref().expect("use of a freed mm")
     }
 
+    /// The `mmap_lock` of mm `id`, unless it exited (a daemon that found the mm earlier asks).
+    pub(crate) fn live_mmap_lock(&self, id: MmId) -> Option<engine::RwSem> {
+        self.mms.get(id).and_then(|m| m.as_ref()).map(|m| m.mmap_lock)
+    }
+
     pub(crate) fn mm_mut(&mut self, id: MmId) -> &mut MmStruct {
         self.mms[id].as_deref_mut().expect("use of a freed mm")
     }

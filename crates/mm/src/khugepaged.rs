@@ -264,11 +264,6 @@ pub(crate) fn mm_exited(st: &KState, mm: MmId) -> bool {
     st.mms.get(mm).is_none_or(|m| m.is_none())
 }
 
-/// The `mmap_lock` of `mm`, unless it exited.
-pub(crate) fn live_mmap_lock(st: &KState, mm: MmId) -> Option<engine::RwSem> {
-    st.mms.get(mm).and_then(|m| m.as_ref()).map(|m| m.mmap_lock)
-}
-
 /// Moves the cursor past the mm it points at (counting a full scan at the end of the list),
 /// dropping the mm from the list if it has exited.
 fn next_mm_slot(st: &mut KState, slot: usize) {
@@ -299,7 +294,7 @@ async fn khugepaged_scan_mm_slot(cx: &Cx, pages: u64) -> (u64, Option<ScanResult
     if !crate::era::retract_without_mmap_lock(cx.st().thp.kernel) {
         file::collapse_deferred_pte_mapped_thps(cx, mm).await;
     }
-    let Some(lock) = live_mmap_lock(&cx.st(), mm) else {
+    let Some(lock) = cx.st().live_mmap_lock(mm) else {
         next_mm_slot(&mut cx.st(), slot);
         return (1, None);
     };
@@ -368,7 +363,7 @@ async fn khugepaged_scan_file(
                 file::defer_pte_mapped_thp(&mut cx.st(), mm, haddr);
                 return scanned;
             }
-            let lock = live_mmap_lock(&cx.st(), mm);
+            let lock = cx.st().live_mmap_lock(mm);
             let Some(lock) = lock else { return scanned };
             let _g = lock.read(cx).await;
             if mm_exited(&cx.st(), mm) {
@@ -545,7 +540,7 @@ fn revalidate(st: &KState, mm: MmId, haddr: VirtAddr, who: Collapser) -> Result<
 
 /// `__collapse_huge_page_swapin`: faults the range's swap entries in, under `mmap_lock` for read.
 async fn swapin_range(cx: &Cx, mm: MmId, haddr: VirtAddr, who: Collapser) -> ScanResult {
-    let Some(lock) = live_mmap_lock(&cx.st(), mm) else { return ScanResult::VmaNull };
+    let Some(lock) = cx.st().live_mmap_lock(mm) else { return ScanResult::VmaNull };
     let _g = lock.read(cx).await;
     let vma = match revalidate(&cx.st(), mm, haddr, who) {
         Ok(v) => v,
@@ -576,7 +571,7 @@ async fn collapse_locked(
     new: Pfn,
     who: Collapser,
 ) -> ScanResult {
-    let Some(lock) = live_mmap_lock(&cx.st(), mm) else { return ScanResult::VmaNull };
+    let Some(lock) = cx.st().live_mmap_lock(mm) else { return ScanResult::VmaNull };
     let _w = match cx.kernel().switches.collapse_mmap_lock {
         CollapseMmapLock::Write => Some(lock.write(cx).await),
         CollapseMmapLock::None => None,

@@ -443,7 +443,7 @@ async fn scan_get_next_rmap_item(cx: &Cx) -> Option<(MmId, VirtAddr)> {
             st.ksm.cursor.expect("set above")
         };
         let mm = cx.st().ksm.mm_slots[slot];
-        let lock = cx.st().mms.get(mm).and_then(|m| m.as_ref()).map(|m| m.mmap_lock);
+        let lock = cx.st().live_mmap_lock(mm);
         let Some(lock) = lock else {
             if cx.st().ksm_next_mm(slot, VirtAddr(0), false) {
                 return None;
@@ -629,7 +629,7 @@ async fn try_to_merge_with_ksm_page(
     if kpage == Some(page) {
         return true; // a KSM page forked
     }
-    let lock = cx.st().mms.get(mm).and_then(|m| m.as_ref()).map(|m| m.mmap_lock);
+    let lock = cx.st().live_mmap_lock(mm);
     let Some(lock) = lock else { return false };
     let _g = lock.read(cx).await;
     let vma = {
@@ -769,7 +769,7 @@ async fn replace_page(
 
 /// `break_cow`: unshares the KSM page at `addr` of `mm` after a failed pair merge.
 async fn break_cow(cx: &Cx, mm: MmId, addr: VirtAddr) {
-    let lock = cx.st().mms.get(mm).and_then(|m| m.as_ref()).map(|m| m.mmap_lock);
+    let lock = cx.st().live_mmap_lock(mm);
     let Some(lock) = lock else { return };
     let _g = lock.read(cx).await;
     let vma = cx.st().find_vma(mm, addr);
@@ -916,7 +916,7 @@ pub(crate) async fn sysfs_stored(cx: &Cx, path: &str) -> Result<(), Errno> {
 async fn unmerge_and_remove_all_rmap_items(cx: &Cx) -> Result<(), Errno> {
     let slots = cx.st().ksm.mm_slots.clone();
     for mm in slots {
-        let lock = cx.st().mms.get(mm).and_then(|m| m.as_ref()).map(|m| m.mmap_lock);
+        let lock = cx.st().live_mmap_lock(mm);
         let Some(lock) = lock else { continue };
         let _g = lock.read(cx).await;
         let vmas: Vec<VmaId> = cx.st().mm(mm).vmas.values().copied().collect();

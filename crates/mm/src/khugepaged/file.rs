@@ -627,7 +627,7 @@ pub(super) async fn collapse_deferred_pte_mapped_thps(cx: &Cx, mm: MmId) {
     if slots.is_empty() {
         return;
     }
-    let Some(lock) = super::live_mmap_lock(&cx.st(), mm) else {
+    let Some(lock) = cx.st().live_mmap_lock(mm) else {
         cx.st().thp.khugepaged.pte_mapped_thp.remove(&mm);
         return;
     };
