@@ -143,7 +143,8 @@ switch_enum!(
     HugetlbSync, "hugetlb_sync" {
         /// `i_mmap_rwsem` held for read across the whole fault: v5.7 to v6.0.
         IMmapRwsem = "i_mmap_rwsem",
-        /// The seed's patches 1-2 alone: exposes the fault/truncate race.
+        /// The seed's patches 1-2 alone: exposes the fault/truncate race. Also the kernels
+        /// before v5.7, which those patches restored ([`hugetlb_unmodelled`]).
         Revert = "revert",
         /// The per-VMA hugetlb lock: v6.1 and later.
         VmaLock = "vma_lock",
@@ -340,8 +341,15 @@ impl Switches {
                 ExecDenyWrite::Deny
             },
             thp_writer_barrier: ThpWriterBarrier::Full,
-            // Before v5.7 the fault path held only the fault mutex; the model starts at v5.7.
-            hugetlb_sync: if k <= v(6, 0) { HugetlbSync::IMmapRwsem } else { HugetlbSync::VmaLock },
+            // Before v5.7 the fault path held only the fault mutex: the state the seed's
+            // patches 1-2 returned to (`revert`).
+            hugetlb_sync: if k < v(5, 7) {
+                HugetlbSync::Revert
+            } else if k <= v(6, 0) {
+                HugetlbSync::IMmapRwsem
+            } else {
+                HugetlbSync::VmaLock
+            },
             dax_hole: if k <= v(4, 13) { DaxHole::PagecacheZero } else { DaxHole::ZeroPage },
             lru: Lru::Classic,
             fadv_noreuse: if k <= v(6, 2) { FadvNoreuse::Ignored } else { FadvNoreuse::NoRecency },
@@ -537,29 +545,55 @@ pub fn io_uring_file_buffers(k: KernelVersion) -> IoUringFileBuffers {
     }
 }
 
-/// Why hugetlb pages cannot be used on `k`, if they cannot: the model starts with the v5.7
-/// scheme (c0d0381ade79 "hugetlbfs: use i_mmap_rwsem for more pmd sharing synchronization" and
-/// 87bf91d39bb5, v5.7) and ends with the v6.1 series (40549ba8f8e0 "hugetlb: use new vma_lock
-/// for pmd sharing synchronization" and its follow-ups, v6.1). Later kernels changed the same
-/// paths again (page-table walks and GUP under the vma lock, PMD unsharing when a VMA is split,
-/// the vma lock for private mappings and MADV_DONTNEED against faults, faults under the per-VMA
-/// mmap lock, the share count in the page-table descriptor), none of which is modelled.
+/// Why hugetlb pages cannot be used on `k`, if they cannot. Up to v5.6 the fault path held
+/// only the fault mutex (huge_pmd_share takes `i_mmap_rwsem` by itself, [`huge_pmd_share_i_mmap_write`];
+/// truncation takes the fault mutex for every page it removes; the fault re-checks i_size under
+/// the page-table lock): the state the seed's patches 1-2 (188a39725ad7, 3a47c54f09c4) returned
+/// to, so those kernels run the `revert` scheme. v5.7 brought c0d0381ade79 ("hugetlbfs: use
+/// i_mmap_rwsem for more pmd sharing synchronization") and 87bf91d39bb5, v6.1 the vma-lock
+/// series (40549ba8f8e0 and its follow-ups). Later kernels changed the same paths again
+/// (page-table walks and GUP under the vma lock, PMD unsharing when a VMA is split, the vma lock
+/// for private mappings and MADV_DONTNEED against faults, faults under the per-VMA mmap lock,
+/// the share count in the page-table descriptor), none of which is modelled.
 pub fn hugetlb_unmodelled(k: KernelVersion) -> Option<String> {
-    if k < v(5, 7) {
-        return Some(format!(
-            "hugetlb is not modelled on {k}: before v5.7 the fault path held only the fault \
-             mutex (c0d0381ade79 and 87bf91d39bb5 are where the model starts; choose v5.7 to v6.1)"
-        ));
-    }
     (k > v(6, 1)).then(|| {
         format!(
             "hugetlb is not modelled on {k}: the changes after v6.1 are missing (page-table walks \
              and GUP under the hugetlb vma lock and PMD unsharing on VMA split, v6.2 onwards; the \
              vma lock for private mappings and MADV_DONTNEED against faults, v6.6; faults under \
              the per-VMA mmap lock; the PMD share count in the page-table descriptor); choose \
-             v5.7 to v6.1"
+             v4.0 to v6.1"
         )
     })
+}
+
+/// `huge_pmd_share` searches `i_mmap` for a table to share under `i_mmap_rwsem` for write up to
+/// v5.4; "hugetlbfs: take read_lock on i_mmap for PMD sharing" (Waiman Long, November 2019,
+/// v5.5; id not verified) made it a read lock, so faults sharing tables no longer exclude each
+/// other there. From v5.7 to v6.0 the fault already holds the lock for read.
+pub fn huge_pmd_share_i_mmap_write(k: KernelVersion) -> bool {
+    k < v(5, 5)
+}
+
+/// `fallocate` on hugetlbfs (allocation and `FALLOC_FL_PUNCH_HOLE`) and `MADV_REMOVE` of a
+/// hugetlbfs mapping: "hugetlbfs: add hugetlbfs_fallocate()" (70c3547e36f5, v4.3, verified) and
+/// "mm: madvise allow remove operation for hugetlbfs" (same series, v4.3). Before, hugetlbfs has
+/// no `->fallocate`: EOPNOTSUPP.
+pub fn hugetlbfs_has_fallocate(k: KernelVersion) -> bool {
+    k >= v(4, 3)
+}
+
+/// `/proc/PID/status` prints `HugetlbPages`: "mm: hugetlb: proc: add HugetlbPages field to
+/// /proc/PID/status" (v4.4, same series as smaps' `Shared_Hugetlb`/`Private_Hugetlb`,
+/// 25ee01a2fca0, verified).
+pub fn status_has_hugetlb_pages(k: KernelVersion) -> bool {
+    k >= v(4, 4)
+}
+
+/// `/proc/meminfo` prints `Hugetlb:` (every size's pool, in kB): "mm: show total hugetlb memory
+/// consumption in /proc/meminfo" (Roman Gushchin, November 2017, v4.16; id not verified).
+pub fn meminfo_has_hugetlb_total(k: KernelVersion) -> bool {
+    k >= v(4, 16)
 }
 
 /// `MADV_DONTNEED` works on hugetlb mappings (huge-page aligned start, end rounded down):
@@ -839,6 +873,7 @@ pub fn smaps_has_field(k: KernelVersion, field: &str) -> bool {
         "FilePmdMapped" => k >= v(5, 4),
         "Pss_Anon" | "Pss_File" | "Pss_Shmem" => k >= v(5, 3),
         "Pss_Dirty" => k >= v(6, 0),
+        "Shared_Hugetlb" | "Private_Hugetlb" => k >= v(4, 4),
         _ => true,
     }
 }
@@ -1004,8 +1039,9 @@ mod tests {
         assert_eq!(s.hugetlb_sync, HugetlbSync::Revert);
         assert!(s.set("hugetlb_sync", "magic").unwrap_err().contains("has no value `magic`"));
         let k = |s: &str| s.parse::<KernelVersion>().unwrap();
-        assert!(hugetlb_unmodelled(k("v5.6")).unwrap().contains("before v5.7"));
-        assert!(hugetlb_unmodelled(k("v5.7")).is_none() && hugetlb_unmodelled(k("v6.1")).is_none());
+        assert!(hugetlb_unmodelled(k("v4.0")).is_none() && hugetlb_unmodelled(k("v6.1")).is_none());
+        assert_eq!(Switches::for_kernel(k("v5.6")).hugetlb_sync, HugetlbSync::Revert);
+        assert_eq!(Switches::for_kernel(k("v5.7")).hugetlb_sync, HugetlbSync::IMmapRwsem);
         assert!(hugetlb_unmodelled(k("v6.2")).unwrap().contains("after v6.1"));
         assert!(!hugetlb_lazy_fork_copy(k("v5.19")) && hugetlb_lazy_fork_copy(k("v6.0")));
     }

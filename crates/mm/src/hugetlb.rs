@@ -1,7 +1,8 @@
 //! hugetlb pages: the per-size pools and their pages (`mm/hugetlb.c` `struct hstate`,
 //! `alloc_fresh_hugetlb_folio`, `dequeue_hugetlb_folio_node_exact`, `free_huge_folio`,
 //! `set_max_huge_pages`, `alloc_surplus_hugetlb_folio`; Linux v6.1, with the v5.7-v6.0 and
-//! "revert" synchronisation of seed `001` selected by the `hugetlb_sync` switch).
+//! "revert" synchronisation of seed `001` selected by the `hugetlb_sync` switch; kernels v4.0 to
+//! v5.6 run "revert", which is what the seed's patches 1-2 returned to: `era::hugetlb_unmodelled`).
 //!
 //! Two page sizes, as on x86-64: 2 MiB (mapped by a PMD leaf) and 1 GiB (a PUD leaf). Each size
 //! has a pool (`struct hstate`): `nr_hugepages` pages, of which `free` sit on the free list,
@@ -27,7 +28,10 @@
 //! `nr_hugepages` then reads back what was allocated); a page freed from the middle of the
 //! hugetlb region stays with hugetlb as a spare frame block (not counted in `MemFree`) until the
 //! pool grows again; no cgroup hugetlb controller, no hugetlb page migration or poisoning, no
-//! subpools (mount `size=`/`min_size=`), no `memfd_create(MFD_HUGETLB)` or `SHM_HUGETLB`.
+//! subpools (mount `size=`/`min_size=`), no `SHM_HUGETLB`. Before v5.2 a private mapping's
+//! fault mutex was hashed by (mm, address) rather than (mapping, index) ("hugetlb: use same
+//! fault hash key for shared and private mappings", v5.2, id not verified); the model hashes
+//! every era the later way, which only changes which private faults contend.
 
 pub mod check;
 pub(crate) mod hugetlb_fault;

@@ -25,7 +25,7 @@
 //! `MADV_REMOVE` (`madvise_remove`) punches a hole in the file behind a shared writable mapping:
 //! `vfs_fallocate(PUNCH_HOLE | KEEP_SIZE)` over the range's file offsets, VMA by VMA, so the
 //! pages and blocks go from the file and every mapping of it (tmpfs, hugetlbfs and disk file
-//! systems alike). EINVAL on an anonymous or `VM_LOCKED` VMA, EACCES unless the VMA is shared
+//! systems alike). EINVAL on an anonymous or `VM_LOCKED` VMA (and a hugetlb one up to v4.2), EACCES unless the VMA is shared
 //! and writable (`VM_SHARED|VM_WRITE`; v6.8 reads `VM_MAYWRITE` through
 //! `vma_is_shared_maywrite`, the same for the mappings mmsim makes).
 //!
@@ -148,14 +148,17 @@ pub(crate) async fn madvise_remove(
     start: VirtAddr,
     end: VirtAddr,
 ) -> Result<(), Errno> {
-    let lock = cx.st().mm(mm).mmap_lock;
+    let (lock, k) = (cx.st().mm(mm).mmap_lock, cx.kernel().version);
     let holes = {
         let _g = lock.read(cx).await;
         let st = cx.st();
         let mut holes = Vec::new();
         for v in covering(&st, mm, start, end)? {
             let vma = st.vma(v);
-            let file = vma.file.filter(|_| !vma.flags.has(VmFlags::LOCKED)).ok_or(Errno::EINVAL)?;
+            // Up to v4.2 a hugetlb VMA was refused like a locked one (`era::hugetlbfs_has_fallocate`).
+            let refused = vma.flags.has(VmFlags::LOCKED)
+                || (vma.flags.has(VmFlags::HUGETLB) && !crate::era::hugetlbfs_has_fallocate(k));
+            let file = vma.file.filter(|_| !refused).ok_or(Errno::EINVAL)?;
             if !vma.flags.has(VmFlags::SHARED) || !vma.flags.has(VmFlags::WRITE) {
                 return Err(Errno::EACCES);
             }

@@ -78,6 +78,9 @@ pub(crate) async fn vfs_fallocate(
         return Err(Errno::EFBIG);
     }
     if cx.st().hugetlb_size_of(inode).is_some() {
+        if !crate::era::hugetlbfs_has_fallocate(cx.kernel().version) {
+            return Err(Errno::EOPNOTSUPP);
+        }
         let (punch, keep) = (mode & falloc::PUNCH_HOLE != 0, mode & falloc::KEEP_SIZE != 0);
         return crate::fs::hugetlbfs::hugetlbfs_fallocate(cx, inode, punch, keep, offset, len)
             .await;

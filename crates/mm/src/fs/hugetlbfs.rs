@@ -2,7 +2,7 @@
 //! `hugetlb_vmtruncate`, `hugetlb_vmdelete_list`, `remove_inode_hugepages`,
 //! `remove_inode_single_folio`, `hugetlb_unmap_file_folio`, `hugetlbfs_punch_hole`,
 //! `hugetlbfs_fallocate`, `hugetlbfs_read_iter`; `mm/hugetlb.c` `hugetlb_file_setup`; Linux
-//! v5.7-v6.1 by the `hugetlb_sync` switch).
+//! v4.0-v6.1 by the `hugetlb_sync` switch, `revert` before v5.7; `fallocate` from v4.3).
 //!
 //! A hugetlbfs file's pages are huge pages of its mount's size, held in its page cache by
 //! huge-page index; `MAP_HUGETLB` maps an unlinked file of the internal mount of the size the

@@ -381,7 +381,13 @@ impl KState {
             // prints it as an unsigned long.
             ("HugetlbPages", self.hugetlb.usage.get(&mm).map_or(0, |&u| u.max(0) as u64) * 4),
         ];
-        for (name, v) in lines.into_iter().filter(|&(name, _)| vm_pmd || name != "VmPMD") {
+        let hugetlb_pages = crate::era::status_has_hugetlb_pages(self.thp.kernel);
+        let shown = |name: &str| match name {
+            "VmPMD" => vm_pmd,
+            "HugetlbPages" => hugetlb_pages,
+            _ => true,
+        };
+        for (name, v) in lines.into_iter().filter(|&(name, _)| shown(name)) {
             let _ = writeln!(out, "{name}:\t{v:>8} kB");
         }
         out

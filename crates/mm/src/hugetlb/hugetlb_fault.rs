@@ -1,6 +1,7 @@
 //! The hugetlb fault (`mm/hugetlb.c` `hugetlb_fault`, `hugetlb_no_page`, `hugetlb_wp`,
 //! `hugetlb_fault_mutex_hash`, `huge_pte_alloc`, `huge_pte_lockptr`, `make_huge_pte`,
-//! `unmap_ref_private`; Linux v5.7-v6.1 by the `hugetlb_sync` switch).
+//! `unmap_ref_private`; Linux v4.0-v6.1 by the `hugetlb_sync` switch, `revert` before
+//! v5.7).
 //!
 //! `handle_mm_fault` sends a hugetlb VMA here (`is_vm_hugetlb_page`): the VMA's operations
 //! answer at the PMD level (`vm_ops.rs`). The locks, by scheme (B.1-B.3 of the reference):

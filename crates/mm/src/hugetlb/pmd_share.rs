@@ -1,6 +1,7 @@
 //! PMD sharing (`mm/hugetlb.c` `huge_pte_alloc`, `want_pmd_share`, `page_table_shareable`,
 //! `huge_pmd_share`, `huge_pmd_unshare`; `CONFIG_ARCH_WANT_HUGE_PMD_SHARE` on x86-64; Linux
-//! v5.7-v6.1).
+//! v4.0-v6.1; up to v5.4 the search for a table to share held `i_mmap_rwsem` for write,
+//! `era::huge_pmd_share_i_mmap_write`).
 //!
 //! Mappings of the same hugetlbfs file range by different processes can share the PMD table
 //! that maps a 1 GiB-aligned range of 2 MiB pages: a fault whose PUD entry is empty looks, under
@@ -124,8 +125,13 @@ async fn huge_pmd_share(
         let inode = st.file(file).inode;
         (st.inodes[inode].mapping.i_mmap_rwsem, st.hugetlb_sync() == HugetlbSync::IMmapRwsem)
     };
-    // Under `i_mmap_rwsem` the fault already holds it for read.
-    let _g = if held { None } else { Some(i_mmap.read(cx).await) };
+    // Under `i_mmap_rwsem` the fault already holds it for read; up to v5.4 the search took it
+    // for write (`era::huge_pmd_share_i_mmap_write`).
+    let _g = match (held, crate::era::huge_pmd_share_i_mmap_write(cx.kernel().version)) {
+        (true, _) => None,
+        (false, true) => Some(i_mmap.write(cx).await),
+        (false, false) => Some(i_mmap.read(cx).await),
+    };
     let found = {
         let mut st = cx.st();
         let found = find_shared_table(&st, vma, addr);

@@ -92,7 +92,9 @@ impl KState {
         }
         let total_kb: u64 = HugeSize::ALL.iter().map(|&s| self.hugetlb.hstate(s).nr * s.kb()).sum();
         let _ = writeln!(out, "Hugepagesize:   {:>8} kB", HugeSize::Size2M.kb());
-        let _ = writeln!(out, "Hugetlb:        {total_kb:>8} kB");
+        if crate::era::meminfo_has_hugetlb_total(self.thp.kernel) {
+            let _ = writeln!(out, "Hugetlb:        {total_kb:>8} kB");
+        }
         out
     }
 }

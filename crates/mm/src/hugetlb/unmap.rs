@@ -1,7 +1,7 @@
 //! Unmapping and copying hugetlb mappings (`mm/hugetlb.c` `__unmap_hugepage_range`,
 //! `__unmap_hugepage_range_final`, `unmap_hugepage_range`, `unmap_ref_private`,
 //! `copy_hugetlb_page_range`; `mm/memory.c` `unmap_single_vma`, `copy_page_range`; Linux
-//! v5.7-v6.1).
+//! v4.0-v6.1).
 //!
 //! Zapping visits the range one huge page at a time under the entry's page-table lock (where
 //! no page table covers a stretch, the model steps over it at once and charges
