@@ -160,7 +160,6 @@ const LONG_FUNCTIONS: &[(&str, usize)] = &[
     ("crates/lab/src/scenario/parse.rs::Parser::machine", 81),
     ("crates/lab/src/scenario/parse/names.rs::Parser::check_names", 88),
     ("crates/mm/src/mglru.rs::try_to_inc_max_seq", 72),
-    ("crates/mm/src/mmap.rs::do_mmap", 76),
     ("crates/trace/src/pagecache.rs::replay_page_cache", 111),
 ];
 

@@ -129,6 +129,8 @@ pub struct KState {
     pub vm_bug: Option<(&'static str, String)>,
     /// Reclaim's folio lists, reused from pass to pass (`vmscan.rs`).
     pub reclaim_lists: crate::vmscan::ReclaimLists,
+    /// System V shared memory segments (`shm.rs`).
+    pub shm: crate::shm::ShmIds,
 }
 
 /// The kernel of one simulated machine.

@@ -45,6 +45,7 @@ pub mod page_alloc;
 pub mod pgtable;
 pub mod process;
 pub mod rmap;
+pub mod shm;
 pub mod shmem;
 pub mod sim;
 pub mod swap;

@@ -240,21 +240,22 @@ pub struct MmapArgs {
     pub offset: u64,
 }
 
-/// `do_mmap`.
+/// `do_mmap` of `mmap(2)`: the file, if any, is the descriptor's.
 pub(crate) async fn do_mmap(cx: &Cx, pid: Pid, a: MmapArgs) -> Result<VirtAddr, Errno> {
     cx.charge(Cost::Syscall).await;
-    let shared = match a.flags & (map::SHARED | map::PRIVATE) {
-        map::SHARED => true,
-        map::PRIVATE => false,
-        _ => return Err(Errno::EINVAL),
-    };
-    if a.len.as_u64() == 0
-        || !a.offset.is_multiple_of(4096)
-        || a.prot & !(prot::READ | prot::WRITE | prot::EXEC) != 0
-    {
-        return Err(Errno::EINVAL);
-    }
-    let huge = hugetlb_size_of_mmap(cx, pid, &a)?;
+    do_mmap_file(cx, pid, a, None).await
+}
+
+/// `do_mmap`, mapping `given` (a file the kernel opened itself, as `shmat` does) or, without
+/// it, `a.fd`'s file.
+pub(crate) async fn do_mmap_file(
+    cx: &Cx,
+    pid: Pid,
+    a: MmapArgs,
+    given: Option<FileId>,
+) -> Result<VirtAddr, Errno> {
+    let shared = mmap_shared(&a)?;
+    let huge = hugetlb_size_of_mmap(cx, pid, &a, given)?;
     let unit = huge.map_or(Bytes::PAGE, |s| Bytes(s.bytes()));
     let len = a.len.align_up(unit).filter(|l| l.as_u64() <= TASK_SIZE).ok_or(Errno::ENOMEM)?;
     let fixed = a.flags & (map::FIXED | map::FIXED_NOREPLACE) != 0;
@@ -263,7 +264,7 @@ pub(crate) async fn do_mmap(cx: &Cx, pid: Pid, a: MmapArgs) -> Result<VirtAddr, 
     }
     let mm = cx.st().procs[pid].mm.ok_or(Errno::EINVAL)?;
     let mut vm = calc_vm_flags(&a, cx.st().mm(mm).def_flags);
-    let file = mmap_file(cx, pid, &a, huge, len, &mut vm)?;
+    let file = mmap_file(cx, pid, &a, given, huge, len, &mut vm)?;
     if shared {
         vm |= VmFlags::SHARED | VmFlags::MAYSHARE;
     } else if vm & VmFlags::WRITE != 0 && file.is_none() {
@@ -318,11 +319,33 @@ pub(crate) async fn do_mmap(cx: &Cx, pid: Pid, a: MmapArgs) -> Result<VirtAddr, 
     Ok(start)
 }
 
+/// Whether the mapping is shared, after `do_mmap`'s checks of the type, length, offset and
+/// protection (EINVAL).
+fn mmap_shared(a: &MmapArgs) -> Result<bool, Errno> {
+    let shared = match a.flags & (map::SHARED | map::PRIVATE) {
+        map::SHARED => true,
+        map::PRIVATE => false,
+        _ => return Err(Errno::EINVAL),
+    };
+    if a.len.as_u64() == 0
+        || !a.offset.is_multiple_of(4096)
+        || a.prot & !(prot::READ | prot::WRITE | prot::EXEC) != 0
+    {
+        return Err(Errno::EINVAL);
+    }
+    Ok(shared)
+}
+
 /// The huge page size of a hugetlb mapping (`ksys_mmap_pgoff`): `MAP_HUGETLB` with an
 /// anonymous mapping (EINVAL for a size the machine has no pool for, or with a file that is not
 /// on hugetlbfs), or any mapping of a hugetlbfs file. EOPNOTSUPP on a kernel whose hugetlb is not
 /// modelled (the scenario layer names the missing change).
-fn hugetlb_size_of_mmap(cx: &Cx, pid: Pid, a: &MmapArgs) -> Result<Option<HugeSize>, Errno> {
+fn hugetlb_size_of_mmap(
+    cx: &Cx,
+    pid: Pid,
+    a: &MmapArgs,
+    given: Option<FileId>,
+) -> Result<Option<HugeSize>, Errno> {
     let asked = a.flags & map::HUGETLB != 0;
     let size = if a.flags & map::ANONYMOUS != 0 {
         match asked {
@@ -331,8 +354,9 @@ fn hugetlb_size_of_mmap(cx: &Cx, pid: Pid, a: &MmapArgs) -> Result<Option<HugeSi
         }
     } else {
         let st = cx.st();
-        let f = a.fd.and_then(|fd| st.procs[pid].fds.get(&fd).copied());
-        let size = f.and_then(|f| st.inodes[st.file(f).inode].fs.hugetlb_size());
+        let size = st
+            .mapped_file(pid, a, given)
+            .and_then(|f| st.inodes[st.file(f).inode].fs.hugetlb_size());
         if asked && size.is_none() {
             return Err(Errno::EINVAL);
         }
@@ -353,6 +377,7 @@ fn mmap_file(
     cx: &Cx,
     pid: Pid,
     a: &MmapArgs,
+    given: Option<FileId>,
     huge: Option<HugeSize>,
     len: Bytes,
     vm: &mut u64,
@@ -370,7 +395,7 @@ fn mmap_file(
         }
         (true, true, None) => Some(cx.st().shmem_zero_setup(cx, len.as_u64())),
         (true, false, None) => None,
-        (false, _, _) => Some(cx.st().mmap_file_get(pid, a, shared, vm)?),
+        (false, _, _) => Some(cx.st().mmap_file_get(pid, a, given, shared, vm)?),
     })
 }
 
@@ -422,17 +447,22 @@ fn calc_vm_flags(a: &MmapArgs, def_flags: u64) -> u64 {
 }
 
 impl KState {
-    /// The file an mmap of `a.fd` maps, with a reference taken: the checks of `do_mmap` against
-    /// the open file's mode (a shared mapping of a file not open for write loses VM_MAYWRITE).
+    /// The file a mapping maps: the one the kernel gave, or `a.fd`'s.
+    fn mapped_file(&self, pid: Pid, a: &MmapArgs, given: Option<FileId>) -> Option<FileId> {
+        given.or_else(|| a.fd.and_then(|fd| self.procs[pid].fds.get(&fd).copied()))
+    }
+
+    /// The file an mmap maps, with a reference taken: the checks of `do_mmap` against the open
+    /// file's mode (a shared mapping of a file not open for write loses VM_MAYWRITE).
     fn mmap_file_get(
         &mut self,
         pid: Pid,
         a: &MmapArgs,
+        given: Option<FileId>,
         shared: bool,
         vm: &mut u64,
     ) -> Result<FileId, Errno> {
-        let fd = a.fd.ok_or(Errno::EBADF)?;
-        let f = *self.procs[pid].fds.get(&fd).ok_or(Errno::EBADF)?;
+        let f = self.mapped_file(pid, a, given).ok_or(Errno::EBADF)?;
         let file = self.file(f);
         if !self.inodes[file.inode].fs.has_mmap() {
             return Err(Errno::ENODEV);

@@ -153,6 +153,37 @@ impl Thread {
         crate::memfd::memfd_create(&self.cx, name, flags).await
     }
 
+    /// `shmget(2)`: the System V segment of `key` (made with `IPC_CREAT`; `IPC_PRIVATE` makes
+    /// a new one), its id.
+    pub async fn shmget(&self, key: i32, size: u64, flags: u32) -> Result<i32, Errno> {
+        crate::shm::shmget(&self.cx, key, size, flags).await
+    }
+
+    /// `shmat(2)`: maps segment `id` (at `addr` if given), returns where.
+    pub async fn shmat(
+        &self,
+        id: i32,
+        addr: Option<VirtAddr>,
+        flags: u32,
+    ) -> Result<VirtAddr, Errno> {
+        crate::shm::shmat(&self.cx, id, addr, flags).await
+    }
+
+    /// `shmdt(2)`: unmaps the attach at `addr`.
+    pub async fn shmdt(&self, addr: VirtAddr) -> Result<(), Errno> {
+        crate::shm::shmdt(&self.cx, addr).await
+    }
+
+    /// `shmctl(id, IPC_STAT)`.
+    pub async fn shmctl_stat(&self, id: i32) -> Result<crate::shm::ShmidDs, Errno> {
+        crate::shm::shmctl_stat(&self.cx, id).await
+    }
+
+    /// `shmctl(id, IPC_RMID)`.
+    pub async fn shmctl_rmid(&self, id: i32) -> Result<(), Errno> {
+        crate::shm::shmctl_rmid(&self.cx, id).await
+    }
+
     /// `open(2)` of an existing file; returns the descriptor.
     pub async fn open(&self, path: &str, flags: OpenFlags) -> Result<i32, Errno> {
         self.cx.charge(crate::sim::cost::Cost::Syscall).await;

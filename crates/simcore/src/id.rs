@@ -51,6 +51,11 @@ impl<I: Id, T> IdVec<I, T> {
         IdVec { raw: Vec::new(), _id: PhantomData }
     }
 
+    /// A vector holding `value` under the first id.
+    pub fn with_first(value: T) -> Self {
+        IdVec { raw: vec![value], _id: PhantomData }
+    }
+
     /// Appends `value` and returns its id.
     pub fn push(&mut self, value: T) -> I {
         let id = I::from_index(self.raw.len());

@@ -22,6 +22,8 @@ pub enum Value {
     Pipe(i32, i32),
     /// An asynchronous read.
     Io(mm::fs::direct_io::DioId),
+    /// A System V shared memory segment's id.
+    Shm(i32),
 }
 
 /// Why a name that the parser saw bound may hold no value at run time.
@@ -88,6 +90,13 @@ impl Env {
         match file {
             FileRef::Path(p) => st.paths.get(p).copied().ok_or_else(|| format!("no file `{p}`")),
             FileRef::Fd { process, fd } => Ok(st.file(self.file(st, process, fd)?).inode),
+        }
+    }
+
+    fn shm(&self, name: &str) -> Result<i32, String> {
+        match self.values.get(name) {
+            Some(Value::Shm(id)) => Ok(*id),
+            _ => Err(format!("`{name}` is not a System V segment{UNBOUND}")),
         }
     }
 
@@ -240,6 +249,10 @@ pub async fn execute(t: &Thread, op: &Op, env: &RefCell<Env>) -> OpResult {
         | OpKind::PreadDirect { .. }
         | OpKind::Pipe
         | OpKind::Vmsplice { .. } => file_op(t, op, env).await,
+        OpKind::Shmget { .. }
+        | OpKind::Shmat { .. }
+        | OpKind::Shmdt { .. }
+        | OpKind::Shmctl { .. } => shm_op(t, op, env).await,
         OpKind::Fork
         | OpKind::Exit
         | OpKind::Exec { .. }
@@ -344,6 +357,33 @@ async fn memory_op(t: &Thread, op: &Op, env: &RefCell<Env>) -> Result<Outcome, S
             };
             run.run(t, &mut rng, &Default::default()).await?;
             Outcome::Count(*accesses)
+        }
+        _ => unreachable!("`execute` routes only these operations here"),
+    })
+}
+
+/// System V shared memory.
+async fn shm_op(t: &Thread, op: &Op, env: &RefCell<Env>) -> Result<Outcome, Stop> {
+    let addr = |a: &AddrExpr| env.borrow().addr(a);
+    let shm = |n: &String| env.borrow().shm(n);
+    Ok(match &op.kind {
+        OpKind::Shmget { key, size, flags } => {
+            Outcome::Bound(Value::Shm(t.shmget(*key, *size, *flags).await?))
+        }
+        OpKind::Shmat { shmid, addr: a, flags } => {
+            let at = a.as_ref().map(addr).transpose()?;
+            Outcome::Bound(Value::Addr(t.shmat(shm(shmid)?, at, *flags).await?))
+        }
+        OpKind::Shmdt { addr: a } => {
+            t.shmdt(addr(a)?).await?;
+            Outcome::Done
+        }
+        OpKind::Shmctl { shmid, stat: Some(field) } => {
+            Outcome::Value(field.of(&t.shmctl_stat(shm(shmid)?).await?))
+        }
+        OpKind::Shmctl { shmid, stat: None } => {
+            t.shmctl_rmid(shm(shmid)?).await?;
+            Outcome::Done
         }
         _ => unreachable!("`execute` routes only these operations here"),
     })

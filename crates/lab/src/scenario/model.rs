@@ -270,6 +270,28 @@ pub enum OpKind {
         flags: u32,
         new_addr: Option<AddrExpr>,
     },
+    /// `shmget(key, size, flags)`: a System V segment's id; `flags` holds `mm::shm::shmflg`
+    /// and the permission bits.
+    Shmget {
+        key: i32,
+        size: u64,
+        flags: u32,
+    },
+    /// `shmat(shmid, addr, flags)`: where the segment is mapped.
+    Shmat {
+        shmid: String,
+        addr: Option<AddrExpr>,
+        flags: u32,
+    },
+    /// `shmdt(addr)`.
+    Shmdt {
+        addr: AddrExpr,
+    },
+    /// `shmctl(shmid, IPC_RMID)`, or `IPC_STAT` reading one field of `struct shmid_ds`.
+    Shmctl {
+        shmid: String,
+        stat: Option<ShmField>,
+    },
     /// `memfd_create(name, flags)`: a descriptor of a new unlinked tmpfs (or hugetlbfs) file.
     MemfdCreate {
         name: String,
@@ -491,6 +513,10 @@ impl OpKind {
             OpKind::Mremap { .. } => "mremap",
             OpKind::Open { .. } => "open",
             OpKind::MemfdCreate { .. } => "memfd_create",
+            OpKind::Shmget { .. } => "shmget",
+            OpKind::Shmat { .. } => "shmat",
+            OpKind::Shmdt { .. } => "shmdt",
+            OpKind::Shmctl { .. } => "shmctl",
             OpKind::Close { .. } => "close",
             OpKind::Dup { .. } => "dup",
             OpKind::Read { .. } => "read",
@@ -536,7 +562,10 @@ impl OpKind {
     /// What kind of value the operation's result is, if it can be bound to a name.
     pub fn binds(&self) -> Option<ValueKind> {
         match self {
-            OpKind::Mmap { .. } | OpKind::Mremap { .. } => Some(ValueKind::Addr),
+            OpKind::Mmap { .. } | OpKind::Mremap { .. } | OpKind::Shmat { .. } => {
+                Some(ValueKind::Addr)
+            }
+            OpKind::Shmget { .. } => Some(ValueKind::Shm),
             OpKind::Open { .. } | OpKind::Dup { .. } | OpKind::MemfdCreate { .. } => {
                 Some(ValueKind::Fd)
             }
@@ -564,6 +593,47 @@ pub enum ValueKind {
     Pipe,
     /// An asynchronous read in flight.
     Io,
+    /// A System V shared memory segment's id.
+    Shm,
+}
+
+/// The field of `struct shmid_ds` a `shmctl` with `IPC_STAT` reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ShmField {
+    Segsz,
+    Nattch,
+    Cpid,
+    Lpid,
+    Mode,
+}
+
+impl ShmField {
+    /// The field named `s` (`shm_segsz` or `segsz`, ...).
+    pub fn parse(s: &str) -> Result<ShmField, String> {
+        Ok(match s.strip_prefix("shm_").unwrap_or(s) {
+            "segsz" => ShmField::Segsz,
+            "nattch" => ShmField::Nattch,
+            "cpid" => ShmField::Cpid,
+            "lpid" => ShmField::Lpid,
+            "mode" => ShmField::Mode,
+            _ => {
+                return Err(format!(
+                    "unknown `shmid_ds` field `{s}`: expected shm_segsz, shm_nattch, shm_cpid, shm_lpid or shm_mode"
+                ));
+            }
+        })
+    }
+
+    /// The field's value in `ds`.
+    pub fn of(self, ds: &mm::shm::ShmidDs) -> u64 {
+        match self {
+            ShmField::Segsz => ds.segsz,
+            ShmField::Nattch => ds.nattch,
+            ShmField::Cpid => u64::from(ds.cpid),
+            ShmField::Lpid => u64::from(ds.lpid),
+            ShmField::Mode => u64::from(ds.mode),
+        }
+    }
 }
 
 impl ValueKind {
@@ -577,6 +647,7 @@ impl ValueKind {
             ValueKind::Process => "a process",
             ValueKind::Layout => "an exec layout",
             ValueKind::Io => "an asynchronous read (`pread_direct` with `async`)",
+            ValueKind::Shm => "a System V segment (`shmget`)",
         }
     }
 }

@@ -305,13 +305,14 @@ pub fn prepare(
 }
 
 /// The line of the scenario's first use of hugetlb (a hugetlbfs file, a `MAP_HUGETLB` mapping,
-/// an `MFD_HUGETLB` memfd, a pool knob), if any.
+/// an `MFD_HUGETLB` memfd, an `SHM_HUGETLB` segment, a pool knob), if any.
 fn hugetlb_use(s: &Scenario) -> Option<usize> {
     let file = s.files.iter().find(|f| f.spec.fs.hugetlb_size().is_some()).map(|f| f.line);
     let op = s.all_ops().find_map(|op| {
         let used = match &op.kind {
             OpKind::Mmap { flags, .. } => flags & mm::map::HUGETLB != 0,
             OpKind::MemfdCreate { flags, .. } => flags & mm::memfd::mfd::HUGETLB != 0,
+            OpKind::Shmget { flags, .. } => flags & mm::shm::shmflg::SHM_HUGETLB != 0,
             OpKind::SysfsWrite { path, .. } => {
                 mm::huge_memory::policy::sysfs_knob(path).is_none()
                     && !path.starts_with(mm::ksm::SYSFS_DIR)

@@ -114,27 +114,37 @@ impl KState {
         if flags.has(VmFlags::NORESERVE) {
             return Ok(());
         }
+        if flags.has(VmFlags::MAYSHARE) {
+            return self.hugetlb_reserve_file(inode, from, to);
+        }
         let size = self.hinode(inode).size;
-        let shared = flags.has(VmFlags::MAYSHARE);
-        let chg = if shared {
-            self.hinode(inode).resv.chg(from, to)
-        } else {
-            let id = self.hugetlb.new_resv_map();
-            self.hugetlb.vmas.entry(vma).or_default().resv = Some(id);
-            to - from
-        };
-        if self.hugetlb_acct_memory(size, chg as i64).is_err() {
+        let id = self.hugetlb.new_resv_map();
+        self.hugetlb.vmas.entry(vma).or_default().resv = Some(id);
+        if self.hugetlb_acct_memory(size, (to - from) as i64).is_err() {
             if let Some(id) = self.hugetlb.vmas.get_mut(&vma).and_then(|v| v.resv.take()) {
                 self.hugetlb.put_resv_map(id);
             }
             return Err(Errno::ENOMEM);
         }
-        if shared {
-            let added = self.hinode_mut(inode).resv.add(from, to);
-            if chg > added {
-                // Another mapping reserved some of them meanwhile.
-                self.hugetlb_acct_memory(size, -((chg - added) as i64)).expect("a decrease");
-            }
+        Ok(())
+    }
+
+    /// `hugetlb_reserve_pages` of a shared mapping, or of no mapping at all (a SysV segment's
+    /// file, `hugetlb_file_setup`): the indexes `[from, to)` not yet in the file's reservation
+    /// map are promised and added to it. ENOMEM when the pool cannot promise them.
+    pub(crate) fn hugetlb_reserve_file(
+        &mut self,
+        inode: InodeId,
+        from: u64,
+        to: u64,
+    ) -> Result<(), Errno> {
+        let size = self.hinode(inode).size;
+        let chg = self.hinode(inode).resv.chg(from, to);
+        self.hugetlb_acct_memory(size, chg as i64).map_err(|_| Errno::ENOMEM)?;
+        let added = self.hinode_mut(inode).resv.add(from, to);
+        if chg > added {
+            // Another mapping reserved some of them meanwhile.
+            self.hugetlb_acct_memory(size, -((chg - added) as i64)).expect("a decrease");
         }
         Ok(())
     }

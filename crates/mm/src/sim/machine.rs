@@ -178,12 +178,8 @@ impl Machine {
         let mut buddy = BuddyAllocator::new(total);
         let zero = buddy.alloc(Order::BASE).ok_or("a machine needs at least one page")?;
         let folios = boot_folios(&buddy, zero);
-        let mut memcgs = IdVec::new();
-        memcgs.push(crate::memcontrol::MemCgroup::new("/".into(), None));
         let mut vmstat = VmStats::new();
         vmstat.add(VmStat::NrFreePages, buddy.nr_free());
-        let mut procs = IdVec::new();
-        procs.push(Process::new("swapper".into(), None));
         // The DAX device's frames start at the first 1 GiB boundary above RAM.
         let dax_base = simcore::Pfn(total.next_multiple_of(1 << 18));
         let mut st = KState {
@@ -199,7 +195,7 @@ impl Machine {
             inodes: IdVec::new(),
             paths: Default::default(),
             files: IdVec::new(),
-            procs,
+            procs: IdVec::with_first(Process::new("swapper".into(), None)),
             zero_pfn: zero,
             huge_zero_pfn: None,
             dax: crate::fs::daxfs::DaxFs::new(dax_base, config.pmem.pages_ceil()),
@@ -215,7 +211,7 @@ impl Machine {
                 config.profile.cpus,
                 config.profile.costs.get(Cost::TlbFlushAll),
             ),
-            memcgs,
+            memcgs: IdVec::with_first(crate::memcontrol::MemCgroup::new("/".into(), None)),
             task_memcg: Default::default(),
             workingset: Default::default(),
             lru: crate::lru::LruConfig::new(&config.switches, config.kernel, &config.tunables),
@@ -224,6 +220,7 @@ impl Machine {
             ksm: Default::default(),
             vm_bug: None,
             reclaim_lists: Default::default(),
+            shm: Default::default(),
         };
         st.hugetlb_boot(&config.tunables, config.kernel)?;
         let kernel = Rc::new(Kernel::new(

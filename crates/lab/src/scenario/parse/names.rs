@@ -279,7 +279,12 @@ fn op_refs(k: &OpKind) -> Vec<(String, ValueKind)> {
         OpKind::Mremap { addr: a, new_addr: n, .. } => {
             addr(a).into_iter().chain(n.iter().flat_map(addr)).collect()
         }
+        OpKind::Shmat { shmid, addr: a, .. } => std::iter::once((shmid.clone(), ValueKind::Shm))
+            .chain(a.iter().flat_map(addr))
+            .collect(),
+        OpKind::Shmctl { shmid, .. } => vec![(shmid.clone(), ValueKind::Shm)],
         OpKind::Munmap { addr: a, .. }
+        | OpKind::Shmdt { addr: a }
         | OpKind::Mprotect { addr: a, .. }
         | OpKind::Madvise { addr: a, .. }
         | OpKind::Touch { addr: a, .. }
@@ -315,6 +320,7 @@ fn op_refs(k: &OpKind) -> Vec<(String, ValueKind)> {
         }
         OpKind::Open { .. }
         | OpKind::MemfdCreate { .. }
+        | OpKind::Shmget { .. }
         | OpKind::Truncate { .. }
         | OpKind::Fork
         | OpKind::Exit

@@ -7,7 +7,7 @@ use super::Parser;
 use super::fields::Fields;
 use super::words::{
     UNMODELLED_OPS, parse_fadvice, parse_fallocate_mode, parse_kernel_cond, parse_memfd_flags,
-    parse_mremap_flags, parse_percent, unmodelled,
+    parse_mremap_flags, parse_percent, parse_shmat_flags, parse_shmget_flags, unmodelled,
 };
 use crate::scenario::ScenarioError;
 use crate::scenario::limits;
@@ -49,6 +49,9 @@ impl Parser<'_> {
         if let Some(kind) = self.file_op(f, name)? {
             return Ok(kind);
         }
+        if let Some(kind) = self.shm_op(f, name)? {
+            return Ok(kind);
+        }
         if let Some(kind) = self.task_op(f, name)? {
             return Ok(kind);
         }
@@ -62,7 +65,7 @@ impl Parser<'_> {
             return Err(self.err(f.line_of("op"), why));
         }
         Err(self.err(f.line_of("op"), format!(
-            "unknown operation `{name}`: expected one of mmap, munmap, mremap, mprotect, madvise, open, memfd_create, close, dup, read, write, truncate, ftruncate, fallocate, fsync, fork, exit, exec, touch, read_bytes, write_bytes, increment, mincore, run, pin, pin_read, unpin, io_uring_register_buffers, io_uring_unregister_buffers, read_fixed, write_fixed, pread_direct, complete, clear_refs, pipe, vmsplice, sleep, fadvise, memory_reclaim, prctl, sysfs_write, repeat, notify, wait"
+            "unknown operation `{name}`: expected one of mmap, munmap, mremap, mprotect, madvise, open, memfd_create, shmget, shmat, shmdt, shmctl, close, dup, read, write, truncate, ftruncate, fallocate, fsync, fork, exit, exec, touch, read_bytes, write_bytes, increment, mincore, run, pin, pin_read, unpin, io_uring_register_buffers, io_uring_unregister_buffers, read_fixed, write_fixed, pread_direct, complete, clear_refs, pipe, vmsplice, sleep, fadvise, memory_reclaim, prctl, sysfs_write, repeat, notify, wait"
         )))
     }
 
@@ -194,6 +197,43 @@ impl Parser<'_> {
             },
             _ => return Ok(None),
         }))
+    }
+
+    /// A System V shared memory operation; `None` for another name.
+    fn shm_op(&self, f: &Fields<'_>, name: &str) -> Result<Option<OpKind>, ScenarioError> {
+        Ok(Some(match name {
+            "shmget" => OpKind::Shmget {
+                key: f.opt_u64("key")?.map_or(Ok(0), i32::try_from).map_err(|_| {
+                    self.err(f.line_of("key"), "`key`: expected at most 2147483647")
+                })?,
+                size: f.size("size")?.as_u64(),
+                flags: f.keyword("flags", parse_shmget_flags, Some(0o600))?,
+            },
+            "shmat" => OpKind::Shmat {
+                shmid: f.string("shmid")?,
+                addr: f.opt_addr("addr")?,
+                flags: f.keyword("flags", parse_shmat_flags, Some(0))?,
+            },
+            "shmdt" => OpKind::Shmdt { addr: f.addr("addr")? },
+            "shmctl" => self.shmctl_op(f)?,
+            _ => return Ok(None),
+        }))
+    }
+
+    /// `shmctl`: `cmd = "ipc_rmid"`, or `"ipc_stat"` with the `field` it reads.
+    fn shmctl_op(&self, f: &Fields<'_>) -> Result<OpKind, ScenarioError> {
+        let shmid = f.string("shmid")?;
+        let stat = match f.string("cmd")?.as_str() {
+            "ipc_rmid" => None,
+            "ipc_stat" => Some(f.keyword("field", ShmField::parse, None)?),
+            other => {
+                return Err(self.err(
+                    f.line_of("cmd"),
+                    format!("`shmctl`: unknown `cmd` `{other}`: expected ipc_stat or ipc_rmid"),
+                ));
+            }
+        };
+        Ok(OpKind::Shmctl { shmid, stat })
     }
 
     /// An operation on the task or its process: fork, exit, exec, a workload, a pause; `None` for another name.
@@ -551,7 +591,7 @@ impl Parser<'_> {
             return Ok(Some(OpExpect::Iterations(self.iterations(n)?)));
         }
         if let Some(n) = f.get("value") {
-            if !matches!(kind, OpKind::SysfsRead { .. }) {
+            if !matches!(kind, OpKind::SysfsRead { .. } | OpKind::Shmctl { stat: Some(_), .. }) {
                 return Err(self.err(node.line, format!("`{}` reads no number", kind.name())));
             }
             return Ok(Some(OpExpect::Value(self.iterations(n)?)));
@@ -584,6 +624,10 @@ fn op_keys(kind: &OpKind) -> &'static [&'static str] {
         OpKind::Mremap { .. } => &["addr", "old_len", "new_len", "flags", "new_addr"],
         OpKind::Open { .. } => &["path", "flags"],
         OpKind::MemfdCreate { .. } => &["name", "flags"],
+        OpKind::Shmget { .. } => &["key", "size", "flags"],
+        OpKind::Shmat { .. } => &["shmid", "addr", "flags"],
+        OpKind::Shmdt { .. } => &["addr"],
+        OpKind::Shmctl { .. } => &["shmid", "cmd", "field"],
         OpKind::Close { .. } | OpKind::Dup { .. } | OpKind::Fsync { .. } => &["fd"],
         OpKind::Read { .. } => &["fd", "buf", "len", "offset"],
         OpKind::Write { .. } => &["fd", "data", "data_hex", "fill", "len", "offset"],

@@ -173,6 +173,45 @@ pub(super) fn parse_memfd_flags(s: &str) -> Result<u32, String> {
     flag_words(s, &table, |a, b| a | b)
 }
 
+/// `shmget` flags: `"creat|excl"`, `"hugetlb|huge_1gb|noreserve"`, with the permission bits
+/// as an octal word (`"creat|0600"`; 0600 when there are no flags at all).
+pub(super) fn parse_shmget_flags(s: &str) -> Result<u32, String> {
+    use mm::shm::shmflg;
+    let table = [
+        ("creat", shmflg::IPC_CREAT),
+        ("excl", shmflg::IPC_EXCL),
+        ("hugetlb", shmflg::SHM_HUGETLB),
+        ("noreserve", shmflg::SHM_NORESERVE),
+        ("huge_2mb", map::HUGE_2MB),
+        ("huge_1gb", map::HUGE_1GB),
+    ];
+    let (modes, words): (Vec<&str>, Vec<&str>) =
+        s.split('|').map(str::trim).partition(|w| w.len() > 1 && w.starts_with('0'));
+    let mut mode = 0;
+    for m in modes {
+        mode |= u32::from_str_radix(m, 8)
+            .ok()
+            .filter(|&m| m <= 0o777)
+            .ok_or_else(|| format!("`{m}`: expected permission bits in octal, at most 0777"))?;
+    }
+    let flags =
+        if words.is_empty() { 0 } else { flag_words(&words.join("|"), &table, |a, b| a | b)? };
+    Ok(flags | mode)
+}
+
+/// `shmat` flags: `"rdonly"`, `"rnd"`, `"remap"`, `"exec"`, `"none"`.
+pub(super) fn parse_shmat_flags(s: &str) -> Result<u32, String> {
+    use mm::shm::shmflg;
+    let table = [
+        ("none", 0),
+        ("rdonly", shmflg::SHM_RDONLY),
+        ("rnd", shmflg::SHM_RND),
+        ("remap", shmflg::SHM_REMAP),
+        ("exec", shmflg::SHM_EXEC),
+    ];
+    flag_words(s, &table, |a, b| a | b)
+}
+
 /// `mremap` flags: `"maymove"`, `"maymove|fixed"`, `"maymove|dontunmap"`, `"none"`.
 pub(super) fn parse_mremap_flags(s: &str) -> Result<u32, String> {
     use mm::mremap_flags as mf;
