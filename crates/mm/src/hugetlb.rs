@@ -20,6 +20,7 @@
 //! Submodules: `resv.rs` (reservation maps), `reserve.rs` (reservation accounting and the
 //! allocation a fault makes), `hugetlb_fault.rs` (`hugetlb_fault`, `hugetlb_no_page`, `hugetlb_wp`),
 //! `pmd_share.rs` (`huge_pmd_share`, `huge_pmd_unshare`), `unmap.rs` (zapping, fork's copy),
+//! `mremap.rs` (moving a mapping's entries, v5.16+),
 //! `check.rs` (the checker). The file system is `fs/hugetlbfs.rs`.
 //!
 //! Approximations: one NUMA node; pool pages come from the top of never-used memory
@@ -35,6 +36,7 @@
 
 pub mod check;
 pub(crate) mod hugetlb_fault;
+pub(crate) mod mremap;
 mod pmd_share;
 pub(crate) mod reserve;
 pub mod resv;

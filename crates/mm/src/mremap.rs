@@ -41,8 +41,9 @@
 //! `mlock`, so no `VM_LOCKED` VMA exists); no userfaultfd events; a new area is found with
 //! mmap's page-aligned top-down search (no file-specific `get_unmapped_area`); an `old_len` of 0
 //! (duplicating a shared mapping) is EINVAL for a private mapping (as since v4.17) and not
-//! modelled for a shared one (EOPNOTSUPP); moving a hugetlb mapping (`move_hugetlb_page_tables`,
-//! v5.16+) is not modelled (EOPNOTSUPP), while shrinking one is.
+//! modelled for a shared one (EOPNOTSUPP). A hugetlb mapping moves only to a fixed address
+//! (it cannot grow, and `MREMAP_DONTUNMAP` refuses its `VM_DONTEXPAND`), with hugetlb's own walk
+//! (`hugetlb/mremap.rs`).
 
 use crate::arch::tlbflush::flush_tlb_range;
 use crate::era::{
@@ -50,6 +51,7 @@ use crate::era::{
 };
 use crate::errno::Errno;
 use crate::hugetlb::HugeSize;
+use crate::hugetlb::mremap::move_hugetlb_page_tables;
 use crate::kernel::{Cx, KState};
 use crate::memory::{pmd_alloc, pte_alloc};
 use crate::mm_struct::MmId;
@@ -155,16 +157,13 @@ fn lookup(st: &KState, r: &Remap) -> Result<VmaId, Errno> {
 }
 
 /// `align_hugetlb` (v5.16+): lengths rounded up to the huge page size, addresses aligned to it,
-/// no growth. Moving hugetlb pages is not modelled (EOPNOTSUPP).
+/// no growth.
 fn align_hugetlb(r: &mut Remap, size: HugeSize) -> Result<(), Errno> {
     let unit = Bytes(size.bytes());
     r.old_len = r.old_len.align_up(unit).ok_or(Errno::EINVAL)?;
     r.new_len = r.new_len.align_up(unit).ok_or(Errno::EINVAL)?;
     if !r.addr.is_aligned(unit) || !r.new_addr.is_aligned(unit) || r.new_len > r.old_len {
         return Err(Errno::EINVAL);
-    }
-    if r.flags & (mf::FIXED | mf::DONTUNMAP) == mf::FIXED {
-        return Err(Errno::EOPNOTSUPP);
     }
     Ok(())
 }
@@ -270,19 +269,25 @@ async fn move_vma(cx: &Cx, r: &Remap, vma: VmaId, to: VirtAddr) -> Result<VirtAd
     let new = {
         let mut st = cx.st();
         let pgoff = st.vma(vma).page_index(from);
-        st.vma_dup(vma, to, to + r.new_len, pgoff)
+        let new = st.vma_dup(vma, to, to + r.new_len, pgoff);
+        // `copy_vma` runs the new VMA's `->open`: hugetlb's shares the private reservations.
+        st.hugetlb_vm_op_open(vma, new, true);
+        new
     };
-    let result = move_page_tables(cx, mm, from, to, len).await;
-    flush_tlb_range(cx, mm, from, from + len).await;
-    if let Err(moved) = result {
+    let huge = cx.st().hstate_vma(vma).is_some();
+    if let Err(moved) = move_entries(cx, huge, (vma, from), (new, to), len).await {
         // Back to where they were (the old tables are still there), and the new VMA goes.
-        move_page_tables(cx, mm, to, from, moved)
+        move_entries(cx, huge, (new, to), (vma, from), moved)
             .await
             .expect("moving entries back needs no new page table");
-        flush_tlb_range(cx, mm, to, to + moved).await;
+        // The copy's reservations stay the old VMA's.
+        cx.st().clear_vma_resv_huge_pages(new);
         let (s, e) = cx.st().vma_range(new);
         unmap_locked(cx, mm, s, e).await;
         return Err(Errno::ENOMEM);
+    }
+    if huge {
+        cx.st().clear_vma_resv_huge_pages(vma);
     }
     if r.flags & mf::DONTUNMAP != 0 {
         let mut st = cx.st();
@@ -296,6 +301,24 @@ async fn move_vma(cx: &Cx, r: &Remap, vma: VmaId, to: VirtAddr) -> Result<VirtAd
         unmap_locked(cx, mm, from, from + len).await;
     }
     Ok(to)
+}
+
+/// `move_page_tables` of `len` bytes from `(vma, from)` to `(new, to)`, with the TLB flush:
+/// hugetlb's own walk for a hugetlb VMA. On failure, the length moved.
+async fn move_entries(
+    cx: &Cx,
+    huge: bool,
+    (vma, from): (VmaId, VirtAddr),
+    (new, to): (VmaId, VirtAddr),
+    len: Bytes,
+) -> Result<(), Bytes> {
+    if huge {
+        return move_hugetlb_page_tables(cx, vma, new, from, to, len).await;
+    }
+    let mm = cx.st().vma(vma).mm;
+    let result = move_page_tables(cx, mm, from, to, len).await;
+    flush_tlb_range(cx, mm, from, from + len).await;
+    result
 }
 
 /// What the old range holds at an address.

@@ -212,7 +212,9 @@ fn promised_reservations(st: &KState, size: HugeSize) -> u64 {
             i.resv.ranges().map(|(f, t)| (t - f) - i.cache.range(f..t).count() as u64).sum::<u64>()
         })
         .sum();
-    let private: u64 = st
+    // A map and range counted once: while mremap moves a private mapping, the old VMA and its
+    // copy hold the same map over the same indexes.
+    let private: std::collections::BTreeSet<(u32, u64, u64)> = st
         .hugetlb
         .vmas
         .iter()
@@ -225,9 +227,12 @@ fn promised_reservations(st: &KState, size: HugeSize) -> u64 {
             let (start, end) = st.vma_range(v);
             let from = st.huge_index(v, start, size);
             let to = from + (end.offset_from(start).as_u64() >> size.shift());
-            let id = h.resv.expect("filtered");
-            (to - from) - st.hugetlb.resv_maps[&id].0.count(from, to)
+            (h.resv.expect("filtered"), from, to)
         })
+        .collect();
+    let private: u64 = private
+        .into_iter()
+        .map(|(id, from, to)| (to - from) - st.hugetlb.resv_maps[&id].0.count(from, to))
         .sum();
     shared + private
 }

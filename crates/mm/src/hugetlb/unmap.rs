@@ -147,7 +147,7 @@ fn clear_huge_entry(st: &mut KState, mm: MmId, vma: VmaId, ptep: Ptep, pte: Pte)
 /// The era's locks around an unmap of `vma` (`unmap_single_vma` with
 /// `__unmap_hugepage_range_final`): the vma lock for write (v6.1), then `i_mmap_rwsem` for
 /// write (every era).
-async fn unmap_locks(cx: &Cx, vma: VmaId) -> (Option<LockGuard<'_>>, LockGuard<'_>) {
+pub(super) async fn unmap_locks(cx: &Cx, vma: VmaId) -> (Option<LockGuard<'_>>, LockGuard<'_>) {
     let (vma_lock, i_mmap) = {
         let st = cx.st();
         let inode = st.file(st.vma(vma).file.expect("a hugetlb VMA")).inode;
