@@ -539,11 +539,40 @@ pub fn io_uring_file_buffers(k: KernelVersion) -> IoUringFileBuffers {
 
 /// Why hugetlb pages cannot be used on `k`, if they cannot: the model starts with the v5.7
 /// scheme (c0d0381ade79 "hugetlbfs: use i_mmap_rwsem for more pmd sharing synchronization" and
-/// 87bf91d39bb5, v5.7) and ends with the v6.1 series (40549ba8f8e0 "hugetlb: use new vma_lock
-/// for pmd sharing synchronization" and its follow-ups, v6.1). Later kernels changed the same
-/// paths again (page-table walks and GUP under the vma lock, PMD unsharing when a VMA is split,
-/// the vma lock for private mappings and MADV_DONTNEED against faults, faults under the per-VMA
-/// mmap lock, the share count in the page-table descriptor), none of which is modelled.
+/// 87bf91d39bb5, v5.7), has the v6.1 series (40549ba8f8e0 "hugetlb: use new vma_lock for pmd
+/// sharing synchronization" and its follow-ups) and the later changes that alter what a
+/// scenario sees: PMD unsharing when a split leaves a shared range unaligned
+/// ([`hugetlb_split_unshares_pmds`], v6.2), the vma lock for private mappings
+/// ([`hugetlb_private_vma_lock`], v6.6) and the reservation a private unmap gives back
+/// ([`hugetlb_zap_restores_reserve`], v6.9). The other later changes need no mechanism of
+/// their own here, because the model's page-table walks, splits and faults are already what
+/// they made the kernel's:
+/// - "mm/hugetlb: introduce hugetlb_walk()" (9c67a20704e7), "mm/hugetlb: make
+///   walk_hugetlb_range() safe to pmd unshare" (dd361e5033cf), "mm/hugetlb: make
+///   follow_hugetlb_page() safe to pmd unshare" (eefc7fa53608) and "mm/hugetlb: make
+///   hugetlb_follow_page_mask() safe to pmd unshare" (7d049f3a03ea), v6.3 (mm-stable merged
+///   after v6.2, not v6.2): walks and GUP take the vma lock for read. The model's walks
+///   (smaps, pagemap, the dump) read the tables in one step, which nothing can interleave
+///   with, and GUP refuses hugetlb VMAs in every era; so the pre-v6.3 window where a walk
+///   reads a table an unshare frees is not reproduced, and a v6.3+ walk does not wait for an
+///   unmapper holding the lock for write (timing only).
+/// - "hugetlb: allow faults to be handled under the VMA lock" (7c43a553792a, v6.9): the model
+///   takes `mmap_lock` for read for every fault in every era (no per-VMA mmap lock), which is
+///   what hugetlb faults did before v6.9 (they fell back from `FAULT_FLAG_VMA_LOCK`).
+/// - "mm: hugetlb: independent PMD page table shared count" (59d9094df3d7, v6.13): the share
+///   count moves from the PMD table page's refcount to `ptdesc->pt_share_count`; the model
+///   always kept its own count ([`crate::hugetlb::Hugetlb`]`::pmd_share`). Nothing a process
+///   can see changes.
+/// - "mm/hugetlb: unshare page tables during VMA split, not before" (081056dc00a2, v6.16): the
+///   unshare of [`hugetlb_split_unshares_pmds`] moves from `->may_split` (before the VMA
+///   locks) into the split itself. The model's split is one step under `mmap_lock` for write,
+///   so both eras behave as v6.16 does; the v6.2-v6.15 window in which a per-VMA-lock fault
+///   re-shares the table between the unshare and the split is not reproduced.
+/// - "mm/hugetlb: fix huge_pmd_unshare() vs GUP-fast race" (1013af4f585f, v6.16): an unshare
+///   also waits for lockless walkers (`tlb_remove_table_sync_one`, an IPI to every CPU). There
+///   is no GUP-fast on hugetlb in the model and the IPI is not charged.
+///
+/// Kernels from v6.2 to v6.19 run with those approximations; before v5.7 hugetlb is refused.
 pub fn hugetlb_unmodelled(k: KernelVersion) -> Option<String> {
     if k < v(5, 7) {
         return Some(format!(
@@ -551,15 +580,35 @@ pub fn hugetlb_unmodelled(k: KernelVersion) -> Option<String> {
              mutex (c0d0381ade79 and 87bf91d39bb5 are where the model starts; choose v5.7 to v6.1)"
         ));
     }
-    (k > v(6, 1)).then(|| {
-        format!(
-            "hugetlb is not modelled on {k}: the changes after v6.1 are missing (page-table walks \
-             and GUP under the hugetlb vma lock and PMD unsharing on VMA split, v6.2 onwards; the \
-             vma lock for private mappings and MADV_DONTNEED against faults, v6.6; faults under \
-             the per-VMA mmap lock; the PMD share count in the page-table descriptor); choose \
-             v5.7 to v6.1"
-        )
-    })
+    None
+}
+
+/// When a hugetlb VMA is split at an address that is not PUD-aligned, the shared PMD tables of
+/// the PUD range around it are unshared first (a VMA must cover a whole PUD range to share):
+/// "hugetlb: unshare some PMDs when splitting VMAs" (b30c14cd6102, v6.2, merged after
+/// v6.2-rc4). Before, the split left the tables shared.
+pub fn hugetlb_split_unshares_pmds(k: KernelVersion) -> bool {
+    k >= v(6, 2)
+}
+
+/// Private hugetlb VMAs that own their reservations have a vma lock too (the reservation
+/// map's `rw_sema`), so faults take it for read and unmappers (munmap, `MADV_DONTNEED`,
+/// truncation) for write, and the zap keeps it until the pages it freed are back in the pool:
+/// "hugetlbfs: extend hugetlb_vma_lock to private VMAs" (bf4916922c60) and "hugetlbfs: close
+/// race between MADV_DONTNEED and page fault" (2820b0f09be9), v6.6 (mm-hotfixes after
+/// v6.6-rc7). Before, a fault on a private mapping could find the entry a `MADV_DONTNEED`
+/// had just cleared, while the page was still in the zap's gather, and get SIGBUS from an
+/// empty pool.
+pub fn hugetlb_private_vma_lock(k: KernelVersion) -> bool {
+    k >= v(6, 6)
+}
+
+/// Unmapping a page of a private mapping that owns its reservations (munmap, `MADV_DONTNEED`)
+/// gives the reservation back when no surplus pages exist, so a later fault of the owner
+/// finds its reservation instead of competing for a free page: "mm/hugetlb: restore the
+/// reservation if needed" (df7a6d1f6405, v6.9). Before, the reservation stayed consumed.
+pub fn hugetlb_zap_restores_reserve(k: KernelVersion) -> bool {
+    k >= v(6, 9)
 }
 
 /// `MADV_DONTNEED` works on hugetlb mappings (huge-page aligned start, end rounded down):
@@ -1006,7 +1055,14 @@ mod tests {
         let k = |s: &str| s.parse::<KernelVersion>().unwrap();
         assert!(hugetlb_unmodelled(k("v5.6")).unwrap().contains("before v5.7"));
         assert!(hugetlb_unmodelled(k("v5.7")).is_none() && hugetlb_unmodelled(k("v6.1")).is_none());
-        assert!(hugetlb_unmodelled(k("v6.2")).unwrap().contains("after v6.1"));
+        assert!(
+            hugetlb_unmodelled(k("v6.2")).is_none() && hugetlb_unmodelled(k("v6.19")).is_none()
+        );
+        assert!(!hugetlb_split_unshares_pmds(k("v6.1")) && hugetlb_split_unshares_pmds(k("v6.2")));
+        assert!(!hugetlb_private_vma_lock(k("v6.5")) && hugetlb_private_vma_lock(k("v6.6")));
+        assert!(
+            !hugetlb_zap_restores_reserve(k("v6.8")) && hugetlb_zap_restores_reserve(k("v6.9"))
+        );
         assert!(!hugetlb_lazy_fork_copy(k("v5.19")) && hugetlb_lazy_fork_copy(k("v6.0")));
     }
 

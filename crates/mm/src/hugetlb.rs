@@ -1,7 +1,8 @@
 //! hugetlb pages: the per-size pools and their pages (`mm/hugetlb.c` `struct hstate`,
 //! `alloc_fresh_hugetlb_folio`, `dequeue_hugetlb_folio_node_exact`, `free_huge_folio`,
 //! `set_max_huge_pages`, `alloc_surplus_hugetlb_folio`; Linux v6.1, with the v5.7-v6.0 and
-//! "revert" synchronisation of seed `001` selected by the `hugetlb_sync` switch).
+//! "revert" synchronisation of seed `001` selected by the `hugetlb_sync` switch, and the later
+//! kernels to v6.19 as [`crate::era::hugetlb_unmodelled`] lists them).
 //!
 //! Two page sizes, as on x86-64: 2 MiB (mapped by a PMD leaf) and 1 GiB (a PUD leaf). Each size
 //! has a pool (`struct hstate`): `nr_hugepages` pages, of which `free` sit on the free list,
@@ -38,7 +39,7 @@ mod sysfs;
 pub(crate) mod unmap;
 
 pub(crate) use hugetlb_fault::hugetlb_fault;
-pub(crate) use unmap::{copy_hugetlb_page_range, unmap_hugepage_range};
+pub(crate) use unmap::{copy_hugetlb_page_range, hugetlb_split_prepare, unmap_hugepage_range};
 
 use crate::era::HugetlbSync;
 use crate::errno::Errno;
@@ -186,7 +187,9 @@ pub(crate) struct HVma {
     pub(crate) resv: Option<u32>,
     /// `HPAGE_RESV_UNMAPPED`: the owner took a page back from this child (SIGBUS on fault).
     pub(crate) unmapped: bool,
-    /// The per-VMA hugetlb lock (`struct hugetlb_vma_lock`, v6.1+, shareable VMAs).
+    /// The per-VMA hugetlb lock (`struct hugetlb_vma_lock`, v6.1+, shareable VMAs; from v6.6
+    /// also a private reservation owner's, the reservation map's `rw_sema`, which the VMAs a
+    /// split makes share).
     pub(crate) lock: Option<RwSem>,
     /// Being unmapped for good: no longer a PMD-sharing candidate (`pmd_share.rs`).
     pub(crate) dying: bool,
@@ -201,9 +204,15 @@ pub struct Hugetlb {
     handle: engine::Handle,
     /// Era facts the VMA operations need: fork copies only VMAs with private pages
     /// ([`crate::era::hugetlb_lazy_fork_copy`]); `MADV_DONTNEED` works
-    /// ([`crate::era::hugetlb_madv_dontneed`]).
+    /// ([`crate::era::hugetlb_madv_dontneed`]); a split unshares the PMD tables around it
+    /// ([`crate::era::hugetlb_split_unshares_pmds`]); private reservation owners have a vma
+    /// lock ([`crate::era::hugetlb_private_vma_lock`]); unmapping a private page gives its
+    /// reservation back ([`crate::era::hugetlb_zap_restores_reserve`]).
     lazy_fork_copy: bool,
     madv_dontneed: bool,
+    pub(crate) split_unshares: bool,
+    pub(crate) private_vma_lock: bool,
+    pub(crate) zap_restores_reserve: bool,
     pub hstates: [Hstate; 2],
     /// Every pool page, by pfn.
     pub(crate) pages: BTreeMap<u64, HPage>,
@@ -249,6 +258,9 @@ impl Hugetlb {
             handle,
             lazy_fork_copy: crate::era::hugetlb_lazy_fork_copy(kernel),
             madv_dontneed: crate::era::hugetlb_madv_dontneed(kernel),
+            split_unshares: crate::era::hugetlb_split_unshares_pmds(kernel),
+            private_vma_lock: crate::era::hugetlb_private_vma_lock(kernel),
+            zap_restores_reserve: crate::era::hugetlb_zap_restores_reserve(kernel),
             hstates: Default::default(),
             pages: BTreeMap::new(),
             inodes: BTreeMap::new(),

@@ -543,7 +543,7 @@ pub(crate) async fn munmap_locked(
     start: VirtAddr,
     end: VirtAddr,
 ) -> Result<(), Errno> {
-    cx.st().hugetlb_check_split(mm, start, end)?;
+    crate::hugetlb::hugetlb_split_prepare(cx, mm, start, end).await?;
     unmap_locked(cx, mm, start, end).await;
     Ok(())
 }
@@ -590,7 +590,7 @@ pub(crate) async fn do_mprotect(
             }
         }
     }
-    cx.st().hugetlb_check_split(mm, start, end)?;
+    crate::hugetlb::hugetlb_split_prepare(cx, mm, start, end).await?;
     split_huge_pmd_edges(cx, mm, start, end).await;
     let vmas = cx.st().vma_split_range(mm, start, end);
     let mut changed = 0;
@@ -780,7 +780,7 @@ async fn madvise_apply_flags(
     end: VirtAddr,
     advice: u32,
 ) -> Result<(), Errno> {
-    cx.st().hugetlb_check_split(mm, start, end)?;
+    crate::hugetlb::hugetlb_split_prepare(cx, mm, start, end).await?;
     split_huge_pmd_edges(cx, mm, start, end).await;
     let vmas = cx.st().vma_split_range(mm, start, end);
     for v in vmas {
