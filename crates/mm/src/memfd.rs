@@ -118,7 +118,8 @@ mod tests {
         assert_eq!(made("v4.13", mfd::HUGETLB, "x"), Err(Errno::EINVAL));
         assert_eq!(made("v5.10", 30 << MAP_HUGE_SHIFT, "x"), Err(Errno::EINVAL));
         assert_eq!(made("v5.10", mfd::HUGETLB | (25 << MAP_HUGE_SHIFT), "x"), Err(Errno::EINVAL));
-        assert_eq!(made("v6.8", mfd::HUGETLB, "x"), Err(Errno::EOPNOTSUPP));
+        assert_eq!(made("v5.6", mfd::HUGETLB, "x"), Err(Errno::EOPNOTSUPP));
+        assert_eq!(made("v6.8", mfd::HUGETLB, "x"), Ok("hugetlbfs"));
         assert_eq!(made("v6.2", mfd::NOEXEC_SEAL, "x"), Err(Errno::EINVAL));
         assert_eq!(made("v6.3", mfd::NOEXEC_SEAL, "x"), Ok("tmpfs"));
         assert_eq!(made("v6.3", mfd::NOEXEC_SEAL | mfd::EXEC, "x"), Err(Errno::EINVAL));
