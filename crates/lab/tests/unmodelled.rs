@@ -1,7 +1,6 @@
-//! hugetlb is modelled from v4.0 to v6.1 (before v5.7 with the `revert` scheme): the
-//! `hugetlb_sync` switch takes its three values on those kernels, and every hugetlb use (a
-//! hugetlbfs file, a `MAP_HUGETLB` mapping, a pool) on a later kernel is refused with the
-//! missing change named, at the line of the use.
+//! hugetlb is modelled on every kernel mmsim runs, v4.0 to v6.19 (before v5.7 with the
+//! `revert` scheme, later changes per `hugetlb.rs`'s eras): the `hugetlb_sync` switch takes its
+//! three values, and a hugetlb use (a hugetlbfs file, a `MAP_HUGETLB` mapping) runs anywhere.
 
 #![allow(clippy::disallowed_types, clippy::disallowed_methods)]
 
@@ -25,29 +24,21 @@ fn hugetlb_sync_overrides_are_accepted() {
     assert!(err.message.contains("has no value `magic`"), "{}", err.message);
 }
 
-/// A `MAP_HUGETLB` mapping and a hugetlbfs file on v6.8 (later changes not modelled) are
-/// refused at their lines; on v6.1, v5.6 and v4.0 they run.
+/// A `MAP_HUGETLB` mapping and a hugetlbfs file run on the oldest, the seed's and the newest
+/// kernels.
 #[test]
-fn hugetlb_use_outside_the_modelled_kernels_is_refused() {
+fn hugetlb_runs_on_every_kernel() {
     let mmap = SCENARIO.to_string()
         + "\n[[step]]\nprocess = \"p\"\nops = [\n  { op = \"mmap\", len = \"2MiB\", prot = \"rw\", flags = \"private|anonymous|hugetlb\", expect = { errno = \"ENOMEM\" } },\n]\n";
-    let s = parse_scenario("s.toml", &mmap).unwrap();
-    assert!(run(&s, &Overrides::default(), &mut |_| ()).unwrap().passed());
-    let on = |k: &str| Overrides { kernel: Some(k.parse().unwrap()), ..Overrides::default() };
-    for kernel in ["v5.6", "v4.0"] {
-        assert!(run(&s, &on(kernel), &mut |_| ()).unwrap().passed(), "{kernel}");
-    }
-    let err = run(&s, &on("v6.8"), &mut |_| ()).unwrap_err();
-    assert!(err.message.contains("after v6.1"), "{}", err.message);
-    assert_eq!(err.line, 11, "the error names the mmap's line: {err:?}");
     let file = SCENARIO.replace(
         "[[process]]",
         "[[file]]\npath = \"/huge\"\nfs = \"hugetlbfs\"\nsize = \"2MiB\"\n\n[[process]]",
     );
-    let s = parse_scenario("s.toml", &file).unwrap();
-    assert!(run(&s, &Overrides::default(), &mut |_| ()).unwrap().passed());
-    let o = Overrides { kernel: Some("v6.5".parse().unwrap()), ..Overrides::default() };
-    let err = run(&s, &o, &mut |_| ()).unwrap_err();
-    assert!(err.message.contains("hugetlb is not modelled on v6.5"), "{}", err.message);
-    assert_eq!(err.line, 5);
+    for text in [&mmap, &file] {
+        let s = parse_scenario("s.toml", text).unwrap();
+        for kernel in ["v4.0", "v5.6", "v6.1", "v6.5", "v6.8", "v6.14", "v6.19"] {
+            let o = Overrides { kernel: Some(kernel.parse().unwrap()), ..Overrides::default() };
+            assert!(run(&s, &o, &mut |_| ()).unwrap().passed(), "{kernel}");
+        }
+    }
 }

@@ -144,7 +144,7 @@ switch_enum!(
         /// `i_mmap_rwsem` held for read across the whole fault: v5.7 to v6.0.
         IMmapRwsem = "i_mmap_rwsem",
         /// The seed's patches 1-2 alone: exposes the fault/truncate race. Also the kernels
-        /// before v5.7, which those patches restored ([`hugetlb_unmodelled`]).
+        /// before v5.7, which those patches restored (`hugetlb.rs`'s eras).
         Revert = "revert",
         /// The per-VMA hugetlb lock: v6.1 and later.
         VmaLock = "vma_lock",
@@ -545,26 +545,32 @@ pub fn io_uring_file_buffers(k: KernelVersion) -> IoUringFileBuffers {
     }
 }
 
-/// Why hugetlb pages cannot be used on `k`, if they cannot. Up to v5.6 the fault path held
-/// only the fault mutex (huge_pmd_share takes `i_mmap_rwsem` by itself, [`huge_pmd_share_i_mmap_write`];
-/// truncation takes the fault mutex for every page it removes; the fault re-checks i_size under
-/// the page-table lock): the state the seed's patches 1-2 (188a39725ad7, 3a47c54f09c4) returned
-/// to, so those kernels run the `revert` scheme. v5.7 brought c0d0381ade79 ("hugetlbfs: use
-/// i_mmap_rwsem for more pmd sharing synchronization") and 87bf91d39bb5, v6.1 the vma-lock
-/// series (40549ba8f8e0 and its follow-ups). Later kernels changed the same paths again
-/// (page-table walks and GUP under the vma lock, PMD unsharing when a VMA is split, the vma lock
-/// for private mappings and MADV_DONTNEED against faults, faults under the per-VMA mmap lock,
-/// the share count in the page-table descriptor), none of which is modelled.
-pub fn hugetlb_unmodelled(k: KernelVersion) -> Option<String> {
-    (k > v(6, 1)).then(|| {
-        format!(
-            "hugetlb is not modelled on {k}: the changes after v6.1 are missing (page-table walks \
-             and GUP under the hugetlb vma lock and PMD unsharing on VMA split, v6.2 onwards; the \
-             vma lock for private mappings and MADV_DONTNEED against faults, v6.6; faults under \
-             the per-VMA mmap lock; the PMD share count in the page-table descriptor); choose \
-             v4.0 to v6.1"
-        )
-    })
+/// When a hugetlb VMA is split at an address that is not PUD-aligned, the shared PMD tables of
+/// the PUD range around it are unshared first (a VMA must cover a whole PUD range to share):
+/// "hugetlb: unshare some PMDs when splitting VMAs" (b30c14cd6102, v6.2, merged after
+/// v6.2-rc4). Before, the split left the tables shared.
+pub fn hugetlb_split_unshares_pmds(k: KernelVersion) -> bool {
+    k >= v(6, 2)
+}
+
+/// Private hugetlb VMAs that own their reservations have a vma lock too (the reservation
+/// map's `rw_sema`), so faults take it for read and unmappers (munmap, `MADV_DONTNEED`,
+/// truncation) for write, and the zap keeps it until the pages it freed are back in the pool:
+/// "hugetlbfs: extend hugetlb_vma_lock to private VMAs" (bf4916922c60) and "hugetlbfs: close
+/// race between MADV_DONTNEED and page fault" (2820b0f09be9), v6.6 (mm-hotfixes after
+/// v6.6-rc7). Before, a fault on a private mapping could find the entry a `MADV_DONTNEED`
+/// had just cleared, while the page was still in the zap's gather, and get SIGBUS from an
+/// empty pool.
+pub fn hugetlb_private_vma_lock(k: KernelVersion) -> bool {
+    k >= v(6, 6)
+}
+
+/// Unmapping a page of a private mapping that owns its reservations (munmap, `MADV_DONTNEED`)
+/// gives the reservation back when no surplus pages exist, so a later fault of the owner
+/// finds its reservation instead of competing for a free page: "mm/hugetlb: restore the
+/// reservation if needed" (df7a6d1f6405, v6.9). Before, the reservation stayed consumed.
+pub fn hugetlb_zap_restores_reserve(k: KernelVersion) -> bool {
+    k >= v(6, 9)
 }
 
 /// `huge_pmd_share` searches `i_mmap` for a table to share under `i_mmap_rwsem` for write up to
@@ -1039,10 +1045,15 @@ mod tests {
         assert_eq!(s.hugetlb_sync, HugetlbSync::Revert);
         assert!(s.set("hugetlb_sync", "magic").unwrap_err().contains("has no value `magic`"));
         let k = |s: &str| s.parse::<KernelVersion>().unwrap();
-        assert!(hugetlb_unmodelled(k("v4.0")).is_none() && hugetlb_unmodelled(k("v6.1")).is_none());
         assert_eq!(Switches::for_kernel(k("v5.6")).hugetlb_sync, HugetlbSync::Revert);
         assert_eq!(Switches::for_kernel(k("v5.7")).hugetlb_sync, HugetlbSync::IMmapRwsem);
-        assert!(hugetlb_unmodelled(k("v6.2")).unwrap().contains("after v6.1"));
+        assert!(huge_pmd_share_i_mmap_write(k("v5.4")) && !huge_pmd_share_i_mmap_write(k("v5.5")));
+        assert!(!hugetlbfs_has_fallocate(k("v4.2")) && hugetlbfs_has_fallocate(k("v4.3")));
+        assert!(!hugetlb_split_unshares_pmds(k("v6.1")) && hugetlb_split_unshares_pmds(k("v6.2")));
+        assert!(!hugetlb_private_vma_lock(k("v6.5")) && hugetlb_private_vma_lock(k("v6.6")));
+        assert!(
+            !hugetlb_zap_restores_reserve(k("v6.8")) && hugetlb_zap_restores_reserve(k("v6.9"))
+        );
         assert!(!hugetlb_lazy_fork_copy(k("v5.19")) && hugetlb_lazy_fork_copy(k("v6.0")));
     }
 

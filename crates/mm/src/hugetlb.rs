@@ -1,8 +1,46 @@
 //! hugetlb pages: the per-size pools and their pages (`mm/hugetlb.c` `struct hstate`,
 //! `alloc_fresh_hugetlb_folio`, `dequeue_hugetlb_folio_node_exact`, `free_huge_folio`,
 //! `set_max_huge_pages`, `alloc_surplus_hugetlb_folio`; Linux v6.1, with the v5.7-v6.0 and
-//! "revert" synchronisation of seed `001` selected by the `hugetlb_sync` switch; kernels v4.0 to
-//! v5.6 run "revert", which is what the seed's patches 1-2 returned to: `era::hugetlb_unmodelled`).
+//! "revert" synchronisation of seed `001` selected by the `hugetlb_sync` switch; every kernel
+//! from v4.0 to v6.19, as the eras below say).
+//!
+//! Eras. Up to v5.6 the fault path held only the fault mutex (`huge_pmd_share` takes
+//! `i_mmap_rwsem` by itself, for write up to v5.4, `era::huge_pmd_share_i_mmap_write`;
+//! truncation takes the fault mutex for every page it removes; the fault re-checks i_size under
+//! the page-table lock): the state the seed's patches 1-2 (188a39725ad7, 3a47c54f09c4) returned
+//! to, so those kernels run the `revert` scheme. v5.7 brought c0d0381ade79 ("hugetlbfs: use
+//! i_mmap_rwsem for more pmd sharing synchronization") and 87bf91d39bb5 (`i_mmap_rwsem`), v6.1
+//! the vma-lock series (40549ba8f8e0 and its follow-ups). The later changes that alter what a
+//! scenario sees each have an era predicate: PMD unsharing when a split leaves a shared range
+//! unaligned (`era::hugetlb_split_unshares_pmds`, v6.2), the vma lock for private mappings
+//! (`era::hugetlb_private_vma_lock`, v6.6) and the reservation a private unmap gives back
+//! (`era::hugetlb_zap_restores_reserve`, v6.9). The others need no mechanism of their own,
+//! because the model's page-table walks, splits and faults are already what they made the
+//! kernel's:
+//! - "mm/hugetlb: introduce hugetlb_walk()" (9c67a20704e7), "mm/hugetlb: make
+//!   walk_hugetlb_range() safe to pmd unshare" (dd361e5033cf), "mm/hugetlb: make
+//!   follow_hugetlb_page() safe to pmd unshare" (eefc7fa53608) and "mm/hugetlb: make
+//!   hugetlb_follow_page_mask() safe to pmd unshare" (7d049f3a03ea), v6.3 (mm-stable merged
+//!   after v6.2, not v6.2): walks and GUP take the vma lock for read. The model's walks
+//!   (smaps, pagemap, the dump) read the tables in one step, which nothing can interleave
+//!   with, and GUP refuses hugetlb VMAs in every era; so the pre-v6.3 window where a walk
+//!   reads a table an unshare frees is not reproduced, and a v6.3+ walk does not wait for an
+//!   unmapper holding the lock for write (timing only).
+//! - "hugetlb: allow faults to be handled under the VMA lock" (7c43a553792a, v6.9): the model
+//!   takes `mmap_lock` for read for every fault in every era (no per-VMA mmap lock), which is
+//!   what hugetlb faults did before v6.9 (they fell back from `FAULT_FLAG_VMA_LOCK`).
+//! - "mm: hugetlb: independent PMD page table shared count" (59d9094df3d7, v6.13): the share
+//!   count moves from the PMD table page's refcount to `ptdesc->pt_share_count`; the model
+//!   always kept its own count ([`crate::hugetlb::Hugetlb`]`::pmd_share`). Nothing a process
+//!   can see changes.
+//! - "mm/hugetlb: unshare page tables during VMA split, not before" (081056dc00a2, v6.16): the
+//!   unshare of `era::hugetlb_split_unshares_pmds` moves from `->may_split` (before the VMA
+//!   locks) into the split itself. The model's split is one step under `mmap_lock` for write,
+//!   so both eras behave as v6.16 does; the v6.2-v6.15 window in which a per-VMA-lock fault
+//!   re-shares the table between the unshare and the split is not reproduced.
+//! - "mm/hugetlb: fix huge_pmd_unshare() vs GUP-fast race" (1013af4f585f, v6.16): an unshare
+//!   also waits for lockless walkers (`tlb_remove_table_sync_one`, an IPI to every CPU). There
+//!   is no GUP-fast on hugetlb in the model and the IPI is not charged.
 //!
 //! Two page sizes, as on x86-64: 2 MiB (mapped by a PMD leaf) and 1 GiB (a PUD leaf). Each size
 //! has a pool (`struct hstate`): `nr_hugepages` pages, of which `free` sit on the free list,
@@ -29,7 +67,7 @@
 //! `nr_hugepages` then reads back what was allocated); a page freed from the middle of the
 //! hugetlb region stays with hugetlb as a spare frame block (not counted in `MemFree`) until the
 //! pool grows again; no cgroup hugetlb controller, no hugetlb page migration or poisoning, no
-//! subpools (mount `size=`/`min_size=`), no `SHM_HUGETLB`. Before v5.2 a private mapping's
+//! subpools (mount `size=`/`min_size=`). Before v5.2 a private mapping's
 //! fault mutex was hashed by (mm, address) rather than (mapping, index) ("hugetlb: use same
 //! fault hash key for shared and private mappings", v5.2, id not verified); the model hashes
 //! every era the later way, which only changes which private faults contend.
@@ -44,7 +82,7 @@ mod sysfs;
 pub(crate) mod unmap;
 
 pub(crate) use hugetlb_fault::hugetlb_fault;
-pub(crate) use unmap::{copy_hugetlb_page_range, unmap_hugepage_range};
+pub(crate) use unmap::{copy_hugetlb_page_range, hugetlb_split_prepare, unmap_hugepage_range};
 
 use crate::era::HugetlbSync;
 use crate::errno::Errno;
@@ -192,7 +230,9 @@ pub(crate) struct HVma {
     pub(crate) resv: Option<u32>,
     /// `HPAGE_RESV_UNMAPPED`: the owner took a page back from this child (SIGBUS on fault).
     pub(crate) unmapped: bool,
-    /// The per-VMA hugetlb lock (`struct hugetlb_vma_lock`, v6.1+, shareable VMAs).
+    /// The per-VMA hugetlb lock (`struct hugetlb_vma_lock`, v6.1+, shareable VMAs; from v6.6
+    /// also a private reservation owner's, the reservation map's `rw_sema`, which the VMAs a
+    /// split makes share).
     pub(crate) lock: Option<RwSem>,
     /// Being unmapped for good: no longer a PMD-sharing candidate (`pmd_share.rs`).
     pub(crate) dying: bool,
@@ -207,9 +247,15 @@ pub struct Hugetlb {
     handle: engine::Handle,
     /// Era facts the VMA operations need: fork copies only VMAs with private pages
     /// ([`crate::era::hugetlb_lazy_fork_copy`]); `MADV_DONTNEED` works
-    /// ([`crate::era::hugetlb_madv_dontneed`]).
+    /// ([`crate::era::hugetlb_madv_dontneed`]); a split unshares the PMD tables around it
+    /// ([`crate::era::hugetlb_split_unshares_pmds`]); private reservation owners have a vma
+    /// lock ([`crate::era::hugetlb_private_vma_lock`]); unmapping a private page gives its
+    /// reservation back ([`crate::era::hugetlb_zap_restores_reserve`]).
     lazy_fork_copy: bool,
     madv_dontneed: bool,
+    pub(crate) split_unshares: bool,
+    pub(crate) private_vma_lock: bool,
+    pub(crate) zap_restores_reserve: bool,
     pub hstates: [Hstate; 2],
     /// Every pool page, by pfn.
     pub(crate) pages: BTreeMap<u64, HPage>,
@@ -255,6 +301,9 @@ impl Hugetlb {
             handle,
             lazy_fork_copy: crate::era::hugetlb_lazy_fork_copy(kernel),
             madv_dontneed: crate::era::hugetlb_madv_dontneed(kernel),
+            split_unshares: crate::era::hugetlb_split_unshares_pmds(kernel),
+            private_vma_lock: crate::era::hugetlb_private_vma_lock(kernel),
+            zap_restores_reserve: crate::era::hugetlb_zap_restores_reserve(kernel),
             hstates: Default::default(),
             pages: BTreeMap::new(),
             inodes: BTreeMap::new(),
@@ -579,22 +628,12 @@ pub(crate) fn fault_mutex(cx: &Cx, inode: InodeId, idx: u64) -> Mutex {
 }
 
 impl KState {
-    /// The pools at boot (`hugepages=` per `hugepagesz=`): refused on kernels whose hugetlb
-    /// behaviour is not modelled.
-    pub(crate) fn hugetlb_boot(
-        &mut self,
-        t: &crate::kernel::Tunables,
-        kernel: crate::era::KernelVersion,
-    ) -> Result<(), String> {
-        let wanted = t.nr_hugepages.iter().chain(&t.nr_overcommit_hugepages).any(|&n| n > 0);
-        if let Some(why) = crate::era::hugetlb_unmodelled(kernel).filter(|_| wanted) {
-            return Err(why);
-        }
+    /// The pools at boot (`hugepages=` per `hugepagesz=`).
+    pub(crate) fn hugetlb_boot(&mut self, t: &crate::kernel::Tunables) {
         for size in HugeSize::ALL {
             self.set_nr_hugepages(size, t.nr_hugepages[size.idx()]);
             self.set_nr_overcommit_hugepages(size, t.nr_overcommit_hugepages[size.idx()]);
         }
-        Ok(())
     }
 }
 

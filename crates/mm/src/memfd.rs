@@ -16,9 +16,7 @@
 //! Approximations: seals are not modelled (no `fcntl(F_ADD_SEALS)`): `MFD_ALLOW_SEALING` and
 //! `MFD_NOEXEC_SEAL` are accepted and change nothing a scenario can observe; `MFD_CLOEXEC`
 //! likewise, as mmsim has no `exec` of a new program image that closes descriptors. The
-//! `vm.memfd_noexec` sysctl (v6.3) is its default, 0. hugetlb memfds exist only on the kernels
-//! whose hugetlb is modelled (`era::hugetlb_unmodelled`): elsewhere EOPNOTSUPP, which the
-//! scenario layer reports with the missing change named.
+//! `vm.memfd_noexec` sysctl (v6.3) is its default, 0.
 
 use crate::era::{KernelVersion, has_mfd_hugetlb, has_mfd_noexec};
 use crate::errno::Errno;
@@ -71,9 +69,6 @@ fn memfd_fs(k: KernelVersion, flags: u32, name: &str) -> Result<FsType, Errno> {
         return Ok(FsType::Tmpfs(TmpfsMount::ShmMnt));
     }
     let size = HugeSize::of_map_flags(flags & mfd::HUGE_BITS).ok_or(Errno::EINVAL)?;
-    if crate::era::hugetlb_unmodelled(k).is_some() {
-        return Err(Errno::EOPNOTSUPP);
-    }
     Ok(FsType::Hugetlbfs(size))
 }
 
@@ -118,7 +113,8 @@ mod tests {
         assert_eq!(made("v4.13", mfd::HUGETLB, "x"), Err(Errno::EINVAL));
         assert_eq!(made("v5.10", 30 << MAP_HUGE_SHIFT, "x"), Err(Errno::EINVAL));
         assert_eq!(made("v5.10", mfd::HUGETLB | (25 << MAP_HUGE_SHIFT), "x"), Err(Errno::EINVAL));
-        assert_eq!(made("v6.8", mfd::HUGETLB, "x"), Err(Errno::EOPNOTSUPP));
+        assert_eq!(made("v4.14", mfd::HUGETLB, "x"), Ok("hugetlbfs"));
+        assert_eq!(made("v6.8", mfd::HUGETLB, "x"), Ok("hugetlbfs"));
         assert_eq!(made("v6.2", mfd::NOEXEC_SEAL, "x"), Err(Errno::EINVAL));
         assert_eq!(made("v6.3", mfd::NOEXEC_SEAL, "x"), Ok("tmpfs"));
         assert_eq!(made("v6.3", mfd::NOEXEC_SEAL | mfd::EXEC, "x"), Err(Errno::EINVAL));

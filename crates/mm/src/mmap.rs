@@ -362,9 +362,6 @@ fn hugetlb_size_of_mmap(
         }
         size
     };
-    if size.is_some() && crate::era::hugetlb_unmodelled(cx.kernel().version).is_some() {
-        return Err(Errno::EOPNOTSUPP);
-    }
     Ok(size)
 }
 
@@ -573,7 +570,7 @@ pub(crate) async fn munmap_locked(
     start: VirtAddr,
     end: VirtAddr,
 ) -> Result<(), Errno> {
-    cx.st().hugetlb_check_split(mm, start, end)?;
+    crate::hugetlb::hugetlb_split_prepare(cx, mm, start, end).await?;
     unmap_locked(cx, mm, start, end).await;
     Ok(())
 }
@@ -620,7 +617,7 @@ pub(crate) async fn do_mprotect(
             }
         }
     }
-    cx.st().hugetlb_check_split(mm, start, end)?;
+    crate::hugetlb::hugetlb_split_prepare(cx, mm, start, end).await?;
     split_huge_pmd_edges(cx, mm, start, end).await;
     let vmas = cx.st().vma_split_range(mm, start, end);
     let mut changed = 0;
@@ -810,7 +807,7 @@ async fn madvise_apply_flags(
     end: VirtAddr,
     advice: u32,
 ) -> Result<(), Errno> {
-    cx.st().hugetlb_check_split(mm, start, end)?;
+    crate::hugetlb::hugetlb_split_prepare(cx, mm, start, end).await?;
     split_huge_pmd_edges(cx, mm, start, end).await;
     let vmas = cx.st().vma_split_range(mm, start, end);
     for v in vmas {

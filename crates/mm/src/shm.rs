@@ -177,9 +177,6 @@ impl KState {
     ) -> Result<(InodeId, FileId), Errno> {
         let (fs, len) = if flg & shmflg::SHM_HUGETLB != 0 {
             let h = HugeSize::of_map_flags(flg & shmflg::SHM_HUGE_BITS).ok_or(Errno::EINVAL)?;
-            if crate::era::hugetlb_unmodelled(self.thp.kernel).is_some() {
-                return Err(Errno::EOPNOTSUPP);
-            }
             let len = size.checked_next_multiple_of(h.bytes()).ok_or(Errno::ENOSPC)?;
             (FsType::Hugetlbfs(h), len)
         } else {

@@ -242,11 +242,6 @@ pub fn prepare(
     sim: Option<Sim>,
 ) -> Result<Prepared, ScenarioError> {
     let bad = |line: usize, message: String| ScenarioError { file: s.file.clone(), line, message };
-    if let Some(line) = hugetlb_use(s)
-        && let Some(why) = mm::era::hugetlb_unmodelled(config.kernel)
-    {
-        return Err(bad(line, why));
-    }
     if let Some(line) = madv_free_use(s)
         && config.swap.as_u64() != 0
         && let Some(why) = mm::era::madv_free_unmodelled(config.kernel)
@@ -302,28 +297,6 @@ pub fn prepare(
     let cpu = machine.handle().cpu(0).map_err(|e| bad(0, e.to_string()))?;
     machine.handle().spawn(cpu, "scenario", move |cx| driver.run(cx));
     Ok(Prepared { machine, env, log })
-}
-
-/// The line of the scenario's first use of hugetlb (a hugetlbfs file, a `MAP_HUGETLB` mapping,
-/// an `MFD_HUGETLB` memfd, an `SHM_HUGETLB` segment, a pool knob), if any.
-fn hugetlb_use(s: &Scenario) -> Option<usize> {
-    let file = s.files.iter().find(|f| f.spec.fs.hugetlb_size().is_some()).map(|f| f.line);
-    let op = s.all_ops().find_map(|op| {
-        let used = match &op.kind {
-            OpKind::Mmap { flags, .. } => flags & mm::map::HUGETLB != 0,
-            OpKind::MemfdCreate { flags, .. } => flags & mm::memfd::mfd::HUGETLB != 0,
-            OpKind::Shmget { flags, .. } => flags & mm::shm::shmflg::SHM_HUGETLB != 0,
-            OpKind::SysfsWrite { path, .. } => {
-                mm::huge_memory::policy::sysfs_knob(path).is_none()
-                    && !path.starts_with(mm::ksm::SYSFS_DIR)
-                    && path != mm::huge_memory::split::SPLIT_HUGE_PAGES
-            }
-            _ => false,
-        };
-        used.then_some(op.line)
-    });
-    let pools = s.machine.hugepages.iter().any(|v| v.is_some_and(|n| n > 0)).then_some(0);
-    file.or(op).or(pools)
 }
 
 /// The expectations that apply under `config`: every step's, the scenario's, and the

@@ -2,7 +2,9 @@
 //! `hugetlb_vmtruncate`, `hugetlb_vmdelete_list`, `remove_inode_hugepages`,
 //! `remove_inode_single_folio`, `hugetlb_unmap_file_folio`, `hugetlbfs_punch_hole`,
 //! `hugetlbfs_fallocate`, `hugetlbfs_read_iter`; `mm/hugetlb.c` `hugetlb_file_setup`; Linux
-//! v4.0-v6.1 by the `hugetlb_sync` switch, `revert` before v5.7; `fallocate` from v4.3).
+//! v4.0-v6.19 by the `hugetlb_sync` switch (`revert` before v5.7; `fallocate` from v4.3; from
+//! v6.6 the vma lock that truncation tries for each mapping exists for private reservation
+//! owners too, [`crate::era::hugetlb_private_vma_lock`]; the eras in [`crate::hugetlb`]).
 //!
 //! A hugetlbfs file's pages are huge pages of its mount's size, held in its page cache by
 //! huge-page index; `MAP_HUGETLB` maps an unlinked file of the internal mount of the size the
@@ -58,11 +60,20 @@ impl KState {
         let len = v.len().as_u64() + (v.pgoff << 12);
         let (from, writable) = (v.pgoff / size.pages(), v.flags.has(VmFlags::WRITE));
         let to = from + (v.len().as_u64() >> size.shift());
-        if self.hugetlb_sync() == HugetlbSync::VmaLock && v.flags.has(VmFlags::MAYSHARE) {
+        let (vma_lock, shared) =
+            (self.hugetlb_sync() == HugetlbSync::VmaLock, v.flags.has(VmFlags::MAYSHARE));
+        if vma_lock && shared {
             let lock = self.hugetlb.new_vma_lock();
             self.hugetlb.vmas.entry(vma).or_default().lock = Some(lock);
         }
         self.hugetlb_reserve_pages(inode, from, to, vma)?;
+        // v6.6: a private mapping that owns reservations locks with its reservation map's
+        // `rw_sema` (bf4916922c60).
+        let owner = self.hugetlb.vmas.get(&vma).is_some_and(|h| h.resv.is_some());
+        if vma_lock && !shared && owner && self.hugetlb.private_vma_lock {
+            let lock = self.hugetlb.new_vma_lock();
+            self.hugetlb.vmas.entry(vma).or_default().lock = Some(lock);
+        }
         let i = &mut self.inodes[inode];
         if writable && i.size < len {
             i.size = len;

@@ -40,6 +40,6 @@ impl KState {
         if let Some(name) = crate::ksm::sysfs_name(path) {
             return self.ksm.store(name, v, crate::era::has_ksm_use_zero_pages(k));
         }
-        self.hugetlb_sysfs_write(path, v, k)
+        self.hugetlb_sysfs_write(path, v)
     }
 }

@@ -1,7 +1,10 @@
 //! The hugetlb fault (`mm/hugetlb.c` `hugetlb_fault`, `hugetlb_no_page`, `hugetlb_wp`,
 //! `hugetlb_fault_mutex_hash`, `huge_pte_alloc`, `huge_pte_lockptr`, `make_huge_pte`,
-//! `unmap_ref_private`; Linux v4.0-v6.1 by the `hugetlb_sync` switch, `revert` before
-//! v5.7).
+//! `unmap_ref_private`; Linux v4.0-v6.19 by the `hugetlb_sync` switch, `revert` before v5.7;
+//! from v6.6 the vma lock the fault takes for read exists for a private mapping that owns its
+//! reservations too, `era::hugetlb_private_vma_lock`; the fault runs under `mmap_lock` in every
+//! era, also from v6.9 when the kernel's runs under the per-VMA lock, 7c43a553792a, which the
+//! model has for no fault; the eras in [`crate::hugetlb`]).
 //!
 //! `handle_mm_fault` sends a hugetlb VMA here (`is_vm_hugetlb_page`): the VMA's operations
 //! answer at the PMD level (`vm_ops.rs`). The locks, by scheme (B.1-B.3 of the reference):

@@ -1,7 +1,7 @@
 //! PMD sharing (`mm/hugetlb.c` `huge_pte_alloc`, `want_pmd_share`, `page_table_shareable`,
 //! `huge_pmd_share`, `huge_pmd_unshare`; `CONFIG_ARCH_WANT_HUGE_PMD_SHARE` on x86-64; Linux
-//! v4.0-v6.1; up to v5.4 the search for a table to share held `i_mmap_rwsem` for write,
-//! `era::huge_pmd_share_i_mmap_write`).
+//! v4.0-v6.19; up to v5.4 the search for a table to share held `i_mmap_rwsem` for write,
+//! `era::huge_pmd_share_i_mmap_write`; the eras in [`crate::hugetlb`]).
 //!
 //! Mappings of the same hugetlbfs file range by different processes can share the PMD table
 //! that maps a 1 GiB-aligned range of 2 MiB pages: a fault whose PUD entry is empty looks, under
@@ -21,8 +21,11 @@
 //! tables are freed: the kernel removes it from `i_mmap` first (v5.7-v6.0) or frees its vma
 //! lock (`__hugetlb_vma_unlock_write_free`, v6.1); the model marks it (`HVma::dying`).
 //!
-//! Share count: the kernel's was the PMD table page's refcount until v6.13; the model keeps it
-//! beside the table ([`crate::hugetlb::Hugetlb::pmd_share`]), which the checker recounts.
+//! Share count: the kernel's was the PMD table page's refcount until v6.13 ("mm: hugetlb:
+//! independent PMD page table shared count", 59d9094df3d7, moved it to `ptdesc`); the model
+//! keeps it beside the table ([`crate::hugetlb::Hugetlb::pmd_share`]) in every era, which the
+//! checker recounts. A split inside a shared range unshares it from v6.2
+//! (`unmap::hugetlb_split_prepare`).
 
 use super::HugeSize;
 use super::hugetlb_fault::{HugeVmf, Ptep};

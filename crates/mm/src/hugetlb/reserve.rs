@@ -274,14 +274,21 @@ impl KState {
 
     /// `hugetlb_vm_op_open` for `new`, a copy of `old` made by a split (`fork` passes
     /// `private = false`: `hugetlb_dup_vma_private` leaves a private child without
-    /// reservations). A shareable VMA gets its own vma lock (v6.1+).
+    /// reservations). A shareable VMA gets its own vma lock (v6.1+); the half of a split private
+    /// owner keeps the owner's (v6.6+, the lock is the shared reservation map's).
     pub(crate) fn hugetlb_vm_op_open(&mut self, old: VmaId, new: VmaId, split: bool) {
         let Some(hv) = self.hugetlb.vmas.get(&old).cloned() else { return };
         let resv = if split { hv.resv } else { None };
         if let Some(id) = resv {
             self.hugetlb.resv_maps.get_mut(&id).expect("a live reservation map").1 += 1;
         }
-        let lock = hv.lock.map(|_| self.hugetlb.new_vma_lock());
+        // A shareable VMA's lock is its own; a private owner's is its reservation map's, which
+        // the halves of a split share (a forked child owns neither).
+        let lock = match (hv.lock, self.vma(old).flags.has(VmFlags::MAYSHARE)) {
+            (Some(_), true) => Some(self.hugetlb.new_vma_lock()),
+            (lock, false) if resv.is_some() => lock,
+            _ => None,
+        };
         let unmapped = split && hv.unmapped;
         self.hugetlb.vmas.insert(new, HVma { resv, unmapped, lock, dying: false });
     }

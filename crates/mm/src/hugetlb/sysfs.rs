@@ -59,17 +59,9 @@ impl KState {
     }
 
     /// Writes a hugetlb sysfs or sysctl file: ENOENT for another path, EACCES for a read-only
-    /// counter (mode 0444), EOPNOTSUPP on a kernel whose hugetlb is not modelled.
-    pub fn hugetlb_sysfs_write(
-        &mut self,
-        path: &str,
-        value: u64,
-        kernel: crate::era::KernelVersion,
-    ) -> Result<(), Errno> {
+    /// counter (mode 0444).
+    pub fn hugetlb_sysfs_write(&mut self, path: &str, value: u64) -> Result<(), Errno> {
         let (size, attr) = parse_path(path).ok_or(Errno::ENOENT)?;
-        if crate::era::hugetlb_unmodelled(kernel).is_some() {
-            return Err(Errno::EOPNOTSUPP);
-        }
         match attr {
             Attr::Nr => self.set_nr_hugepages(size, value),
             Attr::Overcommit => self.set_nr_overcommit_hugepages(size, value),

@@ -1,7 +1,7 @@
 //! Unmapping and copying hugetlb mappings (`mm/hugetlb.c` `__unmap_hugepage_range`,
 //! `__unmap_hugepage_range_final`, `unmap_hugepage_range`, `unmap_ref_private`,
-//! `copy_hugetlb_page_range`; `mm/memory.c` `unmap_single_vma`, `copy_page_range`; Linux
-//! v4.0-v6.1).
+//! `copy_hugetlb_page_range`, `hugetlb_vm_op_split`, `hugetlb_unshare_pmds`; `mm/memory.c`
+//! `unmap_single_vma`, `copy_page_range`; Linux v4.0-v6.19, and the later changes below).
 //!
 //! Zapping visits the range one huge page at a time under the entry's page-table lock (where
 //! no page table covers a stretch, the model steps over it at once and charges
@@ -24,6 +24,13 @@
 //! both parent and child (the child has no reservations); a shared mapping's entries are
 //! copied under `i_mmap_rwsem` for read (v5.7-v6.0) or the source VMA's lock for read (v6.1),
 //! and where the child's new PMD table is the parent's shared one there is nothing to copy.
+//!
+//! Later kernels: from v6.2 a split of a shareable VMA inside a PUD range unshares that range
+//! first (`hugetlb_split_prepare`); from v6.6 a private reservation owner's unmap takes its vma
+//! lock too (so a fault on it waits until the zapped pages are back in the pool: the model
+//! frees them before dropping the unmap locks in every era, which only a private mapping's
+//! fault, taking none of those locks before v6.6, can tell); from v6.9 unmapping a private
+//! owner's page gives its reservation back (`restore_private_reserve`).
 //!
 //! Approximations: pinned private pages are not copied for the child at fork (hugetlb pages
 //! cannot be pinned in the model: GUP refuses hugetlb VMAs); no uffd-wp markers.
@@ -108,6 +115,7 @@ async fn zap_huge_entries(
         }
         let lines = super::folio_lines_write(cx, pte.pfn());
         engine::Cx::charge(cx, cx.cost(Cost::PteUpdate) + lines).await;
+        restore_private_reserve(&mut cx.st(), vma, addr, pte.pfn());
         clear_huge_entry(&mut cx.st(), mm, vma, ptep, pte);
         freed.push(pte.pfn());
         drop(g);
@@ -131,6 +139,27 @@ async fn zap_huge_entries(
     let mut st = cx.st();
     for page in freed {
         st.put_huge_folio(page, 1);
+    }
+}
+
+/// v6.9 (df7a6d1f6405, [`crate::era::hugetlb_zap_restores_reserve`]): unmapping an anonymous
+/// page of a private mapping that owns its reservations, with no surplus pages, marks the
+/// page to give its reservation back when freed and the index reserved again. The model does
+/// it only when this unmap frees the page (mapped once, no other reference); the kernel marks
+/// the page even when a forked child still maps it, leaving `HugePages_Rsvd` below what the
+/// maps promise until the child lets go.
+fn restore_private_reserve(st: &mut KState, vma: VmaId, addr: VirtAddr, page: Pfn) {
+    let Some(id) = st.hugetlb.vmas.get(&vma).and_then(|h| h.resv) else { return };
+    let p = st.huge_page(page);
+    let (size, sole) = (p.size, p.owner == Owner::Anon && p.mapcount == 1 && p.refs == 1);
+    if !st.hugetlb.zap_restores_reserve || !sole || st.hugetlb.hstate(size).surplus > 0 {
+        return;
+    }
+    let idx = st.huge_index(vma, addr, size);
+    let map = st.hugetlb.resv_map_mut(id);
+    if map.count(idx, idx + 1) == 1 {
+        map.del(idx, idx + 1);
+        st.hugetlb.page_mut(page).restore_reserve = true;
     }
 }
 
@@ -162,6 +191,49 @@ pub(super) async fn unmap_locks(cx: &Cx, vma: VmaId) -> (Option<LockGuard<'_>>, 
         None => None,
     };
     (v, i_mmap.write(cx).await)
+}
+
+/// `->may_split` (`hugetlb_vm_op_split`) for the VMAs an operation on `[start, end)` of `mm`
+/// splits: a hugetlb VMA splits only at a huge page boundary (EINVAL); from v6.2 a shareable
+/// VMA split inside a PUD range it covers first unshares that range's PMD table
+/// (`hugetlb_unshare_pmds` under its vma lock and `i_mmap_rwsem` for write, then the TLB
+/// flush: b30c14cd6102, [`crate::era::hugetlb_split_unshares_pmds`]).
+pub(crate) async fn hugetlb_split_prepare(
+    cx: &Cx,
+    mm: MmId,
+    start: VirtAddr,
+    end: VirtAddr,
+) -> Result<(), Errno> {
+    cx.st().hugetlb_check_split(mm, start, end)?;
+    if !cx.st().hugetlb.split_unshares {
+        return Ok(());
+    }
+    for edge in [start, end] {
+        let (floor, ceil) = (edge.align_down(PUD), edge.align_down(PUD) + PUD);
+        let vma = {
+            let st = cx.st();
+            st.find_vma(mm, edge).filter(|&v| {
+                let x = st.vma(v);
+                x.start < edge
+                    && floor != edge
+                    && x.start <= floor
+                    && ceil <= x.end
+                    && x.flags.has(VmFlags::MAYSHARE)
+                    && st.hstate_vma(v) == Some(HugeSize::Size2M)
+            })
+        };
+        let Some(vma) = vma else { continue };
+        let _locks = unmap_locks(cx, vma).await;
+        let Some(ptep) = cx.st().huge_pte_offset(mm, floor, HugeSize::Size2M) else { continue };
+        let ptl = cx.st().huge_pte_lockptr(mm, HugeSize::Size2M, ptep);
+        let g = ptl.lock(cx).await;
+        let unshared = cx.st().huge_pmd_unshare(mm, floor);
+        drop(g);
+        if unshared {
+            flush_tlb_range(cx, mm, floor, ceil).await;
+        }
+    }
+    Ok(())
 }
 
 /// The zap of munmap, exit and `MADV_DONTNEED` on a hugetlb VMA, with the era's locks.

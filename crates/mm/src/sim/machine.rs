@@ -222,7 +222,7 @@ impl Machine {
             reclaim_lists: Default::default(),
             shm: Default::default(),
         };
-        st.hugetlb_boot(&config.tunables, config.kernel)?;
+        st.hugetlb_boot(&config.tunables);
         let kernel = Rc::new(Kernel::new(
             st,
             config.kernel,
@@ -272,9 +272,6 @@ impl Machine {
                 || !spec.holes.is_empty()
             {
                 return Err(Errno::EINVAL);
-            }
-            if crate::era::hugetlb_unmodelled(self.config.kernel).is_some() {
-                return Err(Errno::EOPNOTSUPP);
             }
         }
         let mut backing = crate::fs::Backing { pattern: spec.pattern, ..Default::default() };
