@@ -247,12 +247,6 @@ pub fn prepare(
     {
         return Err(bad(line, why));
     }
-    if let Some(line) = madv_free_use(s)
-        && config.swap.as_u64() != 0
-        && let Some(why) = mm::era::madv_free_unmodelled(config.kernel)
-    {
-        return Err(bad(line, why));
-    }
     if let Some((line, why)) = unavailable_fields(s, &config) {
         return Err(bad(line, why));
     }
@@ -355,14 +349,6 @@ fn expected_violations(s: &Scenario, config: &MachineConfig) -> Vec<String> {
             _ => None,
         })
         .collect()
-}
-
-/// The line of the first `madvise(MADV_FREE)`, if any.
-fn madv_free_use(s: &Scenario) -> Option<usize> {
-    s.all_ops()
-        .filter(|op| matches!(op.kind, OpKind::Madvise { advice: mm::madv::FREE, .. }))
-        .map(|op| op.line)
-        .next()
 }
 
 /// The task that runs a scenario's steps in order.

@@ -7,11 +7,12 @@
 //! a PMD counts in `AnonHugePages`, a file THP in `FilePmdMapped` and its pages' mapcounts include the PMD mappings; the zero pages and other special mappings (DAX
 //! blocks, as before v6.15) are not counted (`vm_normal_page` is NULL); a page mapped more than once is Shared and adds
 //! `size / mapcount` to Pss (fixed point with `PSS_SHIFT` = 12); dirty means a dirty PTE or a
-//! dirty folio; referenced means a young PTE or a referenced folio.
+//! dirty folio; referenced means a young PTE or a referenced folio; `LazyFree` (v4.12+, with
+//! the lazyfree LRU) counts the anonymous pages no longer swap-backed and not dirty.
 //!
 //! `THPeligible` is the THP policy's answer for the VMA (`huge_memory/policy.rs`), printed
 //! from v5.0 (7635d9cbe832). The smaps fields and their order follow the run's kernel
-//! (`era::smaps_has_field`: `FilePmdMapped` v5.4+, `Pss_Dirty` v6.0+;
+//! (`era::smaps_has_field`: `LazyFree` v4.12+, `FilePmdMapped` v5.4+, `Pss_Dirty` v6.0+;
 //! `era::smaps_page_size_after_size`: `KernelPageSize`/`MMUPageSize` after `Size` from v4.14,
 //! after `SwapPss` before). `smaps_rollup` exists from v4.14 ("mm: add /proc/pid/smaps_rollup",
 //! 493b0e9d945f; before, ENOENT) and prints `Pss_Anon`/`Pss_File`/`Pss_Shmem` after `Pss` (and
@@ -69,6 +70,8 @@ pub struct MemSizeStats {
     pub private_dirty: u64,
     pub referenced: u64,
     pub anonymous: u64,
+    /// Anonymous pages that `MADV_FREE` made lazyfree and nobody wrote since (`LazyFree`, v4.12+).
+    pub lazyfree: u64,
     pub swap: u64,
     pub pss_locked: u64,
     /// Bytes of file THPs mapped by PMDs (`FilePmdMapped`).
@@ -97,6 +100,7 @@ impl MemSizeStats {
         self.private_dirty += o.private_dirty;
         self.referenced += o.referenced;
         self.anonymous += o.anonymous;
+        self.lazyfree += o.lazyfree;
         self.swap += o.swap;
         self.pss_locked += o.pss_locked;
         self.file_thp += o.file_thp;
@@ -104,6 +108,25 @@ impl MemSizeStats {
         self.anon_thp += o.anon_thp;
         self.shared_hugetlb += o.shared_hugetlb;
         self.private_hugetlb += o.private_hugetlb;
+    }
+
+    /// `size` bytes of a page in `AnonHugePages`/`ShmemPmdMapped`/`FilePmdMapped` when a PMD
+    /// maps it (`huge`), `Rss`, and `Anonymous` and `LazyFree` (anonymous, no longer
+    /// swap-backed, clean) by its folio's kind.
+    fn account_kind(&mut self, size: u64, huge: bool, anon: bool, swapbacked: bool, dirty: bool) {
+        match (huge, anon) {
+            (true, true) => self.anon_thp += size,
+            (true, false) if swapbacked => self.shmem_thp += size,
+            (true, false) => self.file_thp += size,
+            (false, _) => {}
+        }
+        self.resident += size;
+        if anon {
+            self.anonymous += size;
+            if !dirty && !swapbacked {
+                self.lazyfree += size;
+            }
+        }
     }
 
     /// The smaps fields as `(name, kB)`, in the kernel's order.
@@ -123,7 +146,7 @@ impl MemSizeStats {
             ("Private_Dirty", kb(self.private_dirty)),
             ("Referenced", kb(self.referenced)),
             ("Anonymous", kb(self.anonymous)),
-            ("LazyFree", 0),
+            ("LazyFree", kb(self.lazyfree)),
             ("AnonHugePages", kb(self.anon_thp)),
             ("ShmemPmdMapped", kb(self.shmem_thp)),
             ("FilePmdMapped", kb(self.file_thp)),
@@ -165,17 +188,9 @@ impl KState {
             let head = self.folios.head(page);
             let size = 4096u64;
             let anon = self.folios.is_anon(head);
-            match (huge, anon) {
-                (true, true) => mss.anon_thp += size,
-                (true, false) if self.folios.test(head, pg::SWAPBACKED) => mss.shmem_thp += size,
-                (true, false) => mss.file_thp += size,
-                (false, _) => {}
-            }
-            mss.resident += size;
-            if anon {
-                mss.anonymous += size;
-            }
+            let swapbacked = self.folios.test(head, pg::SWAPBACKED);
             let dirty = pte.dirty() || self.folios.test(head, pg::DIRTY);
+            mss.account_kind(size, huge, anon, swapbacked, dirty);
             if pte.young() || self.folios.test(head, pg::REFERENCED) {
                 mss.referenced += size;
             }
@@ -186,7 +201,7 @@ impl KState {
             mss.pss += pss;
             *(if anon {
                 &mut mss.pss_anon
-            } else if self.folios.test(head, pg::SWAPBACKED) {
+            } else if swapbacked {
                 &mut mss.pss_shmem
             } else {
                 &mut mss.pss_file
