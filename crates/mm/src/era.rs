@@ -916,6 +916,27 @@ pub fn lazyfree_on_anon_lru(k: KernelVersion) -> bool {
     has_madv_free(k) && k < v(4, 12)
 }
 
+/// `/proc/kpageflags` reads a page's flag bits from its folio: "proc: rewrite
+/// stable_page_flags()" (dee3d0bef2b0, v6.10; the id from a later `Fixes:` tag, the code from
+/// the linux-next review of 2024-04-03). Before, `stable_page_flags` copied the bits of the
+/// `struct page` itself, so a THP's tail pages showed none of `PG_locked` .. `PG_unevictable`
+/// (which live on the head); `KPF_SWAPCACHE` (`PageSwapCache` looks at the head), `KPF_ANON`,
+/// `KPF_MMAP` (`page_mapped` of a compound page asks about the whole folio) and `KPF_THP` were
+/// the folio's in every era.
+pub fn kpageflags_from_folio(k: KernelVersion) -> bool {
+    k >= v(6, 10)
+}
+
+/// `/proc/PID/pagemap` of a PMD-mapped THP is computed per page: "fs/proc/task_mmu: properly
+/// detect PM_MMAP_EXCLUSIVE per page of PMD-mapped THPs" (2c1f057e5be6, id from a later `Fixes:`
+/// tag) and "fs/proc/task_mmu: indicate PM_FILE for PMD-mapped file THP" (same series, mainline id
+/// not verified), v6.11 (both backported to 6.6.y and 6.10.y in July 2024). Before,
+/// `pagemap_pmd_range` decided once, for the head page (`pmd_page`), and gave every entry of the
+/// PMD `PM_MMAP_EXCLUSIVE` if the head page's mapcount was 1, and never set `PM_FILE`.
+pub fn pagemap_pmd_per_page(k: KernelVersion) -> bool {
+    k >= v(6, 11)
+}
+
 /// `MADV_POPULATE_READ` and `MADV_POPULATE_WRITE` exist: "mm/madvise: introduce
 /// MADV_POPULATE_(READ|WRITE) to prefault page tables" (4ca9b3859dac, v5.14); before, EINVAL.
 pub fn has_madv_populate(k: KernelVersion) -> bool {

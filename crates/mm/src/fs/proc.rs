@@ -22,6 +22,10 @@
 //! per-VMA smaps never prints them. Not printed because the model does not keep them: `KSM`
 //! (v6.x), `ProtectionKey` (no pkeys).
 //!
+//! pagemap's `PM_MMAP_EXCLUSIVE` says the page is mapped once (its PTE mappings plus its folio's
+//! PMD mappings); for a PMD-mapped THP before v6.11 every entry of the PMD took the head page's
+//! answer and none had `PM_FILE` (`era::pagemap_pmd_per_page`).
+//!
 //! status's page-table lines follow the era (`era::status_has_vm_pmd`): `VmPTE` counts the PTE
 //! tables and `VmPMD` the PMD tables from v4.0 (dc6c9a35b66b) to v4.14; from v4.15
 //! (af5b0f6a09e4, "mm: consolidate page table accounting") there is no `VmPMD` and `VmPTE` counts
@@ -48,7 +52,7 @@ use crate::pgtable::Level;
 use crate::process::Pid;
 use crate::vma::{VmFlags, VmaId, VmaRole};
 use crate::vmstat::VmStat;
-use simcore::{Bytes, VirtAddr};
+use simcore::{Bytes, Pfn, VirtAddr};
 use std::fmt::Write as _;
 
 const PSS_SHIFT: u32 = 12;
@@ -423,16 +427,7 @@ impl KState {
                         if let Some(mapped) =
                             vm_normal_page(pte).filter(|&p| self.hugetlb.page(p).is_none())
                         {
-                            let page = mapped + offset;
-                            let head = self.folios.head(page);
-                            if !self.folios.is_anon(head) {
-                                e |= PM_FILE;
-                            }
-                            let mapcount =
-                                self.folios.page_mapcount(page) + self.folios.entire_mapcount(head);
-                            if mapcount == 1 {
-                                e |= PM_MMAP_EXCLUSIVE;
-                            }
+                            e |= self.pagemap_page_flags(mapped, offset, level);
                         }
                     }
                     Some((pte, _)) if pte.is_swap() => {
@@ -450,6 +445,24 @@ impl KState {
                 e
             })
             .collect()
+    }
+
+    /// `PM_FILE` and `PM_MMAP_EXCLUSIVE` of the page `offset` pages into what an entry of
+    /// `level` maps from `mapped`: by that page's mapcount (its PTE mappings and the folio's PMD
+    /// mappings), or before v6.11 for a PMD by the head page's, and without `PM_FILE`
+    /// ([`crate::era::pagemap_pmd_per_page`]).
+    fn pagemap_page_flags(&self, mapped: Pfn, offset: u64, level: Level) -> u64 {
+        let per_page = level == Level::Pte || crate::era::pagemap_pmd_per_page(self.thp.kernel);
+        let page = if per_page { mapped + offset } else { mapped };
+        let head = self.folios.head(page);
+        let mut e = 0;
+        if per_page && !self.folios.is_anon(head) {
+            e |= PM_FILE;
+        }
+        if self.folios.page_mapcount(page) + self.folios.entire_mapcount(head) == 1 {
+            e |= PM_MMAP_EXCLUSIVE;
+        }
+        e
     }
 
     /// `/proc/meminfo`.
