@@ -871,8 +871,9 @@ pub fn mremap_handles_hugetlb(k: KernelVersion) -> bool {
 /// keeps, these are younger than the oldest kernel here: the rollup's Pss components from v5.3
 /// ([`smaps_rollup_only`]), `FilePmdMapped` from v5.4 ("mm,thp:
 /// stats for file backed THP", 60fbf0ab5da1) and `Pss_Dirty` from v6.0
-/// ("mm/smaps: add Pss_Dirty", hash not verified); `LazyFree` (v4.12), `ShmemPmdMapped` (v4.8)
-/// and `SwapPss` (v4.3) predate every kernel mmsim models. `THPeligible` is
+/// ("mm/smaps: add Pss_Dirty", hash not verified), `LazyFree` from v4.12 ("proc: show MADV_FREE
+/// pages info in smaps", Shaohua Li's lazyfree series, hash not verified); `ShmemPmdMapped`
+/// (v4.8) and `SwapPss` (v4.3) predate every kernel mmsim models. `THPeligible` is
 /// [`smaps_has_thp_eligible`].
 pub fn smaps_has_field(k: KernelVersion, field: &str) -> bool {
     match field {
@@ -880,6 +881,7 @@ pub fn smaps_has_field(k: KernelVersion, field: &str) -> bool {
         "Pss_Anon" | "Pss_File" | "Pss_Shmem" => k >= v(5, 3),
         "Pss_Dirty" => k >= v(6, 0),
         "Shared_Hugetlb" | "Private_Hugetlb" => k >= v(4, 4),
+        "LazyFree" => k >= v(4, 12),
         _ => true,
     }
 }
@@ -934,27 +936,46 @@ pub fn has_madv_free(k: KernelVersion) -> bool {
     k >= v(4, 5)
 }
 
-/// `MADV_FREE` works as `MADV_DONTNEED` when no swap slot is free: from v4.5 (854e9ed09ded) to
-/// v4.11 `madvise_vma` passed the advice through to `madvise_dontneed` unless
-/// `get_nr_swap_pages() > 0` (verified in the v4.5 patch text); "mm: enable MADV_FREE for
-/// swapless system" (93e06c7a6453, v4.12) removed the fallback.
-pub fn madv_free_dontneed_without_swap(k: KernelVersion) -> bool {
+/// `MADV_FREE` keeps its pages on the anonymous LRU, from v4.5 to v4.11 (`mm/madvise.c`,
+/// `mm/vmscan.c`, `mm/rmap.c` of those kernels):
+/// - `madvise_vma` passes the advice through to `MADV_DONTNEED` unless a swap slot is free
+///   (`get_nr_swap_pages() > 0`; "mm: support madvise(MADV_FREE)", 854e9ed09ded, verified in
+///   the v4.5 patch text);
+/// - `madvise_free_pte_range` cleans and ages the PTE and the page but keeps it swap-backed; an
+///   active page whose PTE was young or dirty is deactivated to the inactive anon list
+///   (`deactivate_page`, "mm: move lazily freed pages to inactive list", 10853a039208);
+/// - reclaim gives every anonymous page that is not yet in the swap cache a swap slot
+///   (`add_to_swap`, which no longer marks it dirty) and unmaps it with `TTU_LZFREE`:
+///   `try_to_unmap_one` moves a dirty PTE's bit to the page, then drops the PTE of a page still
+///   clean instead of writing a swap entry; a page unmapped that way and still clean leaves the
+///   swap cache unwritten (`SWAP_LZFREE`, counted in `pglazyfreed`).
+///
+/// v4.12 replaced it: "mm: move MADV_FREE pages into LRU_INACTIVE_FILE list" (f7ad2a6cb9f7),
+/// "mm: reclaim MADV_FREE pages" (802a3a92ad7a) and "mm: enable MADV_FREE for swapless system"
+/// (93e06c7a6453) (ids verified in later kernel commits and mailing-list citations).
+pub fn lazyfree_on_anon_lru(k: KernelVersion) -> bool {
     has_madv_free(k) && k < v(4, 12)
 }
 
-/// Why `MADV_FREE` with swap cannot be used on `k`, if it cannot: from v4.5 to v4.11 lazyfree
-/// pages were deactivated on the anon LRU and reclaimed only with swap; the model starts with
-/// "mm: move MADV_FREE pages into LRU_INACTIVE_FILE list" (f7ad2a6cb9f7, v4.12). Before v4.5
-/// the advice is EINVAL, and on a machine without swap v4.5-v4.11 is `MADV_DONTNEED`
-/// ([`madv_free_dontneed_without_swap`]), both modelled.
-pub fn madv_free_unmodelled(k: KernelVersion) -> Option<String> {
-    madv_free_dontneed_without_swap(k).then(|| {
-        format!(
-            "MADV_FREE with swap is not modelled on {k}: v4.5 to v4.11 kept lazyfree pages on the \
-             anon LRU (reclaimed only with swap; without swap the advice is MADV_DONTNEED, which \
-             is modelled); the model starts with f7ad2a6cb9f7 (v4.12)"
-        )
-    })
+/// `/proc/kpageflags` reads a page's flag bits from its folio: "proc: rewrite
+/// stable_page_flags()" (dee3d0bef2b0, v6.10; the id from a later `Fixes:` tag, the code from
+/// the linux-next review of 2024-04-03). Before, `stable_page_flags` copied the bits of the
+/// `struct page` itself, so a THP's tail pages showed none of `PG_locked` .. `PG_unevictable`
+/// (which live on the head); `KPF_SWAPCACHE` (`PageSwapCache` looks at the head), `KPF_ANON`,
+/// `KPF_MMAP` (`page_mapped` of a compound page asks about the whole folio) and `KPF_THP` were
+/// the folio's in every era.
+pub fn kpageflags_from_folio(k: KernelVersion) -> bool {
+    k >= v(6, 10)
+}
+
+/// `/proc/PID/pagemap` of a PMD-mapped THP is computed per page: "fs/proc/task_mmu: properly
+/// detect PM_MMAP_EXCLUSIVE per page of PMD-mapped THPs" (2c1f057e5be6, id from a later `Fixes:`
+/// tag) and "fs/proc/task_mmu: indicate PM_FILE for PMD-mapped file THP" (same series, mainline id
+/// not verified), v6.11 (both backported to 6.6.y and 6.10.y in July 2024). Before,
+/// `pagemap_pmd_range` decided once, for the head page (`pmd_page`), and gave every entry of the
+/// PMD `PM_MMAP_EXCLUSIVE` if the head page's mapcount was 1, and never set `PM_FILE`.
+pub fn pagemap_pmd_per_page(k: KernelVersion) -> bool {
+    k >= v(6, 11)
 }
 
 /// `MADV_POPULATE_READ` and `MADV_POPULATE_WRITE` exist: "mm/madvise: introduce

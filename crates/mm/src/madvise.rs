@@ -1,11 +1,11 @@
 //! `MADV_FREE` (`mm/madvise.c` `madvise_free_single_vma` and `madvise_free_pte_range`,
-//! `mm/swap.c` `folio_mark_lazyfree`, Linux v6.8; the other advice is dispatched by
-//! `mmap::do_madvise`).
+//! `mm/swap.c` `folio_mark_lazyfree`, Linux v6.8; v4.5-v4.11 as `era::lazyfree_on_anon_lru`
+//! describes; the other advice is dispatched by `mmap::do_madvise`).
 //!
 //! `MADV_FREE` (v4.5, 854e9ed09ded) tells the kernel that the anonymous pages of a range may be
 //! dropped instead of swapped: each present page of a private anonymous VMA that only this
-//! mapping maps has its PTE made clean and old and its folio clean, and goes to the inactive
-//! *file* LRU as a lazyfree folio (no longer swap-backed, v4.12 f7ad2a6cb9f7, counted in
+//! mapping maps has its PTE made clean and old and its folio clean. From v4.12 it goes to the
+//! inactive *file* LRU as a lazyfree folio (no longer swap-backed, f7ad2a6cb9f7, counted in
 //! `pglazyfree`). Reclaim then discards it, without swap, unless it was written again
 //! (`try_to_unmap_one` finds the PTE dirty: the folio becomes swap-backed again and stays;
 //! `pglazyfreed` counts the discarded pages). Until reclaim, a read returns the old data and a
@@ -13,14 +13,19 @@
 //! once (their data is gone). A VMA that is not private anonymous (file, shared, hugetlb) or is
 //! `VM_LOCKED`/`VM_PFNMAP` is EINVAL, found VMA by VMA in address order; a hole is ENOMEM.
 //!
+//! v4.5-v4.11 (`era::lazyfree_on_anon_lru`): the advice is `MADV_DONTNEED` while no swap slot is
+//! free (`mmap.rs`); otherwise the folio stays swap-backed on the anon LRU, and an active one
+//! whose PTE was young or dirty is deactivated (`deactivate_page`, to the head of the inactive
+//! anon list, `pgdeactivate`). Reclaim discards it with `TTU_LZFREE` after giving it a swap slot
+//! (`vmscan.rs`, `rmap.rs`): as the anon LRU is scanned only with swap, and the slot is needed,
+//! these kernels free lazyfree pages only while swap has room.
+//!
 //! Approximations: large folios are left as they are (the kernel splits a PTE-mapped large
 //! folio or marks a wholly covered PMD-mapped THP lazyfree; mmsim cannot reclaim anonymous THPs
 //! yet), PMDs cut by the range's edges are split first; a folio in the swap cache is skipped
-//! (the kernel frees its swap slot first when it can). On v4.5-v4.11 the advice is
-//! `MADV_DONTNEED` while no swap slot is free (`era::madv_free_dontneed_without_swap`,
-//! `mmap.rs`); their scheme with swap (lazyfree pages on the inactive anon list, reclaimed only
-//! with swap) is not modelled: a scenario that uses it there is refused
-//! (`era::madv_free_unmodelled`).
+//! (the kernel frees its swap slot first when it can). A folio mapped more than once is left
+//! as it is in every era (v4.5-v4.11 still cleaned and deactivated its PTE, keeping only its
+//! `PG_dirty`; what reclaim then did depended on the order of the rmap walk).
 //!
 //! `MADV_REMOVE` (`madvise_remove`) punches a hole in the file behind a shared writable mapping:
 //! `vfs_fallocate(PUNCH_HOLE | KEEP_SIZE)` over the range's file offsets, VMA by VMA, so the
@@ -83,6 +88,7 @@ pub(crate) async fn madvise_free(
 /// `madvise_free_pte_range` over `[start, end)`, one PTE table at a time under its lock;
 /// returns the entries changed.
 async fn free_pte_range(cx: &Cx, mm: MmId, start: VirtAddr, end: VirtAddr) -> u64 {
+    let anon_lru = crate::era::lazyfree_on_anon_lru(cx.kernel().version);
     let mut changed = 0;
     let mut addr = start;
     while addr < end {
@@ -104,7 +110,8 @@ async fn free_pte_range(cx: &Cx, mm: MmId, start: VirtAddr, end: VirtAddr) -> u6
         let mut st = cx.st();
         if st.pt.is_live(table) {
             while addr < table_end {
-                changed += u64::from(st.madvise_free_pte(mm, table, Level::Pte.index(addr)));
+                let idx = Level::Pte.index(addr);
+                changed += u64::from(st.madvise_free_pte(mm, table, idx, anon_lru));
                 addr = addr + Bytes::PAGE;
             }
         }
@@ -115,9 +122,10 @@ async fn free_pte_range(cx: &Cx, mm: MmId, start: VirtAddr, end: VirtAddr) -> u6
 
 impl KState {
     /// One PTE of `madvise_free_pte_range`: a swap entry is freed; a small anonymous folio that
-    /// only this PTE maps is made clean and old and marked lazyfree. Returns whether the entry
-    /// changed.
-    fn madvise_free_pte(&mut self, mm: MmId, table: PtId, idx: usize) -> bool {
+    /// only this PTE maps is made clean and old and marked lazyfree, or with `anon_lru`
+    /// (v4.5-v4.11) deactivated if it was active and the PTE young or dirty. Returns whether the
+    /// entry changed.
+    fn madvise_free_pte(&mut self, mm: MmId, table: PtId, idx: usize, anon_lru: bool) -> bool {
         let pte = self.pt.pte(table, idx);
         if pte.is_swap() {
             self.zap_swap_pte(mm, table, idx);
@@ -135,7 +143,11 @@ impl KState {
         }
         self.folios.clear_flag(head, pg::DIRTY);
         self.pt.set_pte(table, idx, pte.without(Pte::DIRTY | Pte::ACCESSED));
-        self.folio_mark_lazyfree(head);
+        if !anon_lru {
+            self.folio_mark_lazyfree(head);
+        } else if (pte.young() || pte.dirty()) && self.folios.test(head, pg::ACTIVE) {
+            self.folio_deactivate(head);
+        }
         true
     }
 }

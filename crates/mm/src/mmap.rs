@@ -917,13 +917,10 @@ pub(crate) async fn do_madvise(
             crate::khugepaged::madvise_collapse(cx, mm, start, end).await
         }
         madv::FREE if crate::era::has_madv_free(cx.kernel().version) => {
-            if crate::era::madv_free_dontneed_without_swap(cx.kernel().version) {
-                // v4.5-v4.11: MADV_DONTNEED when no swap slot is free; lazyfree with swap is
-                // refused when the run is set up (`era::madv_free_unmodelled`).
-                if cx.st().swap.nr_free() == 0 {
-                    return madvise_dontneed(cx, mm, start, end).await;
-                }
-                return Err(Errno::EOPNOTSUPP);
+            // v4.5-v4.11: `MADV_DONTNEED` when no swap slot is free (`era::lazyfree_on_anon_lru`).
+            if crate::era::lazyfree_on_anon_lru(cx.kernel().version) && cx.st().swap.nr_free() == 0
+            {
+                return madvise_dontneed(cx, mm, start, end).await;
             }
             crate::madvise::madvise_free(cx, mm, start, end).await
         }

@@ -356,12 +356,66 @@ impl KState {
             self.folios.set(head, pg::SWAPBACKED);
             return false;
         }
+        self.discard_anon_pte(mm, page, t, i);
+        true
+    }
+
+    /// Drops an anonymous page's PTE without a swap entry (`try_to_unmap_one`'s `discard`).
+    fn discard_anon_pte(&mut self, mm: MmId, page: Pfn, t: PtId, i: usize) {
         self.pt.set_pte(t, i, Pte::NONE);
         self.mm_mut(mm).sub_rss(crate::mm_struct::MmCounter::AnonPages, 1);
         self.rmap_remove_pte(page);
+        let head = self.folios.head(page);
         self.put_folio(head, 1);
-        true
     }
+
+    /// `try_to_unmap_one` of a PTE of a folio that is not lazyfree: an anonymous page's becomes
+    /// a swap entry, a file page's nothing (its dirty bit moved to the folio). With `lzfree`
+    /// (`TTU_LZFREE`, v4.5-v4.11 `era::lazyfree_on_anon_lru`, for a folio reclaim has just put
+    /// in the swap cache) a dirty PTE dirties the folio first, and the PTE of a folio still
+    /// clean is dropped instead: the page was freed by `MADV_FREE` and not written since.
+    fn try_to_unmap_pte(&mut self, m: &Mapper, head: Pfn, t: PtId, i: usize, pte: Pte, ttu: Ttu) {
+        let anon = self.folios.is_anon(head);
+        if anon && ttu.lzfree {
+            if pte.dirty() {
+                self.folios.set(head, pg::DIRTY);
+            }
+            if !self.folios.test(head, pg::DIRTY) {
+                self.discard_anon_pte(m.mm, m.page, t, i);
+                return;
+            }
+        }
+        let counter = crate::memory::mm_counter(self, head);
+        self.mm_mut(m.mm).sub_rss(counter, 1);
+        if anon {
+            // A THP's page has its own slot in the folio's cluster.
+            let slot =
+                self.swap.slot_of(head).expect("anonymous folios are unmapped after add_to_swap")
+                    + (m.page.0 - head.0);
+            self.swap_duplicate(slot);
+            let exclusive = self.folios.test(m.page, pg::ANON_EXCLUSIVE);
+            let keep_exclusive = ttu.anon_exclusive && exclusive;
+            self.pt.set_pte(t, i, Pte::swap(0, slot, keep_exclusive, pte.soft_dirty()));
+            self.folios.clear_flag(m.page, pg::ANON_EXCLUSIVE);
+            self.mm_mut(m.mm).add_rss(crate::mm_struct::MmCounter::SwapEnts, 1);
+        } else {
+            if pte.dirty() {
+                self.folio_mark_dirty(head);
+            }
+            self.pt.set_pte(t, i, Pte::NONE);
+        }
+        self.rmap_remove_pte(m.page);
+        self.put_folio(head, 1);
+    }
+}
+
+/// How [`try_to_unmap`] treats anonymous pages.
+#[derive(Clone, Copy, Debug)]
+struct Ttu {
+    /// The era tracks `PageAnonExclusive` (v5.19+, the `cow_reuse` switch).
+    anon_exclusive: bool,
+    /// `TTU_LZFREE` (v4.5-v4.11).
+    lzfree: bool,
 }
 
 /// `try_to_unmap`: replaces every PTE of the folio with a swap entry (anonymous, in the swap
@@ -369,9 +423,11 @@ impl KState {
 /// file folio is split, which for a file folio means cleared (`TTU_SPLIT_HUGE_PMD`,
 /// `__split_huge_pmd_locked`). Returns false if an exclusive, possibly pinned anonymous page
 /// must stay mapped (v5.19+ `anon_exclusive`: pinned pages are never unmapped to swap); the
-/// folio may then be partly unmapped.
-pub(crate) async fn try_to_unmap(cx: &Cx, head: Pfn) -> bool {
+/// folio may then be partly unmapped. `lzfree` is v4.5-v4.11's `TTU_LZFREE`
+/// (`KState::try_to_unmap_pte`).
+pub(crate) async fn try_to_unmap(cx: &Cx, head: Pfn, lzfree: bool) -> bool {
     let anon_exclusive = cx.kernel().switches.cow_reuse.tracks_anon_exclusive();
+    let ttu = Ttu { anon_exclusive, lzfree };
     let mappers = cx.st().folio_mappers(head);
     for m in mappers {
         let Some((table, _, _)) = mapped_entry(&cx.st(), &m) else { continue };
@@ -400,28 +456,7 @@ pub(crate) async fn try_to_unmap(cx: &Cx, head: Pfn) -> bool {
             } else if st.folio_is_lazyfree(head) {
                 st.try_to_unmap_lazyfree(m.mm, m.page, t, i, pte)
             } else {
-                let counter = crate::memory::mm_counter(&st, head);
-                st.mm_mut(m.mm).sub_rss(counter, 1);
-                if anon {
-                    // A THP's page has its own slot in the folio's cluster.
-                    let slot = st
-                        .swap
-                        .slot_of(head)
-                        .expect("anonymous folios are unmapped after add_to_swap")
-                        + (m.page.0 - head.0);
-                    st.swap_duplicate(slot);
-                    let keep_exclusive = anon_exclusive && exclusive;
-                    st.pt.set_pte(t, i, Pte::swap(0, slot, keep_exclusive, pte.soft_dirty()));
-                    st.folios.clear_flag(m.page, pg::ANON_EXCLUSIVE);
-                    st.mm_mut(m.mm).add_rss(crate::mm_struct::MmCounter::SwapEnts, 1);
-                } else {
-                    if pte.dirty() {
-                        st.folio_mark_dirty(head);
-                    }
-                    st.pt.set_pte(t, i, Pte::NONE);
-                }
-                st.rmap_remove_pte(m.page);
-                st.put_folio(head, 1);
+                st.try_to_unmap_pte(&m, head, t, i, pte, ttu);
                 true
             }
         };

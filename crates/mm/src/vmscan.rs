@@ -55,6 +55,12 @@
 //!   alone (`thp_swpout_fallback` from v4.14, fe490cc0fe9e, id not verified). A whole THP left
 //!   in the swap cache (its freeze failed) is split by the next fault on it (`fault.rs`, an
 //!   approximation). The "split pages without a PMD map right away" shortcut is not modelled.
+//! - `MADV_FREE` on v4.5-v4.11 (`era::lazyfree_on_anon_lru`; `shrink_page_list` and
+//!   `try_to_unmap_one` of v4.11): an anonymous folio not yet in the swap cache gets a slot
+//!   without being marked dirty and is unmapped with `TTU_LZFREE` (`rmap.rs`); if no PTE was
+//!   dirty it leaves the swap cache unwritten (`SWAP_LZFREE`) and `pglazyfreed` counts it. The
+//!   count is taken when the PTEs go, the kernel's once the folio is freed (one that someone
+//!   still holds then stays, counted: an approximation).
 //!
 //! Not modelled: per-CPU LRU batches and the LRU lock; memcg protection (`memory.low`);
 //! writeback throttling. Writes are submitted as in the kernel — PG_writeback set, the folio
@@ -785,17 +791,33 @@ async fn prepare_reclaim(
     if cx.st().folios.is_ksm(head) {
         return Err(true);
     }
-    // A lazyfree folio (`MADV_FREE`) is discarded, not swapped.
+    // A lazyfree folio (`MADV_FREE`, v4.12+) is discarded, not swapped.
     let lazyfree = cx.st().folio_is_lazyfree(head);
+    // v4.5-v4.11: one that enters the swap cache now is unmapped with `TTU_LZFREE`.
+    let lzfree = anon
+        && !cx.st().folios.test(head, pg::SWAPCACHE)
+        && crate::era::lazyfree_on_anon_lru(cx.kernel().version);
     if anon && !lazyfree && !cx.st().folios.test(head, pg::SWAPCACHE) {
+        let clean = !cx.st().folios.test(head, pg::DIRTY);
         add_anon_to_swap(cx, head, more).await?;
+        if lzfree && clean {
+            // Those kernels' `add_to_swap` leaves the page clean: the PTEs say if it is dirty.
+            cx.st().folios.clear_flag(head, pg::DIRTY);
+        }
     }
     if anon && cx.st().folios.large(head).is_some() {
         // `try_to_unmap` with `TTU_SPLIT_HUGE_PMD`: the PMDs become PTEs, then swap entries.
         crate::huge_memory::split::split_folio_pmds(cx, head).await;
     }
-    if cx.st().folios.folio_mapcount(head) > 0 && !try_to_unmap(cx, head).await {
+    let mapped = cx.st().folios.folio_mapcount(head) > 0;
+    if mapped && !try_to_unmap(cx, head, lzfree).await {
         return Err(true);
+    }
+    if lzfree && mapped && !cx.st().folios.test(head, pg::DIRTY) {
+        // `SWAP_LZFREE`: every PTE was dropped; the free below skips the write.
+        let mut st = cx.st();
+        let (nr, memcg) = (st.folios.order(head).pages(), st.folio_memcg(head));
+        st.count_event(memcg, VmStat::Pglazyfreed, nr);
     }
     if shmem && cx.st().folios.test(head, pg::DIRTY) && !cx.st().shmem_writepage(head) {
         return Err(true); // no swap slot: `shmem_writepage` redirties, the folio is activated

@@ -119,11 +119,12 @@ pub const LRU_GAUGES: [(crate::folio::LruList, VmStat); 5] = [
     (crate::folio::LruList::Unevictable, VmStat::NrUnevictable),
 ];
 
-/// `/proc/vmstat` text: `name value` per line.
-pub fn vmstat_text(stats: &VmStats) -> String {
+/// `/proc/vmstat` text of kernel `k`: `name value` per line, the counters `k` has
+/// ([`exists_on`]).
+pub fn vmstat_text(stats: &VmStats, k: crate::KernelVersion) -> String {
     let mut out = String::new();
-    for (name, value) in stats.iter() {
-        let _ = writeln!(out, "{name} {value}");
+    for &key in VmStat::ALL.iter().filter(|&&key| exists_on(key, k)) {
+        let _ = writeln!(out, "{} {}", key.name(), stats.get(key));
     }
     out
 }
@@ -138,9 +139,11 @@ pub fn vmstat_key(name: &str) -> Option<VmStat> {
 /// `thp_split_page` and `thp_split_pmd` and `thp_deferred_split_page` were added; shmem's THP
 /// counters (`nr_shmem_hugepages`, `nr_shmem_pmdmapped`, `thp_file_alloc`, `thp_file_mapped`)
 /// with shmem THPs (800d8c63b2e9, v4.8); `thp_file_fallback` with "mm, thp: track fallbacks due
-/// to failed memcg charges separately" (85b9f46e8ea4, v5.8); `pglazyfree` and `pglazyfreed` with
-/// the lazyfree LRU rework of v4.12 ("mm: add vmstat account for MADV_FREE pages", commit not
-/// verified); `thp_swpout` and `thp_swpout_fallback` with "mm, THP, swap: add THP swapping out
+/// to failed memcg charges separately" (85b9f46e8ea4, v5.8); `pglazyfreed` with `MADV_FREE`
+/// itself ("mm: support madvise(MADV_FREE)", 854e9ed09ded, v4.5: the patch adds it to
+/// `vmstat_text` after `pgmajfault`), `pglazyfree` with the lazyfree LRU rework of v4.12 ("mm:
+/// move MADV_FREE pages into LRU_INACTIVE_FILE list", f7ad2a6cb9f7, which counts it in
+/// `lru_lazyfree_fn`); `thp_swpout` and `thp_swpout_fallback` with "mm, THP, swap: add THP swapping out
 /// fallback counting" (fe490cc0fe9e, v4.14; the patch posting "[PATCH -mm -v3 12/12]" of
 /// 2017-07-24 seen on linux-mm, the commit id not verified).
 pub fn exists_on(stat: VmStat, k: crate::KernelVersion) -> bool {
@@ -154,7 +157,8 @@ pub fn exists_on(stat: VmStat, k: crate::KernelVersion) -> bool {
         | VmStat::ThpFileAlloc
         | VmStat::ThpFileMapped => crate::KernelVersion::new(4, 8),
         VmStat::ThpFileFallback => crate::KernelVersion::new(5, 8),
-        VmStat::Pglazyfree | VmStat::Pglazyfreed => crate::KernelVersion::new(4, 12),
+        VmStat::Pglazyfreed => crate::KernelVersion::new(4, 5),
+        VmStat::Pglazyfree => crate::KernelVersion::new(4, 12),
         VmStat::ThpSwpout | VmStat::ThpSwpoutFallback => crate::KernelVersion::new(4, 14),
         _ => return true,
     };

@@ -244,7 +244,9 @@ pub fn render(
         Show::Maps(p) => (format!("/proc/{p}/maps"), st.maps(env.process(p)?)),
         Show::Status(p) => (format!("/proc/{p}/status"), st.status(env.process(p)?)),
         Show::Stat(p) => (format!("/proc/{p}/stat"), st.proc_stat(env.process(p)?)),
-        Show::Vmstat => ("/proc/vmstat".into(), mm::vmstat::vmstat_text(&st.vmstat_snapshot())),
+        Show::Vmstat => {
+            ("/proc/vmstat".into(), mm::vmstat::vmstat_text(&st.vmstat_snapshot(), env.kernel))
+        }
         Show::Meminfo => ("/proc/meminfo".into(), st.meminfo()),
         Show::LockStat => ("/proc/lock_stat".into(), handle.lock_stat_text()),
         Show::Lockdep => ("lockdep".into(), mm::inspect::lockdep_report(handle)),

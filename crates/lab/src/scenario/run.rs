@@ -7,7 +7,7 @@ use super::ScenarioError;
 use super::expect;
 use super::interp::{Env, Failure, Log, Value, run_task};
 use super::limits::{MAX_SCENARIO_BYTES, check_tunable};
-use super::model::{Comparison, MachineSpec, Observable, OpKind, Scenario, Show};
+use super::model::{Comparison, MachineSpec, Observable, Scenario, Show};
 use super::parse::parse_scenario;
 use crate::budget::{CHECK_EVERY, DEFAULT_EVENTS, HostBudget};
 use engine::{SchedulerKind, Sim};
@@ -242,12 +242,6 @@ pub fn prepare(
     sim: Option<Sim>,
 ) -> Result<Prepared, ScenarioError> {
     let bad = |line: usize, message: String| ScenarioError { file: s.file.clone(), line, message };
-    if let Some(line) = madv_free_use(s)
-        && config.swap.as_u64() != 0
-        && let Some(why) = mm::era::madv_free_unmodelled(config.kernel)
-    {
-        return Err(bad(line, why));
-    }
     if let Some((line, why)) = unavailable_fields(s, &config) {
         return Err(bad(line, why));
     }
@@ -329,14 +323,6 @@ fn expected_violations(s: &Scenario, config: &MachineConfig) -> Vec<String> {
             _ => None,
         })
         .collect()
-}
-
-/// The line of the first `madvise(MADV_FREE)`, if any.
-fn madv_free_use(s: &Scenario) -> Option<usize> {
-    s.all_ops()
-        .filter(|op| matches!(op.kind, OpKind::Madvise { advice: mm::madv::FREE, .. }))
-        .map(|op| op.line)
-        .next()
 }
 
 /// The task that runs a scenario's steps in order.

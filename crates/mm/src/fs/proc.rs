@@ -7,11 +7,12 @@
 //! a PMD counts in `AnonHugePages`, a file THP in `FilePmdMapped` and its pages' mapcounts include the PMD mappings; the zero pages and other special mappings (DAX
 //! blocks, as before v6.15) are not counted (`vm_normal_page` is NULL); a page mapped more than once is Shared and adds
 //! `size / mapcount` to Pss (fixed point with `PSS_SHIFT` = 12); dirty means a dirty PTE or a
-//! dirty folio; referenced means a young PTE or a referenced folio.
+//! dirty folio; referenced means a young PTE or a referenced folio; `LazyFree` (v4.12+, with
+//! the lazyfree LRU) counts the anonymous pages no longer swap-backed and not dirty.
 //!
 //! `THPeligible` is the THP policy's answer for the VMA (`huge_memory/policy.rs`), printed
 //! from v5.0 (7635d9cbe832). The smaps fields and their order follow the run's kernel
-//! (`era::smaps_has_field`: `FilePmdMapped` v5.4+, `Pss_Dirty` v6.0+;
+//! (`era::smaps_has_field`: `LazyFree` v4.12+, `FilePmdMapped` v5.4+, `Pss_Dirty` v6.0+;
 //! `era::smaps_page_size_after_size`: `KernelPageSize`/`MMUPageSize` after `Size` from v4.14,
 //! after `SwapPss` before). `smaps_rollup` exists from v4.14 ("mm: add /proc/pid/smaps_rollup",
 //! 493b0e9d945f; before, ENOENT) and prints `Pss_Anon`/`Pss_File`/`Pss_Shmem` after `Pss` (and
@@ -20,6 +21,10 @@
 //! anonymous, swap-backed (shmem) or file, as `smaps_page_accumulate` (v6.1) sorts it; the
 //! per-VMA smaps never prints them. Not printed because the model does not keep them: `KSM`
 //! (v6.x), `ProtectionKey` (no pkeys).
+//!
+//! pagemap's `PM_MMAP_EXCLUSIVE` says the page is mapped once (its PTE mappings plus its folio's
+//! PMD mappings); for a PMD-mapped THP before v6.11 every entry of the PMD took the head page's
+//! answer and none had `PM_FILE` (`era::pagemap_pmd_per_page`).
 //!
 //! status's page-table lines follow the era (`era::status_has_vm_pmd`): `VmPTE` counts the PTE
 //! tables and `VmPMD` the PMD tables from v4.0 (dc6c9a35b66b) to v4.14; from v4.15
@@ -47,7 +52,7 @@ use crate::pgtable::Level;
 use crate::process::Pid;
 use crate::vma::{VmFlags, VmaId, VmaRole};
 use crate::vmstat::VmStat;
-use simcore::{Bytes, VirtAddr};
+use simcore::{Bytes, Pfn, VirtAddr};
 use std::fmt::Write as _;
 
 const PSS_SHIFT: u32 = 12;
@@ -69,6 +74,8 @@ pub struct MemSizeStats {
     pub private_dirty: u64,
     pub referenced: u64,
     pub anonymous: u64,
+    /// Anonymous pages that `MADV_FREE` made lazyfree and nobody wrote since (`LazyFree`, v4.12+).
+    pub lazyfree: u64,
     pub swap: u64,
     pub pss_locked: u64,
     /// Bytes of file THPs mapped by PMDs (`FilePmdMapped`).
@@ -97,6 +104,7 @@ impl MemSizeStats {
         self.private_dirty += o.private_dirty;
         self.referenced += o.referenced;
         self.anonymous += o.anonymous;
+        self.lazyfree += o.lazyfree;
         self.swap += o.swap;
         self.pss_locked += o.pss_locked;
         self.file_thp += o.file_thp;
@@ -104,6 +112,25 @@ impl MemSizeStats {
         self.anon_thp += o.anon_thp;
         self.shared_hugetlb += o.shared_hugetlb;
         self.private_hugetlb += o.private_hugetlb;
+    }
+
+    /// `size` bytes of a page in `AnonHugePages`/`ShmemPmdMapped`/`FilePmdMapped` when a PMD
+    /// maps it (`huge`), `Rss`, and `Anonymous` and `LazyFree` (anonymous, no longer
+    /// swap-backed, clean) by its folio's kind.
+    fn account_kind(&mut self, size: u64, huge: bool, anon: bool, swapbacked: bool, dirty: bool) {
+        match (huge, anon) {
+            (true, true) => self.anon_thp += size,
+            (true, false) if swapbacked => self.shmem_thp += size,
+            (true, false) => self.file_thp += size,
+            (false, _) => {}
+        }
+        self.resident += size;
+        if anon {
+            self.anonymous += size;
+            if !dirty && !swapbacked {
+                self.lazyfree += size;
+            }
+        }
     }
 
     /// The smaps fields as `(name, kB)`, in the kernel's order.
@@ -123,7 +150,7 @@ impl MemSizeStats {
             ("Private_Dirty", kb(self.private_dirty)),
             ("Referenced", kb(self.referenced)),
             ("Anonymous", kb(self.anonymous)),
-            ("LazyFree", 0),
+            ("LazyFree", kb(self.lazyfree)),
             ("AnonHugePages", kb(self.anon_thp)),
             ("ShmemPmdMapped", kb(self.shmem_thp)),
             ("FilePmdMapped", kb(self.file_thp)),
@@ -165,17 +192,9 @@ impl KState {
             let head = self.folios.head(page);
             let size = 4096u64;
             let anon = self.folios.is_anon(head);
-            match (huge, anon) {
-                (true, true) => mss.anon_thp += size,
-                (true, false) if self.folios.test(head, pg::SWAPBACKED) => mss.shmem_thp += size,
-                (true, false) => mss.file_thp += size,
-                (false, _) => {}
-            }
-            mss.resident += size;
-            if anon {
-                mss.anonymous += size;
-            }
+            let swapbacked = self.folios.test(head, pg::SWAPBACKED);
             let dirty = pte.dirty() || self.folios.test(head, pg::DIRTY);
+            mss.account_kind(size, huge, anon, swapbacked, dirty);
             if pte.young() || self.folios.test(head, pg::REFERENCED) {
                 mss.referenced += size;
             }
@@ -186,7 +205,7 @@ impl KState {
             mss.pss += pss;
             *(if anon {
                 &mut mss.pss_anon
-            } else if self.folios.test(head, pg::SWAPBACKED) {
+            } else if swapbacked {
                 &mut mss.pss_shmem
             } else {
                 &mut mss.pss_file
@@ -414,16 +433,7 @@ impl KState {
                         if let Some(mapped) =
                             vm_normal_page(pte).filter(|&p| self.hugetlb.page(p).is_none())
                         {
-                            let page = mapped + offset;
-                            let head = self.folios.head(page);
-                            if !self.folios.is_anon(head) {
-                                e |= PM_FILE;
-                            }
-                            let mapcount =
-                                self.folios.page_mapcount(page) + self.folios.entire_mapcount(head);
-                            if mapcount == 1 {
-                                e |= PM_MMAP_EXCLUSIVE;
-                            }
+                            e |= self.pagemap_page_flags(mapped, offset, level);
                         }
                     }
                     Some((pte, _)) if pte.is_swap() => {
@@ -441,6 +451,24 @@ impl KState {
                 e
             })
             .collect()
+    }
+
+    /// `PM_FILE` and `PM_MMAP_EXCLUSIVE` of the page `offset` pages into what an entry of
+    /// `level` maps from `mapped`: by that page's mapcount (its PTE mappings and the folio's PMD
+    /// mappings), or before v6.11 for a PMD by the head page's, and without `PM_FILE`
+    /// ([`crate::era::pagemap_pmd_per_page`]).
+    fn pagemap_page_flags(&self, mapped: Pfn, offset: u64, level: Level) -> u64 {
+        let per_page = level == Level::Pte || crate::era::pagemap_pmd_per_page(self.thp.kernel);
+        let page = if per_page { mapped + offset } else { mapped };
+        let head = self.folios.head(page);
+        let mut e = 0;
+        if per_page && !self.folios.is_anon(head) {
+            e |= PM_FILE;
+        }
+        if self.folios.page_mapcount(page) + self.folios.entire_mapcount(head) == 1 {
+            e |= PM_MMAP_EXCLUSIVE;
+        }
+        e
     }
 
     /// `/proc/meminfo`.

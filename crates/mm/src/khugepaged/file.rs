@@ -303,7 +303,7 @@ async fn take_range(cx: &Cx, r: FileRange) -> (Vec<Taken>, ScanResult, bool) {
         };
         taken.push((index - r.start, head));
         if cx.st().folios.folio_mapcount(head) > 0 {
-            crate::rmap::try_to_unmap(cx, head).await;
+            crate::rmap::try_to_unmap(cx, head, false).await;
         }
         // The cache's reference and the isolation's: nobody else may hold the page.
         if cx.st().folios.refcount(head) != 2 {

@@ -397,7 +397,7 @@ impl Machine {
     }
 
     pub fn vmstat_text(&self) -> String {
-        crate::vmstat::vmstat_text(&self.vmstat())
+        crate::vmstat::vmstat_text(&self.vmstat(), self.config.kernel)
     }
 
     pub fn meminfo(&self) -> String {

@@ -2,8 +2,10 @@
 //! `include/uapi/linux/kernel-page-flags.h`, `Documentation/admin-guide/mm/pagemap.rst`), read
 //! at the frame pagemap gives for an address, as root reads them.
 //!
-//! `stable_page_flags` (v6.8): the `PG_*` flags shown as `KPF_*` bits, `KPF_MMAP` when the page
-//! is mapped, `KPF_ANON` for anonymous folios, `KPF_COMPOUND_HEAD`/`TAIL` for the pages of a
+//! `stable_page_flags` (v6.8): the `PG_*` flags shown as `KPF_*` bits (a THP's tail page shows
+//! its own, none, before v6.10 and its folio's from then: `era::kpageflags_from_folio`;
+//! `KPF_SWAPCACHE` is the folio's in every era), `KPF_MMAP` when the folio is mapped
+//! (`page_mapped` of a compound page asks about the whole folio), `KPF_ANON` for anonymous folios, `KPF_COMPOUND_HEAD`/`TAIL` for the pages of a
 //! large folio, `KPF_HUGE` for hugetlb pages, `KPF_THP` for the pages of a THP (the model's
 //! rule, as before: a PMD-sized folio; v6.8 sets it for any large folio on the LRU or
 //! anonymous, and mmsim's only large folios outside hugetlb are PMD-sized), `KPF_ZERO_PAGE` for
@@ -76,7 +78,10 @@ impl KState {
             return if self.buddy.is_free(pfn) { bit("BUDDY") } else { 0 };
         }
         let head = self.folios.head(pfn);
-        let flags = self.folios.meta(head).flags;
+        let folio_flags = self.folios.meta(head).flags;
+        // Before v6.10 a tail page's own flags, which the model never sets.
+        let from_folio = head == pfn || crate::era::kpageflags_from_folio(self.thp.kernel);
+        let flags = if from_folio { folio_flags } else { 0 };
         let mut u = 0;
         for (name, flag) in [
             ("LOCKED", pg::LOCKED),
@@ -87,7 +92,6 @@ impl KState {
             ("ACTIVE", pg::ACTIVE),
             ("WRITEBACK", pg::WRITEBACK),
             ("RECLAIM", pg::RECLAIM),
-            ("SWAPCACHE", pg::SWAPCACHE),
             ("SWAPBACKED", pg::SWAPBACKED),
             ("UNEVICTABLE", pg::UNEVICTABLE),
         ] {
@@ -95,7 +99,10 @@ impl KState {
                 u |= bit(name);
             }
         }
-        if self.kpagecount(Some(pfn)) > 0 {
+        if folio_flags & pg::SWAPCACHE != 0 {
+            u |= bit("SWAPCACHE");
+        }
+        if self.folios.folio_mapcount(head) > 0 {
             u |= bit("MMAP");
         }
         if self.folios.is_anon(head) {
