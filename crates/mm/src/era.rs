@@ -148,8 +148,21 @@ switch_enum!(
         Revert = "revert",
         /// The per-VMA hugetlb lock: v6.1 and later.
         VmaLock = "vma_lock",
+        /// Broken on purpose, selectable by name only: `vma_lock`, except that truncation and
+        /// hole punching wait for each mapping's vma lock (`down_write`) while they hold
+        /// `i_mmap_rwsem` for write, instead of the series' trylock and back-out. A fault takes
+        /// the vma lock and then `i_mmap_rwsem` (in `huge_pmd_share`), so the two orders invert:
+        /// lockdep reports it and the explorer can drive the two into a deadlock.
+        VmaLockBlocking = "vma_lock_blocking",
     }
 );
+
+impl HugetlbSync {
+    /// Whether the scheme has the per-VMA hugetlb lock (`vma_lock` and its broken variant).
+    pub fn has_vma_lock(self) -> bool {
+        matches!(self, HugetlbSync::VmaLock | HugetlbSync::VmaLockBlocking)
+    }
+}
 
 switch_enum!(
     /// What a DAX read of a file hole maps (seed `002`, `fs/dax.c`).

@@ -604,7 +604,7 @@ fn lock_order(sync: HugetlbSync) -> &'static [&'static str] {
     match sync {
         HugetlbSync::IMmapRwsem => &["mmap_lock", "i_mmap_rwsem", "hugetlb_fault_mutex", "ptlock"],
         HugetlbSync::Revert => &["mmap_lock", "hugetlb_fault_mutex", "i_mmap_rwsem", "ptlock"],
-        HugetlbSync::VmaLock => {
+        HugetlbSync::VmaLock | HugetlbSync::VmaLockBlocking => {
             &["mmap_lock", "hugetlb_fault_mutex", "hugetlb_vma_lock", "i_mmap_rwsem", "ptlock"]
         }
     }

@@ -225,6 +225,7 @@ impl KState {
         i.refs -= 1;
         if i.refs == 0 {
             self.hugetlbfs_evict_inode(inode);
+            self.shmem_evict_inode(inode);
         }
     }
 }

@@ -24,9 +24,9 @@
 //! kernel's sequence in detail (a test compares ids only with each other); `shm_atime`,
 //! `shm_dtime` and `shm_ctime` are not kept; no `SHM_LOCK`, `IPC_SET`, `IPC_INFO` or
 //! `/proc/sysvipc/shm`; a segment whose key was made private by `IPC_RMID` is gone from the table
-//! once its last attach goes, noticed at the next System V call. The last reference to a
-//! hugetlbfs segment's file frees its pages (`hugetlbfs_evict_inode`); a tmpfs segment's pages
-//! stay cached, as every unlinked tmpfs file's do in mmsim (no `shmem_evict_inode`).
+//! once its last attach goes, noticed at the next System V call; the pages go at that moment
+//! all the same, with the last reference to the segment's file (`hugetlbfs_evict_inode`,
+//! `shmem_evict_inode`).
 
 use crate::errno::Errno;
 use crate::folio::InodeId;

@@ -292,6 +292,26 @@ impl KState {
         true
     }
 
+    /// `shmem_evict_inode`: the last reference to an unlinked tmpfs file (a memfd's, a shared
+    /// anonymous mapping's, a SysV segment's) is gone, so its pages leave the page cache and its
+    /// swap entries are freed (`shmem_truncate_range` over the whole file). Nothing maps or
+    /// opens the file any more; a folio reclaim holds locked at this moment stays cached (the
+    /// kernel's truncation would wait for its lock), an approximation.
+    pub(crate) fn shmem_evict_inode(&mut self, inode: InodeId) {
+        if !self.inodes[inode].fs.swap_backed() || self.paths.values().any(|&i| i == inode) {
+            return;
+        }
+        let mut heads: Vec<Pfn> =
+            self.inodes[inode].mapping.pages.values().map(|&p| self.folios.head(p)).collect();
+        heads.dedup();
+        for head in heads {
+            if !self.folios.test(head, pg::LOCKED) {
+                self.page_cache_delete(inode, head);
+            }
+        }
+        self.shmem_free_swap_range(inode, 0, u64::MAX);
+    }
+
     /// `shmem_undo_range`'s swap entries (`shmem_free_swap`): frees those of pages
     /// `[first, end)` of `inode` (truncation, hole punching).
     pub(crate) fn shmem_free_swap_range(&mut self, inode: InodeId, first: u64, end: u64) {

@@ -44,7 +44,7 @@ use crate::hugetlb::{HugeSize, Owner, fault_mutex, unmap::zap_huge_range};
 use crate::kernel::{Cx, KState};
 use crate::sim::cost::Cost;
 use crate::vma::{VmFlags, VmaId};
-use engine::RwSem;
+use engine::{LockGuard, RwSem};
 use simcore::{Pfn, VirtAddr};
 
 impl KState {
@@ -61,7 +61,7 @@ impl KState {
         let (from, writable) = (v.pgoff / size.pages(), v.flags.has(VmFlags::WRITE));
         let to = from + (v.len().as_u64() >> size.shift());
         let (vma_lock, shared) =
-            (self.hugetlb_sync() == HugetlbSync::VmaLock, v.flags.has(VmFlags::MAYSHARE));
+            (self.hugetlb_sync().has_vma_lock(), v.flags.has(VmFlags::MAYSHARE));
         if vma_lock && shared {
             let lock = self.hugetlb.new_vma_lock();
             self.hugetlb.vmas.entry(vma).or_default().lock = Some(lock);
@@ -121,7 +121,17 @@ fn mappings(
 /// The vma lock a truncation must take to unmap `vma`, if the scheme has one.
 fn vma_lock(st: &KState, vma: VmaId) -> Option<RwSem> {
     let lock = st.hugetlb.vmas.get(&vma).and_then(|h| h.lock);
-    lock.filter(|_| st.hugetlb_sync() == HugetlbSync::VmaLock)
+    lock.filter(|_| st.hugetlb_sync().has_vma_lock())
+}
+
+/// A mapping's vma lock for write as truncation takes it (`hugetlb_vma_trylock_write`): `None`
+/// when it is busy; the broken `vma_lock_blocking` waits for it instead.
+async fn vma_lock_for_unmap(cx: &Cx, l: RwSem) -> Option<LockGuard<'_>> {
+    let sync = cx.st().hugetlb_sync();
+    match sync {
+        HugetlbSync::VmaLockBlocking => Some(l.write(cx).await),
+        _ => l.try_write(cx).await,
+    }
 }
 
 /// `hugetlb_vmdelete_list`: unmaps huge indexes `[start, end)` from every mapping of `inode`;
@@ -132,7 +142,7 @@ async fn hugetlb_vmdelete_list(cx: &Cx, inode: InodeId, start: u64, end: Option<
     for (vma, from, to) in targets {
         let lock = vma_lock(&cx.st(), vma);
         let guard = match lock {
-            Some(l) => match l.try_write(cx).await {
+            Some(l) => match vma_lock_for_unmap(cx, l).await {
                 Some(g) => Some(g),
                 None => continue,
             },
@@ -157,7 +167,7 @@ async fn hugetlb_unmap_file_folio(cx: &Cx, inode: InodeId, index: u64, page: Pfn
             }
             let lock = vma_lock(&cx.st(), vma);
             let guard = match lock {
-                Some(l) => match l.try_write(cx).await {
+                Some(l) => match vma_lock_for_unmap(cx, l).await {
                     Some(g) => Some(g),
                     None => {
                         skipped = Some((vma, l, from, to));
@@ -200,7 +210,9 @@ fn maps_page(st: &KState, vma: VmaId, addr: VirtAddr, page: Pfn) -> bool {
 async fn unmap_raced_page(cx: &Cx, inode: InodeId, index: u64, page: Pfn) {
     let sync = cx.st().hugetlb_sync();
     match sync {
-        HugetlbSync::VmaLock => hugetlb_unmap_file_folio(cx, inode, index, page).await,
+        HugetlbSync::VmaLock | HugetlbSync::VmaLockBlocking => {
+            hugetlb_unmap_file_folio(cx, inode, index, page).await
+        }
         HugetlbSync::Revert | HugetlbSync::IMmapRwsem => {
             let l = cx.st().inodes[inode].mapping.i_mmap_rwsem;
             let _g = l.write(cx).await;

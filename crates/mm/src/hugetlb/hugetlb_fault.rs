@@ -189,11 +189,11 @@ impl<'a> FaultLocks<'a> {
         let mutex = super::fault_mutex(cx, hv.inode, hv.idx);
         let i_mmap = match hv.sync {
             HugetlbSync::IMmapRwsem => Some(i_mmap.read(cx).await),
-            HugetlbSync::Revert | HugetlbSync::VmaLock => None,
+            HugetlbSync::Revert | HugetlbSync::VmaLock | HugetlbSync::VmaLockBlocking => None,
         };
         let mutex = Some(mutex.lock(cx).await);
         let vma = match (hv.sync, vma_lock) {
-            (HugetlbSync::VmaLock, Some(l)) => Some(l.read(cx).await),
+            (sync, Some(l)) if sync.has_vma_lock() => Some(l.read(cx).await),
             _ => None,
         };
         FaultLocks { i_mmap, mutex, vma }

@@ -79,7 +79,7 @@ fn want_pmd_share(st: &KState, vma: VmaId, addr: VirtAddr) -> bool {
     let v = st.vma(vma);
     let (base, end) = pud_range(addr);
     let hv = st.hugetlb.vmas.get(&vma);
-    let lock_ok = st.hugetlb_sync() != HugetlbSync::VmaLock || hv.is_some_and(|h| h.lock.is_some());
+    let lock_ok = !st.hugetlb_sync().has_vma_lock() || hv.is_some_and(|h| h.lock.is_some());
     v.flags.has(VmFlags::MAYSHARE)
         && v.start <= base
         && end <= v.end
@@ -102,8 +102,7 @@ fn page_table_shareable(
     let locked = VmFlags::LOCKED;
     let same_flags = s.flags.0 & !locked == st.vma(vma).flags.0 & !locked;
     let shs = st.hugetlb.vmas.get(&svma);
-    let has_lock =
-        st.hugetlb_sync() != HugetlbSync::VmaLock || shs.is_some_and(|h| h.lock.is_some());
+    let has_lock = !st.hugetlb_sync().has_vma_lock() || shs.is_some_and(|h| h.lock.is_some());
     (Level::Pmd.index(addr) == Level::Pmd.index(saddr)
         && same_flags
         && s.start <= sbase

@@ -39,7 +39,6 @@ use super::hugetlb_fault::Ptep;
 use super::pmd_share::huge_pte_alloc_at;
 use super::{HugeSize, Owner};
 use crate::arch::tlbflush::flush_tlb_range;
-use crate::era::HugetlbSync;
 use crate::errno::Errno;
 use crate::folio::InodeId;
 use crate::kernel::{Cx, KState};
@@ -181,10 +180,7 @@ pub(super) async fn unmap_locks(cx: &Cx, vma: VmaId) -> (Option<LockGuard<'_>>, 
         let st = cx.st();
         let inode = st.file(st.vma(vma).file.expect("a hugetlb VMA")).inode;
         let lock = st.hugetlb.vmas.get(&vma).and_then(|v| v.lock);
-        (
-            lock.filter(|_| st.hugetlb_sync() == HugetlbSync::VmaLock),
-            st.inodes[inode].mapping.i_mmap_rwsem,
-        )
+        (lock.filter(|_| st.hugetlb_sync().has_vma_lock()), st.inodes[inode].mapping.i_mmap_rwsem)
     };
     let v = match vma_lock {
         Some(l) => Some(l.write(cx).await),
@@ -288,7 +284,7 @@ pub(crate) async fn copy_hugetlb_page_range(
     let sync = cx.st().hugetlb_sync();
     let _guard = match (cow, sync, vma_lock) {
         (true, _, _) => None,
-        (false, HugetlbSync::VmaLock, Some(l)) => Some(l.read(cx).await),
+        (false, sync, Some(l)) if sync.has_vma_lock() => Some(l.read(cx).await),
         (false, _, _) => {
             let l = cx.st().inodes[inode].mapping.i_mmap_rwsem;
             Some(l.read(cx).await)
