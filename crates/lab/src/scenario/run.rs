@@ -447,15 +447,21 @@ pub fn run(
     let handle = machine.handle().clone();
     let rule = machine.config().switches.cow_reuse;
     let budget = o.host_budget.unwrap_or_else(HostBudget::from_host);
-    let (mut tick, mut refused) = (0u64, None);
-    let result = machine.run_observed(&mut |k| {
-        tick += 1;
-        if tick.is_multiple_of(CHECK_EVERY) {
+    let (mut checked, mut refused) = (0u64, None);
+    let mut observe = |k: &Kernel| {
+        let due = handle.events() / CHECK_EVERY;
+        if due > checked {
+            checked = due;
             progress(handle.now());
             budget.check(&k.state()).map_err(|e| refused.insert(e).clone())?;
         }
         if o.check_every_step { mm::sim::check::check_all(&k.state(), rule) } else { Ok(()) }
-    });
+    };
+    let result = if o.check_every_step {
+        machine.run_each_step(&mut observe)
+    } else {
+        machine.run_observed(&mut observe)
+    };
     let (stopped, last) = match result {
         Ok(r) => (None, Some(r)),
         Err(_) if refused.is_some() => (None, None),
