@@ -281,6 +281,7 @@ impl State {
 
     /// Charges `d` (and the task's line debt); true if the task carries on at once
     /// ([`State::carry_on`]), false if it waits for the run loop.
+    #[must_use = "true: the task carries on; false: it waits for the run loop"]
     pub(crate) fn charge(
         &mut self,
         task: TaskId,
@@ -299,6 +300,7 @@ impl State {
     }
 
     /// Sleeps `d`; true if the task carries on at once ([`State::carry_on`]).
+    #[must_use = "true: the task carries on; false: it waits for the run loop"]
     pub(crate) fn sleep(
         &mut self,
         task: TaskId,
