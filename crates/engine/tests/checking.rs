@@ -347,7 +347,6 @@ fn tasks_run_on_where_nothing_else_is_due_with_the_same_history() {
         let h = sim.handle().clone();
         let m = h.mutex("m");
         for (n, (cpu, step)) in [(0u32, 3u64), (1, 5), (0, 4)].into_iter().enumerate() {
-            let m = m.clone();
             h.spawn(h.cpu(cpu).unwrap(), format!("worker{n}"), move |cx| async move {
                 for k in 0..20 {
                     cx.charge(us(step)).await;

@@ -431,19 +431,17 @@ impl Driver {
     }
 }
 
-/// Runs a scenario to the end. `progress` is called often during long runs with the virtual
-/// time, for progress bars.
-pub fn run(
-    s: &Scenario,
+/// How a scenario's run ended: why it stopped (a deadlock, a checker), why it was refused (a
+/// host budget), and its report when it finished.
+type Ending = (Option<String>, Option<String>, Option<engine::RunReport>);
+
+/// Runs `machine` to the end, checking the host budget every [`CHECK_EVERY`] scheduling events
+/// (with a `progress` call) and, when asked, the whole-system checkers after every step.
+fn run_machine(
+    machine: &mut Machine,
     o: &Overrides,
     progress: &mut dyn FnMut(simcore::SimTime),
-) -> Result<Report, ScenarioError> {
-    let config = machine_config(&s.machine, o, &s.file)?;
-    if let Some(why) = skip_reason(s, &config) {
-        return Ok(Report::skipped(s, &config, why));
-    }
-    let Prepared { mut machine, env, log } = prepare(s, config, None)?;
-    log.borrow_mut().keep_going = o.keep_going;
+) -> Ending {
     let handle = machine.handle().clone();
     let rule = machine.config().switches.cow_reuse;
     let budget = o.host_budget.unwrap_or_else(HostBudget::from_host);
@@ -462,17 +460,31 @@ pub fn run(
     } else {
         machine.run_observed(&mut observe)
     };
-    let (stopped, last) = match result {
-        Ok(r) => (None, Some(r)),
-        Err(_) if refused.is_some() => (None, None),
+    match result {
+        Ok(r) => (None, None, Some(r)),
+        Err(_) if refused.is_some() => (None, refused, None),
         Err(e) => match e.over_event_budget() {
-            Some(why) => {
-                refused = Some(why);
-                (None, None)
-            }
-            None => (Some(e.to_string()), None),
+            Some(why) => (None, Some(why), None),
+            None => (Some(e.to_string()), None, None),
         },
-    };
+    }
+}
+
+/// Runs a scenario to the end. `progress` is called often during long runs with the virtual
+/// time, for progress bars.
+pub fn run(
+    s: &Scenario,
+    o: &Overrides,
+    progress: &mut dyn FnMut(simcore::SimTime),
+) -> Result<Report, ScenarioError> {
+    let config = machine_config(&s.machine, o, &s.file)?;
+    if let Some(why) = skip_reason(s, &config) {
+        return Ok(Report::skipped(s, &config, why));
+    }
+    let Prepared { mut machine, env, log } = prepare(s, config, None)?;
+    log.borrow_mut().keep_going = o.keep_going;
+    let (stopped, refused, last) = run_machine(&mut machine, o, progress);
+    let handle = machine.handle().clone();
     let mut shown = Vec::new();
     for show in s.show.iter().chain(&o.show) {
         let item = expect::render(&machine.kernel().state(), &handle, &env.borrow(), show)
