@@ -509,7 +509,8 @@ impl State {
     ) -> Option<SimDuration> {
         self.running(task);
         let spinning = self.locks[lock].state.is_spin();
-        if !spinning {
+        // The lock's name is formatted only where `might_sleep` reports (a spinlock held).
+        if !spinning && self.tasks[task].preempt_count > 0 {
             let what = format!("{} {}", self.classes.name(self.locks[lock].class), mode);
             self.might_sleep(task, &what, at);
         }
