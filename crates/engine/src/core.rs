@@ -68,6 +68,9 @@ pub(crate) struct State {
     pub tearing_down: bool,
     /// Scratch list of tasks granted a lock by a release.
     granted: Vec<TaskId>,
+    /// Whether a task may carry on past a charge or sleep without a pass of the run loop (see
+    /// [`State::carry_on`]); off while a checker must see every step.
+    carry_on: bool,
 }
 
 pub(crate) struct Core {
@@ -164,6 +167,7 @@ impl State {
             prng,
             tearing_down: false,
             granted: Vec::new(),
+            carry_on: false,
         }
     }
 
@@ -275,27 +279,71 @@ impl State {
         t
     }
 
-    pub(crate) fn charge(&mut self, task: TaskId, d: SimDuration, at: &'static Location<'static>) {
+    /// Charges `d` (and the task's line debt); true if the task carries on at once
+    /// ([`State::carry_on`]), false if it waits for the run loop.
+    #[must_use = "true: the task carries on; false: it waits for the run loop"]
+    pub(crate) fn charge(
+        &mut self,
+        task: TaskId,
+        d: SimDuration,
+        at: &'static Location<'static>,
+    ) -> bool {
         let cpu = self.running(task).cpu;
         let t = &mut self.tasks[task];
         let d = d + std::mem::take(&mut t.line_debt);
         t.point = Point { kind: PointKind::Charge, at };
         t.stats.cpu += d;
         self.cpus[cpu].stats.busy += d;
-        self.schedule(task, self.now + d);
+        let entry = self.queue_entry(task, self.now + d);
+        self.sched.push(entry);
+        self.carry_on(entry)
     }
 
-    pub(crate) fn sleep(&mut self, task: TaskId, d: SimDuration, at: &'static Location<'static>) {
+    /// Sleeps `d`; true if the task carries on at once ([`State::carry_on`]).
+    #[must_use = "true: the task carries on; false: it waits for the run loop"]
+    pub(crate) fn sleep(
+        &mut self,
+        task: TaskId,
+        d: SimDuration,
+        at: &'static Location<'static>,
+    ) -> bool {
         self.might_sleep(task, "a timer", at);
         let cpu = self.running(task).cpu;
         self.tasks[task].point = Point { kind: PointKind::Sleep, at };
         if self.preempts_at_every_point && self.tasks[task].daemon {
             self.schedule_daemon_wakeup(task, self.now + d);
-        } else {
-            self.schedule(task, self.now + d);
+            self.release_cpu(cpu);
+            self.left_cpu(task);
+            return false;
         }
+        let entry = self.queue_entry(task, self.now + d);
+        self.sched.push(entry);
         self.release_cpu(cpu);
         self.left_cpu(task);
+        self.carry_on(entry)
+    }
+
+    /// Whether the task of `entry`, just queued at a charge or sleep, carries on without going
+    /// back to the run loop. It does when the scheduler would dispatch `entry` next anyway
+    /// ([`Scheduler::take_if_next`]: under the time-ordered scheduler, when nothing else is due
+    /// before it, ties going to the earlier entry as always) and the pass would not reach the
+    /// events budget; the pass is then done here, in the same order as the run loop does it:
+    /// the event is counted and [`State::dispatch`] advances the clock, checks the CPU (a
+    /// time-slice preemption still happens), accounts the switch and writes the digest and
+    /// trace. The event history, and so the digest, is the same as with a pass; only the
+    /// loop's step (its checker call) is skipped, which is why a checked run turns this off.
+    /// The exploration schedulers never hand an entry back: they see every blocking point.
+    fn carry_on(&mut self, entry: ReadyEntry) -> bool {
+        if !self.carry_on
+            || self.events >= self.config.max_events
+            || !self.sched.take_if_next(&entry)
+        {
+            return false;
+        }
+        debug_assert!(!self.preempts_at_every_point, "no wake-ups are held back");
+        debug_assert!(self.live > 0, "a task runs only while the run goes on");
+        self.events += 1;
+        self.dispatch(entry)
     }
 
     /// A preemption point: the task stays runnable (and keeps its CPU).
@@ -461,7 +509,8 @@ impl State {
     ) -> Option<SimDuration> {
         self.running(task);
         let spinning = self.locks[lock].state.is_spin();
-        if !spinning {
+        // The lock's name is formatted only where `might_sleep` reports (a spinlock held).
+        if !spinning && self.tasks[task].preempt_count > 0 {
             let what = format!("{} {}", self.classes.name(self.locks[lock].class), mode);
             self.might_sleep(task, &what, at);
         }
@@ -896,6 +945,11 @@ impl Handle {
         self.0.state.borrow().digest
     }
 
+    /// Scheduling events so far (what [`RunReport::events`] reports at the end).
+    pub fn events(&self) -> u64 {
+        self.0.state.borrow().events
+    }
+
     /// Every lock that is held or waited for: `class#id: held by ...; waited for by ...`.
     pub fn describe_locks(&self) -> Vec<String> {
         let st = self.0.state.borrow();
@@ -986,7 +1040,7 @@ impl Sim {
     /// A panic inside a task (a broken invariant) is re-raised with the seed and scheduler that
     /// reproduce it.
     pub fn run(&mut self) -> Result<RunReport, SimError> {
-        self.run_checked(&mut || Ok(()))
+        self.run_with(&mut || Ok(()), true)
     }
 
     /// Like [`run`](Sim::run), calling `check` after every step (every resumption of a task up to
@@ -996,9 +1050,32 @@ impl Sim {
         &mut self,
         check: &mut dyn FnMut() -> Result<(), String>,
     ) -> Result<RunReport, SimError> {
+        self.run_with(check, false)
+    }
+
+    /// Like [`run`](Sim::run), calling `observe` after every pass of the run loop (progress
+    /// reporting): under the time-ordered scheduler a task whose charge or sleep ends before
+    /// anything else is due carries on without a pass, so one call may follow several blocking
+    /// points. Same events, digest and outcome as [`run_checked`](Sim::run_checked) with a
+    /// checker that always passes; the first error stops the run with [`SimError::Check`].
+    pub fn run_observed(
+        &mut self,
+        observe: &mut dyn FnMut() -> Result<(), String>,
+    ) -> Result<RunReport, SimError> {
+        self.run_with(observe, true)
+    }
+
+    /// The run loop with `step` after every pass; `carry_on` lets tasks run on past charges
+    /// and sleeps where nothing else is due (`State::carry_on`).
+    fn run_with(
+        &mut self,
+        step: &mut dyn FnMut() -> Result<(), String>,
+        carry_on: bool,
+    ) -> Result<RunReport, SimError> {
         assert!(!self.poisoned, "run() after a panic: the simulation state is inconsistent");
         let core = &self.handle.0;
-        match std::panic::catch_unwind(AssertUnwindSafe(|| run_loop(core, check))) {
+        core.state.borrow_mut().carry_on = carry_on;
+        match std::panic::catch_unwind(AssertUnwindSafe(|| run_loop(core, step))) {
             Ok(result) => result,
             Err(payload) => {
                 self.poisoned = true;

@@ -126,14 +126,8 @@ impl Future for PointFuture<'_> {
                     true
                 }
             }
-            Kind::Charge(d) => {
-                st.charge(task, d, this.at);
-                false
-            }
-            Kind::Sleep(d) => {
-                st.sleep(task, d, this.at);
-                false
-            }
+            Kind::Charge(d) => st.charge(task, d, this.at),
+            Kind::Sleep(d) => st.sleep(task, d, this.at),
             Kind::Join(target) => st.join(task, target, this.at),
         };
         if passes {

@@ -45,6 +45,14 @@ pub trait Scheduler: fmt::Debug {
     /// zero-length charges (exploration schedulers do; the time-ordered one switches only where
     /// virtual time passes or a task blocks).
     fn preempts_at_every_point(&self) -> bool;
+    /// Removes `entry`, just pushed, if it is what [`pop`](Scheduler::pop) would return now, and
+    /// says so: the engine then runs its task on without a pass of the run loop (a charge or
+    /// sleep that ends before anything else is due). A scheduler that must see every blocking
+    /// point (every exploration scheduler) keeps the default, which never takes one.
+    fn take_if_next(&mut self, entry: &ReadyEntry) -> bool {
+        let _ = entry;
+        false
+    }
 }
 
 /// The scheduler `kind` drawing from the run's root generator `prng` (`Prng::from_seed(seed)`):
@@ -81,6 +89,16 @@ impl Scheduler for TimeOrdered {
 
     fn preempts_at_every_point(&self) -> bool {
         false
+    }
+
+    /// Entries are totally ordered by `(time, seq)`: `entry` is next when it is the heap's least
+    /// (an entry due at the same time but queued earlier goes first, as at a pass).
+    fn take_if_next(&mut self, entry: &ReadyEntry) -> bool {
+        if self.heap.peek() != Some(&Reverse(*entry)) {
+            return false;
+        }
+        self.heap.pop();
+        true
     }
 }
 

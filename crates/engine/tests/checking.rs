@@ -332,3 +332,55 @@ fn a_sleeping_daemon_does_not_starve_the_run_under_exploration() {
         }
     }
 }
+
+/// Three workers charging and sleeping at staggered times (two share a CPU with a short time
+/// slice), a daemon's timer, and one lock: under the time-ordered scheduler `run_observed` lets a task run on past a
+/// charge or sleep when nothing else is due first, so its observer sees fewer passes, while the
+/// event history (digest, events, time, trace) is exactly that of a run checked at every step.
+#[test]
+fn tasks_run_on_where_nothing_else_is_due_with_the_same_history() {
+    let run = |observed: bool, max_events: u64| {
+        let timeslice = us(10);
+        let config =
+            SimConfig { cpus: 2, trace: true, max_events, timeslice, ..SimConfig::default() };
+        let mut sim = Sim::new(config).unwrap();
+        let h = sim.handle().clone();
+        let m = h.mutex("m");
+        for (n, (cpu, step)) in [(0u32, 3u64), (1, 5), (0, 4)].into_iter().enumerate() {
+            h.spawn(h.cpu(cpu).unwrap(), format!("worker{n}"), move |cx| async move {
+                for k in 0..20 {
+                    cx.charge(us(step)).await;
+                    if k % 4 == 0 {
+                        let _g = m.lock(&cx).await;
+                        cx.charge(us(2)).await;
+                    }
+                    cx.sleep(us(1 + k % 3)).await;
+                }
+            });
+        }
+        h.spawn_daemon(h.cpu(0).unwrap(), "timer", |cx| async move {
+            loop {
+                cx.sleep(us(7)).await;
+                cx.charge(us(1)).await;
+            }
+        });
+        let mut steps = 0u64;
+        let mut count = || {
+            steps += 1;
+            Ok(())
+        };
+        let result =
+            if observed { sim.run_observed(&mut count) } else { sim.run_checked(&mut count) };
+        (result.map_err(|e| e.to_string()), steps, h.trace())
+    };
+    let (checked, checked_steps, checked_trace) = run(false, 10_000);
+    let (observed, observed_steps, observed_trace) = run(true, 10_000);
+    assert_eq!(checked, observed);
+    assert_eq!(checked_trace, observed_trace);
+    assert!(observed_steps < checked_steps, "{observed_steps} passes, {checked_steps} steps");
+    // The events budget stops both at the same event.
+    let events = checked.unwrap().events;
+    for limit in [events / 3, events / 2, events - 1] {
+        assert_eq!(run(false, limit).0, run(true, limit).0, "max_events {limit}");
+    }
+}

@@ -95,7 +95,9 @@ impl Future for LockOp<'_> {
         if transfer.is_zero() {
             return Poll::Ready(outcome);
         }
-        st.charge(task, transfer, this.at);
+        if st.charge(task, transfer, this.at) {
+            return Poll::Ready(outcome);
+        }
         this.stage = Stage::Transferring(outcome);
         Poll::Pending
     }

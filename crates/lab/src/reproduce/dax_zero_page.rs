@@ -122,7 +122,7 @@ fn run_job(
     job.spawn(&mut m)?;
     let step = size.as_u64() / SAMPLES;
     let mut curve = vec![(0.0, 0.0)];
-    m.run_observed(&mut |k| {
+    m.run_each_step(&mut |k| {
         let read = job.stats().bytes;
         if read >= curve.len() as u64 * step {
             let used = used_kib(&k.state()) - used0;

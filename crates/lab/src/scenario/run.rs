@@ -391,6 +391,45 @@ impl Driver {
     }
 }
 
+/// How a scenario's run ended: why it stopped (a deadlock, a checker), why it was refused (a
+/// host budget), and its report when it finished.
+type Ending = (Option<String>, Option<String>, Option<engine::RunReport>);
+
+/// Runs `machine` to the end, checking the host budget every [`CHECK_EVERY`] scheduling events
+/// (with a `progress` call) and, when asked, the whole-system checkers after every step.
+fn run_machine(
+    machine: &mut Machine,
+    o: &Overrides,
+    progress: &mut dyn FnMut(simcore::SimTime),
+) -> Ending {
+    let handle = machine.handle().clone();
+    let rule = machine.config().switches.cow_reuse;
+    let budget = o.host_budget.unwrap_or_else(HostBudget::from_host);
+    let (mut checked, mut refused) = (0u64, None);
+    let mut observe = |k: &Kernel| {
+        let due = handle.events() / CHECK_EVERY;
+        if due > checked {
+            checked = due;
+            progress(handle.now());
+            budget.check(&k.state()).map_err(|e| refused.insert(e).clone())?;
+        }
+        if o.check_every_step { mm::sim::check::check_all(&k.state(), rule) } else { Ok(()) }
+    };
+    let result = if o.check_every_step {
+        machine.run_each_step(&mut observe)
+    } else {
+        machine.run_observed(&mut observe)
+    };
+    match result {
+        Ok(r) => (None, None, Some(r)),
+        Err(_) if refused.is_some() => (None, refused, None),
+        Err(e) => match e.over_event_budget() {
+            Some(why) => (None, Some(why), None),
+            None => (Some(e.to_string()), None, None),
+        },
+    }
+}
+
 /// Runs a scenario to the end. `progress` is called often during long runs with the virtual
 /// time, for progress bars.
 pub fn run(
@@ -404,29 +443,8 @@ pub fn run(
     }
     let Prepared { mut machine, env, log } = prepare(s, config, None)?;
     log.borrow_mut().keep_going = o.keep_going;
+    let (stopped, refused, last) = run_machine(&mut machine, o, progress);
     let handle = machine.handle().clone();
-    let rule = machine.config().switches.cow_reuse;
-    let budget = o.host_budget.unwrap_or_else(HostBudget::from_host);
-    let (mut tick, mut refused) = (0u64, None);
-    let result = machine.run_observed(&mut |k| {
-        tick += 1;
-        if tick.is_multiple_of(CHECK_EVERY) {
-            progress(handle.now());
-            budget.check(&k.state()).map_err(|e| refused.insert(e).clone())?;
-        }
-        if o.check_every_step { mm::sim::check::check_all(&k.state(), rule) } else { Ok(()) }
-    });
-    let (stopped, last) = match result {
-        Ok(r) => (None, Some(r)),
-        Err(_) if refused.is_some() => (None, None),
-        Err(e) => match e.over_event_budget() {
-            Some(why) => {
-                refused = Some(why);
-                (None, None)
-            }
-            None => (Some(e.to_string()), None),
-        },
-    };
     let mut shown = Vec::new();
     for show in s.show.iter().chain(&o.show) {
         let item = expect::render(&machine.kernel().state(), &handle, &env.borrow(), show)

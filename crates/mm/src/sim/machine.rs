@@ -338,17 +338,28 @@ impl Machine {
     /// Runs with the whole-system checkers after every step.
     pub fn run_checked(&mut self) -> Result<RunReport, SimError> {
         let rule = self.config.switches.cow_reuse;
-        self.run_observed(&mut |k| check_all(&k.state(), rule))
+        self.run_each_step(&mut |k| check_all(&k.state(), rule))
     }
 
-    /// Runs, calling `observe` after every step (checkers, progress reporting); its first error
-    /// stops the run.
-    pub fn run_observed(
+    /// Runs, calling `observe` after every step (every resumption of a task up to its next
+    /// blocking point: checkers, samples of the state); its first error stops the run.
+    pub fn run_each_step(
         &mut self,
         observe: &mut dyn FnMut(&Kernel) -> Result<(), String>,
     ) -> Result<RunReport, SimError> {
         let kernel = self.kernel.clone();
         self.sim.run_checked(&mut || observe(&kernel))
+    }
+
+    /// Runs, calling `observe` after every pass of the engine's run loop (progress reporting):
+    /// a pass may cover several blocking points where a task ran on with nothing else due
+    /// (`engine::Sim::run_observed`). Its first error stops the run.
+    pub fn run_observed(
+        &mut self,
+        observe: &mut dyn FnMut(&Kernel) -> Result<(), String>,
+    ) -> Result<RunReport, SimError> {
+        let kernel = self.kernel.clone();
+        self.sim.run_observed(&mut || observe(&kernel))
     }
 
     /// A fingerprint of the kernel state (for the explorer's visited-state cache).
