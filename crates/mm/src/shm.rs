@@ -249,6 +249,7 @@ pub(crate) async fn shmat(
     if flg & shmflg::SHM_EXEC != 0 {
         prot |= prot::EXEC;
     }
+    let mm = cx.st().procs[pid].mm.ok_or(Errno::EINVAL)?;
     let (file, len) = {
         let mut st = cx.st();
         st.shm_reap();
@@ -256,9 +257,10 @@ pub(crate) async fn shmat(
         let file = st.open_file(inode, mode, false, false)?;
         (file, st.inodes[inode].size)
     };
-    let taken = |st: &KState, a: VirtAddr| {
-        let mm = st.procs[pid].mm.expect("a process with an mm attaches");
-        !st.mm(mm).vmas_in(a, a + Bytes(len), |v| st.vma(v).end).is_empty()
+    // An attach that wraps around, or whose range is mapped, is EINVAL unless `SHM_REMAP`.
+    let taken = |st: &KState, a: VirtAddr| match a.checked_add(Bytes(len)) {
+        Some(end) => !st.mm(mm).vmas_in(a, end, |v| st.vma(v).end).is_empty(),
+        None => true,
     };
     if addr.is_some_and(|a| flg & shmflg::SHM_REMAP == 0 && taken(&cx.st(), a)) {
         cx.st().file_put(file);
