@@ -46,7 +46,10 @@
 //!
 //! GUP of a DAX mapping fails with EFAULT: the model keeps no `struct page` for persistent
 //! memory, so nothing could hold a reference (the kernel takes ZONE_DEVICE page references, and
-//! refuses FOLL_LONGTERM). Populating such a range faults it in normally.
+//! refuses FOLL_LONGTERM). Populating such a range faults it in normally. GUP of a hugetlb
+//! mapping fails with EFAULT too, in both paths: an approximation (the kernel pins huge pages,
+//! `follow_hugetlb_page`, `gup_huge_pmd`; the `cow.c` and `gup_longterm.c` hugetlb cases need
+//! it), as pins on hugetlb pages are not modelled. `MADV_POPULATE_*` faults them in.
 //!
 //! GUP-fast (`lockless_pages_from_mm`, `gup_pmd_range`, `gup_pte_range`) walks without locks,
 //! then, in a later step, takes its reference (`try_grab_folio`, failing on a freed folio) and
@@ -217,7 +220,8 @@ fn must_unshare(
 fn follow_page(cx: &Cx, st: &KState, mm: MmId, addr: VirtAddr, walk: Walk) -> Option<Pfn> {
     let flags = walk.flags;
     let (pte, level) = st.pt.translate(st.mm(mm).pgd, addr)?;
-    let vma = st.find_vma(mm, addr).filter(|&v| !st.vma_is_dax(v))?;
+    // DAX and hugetlb pages are not taken by GUP in the model (the slow path's EFAULT).
+    let vma = st.find_vma(mm, addr).filter(|&v| !st.vma_is_dax(v) && st.hstate_vma(v).is_none())?;
     let vma_flags = st.vma(vma).flags;
     if !pte.is_present() || (flags.write && !can_follow_write_pte(cx, st, pte, vma_flags, walk)) {
         return None;
