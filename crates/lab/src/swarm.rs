@@ -178,6 +178,16 @@ const OPS: &[(&str, OpGen)] = &[
             pages * 4
         ))
     }),
+    ("mmap_hugetlb", |g| {
+        let pages = 512 * (1 + g.below(2));
+        let flags = *g.pick(&["private|anonymous|hugetlb", "shared|anonymous|hugetlb"])?;
+        let name = g.name("m");
+        g.bound.maps.push((g.current.clone(), name.clone(), pages));
+        Some(format!(
+            r#"{{ op = "mmap", len = "{}KiB", prot = "rw", flags = "{flags}", as = "{name}" }}"#,
+            pages * 4
+        ))
+    }),
     ("mmap_file", |g| {
         let fd = g.fd()?;
         let pages = 1 + g.below(32);
@@ -357,6 +367,9 @@ fn machine(g: &mut Gen) -> Option<String> {
     );
     if g.swap {
         let _ = writeln!(out, "swap = \"{}MiB\"", 8 << g.below(3));
+    }
+    if g.chance(1, 2) {
+        let _ = write!(out, "\n[machine.tunables]\nnr_hugepages = {}\n", g.below(4));
     }
     let mut switches = Switches::for_kernel(kernel);
     let mut borrowed = std::collections::BTreeMap::new();

@@ -200,7 +200,8 @@ impl Ksm {
     pub(crate) fn store(&mut self, name: &str, v: u64, zero_pages_knob: bool) -> Result<(), Errno> {
         let bool_knob = |v: u64| if v > 1 { Err(Errno::EINVAL) } else { Ok(v) };
         match name {
-            "run" if v <= 2 => self.run = v,
+            // Applied by `sysfs_stored`, under `ksm_thread_mutex` as `run_store` does.
+            "run" if v <= 2 => {}
             "pages_to_scan" | "sleep_millisecs" if v > u64::from(u32::MAX) => {
                 return Err(Errno::EINVAL);
             }
@@ -888,25 +889,34 @@ pub(crate) fn ksm_fork(cx: &Cx, child: MmId, parent: MmId) {
     }
 }
 
-/// After a write to a KSM sysfs file (`run_store`): `run = 2` unmerges everything under
-/// `ksm_thread_mutex` (on failure `run` falls back to 0 and the error is returned), and a
-/// merge request wakes ksmd.
-pub(crate) async fn sysfs_stored(cx: &Cx, path: &str) -> Result<(), Errno> {
+/// After a write of `value` (validated by [`Ksm::store`]) to a KSM sysfs file: `run_store`
+/// changes `run` under `ksm_thread_mutex`, so never in the middle of ksmd's scan, and a change
+/// to 2 unmerges everything before the mutex is dropped (on failure `run` falls back to 0 and
+/// the error is returned); a merge request then wakes ksmd.
+pub(crate) async fn sysfs_stored(cx: &Cx, path: &str, value: u64) -> Result<(), Errno> {
     if sysfs_name(path) != Some("run") {
         return Ok(());
     }
-    if cx.st().ksm.run == 2 {
-        let mutex = cx.st().ksm.thread_mutex;
-        let _g = match mutex {
-            Some(m) => Some(m.lock(cx).await),
-            None => None,
-        };
-        if let Err(e) = unmerge_and_remove_all_rmap_items(cx).await {
-            cx.st().ksm.run = 0;
-            return Err(e);
-        }
+    let mutex = cx.st().ksm.thread_mutex;
+    let guard = match mutex {
+        Some(m) => Some(m.lock(cx).await),
+        None => None,
+    };
+    let changed = cx.st().ksm.run != value;
+    if changed {
+        cx.st().ksm.run = value;
     }
-    wake_ksmd(cx);
+    if changed
+        && value == 2
+        && let Err(e) = unmerge_and_remove_all_rmap_items(cx).await
+    {
+        cx.st().ksm.run = 0;
+        return Err(e);
+    }
+    drop(guard);
+    if value & 1 != 0 {
+        wake_ksmd(cx);
+    }
     Ok(())
 }
 

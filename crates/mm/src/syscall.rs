@@ -119,7 +119,8 @@ impl Thread {
         }
         let k = self.cx.kernel().version;
         self.cx.st().sysfs_store(path, value, k)?;
-        crate::ksm::sysfs_stored(&self.cx, path).await
+        let v = value.trim().parse().unwrap_or(0);
+        crate::ksm::sysfs_stored(&self.cx, path, v).await
     }
 
     /// `prctl(PR_SET_THP_DISABLE, disable)` (`kernel/sys.c`; `huge_memory/policy.rs`).
