@@ -71,7 +71,14 @@ pub(crate) struct State {
     /// Whether a task may carry on past a charge or sleep without a pass of the run loop (see
     /// [`State::carry_on`]); off while a checker must see every step.
     carry_on: bool,
+    /// Tasks carried on since the run loop's last pass: every [`CARRY_ON_LIMIT`] the next
+    /// one goes back to the loop, so its observer (progress, the host budget) still runs.
+    carried: u32,
 }
+
+/// At most this many tasks carry on ([`State::carry_on`]) between two passes of the run loop,
+/// so a run that never blocks on another task still reaches its observer.
+const CARRY_ON_LIMIT: u32 = 1024;
 
 pub(crate) struct Core {
     pub state: RefCell<State>,
@@ -168,6 +175,7 @@ impl State {
             tearing_down: false,
             granted: Vec::new(),
             carry_on: false,
+            carried: 0,
         }
     }
 
@@ -336,10 +344,13 @@ impl State {
     fn carry_on(&mut self, entry: ReadyEntry) -> bool {
         if !self.carry_on
             || self.events >= self.config.max_events
+            || self.carried >= CARRY_ON_LIMIT
             || !self.sched.take_if_next(&entry)
         {
+            self.carried = 0;
             return false;
         }
+        self.carried += 1;
         debug_assert!(!self.preempts_at_every_point, "no wake-ups are held back");
         debug_assert!(self.live > 0, "a task runs only while the run goes on");
         self.events += 1;
