@@ -118,9 +118,11 @@ impl Thread {
             return crate::huge_memory::split::split_huge_pages_write(&self.cx, value).await;
         }
         let k = self.cx.kernel().version;
-        self.cx.st().sysfs_store(path, value, k)?;
-        let v = value.trim().parse().unwrap_or(0);
-        crate::ksm::sysfs_stored(&self.cx, path, v).await
+        let stored = self.cx.st().sysfs_store(path, value, k)?;
+        match stored {
+            Some(v) => crate::ksm::sysfs_stored(&self.cx, path, v).await,
+            None => Ok(()),
+        }
     }
 
     /// `prctl(PR_SET_THP_DISABLE, disable)` (`kernel/sys.c`; `huge_memory/policy.rs`).

@@ -23,23 +23,26 @@ impl KState {
     }
 
     /// A write of `value` to `path`: ENOENT for a file the model (or this kernel) lacks, EINVAL
-    /// for a value the file refuses.
+    /// for a value the file refuses. The number written, for a numeric file (what KSM's `run`
+    /// applies afterwards, `ksm::sysfs_stored`).
     pub(crate) fn sysfs_store(
         &mut self,
         path: &str,
         value: &str,
         k: KernelVersion,
-    ) -> Result<(), Errno> {
+    ) -> Result<Option<u64>, Errno> {
         if let Some(knob) = sysfs_knob(path) {
             if self.thp.settings.show(knob, k).is_none() {
                 return Err(Errno::ENOENT);
             }
-            return self.thp.settings.set(knob, value, k).map_err(|_| Errno::EINVAL);
+            return self.thp.settings.set(knob, value, k).map(|_| None).map_err(|_| Errno::EINVAL);
         }
         let v = value.trim().parse::<u64>().map_err(|_| Errno::EINVAL)?;
         if let Some(name) = crate::ksm::sysfs_name(path) {
-            return self.ksm.store(name, v, crate::era::has_ksm_use_zero_pages(k));
+            self.ksm.store(name, v, crate::era::has_ksm_use_zero_pages(k))?;
+        } else {
+            self.hugetlb_sysfs_write(path, v)?;
         }
-        self.hugetlb_sysfs_write(path, v)
+        Ok(Some(v))
     }
 }

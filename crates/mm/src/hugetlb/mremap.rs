@@ -17,6 +17,7 @@
 //! returns none.
 
 use super::HugeSize;
+use super::hugetlb_fault::Ptep;
 use super::pmd_share::huge_pte_alloc_at;
 use super::unmap::unmap_locks;
 use crate::arch::tlbflush::flush_tlb_range;
@@ -84,11 +85,7 @@ pub(crate) async fn move_hugetlb_page_tables(
 }
 
 /// `move_huge_pte`: the entry at `src` moves to the empty `dst`.
-fn move_huge_pte(
-    st: &mut KState,
-    src: super::hugetlb_fault::Ptep,
-    dst: super::hugetlb_fault::Ptep,
-) {
+fn move_huge_pte(st: &mut KState, src: Ptep, dst: Ptep) {
     let pte = st.huge_ptep_get(src);
     debug_assert!(st.huge_ptep_get(dst).is_none(), "moving onto a mapped hugetlb entry");
     st.set_huge_pte(src, Pte::NONE);
