@@ -42,6 +42,14 @@
 //! are never PageAnonExclusive. `replace_page` maps the KSM page read-only (or the zero page,
 //! special, out of the anon RSS) and drops the old page's mapping and reference.
 //!
+//! `rmap_walk_ksm` looks only at the VMAs of the anon_vmas its rmap_items were merged under
+//! (first the item's own mm, then forks of it made since), in every era. A page still
+//! COW-shared with a fork parent when the child's mergeable VMA merges it keeps the parent's
+//! read-only mapping, which that walk never visits (the parent's VMA is not in the child's
+//! anon_vma): reclaim and migration cannot unmap it there. The model walks the same way, and the
+//! checker's `rmap_finds_every_mapping` allows exactly that blind spot
+//! ([`KState::ksm_rmap_blind_spot`]; found by the swarm, `scenarios/regressions/ksm-cow-parent.toml`).
+//!
 //! A write to a KSM page (`do_wp_page`, `cow.rs`, `fault.rs`) copies it, with one era of
 //! exception: from v5.1 ("mm: reuse only-pte-mapped KSM page in do_wp_page()" 52d1e606ee73) to
 //! v5.8, `reuse_ksm_page` reuses a KSM page whose only reference is the faulting PTE (not in the
@@ -255,6 +263,22 @@ impl KState {
             }
         }
         out
+    }
+
+    /// Whether a mapping of `node`'s KSM page at `addr` of `mm` lies where `rmap_walk_ksm`
+    /// cannot look by construction: no rmap_item of the node is at that address of that mm,
+    /// and the VMA there is in none of the items' anon_vma trees. That is a COW-shared page
+    /// merged through one sharer's mergeable VMA while another (a fork parent, which is never
+    /// in its child's anon_vma) keeps mapping it read-only: `write_protect_page` lets such a
+    /// page merge (its mapcount accounts for the other mapping), and the kernel's walk misses
+    /// that mapping too, so it neither unmaps nor ages it.
+    pub(crate) fn ksm_rmap_blind_spot(&self, node: StableNodeId, mm: MmId, addr: VirtAddr) -> bool {
+        let Some(n) = self.ksm.nodes.get(&node) else { return false };
+        let Some(vma) = self.find_vma(mm, addr) else { return false };
+        let mut items = n.items.iter().chain(&n.mapped);
+        items.all(|&(imm, iaddr, av)| {
+            (imm, iaddr) != (mm, addr) && !self.anon_vmas[av].vmas.contains(&vma)
+        })
     }
 
     /// The page mapped at `addr` of `mm` that ksmd may look at: a present small anonymous page

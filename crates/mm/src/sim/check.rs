@@ -147,7 +147,10 @@ pub const INVARIANTS: &[Invariant] = &[
         "mapcount_matches_page_tables",
         "each page's mapcount (and each folio's entire mapcount) equals the PTEs (PMDs) mapping it; no PTE maps a free frame; a PMD leaf maps the head of a PMD-sized folio",
     ),
-    inv("rmap_finds_every_mapping", "every mapping is found by the reverse map at its address"),
+    inv(
+        "rmap_finds_every_mapping",
+        "every mapping is found by the reverse map at its address (but where rmap_walk_ksm cannot look: a KSM page's sharer outside its rmap_items' anon_vmas)",
+    ),
     inv(
         "writable_anon_is_exclusive",
         "under anon_exclusive, a writable PTE or PMD maps a PageAnonExclusive page",
@@ -423,7 +426,9 @@ fn check_mappings(
         *mapcount.entry(page.0).or_default() += 1;
         let counter = mm_counter(st, head);
         *rss.entry((m.mm, counter as usize)).or_default() += 1;
-        let found = st.rmap_walk(page).iter().any(|&(mm, _, a)| mm == m.mm && a == m.addr);
+        let found = st.rmap_walk(page).iter().any(|&(mm, _, a)| mm == m.mm && a == m.addr)
+            || matches!(st.folios.mapping(head),
+                Mapping::Ksm(node) if st.ksm_rmap_blind_spot(node, m.mm, m.addr));
         want.check("rmap_finds_every_mapping", !found, || {
             format!(
                 "page {page} mapped at {} of mm {} is not found by rmap ({:?})",
