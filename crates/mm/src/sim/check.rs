@@ -426,9 +426,7 @@ fn check_mappings(
         *mapcount.entry(page.0).or_default() += 1;
         let counter = mm_counter(st, head);
         *rss.entry((m.mm, counter as usize)).or_default() += 1;
-        let found = st.rmap_walk(page).iter().any(|&(mm, _, a)| mm == m.mm && a == m.addr)
-            || matches!(st.folios.mapping(head),
-                Mapping::Ksm(node) if st.ksm_rmap_blind_spot(node, m.mm, m.addr));
+        let found = rmap_finds(st, page, head, m);
         want.check("rmap_finds_every_mapping", !found, || {
             format!(
                 "page {page} mapped at {} of mm {} is not found by rmap ({:?})",
@@ -528,6 +526,14 @@ fn check_rss(st: &KState, rss: &BTreeMap<(MmId, usize), u64>) -> Result<(), Stri
     Ok(())
 }
 
+/// Whether rmap finds the mapping `m` of `page` (of folio `head`), or `m` lies in the one place
+/// the kernel's walk cannot look ([`KState::ksm_rmap_blind_spot`]).
+fn rmap_finds(st: &KState, page: Pfn, head: Pfn, m: &Mapped) -> bool {
+    st.rmap_walk(page).iter().any(|&(mm, _, a)| mm == m.mm && a == m.addr)
+        || matches!(st.folios.mapping(head),
+            Mapping::Ksm(node) if st.ksm_rmap_blind_spot(node, m.mm, m.addr))
+}
+
 /// Each vmstat gauge equals its recount.
 fn check_gauges(st: &KState, recounts: &[(VmStat, u64)]) -> Result<(), String> {
     for &(key, counted) in recounts {
@@ -569,7 +575,7 @@ fn check_file_pmd(
     want.check("writable_anon_is_exclusive", shared_writable, || {
         format!("{}: writable but not exclusive", what())
     })?;
-    let found = st.rmap_walk(head).iter().any(|&(mm, _, a)| mm == m.mm && a == m.addr);
+    let found = rmap_finds(st, head, head, m);
     want.check("rmap_finds_every_mapping", !found, || format!("{}: not found by rmap", what()))?;
     *entire.entry(head.0).or_default() += 1;
     let counter = mm_counter(st, head);
