@@ -991,6 +991,13 @@ pub fn pagemap_pmd_per_page(k: KernelVersion) -> bool {
     k >= v(6, 11)
 }
 
+/// `mlock2(2)`, `MLOCK_ONFAULT`, `MCL_ONFAULT` and `VM_LOCKONFAULT` exist: "mm: mlock: add new
+/// system call mlock2" (a8ca5d0ecbdd, v4.4); before, `mlock2` is ENOSYS and `MCL_ONFAULT`
+/// EINVAL.
+pub fn has_mlock2(k: KernelVersion) -> bool {
+    k >= v(4, 4)
+}
+
 /// `MADV_POPULATE_READ` and `MADV_POPULATE_WRITE` exist: "mm/madvise: introduce
 /// MADV_POPULATE_(READ|WRITE) to prefault page tables" (4ca9b3859dac, v5.14); before, EINVAL.
 pub fn has_madv_populate(k: KernelVersion) -> bool {

@@ -125,6 +125,7 @@ pub(crate) async fn handle_mm_fault(
 ) -> Result<FaultOutcome, VmFault> {
     let outcome = resolve_fault(cx, mm, vma, addr, kind).await?;
     mm_account_fault(cx, outcome, acct);
+    cx.st().mlock_after_fault(vma, addr);
     Ok(outcome)
 }
 

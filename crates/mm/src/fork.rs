@@ -117,7 +117,9 @@ pub(crate) async fn do_fork(cx: &Cx, parent: Pid) -> Result<Pid, Errno> {
             if p.flags.has(VmFlags::DONTCOPY) {
                 continue;
             }
-            let copy = Vma { mm: new, anon_vma: None, anon_vma_chain: Vec::new(), ..p.clone() };
+            let mut copy = Vma { mm: new, anon_vma: None, anon_vma_chain: Vec::new(), ..p.clone() };
+            // `dup_mmap`: the child's VMAs are not locked.
+            copy.flags.0 &= !(VmFlags::LOCKED | VmFlags::LOCKONFAULT);
             let pages = p.anon_vma.is_some() || st.hugetlb_copies_at_fork(pv);
             let needs = pages && !p.flags.has(VmFlags::WIPEONFORK);
             let i_mmap = p.file.map(|f| st.inodes[st.file(f).inode].mapping.i_mmap_rwsem);
@@ -423,6 +425,7 @@ pub(crate) async fn exit_mmap(cx: &Cx, mm: MmId) {
     for &v in &vmas {
         cx.st().vma_detach(v);
     }
+    cx.st().mlock_drain();
     cx.st().free_pgtables(mm, VirtAddr(0), VirtAddr(crate::pgtable::TASK_SIZE));
     for v in vmas {
         let i_mmap = {

@@ -516,10 +516,14 @@ pub(crate) async fn populate(cx: &Cx, mm: MmId, start: VirtAddr, end: VirtAddr) 
     let mut addr = start;
     while addr < end {
         let vma = cx.st().find_vma(mm, addr);
-        let step = match vma {
-            Some(vma) => faultin_one(cx, mm, vma, addr, None).await.0,
-            None => 4096,
+        let Some(vma) = vma else {
+            // A hole: on to the next VMA (`__mm_populate` walks VMAs, not addresses).
+            let st = cx.st();
+            let next = st.mm(mm).vmas_in(addr, end, |id| st.vma(id).end).first().copied();
+            addr = next.map_or(end, |v| st.vma(v).start);
+            continue;
         };
+        let step = faultin_one(cx, mm, vma, addr, None).await.0;
         addr = (addr + Bytes(step)).align_down(Bytes(step));
     }
 }

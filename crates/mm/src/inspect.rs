@@ -121,8 +121,12 @@ pub const FIELDS: &[Field] = &[
     f("pmd.young", Target::Addr, "pmd_young() of a leaf"),
     f("pmd.special", Target::Addr, "pmd_special() of a leaf (huge zero page, DAX)"),
     f("vma.vm_flags", Target::Addr, "vm_flags of the VMA holding the address, as a number"),
+    f("vma.vm_start", Target::Addr, "vm_start of the VMA holding the address (maps' first field)"),
+    f("vma.vm_end", Target::Addr, "vm_end of the VMA holding the address"),
     f("vma.VM_MIXEDMAP", Target::Addr, "vm_flags & VM_MIXEDMAP (smaps `mm`; fs-DAX to v4.18)"),
     f("vma.VM_HUGEPAGE", Target::Addr, "vm_flags & VM_HUGEPAGE (smaps `hg`)"),
+    f("vma.VM_LOCKED", Target::Addr, "vm_flags & VM_LOCKED (smaps `lo`)"),
+    f("vma.VM_LOCKONFAULT", Target::Addr, "vm_flags & VM_LOCKONFAULT (v4.4)"),
     f("entry.none", Target::Index, "nothing in the page cache at the index"),
     f("entry.folio", Target::Index, "a folio"),
     f("entry.shadow", Target::Index, "a workingset shadow (xa_is_value)"),
@@ -251,14 +255,19 @@ impl KState {
         let pmd_bit = |g: fn(Pte) -> bool| b(leaf.is_some_and(|e| e.is_present() && g(e)));
         let pte = at.pte;
         let pte_bit = |g: fn(Pte) -> bool| b(pte.is_present() && g(pte));
-        let vm_flags = || {
+        let vma = || {
             let vma = self.find_vma(mm, addr).ok_or_else(|| format!("no VMA holds {addr}"))?;
-            Ok::<u64, String>(self.vma(vma).flags.0)
+            Ok::<_, String>(self.vma(vma))
         };
+        let vm_flags = || Ok::<u64, String>(vma()?.flags.0);
         match name {
             "vma.vm_flags" => vm_flags(),
+            "vma.vm_start" => Ok(vma()?.start.0),
+            "vma.vm_end" => Ok(vma()?.end.0),
             "vma.VM_MIXEDMAP" => b(vm_flags()? & VmFlags::MIXEDMAP != 0),
             "vma.VM_HUGEPAGE" => b(vm_flags()? & VmFlags::HUGEPAGE != 0),
+            "vma.VM_LOCKED" => b(vm_flags()? & VmFlags::LOCKED != 0),
+            "vma.VM_LOCKONFAULT" => b(vm_flags()? & VmFlags::LOCKONFAULT != 0),
             "pfn" => at.pfn.map(|p| p.0).ok_or_else(|| format!("nothing is mapped at {addr}")),
             "pte.none" => b(pte.is_none()),
             "pte.present" => b(pte.is_present()),

@@ -131,6 +131,8 @@ pub struct KState {
     pub reclaim_lists: crate::vmscan::ReclaimLists,
     /// System V shared memory segments (`shm.rs`).
     pub shm: crate::shm::ShmIds,
+    /// Mlocked folios that lost a mapping, to ask again at the operation's end (`mlock.rs`).
+    pub mlock_fbatch: Vec<Pfn>,
 }
 
 /// The kernel of one simulated machine.
@@ -391,6 +393,7 @@ impl KState {
         if self.folios.large(head).is_some() {
             self.deferred_split_remove(head);
         }
+        self.mlock_clear_on_free(head);
         let memcg = self.folio_memcg(head);
         self.memcg_uncharge_pages(memcg, self.folios.order(head).pages());
         let order = self.folios.clear(head);

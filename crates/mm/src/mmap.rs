@@ -74,6 +74,7 @@ pub mod map {
     pub const ANONYMOUS: u32 = 0x20;
     pub const GROWSDOWN: u32 = 0x100;
     pub const DENYWRITE: u32 = 0x800;
+    pub const LOCKED: u32 = 0x2000;
     pub const NORESERVE: u32 = 0x4000;
     pub const POPULATE: u32 = 0x8000;
     pub const HUGETLB: u32 = 0x40000;
@@ -186,6 +187,49 @@ impl KState {
             }
         }
         self.mm(mm).vmas_in(start, end, |id| self.vma(id).end)
+    }
+
+    /// `vma_merge` after `[start, end)`'s flags changed (`vma_modify_flags`, mm/vma.c v6.8;
+    /// mm/mmap.c `vma_merge` before): each VMA there, and the neighbours at its edges, merges
+    /// with the next when `is_mergeable_vma` and `is_mergeable_anon_vma` would let it. The
+    /// model merges only what a split made: the same flags (but `VM_SOFTDIRTY`), file, contiguous
+    /// offsets, role and anon_vmas, anonymous or page-cache VMAs outside SysV shm (whose
+    /// `vm_ops->close` forbids it, as hugetlb's does); a VMA with no anon_vma next to one with
+    /// an anon_vma (which the kernel merges when the chain is singular) stays apart.
+    pub(crate) fn vma_merge_range(&mut self, mm: MmId, start: VirtAddr, end: VirtAddr) {
+        let lo = VirtAddr(start.0.saturating_sub(1));
+        let hi = VirtAddr(end.0.saturating_add(1).min(TASK_SIZE));
+        let vmas = self.mm(mm).vmas_in(lo, hi, |id| self.vma(id).end);
+        let mut prev: Option<VmaId> = None;
+        for v in vmas {
+            match prev {
+                Some(p) if self.vmas_mergeable(p, v) => {
+                    let end = self.vma(v).end;
+                    self.vma_detach(v);
+                    self.vma_free(v);
+                    self.vma_mut(p).end = end;
+                }
+                _ => prev = Some(v),
+            }
+        }
+    }
+
+    /// Whether `b`, right after `a`, could be part of it.
+    fn vmas_mergeable(&self, a: VmaId, b: VmaId) -> bool {
+        let (x, y) = (self.vma(a), self.vma(b));
+        let same_flags = x.flags.0 & !VmFlags::SOFTDIRTY == y.flags.0 & !VmFlags::SOFTDIRTY;
+        let kind = matches!(x.vm_ops, VmOps::Anonymous | VmOps::PageCache);
+        let shm = x.file.is_some_and(|f| self.shm_inode(self.file(f).inode));
+        x.end == y.start
+            && same_flags
+            && x.file == y.file
+            && x.vm_ops == y.vm_ops
+            && kind
+            && !shm
+            && x.role == y.role
+            && x.anon_vma == y.anon_vma
+            && x.anon_vma_chain == y.anon_vma_chain
+            && y.pgoff == x.pgoff + (x.len().as_u64() >> 12)
     }
 
     /// Takes a VMA out of its mm's tree (`vma_iter_clear`); it stays allocated until freed.
@@ -314,10 +358,17 @@ pub(crate) async fn do_mmap_file(
     };
     mmap_link(cx, vma).await?;
     drop(guard);
-    if a.flags & map::POPULATE != 0 {
+    if mmap_populates(&a, vm) {
         crate::gup::populate(cx, mm, start, start + len).await;
     }
     Ok(start)
+}
+
+/// Whether `do_mmap` populates the new mapping: `MAP_POPULATE`, or a locked mapping that does
+/// not lock on fault.
+fn mmap_populates(a: &MmapArgs, vm: u64) -> bool {
+    let locked = vm & (VmFlags::LOCKED | VmFlags::LOCKONFAULT) == VmFlags::LOCKED;
+    a.flags & map::POPULATE != 0 || locked
 }
 
 /// Whether the mapping is shared, after `do_mmap`'s checks of the type, length, offset and
@@ -410,6 +461,7 @@ async fn mmap_link(cx: &Cx, vma: Vma) -> Result<(), Errno> {
     };
     let hugetlb = vma.flags.has(VmFlags::HUGETLB);
     let id = cx.st().vma_link(vma);
+    cx.st().mmap_locked_fixup(id);
     let reserved = if hugetlb { cx.st().hugetlbfs_file_mmap(id) } else { Ok(()) };
     if let Err(e) = reserved {
         let mut st = cx.st();
@@ -440,6 +492,9 @@ fn calc_vm_flags(a: &MmapArgs, def_flags: u64) -> u64 {
     }
     if a.flags & map::GROWSDOWN != 0 {
         vm |= VmFlags::GROWSDOWN;
+    }
+    if a.flags & map::LOCKED != 0 {
+        vm |= VmFlags::LOCKED;
     }
     vm
 }
@@ -560,7 +615,9 @@ pub(crate) async fn do_munmap(cx: &Cx, mm: MmId, addr: VirtAddr, len: Bytes) -> 
     let (start, end) = user_range(addr, len)?;
     let lock = cx.st().mm(mm).mmap_lock;
     let _g = lock.write(cx).await;
-    munmap_locked(cx, mm, start, end).await
+    let unmapped = munmap_locked(cx, mm, start, end).await;
+    cx.st().mlock_drain();
+    unmapped
 }
 
 /// `do_munmap` under `mmap_lock` held for write: EINVAL where a hugetlb VMA would be split

@@ -136,6 +136,7 @@ impl KState {
                 self.deferred_split_folio(head);
             }
         }
+        self.mlock_fbatch_add(head);
     }
 
     /// Pages of the large folio `head` that no PTE maps.
@@ -171,6 +172,7 @@ impl KState {
             self.vmstat.sub(VmStat::NrMapped, unmapped);
             self.vmstat.sub(self.pmdmapped_stat(head), 1);
         }
+        self.mlock_fbatch_add(head);
     }
 
     /// `folio_move_anon_rmap`: a reused folio now belongs to `vma`'s own anon_vma.

@@ -102,6 +102,11 @@ pub struct ShmIds {
 }
 
 impl KState {
+    /// Whether `inode` is a SysV shm segment's file.
+    pub(crate) fn shm_inode(&self, inode: InodeId) -> bool {
+        self.shm.segs.values().any(|s| s.inode == inode)
+    }
+
     /// `shm_nattch`: the segment's VMAs.
     fn shm_nattch(&self, s: &ShmSegment) -> u64 {
         self.inodes[s.inode].mapping.i_mmap.len() as u64

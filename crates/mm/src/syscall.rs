@@ -144,11 +144,40 @@ impl Thread {
 
     /// `mremap(2)`; returns the mapping's address (`mremap.rs`).
     pub async fn mremap(&self, args: crate::mremap::MremapArgs) -> Result<VirtAddr, Errno> {
-        crate::mremap::do_mremap(&self.cx, self.mm()?, args).await
+        let moved = crate::mremap::do_mremap(&self.cx, self.mm()?, args).await;
+        self.cx.st().mlock_drain();
+        moved
     }
 
     pub async fn madvise(&self, addr: VirtAddr, len: Bytes, advice: u32) -> Result<(), Errno> {
-        do_madvise(&self.cx, self.mm()?, addr, len, advice).await
+        let advised = do_madvise(&self.cx, self.mm()?, addr, len, advice).await;
+        self.cx.st().mlock_drain();
+        advised
+    }
+
+    /// `mlock(2)`, or `mlock2(2)` with `flags` (`mlock::mlock_flags`).
+    pub async fn mlock(&self, addr: VirtAddr, len: Bytes, flags: Option<u32>) -> Result<(), Errno> {
+        crate::mlock::do_mlock(&self.cx, self.mm()?, addr, len, flags).await
+    }
+
+    /// `munlock(2)`.
+    pub async fn munlock(&self, addr: VirtAddr, len: Bytes) -> Result<(), Errno> {
+        crate::mlock::do_munlock(&self.cx, self.mm()?, addr, len).await
+    }
+
+    /// `mlockall(2)` with `mlock::mcl` flags.
+    pub async fn mlockall(&self, flags: u32) -> Result<(), Errno> {
+        crate::mlock::do_mlockall(&self.cx, self.mm()?, flags).await
+    }
+
+    /// `munlockall(2)`.
+    pub async fn munlockall(&self) -> Result<(), Errno> {
+        crate::mlock::do_munlockall(&self.cx, self.mm()?).await
+    }
+
+    /// `msync(2)` with `msync::ms` flags.
+    pub async fn msync(&self, addr: VirtAddr, len: Bytes, flags: u32) -> Result<(), Errno> {
+        crate::msync::do_msync(&self.cx, self.mm()?, addr, len, flags).await
     }
 
     /// `memfd_create(2)`; returns the descriptor (`memfd.rs`).

@@ -43,6 +43,8 @@ impl VmFlags {
     pub const RAND_READ: u64 = 0x10000;
     pub const DONTCOPY: u64 = 0x20000;
     pub const DONTEXPAND: u64 = 0x40000;
+    /// `VM_LOCKONFAULT` (v4.4): locked pages are faulted in, not populated (`mlock.rs`).
+    pub const LOCKONFAULT: u64 = 0x80000;
     pub const ACCOUNT: u64 = 0x100000;
     pub const NORESERVE: u64 = 0x200000;
     pub const HUGETLB: u64 = 0x400000;

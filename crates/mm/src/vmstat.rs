@@ -12,6 +12,7 @@ simcore::counter_keys! {
     /// A `/proc/vmstat` entry.
     pub enum VmStat {
         NrFreePages = "nr_free_pages",
+        NrMlock = "nr_mlock",
         NrInactiveAnon = "nr_inactive_anon",
         NrActiveAnon = "nr_active_anon",
         NrInactiveFile = "nr_inactive_file",
@@ -64,6 +65,9 @@ simcore::counter_keys! {
         PgstealFile = "pgsteal_file",
         AllocstallNormal = "allocstall_normal",
         OomKill = "oom_kill",
+        UnevictablePgsMlocked = "unevictable_pgs_mlocked",
+        UnevictablePgsMunlocked = "unevictable_pgs_munlocked",
+        UnevictablePgsCleared = "unevictable_pgs_cleared",
         ThpFaultAlloc = "thp_fault_alloc",
         ThpFaultFallback = "thp_fault_fallback",
         ThpCollapseAlloc = "thp_collapse_alloc",

@@ -4,8 +4,8 @@
 //! `ValueError` naming the argument and what was expected.
 
 use lab::scenario::parse::{
-    parse_access, parse_advice, parse_fadvice, parse_map_flags, parse_open_flags, parse_prot,
-    parse_size,
+    parse_access, parse_advice, parse_fadvice, parse_map_flags, parse_mcl_flags,
+    parse_mlock2_flags, parse_msync_flags, parse_open_flags, parse_prot, parse_size,
 };
 use mm::{Access, OpenFlags};
 use pyo3::exceptions::{PyTypeError, PyValueError};
@@ -68,6 +68,18 @@ pub(crate) fn advice(s: &str) -> PyResult<u32> {
 
 pub(crate) fn fadvice(s: &str) -> PyResult<u32> {
     parse_fadvice(s).map_err(|e| bad("advice", &e))
+}
+
+pub(crate) fn mlock2_flags(s: &str) -> PyResult<u32> {
+    parse_mlock2_flags(s).map_err(|e| bad("flags", &e))
+}
+
+pub(crate) fn mcl_flags(s: &str) -> PyResult<u32> {
+    parse_mcl_flags(s).map_err(|e| bad("flags", &e))
+}
+
+pub(crate) fn msync_flags(s: &str) -> PyResult<u32> {
+    parse_msync_flags(s).map_err(|e| bad("flags", &e))
 }
 
 pub(crate) fn access(s: &str) -> PyResult<Access> {

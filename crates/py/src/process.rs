@@ -145,6 +145,64 @@ impl Process {
         })
     }
 
+    /// `mlock(2)`, or `mlock2(2)` when `flags` is given ("onfault" or "").
+    #[pyo3(signature = (addr, length, flags=None, *, cpu=0))]
+    fn mlock(
+        &self,
+        py: Python<'_>,
+        addr: u64,
+        length: Size,
+        flags: Option<&str>,
+        cpu: u32,
+    ) -> PyResult<()> {
+        let (len, flags) = (length.bytes(), flags.map(args::mlock2_flags).transpose()?);
+        self.run(py, cpu, "mlock", None, move |t| async move {
+            t.mlock(VirtAddr(addr), len, flags).await
+        })
+    }
+
+    /// `munlock(2)`.
+    #[pyo3(signature = (addr, length, *, cpu=0))]
+    fn munlock(&self, py: Python<'_>, addr: u64, length: Size, cpu: u32) -> PyResult<()> {
+        let len = length.bytes();
+        self.run(
+            py,
+            cpu,
+            "munlock",
+            None,
+            move |t| async move { t.munlock(VirtAddr(addr), len).await },
+        )
+    }
+
+    /// `mlockall(2)` with `flags` ("current|future|onfault").
+    #[pyo3(signature = (flags, *, cpu=0))]
+    fn mlockall(&self, py: Python<'_>, flags: &str, cpu: u32) -> PyResult<()> {
+        let flags = args::mcl_flags(flags)?;
+        self.run(py, cpu, "mlockall", None, move |t| async move { t.mlockall(flags).await })
+    }
+
+    /// `munlockall(2)`.
+    #[pyo3(signature = (*, cpu=0))]
+    fn munlockall(&self, py: Python<'_>, cpu: u32) -> PyResult<()> {
+        self.run(py, cpu, "munlockall", None, move |t| async move { t.munlockall().await })
+    }
+
+    /// `msync(2)` with `flags` ("sync", "async", "invalidate" joined with "|", or "").
+    #[pyo3(signature = (addr, length, flags, *, cpu=0))]
+    fn msync(
+        &self,
+        py: Python<'_>,
+        addr: u64,
+        length: Size,
+        flags: &str,
+        cpu: u32,
+    ) -> PyResult<()> {
+        let (len, flags) = (length.bytes(), args::msync_flags(flags)?);
+        self.run(py, cpu, "msync", None, move |t| async move {
+            t.msync(VirtAddr(addr), len, flags).await
+        })
+    }
+
     /// `posix_fadvise(2)` with `advice` ("normal", "random", "sequential", "willneed",
     /// "dontneed", "noreuse") over `length` bytes at `offset` (0: to the end of the file).
     #[pyo3(signature = (fd, advice, offset=Size(0), length=Size(0), *, cpu=0))]

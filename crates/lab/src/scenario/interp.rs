@@ -235,6 +235,11 @@ pub async fn execute(t: &Thread, op: &Op, env: &RefCell<Env>) -> OpResult {
         | OpKind::ProcMemWrite { .. }
         | OpKind::Increment { .. }
         | OpKind::Run { .. } => memory_op(t, op, env).await,
+        OpKind::Mlock { .. }
+        | OpKind::Munlock { .. }
+        | OpKind::Mlockall { .. }
+        | OpKind::Munlockall
+        | OpKind::Msync { .. } => lock_op(t, op, env).await,
         OpKind::Open { .. }
         | OpKind::MemfdCreate { .. }
         | OpKind::Close { .. }
@@ -277,6 +282,20 @@ pub async fn execute(t: &Thread, op: &Op, env: &RefCell<Env>) -> OpResult {
         Err(Stop::Sys(e)) => Ok(Err(e)),
         Err(Stop::Unbound(name)) => Err(name),
     }
+}
+
+/// Locking and syncing memory: `mlock`, `mlock2`, `munlock`, `mlockall`, `munlockall`, `msync`.
+async fn lock_op(t: &Thread, op: &Op, env: &RefCell<Env>) -> Result<Outcome, Stop> {
+    let addr = |a: &AddrExpr| env.borrow().addr(a);
+    match &op.kind {
+        OpKind::Mlock { addr: a, len, flags } => t.mlock(addr(a)?, *len, *flags).await?,
+        OpKind::Munlock { addr: a, len } => t.munlock(addr(a)?, *len).await?,
+        OpKind::Mlockall { flags } => t.mlockall(*flags).await?,
+        OpKind::Munlockall => t.munlockall().await?,
+        OpKind::Msync { addr: a, len, flags } => t.msync(addr(a)?, *len, *flags).await?,
+        _ => unreachable!("only locking operations are routed here"),
+    }
+    Ok(Outcome::Done)
 }
 
 /// `mremap`, binding the new address.

@@ -262,6 +262,28 @@ pub enum OpKind {
         len: Bytes,
         advice: u32,
     },
+    /// `mlock(addr, len)`, or `mlock2(addr, len, flags)` when `flags` is given
+    /// (`mm::mlock::mlock_flags`).
+    Mlock {
+        addr: AddrExpr,
+        len: Bytes,
+        flags: Option<u32>,
+    },
+    Munlock {
+        addr: AddrExpr,
+        len: Bytes,
+    },
+    /// `mlockall(flags)` (`mm::mlock::mcl`).
+    Mlockall {
+        flags: u32,
+    },
+    Munlockall,
+    /// `msync(addr, len, flags)` (`mm::msync::ms`).
+    Msync {
+        addr: AddrExpr,
+        len: Bytes,
+        flags: u32,
+    },
     /// `mremap(addr, old_len, new_len, flags, new_addr)`; `flags` holds `mm::mremap_flags`.
     Mremap {
         addr: AddrExpr,
@@ -510,6 +532,12 @@ impl OpKind {
             OpKind::Munmap { .. } => "munmap",
             OpKind::Mprotect { .. } => "mprotect",
             OpKind::Madvise { .. } => "madvise",
+            OpKind::Mlock { flags: None, .. } => "mlock",
+            OpKind::Mlock { flags: Some(_), .. } => "mlock2",
+            OpKind::Munlock { .. } => "munlock",
+            OpKind::Mlockall { .. } => "mlockall",
+            OpKind::Munlockall => "munlockall",
+            OpKind::Msync { .. } => "msync",
             OpKind::Mremap { .. } => "mremap",
             OpKind::Open { .. } => "open",
             OpKind::MemfdCreate { .. } => "memfd_create",

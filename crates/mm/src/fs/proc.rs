@@ -388,6 +388,7 @@ impl KState {
         let vm_pte = if vm_pmd { m.nr_pgtables(Level::Pte) } else { m.nr_pgtables_total() };
         let lines = [
             ("VmSize", total_vm),
+            ("VmLck", self.locked_vm(mm) * 4),
             ("VmHWM", m.hiwater_rss * 4),
             ("VmRSS", m.rss_total() * 4),
             ("RssAnon", kb(MmCounter::AnonPages)),
@@ -494,6 +495,7 @@ impl KState {
             ("Active(file)", lru(LruList::ActiveFile)),
             ("Inactive(file)", lru(LruList::InactiveFile)),
             ("Unevictable", lru(LruList::Unevictable)),
+            ("Mlocked", pages(VmStat::NrMlock)),
             ("SwapTotal", self.swap.total()),
             ("SwapFree", self.swap.nr_free()),
             ("Dirty", pages(VmStat::NrDirty)),

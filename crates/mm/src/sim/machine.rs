@@ -220,6 +220,7 @@ impl Machine {
             ksm: Default::default(),
             vm_bug: None,
             reclaim_lists: Default::default(),
+            mlock_fbatch: Vec::new(),
             shm: Default::default(),
         };
         st.hugetlb_boot(&config.tunables);

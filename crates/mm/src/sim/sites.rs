@@ -53,6 +53,11 @@ pub const KERNEL_NAMES: &[(&str, Option<&str>, &str)] = &[
     ("write_user", None, "(user)"),
     ("access_fault", None, "exc_page_fault"),
     ("fault_and_retry", None, "exc_page_fault"),
+    // mlock.rs and msync.rs: the syscalls' bodies.
+    ("do_munlock", None, "sys_munlock"),
+    ("do_mlockall", None, "sys_mlockall"),
+    ("do_munlockall", None, "sys_munlockall"),
+    ("do_msync", None, "sys_msync"),
     // Syscall entries whose kernel names are not `sys_<name>`.
     ("fork", None, "kernel_clone"),
     ("exit", None, "do_exit"),

@@ -267,14 +267,21 @@ fn check_observable_names(
     Ok(())
 }
 
+/// The name an address expression refers to.
+fn addr(a: &AddrExpr) -> Vec<(String, ValueKind)> {
+    a.base.iter().map(|b| (b.clone(), ValueKind::Addr)).collect()
+}
+
+/// The descriptor name `f`.
+fn fd(f: &str) -> Vec<(String, ValueKind)> {
+    vec![(f.to_string(), ValueKind::Fd)]
+}
+
 /// The names an operation reads, with the kind each must be.
 fn op_refs(k: &OpKind) -> Vec<(String, ValueKind)> {
-    let addr =
-        |a: &AddrExpr| a.base.iter().map(|b| (b.clone(), ValueKind::Addr)).collect::<Vec<_>>();
-    let fd = |f: &String| vec![(f.clone(), ValueKind::Fd)];
     match k {
         OpKind::Mmap { addr: a, fd: f, .. } => {
-            a.iter().flat_map(addr).chain(f.iter().flat_map(fd)).collect()
+            a.iter().flat_map(addr).chain(f.iter().flat_map(|f| fd(f))).collect()
         }
         OpKind::Mremap { addr: a, new_addr: n, .. } => {
             addr(a).into_iter().chain(n.iter().flat_map(addr)).collect()
@@ -287,6 +294,9 @@ fn op_refs(k: &OpKind) -> Vec<(String, ValueKind)> {
         | OpKind::Shmdt { addr: a }
         | OpKind::Mprotect { addr: a, .. }
         | OpKind::Madvise { addr: a, .. }
+        | OpKind::Mlock { addr: a, .. }
+        | OpKind::Munlock { addr: a, .. }
+        | OpKind::Msync { addr: a, .. }
         | OpKind::Touch { addr: a, .. }
         | OpKind::ReadBytes { addr: a, .. }
         | OpKind::Mincore { addr: a, .. }
@@ -307,19 +317,20 @@ fn op_refs(k: &OpKind) -> Vec<(String, ValueKind)> {
         OpKind::PreadDirect { fd: f, buf, .. } => fd(f).into_iter().chain(addr(buf)).collect(),
         OpKind::Vmsplice { fd: f, addr: a, .. } => fd(f).into_iter().chain(addr(a)).collect(),
         OpKind::Pin { addr: a, .. } => addr(a),
-        OpKind::PinRead { hold, .. } | OpKind::Unpin { hold } => {
-            vec![(hold.clone(), ValueKind::Hold)]
-        }
+        OpKind::PinRead { hold, .. }
+        | OpKind::Unpin { hold }
+        | OpKind::IoUringUnregister { hold } => vec![(hold.clone(), ValueKind::Hold)],
         OpKind::ClearRefs { process, .. } => vec![(process.clone(), ValueKind::Process)],
         OpKind::Complete { io } => vec![(io.clone(), ValueKind::Io)],
         OpKind::IoUringRegister { addr: a, .. } => addr(a),
-        OpKind::IoUringUnregister { hold } => vec![(hold.clone(), ValueKind::Hold)],
         OpKind::Fixed { hold, addr: a, fd: f, .. } => {
             let held = std::iter::once((hold.clone(), ValueKind::Hold));
             held.chain(addr(a)).chain(fd(f)).collect()
         }
         OpKind::Open { .. }
         | OpKind::MemfdCreate { .. }
+        | OpKind::Mlockall { .. }
+        | OpKind::Munlockall
         | OpKind::Shmget { .. }
         | OpKind::Truncate { .. }
         | OpKind::Fork

@@ -6,8 +6,9 @@
 use super::Parser;
 use super::fields::Fields;
 use super::words::{
-    UNMODELLED_OPS, parse_fadvice, parse_fallocate_mode, parse_kernel_cond, parse_memfd_flags,
-    parse_mremap_flags, parse_percent, parse_shmat_flags, parse_shmget_flags, unmodelled,
+    UNMODELLED_OPS, parse_fadvice, parse_fallocate_mode, parse_kernel_cond, parse_mcl_flags,
+    parse_memfd_flags, parse_mlock2_flags, parse_mremap_flags, parse_msync_flags, parse_percent,
+    parse_shmat_flags, parse_shmget_flags, unmodelled,
 };
 use crate::scenario::ScenarioError;
 use crate::scenario::limits;
@@ -65,7 +66,7 @@ impl Parser<'_> {
             return Err(self.err(f.line_of("op"), why));
         }
         Err(self.err(f.line_of("op"), format!(
-            "unknown operation `{name}`: expected one of mmap, munmap, mremap, mprotect, madvise, open, memfd_create, shmget, shmat, shmdt, shmctl, close, dup, read, write, truncate, ftruncate, fallocate, fsync, fork, exit, exec, touch, read_bytes, write_bytes, increment, mincore, run, pin, pin_read, unpin, io_uring_register_buffers, io_uring_unregister_buffers, read_fixed, write_fixed, pread_direct, complete, clear_refs, pipe, vmsplice, sleep, fadvise, memory_reclaim, prctl, sysfs_write, repeat, notify, wait"
+            "unknown operation `{name}`: expected one of mmap, munmap, mremap, mprotect, madvise, mlock, mlock2, munlock, mlockall, munlockall, msync, open, memfd_create, shmget, shmat, shmdt, shmctl, close, dup, read, write, truncate, ftruncate, fallocate, fsync, fork, exit, exec, touch, read_bytes, write_bytes, increment, mincore, run, pin, pin_read, unpin, io_uring_register_buffers, io_uring_unregister_buffers, read_fixed, write_fixed, pread_direct, complete, clear_refs, pipe, vmsplice, sleep, fadvise, memory_reclaim, prctl, sysfs_write, repeat, notify, wait"
         )))
     }
 
@@ -81,6 +82,20 @@ impl Parser<'_> {
                 offset: f.opt_size("offset")?.map_or(0, Bytes::as_u64),
             },
             "munmap" => OpKind::Munmap { addr: f.addr("addr")?, len: f.size("len")? },
+            "mlock" => OpKind::Mlock { addr: f.addr("addr")?, len: f.size("len")?, flags: None },
+            "mlock2" => OpKind::Mlock {
+                addr: f.addr("addr")?,
+                len: f.size("len")?,
+                flags: Some(f.keyword("flags", parse_mlock2_flags, Some(0))?),
+            },
+            "munlock" => OpKind::Munlock { addr: f.addr("addr")?, len: f.size("len")? },
+            "mlockall" => OpKind::Mlockall { flags: f.keyword("flags", parse_mcl_flags, None)? },
+            "munlockall" => OpKind::Munlockall,
+            "msync" => OpKind::Msync {
+                addr: f.addr("addr")?,
+                len: f.size("len")?,
+                flags: f.keyword("flags", parse_msync_flags, None)?,
+            },
             "mremap" => self.mremap_op(f)?,
             "mprotect" => OpKind::Mprotect {
                 addr: f.addr("addr")?,
@@ -618,7 +633,12 @@ impl Parser<'_> {
 fn op_keys(kind: &OpKind) -> &'static [&'static str] {
     match kind {
         OpKind::Mmap { .. } => &["addr", "len", "prot", "flags", "fd", "offset"],
-        OpKind::Munmap { .. } => &["addr", "len"],
+        OpKind::Munmap { .. } | OpKind::Munlock { .. } | OpKind::Mlock { flags: None, .. } => {
+            &["addr", "len"]
+        }
+        OpKind::Mlock { flags: Some(_), .. } | OpKind::Msync { .. } => &["addr", "len", "flags"],
+        OpKind::Mlockall { .. } => &["flags"],
+        OpKind::Munlockall => &[],
         OpKind::Mprotect { .. } => &["addr", "len", "prot"],
         OpKind::Madvise { .. } => &["addr", "len", "advice"],
         OpKind::Mremap { .. } => &["addr", "old_len", "new_len", "flags", "new_addr"],

@@ -107,14 +107,12 @@ fn flag_words<T: Copy>(
     let names: Vec<&str> = table.iter().map(|(n, _)| *n).collect();
     let mut acc: Option<T> = None;
     for part in s.split('|').map(str::trim) {
-        if let Some(why) = unmodelled(UNMODELLED_WORDS, part) {
+        // A word this table knows is meant here (`sync` is msync's MS_SYNC, not MAP_SYNC).
+        let known = table.iter().find(|(n, _)| *n == part).map(|&(_, v)| v);
+        if let (None, Some(why)) = (known, unmodelled(UNMODELLED_WORDS, part)) {
             return Err(why);
         }
-        let v = table
-            .iter()
-            .find(|(n, _)| *n == part)
-            .map(|&(_, v)| v)
-            .ok_or_else(|| format!("unknown `{part}`, expected {}", names.join(", ")))?;
+        let v = known.ok_or_else(|| format!("unknown `{part}`, expected {}", names.join(", ")))?;
         acc = Some(acc.map_or(v, |a| combine(a, v)));
     }
     acc.ok_or_else(|| format!("expected one of {}", names.join(", ")))
@@ -148,6 +146,7 @@ pub fn parse_map_flags(s: &str) -> Result<u32, String> {
         ("fixed", map::FIXED),
         ("fixed_noreplace", map::FIXED_NOREPLACE),
         ("populate", map::POPULATE),
+        ("locked", map::LOCKED),
         ("growsdown", map::GROWSDOWN),
         ("noreserve", map::NORESERVE),
         ("denywrite", map::DENYWRITE),
@@ -171,6 +170,31 @@ pub(super) fn parse_memfd_flags(s: &str) -> Result<u32, String> {
         ("huge_1gb", map::HUGE_1GB),
     ];
     flag_words(s, &table, |a, b| a | b)
+}
+
+/// Flag words of a call whose flags may be none at all (`""` is 0, which the call itself
+/// judges: `mlockall(0)` is EINVAL, `msync(.., 0)` is not).
+fn flag_words_or_none(s: &str, table: &[(&str, u32)]) -> Result<u32, String> {
+    if s.is_empty() { Ok(0) } else { flag_words(s, table, |a, b| a | b) }
+}
+
+/// `mlock2` flags: `"onfault"`.
+pub fn parse_mlock2_flags(s: &str) -> Result<u32, String> {
+    flag_words_or_none(s, &[("onfault", mm::mlock::mlock_flags::ONFAULT)])
+}
+
+/// `mlockall` flags: `"current|future|onfault"`.
+pub fn parse_mcl_flags(s: &str) -> Result<u32, String> {
+    use mm::mlock::mcl;
+    let table = [("current", mcl::CURRENT), ("future", mcl::FUTURE), ("onfault", mcl::ONFAULT)];
+    flag_words_or_none(s, &table)
+}
+
+/// `msync` flags: `"sync"`, `"async|invalidate"`, ...
+pub fn parse_msync_flags(s: &str) -> Result<u32, String> {
+    use mm::msync::ms;
+    let table = [("async", ms::ASYNC), ("sync", ms::SYNC), ("invalidate", ms::INVALIDATE)];
+    flag_words_or_none(s, &table)
 }
 
 /// `shmget` flags: `"creat|excl"`, `"hugetlb|huge_1gb|noreserve"`, with the permission bits
@@ -395,12 +419,6 @@ pub(super) const UNMODELLED_OPS: &[(&str, &str)] = &[
         "NUMA page migration, migrate_pages(2) (mm/mempolicy.c): the model has one node",
     ),
     ("move_pages", "NUMA page migration, move_pages(2) (mm/migrate.c): the model has one node"),
-    ("mlock", "mlock(2) (mm/mlock.c: VM_LOCKED, the unevictable LRU)"),
-    ("mlock2", "mlock2(2) (mm/mlock.c: VM_LOCKED, the unevictable LRU)"),
-    ("munlock", "munlock(2) (mm/mlock.c)"),
-    ("mlockall", "mlockall(2) (mm/mlock.c)"),
-    ("munlockall", "munlockall(2) (mm/mlock.c)"),
-    ("msync", "msync(2) (mm/msync.c)"),
     ("process_madvise", "process_madvise(2) (mm/madvise.c)"),
     ("remap_file_pages", "remap_file_pages(2) (mm/mmap.c)"),
     ("pkey_mprotect", "memory protection keys, pkey_mprotect(2) (mm/mprotect.c)"),
@@ -428,7 +446,6 @@ const UNMODELLED_WORDS: &[(&str, &str)] = &[
     ("guard_remove", "MADV_GUARD_REMOVE, guard regions (mm/madvise.c, v6.13)"),
     ("sync", "MAP_SYNC, synchronous page faults of DAX mappings (MAP_SHARED_VALIDATE)"),
     ("shared_validate", "MAP_SHARED_VALIDATE (mm/mmap.c)"),
-    ("locked", "MAP_LOCKED (mm/mlock.c: VM_LOCKED, the unevictable LRU)"),
     ("uninitialized", "MAP_UNINITIALIZED (no-MMU kernels only)"),
     ("stack", "MAP_STACK"),
     ("32bit", "MAP_32BIT"),
