@@ -8,7 +8,6 @@
 
 use simcore::Pfn;
 use simcore::units::PAGE_SIZE;
-use std::collections::BTreeMap;
 
 const PAGE: usize = PAGE_SIZE as usize;
 
@@ -76,54 +75,106 @@ fn pattern_word(seed: u64, i: usize) -> u64 {
     z ^ (z >> 31)
 }
 
-/// Contents of physical frames, by pfn.
+/// Frames per [`Chunk`] of [`FrameContents`].
+const CHUNK: u64 = 64;
+
+/// The contents of `CHUNK` consecutive frames, and how many hold any.
+#[derive(Debug)]
+struct Chunk {
+    slots: [Option<Content>; CHUNK as usize],
+    used: u32,
+}
+
+/// Contents of physical frames, by pfn: a table of chunks of 64 frames, a chunk allocated while
+/// one of its frames holds data, so a lookup or store is O(1) and host memory stays
+/// proportional to the data held (plus a pointer per 64 frames up to the highest written).
 #[derive(Debug, Default)]
 pub struct FrameContents {
-    pages: BTreeMap<u64, Content>,
+    chunks: Vec<Option<Box<Chunk>>>,
+}
+
+/// The chunk and slot of `pfn`.
+fn locate(pfn: u64) -> (usize, usize) {
+    let chunk = usize::try_from(pfn / CHUNK).expect("pfn fits the host");
+    (chunk, (pfn % CHUNK) as usize)
 }
 
 impl FrameContents {
     pub fn get(&self, pfn: u64) -> Option<&Content> {
-        self.pages.get(&pfn)
+        let (c, i) = locate(pfn);
+        self.chunks.get(c)?.as_ref()?.slots[i].as_ref()
+    }
+
+    /// Stores `content` (`None`: zeros) and returns what was there.
+    fn replace(&mut self, pfn: u64, content: Option<Content>) -> Option<Content> {
+        let (c, i) = locate(pfn);
+        if content.is_none() && self.get(pfn).is_none() {
+            return None;
+        }
+        if self.chunks.len() <= c {
+            self.chunks.resize_with(c + 1, || None);
+        }
+        let chunk = self.chunks[c].get_or_insert_with(|| {
+            Box::new(Chunk { slots: std::array::from_fn(|_| None), used: 0 })
+        });
+        let new = u32::from(content.is_some());
+        let old = std::mem::replace(&mut chunk.slots[i], content);
+        chunk.used = chunk.used + new - u32::from(old.is_some());
+        if chunk.used == 0 {
+            self.chunks[c] = None;
+        }
+        old
     }
 
     pub(crate) fn set(&mut self, pfn: u64, content: Option<Content>) {
-        match content {
-            Some(c) => {
-                self.pages.insert(pfn, c);
-            }
-            None => {
-                self.pages.remove(&pfn);
-            }
-        }
+        self.replace(pfn, content);
     }
 
     pub fn read(&self, pfn: u64, off: usize, out: &mut [u8]) {
-        Content::read(self.pages.get(&pfn), off, out);
+        Content::read(self.get(pfn), off, out);
     }
 
     pub(crate) fn write(&mut self, pfn: u64, off: usize, data: &[u8]) {
-        let mut slot = self.pages.remove(&pfn);
+        let mut slot = self.replace(pfn, None);
         Content::write(&mut slot, off, data);
         self.set(pfn, slot);
     }
 
     /// `copy_page`.
     pub(crate) fn copy(&mut self, src: u64, dst: u64) {
-        let c = self.pages.get(&src).cloned();
+        let c = self.get(src).cloned();
         self.set(dst, c);
     }
 
     /// `clear_page`.
     pub(crate) fn zero(&mut self, pfn: u64) {
-        self.pages.remove(&pfn);
+        self.set(pfn, None);
+    }
+
+    /// The frames holding data among `pages` frames from `pfn`, in pfn order, skipping empty
+    /// chunks.
+    fn written(&self, pfn: Pfn, pages: u64) -> impl Iterator<Item = (u64, &Content)> {
+        let end = pfn.0 + pages;
+        let chunks = (pfn.0 / CHUNK)..end.div_ceil(CHUNK);
+        chunks
+            .filter_map(|c| Some((c, self.chunks.get(usize::try_from(c).ok()?)?.as_ref()?)))
+            .flat_map(move |(c, chunk)| {
+                let pfns = (c * CHUNK..).zip(&chunk.slots);
+                pfns.filter(move |&(p, _)| p >= pfn.0 && p < end)
+                    .filter_map(|(p, s)| Some((p, s.as_ref()?)))
+            })
+    }
+
+    /// Every frame holding data, in pfn order.
+    fn all(&self) -> impl Iterator<Item = (u64, &Content)> {
+        self.written(Pfn(0), self.chunks.len() as u64 * CHUNK)
     }
 
     /// `clear_huge_page`: zeroes `pages` frames from `pfn`, visiting only those holding data.
     pub(crate) fn zero_range(&mut self, pfn: Pfn, pages: u64) {
-        let written: Vec<u64> = self.pages.range(pfn.0..pfn.0 + pages).map(|(&p, _)| p).collect();
+        let written: Vec<u64> = self.written(pfn, pages).map(|(p, _)| p).collect();
         for p in written {
-            self.pages.remove(&p);
+            self.zero(p);
         }
     }
 
@@ -132,16 +183,16 @@ impl FrameContents {
     pub(crate) fn copy_range(&mut self, src: Pfn, dst: Pfn, pages: u64) {
         self.zero_range(dst, pages);
         let written: Vec<(u64, Content)> =
-            self.pages.range(src.0..src.0 + pages).map(|(&p, c)| (p - src.0, c.clone())).collect();
+            self.written(src, pages).map(|(p, c)| (p - src.0, c.clone())).collect();
         for (off, c) in written {
-            self.pages.insert(dst.0 + off, c);
+            self.set(dst.0 + off, Some(c));
         }
     }
 
     /// A checksum of the page's contents (KSM's `calc_checksum`): equal contents, equal sums.
     pub(crate) fn checksum(&self, pfn: u64) -> u64 {
         let mut d = simcore::Digest::new();
-        match self.pages.get(&pfn) {
+        match self.get(pfn) {
             None => d.write_u64(0),
             Some(c) => {
                 let bytes = c.materialize();
@@ -159,7 +210,7 @@ impl FrameContents {
 
     /// Whether two frames hold the same bytes (`pages_identical`).
     pub(crate) fn same(&self, a: u64, b: u64) -> bool {
-        match (self.pages.get(&a), self.pages.get(&b)) {
+        match (self.get(a), self.get(b)) {
             (None, None) => true,
             (Some(Content::Pattern(x)), Some(Content::Pattern(y))) if x == y => true,
             (x, y) => {
@@ -174,7 +225,7 @@ impl FrameContents {
     /// A fingerprint of every stored page.
     pub fn fingerprint(&self) -> u64 {
         let mut d = simcore::Digest::new();
-        for (&pfn, c) in &self.pages {
+        for (pfn, c) in self.all() {
             d.write_u64(pfn);
             match c {
                 Content::Pattern(seed) => d.write_u64(*seed),
@@ -190,8 +241,8 @@ impl FrameContents {
 
     /// Host bytes spent on contents (approximate: payloads only).
     pub fn host_bytes(&self) -> usize {
-        self.pages
-            .values()
+        self.all()
+            .map(|(_, c)| c)
             .map(|c| if matches!(c, Content::Bytes(_)) { PAGE + 48 } else { 56 })
             .sum()
     }
