@@ -90,8 +90,10 @@ enum Find {
 /// shadow taken for a new folio) allocates nothing. An emptied node's slots are all empty.
 #[derive(Debug, Default)]
 struct Spare {
-    leaves: Vec<Box<Node<Slot>>>,
-    inner: Vec<Box<Node<Tree>>>,
+    /// Empty leaves.
+    leaves: Vec<Tree>,
+    /// Empty inner nodes.
+    inner: Vec<Tree>,
 }
 
 /// Most nodes [`Spare`] keeps of each kind: a store frees at most one per level.
@@ -101,19 +103,21 @@ impl Spare {
     /// An empty node for slots of `shift`.
     fn node(&mut self, shift: u32) -> Tree {
         if shift == 0 {
-            Tree::Leaf(self.leaves.pop().unwrap_or_else(Node::new))
+            self.leaves.pop().unwrap_or_else(|| Tree::Leaf(Node::new()))
         } else {
-            Tree::Inner(self.inner.pop().unwrap_or_else(Node::new))
+            self.inner.pop().unwrap_or_else(|| Tree::Inner(Node::new()))
         }
     }
 
     /// Keeps an emptied node.
     fn keep(&mut self, node: Tree) {
         debug_assert_eq!(node.masks(), (0, 0), "only empty nodes are kept");
-        match node {
-            Tree::Leaf(n) if self.leaves.len() < SPARE_KEPT => self.leaves.push(n),
-            Tree::Inner(n) if self.inner.len() < SPARE_KEPT => self.inner.push(n),
-            Tree::Leaf(_) | Tree::Inner(_) => {}
+        let pool = match node {
+            Tree::Leaf(_) => &mut self.leaves,
+            Tree::Inner(_) => &mut self.inner,
+        };
+        if pool.len() < SPARE_KEPT {
+            pool.push(node);
         }
     }
 }
