@@ -8,6 +8,7 @@
 
 use simcore::Pfn;
 use simcore::units::PAGE_SIZE;
+use std::collections::BTreeMap;
 
 const PAGE: usize = PAGE_SIZE as usize;
 
@@ -75,8 +76,10 @@ fn pattern_word(seed: u64, i: usize) -> u64 {
     z ^ (z >> 31)
 }
 
-/// Frames per [`Chunk`] of [`FrameContents`].
+/// Frames per [`Chunk`].
 const CHUNK: u64 = 64;
+/// Chunks per [`Region`] (32768 frames, 128 MiB).
+const REGION: u64 = 512;
 
 /// The contents of `CHUNK` consecutive frames, and how many hold any.
 #[derive(Debug)]
@@ -85,43 +88,57 @@ struct Chunk {
     used: u32,
 }
 
-/// Contents of physical frames, by pfn: a table of chunks of 64 frames, a chunk allocated while
-/// one of its frames holds data, so a lookup or store is O(1) and host memory stays
-/// proportional to the data held (plus a pointer per 64 frames up to the highest written).
-#[derive(Debug, Default)]
-pub struct FrameContents {
-    chunks: Vec<Option<Box<Chunk>>>,
+/// The chunks of `REGION * CHUNK` consecutive frames, and how many are allocated.
+#[derive(Debug)]
+struct Region {
+    chunks: [Option<Box<Chunk>>; REGION as usize],
+    used: u32,
 }
 
-/// The chunk and slot of `pfn`.
-fn locate(pfn: u64) -> (usize, usize) {
-    let chunk = usize::try_from(pfn / CHUNK).expect("pfn fits the host");
-    (chunk, (pfn % CHUNK) as usize)
+/// Contents of physical frames, by pfn: regions of 128 MiB by number, each a table of chunks of
+/// 64 frames, a chunk or region allocated while one of its frames holds data. A lookup or store
+/// is a search among the few regions in use and two indexings; host memory stays proportional
+/// to the data held, wherever it lies (a hugetlb page at the top of a large machine).
+#[derive(Debug, Default)]
+pub struct FrameContents {
+    regions: BTreeMap<u64, Box<Region>>,
+}
+
+/// The region, chunk and slot of `pfn`.
+fn locate(pfn: u64) -> (u64, usize, usize) {
+    let chunk = pfn / CHUNK;
+    (chunk / REGION, (chunk % REGION) as usize, (pfn % CHUNK) as usize)
 }
 
 impl FrameContents {
     pub fn get(&self, pfn: u64) -> Option<&Content> {
-        let (c, i) = locate(pfn);
-        self.chunks.get(c)?.as_ref()?.slots[i].as_ref()
+        let (r, c, i) = locate(pfn);
+        self.regions.get(&r)?.chunks[c].as_ref()?.slots[i].as_ref()
     }
 
     /// Stores `content` (`None`: zeros) and returns what was there.
     fn replace(&mut self, pfn: u64, content: Option<Content>) -> Option<Content> {
-        let (c, i) = locate(pfn);
         if content.is_none() && self.get(pfn).is_none() {
             return None;
         }
-        if self.chunks.len() <= c {
-            self.chunks.resize_with(c + 1, || None);
-        }
-        let chunk = self.chunks[c].get_or_insert_with(|| {
+        let (r, c, i) = locate(pfn);
+        let region = self
+            .regions
+            .entry(r)
+            .or_insert_with(|| Box::new(Region { chunks: std::array::from_fn(|_| None), used: 0 }));
+        region.used += u32::from(region.chunks[c].is_none());
+        let chunk = region.chunks[c].get_or_insert_with(|| {
             Box::new(Chunk { slots: std::array::from_fn(|_| None), used: 0 })
         });
         let new = u32::from(content.is_some());
         let old = std::mem::replace(&mut chunk.slots[i], content);
         chunk.used = chunk.used + new - u32::from(old.is_some());
         if chunk.used == 0 {
-            self.chunks[c] = None;
+            region.chunks[c] = None;
+            region.used -= 1;
+            if region.used == 0 {
+                self.regions.remove(&r);
+            }
         }
         old
     }
@@ -151,23 +168,25 @@ impl FrameContents {
         self.set(pfn, None);
     }
 
-    /// The frames holding data among `pages` frames from `pfn`, in pfn order, skipping empty
-    /// chunks.
+    /// The frames holding data among `pages` frames from `pfn`, in pfn order, visiting only
+    /// the regions and chunks in use.
     fn written(&self, pfn: Pfn, pages: u64) -> impl Iterator<Item = (u64, &Content)> {
-        let end = pfn.0 + pages;
-        let chunks = (pfn.0 / CHUNK)..end.div_ceil(CHUNK);
+        let end = pfn.0.saturating_add(pages);
+        let regions = (pfn.0 / CHUNK / REGION)..end.div_ceil(CHUNK * REGION);
+        let chunks = self.regions.range(regions).flat_map(|(&r, region)| {
+            let numbers = (r * REGION..).zip(&region.chunks);
+            numbers.filter_map(|(c, chunk)| Some((c * CHUNK, chunk.as_ref()?)))
+        });
         chunks
-            .filter_map(|c| Some((c, self.chunks.get(usize::try_from(c).ok()?)?.as_ref()?)))
-            .flat_map(move |(c, chunk)| {
-                let pfns = (c * CHUNK..).zip(&chunk.slots);
-                pfns.filter(move |&(p, _)| p >= pfn.0 && p < end)
-                    .filter_map(|(p, s)| Some((p, s.as_ref()?)))
-            })
+            .filter(move |&(base, _)| base + CHUNK > pfn.0 && base < end)
+            .flat_map(|(base, chunk)| (base..).zip(&chunk.slots))
+            .filter(move |&(p, _)| p >= pfn.0 && p < end)
+            .filter_map(|(p, s)| Some((p, s.as_ref()?)))
     }
 
     /// Every frame holding data, in pfn order.
     fn all(&self) -> impl Iterator<Item = (u64, &Content)> {
-        self.written(Pfn(0), self.chunks.len() as u64 * CHUNK)
+        self.written(Pfn(0), u64::MAX)
     }
 
     /// `clear_huge_page`: zeroes `pages` frames from `pfn`, visiting only those holding data.
@@ -272,5 +291,23 @@ mod tests {
         assert!(m.get(9).is_none());
         m.write(11, 5, &[0, 0]);
         assert!(m.get(11).is_none(), "an all-zero page stores nothing");
+    }
+    /// Ranges visit only the frames holding data, across chunks and regions, in pfn order.
+    #[test]
+    fn ranges_cross_chunks_and_regions() {
+        let mut m = FrameContents::default();
+        let far = 1 << 40;
+        for (i, pfn) in [far, 5, 63, 64, 40_000].into_iter().enumerate() {
+            m.set(pfn, Some(Content::Pattern(i as u64)));
+        }
+        let all: Vec<u64> = m.all().map(|(p, _)| p).collect();
+        assert_eq!(all, [5, 63, 64, 40_000, far]);
+        m.copy_range(Pfn(60), Pfn(40_000 - 4), 8);
+        assert_eq!(m.get(40_000 - 1), Some(&Content::Pattern(2)), "63 copied to 39999");
+        assert_eq!(m.get(40_000), Some(&Content::Pattern(3)), "64 copied over 40000");
+        m.zero_range(Pfn(0), far);
+        assert_eq!(m.all().map(|(p, _)| p).collect::<Vec<_>>(), [far]);
+        m.zero(far);
+        assert!(m.regions.is_empty(), "empty regions are freed");
     }
 }
