@@ -303,7 +303,6 @@ impl State {
         t.stats.cpu += d;
         self.cpus[cpu].stats.busy += d;
         let entry = self.queue_entry(task, self.now + d);
-        self.sched.push(entry);
         self.carry_on(entry)
     }
 
@@ -325,15 +324,14 @@ impl State {
             return false;
         }
         let entry = self.queue_entry(task, self.now + d);
-        self.sched.push(entry);
         self.release_cpu(cpu);
         self.left_cpu(task);
         self.carry_on(entry)
     }
 
-    /// Whether the task of `entry`, just queued at a charge or sleep, carries on without going
-    /// back to the run loop. It does when the scheduler would dispatch `entry` next anyway
-    /// ([`Scheduler::take_if_next`]: under the time-ordered scheduler, when nothing else is due
+    /// Queues `entry`, a task's charge or sleep, or lets its task carry on without going back
+    /// to the run loop (true, nothing queued). It does when the scheduler would dispatch `entry`
+    /// next anyway ([`Scheduler::push_or_take`]: under the time-ordered scheduler, when nothing else is due
     /// before it, ties going to the earlier entry as always) and the pass would not reach the
     /// events budget; the pass is then done here, in the same order as the run loop does it:
     /// the event is counted and [`State::dispatch`] advances the clock, checks the CPU (a
@@ -342,11 +340,9 @@ impl State {
     /// loop's step (its checker call) is skipped, which is why a checked run turns this off.
     /// The exploration schedulers never hand an entry back: they see every blocking point.
     fn carry_on(&mut self, entry: ReadyEntry) -> bool {
-        if !self.carry_on
-            || self.events >= self.config.max_events
-            || self.carried >= CARRY_ON_LIMIT
-            || !self.sched.take_if_next(&entry)
-        {
+        let may_take =
+            self.carry_on && self.events < self.config.max_events && self.carried < CARRY_ON_LIMIT;
+        if !self.sched.push_or_take(entry, may_take) {
             self.carried = 0;
             return false;
         }

@@ -45,12 +45,14 @@ pub trait Scheduler: fmt::Debug {
     /// zero-length charges (exploration schedulers do; the time-ordered one switches only where
     /// virtual time passes or a task blocks).
     fn preempts_at_every_point(&self) -> bool;
-    /// Removes `entry`, just pushed, if it is what [`pop`](Scheduler::pop) would return now, and
-    /// says so: the engine then runs its task on without a pass of the run loop (a charge or
-    /// sleep that ends before anything else is due). A scheduler that must see every blocking
-    /// point (every exploration scheduler) keeps the default, which never takes one.
-    fn take_if_next(&mut self, entry: &ReadyEntry) -> bool {
-        let _ = entry;
+    /// Pushes `entry`, unless `may_take` and it is what [`pop`](Scheduler::pop) would return
+    /// once pushed: then it is not queued and the answer is true, and the engine runs its task
+    /// on without a pass of the run loop (a charge or sleep that ends before anything else is
+    /// due). A scheduler that must see every blocking point (every exploration scheduler) keeps
+    /// the default, which always pushes.
+    fn push_or_take(&mut self, entry: ReadyEntry, may_take: bool) -> bool {
+        let _ = may_take;
+        self.push(entry);
         false
     }
 }
@@ -91,14 +93,15 @@ impl Scheduler for TimeOrdered {
         false
     }
 
-    /// Entries are totally ordered by `(time, seq)`: `entry` is next when it is the heap's least
-    /// (an entry due at the same time but queued earlier goes first, as at a pass).
-    fn take_if_next(&mut self, entry: &ReadyEntry) -> bool {
-        if self.heap.peek() != Some(&Reverse(*entry)) {
-            return false;
+    /// Entries are totally ordered by `(time, seq)`: `entry` is next when it is below the heap's
+    /// least (an entry due at the same time but queued earlier goes first, as at a pass), and
+    /// then never enters the heap.
+    fn push_or_take(&mut self, entry: ReadyEntry, may_take: bool) -> bool {
+        if may_take && self.heap.peek().is_none_or(|Reverse(least)| entry < *least) {
+            return true;
         }
-        self.heap.pop();
-        true
+        self.push(entry);
+        false
     }
 }
 

@@ -5,12 +5,15 @@
 //! lists (allocation takes the lowest free block, which keeps the simulation's host memory
 //! compact), watermarks (they arrive with reclaim).
 //!
+//! Each order's free blocks are a bitmap over block numbers with summary levels above it
+//! ([`FreeBlocks`]), so taking the lowest block, finding the highest and merging a buddy cost a
+//! few word operations instead of an ordered-set search.
+//!
 //! Laziness: the frames above a high-water mark (`bump`) have never been handed out and cost no
 //! host memory; a 1 TiB machine starts instantly. Blocks freed back next to the mark return to
 //! the untouched region.
 
 use simcore::{Order, Pfn};
-use std::collections::BTreeSet;
 
 /// `MAX_PAGE_ORDER` on x86-64 (v6.8): 4 MiB blocks.
 pub const MAX_PAGE_ORDER: u8 = 10;
@@ -21,7 +24,7 @@ pub(crate) struct BuddyAllocator {
     /// Frames at or above this pfn were never allocated.
     bump: u64,
     /// Free blocks per order, by head pfn.
-    free: Vec<BTreeSet<u64>>,
+    free: Vec<FreeBlocks>,
     nr_free: u64,
 }
 
@@ -30,7 +33,7 @@ impl BuddyAllocator {
         BuddyAllocator {
             total: total_pages,
             bump: 0,
-            free: vec![BTreeSet::new(); usize::from(MAX_PAGE_ORDER) + 1],
+            free: (0..=MAX_PAGE_ORDER).map(FreeBlocks::new).collect(),
             nr_free: total_pages,
         }
     }
@@ -91,22 +94,22 @@ impl BuddyAllocator {
         self.nr_free += order.pages();
         while o < MAX_PAGE_ORDER {
             let buddy = head ^ (1 << o);
-            if !self.free[usize::from(o)].remove(&buddy) {
+            if !self.free[usize::from(o)].remove(buddy) {
                 break;
             }
             head = head.min(buddy);
             o += 1;
         }
-        debug_assert!(!self.free[usize::from(o)].contains(&head), "double free of {head:#x}");
+        debug_assert!(!self.free[usize::from(o)].contains(head), "double free of {head:#x}");
         self.free[usize::from(o)].insert(head);
         // Give blocks at the top back to the untouched region.
         loop {
             let top = (0..self.free.len())
-                .filter_map(|i| self.free[i].last().map(|&h| (h + (1 << i), i, h)))
+                .filter_map(|i| self.free[i].last().map(|h| (h + (1 << i), i, h)))
                 .max();
             match top {
                 Some((end, i, h)) if end == self.bump => {
-                    self.free[i].remove(&h);
+                    self.free[i].remove(h);
                     self.bump = h;
                 }
                 _ => break,
@@ -139,15 +142,122 @@ impl BuddyAllocator {
         true
     }
 
-    /// Whether `pfn` lies inside a free block (O(orders * log n); for checkers).
+    /// Whether `pfn` lies inside a free block (O(orders); for checkers).
     pub(crate) fn is_free(&self, pfn: Pfn) -> bool {
         if pfn.0 >= self.bump {
             return true;
         }
         (0..self.free.len()).any(|o| {
             let head = pfn.0 & !((1u64 << o) - 1);
-            self.free[o].contains(&head)
+            self.free[o].contains(head)
         })
+    }
+}
+
+/// The free blocks of one order, by head pfn, as an ordered set: `levels[0]` has a bit per block
+/// number (head >> order), each level above a bit per non-zero word of the level below, and the
+/// top level is one word; the lowest and highest blocks are found by descending from the top.
+#[derive(Debug)]
+struct FreeBlocks {
+    order: u8,
+    levels: Vec<Vec<u64>>,
+    len: u64,
+}
+
+/// Word and bit of `n` in a level.
+fn word_bit(n: u64) -> (usize, u64) {
+    (usize::try_from(n / 64).expect("block number fits the host"), 1 << (n % 64))
+}
+
+impl FreeBlocks {
+    fn new(order: u8) -> FreeBlocks {
+        FreeBlocks { order, levels: vec![vec![0]], len: 0 }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Makes room for block number `n`, adding summary levels until the top is one word.
+    fn grow(&mut self, n: u64) {
+        let mut words = word_bit(n).0 + 1;
+        for k in 0.. {
+            if k == self.levels.len() {
+                let below = &self.levels[k - 1];
+                let chunk_bits = |c: &[u64]| {
+                    c.iter().enumerate().fold(0, |m, (i, &w)| m | (u64::from(w != 0) << i))
+                };
+                self.levels.push(below.chunks(64).map(chunk_bits).collect());
+            }
+            let level = &mut self.levels[k];
+            if level.len() < words {
+                level.resize(words, 0);
+            }
+            if level.len() == 1 {
+                break;
+            }
+            words = level.len().div_ceil(64);
+        }
+    }
+
+    fn contains(&self, head: u64) -> bool {
+        let (w, bit) = word_bit(head >> self.order);
+        self.levels[0].get(w).is_some_and(|&x| x & bit != 0)
+    }
+
+    fn insert(&mut self, head: u64) {
+        let mut n = head >> self.order;
+        self.grow(n);
+        self.len += u64::from(!self.contains(head));
+        for level in &mut self.levels {
+            let (w, bit) = word_bit(n);
+            let was = level[w];
+            level[w] |= bit;
+            if was != 0 {
+                break;
+            }
+            n /= 64;
+        }
+    }
+
+    fn remove(&mut self, head: u64) -> bool {
+        if !self.contains(head) {
+            return false;
+        }
+        self.len -= 1;
+        let mut n = head >> self.order;
+        for level in &mut self.levels {
+            let (w, bit) = word_bit(n);
+            level[w] &= !bit;
+            if level[w] != 0 {
+                break;
+            }
+            n /= 64;
+        }
+        true
+    }
+
+    /// The lowest (`lowest`) or highest block.
+    fn end(&self, lowest: bool) -> Option<u64> {
+        if self.is_empty() {
+            return None;
+        }
+        let pick =
+            |x: u64| u64::from(if lowest { x.trailing_zeros() } else { 63 - x.leading_zeros() });
+        // Bit `n` of a level is word `n` of the level below.
+        let word = |level: &[u64], n: u64| level[usize::try_from(n).expect("fits the host")];
+        let n = self.levels.iter().rev().fold(0, |n, level| n * 64 + pick(word(level, n)));
+        Some(n << self.order)
+    }
+
+    fn last(&self) -> Option<u64> {
+        self.end(false)
+    }
+
+    fn pop_first(&mut self) -> Option<u64> {
+        let head = self.end(true)?;
+        self.remove(head);
+        Some(head)
     }
 }
 
@@ -187,5 +297,28 @@ mod tests {
     fn a_terabyte_machine_costs_nothing_until_touched() {
         let b = BuddyAllocator::new(1 << 28);
         assert_eq!((b.high_water(), b.nr_free()), (0, 1 << 28));
+    }
+    /// The bitmap set agrees with an ordered set over inserts, removals, lowest and highest.
+    #[test]
+    fn free_blocks_agree_with_an_ordered_set() {
+        let (mut fb, mut set) = (FreeBlocks::new(2), std::collections::BTreeSet::new());
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        for _ in 0..50_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let head = ((x >> 20) % (1 << (x % 22))) << 2;
+            match x % 4 {
+                0 | 1 => {
+                    fb.insert(head);
+                    set.insert(head);
+                }
+                2 => assert_eq!(fb.remove(head), set.remove(&head)),
+                _ => assert_eq!(fb.pop_first(), set.pop_first()),
+            }
+            assert_eq!(fb.last(), set.last().copied());
+            assert_eq!(fb.contains(head), set.contains(&head));
+            assert_eq!(fb.is_empty(), set.is_empty());
+        }
     }
 }

@@ -376,26 +376,38 @@ async fn shrink_node(cx: &Cx, sc: &mut ScanControl) {
     }
 }
 
-/// Pages of `lru` on the lruvecs under `target` (the target lruvec's hierarchical count).
-fn target_lru_pages(st: &KState, target: MemcgId, lru: LruList) -> u64 {
-    st.memcg_subtree(target).map(|m| st.lruvec_lru_pages(m, lru)).sum()
+/// `WORKINGSET_ACTIVATE_{ANON,FILE}` of one memory cgroup.
+fn refaults(st: &KState, memcg: MemcgId) -> [u64; 2] {
+    let stat = &st.memcgs[memcg].stat;
+    [stat.get(VmStat::WorkingsetActivateAnon), stat.get(VmStat::WorkingsetActivateFile)]
 }
 
 /// `WORKINGSET_ACTIVATE_{ANON,FILE}` under `target`.
 fn target_refaults(st: &KState, target: MemcgId) -> [u64; 2] {
-    let sum = |k| st.memcg_subtree(target).map(|m| st.memcgs[m].stat.get(k)).sum();
-    [sum(VmStat::WorkingsetActivateAnon), sum(VmStat::WorkingsetActivateFile)]
+    st.memcg_subtree(target)
+        .map(|m| refaults(st, m))
+        .fold([0; 2], |a, r| [a[0] + r[0], a[1] + r[1]])
 }
 
-/// `prepare_scan_control`: which active lists may be deactivated, and cache trim mode.
+/// `prepare_scan_control`: which active lists may be deactivated, and cache trim mode. One walk
+/// of the target's subtree gathers its refault activations and the pages of its four lists
+/// (the target lruvec's hierarchical counts).
 fn prepare_scan_control(st: &KState, sc: &mut ScanControl) {
-    let now = target_refaults(st, sc.target);
+    // Refault activations (anon, file) and the pages of the four evictable lists.
+    let (mut now, mut pages) = ([0; 2], [0; 4]);
+    for m in st.memcg_subtree(sc.target) {
+        let r = refaults(st, m);
+        (now[0], now[1]) = (now[0] + r[0], now[1] + r[1]);
+        for (lru, n) in LruList::ALL.into_iter().zip(&mut pages) {
+            *n += st.lruvec_lru_pages(m, lru);
+        }
+    }
     let seen = st.memcgs[sc.target].lruvec.refaults;
     for (i, file) in [(0, false), (1, true)] {
-        let lists = |a| target_lru_pages(st, sc.target, LruList::of(file, a));
+        let lists = |a| pages[LruList::of(file, a) as usize];
         sc.may_deactivate[i] = now[i] != seen[i] || inactive_is_low(lists(false), lists(true));
     }
-    let inactive_file = target_lru_pages(st, sc.target, LruList::InactiveFile);
+    let inactive_file = pages[LruList::InactiveFile as usize];
     sc.cache_trim_mode = inactive_file >> sc.priority != 0 && !sc.may_deactivate[1];
 }
 

@@ -10,7 +10,8 @@
 //! `shadowp` for `workingset_refault`, mm/filemap.c, mm/workingset.c). There is no separate
 //! shadow map. Each node keeps two bitmaps over its slots, which subtrees hold anything and which
 //! hold a folio (the role of the xarray's marks and `xa_find`'s node scan), so ordered searches
-//! skip empty subtrees and shadows.
+//! skip empty subtrees and shadows. Nodes that empty are kept for reuse (a few of each kind,
+//! as the `xa_node` slab keeps freed nodes), so eviction and refault allocate nothing.
 //!
 //! Approximations: a large folio occupies the slot of its first index only (the kernel stores a
 //! multi-index entry over all of its slots); a lookup inside it finds it by searching back
@@ -84,11 +85,44 @@ enum Find {
     Folio,
 }
 
-impl Tree {
-    fn new(shift: u32) -> Tree {
-        if shift == 0 { Tree::Leaf(Node::new()) } else { Tree::Inner(Node::new()) }
+/// Nodes that emptied, kept for the next ones a store needs (the kernel's `xa_node` slab
+/// cache), so that a slot which empties and fills again (a folio evicted for its shadow, a
+/// shadow taken for a new folio) allocates nothing. An emptied node's slots are all empty.
+#[derive(Debug, Default)]
+struct Spare {
+    /// Empty leaves.
+    leaves: Vec<Tree>,
+    /// Empty inner nodes.
+    inner: Vec<Tree>,
+}
+
+/// Most nodes [`Spare`] keeps of each kind: a store frees at most one per level.
+const SPARE_KEPT: usize = 16;
+
+impl Spare {
+    /// An empty node for slots of `shift`.
+    fn node(&mut self, shift: u32) -> Tree {
+        if shift == 0 {
+            self.leaves.pop().unwrap_or_else(|| Tree::Leaf(Node::new()))
+        } else {
+            self.inner.pop().unwrap_or_else(|| Tree::Inner(Node::new()))
+        }
     }
 
+    /// Keeps an emptied node.
+    fn keep(&mut self, node: Tree) {
+        debug_assert_eq!(node.masks(), (0, 0), "only empty nodes are kept");
+        let pool = match node {
+            Tree::Leaf(_) => &mut self.leaves,
+            Tree::Inner(_) => &mut self.inner,
+        };
+        if pool.len() < SPARE_KEPT {
+            pool.push(node);
+        }
+    }
+}
+
+impl Tree {
     fn masks(&self) -> (u64, u64) {
         match self {
             Tree::Leaf(n) => (n.used, n.folios),
@@ -112,8 +146,15 @@ impl Tree {
         }
     }
 
-    /// Stores `entry` (or clears the slot) at `index`, freeing nodes that empty; the old entry.
-    fn store(&mut self, shift: u32, index: u64, entry: Option<Slot>) -> Option<Slot> {
+    /// Stores `entry` (or clears the slot) at `index`, giving nodes that empty to `spare`; the
+    /// old entry.
+    fn store(
+        &mut self,
+        shift: u32,
+        index: u64,
+        entry: Option<Slot>,
+        spare: &mut Spare,
+    ) -> Option<Slot> {
         let i = ((index >> shift) & MASK) as usize;
         match self {
             Tree::Leaf(n) => {
@@ -124,11 +165,11 @@ impl Tree {
                 if n.slots[i].is_none() && entry.is_none() {
                     return None;
                 }
-                let child = n.slots[i].get_or_insert_with(|| Tree::new(shift - SHIFT));
-                let old = child.store(shift - SHIFT, index, entry);
+                let child = n.slots[i].get_or_insert_with(|| spare.node(shift - SHIFT));
+                let old = child.store(shift - SHIFT, index, entry, spare);
                 let (used, folios) = child.masks();
-                if used == 0 {
-                    n.slots[i] = None;
+                if let Some(empty) = n.slots[i].take_if(|_| used == 0) {
+                    spare.keep(empty);
                 }
                 n.mark(i, used != 0, folios != 0);
                 old
@@ -202,6 +243,7 @@ pub struct XArray {
     root: Option<Tree>,
     /// Levels below and including the root: the root covers indices below `64^height`.
     height: u32,
+    spare: Spare,
 }
 
 impl XArray {
@@ -229,7 +271,7 @@ impl XArray {
             entry?; // erasing beyond the tree's reach: nothing is there
             while !self.covers(index) {
                 self.height += 1;
-                let mut root = Tree::new(self.root_shift());
+                let mut root = self.spare.node(self.root_shift());
                 if let (Some(old), Tree::Inner(n)) = (self.root.take(), &mut root) {
                     let (used, folios) = old.masks();
                     n.slots[0] = Some(old);
@@ -244,9 +286,11 @@ impl XArray {
         });
         let shift = self.root_shift();
         let root = self.root.as_mut().expect("a tree of some height has a root");
-        let old = root.store(shift, index, slot);
+        let old = root.store(shift, index, slot, &mut self.spare);
         if root.masks().0 == 0 {
-            (self.root, self.height) = (None, 0);
+            let empty = self.root.take().expect("the root");
+            self.spare.keep(empty);
+            self.height = 0;
         }
         old.map(Slot::entry)
     }

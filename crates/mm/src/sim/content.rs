@@ -76,54 +76,124 @@ fn pattern_word(seed: u64, i: usize) -> u64 {
     z ^ (z >> 31)
 }
 
-/// Contents of physical frames, by pfn.
+/// Frames per [`Chunk`].
+const CHUNK: u64 = 64;
+/// Chunks per [`Region`] (32768 frames, 128 MiB).
+const REGION: u64 = 512;
+
+/// The contents of `CHUNK` consecutive frames, and how many hold any.
+#[derive(Debug)]
+struct Chunk {
+    slots: [Option<Content>; CHUNK as usize],
+    used: u32,
+}
+
+/// The chunks of `REGION * CHUNK` consecutive frames, and how many are allocated.
+#[derive(Debug)]
+struct Region {
+    chunks: [Option<Box<Chunk>>; REGION as usize],
+    used: u32,
+}
+
+/// Contents of physical frames, by pfn: regions of 128 MiB by number, each a table of chunks of
+/// 64 frames, a chunk or region allocated while one of its frames holds data. A lookup or store
+/// is a search among the few regions in use and two indexings; host memory stays proportional
+/// to the data held, wherever it lies (a hugetlb page at the top of a large machine).
 #[derive(Debug, Default)]
 pub struct FrameContents {
-    pages: BTreeMap<u64, Content>,
+    regions: BTreeMap<u64, Box<Region>>,
+}
+
+/// The region, chunk and slot of `pfn`.
+fn locate(pfn: u64) -> (u64, usize, usize) {
+    let chunk = pfn / CHUNK;
+    (chunk / REGION, (chunk % REGION) as usize, (pfn % CHUNK) as usize)
 }
 
 impl FrameContents {
     pub fn get(&self, pfn: u64) -> Option<&Content> {
-        self.pages.get(&pfn)
+        let (r, c, i) = locate(pfn);
+        self.regions.get(&r)?.chunks[c].as_ref()?.slots[i].as_ref()
+    }
+
+    /// Stores `content` (`None`: zeros) and returns what was there.
+    fn replace(&mut self, pfn: u64, content: Option<Content>) -> Option<Content> {
+        if content.is_none() && self.get(pfn).is_none() {
+            return None;
+        }
+        let (r, c, i) = locate(pfn);
+        let region = self
+            .regions
+            .entry(r)
+            .or_insert_with(|| Box::new(Region { chunks: std::array::from_fn(|_| None), used: 0 }));
+        region.used += u32::from(region.chunks[c].is_none());
+        let chunk = region.chunks[c].get_or_insert_with(|| {
+            Box::new(Chunk { slots: std::array::from_fn(|_| None), used: 0 })
+        });
+        let new = u32::from(content.is_some());
+        let old = std::mem::replace(&mut chunk.slots[i], content);
+        chunk.used = chunk.used + new - u32::from(old.is_some());
+        if chunk.used == 0 {
+            region.chunks[c] = None;
+            region.used -= 1;
+            if region.used == 0 {
+                self.regions.remove(&r);
+            }
+        }
+        old
     }
 
     pub(crate) fn set(&mut self, pfn: u64, content: Option<Content>) {
-        match content {
-            Some(c) => {
-                self.pages.insert(pfn, c);
-            }
-            None => {
-                self.pages.remove(&pfn);
-            }
-        }
+        self.replace(pfn, content);
     }
 
     pub fn read(&self, pfn: u64, off: usize, out: &mut [u8]) {
-        Content::read(self.pages.get(&pfn), off, out);
+        Content::read(self.get(pfn), off, out);
     }
 
     pub(crate) fn write(&mut self, pfn: u64, off: usize, data: &[u8]) {
-        let mut slot = self.pages.remove(&pfn);
+        let mut slot = self.replace(pfn, None);
         Content::write(&mut slot, off, data);
         self.set(pfn, slot);
     }
 
     /// `copy_page`.
     pub(crate) fn copy(&mut self, src: u64, dst: u64) {
-        let c = self.pages.get(&src).cloned();
+        let c = self.get(src).cloned();
         self.set(dst, c);
     }
 
     /// `clear_page`.
     pub(crate) fn zero(&mut self, pfn: u64) {
-        self.pages.remove(&pfn);
+        self.set(pfn, None);
+    }
+
+    /// The frames holding data among `pages` frames from `pfn`, in pfn order, visiting only
+    /// the regions and chunks in use.
+    fn written(&self, pfn: Pfn, pages: u64) -> impl Iterator<Item = (u64, &Content)> {
+        let end = pfn.0.saturating_add(pages);
+        let regions = (pfn.0 / CHUNK / REGION)..end.div_ceil(CHUNK * REGION);
+        let chunks = self.regions.range(regions).flat_map(|(&r, region)| {
+            let numbers = (r * REGION..).zip(&region.chunks);
+            numbers.filter_map(|(c, chunk)| Some((c * CHUNK, chunk.as_ref()?)))
+        });
+        chunks
+            .filter(move |&(base, _)| base + CHUNK > pfn.0 && base < end)
+            .flat_map(|(base, chunk)| (base..).zip(&chunk.slots))
+            .filter(move |&(p, _)| p >= pfn.0 && p < end)
+            .filter_map(|(p, s)| Some((p, s.as_ref()?)))
+    }
+
+    /// Every frame holding data, in pfn order.
+    fn all(&self) -> impl Iterator<Item = (u64, &Content)> {
+        self.written(Pfn(0), u64::MAX)
     }
 
     /// `clear_huge_page`: zeroes `pages` frames from `pfn`, visiting only those holding data.
     pub(crate) fn zero_range(&mut self, pfn: Pfn, pages: u64) {
-        let written: Vec<u64> = self.pages.range(pfn.0..pfn.0 + pages).map(|(&p, _)| p).collect();
+        let written: Vec<u64> = self.written(pfn, pages).map(|(p, _)| p).collect();
         for p in written {
-            self.pages.remove(&p);
+            self.zero(p);
         }
     }
 
@@ -132,16 +202,16 @@ impl FrameContents {
     pub(crate) fn copy_range(&mut self, src: Pfn, dst: Pfn, pages: u64) {
         self.zero_range(dst, pages);
         let written: Vec<(u64, Content)> =
-            self.pages.range(src.0..src.0 + pages).map(|(&p, c)| (p - src.0, c.clone())).collect();
+            self.written(src, pages).map(|(p, c)| (p - src.0, c.clone())).collect();
         for (off, c) in written {
-            self.pages.insert(dst.0 + off, c);
+            self.set(dst.0 + off, Some(c));
         }
     }
 
     /// A checksum of the page's contents (KSM's `calc_checksum`): equal contents, equal sums.
     pub(crate) fn checksum(&self, pfn: u64) -> u64 {
         let mut d = simcore::Digest::new();
-        match self.pages.get(&pfn) {
+        match self.get(pfn) {
             None => d.write_u64(0),
             Some(c) => {
                 let bytes = c.materialize();
@@ -159,7 +229,7 @@ impl FrameContents {
 
     /// Whether two frames hold the same bytes (`pages_identical`).
     pub(crate) fn same(&self, a: u64, b: u64) -> bool {
-        match (self.pages.get(&a), self.pages.get(&b)) {
+        match (self.get(a), self.get(b)) {
             (None, None) => true,
             (Some(Content::Pattern(x)), Some(Content::Pattern(y))) if x == y => true,
             (x, y) => {
@@ -174,7 +244,7 @@ impl FrameContents {
     /// A fingerprint of every stored page.
     pub fn fingerprint(&self) -> u64 {
         let mut d = simcore::Digest::new();
-        for (&pfn, c) in &self.pages {
+        for (pfn, c) in self.all() {
             d.write_u64(pfn);
             match c {
                 Content::Pattern(seed) => d.write_u64(*seed),
@@ -190,8 +260,8 @@ impl FrameContents {
 
     /// Host bytes spent on contents (approximate: payloads only).
     pub fn host_bytes(&self) -> usize {
-        self.pages
-            .values()
+        self.all()
+            .map(|(_, c)| c)
             .map(|c| if matches!(c, Content::Bytes(_)) { PAGE + 48 } else { 56 })
             .sum()
     }
@@ -221,5 +291,23 @@ mod tests {
         assert!(m.get(9).is_none());
         m.write(11, 5, &[0, 0]);
         assert!(m.get(11).is_none(), "an all-zero page stores nothing");
+    }
+    /// Ranges visit only the frames holding data, across chunks and regions, in pfn order.
+    #[test]
+    fn ranges_cross_chunks_and_regions() {
+        let mut m = FrameContents::default();
+        let far = 1 << 40;
+        for (i, pfn) in [far, 5, 63, 64, 40_000].into_iter().enumerate() {
+            m.set(pfn, Some(Content::Pattern(i as u64)));
+        }
+        let all: Vec<u64> = m.all().map(|(p, _)| p).collect();
+        assert_eq!(all, [5, 63, 64, 40_000, far]);
+        m.copy_range(Pfn(60), Pfn(40_000 - 4), 8);
+        assert_eq!(m.get(40_000 - 1), Some(&Content::Pattern(2)), "63 copied to 39999");
+        assert_eq!(m.get(40_000), Some(&Content::Pattern(3)), "64 copied over 40000");
+        m.zero_range(Pfn(0), far);
+        assert_eq!(m.all().map(|(p, _)| p).collect::<Vec<_>>(), [far]);
+        m.zero(far);
+        assert!(m.regions.is_empty(), "empty regions are freed");
     }
 }
