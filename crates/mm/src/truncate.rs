@@ -26,6 +26,13 @@
 //! write truncate under `invalidate_lock` (55fc0d917467), from v5.17 one multi-index entry
 //! stands for the THP (6b24ca4a1a8d).
 //!
+//! A collapse in progress before v6.4 holds its new page in the slots of the pages it has taken
+//! (`xarray::CollapseSlots`, `khugepaged/file.rs`): the first loop, meeting it, skips to the end
+//! of its range (a locked large folio, or one starting before the range), and the second finds
+//! it, before v5.17 as the tail page of that index, and sleeps on its lock; once the collapse has
+//! rolled back, the new page is no longer the file's, and the loop looks again from the same
+//! index, as the kernel's restart does (`scenarios/races/collapse-rollback-truncate.toml`).
+//!
 //! tmpfs pages that reclaim swapped out leave swap entries in the page cache (`shmem.rs`):
 //! truncation and hole punching free those of their range, and a partial page at an edge is
 //! swapped in to be zeroed.
@@ -211,6 +218,9 @@ async fn remove_cached(cx: &Cx, inode: InodeId, first: u64, end: u64) {
     loop {
         let found = find_get_entry(&mut cx.st(), inode, index, end);
         let Some((at, page, head)) = found else { break };
+        if cx.st().inodes[inode].mapping.collapse_slots.is_some_and(|c| c.new == head) {
+            cx.st().thp.khugepaged.slot_truncations += 1;
+        }
         folio_lock(cx, head).await;
         let left = cx.st().folios.mapping(head) != Mapping::File(inode);
         truncate_inode_page(cx, inode, at, page, head).await;

@@ -56,6 +56,19 @@
 //!   re-checks the anon_vma under them; khugepaged itself calls `collapse_pte_mapped_thp` under
 //!   `mmap_lock` for read when its scan finds a THP still mapped by PTEs.
 //!
+//! The page cache during the collapse, in two eras (`era::collapse_replaces_per_index`):
+//! - before v6.4 each page taken (and each shmem hole passed) gives its slot to the new page at
+//!   once, and a rollback gives each slot its old page back, one index after another with the
+//!   xa_lock dropped between two, before it unlocks the new page (whose mapping it clears);
+//!   truncation's lookups meet the new page in those slots (`xarray::CollapseSlots`,
+//!   `truncate.rs`, `scenarios/races/collapse-rollback-truncate.toml`);
+//! - from v6.4 ("mm/khugepaged: maintain page cache uptodate flag", a2e17cc2efc7) the old pages
+//!   stay in their slots, locked, and the whole range is replaced in one store on success.
+//!
+//! Other lookups (faults, `read`, `mincore`) see the old pages, locked, in both eras: mmsim
+//! shows the slots to truncation only (an approximation; before v6.4 a reader would find the
+//! new page, not uptodate, and wait on its lock).
+//!
 //! `collapse_pte_mapped_thp`: for a PMD range whose page-cache THP is mapped by PTEs (or by
 //! nothing), checks that every present PTE maps the THP's own page at its offset (else
 //! `SCAN_FAIL`), clears them and frees the table; with `install_pmd` (`MADV_COLLAPSE`) it maps
