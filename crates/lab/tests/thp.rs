@@ -14,12 +14,14 @@ use lab::scenario::run::{Overrides, run};
 /// THPeligible v5.0, the COW split v5.8, the fork split of pinned PMDs v5.9, the THP refcount
 /// reuse v5.18, PageAnonExclusive v5.19, MADV_COLLAPSE v6.1, the huge zero page COW v6.13; and
 /// those of file THPs: READ_ONLY_THP_FOR_FS v5.4, the `file_thp` eras v5.13/v5.14 and v6.8,
-/// `retract_page_tables` without mmap_lock v6.6; khugepaged obeying the tmpfs mount v5.11 (shmem
+/// `retract_page_tables` without mmap_lock v6.6; `collapse_file` filling the page-cache slots one
+/// by one until v6.4; khugepaged obeying the tmpfs mount v5.11 (shmem
 /// THPs, v4.8, predate the first kernel here); ext4's large folios v6.16 (an opener for write no
 /// longer drops collapsed THPs).
-const KERNELS: [&str; 22] = [
+const KERNELS: [&str; 23] = [
     "v4.12", "v4.13", "v4.14", "v4.20", "v5.0", "v5.4", "v5.7", "v5.8", "v5.9", "v5.11", "v5.13",
-    "v5.14", "v5.17", "v5.18", "v5.19", "v6.0", "v6.1", "v6.6", "v6.8", "v6.12", "v6.13", "v6.16",
+    "v5.14", "v5.17", "v5.18", "v5.19", "v6.0", "v6.1", "v6.4", "v6.6", "v6.8", "v6.12", "v6.13",
+    "v6.16",
 ];
 
 #[test]

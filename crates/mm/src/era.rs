@@ -643,6 +643,18 @@ pub fn thp_cached_per_index(k: KernelVersion) -> bool {
     k < v(5, 17)
 }
 
+/// `collapse_file` puts the new huge page into each slot of its range as it takes the old page
+/// there (a shmem hole too), so for the rest of the collapse a lookup of a slot already passed
+/// finds the new page, locked and not uptodate (before v5.17 turned into the page of that index
+/// by `find_subpage`), and a failed collapse puts the old pages back one index after another,
+/// dropping the xa_lock between two (mm/khugepaged.c, v4.8 f3f0e1d2150b for shmem, v5.4 for
+/// read-only files). Until "mm/khugepaged: maintain page cache uptodate flag" (a2e17cc2efc7,
+/// merged for v6.4; the version from its place in the merge window's log, not from a tag) left
+/// the old pages, locked, in their slots until the whole range is replaced at once.
+pub fn collapse_replaces_per_index(k: KernelVersion) -> bool {
+    k < v(6, 4)
+}
+
 /// Readahead inserts its pages holding the mapping's `invalidate_lock` shared, which hole
 /// punching and truncation hold exclusive: "mm: Protect operations adding pages to page cache with
 /// invalidate_lock" (Jan Kara, 730633f0b7f9, v5.15).

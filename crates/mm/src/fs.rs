@@ -203,6 +203,8 @@ pub struct AddressSpace {
     pub swapped: BTreeMap<u64, u64>,
     /// A large folio's slots being emptied one by one, before v5.17 (`xarray.rs`).
     pub clearing: Option<crate::xarray::ClearingSlots>,
+    /// The slots a collapse has given its new huge page so far, before v6.4 (`xarray.rs`).
+    pub collapse_slots: Option<crate::xarray::CollapseSlots>,
 }
 
 /// `struct inode`.
@@ -328,6 +330,7 @@ impl KState {
             nr_large: 0,
             swapped: BTreeMap::new(),
             clearing: None,
+            collapse_slots: None,
         };
         let backing = Backing { pattern, ..Backing::default() };
         let id = self.inodes.push(Inode {

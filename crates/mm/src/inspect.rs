@@ -152,6 +152,11 @@ pub const FIELDS: &[Field] = &[
         Target::Global,
         "mmsim's own: file collapses rolled back because the file was truncated",
     ),
+    f(
+        "collapse_slot_truncations",
+        Target::Global,
+        "mmsim's own: truncations that met a collapse's new page in a page-cache slot",
+    ),
 ];
 
 /// Lockdep's report as the kernel logs it: the first splat (the lock classes, the chain this
@@ -388,6 +393,7 @@ impl KState {
         match name {
             "lockdep.reports" => Ok(handle.lockdep_reports().len() as u64),
             "collapse_truncated_rollbacks" => Ok(self.thp.khugepaged.truncated_rollbacks),
+            "collapse_slot_truncations" => Ok(self.thp.khugepaged.slot_truncations),
             _ => Err(format!("`{name}` is not a machine-wide field")),
         }
     }

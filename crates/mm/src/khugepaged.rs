@@ -149,6 +149,10 @@ pub struct Khugepaged {
     /// `model = "collapse_truncated_rollbacks"` (no kernel interface shows it). Nothing depends on
     /// it, so the fingerprint leaves it out.
     pub truncated_rollbacks: u64,
+    /// Truncations whose lookup found a collapse's new page in a page-cache slot (before v6.4,
+    /// `xarray::CollapseSlots`) and waited for its lock: mmsim's own count, read by scenarios as
+    /// `inspect = "collapse_slot_truncations"`. Left out of the fingerprint, as the one above.
+    pub slot_truncations: u64,
     /// Where the daemon waits for work, once started.
     pub wait: Option<engine::WaitQueue>,
     /// PTE tables a collapse has taken out of their PMD (`pmdp_collapse_flush`) and not yet

@@ -26,6 +26,13 @@
 //! write truncate under `invalidate_lock` (55fc0d917467), from v5.17 one multi-index entry
 //! stands for the THP (6b24ca4a1a8d).
 //!
+//! A collapse in progress before v6.4 holds its new page in the slots of the pages it has taken
+//! (`xarray::CollapseSlots`, `khugepaged/file.rs`): the first loop, meeting it, skips to the end
+//! of its range (a locked large folio, or one starting before the range), and the second finds
+//! it, before v5.17 as the tail page of that index, and sleeps on its lock; once the collapse has
+//! rolled back, the new page is no longer the file's, and the loop looks again from the same
+//! index, as the kernel's restart does (`scenarios/races/collapse-rollback-truncate.toml`).
+//!
 //! tmpfs pages that reclaim swapped out leave swap entries in the page cache (`shmem.rs`):
 //! truncation and hole punching free those of their range, and a partial page at an edge is
 //! swapped in to be zeroed.
@@ -44,7 +51,7 @@ use crate::fs::{FileId, falloc};
 use crate::kernel::{Cx, KState};
 use crate::xarray::ClearingSlots;
 use crate::zap::unmap_mapping_range;
-use simcore::Pfn;
+use simcore::{Order, Pfn};
 
 /// `vfs_fallocate` (`fs/open.c`) on open file `f`: the mode, access and range checks, then the
 /// file system's `->fallocate` (hugetlbfs's own, or `do_fallocate`). `fallocate(2)` and
@@ -193,8 +200,7 @@ async fn remove_cached(cx: &Cx, inode: InodeId, first: u64, end: u64) {
     // truncation works on an earlier one (found by swarm testing, issue 22).
     let batch: Vec<Pfn> = {
         let mut st = cx.st();
-        let heads: Vec<Pfn> =
-            st.inodes[inode].mapping.pages.range(first..end).map(|(_, &h)| h).collect();
+        let heads = first_loop_heads(&st, inode, first, end);
         let locked: Vec<Pfn> = heads.into_iter().filter(|&h| folio_trylock(&mut st, h)).collect();
         for &head in &locked {
             st.folios.get_extra(head);
@@ -212,12 +218,38 @@ async fn remove_cached(cx: &Cx, inode: InodeId, first: u64, end: u64) {
     loop {
         let found = find_get_entry(&mut cx.st(), inode, index, end);
         let Some((at, page, head)) = found else { break };
+        if cx.st().inodes[inode].mapping.collapse_slots.is_some_and(|c| c.new == head) {
+            cx.st().thp.khugepaged.slot_truncations += 1;
+        }
         folio_lock(cx, head).await;
+        let left = cx.st().folios.mapping(head) != Mapping::File(inode);
         truncate_inode_page(cx, inode, at, page, head).await;
         folio_unlock(cx, head);
         cx.st().put_folio_extra(head);
-        index = if page == head { at + cx.st().folios.order(head).pages() } else { at + 1 };
+        // A folio that left the file while this waited for its lock (a rolled-back collapse's
+        // new page among them) is looked past from the same index, as the kernel's restart
+        // would find what stands there now.
+        index = match (left, page == head) {
+            (true, _) => at,
+            (false, true) => at + cx.st().folios.order(head).pages(),
+            (false, false) => at + 1,
+        };
     }
+}
+
+/// The folios the first loop (`find_lock_entries`) meets in `[first, end)`. Where a collapse's
+/// new page holds a slot of the range (before v6.4, `xarray::CollapseSlots`) the lookup finds a
+/// locked large folio, or one starting before `first`, which it skips together with the rest of
+/// its range (`xas_set` to the folio's end): the old pages still in the slots after it are left
+/// to the second loop.
+fn first_loop_heads(st: &KState, inode: InodeId, first: u64, end: u64) -> Vec<Pfn> {
+    let m = &st.inodes[inode].mapping;
+    let skip = m.collapse_slots.and_then(|c| {
+        let at = c.first_at_or_after(first).filter(|&at| at < end)?;
+        Some(at..c.start + Order::PMD.pages())
+    });
+    let skipped = |i: u64| skip.as_ref().is_some_and(|s| s.contains(&i));
+    m.pages.range(first..end).filter(|&(&i, _)| !skipped(i)).map(|(_, &h)| h).collect()
 }
 
 /// The second loop's lockless lookup (`find_get_entries` for one entry): the first entry at or
@@ -231,14 +263,20 @@ fn find_get_entry(
     end: u64,
 ) -> Option<(u64, Pfn, Pfn)> {
     let m = &st.inodes[inode].mapping;
-    let cached = m.pages.range(index..end).next().map(|(&at, &head)| (at, head, head));
+    let replaced = |at: u64| m.collapse_slots.is_some_and(|c| c.replaced(at));
+    let cached = m.pages.range(index..end).find(|&(&at, _)| !replaced(at));
+    let cached = cached.map(|(&at, &head)| (at, head, head));
     let clearing =
         m.clearing.map(|c| (c.next.max(index), c)).filter(|&(at, c)| at < c.end.min(end));
     let clearing = clearing.map(|(at, c)| (at, c.head + (at - c.index), c.head));
-    let found = match (cached, clearing) {
-        (Some(a), Some(b)) => Some(if b.0 < a.0 { b } else { a }),
-        (a, b) => a.or(b),
-    };
+    let per_index = crate::era::thp_cached_per_index(st.thp.kernel);
+    let collapsing = m.collapse_slots.and_then(|c| {
+        let at = c.first_at_or_after(index).filter(|&at| at < end)?;
+        let page = if per_index { c.new + (at - c.start) } else { c.new };
+        Some((at, page, c.new))
+    });
+    // The lowest index wins; a cached folio before the others at the same index.
+    let found = [cached, clearing, collapsing].into_iter().flatten().min_by_key(|&(at, ..)| at);
     if let Some((_, _, head)) = found {
         st.folios.get_extra(head);
     }

@@ -237,6 +237,34 @@ pub struct ClearingSlots {
     pub end: u64,
 }
 
+/// The slots of a collapse in progress that hold its new huge page in place of the old pages (or
+/// holes), in the eras that replaced them one index at a time (`era::collapse_replaces_per_index`,
+/// before v6.4): `[from, filled)`. The collapse fills them upward as it takes each old page; a
+/// rollback empties them upward as it puts each back. Only the lookups of truncation consult them
+/// (`truncate.rs`); a mapping has at most one collapse at a time (khugepaged and `MADV_COLLAPSE`
+/// both hold the old pages' locks).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CollapseSlots {
+    pub new: Pfn,
+    /// The first index of the range (the new page's index).
+    pub start: u64,
+    pub from: u64,
+    pub filled: u64,
+}
+
+impl CollapseSlots {
+    /// The first slot at or after `index` that holds the new page, if any.
+    pub fn first_at_or_after(&self, index: u64) -> Option<u64> {
+        let at = index.max(self.from);
+        (at < self.filled).then_some(at)
+    }
+
+    /// Whether the old page at `index` has been replaced by the new page.
+    pub fn replaced(&self, index: u64) -> bool {
+        (self.from..self.filled).contains(&index)
+    }
+}
+
 /// A mapping's page-cache index (`struct xarray`).
 #[derive(Debug, Default)]
 pub struct XArray {

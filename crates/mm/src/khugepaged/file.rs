@@ -56,6 +56,19 @@
 //!   re-checks the anon_vma under them; khugepaged itself calls `collapse_pte_mapped_thp` under
 //!   `mmap_lock` for read when its scan finds a THP still mapped by PTEs.
 //!
+//! The page cache during the collapse, in two eras (`era::collapse_replaces_per_index`):
+//! - before v6.4 each page taken (and each shmem hole passed) gives its slot to the new page at
+//!   once, and a rollback gives each slot its old page back, one index after another with the
+//!   xa_lock dropped between two, before it unlocks the new page (whose mapping it clears);
+//!   truncation's lookups meet the new page in those slots (`xarray::CollapseSlots`,
+//!   `truncate.rs`, `scenarios/races/collapse-rollback-truncate.toml`);
+//! - from v6.4 ("mm/khugepaged: maintain page cache uptodate flag", a2e17cc2efc7) the old pages
+//!   stay in their slots, locked, and the whole range is replaced in one store on success.
+//!
+//! Other lookups (faults, `read`, `mincore`) see the old pages, locked, in both eras: mmsim
+//! shows the slots to truncation only (an approximation; before v6.4 a reader would find the
+//! new page, not uptodate, and wait on its lock).
+//!
 //! `collapse_pte_mapped_thp`: for a PMD range whose page-cache THP is mapped by PTEs (or by
 //! nothing), checks that every present PTE maps the THP's own page at its offset (else
 //! `SCAN_FAIL`), clears them and frees the table; with `install_pmd` (`MADV_COLLAPSE`) it maps
@@ -95,6 +108,7 @@ use crate::pgtable::{Level, PtId, Pte, Upper};
 use crate::sim::cost::Cost;
 use crate::vm_ops::VmOps;
 use crate::vma::VmaId;
+use crate::xarray::CollapseSlots;
 use simcore::{Bytes, Order, Pfn, VirtAddr};
 
 /// The deferred `pte_mapped_thp` slots of one mm (`MAX_PTE_MAPPED_THP`, before v6.6).
@@ -258,6 +272,11 @@ pub(super) async fn collapse_file(cx: &Cx, r: FileRange, who: Collapser) -> Scan
         return ScanResult::AllocHugePageFail;
     };
     cx.st().folios.set(new, pg::LOCKED);
+    if crate::era::collapse_replaces_per_index(cx.kernel().version) {
+        let (start, from, filled) = (r.start, r.start, r.start);
+        cx.st().inodes[r.inode].mapping.collapse_slots =
+            Some(CollapseSlots { new, start, from, filled });
+    }
     let size_before = cx.st().inodes[r.inode].size_pages();
     let (taken, mut result, flush) = take_range(cx, r).await;
     if result == ScanResult::Succeed && writer_present(cx, r.inode).await {
@@ -267,7 +286,7 @@ pub(super) async fn collapse_file(cx: &Cx, r: FileRange, who: Collapser) -> Scan
         replace_pages(cx, r, &taken, new);
     }
     if result != ScanResult::Succeed {
-        rollback(cx, &taken, new);
+        rollback(cx, r, &taken, new).await;
         count_truncated_rollback(&mut cx.st(), r, size_before);
         if flush {
             writeback(cx, r.inode).await;
@@ -297,7 +316,10 @@ async fn take_range(cx: &Cx, r: FileRange) -> (Vec<Taken>, ScanResult, bool) {
     }
     for index in r.start..r.start + HPAGE_PMD_NR {
         let head = match take_page(cx, r.inode, index, r.start + HPAGE_PMD_NR).await {
-            Ok(None) => continue,
+            Ok(None) => {
+                fill_slot(&mut cx.st(), r, index);
+                continue;
+            }
             Ok(Some(head)) => head,
             Err(TakeFailed(why, dirty)) => return (taken, why, dirty),
         };
@@ -309,8 +331,17 @@ async fn take_range(cx: &Cx, r: FileRange) -> (Vec<Taken>, ScanResult, bool) {
         if cx.st().folios.refcount(head) != 2 {
             return (taken, ScanResult::PageCount, false);
         }
+        fill_slot(&mut cx.st(), r, index);
     }
     (taken, ScanResult::Succeed, false)
+}
+
+/// Before v6.4 the new page takes the slot of `index` as soon as its old page is taken (or its
+/// hole passed): `xas_store` of the new page under the xa_lock.
+fn fill_slot(st: &mut KState, r: FileRange, index: u64) {
+    if let Some(slots) = st.inodes[r.inode].mapping.collapse_slots.as_mut() {
+        slots.filled = index + 1;
+    }
 }
 
 /// For a shmem range, why its collapse fails before any page is taken: nothing cached or
@@ -385,6 +416,7 @@ fn replace_pages(cx: &Cx, r: FileRange, taken: &[Taken], new: Pfn) {
         st.folios.clear_flag(head, pg::LOCKED);
     }
     st.folios.set(new, pg::UPTODATE);
+    st.inodes[r.inode].mapping.collapse_slots = None;
     st.inodes[r.inode].mapping.nr_thps -= u64::from(counted);
     st.page_cache_insert(r.inode, r.start, new, false, cx.in_lru_fault());
     if st.is_shmem_thp(r.inode, new) {
@@ -397,15 +429,26 @@ fn replace_pages(cx: &Cx, r: FileRange, taken: &[Taken], new: Pfn) {
     }
 }
 
-/// A failed collapse: the pages taken go back to the LRU, unlocked; the THP is freed.
-fn rollback(cx: &Cx, taken: &[Taken], new: Pfn) {
-    for &(_, head) in taken {
-        cx.st().folio_putback_lru(head, false);
+/// A failed collapse: the pages taken go back to the LRU, unlocked; the THP is unlocked and
+/// freed. Before v6.4 each old page first takes its slot back from the new page, one index after
+/// another with the xa_lock dropped between two (mmsim lets others run every 64 pages, one xarray
+/// node); the holes a shmem collapse filled are emptied with them. A truncation that found the
+/// new page in a slot and waits on its lock wakes when it is unlocked, after the last slot.
+async fn rollback(cx: &Cx, r: FileRange, taken: &[Taken], new: Pfn) {
+    let per_index = cx.st().inodes[r.inode].mapping.collapse_slots.is_some();
+    for (n, &(off, head)) in taken.iter().enumerate() {
+        if let Some(slots) = cx.st().inodes[r.inode].mapping.collapse_slots.as_mut() {
+            slots.from = r.start + off + 1;
+        }
         folio_unlock(cx, head);
+        cx.st().folio_putback_lru(head, false);
+        if per_index && n % 64 == 63 {
+            cx.preempt_point().await;
+        }
     }
-    let mut st = cx.st();
-    st.folios.clear_flag(new, pg::LOCKED);
-    st.put_folio_extra(new);
+    cx.st().inodes[r.inode].mapping.collapse_slots = None;
+    folio_unlock(cx, new);
+    cx.st().put_folio_extra(new);
 }
 
 /// Counts a rolled-back collapse during which a truncation cut the file short of the range it
