@@ -780,6 +780,12 @@ pub fn thp_wp_reuses_by_page_count(k: KernelVersion) -> bool {
     k >= v(5, 18)
 }
 
+/// fork copies a possibly pinned anonymous hugetlb page of a COW mapping for the child instead
+/// of sharing it: "hugetlb: do early cow when page pinned on src mm" (4eae4efa2c29, v5.12).
+pub fn hugetlb_fork_copies_pinned(k: KernelVersion) -> bool {
+    k >= v(5, 12)
+}
+
 /// fork splits a huge PMD whose page may be DMA-pinned in an mm that has pinned pages, so that
 /// the PTE-level copy gives the child its own copy: "mm/thp: Split huge pmds/puds if they're
 /// pinned when fork()" (d042035eaf5f, v5.9).

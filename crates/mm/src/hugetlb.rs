@@ -73,6 +73,7 @@
 //! every era the later way, which only changes which private faults contend.
 
 pub mod check;
+mod gup;
 pub(crate) mod hugetlb_fault;
 pub(crate) mod mremap;
 mod pmd_share;
@@ -209,6 +210,12 @@ pub(crate) struct HPage {
     pub(crate) locked: bool,
     /// `HPageRestoreReserve`: freeing the page before it is committed gives its reservation back.
     pub(crate) restore_reserve: bool,
+    /// References held by GUP callers and pipes (included in `refs`; `gup.rs`).
+    pub(crate) gup: u32,
+    /// FOLL_PIN pins (`_pincount` of a large folio, included in `gup`).
+    pub(crate) pincount: u32,
+    /// `PageAnonExclusive` of an anonymous page (read only by the v5.19+ `cow_reuse` rule).
+    pub(crate) anon_exclusive: bool,
 }
 
 /// A hugetlbfs inode's hugetlb state.
@@ -409,6 +416,9 @@ impl KState {
             mapcount: 0,
             locked: false,
             restore_reserve: false,
+            gup: 0,
+            pincount: 0,
+            anon_exclusive: false,
         };
         self.hugetlb.pages.insert(pfn.0, page);
         self.hugetlb.hstate_mut(size).nr += 1;
@@ -450,6 +460,7 @@ impl KState {
         let page = self.hugetlb.page_mut(pfn);
         page.owner = Owner::Free;
         page.restore_reserve = false;
+        page.anon_exclusive = false;
         let size = page.size;
         self.mem.zero_range(pfn, size.pages());
         let h = self.hugetlb.hstate_mut(size);

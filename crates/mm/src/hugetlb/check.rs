@@ -8,7 +8,8 @@
 //! fault, zap, `fallocate` or truncation is running on a file: no page of it lies at or beyond
 //! its end (B-INV1). When none is running on any file: each shared PMD table's share count is
 //! the number of PUDs pointing at it, less one (B-INV7); every page's refcount is its page-cache
-//! reference plus its mappings; `HugePages_Rsvd` equals the reservations the maps promise and
+//! reference plus its mappings plus its GUP references (pins among them), and a page out of the
+//! cache and unmapped is held by GUP; `HugePages_Rsvd` equals the reservations the maps promise and
 //! pages have not consumed (B-INV6).
 
 use super::{HugeSize, Owner};
@@ -176,13 +177,16 @@ fn check_shares(st: &KState, pointers: &BTreeMap<PtId, u32>) -> Result<(), Strin
 fn check_quiescent(st: &KState) -> Result<(), String> {
     for (&pfn, p) in &st.hugetlb.pages {
         let cached = u32::from(matches!(p.owner, Owner::Cache { .. }));
-        if p.owner != Owner::Free && p.refs != cached + p.mapcount {
+        if p.owner != Owner::Free && p.refs != cached + p.mapcount + p.gup {
             return Err(format!(
-                "huge page {pfn:#x}: refcount {} but {cached} cache + {} mappings",
-                p.refs, p.mapcount
+                "huge page {pfn:#x}: refcount {} but {cached} cache + {} mappings + {} GUP",
+                p.refs, p.mapcount, p.gup
             ));
         }
-        if p.owner == Owner::New {
+        if p.pincount > p.gup {
+            return Err(format!("huge page {pfn:#x}: {} pins but {} GUP refs", p.pincount, p.gup));
+        }
+        if p.owner == Owner::New && p.gup == 0 {
             return Err(format!("huge page {pfn:#x} allocated but neither cached nor mapped"));
         }
     }

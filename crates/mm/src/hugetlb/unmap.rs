@@ -32,8 +32,11 @@
 //! fault, taking none of those locks before v6.6, can tell); from v6.9 unmapping a private
 //! owner's page gives its reservation back (`restore_private_reserve`).
 //!
-//! Approximations: pinned private pages are not copied for the child at fork (hugetlb pages
-//! cannot be pinned in the model: GUP refuses hugetlb VMAs); no uffd-wp markers.
+//! A possibly pinned anonymous page of a COW mapping is copied for the child at fork from v5.12
+//! (`copy_pinned`, 4eae4efa2c29; `gup.rs` of this folder); a page fork shares loses
+//! `PageAnonExclusive` (`page_try_dup_anon_rmap`, v5.19).
+//!
+//! Approximations: no uffd-wp markers.
 
 use super::hugetlb_fault::Ptep;
 use super::pmd_share::huge_pte_alloc_at;
@@ -290,6 +293,7 @@ pub(crate) async fn copy_hugetlb_page_range(
             Some(l.read(cx).await)
         }
     };
+    let c = CopyCtx { dst_mm, dst, src_mm, size, inode, cow };
     let mut wrprotected = false;
     let mut addr = start;
     while addr < end {
@@ -306,47 +310,99 @@ pub(crate) async fn copy_hugetlb_page_range(
             addr = addr.align_down(PUD) + PUD;
             continue;
         }
-        wrprotected |= copy_one(cx, dst_mm, src_mm, size, src_ptep, dst_ptep, cow).await;
+        wrprotected |= copy_one(cx, &c, addr, src_ptep, dst_ptep).await?;
         addr = next;
     }
     Ok(wrprotected)
 }
 
-/// Copies one entry under both page-table locks (the source's nested).
-async fn copy_one(
-    cx: &Cx,
+/// What fork's copy of one hugetlb VMA needs for each entry.
+struct CopyCtx {
     dst_mm: MmId,
+    dst: VmaId,
     src_mm: MmId,
     size: HugeSize,
+    inode: InodeId,
+    cow: bool,
+}
+
+/// Copies one entry under both page-table locks (the source's nested); returns whether the
+/// source entry was write-protected. ENOMEM when a pinned page's copy finds no free page.
+async fn copy_one(
+    cx: &Cx,
+    c: &CopyCtx,
+    addr: VirtAddr,
     src: Ptep,
     dst: Ptep,
-    cow: bool,
-) -> bool {
+) -> Result<bool, Errno> {
     let (dl, sl) = {
         let st = cx.st();
-        (st.huge_pte_lockptr(dst_mm, size, dst), st.huge_pte_lockptr(src_mm, size, src))
+        (st.huge_pte_lockptr(c.dst_mm, c.size, dst), st.huge_pte_lockptr(c.src_mm, c.size, src))
     };
     let _d = dl.lock(cx).await;
     let _s = if sl == dl { None } else { Some(sl.lock_nested(cx, 1).await) };
     cx.charge(Cost::PteUpdate).await;
-    let mut st = cx.st();
-    let entry = st.huge_ptep_get(src);
+    let entry = cx.st().huge_ptep_get(src);
     if entry.is_none() {
-        return false;
+        return Ok(false);
     }
+    if c.cow && needs_early_cow(cx, c.src_mm, entry.pfn()) {
+        copy_pinned(&mut cx.st(), c, addr, dst, entry.pfn())?;
+        cx.charge(Cost::PageAlloc).await;
+        cx.charge_n(Cost::CopyPage4k, c.size.pages()).await;
+        return Ok(false);
+    }
+    let mut st = cx.st();
     let p = st.hugetlb.page_mut(entry.pfn());
     p.refs += 1;
     p.mapcount += 1;
     let anon = p.owner == Owner::Anon;
-    let entry = if cow && (anon || entry.write()) {
+    // `page_try_dup_anon_rmap`: a shared anonymous page is no longer exclusive.
+    p.anon_exclusive &= !c.cow;
+    let entry = if c.cow && (anon || entry.write()) {
         st.set_huge_pte(src, entry.wrprotect());
         entry.wrprotect()
     } else {
         entry
     };
     st.set_huge_pte(dst, entry);
-    *st.hugetlb.usage.entry(dst_mm).or_default() += size.pages() as i64;
-    cow
+    *st.hugetlb.usage.entry(c.dst_mm).or_default() += c.size.pages() as i64;
+    Ok(c.cow)
+}
+
+/// Whether fork copies huge page `page` for the child now (v5.12+, `page_needs_cow_for_dma`).
+fn needs_early_cow(cx: &Cx, src_mm: MmId, page: Pfn) -> bool {
+    let k = cx.kernel();
+    let rule = k.switches.cow_reuse;
+    let st = cx.st();
+    crate::era::hugetlb_fork_copies_pinned(k.version)
+        && crate::cow::fork_copies_pinned(rule)
+        && st.hugetlb_needs_cow_for_dma(src_mm, st.huge_page(page), rule.tracks_anon_exclusive())
+}
+
+/// fork's early copy of a possibly pinned page (4eae4efa2c29): the child gets a page of its own,
+/// allocated without a reservation (the child has none), exclusive and mapped writable; the
+/// parent's entry stays as it was.
+fn copy_pinned(
+    st: &mut KState,
+    c: &CopyCtx,
+    addr: VirtAddr,
+    dst: Ptep,
+    old: Pfn,
+) -> Result<(), Errno> {
+    let idx = st.huge_index(c.dst, addr, c.size);
+    let ctx = st.resv_ctx(c.dst);
+    let new = st.alloc_hugetlb_folio(ctx, c.inode, idx, true).map_err(|_| Errno::ENOMEM)?;
+    st.mem.copy_range(old, new, c.size.pages());
+    let p = st.hugetlb.page_mut(new);
+    p.owner = Owner::Anon;
+    p.mapcount = 1;
+    p.anon_exclusive = true;
+    p.restore_reserve = false;
+    let pte = st.make_huge_pte(c.dst, new, true);
+    st.set_huge_pte(dst, pte);
+    *st.hugetlb.usage.entry(c.dst_mm).or_default() += c.size.pages() as i64;
+    Ok(())
 }
 
 /// `hugetlb_change_protection`: mprotect of a hugetlb VMA whose flags changed, under the unmap
