@@ -46,10 +46,19 @@
 //!
 //! GUP of a DAX mapping fails with EFAULT: the model keeps no `struct page` for persistent
 //! memory, so nothing could hold a reference (the kernel takes ZONE_DEVICE page references, and
-//! refuses FOLL_LONGTERM). Populating such a range faults it in normally. GUP of a hugetlb
-//! mapping fails with EFAULT too, in both paths: an approximation (the kernel pins huge pages,
-//! `follow_hugetlb_page`, `gup_huge_pmd`; the `cow.c` and `gup_longterm.c` hugetlb cases need
-//! it), as pins on hugetlb pages are not modelled. `MADV_POPULATE_*` faults them in.
+//! refuses FOLL_LONGTERM). Populating such a range faults it in normally.
+//!
+//! hugetlb (`follow_hugetlb_page`, later `hugetlb_follow_page_mask`; GUP-fast's `gup_huge_pmd`
+//! on a hugetlb PMD leaf): both paths take the base pages of a huge page, each one reference on
+//! the huge page and, for FOLL_PIN, one `_pincount` (`hugetlb/gup.rs`); the slow path faults
+//! with FAULT_FLAG_WRITE, or FAULT_FLAG_UNSHARE for a read-only pin of an anonymous page that
+//! is not exclusive (v5.19+; `hugetlb_wp`). An entry is followed for a write only when
+//! writable, and a forced write into a hugetlb mapping without `VM_WRITE` is EFAULT
+//! (`hugetlb_wp` refuses it with SIGSEGV). GUP-fast pins hugetlb folios long-term and writable
+//! in every era (they need no dirty tracking). Approximations: a 1 GiB page is not taken by
+//! GUP-fast (the kernel's `gup_huge_pud`): the slow path takes it; no hugetlb page migration
+//! for FOLL_LONGTERM (`check_and_migrate_movable_pages` moves pages out of ZONE_MOVABLE/CMA,
+//! which the model does not have).
 //!
 //! GUP-fast (`lockless_pages_from_mm`, `gup_pmd_range`, `gup_pte_range`) walks without locks,
 //! then, in a later step, takes its reference (`try_grab_folio`, failing on a freed folio) and

@@ -24,6 +24,7 @@ impl Default for MachineSpec {
             swappiness: None,
             min_ttl_ms: None,
             hugepages: [None; 4],
+            hugetlbfs_mount: [None; 2],
             costs: Vec::new(),
             sysfs: Vec::new(),
         }
@@ -121,6 +122,9 @@ pub struct MachineSpec {
     /// The hugetlb pools at boot: `nr_hugepages`, `nr_overcommit_hugepages` (2 MiB), then
     /// `nr_hugepages_1g`, `nr_overcommit_hugepages_1g` ([`TUNABLES`]).
     pub hugepages: [Option<u64>; 4],
+    /// The hugetlbfs mount the scenario's 2 MiB hugetlbfs files are on: `size=` and
+    /// `min_size=` in bytes (`hugetlbfs_size`, `hugetlbfs_min_size`; `hugetlb/subpool.rs`).
+    pub hugetlbfs_mount: [Option<u64>; 2],
     /// Cost overrides by name, in ns.
     pub costs: Vec<(String, u64)>,
     /// `[machine.sysfs]`: THP knobs by path (below `/sys/kernel/mm/transparent_hugepage/`) and
@@ -827,8 +831,9 @@ impl Show {
 }
 
 /// The `[machine.tunables]` keys: `read_ahead_kb`, `fault_around_bytes`, `swappiness`,
-/// `lru_gen_min_ttl_ms`, then the hugetlb pools in [`MachineSpec::hugepages`] order.
-pub const TUNABLES: [&str; 8] = [
+/// `lru_gen_min_ttl_ms`, then the hugetlb pools in [`MachineSpec::hugepages`] order, then the
+/// hugetlbfs mount's options ([`MachineSpec::hugetlbfs_mount`]).
+pub const TUNABLES: [&str; 10] = [
     "read_ahead_kb",
     "fault_around_bytes",
     "swappiness",
@@ -837,6 +842,8 @@ pub const TUNABLES: [&str; 8] = [
     "nr_overcommit_hugepages",
     "nr_hugepages_1g",
     "nr_overcommit_hugepages_1g",
+    "hugetlbfs_size",
+    "hugetlbfs_min_size",
 ];
 
 /// What an `[[expect]]` reads: exactly one of these keys.

@@ -178,6 +178,7 @@ pub fn machine_config(
             pools[i % 2][i / 2] = v;
         }
     }
+    [config.tunables.hugetlbfs_size, config.tunables.hugetlbfs_min_size] = m.hugetlbfs_mount;
     if let Some(swap) = m.swap {
         config.swap = swap;
     }

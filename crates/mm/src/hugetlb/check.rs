@@ -10,7 +10,7 @@
 //! the number of PUDs pointing at it, less one (B-INV7); every page's refcount is its page-cache
 //! reference plus its mappings plus its GUP references (pins among them), and a page out of the
 //! cache and unmapped is held by GUP; `HugePages_Rsvd` equals the reservations the maps promise and
-//! pages have not consumed (B-INV6).
+//! pages have not consumed, plus what a subpool holds of its minimum (B-INV6).
 
 use super::{HugeSize, Owner};
 use crate::kernel::KState;
@@ -191,7 +191,9 @@ fn check_quiescent(st: &KState) -> Result<(), String> {
         }
     }
     for size in HugeSize::ALL {
-        let promised = promised_reservations(st, size);
+        // A subpool's minimum is reserved in the pool until its files take it (`subpool.rs`).
+        let spool = st.hugetlb.subpool.as_ref().filter(|s| s.size == size).map_or(0, |s| s.rsv);
+        let promised = promised_reservations(st, size) + spool;
         let h = st.hugetlb.hstate(size);
         if h.resv != promised {
             return Err(format!(

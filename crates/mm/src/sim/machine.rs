@@ -222,7 +222,7 @@ impl Machine {
             reclaim_lists: Default::default(),
             shm: Default::default(),
         };
-        st.hugetlb_boot(&config.tunables);
+        st.hugetlb_boot(&config.tunables)?;
         let kernel = Rc::new(Kernel::new(
             st,
             config.kernel,
@@ -292,6 +292,7 @@ impl Machine {
         );
         debug_assert_eq!(created, inode);
         st.inodes[inode].backing = backing;
+        st.hugetlbfs_join_mount(inode);
         st.paths.insert(path.to_string(), inode);
         Ok(inode)
     }
