@@ -27,9 +27,12 @@
 //!
 //! Later kernels: from v6.2 a split of a shareable VMA inside a PUD range unshares that range
 //! first (`hugetlb_split_prepare`); from v6.6 a private reservation owner's unmap takes its vma
-//! lock too (so a fault on it waits until the zapped pages are back in the pool: the model
-//! frees them before dropping the unmap locks in every era, which only a private mapping's
-//! fault, taking none of those locks before v6.6, can tell); from v6.9 unmapping a private
+//! lock too and `MADV_DONTNEED` keeps its locks until the zapped pages are back in the pool
+//! (2820b0f09be9), so a fault on it waits for them; before, the pages are freed after the
+//! locks are dropped (`tlb_finish_mmu` after `__unmap_hugepage_range_final`), and a fault
+//! that got a lock in between finds the entry gone and the pool empty: SIGBUS, which the
+//! selftest `hugetlb_fault_after_madv.c` dies of, on v5.18-v6.5 (`unmap_hugepage_range`;
+//! truncation and `unmap_ref_private` free under their locks in every era); from v6.9 unmapping a private
 //! owner's page gives its reservation back (`restore_private_reserve`).
 //!
 //! A possibly pinned anonymous page of a COW mapping is copied for the child at fork from v5.12
@@ -55,8 +58,9 @@ use simcore::{Bytes, Pfn, VirtAddr};
 /// `PUD_SIZE`.
 const PUD: Bytes = Bytes(1 << 30);
 
-/// `__unmap_hugepage_range`: zaps `[start, end)` of `vma`; with `ref_page`, only the entry
-/// mapping that page, marking the VMA `HPAGE_RESV_UNMAPPED`. The caller holds the era's locks.
+/// `unmap_hugepage_range` (`__unmap_hugepage_range` and `tlb_finish_mmu`): zaps `[start, end)`
+/// of `vma` and frees what it unmapped; with `ref_page`, only the entry mapping that page,
+/// marking the VMA `HPAGE_RESV_UNMAPPED`. The caller holds the era's locks.
 pub(crate) async fn zap_huge_range(
     cx: &Cx,
     vma: VmaId,
@@ -64,18 +68,47 @@ pub(crate) async fn zap_huge_range(
     end: VirtAddr,
     ref_page: Option<Pfn>,
 ) {
+    zap_huge_gather(cx, vma, start, end, ref_page).await.finish(cx).await;
+}
+
+/// The pages a zap unmapped, still holding the gather's references after the TLB flush
+/// (`struct mmu_gather`); their file counts as busy until [`HugeGather::finish`] frees them.
+struct HugeGather {
+    inode: InodeId,
+    pages: Vec<Pfn>,
+}
+
+impl HugeGather {
+    /// `tlb_finish_mmu`: the gather's references go, and with the last the pages.
+    async fn finish(self, cx: &Cx) {
+        cx.charge_n(Cost::PageFree, self.pages.len() as u64).await;
+        let mut st = cx.st();
+        for page in self.pages {
+            st.put_huge_folio(page, 1);
+        }
+        st.hinode_mut(self.inode).busy -= 1;
+    }
+}
+
+/// `__unmap_hugepage_range` with the TLB flush, the pages left in the gather.
+async fn zap_huge_gather(
+    cx: &Cx,
+    vma: VmaId,
+    start: VirtAddr,
+    end: VirtAddr,
+    ref_page: Option<Pfn>,
+) -> HugeGather {
     let (mm, size, inode) = {
         let st = cx.st();
         let inode = st.file(st.vma(vma).file.expect("a hugetlb VMA")).inode;
         (st.vma(vma).mm, st.hstate_vma(vma).expect("a hugetlb VMA"), inode)
     };
-    // The pages unmapped keep the gather's reference until the flush: the file is busy.
     cx.st().hinode_mut(inode).busy += 1;
-    zap_huge_entries(cx, vma, mm, size, start, end, ref_page).await;
-    cx.st().hinode_mut(inode).busy -= 1;
+    let pages = zap_huge_entries(cx, vma, mm, size, start, end, ref_page).await;
+    HugeGather { inode, pages }
 }
 
-/// The body of [`zap_huge_range`].
+/// The body of [`zap_huge_gather`]: returns the pages unmapped, after the TLB flush.
 async fn zap_huge_entries(
     cx: &Cx,
     vma: VmaId,
@@ -84,7 +117,7 @@ async fn zap_huge_entries(
     start: VirtAddr,
     end: VirtAddr,
     ref_page: Option<Pfn>,
-) {
+) -> Vec<Pfn> {
     let step = Bytes(size.bytes());
     let (mut flush_start, mut flush_end) = (start, end);
     let mut freed = Vec::new();
@@ -133,15 +166,10 @@ async fn zap_huge_entries(
         let d = simcore::SimDuration::from_ns(u64::try_from(walk_ns).unwrap_or(u64::MAX));
         engine::Cx::charge(cx, d).await;
     }
-    if freed.is_empty() && flush_start == start && flush_end == end {
-        return;
+    if !freed.is_empty() || flush_start != start || flush_end != end {
+        flush_tlb_range(cx, mm, flush_start, flush_end).await;
     }
-    flush_tlb_range(cx, mm, flush_start, flush_end).await;
-    cx.charge_n(Cost::PageFree, freed.len() as u64).await;
-    let mut st = cx.st();
-    for page in freed {
-        st.put_huge_folio(page, 1);
-    }
+    freed
 }
 
 /// v6.9 (df7a6d1f6405, [`crate::era::hugetlb_zap_restores_reserve`]): unmapping an anonymous
@@ -235,10 +263,20 @@ pub(crate) async fn hugetlb_split_prepare(
     Ok(())
 }
 
-/// The zap of munmap, exit and `MADV_DONTNEED` on a hugetlb VMA, with the era's locks.
+/// The zap of munmap, exit and `MADV_DONTNEED` on a hugetlb VMA, with the era's locks. Before
+/// v6.6 `__unmap_hugepage_range_final` drops them before `tlb_finish_mmu` frees the pages, so a
+/// fault can find the entry gone and the pool still empty; from v6.6 (2820b0f09be9,
+/// [`crate::era::hugetlb_private_vma_lock`]) `MADV_DONTNEED` keeps them until the pages are
+/// freed. The model keeps them for munmap and exit too from v6.6, an approximation: the
+/// kernel's `unmap_vmas` still frees after dropping them, so another mapping's fault can find
+/// the pool briefly empty there.
 pub(crate) async fn unmap_hugepage_range(cx: &Cx, vma: VmaId, start: VirtAddr, end: VirtAddr) {
-    let _locks = unmap_locks(cx, vma).await;
-    zap_huge_range(cx, vma, start, end, None).await;
+    let locks = unmap_locks(cx, vma).await;
+    let gather = zap_huge_gather(cx, vma, start, end, None).await;
+    if !cx.st().hugetlb.private_vma_lock {
+        drop(locks);
+    }
+    gather.finish(cx).await;
 }
 
 /// `unmap_ref_private`: the owner of a private mapping's reservations takes `page` (index `idx`
