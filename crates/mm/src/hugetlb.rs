@@ -213,10 +213,6 @@ pub(crate) struct HPage {
     pub(crate) locked: bool,
     /// `HPageRestoreReserve`: freeing the page before it is committed gives its reservation back.
     pub(crate) restore_reserve: bool,
-    /// References held by GUP callers and pipes (included in `refs`; `gup.rs`).
-    pub(crate) gup: u32,
-    /// FOLL_PIN pins (`_pincount` of a large folio, included in `gup`).
-    pub(crate) pincount: u32,
     /// `PageAnonExclusive` of an anonymous page (read only by the v5.19+ `cow_reuse` rule).
     pub(crate) anon_exclusive: bool,
     /// `hugetlb_folio_subpool`: allocated for a file on the mount with the subpool.
@@ -282,6 +278,9 @@ pub struct Hugetlb {
     next_resv: u32,
     /// `hugetlb_fault_mutex_table`, made on first use.
     pub(crate) fault_mutexes: Vec<Mutex>,
+    /// The GUP references (pins among them) on pages that have any, by head pfn (`gup.rs`;
+    /// apart from [`HPage`], which stays a few dozen bytes).
+    pub(crate) gup: BTreeMap<u64, gup::HugeGup>,
     /// The subpool of the scenario files' hugetlbfs mount, if mounted with `size=` or
     /// `min_size=` (`subpool.rs`).
     pub(crate) subpool: Option<subpool::Subpool>,
@@ -332,6 +331,7 @@ impl Hugetlb {
             next_resv: 0,
             fault_mutexes: Vec::new(),
             subpool: None,
+            gup: BTreeMap::new(),
             pmd_share: BTreeMap::new(),
             usage: BTreeMap::new(),
             lines: BTreeMap::new(),
@@ -430,8 +430,6 @@ impl KState {
             mapcount: 0,
             locked: false,
             restore_reserve: false,
-            gup: 0,
-            pincount: 0,
             anon_exclusive: false,
             spool: false,
         };
@@ -696,7 +694,8 @@ impl Hugetlb {
     pub fn fingerprint_into(&self, d: &mut simcore::Digest) {
         if self.in_use() {
             d.write_str(&format!(
-                "{:?}{:?}{:?}{:?}{:?}{:?}{:?}",
+                "{:?}{:?}{:?}{:?}{:?}{:?}{:?}{:?}",
+                self.gup,
                 self.hstates,
                 self.pages,
                 self.inodes,

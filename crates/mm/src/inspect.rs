@@ -332,8 +332,8 @@ impl KState {
             "folio.mapcount" | "folio.entire_mapcount" | "page.mapcount" => {
                 Ok(u64::from(p.mapcount))
             }
-            "folio.pincount" => Ok(u64::from(p.pincount)),
-            "folio.maybe_dma_pinned" => b(p.pincount > 0),
+            "folio.pincount" => Ok(u64::from(self.hugetlb.gup_of(head).pins)),
+            "folio.maybe_dma_pinned" => b(self.hugetlb.gup_of(head).pins > 0),
             "folio.order" => Ok(u64::from(p.size.shift() - 12)),
             "folio.anon" => b(p.owner == crate::hugetlb::Owner::Anon),
             "folio.anon_exclusive" => b(p.anon_exclusive),

@@ -177,16 +177,17 @@ fn check_shares(st: &KState, pointers: &BTreeMap<PtId, u32>) -> Result<(), Strin
 fn check_quiescent(st: &KState) -> Result<(), String> {
     for (&pfn, p) in &st.hugetlb.pages {
         let cached = u32::from(matches!(p.owner, Owner::Cache { .. }));
-        if p.owner != Owner::Free && p.refs != cached + p.mapcount + p.gup {
+        let gup = st.hugetlb.gup_of(simcore::Pfn(pfn));
+        if p.owner != Owner::Free && p.refs != cached + p.mapcount + gup.refs {
             return Err(format!(
                 "huge page {pfn:#x}: refcount {} but {cached} cache + {} mappings + {} GUP",
-                p.refs, p.mapcount, p.gup
+                p.refs, p.mapcount, gup.refs
             ));
         }
-        if p.pincount > p.gup {
-            return Err(format!("huge page {pfn:#x}: {} pins but {} GUP refs", p.pincount, p.gup));
+        if gup.pins > gup.refs || (p.owner == Owner::Free && gup.refs > 0) {
+            return Err(format!("huge page {pfn:#x} ({:?}): GUP {gup:?}", p.owner));
         }
-        if p.owner == Owner::New && p.gup == 0 {
+        if p.owner == Owner::New && gup.refs == 0 {
             return Err(format!("huge page {pfn:#x} allocated but neither cached nor mapped"));
         }
     }

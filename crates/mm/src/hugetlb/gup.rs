@@ -7,8 +7,8 @@
 //! A huge page is a large folio: FOLL_GET takes one reference per base page taken, FOLL_PIN one
 //! reference and one `_pincount` per base page (the exact pin count of large folios, "mm/gup:
 //! page->hpage_pinned_refcount: exact pin counts for huge pages", 47e29d32afba, v5.7, id not verified; the model
-//! counts pins this way in every era, as it does for THPs). Pins and references are kept in the
-//! page's [`HPage`]: `gup` (every GUP or pipe reference) and `pincount`, both inside `refs`.
+//! counts pins this way in every era, as it does for THPs). They are kept beside the page's
+//! [`HPage`], only for pages that have any ([`HugeGup`]), and are inside its `refs`.
 //!
 //! `PageAnonExclusive` on hugetlb pages (v5.19, 6c287605fd56 "mm: remember exclusively mapped
 //! anonymous pages with PG_anon_exclusive", which covers hugetlb too): a new anonymous page is exclusive; fork clears the
@@ -31,6 +31,22 @@ use crate::kernel::KState;
 use crate::mm_struct::{MMF_HAS_PINNED, MmId};
 use simcore::Pfn;
 
+/// The GUP references on one huge page.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub(crate) struct HugeGup {
+    /// References held by GUP callers and pipes (pins included).
+    pub(crate) refs: u32,
+    /// FOLL_PIN pins (`_pincount` of a large folio).
+    pub(crate) pins: u32,
+}
+
+impl super::Hugetlb {
+    /// The GUP references on huge page `head`.
+    pub(crate) fn gup_of(&self, head: Pfn) -> HugeGup {
+        self.gup.get(&head.0).copied().unwrap_or_default()
+    }
+}
+
 impl KState {
     /// The head of the hugetlb page holding frame `pfn`, if it is one (in use).
     pub(crate) fn hugetlb_head(&self, pfn: Pfn) -> Option<Pfn> {
@@ -39,18 +55,21 @@ impl KState {
 
     /// `try_grab_folio` on a huge page: one reference, and one pin for FOLL_PIN.
     pub(crate) fn hugetlb_grab(&mut self, head: Pfn, pin: bool) {
-        let p = self.hugetlb.page_mut(head);
-        p.refs += 1;
-        p.gup += 1;
-        p.pincount += u32::from(pin);
+        self.hugetlb.page_mut(head).refs += 1;
+        let g = self.hugetlb.gup.entry(head.0).or_default();
+        g.refs += 1;
+        g.pins += u32::from(pin);
     }
 
     /// `gup_put_folio` (or a pipe's `put_page`) on a huge page; frees it on the last reference.
     pub(crate) fn hugetlb_put_gup(&mut self, head: Pfn, pin: bool) {
-        let p = self.hugetlb.page_mut(head);
-        p.gup = p.gup.checked_sub(1).expect("a GUP reference on the huge page");
+        let g = self.hugetlb.gup.get_mut(&head.0).expect("a GUP reference on the huge page");
+        g.refs -= 1;
         if pin {
-            p.pincount = p.pincount.checked_sub(1).expect("unpin of an unpinned huge page");
+            g.pins = g.pins.checked_sub(1).expect("unpin of an unpinned huge page");
+        }
+        if g.refs == 0 {
+            self.hugetlb.gup.remove(&head.0);
         }
         self.put_huge_folio(head, 1);
     }
@@ -64,10 +83,11 @@ impl KState {
 
     /// `page_needs_cow_for_dma` for a hugetlb page at fork: an anonymous page that may be
     /// pinned, in an mm that has pinned pages, exclusive under the v5.19 rule.
-    pub(crate) fn hugetlb_needs_cow_for_dma(&self, src_mm: MmId, page: &HPage, rule: bool) -> bool {
+    pub(crate) fn hugetlb_needs_cow_for_dma(&self, src_mm: MmId, head: Pfn, rule: bool) -> bool {
+        let page: &HPage = self.huge_page(head);
         self.mm(src_mm).flags & MMF_HAS_PINNED != 0
             && page.owner == Owner::Anon
-            && page.pincount > 0
+            && self.hugetlb.gup_of(head).pins > 0
             && (!rule || page.anon_exclusive)
     }
 }

@@ -415,7 +415,7 @@ fn needs_early_cow(cx: &Cx, src_mm: MmId, page: Pfn) -> bool {
     let st = cx.st();
     crate::era::hugetlb_fork_copies_pinned(k.version)
         && crate::cow::fork_copies_pinned(rule)
-        && st.hugetlb_needs_cow_for_dma(src_mm, st.huge_page(page), rule.tracks_anon_exclusive())
+        && st.hugetlb_needs_cow_for_dma(src_mm, page, rule.tracks_anon_exclusive())
 }
 
 /// fork's early copy of a possibly pinned page (4eae4efa2c29): the child gets a page of its own,
