@@ -19,6 +19,13 @@
 //! A fault allocates with the reservation if the mapping has one for the index; otherwise only
 //! a free page beyond the reserved ones, or a surplus page, will do, else the fault fails with
 //! SIGBUS (`-ENOSPC`). A forked child's private mapping has no reservations at all.
+//!
+//! On a hugetlbfs mount with `size=` or `min_size=` every reservation, and every allocation
+//! without one, first asks the mount's subpool, and what is given back returns through it
+//! (`subpool.rs`). Approximation kept from the kernel: an allocation without a reservation by a
+//! mapping that cannot use one (a forked child, a private `MAP_NORESERVE` mapping) may take a
+//! page of the subpool's minimum without consuming a global reservation, which the checker's
+//! `HugePages_Rsvd` balance would report; no scenario does it.
 
 use crate::errno::{Errno, VmFault};
 use crate::folio::InodeId;
