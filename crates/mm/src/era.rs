@@ -792,6 +792,19 @@ pub fn thp_wp_reuses_by_page_count(k: KernelVersion) -> bool {
     k >= v(5, 18)
 }
 
+/// hugetlbfs takes the `min_size=` mount option: Mike Kravetz's "hugetlbfs: accept subpool
+/// min_size mount option and setup accordingly" (March 2015, v4.1 ~, id not verified); before,
+/// the option is unknown and the mount fails.
+pub fn hugetlbfs_has_min_size(k: KernelVersion) -> bool {
+    k >= v(4, 1)
+}
+
+/// fork copies a possibly pinned anonymous hugetlb page of a COW mapping for the child instead
+/// of sharing it: "hugetlb: do early cow when page pinned on src mm" (4eae4efa2c29, v5.12).
+pub fn hugetlb_fork_copies_pinned(k: KernelVersion) -> bool {
+    k >= v(5, 12)
+}
+
 /// fork splits a huge PMD whose page may be DMA-pinned in an mm that has pinned pages, so that
 /// the PTE-level copy gives the child its own copy: "mm/thp: Split huge pmds/puds if they're
 /// pinned when fork()" (d042035eaf5f, v5.9).

@@ -46,10 +46,19 @@
 //!
 //! GUP of a DAX mapping fails with EFAULT: the model keeps no `struct page` for persistent
 //! memory, so nothing could hold a reference (the kernel takes ZONE_DEVICE page references, and
-//! refuses FOLL_LONGTERM). Populating such a range faults it in normally. GUP of a hugetlb
-//! mapping fails with EFAULT too, in both paths: an approximation (the kernel pins huge pages,
-//! `follow_hugetlb_page`, `gup_huge_pmd`; the `cow.c` and `gup_longterm.c` hugetlb cases need
-//! it), as pins on hugetlb pages are not modelled. `MADV_POPULATE_*` faults them in.
+//! refuses FOLL_LONGTERM). Populating such a range faults it in normally.
+//!
+//! hugetlb (`follow_hugetlb_page`, later `hugetlb_follow_page_mask`; GUP-fast's `gup_huge_pmd`
+//! on a hugetlb PMD leaf): both paths take the base pages of a huge page, each one reference on
+//! the huge page and, for FOLL_PIN, one `_pincount` (`hugetlb/gup.rs`); the slow path faults
+//! with FAULT_FLAG_WRITE, or FAULT_FLAG_UNSHARE for a read-only pin of an anonymous page that
+//! is not exclusive (v5.19+; `hugetlb_wp`). An entry is followed for a write only when
+//! writable, and a forced write into a hugetlb mapping without `VM_WRITE` is EFAULT
+//! (`hugetlb_wp` refuses it with SIGSEGV). GUP-fast pins hugetlb folios long-term and writable
+//! in every era (they need no dirty tracking). Approximations: a 1 GiB page is not taken by
+//! GUP-fast (the kernel's `gup_huge_pud`): the slow path takes it; no hugetlb page migration
+//! for FOLL_LONGTERM (`check_and_migrate_movable_pages` moves pages out of ZONE_MOVABLE/CMA,
+//! which the model does not have).
 //!
 //! GUP-fast (`lockless_pages_from_mm`, `gup_pmd_range`, `gup_pte_range`) walks without locks,
 //! then, in a later step, takes its reference (`try_grab_folio`, failing on a freed folio) and
@@ -124,6 +133,10 @@ fn check_vma_flags(cx: &Cx, st: &KState, vma: VmaId, flags: GupFlags) -> Result<
     if !(v.flags.has(VmFlags::WRITE) || forced) {
         return Err(Errno::EFAULT);
     }
+    // hugetlb takes no forced write into a mapping without `VM_WRITE` (`hugetlb_wp`'s SIGSEGV).
+    if !v.flags.has(VmFlags::WRITE) && st.hstate_vma(vma).is_some() {
+        return Err(Errno::EFAULT);
+    }
     let refused = flags.pin
         && flags.longterm
         && v.vm_ops != VmOps::Anonymous
@@ -141,13 +154,16 @@ fn vma_needs_dirty_tracking(st: &KState, vma: VmaId) -> bool {
 }
 
 /// `folio_fast_pin_allowed` (v6.5+): GUP-fast takes a writable long-term pin only of an
-/// anonymous or shmem folio (the swap-backed ones); any other leaves it to the slow path.
+/// anonymous, shmem or hugetlb folio (hugetlb needs no dirty tracking); any other leaves it to
+/// the slow path.
 fn folio_fast_pin_allowed(cx: &Cx, st: &KState, page: Pfn, flags: GupFlags) -> bool {
     let checked = flags.pin
         && flags.longterm
         && flags.write
         && crate::era::longterm_write_pin_refuses_dirty_tracked_files(cx.kernel().version);
-    !checked || st.folios.test(st.folios.head(page), pg::SWAPBACKED)
+    !checked
+        || st.hugetlb_head(page).is_some()
+        || st.folios.test(st.folios.head(page), pg::SWAPBACKED)
 }
 
 /// `can_follow_write_pte`: a write may use a writable PTE; in a VMA without `VM_WRITE` it may
@@ -205,12 +221,24 @@ fn must_unshare(
         return false;
     }
     let cow_mapping = is_cow_mapping(vma_flags);
-    match page {
-        Some(p) if st.folios.is_anon(st.folios.head(p)) => !st.folios.test(p, pg::ANON_EXCLUSIVE),
-        _ => {
+    match page.and_then(|p| anon_exclusive(st, p)) {
+        Some(exclusive) => !exclusive,
+        None => {
             flags.longterm
                 && cow_mapping
                 && crate::era::longterm_pin_unshares_cow_mappings(cx.kernel().version)
+        }
+    }
+}
+
+/// `PageAnonExclusive` of an anonymous page (a hugetlb page's is its head's), `None` for any
+/// other page.
+fn anon_exclusive(st: &KState, page: Pfn) -> Option<bool> {
+    match st.hugetlb_head(page) {
+        Some(head) => st.hugetlb_anon_exclusive(head),
+        None => {
+            let anon = st.folios.is_anon(st.folios.head(page));
+            anon.then(|| st.folios.test(page, pg::ANON_EXCLUSIVE))
         }
     }
 }
@@ -220,15 +248,18 @@ fn must_unshare(
 fn follow_page(cx: &Cx, st: &KState, mm: MmId, addr: VirtAddr, walk: Walk) -> Option<Pfn> {
     let flags = walk.flags;
     let (pte, level) = st.pt.translate(st.mm(mm).pgd, addr)?;
-    // DAX and hugetlb pages are not taken by GUP in the model (the slow path's EFAULT).
-    let vma = st.find_vma(mm, addr).filter(|&v| !st.vma_is_dax(v) && st.hstate_vma(v).is_none())?;
+    // DAX pages are not taken by GUP in the model (the slow path's EFAULT).
+    let vma = st.find_vma(mm, addr).filter(|&v| !st.vma_is_dax(v))?;
     let vma_flags = st.vma(vma).flags;
-    if !pte.is_present() || (flags.write && !can_follow_write_pte(cx, st, pte, vma_flags, walk)) {
+    // A hugetlb entry is followed for a write only when writable (`follow_hugetlb_page`).
+    let hugetlb = st.hstate_vma(vma).is_some();
+    let writable = pte.write() || (!hugetlb && can_follow_write_pte(cx, st, pte, vma_flags, walk));
+    if !pte.is_present() || (flags.write && !writable) {
         return None;
     }
-    // A PMD leaf maps 512 pages (`follow_huge_pmd`): this address's is the head's plus its
-    // offset.
-    let offset = if level == Level::Pmd { (addr.0 >> 12) & 511 } else { 0 };
+    // A PMD leaf maps 512 pages (`follow_huge_pmd`), a PUD leaf 262144 (a 1 GiB hugetlb page):
+    // this address's is the head's plus its offset.
+    let offset = (addr.0 & ((1 << level.shift()) - 1)) >> 12;
     let page = vm_normal_page(pte).map(|head| head + offset);
     // A PMD-mapped THP is exclusive as a whole: its head carries PageAnonExclusive.
     if must_unshare(cx, st, vma_flags, vm_normal_page(pte), flags) {
@@ -254,10 +285,16 @@ fn grab(st: &mut KState, page: Pfn, flags: GupFlags) {
     if st.is_zero_pfn(page) {
         return;
     }
+    if flags.pin {
+        st.vmstat.inc(VmStat::NrFollPinAcquired);
+    }
+    if let Some(head) = st.hugetlb_head(page) {
+        st.hugetlb_grab(head, flags.pin);
+        return;
+    }
     let head = st.folios.head(page);
     if flags.pin {
         st.folios.pin(head);
-        st.vmstat.inc(VmStat::NrFollPinAcquired);
     } else {
         st.folios.get_extra(head);
     }
@@ -359,7 +396,7 @@ async fn gup_fast_one(cx: &Cx, mm: MmId, addr: VirtAddr, flags: GupFlags) -> Opt
     };
     cx.preempt_point().await;
     let mut st = cx.st();
-    if !st.is_zero_pfn(page) && st.folios.refcount(st.folios.head(page)) == 0 {
+    if !st.is_zero_pfn(page) && page_freed(&st, page) {
         return None;
     }
     grab(&mut st, page, flags);
@@ -367,10 +404,18 @@ async fn gup_fast_one(cx: &Cx, mm: MmId, addr: VirtAddr, flags: GupFlags) -> Opt
         return Some(page);
     }
     if !st.is_zero_pfn(page) {
-        let head = st.folios.head(page);
-        put_ref(&mut st, head, flags.pin);
+        put_ref(&mut st, page, flags.pin);
     }
     None
+}
+
+/// Whether the page GUP-fast walked to was freed before it took its reference (a huge page back
+/// in its pool or out of it).
+fn page_freed(st: &KState, page: Pfn) -> bool {
+    match st.hugetlb.containing(page) {
+        Some((_, _, free)) => free,
+        None => st.folios.refcount(st.folios.head(page)) == 0,
+    }
 }
 
 /// The slow path for one page (`__get_user_pages`): `mmap_lock`, fault as needed (`faultin_page`,
@@ -390,8 +435,7 @@ async fn gup_slow(cx: &Cx, mm: MmId, addr: VirtAddr, flags: GupFlags) -> Result<
         retry = true;
         let (vma, kind, wp_fault) = {
             let mut st = cx.st();
-            let modelled = |v: VmaId| !st.vma_is_dax(v) && st.hstate_vma(v).is_none();
-            let vma = st.find_vma(mm, addr).filter(|&v| modelled(v)).ok_or(Errno::EFAULT)?;
+            let vma = st.find_vma(mm, addr).filter(|&v| !st.vma_is_dax(v)).ok_or(Errno::EFAULT)?;
             check_vma_flags(cx, &st, vma, flags)?;
             let vflags = st.vma(vma).flags;
             let mut walk = foll_flags(cx, vflags, flags);
@@ -427,20 +471,30 @@ pub(crate) fn release_pages(cx: &Cx, gup: &GupPages, dirty: bool) {
         if st.is_zero_pfn(page) {
             continue;
         }
-        let head = st.folios.head(page);
-        if dirty && st.folios.is_anon(head) {
-            st.folios.set(head, pg::DIRTY);
-        } else if dirty {
-            st.folio_mark_dirty(head);
+        // A huge page has no dirty state in the model (hugetlbfs writes nothing back).
+        if dirty && st.hugetlb_head(page).is_none() {
+            let head = st.folios.head(page);
+            if st.folios.is_anon(head) {
+                st.folios.set(head, pg::DIRTY);
+            } else {
+                st.folio_mark_dirty(head);
+            }
         }
-        put_ref(&mut st, head, gup.flags.pin);
+        put_ref(&mut st, page, gup.flags.pin);
     }
 }
 
-/// Drops one GUP reference on the folio `head` (`gup_put_folio`).
-fn put_ref(st: &mut KState, head: Pfn, pin: bool) {
+/// Drops one GUP reference on the folio of `page` (`gup_put_folio`; a pipe's `put_page`).
+pub(crate) fn put_ref(st: &mut KState, page: Pfn, pin: bool) {
     if pin {
         st.vmstat.inc(VmStat::NrFollPinReleased);
+    }
+    if let Some(head) = st.hugetlb_head(page) {
+        st.hugetlb_put_gup(head, pin);
+        return;
+    }
+    let head = st.folios.head(page);
+    if pin {
         if st.folios.unpin(head) {
             st.free_folio(head);
         }

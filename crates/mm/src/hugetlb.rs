@@ -22,10 +22,10 @@
 //!   follow_hugetlb_page() safe to pmd unshare" (eefc7fa53608) and "mm/hugetlb: make
 //!   hugetlb_follow_page_mask() safe to pmd unshare" (7d049f3a03ea), v6.3 (mm-stable merged
 //!   after v6.2, not v6.2): walks and GUP take the vma lock for read. The model's walks
-//!   (smaps, pagemap, the dump) read the tables in one step, which nothing can interleave
-//!   with, and GUP refuses hugetlb VMAs in every era; so the pre-v6.3 window where a walk
-//!   reads a table an unshare frees is not reproduced, and a v6.3+ walk does not wait for an
-//!   unmapper holding the lock for write (timing only).
+//!   (smaps, pagemap, the dump) and GUP's follow of a hugetlb entry (`gup.rs`) read the
+//!   tables in one step, which nothing can interleave with, and take no vma lock in any era;
+//!   so the pre-v6.3 window where a walk reads a table an unshare frees is not reproduced, and
+//!   a v6.3+ walk does not wait for an unmapper holding the lock for write (timing only).
 //! - "hugetlb: allow faults to be handled under the VMA lock" (7c43a553792a, v6.9): the model
 //!   takes `mmap_lock` for read for every fault in every era (no per-VMA mmap lock), which is
 //!   what hugetlb faults did before v6.9 (they fell back from `FAULT_FLAG_VMA_LOCK`).
@@ -39,8 +39,9 @@
 //!   so both eras behave as v6.16 does; the v6.2-v6.15 window in which a per-VMA-lock fault
 //!   re-shares the table between the unshare and the split is not reproduced.
 //! - "mm/hugetlb: fix huge_pmd_unshare() vs GUP-fast race" (1013af4f585f, v6.16): an unshare
-//!   also waits for lockless walkers (`tlb_remove_table_sync_one`, an IPI to every CPU). There
-//!   is no GUP-fast on hugetlb in the model and the IPI is not charged.
+//!   also waits for lockless walkers (`tlb_remove_table_sync_one`, an IPI to every CPU). The
+//!   model's GUP-fast re-checks the PMD it walked after taking its reference (`gup.rs`), and the
+//!   IPI is not charged.
 //!
 //! Two page sizes, as on x86-64: 2 MiB (mapped by a PMD leaf) and 1 GiB (a PUD leaf). Each size
 //! has a pool (`struct hstate`): `nr_hugepages` pages, of which `free` sit on the free list,
@@ -56,7 +57,8 @@
 //! where written ([`crate::sim::content`]).
 //!
 //! Submodules: `resv.rs` (reservation maps), `reserve.rs` (reservation accounting and the
-//! allocation a fault makes), `hugetlb_fault.rs` (`hugetlb_fault`, `hugetlb_no_page`, `hugetlb_wp`),
+//! allocation a fault makes), `gup.rs` (GUP references and pins on huge pages,
+//! `PageAnonExclusive`, fork's early copy of pinned pages, v5.12), `hugetlb_fault.rs` (`hugetlb_fault`, `hugetlb_no_page`, `hugetlb_wp`),
 //! `pmd_share.rs` (`huge_pmd_share`, `huge_pmd_unshare`), `unmap.rs` (zapping, fork's copy),
 //! `mremap.rs` (moving a mapping's entries, v5.16+),
 //! `check.rs` (the checker). The file system is `fs/hugetlbfs.rs`.
@@ -66,18 +68,20 @@
 //! been handed out (the kernel's allocation can fail the same way when memory is fragmented, and
 //! `nr_hugepages` then reads back what was allocated); a page freed from the middle of the
 //! hugetlb region stays with hugetlb as a spare frame block (not counted in `MemFree`) until the
-//! pool grows again; no cgroup hugetlb controller, no hugetlb page migration or poisoning, no
-//! subpools (mount `size=`/`min_size=`). Before v5.2 a private mapping's
+//! pool grows again; no cgroup hugetlb controller, no hugetlb page migration or poisoning; one
+//! hugetlbfs mount with options (`subpool.rs`). Before v5.2 a private mapping's
 //! fault mutex was hashed by (mm, address) rather than (mapping, index) ("hugetlb: use same
 //! fault hash key for shared and private mappings", v5.2, id not verified); the model hashes
 //! every era the later way, which only changes which private faults contend.
 
 pub mod check;
+mod gup;
 pub(crate) mod hugetlb_fault;
 pub(crate) mod mremap;
 mod pmd_share;
 pub(crate) mod reserve;
 pub mod resv;
+mod subpool;
 mod sysfs;
 pub(crate) mod unmap;
 
@@ -209,6 +213,10 @@ pub(crate) struct HPage {
     pub(crate) locked: bool,
     /// `HPageRestoreReserve`: freeing the page before it is committed gives its reservation back.
     pub(crate) restore_reserve: bool,
+    /// `PageAnonExclusive` of an anonymous page (read only by the v5.19+ `cow_reuse` rule).
+    pub(crate) anon_exclusive: bool,
+    /// `hugetlb_folio_subpool`: allocated for a file on the mount with the subpool.
+    pub(crate) spool: bool,
 }
 
 /// A hugetlbfs inode's hugetlb state.
@@ -221,6 +229,8 @@ pub(crate) struct HInode {
     pub(crate) resv: RegionMap,
     /// Faults and truncations in progress on the file (for the truncation checker, B-INV1).
     pub(crate) busy: u32,
+    /// On the mount with the subpool (`subpool.rs`).
+    pub(crate) spool: bool,
 }
 
 /// A hugetlb VMA's private data (`vma->vm_private_data`).
@@ -256,6 +266,8 @@ pub struct Hugetlb {
     pub(crate) split_unshares: bool,
     pub(crate) private_vma_lock: bool,
     pub(crate) zap_restores_reserve: bool,
+    /// hugetlbfs knows `min_size=` ([`crate::era::hugetlbfs_has_min_size`]).
+    has_min_size: bool,
     pub hstates: [Hstate; 2],
     /// Every pool page, by pfn.
     pub(crate) pages: BTreeMap<u64, HPage>,
@@ -266,6 +278,12 @@ pub struct Hugetlb {
     next_resv: u32,
     /// `hugetlb_fault_mutex_table`, made on first use.
     pub(crate) fault_mutexes: Vec<Mutex>,
+    /// The GUP references (pins among them) on pages that have any, by head pfn (`gup.rs`;
+    /// apart from [`HPage`], which stays a few dozen bytes).
+    pub(crate) gup: BTreeMap<u64, gup::HugeGup>,
+    /// The subpool of the scenario files' hugetlbfs mount, if mounted with `size=` or
+    /// `min_size=` (`subpool.rs`).
+    pub(crate) subpool: Option<subpool::Subpool>,
     /// Shared PMD tables and how many extra PUDs point at each (the kernel's share count).
     pub(crate) pmd_share: BTreeMap<PtId, u32>,
     /// Each mm's mapped hugetlb memory in base pages (`mm->hugetlb_usage`, an `atomic_long_t`):
@@ -304,6 +322,7 @@ impl Hugetlb {
             split_unshares: crate::era::hugetlb_split_unshares_pmds(kernel),
             private_vma_lock: crate::era::hugetlb_private_vma_lock(kernel),
             zap_restores_reserve: crate::era::hugetlb_zap_restores_reserve(kernel),
+            has_min_size: crate::era::hugetlbfs_has_min_size(kernel),
             hstates: Default::default(),
             pages: BTreeMap::new(),
             inodes: BTreeMap::new(),
@@ -311,6 +330,8 @@ impl Hugetlb {
             resv_maps: BTreeMap::new(),
             next_resv: 0,
             fault_mutexes: Vec::new(),
+            subpool: None,
+            gup: BTreeMap::new(),
             pmd_share: BTreeMap::new(),
             usage: BTreeMap::new(),
             lines: BTreeMap::new(),
@@ -409,6 +430,8 @@ impl KState {
             mapcount: 0,
             locked: false,
             restore_reserve: false,
+            anon_exclusive: false,
+            spool: false,
         };
         self.hugetlb.pages.insert(pfn.0, page);
         self.hugetlb.hstate_mut(size).nr += 1;
@@ -450,6 +473,8 @@ impl KState {
         let page = self.hugetlb.page_mut(pfn);
         page.owner = Owner::Free;
         page.restore_reserve = false;
+        page.anon_exclusive = false;
+        page.spool = false;
         let size = page.size;
         self.mem.zero_range(pfn, size.pages());
         let h = self.hugetlb.hstate_mut(size);
@@ -483,8 +508,9 @@ impl KState {
     pub(crate) fn free_huge_folio(&mut self, pfn: Pfn) {
         let page = self.hugetlb.page(pfn).expect("a hugetlb page").clone();
         assert!(page.refs == 0 && page.mapcount == 0, "freeing a used huge page {pfn}: {page:?}");
+        let restore = page.restore_reserve || self.subpool_put_freed(page.spool);
         let h = self.hugetlb.hstate_mut(page.size);
-        if page.restore_reserve {
+        if restore {
             h.resv += 1;
         }
         if h.surplus > 0 {
@@ -553,7 +579,8 @@ impl KState {
     /// Makes the hugetlb state of a new hugetlbfs inode.
     pub(crate) fn hugetlbfs_inode_init(&mut self, inode: InodeId, fs: FsType) {
         if let Some(size) = fs.hugetlb_size() {
-            let hi = HInode { size, cache: BTreeMap::new(), resv: RegionMap::default(), busy: 0 };
+            let resv = RegionMap::default();
+            let hi = HInode { size, cache: BTreeMap::new(), resv, busy: 0, spool: false };
             self.hugetlb.inodes.insert(inode, hi);
         }
     }
@@ -628,11 +655,26 @@ pub(crate) fn fault_mutex(cx: &Cx, inode: InodeId, idx: u64) -> Mutex {
 }
 
 impl KState {
-    /// The pools at boot (`hugepages=` per `hugepagesz=`).
-    pub(crate) fn hugetlb_boot(&mut self, t: &crate::kernel::Tunables) {
+    /// The pools at boot (`hugepages=` per `hugepagesz=`), then the scenario files' hugetlbfs
+    /// mount with its options; a mount that fails (ENOMEM for `min_size=`) fails the boot.
+    pub(crate) fn hugetlb_boot(&mut self, t: &crate::kernel::Tunables) -> Result<(), String> {
         for size in HugeSize::ALL {
             self.set_nr_hugepages(size, t.nr_hugepages[size.idx()]);
             self.set_nr_overcommit_hugepages(size, t.nr_overcommit_hugepages[size.idx()]);
+        }
+        if t.hugetlbfs_min_size.is_some() && !self.hugetlb.has_min_size {
+            return Err("hugetlbfs has no `min_size=` mount option before v4.1".into());
+        }
+        self.hugetlbfs_mount(HugeSize::Size2M, t.hugetlbfs_size, t.hugetlbfs_min_size).map_err(
+            |e| format!("mounting hugetlbfs with min_size: {e:?} (the pool cannot promise it)"),
+        )
+    }
+
+    /// A scenario file made on the 2 MiB hugetlbfs mount joins its subpool, if it has one.
+    pub(crate) fn hugetlbfs_join_mount(&mut self, inode: InodeId) {
+        let on_mount = self.hugetlb_size_of(inode) == Some(HugeSize::Size2M);
+        if on_mount && self.hugetlb.subpool.is_some() {
+            self.hinode_mut(inode).spool = true;
         }
     }
 }
@@ -652,8 +694,15 @@ impl Hugetlb {
     pub fn fingerprint_into(&self, d: &mut simcore::Digest) {
         if self.in_use() {
             d.write_str(&format!(
-                "{:?}{:?}{:?}{:?}{:?}{:?}",
-                self.hstates, self.pages, self.inodes, self.resv_maps, self.pmd_share, self.usage
+                "{:?}{:?}{:?}{:?}{:?}{:?}{:?}{:?}",
+                self.gup,
+                self.hstates,
+                self.pages,
+                self.inodes,
+                self.resv_maps,
+                self.pmd_share,
+                self.usage,
+                self.subpool
             ));
         }
     }

@@ -304,6 +304,9 @@ impl KState {
 
     /// A folio field of the folio holding `page`.
     fn inspect_page(&self, page: Pfn, name: &str) -> Result<u64, String> {
+        if let Some(head) = self.hugetlb_head(page) {
+            return self.inspect_huge_page(head, name);
+        }
         let fo = &self.folios;
         let head = fo.head(page);
         let flag = |bit: u16| Ok(u64::from(fo.test(head, bit)));
@@ -331,6 +334,25 @@ impl KState {
                     .ok_or_else(|| format!("`{name}` is not a folio field"))?;
                 flag(1 << i)
             }
+        }
+    }
+
+    /// A folio field of a hugetlb page (its head `struct page`, `hugetlb/gup.rs`).
+    fn inspect_huge_page(&self, head: Pfn, name: &str) -> Result<u64, String> {
+        let p = self.huge_page(head);
+        let b = |x: bool| Ok(u64::from(x));
+        match name {
+            "folio.refcount" => Ok(u64::from(p.refs)),
+            "folio.mapcount" | "folio.entire_mapcount" | "page.mapcount" => {
+                Ok(u64::from(p.mapcount))
+            }
+            "folio.pincount" => Ok(u64::from(self.hugetlb.gup_of(head).pins)),
+            "folio.maybe_dma_pinned" => b(self.hugetlb.gup_of(head).pins > 0),
+            "folio.order" => Ok(u64::from(p.size.shift() - 12)),
+            "folio.anon" => b(p.owner == crate::hugetlb::Owner::Anon),
+            "folio.anon_exclusive" => b(p.anon_exclusive),
+            "folio.locked" => b(p.locked),
+            _ => Err(format!("`{name}` is not modelled for a hugetlb folio")),
         }
     }
 

@@ -46,6 +46,9 @@ pub struct Tunables {
     /// 1 GiB), and `nr_overcommit_hugepages`.
     pub nr_hugepages: [u64; 2],
     pub nr_overcommit_hugepages: [u64; 2],
+    /// The scenario files' 2 MiB hugetlbfs mount options `size=` and `min_size=`, in bytes.
+    pub hugetlbfs_size: Option<u64>,
+    pub hugetlbfs_min_size: Option<u64>,
 }
 
 impl Default for Tunables {
@@ -58,6 +61,8 @@ impl Default for Tunables {
             thp: Default::default(),
             nr_hugepages: [0; 2],
             nr_overcommit_hugepages: [0; 2],
+            hugetlbfs_size: None,
+            hugetlbfs_min_size: None,
         }
     }
 }

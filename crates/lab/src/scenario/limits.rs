@@ -56,6 +56,8 @@ pub fn check_tunable(key: &str, value: u64) -> Result<(), String> {
         | "nr_overcommit_hugepages"
         | "nr_hugepages_1g"
         | "nr_overcommit_hugepages_1g" => 1 << 32,
+        // hugetlbfs mount options, bytes: the pool bounds what they can promise.
+        "hugetlbfs_size" | "hugetlbfs_min_size" => 1 << 52,
         _ => return Ok(()),
     };
     if value > max {

@@ -23,7 +23,7 @@ impl Default for MachineSpec {
             fault_around_pages: None,
             swappiness: None,
             min_ttl_ms: None,
-            hugepages: [None; 4],
+            hugepages: [None; 6],
             costs: Vec::new(),
             sysfs: Vec::new(),
         }
@@ -119,8 +119,10 @@ pub struct MachineSpec {
     /// `/sys/kernel/mm/lru_gen/min_ttl_ms`.
     pub min_ttl_ms: Option<u64>,
     /// The hugetlb pools at boot: `nr_hugepages`, `nr_overcommit_hugepages` (2 MiB), then
-    /// `nr_hugepages_1g`, `nr_overcommit_hugepages_1g` ([`TUNABLES`]).
-    pub hugepages: [Option<u64>; 4],
+    /// `nr_hugepages_1g`, `nr_overcommit_hugepages_1g`; then the options `size=` and `min_size=`
+    /// in bytes of the hugetlbfs mount the scenario's 2 MiB hugetlbfs files are on
+    /// (`hugetlbfs_size`, `hugetlbfs_min_size`; `hugetlb/subpool.rs`) ([`TUNABLES`]).
+    pub hugepages: [Option<u64>; 6],
     /// Cost overrides by name, in ns.
     pub costs: Vec<(String, u64)>,
     /// `[machine.sysfs]`: THP knobs by path (below `/sys/kernel/mm/transparent_hugepage/`) and
@@ -855,8 +857,9 @@ impl Show {
 }
 
 /// The `[machine.tunables]` keys: `read_ahead_kb`, `fault_around_bytes`, `swappiness`,
-/// `lru_gen_min_ttl_ms`, then the hugetlb pools in [`MachineSpec::hugepages`] order.
-pub const TUNABLES: [&str; 8] = [
+/// `lru_gen_min_ttl_ms`, then the hugetlb pools and the hugetlbfs mount's options in
+/// [`MachineSpec::hugepages`] order.
+pub const TUNABLES: [&str; 10] = [
     "read_ahead_kb",
     "fault_around_bytes",
     "swappiness",
@@ -865,6 +868,8 @@ pub const TUNABLES: [&str; 8] = [
     "nr_overcommit_hugepages",
     "nr_hugepages_1g",
     "nr_overcommit_hugepages_1g",
+    "hugetlbfs_size",
+    "hugetlbfs_min_size",
 ];
 
 /// What an `[[expect]]` reads: exactly one of these keys.

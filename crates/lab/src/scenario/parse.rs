@@ -190,7 +190,7 @@ impl<'a> Parser<'a> {
             })?,
             None => engine::SchedulerKind::TimeOrdered,
         };
-        let [ra_kb, around_bytes, swappiness, min_ttl_ms, h0, h1, h2, h3] = self.tunables(&f)?;
+        let [ra_kb, around, swappiness, min_ttl_ms, h0, h1, h2, h3, m0, m1] = self.tunables(&f)?;
         let costs = match f.get("costs") {
             Some(n) => self.machine_costs(n, resized.costs.clone())?,
             None => Vec::new(),
@@ -224,10 +224,10 @@ impl<'a> Parser<'a> {
             ra_pages: ra_kb.map(|kb| kb / 4),
             swap,
             pmem,
-            fault_around_pages: around_bytes.map(|b| (b / 4096).max(1)),
+            fault_around_pages: around.map(|b| (b / 4096).max(1)),
             swappiness,
             min_ttl_ms,
-            hugepages: [h0, h1, h2, h3],
+            hugepages: [h0, h1, h2, h3, m0, m1],
             costs,
             sysfs,
         })
@@ -284,8 +284,8 @@ impl<'a> Parser<'a> {
     }
 
     /// `[machine.tunables]`, each within its range, in [`TUNABLES`] order.
-    fn tunables(&self, machine: &Fields) -> Result<[Option<u64>; 8], ScenarioError> {
-        let mut out = [None; 8];
+    fn tunables(&self, machine: &Fields) -> Result<[Option<u64>; 10], ScenarioError> {
+        let mut out = [None; 10];
         if let Some(n) = machine.get("tunables") {
             let t = self.fields(n, "[machine.tunables]")?;
             for (slot, key) in out.iter_mut().zip(TUNABLES) {

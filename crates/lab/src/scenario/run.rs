@@ -171,13 +171,15 @@ pub fn machine_config(
     if let Some(v) = m.min_ttl_ms {
         config.tunables.lru_gen_min_ttl_ms = v;
     }
-    for (i, v) in m.hugepages.iter().enumerate() {
+    for (i, v) in m.hugepages[..4].iter().enumerate() {
         if let Some(v) = *v {
             let pools =
                 [&mut config.tunables.nr_hugepages, &mut config.tunables.nr_overcommit_hugepages];
             pools[i % 2][i / 2] = v;
         }
     }
+    [config.tunables.hugetlbfs_size, config.tunables.hugetlbfs_min_size] =
+        [m.hugepages[4], m.hugepages[5]];
     if let Some(swap) = m.swap {
         config.swap = swap;
     }

@@ -64,8 +64,7 @@ impl KState {
             let p = self.pipes.remove(&inode).expect("present");
             for b in p.bufs {
                 if let PipeBuf::Page { page, .. } = b {
-                    let head = self.folios.head(page);
-                    self.put_folio_extra(head);
+                    crate::gup::put_ref(self, page, false);
                 }
             }
         }
@@ -113,8 +112,7 @@ impl KState {
                             len: n - take,
                         });
                     } else {
-                        let head = self.folios.head(page);
-                        self.put_folio_extra(head);
+                        crate::gup::put_ref(self, page, false);
                     }
                 }
             }

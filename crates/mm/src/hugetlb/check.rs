@@ -8,8 +8,9 @@
 //! fault, zap, `fallocate` or truncation is running on a file: no page of it lies at or beyond
 //! its end (B-INV1). When none is running on any file: each shared PMD table's share count is
 //! the number of PUDs pointing at it, less one (B-INV7); every page's refcount is its page-cache
-//! reference plus its mappings; `HugePages_Rsvd` equals the reservations the maps promise and
-//! pages have not consumed (B-INV6).
+//! reference plus its mappings plus its GUP references (pins among them), and a page out of the
+//! cache and unmapped is held by GUP; `HugePages_Rsvd` equals the reservations the maps promise and
+//! pages have not consumed, plus what a subpool holds of its minimum (B-INV6).
 
 use super::{HugeSize, Owner};
 use crate::kernel::KState;
@@ -176,18 +177,24 @@ fn check_shares(st: &KState, pointers: &BTreeMap<PtId, u32>) -> Result<(), Strin
 fn check_quiescent(st: &KState) -> Result<(), String> {
     for (&pfn, p) in &st.hugetlb.pages {
         let cached = u32::from(matches!(p.owner, Owner::Cache { .. }));
-        if p.owner != Owner::Free && p.refs != cached + p.mapcount {
+        let gup = st.hugetlb.gup_of(simcore::Pfn(pfn));
+        if p.owner != Owner::Free && p.refs != cached + p.mapcount + gup.refs {
             return Err(format!(
-                "huge page {pfn:#x}: refcount {} but {cached} cache + {} mappings",
-                p.refs, p.mapcount
+                "huge page {pfn:#x}: refcount {} but {cached} cache + {} mappings + {} GUP",
+                p.refs, p.mapcount, gup.refs
             ));
         }
-        if p.owner == Owner::New {
+        if gup.pins > gup.refs || (p.owner == Owner::Free && gup.refs > 0) {
+            return Err(format!("huge page {pfn:#x} ({:?}): GUP {gup:?}", p.owner));
+        }
+        if p.owner == Owner::New && gup.refs == 0 {
             return Err(format!("huge page {pfn:#x} allocated but neither cached nor mapped"));
         }
     }
     for size in HugeSize::ALL {
-        let promised = promised_reservations(st, size);
+        // A subpool's minimum is reserved in the pool until its files take it (`subpool.rs`).
+        let spool = st.hugetlb.subpool.as_ref().filter(|s| s.size == size).map_or(0, |s| s.rsv);
+        let promised = promised_reservations(st, size) + spool;
         let h = st.hugetlb.hstate(size);
         if h.resv != promised {
             return Err(format!(

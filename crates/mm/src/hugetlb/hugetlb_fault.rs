@@ -71,6 +71,8 @@ pub(crate) struct HugeVmf<'a> {
     /// The huge-page index in the file.
     pub idx: u64,
     pub write: bool,
+    /// `FAULT_FLAG_UNSHARE` (v5.19+): GUP's read-only pin of a page that is not exclusive.
+    pub unshare: bool,
     pub sync: HugetlbSync,
 }
 
@@ -134,7 +136,7 @@ impl KState {
 
     /// The PTE a hugetlb page gets (`make_huge_pte`): writable only in a shared writable
     /// mapping, young, and dirty when writable.
-    fn make_huge_pte(&self, vma: VmaId, page: Pfn, writable: bool) -> Pte {
+    pub(super) fn make_huge_pte(&self, vma: VmaId, page: Pfn, writable: bool) -> Pte {
         let flags = self.vma(vma).flags;
         Pte::new(page, pte_bits(flags, writable, writable) | Pte::PSE)
     }
@@ -157,6 +159,7 @@ impl<'a> HugeVmf<'a> {
             haddr,
             idx: st.huge_index(vmf.vma, haddr, size),
             write: vmf.kind.write(),
+            unshare: vmf.unshare(),
             sync: st.hugetlb_sync(),
         }
     }
@@ -226,7 +229,7 @@ async fn hugetlb_fault_locked(hv: &HugeVmf<'_>) -> Result<FaultOutcome, VmFault>
     if entry.is_none() {
         return hugetlb_no_page(hv, ptep, &mut locks).await;
     }
-    let wp = hv.write && !entry.write();
+    let wp = (hv.write || hv.unshare) && !entry.write();
     // A private mapping's write looks up the page cache's page, locked, for `hugetlb_wp`.
     let cached = if wp && !hv.shared() {
         let c = cx.st().hinode(hv.inode).cache.get(&hv.idx).copied();
@@ -390,6 +393,7 @@ async fn find_or_alloc(hv: &HugeVmf<'_>) -> Result<Option<NoPage>, VmFault> {
             st.hinode_mut(hv.inode).cache.insert(hv.idx, page);
         } else {
             p.owner = Owner::Anon;
+            p.anon_exclusive = true;
         }
     }
     if shared {
@@ -410,7 +414,10 @@ fn backout(hv: &HugeVmf<'_>, np: &NoPage) {
 }
 
 /// `hugetlb_wp`: a write to a read-only entry (`orig`) of a private mapping (a shared mapping's
-/// entry is just made writable). Entered and left with the page-table lock, which it drops.
+/// entry is just made writable), or an unshare (v5.19+: a shared mapping's entry is left as it
+/// is; a private page mapped once is reused, made exclusive and left read-only; any other is
+/// copied into an exclusive page mapped read-only). Entered and left with the page-table lock,
+/// which it drops.
 async fn hugetlb_wp<'a>(
     hv: &HugeVmf<'a>,
     ptep: Ptep,
@@ -421,13 +428,19 @@ async fn hugetlb_wp<'a>(
 ) -> Result<FaultOutcome, VmFault> {
     let cx = hv.cx;
     let old = orig.pfn();
-    let reuse = {
+    let (shared, sole_anon) = {
         let st = cx.st();
         let p = st.huge_page(old);
-        st.vma(hv.vma).flags.has(VmFlags::MAYSHARE) || (p.mapcount == 1 && p.owner == Owner::Anon)
+        (st.vma(hv.vma).flags.has(VmFlags::MAYSHARE), p.mapcount == 1 && p.owner == Owner::Anon)
     };
-    if reuse {
-        cx.st().set_huge_pte(ptep, orig.with(Pte::RW | Pte::DIRTY | Pte::ACCESSED));
+    if shared || sole_anon {
+        let mut st = cx.st();
+        // `page_move_anon_rmap` marks the reused page exclusive.
+        st.hugetlb.page_mut(old).anon_exclusive |= sole_anon;
+        if !hv.unshare {
+            st.set_huge_pte(ptep, orig.with(Pte::RW | Pte::DIRTY | Pte::ACCESSED));
+        }
+        drop(st);
         drop(ptl);
         return Ok(FaultOutcome::Minor);
     }
@@ -480,7 +493,8 @@ async fn break_cow(
         p.restore_reserve = false;
         p.owner = Owner::Anon;
         p.mapcount = 1;
-        let pte = st.make_huge_pte(hv.vma, new, true);
+        p.anon_exclusive = true;
+        let pte = st.make_huge_pte(hv.vma, new, !hv.unshare);
         st.set_huge_pte(ptep, pte);
         st.hugetlb.page_mut(old).mapcount -= 1;
         // The old page loses the mapping's reference and ours.

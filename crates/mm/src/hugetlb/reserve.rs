@@ -19,6 +19,13 @@
 //! A fault allocates with the reservation if the mapping has one for the index; otherwise only
 //! a free page beyond the reserved ones, or a surplus page, will do, else the fault fails with
 //! SIGBUS (`-ENOSPC`). A forked child's private mapping has no reservations at all.
+//!
+//! On a hugetlbfs mount with `size=` or `min_size=` every reservation, and every allocation
+//! without one, first asks the mount's subpool, and what is given back returns through it
+//! (`subpool.rs`). Approximation kept from the kernel: an allocation without a reservation by a
+//! mapping that cannot use one (a forked child, a private `MAP_NORESERVE` mapping) may take a
+//! page of the subpool's minimum without consuming a global reservation, which the checker's
+//! `HugePages_Rsvd` balance would report; no scenario does it.
 
 use crate::errno::{Errno, VmFault};
 use crate::folio::InodeId;
@@ -118,9 +125,12 @@ impl KState {
             return self.hugetlb_reserve_file(inode, from, to);
         }
         let size = self.hinode(inode).size;
+        let gbl = self.subpool_get(inode, to - from)?;
         let id = self.hugetlb.new_resv_map();
         self.hugetlb.vmas.entry(vma).or_default().resv = Some(id);
-        if self.hugetlb_acct_memory(size, (to - from) as i64).is_err() {
+        if self.hugetlb_acct_memory(size, gbl as i64).is_err() {
+            // `out_put_pages`: the subpool gets back what it gave, the count it returns unused.
+            self.subpool_put(inode, to - from);
             if let Some(id) = self.hugetlb.vmas.get_mut(&vma).and_then(|v| v.resv.take()) {
                 self.hugetlb.put_resv_map(id);
             }
@@ -140,11 +150,16 @@ impl KState {
     ) -> Result<(), Errno> {
         let size = self.hinode(inode).size;
         let chg = self.hinode(inode).resv.chg(from, to);
-        self.hugetlb_acct_memory(size, chg as i64).map_err(|_| Errno::ENOMEM)?;
+        let gbl = self.subpool_get(inode, chg)?;
+        if self.hugetlb_acct_memory(size, gbl as i64).is_err() {
+            self.subpool_put(inode, chg);
+            return Err(Errno::ENOMEM);
+        }
         let added = self.hinode_mut(inode).resv.add(from, to);
         if chg > added {
             // Another mapping reserved some of them meanwhile.
-            self.hugetlb_acct_memory(size, -((chg - added) as i64)).expect("a decrease");
+            let back = self.subpool_put(inode, chg - added);
+            self.hugetlb_acct_memory(size, -(back as i64)).expect("a decrease");
         }
         Ok(())
     }
@@ -161,7 +176,8 @@ impl KState {
         let size = self.hinode(inode).size;
         let chg = self.hinode_mut(inode).resv.del(start, end);
         let unused = chg.checked_sub(freed).expect("more pages freed than were in the map");
-        self.hugetlb_acct_memory(size, -(unused as i64)).expect("a decrease");
+        let back = self.subpool_put(inode, unused);
+        self.hugetlb_acct_memory(size, -(back as i64)).expect("a decrease");
     }
 
     /// What the reservation rules need of a VMA.
@@ -239,15 +255,23 @@ impl KState {
     ) -> Result<Pfn, VmFault> {
         let size = self.hinode(inode).size;
         let map_chg = self.vma_needs_reservation(c, inode, idx);
-        let gbl_chg = u64::from(map_chg > 0 || avoid_reserve);
+        let mut gbl_chg = u64::from(map_chg > 0 || avoid_reserve);
+        if gbl_chg > 0 && self.hinode_has_subpool(inode) {
+            // No reservation in the map: the subpool's (its minimum), if any, can serve.
+            let from_pool = self.subpool_get(inode, 1).map_err(|_| VmFault::SigBus)?;
+            gbl_chg = if avoid_reserve { 1 } else { from_pool };
+        }
         let has_reserves = !avoid_reserve && c.has_reserves(gbl_chg);
         let h = self.hugetlb.hstate(size);
         let dequeued =
             if has_reserves || h.free > h.resv { self.hugetlb_dequeue(size) } else { None };
-        let pfn = match dequeued {
-            Some(p) => p,
-            None => self.hugetlb_alloc_surplus(size).ok_or(VmFault::SigBus)?,
+        let Some(pfn) = dequeued.or_else(|| self.hugetlb_alloc_surplus(size)) else {
+            if map_chg > 0 || avoid_reserve {
+                self.subpool_put(inode, 1);
+            }
+            return Err(VmFault::SigBus);
         };
+        self.hugetlb.page_mut(pfn).spool = self.hinode_has_subpool(inode);
         if has_reserves {
             let h = self.hugetlb.hstate_mut(size);
             h.resv = h.resv.checked_sub(1).expect("HugePages_Rsvd underflow");
@@ -269,7 +293,9 @@ impl KState {
         let to = from + (end.offset_from(start).as_u64() >> size.shift());
         let consumed = self.hugetlb.resv_maps[&id].0.count(from, to);
         self.hugetlb.put_resv_map(id);
-        self.hugetlb_acct_memory(size, -((to - from - consumed) as i64)).expect("a decrease");
+        let inode = self.file(self.vma(vma).file.expect("a hugetlb VMA")).inode;
+        let back = self.subpool_put(inode, to - from - consumed);
+        self.hugetlb_acct_memory(size, -(back as i64)).expect("a decrease");
     }
 
     /// `hugetlb_vm_op_open` for `new`, a copy of `old` made by a split (`fork` passes

@@ -27,13 +27,19 @@
 //!
 //! Later kernels: from v6.2 a split of a shareable VMA inside a PUD range unshares that range
 //! first (`hugetlb_split_prepare`); from v6.6 a private reservation owner's unmap takes its vma
-//! lock too (so a fault on it waits until the zapped pages are back in the pool: the model
-//! frees them before dropping the unmap locks in every era, which only a private mapping's
-//! fault, taking none of those locks before v6.6, can tell); from v6.9 unmapping a private
+//! lock too and `MADV_DONTNEED` keeps its locks until the zapped pages are back in the pool
+//! (2820b0f09be9), so a fault on it waits for them; before, the pages are freed after the
+//! locks are dropped (`tlb_finish_mmu` after `__unmap_hugepage_range_final`), and a fault
+//! that got a lock in between finds the entry gone and the pool empty: SIGBUS, which the
+//! selftest `hugetlb_fault_after_madv.c` dies of, on v5.18-v6.5 (`unmap_hugepage_range`;
+//! truncation and `unmap_ref_private` free under their locks in every era); from v6.9 unmapping a private
 //! owner's page gives its reservation back (`restore_private_reserve`).
 //!
-//! Approximations: pinned private pages are not copied for the child at fork (hugetlb pages
-//! cannot be pinned in the model: GUP refuses hugetlb VMAs); no uffd-wp markers.
+//! A possibly pinned anonymous page of a COW mapping is copied for the child at fork from v5.12
+//! (`copy_pinned`, 4eae4efa2c29; `gup.rs` of this folder); a page fork shares loses
+//! `PageAnonExclusive` (`page_try_dup_anon_rmap`, v5.19).
+//!
+//! Approximations: no uffd-wp markers.
 
 use super::hugetlb_fault::Ptep;
 use super::pmd_share::huge_pte_alloc_at;
@@ -52,8 +58,9 @@ use simcore::{Bytes, Pfn, VirtAddr};
 /// `PUD_SIZE`.
 const PUD: Bytes = Bytes(1 << 30);
 
-/// `__unmap_hugepage_range`: zaps `[start, end)` of `vma`; with `ref_page`, only the entry
-/// mapping that page, marking the VMA `HPAGE_RESV_UNMAPPED`. The caller holds the era's locks.
+/// `unmap_hugepage_range` (`__unmap_hugepage_range` and `tlb_finish_mmu`): zaps `[start, end)`
+/// of `vma` and frees what it unmapped; with `ref_page`, only the entry mapping that page,
+/// marking the VMA `HPAGE_RESV_UNMAPPED`. The caller holds the era's locks.
 pub(crate) async fn zap_huge_range(
     cx: &Cx,
     vma: VmaId,
@@ -61,18 +68,47 @@ pub(crate) async fn zap_huge_range(
     end: VirtAddr,
     ref_page: Option<Pfn>,
 ) {
+    zap_huge_gather(cx, vma, start, end, ref_page).await.finish(cx).await;
+}
+
+/// The pages a zap unmapped, still holding the gather's references after the TLB flush
+/// (`struct mmu_gather`); their file counts as busy until [`HugeGather::finish`] frees them.
+struct HugeGather {
+    inode: InodeId,
+    pages: Vec<Pfn>,
+}
+
+impl HugeGather {
+    /// `tlb_finish_mmu`: the gather's references go, and with the last the pages.
+    async fn finish(self, cx: &Cx) {
+        cx.charge_n(Cost::PageFree, self.pages.len() as u64).await;
+        let mut st = cx.st();
+        for page in self.pages {
+            st.put_huge_folio(page, 1);
+        }
+        st.hinode_mut(self.inode).busy -= 1;
+    }
+}
+
+/// `__unmap_hugepage_range` with the TLB flush, the pages left in the gather.
+async fn zap_huge_gather(
+    cx: &Cx,
+    vma: VmaId,
+    start: VirtAddr,
+    end: VirtAddr,
+    ref_page: Option<Pfn>,
+) -> HugeGather {
     let (mm, size, inode) = {
         let st = cx.st();
         let inode = st.file(st.vma(vma).file.expect("a hugetlb VMA")).inode;
         (st.vma(vma).mm, st.hstate_vma(vma).expect("a hugetlb VMA"), inode)
     };
-    // The pages unmapped keep the gather's reference until the flush: the file is busy.
     cx.st().hinode_mut(inode).busy += 1;
-    zap_huge_entries(cx, vma, mm, size, start, end, ref_page).await;
-    cx.st().hinode_mut(inode).busy -= 1;
+    let pages = zap_huge_entries(cx, vma, mm, size, start, end, ref_page).await;
+    HugeGather { inode, pages }
 }
 
-/// The body of [`zap_huge_range`].
+/// The body of [`zap_huge_gather`]: returns the pages unmapped, after the TLB flush.
 async fn zap_huge_entries(
     cx: &Cx,
     vma: VmaId,
@@ -81,7 +117,7 @@ async fn zap_huge_entries(
     start: VirtAddr,
     end: VirtAddr,
     ref_page: Option<Pfn>,
-) {
+) -> Vec<Pfn> {
     let step = Bytes(size.bytes());
     let (mut flush_start, mut flush_end) = (start, end);
     let mut freed = Vec::new();
@@ -130,15 +166,10 @@ async fn zap_huge_entries(
         let d = simcore::SimDuration::from_ns(u64::try_from(walk_ns).unwrap_or(u64::MAX));
         engine::Cx::charge(cx, d).await;
     }
-    if freed.is_empty() && flush_start == start && flush_end == end {
-        return;
+    if !freed.is_empty() || flush_start != start || flush_end != end {
+        flush_tlb_range(cx, mm, flush_start, flush_end).await;
     }
-    flush_tlb_range(cx, mm, flush_start, flush_end).await;
-    cx.charge_n(Cost::PageFree, freed.len() as u64).await;
-    let mut st = cx.st();
-    for page in freed {
-        st.put_huge_folio(page, 1);
-    }
+    freed
 }
 
 /// v6.9 (df7a6d1f6405, [`crate::era::hugetlb_zap_restores_reserve`]): unmapping an anonymous
@@ -232,10 +263,20 @@ pub(crate) async fn hugetlb_split_prepare(
     Ok(())
 }
 
-/// The zap of munmap, exit and `MADV_DONTNEED` on a hugetlb VMA, with the era's locks.
+/// The zap of munmap, exit and `MADV_DONTNEED` on a hugetlb VMA, with the era's locks. Before
+/// v6.6 `__unmap_hugepage_range_final` drops them before `tlb_finish_mmu` frees the pages, so a
+/// fault can find the entry gone and the pool still empty; from v6.6 (2820b0f09be9,
+/// [`crate::era::hugetlb_private_vma_lock`]) `MADV_DONTNEED` keeps them until the pages are
+/// freed. The model keeps them for munmap and exit too from v6.6, an approximation: the
+/// kernel's `unmap_vmas` still frees after dropping them, so another mapping's fault can find
+/// the pool briefly empty there.
 pub(crate) async fn unmap_hugepage_range(cx: &Cx, vma: VmaId, start: VirtAddr, end: VirtAddr) {
-    let _locks = unmap_locks(cx, vma).await;
-    zap_huge_range(cx, vma, start, end, None).await;
+    let locks = unmap_locks(cx, vma).await;
+    let gather = zap_huge_gather(cx, vma, start, end, None).await;
+    if !cx.st().hugetlb.private_vma_lock {
+        drop(locks);
+    }
+    gather.finish(cx).await;
 }
 
 /// `unmap_ref_private`: the owner of a private mapping's reservations takes `page` (index `idx`
@@ -290,6 +331,7 @@ pub(crate) async fn copy_hugetlb_page_range(
             Some(l.read(cx).await)
         }
     };
+    let c = CopyCtx { dst_mm, dst, src_mm, size, inode, cow };
     let mut wrprotected = false;
     let mut addr = start;
     while addr < end {
@@ -306,47 +348,99 @@ pub(crate) async fn copy_hugetlb_page_range(
             addr = addr.align_down(PUD) + PUD;
             continue;
         }
-        wrprotected |= copy_one(cx, dst_mm, src_mm, size, src_ptep, dst_ptep, cow).await;
+        wrprotected |= copy_one(cx, &c, addr, src_ptep, dst_ptep).await?;
         addr = next;
     }
     Ok(wrprotected)
 }
 
-/// Copies one entry under both page-table locks (the source's nested).
-async fn copy_one(
-    cx: &Cx,
+/// What fork's copy of one hugetlb VMA needs for each entry.
+struct CopyCtx {
     dst_mm: MmId,
+    dst: VmaId,
     src_mm: MmId,
     size: HugeSize,
+    inode: InodeId,
+    cow: bool,
+}
+
+/// Copies one entry under both page-table locks (the source's nested); returns whether the
+/// source entry was write-protected. ENOMEM when a pinned page's copy finds no free page.
+async fn copy_one(
+    cx: &Cx,
+    c: &CopyCtx,
+    addr: VirtAddr,
     src: Ptep,
     dst: Ptep,
-    cow: bool,
-) -> bool {
+) -> Result<bool, Errno> {
     let (dl, sl) = {
         let st = cx.st();
-        (st.huge_pte_lockptr(dst_mm, size, dst), st.huge_pte_lockptr(src_mm, size, src))
+        (st.huge_pte_lockptr(c.dst_mm, c.size, dst), st.huge_pte_lockptr(c.src_mm, c.size, src))
     };
     let _d = dl.lock(cx).await;
     let _s = if sl == dl { None } else { Some(sl.lock_nested(cx, 1).await) };
     cx.charge(Cost::PteUpdate).await;
-    let mut st = cx.st();
-    let entry = st.huge_ptep_get(src);
+    let entry = cx.st().huge_ptep_get(src);
     if entry.is_none() {
-        return false;
+        return Ok(false);
     }
+    if c.cow && needs_early_cow(cx, c.src_mm, entry.pfn()) {
+        copy_pinned(&mut cx.st(), c, addr, dst, entry.pfn())?;
+        cx.charge(Cost::PageAlloc).await;
+        cx.charge_n(Cost::CopyPage4k, c.size.pages()).await;
+        return Ok(false);
+    }
+    let mut st = cx.st();
     let p = st.hugetlb.page_mut(entry.pfn());
     p.refs += 1;
     p.mapcount += 1;
     let anon = p.owner == Owner::Anon;
-    let entry = if cow && (anon || entry.write()) {
+    // `page_try_dup_anon_rmap`: a shared anonymous page is no longer exclusive.
+    p.anon_exclusive &= !c.cow;
+    let entry = if c.cow && (anon || entry.write()) {
         st.set_huge_pte(src, entry.wrprotect());
         entry.wrprotect()
     } else {
         entry
     };
     st.set_huge_pte(dst, entry);
-    *st.hugetlb.usage.entry(dst_mm).or_default() += size.pages() as i64;
-    cow
+    *st.hugetlb.usage.entry(c.dst_mm).or_default() += c.size.pages() as i64;
+    Ok(c.cow)
+}
+
+/// Whether fork copies huge page `page` for the child now (v5.12+, `page_needs_cow_for_dma`).
+fn needs_early_cow(cx: &Cx, src_mm: MmId, page: Pfn) -> bool {
+    let k = cx.kernel();
+    let rule = k.switches.cow_reuse;
+    let st = cx.st();
+    crate::era::hugetlb_fork_copies_pinned(k.version)
+        && crate::cow::fork_copies_pinned(rule)
+        && st.hugetlb_needs_cow_for_dma(src_mm, page, rule.tracks_anon_exclusive())
+}
+
+/// fork's early copy of a possibly pinned page (4eae4efa2c29): the child gets a page of its own,
+/// allocated without a reservation (the child has none), exclusive and mapped writable; the
+/// parent's entry stays as it was.
+fn copy_pinned(
+    st: &mut KState,
+    c: &CopyCtx,
+    addr: VirtAddr,
+    dst: Ptep,
+    old: Pfn,
+) -> Result<(), Errno> {
+    let idx = st.huge_index(c.dst, addr, c.size);
+    let ctx = st.resv_ctx(c.dst);
+    let new = st.alloc_hugetlb_folio(ctx, c.inode, idx, true).map_err(|_| Errno::ENOMEM)?;
+    st.mem.copy_range(old, new, c.size.pages());
+    let p = st.hugetlb.page_mut(new);
+    p.owner = Owner::Anon;
+    p.mapcount = 1;
+    p.anon_exclusive = true;
+    p.restore_reserve = false;
+    let pte = st.make_huge_pte(c.dst, new, true);
+    st.set_huge_pte(dst, pte);
+    *st.hugetlb.usage.entry(c.dst_mm).or_default() += c.size.pages() as i64;
+    Ok(())
 }
 
 /// `hugetlb_change_protection`: mprotect of a hugetlb VMA whose flags changed, under the unmap

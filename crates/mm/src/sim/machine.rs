@@ -223,7 +223,7 @@ impl Machine {
             mlock_fbatch: Vec::new(),
             shm: Default::default(),
         };
-        st.hugetlb_boot(&config.tunables);
+        st.hugetlb_boot(&config.tunables)?;
         let kernel = Rc::new(Kernel::new(
             st,
             config.kernel,
@@ -293,6 +293,7 @@ impl Machine {
         );
         debug_assert_eq!(created, inode);
         st.inodes[inode].backing = backing;
+        st.hugetlbfs_join_mount(inode);
         st.paths.insert(path.to_string(), inode);
         Ok(inode)
     }
