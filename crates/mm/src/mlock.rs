@@ -113,38 +113,41 @@ impl KState {
 
     /// `mlock_folio`: `head` leaves the evictable lists for the unevictable one.
     fn mlock_folio(&mut self, head: Pfn) {
-        if self.folios.test(head, pg::UNEVICTABLE) {
-            return;
+        if !self.folios.test(head, pg::UNEVICTABLE) {
+            self.folio_move_mlocked(head, true);
         }
-        let on_lru = self.folios.test(head, pg::LRU);
-        if on_lru {
-            self.lruvec_del_folio(head, false);
-        }
-        self.folios.set(head, pg::UNEVICTABLE);
-        if on_lru {
-            self.lruvec_add_folio(head, false);
-        }
-        let nr = self.folios.order(head).pages();
-        self.vmstat.add(VmStat::NrMlock, nr);
-        self.vmstat.add(VmStat::UnevictablePgsMlocked, nr);
     }
 
     /// `munlock_folio`: back to the evictable lists once no locked VMA maps `head`.
     fn munlock_folio(&mut self, head: Pfn) {
-        if !self.folios.test(head, pg::UNEVICTABLE) || self.mapped_locked(head) {
-            return;
+        if self.folios.test(head, pg::UNEVICTABLE) && !self.mapped_locked(head) {
+            self.folio_move_mlocked(head, false);
         }
+    }
+
+    /// Sets or clears `head`'s mlocked state, moving it between the LRU lists if it is on one,
+    /// and counts the change.
+    fn folio_move_mlocked(&mut self, head: Pfn, mlocked: bool) {
         let on_lru = self.folios.test(head, pg::LRU);
         if on_lru {
             self.lruvec_del_folio(head, false);
         }
-        self.folios.clear_flag(head, pg::UNEVICTABLE);
+        if mlocked {
+            self.folios.set(head, pg::UNEVICTABLE);
+        } else {
+            self.folios.clear_flag(head, pg::UNEVICTABLE);
+        }
         if on_lru {
             self.lruvec_add_folio(head, false);
         }
         let nr = self.folios.order(head).pages();
-        self.vmstat.sub(VmStat::NrMlock, nr);
-        self.vmstat.add(VmStat::UnevictablePgsMunlocked, nr);
+        if mlocked {
+            self.vmstat.add(VmStat::NrMlock, nr);
+            self.vmstat.add(VmStat::UnevictablePgsMlocked, nr);
+        } else {
+            self.vmstat.sub(VmStat::NrMlock, nr);
+            self.vmstat.add(VmStat::UnevictablePgsMunlocked, nr);
+        }
     }
 
     /// A mapping of the mlocked folio `head` went: ask again at the operation's end.

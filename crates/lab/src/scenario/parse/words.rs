@@ -491,8 +491,12 @@ mod tests {
         assert_eq!(parse_map_flags("private|anonymous"), Ok(map::PRIVATE | map::ANONYMOUS));
         assert_eq!(
             parse_map_flags("private|anon").unwrap_err(),
-            "unknown `anon`, expected private, shared, anonymous, fixed, fixed_noreplace, populate, growsdown, noreserve, denywrite, hugetlb, huge_2mb, huge_1gb"
+            "unknown `anon`, expected private, shared, anonymous, fixed, fixed_noreplace, populate, locked, growsdown, noreserve, denywrite, hugetlb, huge_2mb, huge_1gb"
         );
+        // A word the table knows is taken; the same word elsewhere is still refused by name.
+        assert_eq!(parse_msync_flags("sync|invalidate"), Ok(4 | 2));
+        assert!(parse_map_flags("shared|sync").unwrap_err().contains("MAP_SYNC"));
+        assert_eq!(parse_mcl_flags(""), Ok(0));
         assert_eq!(
             parse_map_flags("shared|anonymous|hugetlb|huge_1gb"),
             Ok(map::SHARED | map::ANONYMOUS | map::HUGETLB | map::HUGE_1GB)
