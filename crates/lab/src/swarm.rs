@@ -257,6 +257,19 @@ const OPS: &[(&str, OpGen)] = &[
         ])?;
         Some(format!(r#"{{ op = "madvise", addr = "{addr}", len = {len}, advice = "{advice}" }}"#))
     }),
+    ("mlock", |g| {
+        let (addr, len) = g.range(64)?;
+        let op = *g.pick(&["mlock", "munlock", "mlock2"])?;
+        let flags = if op == "mlock2" { r#", flags = "onfault""# } else { "" };
+        Some(format!(r#"{{ op = "{op}", addr = "{addr}", len = {len}{flags} }}"#))
+    }),
+    ("mlockall", |g| {
+        let flags = *g.pick(&["current", "current|future", "current|onfault", ""])?;
+        if flags.is_empty() {
+            return Some(r#"{ op = "munlockall" }"#.to_string());
+        }
+        Some(format!(r#"{{ op = "mlockall", flags = "{flags}" }}"#))
+    }),
     ("mremap", |g| {
         let (addr, len) = g.range(64)?;
         let new_len = 4096 * (1 + g.below(32));

@@ -209,7 +209,9 @@ impl KState {
 }
 
 /// `apply_vma_lock_flags` under `mmap_lock` for write: every VMA of `[start, end)` (wholly
-/// mapped, else ENOMEM) gets `flags` in place of its lock flags (`mlock_fixup`).
+/// mapped, else ENOMEM) gets `flags` in place of its lock flags (`mlock_fixup`). A VMA that
+/// keeps its flags, or that mlock leaves alone (a hugetlb VMA, whose split inside a huge page
+/// the kernel never makes here), is not split.
 async fn apply_vma_lock_flags(
     cx: &Cx,
     mm: MmId,
@@ -217,11 +219,22 @@ async fn apply_vma_lock_flags(
     end: VirtAddr,
     flags: u64,
 ) -> Result<(), Errno> {
-    crate::mmap::covering(&cx.st(), mm, start, end)?;
-    crate::zap::split_huge_pmd_edges(cx, mm, start, end).await;
-    let vmas = cx.st().vma_split_range(mm, start, end);
+    let vmas = crate::mmap::covering(&cx.st(), mm, start, end)?;
     for v in vmas {
-        mlock_fixup(&mut cx.st(), v, flags);
+        let (s, e, changes) = {
+            let st = cx.st();
+            let vma = st.vma(v);
+            let changes = (vma.flags.0 & !LOCKED_MASK) | flags != vma.flags.0;
+            (vma.start.max(start), vma.end.min(end), changes && !st.mlock_skips(v))
+        };
+        if !changes {
+            continue;
+        }
+        crate::zap::split_huge_pmd_edges(cx, mm, s, e).await;
+        let parts = cx.st().vma_split_range(mm, s, e);
+        for p in parts {
+            mlock_fixup(&mut cx.st(), p, flags);
+        }
     }
     cx.st().vma_merge_range(mm, start, end);
     Ok(())
