@@ -37,6 +37,9 @@
 //! `PG_unevictable` are one flag (nothing else makes a page unevictable in the model: no
 //! `SHM_LOCK`, no ramfs). Processes are privileged (`CAP_IPC_LOCK`): `RLIMIT_MEMLOCK` is not
 //! checked. `unevictable_pgs_culled`, `_scanned`, `_rescued` and `_stranded` are not kept.
+//! `mremap` growing a locked VMA does not populate the new part as the kernel's does: its pages
+//! are mlocked as they are faulted. VMAs that munlock split merge back (`vma_merge_range`);
+//! mprotect and `madvise` do not merge yet, as the kernel's `vma_modify_flags` would.
 
 use crate::errno::Errno;
 use crate::folio::pg;
@@ -73,6 +76,14 @@ impl KState {
     fn mlock_skips(&self, v: VmaId) -> bool {
         let vma = self.vma(v);
         vma.flags.has(SPECIAL) || matches!(vma.vm_ops, VmOps::Hugetlb | VmOps::Dax)
+    }
+
+    /// `v`'s flags with `flags` as its lock flags, if that changes them and mlock does not leave
+    /// `v` alone (`mlock_fixup`'s early return, taken before any split).
+    fn mlock_new_flags(&self, v: VmaId, flags: u64) -> Option<u64> {
+        let old = self.vma(v).flags.0;
+        let new = (old & !LOCKED_MASK) | flags;
+        (new != old && !self.mlock_skips(v)).then_some(new)
     }
 
     /// The flags a new mapping keeps of a requested `VM_LOCKED` (`mmap_region`): none on the
@@ -224,8 +235,7 @@ async fn apply_vma_lock_flags(
         let (s, e, changes) = {
             let st = cx.st();
             let vma = st.vma(v);
-            let changes = (vma.flags.0 & !LOCKED_MASK) | flags != vma.flags.0;
-            (vma.start.max(start), vma.end.min(end), changes && !st.mlock_skips(v))
+            (vma.start.max(start), vma.end.min(end), st.mlock_new_flags(v, flags).is_some())
         };
         if !changes {
             continue;
@@ -242,13 +252,10 @@ async fn apply_vma_lock_flags(
 
 /// `mlock_fixup`: `v`'s lock flags become `flags`, and its present pages follow.
 fn mlock_fixup(st: &mut KState, v: VmaId, flags: u64) {
-    let old = st.vma(v).flags.0;
-    let new = (old & !LOCKED_MASK) | flags;
-    if new == old || st.mlock_skips(v) {
-        return;
+    if let Some(new) = st.mlock_new_flags(v, flags) {
+        st.vma_mut(v).flags.0 = new;
+        st.mlock_vma_pages_range(v);
     }
-    st.vma_mut(v).flags.0 = new;
-    st.mlock_vma_pages_range(v);
 }
 
 /// `mlock(2)` (`flags` 0) and `mlock2(2)`: ENOSYS for `mlock2` before v4.4, EINVAL for an

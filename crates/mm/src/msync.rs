@@ -52,24 +52,25 @@ pub(crate) async fn do_msync(
         let next = {
             let st = cx.st();
             let m = st.mm(mm);
-            m.vmas_in(start, end, |id| st.vma(id).end).first().map(|&v| st.vma(v).clone())
+            m.vmas_in(start, end, |id| st.vma(id).end).first().map(|&v| {
+                let vma = st.vma(v);
+                (vma.start, vma.end, vma.flags, vma.file)
+            })
         };
-        let Some(vma) = next else { return Err(Errno::ENOMEM) };
-        if start < vma.start {
+        let Some((vm_start, vm_end, vm_flags, file)) = next else { return Err(Errno::ENOMEM) };
+        if start < vm_start {
             // A hole: an `MS_ASYNC` call stops there, the others go on and fail at the end.
             if flags == ms::ASYNC {
                 return Err(Errno::ENOMEM);
             }
             unmapped = true;
         }
-        if flags & ms::INVALIDATE != 0 && vma.flags.has(VmFlags::LOCKED) {
+        if flags & ms::INVALIDATE != 0 && vm_flags.has(VmFlags::LOCKED) {
             return Err(Errno::EBUSY);
         }
-        start = vma.end;
+        start = vm_end;
         drop(g);
-        if let Some(f) =
-            vma.file.filter(|_| flags & ms::SYNC != 0 && vma.flags.has(VmFlags::SHARED))
-        {
+        if let Some(f) = file.filter(|_| flags & ms::SYNC != 0 && vm_flags.has(VmFlags::SHARED)) {
             let inode = cx.st().file(f).inode;
             crate::filemap::writeback(cx, inode).await;
         }
