@@ -1016,6 +1016,19 @@ pub fn pagemap_pmd_per_page(k: KernelVersion) -> bool {
     k >= v(6, 11)
 }
 
+/// `brk` keeps `stack_guard_gap` (256 pages) below a `VM_GROWSDOWN` VMA: "mm: larger stack
+/// guard gap, between vmas" (1be7107fbe18, v4.12); before, only a VMA within a page refused it.
+pub fn brk_respects_stack_guard_gap(k: KernelVersion) -> bool {
+    k >= v(4, 12)
+}
+
+/// `/proc/PID/maps` names `[heap]` a VMA that merely touches `[start_brk, brk]` (the bss before
+/// an empty heap among them) up to v6.6; from v6.7 it must overlap ("mm: fix VMA heap bounds
+/// checking", Kefeng Wang, v6.7-rc6; id not verified).
+pub fn heap_name_touching(k: KernelVersion) -> bool {
+    k < v(6, 7)
+}
+
 /// `mlock2(2)`, `MLOCK_ONFAULT`, `MCL_ONFAULT` and `VM_LOCKONFAULT` exist: "mm: mlock: add new
 /// system call mlock2" (a8ca5d0ecbdd, v4.4); before, `mlock2` is ENOSYS and `MCL_ONFAULT`
 /// EINVAL.

@@ -50,6 +50,8 @@ impl KState {
             pgtables: [0; 3],
             deposited: BTreeMap::new(),
             def_flags: 0,
+            start_brk: VirtAddr(0),
+            brk: VirtAddr(0),
         };
         Ok(self.mms.push(Some(Box::new(mm))))
     }
@@ -66,6 +68,9 @@ impl KState {
         let new = self.mm_alloc(handle, child)?;
         self.procs[child].mm = Some(new);
         self.mm_inherit_flags(new, parent);
+        let (start_brk, brk) = (self.mm(parent).start_brk, self.mm(parent).brk);
+        let child_mm = self.mm_mut(new);
+        (child_mm.start_brk, child_mm.brk) = (start_brk, brk);
         Ok(new)
     }
 }

@@ -13,6 +13,7 @@
 //! threads act through [`Thread`], whose methods mirror the syscalls.
 
 pub mod arch;
+mod brk;
 mod cow;
 pub mod era;
 pub mod errno;

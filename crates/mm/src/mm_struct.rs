@@ -67,6 +67,10 @@ pub struct MmStruct {
     pub deposited: BTreeMap<(PtId, usize), simcore::Pfn>,
     /// `mm->def_flags`: `VM_NOHUGEPAGE` after `PR_SET_THP_DISABLE` before v4.13.
     pub def_flags: u64,
+    /// `mm->start_brk` and `mm->brk`: where the heap begins and the program break
+    /// (`brk.rs`), set by `exec`.
+    pub start_brk: VirtAddr,
+    pub brk: VirtAddr,
 }
 
 impl MmStruct {

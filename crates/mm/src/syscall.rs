@@ -165,6 +165,12 @@ impl Thread {
         crate::mlock::do_munlock(&self.cx, self.mm()?, addr, len).await
     }
 
+    /// `brk(2)`: asks for the program break `addr` and returns the break in force afterwards
+    /// (`addr` when granted, the old break when refused; `brk.rs`).
+    pub async fn brk(&self, addr: VirtAddr) -> Result<VirtAddr, Errno> {
+        Ok(crate::brk::do_brk(&self.cx, self.mm()?, addr).await)
+    }
+
     /// `mlockall(2)` with `mlock::mcl` flags.
     pub async fn mlockall(&self, flags: u32) -> Result<(), Errno> {
         crate::mlock::do_mlockall(&self.cx, self.mm()?, flags).await

@@ -108,7 +108,6 @@ impl fmt::Debug for VmFlags {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum VmaRole {
     Plain,
-    Heap,
     Stack,
 }
 

@@ -263,3 +263,32 @@ fn the_elf_loader_maps_segments_deny_write_by_era() {
         assert_eq!(smaps.matches(&text_flags).count(), 2, "{kernel}: {smaps}");
     }
 }
+
+/// The break starts after the bss; `/proc/PID/maps` names the bss `[heap]` while the heap is
+/// empty only up to v6.6 (touching ranges), and the grown heap on every kernel; a forked child
+/// has the parent's break.
+#[test]
+fn brk_grows_the_bss_and_maps_names_the_heap() {
+    for (kernel, empty_heap_named) in [((6, 6), true), ((6, 7), false)] {
+        let version = mm::KernelVersion::new(kernel.0, kernel.1);
+        let profile = mm::Profile::named("tiny").unwrap().resized(None, Some(Bytes::mib(64)));
+        let mut m = mm::Machine::new(mm::MachineConfig::new(profile.unwrap(), version)).unwrap();
+        m.create_file("/bin/app", &FileSpec::zeros(Bytes::mib(3))).unwrap();
+        let pid = m.new_process("shell").unwrap();
+        let (layout, start) = run_in(&mut m, pid, |t| async move {
+            let layout = t.exec("/bin/app", ExecImage::default()).await.unwrap();
+            (layout, t.brk(VirtAddr(0)).await.unwrap())
+        });
+        assert_eq!(start, layout.bss + Bytes::kib(64));
+        assert_eq!(m.maps(pid).contains("[heap]"), empty_heap_named, "{}", m.maps(pid));
+        let child = run_in(&mut m, pid, move |t| async move {
+            assert_eq!(t.brk(start + Bytes::kib(8)).await, Ok(start + Bytes::kib(8)));
+            t.fork().await.unwrap()
+        });
+        let line = format!("{:08x}-{:08x} rw-p", layout.bss.0, (start + Bytes::kib(8)).0);
+        assert!(m.maps(pid).contains(&line) && m.maps(pid).contains("[heap]"), "{}", m.maps(pid));
+        run_in(&mut m, child, move |t| async move {
+            assert_eq!(t.brk(VirtAddr(0)).await, Ok(start + Bytes::kib(8)));
+        });
+    }
+}

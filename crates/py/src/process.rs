@@ -187,6 +187,15 @@ impl Process {
         self.run(py, cpu, "munlockall", None, move |t| async move { t.munlockall().await })
     }
 
+    /// `brk(2)`: asks for the program break `addr` (0 to read it) and returns the break in
+    /// force afterwards (the old one when refused).
+    #[pyo3(signature = (addr, *, cpu=0))]
+    fn brk(&self, py: Python<'_>, addr: u64, cpu: u32) -> PyResult<u64> {
+        let at =
+            self.run(py, cpu, "brk", None, move |t| async move { t.brk(VirtAddr(addr)).await })?;
+        Ok(at.0)
+    }
+
     /// `msync(2)` with `flags` ("sync", "async", "invalidate" joined with "|", or "").
     #[pyo3(signature = (addr, length, flags, *, cpu=0))]
     fn msync(

@@ -25,7 +25,7 @@
 //!    picture's analysis data) and reads the picture that arrived `lookahead / 2` frames ago;
 //! 3. *encoding*: the picture that arrived `lookahead` frames ago is encoded: its slot and the
 //!    `references` most recent reconstructed pictures are read, its own reconstruction is
-//!    written, the encoder state is read and written, and the code is executed;
+//!    written (into a pool of `reference_slots`), the encoder state is read and written, and the code is executed;
 //! 4. the segment's computation, `compute_per_frame / threads` of CPU time.
 //!
 //! After the last input frame the pictures still in the lookahead are encoded. Each worker
@@ -70,6 +70,10 @@ pub struct Config {
     pub picture_bytes: Bytes,
     /// Reference pictures read per encoded frame.
     pub references: u64,
+    /// Reconstructed pictures in the pool (more than `references`): frame `e`'s
+    /// reconstruction is written to slot `e % reference_slots`, so a slot waits that many frames
+    /// between writes.
+    pub reference_slots: u64,
     /// Memory per reconstructed picture.
     pub reference_bytes: Bytes,
     /// Encoder state touched every frame.
@@ -135,11 +139,21 @@ async fn sweep(
 
 impl Encoder {
     pub fn new(machine: &mut Machine, config: Config) -> Result<Encoder, String> {
-        if config.threads == 0 || config.picture_slots <= config.lookahead || config.frames == 0 {
+        if config.threads == 0
+            || config.picture_slots <= config.lookahead
+            || config.reference_slots <= config.references
+            || config.frames == 0
+        {
             return Err(format!(
-                "encoder: {} threads, {} picture slots for a lookahead of {}, {} frames: expected \
-                 threads, more slots than the lookahead, and frames",
-                config.threads, config.picture_slots, config.lookahead, config.frames
+                "encoder: {} threads, {} picture slots for a lookahead of {}, {} reconstructed \
+                 pictures for {} references, {} frames: expected threads, more slots than the \
+                 lookahead, more reconstructed pictures than references, and frames",
+                config.threads,
+                config.picture_slots,
+                config.lookahead,
+                config.reference_slots,
+                config.references,
+                config.frames
             ));
         }
         if config.luma_bytes.as_u64() < 4 || config.picture_bytes < config.frame_bytes() {
@@ -237,7 +251,7 @@ impl Config {
         let anon = |b: Bytes, n: u64| Bytes::from_pages(pages(b) * n);
         [
             anon(self.picture_bytes, self.picture_slots),
-            anon(self.reference_bytes, self.references + 1),
+            anon(self.reference_bytes, self.reference_slots),
             anon(self.state_bytes, 1),
         ]
     }
@@ -276,7 +290,7 @@ async fn setup(t: &Thread, c: &Config) -> Result<Layout, mm::SysError> {
     let references = t.mmap_anon(references_len, rw).await?;
     let state = t.mmap_anon(state_len, rw).await?;
     sweep(t, pictures, 0, pages(c.picture_bytes) * c.picture_slots, Access::Write).await?;
-    sweep(t, references, 0, pages(c.reference_bytes) * (c.references + 1), Access::Write).await?;
+    sweep(t, references, 0, pages(c.reference_bytes) * c.reference_slots, Access::Write).await?;
     sweep(t, state, 0, pages(c.state_bytes), Access::Write).await?;
     sweep(t, code, 0, pages(c.code_bytes), Access::Exec).await?;
     Ok(Layout { input_fd: fd, code, pictures, references, state })
@@ -381,10 +395,10 @@ async fn segment(t: &Thread, c: &Config, l: Layout, f: u64, i: u32) -> Result<()
     let Some(e) = f.checked_sub(c.lookahead) else { return Ok(()) };
     sweep(t, l.pictures, slot(e) + pic_first, pic_n, Access::Read).await?;
     for r in 1..=c.references.min(e) {
-        let s = ((e - r) % (c.references + 1)) * reference;
+        let s = ((e - r) % c.reference_slots) * reference;
         sweep(t, l.references, s + ref_first, ref_n, Access::Read).await?;
     }
-    let s = (e % (c.references + 1)) * reference;
+    let s = (e % c.reference_slots) * reference;
     sweep(t, l.references, s + ref_first, ref_n, Access::Write).await?;
     sweep(t, l.state, st_first, st_n, Access::Write).await?;
     sweep(t, l.code, 0, pages(c.code_bytes), Access::Exec).await?;
@@ -424,6 +438,7 @@ mod tests {
             picture_slots: 6,
             picture_bytes: Bytes::from_pages(6),
             references: 1,
+            reference_slots: 2,
             reference_bytes: frame,
             state_bytes: frame,
             code_bytes: frame,
@@ -462,6 +477,7 @@ mod tests {
             picture_slots: 2,
             picture_bytes: Bytes::from_pages(2),
             references: 0,
+            reference_slots: 1,
             reference_bytes: Bytes::PAGE,
             state_bytes: Bytes::PAGE,
             code_bytes: Bytes::PAGE,

@@ -228,6 +228,7 @@ pub async fn execute(t: &Thread, op: &Op, env: &RefCell<Env>) -> OpResult {
         | OpKind::Mprotect { .. }
         | OpKind::Madvise { .. }
         | OpKind::Mremap { .. }
+        | OpKind::Brk { .. }
         | OpKind::Touch { .. }
         | OpKind::ReadBytes { .. }
         | OpKind::Mincore { .. }
@@ -343,6 +344,7 @@ async fn memory_op(t: &Thread, op: &Op, env: &RefCell<Env>) -> Result<Outcome, S
             Outcome::Done
         }
         OpKind::Mremap { .. } => mremap(t, op, env).await?,
+        OpKind::Brk { addr: a } => Outcome::Bound(Value::Addr(t.brk(addr(a)?).await?)),
         OpKind::Touch { addr: a, len, access } => {
             t.touch(addr(a)?, *len, *access).await?;
             Outcome::Done
@@ -665,6 +667,12 @@ pub fn check(op: &Op, env: &Env, result: &Result<Outcome, SysError>) -> Result<(
         (OpExpect::Value(c), r) => {
             (matches!(r, Ok(Outcome::Value(n)) if c.holds(*n)), format!("a value {c}"))
         }
+        (OpExpect::Addr(a), r) => match env.addr(a) {
+            Ok(want) => {
+                (*r == Ok(Outcome::Bound(Value::Addr(want))), format!("success ({want:?})"))
+            }
+            Err(name) => (false, format!("the address of `{name}`, which is unbound")),
+        },
     };
     if ok {
         return Ok(());

@@ -280,6 +280,10 @@ pub enum OpKind {
         flags: u32,
     },
     Munlockall,
+    /// `brk(addr)`: returns the program break in force afterwards.
+    Brk {
+        addr: AddrExpr,
+    },
     /// `msync(addr, len, flags)` (`mm::msync::ms`).
     Msync {
         addr: AddrExpr,
@@ -539,6 +543,7 @@ impl OpKind {
             OpKind::Munlock { .. } => "munlock",
             OpKind::Mlockall { .. } => "mlockall",
             OpKind::Munlockall => "munlockall",
+            OpKind::Brk { .. } => "brk",
             OpKind::Msync { .. } => "msync",
             OpKind::Mremap { .. } => "mremap",
             OpKind::Open { .. } => "open",
@@ -592,9 +597,10 @@ impl OpKind {
     /// What kind of value the operation's result is, if it can be bound to a name.
     pub fn binds(&self) -> Option<ValueKind> {
         match self {
-            OpKind::Mmap { .. } | OpKind::Mremap { .. } | OpKind::Shmat { .. } => {
-                Some(ValueKind::Addr)
-            }
+            OpKind::Mmap { .. }
+            | OpKind::Mremap { .. }
+            | OpKind::Shmat { .. }
+            | OpKind::Brk { .. } => Some(ValueKind::Addr),
             OpKind::Shmget { .. } => Some(ValueKind::Shm),
             OpKind::Open { .. } | OpKind::Dup { .. } | OpKind::MemfdCreate { .. } => {
                 Some(ValueKind::Fd)
@@ -700,6 +706,8 @@ pub enum OpExpect {
     Iterations(Comparison),
     /// Success reading a number that meets this (`sysfs_read`).
     Value(Comparison),
+    /// Success returning this address (`brk`'s break).
+    Addr(AddrExpr),
 }
 
 /// An expectation on an observable, checked after a step or at the end.

@@ -87,6 +87,12 @@ pub struct ElfObject {
 }
 
 impl ElfObject {
+    /// `elf_brk` page-aligned: the end of the highest segment's memory, where the break starts.
+    pub fn brk(&self) -> Option<VirtAddr> {
+        let ends = self.segments.iter().map(|s| s.pages(self.bias).map(|(_, _, end)| end));
+        ends.collect::<Option<Vec<_>>>()?.into_iter().max()
+    }
+
     /// The largest `p_align` of its `PT_LOAD` segments (at least a page).
     pub fn max_align(&self) -> Bytes {
         self.segments.iter().map(|s| s.align).max().unwrap_or(Bytes::PAGE).max(Bytes::PAGE)
@@ -129,7 +135,8 @@ pub(crate) async fn load_elf_binary(cx: &Cx, pid: Pid, image: &ElfExec) -> Resul
         object_segments(object, file, denywrite, &mut segments)?;
     }
     segments.push(ExecSegment::stack(image.stack_top, image.stack));
-    let loaded = begin_new_exec(cx, pid, exe, &image.exe.path, &segments).await;
+    let brk = image.exe.brk().ok_or(Errno::ENOMEM)?;
+    let loaded = begin_new_exec(cx, pid, exe, &image.exe.path, &segments, brk).await;
     if let Some(f) = interp {
         cx.st().file_put(f);
     }

@@ -90,11 +90,10 @@ pub(crate) async fn do_exec(
             .file(file(0)),
         ExecSegment::new(data_at, data, VmFlags::READ | VmFlags::WRITE | VmFlags::DENYWRITE)
             .file(file(text.as_u64() >> 12)),
-        ExecSegment::new(bss_at, bss, VmFlags::READ | VmFlags::WRITE | VmFlags::ACCOUNT)
-            .role(VmaRole::Heap),
+        ExecSegment::new(bss_at, bss, VmFlags::READ | VmFlags::WRITE | VmFlags::ACCOUNT),
         ExecSegment::stack(stack_top, stack),
     ];
-    begin_new_exec(cx, pid, exe, path, &segments).await?;
+    begin_new_exec(cx, pid, exe, path, &segments, bss_at + bss).await?;
     Ok(ExecLayout { text: text_at, data: data_at, bss: bss_at, stack_top })
 }
 
@@ -130,7 +129,8 @@ impl ExecSegment {
 
 /// The point of no return (`begin_new_exec`, then the loader's mappings): tears down `pid`'s
 /// old mm, gives it a new one holding `segments` (each file's linked under its `i_mmap_rwsem`,
-/// the anonymous ones after), with `exe` as `mm->exe_file` and the process named after `path`.
+/// the anonymous ones after), with `exe` as `mm->exe_file`, `brk` (the end of the executable's
+/// bss) as the start of the heap and the break, and the process named after `path`.
 /// Every file segment takes a reference on its file.
 pub(crate) async fn begin_new_exec(
     cx: &Cx,
@@ -138,6 +138,7 @@ pub(crate) async fn begin_new_exec(
     exe: FileId,
     path: &str,
     segments: &[ExecSegment],
+    brk: VirtAddr,
 ) -> Result<(), Errno> {
     let old = cx.st().procs[pid].mm.take();
     if let Some(old) = old {
@@ -166,7 +167,8 @@ pub(crate) async fn begin_new_exec(
     }
     {
         let mut st = cx.st();
-        st.mm_mut(mm).exe_file = Some(exe);
+        let m = st.mm_mut(mm);
+        (m.exe_file, m.start_brk, m.brk) = (Some(exe), brk, brk);
         let p = &mut st.procs[pid];
         p.mm = Some(mm);
         p.name = path.rsplit('/').next().unwrap_or(path).chars().take(15).collect();

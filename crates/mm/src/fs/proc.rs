@@ -283,8 +283,8 @@ impl KState {
             }
             None => {
                 let name = match v.role {
-                    VmaRole::Heap => "[heap]",
                     VmaRole::Stack => "[stack]",
+                    VmaRole::Plain if self.vma_is_initial_heap(vma) => "[heap]",
                     VmaRole::Plain => "",
                 };
                 (0, "00:00", 0, name.to_string())

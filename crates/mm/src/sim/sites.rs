@@ -58,6 +58,8 @@ pub const KERNEL_NAMES: &[(&str, Option<&str>, &str)] = &[
     ("do_mlockall", None, "sys_mlockall"),
     ("do_munlockall", None, "sys_munlockall"),
     ("do_msync", None, "sys_msync"),
+    // brk.rs: the syscall's body.
+    ("do_brk", None, "sys_brk"),
     // Syscall entries whose kernel names are not `sys_<name>`.
     ("fork", None, "kernel_clone"),
     ("exit", None, "do_exit"),

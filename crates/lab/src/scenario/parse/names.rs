@@ -292,6 +292,7 @@ fn op_refs(k: &OpKind) -> Vec<(String, ValueKind)> {
         OpKind::Shmctl { shmid, .. } => vec![(shmid.clone(), ValueKind::Shm)],
         OpKind::Munmap { addr: a, .. }
         | OpKind::Shmdt { addr: a }
+        | OpKind::Brk { addr: a }
         | OpKind::Mprotect { addr: a, .. }
         | OpKind::Madvise { addr: a, .. }
         | OpKind::Mlock { addr: a, .. }

@@ -66,7 +66,7 @@ impl Parser<'_> {
             return Err(self.err(f.line_of("op"), why));
         }
         Err(self.err(f.line_of("op"), format!(
-            "unknown operation `{name}`: expected one of mmap, munmap, mremap, mprotect, madvise, mlock, mlock2, munlock, mlockall, munlockall, msync, open, memfd_create, shmget, shmat, shmdt, shmctl, close, dup, read, write, truncate, ftruncate, fallocate, fsync, fork, exit, exec, touch, read_bytes, write_bytes, increment, mincore, run, pin, pin_read, unpin, io_uring_register_buffers, io_uring_unregister_buffers, read_fixed, write_fixed, pread_direct, complete, clear_refs, pipe, vmsplice, sleep, fadvise, memory_reclaim, prctl, sysfs_write, repeat, notify, wait"
+            "unknown operation `{name}`: expected one of mmap, munmap, mremap, mprotect, madvise, mlock, mlock2, munlock, mlockall, munlockall, msync, brk, open, memfd_create, shmget, shmat, shmdt, shmctl, close, dup, read, write, truncate, ftruncate, fallocate, fsync, fork, exit, exec, touch, read_bytes, write_bytes, increment, mincore, run, pin, pin_read, unpin, io_uring_register_buffers, io_uring_unregister_buffers, read_fixed, write_fixed, pread_direct, complete, clear_refs, pipe, vmsplice, sleep, fadvise, memory_reclaim, prctl, sysfs_write, repeat, notify, wait"
         )))
     }
 
@@ -91,6 +91,7 @@ impl Parser<'_> {
             "munlock" => OpKind::Munlock { addr: f.addr("addr")?, len: f.size("len")? },
             "mlockall" => OpKind::Mlockall { flags: f.keyword("flags", parse_mcl_flags, None)? },
             "munlockall" => OpKind::Munlockall,
+            "brk" => OpKind::Brk { addr: f.addr("addr")? },
             "msync" => OpKind::Msync {
                 addr: f.addr("addr")?,
                 len: f.size("len")?,
@@ -572,7 +573,7 @@ impl Parser<'_> {
         } else {
             return Err(self.err(
                 node.line,
-                "expect: expected one of errno, signal, data, data_hex, fill, bytes, iterations, value",
+                "expect: expected one of errno, signal, data, data_hex, fill, bytes, iterations, value, addr",
             ));
         };
         f.finish(&[
@@ -585,6 +586,7 @@ impl Parser<'_> {
             "bytes",
             "iterations",
             "value",
+            "addr",
             "when",
         ])?;
         Ok(e)
@@ -592,7 +594,8 @@ impl Parser<'_> {
 }
 
 impl Parser<'_> {
-    /// An `expect` table's `iterations` (a `repeat`'s) or `value` (a `sysfs_read`'s), if given.
+    /// An `expect` table's `iterations` (a `repeat`'s), `value` (a `sysfs_read`'s) or `addr` (a
+    /// `brk`'s break), if given.
     fn numeric_expect(
         &self,
         f: &Fields,
@@ -610,6 +613,14 @@ impl Parser<'_> {
                 return Err(self.err(node.line, format!("`{}` reads no number", kind.name())));
             }
             return Ok(Some(OpExpect::Value(self.iterations(n)?)));
+        }
+        if let Some(a) = f.opt_addr("addr")? {
+            if !matches!(kind, OpKind::Brk { .. }) {
+                return Err(
+                    self.err(node.line, format!("`{}` returns no address to compare", kind.name()))
+                );
+            }
+            return Ok(Some(OpExpect::Addr(a)));
         }
         Ok(None)
     }
@@ -646,7 +657,7 @@ fn op_keys(kind: &OpKind) -> &'static [&'static str] {
         OpKind::MemfdCreate { .. } => &["name", "flags"],
         OpKind::Shmget { .. } => &["key", "size", "flags"],
         OpKind::Shmat { .. } => &["shmid", "addr", "flags"],
-        OpKind::Shmdt { .. } => &["addr"],
+        OpKind::Shmdt { .. } | OpKind::Brk { .. } => &["addr"],
         OpKind::Shmctl { .. } => &["shmid", "cmd", "field"],
         OpKind::Close { .. } | OpKind::Dup { .. } | OpKind::Fsync { .. } => &["fd"],
         OpKind::Read { .. } => &["fd", "buf", "len", "offset"],
