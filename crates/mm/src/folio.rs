@@ -1,11 +1,14 @@
 //! Folios: the per-frame state of simulated physical memory (`include/linux/mm_types.h`,
 //! `include/linux/page-flags.h`, Linux v6.8).
 //!
-//! One packed [`PageMeta`] of 28 bytes per frame (Linux spends 64 on `struct page`), indexed by
+//! One packed [`PageMeta`] of 24 bytes per frame (Linux spends 64 on `struct page`), indexed by
 //! pfn and grown only as far as frames have been handed out. For a large folio the head frame
 //! carries the folio's flags, refcount and mapping; its order, entire (PMD) mapcount and pincount
 //! live in a side table, since large folios are few. Tail frames carry their per-page (PTE)
-//! mapcount and their offset from the head, as the kernel's tail pages do.
+//! mapcount and their offset from the head, as the kernel's tail pages do. The refcount is held
+//! in 16 bits and a page's PTE mapcount in 8; the rare larger counts (a small folio with 64
+//! FOLL_PIN pins, a page mapped 255 times) escape to exact side tables, so every count reads the
+//! same as a 32-bit field would.
 //!
 //! References: a folio's refcount is the sum of its page-cache or swap-cache references (one per
 //! page), one per PTE or PMD that maps it, `GUP_PIN_COUNTING_BIAS` per FOLL_PIN pin of a small
@@ -131,28 +134,35 @@ impl Mapping {
 #[repr(C)]
 pub struct PageMeta {
     pub flags: u16,
-    /// PTE mappings of this page (the kernel's `_mapcount + 1`).
-    pub mapcount: u16,
-    /// Head or small folio: `_refcount`. Tail: 0.
-    pub refcount: u32,
+    /// Head or small folio: `_refcount`, or [`REF_ESCAPED`] when the count (65 535 or more:
+    /// pins of a small folio count 1024 each) lives in [`Folios::big_refs`]. Tail: 0.
+    refcount: u16,
+    /// Bits 0-7: PTE mappings of this page (the kernel's `_mapcount + 1`), or [`MAP_ESCAPED`]
+    /// when the count (255 or more) lives in [`Folios::big_maps`]. Head or small folio: the
+    /// memory cgroup (bits 8-23), the multi-gen LRU generation plus one (bits 24-26; 0 when not
+    /// on a generation list) and the reference counter (bits 27-28).
+    map_lru: u32,
     mapping: u32,
     /// Head or small folio: `folio->index` (page offset in the file, or the anon index relative
     /// to its anon_vma). Tail: offset from the head.
     pub index: u32,
     lru_prev: u32,
     lru_next: u32,
-    /// Head or small folio: the memory cgroup (low 16 bits), the multi-gen LRU generation plus
-    /// one (bits 16-18; 0 when not on a generation list) and the reference counter (bits 19-20).
-    lru_ext: u32,
 }
 
-const _: () = assert!(size_of::<PageMeta>() == 28);
+const _: () = assert!(size_of::<PageMeta>() == 24);
 
-const GEN_SHIFT: u32 = 16;
+/// A refcount too large for [`PageMeta`]'s 16 bits.
+const REF_ESCAPED: u16 = u16::MAX;
+/// A PTE mapcount too large for [`PageMeta`]'s 8 bits.
+const MAP_ESCAPED: u32 = 0xff;
+const MAP_MASK: u32 = 0xff;
+const MEMCG_SHIFT: u32 = 8;
+const MEMCG_MASK: u32 = 0xffff << MEMCG_SHIFT;
+const GEN_SHIFT: u32 = 24;
 const GEN_MASK: u32 = 0x7 << GEN_SHIFT;
-const REFS_SHIFT: u32 = 19;
+const REFS_SHIFT: u32 = 27;
 const REFS_MASK: u32 = 0x3 << REFS_SHIFT;
-const MEMCG_MASK: u32 = 0xffff;
 
 /// The list a folio is on (`enum lru_list`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -220,6 +230,10 @@ pub struct Folios {
     pins: BTreeMap<u32, u32>,
     /// Every lruvec's lists, by [`ListIdx`]; grown as lruvecs are created.
     lists: Vec<ListHead>,
+    /// Refcounts of [`REF_ESCAPED`] frames, per pfn.
+    big_refs: BTreeMap<u32, u32>,
+    /// PTE mapcounts of [`MAP_ESCAPED`] frames, per pfn.
+    big_maps: BTreeMap<u32, u32>,
 }
 
 const EMPTY_LIST: ListHead = ListHead { head: NIL, tail: NIL, nr_pages: 0 };
@@ -232,6 +246,8 @@ impl Folios {
             extra: BTreeMap::new(),
             pins: BTreeMap::new(),
             lists: Vec::new(),
+            big_refs: BTreeMap::new(),
+            big_maps: BTreeMap::new(),
         }
     }
 
@@ -257,6 +273,34 @@ impl Folios {
         self.meta.len() * size_of::<PageMeta>()
     }
 
+    fn set_refcount(&mut self, pfn: Pfn, count: u32) {
+        let key = pfn.0 as u32;
+        let m = &mut self.meta[pfn.0 as usize];
+        if m.refcount == REF_ESCAPED {
+            self.big_refs.remove(&key);
+        }
+        match u16::try_from(count) {
+            Ok(c) if c != REF_ESCAPED => m.refcount = c,
+            _ => {
+                m.refcount = REF_ESCAPED;
+                self.big_refs.insert(key, count);
+            }
+        }
+    }
+
+    fn set_mapcount(&mut self, pfn: Pfn, count: u32) {
+        let key = pfn.0 as u32;
+        let m = &mut self.meta[pfn.0 as usize];
+        if m.map_lru & MAP_MASK == MAP_ESCAPED {
+            self.big_maps.remove(&key);
+        }
+        let inline = count.min(MAP_ESCAPED);
+        m.map_lru = (m.map_lru & !MAP_MASK) | inline;
+        if inline == MAP_ESCAPED {
+            self.big_maps.insert(key, count);
+        }
+    }
+
     pub fn meta(&self, pfn: Pfn) -> &PageMeta {
         &self.meta[pfn.0 as usize]
     }
@@ -269,8 +313,8 @@ impl Folios {
     pub(crate) fn prep_new(&mut self, head: Pfn, order: Order) {
         self.grow(head.0 + order.pages());
         self.extra.insert(head.0 as u32, 1);
+        assert_eq!(self.refcount(head), 0, "allocating folio {head} with references");
         let m = self.meta_mut(head);
-        assert_eq!(m.refcount, 0, "allocating folio {head} with references");
         *m = PageMeta { refcount: 1, ..PageMeta::default() };
         if order.0 > 0 {
             m.flags = pg::HEAD;
@@ -286,11 +330,13 @@ impl Folios {
     pub(crate) fn clear(&mut self, head: Pfn) -> Order {
         let order = self.order(head);
         let m = self.meta(head);
-        assert_eq!(m.refcount, 0, "freeing folio {head} with references");
-        assert_eq!(m.mapcount, 0, "freeing mapped folio {head}");
+        assert_eq!(self.refcount(head), 0, "freeing folio {head} with references");
+        assert_eq!(self.page_mapcount(head), 0, "freeing mapped folio {head}");
         assert_eq!(m.flags & pg::LRU, 0, "freeing folio {head} still on an LRU list");
         assert!(!self.extra.contains_key(&(head.0 as u32)), "freeing folio {head} with holders");
         assert!(!self.pins.contains_key(&(head.0 as u32)), "freeing pinned folio {head}");
+        let pfns = head.0 as u32..(head.0 + order.pages()) as u32;
+        assert!(self.big_maps.range(pfns).next().is_none(), "freeing mapped folio {head}");
         for i in 0..order.pages() {
             *self.meta_mut(head + i) = PageMeta::default();
         }
@@ -317,17 +363,18 @@ impl Folios {
         let mapped: u32 = (0..nr).map(|i| self.page_mapcount(head + i)).sum();
         let cached = per_page * nr as u32;
         assert_eq!(
-            h.refcount,
+            self.refcount(head),
             mapped + holders + cached,
             "splitting folio {head} with unknown references"
         );
         let shared = h.flags & !(pg::HEAD | pg::TAIL | pg::ANON_EXCLUSIVE | pg::LRU | pg::LOCKED);
         for i in 0..nr {
+            let refs = self.page_mapcount(head + i) + per_page + if i == 0 { holders } else { 0 };
+            self.set_refcount(head + i, refs);
             let m = self.meta_mut(head + i);
             let own = m.flags & pg::ANON_EXCLUSIVE | if i == 0 { h.flags & pg::LOCKED } else { 0 };
             m.flags = shared | own;
-            m.refcount = u32::from(m.mapcount) + per_page + if i == 0 { holders } else { 0 };
-            m.lru_ext = h.lru_ext;
+            m.map_lru = (m.map_lru & MAP_MASK) | (h.map_lru & !MAP_MASK);
             (m.lru_prev, m.lru_next) = (NIL, NIL);
         }
         nr
@@ -396,23 +443,26 @@ impl Folios {
     }
 
     pub fn refcount(&self, head: Pfn) -> u32 {
-        self.meta(head).refcount
+        match self.meta(head).refcount {
+            REF_ESCAPED => self.big_refs[&(head.0 as u32)],
+            r => u32::from(r),
+        }
     }
 
     /// `folio_ref_add`.
     pub(crate) fn get(&mut self, head: Pfn, n: u32) {
-        let m = self.meta_mut(head);
-        assert!(m.refcount > 0, "get on free folio {head}");
-        m.refcount = m.refcount.checked_add(n).expect("refcount overflow");
+        let r = self.refcount(head);
+        assert!(r > 0, "get on free folio {head}");
+        self.set_refcount(head, r.checked_add(n).expect("refcount overflow"));
     }
 
     /// `folio_ref_sub`; returns true when the count reached zero (the caller frees the folio).
     #[must_use = "a folio whose last reference was dropped must be freed"]
     pub(crate) fn put(&mut self, head: Pfn, n: u32) -> bool {
-        let m = self.meta_mut(head);
-        m.refcount =
-            m.refcount.checked_sub(n).unwrap_or_else(|| panic!("refcount underflow on {head}"));
-        m.refcount == 0
+        let r = self.refcount(head);
+        let r = r.checked_sub(n).unwrap_or_else(|| panic!("refcount underflow on {head}"));
+        self.set_refcount(head, r);
+        r == 0
     }
 
     /// A reference taken by a holder that is not a mapping or a cache (GUP, IO, isolation).
@@ -504,7 +554,10 @@ impl Folios {
     }
 
     pub fn page_mapcount(&self, pfn: Pfn) -> u32 {
-        u32::from(self.meta(pfn).mapcount)
+        match self.meta(pfn).map_lru & MAP_MASK {
+            MAP_ESCAPED => self.big_maps[&(pfn.0 as u32)],
+            m => m,
+        }
     }
 
     /// `folio_mapcount`: PTE mappings of all pages plus PMD mappings.
@@ -544,14 +597,15 @@ impl Folios {
     }
 
     pub(crate) fn inc_mapcount(&mut self, pfn: Pfn) {
-        let m = self.meta_mut(pfn);
-        m.mapcount = m.mapcount.checked_add(1).expect("more than 65535 mappings of one page");
+        let m = self.page_mapcount(pfn);
+        assert!(m < u32::from(u16::MAX), "more than 65535 mappings of one page");
+        self.set_mapcount(pfn, m + 1);
     }
 
     pub(crate) fn dec_mapcount(&mut self, pfn: Pfn) {
-        let m = self.meta_mut(pfn);
-        m.mapcount =
-            m.mapcount.checked_sub(1).unwrap_or_else(|| panic!("mapcount underflow on {pfn}"));
+        let m = self.page_mapcount(pfn);
+        let m = m.checked_sub(1).unwrap_or_else(|| panic!("mapcount underflow on {pfn}"));
+        self.set_mapcount(pfn, m);
     }
 
     /// Pages on `list`.
@@ -639,35 +693,35 @@ impl Folios {
 
     /// The memory cgroup a folio is charged to (`folio_memcg`), as its raw id.
     pub fn memcg_raw(&self, head: Pfn) -> u16 {
-        (self.meta(head).lru_ext & MEMCG_MASK) as u16
+        ((self.meta(head).map_lru & MEMCG_MASK) >> MEMCG_SHIFT) as u16
     }
 
     pub(crate) fn set_memcg_raw(&mut self, head: Pfn, memcg: u16) {
         let m = self.meta_mut(head);
-        m.lru_ext = (m.lru_ext & !MEMCG_MASK) | u32::from(memcg);
+        m.map_lru = (m.map_lru & !MEMCG_MASK) | (u32::from(memcg) << MEMCG_SHIFT);
     }
 
     /// The multi-gen LRU generation the folio is on (`folio_lru_gen`), if any.
     pub fn lru_gen(&self, head: Pfn) -> Option<u8> {
-        let g = (self.meta(head).lru_ext & GEN_MASK) >> GEN_SHIFT;
+        let g = (self.meta(head).map_lru & GEN_MASK) >> GEN_SHIFT;
         (g != 0).then(|| (g - 1) as u8)
     }
 
     pub(crate) fn set_lru_gen(&mut self, head: Pfn, generation: Option<u8>) {
         let g = generation.map_or(0, |g| u32::from(g) + 1);
         let m = self.meta_mut(head);
-        m.lru_ext = (m.lru_ext & !GEN_MASK) | (g << GEN_SHIFT);
+        m.map_lru = (m.map_lru & !GEN_MASK) | (g << GEN_SHIFT);
     }
 
     /// The 2-bit reference counter of the multi-gen LRU (`LRU_REFS_MASK`).
     pub fn lru_refs(&self, head: Pfn) -> u8 {
-        ((self.meta(head).lru_ext & REFS_MASK) >> REFS_SHIFT) as u8
+        ((self.meta(head).map_lru & REFS_MASK) >> REFS_SHIFT) as u8
     }
 
     pub(crate) fn set_lru_refs(&mut self, head: Pfn, refs: u8) {
         debug_assert!(refs < 4);
         let m = self.meta_mut(head);
-        m.lru_ext = (m.lru_ext & !REFS_MASK) | (u32::from(refs) << REFS_SHIFT);
+        m.map_lru = (m.map_lru & !REFS_MASK) | (u32::from(refs) << REFS_SHIFT);
     }
 
     /// Frames with state (for checkers): every head of an allocated folio.
@@ -730,6 +784,25 @@ mod tests {
         assert_eq!((f.memcg_raw(Pfn(2)), f.lru_gen(Pfn(2)), f.lru_refs(Pfn(2))), (7, Some(3), 2));
         f.set_lru_gen(Pfn(2), None);
         assert_eq!((f.memcg_raw(Pfn(2)), f.lru_gen(Pfn(2)), f.lru_refs(Pfn(2))), (7, None, 2));
+    }
+
+    #[test]
+    fn large_counts_escape_to_side_tables() {
+        let mut f = Folios::new();
+        f.prep_new(Pfn(3), Order::BASE);
+        f.set_memcg_raw(Pfn(3), 0xffff);
+        for _ in 0..300 {
+            f.inc_mapcount(Pfn(3));
+        }
+        f.get(Pfn(3), 70 * GUP_PIN_COUNTING_BIAS);
+        assert_eq!((f.page_mapcount(Pfn(3)), f.refcount(Pfn(3))), (300, 1 + 70 * 1024));
+        assert_eq!(f.memcg_raw(Pfn(3)), 0xffff);
+        for _ in 0..300 {
+            f.dec_mapcount(Pfn(3));
+        }
+        assert!(!f.put(Pfn(3), 70 * GUP_PIN_COUNTING_BIAS));
+        assert!(f.big_refs.is_empty() && f.big_maps.is_empty());
+        assert_eq!((f.page_mapcount(Pfn(3)), f.refcount(Pfn(3))), (0, 1));
     }
 
     #[test]

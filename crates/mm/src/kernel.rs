@@ -488,7 +488,9 @@ impl KState {
             let m = self.folios.meta(head);
             d.write_u64(head.0);
             d.write_u64(
-                u64::from(m.flags) | u64::from(m.mapcount) << 16 | u64::from(m.refcount) << 32,
+                u64::from(m.flags)
+                    | u64::from(self.folios.page_mapcount(head)) << 16
+                    | u64::from(self.folios.refcount(head)) << 32,
             );
             d.write_u64(u64::from(m.index) | u64::from(self.folios.extra_refs(head)) << 32);
             d.write_u64(
@@ -597,7 +599,7 @@ impl KState {
             let _ = writeln!(
                 out,
                 "folio {head} ref {} map {} holders {} {:?} [{}]",
-                meta.refcount,
+                self.folios.refcount(head),
                 self.folios.folio_mapcount(head),
                 self.folios.extra_refs(head),
                 self.folios.mapping(head),

@@ -238,10 +238,105 @@ fn decode_upper(raw: u64) -> Upper {
     }
 }
 
+/// Bits a narrow entry keeps: x86's low flag bits 0-3, 5-7, 9 and 11 and NX (bit 63); any other
+/// bit below 12, or bit 62, makes the table wide.
+const NARROW_UNSUPPORTED: u64 = (1 << 4) | (1 << 8) | (1 << 10) | (1 << 62);
+/// Bits 12-61 of an entry: a present entry's pfn, a swap entry's offset and type.
+const PAYLOAD_MASK: u64 = (1 << 50) - 1;
+/// Payload bits a narrow entry holds; the rest are the table's `hi` for that kind of entry.
+const NARROW_PAYLOAD_BITS: u32 = 22;
+const NARROW_FLAG_BITS: u32 = 10;
+
+/// The ten flag bits of an entry, packed into bits 0-9 (present stays bit 0).
+fn pack_flags(raw: u64) -> u32 {
+    ((raw & 0xf) | ((raw >> 1) & 0x70) | ((raw >> 2) & 0x80) | ((raw >> 3) & 0x100)) as u32
+        | ((raw >> 54) & 0x200) as u32
+}
+
+fn unpack_flags(n: u32) -> u64 {
+    let n = u64::from(n);
+    (n & 0xf) | ((n & 0x70) << 1) | ((n & 0x80) << 2) | ((n & 0x100) << 3) | ((n & 0x200) << 54)
+}
+
+/// A table's entries. Upper-level tables hold the hardware's 8-byte entries. A PTE table starts
+/// narrow: 4 bytes per entry, the flag bits packed and the low 22 bits of the pfn (or swap
+/// payload), the high bits shared by the table's present entries (`hi[1]`) and by its swap
+/// entries (`hi[0]`), as 512 consecutive pages usually come from one 16 GiB region. An entry
+/// that does not fit widens the table for the rest of its life; the entries read the same
+/// either way, so this is host memory only (the simulated table is still one 4 KiB frame).
+#[derive(Debug)]
+enum Entries {
+    Wide(Box<[u64; PTRS_PER_TABLE]>),
+    Narrow { hi: [Option<u64>; 2], e: Box<[u32; PTRS_PER_TABLE]> },
+}
+
+impl Entries {
+    fn get(&self, idx: usize) -> u64 {
+        match self {
+            Entries::Wide(e) => e[idx],
+            Entries::Narrow { hi, e } => {
+                let n = e[idx];
+                if n == 0 {
+                    return 0;
+                }
+                let high = hi[(n & 1) as usize].expect("narrow entry without its high bits");
+                let payload = (high << NARROW_PAYLOAD_BITS) | u64::from(n >> NARROW_FLAG_BITS);
+                unpack_flags(n) | (payload << 12)
+            }
+        }
+    }
+
+    /// Stores `raw` at `idx`; `empty` says the table holds no other entry.
+    fn set(&mut self, idx: usize, raw: u64, empty: bool) {
+        match self {
+            Entries::Wide(e) => e[idx] = raw,
+            Entries::Narrow { hi, e } => {
+                if empty {
+                    *hi = [None, None];
+                }
+                match Entries::narrow(hi, raw) {
+                    Some(n) => e[idx] = n,
+                    None => {
+                        let mut wide = Box::new([0u64; PTRS_PER_TABLE]);
+                        for (i, w) in wide.iter_mut().enumerate() {
+                            *w = self.get(i);
+                        }
+                        wide[idx] = raw;
+                        *self = Entries::Wide(wide);
+                    }
+                }
+            }
+        }
+    }
+
+    /// `raw` as a narrow entry of a table whose high bits are `hi` (claiming them if unset).
+    fn narrow(hi: &mut [Option<u64>; 2], raw: u64) -> Option<u32> {
+        if raw == 0 {
+            return Some(0);
+        }
+        if raw & NARROW_UNSUPPORTED != 0 {
+            return None;
+        }
+        let flags = pack_flags(raw);
+        let payload = (raw >> 12) & PAYLOAD_MASK;
+        let high = hi[(flags & 1) as usize].get_or_insert(payload >> NARROW_PAYLOAD_BITS);
+        let lo = (payload & ((1 << NARROW_PAYLOAD_BITS) - 1)) as u32;
+        let n = flags | (lo << NARROW_FLAG_BITS);
+        (*high == payload >> NARROW_PAYLOAD_BITS && n != 0).then_some(n)
+    }
+
+    fn host_bytes(&self) -> usize {
+        match self {
+            Entries::Wide(_) => PTRS_PER_TABLE * 8,
+            Entries::Narrow { .. } => PTRS_PER_TABLE * 4,
+        }
+    }
+}
+
 /// One page-table page.
 #[derive(Debug)]
 pub struct Table {
-    entries: Box<[u64; PTRS_PER_TABLE]>,
+    entries: Entries,
     pub level: Level,
     /// The simulated frame that backs it.
     pub pfn: Pfn,
@@ -272,7 +367,12 @@ impl PageTables {
         pfn: Pfn,
         new_lock: impl FnOnce() -> SpinLock,
     ) -> PtId {
-        let table = Table { entries: Box::new([0; PTRS_PER_TABLE]), level, pfn, used: 0 };
+        let entries = if level == Level::Pte {
+            Entries::Narrow { hi: [None, None], e: Box::new([0; PTRS_PER_TABLE]) }
+        } else {
+            Entries::Wide(Box::new([0; PTRS_PER_TABLE]))
+        };
+        let table = Table { entries, level, pfn, used: 0 };
         self.live += 1;
         if let Some(id) = self.free_ids.pop() {
             let slot = &mut self.slots[id as usize];
@@ -316,27 +416,33 @@ impl PageTables {
     }
 
     pub fn host_bytes(&self) -> usize {
-        self.slots.len() * size_of::<Slot>() + self.live as usize * PTRS_PER_TABLE * 8
+        let entries: usize = self
+            .slots
+            .iter()
+            .filter_map(|s| s.table.as_ref())
+            .map(|t| t.entries.host_bytes())
+            .sum();
+        self.slots.len() * size_of::<Slot>() + entries
     }
 
     pub fn pte(&self, id: PtId, idx: usize) -> Pte {
         let t = self.table(id);
         debug_assert_eq!(t.level, Level::Pte);
-        Pte(t.entries[idx])
+        Pte(t.entries.get(idx))
     }
 
     pub(crate) fn set_pte(&mut self, id: PtId, idx: usize, pte: Pte) {
         let t = self.table_mut(id);
         debug_assert_eq!(t.level, Level::Pte);
-        let old = t.entries[idx];
+        let old = t.entries.get(idx);
         t.used = t.used + u16::from(old == 0 && pte.0 != 0) - u16::from(old != 0 && pte.0 == 0);
-        t.entries[idx] = pte.0;
+        t.entries.set(idx, pte.0, t.used == u16::from(pte.0 != 0));
     }
 
     pub fn upper(&self, id: PtId, idx: usize) -> Upper {
         let t = self.table(id);
         debug_assert_ne!(t.level, Level::Pte);
-        decode_upper(t.entries[idx])
+        decode_upper(t.entries.get(idx))
     }
 
     pub(crate) fn set_upper(&mut self, id: PtId, idx: usize, e: Upper) {
@@ -347,9 +453,9 @@ impl PageTables {
         };
         let t = self.table_mut(id);
         debug_assert_ne!(t.level, Level::Pte);
-        let old = t.entries[idx];
+        let old = t.entries.get(idx);
         t.used = t.used + u16::from(old == 0 && raw != 0) - u16::from(old != 0 && raw == 0);
-        t.entries[idx] = raw;
+        t.entries.set(idx, raw, t.used == u16::from(raw != 0));
     }
 
     /// Walks from `pgd` down to the table of `level` that covers `addr`, if it exists.
@@ -429,6 +535,23 @@ mod tests {
         assert!(s.is_swap() && s.swap_exclusive() && s.soft_dirty());
         assert_eq!(s.swap_entry(), (3, 0xabcdef));
         assert_eq!(format!("{p:?}"), "pfn 0x1234 rw dirty");
+    }
+
+    #[test]
+    fn narrow_entries_read_back_and_widen() {
+        let mut t = Entries::Narrow { hi: [None, None], e: Box::new([0; PTRS_PER_TABLE]) };
+        let near = Pte::new(Pfn(0x40_1234), Pte::RW | Pte::USER | Pte::NX | Pte::SOFT_DIRTY);
+        let swap = Pte::swap(3, 0xabcdef, true, true);
+        let special = Pte::new(Pfn(0x40_0000), Pte::SPECIAL | Pte::ACCESSED | Pte::DIRTY);
+        for (i, p) in [near, swap, special].into_iter().enumerate() {
+            t.set(i, p.0, i == 0);
+        }
+        assert!(matches!(t, Entries::Narrow { .. }));
+        assert_eq!([t.get(0), t.get(1), t.get(2)], [near.0, swap.0, special.0]);
+        let far = Pte::new(Pfn(0x80_0000), Pte::RW);
+        t.set(3, far.0, false);
+        assert!(matches!(t, Entries::Wide(_)));
+        assert_eq!([t.get(0), t.get(1), t.get(2), t.get(3)], [near.0, swap.0, special.0, far.0]);
     }
 
     #[test]
