@@ -85,7 +85,9 @@
 //! batched only in v6.11, "mm: batch unlink_file_vma calls in free_pgd_range", 3577dbb19241, not
 //! verified), ten a fork on `libc`'s, shared by all 24 programs. The diagnostic rows "with the
 //! program's image" map them (`workload::hugetlb_loops::DYNAMIC_PROGRAM`): 24 instances lose
-//! 2.3% against one (holds of 78 ns, 16% of acquisitions contended). Even at 0.75 us a tree
+//! 2.3% against one (holds of 78 ns, 16% of acquisitions contended; only that ratio means
+//! anything, since `task_reap` was measured with a real program and already holds what the image
+//! adds alone: 5050 forks/s against 5925). Even at 0.75 us a tree
 //! update (16 node lines pulled from other CPUs), `libc`'s lock would serialise 7.5 us a fork,
 //! a ceiling of 5.5 k forks/s per instance, not 404; `tasklist_lock` (`copy_process`,
 //! `exit_notify`, `release_task`), `pidmap_lock`, `css_set_lock` and x86's `pgd_lock` add
