@@ -25,6 +25,11 @@
 //! shared) table run synchronously through [`mm::Thread::access_run`]; only faults enter the
 //! fault handler. A fork counts when the parent's wait for that child returns inside the window.
 //!
+//! The program's own image ([`Image`], optional): a dynamically linked program's executable,
+//! `ld.so` and `libc.so.6`, each mapped as the loader leaves it (read-only, text, read-only
+//! data, RELRO written then made read-only, writable data written), shared by every instance,
+//! so that fork links and exit unlinks those VMAs under the three files' `i_mmap_rwsem`s.
+//!
 //! Where the child runs: on its parent's CPU (the parent sleeps in `wait` while the child runs;
 //! with every CPU busy, as in the combined runs, that is where the fork balancer finds room).
 
@@ -91,6 +96,110 @@ pub struct Config {
     pub touched_before_fork: u64,
     pub placement: Placement,
     pub window: Window,
+    /// The files the fork program maps before its own mapping (none: only the hugetlb file).
+    pub images: &'static [Image],
+}
+
+/// One segment of a program image as mapped: its first file page, its pages, and how the
+/// loader left it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Segment {
+    pub first_page: u64,
+    pub pages: u64,
+    pub kind: SegmentKind,
+}
+
+/// How the loader leaves a segment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SegmentKind {
+    /// `r--p` or `r-xp`, never written.
+    ReadOnly,
+    /// `r--p` after relocation: written (private copies), then `mprotect`ed read-only.
+    Relro,
+    /// `rw-p`, written.
+    Data,
+}
+
+/// A file of a program image and its segments, in address order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Image {
+    pub path: &'static str,
+    pub segments: &'static [Segment],
+}
+
+const fn seg(first_page: u64, pages: u64, kind: SegmentKind) -> Segment {
+    Segment { first_page, pages, kind }
+}
+
+/// `cat`'s image on the development machine (Debian 12, glibc 2.36, `/proc/self/maps`): the
+/// executable, `libc.so.6` and `ld-linux-x86-64.so.2`, five mappings each, in 4 KiB pages.
+pub const DYNAMIC_PROGRAM: [Image; 3] = {
+    use SegmentKind::{Data, ReadOnly, Relro};
+    [
+        Image {
+            path: "/usr/bin/forks",
+            segments: &[
+                seg(0, 2, ReadOnly),
+                seg(2, 5, ReadOnly),
+                seg(7, 3, ReadOnly),
+                seg(9, 1, Relro),
+                seg(10, 1, Data),
+            ],
+        },
+        Image {
+            path: "/usr/lib/x86_64-linux-gnu/libc.so.6",
+            segments: &[
+                seg(0, 38, ReadOnly),
+                seg(38, 342, ReadOnly),
+                seg(380, 83, ReadOnly),
+                seg(463, 4, Relro),
+                seg(467, 2, Data),
+            ],
+        },
+        Image {
+            path: "/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2",
+            segments: &[
+                seg(0, 1, ReadOnly),
+                seg(1, 38, ReadOnly),
+                seg(39, 10, ReadOnly),
+                seg(49, 2, Relro),
+                seg(51, 2, Data),
+            ],
+        },
+    ]
+};
+
+impl Image {
+    /// The file's size: its last segment's end.
+    pub fn size(&self) -> Bytes {
+        let end = self.segments.iter().map(|s| s.first_page + s.pages).max().unwrap_or(0);
+        Bytes(end * Bytes::PAGE.as_u64())
+    }
+
+    /// Maps every segment privately and touches each as the loader leaves it.
+    async fn map(&self, t: &Thread) -> Result<(), String> {
+        let fd = t.open(self.path, OpenFlags::RDONLY).await.map_err(|e| format!("{e:?}"))?;
+        for s in self.segments {
+            let writes = s.kind != SegmentKind::ReadOnly;
+            let rw = if writes { prot::READ | prot::WRITE } else { prot::READ };
+            let len = Bytes(s.pages * Bytes::PAGE.as_u64());
+            let args = MmapArgs {
+                addr: None,
+                len,
+                prot: rw,
+                flags: map::PRIVATE,
+                fd: Some(fd),
+                offset: s.first_page * Bytes::PAGE.as_u64(),
+            };
+            let at = t.mmap(args).await.map_err(|e| format!("{}: {e:?}", self.path))?;
+            let access = if writes { Access::Write } else { Access::Read };
+            t.access_all(&[(at, access)]).await.map_err(|e| format!("{}: {e:?}", self.path))?;
+            if s.kind == SegmentKind::Relro {
+                t.mprotect(at, len, prot::READ).await.map_err(|e| format!("{e:?}"))?;
+            }
+        }
+        Ok(())
+    }
 }
 
 impl Config {
@@ -264,6 +373,9 @@ async fn fork_loop(
     counts: &RefCell<Counts>,
     kernel: &Rc<mm::kernel::Kernel>,
 ) -> Result<(), String> {
+    for image in config.images {
+        image.map(t).await?;
+    }
     let fd = t.open(&config.path, OpenFlags::RDWR).await.map_err(|e| format!("{e:?}"))?;
     let args = config.args(addr, config.fork_len, fd);
     let at = t.mmap(args).await.map_err(|e| format!("{e:?}"))?;
