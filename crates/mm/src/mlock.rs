@@ -38,8 +38,8 @@
 //! `SHM_LOCK`, no ramfs). Processes are privileged (`CAP_IPC_LOCK`): `RLIMIT_MEMLOCK` is not
 //! checked. `unevictable_pgs_culled`, `_scanned`, `_rescued` and `_stranded` are not kept.
 //! `mremap` growing a locked VMA does not populate the new part as the kernel's does: its pages
-//! are mlocked as they are faulted. VMAs that munlock split merge back (`vma_merge_range`);
-//! mprotect and `madvise` do not merge yet, as the kernel's `vma_modify_flags` would.
+//! are mlocked as they are faulted. VMAs that munlock split merge back (`vma_merge_range`),
+//! as after mprotect and `madvise`.
 
 use crate::errno::Errno;
 use crate::folio::pg;

@@ -16,6 +16,8 @@
 //! policy allows a THP there: with `enabled = always`, a read-only file's text is scanned
 //! without `MADV_HUGEPAGE` (`era::mmap_registers_khugepaged`).
 //!
+//! `mprotect` and the flag-only `madvise` advice end by merging the range's VMAs with
+//! compatible neighbours (`vma_merge_range`), as `mprotect_fixup` and `madvise_update_vma` do.
 //! `mprotect` changes nothing when a VMA's flags stay the same (`mprotect_fixup`). Otherwise
 //! each present PTE takes the new protection (`pte_modify`: only a shared writable mapping
 //! without write notification has a writable `vm_page_prot`), and a read-only PTE in a writable
@@ -711,6 +713,8 @@ pub(crate) async fn do_mprotect(
     }
     cx.charge_n(Cost::PteUpdate, changed).await;
     flush_tlb_range(cx, mm, start, end).await;
+    // `mprotect_fixup`'s `vma_merge`: VMAs whose flags now match their neighbours' join them.
+    cx.st().vma_merge_range(mm, start, end);
     Ok(())
 }
 
@@ -878,6 +882,8 @@ async fn madvise_apply_flags(
             crate::khugepaged::khugepaged_enter_vma(cx, v);
         }
     }
+    // `madvise_update_vma`'s `vma_merge`.
+    cx.st().vma_merge_range(mm, start, end);
     Ok(())
 }
 

@@ -5,8 +5,10 @@
 //! the VMA is created and copied with it by fork and split), and, once it has anonymous pages,
 //! an `anon_vma`. Each `mm` keeps its VMAs in an
 //! ordered map by start address (the maple tree's role). Flags use the kernel's bit values, so
-//! `VmFlags` prints as smaps' `VmFlags:` line does. VMA merging is not modelled: adjacent
-//! compatible mappings stay separate VMAs (smaps shows them as separate entries).
+//! `VmFlags` prints as smaps' `VmFlags:` line does. VMAs merge only after a flag change
+//! (`mprotect`, `madvise`, `munlock`: `mmap.rs`'s `vma_merge_range`) and when `brk` stretches the
+//! heap; `mmap` does not merge a new mapping with its neighbours, so adjacent compatible
+//! mappings stay separate VMAs until a flag change joins them (smaps shows them apart).
 
 use crate::folio::AnonVmaId;
 use crate::fs::FileId;
