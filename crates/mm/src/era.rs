@@ -1029,6 +1029,13 @@ pub fn heap_name_touching(k: KernelVersion) -> bool {
     k < v(6, 7)
 }
 
+/// A new anonymous page starts on the active list (`lru_cache_add_active_or_unevictable`)
+/// before v5.9; from v5.9 on the inactive list ("mm/vmscan: protect the workingset on anonymous
+/// LRU", b518154e59aa).
+pub fn new_anon_starts_active(k: KernelVersion) -> bool {
+    k < v(5, 9)
+}
+
 /// `mlock2(2)`, `MLOCK_ONFAULT`, `MCL_ONFAULT` and `VM_LOCKONFAULT` exist: "mm: mlock: add new
 /// system call mlock2" (a8ca5d0ecbdd, v4.4); before, `mlock2` is ENOSYS and `MCL_ONFAULT`
 /// EINVAL.

@@ -678,7 +678,7 @@ impl KState {
         self.mm_mut(mm).deposited.insert((pmd_table, idx), frame);
         self.folios.extra_to_mapping(new);
         self.rmap_add_new_anon_pmd(new, vma, haddr);
-        self.folio_add_lru(new, in_lru_fault);
+        self.folio_add_lru_new_anon(new, vma, in_lru_fault);
     }
 }
 

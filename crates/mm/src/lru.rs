@@ -217,6 +217,18 @@ impl KState {
         self.lruvec_add_folio(head, false);
     }
 
+    /// `lru_cache_add_inactive_or_unevictable` for a new anonymous folio of `vma`
+    /// (`lru_cache_add_active_or_unevictable` before v5.9: with the classic LRU a new anonymous
+    /// folio outside a `VM_LOCKED` VMA started on the active list; `era::new_anon_starts_active`).
+    pub(crate) fn folio_add_lru_new_anon(&mut self, head: Pfn, vma: VmaId, in_lru_fault: bool) {
+        let active_era = crate::era::new_anon_starts_active(self.thp.kernel);
+        let locked = self.vma(vma).flags.has(crate::vma::VmFlags::LOCKED);
+        if active_era && self.lru.reclaim == Reclaim::Classic && !locked {
+            self.folios.set(head, pg::ACTIVE);
+        }
+        self.folio_add_lru(head, in_lru_fault);
+    }
+
     /// `folio_mark_accessed`.
     pub(crate) fn folio_mark_accessed(&mut self, head: Pfn) {
         if self.folios.test(head, pg::UNEVICTABLE) {

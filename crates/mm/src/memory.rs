@@ -261,7 +261,7 @@ pub(crate) fn map_new_anon(
     let (mm, flags) = (st.vma(vma).mm, st.vma(vma).flags);
     st.folios.extra_to_mapping(folio);
     st.rmap_add_new_anon(folio, vma, addr);
-    st.folio_add_lru(folio, in_lru_fault);
+    st.folio_add_lru_new_anon(folio, vma, in_lru_fault);
     st.mm_mut(mm).add_rss(MmCounter::AnonPages, 1);
     st.pt.set_pte(
         table,

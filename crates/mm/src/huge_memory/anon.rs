@@ -180,7 +180,7 @@ fn map_new_anon_pmd(
     }
     st.folios.extra_to_mapping(head);
     st.rmap_add_new_anon_pmd(head, vma, haddr);
-    st.folio_add_lru(head, in_lru_fault);
+    st.folio_add_lru_new_anon(head, vma, in_lru_fault);
     st.mm_mut(mm).add_rss(MmCounter::AnonPages, HPAGE_PMD_NR);
     Some(())
 }
