@@ -142,7 +142,7 @@ impl KState {
         let m = self.mm(mm);
         let prev = m.vmas.range(..addr.0).next_back().map(|(_, &v)| v)?;
         let v = self.vma(prev);
-        let same = (v.flags.0 ^ flags) & !VmFlags::SOFTDIRTY == 0;
+        let same = v.flags.merge_equal(VmFlags(flags));
         (v.end == addr && v.file.is_none() && same).then_some(prev)
     }
 }

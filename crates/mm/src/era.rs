@@ -666,7 +666,8 @@ pub fn readahead_takes_invalidate_lock(k: KernelVersion) -> bool {
 /// the THP policy), so with `enabled = always` a read-only file's text is scanned without
 /// `MADV_HUGEPAGE`: "mm: mmap: register suitable readonly file vmas for khugepaged" (Yang Shi,
 /// 613bec092fe7, v5.19). Before, only a merge, `MADV_HUGEPAGE` or an anonymous THP fault in the
-/// same mm registered it (the merge path is not modelled: mmsim does not merge VMAs).
+/// same mm registered it (that merge path is not modelled: mmsim's merges after mprotect, madvise and
+/// munlock register nothing, and `mmap` does not merge).
 pub fn mmap_registers_khugepaged(k: KernelVersion) -> bool {
     k >= v(5, 19)
 }

@@ -219,7 +219,7 @@ impl KState {
     /// Whether `b`, right after `a`, could be part of it.
     fn vmas_mergeable(&self, a: VmaId, b: VmaId) -> bool {
         let (x, y) = (self.vma(a), self.vma(b));
-        let same_flags = x.flags.0 & !VmFlags::SOFTDIRTY == y.flags.0 & !VmFlags::SOFTDIRTY;
+        let same_flags = x.flags.merge_equal(y.flags);
         let kind = matches!(x.vm_ops, VmOps::Anonymous | VmOps::PageCache);
         let shm = x.file.is_some_and(|f| self.shm_inode(self.file(f).inode));
         x.end == y.start

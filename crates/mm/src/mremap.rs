@@ -35,10 +35,11 @@
 //! not be had for the new range, the moved entries go back, the new VMA is unmapped, and the call
 //! is ENOMEM (the kernel's `move_vma` error path).
 //!
-//! Approximations and what is left out: VMAs are not merged (mmsim models no merging), so a
-//! moved or grown VMA stays separate from compatible neighbours; no commit accounting
-//! (`VM_ACCOUNT` charges) or `RLIMIT_AS`/`max_map_count` checks; no mlock (mmsim has no
-//! `mlock`, so no `VM_LOCKED` VMA exists); no userfaultfd events; a new area is found with
+//! Approximations and what is left out: mremap merges no VMAs (mmsim merges only after
+//! mprotect, madvise and munlock), so a moved or grown VMA stays separate from compatible
+//! neighbours; no commit accounting (`VM_ACCOUNT` charges) or `RLIMIT_AS`/`max_map_count`
+//! checks; growing a `VM_LOCKED` VMA does not populate the new part (`mlock.rs`); no
+//! userfaultfd events; a new area is found with
 //! mmap's page-aligned top-down search (no file-specific `get_unmapped_area`); an `old_len` of 0
 //! (duplicating a shared mapping) is EINVAL for a private mapping (as since v4.17) and not
 //! modelled for a shared one (EOPNOTSUPP). A hugetlb mapping moves only to a fixed address

@@ -63,6 +63,11 @@ impl VmFlags {
         self.0 & bits != 0
     }
 
+    /// Whether two VMAs' flags let them merge: equal but for `VM_SOFTDIRTY` (`is_mergeable_vma`).
+    pub fn merge_equal(self, other: VmFlags) -> bool {
+        (self.0 ^ other.0) & !VmFlags::SOFTDIRTY == 0
+    }
+
     /// The two-letter mnemonics of smaps' `VmFlags:` (`fs/proc/task_mmu.c` `show_smap_vma_flags`).
     pub fn mnemonics(self) -> String {
         const TABLE: [(u64, &str); 27] = [
