@@ -787,6 +787,13 @@ impl Handle {
         self.0.state.borrow().config.cpus
     }
 
+    /// Whether `cpu` is idle: no task runs on it and none waits for it.
+    pub fn cpu_idle(&self, cpu: CpuId) -> bool {
+        let st = self.0.state.borrow();
+        let c = &st.cpus[cpu];
+        c.owner.is_none() && c.runqueue.is_empty()
+    }
+
     pub fn seed(&self) -> u64 {
         self.0.state.borrow().config.seed
     }

@@ -19,8 +19,11 @@
 //! stack), the ranges of pages the trace touches outside every other mapping.
 //!
 //! Approximation: the address space is the union of every mapping seen during the run; an
-//! `munmap` or `mprotect` is logged but not replayed in time order, so a reference to memory
-//! unmapped earlier still finds it mapped, with its first permissions.
+//! `munmap` or `mprotect` is not replayed in time order, so a reference to memory unmapped
+//! earlier still finds it mapped. Permissions are the union too: an anonymous range keeps every
+//! permission an `mprotect` gave it (a thread stack glibc maps `PROT_NONE` and then opens for
+//! reading and writing is read-write but for its guard page), and a file mapping keeps those
+//! of its `mmap` (RELRO's later `mprotect` to read-only is not applied).
 
 use crate::binary::BinaryWriter;
 use crate::elf;
@@ -269,6 +272,7 @@ impl Syscall {
 }
 
 const NR_MMAP: u64 = 9;
+const NR_MPROTECT: u64 = 10;
 const NR_BRK: u64 = 12;
 const MAP_SHARED: u64 = 1;
 /// glibc's dynamic linker still passes `MAP_DENYWRITE` when it maps a shared object (the
@@ -354,6 +358,7 @@ fn address_space(
         }
         match call.nr {
             NR_MMAP => add_mmap(&mut program, &call)?,
+            NR_MPROTECT => widen_anon(&mut program.anon, call.args[0], call.args[1], call.args[2]),
             NR_BRK => {
                 let (lo, hi) = heap.unwrap_or((call.ret, call.ret));
                 heap = Some((lo.min(call.ret), hi.max(call.ret)));
@@ -403,6 +408,35 @@ fn add_mmap(program: &mut Program, call: &Syscall) -> Result<(), RecordError> {
         path: call.path.clone(),
     });
     Ok(())
+}
+
+/// Gives the anonymous memory from `start` for `len` bytes the permissions `prot` too (the
+/// union of an `mprotect`'s and those it had), splitting the ranges it cuts.
+fn widen_anon(anon: &mut Vec<AnonMap>, start: u64, len: u64, prot: u64) {
+    let (lo, hi) =
+        (start, start.saturating_add(Bytes(len).align_up(Bytes::PAGE).map_or(len, |b| b.0)));
+    let mut out = Vec::with_capacity(anon.len() + 2);
+    for a in anon.drain(..) {
+        let (s, e) = (a.start.0, a.end.0);
+        if e <= lo || s >= hi {
+            out.push(a);
+            continue;
+        }
+        let (cut_lo, cut_hi) = (s.max(lo), e.min(hi));
+        let piece = |from: u64, to: u64, prot: u32| AnonMap {
+            start: VirtAddr(from),
+            end: VirtAddr(to),
+            prot,
+        };
+        if s < cut_lo {
+            out.push(piece(s, cut_lo, a.prot));
+        }
+        out.push(piece(cut_lo, cut_hi, a.prot | prot as u32));
+        if cut_hi < e {
+            out.push(piece(cut_hi, e, a.prot));
+        }
+    }
+    *anon = out;
 }
 
 /// The page ranges the address space already covers (sorted, merged).
@@ -484,6 +518,18 @@ mod tests {
         assert!(
             Syscall::parse("1 0 9 0 0x2000 0x3 0x22 -1 0 0xfffffffffffffff4 ").unwrap().failed()
         );
+    }
+
+    /// Given a thread stack mapped `PROT_NONE`, when glibc opens all but its guard page for
+    /// reading and writing, then that part is read-write and the guard page keeps `PROT_NONE`.
+    #[test]
+    fn mprotect_widens_the_anonymous_range_it_covers() {
+        let mut anon = vec![AnonMap { start: VirtAddr(0x10000), end: VirtAddr(0x20000), prot: 0 }];
+        widen_anon(&mut anon, 0x11000, 0xf000, 3);
+        let got: Vec<_> = anon.iter().map(|a| (a.start.0, a.end.0, a.prot)).collect();
+        assert_eq!(got, [(0x10000, 0x11000, 0), (0x11000, 0x20000, 3)]);
+        widen_anon(&mut anon, 0x11000, 0x1000, 1);
+        assert_eq!(anon[1].prot, 3, "a narrower mprotect keeps the union");
     }
 
     #[test]

@@ -7,9 +7,15 @@
 //!
 //! The flush acts on the TLB model (`tlb.rs`): it bumps the mm's TLB generation and invalidates
 //! the range (page by page, or the whole ASID above the ceiling) on every CPU that has the mm
-//! loaded; each remote one is charged the handler's flush time, taken at its next access. CPUs
-//! that keep an ASID for the mm without running it catch up when they switch back, as with the
-//! kernel's `tlb_gen` check. The initiator pays its local flush and, when `mm_cpumask` names
+//! loaded; each remote one that runs a task is charged the handler's flush time, taken at its
+//! next access. An idle CPU that still has the mm loaded is in lazy TLB mode: from v4.19 a
+//! flush that frees no page tables skips it (v6.8 `native_flush_tlb_multi` sends only to CPUs
+//! for which `tlb_is_not_lazy` holds; Rik van Riel's lazy-TLB series of 2018, commit not
+//! verified), and before it, or when tables are freed, the IPI interrupts the idle loop: either
+//! way no task pays, so its entries are dropped and nothing is charged. (Before, the handler's time waited for the next
+//! task on that CPU, which paid for every flush the CPU saw while idle.) CPUs that keep an
+//! ASID for the mm without running it catch up when they switch back, as with the kernel's
+//! `tlb_gen` check. The initiator pays its local flush and, when `mm_cpumask` names
 //! other CPUs, one shootdown round trip (`flush_tlb_multi` waits for the handlers).
 
 use crate::arch::tlb::FlushKind;
@@ -37,9 +43,10 @@ pub(crate) async fn flush_tlb_range(cx: &Cx, mm: MmId, start: VirtAddr, end: Vir
     let (local, remote_cpus) = {
         let mut st = cx.st();
         let me = cx.cpu().0 as usize;
+        let handle: &engine::Handle = cx;
         for cpu in st.tlb.begin_flush(mm, me) {
             st.tlb.flush_on(cpu, mm, start, end, kind);
-            if cpu != me {
+            if cpu != me && !handle.cpu_idle(engine::CpuId(cpu as u32)) {
                 st.tlb.steal(cpu, handler);
             }
         }
