@@ -61,6 +61,9 @@ fn fadv_noreuse_gain_comes_from_the_working_set_staying_resident() {
     }
     assert!(row(&report, "pgmajfault mglru") > row(&report, "pgmajfault mglru noreuse"));
     assert!(row(&report, "fps gain mglru noreuse") > 0.0);
+    // munmap passes the input's young PTEs to their pages unless NOREUSE took the VMAs' recency.
+    assert!(row(&report, "munmap accessed-bit transfers mglru") > 0.0);
+    assert_eq!(row(&report, "munmap accessed-bit transfers mglru noreuse"), 0.0);
     for name in ["fps gain mglru noreuse", "fps mglru noreuse vs classic"] {
         assert!(report.rows.iter().any(|r| r.name == name && r.published.is_some()), "{name}");
     }

@@ -102,6 +102,10 @@ simcore::counter_keys! {
         /// A swap-in mapped read-only that a later write copied away (the spurious COW of the
         /// `page_count` rule), counted in `wp_page_copy` as well.
         WpCopySwapcache = "wp_page_copy_swapcache",
+        /// `folio_mark_accessed` from `zap_pte_range`: a file page's young PTE unmapped from a
+        /// VMA with recency passes its accessed bit to the folio (not from v6.3 where the VMA
+        /// was advised `POSIX_FADV_NOREUSE` or `MADV_RANDOM`: `vma_has_recency`).
+        ZapMarkAccessed = "zap_pte_range_mark_accessed",
         /// `dax_load_hole` calls: DAX read faults on a hole mapped at the PTE level.
         DaxLoadHole = "dax_load_hole",
         /// Virtual time spent inside `dax_load_hole`, in ns (what ftrace's function_graph

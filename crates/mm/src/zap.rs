@@ -144,6 +144,7 @@ async fn zap_pte_range(
                 }
                 if pte.young() && st.vma_has_recency_now(vma) {
                     st.folio_mark_accessed(head);
+                    st.events.inc(crate::vmstat::MmEvent::ZapMarkAccessed);
                 }
             }
             st.rmap_remove_pte(p);
