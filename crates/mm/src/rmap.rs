@@ -206,7 +206,7 @@ impl KState {
 
     /// The absolute page index of a folio (`folio->index`).
     pub fn folio_index(&self, head: Pfn) -> u64 {
-        let rel = u64::from(self.folios.meta(head).index);
+        let rel = u64::from(self.folios.index(head));
         match self.folios.mapping(head) {
             Mapping::Anon(av) => self.anon_vmas[av].base + rel,
             Mapping::Ksm(_) | Mapping::File(_) | Mapping::None => rel,
