@@ -19,8 +19,11 @@
 //! is host memory only and reads the same. A first-touch fault sequence or a readahead batch
 //! fills a group with one or two runs; a replay of scattered file pages turns groups full. Cost:
 //! reading a mapping or index is a group lookup and a 2-bit select instead of a field load; a
-//! store may rebuild a group (once, when it turns full). `mmsim bench mm --gib 64`: 24 -> 16.3
-//! bytes of frame state per page.
+//! store may rebuild a group (once, when it turns full). `mmsim bench mm --gib 64`: 24 -> 16.4
+//! bytes of frame state per page (page-table frames included); fault throughput unchanged. On a
+//! page-cache replay the mapping of a cold folio is a second cache line (an extra miss per rmap
+//! walk, about 5 % of `replay` before `folio_mappers` stopped walking unmapped folios).
+//! What remains of the 16 bytes is the LRU links (8): a folio's place on its list.
 //!
 //! References: a folio's refcount is the sum of its page-cache or swap-cache references (one per
 //! page), one per PTE or PMD that maps it, `GUP_PIN_COUNTING_BIAS` per FOLL_PIN pin of a small

@@ -265,11 +265,14 @@ const COMPACT_STEP_BITS: u32 = 6;
 const COMPACT_SLACK: u64 = 32;
 
 /// A table's entries. Upper-level tables hold the hardware's 8-byte entries. A PTE table starts
-/// compact: 2 bytes per entry, the flag bits packed and a 6-bit step, the entry at index `i`
-/// holding payload (pfn, or swap type and offset) `base + i + step`, with one base per table for
-/// present entries (`base[1]`) and one for swap entries (`base[0]`): the 512 pages a
-/// first-touch sequence maps are usually consecutive frames, a page-table frame allocated among
-/// them moving the step by one. An entry that does not fit makes the table narrow: 4 bytes per
+/// uniform: a bitmap of its non-none entries and one entry `at0` such that the entry at index
+/// `i` is `at0` with `i` added to its payload (pfn, or swap offset), so every entry has the same
+/// flag bits and maps the next frame (or slot) after its neighbour's: 64 bytes a table, what a
+/// first-touch sequence that writes 512 consecutive pages leaves. An entry that does not fit
+/// makes it compact: 2 bytes per entry, the flag bits packed and a 6-bit step, the entry at index
+/// `i` holding payload `base + i + step`, with one base per table for present entries
+/// (`base[1]`) and one for swap entries (`base[0]`): a page-table frame allocated among the
+/// pages moves the step by one. An entry that does not fit makes the table narrow: 4 bytes per
 /// entry, the flag bits and the low 22 bits of the payload, the high bits shared by the table's
 /// present entries (`hi[1]`) and by its swap entries (`hi[0]`), as 512 pages usually come from
 /// one 16 GiB region; an entry that does not fit that either makes it wide. A table keeps the
@@ -280,6 +283,7 @@ enum Entries {
     Wide(Box<[u64; PTRS_PER_TABLE]>),
     Narrow { hi: [Option<u64>; 2], e: Box<[u32; PTRS_PER_TABLE]> },
     Compact { base: [Option<u64>; 2], e: Box<[u16; PTRS_PER_TABLE]> },
+    Uniform { at0: u64, set: Box<[u64; PTRS_PER_TABLE / 64]> },
 }
 
 impl Entries {
@@ -304,6 +308,10 @@ impl Entries {
                 let step = u64::from(n >> NARROW_FLAG_BITS);
                 unpack_flags(n) | (b.wrapping_add(idx as u64).wrapping_add(step) << 12)
             }
+            Entries::Uniform { at0, set } => {
+                let present = set[idx / 64] & (1 << (idx % 64)) != 0;
+                if present { at0.wrapping_add((idx as u64) << 12) } else { 0 }
+            }
         }
     }
 
@@ -326,27 +334,41 @@ impl Entries {
                 }
                 Entries::compact(base, idx, raw).map(|n| e[idx] = n).is_some()
             }
+            Entries::Uniform { at0, set } => {
+                let bit = 1 << (idx % 64);
+                set[idx / 64] &= !bit;
+                let at = raw.wrapping_sub((idx as u64) << 12);
+                if empty {
+                    *at0 = at;
+                }
+                if raw != 0 && at == *at0 {
+                    set[idx / 64] |= bit;
+                }
+                raw == 0 || at == *at0
+            }
         };
         if !fits {
             *self = self.widened(idx, raw);
         }
     }
 
-    /// The entries with `raw` at `idx`, in the next form that holds them all: a compact table
-    /// becomes narrow if every entry fits, wide otherwise.
+    /// The entries with `raw` at `idx`, in the narrowest wider form that holds them all.
     fn widened(&self, idx: usize, raw: u64) -> Entries {
         let entry = |i: usize| if i == idx { raw } else { self.get(i) };
-        if let Entries::Compact { .. } = self {
+        if let Entries::Uniform { .. } = self {
+            let (mut base, mut e) = ([None, None], Box::new([0u16; PTRS_PER_TABLE]));
+            if fill(&mut e, |i| Entries::compact(&mut base, i, entry(i))) {
+                return Entries::Compact { base, e };
+            }
+        }
+        if let Entries::Uniform { .. } | Entries::Compact { .. } = self {
             let (mut hi, mut e) = ([None, None], Box::new([0u32; PTRS_PER_TABLE]));
-            let mut fit = (0..PTRS_PER_TABLE).map(|i| Entries::narrow(&mut hi, entry(i)));
-            if e.iter_mut().all(|n| fit.next().flatten().map(|v| *n = v).is_some()) {
+            if fill(&mut e, |i| Entries::narrow(&mut hi, entry(i))) {
                 return Entries::Narrow { hi, e };
             }
         }
         let mut wide = Box::new([0u64; PTRS_PER_TABLE]);
-        for (i, w) in wide.iter_mut().enumerate() {
-            *w = entry(i);
-        }
+        fill(&mut wide, |i| Some(entry(i)));
         Entries::Wide(wide)
     }
 
@@ -388,8 +410,14 @@ impl Entries {
             Entries::Wide(_) => PTRS_PER_TABLE * 8,
             Entries::Narrow { .. } => PTRS_PER_TABLE * 4,
             Entries::Compact { .. } => PTRS_PER_TABLE * 2,
+            Entries::Uniform { .. } => PTRS_PER_TABLE / 8,
         }
     }
+}
+
+/// Fills `e` with `f` of each index; false as soon as `f` finds an entry that does not fit.
+fn fill<T>(e: &mut [T; PTRS_PER_TABLE], mut f: impl FnMut(usize) -> Option<T>) -> bool {
+    e.iter_mut().enumerate().all(|(i, n)| f(i).map(|v| *n = v).is_some())
 }
 
 /// One page-table page.
@@ -427,7 +455,7 @@ impl PageTables {
         new_lock: impl FnOnce() -> SpinLock,
     ) -> PtId {
         let entries = if level == Level::Pte {
-            Entries::Compact { base: [None, None], e: Box::new([0; PTRS_PER_TABLE]) }
+            Entries::Uniform { at0: 0, set: Box::new([0; PTRS_PER_TABLE / 64]) }
         } else {
             Entries::Wide(Box::new([0; PTRS_PER_TABLE]))
         };
@@ -611,6 +639,28 @@ mod tests {
         t.set(3, far.0, false);
         assert!(matches!(t, Entries::Wide(_)));
         assert_eq!([t.get(0), t.get(1), t.get(2), t.get(3)], [near.0, swap.0, special.0, far.0]);
+    }
+
+    #[test]
+    fn uniform_entries_until_one_differs() {
+        let mut t = Entries::Uniform { at0: 0, set: Box::new([0; PTRS_PER_TABLE / 64]) };
+        let bits = Pte::RW | Pte::USER | Pte::NX | Pte::DIRTY | Pte::ACCESSED;
+        for i in [7, 8, 9, 200] {
+            t.set(i, Pte::new(Pfn(0x1000 + i as u64), bits).0, i == 7);
+        }
+        t.set(8, 0, false);
+        assert!(matches!(t, Entries::Uniform { .. }), "consecutive frames, the same flags");
+        assert_eq!(
+            (t.get(7), t.get(8), t.get(200)),
+            (Pte::new(Pfn(0x1007), bits).0, 0, Pte::new(Pfn(0x10c8), bits).0)
+        );
+        let old = Pte::new(Pfn(0x1009), bits & !Pte::DIRTY).0;
+        t.set(9, old, false);
+        assert!(matches!(t, Entries::Compact { .. }), "other flags make it compact");
+        assert_eq!(
+            (t.get(7), t.get(9), t.get(200)),
+            (Pte::new(Pfn(0x1007), bits).0, old, Pte::new(Pfn(0x10c8), bits).0)
+        );
     }
 
     #[test]

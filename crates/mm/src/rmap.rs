@@ -264,8 +264,13 @@ pub struct Mapper {
 }
 
 impl KState {
-    /// Every PTE or PMD mapping any page of folio `head` now.
+    /// Every PTE or PMD mapping any page of folio `head` now. A folio that no entry maps is not
+    /// walked, as `folio_referenced` returns before its rmap walk when `folio_mapcount` is 0
+    /// (mm/rmap.c v6.8) and `shrink_folio_list` calls `try_to_unmap` only for a mapped folio.
     pub(crate) fn folio_mappers(&self, head: Pfn) -> Vec<Mapper> {
+        if self.folios.folio_mapcount(head) == 0 {
+            return Vec::new();
+        }
         let nr = self.folios.order(head).pages();
         (0..nr).flat_map(|i| self.rmap_mappers(head + i)).collect()
     }
