@@ -278,7 +278,7 @@ fn mm_bench(a: &MmArgs) -> Result<(), String> {
     );
     println!("  folio state     {folio_bytes:>8.1} bytes per page");
     println!(
-        "  page tables     {table_bytes:>8.1} bytes per page (8-byte hardware PTEs held in 4 host bytes where they fit)"
+        "  page tables     {table_bytes:>8.1} bytes per page (8-byte hardware PTEs: a bitmap per table while they map consecutive frames alike, else 2, 4 or 8 host bytes)"
     );
     println!(
         "fault throughput  {:>8.0} first-touch faults per host second ({faults} faults in {secs:.2} s)",

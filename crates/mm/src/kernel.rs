@@ -485,14 +485,14 @@ impl KState {
             d.write_u64(v);
         }
         for head in self.folios.heads() {
-            let m = self.folios.meta(head);
+            let (f, m) = (&self.folios, self.folios.meta(head));
             d.write_u64(head.0);
             d.write_u64(
                 u64::from(m.flags)
                     | u64::from(self.folios.page_mapcount(head)) << 16
                     | u64::from(self.folios.refcount(head)) << 32,
             );
-            d.write_u64(u64::from(m.index) | u64::from(self.folios.extra_refs(head)) << 32);
+            d.write_u64(u64::from(f.index(head)) | u64::from(f.extra_refs(head)) << 32);
             d.write_u64(
                 u64::from(self.folios.memcg_raw(head))
                     | u64::from(self.folios.lru_gen(head).map_or(0, |g| g + 1)) << 16

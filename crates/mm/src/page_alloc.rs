@@ -102,7 +102,12 @@ impl BuddyAllocator {
         }
         debug_assert!(!self.free[usize::from(o)].contains(head), "double free of {head:#x}");
         self.free[usize::from(o)].insert(head);
-        // Give blocks at the top back to the untouched region.
+        // Give blocks at the top back to the untouched region. No other free block ends at the
+        // mark (this loop leaves none, and splitting or carving never makes one), so only a
+        // block freed right below it starts the search.
+        if head + (1 << o) != self.bump {
+            return;
+        }
         loop {
             let top = (0..self.free.len())
                 .filter_map(|i| self.free[i].last().map(|h| (h + (1 << i), i, h)))

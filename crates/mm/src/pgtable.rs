@@ -258,16 +258,32 @@ fn unpack_flags(n: u32) -> u64 {
     (n & 0xf) | ((n & 0x70) << 1) | ((n & 0x80) << 2) | ((n & 0x100) << 3) | ((n & 0x200) << 54)
 }
 
+/// Step bits of a compact entry, above its ten flag bits.
+const COMPACT_STEP_BITS: u32 = 6;
+/// A compact table's base for a kind of entry sits this far below the first such entry's
+/// `payload - index`, so that later entries may step a little below it as well as above.
+const COMPACT_SLACK: u64 = 32;
+
 /// A table's entries. Upper-level tables hold the hardware's 8-byte entries. A PTE table starts
-/// narrow: 4 bytes per entry, the flag bits packed and the low 22 bits of the pfn (or swap
-/// payload), the high bits shared by the table's present entries (`hi[1]`) and by its swap
-/// entries (`hi[0]`), as 512 consecutive pages usually come from one 16 GiB region. An entry
-/// that does not fit widens the table for the rest of its life; the entries read the same
-/// either way, so this is host memory only (the simulated table is still one 4 KiB frame).
+/// uniform: a bitmap of its non-none entries and one entry `at0` such that the entry at index
+/// `i` is `at0` with `i` added to its payload (pfn, or swap offset), so every entry has the same
+/// flag bits and maps the next frame (or slot) after its neighbour's: 64 bytes a table, what a
+/// first-touch sequence that writes 512 consecutive pages leaves. An entry that does not fit
+/// makes it compact: 2 bytes per entry, the flag bits packed and a 6-bit step, the entry at index
+/// `i` holding payload `base + i + step`, with one base per table for present entries
+/// (`base[1]`) and one for swap entries (`base[0]`): a page-table frame allocated among the
+/// pages moves the step by one. An entry that does not fit makes the table narrow: 4 bytes per
+/// entry, the flag bits and the low 22 bits of the payload, the high bits shared by the table's
+/// present entries (`hi[1]`) and by its swap entries (`hi[0]`), as 512 pages usually come from
+/// one 16 GiB region; an entry that does not fit that either makes it wide. A table keeps the
+/// widest form it needed for the rest of its life; the entries read the same in every form, so
+/// this is host memory only (the simulated table is still one 4 KiB frame).
 #[derive(Debug)]
 enum Entries {
     Wide(Box<[u64; PTRS_PER_TABLE]>),
     Narrow { hi: [Option<u64>; 2], e: Box<[u32; PTRS_PER_TABLE]> },
+    Compact { base: [Option<u64>; 2], e: Box<[u16; PTRS_PER_TABLE]> },
+    Uniform { at0: u64, set: Box<[u64; PTRS_PER_TABLE / 64]> },
 }
 
 impl Entries {
@@ -283,30 +299,77 @@ impl Entries {
                 let payload = (high << NARROW_PAYLOAD_BITS) | u64::from(n >> NARROW_FLAG_BITS);
                 unpack_flags(n) | (payload << 12)
             }
+            Entries::Compact { base, e } => {
+                let n = u32::from(e[idx]);
+                if n == 0 {
+                    return 0;
+                }
+                let b = base[(n & 1) as usize].expect("compact entry without its base");
+                let step = u64::from(n >> NARROW_FLAG_BITS);
+                unpack_flags(n) | (b.wrapping_add(idx as u64).wrapping_add(step) << 12)
+            }
+            Entries::Uniform { at0, set } => {
+                let present = set[idx / 64] & (1 << (idx % 64)) != 0;
+                if present { at0.wrapping_add((idx as u64) << 12) } else { 0 }
+            }
         }
     }
 
     /// Stores `raw` at `idx`; `empty` says the table holds no other entry.
     fn set(&mut self, idx: usize, raw: u64, empty: bool) {
-        match self {
-            Entries::Wide(e) => e[idx] = raw,
+        let fits = match self {
+            Entries::Wide(e) => {
+                e[idx] = raw;
+                true
+            }
             Entries::Narrow { hi, e } => {
                 if empty {
                     *hi = [None, None];
                 }
-                match Entries::narrow(hi, raw) {
-                    Some(n) => e[idx] = n,
-                    None => {
-                        let mut wide = Box::new([0u64; PTRS_PER_TABLE]);
-                        for (i, w) in wide.iter_mut().enumerate() {
-                            *w = self.get(i);
-                        }
-                        wide[idx] = raw;
-                        *self = Entries::Wide(wide);
-                    }
+                Entries::narrow(hi, raw).map(|n| e[idx] = n).is_some()
+            }
+            Entries::Compact { base, e } => {
+                if empty {
+                    *base = [None, None];
                 }
+                Entries::compact(base, idx, raw).map(|n| e[idx] = n).is_some()
+            }
+            Entries::Uniform { at0, set } => {
+                let bit = 1 << (idx % 64);
+                set[idx / 64] &= !bit;
+                let at = raw.wrapping_sub((idx as u64) << 12);
+                if empty {
+                    *at0 = at;
+                }
+                if raw != 0 && at == *at0 {
+                    set[idx / 64] |= bit;
+                }
+                raw == 0 || at == *at0
+            }
+        };
+        if !fits {
+            *self = self.widened(idx, raw);
+        }
+    }
+
+    /// The entries with `raw` at `idx`, in the narrowest wider form that holds them all.
+    fn widened(&self, idx: usize, raw: u64) -> Entries {
+        let entry = |i: usize| if i == idx { raw } else { self.get(i) };
+        if let Entries::Uniform { .. } = self {
+            let (mut base, mut e) = ([None, None], Box::new([0u16; PTRS_PER_TABLE]));
+            if fill(&mut e, |i| Entries::compact(&mut base, i, entry(i))) {
+                return Entries::Compact { base, e };
             }
         }
+        if let Entries::Uniform { .. } | Entries::Compact { .. } = self {
+            let (mut hi, mut e) = ([None, None], Box::new([0u32; PTRS_PER_TABLE]));
+            if fill(&mut e, |i| Entries::narrow(&mut hi, entry(i))) {
+                return Entries::Narrow { hi, e };
+            }
+        }
+        let mut wide = Box::new([0u64; PTRS_PER_TABLE]);
+        fill(&mut wide, |i| Some(entry(i)));
+        Entries::Wide(wide)
     }
 
     /// `raw` as a narrow entry of a table whose high bits are `hi` (claiming them if unset).
@@ -325,12 +388,36 @@ impl Entries {
         (*high == payload >> NARROW_PAYLOAD_BITS && n != 0).then_some(n)
     }
 
+    /// `raw` at `idx` as a compact entry of a table whose bases are `base` (claiming them if
+    /// unset).
+    fn compact(base: &mut [Option<u64>; 2], idx: usize, raw: u64) -> Option<u16> {
+        if raw == 0 {
+            return Some(0);
+        }
+        if raw & NARROW_UNSUPPORTED != 0 {
+            return None;
+        }
+        let flags = pack_flags(raw);
+        let at = ((raw >> 12) & PAYLOAD_MASK).wrapping_sub(idx as u64);
+        let b = base[(flags & 1) as usize].get_or_insert(at.wrapping_sub(COMPACT_SLACK));
+        let step = at.wrapping_sub(*b);
+        let n = flags | ((step as u32) << NARROW_FLAG_BITS);
+        (step < 1 << COMPACT_STEP_BITS && n != 0).then_some(n as u16)
+    }
+
     fn host_bytes(&self) -> usize {
         match self {
             Entries::Wide(_) => PTRS_PER_TABLE * 8,
             Entries::Narrow { .. } => PTRS_PER_TABLE * 4,
+            Entries::Compact { .. } => PTRS_PER_TABLE * 2,
+            Entries::Uniform { .. } => PTRS_PER_TABLE / 8,
         }
     }
+}
+
+/// Fills `e` with `f` of each index; false as soon as `f` finds an entry that does not fit.
+fn fill<T>(e: &mut [T; PTRS_PER_TABLE], mut f: impl FnMut(usize) -> Option<T>) -> bool {
+    e.iter_mut().enumerate().all(|(i, n)| f(i).map(|v| *n = v).is_some())
 }
 
 /// One page-table page.
@@ -368,7 +455,7 @@ impl PageTables {
         new_lock: impl FnOnce() -> SpinLock,
     ) -> PtId {
         let entries = if level == Level::Pte {
-            Entries::Narrow { hi: [None, None], e: Box::new([0; PTRS_PER_TABLE]) }
+            Entries::Uniform { at0: 0, set: Box::new([0; PTRS_PER_TABLE / 64]) }
         } else {
             Entries::Wide(Box::new([0; PTRS_PER_TABLE]))
         };
@@ -552,6 +639,52 @@ mod tests {
         t.set(3, far.0, false);
         assert!(matches!(t, Entries::Wide(_)));
         assert_eq!([t.get(0), t.get(1), t.get(2), t.get(3)], [near.0, swap.0, special.0, far.0]);
+    }
+
+    #[test]
+    fn uniform_entries_until_one_differs() {
+        let mut t = Entries::Uniform { at0: 0, set: Box::new([0; PTRS_PER_TABLE / 64]) };
+        let bits = Pte::RW | Pte::USER | Pte::NX | Pte::DIRTY | Pte::ACCESSED;
+        for i in [7, 8, 9, 200] {
+            t.set(i, Pte::new(Pfn(0x1000 + i as u64), bits).0, i == 7);
+        }
+        t.set(8, 0, false);
+        assert!(matches!(t, Entries::Uniform { .. }), "consecutive frames, the same flags");
+        assert_eq!(
+            (t.get(7), t.get(8), t.get(200)),
+            (Pte::new(Pfn(0x1007), bits).0, 0, Pte::new(Pfn(0x10c8), bits).0)
+        );
+        let old = Pte::new(Pfn(0x1009), bits & !Pte::DIRTY).0;
+        t.set(9, old, false);
+        assert!(matches!(t, Entries::Compact { .. }), "other flags make it compact");
+        assert_eq!(
+            (t.get(7), t.get(9), t.get(200)),
+            (Pte::new(Pfn(0x1007), bits).0, old, Pte::new(Pfn(0x10c8), bits).0)
+        );
+    }
+
+    #[test]
+    fn compact_entries_step_then_narrow() {
+        let mut t = Entries::Compact { base: [None, None], e: Box::new([0; PTRS_PER_TABLE]) };
+        let bits = Pte::RW | Pte::USER | Pte::NX | Pte::DIRTY;
+        let run: Vec<Pte> = (0..8).map(|i| Pte::new(Pfn(0x40_1000 + i + i / 4), bits)).collect();
+        let swap = Pte::swap(3, 0xabcdef, true, false);
+        for (i, p) in run.iter().chain([&swap]).enumerate() {
+            t.set(i + 100, p.0, i == 0);
+        }
+        assert!(matches!(t, Entries::Compact { .. }), "a step of one frame fits");
+        let read: Vec<u64> = (100..109).map(|i| t.get(i)).collect();
+        let want: Vec<u64> = run.iter().chain([&swap]).map(|p| p.0).collect();
+        assert_eq!(read, want);
+        let apart = Pte::new(Pfn(0x40_2000), Pte::RW);
+        t.set(300, apart.0, false);
+        assert!(matches!(t, Entries::Narrow { .. }), "a frame far from the run narrows");
+        assert_eq!((t.get(103), t.get(108), t.get(300), t.get(0)), (run[3].0, swap.0, apart.0, 0));
+        let mut w = Entries::Compact { base: [None, None], e: Box::new([0; PTRS_PER_TABLE]) };
+        w.set(0, run[0].0, true);
+        w.set(1, Pte::new(Pfn(0x1_0000_0000), Pte::RW).0, false);
+        assert!(matches!(w, Entries::Wide(_)), "entries no narrow table holds");
+        assert_eq!(w.get(0), run[0].0);
     }
 
     #[test]

@@ -206,7 +206,7 @@ impl KState {
 
     /// The absolute page index of a folio (`folio->index`).
     pub fn folio_index(&self, head: Pfn) -> u64 {
-        let rel = u64::from(self.folios.meta(head).index);
+        let rel = u64::from(self.folios.index(head));
         match self.folios.mapping(head) {
             Mapping::Anon(av) => self.anon_vmas[av].base + rel,
             Mapping::Ksm(_) | Mapping::File(_) | Mapping::None => rel,
@@ -264,8 +264,13 @@ pub struct Mapper {
 }
 
 impl KState {
-    /// Every PTE or PMD mapping any page of folio `head` now.
+    /// Every PTE or PMD mapping any page of folio `head` now. A folio that no entry maps is not
+    /// walked, as `folio_referenced` returns before its rmap walk when `folio_mapcount` is 0
+    /// (mm/rmap.c v6.8) and `shrink_folio_list` calls `try_to_unmap` only for a mapped folio.
     pub(crate) fn folio_mappers(&self, head: Pfn) -> Vec<Mapper> {
+        if self.folios.folio_mapcount(head) == 0 {
+            return Vec::new();
+        }
         let nr = self.folios.order(head).pages();
         (0..nr).flat_map(|i| self.rmap_mappers(head + i)).collect()
     }

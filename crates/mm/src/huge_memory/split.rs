@@ -90,7 +90,7 @@ impl KState {
         if let Some(l) = list {
             self.folios.list_del(head, l);
         }
-        let (mapping, index) = (self.folios.mapping(head), self.folios.meta(head).index);
+        let (mapping, index) = (self.folios.mapping(head), self.folios.index(head));
         let nr = self.folios.split_large(head, u32::from(first_slot.is_some()));
         let mut freed = 0;
         for i in 0..nr {
