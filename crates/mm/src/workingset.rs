@@ -99,14 +99,28 @@ impl Workingset {
     }
 
     fn take(&mut self, inodes: &mut Inodes, slot: ShadowSlot) -> Option<Shadow> {
+        self.take_stamped(inodes, slot, None)
+    }
+
+    /// Takes the shadow at `slot` if there is one (stamped `stamp`, when given).
+    fn take_stamped(
+        &mut self,
+        inodes: &mut Inodes,
+        slot: ShadowSlot,
+        stamp: Option<u64>,
+    ) -> Option<Shadow> {
+        let wanted = |s: &Shadow| stamp.is_none_or(|t| s.stamp == t);
         let s = match slot {
             ShadowSlot::PageCache(i, idx) => {
                 let pages = &mut inodes[i].mapping.pages;
-                let shadow = pages.shadow(idx)?;
+                let shadow = pages.shadow(idx).filter(wanted)?;
                 pages.store(idx, None);
                 Some(shadow)
             }
-            ShadowSlot::Swap(s) => self.swap.remove(&s),
+            ShadowSlot::Swap(s) => {
+                self.swap.get(&s).filter(|sh| wanted(sh))?;
+                self.swap.remove(&s)
+            }
         }?;
         self.uncount(&s);
         Some(s)
@@ -157,9 +171,7 @@ impl Workingset {
             else {
                 return;
             };
-            if self.get(inodes, slot).is_some_and(|s| s.stamp == stamp) {
-                self.take(inodes, slot);
-            }
+            self.take_stamped(inodes, slot, Some(stamp));
         }
         // Keep the order queue proportional to the live shadows.
         let q = self.order.entry(memcg).or_default();
