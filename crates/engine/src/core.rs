@@ -68,6 +68,8 @@ pub(crate) struct State {
     pub tearing_down: bool,
     /// Scratch list of tasks granted a lock by a release.
     granted: Vec<TaskId>,
+    /// Scratch list of the locks an acquiring task holds, for lockdep.
+    held_keys: Vec<(ClassKey, &'static Location<'static>)>,
     /// Whether a task may carry on past a charge or sleep without a pass of the run loop (see
     /// [`State::carry_on`]); off while a checker must see every step.
     carry_on: bool,
@@ -174,6 +176,7 @@ impl State {
             prng,
             tearing_down: false,
             granted: Vec::new(),
+            held_keys: Vec::new(),
             carry_on: false,
             carried: 0,
         }
@@ -465,18 +468,21 @@ impl State {
         subclass: u8,
         at: &'static Location<'static>,
     ) {
-        let new = ClassKey { class: self.locks[lock].class, subclass };
-        let held: Vec<(ClassKey, &'static Location<'static>)> = self.tasks[task]
-            .held
-            .iter()
-            .map(|h| (ClassKey { class: self.locks[h.lock].class, subclass: h.subclass }, h.at))
-            .collect();
-        if held.is_empty() {
+        if self.tasks[task].held.is_empty() {
             return;
         }
+        let new = ClassKey { class: self.locks[lock].class, subclass };
+        let mut held = std::mem::take(&mut self.held_keys);
+        held.extend(
+            (self.tasks[task].held.iter()).map(|h| {
+                (ClassKey { class: self.locks[h.lock].class, subclass: h.subclass }, h.at)
+            }),
+        );
         let tasks = &self.tasks;
         let names = Names { classes: &self.classes, task_name: &|t| tasks[TaskId(t)].name.clone() };
         self.lockdep.acquire(&names, task.0, &held, new, at);
+        held.clear();
+        self.held_keys = held;
     }
 
     /// Records that `task` now holds `lock`.

@@ -32,7 +32,7 @@ use crate::sim::cost::Cost;
 use crate::vma::VmFlags;
 use crate::vmscan::alloc_folio;
 use crate::vmstat::VmStat;
-use crate::workingset::ShadowSlot;
+use crate::workingset::Shadow;
 use crate::xarray::Entry;
 use simcore::{Bytes, Order, Pfn, VirtAddr};
 
@@ -93,8 +93,11 @@ impl KState {
         write: bool,
         in_lru_fault: bool,
     ) {
-        let shadow = self.take_shadow(ShadowSlot::PageCache(inode, index));
-        self.page_cache_add(inode, index, head);
+        // The folio takes the shadow's slot in one store (`xas_store` over the value entry).
+        let shadow = self.page_cache_store_folio(inode, index, head);
+        if let Some(s) = &shadow {
+            self.workingset_forget(s);
+        }
         if let Some(shadow) = shadow
             && !write
         {
@@ -107,6 +110,12 @@ impl KState {
     /// for a folio shmem swapped in, which is on its LRU already): the cache's references, the
     /// mapping, the counters.
     pub(crate) fn page_cache_add(&mut self, inode: InodeId, index: u64, head: Pfn) {
+        let shadow = self.page_cache_store_folio(inode, index, head);
+        debug_assert!(shadow.is_none(), "a folio added over a shadow");
+    }
+
+    /// [`KState::page_cache_add`] over whatever shadow entry the slot holds: the shadow.
+    fn page_cache_store_folio(&mut self, inode: InodeId, index: u64, head: Pfn) -> Option<Shadow> {
         let nr = self.folios.order(head).pages();
         debug_assert!(self.page_cache_get(inode, index).is_none());
         debug_assert!(!self.inodes[inode].mapping.swapped.contains_key(&index));
@@ -127,15 +136,30 @@ impl KState {
         }
         let m = &mut self.inodes[inode].mapping;
         let old = m.pages.store(index, Some(Entry::Folio(head)));
-        debug_assert!(old.is_none(), "a folio added over an entry");
         m.nrpages += nr;
         m.nr_thps += u64::from(counted);
         m.nr_large += u64::from(nr > 1);
+        match old {
+            None => None,
+            Some(Entry::Shadow(s)) => Some(s),
+            Some(Entry::Folio(f)) => panic!("folio {head} added over cached folio {f}"),
+        }
     }
 
     /// Removes a folio from the page cache (`filemap_remove_folio`), dropping the cache's
     /// references; the folio is freed if nobody else holds it.
     pub(crate) fn page_cache_delete(&mut self, inode: InodeId, head: Pfn) {
+        self.page_cache_replace_folio(inode, head, None);
+    }
+
+    /// [`KState::page_cache_delete`] leaving `shadow` (stamped by the workingset) in the folio's
+    /// slot in the same store, as `page_cache_delete` does with `xas_store(&xas, shadow)`.
+    pub(crate) fn page_cache_replace_folio(
+        &mut self,
+        inode: InodeId,
+        head: Pfn,
+        shadow: Option<Shadow>,
+    ) {
         let nr = self.folios.order(head).pages();
         let index = self.folio_index(head);
         let (thp, counted) = (self.is_file_thp(inode, head), self.counts_in_nr_thps(inode, head));
@@ -146,7 +170,7 @@ impl KState {
             self.vmstat.sub(VmStat::NrShmemHugepages, 1);
         }
         let m = &mut self.inodes[inode].mapping;
-        let old = m.pages.store(index, None);
+        let old = m.pages.store(index, shadow.map(Entry::Shadow));
         assert_eq!(old, Some(Entry::Folio(head)), "deleting a folio not in the cache");
         m.nrpages -= nr;
         m.nr_thps -= u64::from(counted);
@@ -213,14 +237,16 @@ pub(crate) async fn read_pages(
 ) -> Result<u64, VmFault> {
     debug_assert_eq!(cx.st().inodes[inode].fs.page_fill(), Some(PageFill::ReadFolio));
     let batch = add_readahead_folios(cx, inode, start, end).await;
-    if batch.is_empty() {
+    let n = batch.len() as u64;
+    if n == 0 {
+        cx.st().reclaim_lists.give_reads(batch);
         // Nothing was missing, or not even one page could be allocated.
         let wanted_missing = (start..end).any(|i| cx.st().page_cache_get(inode, i).is_none());
         return if wanted_missing { Err(VmFault::Oom) } else { Ok(0) };
     }
-    let n = batch.len() as u64;
     cx.charge_n(Cost::PageAlloc, n).await;
     read_folios(cx, inode, &batch).await;
+    cx.st().reclaim_lists.give_reads(batch);
     Ok(n)
 }
 
@@ -236,7 +262,7 @@ async fn add_readahead_folios(cx: &Cx, inode: InodeId, start: u64, end: u64) -> 
         Some(lock) => Some(lock.read(cx).await),
         None => None,
     };
-    let mut batch = Vec::new();
+    let mut batch = cx.st().reclaim_lists.take_reads();
     for index in start..end {
         if cx.st().page_cache_get(inode, index).is_some() {
             continue;

@@ -699,11 +699,13 @@ const RECLAIM_LISTS_KEPT: usize = 64;
 
 /// Reclaim's folio lists (the kernel's on-stack `LIST_HEAD`s of isolated folios), kept between
 /// passes so that reclaim allocates nothing in steady state: a pass takes a list and gives it
-/// back; concurrent passes (kswapd and direct reclaimers) take different lists.
+/// back; concurrent passes (kswapd and direct reclaimers) take different lists. Readahead's
+/// batches of new folios (`readahead_control`'s pages) are kept the same way.
 #[derive(Debug, Default)]
 pub struct ReclaimLists {
     folios: Vec<Vec<Pfn>>,
     rejected: Vec<Vec<Rejected>>,
+    reads: Vec<Vec<(u64, Pfn)>>,
 }
 
 impl ReclaimLists {
@@ -721,6 +723,15 @@ impl ReclaimLists {
 
     pub(crate) fn give_rejected(&mut self, list: Vec<Rejected>) {
         keep(&mut self.rejected, list);
+    }
+
+    /// An empty readahead batch: `(index, head)` of each new folio.
+    pub(crate) fn take_reads(&mut self) -> Vec<(u64, Pfn)> {
+        self.reads.pop().unwrap_or_default()
+    }
+
+    pub(crate) fn give_reads(&mut self, list: Vec<(u64, Pfn)>) {
+        keep(&mut self.reads, list);
     }
 }
 
@@ -762,13 +773,13 @@ impl KState {
                 }
                 self.swap_cache_delete(head);
             } else if let Mapping::File(inode) = self.folios.mapping(head) {
-                // The shadow is made while the folio is cached and takes its slot once it has
-                // left (`__remove_mapping` → `__filemap_remove_folio`).
-                let index = self.folio_index(head);
-                let shadow = self.folio_is_file_lru(head).then(|| self.lru_eviction_shadow(head));
-                self.page_cache_delete(inode, head);
-                if let Some(shadow) = shadow {
-                    self.workingset_store(ShadowSlot::PageCache(inode, index), shadow);
+                // The shadow is made while the folio is cached and takes its slot as it
+                // leaves (`__remove_mapping` → `__filemap_remove_folio`).
+                if self.folio_is_file_lru(head) {
+                    let shadow = self.lru_eviction_shadow(head);
+                    self.page_cache_evict(inode, head, shadow);
+                } else {
+                    self.page_cache_delete(inode, head);
                 }
             }
             self.put_folio_extra(head);

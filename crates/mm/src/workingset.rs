@@ -99,14 +99,28 @@ impl Workingset {
     }
 
     fn take(&mut self, inodes: &mut Inodes, slot: ShadowSlot) -> Option<Shadow> {
+        self.take_stamped(inodes, slot, None)
+    }
+
+    /// Takes the shadow at `slot` if there is one (stamped `stamp`, when given).
+    fn take_stamped(
+        &mut self,
+        inodes: &mut Inodes,
+        slot: ShadowSlot,
+        stamp: Option<u64>,
+    ) -> Option<Shadow> {
+        let wanted = |s: &Shadow| stamp.is_none_or(|t| s.stamp == t);
         let s = match slot {
             ShadowSlot::PageCache(i, idx) => {
                 let pages = &mut inodes[i].mapping.pages;
-                let shadow = pages.shadow(idx)?;
+                let shadow = pages.shadow(idx).filter(wanted)?;
                 pages.store(idx, None);
                 Some(shadow)
             }
-            ShadowSlot::Swap(s) => self.swap.remove(&s),
+            ShadowSlot::Swap(s) => {
+                self.swap.get(&s).filter(|sh| wanted(sh))?;
+                self.swap.remove(&s)
+            }
         }?;
         self.uncount(&s);
         Some(s)
@@ -118,9 +132,8 @@ impl Workingset {
 
     /// Stores `shadow` at `slot`: a page-cache slot must hold no folio (reclaim stores the
     /// shadow once the folio has left it).
-    fn put(&mut self, inodes: &mut Inodes, slot: ShadowSlot, mut shadow: Shadow) {
-        shadow.stamp = self.next_stamp;
-        self.next_stamp += 1;
+    fn put(&mut self, inodes: &mut Inodes, slot: ShadowSlot, shadow: Shadow) {
+        let shadow = self.stamped(shadow);
         let old = match slot {
             ShadowSlot::PageCache(i, idx) => {
                 match inodes[i].mapping.pages.store(idx, Some(Entry::Shadow(shadow))) {
@@ -134,6 +147,19 @@ impl Workingset {
         if let Some(old) = old {
             self.uncount(&old);
         }
+        self.record(slot, shadow);
+    }
+
+    /// `shadow` with the next stamp: its place in the shrinker's order.
+    fn stamped(&mut self, mut shadow: Shadow) -> Shadow {
+        shadow.stamp = self.next_stamp;
+        self.next_stamp += 1;
+        shadow
+    }
+
+    /// Counts a stamped shadow just stored at `slot` (over no other shadow) and queues it for
+    /// the shrinker.
+    fn record(&mut self, slot: ShadowSlot, shadow: Shadow) {
         *self.count.entry(shadow.memcg).or_default() += 1;
         self.order.entry(shadow.memcg).or_default().push_back((slot, shadow.stamp));
     }
@@ -145,9 +171,7 @@ impl Workingset {
             else {
                 return;
             };
-            if self.get(inodes, slot).is_some_and(|s| s.stamp == stamp) {
-                self.take(inodes, slot);
-            }
+            self.take_stamped(inodes, slot, Some(stamp));
         }
         // Keep the order queue proportional to the live shadows.
         let q = self.order.entry(memcg).or_default();
@@ -199,10 +223,32 @@ impl KState {
     /// `slot`, which the folio has left, and applies the shrinker's bound to the shadow's memory
     /// cgroup (the folio's).
     pub(crate) fn workingset_store(&mut self, slot: ShadowSlot, shadow: Shadow) {
-        let memcg = shadow.memcg;
         self.workingset.put(&mut self.inodes, slot, shadow);
+        self.workingset_shrink(shadow.memcg);
+    }
+
+    /// [`KState::workingset_store`] of a page-cache folio's shadow in the same store that takes
+    /// the folio out of its slot (`page_cache_delete`'s `xas_store(&xas, shadow)`): the folio is
+    /// deleted as [`KState::page_cache_delete`] does.
+    pub(crate) fn page_cache_evict(&mut self, inode: InodeId, head: Pfn, shadow: Shadow) {
+        let index = self.folio_index(head);
+        let shadow = self.workingset.stamped(shadow);
+        self.page_cache_replace_folio(inode, head, Some(shadow));
+        self.workingset.record(ShadowSlot::PageCache(inode, index), shadow);
+        self.workingset_shrink(shadow.memcg);
+    }
+
+    /// The shrinker's bound on the shadows of `memcg` (`count_shadow_nodes`: eight per page on
+    /// its LRU lists).
+    fn workingset_shrink(&mut self, memcg: MemcgId) {
         let limit = 8 * self.memcg_lru_pages(memcg).max(1);
         self.workingset.shrink(&mut self.inodes, memcg, limit);
+    }
+
+    /// A shadow a folio's insertion replaced in its slot (`__filemap_add_folio` hands it back
+    /// for `workingset_refault`): no longer counted.
+    pub(crate) fn workingset_forget(&mut self, shadow: &Shadow) {
+        self.workingset.uncount(shadow);
     }
 
     /// The shadow at `slot`.
