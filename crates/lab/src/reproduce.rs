@@ -111,6 +111,10 @@ pub struct Experiment {
     pub title: &'static str,
     /// Its work per seed relative to the others', so that the longest start first.
     pub work: u32,
+    /// Whether its workload draws on the seed. One that does not (a recorded trace, a workload
+    /// with no random choice) gives the same report under every seed, so it runs once, at the
+    /// first seed asked for, and its report says so; a test checks two seeds agree.
+    pub seeded: bool,
     pub measure: fn(setup: &Setup, progress: &mut dyn Progress) -> Result<Report, String>,
 }
 
@@ -138,6 +142,7 @@ impl Experiment {
             title: self.title.into(),
             source: self.source.into(),
             seeds: vec![setup.seed],
+            seeded: self.seeded,
             rows,
             figures,
             notes,
@@ -154,8 +159,9 @@ impl std::fmt::Debug for Experiment {
 }
 
 /// Runs every seed of every experiment on `threads` host threads (the longest first), with
-/// `progress(experiment, seed)` reporting each; returns one merged report per experiment, in
-/// the order given. The result does not depend on the number of threads.
+/// `progress(experiment, seed)` reporting each; an experiment that does not draw on the seed
+/// runs only the first. Returns one merged report per experiment, in the order given. The
+/// result does not depend on the number of threads.
 pub fn run_seeds(
     experiments: &[&Experiment],
     seeds: &[u64],
@@ -164,11 +170,13 @@ pub fn run_seeds(
     threads: usize,
     progress: &(dyn Fn(&Experiment, u64) -> Box<dyn Progress> + Sync),
 ) -> Result<Vec<Report>, String> {
+    let runs = |e: usize| if experiments[e].seeded { seeds.len() } else { seeds.len().min(1) };
     let mut jobs: Vec<(usize, usize)> =
-        (0..experiments.len()).flat_map(|e| (0..seeds.len()).map(move |s| (e, s))).collect();
+        (0..experiments.len()).flat_map(|e| (0..runs(e)).map(move |s| (e, s))).collect();
     jobs.sort_by_key(|&(e, _)| std::cmp::Reverse(experiments[e].work));
     let next = AtomicUsize::new(0);
-    let done: Mutex<Vec<Option<Result<Report, String>>>> = Mutex::new(vec![None; jobs.len()]);
+    let slots = experiments.len() * seeds.len();
+    let done: Mutex<Vec<Option<Result<Report, String>>>> = Mutex::new(vec![None; slots]);
     let worker = || {
         while let Some(&(e, s)) = jobs.get(next.fetch_add(1, Ordering::Relaxed)) {
             let (experiment, seed) = (experiments[e], seeds[s]);
@@ -185,12 +193,10 @@ pub fn run_seeds(
         worker();
     });
     let mut done = done.into_inner().expect("no worker panicked").into_iter();
-    experiments
-        .iter()
-        .map(|_| {
-            let each: Vec<Report> = done
-                .by_ref()
-                .take(seeds.len())
+    (0..experiments.len())
+        .map(|e| {
+            let slots: Vec<_> = done.by_ref().take(seeds.len()).collect();
+            let each: Vec<Report> = (slots.into_iter().take(runs(e)))
                 .map(|r| r.expect("every job ran"))
                 .collect::<Result<_, _>>()?;
             Report::merge(each)

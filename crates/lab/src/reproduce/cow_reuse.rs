@@ -42,6 +42,7 @@ pub(super) const EXPERIMENT: Experiment = Experiment {
     source: "mm: COW: restore full accuracy in page reuse",
     title: "COW reuse by mapcount (the change) against page_count",
     work: 10,
+    seeded: true,
     measure,
 };
 

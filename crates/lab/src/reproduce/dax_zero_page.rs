@@ -42,6 +42,7 @@ pub(super) const EXPERIMENT: Experiment = Experiment {
     source: "dax: use common 4k zero page for dax mmap reads",
     title: "DAX hole reads map the shared zero page instead of zeroed page-cache pages",
     work: 3,
+    seeded: false,
     measure,
 };
 

@@ -71,6 +71,7 @@ pub(super) const EXPERIMENT: Experiment = Experiment {
     source: "mm: support POSIX_FADV_NOREUSE",
     title: "POSIX_FADV_NOREUSE for an mmap-streamed encoder under the multi-gen LRU",
     work: 100,
+    seeded: false,
     measure,
 };
 

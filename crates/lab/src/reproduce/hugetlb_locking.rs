@@ -118,6 +118,7 @@ pub(super) const EXPERIMENT: Experiment = Experiment {
     source: "hugetlb: Use new vma mutex for huge pmd sharing synchronization",
     title: "hugetlb fault and fork scalability under the three PMD-sharing synchronisation schemes",
     work: 60,
+    seeded: true,
     measure,
 };
 

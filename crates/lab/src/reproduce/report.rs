@@ -212,6 +212,8 @@ pub struct Report {
     pub title: String,
     pub source: String,
     pub seeds: Vec<u64>,
+    /// Whether the experiment's workload draws on the seed (`Experiment::seeded`).
+    pub seeded: bool,
     pub rows: Vec<Row>,
     pub figures: Vec<Figure>,
     /// How the figures were obtained and what the model leaves out, for the reader.
@@ -336,7 +338,7 @@ impl Report {
             self.overrides.iter().map(|(k, v)| format!("{k}={v}")).collect();
         json!({
             "experiment": self.experiment, "title": self.title, "source": self.source,
-            "seeds": self.seeds, "verdict": verdict.label(), "reason": reason,
+            "seeds": self.seeds, "seeded": self.seeded, "verdict": verdict.label(), "reason": reason,
             "configurations": self.configurations, "overrides": overrides, "notes": self.notes,
             "rows": rows, "figures": self.figures.iter().map(Figure::json).collect::<Vec<_>>(),
         })
@@ -360,7 +362,12 @@ impl Report {
 
     fn seeds_text(&self) -> String {
         let s: Vec<String> = self.seeds.iter().map(u64::to_string).collect();
-        format!("seed{} {}", if s.len() > 1 { "s" } else { "" }, s.join(", "))
+        let unseeded = if self.seeded {
+            ""
+        } else {
+            " (the workload draws nothing from the seed: every seed gives this report)"
+        };
+        format!("seed{} {}{unseeded}", if s.len() > 1 { "s" } else { "" }, s.join(", "))
     }
 
     /// The table "published vs simulated": the verdict, the headline rows, a separator, then
@@ -519,6 +526,7 @@ mod tests {
             title: "t".into(),
             source: "s".into(),
             seeds: vec![seed],
+            seeded: true,
             rows: vec![
                 Row::level("copies", "pages", 7.0),
                 Row::change("gain", gain).published(

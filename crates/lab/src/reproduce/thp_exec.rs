@@ -45,6 +45,7 @@ pub(super) const EXPERIMENT: Experiment = Experiment {
     source: "mm, thp: relax the VM_DENYWRITE constraint on file-backed THPs",
     title: "khugepaged collapses shared-library text: fewer iTLB misses for real programs",
     work: 30,
+    seeded: false,
     measure,
 };
 

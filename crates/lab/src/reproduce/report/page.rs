@@ -57,10 +57,11 @@ fn summary(reports: &[Report]) -> Vec<SummaryLine> {
 pub fn summary_table(reports: &[Report]) -> String {
     let lines = summary(reports);
     let w = lines.iter().map(|l| l.change.len()).max().unwrap_or(6);
+    let e = lines.iter().map(|l| l.experiment.len()).max().unwrap_or(10).max(10);
     let mut out =
-        format!("{:w$}  {:13}  {:16}  headline\n", "seed change", "experiment", "verdict");
+        format!("{:w$}  {:e$}  {:16}  headline\n", "seed change", "experiment", "verdict");
     for l in &lines {
-        out += &format!("{:w$}  {:13}  {:16}  {}\n", l.change, l.experiment, l.verdict, l.headline)
+        out += &format!("{:w$}  {:e$}  {:16}  {}\n", l.change, l.experiment, l.verdict, l.headline)
             .replace("  \n", "\n");
     }
     out
