@@ -1,29 +1,44 @@
 //! Folios: the per-frame state of simulated physical memory (`include/linux/mm_types.h`,
 //! `include/linux/page-flags.h`, Linux v6.8).
 //!
-//! One packed [`PageMeta`] of 16 bytes per frame (Linux spends 64 on `struct page`), indexed by
-//! pfn and grown only as far as frames have been handed out, plus `folio->mapping` and
-//! `folio->index` in a side table by groups of 512 frames. For a large folio the head frame
-//! carries the folio's flags, refcount and mapping; its order, entire (PMD) mapcount and pincount
-//! live in a side table, since large folios are few. Tail frames carry their per-page (PTE)
-//! mapcount and their offset from the head, as the kernel's tail pages do. The refcount is held
-//! in 16 bits and a page's PTE mapcount in 8; the rare larger counts (a small folio with 64
+//! One packed [`PageMeta`] of 14 bytes per frame (Linux spends 64 on `struct page`), indexed by
+//! pfn and grown only as far as frames have been handed out, plus `folio->mapping`,
+//! `folio->index` and the memory cgroup in side tables by groups of 512 frames. For a large folio
+//! the head frame carries the folio's flags, refcount, memory cgroup and mapping; its order,
+//! entire (PMD) mapcount and pincount live in a side table, since large folios are few. Tail
+//! frames carry their per-page (PTE) mapcount and their offset from the head, as the kernel's
+//! tail pages do; nothing else of a large folio is per page until it is split. The refcount is
+//! held in 16 bits and a page's PTE mapcount in 8; the rare larger counts (a small folio with 64
 //! FOLL_PIN pins, a page mapped 255 times) escape to exact side tables, so every count reads the
 //! same as a 32-bit field would.
 //!
-//! Layout and cost, per frame: flags 2 bytes, refcount 2, mapcount with memcg, generation and
-//! refs (or a tail's offset) 4, LRU links 8: 16 bytes. Mapping and index (8 bytes as fields)
-//! are run-length coded per 512-frame group ([`Group`]): a group whose frames hold at most three
-//! runs of consecutive indices of one mapping costs 168 bytes (0.33 per frame), any other 4264
-//! (8.3 per frame, what the fields cost). The kernel keeps both in `struct page`; the run coding
-//! is host memory only and reads the same. A first-touch fault sequence or a readahead batch
-//! fills a group with one or two runs; a replay of scattered file pages turns groups full. Cost:
-//! reading a mapping or index is a group lookup and a 2-bit select instead of a field load; a
-//! store may rebuild a group (once, when it turns full). `mmsim bench mm --gib 64`: 24 -> 16.4
-//! bytes of frame state per page (page-table frames included); fault throughput unchanged. On a
-//! page-cache replay the mapping of a cold folio is a second cache line (an extra miss per rmap
-//! walk, about 5 % of `replay` before `folio_mappers` stopped walking unmapped folios).
-//! What remains of the 16 bytes is the LRU links (8): a folio's place on its list.
+//! Layout and cost, per frame: flags 2 bytes, refcount 2, PTE mapcount with the multi-gen LRU
+//! generation and refs and a 3-bit memory-cgroup selector 2, LRU links 8 (a tail, never on a list,
+//! keeps its offset from the head in the first link): 14 bytes, `repr(C, packed(2))` so that the
+//! 4-byte links need no padding. The memory cgroup (16 bits as a field) is a selector of one of
+//! seven ids its group holds ([`MemcgGroup`]: 40 bytes per 512 frames, 0.08 per frame; 0 selects
+//! the root), since a group's frames nearly always belong to few cgroups; a group with frames of an
+//! eighth non-root cgroup holds every frame's id instead (2 bytes per frame, what the field cost),
+//! exact either way. Mapping and index (8 bytes as fields) are run-length coded per 512-frame group
+//! ([`Group`]): a group whose frames hold at most three runs of consecutive indices of one mapping
+//! costs 168 bytes (0.33 per frame), any other 4264 (8.3 per frame, what the fields cost). The
+//! kernel keeps all three in `struct page`; the coding is host memory only and reads the same. A
+//! first-touch fault sequence or a readahead batch fills a group with one or two runs; a replay of
+//! scattered file pages turns groups full. Cost: reading a mapping or index is a group lookup and a
+//! 2-bit select instead of a field load, reading a memory cgroup a group lookup and a slot select;
+//! a store may rebuild a group (once, when it turns full); one frame in five (6 of 32) of a 14-byte
+//! array straddles a cache line. `mmsim bench mm --gib 64`: 24 -> 16.4 -> 14.4 bytes of frame state
+//! per page (page-table frames included), 16.9 -> 15.0 in all with the page tables' share (15.3 at
+//! 8 GiB). Speed, old -> new layout, alternated runs on a loaded 2-core host: first-touch faults at
+//! 8 GiB 662 k -> 661 k per second (medians of 5), at 64 GiB 588 k -> 486 k (medians of 3, ranges
+//! 467-589 k and 448-633 k: noise), instructions +0.7 % (cachegrind, `--gib 1`); page-cache replay
+//! (`mmsim replay traces/arc/P6.lis.zst --cache 256MiB`) user CPU new/old median of 7 pairs 1.08
+//! classic (0.996-1.20), 1.02 mglru (0.91-1.26), instructions +4.4 % (cachegrind, classic, first
+//! 300 000 requests): largely [`Folios::set_memcg_raw`] at every charge and uncharge (0.8 % of the
+//! instructions) and the group lookup of each `folio_memcg`. On a page-cache replay the mapping of
+//! a cold folio is a second cache line (an extra miss per rmap walk, about 5 % of `replay` before
+//! `folio_mappers` stopped walking unmapped folios). What remains of the 14 bytes is mostly the LRU
+//! links (8): a folio's place on its list.
 //!
 //! References: a folio's refcount is the sum of its page-cache or swap-cache references (one per
 //! page), one per PTE or PMD that maps it, `GUP_PIN_COUNTING_BIAS` per FOLL_PIN pin of a small
@@ -38,7 +53,7 @@
 //! hold: its memory cgroup, its generation and its 2-bit reference counter.
 //!
 //! Limits (asserted): 2^32 frames (16 TiB), 65 535 PTE mappings of one page, 65 536 memory
-//! cgroups.
+//! cgroups (`memcontrol.rs`; ids are 16 bits here).
 
 use simcore::{Order, Pfn};
 use std::collections::BTreeMap;
@@ -144,9 +159,10 @@ impl Mapping {
     }
 }
 
-/// The state of one frame.
+/// The state of one frame: 14 bytes, 2-byte aligned (the LRU links are unaligned 4-byte
+/// fields; `meta` hands out references only to the whole struct, fields are read by value).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-#[repr(C)]
+#[repr(C, packed(2))]
 pub struct PageMeta {
     pub flags: u16,
     /// Head or small folio: `_refcount`, or [`REF_ESCAPED`] when the count (65 535 or more:
@@ -154,29 +170,29 @@ pub struct PageMeta {
     refcount: u16,
     /// Bits 0-7: PTE mappings of this page (the kernel's `_mapcount + 1`), or [`MAP_ESCAPED`]
     /// when the count (255 or more) lives in [`Folios::big_maps`]. Head or small folio: the
-    /// memory cgroup (bits 8-23), the multi-gen LRU generation plus one (bits 24-26; 0 when not
-    /// on a generation list) and the reference counter (bits 27-28). Tail: its offset from the
-    /// head (bits 8-31).
-    map_lru: u32,
+    /// multi-gen LRU generation plus one (bits 8-10; 0 when not on a generation list), the
+    /// reference counter (bits 11-12) and which slot of its [`MemcgGroup`] holds its memory
+    /// cgroup (bits 13-15; 0: the root). Tail: the mapcount only.
+    map_lru: u16,
+    /// Head or small folio: the LRU links (`folio->lru`). Tail (never on a list): `lru_prev`
+    /// is its offset from the head, as the kernel's `compound_head` field points at it.
     lru_prev: u32,
     lru_next: u32,
 }
 
-const _: () = assert!(size_of::<PageMeta>() == 16);
+const _: () = assert!(size_of::<PageMeta>() == 14);
 
 /// A refcount too large for [`PageMeta`]'s 16 bits.
 const REF_ESCAPED: u16 = u16::MAX;
 /// A PTE mapcount too large for [`PageMeta`]'s 8 bits.
-const MAP_ESCAPED: u32 = 0xff;
-const MAP_MASK: u32 = 0xff;
-const MEMCG_SHIFT: u32 = 8;
-const MEMCG_MASK: u32 = 0xffff << MEMCG_SHIFT;
-const GEN_SHIFT: u32 = 24;
-const GEN_MASK: u32 = 0x7 << GEN_SHIFT;
-const REFS_SHIFT: u32 = 27;
-const REFS_MASK: u32 = 0x3 << REFS_SHIFT;
-/// A tail's offset from its head, in [`PageMeta::map_lru`] above the mapcount.
-const TAIL_SHIFT: u32 = 8;
+const MAP_ESCAPED: u16 = 0xff;
+const MAP_MASK: u16 = 0xff;
+const GEN_SHIFT: u32 = 8;
+const GEN_MASK: u16 = 0x7 << GEN_SHIFT;
+const REFS_SHIFT: u32 = 11;
+const REFS_MASK: u16 = 0x3 << REFS_SHIFT;
+const MEMCG_SHIFT: u32 = 13;
+const MEMCG_MASK: u16 = 0x7 << MEMCG_SHIFT;
 
 /// The list a folio is on (`enum lru_list`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -337,6 +353,43 @@ impl MapIndex {
     }
 }
 
+/// Distinct non-root memory cgroups a compact [`MemcgGroup`] names (3-bit selectors).
+const MEMCG_SLOTS: usize = 7;
+
+/// The memory cgroups (`folio->memcg_data`) of 512 aligned frames. Each frame's 3-bit selector
+/// in [`PageMeta::map_lru`] is 0 for the root cgroup (raw id 0: also every free frame and every
+/// tail) or one plus the slot holding its cgroup's id; a slot no frame selects is reused. An
+/// eighth distinct cgroup in the group turns it full: one 16-bit id per frame, exact, as the
+/// field cost before (the selectors are then unused).
+#[derive(Clone, Debug, Default)]
+struct MemcgGroup {
+    ids: [u16; MEMCG_SLOTS],
+    /// Frames selecting each slot.
+    uses: [u16; MEMCG_SLOTS],
+    full: Option<Box<[u16; GROUP]>>,
+}
+
+const _: () = assert!(size_of::<MemcgGroup>() == 40);
+
+impl MemcgGroup {
+    fn get(&self, o: usize, sel: u16) -> u16 {
+        match (&self.full, sel) {
+            (Some(f), _) => f[o],
+            (None, 0) => 0,
+            (None, k) => self.ids[usize::from(k) - 1],
+        }
+    }
+
+    /// The selector of the slot naming `memcg` (not 0), claiming a free slot if none does.
+    fn claim(&mut self, memcg: u16) -> Option<u16> {
+        let live = (0..MEMCG_SLOTS).find(|&k| self.uses[k] > 0 && self.ids[k] == memcg);
+        let k = live.or_else(|| (0..MEMCG_SLOTS).find(|&k| self.uses[k] == 0))?;
+        self.ids[k] = memcg;
+        self.uses[k] += 1;
+        Some(k as u16 + 1)
+    }
+}
+
 const NIL: u32 = u32::MAX;
 
 #[derive(Clone, Copy, Debug)]
@@ -352,6 +405,8 @@ struct ListHead {
 pub struct Folios {
     meta: Vec<PageMeta>,
     map_index: MapIndex,
+    /// Every frame's memory cgroup, by groups of 512 frames (see [`MemcgGroup`]).
+    memcgs: Vec<MemcgGroup>,
     large: BTreeMap<u32, LargeInfo>,
     /// References held by holders other than mappings and caches, per head pfn.
     extra: BTreeMap<u32, u32>,
@@ -373,6 +428,7 @@ impl Folios {
         Folios {
             meta: Vec::new(),
             map_index: MapIndex::default(),
+            memcgs: Vec::new(),
             large: BTreeMap::new(),
             extra: BTreeMap::new(),
             pins: BTreeMap::new(),
@@ -397,12 +453,19 @@ impl Folios {
             self.meta.resize(n, PageMeta::default());
         }
         self.map_index.grow(n);
+        if self.memcgs.len() < n.div_ceil(GROUP) {
+            self.memcgs.resize(n.div_ceil(GROUP), MemcgGroup::default());
+        }
     }
 
     /// Host bytes spent on per-frame state (for the memory benchmark): the frames in use, not
     /// the vector's untouched spare capacity.
     pub fn host_bytes(&self) -> usize {
-        self.meta.len() * size_of::<PageMeta>() + self.map_index.host_bytes()
+        let full_memcgs = self.memcgs.iter().filter(|g| g.full.is_some()).count();
+        self.meta.len() * size_of::<PageMeta>()
+            + self.map_index.host_bytes()
+            + self.memcgs.len() * size_of::<MemcgGroup>()
+            + full_memcgs * size_of::<[u16; GROUP]>()
     }
 
     fn set_refcount(&mut self, pfn: Pfn, count: u32) {
@@ -426,7 +489,7 @@ impl Folios {
         if m.map_lru & MAP_MASK == MAP_ESCAPED {
             self.big_maps.remove(&key);
         }
-        let inline = count.min(MAP_ESCAPED);
+        let inline = count.min(u32::from(MAP_ESCAPED)) as u16;
         m.map_lru = (m.map_lru & !MAP_MASK) | inline;
         if inline == MAP_ESCAPED {
             self.big_maps.insert(key, count);
@@ -447,14 +510,15 @@ impl Folios {
         self.extra.insert(head.0 as u32, 1);
         assert_eq!(self.refcount(head), 0, "allocating folio {head} with references");
         self.map_index.set(head, (0, 0));
+        debug_assert_eq!(self.memcg_raw(head), 0, "a free frame is in the root cgroup");
         let m = self.meta_mut(head);
         *m = PageMeta { refcount: 1, ..PageMeta::default() };
         if order.0 > 0 {
             m.flags = pg::HEAD;
             for i in 1..order.pages() {
-                let offset = (i as u32) << TAIL_SHIFT;
+                let offset = u32::try_from(i).expect("folio within 2^32 frames");
                 *self.meta_mut(head + i) =
-                    PageMeta { flags: pg::TAIL, map_lru: offset, ..PageMeta::default() };
+                    PageMeta { flags: pg::TAIL, lru_prev: offset, ..PageMeta::default() };
                 self.map_index.set(head + i, (0, 0));
             }
             self.large.insert(head.0 as u32, LargeInfo { order: order.0, ..LargeInfo::default() });
@@ -472,6 +536,7 @@ impl Folios {
         assert!(!self.pins.contains_key(&(head.0 as u32)), "freeing pinned folio {head}");
         let pfns = head.0 as u32..(head.0 + order.pages()) as u32;
         assert!(self.big_maps.range(pfns).next().is_none(), "freeing mapped folio {head}");
+        self.set_memcg_raw(head, 0);
         for i in 0..order.pages() {
             *self.meta_mut(head + i) = PageMeta::default();
             self.map_index.set(head + i, (0, 0));
@@ -504,14 +569,19 @@ impl Folios {
             "splitting folio {head} with unknown references"
         );
         let shared = h.flags & !(pg::HEAD | pg::TAIL | pg::ANON_EXCLUSIVE | pg::LRU | pg::LOCKED);
+        let memcg = self.memcg_raw(head);
         for i in 0..nr {
             let refs = self.page_mapcount(head + i) + per_page + if i == 0 { holders } else { 0 };
             self.set_refcount(head + i, refs);
             let m = self.meta_mut(head + i);
             let own = m.flags & pg::ANON_EXCLUSIVE | if i == 0 { h.flags & pg::LOCKED } else { 0 };
             m.flags = shared | own;
-            m.map_lru = (m.map_lru & MAP_MASK) | (h.map_lru & !MAP_MASK);
+            m.map_lru =
+                (m.map_lru & (MAP_MASK | MEMCG_MASK)) | (h.map_lru & (GEN_MASK | REFS_MASK));
             (m.lru_prev, m.lru_next) = (NIL, NIL);
+            if i > 0 {
+                self.set_memcg_raw(head + i, memcg);
+            }
         }
         nr
     }
@@ -523,7 +593,7 @@ impl Folios {
     /// `compound_head`.
     pub fn head(&self, pfn: Pfn) -> Pfn {
         let m = self.meta(pfn);
-        if m.flags & pg::TAIL != 0 { Pfn(pfn.0 - u64::from(m.map_lru >> TAIL_SHIFT)) } else { pfn }
+        if m.flags & pg::TAIL != 0 { Pfn(pfn.0 - u64::from(m.lru_prev)) } else { pfn }
     }
 
     pub fn order(&self, head: Pfn) -> Order {
@@ -695,7 +765,7 @@ impl Folios {
     pub fn page_mapcount(&self, pfn: Pfn) -> u32 {
         match self.meta(pfn).map_lru & MAP_MASK {
             MAP_ESCAPED => self.big_maps[&(pfn.0 as u32)],
-            m => m,
+            m => u32::from(m),
         }
     }
 
@@ -830,14 +900,46 @@ impl Folios {
         })
     }
 
-    /// The memory cgroup a folio is charged to (`folio_memcg`), as its raw id.
+    /// The memory cgroup a folio is charged to (`folio_memcg`), as its raw id (0, the root, for
+    /// a free frame or a tail).
     pub fn memcg_raw(&self, head: Pfn) -> u16 {
-        ((self.meta(head).map_lru & MEMCG_MASK) >> MEMCG_SHIFT) as u16
+        debug_assert!(!self.is_tail(head), "memcg of tail {head}");
+        let sel = (self.meta(head).map_lru & MEMCG_MASK) >> MEMCG_SHIFT;
+        self.memcgs[(head.0 >> GROUP_SHIFT) as usize].get(head.0 as usize % GROUP, sel)
     }
 
+    /// Charges the folio at `head` (or, at a split, each page) to `memcg`; 0 uncharges it.
     pub(crate) fn set_memcg_raw(&mut self, head: Pfn, memcg: u16) {
-        let m = self.meta_mut(head);
-        m.map_lru = (m.map_lru & !MEMCG_MASK) | (u32::from(memcg) << MEMCG_SHIFT);
+        let (gi, o) = ((head.0 >> GROUP_SHIFT) as usize, head.0 as usize % GROUP);
+        let m = &mut self.meta[head.0 as usize];
+        let g = &mut self.memcgs[gi];
+        if let Some(f) = &mut g.full {
+            f[o] = memcg;
+            return;
+        }
+        let old = (m.map_lru & MEMCG_MASK) >> MEMCG_SHIFT;
+        if old != 0 {
+            g.uses[usize::from(old) - 1] -= 1;
+        }
+        let sel = if memcg == 0 { Some(0) } else { g.claim(memcg) };
+        match sel {
+            Some(k) => m.map_lru = (m.map_lru & !MEMCG_MASK) | (k << MEMCG_SHIFT),
+            None => self.memcg_group_full(gi, o, memcg),
+        }
+    }
+
+    /// Turns memory-cgroup group `gi` full, with `memcg` at offset `o`; clears the selectors.
+    #[cold]
+    fn memcg_group_full(&mut self, gi: usize, o: usize, memcg: u16) {
+        let g = &self.memcgs[gi];
+        let mut f = Box::new([0; GROUP]);
+        let frames = self.meta.iter_mut().skip(gi * GROUP).take(GROUP);
+        for ((i, id), m) in f.iter_mut().enumerate().zip(frames) {
+            *id = g.get(i, (m.map_lru & MEMCG_MASK) >> MEMCG_SHIFT);
+            m.map_lru &= !MEMCG_MASK;
+        }
+        f[o] = memcg;
+        self.memcgs[gi] = MemcgGroup { full: Some(f), ..MemcgGroup::default() };
     }
 
     /// The multi-gen LRU generation the folio is on (`folio_lru_gen`), if any.
@@ -847,7 +949,7 @@ impl Folios {
     }
 
     pub(crate) fn set_lru_gen(&mut self, head: Pfn, generation: Option<u8>) {
-        let g = generation.map_or(0, |g| u32::from(g) + 1);
+        let g = generation.map_or(0, |g| u16::from(g) + 1);
         let m = self.meta_mut(head);
         m.map_lru = (m.map_lru & !GEN_MASK) | (g << GEN_SHIFT);
     }
@@ -860,7 +962,7 @@ impl Folios {
     pub(crate) fn set_lru_refs(&mut self, head: Pfn, refs: u8) {
         debug_assert!(refs < 4);
         let m = self.meta_mut(head);
-        m.map_lru = (m.map_lru & !REFS_MASK) | (u32::from(refs) << REFS_SHIFT);
+        m.map_lru = (m.map_lru & !REFS_MASK) | (u16::from(refs) << REFS_SHIFT);
     }
 
     /// Frames with state (for checkers): every head of an allocated folio.
@@ -942,6 +1044,30 @@ mod tests {
         assert!(!f.put(Pfn(3), 70 * GUP_PIN_COUNTING_BIAS));
         assert!(f.big_refs.is_empty() && f.big_maps.is_empty());
         assert_eq!((f.page_mapcount(Pfn(3)), f.refcount(Pfn(3))), (0, 1));
+    }
+
+    #[test]
+    fn memcgs_take_slots_then_turn_full() {
+        let mut f = Folios::new();
+        f.prep_new(Pfn(1024), Order::PMD);
+        f.set_memcg_raw(Pfn(1024), 9);
+        for p in 0..8 {
+            f.prep_new(Pfn(p), Order::BASE);
+            f.set_memcg_raw(Pfn(p), 100 + p as u16 % 7);
+        }
+        assert!(f.memcgs[0].full.is_none(), "seven cgroups share a group's slots");
+        f.set_memcg_raw(Pfn(6), 0);
+        f.set_memcg_raw(Pfn(6), 300);
+        assert!(f.memcgs[0].full.is_none(), "a slot no frame selects is reused");
+        f.set_memcg_raw(Pfn(9), 0xffff);
+        assert!(f.memcgs[0].full.is_some(), "an eighth cgroup turns the group full");
+        let read: Vec<u16> = (0..10).map(|p| f.memcg_raw(Pfn(p))).collect();
+        assert_eq!(read, [100, 101, 102, 103, 104, 105, 300, 100, 0, 0xffff]);
+        assert_eq!((f.memcg_raw(Pfn(1024)), f.head(Pfn(1535))), (9, Pfn(1024)));
+        f.extra_to_mapping(Pfn(1024));
+        assert!(f.put(Pfn(1024), 1));
+        f.clear(Pfn(1024));
+        assert_eq!((f.memcg_raw(Pfn(1024)), f.memcgs[2].uses), (0, [0; MEMCG_SLOTS]));
     }
 
     #[test]

@@ -13,7 +13,7 @@
 //!
 //! Approximations: one anon_vma per VMA plus its chain (the kernel reuses anon_vmas across
 //! generations when it can); the anon index is stored relative to its anon_vma's base so that it
-//! fits the 32-bit field of [`crate::folio::PageMeta`].
+//! fits the 32-bit index `crate::folio` keeps per frame.
 
 use crate::folio::{AnonVmaId, Mapping, pg};
 use crate::kernel::{Cx, KState};
