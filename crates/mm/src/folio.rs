@@ -57,6 +57,7 @@
 
 use simcore::{Order, Pfn};
 use std::collections::BTreeMap;
+use std::collections::btree_map::Entry;
 
 /// Page flags (a subset of `enum pageflags`), as bits of [`PageMeta::flags`].
 pub mod pg {
@@ -683,22 +684,25 @@ impl Folios {
     /// Drops a [`get_extra`](Folios::get_extra) reference.
     #[must_use = "a folio whose last reference was dropped must be freed"]
     pub(crate) fn put_extra(&mut self, head: Pfn) -> bool {
-        let e = self.extra.get_mut(&(head.0 as u32)).expect("put_extra without get_extra");
-        *e -= 1;
-        if *e == 0 {
-            self.extra.remove(&(head.0 as u32));
-        }
+        self.drop_extra(head, "put_extra without get_extra");
         self.put(head, 1)
+    }
+
+    /// Takes one from `head`'s extra count, removing the entry at zero, in one map descent.
+    fn drop_extra(&mut self, head: Pfn, missing: &str) {
+        match self.extra.entry(head.0 as u32) {
+            Entry::Occupied(e) if *e.get() == 1 => {
+                e.remove();
+            }
+            Entry::Occupied(mut e) => *e.get_mut() -= 1,
+            Entry::Vacant(_) => panic!("{missing}"),
+        }
     }
 
     /// Hands a [`get_extra`](Folios::get_extra) reference over to a new mapping (the fault's
     /// reference becomes the PTE's): the refcount is unchanged.
     pub(crate) fn extra_to_mapping(&mut self, head: Pfn) {
-        let e = self.extra.get_mut(&(head.0 as u32)).expect("no extra reference to hand over");
-        *e -= 1;
-        if *e == 0 {
-            self.extra.remove(&(head.0 as u32));
-        }
+        self.drop_extra(head, "no extra reference to hand over");
     }
 
     /// The reverse: a mapping's reference kept by the unmapper until the TLB flush (the

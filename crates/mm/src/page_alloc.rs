@@ -212,7 +212,10 @@ impl FreeBlocks {
 
     fn insert(&mut self, head: u64) {
         let mut n = head >> self.order;
-        self.grow(n);
+        // The levels above the first always cover it, so a block inside it needs no growing.
+        if word_bit(n).0 >= self.levels[0].len() {
+            self.grow(n);
+        }
         self.len += u64::from(!self.contains(head));
         for level in &mut self.levels {
             let (w, bit) = word_bit(n);
