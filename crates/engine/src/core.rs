@@ -430,20 +430,23 @@ impl State {
     }
 
     /// Makes a blocked task runnable again, `extra` after the usual delay (a lock word's
-    /// transfer to its CPU).
+    /// transfer to its CPU). A sleeper whose CPU went idle runs `wakeup_latency` later (the
+    /// wake-up IPI and the CPU's exit from idle); one whose CPU is running another task joins
+    /// its run queue at once (`try_to_wake_up` queues it; no idle state to leave).
     fn wake(&mut self, task: TaskId, spinning: bool, extra: SimDuration) {
         let now = self.now;
+        let cpu = self.tasks[task].cpu;
+        let idle = self.cpus[cpu].owner.is_none() && self.cpus[cpu].runqueue.is_empty();
         let t = &mut self.tasks[task];
         assert_eq!(t.status, Status::Blocked, "waking task {task} that is {:?}", t.status);
         let waited = now.since(t.wait_since);
-        let cpu = t.cpu;
         let at = if spinning {
             t.stats.spin += waited;
             self.cpus[cpu].stats.spin += waited;
             now
         } else {
             t.stats.sleep_wait += waited - std::mem::take(&mut t.spun);
-            now + self.config.wakeup_latency
+            if idle { now + self.config.wakeup_latency } else { now }
         };
         self.schedule(task, at + extra);
     }

@@ -479,3 +479,38 @@ fn rwsem_head_writer_gets_handoff_after_timeout() {
     ]);
     assert_eq!(got, entries(&[(0, "w0"), (5002, "w1"), (5005, "w2")]));
 }
+
+/// A sleeper whose CPU is idle runs `wakeup_latency` (2 us) after its wake-up; one whose CPU
+/// is running another task joins that CPU's run queue at once and runs when the CPU is given up
+/// (kernel/sched/core.c `try_to_wake_up`: only an idle CPU has an idle state to leave).
+#[test]
+fn wakeup_latency_is_charged_only_to_an_idle_cpu() {
+    for (busy_until, want) in [(None, 12), (Some(11), 11)] {
+        let mut sim = sim_with_wakeup_latency(2);
+        let h = sim.handle().clone();
+        let mutex = h.mutex("test_mutex");
+        let log: Log = Rc::default();
+        let (m, l) = (mutex.clone(), log.clone());
+        h.spawn(h.cpu(0).unwrap(), "holder", move |cx| async move {
+            let g = m.lock(&cx).await;
+            cx.sleep(us(10)).await;
+            drop(g);
+            note(&l, &cx, "released");
+        });
+        let (m, l) = (mutex.clone(), log.clone());
+        h.spawn(h.cpu(1).unwrap(), "waiter", move |cx| async move {
+            cx.sleep(us(1)).await;
+            let _g = m.lock(&cx).await;
+            note(&l, &cx, "waiter");
+        });
+        if let Some(end) = busy_until {
+            h.spawn(h.cpu(1).unwrap(), "busy", move |cx| async move {
+                cx.sleep(us(5)).await;
+                cx.charge(us(end - 5)).await;
+            });
+        }
+        sim.run().unwrap();
+        let got = log.borrow().clone();
+        assert_eq!(got, entries(&[(10, "released"), (want, "waiter")]), "busy {busy_until:?}");
+    }
+}
