@@ -45,30 +45,27 @@
 //! `i_mmap_rwsem` for write around the unmap of its 250 GiB (one step per empty GiB) and again
 //! to unlink the VMA.
 //!
-//! What does not set the combined ratio (issue 20, measured at seed 1 with a diagnostic build):
-//! the length of the fault program's pass. Its munmap already falls inside the 40 ms window
-//! (at 120-150 k pages/s per instance an 8 GiB pass takes 27-34 ms) and zaps every populated
-//! entry under `i_mmap_rwsem` for write, at per-entry costs (`pte_update`, the page's two count
-//! lines); a longer pass makes that hold longer and rarer in proportion, so the share of time
-//! readers are shut out barely moves: combined revert / i_mmap_rwsem 0.73x with 8 GiB passes and
-//! a 40 ms window, 1.09x with 32 GiB and 160 ms, 1.29x with the published 250 GiB and a 1.2 s
-//! window (its three combined runs alone: 151 M events, 10 min host, 138 MB). And a fault
-//! program collapsed to the published 1528 pages/s would take 84 s to reach its 250 GiB munmap,
-//! so that munmap cannot sustain the collapse: the fork side's write acquisitions (about 24 k/s
-//! published) must each shut readers out for tens of microseconds. What the kernel holds for
-//! write there (v6.0: `dup_mmap`'s `i_mmap` link, the exit's `unmap_single_vma` over an empty
-//! range, `unlink_file_vma`) is short, as modelled; what is long is a sleeping waiter's
-//! wake-up, through which an rwsem handed to readers stays held (`rwsem_mark_wake` grants
-//! before it wakes). The profile's
-//! `wakeup_latency` is 0 (not measured). The engine's lock hand-over is the kernel's (a
-//! released mutex or rwsem head writer is woken to retry, not granted, and running tasks may
-//! take the lock first: `engine::lock`), so a latency no longer forms convoys; with it the
-//! combined ratio (seed 1, full scale) is 0.74x at 0, 2.3x at `--set cost.wakeup_latency=5000`
-//! and 6.9x at 12000 (combined faults/s under i_mmap_rwsem 162688 / 52962 / 18066, published
-//! 1528), while every fork row stays 10-15x above the published ones (forks/s 24 i_mmap_rwsem
-//! 5911 against 404, alike under all schemes): the fork program's own scaling loss, which the
-//! published rows show under every scheme, is not in the model, and the collapse that matters
-//! needs those forks' write acquisitions.
+//! What sets the combined ratio (issue 20). Not the length of the fault program's pass: its
+//! munmap zaps every populated entry under `i_mmap_rwsem` for write, and a longer pass makes
+//! that hold longer and rarer in proportion (measured before the wake-up latency was: combined
+//! revert / i_mmap_rwsem 0.73x with 8 GiB passes and a 40 ms window, 1.29x with the published
+//! 250 GiB and a 1.2 s window). A fault program collapsed to the published 1528 pages/s would
+//! take 84 s to reach its 250 GiB munmap, so the collapse must come from the fork side's write
+//! acquisitions (about 24 k/s published: `dup_mmap`'s `i_mmap` link, the exit's walk of an
+//! empty range, `unlink_file_vma`), each short. What is long is a sleeping waiter's wake-up:
+//! readers queued behind a writer sleep, their CPUs go idle, and the writer's release grants
+//! them the rwsem before they run (`rwsem_mark_wake`), so the lock stays held through their
+//! wake-up while the next writer queues behind them and the readers arriving behind it sleep
+//! in turn. The engine's hand-over is the kernel's (a released mutex or rwsem head writer is
+//! woken to retry, not granted, and running tasks may take the lock first: `engine::lock`),
+//! and a woken task pays the profile's `wakeup_latency` only when its CPU is idle. That
+//! latency was 0 (not measured) until 2026-11-28, and the combined ratio was 1.37x (seeds 1-6);
+//! measured on the development machine (47.5 us, `tools/wakeup.c`: a Firecracker KVM guest
+//! whose idle vCPU exits through the host), it gives 56x (38.6-84.9 over seeds 1-6, published
+//! 45x) and combined faults under i_mmap_rwsem 3464 pages/s (published 1528). The figure
+//! depends on the latency (seed 1: 2.3x at `--set cost.wakeup_latency=5000`, 6.9x at 12000,
+//! before the idle-CPU rule): the seed's VM was not described, and bare metal wakes in a few
+//! us. The fork rows stay 10-15x above the published ones under every scheme (below).
 //!
 //! Why the fork rows stay 12-15x above the table (issue 20, measured at seed 1, full scale).
 //! Published, one fork cycle (fork, the child's exit, the wait) takes 368 us alone (2717/s) and
@@ -503,7 +500,7 @@ fn notes(scale: Scale) -> Vec<String> {
         "Mappings are placed as ASLR places them (a random 2 MiB position modulo 1 GiB per process), so PMD tables are shared only by chance and nearly every store faults (minflt rows); the PUD-aligned rows show the fault program when every mapping is 1 GiB-aligned and shares its tables.".into(),
         "The lock rows are lock_stat over each run's measured phase (warm-up and wind-down included): total wait and contended acquisitions of every lock of the class summed over processes, files and hash buckets.".into(),
         "What sets the ratios (the lock rows): alone, a fault costs the same in every scheme (an uncontended lock costs nothing, and one CPU never moves a cache line). With 24 fault programs, every fault pulls the hugetlb fault mutex's word and the page's reference and mapcount lines from the CPU that mapped that page last (the programs write the same file pages in the same order), munmap pulls them again, and munmap and mmap take i_mmap_rwsem for write (the unmap's zap of every entry runs under it): readers queue behind them, every fault under i_mmap_rwsem, only huge_pmd_share's lookup (once per GiB) under the others, where the waiting fault holds its fault mutex and the programs behind it queue on that mutex. The child's exit holds i_mmap_rwsem for write over its whole 250 GiB walk, but since v6.0 the walk takes one step per empty GiB, so forks barely contend. revert and vma_lock come out equal: each process takes only its own VMA's lock, which nobody contends and no other CPU writes.".into(),
-        "Where the model departs from the table, and why (the lock rows): under revert and vma_lock a fault that reaches a new GiB waits in huge_pmd_share behind every munmap queued for write (a few ms on average, few such waits) with its fault mutex held, and the other fault programs, which write the same pages in the same order, queue on that mutex; under i_mmap_rwsem every fault waits, but readers always queue, so readers and writers alternate and each wait is short. That puts the 24-instance faults of i_mmap_rwsem above the others, against the table. Fork programs hold i_mmap_rwsem for write only briefly (VMA link, the exit's empty walk, the VMA unlink), so beside them faults do not collapse under i_mmap_rwsem as published (45x): writers spin on a writer that holds it (and steal it from queued faults until a fault has waited 4 ms) only when their write sections overlap, which the short fork-side holds rarely do, and a writer finding faults holding the lock queues (the kernel's bounded spinning on reader-owned rwsems is not modelled); the model has no wake-up latency for sleeping lock waiters, and nothing it holds for write is long (the fault program's munmap zaps 8 GiB, not the published 250 GiB, so its write hold is 30x shorter and 30x more frequent); the published fork rates (24 instances 6.7x below one, under every scheme) need about 103 us of serialised work per fork, which no lock of the fork path holds: the rows with the program's image (executable, ld.so and libc linked and unlinked under their i_mmap_rwsem at every fork and exit) lose 2.3% at 24 instances, and tasklist_lock, pidmap_lock, css_set_lock and pgd_lock hold for about a microsecond each (see the module note).".into(),
+        "Where the model departs from the table, and why (the lock rows): under revert and vma_lock a fault that reaches a new GiB waits in huge_pmd_share behind every munmap queued for write (a few ms on average, few such waits) with its fault mutex held, and the other fault programs, which write the same pages in the same order, queue on that mutex; under i_mmap_rwsem every fault waits, but readers always queue, so readers and writers alternate and each wait is short. That puts the 24-instance faults of i_mmap_rwsem above the others, against the table. Fork programs hold i_mmap_rwsem for write only briefly (VMA link, the exit's empty walk, the VMA unlink), and writers spin on a writer that holds it (and steal it from queued faults until a fault has waited 4 ms) only when their write sections overlap, which the short fork-side holds rarely do, and a writer finding faults holding the lock queues (the kernel's bounded spinning on reader-owned rwsems is not modelled); faults collapse beside them under i_mmap_rwsem only through the wake-up latency of the readers they put to sleep (the profile's measured 47.5 us; see the module note), and nothing the model holds for write is long (the fault program's munmap zaps 8 GiB, not the published 250 GiB, so its write hold is 30x shorter and 30x more frequent); the published fork rates (24 instances 6.7x below one, under every scheme) need about 103 us of serialised work per fork, which no lock of the fork path holds: the rows with the program's image (executable, ld.so and libc linked and unlinked under their i_mmap_rwsem at every fork and exit) lose 2.3% at 24 instances, and tasklist_lock, pidmap_lock, css_set_lock and pgd_lock hold for about a microsecond each (see the module note).".into(),
         "usemem -U: 48 tasks, each mapping its own anonymous MAP_HUGETLB region with MAP_POPULATE and storing once per 4 KiB; the model has no memory-bandwidth limit, so its per-task rate is one CPU's, far above the published rate of 48 tasks sharing the memory bus; it is a control: equal across schemes.".into(),
     ]
 }
