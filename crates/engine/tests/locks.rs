@@ -490,14 +490,14 @@ fn wakeup_latency_is_charged_only_to_an_idle_cpu() {
         let h = sim.handle().clone();
         let mutex = h.mutex("test_mutex");
         let log: Log = Rc::default();
-        let (m, l) = (mutex.clone(), log.clone());
+        let (m, l) = (mutex, log.clone());
         h.spawn(h.cpu(0).unwrap(), "holder", move |cx| async move {
             let g = m.lock(&cx).await;
             cx.sleep(us(10)).await;
             drop(g);
             note(&l, &cx, "released");
         });
-        let (m, l) = (mutex.clone(), log.clone());
+        let (m, l) = (mutex, log.clone());
         h.spawn(h.cpu(1).unwrap(), "waiter", move |cx| async move {
             cx.sleep(us(1)).await;
             let _g = m.lock(&cx).await;
