@@ -19,7 +19,7 @@
 //! era alike, and the 2 MiB mappings the measurement sees are the ones khugepaged made.
 
 use crate::program::{Loader, Object, Program};
-use crate::replay::{ReplayError, ReplayReport, Run};
+use crate::replay::{FetchStream, ReplayError, ReplayReport, Run};
 use mm::arch::tlb::TlbEvent;
 use mm::{ElfExec, FileSpec, Machine, MachineConfig, MmapArgs, OpenFlags, Pid, Thread, map};
 use serde::Serialize;
@@ -123,7 +123,7 @@ pub fn replay_program(
     let mut machine = Machine::new(config).map_err(sim)?;
     create_files(&mut machine, &program)?;
     let pid = machine.new_process("replay").map_err(|e| sim(format!("{e:?}")))?;
-    let shared = Rc::new(Shared::new(&program, path, data, options.max_refs_per_thread));
+    let shared = Rc::new(Shared::new(&program, path, data, options));
     let (s, advise, warmup) = (shared.clone(), options.advise_hugepage, options.warmup);
     let kernel = machine.kernel_rc();
     machine
@@ -177,6 +177,8 @@ struct Shared {
     /// Counters at the start and end of the measured pass.
     marks: RefCell<Vec<Mark>>,
     max_refs: Option<u64>,
+    /// The profile's instruction fetch block (`TlbGeometry::fetch_bytes`).
+    fetch_bytes: u32,
 }
 
 /// A snapshot of the counters the report differences.
@@ -190,7 +192,7 @@ struct Mark {
 }
 
 impl Shared {
-    fn new(program: &Program, path: &str, data: u64, max_refs: Option<u64>) -> Shared {
+    fn new(program: &Program, path: &str, data: u64, options: &ProgramOptions) -> Shared {
         Shared {
             program: program.clone(),
             path: path.to_string(),
@@ -199,7 +201,8 @@ impl Shared {
             done: Rc::default(),
             failure: RefCell::new(None),
             marks: RefCell::new(Vec::new()),
-            max_refs,
+            max_refs: options.max_refs_per_thread,
+            fetch_bytes: options.config.profile.tlb.fetch_bytes,
         }
     }
 
@@ -297,6 +300,7 @@ impl Shared {
                 ranges: ranges.to_vec(),
                 check: false,
                 remaining: Cell::new(self.max_refs.unwrap_or(u64::MAX)),
+                fetch: FetchStream::new(self.fetch_bytes),
             };
             let failure: Rc<RefCell<Option<ReplayError>>> = Rc::default();
             let f = failure.clone();

@@ -23,7 +23,7 @@
 use crate::InputError;
 use crate::input::TraceReader;
 use crate::maps::Mapping;
-use crate::record::RefKind;
+use crate::record::{MemRef, RefKind};
 use mm::arch::tlb::TlbEvent;
 use mm::{
     FileSpec, KernelVersion, Machine, MachineConfig, MmapArgs, OpenFlags, Pid, Profile, Thread,
@@ -198,6 +198,7 @@ pub fn replay(
         ranges: kept.iter().map(|m| (m.start, m.end)).collect(),
         check: options.check_every_batch,
         remaining: Cell::new(u64::MAX),
+        fetch: FetchStream::new(options.profile.tlb.fetch_bytes),
     };
     let (f, maps_file, text_thp) = (failure.clone(), maps_file.to_string(), options.text_thp);
     machine
@@ -308,6 +309,48 @@ pub(crate) struct Run {
     pub check: bool,
     /// References still to replay at most (the rest of the trace is left unread).
     pub remaining: Cell<u64>,
+    /// The thread's instruction fetch stream.
+    pub fetch: FetchStream,
+}
+
+/// One thread's instruction fetch as the front end makes it (`TlbGeometry::fetch_bytes`): the
+/// first-level iTLB is looked up once per aligned fetch block, so a run of sequential
+/// instructions in one block makes one lookup; a taken branch (an instruction that does not
+/// follow the previous one) starts a new fetch even inside the same block. Without fetch blocks,
+/// every instruction looks up the pages it spans.
+#[derive(Debug)]
+pub(crate) struct FetchStream {
+    /// log2 of the fetch block's bytes; `None`: one lookup per instruction.
+    shift: Option<u32>,
+    /// Where the stream continues (the end of the last instruction) and the last block fetched.
+    next: Cell<u64>,
+    block: Cell<u64>,
+}
+
+impl FetchStream {
+    pub(crate) fn new(fetch_bytes: u32) -> FetchStream {
+        let shift = (fetch_bytes != 0).then(|| fetch_bytes.trailing_zeros());
+        FetchStream { shift, next: Cell::new(u64::MAX), block: Cell::new(0) }
+    }
+
+    /// The iTLB lookups of instruction `x`: one per fetch block it needs that the stream has not
+    /// fetched yet, each at an address of that block.
+    fn lookups(&self, x: MemRef, out: &mut Vec<(VirtAddr, mm::Access)>) {
+        let Some(shift) = self.shift else { return x.lookups(out) };
+        let start = x.addr.0;
+        let end = start.saturating_add(u64::from(x.size.max(1)));
+        let (first, last) = (start >> shift, (end - 1) >> shift);
+        let from = if start == self.next.get() && first <= self.block.get() {
+            self.block.get() + 1
+        } else {
+            first
+        };
+        for b in from..=last {
+            out.push((VirtAddr((b << shift).max(start)), mm::Access::Exec));
+        }
+        self.next.set(end);
+        self.block.set(last);
+    }
 }
 
 impl Run {
@@ -350,7 +393,11 @@ impl Run {
                 RefKind::Store => rep.stores += 1,
                 RefKind::Modify => rep.modifies += 1,
             }
-            x.lookups(refs);
+            if x.kind == RefKind::Instr {
+                self.fetch.lookups(x, refs);
+            } else {
+                x.lookups(refs);
+            }
             n += 1;
         }
         rep.references += n;
@@ -415,5 +462,35 @@ mod tests {
         assert!(covered(&maps, VirtAddr(0x1000)) && covered(&maps, VirtAddr(0x2fff)));
         assert!(!covered(&maps, VirtAddr(0x3000)) && !covered(&maps, VirtAddr(0)));
         assert!(covered(&maps, VirtAddr(0x8800)) && !covered(&maps, VirtAddr(0x9000)));
+    }
+
+    fn fetches(stream: &FetchStream, instrs: &[(u64, u32)]) -> Vec<u64> {
+        let mut out = Vec::new();
+        for &(addr, size) in instrs {
+            let x = MemRef { kind: RefKind::Instr, addr: VirtAddr(addr), size };
+            stream.lookups(x, &mut out);
+        }
+        out.iter().map(|(va, _)| va.0).collect()
+    }
+
+    #[test]
+    fn one_itlb_lookup_per_fetch_block() {
+        // Four sequential 4-byte instructions in one 16-byte block, then the next block.
+        let s = FetchStream::new(16);
+        let seq = [(0x1000, 4), (0x1004, 4), (0x1008, 4), (0x100c, 4), (0x1010, 4)];
+        assert_eq!(fetches(&s, &seq), [0x1000, 0x1010]);
+        // A taken branch back into the same block starts a new fetch.
+        assert_eq!(fetches(&s, &[(0x1010, 4)]), [0x1010]);
+        // An instruction spanning two blocks fetches both; its successor continues the second,
+        // and the one crossing the page needs the next page's block too.
+        let span = [(0x1ffa, 8), (0x2002, 4), (0x2006, 4)];
+        assert_eq!(fetches(&FetchStream::new(16), &span), [0x1ffa, 0x2000]);
+    }
+
+    #[test]
+    fn without_fetch_blocks_every_instruction_looks_up() {
+        let s = FetchStream::new(0);
+        let seq = [(0x1000, 4), (0x1004, 4), (0x1ffe, 4)];
+        assert_eq!(fetches(&s, &seq), [0x1000, 0x1004, 0x1ffe, 0x2000]);
     }
 }

@@ -26,7 +26,8 @@
 //! the measured pass sees was made by a collapse counted in the run (`thp_collapse_alloc`).
 //!
 //! Rows: the iTLB miss rate per instruction-fetch lookup (`iTLB-load-misses / iTLB-loads`, the
-//! first-level misses, as Arm's `L1I_TLB_REFILL / L1I_TLB`) of rustc under v5.12 ("4k": the
+//! first-level misses, as Arm's `L1I_TLB_REFILL / L1I_TLB`; the profile's front end looks up once
+//! per 16-byte fetch block, as the A76 does, not per instruction) of rustc under v5.12 ("4k": the
 //! libraries' text in 4 KiB pages) and v6.1 ("2m"), their ratio, the change of the front end's
 //! translation stalls (each first-level iTLB miss pays the second level's latency, each walk its
 //! share of walk cycles), the change of the measured pass's virtual time, and `FilePmdMapped`

@@ -28,7 +28,9 @@
 //! AMD Zen 5 for `epyc-vm` and `tiny` (the development machine reports CPU family 0x1A, Zen 5),
 //! Intel Golden Cove for `xeon-spr`, Arm Cortex-A76 for `arm-a76`. The latter two profiles reuse
 //! the `epyc-vm` cost table for kernel operations (an approximation: those were measured only
-//! here); what distinguishes them is their TLB hierarchy and CPU count.
+//! here); what distinguishes them is their TLB hierarchy and CPU count. Only `arm-a76` fetches
+//! instructions in blocks (one iTLB lookup per 16-byte fetch, as its `iTLB-loads` counts them);
+//! the x86 profiles look the iTLB up once per instruction, an approximation of their fetch.
 
 use crate::arch::tlb::{ArrayGeometry as A, SecondLevel, TlbGeometry, sizes};
 use crate::sim::cost::{Cost, CostTable};
@@ -73,6 +75,7 @@ fn zen5() -> TlbGeometry {
         clock_mhz: 3000,
         l2_hit_cycles: 7,
         walk_ref_cycles: 20,
+        fetch_bytes: 0,
     }
 }
 
@@ -98,6 +101,7 @@ fn golden_cove() -> TlbGeometry {
         clock_mhz: 3000,
         l2_hit_cycles: 9,
         walk_ref_cycles: 20,
+        fetch_bytes: 0,
     }
 }
 
@@ -107,7 +111,10 @@ fn golden_cove() -> TlbGeometry {
 /// TLB (modelled as separate caches of approximate size). The L1 arrays use pseudo-LRU, as the
 /// TRM says of the A76's caches. arm64 allocates 16-bit ASIDs
 /// per mm (`arch/arm64/mm/context.c`), approximated by 256 slots per CPU. 2.6 GHz clock; 20
-/// cycles per table entry read (approximation).
+/// cycles per table entry read (approximation). The fetch unit reads 16 bytes a cycle (Arm's
+/// A76 disclosure, as AnandTech's "Arm's Cortex-A76 CPU Unveiled", 2018, reports it), and the
+/// PMU's `L1I_TLB` event, perf's `iTLB-loads`, counts each fetch that accesses the L1 iTLB (TRM
+/// §C2.3): one lookup per 16-byte fetch block.
 fn cortex_a76() -> TlbGeometry {
     TlbGeometry {
         core: "Arm Cortex-A76",
@@ -120,6 +127,7 @@ fn cortex_a76() -> TlbGeometry {
         clock_mhz: 2600,
         l2_hit_cycles: 3,
         walk_ref_cycles: 20,
+        fetch_bytes: 16,
     }
 }
 

@@ -121,6 +121,10 @@ pub struct TlbGeometry {
     pub l2_hit_cycles: u32,
     /// Latency of each page-table entry a walk reads.
     pub walk_ref_cycles: u32,
+    /// Bytes of one instruction fetch, a power of two: the front end looks the first-level
+    /// instruction TLB up once per aligned fetch block it fetches, not per instruction (a taken
+    /// branch starts a new fetch). 0: one lookup per instruction.
+    pub fetch_bytes: u32,
 }
 
 impl TlbGeometry {
@@ -139,6 +143,13 @@ impl TlbGeometry {
         }
         if self.asid_slots == 0 || self.asid_slots > 4096 || self.clock_mhz == 0 {
             return Err("a TLB needs 1 to 4096 ASID slots and a clock".into());
+        }
+        if self.fetch_bytes != 0 && (!self.fetch_bytes.is_power_of_two() || self.fetch_bytes > 4096)
+        {
+            return Err(format!(
+                "fetch block of {} bytes: expected 0 or a power of two up to 4096",
+                self.fetch_bytes
+            ));
         }
         Ok(())
     }

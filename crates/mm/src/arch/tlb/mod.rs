@@ -17,7 +17,8 @@
 //! entries it makes), `asid.rs` (ASID slots, `tlb_gen` and the flushes), `check.rs` (the TLB
 //! checkers).
 //!
-//! Approximations: one lookup per reference (no fetch blocks, no split loads beyond what the
+//! Approximations: one lookup per reference the caller passes (instruction fetch blocks, where a
+//! profile has them, are the trace replay's: `trace::replay`; no split loads beyond what the
 //! caller asks); no prefetching of translations, no speculative walks, no accessed-bit-only walks;
 //! a hit sets no accessed bit (x86's `ptep_clear_flush_young` does not flush either); walk
 //! latency is a fixed cost per entry read, without modelling the data caches that hold the tables;
@@ -43,8 +44,9 @@ use crate::pgtable::Access;
 simcore::counter_keys! {
     /// Per-CPU translation events, named as `perf stat` names them where it has a name.
     pub enum TlbEvent {
-        /// Instruction fetches translated: one per retired fetch (a faulting attempt counts at
-        /// its retry).
+        /// Instruction fetches translated: one per fetch block the front end fetches, or per
+        /// instruction on a profile without fetch blocks (a faulting attempt counts at its
+        /// retry).
         ItlbLoads = "iTLB-loads",
         /// Instruction fetches that missed the first level.
         ItlbLoadMisses = "iTLB-load-misses",
