@@ -57,6 +57,11 @@ impl DaemonFairness {
     /// `task` was scheduled: the wake-ups that no longer wait for anyone, in the order they were
     /// held back.
     pub(crate) fn scheduled(&mut self, task: TaskId) -> Vec<ReadyEntry> {
+        if self.deferred.is_empty() {
+            // Every pass of the run loop asks; under the time-ordered scheduler nothing is ever
+            // held back, and this keeps the question free.
+            return Vec::new();
+        }
         for d in &mut self.deferred {
             d.waits_for.retain(|&t| t != task);
         }
