@@ -94,6 +94,9 @@ pub(crate) struct TlbBenchArgs {
     /// the timed parts).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     big: bool,
+    /// Alternated rounds (the C loop, then mmsim, per footprint); at least three.
+    #[arg(long, default_value_t = 3)]
+    rounds: u32,
 }
 
 #[derive(Debug, Args)]
@@ -385,107 +388,203 @@ fn compile_tlbloop() -> Option<std::path::PathBuf> {
     }
 }
 
-fn tlb_bench(a: &TlbBenchArgs) -> Result<(), String> {
+/// One footprint of `bench tlb`: its reference stream as a binary trace.
+struct TlbCase {
+    name: &'static str,
+    /// Footprint in 4 KiB pages.
+    pages: u64,
+    /// log2 of the page size.
+    shift: u32,
+    /// Pages touched by the untimed pass.
+    touched: u64,
+    bytes: Vec<u8>,
+    /// References in the trace.
+    total: u64,
+}
+
+/// References replayed before the timer starts: the first batch boundary after the pass.
+const TLB_BATCH: u64 = 4096;
+const TLB_BASE: u64 = 0x1000_0000_0000;
+const TLB_SEED: u64 = 1;
+
+impl TlbCase {
+    fn new(name: &'static str, pages: u64, shift: u32, refs: u64) -> Result<TlbCase, String> {
+        use trace::binary::BinaryWriter;
+        use trace::record::{MemRef, RefKind};
+        let mut w = BinaryWriter::new(Vec::new()).map_err(|e| e.to_string())?;
+        let load = |addr| MemRef { kind: RefKind::Load, addr: simcore::VirtAddr(addr), size: 8 };
+        let touched = pages >> (shift - 12);
+        for p in 0..touched {
+            w.write(load(TLB_BASE + (p << shift))).map_err(|e| e.to_string())?;
+        }
+        let mut s = TLB_SEED;
+        for _ in 0..refs {
+            let x = splitmix(&mut s);
+            w.write(load(TLB_BASE + ((x % pages) << 12) + (x >> 52 & 0xff8)))
+                .map_err(|e| e.to_string())?;
+        }
+        let (bytes, total) = w.finish().map_err(|e| e.to_string())?;
+        Ok(TlbCase { name, pages, shift, touched, bytes, total })
+    }
+
+    /// The first timed reference.
+    fn start(&self) -> u64 {
+        self.touched.div_ceil(TLB_BATCH) * TLB_BATCH
+    }
+
+    fn reader(&self) -> Result<trace::input::TraceReader, String> {
+        let cursor: Box<dyn std::io::BufRead> = Box::new(std::io::Cursor::new(self.bytes.clone()));
+        trace::input::TraceReader::from_reader(cursor, self.name, false, 0, Default::default())
+            .map_err(|e| e.to_string())
+    }
+
+    /// References decoded per second, the trace alone.
+    fn read_rate(&self) -> Result<f64, String> {
+        let mut r = self.reader()?;
+        let start = Instant::now();
+        let mut sum = 0u64;
+        while let Some(x) = r.next_ref().map_err(|e| e.to_string())? {
+            sum = sum.wrapping_add(x.addr.0);
+        }
+        std::hint::black_box(sum);
+        Ok(self.total as f64 / start.elapsed().as_secs_f64())
+    }
+}
+
+/// A side's figures of one round: timed references per second, first-level misses and walks of
+/// the timed references.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct TlbRound {
+    rate: f64,
+    misses: u64,
+    walks: u64,
+}
+
+/// mmsim's side: the replay of the whole stream, timed from the first batch after the pass.
+fn tlb_mmsim_round(c: &TlbCase) -> Result<TlbRound, String> {
     use mm::arch::tlb::TlbEvent;
-    use trace::binary::BinaryWriter;
-    use trace::record::{MemRef, RefKind};
-    let base = 0x1000_0000_0000u64;
-    let seed = 1u64;
+    use simcore::CounterKey;
+    let huge = c.shift == 21;
+    let maps = vec![trace::maps::Mapping {
+        start: TLB_BASE,
+        end: TLB_BASE + (c.pages << 12),
+        read: true,
+        write: !huge,
+        exec: huge,
+        shared: false,
+        offset: 0,
+        file: huge.then(|| "/bench/text".to_string()),
+        name: None,
+        line: 1,
+    }];
+    let mut options =
+        trace::replay::ReplayOptions::new(mm::Profile::named("epyc-vm")?, text_thp(huge));
+    options.mark = Some(c.start());
+    let mut warm: Option<Instant> = None;
+    let mut progress = |done: u64, _: &trace::input::TraceReader| {
+        if done >= c.start() && warm.is_none() {
+            warm = Some(Instant::now());
+        }
+    };
+    let report = trace::replay::replay(c.reader()?, c.name, &maps, "bench", &options, &mut progress)
+        .map_err(|e| e.to_string())?;
+    if huge && report.text_thps_mapped != c.touched {
+        return Err(format!(
+            "{}: {} of {} 2 MiB pages were PMD-mapped",
+            c.name, report.text_thps_mapped, c.touched
+        ));
+    }
+    let secs = warm.map_or(f64::NAN, |w| w.elapsed().as_secs_f64());
+    let timed = |e: TlbEvent| {
+        report.counter(e) - report.counters_at_mark.get(e.name()).copied().unwrap_or(0)
+    };
+    Ok(TlbRound {
+        rate: (c.total - c.start()) as f64 / secs,
+        misses: timed(TlbEvent::DtlbLoadMisses),
+        walks: timed(TlbEvent::DtlbWalks),
+    })
+}
+
+/// The C loop's side: `tools/tlbloop.c` over the same stream, timed from the same reference.
+fn tlb_c_round(exe: &std::path::Path, c: &TlbCase, refs: u64) -> Result<TlbRound, String> {
+    let args = [c.pages, refs, TLB_SEED, u64::from(c.shift), c.start()].map(|x| x.to_string());
+    let out = std::process::Command::new(exe).args(args).output().map_err(|e| e.to_string())?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let f: Vec<f64> = text.split_whitespace().filter_map(|x| x.parse().ok()).collect();
+    match f[..] {
+        [rate, misses, walks] => Ok(TlbRound { rate, misses: misses as u64, walks: walks as u64 }),
+        _ => Err(format!("C loop: unexpected output `{}` ({})", text.trim(), out.status)),
+    }
+}
+
+fn tlb_bench(a: &TlbBenchArgs) -> Result<(), String> {
+    if a.rounds < 3 {
+        return Err(format!("--rounds {}: expected at least 3", a.rounds));
+    }
     let cloop = compile_tlbloop();
     println!(
-        "tlb benchmark: epyc-vm (AMD Zen 5 TLBs), {} timed random loads per footprint",
-        a.refs
+        "tlb benchmark: epyc-vm (AMD Zen 5 TLBs), {} timed random loads per footprint; {} \
+         alternated rounds (the C loop, then mmsim); rates are medians",
+        a.refs, a.rounds
     );
     println!(
-        "{:<28} {:>14} {:>14} {:>8} {:>14} {:>10}",
-        "footprint", "mmsim refs/s", "C loop refs/s", "ratio", "read refs/s", "walks"
+        "{:<24} {:>12} {:>12} {:>6} {:>11} {:>12} {:>9} {:>9} {:>6}",
+        "footprint", "mmsim refs/s", "C refs/s", "ratio", "spread", "read refs/s", "misses",
+        "walks", "counts"
     );
-    // (name, footprint in 4 KiB pages, log2 of the page size)
     let mut cases = vec![("all L1 hits (32 pages)", 32u64, 12u32), ("100 MiB random", 25_600, 12)];
     if a.big {
         cases.push(("16 GiB random, 4 KiB", 4 << 20, 12));
         cases.push(("16 GiB random, 2 MiB", 4 << 20, 21));
     }
     for (name, pages, shift) in cases {
-        let mut w = BinaryWriter::new(Vec::new()).map_err(|e| e.to_string())?;
-        let load = |addr| MemRef { kind: RefKind::Load, addr: simcore::VirtAddr(addr), size: 8 };
-        let touched = pages >> (shift - 12);
-        for p in 0..touched {
-            w.write(load(base + (p << shift))).map_err(|e| e.to_string())?;
-        }
-        let mut s = seed;
-        for _ in 0..a.refs {
-            let x = splitmix(&mut s);
-            w.write(load(base + ((x % pages) << 12) + (x >> 52 & 0xff8)))
-                .map_err(|e| e.to_string())?;
-        }
-        let (bytes, total) = w.finish().map_err(|e| e.to_string())?;
-        let reader = |b: Vec<u8>| {
-            let cursor: Box<dyn std::io::BufRead> = Box::new(std::io::Cursor::new(b));
-            trace::input::TraceReader::from_reader(cursor, name, false, 0, Default::default())
-        };
-        let mut r = reader(bytes.clone()).map_err(|e| e.to_string())?;
-        let start = Instant::now();
-        let mut sum = 0u64;
-        while let Some(x) = r.next_ref().map_err(|e| e.to_string())? {
-            sum = sum.wrapping_add(x.addr.0);
-        }
-        let read_rate = total as f64 / start.elapsed().as_secs_f64();
-        std::hint::black_box(sum);
-        let huge = shift == 21;
-        let maps = vec![trace::maps::Mapping {
-            start: base,
-            end: base + (pages << 12),
-            read: true,
-            write: !huge,
-            exec: huge,
-            shared: false,
-            offset: 0,
-            file: huge.then(|| "/bench/text".to_string()),
-            name: None,
-            line: 1,
-        }];
-        let profile = mm::Profile::named("epyc-vm")?;
-        let options = trace::replay::ReplayOptions::new(profile, text_thp(huge));
-        let mut warm: Option<Instant> = None;
-        let mut progress = |done: u64, _: &trace::input::TraceReader| {
-            if done >= touched && warm.is_none() {
-                warm = Some(Instant::now());
-            }
-        };
-        let report = trace::replay::replay(
-            reader(bytes).map_err(|e| e.to_string())?,
-            name,
-            &maps,
-            "bench",
-            &options,
-            &mut progress,
-        )
-        .map_err(|e| e.to_string())?;
-        if huge && report.text_thps_mapped != touched {
-            return Err(format!(
-                "{name}: {} of {touched} 2 MiB pages were PMD-mapped",
-                report.text_thps_mapped
-            ));
-        }
-        let timed_refs = total - touched.div_ceil(4096) * 4096;
-        let rate = timed_refs as f64 / warm.map_or(f64::NAN, |w| w.elapsed().as_secs_f64());
-        let c_rate = cloop.as_ref().and_then(|exe| {
-            let out = std::process::Command::new(exe)
-                .args([pages.to_string(), a.refs.to_string(), seed.to_string(), shift.to_string()])
-                .output()
-                .ok()?;
-            String::from_utf8_lossy(&out.stdout).split_whitespace().next()?.parse::<f64>().ok()
-        });
-        let walks = report.counter(TlbEvent::DtlbWalks);
-        println!(
-            "{name:<28} {rate:>14.0} {:>14} {:>8} {read_rate:>14.0} {walks:>10}",
-            c_rate.map_or("-".into(), |c| format!("{c:.0}")),
-            c_rate.map_or("-".into(), |c| format!("{:.2}", rate / c)),
-        );
+        let case = TlbCase::new(name, pages, shift, a.refs)?;
+        tlb_case(a, &case, cloop.as_deref())?;
     }
     if let Some(exe) = cloop {
         let _ = std::fs::remove_file(exe);
+    }
+    Ok(())
+}
+
+/// Alternated rounds of one footprint, printed as one line: the counts column says whether the
+/// C loop made the same misses and walks as mmsim.
+fn tlb_case(a: &TlbBenchArgs, c: &TlbCase, cloop: Option<&std::path::Path>) -> Result<(), String> {
+    let (mut rates, mut c_rates, mut ratios) = (vec![], vec![], vec![]);
+    let (mut mine, mut theirs) = (None, None);
+    for _ in 0..a.rounds {
+        let cr = cloop.map(|exe| tlb_c_round(exe, c, a.refs)).transpose()?;
+        let m = tlb_mmsim_round(c)?;
+        rates.push(m.rate);
+        if let Some(cr) = cr {
+            c_rates.push(cr.rate);
+            ratios.push(m.rate / cr.rate);
+        }
+        (mine, theirs) = (Some(m), cr);
+    }
+    let m = mine.expect("at least three rounds");
+    let (rate, _, _) = median_spread(&mut rates);
+    let (c_rate, ratio, spread) = if ratios.is_empty() {
+        ("-".to_string(), "-".to_string(), "-".to_string())
+    } else {
+        let (cr, _, _) = median_spread(&mut c_rates);
+        let (r, lo, hi) = median_spread(&mut ratios);
+        (format!("{cr:.0}"), format!("{r:.2}"), format!("{lo:.2}..{hi:.2}"))
+    };
+    let counts = match theirs {
+        Some(t) if (t.misses, t.walks) == (m.misses, m.walks) => "same",
+        Some(_) => "DIFFER",
+        None => "-",
+    };
+    println!(
+        "{:<24} {rate:>12.0} {c_rate:>12} {ratio:>6} {spread:>11} {:>12.0} {:>9} {:>9} {counts:>6}",
+        c.name,
+        c.read_rate()?,
+        m.misses,
+        m.walks
+    );
+    if let Some(t) = theirs.filter(|t| (t.misses, t.walks) != (m.misses, m.walks)) {
+        println!("  C loop: {} misses, {} walks", t.misses, t.walks);
     }
     Ok(())
 }

@@ -301,6 +301,7 @@ impl Shared {
                 check: false,
                 remaining: Cell::new(self.max_refs.unwrap_or(u64::MAX)),
                 fetch: FetchStream::new(self.fetch_bytes),
+                mark: None,
             };
             let failure: Rc<RefCell<Option<ReplayError>>> = Rc::default();
             let f = failure.clone();

@@ -66,6 +66,9 @@ pub struct ReplayReport {
     pub text_thps_mapped: u64,
     /// `perf`-style TLB counters (CPU 0).
     pub counters: BTreeMap<String, u64>,
+    /// The same counters when [`ReplayOptions::mark`] references had replayed.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub counters_at_mark: BTreeMap<String, u64>,
     /// `pgfault` and `pgmajfault` during the replay.
     pub page_faults: u64,
     pub major_faults: u64,
@@ -115,6 +118,10 @@ pub struct ReplayOptions {
     pub check_every_batch: bool,
     /// The events budget: a replay that takes more scheduling events is refused.
     pub max_events: u64,
+    /// Snapshot the TLB counters once this many references have replayed (at a batch boundary,
+    /// a multiple of 4096), into [`ReplayReport::counters_at_mark`]: a benchmark's untimed
+    /// warm-up is then told from its timed part.
+    pub mark: Option<u64>,
 }
 
 impl ReplayOptions {
@@ -125,6 +132,7 @@ impl ReplayOptions {
             text_thp,
             check_every_batch: false,
             max_events: engine::DEFAULT_EVENT_BUDGET,
+            mark: None,
         }
     }
 }
@@ -199,6 +207,7 @@ pub fn replay(
         check: options.check_every_batch,
         remaining: Cell::new(u64::MAX),
         fetch: FetchStream::new(options.profile.tlb.fetch_bytes),
+        mark: options.mark,
     };
     let (f, maps_file, text_thp) = (failure.clone(), maps_file.to_string(), options.text_thp);
     machine
@@ -311,6 +320,8 @@ pub(crate) struct Run {
     pub remaining: Cell<u64>,
     /// The thread's instruction fetch stream.
     pub fetch: FetchStream,
+    /// When to snapshot the counters ([`ReplayOptions::mark`]).
+    pub mark: Option<u64>,
 }
 
 /// One thread's instruction fetch as the front end makes it (`TlbGeometry::fetch_bytes`): the
@@ -362,6 +373,12 @@ impl Run {
             let (n, finished) = self.read_batch(&mut refs).map_err(ReplayError::Input)?;
             self.run_batch(t, &refs).await;
             self.done.set(self.done.get() + n);
+            if self.mark == Some(self.done.get()) {
+                let st = t.cx().kernel().state();
+                let counters = st.tlb.stats(t.cx().cpu().0 as usize).iter();
+                self.report.borrow_mut().counters_at_mark =
+                    counters.map(|(k, v)| (k.to_string(), v)).collect();
+            }
             if self.check {
                 t.cx().kernel().state().check_tlb(true).map_err(ReplayError::Sim)?;
             }

@@ -39,6 +39,7 @@ fn run(lines: &str) -> ReplayReport {
         text_thp: trace::replay::TextThp::Off,
         check_every_batch: true,
         max_events: engine::DEFAULT_EVENT_BUDGET,
+        mark: None,
     };
     replay(reader, "one.lackey", &maps, "one.maps", &options, &mut |_, _| {}).unwrap()
 }
