@@ -33,12 +33,118 @@ pub(super) fn tag_va(tag: u64) -> VirtAddr {
 /// Bits of a way number in a victim's rank key (at most 4096 ways; stamps stay below 2^52).
 pub(super) const WAY_BITS: u32 = 12;
 
-/// Fully associative arrays at least this wide keep a [`Array::hint`] index.
-const HINT_MIN_WAYS: usize = 32;
+/// Fully associative arrays at least this wide keep an exact index of their tags ([`Wide`]).
+const WIDE_MIN_WAYS: usize = 32;
 
-/// The hint bucket of tag `t` in an index of `1 << bits` buckets (Fibonacci hashing).
-fn hint_bucket(t: u64, bits: u32) -> usize {
+/// The bucket of tag `t` in an index of `1 << bits` buckets (Fibonacci hashing).
+fn bucket(t: u64, bits: u32) -> usize {
     (t.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - bits)) as usize
+}
+
+/// What a wide fully associative array keeps so that neither a lookup nor a fill scans its ways
+/// (the hardware compares every way at once; a scan of 96 would not): an exact hash index of
+/// the valid tags (open addressing with linear probing, backward-shift deletion, about four
+/// buckets per entry), and for true LRU the recency order as a circular list through the slots
+/// and a sentinel, most recent first, with the empty slots at its tail, so the victim of a fill
+/// is the tail (an empty slot, else the least recent). Which empty slot a fill takes is not the
+/// set-associative rule's (the first way), but no result depends on a slot's position.
+#[derive(Clone, Debug)]
+struct Wide {
+    /// Slot plus one per bucket; 0 is an empty bucket.
+    buckets: Box<[u16]>,
+    bits: u32,
+    /// The LRU list (empty for bit-PLRU): `prev` and `next` per slot, the sentinel last.
+    prev: Box<[u16]>,
+    next: Box<[u16]>,
+}
+
+impl Wide {
+    fn new(n: usize, lru: bool) -> Wide {
+        let bits = (n * 4).next_power_of_two().trailing_zeros();
+        let links = if lru { n + 1 } else { 0 };
+        // The list starts as 0, 1, ..., n - 1 after the sentinel (index n).
+        let prev = (0..links).map(|i| ((i + links - 1) % links) as u16).collect();
+        let next = (0..links).map(|i| ((i + 1) % links) as u16).collect();
+        Wide { buckets: vec![0; 1 << bits].into_boxed_slice(), bits, prev, next }
+    }
+
+    /// The slot holding `t` among `tags`.
+    #[inline]
+    fn find(&self, tags: &[u64], t: u64) -> Option<usize> {
+        let mask = self.buckets.len() - 1;
+        let mut i = bucket(t, self.bits);
+        loop {
+            let slot = usize::from(self.buckets[i]).checked_sub(1)?;
+            if tags[slot] == t {
+                return Some(slot);
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
+    fn insert(&mut self, t: u64, slot: usize) {
+        let mask = self.buckets.len() - 1;
+        let mut i = bucket(t, self.bits);
+        while self.buckets[i] != 0 {
+            i = (i + 1) & mask;
+        }
+        self.buckets[i] = (slot + 1) as u16;
+    }
+
+    /// Drops `t` (held in `tags`), moving the later members of its probe run back.
+    fn remove(&mut self, tags: &[u64], t: u64) {
+        let mask = self.buckets.len() - 1;
+        let mut i = bucket(t, self.bits);
+        while tags[usize::from(self.buckets[i]) - 1] != t {
+            i = (i + 1) & mask;
+        }
+        let mut j = (i + 1) & mask;
+        while self.buckets[j] != 0 {
+            let home = bucket(tags[usize::from(self.buckets[j]) - 1], self.bits);
+            if (j.wrapping_sub(home) & mask) >= (j.wrapping_sub(i) & mask) {
+                self.buckets[i] = self.buckets[j];
+                i = j;
+            }
+            j = (j + 1) & mask;
+        }
+        self.buckets[i] = 0;
+    }
+
+    fn unlink(&mut self, slot: usize) {
+        let (p, n) = (self.prev[slot], self.next[slot]);
+        self.next[usize::from(p)] = n;
+        self.prev[usize::from(n)] = p;
+    }
+
+    /// Puts `slot` after `at` in the list.
+    fn link_after(&mut self, at: usize, slot: usize) {
+        let n = self.next[at];
+        (self.prev[slot], self.next[slot]) = (at as u16, n);
+        self.prev[usize::from(n)] = slot as u16;
+        self.next[at] = slot as u16;
+    }
+
+    fn sentinel(&self) -> usize {
+        self.next.len() - 1
+    }
+
+    /// The most recent slot now.
+    fn make_most_recent(&mut self, slot: usize) {
+        self.unlink(slot);
+        self.link_after(self.sentinel(), slot);
+    }
+
+    /// An emptied slot: the next fill takes it.
+    fn make_next_victim(&mut self, slot: usize) {
+        self.unlink(slot);
+        let last = usize::from(self.prev[self.sentinel()]);
+        self.link_after(last, slot);
+    }
+
+    /// The slot a fill takes.
+    fn victim(&self) -> usize {
+        usize::from(self.prev[self.sentinel()])
+    }
 }
 
 /// One array's state: tags, payloads and replacement state, set-major.
@@ -59,49 +165,28 @@ pub(super) struct Array {
     /// Valid entries per span code: a lookup skips the spans that hold none (most arrays that
     /// may hold 2 MiB and 1 GiB entries hold only 4 KiB ones).
     span_entries: [u32; 4],
-    /// For wide fully associative arrays: the slot (plus one) last filled or found with a tag
-    /// of each hash bucket. Only a hint, checked against the slot's tag: a stale or colliding
-    /// bucket sends the lookup to the full scan, so it changes no result, only the time a hit
-    /// takes (the hardware compares every way at once; a scan of 96 ways would not).
-    hint: Box<[u16]>,
-    hint_bits: u32,
+    /// The index and LRU list of a wide fully associative array.
+    wide: Option<Box<Wide>>,
 }
 
 impl Array {
     pub(super) fn new(g: &ArrayGeometry, spans: u8) -> Array {
         let n = g.entries as usize;
-        let hinted = g.ways == g.entries && n >= HINT_MIN_WAYS;
-        // About four buckets per entry.
-        let hint_bits = (n * 4).next_power_of_two().trailing_zeros();
+        let plru = g.replacement == Replacement::BitPlru;
+        let wide =
+            (g.ways == g.entries && n >= WIDE_MIN_WAYS).then(|| Box::new(Wide::new(n, !plru)));
         Array {
             ways: g.ways as usize,
             set_mask: u64::from(g.entries / g.ways - 1),
             spans,
-            plru: g.replacement == Replacement::BitPlru,
+            plru,
             tags: vec![0; n],
             data: vec![0; n],
             stamps: vec![0; n],
             clock: 0,
             last: 0,
             span_entries: [0; 4],
-            hint: vec![0; if hinted { 1 << hint_bits } else { 0 }].into_boxed_slice(),
-            hint_bits,
-        }
-    }
-
-    /// The slot the hint index gives for `t`, if it holds `t`.
-    #[inline]
-    fn hinted(&self, t: u64) -> Option<usize> {
-        if self.hint.is_empty() {
-            return None;
-        }
-        let slot = usize::from(self.hint[hint_bucket(t, self.hint_bits)]).checked_sub(1)?;
-        (self.tags[slot] == t).then_some(slot)
-    }
-
-    fn set_hint(&mut self, t: u64, slot: usize) {
-        if !self.hint.is_empty() {
-            self.hint[hint_bucket(t, self.hint_bits)] = (slot + 1) as u16;
+            wide,
         }
     }
 
@@ -128,9 +213,14 @@ impl Array {
             if self.tags[self.last] == t {
                 return Some(self.last);
             }
-            if let Some(slot) = self.hinted(t) {
-                self.touch(slot);
-                return Some(slot);
+            if let Some(w) = &self.wide {
+                match w.find(&self.tags, t) {
+                    Some(slot) => {
+                        self.touch(slot);
+                        return Some(slot);
+                    }
+                    None => continue,
+                }
             }
             let base = self.set_of(key);
             let set = &self.tags[base..base + self.ways];
@@ -139,7 +229,6 @@ impl Array {
                 continue;
             }
             if let Some(w) = set.iter().position(|&x| x == t) {
-                self.set_hint(t, base + w);
                 self.touch(base + w);
                 return Some(base + w);
             }
@@ -149,6 +238,10 @@ impl Array {
 
     fn touch(&mut self, slot: usize) {
         self.last = slot;
+        if let Some(w) = self.wide.as_mut().filter(|w| !w.next.is_empty()) {
+            w.make_most_recent(slot);
+            return;
+        }
         if !self.plru {
             self.clock += 1;
             debug_assert!(self.clock < 1 << (64 - WAY_BITS), "LRU stamps outgrew the rank key");
@@ -170,29 +263,55 @@ impl Array {
         debug_assert!(self.holds(span));
         let key = va >> SPAN_SHIFTS[span];
         let t = tag(key, span, asid);
+        let slot = self.victim(key);
+        debug_assert!(self.tags[slot] != t, "filling {t:#x}, which the array holds");
+        let old = self.tags[slot];
+        if old != 0 {
+            self.span_entries[tag_span(old)] -= 1;
+            if let Some(w) = self.wide.as_mut() {
+                w.remove(&self.tags, old);
+            }
+        }
+        self.span_entries[span] += 1;
+        self.tags[slot] = t;
+        self.data[slot] = data;
+        if let Some(w) = self.wide.as_mut() {
+            w.insert(t, slot);
+        }
+        self.touch(slot);
+    }
+
+    /// The slot a fill of `key` takes: the first empty way of its set, else the victim (bit-PLRU:
+    /// the first way whose MRU bit is clear, or way 0; LRU: the oldest stamp, or the LRU list's
+    /// tail in a wide array).
+    fn victim(&self, key: u64) -> usize {
+        if let Some(w) = self.wide.as_ref().filter(|w| !w.next.is_empty()) {
+            return w.victim();
+        }
         let base = self.set_of(key);
-        // The first empty way, else the victim (bit-PLRU: the first way whose MRU bit is clear,
-        // or way 0; LRU: the oldest stamp). That is the first way of least rank, empty ways
-        // ranking 0 and valid ones 1 + their MRU bit or their stamp (at least 1): one
-        // branch-free pass taking the minimum of rank and way.
+        // The first way of least rank, empty ways ranking 0 and valid ones 1 + their MRU bit or
+        // their stamp (at least 1): one branch-free pass taking the minimum of rank and way.
         let (tags, stamps) =
             (&self.tags[base..base + self.ways], &self.stamps[base..base + self.ways]);
-        debug_assert!(!tags.contains(&t), "filling {t:#x}, which the array holds");
         let plru = u64::from(self.plru);
         let ranked = tags.iter().zip(stamps).enumerate().map(|(w, (&x, &s))| {
             let rank = if x == 0 { 0 } else { s + plru };
             (rank << WAY_BITS) | w as u64
         });
-        let way = (ranked.min().unwrap_or(0) & ((1 << WAY_BITS) - 1)) as usize;
-        let old = self.tags[base + way];
-        if old != 0 {
-            self.span_entries[tag_span(old)] -= 1;
+        base + (ranked.min().unwrap_or(0) & ((1 << WAY_BITS) - 1)) as usize
+    }
+
+    /// Empties `slot` (valid).
+    fn drop_slot(&mut self, slot: usize) {
+        let t = self.tags[slot];
+        self.span_entries[tag_span(t)] -= 1;
+        if let Some(w) = self.wide.as_mut() {
+            w.remove(&self.tags, t);
+            if !w.next.is_empty() {
+                w.make_next_victim(slot);
+            }
         }
-        self.span_entries[span] += 1;
-        self.tags[base + way] = t;
-        self.data[base + way] = data;
-        self.set_hint(t, base + way);
-        self.touch(base + way);
+        self.tags[slot] = 0;
     }
 
     /// Drops the entries of `asid` that cover `va`.
@@ -203,21 +322,26 @@ impl Array {
             }
             let key = va >> shift;
             let t = tag(key, span, asid);
+            if let Some(w) = &self.wide {
+                if let Some(slot) = w.find(&self.tags, t) {
+                    self.drop_slot(slot);
+                }
+                continue;
+            }
             let base = self.set_of(key);
-            for x in &mut self.tags[base..base + self.ways] {
-                if *x == t {
-                    *x = 0;
-                    self.span_entries[span] -= 1;
+            for slot in base..base + self.ways {
+                if self.tags[slot] == t {
+                    self.drop_slot(slot);
                 }
             }
         }
     }
 
     pub(super) fn invalidate_asid(&mut self, asid: u32) {
-        for x in &mut self.tags {
-            if *x != 0 && tag_asid(*x) == asid {
-                self.span_entries[tag_span(*x)] -= 1;
-                *x = 0;
+        for slot in 0..self.tags.len() {
+            let x = self.tags[slot];
+            if x != 0 && tag_asid(x) == asid {
+                self.drop_slot(slot);
             }
         }
     }
@@ -284,13 +408,14 @@ mod tests {
         assert!(a.lookup(0x7000, 1).is_none());
     }
 
-    /// Given a 64-way fully associative LRU array (which keeps a hint index), when a long stream
+    /// Given a 64-way fully associative LRU array (which keeps an exact index and an LRU list),
+    /// when a long stream
     /// of lookups, fills on misses and invalidations runs, then every hit and miss is the one a
     /// plain list in LRU order gives.
     #[test]
-    fn hinted_lookups_match_a_plain_lru_list() {
+    fn wide_lookups_match_a_plain_lru_list() {
         let mut a = Array::new(&ArrayGeometry::full(64, sizes::K4), sizes::K4);
-        assert!(!a.hint.is_empty());
+        assert!(a.wide.is_some());
         let mut model: Vec<u64> = Vec::new(); // most recent last
         let mut x = 7u64;
         for step in 0..20_000u64 {
