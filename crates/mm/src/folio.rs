@@ -55,9 +55,10 @@
 //! Limits (asserted): 2^32 frames (16 TiB), 65 535 PTE mappings of one page, 65 536 memory
 //! cgroups (`memcontrol.rs`; ids are 16 bits here).
 
+use rustc_hash::FxHashMap;
 use simcore::{Order, Pfn};
 use std::collections::BTreeMap;
-use std::collections::btree_map::Entry;
+use std::collections::hash_map::Entry;
 
 /// Page flags (a subset of `enum pageflags`), as bits of [`PageMeta::flags`].
 pub mod pg {
@@ -409,8 +410,11 @@ pub struct Folios {
     /// Every frame's memory cgroup, by groups of 512 frames (see [`MemcgGroup`]).
     memcgs: Vec<MemcgGroup>,
     large: BTreeMap<u32, LargeInfo>,
-    /// References held by holders other than mappings and caches, per head pfn.
-    extra: BTreeMap<u32, u32>,
+    /// References held by holders other than mappings and caches, per head pfn: every page-cache
+    /// read takes one and drops it, so a hash map (rustc-hash's fixed-seed Fx hash:
+    /// deterministic; only looked up, never iterated) rather than an ordered one.
+    #[allow(clippy::disallowed_types)]
+    extra: FxHashMap<u32, u32>,
     /// FOLL_PIN pins of small folios, per head pfn (each also adds `GUP_PIN_COUNTING_BIAS` to the
     /// refcount; the kernel infers pins from the refcount, the checkers need the exact count).
     pins: BTreeMap<u32, u32>,
@@ -431,7 +435,7 @@ impl Folios {
             map_index: MapIndex::default(),
             memcgs: Vec::new(),
             large: BTreeMap::new(),
-            extra: BTreeMap::new(),
+            extra: FxHashMap::default(),
             pins: BTreeMap::new(),
             lists: Vec::new(),
             big_refs: BTreeMap::new(),

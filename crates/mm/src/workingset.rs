@@ -66,11 +66,19 @@ type Inodes = IdVec<InodeId, Inode>;
 pub struct Workingset {
     /// Swap-cache shadows by slot.
     swap: BTreeMap<u64, Shadow>,
-    /// Per memory cgroup: shadows in eviction order (entries whose shadow is gone are skipped).
-    order: BTreeMap<MemcgId, VecDeque<(ShadowSlot, u64)>>,
-    /// Live shadows per memory cgroup.
-    count: BTreeMap<MemcgId, u64>,
+    /// The shrinker's view of each memory cgroup's shadows, by cgroup id (a vector: every
+    /// eviction and refault asks, and the ids are small and dense).
+    per_memcg: Vec<MemcgShadows>,
     next_stamp: u64,
+}
+
+/// One memory cgroup's shadows for the shrinker.
+#[derive(Debug, Default)]
+struct MemcgShadows {
+    /// Shadows in eviction order (entries whose shadow is gone are skipped).
+    order: VecDeque<(ShadowSlot, u64)>,
+    /// Live shadows.
+    count: u64,
 }
 
 impl Workingset {
@@ -95,7 +103,15 @@ impl Workingset {
 
     /// Live shadows charged to `memcg`.
     pub fn count(&self, memcg: MemcgId) -> u64 {
-        self.count.get(&memcg).copied().unwrap_or(0)
+        self.per_memcg.get(memcg.0 as usize).map_or(0, |m| m.count)
+    }
+
+    fn shadows_of(&mut self, memcg: MemcgId) -> &mut MemcgShadows {
+        let i = memcg.0 as usize;
+        if i >= self.per_memcg.len() {
+            self.per_memcg.resize_with(i + 1, MemcgShadows::default);
+        }
+        &mut self.per_memcg[i]
     }
 
     fn take(&mut self, inodes: &mut Inodes, slot: ShadowSlot) -> Option<Shadow> {
@@ -127,7 +143,8 @@ impl Workingset {
     }
 
     fn uncount(&mut self, shadow: &Shadow) {
-        *self.count.get_mut(&shadow.memcg).expect("a shadow is counted") -= 1;
+        let m = self.per_memcg.get_mut(shadow.memcg.0 as usize).expect("a shadow is counted");
+        m.count -= 1;
     }
 
     /// Stores `shadow` at `slot`: a page-cache slot must hold no folio (reclaim stores the
@@ -160,21 +177,22 @@ impl Workingset {
     /// Counts a stamped shadow just stored at `slot` (over no other shadow) and queues it for
     /// the shrinker.
     fn record(&mut self, slot: ShadowSlot, shadow: Shadow) {
-        *self.count.entry(shadow.memcg).or_default() += 1;
-        self.order.entry(shadow.memcg).or_default().push_back((slot, shadow.stamp));
+        let m = self.shadows_of(shadow.memcg);
+        m.count += 1;
+        m.order.push_back((slot, shadow.stamp));
     }
 
     /// Drops the oldest shadows of `memcg` beyond `limit`.
     fn shrink(&mut self, inodes: &mut Inodes, memcg: MemcgId, limit: u64) {
         while self.count(memcg) > limit {
-            let Some((slot, stamp)) = self.order.get_mut(&memcg).and_then(VecDeque::pop_front)
-            else {
+            let Some((slot, stamp)) = self.shadows_of(memcg).order.pop_front() else {
                 return;
             };
             self.take_stamped(inodes, slot, Some(stamp));
         }
         // Keep the order queue proportional to the live shadows.
-        let q = self.order.entry(memcg).or_default();
+        self.shadows_of(memcg);
+        let q = &mut self.per_memcg[memcg.0 as usize].order;
         if q.len() as u64 > 2 * limit.max(64) {
             let swap = &self.swap;
             let live = |(slot, stamp): &(ShadowSlot, u64)| match *slot {
