@@ -81,6 +81,15 @@ struct MemcgShadows {
     count: u64,
 }
 
+/// `memcg`'s entry of `per_memcg`, made when missing.
+fn shadows_of(per_memcg: &mut Vec<MemcgShadows>, memcg: MemcgId) -> &mut MemcgShadows {
+    let i = memcg.0 as usize;
+    if i >= per_memcg.len() {
+        per_memcg.resize_with(i + 1, MemcgShadows::default);
+    }
+    &mut per_memcg[i]
+}
+
 impl Workingset {
     /// The shadow at a slot.
     pub fn get(&self, inodes: &Inodes, slot: ShadowSlot) -> Option<Shadow> {
@@ -104,14 +113,6 @@ impl Workingset {
     /// Live shadows charged to `memcg`.
     pub fn count(&self, memcg: MemcgId) -> u64 {
         self.per_memcg.get(memcg.0 as usize).map_or(0, |m| m.count)
-    }
-
-    fn shadows_of(&mut self, memcg: MemcgId) -> &mut MemcgShadows {
-        let i = memcg.0 as usize;
-        if i >= self.per_memcg.len() {
-            self.per_memcg.resize_with(i + 1, MemcgShadows::default);
-        }
-        &mut self.per_memcg[i]
     }
 
     fn take(&mut self, inodes: &mut Inodes, slot: ShadowSlot) -> Option<Shadow> {
@@ -177,7 +178,7 @@ impl Workingset {
     /// Counts a stamped shadow just stored at `slot` (over no other shadow) and queues it for
     /// the shrinker.
     fn record(&mut self, slot: ShadowSlot, shadow: Shadow) {
-        let m = self.shadows_of(shadow.memcg);
+        let m = shadows_of(&mut self.per_memcg, shadow.memcg);
         m.count += 1;
         m.order.push_back((slot, shadow.stamp));
     }
@@ -185,14 +186,14 @@ impl Workingset {
     /// Drops the oldest shadows of `memcg` beyond `limit`.
     fn shrink(&mut self, inodes: &mut Inodes, memcg: MemcgId, limit: u64) {
         while self.count(memcg) > limit {
-            let Some((slot, stamp)) = self.shadows_of(memcg).order.pop_front() else {
+            let Some((slot, stamp)) = shadows_of(&mut self.per_memcg, memcg).order.pop_front()
+            else {
                 return;
             };
             self.take_stamped(inodes, slot, Some(stamp));
         }
         // Keep the order queue proportional to the live shadows.
-        self.shadows_of(memcg);
-        let q = &mut self.per_memcg[memcg.0 as usize].order;
+        let q = &mut shadows_of(&mut self.per_memcg, memcg).order;
         if q.len() as u64 > 2 * limit.max(64) {
             let swap = &self.swap;
             let live = |(slot, stamp): &(ShadowSlot, u64)| match *slot {

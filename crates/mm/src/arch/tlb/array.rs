@@ -124,6 +124,11 @@ impl Wide {
         self.next[at] = slot as u16;
     }
 
+    /// Whether the array keeps the LRU list (true LRU; bit-PLRU keeps its MRU bits instead).
+    fn has_list(&self) -> bool {
+        !self.next.is_empty()
+    }
+
     fn sentinel(&self) -> usize {
         self.next.len() - 1
     }
@@ -238,7 +243,7 @@ impl Array {
 
     fn touch(&mut self, slot: usize) {
         self.last = slot;
-        if let Some(w) = self.wide.as_mut().filter(|w| !w.next.is_empty()) {
+        if let Some(w) = self.wide.as_mut().filter(|w| w.has_list()) {
             w.make_most_recent(slot);
             return;
         }
@@ -285,7 +290,7 @@ impl Array {
     /// the first way whose MRU bit is clear, or way 0; LRU: the oldest stamp, or the LRU list's
     /// tail in a wide array).
     fn victim(&self, key: u64) -> usize {
-        if let Some(w) = self.wide.as_ref().filter(|w| !w.next.is_empty()) {
+        if let Some(w) = self.wide.as_ref().filter(|w| w.has_list()) {
             return w.victim();
         }
         let base = self.set_of(key);
@@ -307,7 +312,7 @@ impl Array {
         self.span_entries[tag_span(t)] -= 1;
         if let Some(w) = self.wide.as_mut() {
             w.remove(&self.tags, t);
-            if !w.next.is_empty() {
+            if w.has_list() {
                 w.make_next_victim(slot);
             }
         }
