@@ -683,7 +683,10 @@ impl State {
 
     pub(crate) fn wake_queue(&mut self, lock: LockId, all: bool) {
         let mut woken = std::mem::take(&mut self.granted);
-        self.locks[lock].state.wake_queue(all, &mut woken);
+        if !self.locks[lock].state.wake_queue(all, &mut woken) {
+            self.granted = woken;
+            return;
+        }
         for &t in &woken {
             self.wake(t, false, SimDuration::ZERO);
         }

@@ -451,12 +451,18 @@ impl Folios {
     }
 
     /// Makes room for frames below `high_water`.
+    #[inline]
     pub(crate) fn grow(&mut self, high_water: u64) {
+        // Most calls (every allocation) find the frames already covered.
+        if (self.meta.len() as u64) < high_water {
+            self.grow_to(high_water);
+        }
+    }
+
+    fn grow_to(&mut self, high_water: u64) {
         let n = usize::try_from(high_water).expect("frame count");
         assert!(high_water <= u64::from(NIL), "more than 2^32 frames");
-        if self.meta.len() < n {
-            self.meta.resize(n, PageMeta::default());
-        }
+        self.meta.resize(n, PageMeta::default());
         self.map_index.grow(n);
         if self.memcgs.len() < n.div_ceil(GROUP) {
             self.memcgs.resize(n.div_ceil(GROUP), MemcgGroup::default());

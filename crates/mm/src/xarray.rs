@@ -10,13 +10,22 @@
 //! `shadowp` for `workingset_refault`, mm/filemap.c, mm/workingset.c). There is no separate
 //! shadow map. Each node keeps two bitmaps over its slots, which subtrees hold anything and which
 //! hold a folio (the role of the xarray's marks and `xa_find`'s node scan), so ordered searches
-//! skip empty subtrees and shadows. Nodes that empty are kept for reuse (a few of each kind,
-//! as the `xa_node` slab keeps freed nodes), so eviction and refault allocate nothing.
+//! skip empty subtrees and shadows. Nodes that empty are kept for reuse (as the `xa_node` slab
+//! keeps freed nodes), so eviction and refault allocate nothing.
 //!
 //! Approximations: a large folio occupies the slot of its first index only (the kernel stores a
 //! multi-index entry over all of its slots); a lookup inside it finds it by searching back
 //! (`folio_before`). A shadow likewise sits at its folio's first index. Nodes are freed when they
-//! empty, but the tree never lowers its height (the kernel's `xas_shrink` does). shmem's swap
+//! empty, but the tree never lowers its height (the kernel's `xas_shrink` does).
+//!
+//! Host layout: the nodes live in two arenas by id (inner nodes hold their children's ids,
+//! leaves their entries), and a node that empties goes on its arena's free list for the next
+//! store, so the arenas keep the most nodes the mapping ever had. A store or lookup in one of
+//! the last few leaves a store used goes to it directly (`Recent`), and a store that does not
+//! change whether that leaf holds anything, or a folio, stops there: its ancestors' marks
+//! stay right. Replaying a block trace through the page cache (P6, classic LRU), the xarray's
+//! stores and lookups were 15 % of the host instructions before this (a recursive descent
+//! through boxed nodes for each). shmem's swap
 //! entries, which the kernel keeps in the same slots, are still `AddressSpace::swapped`.
 
 use crate::workingset::Shadow;
@@ -50,32 +59,54 @@ impl Slot {
 const SHIFT: u32 = 6;
 const SLOTS: usize = 1 << SHIFT;
 const MASK: u64 = SLOTS as u64 - 1;
+/// No node (an empty child slot, no root).
+const NIL: u32 = u32::MAX;
+/// Levels of a tree that covers every `u64` index.
+const MAX_HEIGHT: usize = 64usize.div_ceil(SHIFT as usize);
+/// Leaves [`XArray`] remembers as recently used.
+const RECENT: usize = 4;
 
-/// One node: its slots and which of them (or which subtrees) hold anything, and a folio.
-#[derive(Debug)]
-struct Node<T> {
-    slots: [Option<T>; SLOTS],
+/// One node's occupancy: which slots (or subtrees) hold anything, and which hold a folio (the
+/// role of the xarray's marks and `xa_find`'s node scan), so ordered searches skip empty
+/// subtrees and shadows.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Marks {
     used: u64,
     folios: u64,
 }
 
-impl<T> Node<T> {
-    fn new() -> Box<Node<T>> {
-        Box::new(Node { slots: std::array::from_fn(|_| None), used: 0, folios: 0 })
-    }
-
-    fn mark(&mut self, i: usize, used: bool, folio: bool) {
+impl Marks {
+    fn set(&mut self, i: usize, used: bool, folio: bool) {
         let bit = 1u64 << i;
         self.used = if used { self.used | bit } else { self.used & !bit };
         self.folios = if folio { self.folios | bit } else { self.folios & !bit };
     }
+
+    /// What a parent records of a node with these marks: (holds anything, holds a folio).
+    fn summary(self) -> (bool, bool) {
+        (self.used != 0, self.folios != 0)
+    }
+
+    fn mask(self, find: Find) -> u64 {
+        match find {
+            Find::Any => self.used,
+            Find::Folio => self.folios,
+        }
+    }
 }
 
-/// A node below the root: a leaf (its slots hold entries) or an inner node.
+/// A node above the leaves: its children's ids.
 #[derive(Debug)]
-enum Tree {
-    Leaf(Box<Node<Slot>>),
-    Inner(Box<Node<Tree>>),
+struct Inner {
+    slots: [u32; SLOTS],
+    marks: Marks,
+}
+
+/// A node of the last level: its entries.
+#[derive(Debug)]
+struct Leaf {
+    slots: [Option<Slot>; SLOTS],
+    marks: Marks,
 }
 
 /// Which entries a search stops at.
@@ -85,140 +116,151 @@ enum Find {
     Folio,
 }
 
-/// Nodes that emptied, kept for the next ones a store needs (the kernel's `xa_node` slab
-/// cache), so that a slot which empties and fills again (a folio evicted for its shadow, a
-/// shadow taken for a new folio) allocates nothing. An emptied node's slots are all empty.
+/// The nodes of one tree, by id: inner nodes and leaves in two arenas, with the ids of the
+/// nodes that emptied kept for the next ones a store needs (the kernel's `xa_node` slab cache),
+/// so that a slot which empties and fills again allocates nothing.
 #[derive(Debug, Default)]
-struct Spare {
-    /// Empty leaves.
-    leaves: Vec<Tree>,
-    /// Empty inner nodes.
-    inner: Vec<Tree>,
+struct Nodes {
+    inner: Vec<Inner>,
+    leaves: Vec<Leaf>,
+    free_inner: Vec<u32>,
+    free_leaves: Vec<u32>,
 }
 
-/// Most nodes [`Spare`] keeps of each kind: a store frees at most one per level.
-const SPARE_KEPT: usize = 16;
+impl Nodes {
+    fn new_inner(&mut self) -> u32 {
+        if let Some(id) = self.free_inner.pop() {
+            return id;
+        }
+        self.inner.push(Inner { slots: [NIL; SLOTS], marks: Marks::default() });
+        u32::try_from(self.inner.len() - 1).expect("fewer than 2^32 nodes")
+    }
 
-impl Spare {
-    /// An empty node for slots of `shift`.
-    fn node(&mut self, shift: u32) -> Tree {
-        if shift == 0 {
-            self.leaves.pop().unwrap_or_else(|| Tree::Leaf(Node::new()))
+    fn new_leaf(&mut self) -> u32 {
+        if let Some(id) = self.free_leaves.pop() {
+            return id;
+        }
+        let leaf = Leaf { slots: std::array::from_fn(|_| None), marks: Marks::default() };
+        self.leaves.push(leaf);
+        u32::try_from(self.leaves.len() - 1).expect("fewer than 2^32 nodes")
+    }
+
+    /// A new node of `level` (0: a leaf).
+    fn new_node(&mut self, level: usize) -> u32 {
+        if level == 0 { self.new_leaf() } else { self.new_inner() }
+    }
+
+    /// Keeps an emptied node of `level` for reuse.
+    fn free(&mut self, level: usize, id: u32) {
+        if level == 0 {
+            debug_assert_eq!(self.leaves[id as usize].marks, Marks::default(), "an empty leaf");
+            self.free_leaves.push(id);
         } else {
-            self.inner.pop().unwrap_or_else(|| Tree::Inner(Node::new()))
+            debug_assert_eq!(self.inner[id as usize].marks, Marks::default(), "an empty node");
+            self.free_inner.push(id);
         }
     }
 
-    /// Keeps an emptied node.
-    fn keep(&mut self, node: Tree) {
-        debug_assert_eq!(node.masks(), (0, 0), "only empty nodes are kept");
-        let pool = match node {
-            Tree::Leaf(_) => &mut self.leaves,
-            Tree::Inner(_) => &mut self.inner,
-        };
-        if pool.len() < SPARE_KEPT {
-            pool.push(node);
-        }
-    }
-}
-
-impl Tree {
-    fn masks(&self) -> (u64, u64) {
-        match self {
-            Tree::Leaf(n) => (n.used, n.folios),
-            Tree::Inner(n) => (n.used, n.folios),
-        }
+    fn marks(&self, level: usize, id: u32) -> Marks {
+        if level == 0 { self.leaves[id as usize].marks } else { self.inner[id as usize].marks }
     }
 
-    fn mask(&self, find: Find) -> u64 {
-        let (used, folios) = self.masks();
-        match find {
-            Find::Any => used,
-            Find::Folio => folios,
-        }
-    }
-
-    fn load(&self, shift: u32, index: u64) -> Option<&Slot> {
-        let i = ((index >> shift) & MASK) as usize;
-        match self {
-            Tree::Leaf(n) => n.slots[i].as_ref(),
-            Tree::Inner(n) => n.slots[i].as_ref()?.load(shift - SHIFT, index),
-        }
-    }
-
-    /// Stores `entry` (or clears the slot) at `index`, giving nodes that empty to `spare`; the
-    /// old entry.
-    fn store(
-        &mut self,
-        shift: u32,
-        index: u64,
-        entry: Option<Slot>,
-        spare: &mut Spare,
-    ) -> Option<Slot> {
-        let i = ((index >> shift) & MASK) as usize;
-        match self {
-            Tree::Leaf(n) => {
-                n.mark(i, entry.is_some(), matches!(entry, Some(Slot::Folio { .. })));
-                std::mem::replace(&mut n.slots[i], entry)
-            }
-            Tree::Inner(n) => {
-                if n.slots[i].is_none() && entry.is_none() {
-                    return None;
-                }
-                let child = n.slots[i].get_or_insert_with(|| spare.node(shift - SHIFT));
-                let old = child.store(shift - SHIFT, index, entry, spare);
-                let (used, folios) = child.masks();
-                if let Some(empty) = n.slots[i].take_if(|_| used == 0) {
-                    spare.keep(empty);
-                }
-                n.mark(i, used != 0, folios != 0);
-                old
-            }
-        }
-    }
-
-    /// The first entry at an index of at least `from` under this node, which covers indices
-    /// from `base` (`from` lies below the node's end).
-    fn next(&self, shift: u32, base: u64, from: u64, find: Find) -> Option<(u64, &Slot)> {
+    /// The first entry at an index of at least `from` under node `id` of `level`, which covers
+    /// indices from `base` (`from` lies below the node's end).
+    fn next(
+        &self,
+        level: usize,
+        id: u32,
+        base: u64,
+        from: u64,
+        find: Find,
+    ) -> Option<(u64, &Slot)> {
+        let shift = SHIFT * level as u32;
         let start = (from.saturating_sub(base) >> shift) as u32;
-        let mut m = self.mask(find) & (!0u64 << start);
+        let mut m = self.marks(level, id).mask(find) & (!0u64 << start);
         while m != 0 {
             let i = m.trailing_zeros() as usize;
             let at = base + ((i as u64) << shift);
-            match self {
-                Tree::Leaf(n) => return n.slots[i].as_ref().map(|e| (at, e)),
-                Tree::Inner(n) => {
-                    let child = n.slots[i].as_ref()?;
-                    if let Some(hit) = child.next(shift - SHIFT, at, from, find) {
-                        return Some(hit);
-                    }
-                }
+            if level == 0 {
+                return self.leaves[id as usize].slots[i].as_ref().map(|e| (at, e));
+            }
+            let child = self.inner[id as usize].slots[i];
+            if let Some(hit) = self.next(level - 1, child, at, from, find) {
+                return Some(hit);
             }
             m &= m - 1;
         }
         None
     }
 
-    /// The last entry at an index of at most `upto` under this node, which covers indices from
-    /// `base` (`upto` is at least `base`).
-    fn prev(&self, shift: u32, base: u64, upto: u64, find: Find) -> Option<(u64, &Slot)> {
+    /// The last entry at an index of at most `upto` under node `id` of `level`, which covers
+    /// indices from `base` (`upto` is at least `base`).
+    fn prev(
+        &self,
+        level: usize,
+        id: u32,
+        base: u64,
+        upto: u64,
+        find: Find,
+    ) -> Option<(u64, &Slot)> {
+        let shift = SHIFT * level as u32;
         let end = ((upto - base) >> shift).min(MASK) as u32;
-        let mut m = self.mask(find) & (!0u64 >> (63 - end));
+        let mut m = self.marks(level, id).mask(find) & (!0u64 >> (63 - end));
         while m != 0 {
             let i = 63 - m.leading_zeros() as usize;
             let at = base + ((i as u64) << shift);
-            match self {
-                Tree::Leaf(n) => return n.slots[i].as_ref().map(|e| (at, e)),
-                Tree::Inner(n) => {
-                    let child = n.slots[i].as_ref()?;
-                    if let Some(hit) = child.prev(shift - SHIFT, at, upto, find) {
-                        return Some(hit);
-                    }
-                }
+            if level == 0 {
+                return self.leaves[id as usize].slots[i].as_ref().map(|e| (at, e));
+            }
+            let child = self.inner[id as usize].slots[i];
+            if let Some(hit) = self.prev(level - 1, child, at, upto, find) {
+                return Some(hit);
             }
             m &= !(1u64 << i);
         }
         None
+    }
+}
+
+/// The slot of `index` in its node of `level`.
+fn slot_at(index: u64, level: usize) -> usize {
+    ((index >> (SHIFT * level as u32)) & MASK) as usize
+}
+
+/// Recently used leaves, by `index >> SHIFT`: a store or lookup near the last ones (a readahead
+/// batch filling consecutive slots, reclaim emptying the slots of pages it read together) goes
+/// straight to its leaf instead of descending from the root, as a kernel caller keeps its
+/// `xa_state` on the node between neighbouring operations. A host-side shortcut: it finds what
+/// the descent would.
+#[derive(Clone, Copy, Debug)]
+struct Recent {
+    leaves: [(u64, u32); RECENT],
+    next: usize,
+}
+
+impl Default for Recent {
+    fn default() -> Recent {
+        Recent { leaves: [(u64::MAX, NIL); RECENT], next: 0 }
+    }
+}
+
+impl Recent {
+    fn find(&self, base: u64) -> Option<u32> {
+        self.leaves.iter().find(|&&(b, _)| b == base).map(|&(_, id)| id)
+    }
+
+    fn remember(&mut self, base: u64, id: u32) {
+        self.leaves[self.next] = (base, id);
+        self.next = (self.next + 1) % RECENT;
+    }
+
+    /// Forgets the leaf `id` (it emptied and went back to the free list).
+    fn forget(&mut self, id: u32) {
+        for l in &mut self.leaves {
+            if l.1 == id {
+                *l = (u64::MAX, NIL);
+            }
+        }
     }
 }
 
@@ -266,18 +308,27 @@ impl CollapseSlots {
 }
 
 /// A mapping's page-cache index (`struct xarray`).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct XArray {
-    root: Option<Tree>,
-    /// Levels below and including the root: the root covers indices below `64^height`.
+    nodes: Nodes,
+    /// The root node's id (`NIL`: an empty tree).
+    root: u32,
+    /// Levels below and including the root: the root covers indices below `64^height`; the
+    /// root is a leaf when the height is 1.
     height: u32,
-    spare: Spare,
+    recent: Recent,
+}
+
+impl Default for XArray {
+    fn default() -> XArray {
+        XArray { nodes: Nodes::default(), root: NIL, height: 0, recent: Recent::default() }
+    }
 }
 
 impl XArray {
-    /// The shift of the root's slots.
-    fn root_shift(&self) -> u32 {
-        SHIFT * (self.height - 1)
+    /// The level of the root (0: a leaf).
+    fn root_level(&self) -> usize {
+        self.height as usize - 1
     }
 
     /// Whether the tree as high as it is covers `index`.
@@ -285,51 +336,136 @@ impl XArray {
         self.height > 0 && (SHIFT * self.height >= 64 || index >> (SHIFT * self.height) == 0)
     }
 
-    fn load(&self, index: u64) -> Option<&Slot> {
-        let root = self.root.as_ref()?;
+    /// The leaf whose slots hold `index`, if the tree has one.
+    fn leaf_of(&self, index: u64) -> Option<u32> {
+        if let Some(id) = self.recent.find(index >> SHIFT) {
+            return Some(id);
+        }
         if !self.covers(index) {
             return None;
         }
-        root.load(self.root_shift(), index)
+        let mut id = self.root;
+        for level in (1..=self.root_level()).rev() {
+            id = self.nodes.inner[id as usize].slots[slot_at(index, level)];
+            if id == NIL {
+                return None;
+            }
+        }
+        Some(id)
+    }
+
+    fn load(&self, index: u64) -> Option<&Slot> {
+        let leaf = self.leaf_of(index)?;
+        self.nodes.leaves[leaf as usize].slots[slot_at(index, 0)].as_ref()
     }
 
     /// `xa_store` (`xa_erase` with `None`): the entry that was at `index`.
     pub fn store(&mut self, index: u64, entry: Option<Entry>) -> Option<Entry> {
-        if !self.covers(index) {
-            entry?; // erasing beyond the tree's reach: nothing is there
-            while !self.covers(index) {
-                self.height += 1;
-                let mut root = self.spare.node(self.root_shift());
-                if let (Some(old), Tree::Inner(n)) = (self.root.take(), &mut root) {
-                    let (used, folios) = old.masks();
-                    n.slots[0] = Some(old);
-                    n.mark(0, used != 0, folios != 0);
-                }
-                self.root = Some(root);
-            }
-        }
         let slot = entry.map(|e| match e {
             Entry::Folio(head) => Slot::Folio { index, head },
             Entry::Shadow(s) => Slot::Shadow(s),
         });
-        let shift = self.root_shift();
-        let root = self.root.as_mut().expect("a tree of some height has a root");
-        let old = root.store(shift, index, slot, &mut self.spare);
-        if root.masks().0 == 0 {
-            let empty = self.root.take().expect("the root");
-            self.spare.keep(empty);
+        // A leaf in use whose summary (holds anything, holds a folio) the store leaves alone:
+        // its ancestors' marks stay right and nothing empties.
+        if let Some(leaf) = self.recent.find(index >> SHIFT) {
+            let l = &mut self.nodes.leaves[leaf as usize];
+            let i = slot_at(index, 0);
+            let mut marks = l.marks;
+            marks.set(i, slot.is_some(), matches!(slot, Some(Slot::Folio { .. })));
+            if marks.summary() == l.marks.summary() {
+                l.marks = marks;
+                return std::mem::replace(&mut l.slots[i], slot).map(Slot::entry);
+            }
+        }
+        if !self.covers(index) {
+            slot?; // erasing beyond the tree's reach: nothing is there
+            self.raise(index);
+        }
+        self.store_descending(index, slot).map(Slot::entry)
+    }
+
+    /// Adds levels above the root until the tree covers `index`.
+    fn raise(&mut self, index: u64) {
+        if self.root == NIL {
+            self.height = 1;
+            while !self.covers(index) {
+                self.height += 1;
+            }
+            self.root = self.nodes.new_node(self.root_level());
+            return;
+        }
+        while !self.covers(index) {
+            let (old, level) = (self.root, self.root_level());
+            let (used, folios) = self.nodes.marks(level, old).summary();
+            self.height += 1;
+            self.root = self.nodes.new_inner();
+            let n = &mut self.nodes.inner[self.root as usize];
+            n.slots[0] = old;
+            n.marks.set(0, used, folios);
+        }
+    }
+
+    /// The store from the root: nodes made on the way down, marks set and emptied nodes freed
+    /// on the way up.
+    fn store_descending(&mut self, index: u64, slot: Option<Slot>) -> Option<Slot> {
+        let mut path = [NIL; MAX_HEIGHT];
+        let mut id = self.root;
+        for level in (1..=self.root_level()).rev() {
+            path[level] = id;
+            let i = slot_at(index, level);
+            let mut child = self.nodes.inner[id as usize].slots[i];
+            if child == NIL {
+                slot?; // erasing where nothing is
+                child = self.nodes.new_node(level - 1);
+                self.nodes.inner[id as usize].slots[i] = child;
+            }
+            id = child;
+        }
+        path[0] = id;
+        let leaf = &mut self.nodes.leaves[id as usize];
+        let i = slot_at(index, 0);
+        leaf.marks.set(i, slot.is_some(), matches!(slot, Some(Slot::Folio { .. })));
+        let old = std::mem::replace(&mut leaf.slots[i], slot);
+        self.recent.remember(index >> SHIFT, id);
+        self.update_marks(index, &path);
+        old
+    }
+
+    /// Sets the marks of the nodes above the leaf on `path` from their children's, freeing
+    /// the nodes that emptied (the root too: the tree is then empty).
+    fn update_marks(&mut self, index: u64, path: &[u32; MAX_HEIGHT]) {
+        for level in 0..self.root_level() {
+            let child = path[level];
+            let (used, folios) = self.nodes.marks(level, child).summary();
+            let parent = &mut self.nodes.inner[path[level + 1] as usize];
+            let i = slot_at(index, level + 1);
+            parent.marks.set(i, used, folios);
+            if !used {
+                parent.slots[i] = NIL;
+                self.free_node(level, child);
+            }
+        }
+        let level = self.root_level();
+        if !self.nodes.marks(level, self.root).summary().0 {
+            self.free_node(level, self.root);
+            self.root = NIL;
             self.height = 0;
         }
-        old.map(Slot::entry)
+    }
+
+    fn free_node(&mut self, level: usize, id: u32) {
+        if level == 0 {
+            self.recent.forget(id);
+        }
+        self.nodes.free(level, id);
     }
 
     /// `xa_find`: the first entry at an index of at least `from`.
     fn find(&self, from: u64, find: Find) -> Option<(u64, &Slot)> {
-        let root = self.root.as_ref()?;
         if !self.covers(from) {
             return None;
         }
-        root.next(self.root_shift(), 0, from, find)
+        self.nodes.next(self.root_level(), self.root, 0, from, find)
     }
 
     /// Slots at indices in `range`, in index order.
@@ -383,10 +519,12 @@ impl XArray {
 
     /// The folio with the highest first index below `index` (`xas_find` backwards).
     pub fn folio_before(&self, index: u64) -> Option<(u64, Pfn)> {
-        let root = self.root.as_ref()?;
+        if self.root == NIL {
+            return None;
+        }
         let upto = index.checked_sub(1)?;
         let upto = if self.covers(upto) { upto } else { u64::MAX };
-        match root.prev(self.root_shift(), 0, upto, Find::Folio)? {
+        match self.nodes.prev(self.root_level(), self.root, 0, upto, Find::Folio)? {
             (i, &Slot::Folio { head, .. }) => Some((i, head)),
             _ => None,
         }
@@ -462,5 +600,12 @@ mod tests {
             });
             all.collect::<Vec<_>>()
         });
+        // Erasing everything empties the tree and gives every node back to its free list.
+        for &index in map.keys() {
+            xa.store(index, None);
+        }
+        assert_eq!((xa.root, xa.height), (NIL, 0));
+        assert_eq!(xa.nodes.free_inner.len(), xa.nodes.inner.len());
+        assert_eq!(xa.nodes.free_leaves.len(), xa.nodes.leaves.len());
     }
 }

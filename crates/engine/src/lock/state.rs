@@ -330,13 +330,18 @@ impl LockState {
         }
     }
 
-    /// `wake_up` / `wake_up_all`.
-    pub(crate) fn wake_queue(&mut self, all: bool, woken: &mut Vec<TaskId>) {
+    /// `wake_up` / `wake_up_all`; false (nothing done) on an empty queue, as `wake_up` finds
+    /// nobody on the list and returns.
+    pub(crate) fn wake_queue(&mut self, all: bool, woken: &mut Vec<TaskId>) -> bool {
         let LockState::WaitQueue { waiters } = self else {
             panic!("wake_up on a {}", self.kind_name());
         };
-        let n = if all { waiters.len() } else { waiters.len().min(1) };
+        if waiters.is_empty() {
+            return false;
+        }
+        let n = if all { waiters.len() } else { 1 };
         woken.extend(waiters.drain(..n));
+        true
     }
 
     /// Mixes everything that decides later grants into `d`: holders, the queue in order, and a
