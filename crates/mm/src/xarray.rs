@@ -165,61 +165,48 @@ impl Nodes {
         if level == 0 { self.leaves[id as usize].marks } else { self.inner[id as usize].marks }
     }
 
-    /// The first entry at an index of at least `from` under node `id` of `level`, which covers
-    /// indices from `base` (`from` lies below the node's end).
-    fn next(
-        &self,
-        level: usize,
-        id: u32,
-        base: u64,
-        from: u64,
-        find: Find,
-    ) -> Option<(u64, &Slot)> {
+    /// The nearest entry from `bound` in direction `dir` (at an index of at least `bound`
+    /// going up, of at most `bound` going down) under node `id` of `level`, which covers
+    /// indices from `base` (`bound` lies in the node's range or, going up, below it).
+    fn seek(&self, level: usize, id: u32, base: u64, to: Seek) -> Option<(u64, &Slot)> {
         let shift = SHIFT * level as u32;
-        let start = (from.saturating_sub(base) >> shift) as u32;
-        let mut m = self.marks(level, id).mask(find) & (!0u64 << start);
+        let marks = self.marks(level, id).mask(to.find);
+        let mut m = match to.dir {
+            Dir::Up => marks & (!0u64 << (to.bound.saturating_sub(base) >> shift) as u32),
+            Dir::Down => marks & (!0u64 >> (63 - ((to.bound - base) >> shift).min(MASK) as u32)),
+        };
         while m != 0 {
-            let i = m.trailing_zeros() as usize;
+            let i = match to.dir {
+                Dir::Up => m.trailing_zeros() as usize,
+                Dir::Down => 63 - m.leading_zeros() as usize,
+            };
             let at = base + ((i as u64) << shift);
             if level == 0 {
                 return self.leaves[id as usize].slots[i].as_ref().map(|e| (at, e));
             }
             let child = self.inner[id as usize].slots[i];
-            if let Some(hit) = self.next(level - 1, child, at, from, find) {
-                return Some(hit);
-            }
-            m &= m - 1;
-        }
-        None
-    }
-
-    /// The last entry at an index of at most `upto` under node `id` of `level`, which covers
-    /// indices from `base` (`upto` is at least `base`).
-    fn prev(
-        &self,
-        level: usize,
-        id: u32,
-        base: u64,
-        upto: u64,
-        find: Find,
-    ) -> Option<(u64, &Slot)> {
-        let shift = SHIFT * level as u32;
-        let end = ((upto - base) >> shift).min(MASK) as u32;
-        let mut m = self.marks(level, id).mask(find) & (!0u64 >> (63 - end));
-        while m != 0 {
-            let i = 63 - m.leading_zeros() as usize;
-            let at = base + ((i as u64) << shift);
-            if level == 0 {
-                return self.leaves[id as usize].slots[i].as_ref().map(|e| (at, e));
-            }
-            let child = self.inner[id as usize].slots[i];
-            if let Some(hit) = self.prev(level - 1, child, at, upto, find) {
+            if let Some(hit) = self.seek(level - 1, child, at, to) {
                 return Some(hit);
             }
             m &= !(1u64 << i);
         }
         None
     }
+}
+
+/// Which way [`Nodes::seek`] searches.
+#[derive(Clone, Copy)]
+enum Dir {
+    Up,
+    Down,
+}
+
+/// A search: from which index, which way, for which entries.
+#[derive(Clone, Copy)]
+struct Seek {
+    bound: u64,
+    dir: Dir,
+    find: Find,
 }
 
 /// The slot of `index` in its node of `level`.
@@ -465,7 +452,7 @@ impl XArray {
         if !self.covers(from) {
             return None;
         }
-        self.nodes.next(self.root_level(), self.root, 0, from, find)
+        self.nodes.seek(self.root_level(), self.root, 0, Seek { bound: from, dir: Dir::Up, find })
     }
 
     /// Slots at indices in `range`, in index order.
@@ -524,7 +511,8 @@ impl XArray {
         }
         let upto = index.checked_sub(1)?;
         let upto = if self.covers(upto) { upto } else { u64::MAX };
-        match self.nodes.prev(self.root_level(), self.root, 0, upto, Find::Folio)? {
+        let to = Seek { bound: upto, dir: Dir::Down, find: Find::Folio };
+        match self.nodes.seek(self.root_level(), self.root, 0, to)? {
             (i, &Slot::Folio { head, .. }) => Some((i, head)),
             _ => None,
         }
