@@ -167,8 +167,9 @@ impl Nodes {
 
     /// The nearest entry from `bound` in direction `dir` (at an index of at least `bound`
     /// going up, of at most `bound` going down) under node `id` of `level`, which covers
-    /// indices from `base` (`bound` lies in the node's range or, going up, below it).
-    fn seek(&self, level: usize, id: u32, base: u64, to: Seek) -> Option<(u64, &Slot)> {
+    /// indices from `base` (`bound` lies in the node's range or, going up, below it): its
+    /// index, slot and leaf.
+    fn seek(&self, level: usize, id: u32, base: u64, to: Seek) -> Option<(u64, &Slot, u32)> {
         let shift = SHIFT * level as u32;
         let marks = self.marks(level, id).mask(to.find);
         let mut m = match to.dir {
@@ -182,7 +183,7 @@ impl Nodes {
             };
             let at = base + ((i as u64) << shift);
             if level == 0 {
-                return self.leaves[id as usize].slots[i].as_ref().map(|e| (at, e));
+                return self.leaves[id as usize].slots[i].as_ref().map(|e| (at, e, id));
             }
             let child = self.inner[id as usize].slots[i];
             if let Some(hit) = self.seek(level - 1, child, at, to) {
@@ -447,8 +448,8 @@ impl XArray {
         self.nodes.free(level, id);
     }
 
-    /// `xa_find`: the first entry at an index of at least `from`.
-    fn find(&self, from: u64, find: Find) -> Option<(u64, &Slot)> {
+    /// `xa_find`: the first entry at an index of at least `from`, with its leaf.
+    fn find(&self, from: u64, find: Find) -> Option<(u64, &Slot, u32)> {
         if !self.covers(from) {
             return None;
         }
@@ -471,8 +472,20 @@ impl XArray {
             Bound::Excluded(&e) => u128::from(e),
             Bound::Unbounded => u128::MAX,
         };
+        // The leaf of the last entry found, by number (`index >> SHIFT`): the next entry is
+        // searched there first, and from the root only when that leaf has no more.
+        let mut leaf: Option<(u64, u32)> = None;
         std::iter::from_fn(move || {
-            let (index, slot) = self.find(from?, find).filter(|&(i, _)| u128::from(i) < end)?;
+            let f = from?;
+            let near = leaf.filter(|&(n, _)| n == f >> SHIFT).and_then(|(n, id)| {
+                self.nodes.seek(0, id, n << SHIFT, Seek { bound: f, dir: Dir::Up, find })
+            });
+            let (index, slot, id) = near.or_else(|| self.find(f, find))?;
+            if u128::from(index) >= end {
+                from = None;
+                return None;
+            }
+            leaf = Some((index >> SHIFT, id));
             from = index.checked_add(1);
             Some((index, slot))
         })
@@ -513,7 +526,7 @@ impl XArray {
         let upto = if self.covers(upto) { upto } else { u64::MAX };
         let to = Seek { bound: upto, dir: Dir::Down, find: Find::Folio };
         match self.nodes.seek(self.root_level(), self.root, 0, to)? {
-            (i, &Slot::Folio { head, .. }) => Some((i, head)),
+            (i, &Slot::Folio { head, .. }, _) => Some((i, head)),
             _ => None,
         }
     }
