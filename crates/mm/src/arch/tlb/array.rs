@@ -33,6 +33,25 @@ pub(super) fn tag_va(tag: u64) -> VirtAddr {
 /// Bits of a way number in a victim's rank key (at most 4096 ways; stamps stay below 2^52).
 pub(super) const WAY_BITS: u32 = 12;
 
+/// LRU sets at most this wide keep their recency order packed in one word ([`Array::order`]):
+/// a touch moves a nibble, and the victim of a full set is the last nibble, instead of a stamp
+/// per way and a scan for the oldest (what a C programmer writes for a 16-way set; a 16-way
+/// set's order is 8 bytes where its stamps were 128).
+const PACKED_MAX_WAYS: usize = 16;
+
+/// `order` with way `w` moved to the front (nibble 0), the ways before it moving back one.
+fn move_to_front(order: u64, w: u64) -> u64 {
+    // The first nibble equal to `w`: the lowest zero nibble of `order ^ w...w` (the borrow of
+    // the subtraction can only mark nibbles above the first zero one).
+    let x = order ^ (w * 0x1111_1111_1111_1111);
+    let zero = x.wrapping_sub(0x1111_1111_1111_1111) & !x & 0x8888_8888_8888_8888;
+    let p = zero.trailing_zeros() / 4;
+    debug_assert!(p < 16, "way {w} is not in the order {order:#x}");
+    let below = if p == 0 { 0 } else { order & (!0u64 >> (64 - 4 * p)) };
+    let above = if p >= 15 { 0 } else { order & (!0u64 << (4 * (p + 1))) };
+    (below << 4) | above | w
+}
+
 /// Fully associative arrays at least this wide keep an exact index of their tags ([`Wide`]).
 const WIDE_MIN_WAYS: usize = 32;
 
@@ -162,9 +181,12 @@ pub(super) struct Array {
     plru: bool,
     pub(super) tags: Vec<u64>,
     pub(super) data: Vec<u64>,
-    /// LRU: last use; bit-PLRU: the MRU bit.
+    /// Bit-PLRU: the MRU bit; LRU sets wider than [`PACKED_MAX_WAYS`]: last use.
     stamps: Vec<u64>,
     clock: u64,
+    /// LRU sets of at most [`PACKED_MAX_WAYS`] ways: each set's recency order, one way number a
+    /// nibble, most recent first (the unused nibbles of a narrower set hold 0xf).
+    order: Vec<u64>,
     /// The slot of the last hit or fill: touching it again changes no replacement state.
     last: usize,
     /// Valid entries per span code: a lookup skips the spans that hold none (most arrays that
@@ -180,6 +202,11 @@ impl Array {
         let plru = g.replacement == Replacement::BitPlru;
         let wide =
             (g.ways == g.entries && n >= WIDE_MIN_WAYS).then(|| Box::new(Wide::new(n, !plru)));
+        let sets = (g.entries / g.ways) as usize;
+        let packed = !plru && wide.is_none() && g.ways as usize <= PACKED_MAX_WAYS;
+        let first = (0..PACKED_MAX_WAYS as u64)
+            .map(|w| if w < u64::from(g.ways) { w } else { 0xf } << (4 * w))
+            .fold(0, |a, x| a | x);
         Array {
             ways: g.ways as usize,
             set_mask: u64::from(g.entries / g.ways - 1),
@@ -187,8 +214,9 @@ impl Array {
             plru,
             tags: vec![0; n],
             data: vec![0; n],
-            stamps: vec![0; n],
+            stamps: if packed { Vec::new() } else { vec![0; n] },
             clock: 0,
+            order: if packed { vec![first; sets] } else { Vec::new() },
             last: 0,
             span_entries: [0; 4],
             wide,
@@ -247,6 +275,11 @@ impl Array {
             w.make_most_recent(slot);
             return;
         }
+        if !self.order.is_empty() {
+            let set = slot / self.ways;
+            self.order[set] = move_to_front(self.order[set], (slot % self.ways) as u64);
+            return;
+        }
         if !self.plru {
             self.clock += 1;
             debug_assert!(self.clock < 1 << (64 - WAY_BITS), "LRU stamps outgrew the rank key");
@@ -294,6 +327,11 @@ impl Array {
             return w.victim();
         }
         let base = self.set_of(key);
+        if !self.order.is_empty() {
+            let tags = &self.tags[base..base + self.ways];
+            let lru = (self.order[base / self.ways] >> (4 * (self.ways - 1))) & 0xf;
+            return base + tags.iter().position(|&x| x == 0).unwrap_or(lru as usize);
+        }
         // The first way of least rank, empty ways ranking 0 and valid ones 1 + their MRU bit or
         // their stamp (at least 1): one branch-free pass taking the minimum of rank and way.
         let (tags, stamps) =
@@ -419,31 +457,61 @@ mod tests {
     /// plain list in LRU order gives.
     #[test]
     fn wide_lookups_match_a_plain_lru_list() {
-        let mut a = Array::new(&ArrayGeometry::full(64, sizes::K4), sizes::K4);
+        let a = Array::new(&ArrayGeometry::full(64, sizes::K4), sizes::K4);
         assert!(a.wide.is_some());
-        let mut model: Vec<u64> = Vec::new(); // most recent last
+        matches_plain_lru_per_set(a);
+    }
+
+    /// Given LRU sets of 16 and of 5 ways, which keep their order packed in a word, when random
+    /// pages are looked up, filled and invalidated, then each set hits and misses as a plain
+    /// least-recently-used list of its ways would.
+    #[test]
+    fn packed_sets_match_a_plain_lru_list() {
+        for (entries, ways) in [(64, 16), (20, 5)] {
+            let a = Array::new(&ArrayGeometry::new(entries, ways, sizes::K4), sizes::K4);
+            assert!(!a.order.is_empty() && a.stamps.is_empty());
+            matches_plain_lru_per_set(a);
+        }
+    }
+
+    /// Drives `a` with lookups (a fill after each miss) and invalidations of 100 pages, checking
+    /// every lookup against a plain LRU list per set.
+    fn matches_plain_lru_per_set(mut a: Array) {
+        let sets = a.set_mask as usize + 1;
+        let mut model: Vec<Vec<u64>> = vec![Vec::new(); sets]; // most recent last
         let mut x = 7u64;
         for step in 0..20_000u64 {
             x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
             let va = ((x >> 33) % 100) << 12;
+            let set = &mut model[((va >> 12) & a.set_mask) as usize];
             if step % 97 == 0 {
                 a.invalidate_va(va, 1);
-                model.retain(|&m| m != va);
+                set.retain(|&m| m != va);
                 continue;
             }
             let hit = a.lookup(va, 1).is_some();
-            let pos = model.iter().position(|&m| m == va);
+            let pos = set.iter().position(|&m| m == va);
             assert_eq!(hit, pos.is_some(), "step {step}, va {va:#x}");
             if let Some(p) = pos {
-                model.remove(p);
+                set.remove(p);
             } else {
                 a.fill(va, 0, 1, va);
-                if model.len() == 64 {
-                    model.remove(0);
+                if set.len() == a.ways {
+                    set.remove(0);
                 }
             }
-            model.push(va);
+            set.push(va);
         }
+    }
+
+    /// Moving a way to the front keeps the others in order, wherever it was.
+    #[test]
+    fn move_to_front_keeps_the_order_of_the_others() {
+        let order = 0xfedc_ba98_7654_3210u64; // way 0 most recent
+        assert_eq!(move_to_front(order, 0), order);
+        assert_eq!(move_to_front(order, 5), 0xfedc_ba98_7643_2105);
+        assert_eq!(move_to_front(order, 15), 0xedcb_a987_6543_210f);
+        assert_eq!(move_to_front(0xffff_ffff_fff0_1234, 0), 0xffff_ffff_fff1_2340);
     }
 
     /// Given a 4-way bit-PLRU set, when every way has been touched, then the MRU bits reset and
