@@ -192,6 +192,8 @@ pub(super) struct Array {
     /// Valid entries per span code: a lookup skips the spans that hold none (most arrays that
     /// may hold 2 MiB and 1 GiB entries hold only 4 KiB ones).
     span_entries: [u32; 4],
+    /// The span codes with valid entries, as bits (those of `span_entries` not zero).
+    live: u8,
     /// The index and LRU list of a wide fully associative array.
     wide: Option<Box<Wide>>,
 }
@@ -219,6 +221,7 @@ impl Array {
             order: if packed { vec![first; sets] } else { Vec::new() },
             last: 0,
             span_entries: [0; 4],
+            live: 0,
             wide,
         }
     }
@@ -227,20 +230,26 @@ impl Array {
         self.spans & (1 << span) != 0
     }
 
+    /// The number of the set that holds `key`.
     fn set_of(&self, key: u64) -> usize {
-        (key & self.set_mask) as usize * self.ways
+        (key & self.set_mask) as usize
+    }
+
+    /// One valid entry of `span` fewer.
+    fn span_removed(&mut self, span: usize) {
+        self.span_entries[span] -= 1;
+        if self.span_entries[span] == 0 {
+            self.live &= !(1 << span);
+        }
     }
 
     /// The slot holding `va` (at any held span) for `asid`, touched.
     #[inline]
     pub(super) fn lookup(&mut self, va: u64, asid: u32) -> Option<usize> {
-        let mut spans = self.spans;
+        let mut spans = self.live;
         while spans != 0 {
             let span = spans.trailing_zeros() as usize;
             spans &= spans - 1;
-            if self.span_entries[span] == 0 {
-                continue;
-            }
             let key = va >> SPAN_SHIFTS[span];
             let t = tag(key, span, asid);
             if self.tags[self.last] == t {
@@ -249,35 +258,37 @@ impl Array {
             if let Some(w) = &self.wide {
                 match w.find(&self.tags, t) {
                     Some(slot) => {
-                        self.touch(slot);
+                        self.touch(slot, 0);
                         return Some(slot);
                     }
                     None => continue,
                 }
             }
-            let base = self.set_of(key);
-            let set = &self.tags[base..base + self.ways];
+            let set = self.set_of(key);
+            let base = set * self.ways;
+            let ways = &self.tags[base..base + self.ways];
             // Most scans miss: a pass without an early exit (vector compares) tells first.
-            if !set.iter().fold(false, |any, &x| any | (x == t)) {
+            if !ways.iter().fold(false, |any, &x| any | (x == t)) {
                 continue;
             }
-            if let Some(w) = set.iter().position(|&x| x == t) {
-                self.touch(base + w);
+            if let Some(w) = ways.iter().position(|&x| x == t) {
+                self.touch(base + w, set);
                 return Some(base + w);
             }
         }
         None
     }
 
-    fn touch(&mut self, slot: usize) {
+    /// Makes `slot`, a way of set number `set`, the set's most recent.
+    fn touch(&mut self, slot: usize, set: usize) {
         self.last = slot;
         if let Some(w) = self.wide.as_mut().filter(|w| w.has_list()) {
             w.make_most_recent(slot);
             return;
         }
+        let base = set * self.ways;
         if !self.order.is_empty() {
-            let set = slot / self.ways;
-            self.order[set] = move_to_front(self.order[set], (slot % self.ways) as u64);
+            self.order[set] = move_to_front(self.order[set], (slot - base) as u64);
             return;
         }
         if !self.plru {
@@ -287,10 +298,9 @@ impl Array {
             return;
         }
         self.stamps[slot] = 1;
-        let base = slot - slot % self.ways;
-        let set = &mut self.stamps[base..base + self.ways];
-        if set.iter().all(|&b| b == 1) {
-            set.fill(0);
+        let bits = &mut self.stamps[base..base + self.ways];
+        if bits.iter().all(|&b| b == 1) {
+            bits.fill(0);
             self.stamps[slot] = 1;
         }
     }
@@ -305,18 +315,19 @@ impl Array {
         debug_assert!(self.tags[slot] != t, "filling {t:#x}, which the array holds");
         let old = self.tags[slot];
         if old != 0 {
-            self.span_entries[tag_span(old)] -= 1;
+            self.span_removed(tag_span(old));
             if let Some(w) = self.wide.as_mut() {
                 w.remove(&self.tags, old);
             }
         }
         self.span_entries[span] += 1;
+        self.live |= 1 << span;
         self.tags[slot] = t;
         self.data[slot] = data;
         if let Some(w) = self.wide.as_mut() {
             w.insert(t, slot);
         }
-        self.touch(slot);
+        self.touch(slot, self.set_of(key));
     }
 
     /// The slot a fill of `key` takes: the first empty way of its set, else the victim (bit-PLRU:
@@ -326,10 +337,11 @@ impl Array {
         if let Some(w) = self.wide.as_ref().filter(|w| w.has_list()) {
             return w.victim();
         }
-        let base = self.set_of(key);
+        let set = self.set_of(key);
+        let base = set * self.ways;
         if !self.order.is_empty() {
             let tags = &self.tags[base..base + self.ways];
-            let lru = (self.order[base / self.ways] >> (4 * (self.ways - 1))) & 0xf;
+            let lru = (self.order[set] >> (4 * (self.ways - 1))) & 0xf;
             return base + tags.iter().position(|&x| x == 0).unwrap_or(lru as usize);
         }
         // The first way of least rank, empty ways ranking 0 and valid ones 1 + their MRU bit or
@@ -347,7 +359,7 @@ impl Array {
     /// Empties `slot` (valid).
     fn drop_slot(&mut self, slot: usize) {
         let t = self.tags[slot];
-        self.span_entries[tag_span(t)] -= 1;
+        self.span_removed(tag_span(t));
         if let Some(w) = self.wide.as_mut() {
             w.remove(&self.tags, t);
             if w.has_list() {
@@ -360,7 +372,7 @@ impl Array {
     /// Drops the entries of `asid` that cover `va`.
     pub(super) fn invalidate_va(&mut self, va: u64, asid: u32) {
         for (span, shift) in SPAN_SHIFTS.iter().enumerate() {
-            if !self.holds(span) || self.span_entries[span] == 0 {
+            if self.live & (1 << span) == 0 {
                 continue;
             }
             let key = va >> shift;
@@ -371,7 +383,7 @@ impl Array {
                 }
                 continue;
             }
-            let base = self.set_of(key);
+            let base = self.set_of(key) * self.ways;
             for slot in base..base + self.ways {
                 if self.tags[slot] == t {
                     self.drop_slot(slot);
@@ -428,16 +440,19 @@ mod tests {
     fn span_counts_follow_fills_replacements_and_invalidations() {
         let mut a =
             Array::new(&ArrayGeometry::full(4, sizes::K4 | sizes::M2), sizes::K4 | sizes::M2);
+        // The counts of a recount; the live spans are those counted.
         let recount = |a: &Array| {
             let mut n = [0u32; 4];
             for (t, _) in a.valid() {
                 n[tag_span(t)] += 1;
             }
+            let live = (0..4).filter(|&s| n[s] > 0).fold(0u8, |m, s| m | 1 << s);
+            assert_eq!(a.live, live, "live spans of {n:?}");
             n
         };
         a.fill(0x1000, 0, 1, 0x100);
         a.fill(0x20_0000, 1, 1, 0x200);
-        assert_eq!(a.span_entries, [1, 1, 0, 0]);
+        assert_eq!(recount(&a), [1, 1, 0, 0]);
         assert!(a.lookup(0x20_1000, 1).is_some(), "the 2 MiB entry covers its 4 KiB pages");
         for i in 2..8u64 {
             a.fill(i << 12, 0, 1, i << 8); // evicts the oldest entries of the 4 ways
@@ -447,7 +462,7 @@ mod tests {
         a.invalidate_asid(2);
         assert_eq!(a.span_entries, recount(&a));
         a.invalidate_asid(1);
-        assert_eq!(a.span_entries, [0; 4]);
+        assert_eq!(recount(&a), [0; 4]);
         assert!(a.lookup(0x7000, 1).is_none());
     }
 
