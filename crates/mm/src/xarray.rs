@@ -82,6 +82,12 @@ impl Marks {
         self.folios = if folio { self.folios | bit } else { self.folios & !bit };
     }
 
+    /// These marks once the leaf slot `i` holds `slot`.
+    fn with(mut self, i: usize, slot: &Option<Slot>) -> Marks {
+        self.set(i, slot.is_some(), matches!(slot, Some(Slot::Folio { .. })));
+        self
+    }
+
     /// What a parent records of a node with these marks: (holds anything, holds a folio).
     fn summary(self) -> (bool, bool) {
         (self.used != 0, self.folios != 0)
@@ -129,25 +135,17 @@ struct Nodes {
 
 impl Nodes {
     fn new_inner(&mut self) -> u32 {
-        if let Some(id) = self.free_inner.pop() {
-            return id;
-        }
-        self.inner.push(Inner { slots: [NIL; SLOTS], marks: Marks::default() });
-        u32::try_from(self.inner.len() - 1).expect("fewer than 2^32 nodes")
-    }
-
-    fn new_leaf(&mut self) -> u32 {
-        if let Some(id) = self.free_leaves.pop() {
-            return id;
-        }
-        let leaf = Leaf { slots: std::array::from_fn(|_| None), marks: Marks::default() };
-        self.leaves.push(leaf);
-        u32::try_from(self.leaves.len() - 1).expect("fewer than 2^32 nodes")
+        let empty = || Inner { slots: [NIL; SLOTS], marks: Marks::default() };
+        take_node(&mut self.inner, &mut self.free_inner, empty)
     }
 
     /// A new node of `level` (0: a leaf).
     fn new_node(&mut self, level: usize) -> u32 {
-        if level == 0 { self.new_leaf() } else { self.new_inner() }
+        if level > 0 {
+            return self.new_inner();
+        }
+        let empty = || Leaf { slots: std::array::from_fn(|_| None), marks: Marks::default() };
+        take_node(&mut self.leaves, &mut self.free_leaves, empty)
     }
 
     /// Keeps an emptied node of `level` for reuse.
@@ -208,6 +206,15 @@ struct Seek {
     bound: u64,
     dir: Dir,
     find: Find,
+}
+
+/// The id of a free node of `arena` (an empty one), or of a new one `empty` makes.
+fn take_node<T>(arena: &mut Vec<T>, free: &mut Vec<u32>, empty: impl FnOnce() -> T) -> u32 {
+    if let Some(id) = free.pop() {
+        return id;
+    }
+    arena.push(empty());
+    u32::try_from(arena.len() - 1).expect("fewer than 2^32 nodes")
 }
 
 /// The slot of `index` in its node of `level`.
@@ -358,8 +365,7 @@ impl XArray {
         if let Some(leaf) = self.recent.find(index >> SHIFT) {
             let l = &mut self.nodes.leaves[leaf as usize];
             let i = slot_at(index, 0);
-            let mut marks = l.marks;
-            marks.set(i, slot.is_some(), matches!(slot, Some(Slot::Folio { .. })));
+            let marks = l.marks.with(i, &slot);
             if marks.summary() == l.marks.summary() {
                 l.marks = marks;
                 return std::mem::replace(&mut l.slots[i], slot).map(Slot::entry);
@@ -412,7 +418,7 @@ impl XArray {
         path[0] = id;
         let leaf = &mut self.nodes.leaves[id as usize];
         let i = slot_at(index, 0);
-        leaf.marks.set(i, slot.is_some(), matches!(slot, Some(Slot::Folio { .. })));
+        leaf.marks = leaf.marks.with(i, &slot);
         let old = std::mem::replace(&mut leaf.slots[i], slot);
         self.recent.remember(index >> SHIFT, id);
         self.update_marks(index, &path);

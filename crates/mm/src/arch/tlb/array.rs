@@ -235,6 +235,12 @@ impl Array {
         (key & self.set_mask) as usize
     }
 
+    /// One valid entry of `span` more.
+    fn span_added(&mut self, span: usize) {
+        self.span_entries[span] += 1;
+        self.live |= 1 << span;
+    }
+
     /// One valid entry of `span` fewer.
     fn span_removed(&mut self, span: usize) {
         self.span_entries[span] -= 1;
@@ -320,8 +326,7 @@ impl Array {
                 w.remove(&self.tags, old);
             }
         }
-        self.span_entries[span] += 1;
-        self.live |= 1 << span;
+        self.span_added(span);
         self.tags[slot] = t;
         self.data[slot] = data;
         if let Some(w) = self.wide.as_mut() {
@@ -452,7 +457,8 @@ mod tests {
         };
         a.fill(0x1000, 0, 1, 0x100);
         a.fill(0x20_0000, 1, 1, 0x200);
-        assert_eq!(recount(&a), [1, 1, 0, 0]);
+        assert_eq!(a.span_entries, [1, 1, 0, 0]);
+        assert_eq!(a.span_entries, recount(&a));
         assert!(a.lookup(0x20_1000, 1).is_some(), "the 2 MiB entry covers its 4 KiB pages");
         for i in 2..8u64 {
             a.fill(i << 12, 0, 1, i << 8); // evicts the oldest entries of the 4 ways
@@ -462,7 +468,8 @@ mod tests {
         a.invalidate_asid(2);
         assert_eq!(a.span_entries, recount(&a));
         a.invalidate_asid(1);
-        assert_eq!(recount(&a), [0; 4]);
+        assert_eq!(a.span_entries, [0; 4]);
+        assert_eq!(a.span_entries, recount(&a));
         assert!(a.lookup(0x7000, 1).is_none());
     }
 
