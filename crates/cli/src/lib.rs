@@ -11,6 +11,7 @@ mod bench;
 mod demo;
 mod explore;
 pub mod fuzz;
+mod host;
 mod record;
 mod replay;
 mod reproduce;
@@ -33,6 +34,10 @@ enum Command {
     /// Run a scenario file; exit 0 when every expectation holds (or the scenario's `[requires]`
     /// excludes the kernel: printed as `skipped: REASON`), 1 when one fails, 2 on bad input.
     Run(run::RunArgs),
+    /// Run a scenario natively on the host kernel and in the model at the host's kernel version,
+    /// and print every operation and expectation side by side: exit 0 when they agree, 1 when
+    /// one disagrees, 2 when the host cannot run it (docs/host.md).
+    Diff(host::DiffArgs),
     /// Search a scenario's interleavings for violations; exit 1 with a minimised schedule when
     /// one is found, 0 when none is, 2 on bad input.
     Explore(explore::ExploreArgs),
@@ -74,6 +79,7 @@ pub fn main_with_args(args: impl IntoIterator<Item = impl Into<OsString> + Clone
     };
     let result = match cli.command {
         Command::Run(a) => return run::run(&a),
+        Command::Diff(a) => return host::run_diff(&a),
         Command::Explore(a) => return explore::run(&a),
         Command::Sweep(a) => return sweep::run(&a),
         Command::Swarm(a) => return swarm::run(&a),

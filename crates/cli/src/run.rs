@@ -42,6 +42,18 @@ pub(crate) struct OverrideArgs {
 }
 
 impl OverrideArgs {
+    /// Whether any override was given (a native run takes none).
+    fn is_set(&self) -> bool {
+        self.seed.is_some()
+            || self.kernel.is_some()
+            || !self.sets.is_empty()
+            || self.scheduler.is_some()
+            || self.check_every_step
+            || self.host_budget.is_some()
+            || self.keep_going
+            || self.max_events.is_some()
+    }
+
     pub(crate) fn overrides(&self) -> Result<Overrides, String> {
         let mut o = Overrides {
             seed: self.seed,
@@ -101,6 +113,12 @@ pub(crate) struct RunArgs {
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
+    /// Where to run it: `model` (mmsim, the default) or `host` (natively on this machine's own
+    /// kernel, as root; docs/host.md).
+    #[arg(long, default_value = "model", value_parser = ["model", "host"])]
+    on: String,
+    #[command(flatten)]
+    native: crate::host::NativeArgs,
 }
 
 fn overrides(a: &RunArgs) -> Result<Overrides, String> {
@@ -121,6 +139,14 @@ pub(crate) fn run(a: &RunArgs) -> u8 {
         eprintln!("mmsim: {e}");
         2
     };
+    if a.on == "host" {
+        if a.machine.is_set() || !a.show.is_empty() || !a.inspect.is_empty() {
+            return bad("--on host runs the host's own kernel: --kernel, --set, --seed, \
+                        --scheduler, --show and --inspect apply to the model only"
+                .into());
+        }
+        return crate::host::run_on_host(&a.scenario, &a.native, a.json);
+    }
     let o = match overrides(a) {
         Ok(o) => o,
         Err(e) => return bad(e),

@@ -1,7 +1,7 @@
 //! Reads the observables that expectations and `show` name, from the kernel's own text formats
 //! (so a scenario checks exactly what a user would read in `/proc`).
 
-use super::interp::{Env, Failure};
+use super::interp::{Env, Failure, Judged, Reading};
 use super::model::{AddrExpr, Expect, FileRef, InspectOn, Observable, PagemapBit, Show};
 use mm::fs::proc::{PM_FILE, PM_MMAP_EXCLUSIVE, PM_PFN_MASK, PM_PRESENT, PM_SOFT_DIRTY, PM_SWAP};
 use mm::kernel::KState;
@@ -215,20 +215,36 @@ fn addr_text(a: &AddrExpr) -> String {
     }
 }
 
+/// Judges one expectation against what the model reads (the caller skips those whose `when`
+/// does not hold).
+pub fn judge(st: &KState, env: &Env, e: &Expect) -> Judged {
+    judge_value(e, read(st, env, &e.what))
+}
+
+/// Judges one expectation against a value read, or why none could be (the model's and the
+/// native executor's readings alike).
+pub fn judge_value(e: &Expect, value: Result<u64, String>) -> Judged {
+    let what = describe(&e.what);
+    let expected = format!("{what} {}", e.cmp);
+    let (observed, held) = match &value {
+        Ok(v) => (format!("{what} = {v}"), e.cmp.holds(*v)),
+        Err(msg) => (msg.clone(), false),
+    };
+    let reading = Reading {
+        line: e.line,
+        what,
+        expected: e.cmp.to_string(),
+        observed: value.as_ref().map_or_else(Clone::clone, u64::to_string),
+        value: value.ok(),
+        held,
+    };
+    let failure = (!held).then_some(Failure { line: e.line, expected, observed });
+    Judged { reading, failure }
+}
+
 /// Checks one expectation (the caller skips those whose `when` does not hold).
 pub fn check(st: &KState, env: &Env, e: &Expect) -> Result<(), Failure> {
-    let what = describe(&e.what);
-    match read(st, env, &e.what) {
-        Ok(v) if e.cmp.holds(v) => Ok(()),
-        Ok(v) => Err(Failure {
-            line: e.line,
-            expected: format!("{what} {}", e.cmp),
-            observed: format!("{what} = {v}"),
-        }),
-        Err(msg) => {
-            Err(Failure { line: e.line, expected: format!("{what} {}", e.cmp), observed: msg })
-        }
-    }
+    judge(st, env, e).failure.map_or(Ok(()), Err)
 }
 
 /// The text of an observable to show.

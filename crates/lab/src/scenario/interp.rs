@@ -29,41 +29,14 @@ pub enum Value {
 /// Why a name that the parser saw bound may hold no value at run time.
 const UNBOUND: &str = " (the operation that binds it failed or did not run)";
 
-/// Names bound so far in a run, and the switches and kernel that select expectations.
-#[derive(Debug)]
-pub struct Env {
+/// The names a run has bound and the values they hold: the lookups every operation and
+/// expectation makes, shared by the model's runs and the native executor (`crates/host`).
+#[derive(Debug, Default)]
+pub struct Names {
     values: BTreeMap<String, Value>,
-    /// The scenario's flags (`notify`, `wait`), each a completion raised with `complete_all`,
-    /// created when first named; `true` once raised.
-    flags: BTreeMap<String, (engine::Completion, bool)>,
-    pub switches: Switches,
-    pub kernel: mm::KernelVersion,
-    /// The run seed (workloads draw from streams of it).
-    pub seed: u64,
-    /// The engine running the kernel (for lockdep's report).
-    pub handle: engine::Handle,
 }
 
-impl Env {
-    pub fn new(
-        switches: Switches,
-        kernel: mm::KernelVersion,
-        seed: u64,
-        handle: engine::Handle,
-    ) -> Env {
-        Env { values: BTreeMap::new(), flags: BTreeMap::new(), switches, kernel, seed, handle }
-    }
-
-    /// The completion of flag `name`, created on `handle` when first named.
-    fn flag(&mut self, handle: &engine::Handle, name: &str) -> engine::Completion {
-        let entry = self.flags.entry(name.to_string());
-        entry.or_insert_with(|| (handle.completion("scenario_flag"), false)).0
-    }
-
-    fn flag_raised(&self, name: &str) -> bool {
-        self.flags.get(name).is_some_and(|&(_, raised)| raised)
-    }
-
+impl Names {
     pub fn bind(&mut self, name: &str, v: Value) {
         self.values.insert(name.to_string(), v);
     }
@@ -75,7 +48,7 @@ impl Env {
         }
     }
 
-    fn fd(&self, name: &str) -> Result<i32, String> {
+    pub fn fd(&self, name: &str) -> Result<i32, String> {
         let (root, end) = name.split_once('.').map_or((name, None), |(r, e)| (r, Some(e)));
         match (self.values.get(root), end) {
             (Some(Value::Fd(fd)), None) => Ok(*fd),
@@ -85,15 +58,7 @@ impl Env {
         }
     }
 
-    /// The inode of a file named by path or by a process's descriptor.
-    pub fn inode(&self, st: &KState, file: &FileRef) -> Result<mm::folio::InodeId, String> {
-        match file {
-            FileRef::Path(p) => st.paths.get(p).copied().ok_or_else(|| format!("no file `{p}`")),
-            FileRef::Fd { process, fd } => Ok(st.file(self.file(st, process, fd)?).inode),
-        }
-    }
-
-    fn shm(&self, name: &str) -> Result<i32, String> {
+    pub fn shm(&self, name: &str) -> Result<i32, String> {
         match self.values.get(name) {
             Some(Value::Shm(id)) => Ok(*id),
             _ => Err(format!("`{name}` is not a System V segment{UNBOUND}")),
@@ -105,20 +70,6 @@ impl Env {
             Some(Value::Io(id)) => Ok(*id),
             _ => Err(format!("`{name}` is not an asynchronous read{UNBOUND}")),
         }
-    }
-
-    /// The open file (`struct file`) of descriptor `fd` of `process`.
-    pub fn file(&self, st: &KState, process: &str, fd: &str) -> Result<mm::fs::FileId, String> {
-        let n = self.fd(fd)?;
-        let f = st.procs[self.process(process)?].fds.get(&n).copied();
-        f.ok_or_else(|| format!("`{process}` has no descriptor `{fd}` ({n})"))
-    }
-
-    /// The address space of `process`.
-    pub fn mm(&self, st: &KState, process: &str) -> Result<mm::mm_struct::MmId, String> {
-        st.procs[self.process(process)?]
-            .mm
-            .ok_or_else(|| format!("process `{process}` has no address space"))
     }
 
     fn hold(&self, name: &str) -> Result<HoldId, String> {
@@ -158,6 +109,93 @@ impl Env {
     }
 }
 
+/// Names bound so far in a run, and the switches and kernel that select expectations.
+#[derive(Debug)]
+pub struct Env {
+    pub names: Names,
+    /// The scenario's flags (`notify`, `wait`), each a completion raised with `complete_all`,
+    /// created when first named; `true` once raised.
+    flags: BTreeMap<String, (engine::Completion, bool)>,
+    pub switches: Switches,
+    pub kernel: mm::KernelVersion,
+    /// The run seed (workloads draw from streams of it).
+    pub seed: u64,
+    /// The engine running the kernel (for lockdep's report).
+    pub handle: engine::Handle,
+}
+
+impl Env {
+    pub fn new(
+        switches: Switches,
+        kernel: mm::KernelVersion,
+        seed: u64,
+        handle: engine::Handle,
+    ) -> Env {
+        Env { names: Names::default(), flags: BTreeMap::new(), switches, kernel, seed, handle }
+    }
+
+    /// The completion of flag `name`, created on `handle` when first named.
+    fn flag(&mut self, handle: &engine::Handle, name: &str) -> engine::Completion {
+        let entry = self.flags.entry(name.to_string());
+        entry.or_insert_with(|| (handle.completion("scenario_flag"), false)).0
+    }
+
+    fn flag_raised(&self, name: &str) -> bool {
+        self.flags.get(name).is_some_and(|&(_, raised)| raised)
+    }
+
+    pub fn bind(&mut self, name: &str, v: Value) {
+        self.names.bind(name, v);
+    }
+
+    pub fn process(&self, name: &str) -> Result<Pid, String> {
+        self.names.process(name)
+    }
+
+    fn fd(&self, name: &str) -> Result<i32, String> {
+        self.names.fd(name)
+    }
+
+    /// The inode of a file named by path or by a process's descriptor.
+    pub fn inode(&self, st: &KState, file: &FileRef) -> Result<mm::folio::InodeId, String> {
+        match file {
+            FileRef::Path(p) => st.paths.get(p).copied().ok_or_else(|| format!("no file `{p}`")),
+            FileRef::Fd { process, fd } => Ok(st.file(self.file(st, process, fd)?).inode),
+        }
+    }
+
+    fn shm(&self, name: &str) -> Result<i32, String> {
+        self.names.shm(name)
+    }
+
+    fn io(&self, name: &str) -> Result<mm::fs::direct_io::DioId, String> {
+        self.names.io(name)
+    }
+
+    /// The open file (`struct file`) of descriptor `fd` of `process`.
+    pub fn file(&self, st: &KState, process: &str, fd: &str) -> Result<mm::fs::FileId, String> {
+        let n = self.fd(fd)?;
+        let f = st.procs[self.process(process)?].fds.get(&n).copied();
+        f.ok_or_else(|| format!("`{process}` has no descriptor `{fd}` ({n})"))
+    }
+
+    /// The address space of `process`.
+    pub fn mm(&self, st: &KState, process: &str) -> Result<mm::mm_struct::MmId, String> {
+        st.procs[self.process(process)?]
+            .mm
+            .ok_or_else(|| format!("process `{process}` has no address space"))
+    }
+
+    fn hold(&self, name: &str) -> Result<HoldId, String> {
+        self.names.hold(name)
+    }
+
+    /// The address an expression denotes.
+    pub fn addr(&self, a: &AddrExpr) -> Result<VirtAddr, String> {
+        self.names.addr(a)
+    }
+}
+
 /// What a successful operation produced.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Outcome {
@@ -176,7 +214,7 @@ pub enum Outcome {
 }
 
 /// An operation whose result did not match its expectation.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Failure {
     pub line: usize,
     pub expected: String,
@@ -626,17 +664,61 @@ fn show_difference(want: &[u8], got: &[u8]) -> String {
     parts.join("; ")
 }
 
-/// Compares a result with the operation's expectation (the first alternative whose `when`
-/// holds under `switches`).
-pub fn check(op: &Op, env: &Env, result: &Result<Outcome, SysError>) -> Result<(), Failure> {
-    let success = OpExpect::Success;
-    let expect = op
-        .expect
-        .iter()
-        .find(|a| a.when.holds(&env.switches, env.kernel))
-        .map_or(&success, |a| &a.expect);
-    let name = op.kind.name();
-    let observed = match result {
+/// What one operation returned or one expectation read, whether or not it met what the scenario
+/// expects: the rows `mmsim diff` sets beside the kernel's. Values that depend on the machine
+/// (addresses, descriptors, ids) are left out of `observed`.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Reading {
+    pub line: usize,
+    /// The operation (`mmap`) or the observable (`smaps Rss of reader at buf`).
+    pub what: String,
+    /// What the scenario expects (`success`, `ENOMEM`, `= 16`).
+    pub expected: String,
+    pub observed: String,
+    /// The number an expectation read (none for an operation, or when it could not be read).
+    pub value: Option<u64>,
+    /// Whether it met the scenario's expectation.
+    pub held: bool,
+}
+
+/// An operation's result judged against its expectation: the reading, and the failure when it
+/// did not hold.
+#[derive(Debug)]
+pub struct Judged {
+    pub reading: Reading,
+    pub failure: Option<Failure>,
+}
+
+/// A result as a reading shows it: addresses, descriptors and ids are the machine's, so only
+/// their kind is kept; long data gets a checksum beside its summary.
+fn neutral(result: &Result<Outcome, SysError>) -> String {
+    match result {
+        Ok(Outcome::Bound(v)) => {
+            let kind = match v {
+                Value::Addr(_) => "an address",
+                Value::Fd(_) => "a descriptor",
+                Value::Process(_) => "a process",
+                Value::Layout(_) => "a layout",
+                Value::Hold(_) => "held pages",
+                Value::Pipe(..) => "a pipe",
+                Value::Io(_) => "a request",
+                Value::Shm(_) => "a segment",
+            };
+            format!("success ({kind})")
+        }
+        Ok(Outcome::Data(d)) if d.len() > 16 => {
+            let fnv = d.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
+                (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+            });
+            format!("data {} (fnv {fnv:016x})", show_bytes(d))
+        }
+        r => observed_text(r),
+    }
+}
+
+/// A result as a failure message shows it.
+fn observed_text(result: &Result<Outcome, SysError>) -> String {
+    match result {
         Ok(Outcome::Done) => "success".to_string(),
         Ok(Outcome::Bound(v)) => format!("success ({v:?})"),
         Ok(Outcome::Data(d)) => format!("data {}", show_bytes(d)),
@@ -647,9 +729,13 @@ pub fn check(op: &Op, env: &Env, result: &Result<Outcome, SysError>) -> Result<(
             format!("after {n} iterations, its condition unmet")
         }
         Err(e) => e.to_string(),
-    };
+    }
+}
+
+/// Whether `result` meets `expect`, and the expectation as a message names it.
+fn meets(expect: &OpExpect, names: &Names, result: &Result<Outcome, SysError>) -> (bool, String) {
     let unmet = matches!(result, Ok(Outcome::Iterations { ended: false, .. }));
-    let (ok, expected) = match (expect, result) {
+    match (expect, result) {
         (OpExpect::Success, r) => (r.is_ok() && !unmet, "success".to_string()),
         (OpExpect::Any, _) => (true, "anything".to_string()),
         (OpExpect::Errno(e), r) => (*r == Err(SysError::Errno(*e)), e.to_string()),
@@ -667,27 +753,64 @@ pub fn check(op: &Op, env: &Env, result: &Result<Outcome, SysError>) -> Result<(
         (OpExpect::Value(c), r) => {
             (matches!(r, Ok(Outcome::Value(n)) if c.holds(*n)), format!("a value {c}"))
         }
-        (OpExpect::Addr(a), r) => match env.addr(a) {
+        (OpExpect::Addr(a), r) => match names.addr(a) {
             Ok(want) => {
                 (*r == Ok(Outcome::Bound(Value::Addr(want))), format!("success ({want:?})"))
             }
             Err(name) => (false, format!("the address of `{name}`, which is unbound")),
         },
+    }
+}
+
+/// Judges a result against the operation's expectation (the first alternative whose `when`
+/// holds under `switches` and `kernel`).
+pub fn judge(
+    op: &Op,
+    names: &Names,
+    switches: &Switches,
+    kernel: mm::KernelVersion,
+    result: &Result<Outcome, SysError>,
+) -> Judged {
+    let success = OpExpect::Success;
+    let expect =
+        op.expect.iter().find(|a| a.when.holds(switches, kernel)).map_or(&success, |a| &a.expect);
+    let name = op.kind.name();
+    let (ok, expected) = meets(expect, names, result);
+    let reading = Reading {
+        line: op.line,
+        what: format!("`{name}`"),
+        expected: expected.clone(),
+        observed: neutral(result),
+        value: None,
+        held: ok,
     };
     if ok {
-        return Ok(());
+        return Judged { reading, failure: None };
     }
     let observed = match (expect, result) {
         (OpExpect::Data(want), Ok(Outcome::Data(got))) => {
-            format!("{observed} ({})", show_difference(want, got))
+            format!("{} ({})", observed_text(result), show_difference(want, got))
         }
-        _ => observed,
+        _ => observed_text(result),
     };
-    Err(Failure {
+    let failure = Failure {
         line: op.line,
         expected: format!("`{name}` returns {expected}"),
         observed: format!("`{name}` returned {observed}"),
-    })
+    };
+    Judged { reading, failure: Some(failure) }
+}
+
+/// Judges a result in the model's run, recording its reading in `log`.
+fn check(
+    op: &Op,
+    env: &Env,
+    log: &RefCell<Log>,
+    result: &Result<Outcome, SysError>,
+) -> Result<(), Failure> {
+    let judged = judge(op, &env.names, &env.switches, env.kernel, result);
+    log.borrow_mut().record(judged.reading);
+    judged.failure.map_or(Ok(()), Err)
 }
 
 /// What a run records: failures, operations run, expectations checked.
@@ -699,6 +822,15 @@ pub struct Log {
     /// A failed operation is recorded and the task goes on (swarm testing, whose random
     /// operations may fail), instead of ending the task.
     pub keep_going: bool,
+    /// The last reading of each operation and expectation, by line (a loop's body keeps its
+    /// last iteration's).
+    pub readings: BTreeMap<usize, Reading>,
+}
+
+impl Log {
+    pub fn record(&mut self, r: Reading) {
+        self.readings.insert(r.line, r);
+    }
 }
 
 /// Runs `ops` in order on thread `t`; the first failure stops the task (unless the log says to
@@ -733,7 +865,7 @@ async fn attempt(
         observed: unbound,
     })?;
     log.borrow_mut().ops += 1;
-    check(op, &env.borrow(), &result)?;
+    check(op, &env.borrow(), log, &result)?;
     if let (Some(name), Ok(Outcome::Bound(v))) = (&op.bind, &result) {
         env.borrow_mut().bind(name, *v);
     }
@@ -780,7 +912,7 @@ async fn repeat(
         }
     }
     log.borrow_mut().ops += 1;
-    check(op, &env.borrow(), &Ok(Outcome::Iterations { n, ended }))
+    check(op, &env.borrow(), log, &Ok(Outcome::Iterations { n, ended }))
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@
 
 use super::ScenarioError;
 use super::expect;
-use super::interp::{Env, Failure, Log, Value, run_task};
+use super::interp::{Env, Failure, Log, Reading, Value, run_task};
 use super::limits::{MAX_SCENARIO_BYTES, check_tunable};
 use super::model::{Comparison, MachineSpec, Observable, Scenario, Show};
 use super::parse::parse_scenario;
@@ -100,6 +100,8 @@ pub struct Report {
     pub shown: Vec<(String, String)>,
     /// `/proc/vmstat` at the end of the run, by counter name.
     pub vmstat: BTreeMap<String, u64>,
+    /// What each operation returned and each expectation read, by line (`mmsim diff`).
+    pub readings: Vec<Reading>,
 }
 
 impl Report {
@@ -129,6 +131,7 @@ impl Report {
             digest: String::new(),
             shown: Vec::new(),
             vmstat: BTreeMap::new(),
+            readings: Vec::new(),
         }
     }
 }
@@ -384,8 +387,11 @@ impl Driver {
         };
         for e in expects.iter().filter(|e| e.when.holds(&switches, kernel)) {
             self.log.borrow_mut().expectations += 1;
-            if let Err(f) = expect::check(&self.kernel.state(), &self.env.borrow(), e) {
-                self.log.borrow_mut().failures.push(f);
+            let judged = expect::judge(&self.kernel.state(), &self.env.borrow(), e);
+            let mut log = self.log.borrow_mut();
+            log.record(judged.reading);
+            if let Some(f) = judged.failure {
+                log.failures.push(f);
                 ok = false;
             }
         }
@@ -479,5 +485,6 @@ pub fn run(
             .iter()
             .map(|(name, value)| (name.to_string(), value))
             .collect(),
+        readings: log.readings.values().cloned().collect(),
     })
 }

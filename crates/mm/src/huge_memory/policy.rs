@@ -138,8 +138,8 @@ pub fn sysfs_knob(key: &str) -> Option<&str> {
     key.strip_prefix(SYSFS_DIR).or_else(|| key.strip_prefix("transparent_hugepage/"))
 }
 
-/// The writable knobs, by their path below the directory.
-const KNOBS: [&str; 11] = [
+/// The writable knobs, by their path below the directory (the native executor writes each).
+pub const KNOBS: [&str; 11] = [
     "enabled",
     "shmem_enabled",
     "defrag",

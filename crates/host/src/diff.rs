@@ -1,0 +1,158 @@
+//! `mmsim diff`: one scenario run natively on the host and in mmsim at the host's kernel
+//! version, every operation's result and every expectation's reading set side by side as
+//! kernel and model, each row agreeing or not by its comparison class (`observe.rs`).
+
+use crate::controller::{HostReading, NativeOptions, NativeReport, run_native};
+use crate::observe::{self, Class};
+use crate::support::{Refusal, refuse};
+use lab::scenario::interp::Reading;
+use lab::scenario::model::Scenario;
+use lab::scenario::run::{Overrides, Report, run};
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// How a row's two sides compare.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    Agree,
+    Disagree,
+    /// The kernel does not show it (the model's own state or checker).
+    ModelOnly,
+}
+
+/// One operation or expectation, as the kernel and the model answered it.
+#[derive(Clone, Debug, Serialize)]
+pub struct Row {
+    pub line: usize,
+    pub what: String,
+    /// What the scenario expects.
+    pub expected: String,
+    pub kernel: Option<String>,
+    pub model: Option<String>,
+    pub class: Class,
+    pub verdict: Verdict,
+}
+
+/// A scenario's comparison.
+#[derive(Clone, Debug, Serialize)]
+pub struct DiffReport {
+    pub scenario: String,
+    pub release: String,
+    pub kernel: String,
+    pub rows: Vec<Row>,
+    /// Expectations the kernel did not meet (within the noisy counters' allowance).
+    pub kernel_failures: usize,
+    /// Expectations the model did not meet.
+    pub model_failures: usize,
+}
+
+impl DiffReport {
+    pub fn disagreements(&self) -> usize {
+        self.rows.iter().filter(|r| r.verdict == Verdict::Disagree).count()
+    }
+
+    /// The side-by-side table.
+    pub fn text(&self) -> String {
+        let mut out = format!(
+            "{}: the host kernel {} ({}) against the model\n",
+            self.scenario, self.release, self.kernel
+        );
+        let w = self.rows.iter().map(|r| r.what.len()).max().unwrap_or(4).clamp(4, 48);
+        out.push_str(&format!(
+            "{:>5}  {:<w$}  {:>22}  {:>22}  verdict\n",
+            "line", "what", "kernel", "model"
+        ));
+        for r in &self.rows {
+            let side = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
+            let verdict = match (&r.verdict, &r.class) {
+                (Verdict::Agree, _) => "agree".to_string(),
+                (Verdict::Disagree, _) => "DISAGREE".to_string(),
+                (Verdict::ModelOnly, Class::ModelOnly(why)) => format!("model only ({why})"),
+                (Verdict::ModelOnly, _) => "model only".to_string(),
+            };
+            let what: String = r.what.chars().take(w).collect();
+            out.push_str(&format!(
+                "{:>5}  {what:<w$}  {:>22}  {:>22}  {verdict}\n",
+                r.line,
+                clip(&side(&r.kernel)),
+                clip(&side(&r.model))
+            ));
+        }
+        let agree = self.rows.iter().filter(|r| r.verdict == Verdict::Agree).count();
+        out.push_str(&format!(
+            "{agree} agree, {} disagree, {} model only\n",
+            self.disagreements(),
+            self.rows.iter().filter(|r| r.verdict == Verdict::ModelOnly).count()
+        ));
+        out
+    }
+}
+
+fn clip(s: &str) -> String {
+    if s.chars().count() <= 22 {
+        s.to_string()
+    } else {
+        format!("{}…", s.chars().take(21).collect::<String>())
+    }
+}
+
+/// Runs `s` on the host and in the model at the host's kernel version, and compares them.
+pub fn diff(s: &Scenario, o: &NativeOptions) -> Result<DiffReport, Refusal> {
+    let native = run_native(s, o)?;
+    let kernel = native.kernel.parse().or_else(refuse)?;
+    let overrides = Overrides { kernel: Some(kernel), ..Overrides::default() };
+    let model = run(s, &overrides, &mut |_| {}).or_else(|e| refuse(format!("the model: {e}")))?;
+    if let Some(why) = model.stopped.as_ref().or(model.refused.as_ref()) {
+        return refuse(format!("the model's run did not finish: {why}"));
+    }
+    Ok(compare(&native, &model))
+}
+
+/// The rows of a native run and a model run of one scenario.
+pub fn compare(native: &NativeReport, model: &Report) -> DiffReport {
+    let mut lines: BTreeMap<usize, (Option<&HostReading>, Option<&Reading>)> = BTreeMap::new();
+    for r in &native.readings {
+        lines.entry(r.reading.line).or_default().0 = Some(r);
+    }
+    for r in &model.readings {
+        lines.entry(r.line).or_default().1 = Some(r);
+    }
+    let rows = lines.into_iter().map(|(line, (k, m))| row(line, k, m)).collect();
+    DiffReport {
+        scenario: native.scenario.clone(),
+        release: native.release.clone(),
+        kernel: native.kernel.clone(),
+        rows,
+        kernel_failures: native.failures.len(),
+        model_failures: model.failures.len(),
+    }
+}
+
+fn row(line: usize, k: Option<&HostReading>, m: Option<&Reading>) -> Row {
+    let class = k.map_or(Class::Exact, |k| k.class.clone());
+    let first = k.map(|k| &k.reading).or(m).expect("a line has a reading on one side");
+    let verdict = match (&class, k, m) {
+        (Class::ModelOnly(_), _, _) => Verdict::ModelOnly,
+        (_, Some(k), Some(m)) if agree(&class, &k.reading, m) => Verdict::Agree,
+        _ => Verdict::Disagree,
+    };
+    Row {
+        line,
+        what: first.what.clone(),
+        expected: first.expected.clone(),
+        kernel: k.map(|k| k.reading.observed.clone()),
+        model: m.map(|m| m.observed.clone()),
+        class,
+        verdict,
+    }
+}
+
+/// Whether the two readings agree in `class`'s terms.
+fn agree(class: &Class, k: &Reading, m: &Reading) -> bool {
+    match (class, k.value, m.value) {
+        (Class::Noisy(a), Some(kv), Some(mv)) => kv.abs_diff(mv) <= observe::slack(*a, mv),
+        (_, Some(kv), Some(mv)) => kv == mv,
+        _ => k.observed == m.observed,
+    }
+}

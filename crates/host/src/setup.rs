@@ -1,0 +1,312 @@
+//! The host made into the scenario's machine, and made back: a scratch directory with the
+//! scenario's files (ext4 on the host's own file system, tmpfs and hugetlbfs mounts, memfds for
+//! `shmem` files), the machine's THP knobs and tunables written to the host's files (the model's
+//! boot values, so the defaults agree too), the hugetlb pool, and the memory cgroups (one for the
+//! whole run, whose limit is the machine's memory capped by the host budget, with the scenario's
+//! below it).
+//!
+//! Every change is journalled before it is made (`/run/mmsim-host.journal`, JSON) and undone in
+//! reverse order when the run ends, normally, by error or by SIGINT/SIGTERM (the controller
+//! polls for them); a run killed outright leaves the journal, which the next native run replays
+//! first ([`restore_leftovers`]).
+
+use crate::support::{CgroupKind, Refusal, cgroup_kind, host_sysfs_path, refuse};
+use crate::sys;
+use lab::scenario::model::Scenario;
+use mm::fs::FsType;
+use mm::shmem::TmpfsMount;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+const JOURNAL: &str = "/run/mmsim-host.journal";
+
+/// One change to the host, as its undoing needs it.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+enum Change {
+    /// A file's text before the run wrote it.
+    Wrote {
+        path: String,
+        was: String,
+    },
+    Mounted(String),
+    Cgroup(String),
+    Dir(String),
+}
+
+/// The host's state for one native run; dropping it restores the host.
+#[derive(Debug)]
+pub(crate) struct HostSetup {
+    changes: Vec<Change>,
+    pub scratch: String,
+    /// Scenario path to host path, for the declared files.
+    paths: BTreeMap<String, String>,
+    /// Scenario cgroup path to host cgroup directory ("" is the run's own).
+    cgroups: BTreeMap<String, String>,
+    kind: Option<CgroupKind>,
+    /// The memfds behind `shmem` files (kept open for the run).
+    memfds: Vec<i32>,
+}
+
+/// Undoes the changes a killed run left in the journal.
+pub(crate) fn restore_leftovers() {
+    let Ok(text) = std::fs::read_to_string(JOURNAL) else { return };
+    let changes: Vec<Change> = serde_json::from_str(&text).unwrap_or_default();
+    undo(&changes);
+    let _ = std::fs::remove_file(JOURNAL);
+}
+
+fn undo(changes: &[Change]) {
+    for c in changes.iter().rev() {
+        match c {
+            Change::Wrote { path, was } => {
+                let _ = std::fs::write(path, was);
+            }
+            Change::Mounted(t) => {
+                let _ = sys::umount(t);
+                if !t.starts_with("/sys/") {
+                    let _ = std::fs::remove_dir(t);
+                }
+            }
+            Change::Cgroup(dir) => remove_cgroup(dir),
+            Change::Dir(d) => {
+                let _ = std::fs::remove_dir_all(d);
+            }
+        }
+    }
+}
+
+/// Moves what is left in a cgroup to its parent and removes it.
+fn remove_cgroup(dir: &str) {
+    let parent = dir.rsplit_once('/').map_or(dir, |(p, _)| p);
+    for file in ["cgroup.procs", "tasks"] {
+        if let Ok(t) = std::fs::read_to_string(format!("{dir}/{file}")) {
+            for pid in t.lines() {
+                let _ = std::fs::write(format!("{parent}/{file}"), pid);
+            }
+        }
+    }
+    let _ = std::fs::remove_dir(dir);
+}
+
+/// A knob's current value as it would be written back: the bracketed choice of a choice file
+/// (`always [madvise] never`), else the text.
+fn current(path: &str) -> Result<String, Refusal> {
+    let text = std::fs::read_to_string(path).or_else(|e| refuse(format!("{path}: {e}")))?;
+    let t = text.trim();
+    Ok(t.split_whitespace()
+        .find_map(|w| w.strip_prefix('[').and_then(|w| w.strip_suffix(']')))
+        .unwrap_or(t)
+        .to_string())
+}
+
+impl HostSetup {
+    pub(crate) fn new() -> HostSetup {
+        let scratch = format!("/tmp/mmsim-host-{}", std::process::id());
+        HostSetup {
+            changes: Vec::new(),
+            scratch,
+            paths: BTreeMap::new(),
+            cgroups: BTreeMap::new(),
+            kind: cgroup_kind(),
+            memfds: Vec::new(),
+        }
+    }
+
+    fn journal(&mut self, c: Change) -> Result<(), Refusal> {
+        self.changes.push(c);
+        let text = serde_json::to_string(&self.changes).unwrap_or_default();
+        std::fs::write(JOURNAL, text).or_else(|e| refuse(format!("{JOURNAL}: {e}")))
+    }
+
+    /// Writes `value` to `path`, journalling what it held.
+    pub(crate) fn write(&mut self, path: &str, value: &str) -> Result<(), Refusal> {
+        let was = current(path)?;
+        if was == value {
+            return Ok(());
+        }
+        self.journal(Change::Wrote { path: path.into(), was })?;
+        std::fs::write(path, value).or_else(|e| refuse(format!("writing {value} to {path}: {e}")))
+    }
+
+    /// Journals `path`'s value so the run may change it (a `sysfs_write` of the scenario).
+    pub(crate) fn keep(&mut self, path: &str) -> Result<(), Refusal> {
+        let was = current(path)?;
+        self.journal(Change::Wrote { path: path.into(), was })
+    }
+
+    fn mkdir(&mut self, dir: &str) -> Result<(), Refusal> {
+        std::fs::create_dir_all(dir).or_else(|e| refuse(format!("mkdir {dir}: {e}")))?;
+        self.journal(Change::Dir(dir.into()))
+    }
+
+    pub(crate) fn mount(&mut self, fstype: &str, target: &str, data: &str) -> Result<(), Refusal> {
+        std::fs::create_dir_all(target).or_else(|e| refuse(format!("mkdir {target}: {e}")))?;
+        sys::mount(fstype, target, data)
+            .or_else(|e| refuse(format!("mount -t {fstype} -o {data} {target}: {e}")))?;
+        self.journal(Change::Mounted(target.into()))
+    }
+
+    /// The scratch directory, on an ext4 file system for the scenario's disk files.
+    pub(crate) fn scratch(&mut self) -> Result<(), Refusal> {
+        let dir = self.scratch.clone();
+        self.mkdir(&dir)?;
+        const EXT4_SUPER_MAGIC: i64 = 0xef53;
+        match sys::fs_magic(&dir) {
+            Ok(EXT4_SUPER_MAGIC) => Ok(()),
+            _ => refuse(format!("{dir} is not on ext4: the scenario's disk files need it")),
+        }
+    }
+
+    /// The host path of a scenario path: a declared file's, else under the ext4 directory.
+    pub(crate) fn host_path(&self, path: &str) -> String {
+        self.paths.get(path).cloned().unwrap_or_else(|| format!("{}/ext4{path}", self.scratch))
+    }
+
+    /// The directory a file of `fs` lives in, mounting it on first use.
+    fn fs_dir(&mut self, fs: FsType, hugetlbfs_opts: &str) -> Result<String, Refusal> {
+        let (name, fstype, data) = match fs {
+            FsType::Tmpfs(TmpfsMount::Mount(huge)) => {
+                let h = huge.name();
+                (format!("tmpfs-{h}"), "tmpfs", format!("huge={h}"))
+            }
+            FsType::Hugetlbfs(h) => {
+                let size = if h.bytes() == 2 << 20 { "2M" } else { "1G" };
+                (
+                    format!("hugetlbfs-{size}"),
+                    "hugetlbfs",
+                    format!("pagesize={size}{hugetlbfs_opts}"),
+                )
+            }
+            _ => return Ok(format!("{}/ext4", self.scratch)),
+        };
+        let dir = format!("{}/{name}", self.scratch);
+        if !self.changes.iter().any(|c| matches!(c, Change::Mounted(t) if *t == dir)) {
+            self.mount(fstype, &dir, &data)?;
+        }
+        Ok(dir)
+    }
+
+    /// Creates the scenario's files with their contents, out of the page cache where the
+    /// file system allows (the model's files start uncached).
+    pub(crate) fn files(&mut self, s: &Scenario, hugetlbfs_opts: &str) -> Result<(), Refusal> {
+        let ext4 = format!("{}/ext4", self.scratch);
+        std::fs::create_dir_all(&ext4).or_else(|e| refuse(format!("mkdir {ext4}: {e}")))?;
+        for f in &s.files {
+            let host = if f.spec.fs == FsType::Tmpfs(TmpfsMount::ShmMnt) {
+                let fd =
+                    sys::memfd_create(&f.path, 0).or_else(|e| refuse(format!("memfd: {e}")))?;
+                self.memfds.push(fd);
+                format!("/proc/{}/fd/{fd}", std::process::id())
+            } else {
+                let dir = self.fs_dir(f.spec.fs, hugetlbfs_opts)?;
+                format!("{dir}{}", f.path)
+            };
+            if let Some(parent) = std::path::Path::new(&host).parent() {
+                let _ = std::fs::create_dir_all(parent);
+            }
+            write_contents(&host, &f.spec)
+                .or_else(|e| refuse(format!("file `{}` at {host}: {e}", f.path)))?;
+            self.paths.insert(f.path.clone(), host);
+        }
+        Ok(())
+    }
+
+    /// The run's own memory cgroup, limited to `limit` bytes, and the scenario's below it.
+    pub(crate) fn cgroups(&mut self, s: &Scenario, limit: u64) -> Result<(), Refusal> {
+        let Some(kind) = self.kind else {
+            return refuse(
+                "the host mounts no memory cgroup controller (the host budget needs one)",
+            );
+        };
+        let (root, max_file) = match kind {
+            CgroupKind::V2(root) => (root.to_string(), "memory.max"),
+            CgroupKind::V1 => ("/sys/fs/cgroup/memory".to_string(), "memory.limit_in_bytes"),
+        };
+        let own = format!("{root}/mmsim-host-{}", std::process::id());
+        self.new_cgroup(&own, max_file, Some(limit))?;
+        self.cgroups.insert(String::new(), own.clone());
+        for c in &s.cgroups {
+            let dir = format!("{own}{}", c.path);
+            self.new_cgroup(&dir, max_file, c.max.map(|b| b.as_u64()))?;
+            self.cgroups.insert(c.path.clone(), dir);
+        }
+        Ok(())
+    }
+
+    fn new_cgroup(&mut self, dir: &str, max_file: &str, max: Option<u64>) -> Result<(), Refusal> {
+        std::fs::create_dir(dir).or_else(|e| refuse(format!("mkdir {dir}: {e}")))?;
+        self.journal(Change::Cgroup(dir.into()))?;
+        if let Some(m) = max {
+            let path = format!("{dir}/{max_file}");
+            std::fs::write(&path, m.to_string()).or_else(|e| refuse(format!("{path}: {e}")))?;
+        }
+        Ok(())
+    }
+
+    /// The host directory of a scenario cgroup (`""`: the run's own).
+    pub(crate) fn cgroup_dir(&self, path: &str) -> Option<String> {
+        self.cgroups.get(path).cloned()
+    }
+
+    /// The file a process joins a scenario cgroup by (the run's own when `None`).
+    pub(crate) fn procs_file(&self, cgroup: Option<&str>) -> Option<String> {
+        let dir = self.cgroup_dir(cgroup.unwrap_or(""))?;
+        let file = if matches!(self.kind, Some(CgroupKind::V1)) { "tasks" } else { "cgroup.procs" };
+        Some(format!("{dir}/{file}"))
+    }
+
+    /// Writes the machine's sysfs knobs (their model boot values) and tunables.
+    pub(crate) fn knobs(&mut self, values: &[(String, String)]) -> Result<(), Refusal> {
+        for (path, value) in values {
+            let full = host_sysfs_path(path);
+            if std::path::Path::new(&full).exists() || full.contains("/debug/") {
+                self.write(&full, value)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for HostSetup {
+    fn drop(&mut self) {
+        for fd in self.memfds.drain(..) {
+            let _ = sys::close(fd);
+        }
+        undo(&self.changes);
+        let _ = std::fs::remove_file(JOURNAL);
+    }
+}
+
+/// Writes a declared file's contents: every page outside its holes, as the model's backing
+/// store gives it; then drops it from the page cache (a no-op on tmpfs and hugetlbfs).
+fn write_contents(path: &str, spec: &mm::FileSpec) -> std::io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)?;
+    let size = spec.size.as_u64();
+    let mut backing = mm::fs::Backing { pattern: spec.pattern, ..Default::default() };
+    for &(first, pages) in &spec.holes {
+        backing.holes.insert(first, first + pages);
+    }
+    if spec.fs.hugetlb_size().is_none() {
+        let mut page = [0u8; 4096];
+        for index in 0..size.div_ceil(4096) {
+            if backing.is_hole(index) {
+                continue;
+            }
+            mm::sim::content::Content::read(backing.read(index).as_ref(), 0, &mut page);
+            let len = (size - index * 4096).min(4096) as usize;
+            f.write_all_at(&page[..len], index * 4096)?;
+        }
+    }
+    f.set_len(size)?;
+    f.sync_all()?;
+    use std::os::fd::AsRawFd;
+    let a = [f.as_raw_fd() as u64, 0, 0, libc::POSIX_FADV_DONTNEED as u64, 0, 0];
+    let _ = sys::raw(libc::SYS_fadvise64, a);
+    Ok(())
+}

@@ -1,0 +1,219 @@
+//! What the host can run natively, decided before anything on the host is touched: a scenario
+//! that needs a feature this machine or the native executor lacks is refused with the feature
+//! named (exit 2), as a kernel selftest skips what its kernel cannot do.
+//!
+//! Refused: without root; a kernel version mmsim does not model; swap (no swap device), pmem and
+//! DAX files, XFS files, 1 GiB hugetlbfs without a 1 GiB pool directory; a switch set to another
+//! value than the host kernel's own (the host runs its own behaviour only); a scenario that only
+//! makes sense under exploration (`[[explore]]` tables, a random or PCT scheduler); two tasks
+//! of one process in one step (the agents are single-threaded); and the operations the
+//! executor does not make natively yet: GUP pins (`pin`, `pin_read`, `unpin`: they need
+//! `CONFIG_GUP_TEST`'s `/sys/kernel/debug/gup_test`), io_uring, asynchronous O_DIRECT, `exec`,
+//! `brk`, the `run` workload, an exec `touch`, `memory_reclaim` without a cgroup v2 memory
+//! controller, soft-dirty `clear_refs` (4) without `CONFIG_MEM_SOFT_DIRTY`.
+
+use crate::sys;
+use lab::scenario::model::{Op, OpKind, Scenario};
+use mm::fs::FsType;
+use mm::{Access, KernelVersion, Switches};
+
+/// Why the host cannot run a scenario natively (exit 2).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Refusal {
+    pub reason: String,
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "refused on the host: {}", self.reason)
+    }
+}
+
+pub(crate) fn refuse<T>(reason: impl Into<String>) -> Result<T, Refusal> {
+    Err(Refusal { reason: reason.into() })
+}
+
+/// The host kernel's version as mmsim names it (`6.18.44-fc` is v6.18), refused when mmsim
+/// does not model it.
+pub fn host_kernel() -> Result<KernelVersion, Refusal> {
+    parse_release(&sys::kernel_release())
+}
+
+/// The version of a kernel release string (`uname -r`).
+pub fn parse_release(release: &str) -> Result<KernelVersion, Refusal> {
+    let mut parts = release.split(['.', '-', '+']);
+    let (major, minor) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+    format!("v{major}.{minor}")
+        .parse()
+        .or_else(|e: String| refuse(format!("the host kernel {release}: {e}")))
+}
+
+/// The memory cgroup hierarchy the host offers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum CgroupKind {
+    /// cgroup v2 with the memory controller, mounted at the path.
+    V2(&'static str),
+    /// cgroup v1's memory controller at `/sys/fs/cgroup/memory`.
+    V1,
+}
+
+/// The memory cgroup hierarchy of this host, if any.
+pub(crate) fn cgroup_kind() -> Option<CgroupKind> {
+    for root in ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"] {
+        let controllers = std::fs::read_to_string(format!("{root}/cgroup.controllers"));
+        if controllers.is_ok_and(|c| c.split_whitespace().any(|w| w == "memory")) {
+            return Some(CgroupKind::V2(root));
+        }
+    }
+    std::path::Path::new("/sys/fs/cgroup/memory/memory.limit_in_bytes")
+        .exists()
+        .then_some(CgroupKind::V1)
+}
+
+/// Whether the host tracks soft-dirty bits (`CONFIG_MEM_SOFT_DIRTY`): pagemap bit 55 of a page
+/// just written is set only then.
+pub(crate) fn has_soft_dirty() -> bool {
+    let mut page = vec![0u8; 8192];
+    let base = page.as_ptr() as u64;
+    let addr = (base + 4095) & !4095;
+    page[(addr - base) as usize] = 1;
+    std::hint::black_box(&page);
+    crate::observe::pagemap_entry(std::process::id() as i32, addr).is_ok_and(|e| e >> 55 & 1 == 1)
+}
+
+/// Checks that the host can run `s` natively on kernel `host`.
+pub fn check(s: &Scenario, host: KernelVersion) -> Result<(), Refusal> {
+    if sys::geteuid() != 0 {
+        return refuse("the native executor needs root (it mounts, writes sysfs and reads PFNs)");
+    }
+    if !cfg!(target_arch = "x86_64") {
+        return refuse("the native executor's accesses are x86-64 only");
+    }
+    check_machine(s, host)?;
+    for f in &s.files {
+        check_fs(f.spec.fs, &f.path)?;
+    }
+    if !s.cgroups.is_empty() && cgroup_kind().is_none() {
+        return refuse("memory cgroups: the host mounts no memory controller");
+    }
+    for step in &s.steps {
+        let mut procs: Vec<&str> = step.tasks.iter().map(|t| t.process.as_str()).collect();
+        procs.sort_unstable();
+        if procs.windows(2).any(|w| w[0] == w[1]) {
+            return refuse(format!(
+                "line {}: two tasks of one process in one step (threads are not run natively yet)",
+                step.line
+            ));
+        }
+    }
+    let soft_dirty = has_soft_dirty();
+    s.all_ops().try_for_each(|op| check_op(op, soft_dirty))
+}
+
+/// The machine's needs: devices, switches, schedulers.
+fn check_machine(s: &Scenario, host: KernelVersion) -> Result<(), Refusal> {
+    let m = &s.machine;
+    if m.swap.is_some() && !has_swap() {
+        return refuse("swap: the host has no swap device (`/proc/swaps`)");
+    }
+    if m.pmem.is_some() {
+        return refuse("pmem: the host has no persistent-memory device for DAX");
+    }
+    if !s.explore.is_empty() || m.scheduler != engine::SchedulerKind::TimeOrdered {
+        return refuse(
+            "a race scenario: its outcome is the interleaving's, which only exploration decides",
+        );
+    }
+    let own = Switches::for_kernel(host);
+    for (k, v) in &m.switch_overrides {
+        let host_value = own.iter().into_iter().find(|(name, _)| name == k).map(|(_, v)| v);
+        if host_value != Some(v.as_str()) {
+            return refuse(format!(
+                "switch {k} = {v}: the host kernel ({host}) has {k} = {}",
+                host_value.unwrap_or("(none)")
+            ));
+        }
+    }
+    for (path, _) in &m.sysfs {
+        let full = host_sysfs_path(path);
+        if !std::path::Path::new(&full).exists() {
+            return refuse(format!("{full}: the host kernel has no such file"));
+        }
+    }
+    Ok(())
+}
+
+/// A THP knob's full path (`[machine.sysfs]` keys may start below `transparent_hugepage/`).
+pub(crate) fn host_sysfs_path(key: &str) -> String {
+    if key.starts_with('/') {
+        key.to_string()
+    } else if key.starts_with("transparent_hugepage/") {
+        format!("/sys/kernel/mm/{key}")
+    } else {
+        format!("/sys/kernel/mm/transparent_hugepage/{key}")
+    }
+}
+
+fn has_swap() -> bool {
+    std::fs::read_to_string("/proc/swaps").is_ok_and(|t| t.lines().count() > 1)
+}
+
+fn check_fs(fs: FsType, path: &str) -> Result<(), Refusal> {
+    match fs {
+        FsType::Disk | FsType::Tmpfs(_) => Ok(()),
+        FsType::Hugetlbfs(h) => {
+            let dir = format!("/sys/kernel/mm/hugepages/hugepages-{}kB", h.bytes() / 1024);
+            if std::path::Path::new(&dir).exists() {
+                Ok(())
+            } else {
+                refuse(format!("file `{path}`: the host has no {dir}"))
+            }
+        }
+        FsType::Xfs => refuse(format!("file `{path}`: no XFS scratch file system on the host")),
+        FsType::Dax => refuse(format!("file `{path}`: DAX needs a pmem device")),
+        FsType::Pipe => refuse(format!("file `{path}`: a pipe is not a file to create")),
+    }
+}
+
+/// The operations the native executor does not make.
+fn check_op(op: &Op, soft_dirty: bool) -> Result<(), Refusal> {
+    let why = match &op.kind {
+        OpKind::Pin { .. } | OpKind::PinRead { .. } | OpKind::Unpin { .. } => {
+            "GUP pins need CONFIG_GUP_TEST's /sys/kernel/debug/gup_test (not run natively yet)"
+        }
+        OpKind::IoUringRegister { .. }
+        | OpKind::IoUringUnregister { .. }
+        | OpKind::Fixed { .. } => "io_uring is not run natively yet",
+        OpKind::PreadDirect { submit: true, .. } | OpKind::Complete { .. } => {
+            "asynchronous O_DIRECT reads are not run natively yet"
+        }
+        OpKind::Exec { .. } | OpKind::Brk { .. } => {
+            "`exec` of a synthetic image (and `brk` after it) is not run natively"
+        }
+        OpKind::Run { .. } => "the `run` workload is not run natively yet",
+        OpKind::Touch { access: Access::Exec, .. } => {
+            "an exec touch needs code in the page (not run natively)"
+        }
+        OpKind::MemoryReclaim { .. } if !matches!(cgroup_kind(), Some(CgroupKind::V2(_))) => {
+            "`memory_reclaim` needs a cgroup v2 memory controller (memory.reclaim)"
+        }
+        OpKind::ClearRefs { value: 4, .. } if !soft_dirty => {
+            "soft-dirty `clear_refs` needs CONFIG_MEM_SOFT_DIRTY"
+        }
+        _ => return Ok(()),
+    };
+    refuse(format!("line {}: `{}`: {why}", op.line, op.kind.name()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn releases_name_their_modelled_version() {
+        assert_eq!(parse_release("6.18.44-fc-v1045"), Ok(KernelVersion::new(6, 18)));
+        assert_eq!(parse_release("6.1.0-28-amd64"), Ok(KernelVersion::new(6, 1)));
+        assert!(parse_release("3.10.0-1160.el7").unwrap_err().reason.contains("outside"));
+        assert!(parse_release("garbage").is_err());
+    }
+}

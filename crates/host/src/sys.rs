@@ -1,0 +1,285 @@
+//! The system calls the native executor makes, as safe functions over the `libc` crate's
+//! bindings: each returns the kernel's errno as `mm::Errno` (or the raw number when the model
+//! has no name for it), so a native result compares with the model's directly.
+//!
+//! The scenario's numeric arguments (`PROT_*`, `MAP_*`, `MADV_*`, `MS_*`, `MREMAP_*`,
+//! `FALLOC_FL_*`, `MFD_*`, `SHM_*`, `MCL_*`, `MLOCK_*`) are the x86-64 values the model keeps, so
+//! they pass through unchanged; `tests::model_constants_are_the_kernels` holds the model to
+//! them.
+
+#![allow(unsafe_code)]
+
+use std::ffi::CString;
+
+/// A failed system call: the errno the model can name, or the raw number it cannot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SysErr {
+    Errno(mm::Errno),
+    Raw(i32),
+}
+
+impl std::fmt::Display for SysErr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SysErr::Errno(e) => write!(f, "{e}"),
+            SysErr::Raw(n) => write!(f, "errno {n}"),
+        }
+    }
+}
+
+pub(crate) type SysResult<T> = Result<T, SysErr>;
+
+/// The errno of the call that just failed.
+pub(crate) fn last_err() -> SysErr {
+    let n = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
+    mm::Errno::ALL.iter().find(|e| **e as i32 == n).map_or(SysErr::Raw(n), |e| SysErr::Errno(*e))
+}
+
+/// `r`, or the errno when it is -1.
+fn check(r: libc::c_long) -> SysResult<u64> {
+    if r == -1 { Err(last_err()) } else { Ok(r as u64) }
+}
+
+fn check_int(r: libc::c_int) -> SysResult<u64> {
+    check(libc::c_long::from(r))
+}
+
+fn c_string(s: &str) -> SysResult<CString> {
+    CString::new(s).map_err(|_| SysErr::Errno(mm::Errno::EINVAL))
+}
+
+pub(crate) fn mmap(
+    addr: u64,
+    len: u64,
+    prot: u32,
+    flags: u32,
+    fd: i32,
+    off: u64,
+) -> SysResult<u64> {
+    // SAFETY: mmap never touches memory the caller holds; a MAP_FIXED over the executor's own
+    // mappings is ruled out by the scenario (its addresses lie in the scenario's own mappings).
+    let p = unsafe {
+        libc::mmap(addr as *mut _, len as usize, prot as i32, flags as i32, fd, off as i64)
+    };
+    if p == libc::MAP_FAILED { Err(last_err()) } else { Ok(p as u64) }
+}
+
+pub(crate) fn munmap(addr: u64, len: u64) -> SysResult<u64> {
+    // SAFETY: the range is the scenario's; nothing of the executor's lives there.
+    check_int(unsafe { libc::munmap(addr as *mut _, len as usize) })
+}
+
+/// A raw system call with up to six integer arguments (`mprotect`, `madvise`, `mremap`,
+/// `mlock2`, `msync`, `mincore`, ...): their arguments are addresses in the scenario's own
+/// mappings and numbers, never pointers into the executor's memory unless the caller says so.
+pub(crate) fn raw(nr: libc::c_long, a: [u64; 6]) -> SysResult<u64> {
+    // SAFETY: see above; the kernel validates every user address it is given.
+    check(unsafe { libc::syscall(nr, a[0], a[1], a[2], a[3], a[4], a[5]) })
+}
+
+pub(crate) fn open(path: &str, flags: i32, mode: u32) -> SysResult<i32> {
+    let c = c_string(path)?;
+    // SAFETY: `c` is a valid NUL-terminated string.
+    check_int(unsafe { libc::open(c.as_ptr(), flags, mode) }).map(|fd| fd as i32)
+}
+
+pub(crate) fn close(fd: i32) -> SysResult<u64> {
+    // SAFETY: closing a descriptor has no memory effect.
+    check_int(unsafe { libc::close(fd) })
+}
+
+/// `pread`/`read` into the user address `buf` (the scenario's memory; a bad address is EFAULT).
+pub(crate) fn read_to(fd: i32, buf: u64, len: u64, offset: Option<u64>) -> SysResult<u64> {
+    match offset {
+        Some(off) => raw(libc::SYS_pread64, [fd as u64, buf, len, off, 0, 0]),
+        None => raw(libc::SYS_read, [fd as u64, buf, len, 0, 0, 0]),
+    }
+}
+
+/// `pwrite`/`write` of `data`.
+pub(crate) fn write_from(fd: i32, data: &[u8], offset: Option<u64>) -> SysResult<u64> {
+    let (p, n) = (data.as_ptr() as u64, data.len() as u64);
+    match offset {
+        Some(off) => raw(libc::SYS_pwrite64, [fd as u64, p, n, off, 0, 0]),
+        None => raw(libc::SYS_write, [fd as u64, p, n, 0, 0, 0]),
+    }
+}
+
+pub(crate) fn truncate(path: &str, size: u64) -> SysResult<u64> {
+    let c = c_string(path)?;
+    raw(libc::SYS_truncate, [c.as_ptr() as u64, size, 0, 0, 0, 0])
+}
+
+/// `mincore` of `pages` pages at `addr`: a byte per page.
+pub(crate) fn mincore(addr: u64, len: u64, pages: usize) -> SysResult<Vec<u8>> {
+    let mut vec = vec![0u8; pages];
+    raw(libc::SYS_mincore, [addr, len, vec.as_mut_ptr() as u64, 0, 0, 0])?;
+    Ok(vec.into_iter().map(|b| b & 1).collect())
+}
+
+pub(crate) fn memfd_create(name: &str, flags: u32) -> SysResult<i32> {
+    let c = c_string(name)?;
+    raw(libc::SYS_memfd_create, [c.as_ptr() as u64, u64::from(flags), 0, 0, 0, 0])
+        .map(|fd| fd as i32)
+}
+
+pub(crate) fn pipe() -> SysResult<(i32, i32)> {
+    let mut fds = [0i32; 2];
+    raw(libc::SYS_pipe2, [fds.as_mut_ptr() as u64, 0, 0, 0, 0, 0])?;
+    Ok((fds[0], fds[1]))
+}
+
+/// `vmsplice` of the user range `[addr, addr + len)` into pipe end `fd`.
+pub(crate) fn vmsplice(fd: i32, addr: u64, len: u64) -> SysResult<u64> {
+    let iov = libc::iovec { iov_base: addr as *mut _, iov_len: len as usize };
+    raw(libc::SYS_vmsplice, [fd as u64, &iov as *const _ as u64, 1, 0, 0, 0])
+}
+
+pub(crate) fn shmat(id: i32, addr: u64, flags: u32) -> SysResult<u64> {
+    // SAFETY: the kernel maps the segment where no mapping is (or where `addr` says).
+    let p = unsafe { libc::shmat(id, addr as *const _, flags as i32) };
+    if p as isize == -1 { Err(last_err()) } else { Ok(p as u64) }
+}
+
+/// `shmctl(id, IPC_STAT)`'s `struct shmid_ds`, as the model's.
+pub(crate) fn shm_stat(id: i32) -> SysResult<mm::shm::ShmidDs> {
+    // SAFETY: an all-zero shmid_ds is valid, and the kernel fills it.
+    let mut ds: libc::shmid_ds = unsafe { std::mem::zeroed() };
+    // SAFETY: `ds` is a valid out-parameter.
+    check_int(unsafe { libc::shmctl(id, libc::IPC_STAT, &mut ds) })?;
+    Ok(mm::shm::ShmidDs {
+        key: ds.shm_perm.__key,
+        segsz: ds.shm_segsz as u64,
+        nattch: ds.shm_nattch,
+        cpid: ds.shm_cpid as u32,
+        lpid: ds.shm_lpid as u32,
+        mode: ds.shm_perm.mode as u32,
+    })
+}
+
+pub(crate) fn shm_rmid(id: i32) -> SysResult<u64> {
+    // SAFETY: IPC_RMID takes no buffer.
+    check_int(unsafe { libc::shmctl(id, libc::IPC_RMID, std::ptr::null_mut()) })
+}
+
+pub(crate) fn fork() -> SysResult<i32> {
+    // SAFETY: the executor's agents are single-threaded; the child only runs the agent loop.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 { Err(last_err()) } else { Ok(pid) }
+}
+
+/// Ends this process at once, without running the executor's destructors or atexit handlers.
+pub(crate) fn exit_now(code: i32) -> ! {
+    // SAFETY: _exit never returns and touches no memory of ours.
+    unsafe { libc::_exit(code) }
+}
+
+/// Minor and major faults of this process so far (`getrusage(RUSAGE_SELF)`).
+pub(crate) fn faults() -> (u64, u64) {
+    // SAFETY: an all-zero rusage is valid, and the kernel fills it.
+    let mut r: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `r` is a valid out-parameter.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut r) };
+    (r.ru_minflt as u64, r.ru_majflt as u64)
+}
+
+/// Keeps glibc's allocator on the heap (no `mmap` per allocation, no trimming, one arena), so the
+/// executor's own allocations never place a mapping beside the scenario's, where the kernel
+/// could merge the two VMAs.
+pub(crate) fn allocator_on_heap() {
+    // SAFETY: mallopt only sets allocator parameters.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, i32::MAX);
+        libc::mallopt(libc::M_ARENA_MAX, 1);
+    }
+}
+
+/// Waits on the futex word at `word` while it holds `value` (a process-shared futex).
+pub(crate) fn futex_wait(word: &std::sync::atomic::AtomicU32, value: u32) {
+    let p = word as *const _ as u64;
+    let _ = raw(libc::SYS_futex, [p, libc::FUTEX_WAIT as u64, u64::from(value), 0, 0, 0]);
+}
+
+/// Wakes every waiter on the futex word at `word`.
+pub(crate) fn futex_wake_all(word: &std::sync::atomic::AtomicU32) {
+    let p = word as *const _ as u64;
+    let _ = raw(libc::SYS_futex, [p, libc::FUTEX_WAKE as u64, i32::MAX as u64, 0, 0, 0]);
+}
+
+pub(crate) fn geteuid() -> u32 {
+    // SAFETY: geteuid has no arguments and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+/// The running kernel's release (`uname -r`).
+pub(crate) fn kernel_release() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim().to_string()
+}
+
+/// The file system magic of the file system holding `path` (`statfs(2)`'s `f_type`).
+pub(crate) fn fs_magic(path: &str) -> SysResult<i64> {
+    let c = c_string(path)?;
+    // SAFETY: an all-zero statfs is valid, and the kernel fills it.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `c` is NUL-terminated and `st` a valid out-parameter.
+    check_int(unsafe { libc::statfs(c.as_ptr(), &mut st) })?;
+    Ok(st.f_type)
+}
+
+/// `mount -t FSTYPE -o DATA none TARGET`.
+pub(crate) fn mount(fstype: &str, target: &str, data: &str) -> SysResult<u64> {
+    let (src, t, f, d) = (c_string("none")?, c_string(target)?, c_string(fstype)?, c_string(data)?);
+    // SAFETY: every argument is a valid NUL-terminated string.
+    check_int(unsafe { libc::mount(src.as_ptr(), t.as_ptr(), f.as_ptr(), 0, d.as_ptr().cast()) })
+}
+
+pub(crate) fn umount(target: &str) -> SysResult<u64> {
+    let t = c_string(target)?;
+    // SAFETY: `t` is a valid NUL-terminated string.
+    check_int(unsafe { libc::umount2(t.as_ptr(), libc::MNT_DETACH) })
+}
+
+/// Sends `sig` to process `pid`.
+pub(crate) fn kill(pid: i32, sig: i32) {
+    // SAFETY: kill has no memory effect.
+    unsafe { libc::kill(pid, sig) };
+}
+
+/// Waits for child `pid` to end (reaps it).
+pub(crate) fn wait_for(pid: i32) {
+    let mut status = 0;
+    // SAFETY: `status` is a valid out-parameter.
+    unsafe { libc::waitpid(pid, &mut status, 0) };
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn model_constants_are_the_kernels() {
+        use mm::{madv, map, prot};
+        let pairs: [(u32, i32); 14] = [
+            (prot::READ, libc::PROT_READ),
+            (prot::WRITE, libc::PROT_WRITE),
+            (prot::EXEC, libc::PROT_EXEC),
+            (map::SHARED, libc::MAP_SHARED),
+            (map::PRIVATE, libc::MAP_PRIVATE),
+            (map::FIXED, libc::MAP_FIXED),
+            (map::ANONYMOUS, libc::MAP_ANONYMOUS),
+            (map::POPULATE, libc::MAP_POPULATE),
+            (map::HUGETLB, libc::MAP_HUGETLB),
+            (map::NORESERVE, libc::MAP_NORESERVE),
+            (map::FIXED_NOREPLACE, libc::MAP_FIXED_NOREPLACE),
+            (madv::DONTNEED, libc::MADV_DONTNEED),
+            (madv::HUGEPAGE, libc::MADV_HUGEPAGE),
+            (madv::COLLAPSE, 25),
+        ];
+        for (model, kernel) in pairs {
+            assert_eq!(model as i32, kernel);
+        }
+        assert_eq!(mm::fadvise::advice::NOREUSE as i32, libc::POSIX_FADV_NOREUSE);
+        for e in mm::Errno::ALL {
+            assert_eq!(std::io::Error::from_raw_os_error(e as i32).raw_os_error(), Some(e as i32));
+        }
+    }
+}
