@@ -32,7 +32,11 @@ impl NativeArgs {
                     .as_u64(),
             ),
         };
-        Ok(NativeOptions { host_budget, timeout: Duration::from_secs(self.timeout) })
+        Ok(NativeOptions {
+            host_budget,
+            timeout: Duration::from_secs(self.timeout),
+            ..NativeOptions::default()
+        })
     }
 }
 

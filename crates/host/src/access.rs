@@ -36,6 +36,12 @@ extern "C" fn on_fault(sig: libc::c_int, _info: *mut libc::siginfo_t, ctx: *mut 
     regs[libc::REG_RAX as usize] = i64::from(sig);
 }
 
+/// Writes the probe's flag, so that after a fork its page is copied before any operation (the
+/// copy-on-write fault of the executor's own data would count as the operation's).
+pub(crate) fn own_page_written() {
+    ARMED.store(false, Ordering::Relaxed);
+}
+
 /// Installs the handler for SIGSEGV and SIGBUS (each agent, once).
 pub(crate) fn install() {
     for sig in [libc::SIGSEGV, libc::SIGBUS] {

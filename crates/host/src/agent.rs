@@ -20,6 +20,7 @@ use lab::scenario::interp::{Failure, Names, Outcome, Reading, Value, judge};
 use lab::scenario::model::{Op, OpKind, Scenario, Until};
 use mm::{KernelVersion, Pid, Signal, Switches, SysError};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -105,6 +106,12 @@ pub(crate) struct Plan<'a> {
     pub socket: &'a str,
     /// The memory cgroup each scenario process joins (its `cgroup.procs` or `tasks` file).
     pub cgroup_procs: &'a dyn Fn(&str) -> Option<String>,
+    /// Where the model placed each `mmap` without an address, by line (`mmsim diff`): the
+    /// agent maps at the same address shifted by a multiple of 1 GiB, so every alignment the
+    /// kernel's decisions look at (fault-around windows, PMD and PUD ranges) is the model's.
+    pub placement: &'a BTreeMap<usize, u64>,
+    /// The sysfs files `sysfs_read` reads, when the run began (`observe::since`).
+    pub sysfs_start: &'a BTreeMap<String, u64>,
 }
 
 impl std::fmt::Debug for Plan<'_> {
@@ -142,6 +149,11 @@ pub(crate) struct Agent<'a> {
     faults: (u64, u64),
     signals: (u64, u64),
     bound: Vec<(String, Bound)>,
+    /// The shift from the model's addresses to this process's (a multiple of 1 GiB), once the
+    /// first placed mapping chose it; a forked child inherits it with the address space.
+    shift: Option<u64>,
+    /// The agent's own mappings (`own_mappings`).
+    own: Vec<(u64, u64, u32)>,
 }
 
 impl std::fmt::Debug for Agent<'_> {
@@ -154,6 +166,10 @@ impl std::fmt::Debug for Agent<'_> {
 pub(crate) fn main(plan: &Plan<'_>, process: &str) -> ! {
     sys::allocator_on_heap();
     access::install();
+    sys::reap_children_automatically();
+    sys::die_with_parent();
+    let own = own_mappings();
+    populate_own(&own, true);
     if let Some(procs) = (plan.cgroup_procs)(process) {
         let _ = std::fs::write(procs, std::process::id().to_string());
     }
@@ -168,6 +184,8 @@ pub(crate) fn main(plan: &Plan<'_>, process: &str) -> ! {
                 faults: (0, 0),
                 signals: (0, 0),
                 bound: Vec::new(),
+                shift: None,
+                own,
             };
             agent.serve()
         }
@@ -189,6 +207,43 @@ fn send(s: &mut UnixStream, msg: &FromAgent) -> std::io::Result<()> {
     s.write_all(line.as_bytes())
 }
 
+/// The agent's own mappings when it starts, and how each is mapped in: a private writable one
+/// written in, a read-only file one read in (none is the scenario's yet).
+fn own_mappings() -> Vec<(u64, u64, u32)> {
+    let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else { return Vec::new() };
+    let mut out = Vec::new();
+    for line in maps.lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let (Some(range), Some(perms)) = (f.first(), f.get(1)) else { continue };
+        let path = f.get(5).copied().unwrap_or("");
+        let Some((a, b)) = range.split_once('-') else { continue };
+        let (Ok(a), Ok(b)) = (u64::from_str_radix(a, 16), u64::from_str_radix(b, 16)) else {
+            continue;
+        };
+        let p = perms.as_bytes();
+        let advice = match (p[0] == b'r', p[1] == b'w' && p[3] == b'p', path) {
+            (false, _, _) => continue,
+            (_, _, p) if p.starts_with("[v") => continue,
+            (true, true, _) => mm::madv::POPULATE_WRITE,
+            (true, false, p) if p.starts_with('/') => mm::madv::POPULATE_READ,
+            _ => continue,
+        };
+        out.push((a, b, advice));
+    }
+    out
+}
+
+/// Maps in the agent's own mappings, so that no operation faults on the executor's text or
+/// data (a fork leaves a file mapping without anonymous pages unmapped in the child). After a
+/// scenario's `fork` (`!writable`) only the read-only ones are read in: writing would copy.
+fn populate_own(own: &[(u64, u64, u32)], writable: bool) {
+    for &(a, b, advice) in own {
+        if writable || advice == mm::madv::POPULATE_READ {
+            let _ = sys::raw(libc::SYS_madvise, [a, b - a, u64::from(advice), 0, 0, 0]);
+        }
+    }
+}
+
 /// Dirties `STACK_PAGES` pages of the stack below this frame.
 #[inline(never)]
 fn dirty_stack() {
@@ -200,6 +255,10 @@ fn dirty_stack() {
 }
 
 const STACK_PAGES: usize = 4;
+
+/// How long a loop until success waits before its next iteration, natively (the model's
+/// iterations take virtual time; a daemon here takes real time).
+const RETRY: std::time::Duration = std::time::Duration::from_millis(10);
 
 impl Agent<'_> {
     /// Serves tasks until told to quit or the controller goes away; the exit code.
@@ -274,7 +333,10 @@ impl Agent<'_> {
         if let Err(SysError::Signal(s)) = &result {
             self.count_signal(*s);
         }
-        let judged = judge(op, &self.names, &self.plan.switches, self.plan.kernel, &result);
+        let mut judged = judge(op, &self.names, &self.plan.switches, self.plan.kernel, &result);
+        if matches!(crate::observe::op_class(op), crate::observe::Class::ModelOnly(_)) {
+            judged.failure = None; // a number the host chooses: not the scenario's to expect
+        }
         readings.push(judged.reading);
         if let (Some(name), Ok(Outcome::Bound(v))) = (&op.bind, &result) {
             self.names.bind(name, *v);
@@ -295,6 +357,7 @@ impl Agent<'_> {
             observed: observed.clone(),
             value: None,
             held: false,
+            addr: None,
         });
         Failure {
             line: op.line,
@@ -338,7 +401,9 @@ impl Agent<'_> {
             }
             match (until, iteration) {
                 (Until::Success, Ok(())) => ended = true,
-                (Until::Success, Err(_)) | (Until::Flag(_), Ok(())) => {}
+                // In the model a daemon's progress is virtual time; here it is real time.
+                (Until::Success, Err(_)) => std::thread::sleep(RETRY),
+                (Until::Flag(_), Ok(())) => {}
                 (_, Err(f)) => return Some(Err(f)),
                 (Until::Count, Ok(())) => ended = n == max,
             }
@@ -368,9 +433,12 @@ impl Agent<'_> {
         match sys::fork() {
             Err(e) => Native::from(Err(e)),
             Ok(0) => {
+                sys::die_with_parent();
                 self.faults = (0, 0);
                 self.signals = (0, 0);
                 dirty_stack();
+                access::own_page_written();
+                populate_own(&self.own, false);
                 match connect(self.plan) {
                     Ok(conn) => {
                         self.conn = conn;
@@ -381,6 +449,7 @@ impl Agent<'_> {
             }
             Ok(pid) => {
                 dirty_stack();
+                access::own_page_written();
                 Native::Done(Ok(Outcome::Bound(Value::Process(Pid(pid as u32)))))
             }
         }
@@ -411,6 +480,24 @@ impl Agent<'_> {
                 Err(Stop::Unbound(why)) => Native::Unbound(why),
             },
         }
+    }
+
+    /// Where to map `len` bytes for the `mmap` at `line`: the model's address shifted into free
+    /// space below this process's mappings (`Plan::placement`), if the model placed it.
+    pub(crate) fn placed(&mut self, line: usize, len: u64) -> Option<u64> {
+        const SPAN: u64 = 1 << 30;
+        let model = *self.plan.placement.get(&line)?;
+        let shift = match self.shift {
+            Some(s) => s,
+            None => {
+                let flags = mm::map::PRIVATE | mm::map::ANONYMOUS | mm::map::NORESERVE;
+                let probe = sys::mmap(0, 2 * SPAN + len, 0, flags, -1, 0).ok()?;
+                let _ = sys::munmap(probe, 2 * SPAN + len);
+                let target = probe + (model.wrapping_sub(probe) & (SPAN - 1));
+                *self.shift.insert(target.wrapping_sub(model))
+            }
+        };
+        Some(model.wrapping_add(shift))
     }
 
     pub(crate) fn names(&self) -> &Names {

@@ -33,11 +33,18 @@ pub struct NativeOptions {
     pub host_budget: Option<u64>,
     /// Wall-clock time the run may take.
     pub timeout: Duration,
+    /// Where the model placed each `mmap` without an address, by line (`agent::Plan::placement`);
+    /// empty: the kernel places them.
+    pub placement: BTreeMap<usize, u64>,
 }
 
 impl Default for NativeOptions {
     fn default() -> Self {
-        NativeOptions { host_budget: None, timeout: Duration::from_secs(120) }
+        NativeOptions {
+            host_budget: None,
+            timeout: Duration::from_secs(120),
+            placement: BTreeMap::new(),
+        }
     }
 }
 
@@ -238,7 +245,7 @@ pub fn run_native(s: &Scenario, o: &NativeOptions) -> Result<NativeReport, Refus
     prepare(&mut setup, s, &config, o)?;
     let stop = Stopper { deadline: start + o.timeout, signalled };
     let (outcome, failures, readings) = {
-        let mut run = Run::start(&setup, s, kernel, config.switches, &stop)?;
+        let mut run = Run::start(&setup, s, (kernel, config.switches), &o.placement, &stop)?;
         let outcome = run.steps(&stop);
         run.finish();
         (outcome, run.failures, run.readings)
@@ -318,20 +325,33 @@ struct Run<'a> {
     baseline: Baseline,
     readings: BTreeMap<usize, HostReading>,
     failures: Vec<Failure>,
-    soft_dirty: bool,
+    host: observe::HostTraits,
+    /// Each operation's class, by line.
+    op_classes: BTreeMap<usize, Class>,
     flags: Flags,
     socket: String,
+    placement: &'a BTreeMap<usize, u64>,
+    /// The sysfs files the operations read, when the run began.
+    sysfs_start: BTreeMap<String, u64>,
 }
 
 impl<'a> Run<'a> {
     fn start(
         setup: &'a HostSetup,
         s: &'a Scenario,
-        kernel: KernelVersion,
-        switches: Switches,
+        (kernel, switches): (KernelVersion, Switches),
+        placement: &'a BTreeMap<usize, u64>,
         stop: &Stopper,
     ) -> Result<Run<'a>, Refusal> {
         let socket = format!("{}/ctl.sock", setup.scratch);
+        let read_paths: Vec<String> = s
+            .all_ops()
+            .filter_map(|op| match &op.kind {
+                OpKind::SysfsRead { path } => Some(path.clone()),
+                _ => None,
+            })
+            .collect();
+        let sysfs_start = observe::sysfs_numbers(read_paths.iter());
         let listener = UnixListener::bind(&socket).or_else(|e| refuse(format!("{socket}: {e}")))?;
         let mut run = Run {
             s,
@@ -347,9 +367,15 @@ impl<'a> Run<'a> {
             baseline: Baseline::default(),
             readings: BTreeMap::new(),
             failures: Vec::new(),
-            soft_dirty: support::has_soft_dirty(),
+            host: observe::HostTraits {
+                soft_dirty: support::has_soft_dirty(),
+                cgroup_v1: support::cgroup_kind() == Some(support::CgroupKind::V1),
+            },
+            op_classes: s.all_ops().map(|op| (op.line, observe::op_class(op))).collect(),
             flags: Flags::new(s)?,
             socket,
+            placement,
+            sysfs_start,
         };
         for p in &s.processes {
             let pid = run.spawn(&p.name, p.cgroup.as_deref()).or_else(refuse)?;
@@ -375,6 +401,8 @@ impl<'a> Run<'a> {
             flags: &words,
             socket: &self.socket,
             cgroup_procs: &procs,
+            placement: self.placement,
+            sysfs_start: &self.sysfs_start,
         };
         match sys::fork().map_err(|e| format!("fork: {e}"))? {
             0 => agent::main(&plan, name),
@@ -415,17 +443,14 @@ impl<'a> Run<'a> {
             vmstat: observe::read_table("/proc/vmstat").unwrap_or_default(),
             meminfo: observe::read_table("/proc/meminfo").unwrap_or_default(),
             executor_anon_kb: observe::executor_anon_kb(&self.procs),
+            executor_faults: observe::executor_faults(&self.procs),
             files: BTreeMap::new(),
         };
         let all = self.s.steps.iter().flat_map(|st| &st.expects).chain(&self.s.expects);
         for e in all {
             match &e.what {
                 Observable::Sysfs { path } => {
-                    if let Ok(t) = std::fs::read_to_string(path)
-                        && let Ok(v) = t.trim().parse()
-                    {
-                        b.files.insert(path.clone(), v);
-                    }
+                    b.files.extend(observe::sysfs_numbers(std::iter::once(path)));
                 }
                 Observable::MemoryStat { cgroup, name } => {
                     if let Some(dir) = self.setup.cgroup_dir(cgroup)
@@ -491,7 +516,8 @@ impl<'a> Run<'a> {
             info.signals = report.signals;
         }
         for r in report.readings {
-            self.readings.insert(r.line, HostReading { reading: r, class: Class::Exact });
+            let class = self.op_classes.get(&r.line).cloned().unwrap_or(Class::Exact);
+            self.readings.insert(r.line, HostReading { reading: r, class });
         }
         for (name, b) in report.bound {
             self.names.bind(&name, b.value());
@@ -506,7 +532,7 @@ impl<'a> Run<'a> {
         }
         if report.exited {
             self.conns.remove(&pid);
-            sys::wait_for(pid);
+            gone(pid, stop)?;
         }
         Ok(())
     }
@@ -528,7 +554,7 @@ impl<'a> Run<'a> {
     }
 
     fn judge(&mut self, e: &Expect) -> (HostReading, bool) {
-        let class = observe::class(&e.what, self.soft_dirty);
+        let class = observe::class(&e.what, self.host);
         let setup = self.setup;
         let host_path = |p: &str| setup.host_path(p);
         let cgroup_dir = |c: &str| setup.cgroup_dir(c);
@@ -582,12 +608,28 @@ impl<'a> Run<'a> {
     }
 }
 
+/// Waits until process `pid` has exited (reaped, or a zombie whose memory is gone).
+fn gone(pid: i32, stop: &Stopper) -> Result<(), String> {
+    sys::wait_for(pid);
+    loop {
+        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+            Err(_) => return Ok(()),
+            Ok(t) if t.rsplit_once(')').is_some_and(|(_, r)| r.trim_start().starts_with('Z')) => {
+                return Ok(());
+            }
+            Ok(_) => std::thread::sleep(Duration::from_millis(1)),
+        }
+        stop.check()?;
+    }
+}
+
 /// A freshly started agent's own state: its mappings, status and size.
 fn own_info(pid: i32) -> Result<ProcInfo, String> {
     let own = observe::smaps(pid)?.iter().map(|s| s.start).collect();
     Ok(ProcInfo {
         own,
         status: observe::read_table(&format!("/proc/{pid}/status"))?,
+        rollup: observe::read_table(&format!("/proc/{pid}/smaps_rollup"))?,
         vsize_rss: observe::vsize_rss(pid)?,
         faults: (0, 0),
         signals: (0, 0),

@@ -19,6 +19,10 @@ pub enum Verdict {
     Disagree,
     /// The kernel does not show it (the model's own state or checker).
     ModelOnly,
+    /// They differ, as the scenario declares (`[[host_differs]]`) with its reason.
+    Declared,
+    /// The scenario declares a difference that is no longer there.
+    Stale,
 }
 
 /// One operation or expectation, as the kernel and the model answered it.
@@ -32,6 +36,9 @@ pub struct Row {
     pub model: Option<String>,
     pub class: Class,
     pub verdict: Verdict,
+    /// The declared reason, for a declared or stale row.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// A scenario's comparison.
@@ -48,8 +55,9 @@ pub struct DiffReport {
 }
 
 impl DiffReport {
+    /// Rows that differ undeclared, and declarations of differences no longer there.
     pub fn disagreements(&self) -> usize {
-        self.rows.iter().filter(|r| r.verdict == Verdict::Disagree).count()
+        self.rows.iter().filter(|r| matches!(r.verdict, Verdict::Disagree | Verdict::Stale)).count()
     }
 
     /// The side-by-side table.
@@ -70,6 +78,10 @@ impl DiffReport {
                 (Verdict::Disagree, _) => "DISAGREE".to_string(),
                 (Verdict::ModelOnly, Class::ModelOnly(why)) => format!("model only ({why})"),
                 (Verdict::ModelOnly, _) => "model only".to_string(),
+                (Verdict::Declared, _) => {
+                    format!("declared: {}", r.reason.as_deref().unwrap_or(""))
+                }
+                (Verdict::Stale, _) => "STALE: declared to differ, but agrees".to_string(),
             };
             let what: String = r.what.chars().take(w).collect();
             out.push_str(&format!(
@@ -80,10 +92,13 @@ impl DiffReport {
             ));
         }
         let agree = self.rows.iter().filter(|r| r.verdict == Verdict::Agree).count();
+        let count = |v: Verdict| self.rows.iter().filter(|r| r.verdict == v).count();
         out.push_str(&format!(
-            "{agree} agree, {} disagree, {} model only\n",
-            self.disagreements(),
-            self.rows.iter().filter(|r| r.verdict == Verdict::ModelOnly).count()
+            "{agree} agree, {} disagree, {} declared, {} stale, {} model only\n",
+            count(Verdict::Disagree),
+            count(Verdict::Declared),
+            count(Verdict::Stale),
+            count(Verdict::ModelOnly)
         ));
         out
     }
@@ -98,19 +113,39 @@ fn clip(s: &str) -> String {
 }
 
 /// Runs `s` on the host and in the model at the host's kernel version, and compares them.
+/// The model runs first, so that the native run can place its mappings where the model did.
 pub fn diff(s: &Scenario, o: &NativeOptions) -> Result<DiffReport, Refusal> {
-    let native = run_native(s, o)?;
-    let kernel = native.kernel.parse().or_else(refuse)?;
+    let kernel = crate::support::host_kernel()?;
     let overrides = Overrides { kernel: Some(kernel), ..Overrides::default() };
     let model = run(s, &overrides, &mut |_| {}).or_else(|e| refuse(format!("the model: {e}")))?;
     if let Some(why) = model.stopped.as_ref().or(model.refused.as_ref()) {
         return refuse(format!("the model's run did not finish: {why}"));
     }
-    Ok(compare(&native, &model))
+    let unplaced: Vec<usize> = s
+        .all_ops()
+        .filter(|op| matches!(op.kind, lab::scenario::model::OpKind::Mmap { addr: None, .. }))
+        .map(|op| op.line)
+        .collect();
+    let placement = model
+        .readings
+        .iter()
+        .filter(|r| unplaced.contains(&r.line))
+        .filter_map(|r| Some((r.line, r.addr?)))
+        .collect();
+    let native = run_native(s, &NativeOptions { placement, ..o.clone() })?;
+    let switches = mm::Switches::for_kernel(kernel);
+    let declared: Vec<(usize, String)> = s
+        .host_differs
+        .iter()
+        .filter(|d| d.when.holds(&switches, kernel))
+        .map(|d| (d.at, d.reason.clone()))
+        .collect();
+    Ok(compare(&native, &model, &declared))
 }
 
-/// The rows of a native run and a model run of one scenario.
-pub fn compare(native: &NativeReport, model: &Report) -> DiffReport {
+/// The rows of a native run and a model run of one scenario; `declared` are the lines the
+/// scenario declares to differ on this kernel, with their reasons.
+pub fn compare(native: &NativeReport, model: &Report, declared: &[(usize, String)]) -> DiffReport {
     let mut lines: BTreeMap<usize, (Option<&HostReading>, Option<&Reading>)> = BTreeMap::new();
     for r in &native.readings {
         lines.entry(r.reading.line).or_default().0 = Some(r);
@@ -118,7 +153,26 @@ pub fn compare(native: &NativeReport, model: &Report) -> DiffReport {
     for r in &model.readings {
         lines.entry(r.line).or_default().1 = Some(r);
     }
-    let rows = lines.into_iter().map(|(line, (k, m))| row(line, k, m)).collect();
+    let mut after: Option<usize> = None;
+    let rows = lines
+        .into_iter()
+        .map(|(line, (k, m))| {
+            let mut r = row(line, k, m);
+            if let Some((_, why)) = declared.iter().find(|(l, _)| *l == line) {
+                r.verdict = match r.verdict {
+                    Verdict::Disagree => Verdict::Declared,
+                    _ => Verdict::Stale,
+                };
+                r.reason = Some(why.clone());
+                after = after.or(Some(line));
+            } else if let (Some(at), None, Verdict::Disagree) = (after, &r.kernel, r.verdict) {
+                // The native run stopped at a declared difference and never came here.
+                r.verdict = Verdict::Declared;
+                r.reason = Some(format!("not run natively after line {at}"));
+            }
+            r
+        })
+        .collect();
     DiffReport {
         scenario: native.scenario.clone(),
         release: native.release.clone(),
@@ -145,12 +199,14 @@ fn row(line: usize, k: Option<&HostReading>, m: Option<&Reading>) -> Row {
         model: m.map(|m| m.observed.clone()),
         class,
         verdict,
+        reason: None,
     }
 }
 
 /// Whether the two readings agree in `class`'s terms.
 fn agree(class: &Class, k: &Reading, m: &Reading) -> bool {
     match (class, k.value, m.value) {
+        (Class::Progress, _, _) => k.held && m.held,
         (Class::Noisy(a), Some(kv), Some(mv)) => kv.abs_diff(mv) <= observe::slack(*a, mv),
         (_, Some(kv), Some(mv)) => kv == mv,
         _ => k.observed == m.observed,

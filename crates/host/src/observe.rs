@@ -25,21 +25,81 @@ pub enum Class {
     Change,
     /// Within this many units (pages, kB or bytes) of the model's value, or 5 % of it.
     Noisy(u64),
+    /// A daemon's progress counter (`full_scans`): how far the daemon got depends on real time
+    /// against virtual time, so kernel and model agree when both meet the scenario's bound.
+    Progress,
     /// Not read on the host, and why.
     ModelOnly(String),
 }
 
-/// The allowance of a noisy counter: 32 pages, in its unit.
+/// The allowance of a noisy counter: 64 pages, in its unit (what an idle host's other processes
+/// and the executor's own kernel work move in a scenario's time); 256 pages for the page
+/// allocator's event counters, which every allocation on the host moves.
 pub fn noise(what: &Observable) -> u64 {
     match what {
-        Observable::Meminfo { .. } => 128,
-        Observable::MemoryStat { .. } => 128 << 10,
-        _ => 32,
+        Observable::Meminfo { .. } => 256,
+        Observable::MemoryStat { .. } => 256 << 10,
+        Observable::Vmstat { name } if name.starts_with("pgalloc") || name == "pgfree" => 256,
+        _ => 64,
+    }
+}
+
+/// Whether a sysfs file is a daemon's progress counter.
+fn is_progress(path: &str) -> bool {
+    path.ends_with("/full_scans")
+}
+
+/// What the host kernel can show, found once per run.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct HostTraits {
+    /// `CONFIG_MEM_SOFT_DIRTY`.
+    pub soft_dirty: bool,
+    /// The memory controller is cgroup v1's, whose `memory.stat` has fewer names.
+    pub cgroup_v1: bool,
+}
+
+/// The `memory.stat` names a cgroup v1 file has (and the v2 names `v1_name` maps to them).
+const V1_STAT: [&str; 23] = [
+    "cache",
+    "rss",
+    "rss_huge",
+    "shmem",
+    "mapped_file",
+    "dirty",
+    "writeback",
+    "swap",
+    "workingset_refault_anon",
+    "workingset_refault_file",
+    "swapcached",
+    "pgpgin",
+    "pgpgout",
+    "pgfault",
+    "pgmajfault",
+    "inactive_anon",
+    "active_anon",
+    "inactive_file",
+    "active_file",
+    "unevictable",
+    "anon",
+    "file",
+    "file_mapped",
+];
+
+/// The class of an operation's result: exact, but for numbers the host chooses.
+pub fn op_class(op: &lab::scenario::model::Op) -> Class {
+    use lab::scenario::model::{OpKind, ShmField};
+    match &op.kind {
+        OpKind::Shmctl { stat: Some(ShmField::Cpid | ShmField::Lpid), .. } => {
+            Class::ModelOnly("a PID the host chooses".into())
+        }
+        OpKind::SysfsRead { path } if is_progress(path) => Class::Progress,
+        _ => Class::Exact,
     }
 }
 
 /// The class of an observable.
-pub fn class(what: &Observable, soft_dirty: bool) -> Class {
+pub fn class(what: &Observable, host: HostTraits) -> Class {
+    let soft_dirty = host.soft_dirty;
     match what {
         Observable::Smaps { .. }
         | Observable::Signals { .. }
@@ -55,12 +115,20 @@ pub fn class(what: &Observable, soft_dirty: bool) -> Class {
             "vsize" | "rss" => Class::Change,
             _ => Class::ModelOnly(format!("`{field}` is the host's own number")),
         },
+        // Page tables depend on where the host places the mappings: within two tables.
+        Observable::Status { field, .. } if field == "VmPTE" || field == "VmPMD" => Class::Noisy(8),
         Observable::Status { .. } | Observable::SmapsRollup { .. } => Class::Change,
+        Observable::MemoryStat { name, .. }
+            if host.cgroup_v1 && !V1_STAT.contains(&name.as_str()) =>
+        {
+            Class::ModelOnly(format!("cgroup v1's memory.stat has no `{name}`"))
+        }
         Observable::Sysfs { path }
             if path.contains("/hugepages/") || path.contains("hugepages") =>
         {
             Class::Exact
         }
+        Observable::Sysfs { path } if is_progress(path) => Class::Progress,
         Observable::Sysfs { .. } => Class::Change,
         Observable::Vmstat { .. } | Observable::Meminfo { .. } | Observable::MemoryStat { .. } => {
             Class::Noisy(noise(what))
@@ -150,6 +218,8 @@ pub(crate) struct Section {
     pub end: u64,
     pub name: String,
     pub fields: Vec<(String, u64)>,
+    /// The `VmFlags` line's two-letter flags.
+    pub flags: String,
 }
 
 /// `/proc/PID/smaps`, parsed.
@@ -163,7 +233,9 @@ pub(crate) fn smaps(pid: i32) -> Result<Vec<Section>, String> {
             && let (Ok(start), Ok(end)) = (u64::from_str_radix(a, 16), u64::from_str_radix(b, 16))
         {
             let name = rest.split_whitespace().nth(4).unwrap_or("").to_string();
-            out.push(Section { start, end, name, fields: Vec::new() });
+            out.push(Section { start, end, name, fields: Vec::new(), flags: String::new() });
+        } else if let (Some(s), Some(flags)) = (out.last_mut(), line.strip_prefix("VmFlags:")) {
+            s.flags = flags.trim().to_string();
         } else if let (Some(s), Some((k, v))) = (out.last_mut(), line.split_once(':'))
             && let Ok(n) = v.trim().trim_end_matches("kB").trim().parse()
         {
@@ -196,6 +268,8 @@ pub(crate) struct ProcInfo {
     pub own: Vec<u64>,
     /// `/proc/PID/status` when the agent was ready (its parent's, for a forked one).
     pub status: BTreeMap<String, u64>,
+    /// `/proc/PID/smaps_rollup` then.
+    pub rollup: BTreeMap<String, u64>,
     /// `/proc/PID/stat`'s vsize (bytes) and rss (pages) then.
     pub vsize_rss: (u64, u64),
     pub faults: (u64, u64),
@@ -209,13 +283,31 @@ impl ProcInfo {
     }
 }
 
+/// A mapping's share of `Pss_Anon`, `Pss_File` or `Pss_Shmem` (`kind`), which smaps shows for
+/// the whole process only: its anonymous pages' share of its Pss (weighted by Anonymous over
+/// Rss), the rest shmem's for a shmem mapping (memfd, SysV, shared anonymous, a tmpfs file) and
+/// the file's otherwise. Exact where a mapping holds one kind; an estimate where it mixes.
+fn pss_part(s: &Section, kind: &str) -> u64 {
+    let f = |k: &str| field_of(&s.fields, k).unwrap_or(0);
+    let (pss, rss) = (f("Pss"), f("Rss"));
+    let anon = (f("Anonymous") * pss).checked_div(rss).unwrap_or(0);
+    let shmem = s.name.starts_with("/memfd:")
+        || s.name.starts_with("/SYSV")
+        || s.name.starts_with("/dev/zero")
+        || s.name.contains("/tmpfs-");
+    match kind {
+        "Anon" => anon,
+        "Shmem" if shmem => pss - anon,
+        "File" if !shmem => pss - anon,
+        _ => 0,
+    }
+}
+
 /// `/proc/PID/stat`'s vsize (field 23, bytes) and rss (field 24, pages).
 pub(crate) fn vsize_rss(pid: i32) -> Result<(u64, u64), String> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).map_err(|e| e.to_string())?;
-    let after = text.rsplit_once(')').map_or("", |(_, r)| r);
-    let f: Vec<&str> = after.split_whitespace().collect();
+    let f = stat_fields(pid)?;
     let num = |i: usize| f.get(i).and_then(|v| v.parse().ok()).unwrap_or(0);
-    // After the command: state is field 3, so field n is index n - 3.
+    // Field n is at index n - 3.
     Ok((num(20), num(21)))
 }
 
@@ -237,6 +329,34 @@ pub(crate) fn executor_anon_kb(procs: &BTreeMap<i32, ProcInfo>) -> u64 {
     kb as u64
 }
 
+/// The faults the executor itself took: the agents' beyond their operations' own, and the
+/// controller's.
+pub(crate) fn executor_faults(procs: &BTreeMap<i32, ProcInfo>) -> u64 {
+    let (mine_min, mine_maj) = crate::sys::faults();
+    let agents: u64 = procs
+        .iter()
+        .filter_map(|(&pid, info)| {
+            let (min, maj) = stat_faults(pid).ok()?;
+            Some((min + maj).saturating_sub(info.faults.0 + info.faults.1))
+        })
+        .sum();
+    agents + mine_min + mine_maj
+}
+
+/// `/proc/PID/stat`'s minflt (field 10) and majflt (field 12).
+fn stat_faults(pid: i32) -> Result<(u64, u64), String> {
+    let f = stat_fields(pid)?;
+    let num = |i: usize| f.get(i).and_then(|v| v.parse().ok()).unwrap_or(0);
+    Ok((num(7), num(9)))
+}
+
+/// The fields of `/proc/PID/stat` after the command, from the state (field 3) on.
+fn stat_fields(pid: i32) -> Result<Vec<String>, String> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).map_err(|e| e.to_string())?;
+    let after = text.rsplit_once(')').map_or("", |(_, r)| r);
+    Ok(after.split_whitespace().map(str::to_string).collect())
+}
+
 /// The system-wide counters the executor's own anonymous memory moves, and its unit in kB.
 fn anon_counter(what: &Observable) -> Option<u64> {
     match what {
@@ -253,6 +373,8 @@ pub(crate) struct Baseline {
     pub meminfo: BTreeMap<String, u64>,
     /// [`executor_anon_kb`] then.
     pub executor_anon_kb: u64,
+    /// [`executor_faults`] then.
+    pub executor_faults: u64,
     /// sysfs files and memory.stat entries by path and name.
     pub files: BTreeMap<String, u64>,
 }
@@ -289,6 +411,10 @@ impl Observer<'_> {
     /// without the change in the executor's own.
     pub(crate) fn read(&self, what: &Observable) -> Result<u64, String> {
         let v = self.raw(what)?;
+        if matches!(what, Observable::Vmstat { name } if name == "pgfault") {
+            let own = executor_faults(self.procs).saturating_sub(self.baseline.executor_faults);
+            return Ok(v.saturating_sub(own));
+        }
         Ok(match anon_counter(what) {
             Some(kb_per_unit) => {
                 let own =
@@ -309,6 +435,14 @@ impl Observer<'_> {
                 field_of(&s.fields, field)
             }
             Observable::SmapsRollup { process, field } => self.rollup(process, field),
+            Observable::Status { process, field } if field == "VmLck" => {
+                // mlockall locks the agent's own mappings too: the scenario's locked ones only.
+                let pid = self.pid(process)?;
+                let info = self.info(pid)?;
+                let locked = smaps(pid)?.into_iter().filter(|s| !info.is_own(s));
+                let locked = locked.filter(|s| s.flags.split_whitespace().any(|f| f == "lo"));
+                Ok(locked.map(|s| (s.end - s.start) / 1024).sum())
+            }
             Observable::Status { process, field } => {
                 let pid = self.pid(process)?;
                 let now = read_table(&format!("/proc/{pid}/status"))?;
@@ -362,8 +496,14 @@ impl Observer<'_> {
         let info = self.info(pid)?;
         let sections = smaps(pid)?;
         let mine: Vec<&Section> = sections.iter().filter(|s| !info.is_own(s)).collect();
+        if let Some(kind) = field.strip_prefix("Pss_") {
+            return Ok(mine.iter().map(|s| pss_part(s, kind)).sum());
+        }
         if sections.iter().all(|s| s.fields.iter().all(|(k, _)| k != field)) {
-            return Err(format!("`{field}` is in smaps_rollup only: not summed per mapping"));
+            // A field of smaps_rollup only (`Pss_Anon`, ...): its change since the agent was ready.
+            let now = read_table(&format!("/proc/{pid}/smaps_rollup"))?;
+            let v = now.get(field).ok_or_else(|| format!("no `{field}` in smaps_rollup"))?;
+            return Ok(v.saturating_sub(info.rollup.get(field).copied().unwrap_or(0)));
         }
         Ok(mine.iter().filter_map(|s| field_of(&s.fields, field).ok()).sum())
     }
@@ -419,10 +559,7 @@ impl Observer<'_> {
     fn sysfs(&self, path: &str) -> Result<u64, String> {
         let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
         let v: u64 = text.trim().parse().map_err(|_| format!("{path} reads `{}`", text.trim()))?;
-        Ok(match self.baseline.files.get(path) {
-            Some(was) if !path.contains("hugepages") => v.saturating_sub(*was),
-            _ => v,
-        })
+        Ok(since(path, v, &self.baseline.files))
     }
 
     fn memory_stat(&self, cgroup: &str, name: &str) -> Result<u64, String> {
@@ -435,6 +572,26 @@ impl Observer<'_> {
             self.baseline.files.get(&format!("{dir}/memory.stat:{key}")).copied().unwrap_or(0);
         Ok(v.saturating_sub(was))
     }
+}
+
+/// A sysfs number as the scenario means it: a counter's change since the run began (a counter
+/// below its start was reset, KSM's `full_scans` by `run = 2`, and counts since), a hugetlb
+/// pool's count as it is (the run set the pool).
+pub(crate) fn since(path: &str, v: u64, baseline: &BTreeMap<String, u64>) -> u64 {
+    match baseline.get(path) {
+        Some(&was) if !path.contains("hugepages") && v >= was => v - was,
+        _ => v,
+    }
+}
+
+/// The numbers in the sysfs files at `paths` now.
+pub(crate) fn sysfs_numbers<'a>(paths: impl Iterator<Item = &'a String>) -> BTreeMap<String, u64> {
+    paths
+        .filter_map(|p| {
+            let v = std::fs::read_to_string(p).ok()?.trim().parse().ok()?;
+            Some((p.clone(), v))
+        })
+        .collect()
 }
 
 /// A cgroup v2 `memory.stat` name in a v1 file (v1 calls anonymous memory `rss` and the page

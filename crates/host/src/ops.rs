@@ -91,10 +91,18 @@ fn mapping_op(agent: &mut Agent<'_>, op: &Op) -> OpResult {
     use libc::{SYS_madvise, SYS_mlock, SYS_mlock2, SYS_mlockall, SYS_mprotect, SYS_msync};
     Ok(match &op.kind {
         OpKind::Mmap { addr, len, prot, flags, fd: f, offset } => {
-            let a = addr.as_ref().map(|a| at(agent, a)).transpose()?.unwrap_or(0);
+            let a = addr.as_ref().map(|a| at(agent, a)).transpose()?;
             let f = f.as_ref().map(|f| fd(agent, f)).transpose()?.unwrap_or(-1);
             let (len, prot, flags, off) = (len.as_u64(), *prot, *flags, *offset);
-            addr_of(agent.sys(|| sys::mmap(a, len, prot, flags, f, off)))
+            let placed = if a.is_none() { agent.placed(op.line, len) } else { None };
+            if let Some(p) = placed {
+                let fixed = flags | mm::map::FIXED_NOREPLACE;
+                let r = agent.sys(|| sys::mmap(p, len, prot, fixed, f, off));
+                if r != Err(SysErr::Errno(Errno::EEXIST)) {
+                    return Ok(addr_of(r));
+                }
+            }
+            addr_of(agent.sys(|| sys::mmap(a.unwrap_or(0), len, prot, flags, f, off)))
         }
         OpKind::Munmap { addr, len } => {
             let a = at(agent, addr)?;
@@ -328,7 +336,10 @@ fn task_op(agent: &mut Agent<'_>, op: &Op) -> OpResult {
             let a = [libc::PR_SET_THP_DISABLE as u64, u64::from(*disable), 0, 0, 0, 0];
             done(agent.sys(|| sys::raw(libc::SYS_prctl, a)))
         }
-        OpKind::SysfsRead { path } => agent.sys(|| read_number(path)).map(Outcome::Value),
+        OpKind::SysfsRead { path } => {
+            let v = agent.sys(|| read_number(path));
+            v.map(|v| Outcome::Value(crate::observe::since(path, v, agent.plan().sysfs_start)))
+        }
         OpKind::SysfsWrite { path, value } => {
             let r = agent.sys(|| std::fs::write(path, value));
             r.map_err(|e| io_err(&e)).map(|()| Outcome::Done)

@@ -59,6 +59,10 @@ fn undo(changes: &[Change]) {
     for c in changes.iter().rev() {
         match c {
             Change::Wrote { path, was } => {
+                if path.ends_with("/ksm/run") {
+                    // Unmerge what the run merged and reset ksmd's scan before it stops.
+                    let _ = std::fs::write(path, "2");
+                }
                 let _ = std::fs::write(path, was);
             }
             Change::Mounted(t) => {
@@ -292,6 +296,11 @@ fn write_contents(path: &str, spec: &mm::FileSpec) -> std::io::Result<()> {
     for &(first, pages) in &spec.holes {
         backing.holes.insert(first, first + pages);
     }
+    // The size first: a tmpfs `huge=within_size` write then sees the file's final size.
+    f.set_len(size)?;
+    // tmpfs has no backing store: a page of zeros is a hole, which the model's tmpfs file (whose
+    // pages start on a backing store, unread) also reads as zeros without holding it.
+    let sparse = spec.fs.tmpfs_mount().is_some();
     if spec.fs.hugetlb_size().is_none() {
         let mut page = [0u8; 4096];
         for index in 0..size.div_ceil(4096) {
@@ -299,11 +308,13 @@ fn write_contents(path: &str, spec: &mm::FileSpec) -> std::io::Result<()> {
                 continue;
             }
             mm::sim::content::Content::read(backing.read(index).as_ref(), 0, &mut page);
+            if sparse && page.iter().all(|&b| b == 0) {
+                continue;
+            }
             let len = (size - index * 4096).min(4096) as usize;
             f.write_all_at(&page[..len], index * 4096)?;
         }
     }
-    f.set_len(size)?;
     f.sync_all()?;
     use std::os::fd::AsRawFd;
     let a = [f.as_raw_fd() as u64, 0, 0, libc::POSIX_FADV_DONTNEED as u64, 0, 0];

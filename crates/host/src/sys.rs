@@ -195,6 +195,19 @@ pub(crate) fn allocator_on_heap() {
     }
 }
 
+/// Lets the kernel reap this process's children when they exit (`SIGCHLD` ignored), so an
+/// agent's forked child leaves no zombie holding its place.
+pub(crate) fn reap_children_automatically() {
+    // SAFETY: setting a signal's disposition to SIG_IGN has no memory effect.
+    unsafe { libc::signal(libc::SIGCHLD, libc::SIG_IGN) };
+}
+
+/// Has this process killed when the thread that forked it ends (`PR_SET_PDEATHSIG`): an agent
+/// never outlives its controller or its parent agent.
+pub(crate) fn die_with_parent() {
+    let _ = raw(libc::SYS_prctl, [libc::PR_SET_PDEATHSIG as u64, libc::SIGKILL as u64, 0, 0, 0, 0]);
+}
+
 /// Waits on the futex word at `word` while it holds `value` (a process-shared futex).
 pub(crate) fn futex_wait(word: &std::sync::atomic::AtomicU32, value: u32) {
     let p = word as *const _ as u64;

@@ -678,6 +678,11 @@ pub(crate) async fn writeback(cx: &Cx, inode: InodeId) {
     if dirty.is_empty() {
         return;
     }
+    // `folio_clear_dirty_for_io`: the shared mappings are cleaned and write-protected before
+    // the write (their dirty bits already moved to the folio, which is dirty).
+    for &head in &dirty {
+        crate::rmap::folio_mkclean(cx, head).await;
+    }
     let io = cx.block_io(dirty.len() as u64);
     cx.sleep(io).await;
     let mut st = cx.st();

@@ -11,6 +11,10 @@
 //! The lock order of `mm/rmap.c`'s header comment is declared to the simulated lockdep by
 //! [`declare_lock_order`]; mechanisms that take these locks in another order are reported.
 //!
+//! `folio_mkclean` write-protects and cleans a file folio's shared mappings before writeback
+//! (found by `mmsim diff scenarios/shared-file.toml`: the host shows the page `Shared_Clean`
+//! after `fsync`).
+//!
 //! Approximations: one anon_vma per VMA plus its chain (the kernel reuses anon_vmas across
 //! generations when it can); the anon index is stored relative to its anon_vma's base so that it
 //! fits the 32-bit index `crate::folio` keeps per frame.
@@ -349,6 +353,41 @@ pub(crate) async fn folio_referenced(cx: &Cx, head: Pfn) -> (u32, VmFlags) {
         }
     }
     (young, VmFlags(flags))
+}
+
+/// `folio_mkclean` (`mm/rmap.c`, `page_mkclean_one`; as old as `page_mkclean`, v2.6.19): before a
+/// file folio is written back, every shared mapping's PTE (or PMD) of it is write-protected and
+/// cleaned under its page-table lock, and its TLB entry flushed, so that the next write through
+/// the mapping faults and dirties the folio again (`folio_clear_dirty_for_io`). Private mappings
+/// are skipped, as `invalid_mkclean_vma` skips them. Returns how many entries were dirty or
+/// writable (the caller moves that dirtiness to the folio first).
+pub(crate) async fn folio_mkclean(cx: &Cx, head: Pfn) -> u32 {
+    let mappers = cx.st().folio_mappers(head);
+    let mut cleaned = 0;
+    for m in mappers {
+        if cx.st().vma(m.vma).flags.0 & VmFlags::SHARED == 0 {
+            continue;
+        }
+        let Some((table, _, _)) = mapped_entry(&cx.st(), &m) else { continue };
+        let ptl = cx.st().pt.ptl(table);
+        let g = ptl.lock(cx).await;
+        let changed = {
+            let mut st = cx.st();
+            match mapped_entry(&st, &m) {
+                Some((t, i, pte)) if pte.dirty() || pte.write() => {
+                    set_entry(&mut st, &m, t, i, pte.without(Pte::DIRTY | Pte::RW));
+                    true
+                }
+                _ => false,
+            }
+        };
+        drop(g);
+        if changed {
+            cleaned += 1;
+            crate::arch::tlbflush::flush_tlb_page(cx, m.mm, m.addr).await;
+        }
+    }
+    cleaned
 }
 
 impl KState {

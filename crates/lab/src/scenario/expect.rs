@@ -237,6 +237,7 @@ pub fn judge_value(e: &Expect, value: Result<u64, String>) -> Judged {
         observed: value.as_ref().map_or_else(Clone::clone, u64::to_string),
         value: value.ok(),
         held,
+        addr: None,
     };
     let failure = (!held).then_some(Failure { line: e.line, expected, observed });
     Judged { reading, failure }

@@ -679,6 +679,10 @@ pub struct Reading {
     pub value: Option<u64>,
     /// Whether it met the scenario's expectation.
     pub held: bool,
+    /// The address an operation returned (where the model placed a mapping), which the native
+    /// executor reproduces relative to its own placement (`crates/host`).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub addr: Option<u64>,
 }
 
 /// An operation's result judged against its expectation: the reading, and the failure when it
@@ -783,6 +787,10 @@ pub fn judge(
         observed: neutral(result),
         value: None,
         held: ok,
+        addr: match result {
+            Ok(Outcome::Bound(Value::Addr(a))) => Some(a.0),
+            _ => None,
+        },
     };
     if ok {
         return Judged { reading, failure: None };

@@ -61,6 +61,20 @@ pub struct Scenario {
     /// `[requires]`: the kernels (and switches) the scenario means anything on; elsewhere a run
     /// is skipped with the reason, as a kernel selftest skips (`ksft_test_result_skip`).
     pub requires: Option<Requires>,
+    /// `[[host_differs]]`: rows where the real kernel is known to differ from the model
+    /// (`mmsim diff`, `crates/host`), each with its reason.
+    pub host_differs: Vec<HostDiffers>,
+}
+
+/// A declared difference between the host kernel and the model on one row of `mmsim diff`.
+#[derive(Clone, Debug)]
+pub struct HostDiffers {
+    pub line: usize,
+    /// The line of the operation or expectation that differs.
+    pub at: usize,
+    /// The host kernels it applies to (a `kernel` bound; empty: every one).
+    pub when: When,
+    pub reason: String,
 }
 
 /// A scenario's precondition on the run's kernel and switches, with why.

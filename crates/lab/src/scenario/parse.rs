@@ -33,6 +33,20 @@ pub fn parse_scenario(file: &str, text: &str) -> Result<Scenario, ScenarioError>
     p.scenario(&root)
 }
 
+/// The keys of a scenario file's top level.
+const TOP_KEYS: [&str; 10] = [
+    "machine",
+    "file",
+    "cgroup",
+    "process",
+    "step",
+    "expect",
+    "show",
+    "explore",
+    "requires",
+    "host_differs",
+];
+
 struct Parser<'a> {
     file: &'a str,
 }
@@ -63,18 +77,7 @@ impl<'a> Parser<'a> {
             files.push(file);
         }
         let cgroups = self.cgroups(&top)?;
-        let mut processes = Vec::new();
-        for n in top.list("process")? {
-            let f = self.fields(n, "[[process]]")?;
-            let cgroup = f.opt_str("cgroup")?;
-            if let Some(c) = &cgroup
-                && !cgroups.iter().any(|d| &d.path == c)
-            {
-                return Err(self.err(f.line_of("cgroup"), format!("cgroup `{c}` is not declared")));
-            }
-            processes.push(ProcessDecl { line: n.line, name: f.string("name")?, cgroup });
-            f.finish(&["name", "cgroup"])?;
-        }
+        let processes = self.processes(&top, &cgroups)?;
         let mut steps = Vec::new();
         for n in top.list("step")? {
             steps.push(self.step(n, machine.cpus.unwrap_or(1))?);
@@ -94,9 +97,10 @@ impl<'a> Parser<'a> {
             explore.push(self.explore(n)?);
         }
         let requires = top.get("requires").map(|n| self.requires(n)).transpose()?;
-        top.finish(&[
-            "machine", "file", "cgroup", "process", "step", "expect", "show", "explore", "requires",
-        ])?;
+        let host_differs = top.list("host_differs")?;
+        let host_differs = host_differs.iter().map(|n| self.host_differs(n));
+        let host_differs = host_differs.collect::<Result<Vec<_>, _>>()?;
+        top.finish(&TOP_KEYS)?;
         let scenario = Scenario {
             file: self.file.into(),
             machine,
@@ -108,9 +112,32 @@ impl<'a> Parser<'a> {
             show,
             explore,
             requires,
+            host_differs,
         };
         self.check_names(&scenario)?;
+        self.check_host_differs(&scenario)?;
         Ok(scenario)
+    }
+
+    /// `[[process]]` tables, each in a declared cgroup if any.
+    fn processes(
+        &self,
+        top: &Fields,
+        cgroups: &[CgroupDecl],
+    ) -> Result<Vec<ProcessDecl>, ScenarioError> {
+        let mut processes = Vec::new();
+        for n in top.list("process")? {
+            let f = self.fields(n, "[[process]]")?;
+            let cgroup = f.opt_str("cgroup")?;
+            if let Some(c) = &cgroup
+                && !cgroups.iter().any(|d| &d.path == c)
+            {
+                return Err(self.err(f.line_of("cgroup"), format!("cgroup `{c}` is not declared")));
+            }
+            processes.push(ProcessDecl { line: n.line, name: f.string("name")?, cgroup });
+            f.finish(&["name", "cgroup"])?;
+        }
+        Ok(processes)
     }
 
     /// `[[cgroup]]` tables: paths under declared parents, each declared once.
@@ -149,6 +176,38 @@ impl<'a> Parser<'a> {
             return Err(self.err(node.line, "[requires]: expected `kernel` or a switch to require"));
         }
         Ok(Requires { line: node.line, when, reason })
+    }
+
+    /// `[[host_differs]]`: a row of `mmsim diff` where the host kernel is known to answer
+    /// otherwise than the model, on the kernels `kernel` names, and why.
+    fn host_differs(&self, node: &Node) -> Result<HostDiffers, ScenarioError> {
+        let f = self.fields(node, "[[host_differs]]")?;
+        let at = f.opt_u64("line")?.ok_or_else(|| {
+            self.err(
+                node.line,
+                "[[host_differs]]: expected `line`, the line of the operation or expectation",
+            )
+        })?;
+        let reason = f.string("reason")?;
+        let conditions = f.get("kernel").map(|n| vec![("kernel".to_string(), n.clone())]);
+        let table = Kind::Table(conditions.unwrap_or_default());
+        let when = self.when(&Node { line: node.line, kind: table })?;
+        f.finish(&["line", "reason", "kernel"])?;
+        Ok(HostDiffers { line: node.line, at: at as usize, when, reason })
+    }
+
+    /// Each `[[host_differs]]` names the line of an operation or an expectation.
+    fn check_host_differs(&self, s: &Scenario) -> Result<(), ScenarioError> {
+        let expects = s.steps.iter().flat_map(|st| &st.expects).chain(&s.expects);
+        let mut lines: Vec<usize> = s.all_ops().map(|op| op.line).collect();
+        lines.extend(expects.map(|e| e.line));
+        match s.host_differs.iter().find(|d| !lines.contains(&d.at)) {
+            Some(d) => Err(self.err(
+                d.line,
+                format!("[[host_differs]]: line {} holds no operation or expectation", d.at),
+            )),
+            None => Ok(()),
+        }
     }
 
     fn machine(&self, node: &Node) -> Result<MachineSpec, ScenarioError> {
