@@ -54,7 +54,7 @@ def test_missing_file_and_bad_overrides(tmp_path, scenarios):
     with pytest.raises(mmsim.ScenarioError) as e:
         mmsim.run_scenario(tmp_path / "absent.toml")
     assert e.value.line == 0
-    with pytest.raises(mmsim.ScenarioError, match="unknown switch `tlb`"):
+    with pytest.raises(mmsim.ScenarioError, match="unknown setting `tlb`"):
         mmsim.run_scenario(scenarios / "fork-cow.toml", set={"tlb": "lazy"})
     with pytest.raises(mmsim.ConfigError):
         mmsim.run_scenario(scenarios / "fork-cow.toml", kernel="v9.9")

@@ -197,6 +197,10 @@ fn bad_input_exits_2_naming_file_and_line() {
         (vec!["--set", "nonsense"], "--set nonsense: expected KEY=VALUE"),
         (vec!["--set", "lru=mglru", "--kernel", "v5.15"], "lru = mglru is not modelled for v5.15"),
         (vec!["--scheduler", "lottery"], "unknown scheduler `lottery`"),
+        (vec!["--set", "swapiness=100"], "did you mean `swappiness`?"),
+        (vec!["--set", "cost.zero_page4k=9"], "did you mean `cost.zero_page_4k`?"),
+        (vec!["--set", "cow_reus=mapcount"], "did you mean `cow_reuse`?"),
+        (vec!["--kernel", "v5.99"], "kernel v5.99 was never released: v5.19 was followed by v6.0"),
         (vec!["--show", "smaps"], "expected smaps:PROCESS"),
     ] {
         let mut full = vec!["run", path.as_str()];

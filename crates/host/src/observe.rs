@@ -44,6 +44,12 @@ pub fn noise(what: &Observable) -> u64 {
     }
 }
 
+/// Whether a meminfo line describes the hugetlb pools, which the run sets to the model's values
+/// (`setup.rs`) and nothing else on the host uses: read as they are, not as a change.
+fn is_hugetlb_pool(name: &str) -> bool {
+    name.starts_with("HugePages_") || name == "Hugetlb"
+}
+
 /// Whether a sysfs file is a daemon's progress counter.
 fn is_progress(path: &str) -> bool {
     path.ends_with("/full_scans")
@@ -128,6 +134,7 @@ pub fn class(what: &Observable, host: HostTraits) -> Class {
         {
             Class::Exact
         }
+        Observable::Meminfo { name } if is_hugetlb_pool(name) => Class::Exact,
         Observable::Sysfs { path } if is_progress(path) => Class::Progress,
         Observable::Sysfs { .. } => Class::Change,
         Observable::Vmstat { .. } | Observable::Meminfo { .. } | Observable::MemoryStat { .. } => {
@@ -463,6 +470,10 @@ impl Observer<'_> {
             Observable::Fstat { file, field } => self.fstat(file, field),
             Observable::Vmstat { name } => {
                 delta(&read_table("/proc/vmstat")?, &self.baseline.vmstat, name)
+            }
+            Observable::Meminfo { name } if is_hugetlb_pool(name) => {
+                let table = read_table("/proc/meminfo")?;
+                table.get(name.as_str()).copied().ok_or_else(|| format!("no `{name}` in meminfo"))
             }
             Observable::Meminfo { name } => {
                 delta(&read_table("/proc/meminfo")?, &self.baseline.meminfo, name)

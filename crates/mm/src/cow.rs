@@ -57,7 +57,7 @@ fn with_trylock(st: &mut KState, head: Pfn, decide: impl FnOnce(&mut KState) -> 
 /// `reuse_swap_page` (v5.8), with the folio locked by the caller: mapcount + swapcount <= 1;
 /// a reused page leaves the swap cache.
 pub(crate) fn reuse_swap_page(st: &mut KState, head: Pfn, page: Pfn) -> bool {
-    let swapcount = st.swap.slot_of(head).map_or(0, |slot| u32::from(st.swap.count(slot)));
+    let swapcount = st.swap.slot_of(head).map_or(0, |slot| st.swap.count(slot));
     if st.folios.folio_mapcount(head) + swapcount > 1 {
         return false;
     }

@@ -47,6 +47,14 @@ impl FromStr for KernelVersion {
         if !(KernelVersion::new(4, 0)..=KernelVersion::new(6, 19)).contains(&v) {
             return Err(format!("kernel {v} is outside the modelled range v4.0 to v6.19"));
         }
+        // Mainline's last minor of each major: v4.20 was followed by v5.0, v5.19 by v6.0.
+        let last = if major == 4 { 20 } else { 19 };
+        if minor > last {
+            return Err(format!(
+                "kernel {v} was never released: v{major}.{last} was followed by v{}.0",
+                major + 1
+            ));
+        }
         Ok(v)
     }
 }
@@ -970,6 +978,42 @@ pub fn has_madv_cold_pageout(k: KernelVersion) -> bool {
     k >= v(5, 4)
 }
 
+/// How `madvise_cold_or_pageout_pte_range` asks whether a folio is mapped elsewhere, and
+/// whether it takes a large folio whole (`madvise.rs` has the walk). Ids and versions from the
+/// patches' mainline `Fixes:` tags and the mm-stable lists.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PageoutSharing {
+    /// v5.4-v5.5 (1a4e58cce84e): a THP by its page's mapcount (`page_mapcount != 1`), a
+    /// PMD-mapped one only when the range covers part of it; a small page is not asked.
+    Unasked,
+    /// v5.6-v6.2: "mm: do not allow MADV_PAGEOUT for CoW pages" (12e967fd8e4e) asks every page
+    /// (`page_mapcount != 1`).
+    PageMapcount,
+    /// v6.3-v6.4: the folio conversion (07e8c82b5eff) asks `folio_mapcount != 1`, which a
+    /// PTE-mapped THP (512 mappings) always fails: the walk breaks off at it.
+    FolioMapcount,
+    /// v6.5-v6.9: a large folio by its first page's mapcount (`folio_estimated_sharers`,
+    /// 2f406263e3e9).
+    FirstPage,
+    /// v6.10+: "mm: madvise: avoid split during MADV_PAGEOUT and MADV_COLD" (3931b871c493): a
+    /// large folio whose PTEs all lie in the range is taken whole when every page is mapped once
+    /// (`folio_mapcount == folio_nr_pages`); otherwise split unless `folio_likely_mapped_shared`
+    /// (ebb34f78d72c; `folio_maybe_mapped_shared` from v6.15, the same test here), and a failure
+    /// skips the folio's PTEs instead of ending the walk.
+    Batched,
+}
+
+/// The era's [`PageoutSharing`].
+pub fn pageout_sharing(k: KernelVersion) -> PageoutSharing {
+    match k {
+        k if k < v(5, 6) => PageoutSharing::Unasked,
+        k if k < v(6, 3) => PageoutSharing::PageMapcount,
+        k if k < v(6, 5) => PageoutSharing::FolioMapcount,
+        k if k < v(6, 10) => PageoutSharing::FirstPage,
+        _ => PageoutSharing::Batched,
+    }
+}
+
 /// `MADV_FREE` exists: "mm: support madvise(MADV_FREE)" (854e9ed09ded, v4.5); before, EINVAL.
 pub fn has_madv_free(k: KernelVersion) -> bool {
     k >= v(4, 5)
@@ -1015,6 +1059,24 @@ pub fn kpageflags_from_folio(k: KernelVersion) -> bool {
 /// PMD `PM_MMAP_EXCLUSIVE` if the head page's mapcount was 1, and never set `PM_FILE`.
 pub fn pagemap_pmd_per_page(k: KernelVersion) -> bool {
     k >= v(6, 11)
+}
+
+/// `PM_MMAP_EXCLUSIVE` of a PMD-mapped THP's entries is each page's own only from v6.11 to v6.14:
+/// "fs/proc/task_mmu: remove per-page mapcount dependency for PM_MMAP_EXCLUSIVE
+/// (CONFIG_NO_PAGE_MAPCOUNT)" (eb16876971ea, v6.15) asks for every entry of the PMD about the
+/// page the PMD maps (its head), as before v6.11. The model is a `CONFIG_PAGE_MAPCOUNT` kernel
+/// (the default), where that question is the head page's precise mapcount; seen on 6.18 by
+/// `mmsim diff scenarios/inspect/thp-pagemap-eras.toml`.
+pub fn pagemap_pmd_exclusive_per_page(k: KernelVersion) -> bool {
+    (v(6, 11)..v(6, 15)).contains(&k)
+}
+
+/// `/proc/PID/smaps` counts a hugetlb page reached through a shared PMD table as
+/// `Shared_Hugetlb`: "mm: hugetlb: proc: check for hugetlb shared PMD in /proc/PID/smaps"
+/// (3489dbb696d2, v6.2; backported to the stable series). Before, only a page mapped at least
+/// twice was shared, and a shared table maps each page once however many mms use it.
+pub fn smaps_hugetlb_counts_pmd_shared(k: KernelVersion) -> bool {
+    k >= v(6, 2)
 }
 
 /// `brk` keeps `stack_guard_gap` (256 pages) below a `VM_GROWSDOWN` VMA: "mm: larger stack
@@ -1113,6 +1175,12 @@ mod tests {
         assert!(s.set("tlb", "x").unwrap_err().starts_with("unknown switch `tlb`"));
         assert!("v7.1".parse::<KernelVersion>().is_err());
         assert!("five".parse::<KernelVersion>().is_err());
+        let never = "v5.99".parse::<KernelVersion>().unwrap_err();
+        assert!(never.contains("never released") && never.contains("v5.19"), "{never}");
+        assert!(
+            "v4.20".parse::<KernelVersion>().is_ok() && "v4.21".parse::<KernelVersion>().is_err()
+        );
+        assert!("v6.19".parse::<KernelVersion>().is_ok());
         s.set("lru", "mglru").unwrap();
         assert!(s.check_implemented(KernelVersion::DEFAULT).is_ok());
         let old = KernelVersion::new(5, 15);

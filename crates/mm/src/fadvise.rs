@@ -2,7 +2,8 @@
 //! `fadv_noreuse` switch; `docs/reference/kernel-semantics.md` section D.1).
 //!
 //! - Errors: a bad descriptor is EBADF, a pipe ESPIPE, a negative length or an unknown advice
-//!   EINVAL. On tmpfs (no backing device) every valid advice is accepted and does nothing.
+//!   EINVAL. On tmpfs and hugetlbfs (no backing device) and on a DAX file every valid advice is
+//!   accepted and does nothing.
 //! - `NORMAL`: the file's readahead window back to the device default; clears FMODE_RANDOM and
 //!   (v6.3+) FMODE_NOREUSE.
 //! - `RANDOM`: sets FMODE_RANDOM (`read()` then reads only what it is asked for).

@@ -229,6 +229,9 @@ pub(crate) struct HInode {
     pub(crate) resv: RegionMap,
     /// Faults and truncations in progress on the file (for the truncation checker, B-INV1).
     pub(crate) busy: u32,
+    /// The end (a huge-page index) of the pages `fallocate(FALLOC_FL_KEEP_SIZE)` placed since the
+    /// last truncation: they may lie beyond `i_size` (for the truncation checker, B-INV1).
+    pub(crate) kept_end: u64,
     /// On the mount with the subpool (`subpool.rs`).
     pub(crate) spool: bool,
 }
@@ -580,7 +583,8 @@ impl KState {
     pub(crate) fn hugetlbfs_inode_init(&mut self, inode: InodeId, fs: FsType) {
         if let Some(size) = fs.hugetlb_size() {
             let resv = RegionMap::default();
-            let hi = HInode { size, cache: BTreeMap::new(), resv, busy: 0, spool: false };
+            let hi =
+                HInode { size, cache: BTreeMap::new(), resv, busy: 0, kept_end: 0, spool: false };
             self.hugetlb.inodes.insert(inode, hi);
         }
     }

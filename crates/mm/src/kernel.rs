@@ -29,6 +29,10 @@ use std::future::Future;
 use std::ops::Deref;
 use std::rc::Rc;
 
+/// The largest `read_ahead_kb` a run takes (1 GiB): the kernel's sysfs file takes any number, but
+/// a window that large is far above any real setting, and every window is read in one step.
+pub const MAX_READ_AHEAD_KB: u64 = 1 << 20;
+
 /// Tunables that are sysfs or sysctl settings rather than kernel versions.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Tunables {

@@ -1,6 +1,7 @@
-//! `MADV_FREE` (`mm/madvise.c` `madvise_free_single_vma` and `madvise_free_pte_range`,
-//! `mm/swap.c` `folio_mark_lazyfree`, Linux v6.8; v4.5-v4.11 as `era::lazyfree_on_anon_lru`
-//! describes; the other advice is dispatched by `mmap::do_madvise`).
+//! `MADV_FREE`, `MADV_COLD`/`MADV_PAGEOUT`, `MADV_REMOVE` and `MADV_WILLNEED` (`mm/madvise.c`
+//! `madvise_free_single_vma` and `madvise_free_pte_range`, `madvise_cold_or_pageout_pte_range`,
+//! `mm/swap.c` `folio_mark_lazyfree`, Linux v6.8, with the eras below; the other advice is
+//! dispatched by `mmap::do_madvise`).
 //!
 //! `MADV_FREE` (v4.5, 854e9ed09ded) tells the kernel that the anonymous pages of a range may be
 //! dropped instead of swapped: each present page of a private anonymous VMA that only this
@@ -27,6 +28,27 @@
 //! as it is in every era (v4.5-v4.11 still cleaned and deactivated its PTE, keeping only its
 //! `PG_dirty`; what reclaim then did depended on the order of the rmap walk).
 //!
+//! `MADV_COLD` and `MADV_PAGEOUT` (v5.4, 9c276cc65a58 and 1a4e58cce84e; `madvise_cold`,
+//! `madvise_pageout`, `madvise_cold_or_pageout_pte_range`): EINVAL on a locked, PFN-mapped or
+//! hugetlb VMA (`can_madv_lru_vma`); otherwise a page walk, PMD by PMD under `mmap_lock` for
+//! read. A folio the walk takes loses its accessed bits and `PG_referenced`; `MADV_COLD`
+//! deactivates it, `MADV_PAGEOUT` isolates it and reclaims the PMD's folios at the end of the
+//! PMD (`reclaim_pages`, which swaps an anonymous THP whole where the era does, `vmscan.rs`).
+//! Under the PMD's lock a PMD-mapped THP (not the huge zero page) that the era's sharing test
+//! (`era::pageout_sharing`) finds mapped elsewhere is skipped; one the range covers whole is
+//! taken whole; one it covers in part is locked (sleeping), split, and its PTEs walked. Under
+//! the PTE table's lock: a page of a large folio is split first (trylock; a shared folio or a
+//! failed lock or split ends the PMD's walk before v6.10 and skips the folio's PTEs from v6.10,
+//! where a folio all of whose PTEs lie in the range is taken whole instead); a small folio (and
+//! from v6.10 a whole large one) is taken when it is mapped only here (not asked in v5.4-v5.5).
+//!
+//! Approximations of the walk: the accessed bits are cleared for `MADV_PAGEOUT` too (later
+//! kernels clear them only for `MADV_COLD`); a file THP cannot be split by the model, so a
+//! partly covered one is left as it is (as a failed split leaves it); the caller is root, so
+//! `can_do_file_pageout` and the anonymous-only filter (v6.2, fd3b1bc3c86e) never refuse a
+//! file page; v6.9's "allow split while folio_estimated_sharers = 0" (cc864ebba5f6, version
+//! not verified) is not modelled.
+//!
 //! `MADV_REMOVE` (`madvise_remove`) punches a hole in the file behind a shared writable mapping:
 //! `vfs_fallocate(PUNCH_HOLE | KEEP_SIZE)` over the range's file offsets, VMA by VMA, so the
 //! pages and blocks go from the file and every mapping of it (tmpfs, hugetlbfs and disk file
@@ -41,19 +63,21 @@
 //! and is minor.
 
 use crate::arch::tlbflush::flush_tlb_range;
+use crate::era::PageoutSharing;
 use crate::errno::Errno;
 use crate::fadvise::advice as fadv;
+use crate::filemap::{folio_lock, folio_trylock, folio_unlock};
 use crate::folio::pg;
 use crate::fs::falloc;
 use crate::kernel::{Cx, KState};
 use crate::memory::vm_normal_page;
 use crate::mm_struct::MmId;
 use crate::mmap::covering;
-use crate::pgtable::{Level, PtId, Pte};
+use crate::pgtable::{Level, PtId, Pte, Upper};
 use crate::sim::cost::Cost;
 use crate::vma::VmFlags;
 use crate::zap::split_huge_pmd_edges;
-use simcore::{Bytes, VirtAddr};
+use simcore::{Bytes, Pfn, VirtAddr};
 
 /// `MADV_FREE` over `[start, end)` of `mm`.
 pub(crate) async fn madvise_free(
@@ -269,6 +293,297 @@ async fn swapin_anon_range(cx: &Cx, mm: MmId, start: VirtAddr, end: VirtAddr) {
             }
         }
         cx.sleep(cx.block_io(1)).await;
-        crate::filemap::folio_unlock(cx, new);
+        folio_unlock(cx, new);
+    }
+}
+
+/// Where a pass over one PTE table of `MADV_COLD`/`MADV_PAGEOUT` stopped.
+enum PtePass {
+    /// At the end of the range, or broken off (a shared or unsplittable large folio before
+    /// v6.10).
+    Done,
+    /// At a large folio to split first: locked, with a reference held; `nr` PTEs from the
+    /// current address map it.
+    Split { head: Pfn, nr: u64 },
+}
+
+/// `madvise_cold` and `madvise_pageout` over `[start, end)` of `mm` (the module note).
+pub(crate) async fn madvise_cold_or_pageout(
+    cx: &Cx,
+    mm: MmId,
+    start: VirtAddr,
+    end: VirtAddr,
+    pageout: bool,
+) -> Result<(), Errno> {
+    let lock = cx.st().mm(mm).mmap_lock;
+    let _g = lock.read(cx).await;
+    let vmas = covering(&cx.st(), mm, start, end)?;
+    for v in vmas {
+        let (vs, ve) = {
+            let st = cx.st();
+            let vma = st.vma(v);
+            // `can_madv_lru_vma`.
+            if vma.flags.has(VmFlags::LOCKED | VmFlags::PFNMAP) || st.hstate_vma(v).is_some() {
+                return Err(Errno::EINVAL);
+            }
+            (vma.start.max(start), vma.end.min(end))
+        };
+        let mut addr = vs;
+        while addr < ve {
+            if let Some(end) = pmd_hole_end(&cx.st(), mm, addr) {
+                addr = end.min(ve);
+                continue;
+            }
+            let next = (addr.align_down(Bytes::PMD) + Bytes::PMD).min(ve);
+            let taken = cold_or_pageout_pmd(cx, mm, addr, next, pageout).await;
+            // `reclaim_pages` at the end of each PMD's walk, under `mmap_lock`.
+            if !taken.is_empty() {
+                crate::vmscan::reclaim_pages(cx, taken).await;
+            }
+            addr = next;
+        }
+        flush_tlb_range(cx, mm, vs, ve).await;
+    }
+    Ok(())
+}
+
+/// Where the empty PMD entry (or upper-level hole) at `addr` ends, as the page walk skips
+/// `pmd_none`; `None` when a PMD entry maps or points at something there.
+fn pmd_hole_end(st: &KState, mm: MmId, addr: VirtAddr) -> Option<VirtAddr> {
+    let pgd = st.mm(mm).pgd;
+    let empty = match st.pt.pmd_slot(pgd, addr) {
+        None => true,
+        Some((t, i)) => matches!(st.pt.upper(t, i), Upper::None),
+    };
+    empty.then(|| st.pt.skip_empty(pgd, addr))
+}
+
+/// `madvise_cold_or_pageout_pte_range` over `[addr, next)`, inside one PMD: the PMD-mapped THP,
+/// or the PTEs with their large folios split on the way. Returns the folios `MADV_PAGEOUT`
+/// isolated.
+async fn cold_or_pageout_pmd(
+    cx: &Cx,
+    mm: MmId,
+    addr: VirtAddr,
+    next: VirtAddr,
+    pageout: bool,
+) -> Vec<Pfn> {
+    let mut taken = Vec::new();
+    if !cold_or_pageout_huge_pmd(cx, mm, addr, next, pageout, &mut taken).await {
+        return taken;
+    }
+    let batched = crate::era::pageout_sharing(cx.kernel().version) == PageoutSharing::Batched;
+    let mut at = addr;
+    while let PtePass::Split { head, nr } =
+        cold_or_pageout_ptes(cx, mm, &mut at, next, pageout, &mut taken).await
+    {
+        let split = crate::huge_memory::split::split_folio(cx, head).await.is_ok();
+        folio_unlock(cx, head);
+        cx.st().put_folio_extra(head);
+        if !split {
+            if !batched {
+                break;
+            }
+            at = at + Bytes(nr * Bytes::PAGE.as_u64());
+        }
+    }
+    taken
+}
+
+/// The PMD half of the walk, under the PMD's lock: a THP mapped by the PMD is taken whole when
+/// the range covers it, else locked and split (`false` when the PTE loop has nothing to do: no
+/// PTE table, a THP taken, skipped or left unsplit).
+async fn cold_or_pageout_huge_pmd(
+    cx: &Cx,
+    mm: MmId,
+    addr: VirtAddr,
+    next: VirtAddr,
+    pageout: bool,
+    taken: &mut Vec<Pfn>,
+) -> bool {
+    let slot = {
+        let st = cx.st();
+        st.pt.pmd_slot(st.mm(mm).pgd, addr)
+    };
+    let Some((t, i)) = slot else { return false };
+    let ptl = cx.st().pt.ptl(t);
+    let g = ptl.lock(cx).await;
+    let split = {
+        let mut st = cx.st();
+        let rule = crate::era::pageout_sharing(cx.kernel().version);
+        match huge_pmd_decision(&mut st, (t, i), rule, addr, next) {
+            HugePmd::Ptes => return true,
+            HugePmd::Skip => return false,
+            HugePmd::Take(head) => {
+                take_folio(&mut st, head, pageout, taken);
+                return false;
+            }
+            HugePmd::Split(head) => {
+                st.folios.get_extra(head);
+                head
+            }
+        }
+    };
+    drop(g);
+    folio_lock(cx, split).await;
+    let done = crate::huge_memory::split::split_folio(cx, split).await.is_ok();
+    folio_unlock(cx, split);
+    cx.st().put_folio_extra(split);
+    done
+}
+
+/// What the walk does with the PMD entry `(t, i)` over `[addr, next)`.
+enum HugePmd {
+    /// A PTE table: walk it.
+    Ptes,
+    /// Nothing, a huge zero page, or a THP the era finds mapped elsewhere.
+    Skip,
+    /// A THP the range covers whole (its PMD made old).
+    Take(Pfn),
+    /// A THP the range covers in part.
+    Split(Pfn),
+}
+
+fn huge_pmd_decision(
+    st: &mut KState,
+    (t, i): (PtId, usize),
+    rule: PageoutSharing,
+    addr: VirtAddr,
+    next: VirtAddr,
+) -> HugePmd {
+    let e = match st.pt.upper(t, i) {
+        Upper::Table(_) => return HugePmd::Ptes,
+        Upper::None => return HugePmd::Skip,
+        Upper::Leaf(e) => e,
+    };
+    if !e.is_present() || Some(e.pfn()) == st.huge_zero_pfn {
+        return HugePmd::Skip;
+    }
+    let head = st.folios.head(e.pfn());
+    let whole = addr.is_aligned(Bytes::PMD) && next.offset_from(addr) == Bytes::PMD;
+    if (rule != PageoutSharing::Unasked || !whole) && mapped_elsewhere(st, rule, head, head) {
+        return HugePmd::Skip;
+    }
+    if whole {
+        st.pt.set_upper(t, i, Upper::Leaf(e.without(Pte::ACCESSED)));
+        return HugePmd::Take(head);
+    }
+    HugePmd::Split(head)
+}
+
+/// The PTE loop from `*at` to `next` under the PTE table's lock (the module note).
+async fn cold_or_pageout_ptes(
+    cx: &Cx,
+    mm: MmId,
+    at: &mut VirtAddr,
+    next: VirtAddr,
+    pageout: bool,
+    taken: &mut Vec<Pfn>,
+) -> PtePass {
+    let slot = {
+        let st = cx.st();
+        st.pt.pte_slot(st.mm(mm).pgd, *at)
+    };
+    let Some((table, _)) = slot else { return PtePass::Done };
+    let ptl = cx.st().pt.ptl(table);
+    let _g = ptl.lock(cx).await;
+    let rule = crate::era::pageout_sharing(cx.kernel().version);
+    let (pass, visited) = scan_ptes(&mut cx.st(), table, rule, at, next, pageout, taken);
+    cx.charge_n(Cost::PteUpdate, visited).await;
+    pass
+}
+
+/// The PTE loop's body over one table, until `next` or a large folio to split; returns where
+/// it stopped and how many PTEs it made old.
+fn scan_ptes(
+    st: &mut KState,
+    table: PtId,
+    rule: PageoutSharing,
+    at: &mut VirtAddr,
+    next: VirtAddr,
+    pageout: bool,
+    taken: &mut Vec<Pfn>,
+) -> (PtePass, u64) {
+    let mut visited = 0;
+    while *at < next && st.pt.is_live(table) {
+        let i = Level::Pte.index(*at);
+        let Some(page) = vm_normal_page(st.pt.pte(table, i)) else {
+            *at = *at + Bytes::PAGE;
+            continue;
+        };
+        let head = st.folios.head(page);
+        let pages = st.folios.order(head).pages();
+        let batched = rule == PageoutSharing::Batched;
+        let nr = if batched { pte_batch(st, table, i, page, *at, next) } else { 1 };
+        let step = Bytes(nr * Bytes::PAGE.as_u64());
+        if pages > 1 && nr < pages {
+            if mapped_elsewhere(st, rule, head, page) || !folio_trylock(st, head) {
+                if !batched {
+                    return (PtePass::Done, visited);
+                }
+                *at = *at + step;
+                continue;
+            }
+            st.folios.get_extra(head);
+            return (PtePass::Split { head, nr }, visited);
+        }
+        if rule == PageoutSharing::Unasked || u64::from(st.folios.folio_mapcount(head)) == pages {
+            for j in i..i + nr as usize {
+                let pte = st.pt.pte(table, j);
+                st.pt.set_pte(table, j, pte.without(Pte::ACCESSED));
+            }
+            visited += nr;
+            take_folio(st, head, pageout, taken);
+        }
+        *at = *at + step;
+    }
+    (PtePass::Done, visited)
+}
+
+/// `folio_pte_batch` from the PTE at `i` mapping `page`: how many PTEs in a row, up to `next`,
+/// map the following pages of its folio (1 for a small folio).
+fn pte_batch(st: &KState, table: PtId, i: usize, page: Pfn, at: VirtAddr, next: VirtAddr) -> u64 {
+    let head = st.folios.head(page);
+    let folio_end = head.0 + st.folios.order(head).pages();
+    let max = (next.offset_from(at).as_u64() / Bytes::PAGE.as_u64()).min(folio_end - page.0);
+    let mut nr = 1;
+    while nr < max
+        && (i + nr as usize) < 512
+        && vm_normal_page(st.pt.pte(table, i + nr as usize)) == Some(page + nr)
+    {
+        nr += 1;
+    }
+    nr
+}
+
+/// The era's sharing test of `head`, reached through `page` (the PMD's page is the head).
+fn mapped_elsewhere(st: &KState, rule: PageoutSharing, head: Pfn, page: Pfn) -> bool {
+    let f = &st.folios;
+    let precise = |p: Pfn| f.page_mapcount(p) + f.entire_mapcount(head);
+    match rule {
+        PageoutSharing::Unasked | PageoutSharing::PageMapcount => precise(page) != 1,
+        PageoutSharing::FolioMapcount => f.folio_mapcount(head) != 1,
+        PageoutSharing::FirstPage => precise(head) != 1,
+        PageoutSharing::Batched => {
+            // `folio_likely_mapped_shared`.
+            let mapcount = f.folio_mapcount(head);
+            if f.large(head).is_none() || mapcount <= 1 {
+                return mapcount > 1;
+            }
+            f.entire_mapcount(head) > 0
+                || u64::from(mapcount) > f.order(head).pages()
+                || f.page_mapcount(head) > 1
+        }
+    }
+}
+
+/// A folio the walk takes: its `PG_referenced` cleared, then deactivated (`MADV_COLD`) or put
+/// on the list to reclaim (`MADV_PAGEOUT`, once).
+fn take_folio(st: &mut KState, head: Pfn, pageout: bool, taken: &mut Vec<Pfn>) {
+    st.folios.clear_flag(head, pg::REFERENCED);
+    if !pageout {
+        st.folio_deactivate(head);
+    } else if !taken.contains(&head) {
+        taken.push(head);
     }
 }

@@ -898,51 +898,6 @@ fn updates_vm_flags(kernel: KernelVersion, advice: u32) -> bool {
     }
 }
 
-/// `MADV_COLD` and `MADV_PAGEOUT` (`madvise_cold_or_pageout_pte_range`).
-async fn madvise_cold_or_pageout(
-    cx: &Cx,
-    mm: MmId,
-    start: VirtAddr,
-    end: VirtAddr,
-    advice: u32,
-) -> Result<(), Errno> {
-    let lock = cx.st().mm(mm).mmap_lock;
-    let folios = {
-        let _g = lock.read(cx).await;
-        let mut st = cx.st();
-        covering(&st, mm, start, end)?;
-        // `madvise_cold_or_pageout_pte_range`: private pages only (mapped once), their
-        // accessed bits cleared.
-        let pgd = st.mm(mm).pgd;
-        let mut found = Vec::new();
-        let mut a = start;
-        while a < end {
-            let Some((t, i)) = st.pt.pte_slot(pgd, a) else {
-                a = st.pt.skip_empty(pgd, a);
-                continue;
-            };
-            let pte = st.pt.pte(t, i);
-            if let Some(page) = vm_normal_page(pte) {
-                let head = st.folios.head(page);
-                if st.folios.folio_mapcount(head) == 1 && !found.contains(&head) {
-                    st.pt.set_pte(t, i, pte.without(Pte::ACCESSED));
-                    found.push(head);
-                }
-            }
-            a = a + Bytes::PAGE;
-        }
-        if advice == madv::COLD {
-            for &h in &found {
-                st.folio_deactivate(h);
-            }
-            found.clear();
-        }
-        found
-    };
-    crate::vmscan::reclaim_pages(cx, folios).await;
-    Ok(())
-}
-
 /// `MADV_DONTNEED` (`madvise_dontneed_single_vma`): zaps the range VMA by VMA under
 /// `mmap_lock` for read.
 async fn madvise_dontneed(cx: &Cx, mm: MmId, start: VirtAddr, end: VirtAddr) -> Result<(), Errno> {
@@ -971,7 +926,8 @@ pub(crate) async fn do_madvise(
     match advice {
         madv::DONTNEED => madvise_dontneed(cx, mm, start, end).await,
         madv::COLD | madv::PAGEOUT if crate::era::has_madv_cold_pageout(cx.kernel().version) => {
-            madvise_cold_or_pageout(cx, mm, start, end, advice).await
+            crate::madvise::madvise_cold_or_pageout(cx, mm, start, end, advice == madv::PAGEOUT)
+                .await
         }
         a if updates_vm_flags(cx.kernel().version, a) => {
             let _g = lock.write(cx).await;

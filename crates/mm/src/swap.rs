@@ -23,6 +23,13 @@
 //! cluster is free the caller falls back to splitting. Swap-in stays per 4 KiB page: no
 //! anonymous THP swap-in before the mTHP swap-in of v6.10+, which the model does not have.
 //!
+//! A slot's map byte counts up to `SWAP_MAP_MAX` (0x3e) references; past it the kernel carries
+//! the count on continuation pages (`add_swap_count_continuation`, `COUNT_CONTINUED`), so a swap
+//! entry can be shared by any number of forks. The model keeps the carried part beside the map
+//! (`continued`), one number per slot where the kernel keeps digits on chained pages; the
+//! continuation page's allocation (which can fail and make `copy_pte_range` retry) is not
+//! modelled.
+//!
 //! Approximations: one swap device of type 0; slots are allocated lowest-first (the kernel uses
 //! per-CPU clusters); no swap readahead (`page-cluster`) and no zswap.
 
@@ -36,6 +43,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 /// `SWAP_HAS_CACHE` in the slot map.
 const HAS_CACHE: u8 = 0x40;
+/// `SWAP_MAP_MAX`: the most references a map byte holds before the count continues.
+const SWAP_MAP_MAX: u8 = 0x3e;
 
 /// The machine's swap device.
 #[derive(Debug, Default)]
@@ -46,6 +55,8 @@ pub struct SwapDevice {
     /// folio. It grows as slots are first used, so the host pays for the slots a run uses, not
     /// for the device's size; every slot past its end is free.
     map: Vec<u8>,
+    /// References past `SWAP_MAP_MAX`, of the slots whose map byte is full (the module note).
+    continued: BTreeMap<u64, u32>,
     /// Free slots below the end of `map`.
     free: BTreeSet<u64>,
     /// Contents written to each slot.
@@ -110,9 +121,10 @@ impl SwapDevice {
         Some(first)
     }
 
-    /// PTE references of a slot (`swap_count`).
-    pub fn count(&self, slot: u64) -> u8 {
-        self.map[slot as usize] & !HAS_CACHE
+    /// PTE references of a slot (`swap_count`, with its continuation).
+    pub fn count(&self, slot: u64) -> u32 {
+        u32::from(self.map[slot as usize] & !HAS_CACHE)
+            + self.continued.get(&slot).copied().unwrap_or(0)
     }
 
     pub fn has_cache(&self, slot: u64) -> bool {
@@ -222,15 +234,26 @@ impl KState {
         true
     }
 
-    /// `swap_duplicate`: one more PTE refers to `slot`.
+    /// `swap_duplicate`: one more PTE refers to `slot`; past `SWAP_MAP_MAX` the count continues
+    /// (`swap_count_continued`).
     pub(crate) fn swap_duplicate(&mut self, slot: u64) {
         let m = &mut self.swap.map[slot as usize];
-        assert!(*m & !HAS_CACHE < 0x3f, "swap count overflow");
-        *m += 1;
+        if *m & !HAS_CACHE < SWAP_MAP_MAX {
+            *m += 1;
+        } else {
+            *self.swap.continued.entry(slot).or_insert(0) += 1;
+        }
     }
 
-    /// `swap_free`: a PTE no longer refers to `slot`.
+    /// `swap_free`: a PTE no longer refers to `slot` (the continued count first).
     pub(crate) fn swap_free(&mut self, slot: u64) {
+        if let Some(c) = self.swap.continued.get_mut(&slot) {
+            *c -= 1;
+            if *c == 0 {
+                self.swap.continued.remove(&slot);
+            }
+            return;
+        }
         let m = &mut self.swap.map[slot as usize];
         assert!(*m & !HAS_CACHE > 0, "swap_free of unused slot {slot}");
         *m -= 1;

@@ -261,6 +261,10 @@ fn setup(options: &PageCacheOptions) -> Result<(Machine, mm::Pid), String> {
     config.switches.set("lru", options.policy.name())?;
     config.switches.check_implemented(options.kernel).map_err(|e| format!("--policy: {e}"))?;
     if let Some(kb) = options.readahead_kb {
+        if kb > mm::kernel::MAX_READ_AHEAD_KB {
+            let max = mm::kernel::MAX_READ_AHEAD_KB;
+            return Err(format!("--readahead-kb {kb}: expected at most {max} (1 GiB)"));
+        }
         config.tunables.ra_pages = kb / 4;
     }
     if options.policy == Policy::Pure {

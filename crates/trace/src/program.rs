@@ -325,8 +325,20 @@ impl Parser<'_> {
             flags: v[4] as u32,
             align: Bytes(v[5].max(1)),
         };
-        if self.program.objects.is_empty() {
+        let Some(object) = self.program.objects.last() else {
             return Err(self.error("expected an `object` line before its `load` lines".into()));
+        };
+        let bad = |what: String| self.error(format!("expected a loadable segment: {what}"));
+        let (start, _, end) = segment
+            .pages(object.elf.bias)
+            .ok_or_else(|| bad("it ends past the address space".into()))?;
+        let taken = self.program.objects.iter().flat_map(|o| {
+            o.elf.segments.iter().filter_map(|s| s.pages(o.elf.bias).map(|(a, _, b)| (a, b)))
+        });
+        if let Some((a, b)) = taken.into_iter().find(|&(a, b)| a < end && start < b) {
+            return Err(bad(format!(
+                "its pages {start}..{end} overlap an earlier segment's {a}..{b}"
+            )));
         }
         self.program.objects.last_mut().expect("checked").elf.segments.push(segment);
         Ok(())
@@ -410,6 +422,13 @@ mod tests {
         let e = Program::open(path.to_str().unwrap()).unwrap_err();
         assert_eq!(e.line, Some(2));
         assert!(e.message.contains("`object` line"), "{e}");
+        // The same segment twice (a fuzzer's header): refused at its second line.
+        let object = "object exe 0x400000 0x10000 /bin/x\n";
+        let load = "load 0x0 0 0x1000 0x1000 5 0x1000\n";
+        std::fs::write(&path, format!("MMSIMPG1\n{object}{load}{load}end\n")).unwrap();
+        let e = Program::open(path.to_str().unwrap()).unwrap_err();
+        assert_eq!(e.line, Some(4), "{e}");
+        assert!(e.message.contains("overlap an earlier segment"), "{e}");
         std::fs::write(&path, "MMSIMPG1\nanon 0x9000 0x8000 3\n").unwrap();
         let e = Program::open(path.to_str().unwrap()).unwrap_err();
         assert!(e.message.contains("START < END"), "{e}");

@@ -47,7 +47,7 @@ pub const MAX_DEVICE: Bytes = Bytes::tib(64);
 /// against its range; `Ok` for other keys.
 pub fn check_tunable(key: &str, value: u64) -> Result<(), String> {
     let max = match key {
-        "read_ahead_kb" => 1 << 20,
+        "read_ahead_kb" => mm::kernel::MAX_READ_AHEAD_KB,
         "fault_around_bytes" => 2 << 20,
         "swappiness" => 200,
         "lru_gen_min_ttl_ms" => 3_600_000,

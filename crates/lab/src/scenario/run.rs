@@ -215,7 +215,8 @@ pub fn apply_sets(config: &mut MachineConfig, sets: &[(String, String)]) -> Resu
         if let Some(knob) = mm::huge_memory::policy::sysfs_knob(key) {
             config.tunables.thp.set(knob, value, config.kernel).map_err(flag)?;
         } else if let Some(cost) = key.strip_prefix("cost.") {
-            config.profile.costs.set(cost, number()?).map_err(flag)?;
+            let n = number()?;
+            config.profile.costs.set(cost, n).map_err(|e| flag(with_suggestion(e, key)))?;
         } else if key == "read_ahead_kb" {
             config.tunables.ra_pages = number()? / 4;
         } else if key == "fault_around_bytes" {
@@ -224,11 +225,42 @@ pub fn apply_sets(config: &mut MachineConfig, sets: &[(String, String)]) -> Resu
             config.tunables.swappiness = number()?.min(200);
         } else if key == "lru_gen_min_ttl_ms" {
             config.tunables.lru_gen_min_ttl_ms = number()?;
-        } else {
+        } else if mm::Switches::NAMES.contains(&key.as_str()) {
             config.switches.set(key, value).map_err(flag)?;
+        } else {
+            let e = format!(
+                "unknown setting `{key}`: expected a switch ({}), a tunable ({}), `cost.NAME` or a \
+                 THP knob (`transparent_hugepage/enabled`, ...)",
+                mm::Switches::NAMES.join(", "),
+                SET_TUNABLES.join(", ")
+            );
+            return Err(flag(with_suggestion(e, key)));
         }
     }
     Ok(())
+}
+
+/// The `--set` tunables, beside the switches, `cost.NAME` and the THP knobs.
+const SET_TUNABLES: [&str; 4] =
+    ["read_ahead_kb", "fault_around_bytes", "swappiness", "lru_gen_min_ttl_ms"];
+
+/// `error` about an unknown `--set` key, with the closest key `--set` takes when one is near
+/// (at most two edits, or a Jaro-Winkler similarity of 0.9).
+fn with_suggestion(error: String, key: &str) -> String {
+    use simcore::CounterKey;
+    let costs = mm::sim::cost::Cost::ALL.iter().map(|c| format!("cost.{}", c.name()));
+    let knobs = mm::huge_memory::policy::KNOBS.iter().map(|k| format!("transparent_hugepage/{k}"));
+    let names = mm::Switches::NAMES.iter().chain(&SET_TUNABLES).map(|n| n.to_string());
+    let best = names
+        .chain(costs)
+        .chain(knobs)
+        .map(|n| (strsim::jaro_winkler(key, &n), strsim::levenshtein(key, &n), n))
+        .filter(|(jw, lev, _)| *lev <= 2 || *jw >= 0.9)
+        .max_by(|a, b| a.0.total_cmp(&b.0).then(b.1.cmp(&a.1)));
+    match best {
+        Some((_, _, name)) => format!("{error}; did you mean `{name}`?"),
+        None => error,
+    }
 }
 
 /// A scenario's machine, set up and with its driver spawned, ready to run.

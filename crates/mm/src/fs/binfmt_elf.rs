@@ -129,6 +129,31 @@ pub(crate) async fn load_elf_binary(cx: &Cx, pid: Pid, image: &ElfExec) -> Resul
         };
         (exe, interp)
     };
+    let laid_out = layout(image, exe, interp, denywrite);
+    let (segments, brk) = match laid_out {
+        Ok(l) => l,
+        Err(e) => {
+            let mut st = cx.st();
+            for f in [Some(exe), interp].into_iter().flatten() {
+                st.file_put(f);
+            }
+            return Err(e);
+        }
+    };
+    let loaded = begin_new_exec(cx, pid, exe, &image.exe.path, &segments, brk).await;
+    if let Some(f) = interp {
+        cx.st().file_put(f);
+    }
+    loaded
+}
+
+/// The mappings of `image` (its objects' segments, then the stack) and where the break starts.
+fn layout(
+    image: &ElfExec,
+    exe: FileId,
+    interp: Option<FileId>,
+    denywrite: u64,
+) -> Result<(Vec<ExecSegment>, VirtAddr), Errno> {
     let mut segments = Vec::new();
     let objects = [Some((&image.exe, exe)), image.interp.as_ref().zip(interp)];
     for (object, file) in objects.into_iter().flatten() {
@@ -136,11 +161,23 @@ pub(crate) async fn load_elf_binary(cx: &Cx, pid: Pid, image: &ElfExec) -> Resul
     }
     segments.push(ExecSegment::stack(image.stack_top, image.stack));
     let brk = image.exe.brk().ok_or(Errno::ENOMEM)?;
-    let loaded = begin_new_exec(cx, pid, exe, &image.exe.path, &segments, brk).await;
-    if let Some(f) = interp {
-        cx.st().file_put(f);
+    if overlapping(&segments) {
+        return Err(Errno::EINVAL);
     }
-    loaded
+    Ok((segments, brk))
+}
+
+/// Whether two of the mappings overlap. The kernel maps a later segment over an earlier one
+/// (`elf_map` with `MAP_FIXED` after the first); the model refuses such an image (`EINVAL`,
+/// before the old mm goes) instead of modelling the replacement.
+fn overlapping(segments: &[ExecSegment]) -> bool {
+    let mut spans: Vec<(VirtAddr, VirtAddr)> = segments
+        .iter()
+        .filter(|s| s.len.as_u64() > 0)
+        .map(|s| (s.start, s.start + s.len))
+        .collect();
+    spans.sort();
+    spans.windows(2).any(|w| w[1].0 < w[0].1)
 }
 
 /// The inode of `object`'s file, which must hold every segment's file contents (else

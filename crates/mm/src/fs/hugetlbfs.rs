@@ -304,7 +304,10 @@ pub(crate) async fn hugetlb_vmtruncate(cx: &Cx, inode: InodeId, offset: u64) {
     hugetlb_vmdelete_list(cx, inode, start, None).await;
     drop(g);
     remove_inode_hugepages(cx, inode, start, None).await;
-    cx.st().hinode_mut(inode).busy -= 1;
+    let mut st = cx.st();
+    let hi = st.hinode_mut(inode);
+    hi.busy -= 1;
+    hi.kept_end = 0;
 }
 
 /// `hugetlbfs_setattr`'s size change: EINVAL unless a multiple of the huge page size.
@@ -343,6 +346,10 @@ pub(crate) async fn hugetlbfs_fallocate(
     let i = &mut st.inodes[inode];
     if !keep_size && offset + len > i.size {
         i.size = offset + len;
+    }
+    if keep_size {
+        let hi = st.hinode_mut(inode);
+        hi.kept_end = hi.kept_end.max((offset + len).div_ceil(size.bytes()));
     }
     Ok(())
 }

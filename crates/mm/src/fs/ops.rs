@@ -206,11 +206,13 @@ impl FsType {
     }
 
     /// Whether `posix_fadvise` acts (`generic_fadvise`): ESPIPE on a pipe; `Ok(false)` when
-    /// every valid advice is accepted and ignored (tmpfs, on `noop_backing_dev_info`).
+    /// every valid advice is accepted and ignored: tmpfs and hugetlbfs (on
+    /// `noop_backing_dev_info`) and a DAX inode (`IS_DAX`, tested there since before v4.16, when
+    /// it was still `fadvise64_64`), so `POSIX_FADV_NOREUSE` sets no `FMODE_NOREUSE` on DAX.
     pub(crate) fn fadvise_acts(self) -> Result<bool, Errno> {
         match self {
-            FsType::Disk | FsType::Xfs | FsType::Dax => Ok(true),
-            FsType::Tmpfs(_) | FsType::Hugetlbfs(_) => Ok(false),
+            FsType::Disk | FsType::Xfs => Ok(true),
+            FsType::Tmpfs(_) | FsType::Hugetlbfs(_) | FsType::Dax => Ok(false),
             FsType::Pipe => Err(Errno::ESPIPE),
         }
     }

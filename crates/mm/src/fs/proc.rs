@@ -24,7 +24,8 @@
 //!
 //! pagemap's `PM_MMAP_EXCLUSIVE` says the page is mapped once (its PTE mappings plus its folio's
 //! PMD mappings); for a PMD-mapped THP before v6.11 every entry of the PMD took the head page's
-//! answer and none had `PM_FILE` (`era::pagemap_pmd_per_page`).
+//! answer and none had `PM_FILE` (`era::pagemap_pmd_per_page`); from v6.15 the head page's answer
+//! again, with `PM_FILE` (`era::pagemap_pmd_exclusive_per_page`).
 //!
 //! status's page-table lines follow the era (`era::status_has_vm_pmd`): `VmPTE` counts the PTE
 //! tables and `VmPMD` the PMD tables from v4.0 (dc6c9a35b66b) to v4.14; from v4.15
@@ -242,10 +243,12 @@ impl KState {
     }
 
     /// `smaps_hugetlb_range`: a hugetlb VMA counts only its mapped huge pages, shared when
-    /// mapped more than once or through a shared PMD table.
+    /// mapped more than once or (v6.2+, [`crate::era::smaps_hugetlb_counts_pmd_shared`]) through
+    /// a shared PMD table.
     fn smaps_hugetlb(&self, vma: VmaId) -> MemSizeStats {
         let v = self.vma(vma);
         let size = self.hstate_vma(vma).expect("a hugetlb VMA");
+        let pmd_shared = crate::era::smaps_hugetlb_counts_pmd_shared(self.thp.kernel);
         let mut mss = MemSizeStats::default();
         let mut addr = v.start;
         while addr < v.end {
@@ -253,7 +256,7 @@ impl KState {
                 let e = self.huge_ptep_get(p);
                 if e.is_present() {
                     let shared = self.huge_page(e.pfn()).mapcount >= 2
-                        || self.hugetlb.pmd_share.contains_key(&p.table);
+                        || (pmd_shared && self.hugetlb.pmd_share.contains_key(&p.table));
                     *(if shared { &mut mss.shared_hugetlb } else { &mut mss.private_hugetlb }) +=
                         size.bytes();
                 }
@@ -456,14 +459,20 @@ impl KState {
 
     /// `PM_FILE` and `PM_MMAP_EXCLUSIVE` of the page `offset` pages into what an entry of
     /// `level` maps from `mapped`: by that page's mapcount (its PTE mappings and the folio's PMD
-    /// mappings), or before v6.11 for a PMD by the head page's, and without `PM_FILE`
-    /// ([`crate::era::pagemap_pmd_per_page`]).
+    /// mappings), or for a PMD before v6.11 and from v6.15 by the head page's
+    /// ([`crate::era::pagemap_pmd_exclusive_per_page`]); a PMD's entries have no `PM_FILE`
+    /// before v6.11 ([`crate::era::pagemap_pmd_per_page`]).
     fn pagemap_page_flags(&self, mapped: Pfn, offset: u64, level: Level) -> u64 {
-        let per_page = level == Level::Pte || crate::era::pagemap_pmd_per_page(self.thp.kernel);
-        let page = if per_page { mapped + offset } else { mapped };
+        let k = self.thp.kernel;
+        let pte = level == Level::Pte;
+        let page = if pte || crate::era::pagemap_pmd_exclusive_per_page(k) {
+            mapped + offset
+        } else {
+            mapped
+        };
         let head = self.folios.head(page);
         let mut e = 0;
-        if per_page && !self.folios.is_anon(head) {
+        if (pte || crate::era::pagemap_pmd_per_page(k)) && !self.folios.is_anon(head) {
             e |= PM_FILE;
         }
         if self.folios.page_mapcount(page) + self.folios.entire_mapcount(head) == 1 {

@@ -5,8 +5,9 @@
 //! mapping a hugetlb page maps the head of a page in use, counted once per entry however many
 //! mms share the table, and the mapcounts equal those entries; the page cache and the pages
 //! agree; no fault used a table that had been unshared or freed under it (B-INV4). When no
-//! fault, zap, `fallocate` or truncation is running on a file: no page of it lies at or beyond
-//! its end (B-INV1). When none is running on any file: each shared PMD table's share count is
+//! fault, zap, `fallocate` or truncation is running on a file: no page of it lies wholly at or
+//! beyond its end (B-INV1), except those `fallocate(FALLOC_FL_KEEP_SIZE)` placed there since the
+//! last truncation. When none is running on any file: each shared PMD table's share count is
 //! the number of PUDs pointing at it, less one (B-INV7); every page's refcount is its page-cache
 //! reference plus its mappings plus its GUP references (pins among them), and a page out of the
 //! cache and unmapped is held by GUP; `HugePages_Rsvd` equals the reservations the maps promise and
@@ -132,7 +133,10 @@ fn check_pools(st: &KState) -> Result<(), String> {
 /// The page caches against the pages' owners, and B-INV1 for files nobody is changing.
 fn check_cache(st: &KState) -> Result<(), String> {
     for (&inode, hi) in &st.hugetlb.inodes {
-        let eof = st.inodes[inode].size >> hi.size.shift();
+        // A page holds bytes below `i_size` when its index is below the size rounded up: a
+        // one-byte file (`fallocate(fd, 0, 0, 1)`) has page 0 (`hugetlbfs_fallocate` allocates
+        // every page the range touches). `FALLOC_FL_KEEP_SIZE` may place pages past the end.
+        let eof = st.inodes[inode].size.div_ceil(hi.size.bytes()).max(hi.kept_end);
         for (&index, &pfn) in &hi.cache {
             let owner = st.hugetlb.page(pfn).map(|p| p.owner);
             if owner != Some(Owner::Cache { inode, index }) {
