@@ -34,7 +34,7 @@ pub(crate) struct ExploreArgs {
     sets: Vec<String>,
     /// The scheduling events one schedule may take; a schedule that needs more (a livelock
     /// under an unfair interleaving) is reported as an `event limit` finding.
-    #[arg(long, default_value_t = lab::scenario::explore::SCHEDULE_EVENTS)]
+    #[arg(long, default_value_t = lab::scenario::explore::SCHEDULE_EVENTS, value_parser = clap::value_parser!(u64).range(1..))]
     max_events: u64,
     /// Let the exhaustive search prune at states it has seen (a heuristic for scenarios: see
     /// lab/src/scenario/explore.rs).
@@ -81,8 +81,8 @@ fn explore_cmd(a: &ExploreArgs) -> Result<u8, String> {
     }
     let mut trials = factory(&scenario, config, None);
     if let Some(path) = &a.replay {
-        let text =
-            std::fs::read_to_string(path).map_err(|e| format!("{path}: cannot read: {e}"))?;
+        let max = lab::scenario::limits::MAX_SCENARIO_BYTES;
+        let text = lab::scenario::run::read_text_or_say(path, max)?;
         let schedule: Schedule = text.parse().map_err(|e| format!("{path}: {e}"))?;
         let r = replay(&mut trials, &schedule, a.states).map_err(|e| format!("{path}: {e}"))?;
         print_steps(&r.steps);

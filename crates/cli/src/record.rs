@@ -26,9 +26,27 @@ pub(crate) struct RecordArgs {
     command: Vec<String>,
 }
 
+/// The program to run: a bare name is looked up on `PATH`, as a shell would (qemu-user takes
+/// only a path).
+fn program_path(name: &str) -> Result<String, String> {
+    if name.contains('/') {
+        return Ok(name.to_string());
+    }
+    which::which(name)
+        .map(|p| p.to_string_lossy().into_owned())
+        .map_err(|_| format!("record: `{name}` is not a path and no `{name}` is on PATH"))
+}
+
 pub(crate) fn run(a: &RecordArgs) -> u8 {
+    let program = match program_path(&a.command[0]) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("mmsim: {e}");
+            return 2;
+        }
+    };
     let options = RecordOptions {
-        program: a.command[0].clone(),
+        program,
         args: a.command[1..].to_vec(),
         skip: a.skip,
         count: a.count,

@@ -142,7 +142,7 @@ pub(crate) fn run(a: &ReplayArgs) -> u8 {
     };
     let maps_text = match read_maps(maps_file) {
         Ok(t) => t,
-        Err(e) => return bad(format!("{maps_file}: {e}")),
+        Err(e) => return bad(e),
     };
     let maps = match trace::maps::parse(&maps_text, maps_file) {
         Ok(m) => m,
@@ -250,11 +250,7 @@ fn run_program(a: &ReplayArgs, profile: mm::Profile) -> u8 {
 /// The text of a maps file: a regular file of at most `MAX_SCENARIO_BYTES` (a real
 /// `/proc/PID/maps` takes a few hundred KiB), in UTF-8.
 fn read_maps(path: &str) -> Result<String, String> {
-    let bytes = lab::scenario::run::read_bounded(path, lab::scenario::limits::MAX_SCENARIO_BYTES)?;
-    String::from_utf8(bytes).map_err(|e| {
-        let at = e.utf8_error().valid_up_to();
-        format!("not UTF-8 text (byte offset {at})")
-    })
+    lab::scenario::run::read_text_or_say(path, lab::scenario::limits::MAX_SCENARIO_BYTES)
 }
 
 /// A progress bar over a trace file's bytes, shown on terminals once a run takes a second.

@@ -122,6 +122,20 @@ fn user_input_cannot_overflow_virtual_time() {
 }
 
 #[test]
+fn replay_sizes_are_bounded_before_anything_is_allocated() {
+    // Once grew to 7.26 GB and aborted: the window was never range-checked.
+    let huge = ["--cache", "51TiB", "--readahead-kb", "18446744073709551615"];
+    let o = mmsim(&[&["replay", "traces/arc/P6.lis.zst"][..], &huge].concat());
+    assert_exit(&o, 2, "--readahead-kb 18446744073709551615: expected at most 1048576");
+}
+
+#[test]
+fn record_looks_a_bare_name_up_on_path() {
+    let o = mmsim(&["record", "--", "mmsim-no-such-program"]);
+    assert_exit(&o, 2, "no `mmsim-no-such-program` is on PATH");
+}
+
+#[test]
 fn sweep_grids_are_bounded_before_anything_is_built() {
     for grid in ["seed=0..18446744073709551615", "seed=0..100000000"] {
         let o = mmsim(&["sweep", "scenarios/fork-cow.toml", "--grid", grid]);
@@ -173,7 +187,18 @@ fn the_host_budget_refuses_a_run_that_outgrows_it() {
 #[test]
 fn undecodable_input_names_the_position() {
     let text = file("bad-utf8.toml", b"[machine]\nprofile = \"tiny\"\n# \xff\xfe\n");
-    assert_exit(&mmsim(&["run", &text]), 2, "bad-utf8.toml:3: not UTF-8 text (byte offset 29)");
+    let o = mmsim(&["run", &text]);
+    assert_exit(&o, 2, "bad-utf8.toml:3: not UTF-8 text (byte 3 of the line, offset 29)");
+    let maps = file("bad.maps", b"00400000-00401000 r-xp 00000000 08:01 1 /bin/x\n\xff\n");
+    let o = mmsim(&["replay", "traces/sum.lackey.gz", "--maps", &maps]);
+    assert_exit(&o, 2, "bad.maps:2: not UTF-8 text (byte 1 of the line");
+    let schedule = file("bad.schedule", b"\xfe\n");
+    let o = mmsim(&["explore", "scenarios/races/collapse-fork.toml", "--replay", &schedule]);
+    assert_exit(&o, 2, "bad.schedule:1: not UTF-8 text");
+    let o = mmsim(&["run", "scenarios/fork-cow.toml", "--show", "smaps:nobody"]);
+    assert_exit(&o, 2, "--show/--inspect: `nobody` is not a process");
+    let o = mmsim(&["explore", "scenarios/races/collapse-fork.toml", "--max-events", "0"]);
+    assert_exit(&o, 2, "--max-events");
     let arc = file("bad.lis", b"1 2 0 0\n\xff\xfe 3 0 0\n");
     assert_exit(&mmsim(&["replay", &arc, "--cache", "1MiB"]), 2, "bad.lis:2: not UTF-8 text");
     let gz = std::fs::read(root().join("traces/sum.lackey.gz")).unwrap();

@@ -21,14 +21,33 @@ use std::rc::Rc;
 
 /// Reads and parses a scenario file: a regular file of at most [`MAX_SCENARIO_BYTES`] in UTF-8.
 pub fn load(path: &str) -> Result<Scenario, ScenarioError> {
-    let bad = |line: usize, message: String| ScenarioError { file: path.into(), line, message };
-    let bytes = read_bounded(path, MAX_SCENARIO_BYTES).map_err(|e| bad(0, e))?;
-    let text = String::from_utf8(bytes).map_err(|e| {
-        let at = e.utf8_error().valid_up_to();
-        let line = e.as_bytes()[..at].iter().filter(|&&b| b == b'\n').count() + 1;
-        bad(line, format!("not UTF-8 text (byte offset {at})"))
+    let text = read_text(path, MAX_SCENARIO_BYTES).map_err(|(line, message)| ScenarioError {
+        file: path.into(),
+        line,
+        message,
     })?;
     parse_scenario(path, &text)
+}
+
+/// The text of the regular file at `path` (at most `max` bytes, in UTF-8); an error names the
+/// line it is on (0 when the file cannot be read at all).
+pub fn read_text(path: &str, max: u64) -> Result<String, (usize, String)> {
+    let bytes = read_bounded(path, max).map_err(|e| (0, e))?;
+    String::from_utf8(bytes).map_err(|e| {
+        let at = e.utf8_error().valid_up_to();
+        let before = &e.as_bytes()[..at];
+        let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
+        let column = at - before.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1) + 1;
+        (line, format!("not UTF-8 text (byte {column} of the line, offset {at})"))
+    })
+}
+
+/// [`read_text`] with its error as `PATH:LINE: message` (or `PATH: message`).
+pub fn read_text_or_say(path: &str, max: u64) -> Result<String, String> {
+    read_text(path, max).map_err(|(line, m)| match line {
+        0 => format!("{path}: {m}"),
+        l => format!("{path}:{l}: {m}"),
+    })
 }
 
 /// The bytes of the regular file at `path`, refused when it holds more than `max` (a device or
@@ -486,9 +505,16 @@ pub fn run(
     let (stopped, refused, last) = run_machine(&mut machine, o, progress);
     let handle = machine.handle().clone();
     let mut shown = Vec::new();
-    for show in s.show.iter().chain(&o.show) {
-        let item = expect::render(&machine.kernel().state(), &handle, &env.borrow(), show)
-            .map_err(|message| ScenarioError { file: s.file.clone(), line: 0, message })?;
+    let asked = s
+        .show
+        .iter()
+        .map(|x| (x, "the file's `show`"))
+        .chain(o.show.iter().map(|x| (x, "--show/--inspect")));
+    for (show, by) in asked {
+        let item =
+            expect::render(&machine.kernel().state(), &handle, &env.borrow(), show).map_err(
+                |m| ScenarioError { file: s.file.clone(), line: 0, message: format!("{by}: {m}") },
+            )?;
         shown.push(item);
     }
     let config = machine.config();
