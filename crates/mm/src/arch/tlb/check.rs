@@ -1,9 +1,14 @@
 //! The TLB checkers.
 //!
-//! Checkers ([`KState::check_tlb`]): no entry of an up-to-date ASID maps a free frame, at any step
-//! (the kernel frees pages only after the flush, `mm/mmu_gather.c`); and, where no flush can be
-//! in flight (the end of a run, between replayed references), every such entry agrees with the
-//! page tables: same frame and page size, no write, execute or dirty right the PTE lacks.
+//! Checkers ([`KState::check_tlb`]): no entry of an up-to-date ASID maps a free frame, and no
+//! walk-cache entry points at a freed page table, at any step (the kernel frees pages and tables
+//! only after the flush, `mm/mmu_gather.c`, `tlb_remove_table`); and, where no flush can be in
+//! flight (the end of a run, between replayed references), every such entry agrees with the
+//! page tables: same frame and page size, no write, execute or dirty right the PTE lacks, and
+//! each walk-cache entry points at the table the page tables hold there. Between clearing an
+//! entry and the flush a walk cache may still point at a table the mm no longer reaches but
+//! that lives on: `huge_pmd_unshare` clears the PUD of a shared PMD table that another mm still
+//! uses, and the flush of the PUD's range comes with the unmap's `tlb_finish_mmu`.
 
 use super::array::{Array, tag_asid, tag_span, tag_va};
 use super::geometry::PageSize;
@@ -63,8 +68,15 @@ impl KState {
                     }
                 }
                 for (level, va, points_at) in c.pwc.entries(asid) {
+                    let freed = !self.pt.is_live(points_at);
+                    if freed {
+                        return Err(format!(
+                            "cpu {n}: walk cache for {level:?} entry of {va} (mm {mm}) points at freed table {}",
+                            points_at.0
+                        ));
+                    }
                     let table = self.pt.find_table(m.pgd, va, level.below());
-                    if table != Some(points_at) {
+                    if coherent && table != Some(points_at) {
                         return Err(format!(
                             "cpu {n}: walk cache for {level:?} entry of {va} (mm {mm}) points at table {}, the page tables at {table:?}",
                             points_at.0
