@@ -12,6 +12,7 @@ mod demo;
 mod explore;
 pub mod fuzz;
 mod host;
+mod list;
 mod record;
 mod replay;
 mod reproduce;
@@ -56,6 +57,9 @@ enum Command {
     /// Swarm testing of the model: random valid scenarios with every checker on; exit 1 with
     /// each bug's seed and minimised scenario when one is found.
     Swarm(swarm::SwarmArgs),
+    /// List the switches (with the kernel ranges of their defaults), costs, tunables or kernels
+    /// a run can be set to.
+    List(list::ListArgs),
     /// Trace tools.
     #[command(subcommand)]
     Trace(replay::TraceCommand),
@@ -85,6 +89,7 @@ pub fn main_with_args(args: impl IntoIterator<Item = impl Into<OsString> + Clone
         Command::Swarm(a) => return swarm::run(&a),
         Command::Replay(a) => return replay::run(&a),
         Command::Record(a) => return record::run(&a),
+        Command::List(a) => return list::run(&a),
         Command::Trace(c) => return replay::trace_command(&c),
         Command::Reproduce(a) => reproduce::run(&a),
         Command::Demo(d) => demo::run(&d),

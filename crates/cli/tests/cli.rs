@@ -383,3 +383,19 @@ fn sweep_runs_a_row_per_point_and_names_impossible_points() {
         assert_eq!(o.status.code(), Some(2), "{bad:?}: {}", text(&o));
     }
 }
+
+#[test]
+fn list_names_what_a_run_can_be_set_to_with_eras() {
+    let out = mmsim(&["list", "switches"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let t = text(&out);
+    assert!(t.contains("cow_reuse: ") && t.contains("v5.9..v5.18  page_count"), "{t}");
+    let out = mmsim(&["list", "kernels"]);
+    let t = text(&out);
+    assert!(t.contains("v6.8 (default)") && t.contains("v5.19  cow_reuse=anon_exclusive"), "{t}");
+    assert!(t.contains("v4.20") && !t.contains("v4.21"), "{t}");
+    let t = text(&mmsim(&["list", "tunables"]));
+    assert!(t.contains("swappiness") && t.contains("at most 200"), "{t}");
+    let t = text(&mmsim(&["list", "costs"]));
+    assert!(t.contains("zero_page_4k") && t.contains("epyc-vm"), "{t}");
+}

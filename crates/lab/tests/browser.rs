@@ -10,9 +10,20 @@
 
 use lab::reproduce::report::{Provenance, html_page};
 use lab::reproduce::{EXPERIMENTS, NoProgress, Scale};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+/// Says on stderr, past the harness's capture, that `test` was skipped and why, and appends the
+/// line to `$MMSIM_SKIP_LOG` (set by `cargo xtask test`, which repeats the skips in its last line).
+fn skipped(test: &str, why: &str) {
+    use std::io::Write;
+    let line = format!("SKIPPED {test}: {why}\n");
+    let _ = std::io::stderr().write_all(line.as_bytes());
+    if let Some(log) = std::env::var_os("MMSIM_SKIP_LOG") {
+        let file = std::fs::OpenOptions::new().create(true).append(true).open(log);
+        let _ = file.and_then(|mut f| f.write_all(line.as_bytes()));
+    }
+}
 
 /// `$MMSIM_CHROMIUM`, or the first of Chromium's usual names on `PATH`.
 fn chromium() -> Option<PathBuf> {
@@ -50,12 +61,8 @@ fn the_report_page_renders_in_a_browser() {
             std::env::var_os("MMSIM_REQUIRE_BROWSER").is_none(),
             "MMSIM_REQUIRE_BROWSER is set but no Chromium was found"
         );
-        // Past the harness's capture, so that a skip is never silent.
-        let _ = writeln!(
-            std::io::stderr(),
-            "SKIPPED the_report_page_renders_in_a_browser: no Chromium on PATH \
-             (apt-get install -y chromium, or set MMSIM_CHROMIUM)"
-        );
+        let why = "no Chromium on PATH (apt-get install -y chromium, or set MMSIM_CHROMIUM)";
+        skipped("the_report_page_renders_in_a_browser", why);
         return;
     };
     let reports: Vec<_> =

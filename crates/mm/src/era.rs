@@ -26,6 +26,14 @@ impl KernelVersion {
 
     /// The default era: a recent kernel with every seed change merged.
     pub const DEFAULT: KernelVersion = KernelVersion::new(6, 8);
+
+    /// Every mainline release the model takes, oldest first: v4.0 to v4.20, v5.0 to v5.19, v6.0
+    /// to v6.19.
+    pub fn all() -> impl Iterator<Item = KernelVersion> {
+        [(4u8, 20u8), (5, 19), (6, 19)]
+            .into_iter()
+            .flat_map(|(major, last)| (0..=last).map(move |minor| KernelVersion::new(major, minor)))
+    }
 }
 
 impl fmt::Display for KernelVersion {
@@ -307,6 +315,14 @@ macro_rules! switches {
                     }
                 }
                 Ok(())
+            }
+
+            /// The values switch `key` takes, in their order; `None` for an unknown switch.
+            pub fn values_of(key: &str) -> Option<Vec<&'static str>> {
+                match key {
+                    $($ty::KEY => Some($ty::ALL.iter().map(|v| v.name()).collect()),)*
+                    _ => None,
+                }
             }
 
             /// `(name, value)` of every switch.

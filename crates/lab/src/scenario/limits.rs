@@ -46,7 +46,15 @@ pub const MAX_DEVICE: Bytes = Bytes::tib(64);
 /// Checks a tunable (`read_ahead_kb`, `fault_around_bytes`, `swappiness`, `lru_gen_min_ttl_ms`)
 /// against its range; `Ok` for other keys.
 pub fn check_tunable(key: &str, value: u64) -> Result<(), String> {
-    let max = match key {
+    match tunable_max(key) {
+        Some(max) if value > max => Err(format!("`{key}` = {value}: expected at most {max}")),
+        _ => Ok(()),
+    }
+}
+
+/// The largest value of a tunable ([`check_tunable`]'s keys); `None` for other keys.
+pub fn tunable_max(key: &str) -> Option<u64> {
+    Some(match key {
         "read_ahead_kb" => mm::kernel::MAX_READ_AHEAD_KB,
         "fault_around_bytes" => 2 << 20,
         "swappiness" => 200,
@@ -58,10 +66,6 @@ pub fn check_tunable(key: &str, value: u64) -> Result<(), String> {
         | "nr_overcommit_hugepages_1g" => 1 << 32,
         // hugetlbfs mount options, bytes: the pool bounds what they can promise.
         "hugetlbfs_size" | "hugetlbfs_min_size" => 1 << 52,
-        _ => return Ok(()),
-    };
-    if value > max {
-        return Err(format!("`{key}` = {value}: expected at most {max}"));
-    }
-    Ok(())
+        _ => return None,
+    })
 }

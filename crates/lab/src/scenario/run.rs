@@ -260,7 +260,7 @@ pub fn apply_sets(config: &mut MachineConfig, sets: &[(String, String)]) -> Resu
 }
 
 /// The `--set` tunables, beside the switches, `cost.NAME` and the THP knobs.
-const SET_TUNABLES: [&str; 4] =
+pub const SET_TUNABLES: [&str; 4] =
     ["read_ahead_kb", "fault_around_bytes", "swappiness", "lru_gen_min_ttl_ms"];
 
 /// `error` about an unknown `--set` key, with the closest key `--set` takes when one is near
