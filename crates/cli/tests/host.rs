@@ -32,18 +32,6 @@ fn text(o: &Output) -> String {
 }
 
 /// Whether native runs can happen here; `false` prints why the test is skipped.
-/// Says on stderr, past the harness's capture, that `test` was skipped and why, and appends the
-/// line to `$MMSIM_SKIP_LOG` (set by `cargo xtask test`, which repeats the skips in its last line).
-fn skipped(test: &str, why: &str) {
-    use std::io::Write;
-    let line = format!("SKIPPED {test}: {why}\n");
-    let _ = std::io::stderr().write_all(line.as_bytes());
-    if let Some(log) = std::env::var_os("MMSIM_SKIP_LOG") {
-        let file = std::fs::OpenOptions::new().create(true).append(true).open(log);
-        let _ = file.and_then(|mut f| f.write_all(line.as_bytes()));
-    }
-}
-
 fn host_available(test: &str) -> bool {
     let me = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     let root_user =
@@ -53,7 +41,7 @@ fn host_available(test: &str) -> bool {
             std::env::var_os("MMSIM_REQUIRE_HOST").is_none(),
             "MMSIM_REQUIRE_HOST is set but the tests do not run as root"
         );
-        skipped(test, "native runs need root");
+        trace::skip::skipped(test, "native runs need root");
     }
     root_user
 }

@@ -13,18 +13,6 @@ use lab::reproduce::{EXPERIMENTS, NoProgress, Scale};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// Says on stderr, past the harness's capture, that `test` was skipped and why, and appends the
-/// line to `$MMSIM_SKIP_LOG` (set by `cargo xtask test`, which repeats the skips in its last line).
-fn skipped(test: &str, why: &str) {
-    use std::io::Write;
-    let line = format!("SKIPPED {test}: {why}\n");
-    let _ = std::io::stderr().write_all(line.as_bytes());
-    if let Some(log) = std::env::var_os("MMSIM_SKIP_LOG") {
-        let file = std::fs::OpenOptions::new().create(true).append(true).open(log);
-        let _ = file.and_then(|mut f| f.write_all(line.as_bytes()));
-    }
-}
-
 /// `$MMSIM_CHROMIUM`, or the first of Chromium's usual names on `PATH`.
 fn chromium() -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("MMSIM_CHROMIUM") {
@@ -62,7 +50,7 @@ fn the_report_page_renders_in_a_browser() {
             "MMSIM_REQUIRE_BROWSER is set but no Chromium was found"
         );
         let why = "no Chromium on PATH (apt-get install -y chromium, or set MMSIM_CHROMIUM)";
-        skipped("the_report_page_renders_in_a_browser", why);
+        trace::skip::skipped("the_report_page_renders_in_a_browser", why);
         return;
     };
     let reports: Vec<_> =

@@ -1095,6 +1095,13 @@ pub fn smaps_hugetlb_counts_pmd_shared(k: KernelVersion) -> bool {
     k >= v(6, 2)
 }
 
+/// A hugetlbfs file's `mapping->nrpages` counts base pages: "mm/filemap: remove hugetlb special
+/// casing in filemap.c" (a08c7193e4f1, v6.7); before, `__filemap_add_folio` added one per huge
+/// page.
+pub fn hugetlb_nrpages_in_base_pages(k: KernelVersion) -> bool {
+    k >= v(6, 7)
+}
+
 /// `brk` keeps `stack_guard_gap` (256 pages) below a `VM_GROWSDOWN` VMA: "mm: larger stack
 /// guard gap, between vmas" (1be7107fbe18, v4.12); before, only a VMA within a page refused it.
 pub fn brk_respects_stack_guard_gap(k: KernelVersion) -> bool {

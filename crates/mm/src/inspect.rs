@@ -387,6 +387,14 @@ impl KState {
     pub fn inspect_mapping(&self, inode: InodeId, name: &str) -> Result<u64, String> {
         let m = &self.inodes[inode].mapping;
         match name {
+            // hugetlbfs keeps its pages apart (`hugetlb.rs`); the kernel's `__filemap_add_folio`
+            // counts one per huge page until v6.7 ("mm/filemap: remove hugetlb special casing in
+            // filemap.c", a08c7193e4f1), every base page from then on.
+            "mapping.nrpages" if self.hugetlb.inodes.contains_key(&inode) => {
+                let hi = &self.hugetlb.inodes[&inode];
+                let per_page = crate::era::hugetlb_nrpages_in_base_pages(self.thp.kernel);
+                Ok(hi.cache.len() as u64 * if per_page { hi.size.pages() } else { 1 })
+            }
             "mapping.nrpages" => Ok(m.nrpages),
             "mapping.nr_thps" => Ok(m.nr_thps),
             _ => Err(format!("`{name}` is not a field of an address_space")),

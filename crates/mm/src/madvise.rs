@@ -79,6 +79,22 @@ use crate::vma::VmFlags;
 use crate::zap::split_huge_pmd_edges;
 use simcore::{Bytes, Pfn, VirtAddr};
 
+/// The part of `[start, end)` that VMA `v` covers; EINVAL when `refused` says the advice does not
+/// apply to it.
+fn clip(
+    st: &KState,
+    v: crate::vma::VmaId,
+    start: VirtAddr,
+    end: VirtAddr,
+    refused: impl Fn(&KState, crate::vma::VmaId) -> bool,
+) -> Result<(VirtAddr, VirtAddr), Errno> {
+    if refused(st, v) {
+        return Err(Errno::EINVAL);
+    }
+    let vma = st.vma(v);
+    Ok((vma.start.max(start), vma.end.min(end)))
+}
+
 /// `MADV_FREE` over `[start, end)` of `mm`.
 pub(crate) async fn madvise_free(
     cx: &Cx,
@@ -90,17 +106,12 @@ pub(crate) async fn madvise_free(
     let _g = lock.read(cx).await;
     let vmas = covering(&cx.st(), mm, start, end)?;
     for v in vmas {
-        let (vs, ve) = {
-            let st = cx.st();
+        let (vs, ve) = clip(&cx.st(), v, start, end, |st, v| {
             let vma = st.vma(v);
-            if !vma.is_anonymous()
+            !vma.is_anonymous()
                 || vma.is_shared()
                 || vma.flags.has(VmFlags::LOCKED | VmFlags::PFNMAP)
-            {
-                return Err(Errno::EINVAL);
-            }
-            (vma.start.max(start), vma.end.min(end))
-        };
+        })?;
         split_huge_pmd_edges(cx, mm, vs, ve).await;
         let visited = free_pte_range(cx, mm, vs, ve).await;
         cx.charge_n(Cost::PteUpdate, visited).await;
@@ -319,15 +330,10 @@ pub(crate) async fn madvise_cold_or_pageout(
     let _g = lock.read(cx).await;
     let vmas = covering(&cx.st(), mm, start, end)?;
     for v in vmas {
-        let (vs, ve) = {
-            let st = cx.st();
-            let vma = st.vma(v);
-            // `can_madv_lru_vma`.
-            if vma.flags.has(VmFlags::LOCKED | VmFlags::PFNMAP) || st.hstate_vma(v).is_some() {
-                return Err(Errno::EINVAL);
-            }
-            (vma.start.max(start), vma.end.min(end))
-        };
+        // `can_madv_lru_vma`.
+        let (vs, ve) = clip(&cx.st(), v, start, end, |st, v| {
+            st.vma(v).flags.has(VmFlags::LOCKED | VmFlags::PFNMAP) || st.hstate_vma(v).is_some()
+        })?;
         let mut addr = vs;
         while addr < ve {
             if let Some(end) = pmd_hole_end(&cx.st(), mm, addr) {

@@ -21,7 +21,9 @@
 //! - [`block`]: block traces for page-cache replay (the ARC paper's `.lis` text, libCacheSim's
 //!   oracleGeneral binary), and the oracleGeneral writer;
 //! - [`pagecache`]: a block trace replayed as reads or mapped accesses of one file by a process
-//!   in a memory cgroup of a given size, reporting hits, misses, refaults and reclaim counters.
+//!   in a memory cgroup of a given size, reporting hits, misses, refaults and reclaim counters;
+//! - [`skip`]: how a test that cannot run on this host (no qemu-user, Chromium or root) says so
+//!   (the lowest crate that does IO, so every crate's tests reach it).
 //!
 //! An edge crate: it reads files, and leaves simulation semantics to `mm`.
 
@@ -40,6 +42,7 @@ pub mod program_replay;
 pub mod qemu;
 pub mod record;
 pub mod replay;
+pub mod skip;
 
 /// A trace or maps input error, naming the file and, where it has one, the line or record.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -6,23 +6,11 @@ use trace::program::{Loader, Program};
 use trace::program_replay::{ProgramOptions, replay_program};
 use trace::qemu::{RecordError, RecordOptions, check_host, run_qemu, write_program};
 
-/// Says on stderr, past the harness's capture, that `test` was skipped and why, and appends the
-/// line to `$MMSIM_SKIP_LOG` (set by `cargo xtask test`, which repeats the skips in its last line).
-fn skipped(test: &str, why: &str) {
-    use std::io::Write;
-    let line = format!("SKIPPED {test}: {why}\n");
-    let _ = std::io::stderr().write_all(line.as_bytes());
-    if let Some(log) = std::env::var_os("MMSIM_SKIP_LOG") {
-        let file = std::fs::OpenOptions::new().create(true).append(true).open(log);
-        let _ = file.and_then(|mut f| f.write_all(line.as_bytes()));
-    }
-}
-
 #[test]
 fn records_and_replays_a_dynamically_linked_program() {
     if let Err(e @ RecordError::Missing(_)) = check_host() {
         assert!(std::env::var_os("MMSIM_REQUIRE_QEMU").is_none(), "{e}");
-        skipped("records_and_replays_a_dynamically_linked_program", &e.to_string());
+        trace::skip::skipped("records_and_replays_a_dynamically_linked_program", &e.to_string());
         return;
     }
     let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("record");
