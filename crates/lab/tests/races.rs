@@ -2,31 +2,22 @@
 //! a violation in the kernel eras where the race exists, none where it was fixed (or where there
 //! is no race: the guards against false positives).
 //!
-//! The files are independent explorations, so they are shared among the host's CPUs (each
-//! exploration stays single-threaded and deterministic); failures are reported in file order.
+//! Each declaration is an independent exploration, so the declarations of all files are dealt to
+//! [`SHARDS`] tests, which the harness runs on the host's CPUs (each exploration stays
+//! single-threaded and deterministic) and none of which runs for minutes alone; failures are
+//! reported in file order.
 
 #![allow(clippy::disallowed_types, clippy::disallowed_methods)]
 
 use lab::scenario::explore::check_declared;
+use lab::scenario::model::Scenario;
 use lab::scenario::run::load;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
-/// The declarations of one race file that do not hold.
-fn failures_of(f: &Path) -> Vec<String> {
-    let s = load(&f.to_string_lossy()).unwrap();
-    assert!(!s.explore.is_empty(), "{} declares no [[explore]]", f.display());
-    check_declared(&s)
-        .unwrap()
-        .into_iter()
-        .filter(|r| !r.holds)
-        .map(|r| format!("{}:{}: {}", f.display(), r.line, r.summary))
-        .collect()
-}
+const SHARDS: usize = 8;
 
-#[test]
-fn race_scenarios_find_what_they_declare() {
+/// Every race file, loaded, in name order.
+fn race_files() -> Vec<(PathBuf, Scenario)> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/races");
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
         .unwrap()
@@ -35,23 +26,51 @@ fn race_scenarios_find_what_they_declare() {
         .collect();
     files.sort();
     assert!(files.len() >= 2, "race scenarios are missing");
-    let next = AtomicUsize::new(0);
-    let results: Mutex<Vec<(usize, Vec<String>)>> = Mutex::new(Vec::new());
-    let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).min(files.len());
-    std::thread::scope(|scope| {
-        for _ in 0..workers {
-            scope.spawn(|| {
-                loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(f) = files.get(i) else { break };
-                    let failed = failures_of(f);
-                    results.lock().unwrap().push((i, failed));
-                }
-            });
-        }
-    });
-    let mut results = results.into_inner().unwrap();
-    results.sort();
-    let failures: Vec<String> = results.into_iter().flat_map(|(_, f)| f).collect();
+    files
+        .into_iter()
+        .map(|f| {
+            let s = load(&f.to_string_lossy()).unwrap();
+            assert!(!s.explore.is_empty(), "{} declares no [[explore]]", f.display());
+            (f, s)
+        })
+        .collect()
+}
+
+/// Checks the declarations whose position among all files' declarations is `shard` modulo
+/// [`SHARDS`].
+fn race_shard_finds_what_it_declares(shard: usize) {
+    let files = race_files();
+    let declarations = files.iter().flat_map(|(f, s)| s.explore.iter().map(move |d| (f, s, d)));
+    let mut failures = Vec::new();
+    for (_, (f, s, d)) in declarations.enumerate().filter(|(i, _)| i % SHARDS == shard) {
+        let one = Scenario { explore: vec![d.clone()], ..s.clone() };
+        let results = check_declared(&one).unwrap();
+        let failed = results.into_iter().filter(|r| !r.holds);
+        failures.extend(failed.map(|r| format!("{}:{}: {}", f.display(), r.line, r.summary)));
+    }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+macro_rules! shards {
+    ($($name:ident = $n:literal),* $(,)?) => {
+        $(#[test]
+        fn $name() {
+            race_shard_finds_what_it_declares($n);
+        })*
+        #[test]
+        fn every_shard_has_a_test() {
+            assert_eq!([$($n),*].len(), SHARDS);
+        }
+    };
+}
+
+shards!(
+    race_scenarios_find_what_they_declare_0 = 0,
+    race_scenarios_find_what_they_declare_1 = 1,
+    race_scenarios_find_what_they_declare_2 = 2,
+    race_scenarios_find_what_they_declare_3 = 3,
+    race_scenarios_find_what_they_declare_4 = 4,
+    race_scenarios_find_what_they_declare_5 = 5,
+    race_scenarios_find_what_they_declare_6 = 6,
+    race_scenarios_find_what_they_declare_7 = 7,
+);

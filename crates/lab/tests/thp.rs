@@ -24,15 +24,43 @@ const KERNELS: [&str; 23] = [
     "v6.16",
 ];
 
-#[test]
-fn thp_scenarios_hold_in_every_era() {
-    let mut runs: Vec<(&str, Vec<(String, String)>)> =
-        KERNELS.iter().map(|k| (*k, Vec::new())).collect();
+/// Every scenario on every kernel above, and on v6.8 with the mapcount COW rule: the pairs are
+/// dealt to [`SHARDS`] tests (about two minutes each on one core of a 2-core machine).
+fn thp_shard_holds(shard: usize) {
+    let mut runs: Vec<eras::Run<'_>> = KERNELS.iter().map(|k| (*k, Vec::new())).collect();
     runs.push(("v6.8", vec![("cow_reuse".into(), "mapcount".into())]));
-    for f in eras::scenario_files("thp", 1) {
-        eras::assert_holds_in(&f, &runs);
-    }
+    eras::assert_shard_holds(&eras::scenario_files("thp", 1), &runs, shard, SHARDS);
 }
+
+const SHARDS: usize = 12;
+
+macro_rules! shards {
+    ($($name:ident = $n:literal),* $(,)?) => {
+        $(#[test]
+        fn $name() {
+            thp_shard_holds($n);
+        })*
+        #[test]
+        fn every_shard_has_a_test() {
+            assert_eq!([$($n),*].len(), SHARDS);
+        }
+    };
+}
+
+shards!(
+    thp_scenarios_hold_in_every_era_0 = 0,
+    thp_scenarios_hold_in_every_era_1 = 1,
+    thp_scenarios_hold_in_every_era_2 = 2,
+    thp_scenarios_hold_in_every_era_3 = 3,
+    thp_scenarios_hold_in_every_era_4 = 4,
+    thp_scenarios_hold_in_every_era_5 = 5,
+    thp_scenarios_hold_in_every_era_6 = 6,
+    thp_scenarios_hold_in_every_era_7 = 7,
+    thp_scenarios_hold_in_every_era_8 = 8,
+    thp_scenarios_hold_in_every_era_9 = 9,
+    thp_scenarios_hold_in_every_era_10 = 10,
+    thp_scenarios_hold_in_every_era_11 = 11,
+);
 
 const SCENARIO: &str = "[machine]\nprofile = \"tiny\"\n\n[[process]]\nname = \"p\"\n";
 

@@ -1,5 +1,7 @@
 //! The scenario files of one folder, each run on a list of kernels and switch overrides with
-//! the whole-system checkers after every simulation event: what the THP and DAX tests share.
+//! the whole-system checkers after every simulation event: what the THP and DAX tests share. A
+//! long list is cut into shards, each its own test, so that the harness runs them on every CPU
+//! and none runs for minutes alone.
 
 use lab::scenario::run::{Overrides, load, run};
 use std::path::{Path, PathBuf};
@@ -13,8 +15,21 @@ pub(crate) fn scenario_files(dir: &str, min: usize) -> Vec<PathBuf> {
     files
 }
 
+/// A run: a kernel and switch overrides.
+pub(crate) type Run<'a> = (&'a str, Vec<(String, String)>);
+
+/// Asserts that every `(file, run)` pair whose position in the list of all pairs (files outer,
+/// runs inner) is `shard` modulo `of` holds, checked every step.
+#[allow(dead_code)] // not every test binary that includes this module shards
+pub(crate) fn assert_shard_holds(files: &[PathBuf], runs: &[Run<'_>], shard: usize, of: usize) {
+    let pairs = files.iter().flat_map(|f| runs.iter().map(move |r| (f, r)));
+    for (_, (file, run)) in pairs.enumerate().filter(|(i, _)| i % of == shard) {
+        assert_holds_in(file, std::slice::from_ref(run));
+    }
+}
+
 /// Asserts that `file` holds on each `(kernel, switch overrides)` run, checked every step.
-pub(crate) fn assert_holds_in(file: &Path, runs: &[(&str, Vec<(String, String)>)]) {
+pub(crate) fn assert_holds_in(file: &Path, runs: &[Run<'_>]) {
     let s = load(&file.to_string_lossy()).unwrap();
     for (kernel, sets) in runs {
         let o = Overrides {
