@@ -128,6 +128,22 @@ fn explore_cmd(a: &ExploreArgs) -> Result<u8, String> {
     Ok(if outcome.violation.is_some() { 1 } else { 0 })
 }
 
+/// The scenario and the settings a replay needs to rebuild the same machine (kernel, `--set`,
+/// the event bound), as `mmsim explore` takes them.
+fn replay_args(a: &ExploreArgs) -> String {
+    let mut words = vec![a.scenario.clone()];
+    if let Some(k) = &a.kernel {
+        words.extend(["--kernel".into(), k.clone()]);
+    }
+    for kv in &a.sets {
+        words.extend(["--set".into(), kv.clone()]);
+    }
+    if a.max_events != lab::scenario::explore::SCHEDULE_EVENTS {
+        words.extend(["--max-events".into(), a.max_events.to_string()]);
+    }
+    words.join(" ")
+}
+
 fn print_text(a: &ExploreArgs, o: &Outcome, schedule_file: &str, secs: f64) {
     match &o.violation {
         Some(v) => {
@@ -140,7 +156,7 @@ fn print_text(a: &ExploreArgs, o: &Outcome, schedule_file: &str, secs: f64) {
             );
             println!(
                 "schedule written to {schedule_file}; replay with: mmsim explore {} --replay {schedule_file} --states",
-                a.scenario
+                replay_args(a)
             );
         }
         None => {

@@ -35,9 +35,11 @@ pub(crate) struct ReproduceArgs {
     /// Print report.json's content (provenance, summary, experiments) instead of the tables.
     #[arg(long)]
     json: bool,
-    /// Where to write report.html and report.json.
-    #[arg(long, default_value = "mmsim-report")]
-    out: PathBuf,
+    /// Where to write report.html and report.json (default: `mmsim-report` for the whole run;
+    /// `mmsim-report/NAME+NAME` for a run of named experiments, which so never replaces the
+    /// whole report).
+    #[arg(long)]
+    out: Option<PathBuf>,
     /// Small sizes: the same mechanisms, coarser figures (used by the test suite).
     #[arg(long)]
     quick: bool,
@@ -174,6 +176,17 @@ fn now_utc() -> String {
     format!("{year:04}-{month:02}-{day:02} {:02}:{:02}", rem / 3600, rem % 3600 / 60)
 }
 
+/// Where the report goes: `--out`, else `mmsim-report` for every experiment and a folder of its
+/// own inside it for a run of named ones.
+fn out_dir(args: &ReproduceArgs, chosen: &[&Experiment]) -> PathBuf {
+    let base = PathBuf::from("mmsim-report");
+    match &args.out {
+        Some(dir) => dir.clone(),
+        None if args.experiments.is_empty() => base,
+        None => base.join(chosen.iter().map(|e| e.name).collect::<Vec<_>>().join("+")),
+    }
+}
+
 pub(crate) fn run(args: &ReproduceArgs) -> Result<(), String> {
     if args.list {
         list();
@@ -217,19 +230,23 @@ pub(crate) fn run(args: &ReproduceArgs) -> Result<(), String> {
             println!("{}", r.table());
         }
     }
-    std::fs::create_dir_all(&args.out).map_err(|e| format!("{}: {e}", args.out.display()))?;
+    let out = out_dir(args, &chosen);
+    std::fs::create_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
     let html = html_page(&provenance, &reports)?;
     for (name, body) in [("report.html", html), ("report.json", text + "\n")] {
-        let path = args.out.join(name);
+        let path = out.join(name);
         std::fs::write(&path, body).map_err(|e| format!("{}: {e}", path.display()))?;
     }
-    if !args.json {
-        println!(
-            "report: {} ({} seeds on {threads} threads, {:.0} s)",
-            args.out.join("report.html").display(),
-            seeds.len(),
-            provenance.runtime_s
-        );
+    let line = format!(
+        "report: {} ({} seeds on {threads} threads, {:.0} s)",
+        out.join("report.html").display(),
+        seeds.len(),
+        provenance.runtime_s
+    );
+    if args.json {
+        eprintln!("mmsim reproduce: {line}")
+    } else {
+        println!("{line}")
     }
     Ok(())
 }

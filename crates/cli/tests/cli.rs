@@ -399,3 +399,54 @@ fn list_names_what_a_run_can_be_set_to_with_eras() {
     let t = text(&mmsim(&["list", "costs"]));
     assert!(t.contains("zero_page_4k") && t.contains("epyc-vm"), "{t}");
 }
+
+/// The replay command `explore` prints for a violation, pasted as printed (kernel and settings
+/// included), reproduces it.
+#[test]
+fn the_printed_replay_command_reproduces_the_violation() {
+    let dir = std::env::temp_dir().join(format!("mmsim-replay-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out_file = dir.join("v.schedule").display().to_string();
+    let scenario = "scenarios/races/odirect-clear-refs.toml";
+    let found = mmsim(&[
+        "explore",
+        scenario,
+        "--kernel",
+        "v5.12",
+        "--strategy",
+        "dfs:1",
+        "--schedule-out",
+        &out_file,
+    ]);
+    assert_eq!(found.status.code(), Some(1), "{}", text(&found));
+    let t = text(&found);
+    let command = t
+        .lines()
+        .find_map(|l| l.split_once("replay with: mmsim ").map(|(_, c)| c.to_string()))
+        .unwrap_or_else(|| panic!("no replay command in\n{t}"));
+    let words: Vec<&str> = command.split(' ').collect();
+    assert!(words.contains(&"--kernel"), "{command}");
+    let replayed = mmsim(&words);
+    assert_eq!(replayed.status.code(), Some(1), "{command}: {}", text(&replayed));
+    assert!(text(&replayed).contains("VIOLATION"), "{}", text(&replayed));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A run of named experiments writes its own report beside the whole run's, never over it.
+#[test]
+fn a_partial_reproduce_writes_its_own_report() {
+    let dir = std::env::temp_dir().join(format!("mmsim-partial-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("mmsim-report")).unwrap();
+    std::fs::write(dir.join("mmsim-report/report.json"), "the whole run's\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_mmsim"))
+        .args(["reproduce", "dax-zero-page", "--quick", "--seeds", "1", "--json"])
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let whole = std::fs::read_to_string(dir.join("mmsim-report/report.json")).unwrap();
+    assert_eq!(whole, "the whole run's\n");
+    assert!(dir.join("mmsim-report/dax-zero-page/report.html").is_file(), "{}", text(&out));
+    assert!(text(&out).contains("mmsim-report/dax-zero-page/report.html"), "{}", text(&out));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
