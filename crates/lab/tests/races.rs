@@ -9,6 +9,9 @@
 
 #![allow(clippy::disallowed_types, clippy::disallowed_methods)]
 
+#[macro_use]
+mod shards;
+
 use lab::scenario::explore::check_declared;
 use lab::scenario::model::Scenario;
 use lab::scenario::run::load;
@@ -51,20 +54,9 @@ fn race_shard_finds_what_it_declares(shard: usize) {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
-macro_rules! shards {
-    ($($name:ident = $n:literal),* $(,)?) => {
-        $(#[test]
-        fn $name() {
-            race_shard_finds_what_it_declares($n);
-        })*
-        #[test]
-        fn every_shard_has_a_test() {
-            assert_eq!([$($n),*].len(), SHARDS);
-        }
-    };
-}
-
-shards!(
+shard_tests!(
+    race_shard_finds_what_it_declares,
+    SHARDS;
     race_scenarios_find_what_they_declare_0 = 0,
     race_scenarios_find_what_they_declare_1 = 1,
     race_scenarios_find_what_they_declare_2 = 2,

@@ -4,6 +4,9 @@
 
 #![allow(clippy::disallowed_types, clippy::disallowed_methods)]
 
+#[macro_use]
+mod shards;
+
 mod eras;
 
 use lab::scenario::parse::parse_scenario;
@@ -34,20 +37,9 @@ fn thp_shard_holds(shard: usize) {
 
 const SHARDS: usize = 12;
 
-macro_rules! shards {
-    ($($name:ident = $n:literal),* $(,)?) => {
-        $(#[test]
-        fn $name() {
-            thp_shard_holds($n);
-        })*
-        #[test]
-        fn every_shard_has_a_test() {
-            assert_eq!([$($n),*].len(), SHARDS);
-        }
-    };
-}
-
-shards!(
+shard_tests!(
+    thp_shard_holds,
+    SHARDS;
     thp_scenarios_hold_in_every_era_0 = 0,
     thp_scenarios_hold_in_every_era_1 = 1,
     thp_scenarios_hold_in_every_era_2 = 2,
