@@ -106,8 +106,8 @@ impl Drop for SeedProgress {
 fn list() {
     for s in &SEED_CHANGES {
         match s.experiment.map(find) {
-            Some(Ok(e)) => println!("{:16} {} ({}; {})", e.name, e.title, e.source, s.file),
-            _ => println!("{:16} {}: not yet modelled ({})", "-", s.change, s.file),
+            Some(Ok(e)) => println!("{:16} {} (\"{}\"; {})", e.name, e.title, e.source, s.citation),
+            _ => println!("{:16} {}: not yet modelled ({})", "-", s.change, s.citation),
         }
     }
 }

@@ -113,6 +113,10 @@ pub(crate) struct RunArgs {
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
+    /// Also print every operation's result and every expectation's reading, by line (what a
+    /// read returned, where a mapping landed, what an observable read)
+    #[arg(long)]
+    readings: bool,
     /// Where to run it: `model` (mmsim, the default) or `host` (natively on this machine's own
     /// kernel, as root; docs/host.md).
     #[arg(long, default_value = "model", value_parser = ["model", "host"])]
@@ -187,7 +191,7 @@ pub(crate) fn run(a: &RunArgs) -> u8 {
     if a.json {
         println!("{}", serde_json::to_string_pretty(&report).expect("a report serialises"));
     } else {
-        print_report(&report);
+        print_report(&report, a.readings);
     }
     if let Some(why) = &report.refused {
         return bad(format!("{}: refused: {why}", report.scenario));
@@ -195,7 +199,7 @@ pub(crate) fn run(a: &RunArgs) -> u8 {
     if report.passed() { 0 } else { 1 }
 }
 
-fn print_report(r: &Report) {
+fn print_report(r: &Report, readings: bool) {
     for (title, text) in &r.shown {
         println!("==> {title} <==");
         print!("{text}");
@@ -206,6 +210,10 @@ fn print_report(r: &Report) {
     );
     let switches: Vec<String> = r.switches.iter().map(|(k, v)| format!("{k}={v}")).collect();
     println!("switches {}", switches.join(" "));
+    for x in r.readings.iter().filter(|_| readings) {
+        let unmet = if x.held { String::new() } else { format!(" (expected {})", x.expected) };
+        println!("{}:{}: {}: {}{unmet}", r.scenario, x.line, x.what, x.observed);
+    }
     for f in &r.failures {
         println!("FAIL {}:{}", r.scenario, f.line);
         println!("  expected: {}", f.expected);

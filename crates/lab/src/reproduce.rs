@@ -22,7 +22,7 @@ mod hugetlb_locking;
 pub mod report;
 mod thp_exec;
 
-pub use report::{Direction, Figure, Published, Report, Row, Series, Verdict};
+pub use report::{Direction, Figure, Published, Report, Row, Series, Verdict, published_of};
 
 use mm::{Machine, MachineConfig};
 use std::cell::RefCell;
@@ -140,7 +140,7 @@ impl Experiment {
         Report {
             experiment: self.name.into(),
             title: self.title.into(),
-            source: self.source.into(),
+            source: format!("\"{}\" ({})", self.source, citation_of(self.name)),
             seeds: vec![setup.seed],
             seeded: self.seeded,
             rows,
@@ -239,8 +239,9 @@ pub fn find(name: &str) -> Result<&'static Experiment, String> {
 /// A seed change: one of the five kernel changes the project models.
 #[derive(Clone, Copy, Debug)]
 pub struct SeedChange {
-    /// Its text in the seed set.
-    pub file: &'static str,
+    /// Where a reader finds it: the upstream commit and release (or that it was not merged) and
+    /// its posting in the mailing-list archive.
+    pub citation: &'static str,
     /// What it changes, in a few words.
     pub change: &'static str,
     /// The experiment that reproduces its published figures, if one does yet.
@@ -250,28 +251,33 @@ pub struct SeedChange {
 /// The five seed changes, in the seed set's order.
 pub const SEED_CHANGES: [SeedChange; 5] = [
     SeedChange {
-        file: "000_5bbe7308058474e8.txt",
+        citation: "commit eb6ecbed0aa2, v5.13; https://lkml.kernel.org/r/20210406000930.3455850-1-cfijalkovich@google.com",
         change: "file THPs for executables",
         experiment: Some("thp-exec"),
     },
     SeedChange {
-        file: "001_c93cf60e89dbdeb3.txt",
+        citation: "commit 188a39725ad7 and its series, v6.1; cover letter https://lkml.kernel.org/r/20220824175757.20590-1-mike.kravetz@oracle.com",
         change: "hugetlb PMD-sharing synchronisation",
         experiment: Some("hugetlb-locking"),
     },
     SeedChange {
-        file: "002_4690f8d13344d2c2.txt",
+        citation: "v4.14 (patch 3/5 of the series); https://lkml.kernel.org/r/20170724170616.25810-4-ross.zwisler@linux.intel.com",
         change: "DAX hole reads map the zero page",
         experiment: Some("dax-zero-page"),
     },
     SeedChange {
-        file: "003_9ced4f85ae145908.txt",
+        citation: "commit 17e810229cb3, v6.3; https://lkml.kernel.org/r/20221230215252.2628425-2-yuzhao@google.com",
         change: "POSIX_FADV_NOREUSE under MGLRU",
         experiment: Some("fadv-noreuse"),
     },
     SeedChange {
-        file: "004_7f05495902ef2f1c.txt",
+        citation: "posted January 2021, not merged (v5.19's PageAnonExclusive took its place); https://lkml.kernel.org/r/20210107200402.31095-1-aarcange@redhat.com",
         change: "COW page reuse by mapcount",
         experiment: Some("cow-reuse"),
     },
 ];
+
+/// The citation of the seed change experiment `name` reproduces.
+pub fn citation_of(name: &str) -> &'static str {
+    SEED_CHANGES.iter().find(|s| s.experiment == Some(name)).map_or("", |s| s.citation)
+}

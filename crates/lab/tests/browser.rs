@@ -1,6 +1,7 @@
 //! The report page rendered by a real browser: headless Chromium loads `report.html` made from
 //! every experiment at test scale, and the DOM it built has every figure (an SVG inside each
-//! `<figure>`) and a summary table of the five seed changes; a screenshot is taken too.
+//! `<figure>`, its published figures and bands named in its legend) and a summary table of the
+//! five seed changes, each naming the row that decided its verdict; a screenshot is taken too.
 //!
 //! Chromium comes from Debian's packages (`apt-get install -y chromium`; `.ci/run` installs it).
 //! Where no browser is found the test prints a SKIPPED line past the test harness's capture and
@@ -72,16 +73,39 @@ fn the_report_page_renders_in_a_browser() {
     assert!(dom.contains("<h1>mmsim reproduce: published vs simulated</h1>"), "{dom}");
     for (r, e) in reports.iter().zip(EXPERIMENTS) {
         assert!(!r.figures.is_empty(), "{}", e.name);
-        for i in 0..r.figures.len() {
+        for (i, f) in r.figures.iter().enumerate() {
             let id = format!("<figure id=\"{}-figure-{i}\">", e.name);
             let at = dom.find(&id).unwrap_or_else(|| panic!("{id} missing from the DOM"));
             assert!(dom[at..].starts_with(&format!("{id}<svg")), "{id} has no SVG");
+            let svg = &dom[at..at + dom[at..].find("</svg>").expect("a closed SVG")];
+            // Every experiment publishes figures, so every figure draws them with their bands,
+            // each named in the legend.
+            let bands = f.published_labels();
+            assert!(!bands.is_empty(), "{id} draws no published figure or band");
+            for label in bands {
+                let shown = label.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;");
+                assert!(svg.contains(&shown), "{id}: the legend lacks `{label}`");
+            }
         }
     }
     let summary = &dom[dom.find("<table id=\"summary\">").expect("a summary table")..];
     let body = &summary[summary.find("<tbody>").unwrap()..summary.find("</tbody>").unwrap()];
     assert_eq!(body.matches("<tr>").count(), 5, "{body}");
     assert_eq!(body.matches("not yet modelled").count(), 0, "{body}");
+    // Each summary row names the row that decided its verdict, with that row's band, and cites
+    // its change by a commit or a list archive link, not by a file the repository lacks.
+    for line in body.split("<tr>").skip(1) {
+        let cell =
+            |r: &&lab::reproduce::Report| line.contains(&format!("<td>{}</td>", r.experiment));
+        let r = reports.iter().find(cell).unwrap_or_else(|| panic!("no experiment in {line}"));
+        let deciding = r.deciding_row().expect("every experiment has a headline row");
+        assert!(line.contains(&format!("{}: published", deciding.name)), "{line}");
+        assert!(line.contains("(band "), "{line}");
+        assert!(line.contains("https://lkml.kernel.org/r/"), "{line}");
+        assert!(!line.contains(".txt"), "{line}");
+        let verdict = r.verdict().0;
+        assert_eq!(r.row_verdict(deciding), Some(verdict), "{}", r.experiment);
+    }
 
     let shot = dir.join("report.png");
     let arg = format!("--screenshot={}", shot.display());

@@ -256,7 +256,11 @@ fn measure(setup: &Setup, progress: &mut dyn Progress) -> Result<Report, String>
             "fraction of accesses slower",
         )
         .log_axes(true, true)
-        .with_series(RULES.iter().zip(&pm).map(|(rule, r)| tail(rule, &r.latency_ns)).collect()),
+        .with_series(RULES.iter().zip(&pm).map(|(rule, r)| tail(rule, &r.latency_ns)).collect())
+        .with_x_shades(
+            &rows,
+            &["pmbench average latency page_count", "pmbench average latency mapcount"],
+        )?,
     ];
     let (config, memory) = pmbench_config(setup.scale);
     let notes = vec![

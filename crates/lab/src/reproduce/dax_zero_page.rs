@@ -29,6 +29,7 @@
 
 use super::{
     Direction, Experiment, Figure, Progress, Published, Report, Row, Scale, Series, Setup,
+    published_of,
 };
 use mm::fs::FsType;
 use mm::fs::proc::MemSizeStats;
@@ -211,6 +212,29 @@ fn headline(runs: &[JobRun]) -> Vec<Row> {
     rows
 }
 
+/// Memory used against data read, a line per kernel, with the published Rss of each kernel's
+/// mapping after the whole read at the published size (1 GiB) and its band.
+fn figure(runs: &[JobRun], rows: &[Row]) -> Result<Figure, String> {
+    let lines = ERAS.iter().zip(runs);
+    let series = lines
+        .map(|(era, r)| Series::new(&format!("{} ({})", era.kernel, era.label), r.curve.clone()));
+    let mut f = Figure::new(
+        "memory used while fio reads a DAX hole through mmap",
+        "data read (MiB)",
+        "memory used (MiB)",
+    )
+    .with_series(series.collect());
+    let read_mib = Bytes::gib(1).as_u64() as f64 / 1048576.0;
+    for (i, era) in ERAS.iter().enumerate() {
+        let mut p = published_of(rows, &format!("Rss {}", era.label))?.clone();
+        let mib = |kb: f64| kb / 1024.0;
+        (p.low, p.high, p.band) = (mib(p.low), mib(p.high), (mib(p.band.0), mib(p.band.1)));
+        let label = format!("published Rss {}: {} MiB after 1 GiB (exact)", era.label, p.low);
+        f = f.with_mark(&label, read_mib, &p, i);
+    }
+    Ok(f)
+}
+
 fn measure(setup: &Setup, progress: &mut dyn Progress) -> Result<Report, String> {
     let mut runs = Vec::new();
     for era in &ERAS {
@@ -245,21 +269,7 @@ fn measure(setup: &Setup, progress: &mut dyn Progress) -> Result<Report, String>
         ));
         rows.push(Row::level(&format!("Rss, aligned mapping {label}"), "kB", smaps_kb(r, "Rss")));
     }
-    let figures = vec![
-        Figure::new(
-            "memory used while fio reads a DAX hole through mmap",
-            "data read (MiB)",
-            "memory used (MiB)",
-        )
-        .with_series(
-            ERAS.iter()
-                .zip(&runs)
-                .map(|(era, r)| {
-                    Series::new(&format!("{} ({})", era.kernel, era.label), r.curve.clone())
-                })
-                .collect(),
-        ),
-    ];
+    let figures = vec![figure(&runs, &rows)?];
     let notes = vec![
         format!(
             "fio's mmap engine reads a {} DAX file with no blocks, 4 KiB per I/O, on profile epyc-vm with a persistent-memory device; v4.13 (dax_hole = pagecache_zero) against v4.14 (zero_page).",

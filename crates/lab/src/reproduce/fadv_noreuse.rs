@@ -111,7 +111,7 @@ const PUBLISHED_GAIN_PCT: (f64, f64) = (9.0, 11.0);
 /// The encoder states of the sensitivity sweep, in MiB at full size, the headline's first.
 fn sweep_states_mib(scale: Scale) -> &'static [u64] {
     match scale {
-        Scale::Full => &[STATE_MIB, 2560],
+        Scale::Full => &[STATE_MIB, 640, 1900, 2560],
         Scale::Quick => &[STATE_MIB, 2816],
     }
 }
@@ -323,13 +323,13 @@ fn headline(classic: &CaseRun, mglru: &CaseRun, noreuse: &CaseRun) -> Vec<Row> {
             Published::range(low, high)
                 .within_factor(2.0)
                 .direction(Direction::Sign)
-                .cite("the seed's text: 'a [9-11]% increase in FPS' for SvtAv1EncApp --preset 12 at 4K beside a brd RAM disk, no spread stated; band: within a factor of 2 of the range (issue 24's acceptance)")
+                .cite("the change's text: 'a [9-11]% increase in FPS' for SvtAv1EncApp --preset 12 at 4K beside a brd RAM disk, no spread stated; band: within a factor of 2 of the range")
                 .caveat("the gain depends on the encoder's resident footprint against the 8 GiB and on its CPU time per frame, both measured for SVT-AV1 v1.4.1 on a synthetic clip, not on Bosphorus: the sensitivity rows show the gain at a larger footprint"),
         ),
         Row::change("fps mglru noreuse vs classic", gain(classic.fps, noreuse.fps)).published(
             Published::point(0.0)
                 .band(-2.0, 2.0)
-                .cite("the seed's text: 'on par with the active/inactive LRU', read with the text's own precision (its 9-11% range is 2 points wide) as within 2%"),
+                .cite("the change's text: 'on par with the active/inactive LRU', read with the text's own precision (its 9-11% range is 2 points wide) as within 2%"),
         ),
     ]
 }
@@ -392,6 +392,7 @@ fn measure(setup: &Setup, progress: &mut dyn Progress) -> Result<Report, String>
             SweepPoint::new(footprint, &m, &n)
         });
     }
+    points.sort_by(|a, b| a.footprint_gib.total_cmp(&b.footprint_gib));
     for p in &points {
         let at = format!("footprint {:.1} GiB", p.footprint_gib);
         rows.push(Row::change(&format!("fps gain mglru noreuse, {at}"), p.gain_pct));
@@ -422,7 +423,7 @@ fn notes(scale: Scale, points: &[SweepPoint]) -> Vec<String> {
     let enc = encoder_config(d, MEASURED, false);
     vec![
         format!(
-            "Kernel {KERNEL}, profile epyc-vm with {CPUS} CPUs and {} of memory, swap of the same size, storage on a RAM disk; sizes are the seed's divided by {d}.",
+            "Kernel {KERNEL}, profile epyc-vm with {CPUS} CPUs and {} of memory, swap of the same size, storage on a RAM disk; sizes are the change's divided by {d}.",
             Bytes((8 << 30) / d)
         ),
         format!(
@@ -439,10 +440,10 @@ fn notes(scale: Scale, points: &[SweepPoint]) -> Vec<String> {
             enc.code_bytes,
             enc.compute_per_frame
         ),
-        "The encoder's CPU time per frame is measured: SVT-AV1 v1.4.1 encoded a synthetic 4K clip at 24.6 frames per second on this project's 2-CPU host with 8 CPUs reported to it, 81.3 ms of CPU per frame (docs/design/svtav1-footprint.md); the model's own memory-management costs come on top. The 4 references each frame reads are an assumption. Neither is fitted to the published gain; with the 200 ms per frame assumed before, the gain was 2.2%. An encoder thread that sleeps (on a lock such as mmap_lock, or waiting for another thread) runs again the profile's wake-up latency after its wake-up when its CPU is idle (47.5 us, measured on the development machine, a KVM guest); with none, the gain was 7.7%. The published figures are the seed's text: 9-11% (the row uses 10) and 'on par' (0).".into(),
+        "The encoder's CPU time per frame is measured: SVT-AV1 v1.4.1 encoded a synthetic 4K clip at 24.6 frames per second on this project's 2-CPU host with 8 CPUs reported to it, 81.3 ms of CPU per frame (docs/design/svtav1-footprint.md); the model's own memory-management costs come on top. The 4 references each frame reads are an assumption. Neither is fitted to the published gain; with the 200 ms per frame assumed before, the gain was 2.2%. An encoder thread that sleeps (on a lock such as mmap_lock, or waiting for another thread) runs again the profile's wake-up latency after its wake-up when its CPU is idle (47.5 us, measured on the development machine, a KVM guest); with none, the gain was 7.7%. The published figures are the change's text: 9-11% (the row uses 10) and 'on par' (0).".into(),
         "The counters explain the difference: munmap accessed-bit transfers count the input's young PTEs whose accessed bit munmap passed to the page (folio_mark_accessed from zap_pte_range; none under NOREUSE, whose VMAs have no recency); anon pages swapped out and in (pswpout, pswpin), major faults and anon refaults are the working set being evicted; file refaults are stream pages read twice; mmap_lock contentions and their wait (lock_stat) are page faults and the multi-gen LRU's aging walk (v6.3 faults take mmap_lock: per-VMA locks came in v6.4) queued behind the munmap writers and each other; nr_tlb_remote_flush counts the shootdowns, mostly of the per-frame munmaps.".into(),
         "What sets the gain: the mechanism is the kernel's (v6.3 places mapped stream pages faulted with recency in the youngest generation and the aging walk and look-around promote their young PTEs, so anon and file age together and anon idle for a few generations is swapped; with NOREUSE the stream lands in the oldest generation and nothing is swapped), but its size depends on how much of the encoder's anonymous memory is idle longer than a generation, that is on its resident footprint against the 8 GiB. At the measured 3.9 GiB the pages swapped are the encoder's idlest, in its reference and picture pools between their slots' writes (59 and 102 frames apart); a swap-in costs about 9 us of CPU on the RAM disk (fault, swap cache, brd copy, unmap with TLB shootdowns, direct reclaim).".into(),
-        "The encoder's shape is SVT-AV1 v1.4.1's (docs/design/svtav1-footprint.md): its buffer pools for this command on 8 CPUs, read from load_default_buffer_configuration_settings and the buffer constructors at 018276d714ce (102 picture parent control sets, 59 reference pictures, a 69-picture lookahead window), and the peak resident set measured by building that version and encoding a synthetic 3840x2160 clip on this project's 2-core host with 8 CPUs reported (3.90 GiB; 2.41 GiB at 4 CPUs, 4.81 GiB at 16). No resident size was published for the seed's run; the old README table (14 GB commit for 4K 10-bit on 8 vCPUs) describes a v0.x encoder. The state is the measured remainder; the footprint is not fitted.".into(),
+        "The encoder's shape is SVT-AV1 v1.4.1's (docs/design/svtav1-footprint.md): its buffer pools for this command on 8 CPUs, read from load_default_buffer_configuration_settings and the buffer constructors at 018276d714ce (102 picture parent control sets, 59 reference pictures, a 69-picture lookahead window), and the peak resident set measured by building that version and encoding a synthetic 3840x2160 clip on this project's 2-core host with 8 CPUs reported (3.90 GiB; 2.41 GiB at 4 CPUs, 4.81 GiB at 16). No resident size was published for the change's run; the old README table (14 GB commit for 4K 10-bit on 8 vCPUs) describes a v0.x encoder. The state is the measured remainder; the footprint is not fitted.".into(),
         format!(
             "Sensitivity (the rows 'fps gain mglru noreuse, footprint X GiB' and the figure): the multi-gen LRU with and without NOREUSE at encoder states of {} MiB (4K equivalent; the pools and the rest unchanged), each footprint the encoder's anonymous buffers and code, against the published band of {}-{}%. {}",
             sweep_states_mib(scale).iter().map(u64::to_string).collect::<Vec<_>>().join(", "),

@@ -205,6 +205,15 @@ impl Row {
     }
 }
 
+/// The published figure of the row called `name` among an experiment's rows, for a figure to
+/// draw with its band.
+pub fn published_of<'a>(rows: &'a [Row], name: &str) -> Result<&'a Published, String> {
+    rows.iter()
+        .find(|r| r.name == name)
+        .and_then(|r| r.published.as_ref())
+        .ok_or_else(|| format!("no published row `{name}`"))
+}
+
 /// What an experiment found over one or several seeds.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Report {
@@ -344,17 +353,37 @@ impl Report {
         })
     }
 
-    /// The headline line of the summary: the first headline row, published against simulated.
+    /// The row that decided the verdict: the first headline row whose verdict is the
+    /// experiment's (for a reproduced experiment, its first headline row).
+    pub fn deciding_row(&self) -> Option<&Row> {
+        let (verdict, _) = self.verdict();
+        self.ordered_rows().find(|r| self.row_verdict(r) == Some(verdict))
+    }
+
+    /// The headline line of the summary: the deciding row, published (with its band) against
+    /// simulated (with its spread over the seeds), and how many other rows missed their bands.
     pub fn headline(&self) -> String {
-        let Some(r) = self.ordered_rows().find(|r| r.published.is_some()) else {
-            return String::new();
-        };
-        let p = r.published.as_ref().expect("a headline row");
+        let Some(r) = self.deciding_row() else { return String::new() };
+        let p = r.published.as_ref().expect("a deciding row is a headline row");
         let spread = if r.values.len() > 1 { format!(" ({})", r.spread_text()) } else { "".into() };
+        let outside = self
+            .ordered_rows()
+            .filter(|o| o.name != r.name)
+            .filter(|o| self.row_verdict(o).is_some_and(|v| v != Verdict::Reproduced))
+            .count();
+        let more = match outside {
+            0 => String::new(),
+            n => format!(
+                "; {n} more row{} outside {}",
+                if n > 1 { "s" } else { "" },
+                if n > 1 { "their bands" } else { "its band" }
+            ),
+        };
         format!(
-            "{}: published {} {u}, simulated {} {u}{spread}",
+            "{}: published {} {u} (band {}), simulated {} {u}{spread}{more}",
             r.name,
             p.text(),
+            p.band_text(),
             fmt_num(r.mean()),
             u = r.unit
         )
@@ -562,6 +591,23 @@ mod tests {
         assert!(why.unwrap().contains("latency a is 1500 ns, outside 1818"));
         let r = report(1, -3.0);
         assert_eq!(r.verdict().0, Verdict::Missed);
+    }
+
+    #[test]
+    fn the_headline_is_the_row_that_decided_the_verdict_with_its_band() {
+        let r = report(1, -3.0);
+        assert_eq!(r.deciding_row().map(|d| d.name.as_str()), Some("gain"));
+        let h = r.headline();
+        assert!(
+            h.starts_with("gain: published 24.9 % (band 12.45 .. 49.8), simulated -3 %"),
+            "{h}"
+        );
+        assert!(h.ends_with("; 1 more row outside its band"), "{h}");
+        let r = report(1, 20.0);
+        assert_eq!(r.deciding_row().map(|d| d.name.as_str()), Some("latency a"));
+        let r = Report { rows: r.rows[1..2].to_vec(), ..r };
+        assert_eq!(r.verdict().0, Verdict::Reproduced);
+        assert!(r.headline().starts_with("gain: published"), "the first headline row");
     }
 
     #[test]

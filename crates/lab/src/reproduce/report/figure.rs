@@ -1,6 +1,13 @@
 //! Figures: line plots drawn as inline SVG, with the spread over seeds as a shaded area around
-//! each line and published bands as shaded horizontal stripes.
+//! each line, and every published figure drawn with its band: a stripe across the plot for a
+//! figure that holds at every x (a horizontal one for a level or gain, a vertical one for a
+//! latency on the x axis), or a mark at its x (the published value, its band as an error bar).
+//!
+//! An x axis of kernels or other categories (`with_categories`) plots each line's values as
+//! points, never joined: nothing lies between two kernels. A line whose values equal an earlier
+//! line's is drawn dashed over it and its legend says which it equals, so that neither hides.
 
+use super::{Published, Row, published_of};
 use plotters::coord::Shift;
 use plotters::coord::ranged1d::{AsRangedCoord, ValueFormatter};
 use plotters::prelude::*;
@@ -12,21 +19,42 @@ pub struct Series {
     pub name: String,
     pub points: Vec<(f64, f64)>,
     pub spread: Vec<(f64, f64, f64)>,
+    /// Its colour's index, shared with the marks of the same scheme (default: its position).
+    pub colour: Option<usize>,
 }
 
 impl Series {
     /// A line measured once.
     pub fn new(name: &str, points: Vec<(f64, f64)>) -> Series {
-        Series { name: name.into(), points, spread: Vec::new() }
+        Series { name: name.into(), points, spread: Vec::new(), colour: None }
+    }
+
+    /// The line drawn in colour `i`, as the marks of colour `i` are.
+    pub fn coloured(mut self, i: usize) -> Series {
+        self.colour = Some(i);
+        self
     }
 }
 
-/// A horizontal stripe of y values: a published figure's range or its tolerance band.
+/// A stripe across the plot: a published figure's range or its band, of y values (a level, a
+/// gain) or of x values (`vertical`: a latency on the x axis).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Shade {
     pub label: String,
     pub low: f64,
     pub high: f64,
+    pub vertical: bool,
+}
+
+/// A published figure at one x: its value (or range) and the band it checks the model against.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Mark {
+    pub label: String,
+    pub x: f64,
+    pub low: f64,
+    pub high: f64,
+    pub band: (f64, f64),
+    pub colour: usize,
 }
 
 /// A line plot.
@@ -39,6 +67,9 @@ pub struct Figure {
     pub log_y: bool,
     pub series: Vec<Series>,
     pub shades: Vec<Shade>,
+    pub marks: Vec<Mark>,
+    /// The x axis's categories (x = 0, 1, ... names them); empty for a numeric axis.
+    pub categories: Vec<String>,
 }
 
 impl Figure {
@@ -52,6 +83,8 @@ impl Figure {
             log_y: false,
             series: Vec::new(),
             shades: Vec::new(),
+            marks: Vec::new(),
+            categories: Vec::new(),
         }
     }
 
@@ -66,10 +99,58 @@ impl Figure {
         self
     }
 
-    /// Adds a stripe from `low` to `high`.
-    pub fn with_shade(mut self, label: &str, low: f64, high: f64) -> Figure {
-        self.shades.push(Shade { label: label.into(), low, high });
+    /// An x axis of categories: a point at x = i belongs to `names[i]`.
+    pub fn with_categories(mut self, names: &[&str]) -> Figure {
+        self.categories = names.iter().map(|n| n.to_string()).collect();
         self
+    }
+
+    /// Adds a horizontal stripe from `low` to `high`.
+    pub fn with_shade(mut self, label: &str, low: f64, high: f64) -> Figure {
+        self.shades.push(Shade { label: label.into(), low, high, vertical: false });
+        self
+    }
+
+    /// Adds a vertical stripe of x values from `low` to `high`.
+    pub fn with_x_shade(mut self, label: &str, low: f64, high: f64) -> Figure {
+        self.shades.push(Shade { label: label.into(), low, high, vertical: true });
+        self
+    }
+
+    /// Adds a vertical stripe for the published range of each row named (a latency on the x
+    /// axis), labelled with the row's name and range.
+    pub fn with_x_shades(mut self, rows: &[Row], names: &[&str]) -> Result<Figure, String> {
+        for name in names {
+            let p = published_of(rows, name)?;
+            let unit = rows.iter().find(|r| r.name == *name).map_or("", |r| r.unit.as_str());
+            self =
+                self.with_x_shade(&format!("published {name}, {} {unit}", p.text()), p.low, p.high);
+        }
+        Ok(self)
+    }
+
+    /// Adds a published figure at `x`, with its band, in colour `colour`.
+    pub fn with_mark(mut self, label: &str, x: f64, p: &Published, colour: usize) -> Figure {
+        let mark = Mark { label: label.into(), x, low: p.low, high: p.high, band: p.band, colour };
+        self.marks.push(mark);
+        self
+    }
+
+    /// The legend labels of the published figures and bands the figure draws.
+    pub fn published_labels(&self) -> Vec<&str> {
+        let mut out: Vec<&str> = self.shades.iter().map(|s| s.label.as_str()).collect();
+        for m in &self.marks {
+            if !out.contains(&m.label.as_str()) {
+                out.push(&m.label);
+            }
+        }
+        out
+    }
+
+    /// The earlier line whose values equal line `i`'s, if any.
+    fn same_as(&self, i: usize) -> Option<&Series> {
+        let s = &self.series[i];
+        self.series[..i].iter().find(|o| o.points == s.points && !s.points.is_empty())
     }
 
     /// The figure of several seeds: a line whose x values agree in every seed becomes the mean
@@ -107,11 +188,17 @@ impl Figure {
         let shades: Vec<Value> = self
             .shades
             .iter()
-            .map(|s| json!({"label": s.label, "low": s.low, "high": s.high}))
+            .map(|s| json!({"label": s.label, "low": s.low, "high": s.high, "axis": if s.vertical { "x" } else { "y" }}))
+            .collect();
+        let marks: Vec<Value> = self
+            .marks
+            .iter()
+            .map(|m| json!({"label": m.label, "x": m.x, "low": m.low, "high": m.high, "band": [m.band.0, m.band.1]}))
             .collect();
         json!({
             "title": self.title, "x_label": self.x_label, "y_label": self.y_label,
-            "log_x": self.log_x, "log_y": self.log_y, "series": series, "shades": shades,
+            "log_x": self.log_x, "log_y": self.log_y, "categories": self.categories,
+            "series": series, "shades": shades, "marks": marks,
         })
     }
 
@@ -133,14 +220,13 @@ impl Figure {
         Ok(svg)
     }
 
-    /// The axes' ranges over every drawable point, spread and stripe (positive values only on a
-    /// logarithmic axis); `None` when nothing is drawable.
+    /// The axes' ranges over every drawable point, spread, stripe and mark (positive values
+    /// only on a logarithmic axis); `None` when nothing is drawable.
     fn ranges(&self) -> Option<((f64, f64), (f64, f64))> {
-        let drawable = |x, y| self.drawable(x, y);
         let mut xs = (f64::MAX, f64::MIN);
         let mut ys = (f64::MAX, f64::MIN);
         let mut take = |x: f64, y: f64| {
-            if drawable(x, y) {
+            if self.drawable(x, y) {
                 xs = (xs.0.min(x), xs.1.max(x));
                 ys = (ys.0.min(y), ys.1.max(y));
             }
@@ -152,17 +238,25 @@ impl Figure {
                 take(x, hi);
             }
         }
+        for m in &self.marks {
+            [m.low, m.band.0, m.band.1].into_iter().for_each(|y| take(m.x, y));
+        }
         if xs.0 > xs.1 {
             return None;
         }
         for sh in &self.shades {
-            for y in [sh.low, sh.high] {
-                if !self.log_y || y > 0.0 {
-                    ys = (ys.0.min(y), ys.1.max(y));
-                }
+            let (axis, log) =
+                if sh.vertical { (&mut xs, self.log_x) } else { (&mut ys, self.log_y) };
+            for v in [sh.low, sh.high].into_iter().filter(|&v| !log || v > 0.0) {
+                *axis = (axis.0.min(v), axis.1.max(v));
             }
         }
-        Some((pad(xs, self.log_x, false), pad(ys, self.log_y, true)))
+        let x = if self.categories.is_empty() {
+            pad(xs, self.log_x, false)
+        } else {
+            (-0.5, self.categories.len() as f64 - 0.5)
+        };
+        Some((x, pad(ys, self.log_y, true)))
     }
 
     /// Whether a point has a place on the axes (a logarithmic axis has none for 0 or less).
@@ -173,6 +267,16 @@ impl Figure {
     /// Where the lines leave room: tails fall towards the lower right, levels and gains rise.
     fn legend_corner(&self) -> SeriesLabelPosition {
         if self.log_y { SeriesLabelPosition::LowerLeft } else { SeriesLabelPosition::UpperLeft }
+    }
+
+    /// An x tick's label: the category at a whole x, or the number.
+    fn x_tick(&self, v: f64) -> String {
+        if self.categories.is_empty() {
+            return tick(v);
+        }
+        let i = v.round();
+        let near = (v - i).abs() < 1e-6 && i >= 0.0;
+        near.then(|| self.categories.get(i as usize).cloned()).flatten().unwrap_or_default()
     }
 
     fn draw<X, Y>(
@@ -194,29 +298,62 @@ impl Figure {
             .y_label_area_size(64)
             .build_cartesian_2d(x, y)
             .map_err(plot_err)?;
-        chart
-            .configure_mesh()
-            .x_desc(self.x_label.as_str())
+        let mut mesh = chart.configure_mesh();
+        if !self.categories.is_empty() {
+            mesh.x_labels(self.categories.len() * 2 + 1);
+        }
+        mesh.x_desc(self.x_label.as_str())
             .y_desc(self.y_label.as_str())
-            .x_label_formatter(&|v| tick(*v))
+            .x_label_formatter(&|v| self.x_tick(*v))
             .y_label_formatter(&|v| tick(*v))
             .draw()
             .map_err(plot_err)?;
+        self.draw_shades(&mut chart)?;
+        self.draw_lines(&mut chart)?;
+        self.draw_marks(&mut chart)?;
+        chart
+            .configure_series_labels()
+            .position(self.legend_corner())
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .draw()
+            .map_err(plot_err)
+    }
+
+    /// The stripes, each with its legend entry.
+    fn draw_shades<X, Y>(&self, chart: &mut Chart<'_, '_, X, Y>) -> Result<(), String>
+    where
+        X: Ranged<ValueType = f64>,
+        Y: Ranged<ValueType = f64>,
+    {
         let (xr, yr) = (chart.x_range(), chart.y_range());
-        let clamp = |v: f64| v.clamp(yr.start, yr.end);
         for (i, sh) in self.shades.iter().enumerate() {
-            let color = SHADES[i % SHADES.len()];
-            let corners = [(xr.start, clamp(sh.low)), (xr.end, clamp(sh.high))];
+            let color = SHADES[i % SHADES.len()].mix(0.25).filled();
+            let corners = if sh.vertical {
+                let clamp = |v: f64| v.clamp(xr.start, xr.end);
+                [(clamp(sh.low), yr.start), (clamp(sh.high), yr.end)]
+            } else {
+                let clamp = |v: f64| v.clamp(yr.start, yr.end);
+                [(xr.start, clamp(sh.low)), (xr.end, clamp(sh.high))]
+            };
             chart
-                .draw_series(std::iter::once(Rectangle::new(corners, color.mix(0.25).filled())))
+                .draw_series(std::iter::once(Rectangle::new(corners, color)))
                 .map_err(plot_err)?
                 .label(sh.label.as_str())
-                .legend(move |(x, y)| {
-                    Rectangle::new([(x, y - 5), (x + 20, y + 5)], color.mix(0.25).filled())
-                });
+                .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 20, y + 5)], color));
         }
+        Ok(())
+    }
+
+    /// Every line with its spread: dashed where it equals an earlier line, as points only on
+    /// an axis of categories.
+    fn draw_lines<X, Y>(&self, chart: &mut Chart<'_, '_, X, Y>) -> Result<(), String>
+    where
+        X: Ranged<ValueType = f64>,
+        Y: Ranged<ValueType = f64>,
+    {
         for (i, s) in self.series.iter().enumerate() {
-            let color = LINES[i % LINES.len()];
+            let color = LINES[s.colour.unwrap_or(i) % LINES.len()];
             let drawable = |x, y| self.drawable(x, y);
             if !s.spread.is_empty() {
                 let upper = s.spread.iter().filter(|p| drawable(p.0, p.2)).map(|p| (p.0, p.2));
@@ -227,24 +364,75 @@ impl Figure {
                     .draw_series(std::iter::once(Polygon::new(area, color.mix(0.15).filled())))
                     .map_err(plot_err)?;
             }
-            let points = s.points.iter().copied().filter(|&(x, y)| drawable(x, y));
-            chart
-                .draw_series(LineSeries::new(points, color.stroke_width(2)))
-                .map_err(plot_err)?
-                .label(s.name.as_str())
-                .legend(move |(x, y)| {
-                    PathElement::new([(x, y), (x + 20, y)], color.stroke_width(2))
-                });
+            let points: Vec<(f64, f64)> =
+                s.points.iter().copied().filter(|&(x, y)| drawable(x, y)).collect();
+            let same = self.same_as(i);
+            let label = same
+                .map_or(s.name.clone(), |o| format!("{} (= {}: the same values)", s.name, o.name));
+            let style = color.stroke_width(2);
+            if !self.categories.is_empty() {
+                // Set a little apart, so that equal values of two lines both show.
+                let dx = (i as f64 - (self.series.len() as f64 - 1.0) / 2.0) * 0.08;
+                let dots =
+                    points.into_iter().map(|(x, y)| Circle::new((x + dx, y), 5, style.filled()));
+                let drawn = chart.draw_series(dots).map_err(plot_err)?;
+                drawn
+                    .label(label)
+                    .legend(move |(x, y)| Circle::new((x + 10, y), 5, color.filled()));
+                continue;
+            }
+            if points.len() < FEW_POINTS {
+                let dots = points.iter().map(|&p| Circle::new(p, 3, style.filled()));
+                chart.draw_series(dots).map_err(plot_err)?;
+            }
+            let drawn = if same.is_some() {
+                chart.draw_series(DashedLineSeries::new(points, 8, 6, style))
+            } else {
+                chart.draw_series(LineSeries::new(points, style))
+            };
+            drawn.map_err(plot_err)?.label(label).legend(move |(x, y)| {
+                PathElement::new([(x, y), (x + 20, y)], color.stroke_width(2))
+            });
         }
-        chart
-            .configure_series_labels()
-            .position(self.legend_corner())
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .draw()
-            .map_err(plot_err)
+        Ok(())
+    }
+
+    /// Every published figure at its x: the band as a bar with caps, the value as a diamond;
+    /// one legend entry per label.
+    fn draw_marks<X, Y>(&self, chart: &mut Chart<'_, '_, X, Y>) -> Result<(), String>
+    where
+        X: Ranged<ValueType = f64>,
+        Y: Ranged<ValueType = f64>,
+    {
+        let yr = chart.y_range();
+        let clamp = |v: f64| v.clamp(yr.start, yr.end);
+        let mut labelled: Vec<&str> = Vec::new();
+        for m in &self.marks {
+            let color = LINES[m.colour % LINES.len()];
+            let (lo, hi, x) = (clamp(m.band.0), clamp(m.band.1), m.x);
+            let bar = [PathElement::new([(x, lo), (x, hi)], color.stroke_width(1))];
+            chart.draw_series(bar).map_err(plot_err)?;
+            let caps = [lo, hi].map(|y| Cross::new((x, y), 4, color.stroke_width(1)));
+            chart.draw_series(caps).map_err(plot_err)?;
+            let value = (m.low + m.high) / 2.0;
+            let point = TriangleMarker::new((x, clamp(value)), 6, color.filled());
+            let drawn = chart.draw_series(std::iter::once(point)).map_err(plot_err)?;
+            if !labelled.contains(&m.label.as_str()) {
+                labelled.push(&m.label);
+                drawn
+                    .label(m.label.as_str())
+                    .legend(move |(x, y)| TriangleMarker::new((x + 10, y), 6, color.filled()));
+            }
+        }
+        Ok(())
     }
 }
+
+/// The chart a figure draws on.
+type Chart<'a, 'b, X, Y> = ChartContext<'a, SVGBackend<'b>, Cartesian2d<X, Y>>;
+
+/// A line with fewer points than this shows each as a dot: the reader sees what was measured.
+const FEW_POINTS: usize = 10;
 
 const LINES: [RGBColor; 5] = [BLUE, RED, GREEN, MAGENTA, BLACK];
 const SHADES: [RGBColor; 3] = [RGBColor(0, 160, 0), RGBColor(255, 160, 0), CYAN];
@@ -308,6 +496,40 @@ mod tests {
         assert_eq!(m.series[0].spread, [(1.0, 1.0, 3.0), (2.0, 2.0, 6.0)]);
         let m = Figure::merge(&[f(1.0, &[1.0, 2.0]), f(3.0, &[1.0])], &[4, 5]);
         assert_eq!((m.series[0].name.as_str(), m.series[0].spread.len()), ("s (seed 4)", 0));
+    }
+
+    #[test]
+    fn kernels_are_categories_and_equal_lines_say_so() {
+        let f = Figure::new("t", "kernel", "y")
+            .with_categories(&["v5.12", "v6.1"])
+            .with_series(vec![Series::new("a", vec![(0.0, 1.0), (1.0, 2.0)])]);
+        assert_eq!(
+            (f.x_tick(0.0), f.x_tick(1.0), f.x_tick(0.5), f.x_tick(7.0)),
+            ("v5.12".into(), "v6.1".into(), String::new(), String::new())
+        );
+        assert_eq!(f.ranges().map(|(x, _)| x), Some((-0.5, 1.5)));
+        let line = |n: &str| Series::new(n, vec![(1.0, 1.0), (2.0, 3.0)]);
+        let f = Figure::new("t", "x", "y").with_series(vec![line("revert"), line("vma_lock")]);
+        let svg = f.svg().unwrap();
+        assert!(svg.contains("vma_lock (= revert: the same values)"), "{svg}");
+    }
+
+    #[test]
+    fn marks_draw_published_figures_with_their_bands() {
+        let p = Published::point(10.0).within_factor(2.0);
+        let f = Figure::new("t", "x", "y")
+            .with_series(vec![Series::new("s", vec![(1.0, 1.0), (2.0, 2.0)])])
+            .with_mark("published", 1.0, &p, 0)
+            .with_mark("published", 2.0, &p, 0)
+            .with_x_shade("published latency", 1.2, 1.4);
+        assert_eq!(
+            f.ranges().map(|(_, y)| y.1 >= 20.0),
+            Some(true),
+            "the band's top is on the axis"
+        );
+        assert_eq!(f.published_labels(), ["published latency", "published"]);
+        let svg = f.svg().unwrap();
+        assert_eq!(svg.matches("\npublished\n").count(), 1, "one legend entry per label");
     }
 
     #[test]

@@ -25,7 +25,7 @@ pub struct Provenance {
 
 /// One line of the summary: a seed change, its experiment, verdict and headline figure.
 struct SummaryLine {
-    file: &'static str,
+    citation: &'static str,
     change: &'static str,
     experiment: &'static str,
     verdict: String,
@@ -43,7 +43,7 @@ fn summary(reports: &[Report]) -> Vec<SummaryLine> {
                 (Some(_), Some(r)) => r.verdict().0.label().to_string(),
             };
             SummaryLine {
-                file: s.file,
+                citation: s.citation,
                 change: s.change,
                 experiment: s.experiment.unwrap_or("-"),
                 verdict,
@@ -73,7 +73,7 @@ pub fn page_json(p: &Provenance, reports: &[Report]) -> Value {
         .iter()
         .map(|l| {
             json!({
-                "seed": l.file, "change": l.change, "experiment": l.experiment,
+                "citation": l.citation, "change": l.change, "experiment": l.experiment,
                 "verdict": l.verdict, "headline": l.headline,
             })
         })
@@ -115,7 +115,7 @@ pub fn html_page(p: &Provenance, reports: &[Report]) -> Result<String, String> {
         out += &format!(
             "<tr><td>{} <small>({})</small></td><td>{}</td><td class=\"{}\">{}</td><td>{}</td></tr>\n",
             escape(l.change),
-            escape(l.file),
+            escape(l.citation),
             escape(l.experiment),
             l.verdict.replace(' ', "-"),
             escape(&l.verdict),
