@@ -450,3 +450,17 @@ fn a_partial_reproduce_writes_its_own_report() {
     assert!(text(&out).contains("mmsim-report/dax-zero-page/report.html"), "{}", text(&out));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn dumps_speak_the_kernel_s_terms_and_era() {
+    // `--inspect` names the PMD entry as a page-table dump would, and shows only the page flags
+    // the kernel asked for has: no PG_anon_exclusive before v5.19.
+    let inspect = |kernel: &str| {
+        let scenario = "scenarios/cow/odirect-clear-refs.toml";
+        text(&mmsim(&["run", scenario, "--kernel", kernel, "--inspect", "app:buf"]))
+    };
+    let (old, new) = (inspect("v5.12"), inspect("v6.1"));
+    assert!(old.contains(": pmd table (page table ") && !old.contains("Some("), "{old}");
+    assert!(!old.contains("anon_exclusive"), "{old}");
+    assert!(new.contains("flags dirty|lru|swapbacked|anon_exclusive"), "{new}");
+}

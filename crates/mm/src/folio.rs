@@ -992,6 +992,26 @@ pub fn flag_names(flags: u16) -> Vec<&'static str> {
     (0..16).filter(|b| flags & (1 << b) != 0).map(|b| pg::NAMES[b]).collect()
 }
 
+/// The flags `kernel` has, by name: PG_anon_exclusive only from v5.19 (6c287605fd56). Before
+/// it the model still marks the pages it maps exclusively (its anon_exclusive rule may be
+/// switched on in any era), but a dump of an older kernel shows only that kernel's flags.
+pub fn flag_names_on(flags: u16, kernel: crate::era::KernelVersion) -> Vec<&'static str> {
+    let hidden = if crate::era::has_page_anon_exclusive(kernel) { 0 } else { pg::ANON_EXCLUSIVE };
+    flag_names(flags & !hidden)
+}
+
+impl std::fmt::Display for Mapping {
+    /// `folio->mapping` in kernel terms: what it points at.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Mapping::None => f.write_str("mapping NULL"),
+            Mapping::Anon(a) => write!(f, "anon_vma {a}"),
+            Mapping::Ksm(s) => write!(f, "ksm_stable_node {s}"),
+            Mapping::File(i) => write!(f, "address_space of inode {i}"),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1115,5 +1135,9 @@ mod tests {
             assert_eq!(Mapping::unpack(m.pack()), m);
         }
         assert_eq!(flag_names(pg::DIRTY | pg::LRU), ["dirty", "lru"]);
+        let flags = pg::LRU | pg::ANON_EXCLUSIVE;
+        let on = |minor| flag_names_on(flags, crate::era::KernelVersion::new(5, minor));
+        assert_eq!((on(12), on(19)), (vec!["lru"], vec!["lru", "anon_exclusive"]));
+        assert_eq!(Mapping::File(InodeId(3)).to_string(), "address_space of inode 3");
     }
 }

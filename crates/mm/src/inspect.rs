@@ -210,6 +210,9 @@ pub fn unavailable(name: &str, kernel: KernelVersion, switches: &Switches) -> Op
         "folio.anon_exclusive" if !crate::era::has_page_anon_exclusive(kernel) => Some(format!(
             "`{name}`: PageAnonExclusive exists from v5.19 (6c287605fd56), not on {kernel}"
         )),
+        "pte.swp_exclusive" if !crate::era::has_page_anon_exclusive(kernel) => Some(format!(
+            "`{name}`: the swap PTE's exclusive bit exists from v5.19 (1493a1913e34), not on {kernel}"
+        )),
         "file.FMODE_NOREUSE" if !crate::era::has_fmode_noreuse(kernel) => Some(format!(
             "`{name}`: FMODE_NOREUSE exists from v6.3 (17e810229cb3), not on {kernel}"
         )),
@@ -456,10 +459,11 @@ impl KState {
         switches: &Switches,
     ) -> String {
         let at = self.at_addr(mm, addr);
-        let mut out = format!("{addr}: pmd {:?}, pte {:?}\n", at.pmd, at.pte);
+        let pmd = at.pmd.map_or("not reached (no PMD table)".to_string(), |u| u.to_string());
+        let mut out = format!("{addr}: pmd {pmd}, pte {:?}\n", at.pte);
         if let Some(page) = at.page {
             let head = self.folios.head(page);
-            let flags = crate::folio::flag_names(self.folios.meta(head).flags).join("|");
+            let flags = crate::folio::flag_names_on(self.folios.meta(head).flags, kernel).join("|");
             let _ = writeln!(out, "*(struct folio *)pfn {head} (page {page}): flags {flags}");
         }
         for (name, v) in self.inspect_fields(mm, addr, kernel, switches) {

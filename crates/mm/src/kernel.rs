@@ -575,9 +575,10 @@ impl KState {
         })
     }
 
-    /// A readable dump of the memory state: each process's present PTEs and every live folio
-    /// (for replays that print the state after each step).
-    pub fn dump(&self) -> String {
+    /// A readable dump of the memory state in kernel terms: each process's present PTEs and
+    /// every live folio with the flags `kernel` has (for replays that print the state after
+    /// each step).
+    pub fn dump(&self, kernel: crate::era::KernelVersion) -> String {
         use std::fmt::Write as _;
         let mut out = String::new();
         for (pid, p) in self.procs.iter() {
@@ -602,12 +603,12 @@ impl KState {
             }
             let _ = writeln!(
                 out,
-                "folio {head} ref {} map {} holders {} {:?} [{}]",
+                "folio {head} ref {} map {} holders {} {} [{}]",
                 self.folios.refcount(head),
                 self.folios.folio_mapcount(head),
                 self.folios.extra_refs(head),
                 self.folios.mapping(head),
-                crate::folio::flag_names(meta.flags).join(",")
+                crate::folio::flag_names_on(meta.flags, kernel).join(",")
             );
         }
         out

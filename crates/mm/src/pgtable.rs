@@ -225,6 +225,18 @@ pub enum Upper {
     Leaf(Pte),
 }
 
+impl std::fmt::Display for Upper {
+    /// An upper-level entry as a page-table dump reads it: `none`, the PTE table it points at,
+    /// or a huge leaf with its PFN and bits.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Upper::None => f.write_str("none"),
+            Upper::Table(t) => write!(f, "table (page table {t})"),
+            Upper::Leaf(e) => write!(f, "huge {e:?}"),
+        }
+    }
+}
+
 const TABLE_BITS: u64 = Pte::PRESENT | Pte::RW | Pte::USER;
 
 fn decode_upper(raw: u64) -> Upper {

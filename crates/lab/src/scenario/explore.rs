@@ -81,7 +81,7 @@ pub fn factory(
                 d.write_u64(l.failures.len() as u64);
                 d.value()
             })
-            .describe(move || k_dump.state().dump()))
+            .describe(move || k_dump.state().dump(k_dump.version)))
     }
 }
 
