@@ -23,7 +23,8 @@ pub struct Provenance {
     pub scale: String,
 }
 
-/// One line of the summary: a seed change, its experiment, verdict and headline figure.
+/// One line of the summary: a seed change with its citation, its experiment, verdict and the
+/// row that decided it (`Report::headline`).
 struct SummaryLine {
     citation: &'static str,
     change: &'static str,
