@@ -1,6 +1,9 @@
 //! `mmsim explore SCENARIO`: searches the interleavings of a scenario's concurrent tasks for a
 //! broken invariant, a failed expectation, a panic or a deadlock; prints the minimised schedule
-//! step by step and writes it to a file that `--replay` reproduces exactly.
+//! step by step and writes it to a file that `--replay` reproduces exactly. Schedules that reach
+//! the event bound are inconclusive: counted and reported apart, the first written out when no
+//! violation is. `--seconds` is asked inside a schedule too, so one long schedule cannot
+//! outlast it.
 
 use clap::Args;
 use explore::{Options, Outcome, Schedule, Strategy, explore, replay};
@@ -33,7 +36,8 @@ pub(crate) struct ExploreArgs {
     #[arg(long = "set", value_name = "KEY=VALUE")]
     sets: Vec<String>,
     /// The scheduling events one schedule may take; a schedule that needs more (a livelock
-    /// under an unfair interleaving) is reported as an `event limit` finding.
+    /// under an unfair interleaving, or a scenario longer than that) is inconclusive: counted
+    /// and reported apart, not a violation.
     #[arg(long, default_value_t = lab::scenario::explore::SCHEDULE_EVENTS, value_parser = clap::value_parser!(u64).range(1..))]
     max_events: u64,
     /// Let the exhaustive search prune at states it has seen (a heuristic for scenarios: see
@@ -81,22 +85,7 @@ fn explore_cmd(a: &ExploreArgs) -> Result<u8, String> {
     }
     let mut trials = factory(&scenario, config, None);
     if let Some(path) = &a.replay {
-        let max = lab::scenario::limits::MAX_SCENARIO_BYTES;
-        let text = lab::scenario::run::read_text_or_say(path, max)?;
-        let schedule: Schedule = text.parse().map_err(|e| format!("{path}: {e}"))?;
-        let r = replay(&mut trials, &schedule, a.states).map_err(|e| format!("{path}: {e}"))?;
-        print_steps(&r.steps);
-        println!("digest {}, {} preemption(s)", r.digest, r.preemptions);
-        return Ok(match r.finding {
-            Some(f) => {
-                println!("VIOLATION {f}");
-                1
-            }
-            None => {
-                println!("no violation on this schedule");
-                0
-            }
-        });
+        return replay_cmd(a, &mut trials, path);
     }
     let strategy =
         Strategy::from_spec(&a.strategy, a.seed).map_err(|e| format!("--strategy: {e}"))?;
@@ -116,8 +105,10 @@ fn explore_cmd(a: &ExploreArgs) -> Result<u8, String> {
             .map_or("scenario".into(), |s| s.to_string_lossy().into_owned());
         format!("{stem}.schedule")
     });
-    if let Some(v) = &outcome.violation {
-        std::fs::write(&schedule_file, v.schedule.to_string())
+    // The violating schedule, or else the first inconclusive one (to replay with more events).
+    let kept = outcome.violation.as_ref().map(|v| &v.schedule);
+    if let Some(schedule) = kept.or(outcome.inconclusive.as_ref().map(|i| &i.first)) {
+        std::fs::write(&schedule_file, schedule.to_string())
             .map_err(|e| format!("{schedule_file}: {e}"))?;
     }
     if a.json {
@@ -126,6 +117,34 @@ fn explore_cmd(a: &ExploreArgs) -> Result<u8, String> {
         print_text(a, &outcome, &schedule_file, secs);
     }
     Ok(if outcome.violation.is_some() { 1 } else { 0 })
+}
+
+/// `--replay FILE`: the schedule's run step by step; exit 1 when it violates.
+fn replay_cmd(
+    a: &ExploreArgs,
+    trials: &mut explore::Factory<'_>,
+    path: &str,
+) -> Result<u8, String> {
+    let max = lab::scenario::limits::MAX_SCENARIO_BYTES;
+    let text = lab::scenario::run::read_text_or_say(path, max)?;
+    let schedule: Schedule = text.parse().map_err(|e| format!("{path}: {e}"))?;
+    let r = replay(trials, &schedule, a.states).map_err(|e| format!("{path}: {e}"))?;
+    print_steps(&r.steps);
+    println!("digest {}, {} preemption(s)", r.digest, r.preemptions);
+    Ok(match (r.finding, r.inconclusive) {
+        (Some(f), _) => {
+            println!("VIOLATION {f}");
+            1
+        }
+        (None, Some(why)) => {
+            println!("INCONCLUSIVE {why}: the schedule reached the event bound (--max-events)");
+            0
+        }
+        (None, None) => {
+            println!("no violation on this schedule");
+            0
+        }
+    })
 }
 
 /// The scenario and the settings a replay needs to rebuild the same machine (kernel, `--set`,
@@ -167,6 +186,17 @@ fn print_text(a: &ExploreArgs, o: &Outcome, schedule_file: &str, secs: f64) {
             );
         }
     }
+    if let Some(i) = &o.inconclusive {
+        println!("INCONCLUSIVE {i}");
+        if o.violation.is_none() {
+            println!(
+                "the first written to {schedule_file}; see how it ends with: mmsim explore {} \
+                 --replay {schedule_file} --max-events {}",
+                replay_args(a),
+                a.max_events.saturating_mul(16)
+            );
+        }
+    }
 }
 
 /// The run in kernel terms: the interleaving by task, then every step.
@@ -192,8 +222,16 @@ fn print_json(o: &Outcome, schedule_file: &str, secs: f64) {
             "steps": v.steps.iter().map(step_json).collect::<Vec<_>>(),
         })
     });
+    let inconclusive = o.inconclusive.as_ref().map(|i| {
+        json!({
+            "schedules": i.schedules,
+            "message": i.message,
+            "choices": i.first.choices.len(),
+        })
+    });
     let out = json!({
         "violation": violation,
+        "inconclusive": inconclusive,
         "schedules": o.schedules,
         "states": o.states,
         "exhausted": o.exhausted,

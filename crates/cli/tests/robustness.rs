@@ -228,7 +228,7 @@ fn the_events_budget_refuses_a_run_at_the_event_that_exceeds_it() {
     let path = scenario("events.toml", "memory = \"2GiB\"", ops);
     let o = mmsim(&["run", &path, "--max-events", "1000"]);
     assert_exit(&o, 2, "events.toml: refused: the run took more than 1000 scheduling events");
-    assert_exit(&o, 2, "over the events budget of 1000 (--max-events; default 4294967296)");
+    assert_exit(&o, 2, "over the events budget of 1000 (--max-events; default 1073741824)");
     assert_exit(&mmsim(&["run", &path, "--max-events", "0"]), 2, "--max-events");
     let o = mmsim(&["sweep", &path, "--grid", "seed=0..1", "--max-events", "1000"]);
     assert_exit(&o, 2, "over the events budget of 1000");

@@ -42,10 +42,14 @@
 //! - 64-bit fingerprints do not collide (hash compaction, as in SPIN: Holzmann, "An Analysis of
 //!   Bitstate Hashing", 1998); with two independent 64-bit halves the odds are negligible.
 //!
-//! `exhausted` is reported only when the stack of alternatives empties at the largest bound.
+//! `exhausted` is reported only when the stack of alternatives empties at the largest bound. A
+//! path that reaches the event bound is cut there (inconclusive, counted) and the search
+//! backtracks as from any other end: "exhausted" then covers every path up to that bound.
 
-use crate::search::{Counts, ExploreError, Found, task_list};
-use crate::trial::{Ending, Factory, Log, RunSpec, Source, default_choice, run_trial};
+use crate::search::{Counts, ExploreError, Found, STOP_EVERY, task_list};
+use crate::trial::{
+    Ending, Factory, Log, RunSpec, Seen, Source, TrialRun, default_choice, run_trial,
+};
 use engine::TaskId;
 use std::collections::BTreeMap;
 
@@ -133,43 +137,22 @@ struct Pass<'f, 'a, 'c> {
     state_cache: bool,
 }
 
+/// (engine, model, previous task) -> fewest preemptions it was reached with.
+type StateCache = BTreeMap<(u64, u64, Option<TaskId>), u32>;
+
 impl Pass<'_, '_, '_> {
     fn run(&mut self, stop: &mut dyn FnMut(&Counts) -> bool) -> Result<DfsResult, ExploreError> {
         let mut stack: Vec<Node> = Vec::new();
-        // (engine, model, previous task) -> fewest preemptions it was reached with.
-        let mut cache: BTreeMap<(u64, u64, Option<TaskId>), u32> = BTreeMap::new();
+        let mut cache = StateCache::new();
         loop {
             if stop(self.counts) {
-                return Ok(DfsResult {
-                    found: None,
-                    exhausted: false,
-                    state_cache: self.state_cache,
-                });
+                return Ok(self.result(None, false));
             }
-            let prefix: Vec<TaskId> = stack.iter().map(Node::chosen).collect();
-            let replayed = prefix.len();
-            let source = Source::Guided { choices: prefix, strict_end: false };
-            let spec = RunSpec { source, seed: self.seed, trace: false, states: false };
-            let use_cache = self.state_cache;
-            let counts = &mut *self.counts;
-            let run = run_trial(self.factory, spec, &mut |view| {
-                counts.see(view);
-                // States along the replayed prefix are known; the cache applies from the state
-                // the new alternative leads to.
-                let Some(model) = view.model.filter(|_| use_cache && view.choices >= replayed)
-                else {
-                    return false;
-                };
-                let key = (view.engine, model, view.last);
-                match cache.get(&key) {
-                    Some(&p) if p <= view.preemptions => true,
-                    _ => {
-                        cache.insert(key, view.preemptions);
-                        false
-                    }
-                }
-            })
-            .map_err(ExploreError::Setup)?;
+            let replayed = stack.len();
+            let run = self.trial(&stack, &mut cache, stop)?;
+            if run.ending == Ending::Abandoned {
+                return Ok(self.result(None, false));
+            }
             self.counts.schedules += 1;
             if let Some(d) = run.log.divergence {
                 let was = d.expected.map_or("(none)".to_string(), |t| format!("task {t}"));
@@ -178,15 +161,18 @@ impl Pass<'_, '_, '_> {
                     format!("{was} was chosen there before, now the ready tasks are {now}");
                 return Err(nondeterministic(d.step, detail));
             }
-            if let Ending::Violated(finding) = run.ending {
-                let found = Found {
-                    seed: self.seed,
-                    choices: run.log.choices(),
-                    preemptions: run.log.preemptions,
-                    finding,
-                };
-                let state_cache = self.state_cache;
-                return Ok(DfsResult { found: Some(found), exhausted: false, state_cache });
+            let choices = || run.log.choices();
+            match &run.ending {
+                Ending::Violated(finding) => {
+                    let (seed, preemptions) = (self.seed, run.log.preemptions);
+                    let finding = finding.clone();
+                    let found = Found { seed, choices: choices(), preemptions, finding };
+                    return Ok(self.result(Some(found), false));
+                }
+                Ending::Inconclusive(why) => {
+                    self.counts.inconclusive(self.seed, choices(), why.clone())
+                }
+                Ending::Completed | Ending::Pruned | Ending::Abandoned => {}
             }
             if !run.model_fingerprint {
                 // Nothing was pruned (the observer needs a model fingerprint): nothing to redo.
@@ -207,13 +193,49 @@ impl Pass<'_, '_, '_> {
                 stack.pop();
             }
             if stack.is_empty() {
-                return Ok(DfsResult {
-                    found: None,
-                    exhausted: true,
-                    state_cache: self.state_cache,
-                });
+                return Ok(self.result(None, true));
             }
         }
+    }
+
+    fn result(&self, found: Option<Found>, exhausted: bool) -> DfsResult {
+        DfsResult { found, exhausted, state_cache: self.state_cache }
+    }
+
+    /// Runs the path's choices, then the default policy; prunes at states the cache knows
+    /// (past the replayed prefix) and abandons the trial when `stop` says so.
+    fn trial(
+        &mut self,
+        stack: &[Node],
+        cache: &mut StateCache,
+        stop: &mut dyn FnMut(&Counts) -> bool,
+    ) -> Result<TrialRun, ExploreError> {
+        let prefix: Vec<TaskId> = stack.iter().map(Node::chosen).collect();
+        let replayed = prefix.len();
+        let source = Source::Guided { choices: prefix, strict_end: false };
+        let spec = RunSpec { source, seed: self.seed, trace: false, states: false };
+        let use_cache = self.state_cache;
+        let counts = &mut *self.counts;
+        run_trial(self.factory, spec, &mut |view| {
+            counts.see(view);
+            if view.choices > 0 && view.choices % STOP_EVERY == 0 && stop(counts) {
+                return Seen::Abandon;
+            }
+            // States along the replayed prefix are known; the cache applies from the state
+            // the new alternative leads to.
+            let Some(model) = view.model.filter(|_| use_cache && view.choices >= replayed) else {
+                return Seen::Go;
+            };
+            let key = (view.engine, model, view.last);
+            match cache.get(&key) {
+                Some(&p) if p <= view.preemptions => Seen::Prune,
+                _ => {
+                    cache.insert(key, view.preemptions);
+                    Seen::Go
+                }
+            }
+        })
+        .map_err(ExploreError::Setup)
     }
 }
 

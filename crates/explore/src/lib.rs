@@ -12,9 +12,11 @@
 //!    schedulers, recorded) or `dfs` (bounded exhaustive search with preemption bounding and a
 //!    visited-state cache; `dfs.rs` explains why that reduction and when it is sound). The budget
 //!    is a number of schedules plus a `should_stop` callback from the edge (no clock here).
-//! 3. A violation (failed check, panic, deadlock, event bound) is minimised (fewer preemptions,
-//!    fewer choices) and returned as a [`Violation`] with its [`Schedule`] (a versioned text
-//!    format) and readable [`Step`]s; [`replay`] reproduces it exactly, digest included.
+//! 3. A violation (failed check, panic, deadlock) is minimised (fewer preemptions, fewer
+//!    choices) and returned as a [`Violation`] with its [`Schedule`] (a versioned text format)
+//!    and readable [`Step`]s; [`replay`] reproduces it exactly, digest included. A schedule that
+//!    reaches its event bound is neither a violation nor a pass: it is counted as
+//!    [`Inconclusive`] (the first kept for a replay) and the search goes on.
 //!
 //! Architecture invariant: a simulation crate. No IO, clock, threads or hash-map iteration; the
 //! same factory, options and commit give the same [`Outcome`]. The only process-wide effect is
@@ -33,7 +35,7 @@ mod trial;
 
 pub use replay::{Replay, replay};
 pub use schedule::{SCHEDULE_FORMAT_VERSION, Schedule, ScheduleError};
-pub use search::{ExploreError, Options, Outcome, Progress, Violation, explore};
+pub use search::{ExploreError, Inconclusive, Options, Outcome, Progress, Violation, explore};
 pub use strategy::{Strategy, StrategyError};
 pub use toy::{LostUpdate, bench};
 pub use trial::{Factory, Finding, Step, Trial, TrialSetup, ViolationKind};

@@ -8,7 +8,7 @@
 use crate::quiet::QuietPanics;
 use crate::schedule::Schedule;
 use crate::search::ExploreError;
-use crate::trial::{Ending, Factory, Finding, RunSpec, Source, Step, run_trial};
+use crate::trial::{Ending, Factory, Finding, RunSpec, Seen, Source, Step, run_trial};
 use simcore::Digest;
 
 /// A replayed run.
@@ -16,6 +16,8 @@ use simcore::Digest;
 pub struct Replay {
     /// What failed, if anything.
     pub finding: Option<Finding>,
+    /// Why the run is inconclusive, when it reached its event bound.
+    pub inconclusive: Option<String>,
     pub steps: Vec<Step>,
     pub digest: Digest,
     pub preemptions: u32,
@@ -40,7 +42,7 @@ pub(crate) fn describe(
 ) -> Result<Replay, ExploreError> {
     let source = Source::Guided { choices: schedule.choices.clone(), strict_end: true };
     let spec = RunSpec { source, seed: schedule.seed, trace: true, states };
-    let run = run_trial(factory, spec, &mut |_| false).map_err(ExploreError::Setup)?;
+    let run = run_trial(factory, spec, &mut |_| Seen::Go).map_err(ExploreError::Setup)?;
     if let Some(d) = run.log.divergence {
         return Err(ExploreError::Diverged { step: d.step, expected: d.expected, ready: d.ready });
     }
@@ -52,9 +54,11 @@ pub(crate) fn describe(
             ready: Vec::new(),
         });
     }
-    let finding = match run.ending {
-        Ending::Violated(f) => Some(f),
-        Ending::Completed | Ending::Pruned => None,
+    let (finding, inconclusive) = match run.ending {
+        Ending::Violated(f) => (Some(f), None),
+        Ending::Inconclusive(why) => (None, Some(why)),
+        Ending::Completed | Ending::Pruned | Ending::Abandoned => (None, None),
     };
-    Ok(Replay { finding, steps: run.steps, digest: run.digest, preemptions: run.log.preemptions })
+    let (steps, digest, preemptions) = (run.steps, run.digest, run.log.preemptions);
+    Ok(Replay { finding, inconclusive, steps, digest, preemptions })
 }

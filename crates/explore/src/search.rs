@@ -15,9 +15,7 @@ use crate::replay::{Replay, describe};
 use crate::schedule::Schedule;
 use crate::shrink;
 use crate::strategy::Strategy;
-use crate::trial::{
-    Ending, Factory, Finding, RunSpec, Source, StateView, Step, ViolationKind, run_trial,
-};
+use crate::trial::{Ending, Factory, Finding, RunSpec, Seen, Source, StateView, Step, run_trial};
 use engine::TaskId;
 use simcore::{Digest, Prng};
 use std::collections::BTreeSet;
@@ -107,11 +105,38 @@ impl fmt::Display for Violation {
     }
 }
 
+/// Schedules that reached the event bound: neither violations nor passes. The first one is
+/// kept so that it can be replayed (with a larger bound, to see how it ends).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Inconclusive {
+    pub schedules: u64,
+    /// The first such schedule, as run (not minimised: a shorter one cannot reach the bound).
+    pub first: Schedule,
+    /// The engine's words for it, with the numbers.
+    pub message: String,
+}
+
+impl fmt::Display for Inconclusive {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} schedule(s) inconclusive: they reached the event bound ({}; the first after {} \
+             choices)",
+            self.schedules,
+            self.message,
+            self.first.choices.len()
+        )
+    }
+}
+
 /// The result of an exploration.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Outcome {
     pub violation: Option<Violation>,
-    /// Trials run (a trial pruned at a known state counts as one).
+    /// The schedules that reached the event bound, if any did.
+    pub inconclusive: Option<Inconclusive>,
+    /// Trials run (a trial pruned at a known state counts as one; one abandoned at the
+    /// caller's deadline does not).
     pub schedules: u64,
     /// Distinct states seen.
     pub states: u64,
@@ -178,9 +203,28 @@ pub(crate) fn task_list(tasks: &[TaskId]) -> String {
 pub(crate) struct Counts {
     pub schedules: u64,
     states: BTreeSet<(u64, u64)>,
+    inconclusive: u64,
+    /// The first inconclusive run: its seed, choices and message.
+    first_inconclusive: Option<(u64, Vec<TaskId>, String)>,
 }
 
+/// Steps between two questions to the caller's `should_stop` inside one trial: a schedule can
+/// run for minutes, and a deadline must not wait for it to end.
+pub(crate) const STOP_EVERY: usize = 4096;
+
 impl Counts {
+    /// Records a run that reached the event bound.
+    pub(crate) fn inconclusive(&mut self, seed: u64, choices: Vec<TaskId>, message: String) {
+        self.inconclusive += 1;
+        self.first_inconclusive.get_or_insert((seed, choices, message));
+    }
+
+    fn take_inconclusive(&mut self, strategy: Strategy) -> Option<Inconclusive> {
+        let (seed, choices, message) = self.first_inconclusive.take()?;
+        let first = Schedule { strategy, seed, choices };
+        Some(Inconclusive { schedules: self.inconclusive, first, message })
+    }
+
     /// Records a state; true if it is new.
     pub(crate) fn see(&mut self, view: &StateView) -> bool {
         self.states.insert((view.engine, view.model.unwrap_or(0)))
@@ -227,6 +271,7 @@ pub fn explore(
     let progress = counts.progress();
     Ok(Outcome {
         violation,
+        inconclusive: counts.take_inconclusive(options.strategy),
         schedules: progress.schedules,
         states: progress.states,
         exhausted,
@@ -248,13 +293,24 @@ fn sample(
         let spec = RunSpec { source, seed, trace: false, states: false };
         let run = run_trial(factory, spec, &mut |view| {
             counts.see(view);
-            false
+            match view.choices > 0 && view.choices % STOP_EVERY == 0 && stop(counts) {
+                true => Seen::Abandon,
+                false => Seen::Go,
+            }
         })
         .map_err(ExploreError::Setup)?;
+        if run.ending == Ending::Abandoned {
+            break;
+        }
         counts.schedules += 1;
-        if let Ending::Violated(finding) = run.ending {
-            let choices = run.log.choices();
-            return Ok(Some(Found { seed, choices, preemptions: run.log.preemptions, finding }));
+        match run.ending {
+            Ending::Abandoned | Ending::Completed | Ending::Pruned => {}
+            Ending::Violated(finding) => {
+                let choices = run.log.choices();
+                let preemptions = run.log.preemptions;
+                return Ok(Some(Found { seed, choices, preemptions, finding }));
+            }
+            Ending::Inconclusive(message) => counts.inconclusive(seed, run.log.choices(), message),
         }
     }
     Ok(None)
@@ -271,15 +327,9 @@ fn minimise(
     let schedule = |choices: Vec<TaskId>| Schedule { strategy, seed, choices };
     let found_schedule = schedule(found.choices.clone());
     let found_preemptions = found.preemptions;
-    // A schedule that ran into the event bound cannot get shorter and stay one: it is only
-    // checked to reproduce.
-    let budget = match found.finding.kind {
-        ViolationKind::EventLimit => 1,
-        _ => options.shrink_trials,
-    };
-    let (best, shrink_trials) = shrink::shrink(factory, found, budget)?;
+    let (best, shrink_trials) = shrink::shrink(factory, found, options.shrink_trials)?;
     let minimised = schedule(best);
-    let Replay { finding, steps, digest, preemptions } = describe(factory, &minimised, false)?;
+    let Replay { finding, steps, digest, preemptions, .. } = describe(factory, &minimised, false)?;
     let finding = finding.ok_or_else(|| ExploreError::Nondeterministic {
         step: minimised.choices.len(),
         detail: "the minimised schedule no longer violates when replayed".into(),

@@ -18,7 +18,7 @@
 //! The message may change (a shorter run can lose fewer updates); the kind of check may not.
 
 use crate::search::{ExploreError, Found};
-use crate::trial::{Ending, Factory, Log, RunSpec, Source, ViolationKind, run_trial};
+use crate::trial::{Ending, Factory, Log, RunSpec, Seen, Source, ViolationKind, run_trial};
 use engine::TaskId;
 
 /// The best schedule so far.
@@ -102,7 +102,7 @@ pub(crate) fn shrink(
     let mut run = |choices: Vec<TaskId>| -> Result<Option<Best>, ExploreError> {
         let source = Source::Guided { choices, strict_end: false };
         let spec = RunSpec { source, seed, trace: false, states: false };
-        let run = run_trial(factory, spec, &mut |_| false).map_err(ExploreError::Setup)?;
+        let run = run_trial(factory, spec, &mut |_| Seen::Go).map_err(ExploreError::Setup)?;
         Ok(match run.ending {
             Ending::Violated(f) if f.kind == kind => Some(Best::from_log(&run.log)),
             _ => None,

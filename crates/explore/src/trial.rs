@@ -124,8 +124,6 @@ pub enum ViolationKind {
     Panic,
     /// Every remaining task blocked.
     Deadlock,
-    /// The run exceeded its event bound (a livelock or an unbounded loop).
-    EventLimit,
 }
 
 impl fmt::Display for ViolationKind {
@@ -135,7 +133,6 @@ impl fmt::Display for ViolationKind {
             ViolationKind::Expectation => "expectation failed",
             ViolationKind::Panic => "panic",
             ViolationKind::Deadlock => "deadlock",
-            ViolationKind::EventLimit => "event limit",
         })
     }
 }
@@ -335,6 +332,22 @@ pub(crate) enum Ending {
     Violated(Finding),
     /// The observer stopped it at a state already explored.
     Pruned,
+    /// The run reached its event bound: neither a violation nor a pass (a livelock that only
+    /// an unfair interleaving sustains, or a scenario longer than the bound). The message has
+    /// the numbers.
+    Inconclusive(String),
+    /// The observer abandoned it (the caller's deadline came): it counts for nothing.
+    Abandoned,
+}
+
+/// What the observer wants after seeing a state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Seen {
+    Go,
+    /// Stop here: the state was explored before.
+    Prune,
+    /// Stop here and drop the trial.
+    Abandon,
 }
 
 /// A finished trial.
@@ -363,12 +376,12 @@ pub(crate) struct RunSpec {
     pub states: bool,
 }
 
-/// Runs one trial. `observe` sees the initial state and the state after each step, and returns
-/// true to stop the trial there (pruned).
+/// Runs one trial. `observe` sees the initial state and the state after each step, and says
+/// whether the trial goes on.
 pub(crate) fn run_trial(
     factory: &mut Factory<'_>,
     spec: RunSpec,
-    observe: &mut dyn FnMut(&StateView) -> bool,
+    observe: &mut dyn FnMut(&StateView) -> Seen,
 ) -> Result<TrialRun, String> {
     let log = Rc::new(RefCell::new(Log::default()));
     let scheduler = TrialScheduler { source: spec.source, entries: Vec::new(), log: log.clone() };
@@ -391,7 +404,7 @@ pub(crate) fn run_trial(
     };
     // The initial state is shared by every trial: it is seen, never pruned at.
     observe(&view(&log.borrow()));
-    let pruned = Cell::new(false);
+    let stopped = Cell::new(Seen::Go);
     let mut step_choices = Vec::new();
     let mut states = Vec::new();
     let mut check = || -> Result<(), String> {
@@ -405,9 +418,12 @@ pub(crate) fn run_trial(
         if let Some(c) = &mut step_check {
             c()?;
         }
-        if observe(&view(&log.borrow())) {
-            pruned.set(true);
-            return Err(String::new());
+        match observe(&view(&log.borrow())) {
+            Seen::Go => {}
+            seen => {
+                stopped.set(seen);
+                return Err(String::new());
+            }
         }
         Ok(())
     };
@@ -421,15 +437,7 @@ pub(crate) fn run_trial(
             None => Ok(Ending::Completed),
         }
     });
-    let ending = match outcome {
-        Ok(Ok(ending)) => ending,
-        Ok(Err(SimError::Check { .. })) if pruned.get() => Ending::Pruned,
-        Ok(Err(e)) => Ending::Violated(finding_of(e)),
-        Err(message) => Ending::Violated(Finding {
-            kind: ViolationKind::Panic,
-            message: panic_text(&message).to_string(),
-        }),
-    };
+    let ending = ending_of(outcome, stopped.get());
     let runqueue_used = (0..handle.cpus()).any(|n| handle.cpu_stats(CpuId(n)).runqueue_waits > 0);
     let log = std::mem::take(&mut *log.borrow_mut());
     let steps =
@@ -438,18 +446,28 @@ pub(crate) fn run_trial(
     Ok(TrialRun { ending, digest: handle.digest(), log, steps, runqueue_used, model_fingerprint })
 }
 
-fn finding_of(e: SimError) -> Finding {
+/// How a trial ended, from the run's outcome (a task's panic as `Err`) and what the observer
+/// stopped it for.
+fn ending_of(outcome: Result<Result<Ending, SimError>, String>, stopped: Seen) -> Ending {
+    let e = match outcome {
+        Ok(Ok(ending)) => return ending,
+        Ok(Err(e)) => e,
+        Err(message) => {
+            let message = panic_text(&message).to_string();
+            return Ending::Violated(Finding { kind: ViolationKind::Panic, message });
+        }
+    };
     match e {
-        SimError::Check { message, now, events } => Finding {
+        SimError::Check { .. } if stopped == Seen::Prune => Ending::Pruned,
+        SimError::Check { .. } if stopped == Seen::Abandon => Ending::Abandoned,
+        SimError::Check { message, now, events } => Ending::Violated(Finding {
             kind: ViolationKind::Invariant,
             message: format!("{message} (at {now}, after {events} events)"),
-        },
+        }),
         SimError::Deadlock(report) => {
-            Finding { kind: ViolationKind::Deadlock, message: report.to_string() }
+            Ending::Violated(Finding { kind: ViolationKind::Deadlock, message: report.to_string() })
         }
-        e @ SimError::EventLimit { .. } => {
-            Finding { kind: ViolationKind::EventLimit, message: e.to_string() }
-        }
+        e @ SimError::EventLimit { .. } => Ending::Inconclusive(e.to_string()),
     }
 }
 

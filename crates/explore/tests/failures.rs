@@ -140,28 +140,46 @@ fn spinners(setup: TrialSetup, n: u32, max_events: u64) -> Result<Trial, String>
     Ok(Trial::new(sim))
 }
 
+/// A schedule that reaches the event bound is neither a violation nor a pass: it is counted as
+/// inconclusive, the first kept as run, and the search goes on to spend its budget.
 #[test]
-fn the_event_bound_is_a_violation() {
+fn the_event_bound_is_inconclusive_not_a_violation() {
     let mut factory = |setup: TrialSetup| spinners(setup, 1, 20);
-    let v = explore_with(&mut factory, &Options::new(Strategy::Random { seed: 0 }, 10))
-        .unwrap()
-        .violation
-        .unwrap();
-    assert_eq!(v.finding.kind, ViolationKind::EventLimit);
-    assert!(v.finding.message.starts_with("event bound exceeded: more than 20"), "{v}");
+    let o = explore_with(&mut factory, &Options::new(Strategy::Random { seed: 0 }, 10)).unwrap();
+    assert!(o.violation.is_none(), "{:?}", o.violation);
+    assert_eq!(o.schedules, 10);
+    let i = o.inconclusive.expect("every schedule reached the bound");
+    assert_eq!(i.schedules, 10);
+    assert!(i.message.starts_with("event bound exceeded: more than 20"), "{i}");
+    let r = explore::replay(&mut factory, &i.first, false).unwrap();
+    assert_eq!((r.finding, r.inconclusive), (None, Some(i.message)));
 }
 
-/// A schedule that ran into the event bound is checked to reproduce and not minimised: it
-/// cannot get shorter and still reach the bound, and each try costs a whole bound's events.
+/// The exhaustive search backtracks past an inconclusive path and still finds the violation
+/// another path leads to.
 #[test]
-fn an_event_bound_schedule_is_not_minimised() {
+fn dfs_goes_on_past_an_inconclusive_path() {
     let mut factory = |setup: TrialSetup| spinners(setup, 2, 40);
-    let v = explore_with(&mut factory, &Options::new(Strategy::Random { seed: 0 }, 10))
-        .unwrap()
-        .violation
-        .unwrap();
-    assert_eq!(v.finding.kind, ViolationKind::EventLimit);
-    assert_eq!(v.shrink_trials, 1, "{v}");
+    let o = explore_with(&mut factory, &dfs(Some(1))).unwrap();
+    assert!(o.violation.is_none());
+    assert!(o.exhausted, "the bounded tree is finite");
+    assert_eq!(o.inconclusive.unwrap().schedules, o.schedules);
+}
+
+/// A deadline asked inside a trial abandons a schedule that would run on: the exploration ends
+/// with that schedule uncounted.
+#[test]
+fn should_stop_is_asked_inside_a_long_schedule() {
+    let mut factory = |setup: TrialSetup| spinners(setup, 1, 1 << 20);
+    let mut asked = 0;
+    let mut stop = |_: &explore::Progress| {
+        asked += 1;
+        asked > 3
+    };
+    let options = Options::new(Strategy::Random { seed: 0 }, 10);
+    let o = explore(&mut factory, &options, &mut stop).unwrap();
+    assert_eq!((o.schedules, o.inconclusive), (0, None));
+    assert!(o.violation.is_none() && !o.exhausted);
 }
 
 #[test]

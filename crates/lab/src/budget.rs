@@ -12,9 +12,15 @@
 //! are lazy), so nothing can be refused before the run starts.
 //!
 //! The events budget is the engine's event bound (`SimConfig::max_events`): [`DEFAULT_EVENTS`]
-//! (2^32) unless `--max-events N` changes it. It is not taken from the host's speed, so that a
-//! run is refused or not the same way on every host (determinism: same input, same outcome).
-//! A run that reaches it is refused (exit 2) at that event, with the numbers (`SimError::over_event_budget`).
+//! (2^30) unless `--max-events N` changes it. Every charge counts, carried on or not, so the
+//! host time a run takes grows with its events: a fault-heavy run takes 6 to 7 million a second
+//! here (`touch` of 4 GiB: 7.3 million events in 1.1 s), so the budget is about three minutes,
+//! and a run that could not finish in minutes (a `touch` of 60 TiB, page by page) is refused
+//! with the numbers. It is not taken from the host's speed, so that a run is refused or not
+//! the same way on every host (determinism: same input, same outcome). Costs that grow with
+//! live objects rather than events are bounded by the kernel's own limits (`SHMMNI` segments,
+//! `RLIMIT_NOFILE` descriptors). A run that reaches it is refused (exit 2) at that event, with
+//! the numbers (`SimError::over_event_budget`).
 
 use mm::kernel::KState;
 use simcore::Bytes;

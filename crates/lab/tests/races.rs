@@ -66,3 +66,32 @@ shard_tests!(
     race_scenarios_find_what_they_declare_6 = 6,
     race_scenarios_find_what_they_declare_7 = 7,
 );
+
+/// A result declared `[[time_order]]` is checked in time order only: explored, the schedules
+/// that reorder a sleep against the work it waits for are no violation. Without the
+/// declarations the same exploration reports one, so the declarations are what it rests on.
+#[test]
+fn time_ordered_results_are_left_to_the_time_ordered_run() {
+    use lab::scenario::model::ExploreExpect;
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios");
+    for name in ["regressions/read-vs-truncate.toml", "lang/repeat.toml"] {
+        let s = load(&dir.join(name).to_string_lossy()).unwrap();
+        assert!(!s.time_order.is_empty(), "{name} declares no [[time_order]]");
+        let d = ExploreExpect {
+            line: 0,
+            kernel: None,
+            sets: Vec::new(),
+            strategy: "random".into(),
+            seed: 0,
+            budget: 20,
+            violation: false,
+            reach: None,
+        };
+        let explored = Scenario { explore: vec![d.clone()], ..s.clone() };
+        let r = check_declared(&explored).unwrap();
+        assert!(r[0].holds, "{name}: {}", r[0].summary);
+        let undeclared = Scenario { time_order: Vec::new(), ..explored };
+        let r = check_declared(&undeclared).unwrap();
+        assert!(!r[0].holds, "{name} without its declarations: {}", r[0].summary);
+    }
+}

@@ -353,6 +353,10 @@ pub(crate) async fn filemap_fault(
     readaround: u64,
 ) -> Result<FaultPage, VmFault> {
     let mut major = false;
+    // Read-around runs once per fault (`do_sync_mmap_readahead`); a page still missing after it
+    // (reclaim took it back before the fault's lookup: a memcg of a few pages) is then created
+    // and read alone, as `__filemap_get_folio(FGP_CREAT)` does, so the fault makes progress.
+    let mut window = readaround;
     loop {
         cx.charge(Cost::PageCacheLookup).await;
         let (found, fs, size) = {
@@ -370,9 +374,10 @@ pub(crate) async fn filemap_fault(
                 PageFill::AllocZeroed => major |= shmem_get_page(cx, inode, index).await?,
                 PageFill::ReadFolio => {
                     major = true;
-                    let start = index.saturating_sub(readaround / 2);
-                    let end = (start + readaround).min(size).max(index + 1);
+                    let start = index.saturating_sub(window / 2);
+                    let end = (start + window).min(size).max(index + 1);
                     read_pages(cx, inode, start, end).await?;
+                    window = 1;
                 }
             }
             continue;

@@ -87,10 +87,9 @@ pub(crate) async fn memfd_create(cx: &Cx, name: &str, flags: u32) -> Result<i32,
     cx.charge(crate::sim::cost::Cost::Syscall).await;
     let fs = memfd_fs(cx.kernel().version, flags, name)?;
     let mut st = cx.st();
+    let fd = st.procs[cx.current()].unused_fd()?;
     let f = st.memfd_file(cx, fs, name);
-    let p = &mut st.procs[cx.current()];
-    let fd = p.next_fd();
-    p.fds.insert(fd, f);
+    st.procs[cx.current()].fds.insert(fd, f);
     Ok(fd)
 }
 

@@ -1,9 +1,13 @@
 //! Processes: a pid, an address space, a file-descriptor table (`kernel/fork.c`, `fs/file.c`).
 //!
 //! Threads of a process are engine tasks that share its mm; the scenario or API decides what each
-//! runs. Approximations: no signals beyond reporting them, no credentials, one thread group per
-//! process.
+//! runs. A descriptor is the lowest free one (`fs/file.c` `alloc_fd`), under the soft
+//! `RLIMIT_NOFILE` every process starts with: 1024 (`INR_OPEN_CUR`, include/uapi/linux/fs.h, as
+//! `INIT_RLIMITS` in include/asm-generic/resource.h sets it, in every era mmsim models); past it
+//! `open`, `dup`, `pipe` and `memfd_create` fail with EMFILE. Approximations: no signals beyond
+//! reporting them, no credentials, one thread group per process, no `setrlimit`.
 
+use crate::errno::Errno;
 use crate::fs::FileId;
 use crate::mm_struct::MmId;
 use std::collections::BTreeMap;
@@ -12,6 +16,9 @@ simcore::define_id!(
     /// A process id (the simulated kernel's pids start at 1 for the first process created).
     pub struct Pid;
 );
+
+/// `RLIMIT_NOFILE`'s soft limit at boot (`INR_OPEN_CUR`): descriptors are below it.
+pub const RLIMIT_NOFILE: i32 = 1024;
 
 /// What became of a process.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -52,8 +59,27 @@ impl Process {
         }
     }
 
-    /// The lowest free descriptor (`get_unused_fd_flags`).
-    pub fn next_fd(&self) -> i32 {
-        (0..).find(|fd| !self.fds.contains_key(fd)).expect("a free descriptor")
+    /// The `N` lowest free descriptors (`get_unused_fd_flags`, called `N` times before any is
+    /// installed), or EMFILE when they do not all fit under `RLIMIT_NOFILE`.
+    pub fn unused_fds<const N: usize>(&self) -> Result<[i32; N], Errno> {
+        let mut found = [0; N];
+        let mut used = self.fds.keys().copied().peekable();
+        let mut fd = 0;
+        for slot in &mut found {
+            while used.next_if_eq(&fd).is_some() {
+                fd += 1;
+            }
+            if fd >= RLIMIT_NOFILE {
+                return Err(Errno::EMFILE);
+            }
+            *slot = fd;
+            fd += 1;
+        }
+        Ok(found)
+    }
+
+    /// The lowest free descriptor, or EMFILE.
+    pub fn unused_fd(&self) -> Result<i32, Errno> {
+        self.unused_fds::<1>().map(|[fd]| fd)
     }
 }

@@ -101,6 +101,24 @@ pub struct ShmIds {
     tot: u64,
 }
 
+impl ShmIds {
+    /// The lowest index no segment holds (`ipc_addid`'s `idr_alloc` from 0), found in one pass
+    /// over the indices in order: a loop of `shmget` costs O(SHMMNI) per call, not a scan of
+    /// every segment per candidate index.
+    fn lowest_free_index(&self) -> i32 {
+        let mut held: Vec<i32> = self.segs.keys().map(|id| id % IPCMNI).collect();
+        held.sort_unstable();
+        let mut index = 0;
+        for i in held {
+            if i != index {
+                break;
+            }
+            index += 1;
+        }
+        index
+    }
+}
+
 impl KState {
     /// Whether `inode` is a SysV shm segment's file.
     pub(crate) fn shm_inode(&self, inode: InodeId) -> bool {
@@ -153,8 +171,7 @@ impl KState {
         }
         let name = format!("/SYSV{:08x} (deleted)", key as u32);
         let (inode, file) = self.shm_file_setup(handle, name, size, flg)?;
-        let index = (0..).find(|i| !self.shm.segs.keys().any(|id| id % IPCMNI == *i));
-        let id = self.shm.seq.wrapping_mul(IPCMNI) + index.expect("fewer than SHMMNI segments");
+        let id = self.shm.seq.wrapping_mul(IPCMNI) + self.shm.lowest_free_index();
         self.shm.seq = (self.shm.seq + 1) % (i32::MAX / IPCMNI);
         self.shm.tot += pages;
         let s = ShmSegment {

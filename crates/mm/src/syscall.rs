@@ -225,10 +225,11 @@ impl Thread {
     /// `open(2)` of an existing file; returns the descriptor.
     pub async fn open(&self, path: &str, flags: OpenFlags) -> Result<i32, Errno> {
         self.cx.charge(crate::sim::cost::Cost::Syscall).await;
-        let inode = *self.cx.st().paths.get(path).ok_or(Errno::ENOENT)?;
         if !flags.read && !flags.write {
             return Err(Errno::EINVAL);
         }
+        self.cx.st().procs[self.pid()].unused_fd()?;
+        let inode = *self.cx.st().paths.get(path).ok_or(Errno::ENOENT)?;
         let mode =
             if flags.read { fmode::READ } else { 0 } | if flags.write { fmode::WRITE } else { 0 };
         let seen = match flags.write {
@@ -242,10 +243,12 @@ impl Thread {
         if flags.truncate && flags.write {
             do_truncate(&self.cx, inode, 0).await;
         }
+        // The kernel reserves the descriptor before the lookup; here another thread may take
+        // the last free one meanwhile, and then this open fails as if it had come first.
         let mut st = self.cx.st();
-        let p = &mut st.procs[self.pid()];
-        let fd = p.next_fd();
-        p.fds.insert(fd, f);
+        let fd = st.procs[self.pid()].unused_fd();
+        let fd = fd.inspect_err(|_| st.file_put(f))?;
+        st.procs[self.pid()].fds.insert(fd, f);
         Ok(fd)
     }
 
@@ -263,10 +266,9 @@ impl Thread {
         self.cx.charge(crate::sim::cost::Cost::Syscall).await;
         let f = self.fd(fd)?;
         let mut st = self.cx.st();
+        let new = st.procs[self.pid()].unused_fd()?;
         st.file_mut(f).refs += 1;
-        let p = &mut st.procs[self.pid()];
-        let new = p.next_fd();
-        p.fds.insert(new, f);
+        st.procs[self.pid()].fds.insert(new, f);
         Ok(new)
     }
 
@@ -550,11 +552,10 @@ impl Thread {
     pub async fn pipe(&self) -> Result<(i32, i32), Errno> {
         self.cx.charge(crate::sim::cost::Cost::Syscall).await;
         let mut st = self.cx.st();
+        let [rfd, wfd] = st.procs[self.pid()].unused_fds::<2>()?;
         let (r, w) = st.pipe_create(&self.cx);
         let p = &mut st.procs[self.pid()];
-        let rfd = p.next_fd();
         p.fds.insert(rfd, r);
-        let wfd = p.next_fd();
         p.fds.insert(wfd, w);
         Ok((rfd, wfd))
     }

@@ -75,3 +75,24 @@ fn kernel_policies_replay_within_the_cgroup() {
         }
     }
 }
+
+/// A fault in a memcg of one page: read-around reads a window whose later pages reclaim the
+/// faulting one before the fault looks it up. The fault then reads that page alone, as the
+/// kernel's `__filemap_get_folio(FGP_CREAT)` does, instead of reading the window again forever.
+/// Each request misses; the run ends well inside its events budget.
+#[test]
+fn mmap_faults_progress_in_a_one_page_cgroup() {
+    for policy in [Policy::Classic, Policy::Mglru] {
+        let path = arc("P6");
+        let reader = BlockReader::open(&path, BlockFormat::Arc).unwrap();
+        let mut options = PageCacheOptions::new(
+            Profile::named("tiny").unwrap(),
+            policy,
+            AccessMode::Mmap,
+            Bytes(4096),
+        );
+        (options.max_requests, options.max_events) = (Some(200), 200_000);
+        let r = replay_page_cache(reader, &path, &options, &mut |_, _| ()).unwrap();
+        assert_eq!((r.requests, r.misses), (200, 200), "{policy:?}: {r:?}");
+    }
+}

@@ -64,6 +64,27 @@ pub struct Scenario {
     /// `[[host_differs]]`: rows where the real kernel is known to differ from the model
     /// (`mmsim diff`, `crates/host`), each with its reason.
     pub host_differs: Vec<HostDiffers>,
+    /// `[[time_order]]`: expectations that hold only in the time-ordered run (a race virtual
+    /// time decides), which the interleaving explorer does not check.
+    pub time_order: Vec<TimeOrder>,
+}
+
+/// An operation's or expectation's result that only the time-ordered run decides: explored, a
+/// schedule may reorder what virtual time orders, so only the invariants are checked there.
+#[derive(Clone, Debug)]
+pub struct TimeOrder {
+    pub line: usize,
+    /// The line of the operation or expectation; `None`: every one of the scenario's (its
+    /// results are all about what daemons did while a task slept).
+    pub at: Option<usize>,
+    pub reason: String,
+}
+
+impl TimeOrder {
+    /// Whether the result checked at `line` is declared time-ordered by one of `decls`.
+    pub fn covers(decls: &[TimeOrder], line: usize) -> bool {
+        decls.iter().any(|d| d.at.is_none_or(|at| at == line))
+    }
 }
 
 /// A declared difference between the host kernel and the model on one row of `mmsim diff`.

@@ -34,7 +34,7 @@ pub fn parse_scenario(file: &str, text: &str) -> Result<Scenario, ScenarioError>
 }
 
 /// The keys of a scenario file's top level.
-const TOP_KEYS: [&str; 10] = [
+const TOP_KEYS: [&str; 11] = [
     "machine",
     "file",
     "cgroup",
@@ -45,6 +45,7 @@ const TOP_KEYS: [&str; 10] = [
     "explore",
     "requires",
     "host_differs",
+    "time_order",
 ];
 
 struct Parser<'a> {
@@ -100,6 +101,9 @@ impl<'a> Parser<'a> {
         let host_differs = top.list("host_differs")?;
         let host_differs = host_differs.iter().map(|n| self.host_differs(n));
         let host_differs = host_differs.collect::<Result<Vec<_>, _>>()?;
+        let time_order = top.list("time_order")?;
+        let time_order = time_order.iter().map(|n| self.time_order(n));
+        let time_order = time_order.collect::<Result<Vec<_>, _>>()?;
         top.finish(&TOP_KEYS)?;
         let scenario = Scenario {
             file: self.file.into(),
@@ -113,9 +117,10 @@ impl<'a> Parser<'a> {
             explore,
             requires,
             host_differs,
+            time_order,
         };
         self.check_names(&scenario)?;
-        self.check_host_differs(&scenario)?;
+        self.check_lines(&scenario)?;
         Ok(scenario)
     }
 
@@ -187,27 +192,41 @@ impl<'a> Parser<'a> {
                 node.line,
                 "[[host_differs]]: expected `line`, the line of the operation or expectation",
             )
-        })?;
+        })? as usize;
         let reason = f.string("reason")?;
         let conditions = f.get("kernel").map(|n| vec![("kernel".to_string(), n.clone())]);
         let table = Kind::Table(conditions.unwrap_or_default());
         let when = self.when(&Node { line: node.line, kind: table })?;
         f.finish(&["line", "reason", "kernel"])?;
-        Ok(HostDiffers { line: node.line, at: at as usize, when, reason })
+        Ok(HostDiffers { line: node.line, at, when, reason })
     }
 
-    /// Each `[[host_differs]]` names the line of an operation or an expectation.
-    fn check_host_differs(&self, s: &Scenario) -> Result<(), ScenarioError> {
+    /// `[[time_order]]`: an operation's or expectation's result that holds only in time order
+    /// (without `line`, every one), and why.
+    fn time_order(&self, node: &Node) -> Result<TimeOrder, ScenarioError> {
+        let f = self.fields(node, "[[time_order]]")?;
+        let at = f.opt_u64("line")?.map(|at| at as usize);
+        let reason = f.string("reason")?;
+        f.finish(&["line", "reason"])?;
+        Ok(TimeOrder { line: node.line, at, reason })
+    }
+
+    /// Each `[[host_differs]]` and `[[time_order]]` names the line of an operation or an
+    /// expectation.
+    fn check_lines(&self, s: &Scenario) -> Result<(), ScenarioError> {
         let expects = s.steps.iter().flat_map(|st| &st.expects).chain(&s.expects);
         let mut lines: Vec<usize> = s.all_ops().map(|op| op.line).collect();
         lines.extend(expects.map(|e| e.line));
-        match s.host_differs.iter().find(|d| !lines.contains(&d.at)) {
-            Some(d) => Err(self.err(
-                d.line,
-                format!("[[host_differs]]: line {} holds no operation or expectation", d.at),
-            )),
-            None => Ok(()),
+        let declared = s.host_differs.iter().map(|d| ("[[host_differs]]", d.line, d.at));
+        let timed = s.time_order.iter().filter_map(|d| Some(("[[time_order]]", d.line, d.at?)));
+        let declared = declared.chain(timed);
+        for (table, line, at) in declared {
+            if !lines.contains(&at) {
+                let what = format!("{table}: line {at} holds no operation or expectation");
+                return Err(self.err(line, what));
+            }
         }
+        Ok(())
     }
 
     fn machine(&self, node: &Node) -> Result<MachineSpec, ScenarioError> {
@@ -794,6 +813,22 @@ mod tests {
         );
         let dup = "[[process]]\nname = \"p\"\n[[step]]\nprocess = \"p\"\nops = [ { op = \"fork\", as = \"c\" }, { op = \"fork\", as = \"c\" } ]\n";
         assert!(err(dup).contains("name `c` is already bound at line 5"));
+    }
+
+    #[test]
+    fn time_order_names_a_result_or_the_whole_scenario() {
+        let base =
+            "[[process]]\nname = \"p\"\n[[step]]\nprocess = \"p\"\nops = [ { op = \"fork\" } ]\n";
+        let decl = |extra: &str| format!("{base}[[time_order]]\n{extra}reason = \"a sleep\"\n");
+        assert_eq!(
+            err(&decl("line = 4\n")),
+            "s.toml:6: [[time_order]]: line 4 holds no operation or expectation"
+        );
+        let s = parse_scenario("s.toml", &decl("line = 5\n")).unwrap();
+        assert!(TimeOrder::covers(&s.time_order, 5) && !TimeOrder::covers(&s.time_order, 4));
+        let s = parse_scenario("s.toml", &decl("")).unwrap();
+        assert!(TimeOrder::covers(&s.time_order, 4));
+        assert!(err(&format!("{base}[[time_order]]\nline = 5\n")).starts_with("s.toml:6:"));
     }
 
     #[test]
