@@ -79,17 +79,26 @@ fn undo(changes: &[Change]) {
     }
 }
 
-/// Moves what is left in a cgroup to its parent and removes it.
+/// Moves what is left in a cgroup to its parent and removes it. A cgroup whose last tasks have
+/// just died stays busy until they are reaped (a killed run's agents, reparented to init), so
+/// the removal is retried for up to two seconds.
 fn remove_cgroup(dir: &str) {
     let parent = dir.rsplit_once('/').map_or(dir, |(p, _)| p);
-    for file in ["cgroup.procs", "tasks"] {
-        if let Ok(t) = std::fs::read_to_string(format!("{dir}/{file}")) {
-            for pid in t.lines() {
-                let _ = std::fs::write(format!("{parent}/{file}"), pid);
+    for _ in 0..100 {
+        for file in ["cgroup.procs", "tasks"] {
+            if let Ok(t) = std::fs::read_to_string(format!("{dir}/{file}")) {
+                for pid in t.lines() {
+                    let _ = std::fs::write(format!("{parent}/{file}"), pid);
+                }
             }
         }
+        match std::fs::remove_dir(dir) {
+            Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            _ => return,
+        }
     }
-    let _ = std::fs::remove_dir(dir);
 }
 
 /// A knob's current value as it would be written back: the bracketed choice of a choice file
