@@ -190,10 +190,9 @@ fn print_text(a: &ExploreArgs, o: &Outcome, schedule_file: &str, secs: f64) {
         println!("INCONCLUSIVE {i}");
         if o.violation.is_none() {
             println!(
-                "the first written to {schedule_file}; see how it ends with: mmsim explore {} \
-                 --replay {schedule_file} --max-events {}",
-                replay_args(a),
-                a.max_events.saturating_mul(16)
+                "the first written to {schedule_file}; replay it with: mmsim explore {} \
+                 --replay {schedule_file} --states",
+                replay_args(a)
             );
         }
     }

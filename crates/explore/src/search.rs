@@ -106,7 +106,7 @@ impl fmt::Display for Violation {
 }
 
 /// Schedules that reached the event bound: neither violations nor passes. The first one is
-/// kept so that it can be replayed (with a larger bound, to see how it ends).
+/// kept so that it can be replayed step by step (a replay follows it strictly, to the bound).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Inconclusive {
     pub schedules: u64,
@@ -299,12 +299,12 @@ fn sample(
             }
         })
         .map_err(ExploreError::Setup)?;
-        if run.ending == Ending::Abandoned {
-            break;
+        if run.ending != Ending::Abandoned {
+            counts.schedules += 1;
         }
-        counts.schedules += 1;
         match run.ending {
-            Ending::Abandoned | Ending::Completed | Ending::Pruned => {}
+            Ending::Abandoned => break,
+            Ending::Completed | Ending::Pruned => {}
             Ending::Violated(finding) => {
                 let choices = run.log.choices();
                 let preemptions = run.log.preemptions;

@@ -102,9 +102,8 @@ pub struct ShmIds {
 }
 
 impl ShmIds {
-    /// The lowest index no segment holds (`ipc_addid`'s `idr_alloc` from 0), found in one pass
-    /// over the indices in order: a loop of `shmget` costs O(SHMMNI) per call, not a scan of
-    /// every segment per candidate index.
+    /// The lowest index no segment holds (`ipc_addid`'s `idr_alloc` from 0): the held indices
+    /// sorted, then the first gap, so a call costs O(n log n) in the n <= `SHMMNI` segments.
     fn lowest_free_index(&self) -> i32 {
         let mut held: Vec<i32> = self.segs.keys().map(|id| id % IPCMNI).collect();
         held.sort_unstable();
