@@ -393,30 +393,3 @@ fn the_long_function_scanner_counts_lines_and_skips_literals() {
     );
     assert_eq!(impl_name("impl fmt::Display for ScenarioError "), "ScenarioError");
 }
-
-/// The fault path's seam (ARCHITECTURE.md, `crates/mm`): the handler (`fault.rs`) and the
-/// library half of `mm/memory.c` (`memory.rs`) never name DAX, a file system or the huge-page
-/// code; a kind of mapping is reached only through `VmOps` (`vm_ops.rs`); and only the fault's
-/// callers (the MMU access path, GUP, khugepaged's swap-in, KSM's `break_ksm`) and the ops table
-/// import `fault.rs`.
-#[test]
-fn the_fault_path_reaches_mapping_kinds_only_through_vm_ops() {
-    const CALLERS: &[&str] = &["vm_ops.rs", "gup.rs", "uaccess.rs", "khugepaged.rs", "ksm.rs"];
-    const UNNAMED: &[&str] = &["dax", "fstype", "huge_memory", "tmpfs", "ext4"];
-    let mut checked = 0;
-    for file in crate_sources("mm") {
-        let name = file.file_name().unwrap().to_string_lossy().into_owned();
-        let text = std::fs::read_to_string(&file).unwrap();
-        if name == "fault.rs" || name == "memory.rs" {
-            checked += 1;
-            let lower = text.to_lowercase();
-            for word in UNNAMED {
-                assert!(!lower.contains(word), "{} names `{word}`", file.display());
-            }
-        }
-        if text.contains("crate::fault::") {
-            assert!(CALLERS.contains(&name.as_str()), "{} imports fault.rs", file.display());
-        }
-    }
-    assert_eq!(checked, 2, "fault.rs and memory.rs were found");
-}

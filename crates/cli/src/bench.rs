@@ -294,7 +294,7 @@ fn mm_bench(a: &MmArgs) -> Result<(), String> {
     println!("virtual time      {}", report.now.since(simcore::SimTime::ZERO));
     println!(
         "hugetlb           {:>8} host bytes per huge page, 2 MiB or 1 GiB (one `HPage`, no per-frame state; crates/mm/tests/hugetlb.rs checks a 250 GiB pool)",
-        mm::hugetlb::Hugetlb::host_bytes_per_page()
+        mm::types::hugetlb::Hugetlb::host_bytes_per_page()
     );
     Ok(())
 }

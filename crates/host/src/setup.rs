@@ -13,8 +13,8 @@
 use crate::support::{CgroupKind, Refusal, cgroup_kind, host_sysfs_path, refuse};
 use crate::sys;
 use lab::scenario::model::Scenario;
-use mm::fs::FsType;
-use mm::shmem::TmpfsMount;
+use mm::types::fs::FsType;
+use mm::types::fs::TmpfsMount;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -301,7 +301,7 @@ fn write_contents(path: &str, spec: &mm::FileSpec) -> std::io::Result<()> {
         .truncate(false)
         .open(path)?;
     let size = spec.size.as_u64();
-    let mut backing = mm::fs::Backing { pattern: spec.pattern, ..Default::default() };
+    let mut backing = mm::types::fs::Backing { pattern: spec.pattern, ..Default::default() };
     for &(first, pages) in &spec.holes {
         backing.holes.insert(first, first + pages);
     }

@@ -14,7 +14,7 @@
 
 use crate::sys;
 use lab::scenario::model::{Op, OpKind, Scenario};
-use mm::fs::FsType;
+use mm::types::fs::FsType;
 use mm::{Access, KernelVersion, Switches};
 
 /// Why the host cannot run a scenario natively (exit 2).

@@ -38,10 +38,11 @@
 //! is the executable's, as the kernel's is.
 
 use crate::kernel::{Cx, KState};
-use crate::mm_struct::MmId;
 use crate::sim::cost::Cost;
-use crate::vm_ops::VmOps;
-use crate::vma::{VmFlags, Vma, VmaId, VmaRole};
+use crate::types::ids::MmId;
+use crate::types::ids::VmaId;
+use crate::types::mm_types::VmOps;
+use crate::vma::{VmFlags, Vma, VmaRole};
 use simcore::{Bytes, VirtAddr};
 
 /// `stack_guard_gap`: 256 pages below a stack VMA that nothing else may map (v4.12+).

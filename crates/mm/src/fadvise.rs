@@ -23,9 +23,10 @@
 use crate::errno::Errno;
 use crate::filemap::{folio_trylock, folio_unlock, read_pages};
 use crate::folio::{Mapping, pg};
-use crate::fs::{FileId, fmode};
+use crate::fs::fmode;
 use crate::kernel::Cx;
 use crate::sim::cost::Cost;
+use crate::types::ids::FileId;
 use simcore::Pfn;
 
 /// `POSIX_FADV_*`.
@@ -122,7 +123,12 @@ pub(crate) async fn vfs_fadvise(
 
 /// `POSIX_FADV_DONTNEED`'s work on pages `[start, end]`: writeback started for the dirty ones,
 /// then the clean, unmapped, unlocked folios wholly inside the range are dropped.
-async fn invalidate_mapping_pages(cx: &Cx, inode: crate::folio::InodeId, start: u64, end: u64) {
+async fn invalidate_mapping_pages(
+    cx: &Cx,
+    inode: crate::types::ids::InodeId,
+    start: u64,
+    end: u64,
+) {
     let folios: Vec<(u64, Pfn)> = {
         let st = cx.st();
         st.inodes[inode].mapping.pages.range(start..=end).map(|(&i, &h)| (i, h)).collect()

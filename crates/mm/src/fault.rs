@@ -42,16 +42,19 @@ use crate::arch::tlbflush::flush_tlb_page;
 use crate::cow;
 use crate::errno::VmFault;
 use crate::filemap::{filemap_fault, folio_lock, folio_unlock};
-use crate::folio::{InodeId, pg};
+use crate::folio::pg;
 use crate::kernel::{Cx, KState};
 use crate::memory::{
     FaultKind, FaultOutcome, Vmf, anon_vma_prepare, fault_alloc, finish_fault, install_new_anon,
     map_new_anon, maybe_mkwrite, mm_counter, outcome_of, pte_alloc, pte_bits, vm_normal_page,
 };
-use crate::mm_struct::{MmCounter, MmId};
+use crate::mm_struct::MmCounter;
 use crate::pgtable::{Access, Level, Pte};
 use crate::sim::cost::Cost;
-use crate::vma::{VmFlags, VmaId};
+use crate::types::ids::InodeId;
+use crate::types::ids::MmId;
+use crate::types::ids::VmaId;
+use crate::vma::VmFlags;
 use crate::vmstat::{MmEvent, VmStat};
 use engine::LockGuard;
 use simcore::{Pfn, VirtAddr};

@@ -23,16 +23,17 @@
 
 use crate::era;
 use crate::errno::VmFault;
-use crate::folio::{InodeId, Mapping, pg};
+use crate::folio::{Mapping, pg};
 use crate::fs::ops::PageFill;
 use crate::kernel::{Cx, KState};
 use crate::memory::{Vmf, pte_bits, set_pte_range, wants_writenotify};
 use crate::pgtable::Level;
 use crate::sim::cost::Cost;
+use crate::types::ids::InodeId;
+use crate::types::swap::Shadow;
 use crate::vma::VmFlags;
 use crate::vmscan::alloc_folio;
 use crate::vmstat::VmStat;
-use crate::workingset::Shadow;
 use crate::xarray::Entry;
 use simcore::{Bytes, Order, Pfn, VirtAddr};
 

@@ -55,6 +55,7 @@
 //! Limits (asserted): 2^32 frames (16 TiB), 65 535 PTE mappings of one page, 65 536 memory
 //! cgroups (`memcontrol.rs`; ids are 16 bits here).
 
+use crate::types::ids::{AnonVmaId, InodeId, StableNodeId};
 use rustc_hash::FxHashMap;
 use simcore::{Order, Pfn};
 use std::collections::BTreeMap;
@@ -103,19 +104,6 @@ pub mod pg {
 
 /// `GUP_PIN_COUNTING_BIAS` (`include/linux/mm.h`): what one FOLL_PIN adds to a small folio.
 pub const GUP_PIN_COUNTING_BIAS: u32 = 1024;
-
-simcore::define_id!(
-    /// An `anon_vma`.
-    pub struct AnonVmaId;
-);
-simcore::define_id!(
-    /// A node of KSM's stable tree (`struct ksm_stable_node`, `ksm.rs`).
-    pub struct StableNodeId;
-);
-simcore::define_id!(
-    /// An inode (and its `address_space`).
-    pub struct InodeId;
-);
 
 /// What `folio->mapping` points at.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]

@@ -38,50 +38,14 @@ pub mod stat;
 pub mod sysfs;
 
 use crate::errno::Errno;
-use crate::folio::InodeId;
 use crate::kernel::KState;
 use crate::sim::content::Content;
-use crate::vma::VmaId;
+use crate::types::fs::{AddressSpace, Backing, File, FsType, Inode, RaState};
+use crate::types::ids::FileId;
+use crate::types::ids::InodeId;
 use crate::xarray::XArray;
-use engine::{Handle, RwSem, SpinLock};
+use engine::Handle;
 use std::collections::{BTreeMap, BTreeSet};
-
-simcore::define_id!(
-    /// An open file description (`struct file`), shared by `dup` and `fork`.
-    pub struct FileId;
-);
-
-/// Where a file lives. What differs by file system is asked of its operations (`fs/ops.rs`),
-/// never by comparing values of this enum.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FsType {
-    /// ext4 on the machine's block device.
-    Disk,
-    /// XFS on the machine's block device: as ext4, but with large folios from v5.18
-    /// (`FsType::large_folios`).
-    Xfs,
-    /// tmpfs / shmem: pages live only in memory; on a mount with its `huge=` option, or on
-    /// the kernel's `shm_mnt` (`shmem.rs`).
-    Tmpfs(crate::shmem::TmpfsMount),
-    /// pipefs: a pipe's inode (its data lives in the pipe's buffers).
-    Pipe,
-    /// ext4 with `-o dax` on the machine's persistent memory: no page cache, mappings map the
-    /// device (`daxfs.rs`, `dax.rs`).
-    Dax,
-    /// hugetlbfs with pages of this size (`hugetlb.rs`, `hugetlbfs.rs`).
-    Hugetlbfs(crate::hugetlb::HugeSize),
-}
-
-/// A file's contents on its backing store.
-#[derive(Debug, Default)]
-pub struct Backing {
-    /// Contents of allocated blocks not written explicitly: a pattern seed, or zeros.
-    pub pattern: Option<u64>,
-    /// Blocks written back with explicit contents.
-    pub blocks: BTreeMap<u64, Content>,
-    /// Unallocated ranges `[start, end)` in pages (holes read as zeros).
-    pub holes: BTreeMap<u64, u64>,
-}
 
 impl Backing {
     pub fn is_hole(&self, index: u64) -> bool {
@@ -173,56 +137,6 @@ impl Backing {
     }
 }
 
-/// `struct address_space`.
-#[derive(Debug)]
-pub struct AddressSpace {
-    /// The page cache (`i_pages`): by page index, the head pfn of each cached folio (a large
-    /// folio once, at its first index) and the shadow entries reclaim left (`xarray.rs`).
-    pub pages: XArray,
-    /// Pages in the page cache (`nrpages`).
-    pub nrpages: u64,
-    /// VMAs mapping this file.
-    pub i_mmap: BTreeSet<VmaId>,
-    pub i_mmap_rwsem: RwSem,
-    pub invalidate_lock: RwSem,
-    /// The xarray lock (`i_pages` lock).
-    pub xa_lock: SpinLock,
-    /// Collapse-created THPs in the page cache (`nr_thps`), plus those of `collapsing`.
-    pub nr_thps: u64,
-    /// Collapses that have counted their THP in `nr_thps` for seed 000's writer check but not
-    /// yet put it in the cache (`collapse_file` counts before it looks for writers).
-    pub collapsing: u64,
-    /// Folios of more than one page in the page cache: while there are none, a lookup that
-    /// misses at its index needs no range search (the xarray's multi-index entries, which the
-    /// index has to emulate with one).
-    pub nr_large: u64,
-    /// shmem's swap entries: the swap slot of each page index that reclaim swapped out, which
-    /// the kernel keeps in the page cache's own slot as an xarray value entry (`shmem_writepage`
-    /// → `shmem_delete_from_page_cache`); never an index that also holds a folio. Its size is
-    /// `shmem_inode_info->swapped`.
-    pub swapped: BTreeMap<u64, u64>,
-    /// A large folio's slots being emptied one by one, before v5.17 (`xarray.rs`).
-    pub clearing: Option<crate::xarray::ClearingSlots>,
-    /// The slots a collapse has given its new huge page so far, before v6.4 (`xarray.rs`).
-    pub collapse_slots: Option<crate::xarray::CollapseSlots>,
-}
-
-/// `struct inode`.
-#[derive(Debug)]
-pub struct Inode {
-    pub path: String,
-    pub fs: FsType,
-    /// `i_size` in bytes.
-    pub size: u64,
-    /// `i_writecount`.
-    pub writecount: i32,
-    pub backing: Backing,
-    pub mapping: AddressSpace,
-    pub i_rwsem: RwSem,
-    /// Open file descriptions and mappings referencing the inode.
-    pub refs: u32,
-}
-
 impl Inode {
     pub fn size_pages(&self) -> u64 {
         self.size.div_ceil(4096)
@@ -275,26 +189,6 @@ pub mod fmode {
     pub const EXEC: u32 = 1 << 5;
     pub const RANDOM: u32 = 1 << 12;
     pub const NOREUSE: u32 = 1 << 23;
-}
-
-/// Per-file readahead state (`struct file_ra_state`), simplified to the window size.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RaState {
-    /// Maximum readahead in pages (`ra_pages`).
-    pub ra_pages: u64,
-}
-
-/// `struct file`.
-#[derive(Debug)]
-pub struct File {
-    pub inode: InodeId,
-    pub mode: u32,
-    pub direct: bool,
-    pub append: bool,
-    pub pos: u64,
-    /// File descriptors and mappings holding this description.
-    pub refs: u32,
-    pub ra: RaState,
 }
 
 impl File {

@@ -78,36 +78,17 @@ use crate::fault::{FaultAcct, handle_mm_fault};
 use crate::folio::pg;
 use crate::kernel::{Cx, KState};
 use crate::memory::{FaultKind, vm_normal_page};
-use crate::mm_struct::{MMF_HAS_PINNED, MmId};
-use crate::pgtable::{Level, PtId, Pte, Upper};
-use crate::vm_ops::VmOps;
-use crate::vma::{VmFlags, VmaId};
+use crate::mm_struct::MMF_HAS_PINNED;
+use crate::pgtable::{Level, Pte, Upper};
+use crate::types::ids::HoldId;
+use crate::types::ids::MmId;
+use crate::types::ids::PtId;
+use crate::types::ids::VmaId;
+use crate::types::mm_types::VmOps;
+use crate::types::mm_types::{GupFlags, GupPages, Hold};
+use crate::vma::VmFlags;
 use crate::vmstat::VmStat;
 use simcore::{Bytes, Pfn, VirtAddr};
-
-/// What a GUP call asks for.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct GupFlags {
-    /// FOLL_WRITE: the holder will write to the pages.
-    pub write: bool,
-    /// FOLL_PIN (else FOLL_GET).
-    pub pin: bool,
-    /// FOLL_LONGTERM.
-    pub longterm: bool,
-    /// FOLL_FORCE: write even where the VMA is not writable, if it is a COW mapping.
-    pub force: bool,
-    /// FOLL_REMOTE: `get_user_pages_remote` for another task's memory (`access_remote_vm`),
-    /// whose faults count per `FaultAcct::Remote`.
-    pub remote: bool,
-}
-
-/// Pages held by a GUP caller: drop them with [`release_pages`].
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct GupPages {
-    pub flags: GupFlags,
-    /// The pages (the zero page holds no reference).
-    pub pages: Vec<Pfn>,
-}
 
 /// `is_cow_mapping`: a private mapping that may be written, where writes copy.
 fn is_cow_mapping(flags: VmFlags) -> bool {
@@ -501,21 +482,6 @@ pub(crate) fn put_ref(st: &mut KState, page: Pfn, pin: bool) {
     } else {
         st.put_folio_extra(head);
     }
-}
-
-simcore::define_id!(
-    /// A set of pages held by a user-visible GUP holder.
-    pub struct HoldId;
-);
-
-/// Pages pinned or gotten on behalf of a holder, like the kernel's `gup_test` device
-/// (`PIN_LONGTERM_TEST_START`/`READ`/`STOP`): the holder reads what the pinned *physical* pages
-/// contain, which is what a device doing DMA would see.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Hold {
-    pub start: VirtAddr,
-    pub len: u64,
-    pub pages: GupPages,
 }
 
 /// Takes `len` bytes from `start` with GUP and keeps them held.

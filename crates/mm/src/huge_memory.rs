@@ -49,17 +49,20 @@ pub mod split;
 use crate::era::{FileThp, OpenWriteTruncate, ThpWriterBarrier};
 use crate::errno::VmFault;
 use crate::filemap::{folio_unlock, lock_faulted_folio};
-use crate::folio::{InodeId, pg};
+use crate::folio::pg;
 use crate::kernel::{Cx, KState};
 use crate::memory::{
     FaultKind, FaultOutcome, Vmf, fault_pmd, mm_counter, outcome_of, pmd_install_lock, pte_bits,
     wants_writenotify,
 };
-use crate::mm_struct::MmId;
-use crate::pgtable::{Level, PtId, Pte, Upper};
+use crate::pgtable::{Level, Pte, Upper};
 use crate::sim::cost::Cost;
 use crate::truncate::truncate_inode_pages_range;
-use crate::vma::{VmFlags, VmaId};
+use crate::types::ids::InodeId;
+use crate::types::ids::MmId;
+use crate::types::ids::PtId;
+use crate::types::ids::VmaId;
+use crate::vma::VmFlags;
 use crate::vmstat::VmStat;
 use crate::zap::{split_huge_pmd, unmap_mapping_range};
 use simcore::{Bytes, Order, Pfn, VirtAddr};

@@ -34,15 +34,18 @@
 //! starts it), so `file.ra.start`, `file.ra.size` and `file.ra.async_size` are refused as not
 //! modelled rather than invented.
 
-use crate::folio::{InodeId, pg};
-use crate::fs::dax::EntryKind;
-use crate::fs::{FileId, fmode};
+use crate::folio::pg;
+
+use crate::fs::fmode;
 use crate::kernel::KState;
 use crate::memory::vm_normal_page;
-use crate::mm_struct::MmId;
 use crate::pgtable::{Level, Pte, Upper};
+use crate::types::fs::EntryKind;
+use crate::types::ids::FileId;
+use crate::types::ids::InodeId;
+use crate::types::ids::MmId;
+use crate::types::swap::ShadowSlot;
 use crate::vma::VmFlags;
-use crate::workingset::ShadowSlot;
 use crate::{KernelVersion, Switches};
 use simcore::{Pfn, VirtAddr};
 use std::fmt::Write;
@@ -216,7 +219,7 @@ pub fn unavailable(name: &str, kernel: KernelVersion, switches: &Switches) -> Op
         "file.FMODE_NOREUSE" if !crate::era::has_fmode_noreuse(kernel) => Some(format!(
             "`{name}`: FMODE_NOREUSE exists from v6.3 (17e810229cb3), not on {kernel}"
         )),
-        "folio.gen" if !crate::lru::Reclaim::of(switches.lru).lru_gen_enabled() => {
+        "folio.gen" if !crate::types::mmzone::Reclaim::of(switches.lru).lru_gen_enabled() => {
             Some(format!("`{name}`: folio generations exist only under lru = mglru"))
         }
         _ => None,
@@ -352,7 +355,7 @@ impl KState {
             "folio.pincount" => Ok(u64::from(self.hugetlb.gup_of(head).pins)),
             "folio.maybe_dma_pinned" => b(self.hugetlb.gup_of(head).pins > 0),
             "folio.order" => Ok(u64::from(p.size.shift() - 12)),
-            "folio.anon" => b(p.owner == crate::hugetlb::Owner::Anon),
+            "folio.anon" => b(p.owner == crate::types::hugetlb::Owner::Anon),
             "folio.anon_exclusive" => b(p.anon_exclusive),
             "folio.locked" => b(p.locked),
             _ => Err(format!("`{name}` is not modelled for a hugetlb folio")),

@@ -21,9 +21,11 @@
 
 use crate::era::{IoUringFileBuffers, io_uring, io_uring_file_buffers};
 use crate::errno::Errno;
-use crate::gup::{GupFlags, Hold, HoldId, hold};
+use crate::gup::hold;
 use crate::kernel::{Cx, KState};
-use crate::mm_struct::MmId;
+use crate::types::ids::HoldId;
+use crate::types::ids::MmId;
+use crate::types::mm_types::{GupFlags, Hold};
 use simcore::{Bytes, VirtAddr};
 
 /// ENOSYS on a kernel without io_uring.
@@ -55,7 +57,7 @@ pub(crate) async fn register_buffers(
 }
 
 /// Whether io_uring itself refuses a buffer in VMA `id` (before v6.5).
-fn refuses_file(st: &KState, rule: IoUringFileBuffers, id: crate::vma::VmaId) -> bool {
+fn refuses_file(st: &KState, rule: IoUringFileBuffers, id: crate::types::ids::VmaId) -> bool {
     let Some(file) = st.vma(id).file else { return false };
     let fs = st.inodes[st.file(file).inode].fs;
     let exempt = fs.hugetlb_size().is_some();

@@ -10,16 +10,22 @@
 //! spends the machine profile's cost of a basic operation.
 
 use crate::era::Switches;
-use crate::folio::{AnonVmaId, Folios, InodeId};
-use crate::fs::{File, FileId, Inode};
-use crate::mm_struct::{MmId, MmStruct};
+use crate::folio::Folios;
+use crate::mm_struct::MmStruct;
 use crate::page_alloc::BuddyAllocator;
-use crate::pgtable::{PageTables, PtId, Pte};
-use crate::process::{Pid, Process};
-use crate::rmap::AnonVma;
+use crate::pgtable::{PageTables, Pte};
+use crate::process::Process;
 use crate::sim::content::FrameContents;
 use crate::sim::cost::{Cost, CostTable};
-use crate::vma::{Vma, VmaId};
+use crate::types::fs::{File, Inode};
+use crate::types::ids::FileId;
+use crate::types::ids::MmId;
+use crate::types::ids::Pid;
+use crate::types::ids::PtId;
+use crate::types::ids::VmaId;
+use crate::types::ids::{AnonVmaId, InodeId};
+use crate::types::mm_types::AnonVma;
+use crate::vma::Vma;
 use crate::vmstat::{MmEvents, VmStat, VmStats};
 use engine::{Handle, WaitQueue};
 use simcore::{IdVec, Order, Pfn, SimDuration, VirtAddr};
@@ -45,7 +51,7 @@ pub struct Tunables {
     /// `/sys/kernel/mm/lru_gen/min_ttl_ms` (default 0: off).
     pub lru_gen_min_ttl_ms: u64,
     /// `/sys/kernel/mm/transparent_hugepage/` at boot (`huge_memory/policy.rs`).
-    pub thp: crate::huge_memory::policy::ThpSettings,
+    pub thp: crate::types::huge_mm::ThpSettings,
     /// `nr_hugepages` of each huge page size at boot (`hugepages=`, by `HugeSize` order: 2 MiB,
     /// 1 GiB), and `nr_overcommit_hugepages`.
     pub nr_hugepages: [u64; 2],
@@ -103,43 +109,43 @@ pub struct KState {
     /// the run, where the kernel's shrinker frees it once unused).
     pub huge_zero_pfn: Option<Pfn>,
     /// The persistent-memory device and the DAX files on it.
-    pub dax: crate::fs::daxfs::DaxFs,
+    pub dax: crate::types::fs::DaxFs,
     /// The block device's readahead window in pages (`bdi->ra_pages`), given to opened files.
     pub bdi_ra_pages: u64,
-    pub swap: crate::swap::SwapDevice,
-    pub wmark: crate::vmscan::Watermarks,
+    pub swap: crate::types::swap::SwapDevice,
+    pub wmark: crate::types::mmzone::Watermarks,
     /// Pages held by GUP on behalf of user-visible holders (`gup_test`-style long-term pins).
-    pub gup_holds: IdVec<crate::gup::HoldId, Option<crate::gup::Hold>>,
+    pub gup_holds: IdVec<crate::types::ids::HoldId, Option<crate::types::mm_types::Hold>>,
     /// Asynchronous O_DIRECT reads not yet reaped (`Thread::pread_submit`).
-    pub dio_reads: IdVec<crate::fs::direct_io::DioId, Option<crate::fs::direct_io::Submitted>>,
+    pub dio_reads: IdVec<crate::types::ids::DioId, Option<crate::types::fs::Submitted>>,
     /// Pipe buffers, by the pipe's inode.
-    pub pipes: BTreeMap<InodeId, crate::fs::pipe::Pipe>,
+    pub pipes: BTreeMap<InodeId, crate::types::fs::Pipe>,
     /// kswapd has been woken and not yet finished balancing.
     pub kswapd_awake: bool,
     /// Every CPU's TLBs and walk caches.
     pub tlb: crate::arch::tlb::Tlbs,
     /// Memory cgroups, the root first; each has its lruvec.
-    pub memcgs: IdVec<crate::memcontrol::MemcgId, crate::memcontrol::MemCgroup>,
+    pub memcgs: IdVec<crate::types::ids::MemcgId, crate::types::memcontrol::MemCgroup>,
     /// The memory cgroup of each process not in the root (`cgroup.procs`).
-    pub task_memcg: BTreeMap<Pid, crate::memcontrol::MemcgId>,
+    pub task_memcg: BTreeMap<Pid, crate::types::ids::MemcgId>,
     /// Shadow entries of evicted pages (`workingset.rs`).
-    pub workingset: crate::workingset::Workingset,
+    pub workingset: crate::types::swap::Workingset,
     /// The LRU algorithm, its era and tunables (`lru.rs`).
-    pub lru: crate::lru::LruConfig,
+    pub lru: crate::types::mmzone::LruConfig,
     /// The transparent-hugepage policy: the sysfs knobs and the era facts it needs.
-    pub thp: crate::huge_memory::policy::ThpState,
+    pub thp: crate::types::huge_mm::ThpState,
     /// hugetlb pools, pages, files and reservations (`hugetlb.rs`).
-    pub hugetlb: crate::hugetlb::Hugetlb,
+    pub hugetlb: crate::types::hugetlb::Hugetlb,
     /// KSM: ksmd's lists, its stable and unstable trees and its knobs (`ksm.rs`).
-    pub ksm: crate::ksm::Ksm,
+    pub ksm: crate::types::ksm::Ksm,
     /// The first `VM_BUG_ON` site a code path reached, and what it found there: a kernel built
     /// with CONFIG_DEBUG_VM stops at it; mmsim records it (an invariant names each site) and goes
     /// on as a kernel without that option does.
     pub vm_bug: Option<(&'static str, String)>,
     /// Reclaim's folio lists, reused from pass to pass (`vmscan.rs`).
-    pub reclaim_lists: crate::vmscan::ReclaimLists,
+    pub reclaim_lists: crate::types::mmzone::ReclaimLists,
     /// System V shared memory segments (`shm.rs`).
-    pub shm: crate::shm::ShmIds,
+    pub shm: crate::types::shm::ShmIds,
     /// Mlocked folios that lost a mapping, to ask again at the operation's end (`mlock.rs`).
     pub mlock_fbatch: Vec<Pfn>,
 }
@@ -274,7 +280,7 @@ impl Cx {
     }
 
     /// The memory cgroup this task charges to.
-    pub(crate) fn memcg(&self) -> crate::memcontrol::MemcgId {
+    pub(crate) fn memcg(&self) -> crate::types::ids::MemcgId {
         self.k.state().task_memcg(self.current)
     }
 

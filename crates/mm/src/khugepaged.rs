@@ -78,13 +78,17 @@ mod file;
 use crate::era::CollapseMmapLock;
 use crate::errno::Errno;
 use crate::folio::pg;
-use crate::huge_memory::policy::{ThpCaller, ThpEnabled, thp_vma_allowable};
+use crate::huge_memory::policy::{ThpCaller, thp_vma_allowable};
 use crate::kernel::{Cx, KState};
 use crate::memory::{FaultKind, vm_normal_page};
-use crate::mm_struct::{MMF_VM_HUGEPAGE, MmCounter, MmId};
-use crate::pgtable::{PtId, Pte, Upper};
+use crate::mm_struct::{MMF_VM_HUGEPAGE, MmCounter};
+use crate::pgtable::{Pte, Upper};
 use crate::sim::cost::Cost;
-use crate::vma::VmaId;
+use crate::types::huge_mm::Khugepaged;
+use crate::types::huge_mm::ThpEnabled;
+use crate::types::ids::MmId;
+use crate::types::ids::PtId;
+use crate::types::ids::VmaId;
 use crate::vmstat::VmStat;
 use simcore::{Bytes, Pfn, SimDuration, VirtAddr};
 
@@ -131,37 +135,6 @@ impl ScanResult {
             _ => Errno::EINVAL,
         }
     }
-}
-
-/// khugepaged's list of mms and its cursor (`struct khugepaged_scan`), and its counters.
-#[derive(Clone, Debug, Default)]
-pub struct Khugepaged {
-    /// Registered mms, in registration order (`khugepaged_scan.mm_head`).
-    pub mm_slots: Vec<MmId>,
-    /// The mm being scanned (an index into `mm_slots`) and the next address in it.
-    pub cursor: Option<(usize, VirtAddr)>,
-    /// `khugepaged/pages_collapsed`.
-    pub pages_collapsed: u64,
-    /// `khugepaged/full_scans`.
-    pub full_scans: u64,
-    /// File collapses (khugepaged's and `MADV_COLLAPSE`'s) rolled back after a truncation cut
-    /// the file short of their range while they ran: mmsim's own count, read by scenarios as
-    /// `model = "collapse_truncated_rollbacks"` (no kernel interface shows it). Nothing depends on
-    /// it, so the fingerprint leaves it out.
-    pub truncated_rollbacks: u64,
-    /// Truncations whose lookup found a collapse's new page in a page-cache slot (before v6.4,
-    /// `xarray::CollapseSlots`) and waited for its lock: mmsim's own count, read by scenarios as
-    /// `inspect = "collapse_slot_truncations"`. Left out of the fingerprint, as the one above.
-    pub slot_truncations: u64,
-    /// Where the daemon waits for work, once started.
-    pub wait: Option<engine::WaitQueue>,
-    /// PTE tables a collapse has taken out of their PMD (`pmdp_collapse_flush`) and not yet
-    /// put back or replaced, by mm and address: their pages are still mapped there (the
-    /// checkers count them).
-    pub isolated: std::collections::BTreeMap<(MmId, VirtAddr), PtId>,
-    /// Before v6.6: the PMD ranges whose page tables a file collapse could not retract (their
-    /// mm's `mmap_lock` was busy), by mm (`mm_slot->pte_mapped_thp`, `file.rs`).
-    pub pte_mapped_thp: std::collections::BTreeMap<MmId, Vec<VirtAddr>>,
 }
 
 impl Khugepaged {

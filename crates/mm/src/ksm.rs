@@ -80,13 +80,17 @@
 
 use crate::arch::tlbflush::flush_tlb_page;
 use crate::errno::Errno;
-use crate::folio::{AnonVmaId, Mapping, StableNodeId, pg};
+use crate::folio::{Mapping, pg};
 use crate::kernel::{Cx, KState, Kernel};
 use crate::memory::{FaultKind, pte_bits, vm_normal_page};
-use crate::mm_struct::{MmCounter, MmId};
+use crate::mm_struct::MmCounter;
 use crate::pgtable::Pte;
 use crate::sim::cost::Cost;
-use crate::vma::{VmFlags, VmaId};
+use crate::types::ids::MmId;
+use crate::types::ids::StableNodeId;
+use crate::types::ids::VmaId;
+use crate::types::ksm::{ItemState, Ksm, RmapItem, StableNode};
+use crate::vma::VmFlags;
 use simcore::{Bytes, Pfn, SimDuration, VirtAddr};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -95,60 +99,6 @@ pub const MMF_VM_MERGEABLE: u32 = 1 << 3;
 
 /// The directory of KSM's sysfs files.
 pub const SYSFS_DIR: &str = "/sys/kernel/mm/ksm/";
-
-/// Where an rmap_item is (`UNSTABLE_FLAG`, `STABLE_FLAG`, neither).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum ItemState {
-    Volatile,
-    Unstable,
-    Stable(StableNodeId),
-}
-
-/// `struct ksm_rmap_item`: one scanned address.
-#[derive(Clone, Copy, Debug)]
-struct RmapItem {
-    oldchecksum: u64,
-    state: ItemState,
-}
-
-/// `struct ksm_stable_node`: a KSM page and the addresses counted as mapping it, each with the
-/// anon_vma it was merged under (`rmap_item->anon_vma`, for `rmap_walk_ksm`). `mapped` holds the
-/// addresses where a merge mapped the page and `stable_tree_append` has not counted yet: the
-/// kernel's rmap walk misses them for that moment, the model's looks there too, so the
-/// checkers find every mapping.
-#[derive(Clone, Debug)]
-struct StableNode {
-    kpfn: Pfn,
-    checksum: u64,
-    mapped: Vec<(MmId, VirtAddr, AnonVmaId)>,
-    items: Vec<(MmId, VirtAddr, AnonVmaId)>,
-}
-
-/// ksmd's state, lists, trees and knobs.
-#[derive(Clone, Debug)]
-pub struct Ksm {
-    /// `run`: 0 stop, 1 merge, 2 unmerge (`KSM_RUN_*`).
-    pub run: u64,
-    pub pages_to_scan: u64,
-    pub sleep_millisecs: u64,
-    pub merge_across_nodes: u64,
-    pub use_zero_pages: bool,
-    mm_slots: Vec<MmId>,
-    /// The mm being scanned (an index into `mm_slots`) and the next address; `None` between
-    /// full scans (`ksm_scan.mm_slot == &ksm_mm_head`).
-    cursor: Option<(usize, VirtAddr)>,
-    /// `ksm_scan.seqnr`: completed full scans.
-    seqnr: u64,
-    items: BTreeMap<(MmId, VirtAddr), RmapItem>,
-    nodes: BTreeMap<StableNodeId, StableNode>,
-    next_node: u32,
-    /// The stable tree, by contents (checksum, then node).
-    stable: BTreeSet<(u64, StableNodeId)>,
-    /// The unstable tree of this pass, by contents at insertion.
-    unstable: BTreeSet<(u64, MmId, VirtAddr)>,
-    wait: Option<engine::WaitQueue>,
-    thread_mutex: Option<engine::Mutex>,
-}
 
 impl Default for Ksm {
     fn default() -> Self {
@@ -1017,6 +967,7 @@ pub(crate) fn reuse_ksm_page(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::types::ids::AnonVmaId;
 
     #[test]
     fn counters_follow_the_trees() {

@@ -31,27 +31,17 @@
 use crate::era::{FadvNoreuse, KernelVersion, Lru, Switches};
 use crate::folio::{ListIdx, LruList, pg};
 use crate::kernel::{Cx, KState};
-use crate::memcontrol::{MemcgId, lruvec_gen_list, lruvec_list};
-use crate::mglru::GenRules;
-use crate::mm_struct::MmId;
-use crate::pgtable::PtId;
-use crate::vma::VmaId;
+use crate::memcontrol::{lruvec_gen_list, lruvec_list};
+use crate::types::ids::MemcgId;
+use crate::types::ids::MmId;
+use crate::types::ids::PtId;
+use crate::types::ids::VmaId;
+use crate::types::mmzone::GenRules;
+use crate::types::mmzone::{LruConfig, Reclaim};
+use crate::types::swap::Shadow;
 use crate::vmscan::{References, SWAP_CLUSTER_MAX, ScanControl};
 use crate::vmstat::VmStat;
-use crate::workingset::Shadow;
 use simcore::{Pfn, VirtAddr};
-
-/// The page reclaim policy of a machine.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Reclaim {
-    /// The classic two-list LRU (`vmscan.rs`).
-    Classic,
-    /// The multi-gen LRU (`mglru.rs`).
-    MultiGen,
-    /// Not a kernel policy: the classic LRU reduced to one exact least-recently-used order
-    /// (`lru_pure.rs`), to check page-cache replays against cache simulators.
-    Pure,
-}
 
 impl Reclaim {
     /// The policy the `lru` switch selects.
@@ -79,24 +69,6 @@ impl Reclaim {
             Reclaim::Pure => crate::lru_pure::memcg_reclaim_target(nr),
         }
     }
-}
-
-/// What the LRU code needs to know about the kernel, the switches and the tunables, kept in
-/// `KState` so that the synchronous list operations can read it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct LruConfig {
-    pub reclaim: Reclaim,
-    /// `fadv_noreuse = no_recency`: FMODE_NOREUSE takes recency away from mappings.
-    pub noreuse: bool,
-    /// `vma_has_recency` exists: the classic LRU ignores `VM_RAND_READ` too
-    /// ([`crate::era::vma_has_recency`]).
-    pub rand_read_has_no_recency: bool,
-    /// The multi-gen LRU's rules of this era.
-    pub lrugen: GenRules,
-    /// `vm.swappiness`.
-    pub swappiness: u64,
-    /// `/sys/kernel/mm/lru_gen/min_ttl_ms`, in ns (0: off).
-    pub min_ttl_ns: u64,
 }
 
 impl LruConfig {

@@ -1,4 +1,4 @@
-//! The pure LRU ([`crate::lru::Reclaim::Pure`], switch `lru = pure`): not a kernel policy.
+//! The pure LRU ([`crate::types::mmzone::Reclaim::Pure`], switch `lru = pure`): not a kernel policy.
 //!
 //! The classic LRU (`vmscan.rs`) reduced to one exact least-recently-used order, which is what
 //! cache simulators call LRU; page-cache replays (`trace::pagecache`, policy `pure`) check the
@@ -12,8 +12,8 @@
 //!   batch of what is left to reclaim, and the active anon list is not aged after a pass.
 
 use crate::kernel::{Cx, KState};
-use crate::memcontrol::MemcgId;
 use crate::rmap::folio_referenced;
+use crate::types::ids::MemcgId;
 use crate::vmscan::{References, ScanControl, shrink_lists};
 use simcore::Pfn;
 

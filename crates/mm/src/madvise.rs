@@ -71,10 +71,11 @@ use crate::folio::pg;
 use crate::fs::falloc;
 use crate::kernel::{Cx, KState};
 use crate::memory::vm_normal_page;
-use crate::mm_struct::MmId;
 use crate::mmap::covering;
-use crate::pgtable::{Level, PtId, Pte, Upper};
+use crate::pgtable::{Level, Pte, Upper};
 use crate::sim::cost::Cost;
+use crate::types::ids::MmId;
+use crate::types::ids::PtId;
 use crate::vma::VmFlags;
 use crate::zap::split_huge_pmd_edges;
 use simcore::{Bytes, Pfn, VirtAddr};
@@ -83,10 +84,10 @@ use simcore::{Bytes, Pfn, VirtAddr};
 /// apply to it.
 fn clip(
     st: &KState,
-    v: crate::vma::VmaId,
+    v: crate::types::ids::VmaId,
     start: VirtAddr,
     end: VirtAddr,
-    refused: impl Fn(&KState, crate::vma::VmaId) -> bool,
+    refused: impl Fn(&KState, crate::types::ids::VmaId) -> bool,
 ) -> Result<(VirtAddr, VirtAddr), Errno> {
     if refused(st, v) {
         return Err(Errno::EINVAL);

@@ -13,7 +13,7 @@
 //!   fails with an out-of-memory (the kernel's memcg OOM killer picks a victim; here the
 //!   faulting task gets `VM_FAULT_OOM`). A freed folio is uncharged.
 //! - The lruvec: the classic lists (`lists[NR_LRU_LISTS]`), the multi-gen LRU state
-//!   ([`crate::mglru::LruGen`]), `nonresident_age` and the refault snapshot that reclaim's
+//!   ([`crate::types::mmzone::LruGen`]), `nonresident_age` and the refault snapshot that reclaim's
 //!   file-deactivation rule compares (`lruvec->refaults`). The lists themselves are
 //!   [`crate::folio::Folios`] lists at [`lruvec_list`] indexes.
 //!
@@ -25,23 +25,20 @@
 
 use crate::folio::{ListIdx, LruList, Mapping, pg};
 use crate::kernel::KState;
-use crate::mglru::LruGen;
-use crate::process::Pid;
+use crate::types::ids::MemcgId;
+use crate::types::ids::Pid;
+use crate::types::memcontrol::{Lruvec, MemCgroup};
+use crate::types::mmzone::LruGen;
 use crate::vmstat::{VmStat, VmStats};
 use simcore::Pfn;
 use std::fmt::Write as _;
-
-simcore::define_id!(
-    /// A memory cgroup (`mem_cgroup_id`); 0 is the root.
-    pub struct MemcgId;
-);
 
 /// The root memory cgroup.
 pub const ROOT_MEMCG: MemcgId = MemcgId(0);
 
 /// Lists per lruvec: the five classic lists, then the multi-gen LRU's
 /// `MAX_NR_GENS x ANON_AND_FILE` generation lists (one zone).
-pub const LISTS_PER_LRUVEC: u32 = 5 + 2 * crate::mglru::MAX_NR_GENS as u32;
+pub const LISTS_PER_LRUVEC: u32 = 5 + 2 * crate::types::mmzone::MAX_NR_GENS as u32;
 
 /// The list of `memcg`'s lruvec that holds classic list `lru`.
 pub fn lruvec_list(memcg: MemcgId, lru: LruList) -> ListIdx {
@@ -55,35 +52,6 @@ pub fn lruvec_gen_list(memcg: MemcgId, generation: u8, file: bool) -> ListIdx {
 
 /// `MAX_RECLAIM_RETRIES`.
 pub const MAX_RECLAIM_RETRIES: u32 = 16;
-
-/// The per-node LRU state of a memory cgroup (`struct lruvec`).
-#[derive(Debug, Default)]
-pub struct Lruvec {
-    /// Pages evicted or activated (`nonresident_age`, the clock of refault distances).
-    pub nonresident_age: u64,
-    /// `WORKINGSET_ACTIVATE_{ANON,FILE}` when reclaim last finished (`lruvec->refaults`).
-    pub refaults: [u64; 2],
-    /// The multi-gen LRU state (`lruvec->lrugen`).
-    pub lrugen: LruGen,
-}
-
-/// `struct mem_cgroup`.
-#[derive(Debug)]
-pub struct MemCgroup {
-    /// The cgroup's path (`/` for the root).
-    pub path: String,
-    pub parent: Option<MemcgId>,
-    /// `memory.max` in pages; `None` is `max`.
-    pub max: Option<u64>,
-    /// Pages charged to this cgroup and its descendants (`memory.current`).
-    pub usage: u64,
-    /// Events and LRU counters of this cgroup alone, by their `/proc/vmstat` names.
-    pub stat: VmStats,
-    /// `memory.events`: `max` (the limit was hit) and `oom_kill`.
-    pub events_max: u64,
-    pub events_oom: u64,
-    pub lruvec: Lruvec,
-}
 
 impl MemCgroup {
     pub(crate) fn new(path: String, parent: Option<MemcgId>) -> MemCgroup {

@@ -20,10 +20,13 @@
 
 use crate::era::{KernelVersion, has_mfd_hugetlb, has_mfd_noexec};
 use crate::errno::Errno;
-use crate::fs::{FileId, FsType, fmode};
-use crate::hugetlb::{HugeSize, MAP_HUGE_SHIFT};
+use crate::fs::fmode;
+use crate::hugetlb::MAP_HUGE_SHIFT;
 use crate::kernel::{Cx, KState};
-use crate::shmem::TmpfsMount;
+use crate::types::fs::FsType;
+use crate::types::fs::TmpfsMount;
+use crate::types::hugetlb::HugeSize;
+use crate::types::ids::FileId;
 
 /// `memfd_create` flags (`include/uapi/linux/memfd.h`).
 pub mod mfd {

@@ -79,78 +79,30 @@
 
 use crate::folio::pg;
 use crate::kernel::{Cx, KState};
-use crate::memcontrol::{MemcgId, lruvec_gen_list};
-use crate::mm_struct::MmId;
-use crate::pgtable::{Level, PtId, Pte};
+use crate::memcontrol::lruvec_gen_list;
+use crate::pgtable::{Level, Pte};
 use crate::sim::cost::Cost;
-use crate::vma::{VmFlags, VmaId};
+use crate::types::ids::MemcgId;
+use crate::types::ids::MmId;
+use crate::types::ids::PtId;
+use crate::types::ids::VmaId;
+use crate::types::mmzone::{BloomFilter, GenRules, LruGen, MAX_NR_GENS, MAX_NR_TIERS, MIN_NR_GENS};
+use crate::types::swap::Shadow;
+use crate::vma::VmFlags;
 use crate::vmscan::{
     DEF_PRIORITY, Reclaimer, References, ScanControl, activate_rejected, shrink_folio_list,
     swappiness,
 };
 use crate::vmstat::VmStat;
-use crate::workingset::Shadow;
 use simcore::{Pfn, VirtAddr};
 use std::fmt::Write as _;
 
-/// `MAX_NR_GENS`.
-pub const MAX_NR_GENS: u8 = 4;
-/// `MIN_NR_GENS`.
-pub const MIN_NR_GENS: u64 = 2;
-/// `MAX_NR_TIERS`.
-pub const MAX_NR_TIERS: usize = 4;
 /// `MIN_LRU_BATCH` (`BITS_PER_LONG`).
 pub const MIN_LRU_BATCH: u64 = 64;
 /// `MAX_LRU_BATCH`.
 pub const MAX_LRU_BATCH: u64 = MIN_LRU_BATCH * 64;
 /// Bits of a Bloom filter (`BLOOM_FILTER_SHIFT` = 15).
 const BLOOM_BITS: usize = 1 << 15;
-
-/// The multi-gen LRU's rules of a kernel era, chosen once from the version: the constants the
-/// eras differ by (gains, the flags each step sets or clears), and where the v6.14 rework
-/// changed an algorithm's shape, which era's algorithm runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct GenRules {
-    /// v6.14's reworked placement, tiers, type choice and aging trigger
-    /// ([`crate::era::mglru_reworked_tiers`]).
-    pub reworked: bool,
-    /// Every refault into the evicting lruvec is counted, and every recent one (before v6.14)
-    /// as an activation ([`crate::era::mglru_counts_every_refault`]).
-    pub counts_every_refault: bool,
-    /// v6.7's protection of the page cache ([`crate::era::mglru_protects_page_cache`]): the
-    /// references a refault needs to be restored ([`GenRules::restore_refs`]) restore all its
-    /// reference bits too, `sort_folio` protects a saturated folio, and the placement of new
-    /// folios moves up.
-    pub protects_page_cache: bool,
-    /// The references (with `PG_workingset`) from which a refault outside a fault is restored
-    /// as workingset (v6.1-v6.13).
-    pub restore_refs: u64,
-    /// `get_tier_idx`'s gains of the setpoint and of the process variable.
-    pub tier_gains: (u64, u64),
-    /// `LRU_REFS_FLAGS`: cleared with the reference counter when a folio changes generation.
-    pub refs_flags: u16,
-    /// What `isolate_folio` clears of every folio it isolates.
-    pub isolate_clears: u16,
-    /// What `isolate_folio` clears, with the counter, of a folio not referenced.
-    pub isolate_unreferenced_clears: u16,
-    /// What `folio_update_gen` sets on a folio it promotes.
-    pub promotion_sets: u16,
-    /// A folio first seen young (neither referenced nor workingset), by the aging or by reclaim,
-    /// is only marked referenced: it takes two sightings.
-    pub two_sightings: bool,
-    /// A saturated folio (every reference and `PG_workingset`) was promoted lazily: `sort_folio`
-    /// moves it up without counting it as protected.
-    pub lazy_promotion: bool,
-    /// `inc_min_seq` counts the folios it moves up, except lazily promoted ones, as protected in
-    /// their tier.
-    pub inc_min_seq_protects: bool,
-    /// `sort_folio` counts a protected folio as a workingset activation.
-    pub protection_activates: bool,
-    /// The eviction's shadow keeps `PG_workingset` (else: whether the folio had references).
-    pub shadow_keeps_workingset: bool,
-    /// kswapd's `lru_gen_age_node` ages the lruvecs that need it (else eviction ages them).
-    pub kswapd_ages: bool,
-}
 
 impl GenRules {
     /// v6.1-v6.4.
@@ -213,10 +165,6 @@ impl GenRules {
     }
 }
 
-/// A Bloom filter of PTE tables worth visiting (m = 2^15, k = 2).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct BloomFilter(Box<[u64]>);
-
 impl BloomFilter {
     fn new() -> BloomFilter {
         BloomFilter(vec![0; BLOOM_BITS / 64].into_boxed_slice())
@@ -238,28 +186,6 @@ impl BloomFilter {
             self.0[k / 64] |= 1 << (k % 64);
         }
     }
-}
-
-/// Per type (anon, file) and tier.
-type TierCounts = [[u64; MAX_NR_TIERS]; 2];
-
-/// `struct lru_gen_folio` with the walk state of `struct lru_gen_mm_state`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct LruGen {
-    pub max_seq: u64,
-    /// Oldest generation per type (anon, file).
-    pub min_seq: [u64; 2],
-    /// Birth of each generation, in ns of virtual time.
-    pub timestamps: [u64; MAX_NR_GENS as usize],
-    pub avg_refaulted: TierCounts,
-    pub avg_total: TierCounts,
-    pub refaulted: TierCounts,
-    pub evicted: TierCounts,
-    pub protected: TierCounts,
-    /// Completed page-table walks (`mm_state->seq`).
-    pub walk_seq: u64,
-    /// The double-buffered Bloom filters, by `seq % 2`; `None` until first reset.
-    filters: [Option<BloomFilter>; 2],
 }
 
 impl Default for LruGen {

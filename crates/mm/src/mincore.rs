@@ -24,10 +24,10 @@
 use crate::errno::Errno;
 use crate::folio::pg;
 use crate::kernel::{Cx, KState};
-use crate::mm_struct::MmId;
 use crate::pgtable::Level;
 use crate::sim::cost::Cost;
-use crate::vma::VmaId;
+use crate::types::ids::MmId;
+use crate::types::ids::VmaId;
 use simcore::{Bytes, VirtAddr};
 
 /// The highest user address plus one (x86-64, four-level paging: `TASK_SIZE_MAX`).

@@ -45,11 +45,12 @@ use crate::errno::Errno;
 use crate::folio::pg;
 use crate::kernel::{Cx, KState};
 use crate::memory::vm_normal_page;
-use crate::mm_struct::MmId;
 use crate::pgtable::Level;
 use crate::sim::cost::Cost;
-use crate::vm_ops::VmOps;
-use crate::vma::{VmFlags, VmaId};
+use crate::types::ids::MmId;
+use crate::types::ids::VmaId;
+use crate::types::mm_types::VmOps;
+use crate::vma::VmFlags;
 use crate::vmstat::VmStat;
 use simcore::{Bytes, Pfn, VirtAddr};
 

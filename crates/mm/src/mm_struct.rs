@@ -8,18 +8,14 @@
 //! Layout: x86-64's top-down mmap layout with randomisation off (`norandmaps`): mappings are
 //! placed below `mmap_base` in the highest gap that fits, so addresses are reproducible.
 
-use crate::fs::FileId;
-use crate::pgtable::{Level, PtId, TASK_SIZE};
-use crate::process::Pid;
-use crate::vma::VmaId;
+use crate::pgtable::{Level, TASK_SIZE};
+use crate::types::ids::FileId;
+use crate::types::ids::Pid;
+use crate::types::ids::PtId;
+use crate::types::ids::VmaId;
 use engine::{CpuId, RwSem, SpinLock};
 use simcore::{Bytes, VirtAddr};
 use std::collections::{BTreeMap, BTreeSet};
-
-simcore::define_id!(
-    /// An address space.
-    pub struct MmId;
-);
 
 /// RSS counter indices (`enum mm_counter`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -47,16 +47,19 @@ use crate::arch::tlbflush::flush_tlb_range;
 use crate::era::KernelVersion;
 use crate::errno::Errno;
 use crate::folio::pg;
-use crate::fs::{FileId, FsType};
-use crate::hugetlb::HugeSize;
 use crate::kernel::{Cx, KState};
 use crate::memory::{pte_bits, vm_normal_page, wants_writenotify};
-use crate::mm_struct::{MMAP_MIN, MmId};
+use crate::mm_struct::MMAP_MIN;
 use crate::pgtable::{Pte, TASK_SIZE, Upper};
-use crate::process::Pid;
 use crate::sim::cost::Cost;
-use crate::vm_ops::VmOps;
-use crate::vma::{VmFlags, Vma, VmaId, VmaRole};
+use crate::types::fs::FsType;
+use crate::types::hugetlb::HugeSize;
+use crate::types::ids::FileId;
+use crate::types::ids::MmId;
+use crate::types::ids::Pid;
+use crate::types::ids::VmaId;
+use crate::types::mm_types::VmOps;
+use crate::vma::{VmFlags, Vma, VmaRole};
 use crate::zap::{ZapDetails, split_huge_pmd_edges, zap_vma_range};
 use simcore::{Bytes, VirtAddr};
 
@@ -575,7 +578,7 @@ impl KState {
         let inode = self.new_inode(
             handle,
             "/dev/zero (deleted)".into(),
-            FsType::Tmpfs(crate::shmem::TmpfsMount::ShmMnt),
+            FsType::Tmpfs(crate::types::fs::TmpfsMount::ShmMnt),
             size,
             None,
         );

@@ -51,15 +51,16 @@ use crate::era::{
     KernelVersion, has_mremap_dontunmap, mremap_dontunmap_any_mapping, mremap_handles_hugetlb,
 };
 use crate::errno::Errno;
-use crate::hugetlb::HugeSize;
 use crate::hugetlb::mremap::move_hugetlb_page_tables;
 use crate::kernel::{Cx, KState};
 use crate::memory::{pmd_alloc, pte_alloc};
-use crate::mm_struct::MmId;
 use crate::mmap::{MmapArgs, map, munmap_locked, unmap_locked};
 use crate::pgtable::{Level, Pte, TASK_SIZE, Upper};
 use crate::sim::cost::Cost;
-use crate::vma::{VmFlags, VmaId};
+use crate::types::hugetlb::HugeSize;
+use crate::types::ids::MmId;
+use crate::types::ids::VmaId;
+use crate::vma::VmFlags;
 use crate::zap::split_huge_pmd;
 use simcore::{Bytes, VirtAddr};
 

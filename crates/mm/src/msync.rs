@@ -14,8 +14,8 @@
 
 use crate::errno::Errno;
 use crate::kernel::Cx;
-use crate::mm_struct::MmId;
 use crate::sim::cost::Cost;
+use crate::types::ids::MmId;
 use crate::vma::VmFlags;
 use simcore::{Bytes, VirtAddr};
 

@@ -13,13 +13,9 @@
 //! both, as `ptlock_init` gives them); the upper levels are populated under
 //! `mm->page_table_lock`. This module holds the data; the mechanisms take the locks.
 
+use crate::types::ids::PtId;
 use engine::SpinLock;
 use simcore::{Bytes, Pfn, VirtAddr};
-
-simcore::define_id!(
-    /// A page-table page.
-    pub struct PtId;
-);
 
 pub const PTRS_PER_TABLE: usize = 512;
 

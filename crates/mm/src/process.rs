@@ -8,14 +8,10 @@
 //! reporting them, no credentials, one thread group per process, no `setrlimit`.
 
 use crate::errno::Errno;
-use crate::fs::FileId;
-use crate::mm_struct::MmId;
+use crate::types::ids::FileId;
+use crate::types::ids::MmId;
+use crate::types::ids::Pid;
 use std::collections::BTreeMap;
-
-simcore::define_id!(
-    /// A process id (the simulated kernel's pids start at 1 for the first process created).
-    pub struct Pid;
-);
 
 /// `RLIMIT_NOFILE`'s soft limit at boot (`INR_OPEN_CUR`): descriptors are below it.
 pub const RLIMIT_NOFILE: i32 = 1024;

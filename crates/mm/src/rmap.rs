@@ -19,27 +19,19 @@
 //! generations when it can); the anon index is stored relative to its anon_vma's base so that it
 //! fits the 32-bit index `crate::folio` keeps per frame.
 
-use crate::folio::{AnonVmaId, Mapping, pg};
+use crate::folio::{Mapping, pg};
+use crate::types::mm_types::AnonVma;
+
 use crate::kernel::{Cx, KState};
-use crate::mm_struct::MmId;
-use crate::pgtable::{Level, PtId, Pte, Upper};
-use crate::vma::{VmFlags, VmaId};
+use crate::pgtable::{Level, Pte, Upper};
+use crate::types::ids::AnonVmaId;
+use crate::types::ids::MmId;
+use crate::types::ids::PtId;
+use crate::types::ids::VmaId;
+use crate::vma::VmFlags;
 use crate::vmstat::VmStat;
 use engine::{Handle, RwSem};
 use simcore::{Pfn, VirtAddr};
-
-/// `struct anon_vma`.
-#[derive(Debug)]
-pub struct AnonVma {
-    /// The anon_vma whose lock protects this tree (`anon_vma->root`).
-    pub root: AnonVmaId,
-    /// The root's rwsem (`anon_vma->root->rwsem`), copied for direct access.
-    pub lock: RwSem,
-    /// VMAs that may map pages of this anon_vma (its `anon_vma_chain` entries).
-    pub vmas: Vec<VmaId>,
-    /// Page indexes of this anon_vma are stored relative to this base.
-    pub base: u64,
-}
 
 /// Lock classes in the order `mm/rmap.c` documents (outermost first). Two chains, because
 /// `mm->page_table_lock` and the split PTE locks are alternatives at the same level.

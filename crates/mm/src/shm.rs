@@ -29,14 +29,17 @@
 //! `shmem_evict_inode`).
 
 use crate::errno::Errno;
-use crate::folio::InodeId;
-use crate::fs::{FileId, FsType, fmode};
-use crate::hugetlb::{HugeSize, MAP_HUGE_SHIFT};
+use crate::fs::fmode;
+use crate::hugetlb::MAP_HUGE_SHIFT;
 use crate::kernel::{Cx, KState};
 use crate::mmap::{MmapArgs, map, prot};
-use crate::process::Pid;
+use crate::types::fs::FsType;
+use crate::types::hugetlb::HugeSize;
+use crate::types::ids::FileId;
+use crate::types::ids::InodeId;
+use crate::types::ids::Pid;
+use crate::types::shm::{ShmIds, ShmSegment};
 use simcore::{Bytes, VirtAddr};
-use std::collections::BTreeMap;
 
 /// `shmget` and `shmat` flags (`include/uapi/linux/ipc.h`, `include/uapi/linux/shm.h`).
 pub mod shmflg {
@@ -64,22 +67,6 @@ const SHMLBA: u64 = 4096;
 /// `IPCMNI`: an id is `seq * IPCMNI + index`.
 const IPCMNI: i32 = 32768;
 
-/// A segment (`struct shmid_kernel`).
-#[derive(Clone, Debug)]
-pub struct ShmSegment {
-    pub key: i32,
-    /// The size asked for (`shm_segsz`); the file may be larger (a huge page multiple).
-    pub segsz: u64,
-    pub mode: u32,
-    pub cpid: Pid,
-    pub lpid: Option<Pid>,
-    pub inode: InodeId,
-    /// The segment's own reference to its file, dropped at destruction or `IPC_RMID`.
-    file: Option<FileId>,
-    /// `SHM_DEST`: removed, kept while attached.
-    pub dest: bool,
-}
-
 /// What `shmctl(IPC_STAT)` reports (`struct shmid64_ds`, the fields mmsim keeps).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ShmidDs {
@@ -89,16 +76,6 @@ pub struct ShmidDs {
     pub nattch: u64,
     pub cpid: u32,
     pub lpid: u32,
-}
-
-/// The namespace's segments (`shm_ids(ns)`), by id.
-#[derive(Clone, Debug, Default)]
-pub struct ShmIds {
-    segs: BTreeMap<i32, ShmSegment>,
-    /// Segments made so far: the next id's sequence number.
-    seq: i32,
-    /// Pages of every segment (`ns->shm_tot`).
-    tot: u64,
 }
 
 impl ShmIds {
@@ -201,7 +178,7 @@ impl KState {
             let len = size.checked_next_multiple_of(h.bytes()).ok_or(Errno::ENOSPC)?;
             (FsType::Hugetlbfs(h), len)
         } else {
-            (FsType::Tmpfs(crate::shmem::TmpfsMount::ShmMnt), size)
+            (FsType::Tmpfs(crate::types::fs::TmpfsMount::ShmMnt), size)
         };
         let inode = self.new_inode(handle, name, fs, len, None);
         let file = self
@@ -325,7 +302,7 @@ pub(crate) async fn shmdt(cx: &Cx, addr: VirtAddr) -> Result<(), Errno> {
 /// its distance from `addr`, and the later ones of the same file within the segment's size.
 fn attach_ranges(
     st: &KState,
-    mm: crate::mm_struct::MmId,
+    mm: crate::types::ids::MmId,
     addr: VirtAddr,
 ) -> Vec<(VirtAddr, VirtAddr)> {
     let is_shm = |inode: InodeId| st.shm.segs.values().any(|s| s.inode == inode);

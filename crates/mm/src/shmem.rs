@@ -92,27 +92,21 @@
 use crate::era::KernelVersion;
 use crate::errno::VmFault;
 use crate::filemap::{folio_lock, folio_unlock};
-use crate::folio::{InodeId, Mapping, pg};
+use crate::folio::{Mapping, pg};
 use crate::kernel::{Cx, KState};
 use crate::memory::Vmf;
 use crate::sim::cost::Cost;
-use crate::vma::{VmFlags, VmaId};
+use crate::types::fs::ShmemHuge;
+use crate::types::fs::TmpfsMount;
+use crate::types::huge_mm::ShmemEnabled;
+use crate::types::ids::InodeId;
+use crate::types::ids::VmaId;
+use crate::vma::VmFlags;
 use crate::vmstat::VmStat;
 use simcore::{Order, Pfn};
 
 /// Pages in a PMD-sized folio (`HPAGE_PMD_NR`).
 const HPAGE_PMD_NR: u64 = 512;
-
-/// `transparent_hugepage/shmem_enabled` (`SHMEM_HUGE_*` as `shmem_huge`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ShmemEnabled {
-    Always,
-    WithinSize,
-    Advise,
-    Never,
-    Deny,
-    Force,
-}
 
 /// The knob's values in the kernel's order.
 pub(crate) const SHMEM_ENABLED: [(ShmemEnabled, &str); 6] = [
@@ -123,25 +117,6 @@ pub(crate) const SHMEM_ENABLED: [(ShmemEnabled, &str); 6] = [
     (ShmemEnabled::Deny, "deny"),
     (ShmemEnabled::Force, "force"),
 ];
-
-/// A tmpfs mount's `huge=` option (`SHMEM_SB(sb)->huge`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ShmemHuge {
-    Never,
-    Always,
-    WithinSize,
-    Advise,
-}
-
-/// The mount a tmpfs inode lives on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TmpfsMount {
-    /// The kernel's internal `shm_mnt` (shared anonymous memory, memfd, SysV shm): its `huge`
-    /// follows `shmem_enabled`.
-    ShmMnt,
-    /// A tmpfs mount with its `huge=` option.
-    Mount(ShmemHuge),
-}
 
 const HUGE_OPTION: [(ShmemHuge, &str); 4] = [
     (ShmemHuge::Never, "never"),

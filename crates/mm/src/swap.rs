@@ -36,36 +36,15 @@
 use crate::folio::pg;
 use crate::kernel::{Cx, KState};
 use crate::sim::content::Content;
+use crate::types::swap::ShadowSlot;
+use crate::types::swap::SwapDevice;
 use crate::vmstat::VmStat;
-use crate::workingset::ShadowSlot;
 use simcore::Pfn;
-use std::collections::{BTreeMap, BTreeSet};
 
 /// `SWAP_HAS_CACHE` in the slot map.
 const HAS_CACHE: u8 = 0x40;
 /// `SWAP_MAP_MAX`: the most references a map byte holds before the count continues.
 const SWAP_MAP_MAX: u8 = 0x3e;
-
-/// The machine's swap device.
-#[derive(Debug, Default)]
-pub struct SwapDevice {
-    /// Slots on the device.
-    slots: u64,
-    /// Per slot used so far: PTE references in the low bits, `HAS_CACHE` for a swap-cache
-    /// folio. It grows as slots are first used, so the host pays for the slots a run uses, not
-    /// for the device's size; every slot past its end is free.
-    map: Vec<u8>,
-    /// References past `SWAP_MAP_MAX`, of the slots whose map byte is full (the module note).
-    continued: BTreeMap<u64, u32>,
-    /// Free slots below the end of `map`.
-    free: BTreeSet<u64>,
-    /// Contents written to each slot.
-    data: BTreeMap<u64, Content>,
-    /// The swap cache: slot to folio.
-    cache: BTreeMap<u64, Pfn>,
-    /// Slot of each swap-cache folio.
-    slot_of: BTreeMap<u64, u64>,
-}
 
 impl SwapDevice {
     /// A device of `slots` pages (0: no swap), the first of them its header.

@@ -9,19 +9,25 @@ use crate::arch::uaccess::{fault_and_retry, read_user, settle, touch, translate_
 use crate::errno::{Errno, Signal, SysError};
 use crate::filemap::{file_read, file_write, writeback};
 use crate::fork::{do_fork, exit_mmap};
-use crate::fs::direct_io::{DioId, Submitted, direct_read, end_io, submit_read};
+use crate::fs::direct_io::{direct_read, end_io, submit_read};
 use crate::fs::exec::{ExecImage, ExecLayout, do_exec};
+use crate::fs::fmode;
 use crate::fs::ops::PageFill;
 use crate::fs::pipe::vmsplice;
 use crate::fs::proc::clear_refs::{ClearRefs, clear_refs};
-use crate::fs::{FileId, fmode};
-use crate::gup::{GupFlags, HoldId, hold, hold_read, hold_release};
+use crate::gup::{hold, hold_read, hold_release};
 use crate::kernel::Cx;
-use crate::mm_struct::MmId;
 use crate::mmap::{MmapArgs, do_madvise, do_mmap, do_mprotect, do_munmap, map, prot};
 use crate::pgtable::Access;
-use crate::process::{Pid, ProcState};
+use crate::process::ProcState;
 use crate::truncate::do_truncate;
+use crate::types::fs::Submitted;
+use crate::types::ids::DioId;
+use crate::types::ids::FileId;
+use crate::types::ids::HoldId;
+use crate::types::ids::MmId;
+use crate::types::ids::Pid;
+use crate::types::mm_types::GupFlags;
 use simcore::{Bytes, VirtAddr};
 
 /// `open(2)` flags that the model reads.
@@ -459,7 +465,7 @@ impl Thread {
     /// freed (EAGAIN when reclaim stops making progress first).
     pub async fn memory_reclaim(
         &self,
-        memcg: crate::memcontrol::MemcgId,
+        memcg: crate::types::ids::MemcgId,
         amount: Bytes,
     ) -> Result<(), Errno> {
         self.cx.charge(crate::sim::cost::Cost::Syscall).await;

@@ -46,9 +46,11 @@
 
 use crate::errno::Errno;
 use crate::filemap::{folio_lock, folio_trylock, folio_unlock};
-use crate::folio::{InodeId, Mapping};
-use crate::fs::{FileId, falloc};
+use crate::folio::Mapping;
+use crate::fs::falloc;
 use crate::kernel::{Cx, KState};
+use crate::types::ids::FileId;
+use crate::types::ids::InodeId;
 use crate::xarray::ClearingSlots;
 use crate::zap::unmap_mapping_range;
 use simcore::{Order, Pfn};

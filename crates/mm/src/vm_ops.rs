@@ -32,31 +32,16 @@
 use crate::errno::VmFault;
 use crate::fault::{do_anonymous_page, do_fault, wp_page_shared};
 use crate::filemap::filemap_map_pages;
-use crate::fs::FileId;
 use crate::fs::dax::{dax_huge_fault, dax_pte_fault, dax_wp_shared};
 use crate::huge_memory::anon::anon_huge_fault;
 use crate::huge_memory::file_huge_fault;
 use crate::hugetlb::hugetlb_fault;
 use crate::kernel::KState;
 use crate::memory::{FaultOutcome, Vmf};
-use crate::vma::VmaId;
+use crate::types::ids::FileId;
+use crate::types::ids::VmaId;
+use crate::types::mm_types::VmOps;
 use simcore::VirtAddr;
-
-/// A VMA's operations (`vma->vm_ops`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum VmOps {
-    /// Private anonymous memory (no `vm_ops`: `vma_is_anonymous`).
-    Anonymous,
-    /// A file's page cache: disk files (`ext4_file_vm_ops`, with text THPs at the PMD level)
-    /// and tmpfs.
-    PageCache,
-    /// A file on the DAX file system (`ext4_dax_vm_ops`): the device's blocks, no page cache.
-    Dax,
-    /// A hugetlbfs file (`hugetlb_vm_ops`): the whole fault is `hugetlb_fault` (`hugetlb.rs`),
-    /// which `handle_mm_fault` reaches before the page tables are walked, as the kernel's
-    /// `is_vm_hugetlb_page` branch does; it is answered at the PMD level here.
-    Hugetlb,
-}
 
 impl VmOps {
     /// The operations `mmap` gives a new mapping of `file` (`None`: private anonymous memory):

@@ -10,17 +10,12 @@
 //! heap; `mmap` does not merge a new mapping with its neighbours, so adjacent compatible
 //! mappings stay separate VMAs until a flag change joins them (smaps shows them apart).
 
-use crate::folio::AnonVmaId;
-use crate::fs::FileId;
-use crate::mm_struct::MmId;
-use crate::vm_ops::VmOps;
+use crate::types::ids::AnonVmaId;
+use crate::types::ids::FileId;
+use crate::types::ids::MmId;
+use crate::types::mm_types::VmOps;
 use simcore::{Bytes, VirtAddr};
 use std::fmt;
-
-simcore::define_id!(
-    /// A VMA.
-    pub struct VmaId;
-);
 
 /// `vm_flags_t`.
 #[derive(Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -1,7 +1,7 @@
 //! Page reclaim (`mm/vmscan.c`, `mm/page_alloc.c` watermarks; Linux v6.8,
 //! `docs/reference/lru-semantics.md` section 1), with the classic two-list LRU here, the
 //! multi-gen LRU in `mglru.rs` and the pure LRU in `lru_pure.rs`, chosen by the reclaim policy
-//! (`lru.rs`, [`crate::lru::Reclaim`]).
+//! (`lru.rs`, [`crate::types::mmzone::Reclaim`]).
 //!
 //! - Watermarks: `min_free_kbytes` = sqrt(16 x memory in KiB), clamped to [128 KiB, 256 MiB];
 //!   low and high add `max(min / 4, 0.1% of memory)` once and twice (`watermark_scale_factor`
@@ -74,12 +74,14 @@ use crate::era::{RefcountFreeze, ThpSwapOut};
 use crate::filemap::folio_unlock;
 use crate::folio::{LruList, Mapping, pg};
 use crate::kernel::{Cx, KState};
-use crate::memcontrol::{MAX_RECLAIM_RETRIES, MemcgId, ROOT_MEMCG, lruvec_list};
+use crate::memcontrol::{MAX_RECLAIM_RETRIES, ROOT_MEMCG, lruvec_list};
 use crate::rmap::{folio_referenced, try_to_unmap};
 use crate::sim::cost::Cost;
+use crate::types::ids::MemcgId;
+use crate::types::mmzone::{ReclaimLists, Rejected, Watermarks};
+use crate::types::swap::ShadowSlot;
 use crate::vma::VmFlags;
 use crate::vmstat::VmStat;
-use crate::workingset::ShadowSlot;
 use simcore::{Order, Pfn};
 use std::collections::VecDeque;
 
@@ -87,14 +89,6 @@ use std::collections::VecDeque;
 pub const SWAP_CLUSTER_MAX: u64 = 32;
 /// `DEF_PRIORITY`.
 pub(crate) const DEF_PRIORITY: u32 = 12;
-
-/// The zone watermarks, in pages.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Watermarks {
-    pub min: u64,
-    pub low: u64,
-    pub high: u64,
-}
 
 impl Watermarks {
     /// `init_per_zone_wmark_min` and `__setup_per_zone_wmarks` for one zone of `pages`.
@@ -569,13 +563,6 @@ async fn shrink_inactive_list(
     st.reclaim_lists.give_rejected(rejected);
 }
 
-/// A folio reclaim isolated but did not free.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Rejected {
-    pub head: Pfn,
-    pub activate: bool,
-}
-
 /// `move_folios_to_lru` for the classic LRU (the multi-gen LRU applies its own rules first).
 fn putback_rejected(st: &mut KState, r: Rejected) {
     if r.activate {
@@ -696,17 +683,6 @@ pub(crate) async fn shrink_folio_list(
 
 /// Most lists [`ReclaimLists`] keeps of each kind (more reclaimers at once allocate their own).
 const RECLAIM_LISTS_KEPT: usize = 64;
-
-/// Reclaim's folio lists (the kernel's on-stack `LIST_HEAD`s of isolated folios), kept between
-/// passes so that reclaim allocates nothing in steady state: a pass takes a list and gives it
-/// back; concurrent passes (kswapd and direct reclaimers) take different lists. Readahead's
-/// batches of new folios (`readahead_control`'s pages) are kept the same way.
-#[derive(Debug, Default)]
-pub struct ReclaimLists {
-    folios: Vec<Vec<Pfn>>,
-    rejected: Vec<Vec<Rejected>>,
-    reads: Vec<Vec<(u64, Pfn)>>,
-}
 
 impl ReclaimLists {
     pub(crate) fn take_folios(&mut self) -> Vec<Pfn> {

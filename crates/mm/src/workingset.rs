@@ -30,56 +30,20 @@
 //! single shadows in eviction order instead of whole xarray nodes in node-LRU order;
 //! `lru_note_cost_refault` (the refault cost feeding `get_scan_count`) is not kept.
 
-use crate::folio::{InodeId, LruList, pg};
-use crate::fs::Inode;
+use crate::folio::{LruList, pg};
+use crate::types::swap::{MemcgShadows, Shadow, ShadowSlot, Workingset};
+
 use crate::kernel::KState;
-use crate::memcontrol::{MemcgId, ROOT_MEMCG};
+use crate::memcontrol::ROOT_MEMCG;
+use crate::types::fs::Inode;
+use crate::types::ids::InodeId;
+use crate::types::ids::MemcgId;
 use crate::vmstat::VmStat;
 use crate::xarray::Entry;
 use simcore::{IdVec, Pfn};
-use std::collections::{BTreeMap, VecDeque};
-
-/// A shadow entry (`pack_shadow`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Shadow {
-    pub memcg: MemcgId,
-    /// Classic: `nonresident_age` at the eviction. Multi-gen: `min_seq << 2 | (refs - 1)`.
-    pub eviction: u64,
-    pub workingset: bool,
-    /// Creation order, for the shrinker.
-    stamp: u64,
-}
-
-/// Where a shadow lives.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum ShadowSlot {
-    PageCache(InodeId, u64),
-    Swap(u64),
-}
 
 /// The inodes, whose page caches hold the page-cache shadows.
 type Inodes = IdVec<InodeId, Inode>;
-
-/// The swap cache's shadow entries, and the shrinker's order and counts of every shadow; the
-/// page-cache shadows sit in their mapping's slots (`xarray.rs`).
-#[derive(Debug, Default)]
-pub struct Workingset {
-    /// Swap-cache shadows by slot.
-    swap: BTreeMap<u64, Shadow>,
-    /// The shrinker's view of each memory cgroup's shadows, by cgroup id (a vector: every
-    /// eviction and refault asks, and the ids are small and dense).
-    per_memcg: Vec<MemcgShadows>,
-    next_stamp: u64,
-}
-
-/// One memory cgroup's shadows for the shrinker.
-#[derive(Debug, Default)]
-struct MemcgShadows {
-    /// Shadows in eviction order (entries whose shadow is gone are skipped).
-    order: VecDeque<(ShadowSlot, u64)>,
-    /// Live shadows.
-    count: u64,
-}
 
 /// `memcg`'s entry of `per_memcg`, made when missing.
 fn shadows_of(per_memcg: &mut Vec<MemcgShadows>, memcg: MemcgId) -> &mut MemcgShadows {

@@ -28,7 +28,7 @@
 //! through boxed nodes for each). shmem's swap
 //! entries, which the kernel keeps in the same slots, are still `AddressSpace::swapped`.
 
-use crate::workingset::Shadow;
+use crate::types::swap::Shadow;
 use simcore::Pfn;
 use std::ops::{Bound, RangeBounds};
 

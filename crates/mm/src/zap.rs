@@ -17,13 +17,14 @@
 //! VMA is split (`vma_adjust_trans_huge`).
 
 use crate::arch::tlbflush::flush_tlb_range;
-use crate::folio::InodeId;
 use crate::kernel::{Cx, KState};
 use crate::memory::{mm_counter, vm_normal_page};
-use crate::mm_struct::MmId;
-use crate::pgtable::{Level, PtId, Pte, Upper};
+use crate::pgtable::{Level, Pte, Upper};
 use crate::sim::cost::Cost;
-use crate::vma::VmaId;
+use crate::types::ids::InodeId;
+use crate::types::ids::MmId;
+use crate::types::ids::PtId;
+use crate::types::ids::VmaId;
 use simcore::{Bytes, Pfn, VirtAddr};
 
 /// Which pages a zap may remove (`struct zap_details`).

@@ -93,7 +93,7 @@ fn private_file_writes_stay_private() {
 
 /// Bytes 7..16 of page 2 of the pattern-42 file (helper for the private-write test).
 fn original_tail() -> Vec<u8> {
-    let content = mm::fs::Backing { pattern: Some(42), ..Default::default() }.read(2);
+    let content = mm::types::fs::Backing { pattern: Some(42), ..Default::default() }.read(2);
     let mut buf = [0u8; 9];
     mm::sim::content::Content::read(content.as_ref(), 7, &mut buf);
     buf.to_vec()

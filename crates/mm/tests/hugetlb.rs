@@ -4,7 +4,7 @@
 mod common;
 
 use common::run_big;
-use mm::hugetlb::{HugeSize, Hugetlb};
+use mm::types::hugetlb::{HugeSize, Hugetlb};
 use mm::{KernelVersion, Machine, MachineConfig, MmapArgs, Profile, map, prot};
 use simcore::Bytes;
 
@@ -81,7 +81,8 @@ fn a_gigantic_page_is_one_fault_and_stores_only_what_is_written() {
 /// path takes the scheme's locks in its declared order (B-INV5).
 #[test]
 fn every_scheme_is_lockdep_clean() {
-    use mm::fs::{FsType, falloc};
+    use mm::fs::falloc;
+    use mm::types::fs::FsType;
     use mm::{FileSpec, OpenFlags, madv};
     // v6.8 and v6.14 add the private mapping's vma lock (v6.6) and the reservation a private
     // unmap gives back (v6.9).

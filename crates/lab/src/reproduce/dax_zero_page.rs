@@ -31,8 +31,8 @@ use super::{
     Direction, Experiment, Figure, Progress, Published, Report, Row, Scale, Series, Setup,
     published_of,
 };
-use mm::fs::FsType;
 use mm::fs::proc::MemSizeStats;
+use mm::types::fs::FsType;
 use mm::vmstat::{MmEvent, VmStat};
 use mm::{FileSpec, KernelVersion, MachineConfig, Profile};
 use simcore::{Bytes, Histogram, VirtAddr};

@@ -104,8 +104,8 @@ use super::{
     Direction, Experiment, Figure, Progress, Published, Report, Row, Scale, Series, Setup,
     published_of,
 };
-use mm::fs::FsType;
-use mm::hugetlb::HugeSize;
+use mm::types::fs::FsType;
+use mm::types::hugetlb::HugeSize;
 use mm::{FileSpec, KernelVersion, MachineConfig, Profile};
 use simcore::{Bytes, SimDuration};
 use workload::hugetlb_loops::{self as loops, Counts, Image, Placement, Program, Window};

@@ -2,8 +2,8 @@
 //! each operation's expectation.
 
 use super::model::{AddrExpr, FileRef, Op, OpExpect, OpKind, Until};
-use mm::gup::HoldId;
 use mm::kernel::KState;
+use mm::types::ids::HoldId;
 use mm::{ExecLayout, MmapArgs, Pid, Switches, SysError, Thread};
 use simcore::VirtAddr;
 use std::cell::RefCell;
@@ -21,7 +21,7 @@ pub enum Value {
     /// The read and write ends of a pipe.
     Pipe(i32, i32),
     /// An asynchronous read.
-    Io(mm::fs::direct_io::DioId),
+    Io(mm::types::ids::DioId),
     /// A System V shared memory segment's id.
     Shm(i32),
 }
@@ -65,7 +65,7 @@ impl Names {
         }
     }
 
-    fn io(&self, name: &str) -> Result<mm::fs::direct_io::DioId, String> {
+    fn io(&self, name: &str) -> Result<mm::types::ids::DioId, String> {
         match self.values.get(name) {
             Some(Value::Io(id)) => Ok(*id),
             _ => Err(format!("`{name}` is not an asynchronous read{UNBOUND}")),
@@ -157,7 +157,7 @@ impl Env {
     }
 
     /// The inode of a file named by path or by a process's descriptor.
-    pub fn inode(&self, st: &KState, file: &FileRef) -> Result<mm::folio::InodeId, String> {
+    pub fn inode(&self, st: &KState, file: &FileRef) -> Result<mm::types::ids::InodeId, String> {
         match file {
             FileRef::Path(p) => st.paths.get(p).copied().ok_or_else(|| format!("no file `{p}`")),
             FileRef::Fd { process, fd } => Ok(st.file(self.file(st, process, fd)?).inode),
@@ -168,19 +168,24 @@ impl Env {
         self.names.shm(name)
     }
 
-    fn io(&self, name: &str) -> Result<mm::fs::direct_io::DioId, String> {
+    fn io(&self, name: &str) -> Result<mm::types::ids::DioId, String> {
         self.names.io(name)
     }
 
     /// The open file (`struct file`) of descriptor `fd` of `process`.
-    pub fn file(&self, st: &KState, process: &str, fd: &str) -> Result<mm::fs::FileId, String> {
+    pub fn file(
+        &self,
+        st: &KState,
+        process: &str,
+        fd: &str,
+    ) -> Result<mm::types::ids::FileId, String> {
         let n = self.fd(fd)?;
         let f = st.procs[self.process(process)?].fds.get(&n).copied();
         f.ok_or_else(|| format!("`{process}` has no descriptor `{fd}` ({n})"))
     }
 
     /// The address space of `process`.
-    pub fn mm(&self, st: &KState, process: &str) -> Result<mm::mm_struct::MmId, String> {
+    pub fn mm(&self, st: &KState, process: &str) -> Result<mm::types::ids::MmId, String> {
         st.procs[self.process(process)?]
             .mm
             .ok_or_else(|| format!("process `{process}` has no address space"))

@@ -2,8 +2,9 @@
 //! element keeps the source line it came from, for messages.
 
 use engine::SchedulerKind;
-use mm::fs::FsType;
-use mm::shmem::{ShmemHuge, TmpfsMount};
+use mm::types::fs::FsType;
+use mm::types::fs::ShmemHuge;
+use mm::types::fs::TmpfsMount;
 use mm::{Errno, ExecImage, KernelVersion, OpenFlags, Signal, Switches};
 
 impl Default for MachineSpec {
@@ -426,7 +427,7 @@ pub enum OpKind {
     Pin {
         addr: AddrExpr,
         len: u64,
-        flags: mm::gup::GupFlags,
+        flags: mm::types::mm_types::GupFlags,
     },
     /// Reads what a holder's pages contain: `len` bytes (all by default) from `offset`.
     PinRead {
@@ -945,8 +946,10 @@ pub fn fs_type(name: &str) -> Option<FsType> {
         "tmpfs" => Some(FsType::Tmpfs(TmpfsMount::Mount(ShmemHuge::Never))),
         "shmem" => Some(FsType::Tmpfs(TmpfsMount::ShmMnt)),
         "dax" | "ext4-dax" => Some(FsType::Dax),
-        "hugetlbfs" | "hugetlbfs:2MiB" => Some(FsType::Hugetlbfs(mm::hugetlb::HugeSize::Size2M)),
-        "hugetlbfs:1GiB" => Some(FsType::Hugetlbfs(mm::hugetlb::HugeSize::Size1G)),
+        "hugetlbfs" | "hugetlbfs:2MiB" => {
+            Some(FsType::Hugetlbfs(mm::types::hugetlb::HugeSize::Size2M))
+        }
+        "hugetlbfs:1GiB" => Some(FsType::Hugetlbfs(mm::types::hugetlb::HugeSize::Size1G)),
         _ => {
             let huge = name.strip_prefix("tmpfs:huge=")?;
             Some(FsType::Tmpfs(TmpfsMount::Mount(ShmemHuge::parse(huge).ok()?)))

@@ -66,7 +66,7 @@ impl<'a> Parser<'a> {
         let mut files = Vec::new();
         for n in top.list("file")? {
             let file = self.file_decl(n)?;
-            if file.spec.fs == mm::fs::FsType::Dax && machine.pmem.is_none() {
+            if file.spec.fs == mm::types::fs::FsType::Dax && machine.pmem.is_none() {
                 return Err(self.err(
                     file.line,
                     format!(
@@ -341,7 +341,7 @@ impl<'a> Parser<'a> {
         kernel: KernelVersion,
     ) -> Result<Vec<(String, String)>, ScenarioError> {
         let t = self.fields(node, "[machine.sysfs]")?;
-        let mut scratch = mm::huge_memory::policy::ThpSettings::default();
+        let mut scratch = mm::types::huge_mm::ThpSettings::default();
         let mut out = Vec::new();
         for (path, value) in t.entries {
             let knob = mm::huge_memory::policy::sysfs_knob(path).ok_or_else(|| {
@@ -380,7 +380,7 @@ impl<'a> Parser<'a> {
         let size = f.size("size")?;
         let fs = match f.opt_str("fs")? {
             Some(name) => parse_fs(&name).map_err(|e| self.err(f.line_of("fs"), e))?,
-            None => mm::fs::FsType::Disk,
+            None => mm::types::fs::FsType::Disk,
         };
         let pattern = match f.opt_str("content")? {
             Some(c) => parse_content(&c).map_err(|e| self.err(f.line_of("content"), e))?,

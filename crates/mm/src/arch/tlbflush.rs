@@ -20,8 +20,8 @@
 
 use crate::arch::tlb::FlushKind;
 use crate::kernel::Cx;
-use crate::mm_struct::MmId;
 use crate::sim::cost::Cost;
+use crate::types::ids::MmId;
 use crate::vmstat::VmStat;
 use simcore::VirtAddr;
 

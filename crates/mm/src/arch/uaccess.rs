@@ -14,9 +14,9 @@
 use crate::errno::Signal;
 use crate::fault::do_user_addr_fault;
 use crate::kernel::{Cx, KState};
-use crate::mm_struct::MmId;
 use crate::pgtable::Access;
 use crate::sim::cost::Cost;
+use crate::types::ids::MmId;
 use simcore::{Bytes, Pfn, VirtAddr};
 
 /// Resolves one access to `addr`, faulting as needed, and performs it: `op` runs on the

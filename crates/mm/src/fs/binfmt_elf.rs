@@ -26,10 +26,10 @@
 //! (the recorded one), not drawn (`arch_mmap_rnd`, `ELF_ET_DYN_BASE`).
 
 use crate::errno::Errno;
-use crate::fs::FileId;
 use crate::fs::exec::{ExecSegment, begin_new_exec, exec_denies_write, open_exec};
 use crate::kernel::{Cx, KState};
-use crate::process::Pid;
+use crate::types::ids::FileId;
+use crate::types::ids::Pid;
 use crate::vma::VmFlags;
 use simcore::{Bytes, VirtAddr};
 
@@ -182,7 +182,7 @@ fn overlapping(segments: &[ExecSegment]) -> bool {
 
 /// The inode of `object`'s file, which must hold every segment's file contents (else
 /// `EINVAL`; the kernel's load fails with `ENOEXEC` there, which mmsim's errnos do not have).
-fn object_inode(st: &KState, object: &ElfObject) -> Result<crate::folio::InodeId, Errno> {
+fn object_inode(st: &KState, object: &ElfObject) -> Result<crate::types::ids::InodeId, Errno> {
     let inode = *st.paths.get(object.path.as_str()).ok_or(Errno::ENOENT)?;
     let size = st.inodes[inode].size;
     let fits = object

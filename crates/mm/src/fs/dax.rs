@@ -70,7 +70,7 @@
 use crate::era::DaxHole;
 use crate::errno::{Errno, VmFault};
 use crate::filemap::{folio_lock, folio_unlock};
-use crate::folio::{InodeId, Mapping, pg};
+use crate::folio::{Mapping, pg};
 use crate::fs::daxfs::{Iomap, PMD_PAGES, iomap_begin};
 use crate::huge_memory::huge_pmd_set_accessed;
 use crate::kernel::{Cx, KState, Kernel};
@@ -79,33 +79,15 @@ use crate::memory::{
     install_new_anon, outcome_of, pmd_alloc, pmd_install_lock, pte_bits, set_pte_range,
     vm_normal_page,
 };
-use crate::pgtable::{Level, PtId, Pte, Upper};
+use crate::pgtable::{Level, Pte, Upper};
 use crate::sim::cost::Cost;
+use crate::types::fs::{DaxEntry, EntryKind};
+use crate::types::ids::InodeId;
+use crate::types::ids::PtId;
 use crate::vmscan::alloc_folio;
 use crate::vmstat::{MmEvent, VmStat};
 use crate::zap::{split_huge_pmd, unmap_mapping_range};
 use simcore::{Bytes, Order, Pfn};
-
-/// What a DAX entry holds (`DAX_EMPTY`, `DAX_ZERO_PAGE`, or a pfn).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum EntryKind {
-    /// A placeholder a fault inserts while it looks the block up.
-    Empty,
-    /// A hole mapped read-only through the zero page (the huge zero page for a PMD entry).
-    Zero,
-    /// The first frame of the pmem block (or 2 MiB extent) the entry maps.
-    Block(Pfn),
-}
-
-/// One entry of a DAX mapping's index.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct DaxEntry {
-    pub kind: EntryKind,
-    /// Covers a PMD (512 pages from a PMD-aligned index) rather than one page.
-    pub pmd: bool,
-    /// `DAX_LOCKED`: a task works on the entry; others wait for it.
-    pub locked: bool,
-}
 
 impl DaxEntry {
     pub fn pages(self) -> u64 {
@@ -797,8 +779,8 @@ pub(crate) async fn dax_write(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fs::FsType;
     use crate::mmap::{MmapArgs, map, prot};
+    use crate::types::fs::FsType;
     use crate::{Access, FileSpec, Machine, MachineConfig, OpenFlags, Pid, Profile, Thread};
     use simcore::VirtAddr;
     use std::cell::RefCell;
@@ -1100,7 +1082,7 @@ mod tests {
         let pfn = st.dax.written_pfn(InodeId(0), 3).unwrap();
         assert_eq!(
             st.mem.get(pfn.0),
-            crate::fs::Backing { pattern: Some(3), ..Default::default() }.read(3).as_ref()
+            crate::types::fs::Backing { pattern: Some(3), ..Default::default() }.read(3).as_ref()
         );
     }
 }

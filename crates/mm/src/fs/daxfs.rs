@@ -27,26 +27,16 @@
 //! so the difference cannot be observed).
 
 use crate::errno::Errno;
-use crate::folio::InodeId;
-use crate::fs::dax::DaxEntry;
 use crate::kernel::{Cx, KState};
 use crate::sim::cost::Cost;
-use crate::vma::VmaId;
+use crate::types::fs::{DaxFs, DaxInode, FsBlock, PmemDevice};
+use crate::types::ids::InodeId;
+use crate::types::ids::VmaId;
 use simcore::Pfn;
 use std::collections::BTreeMap;
 
 /// Pages in a PMD-sized extent.
 pub const PMD_PAGES: u64 = 512;
-
-/// A persistent-memory device (`/dev/pmem0`): its frames and which of its blocks are free.
-#[derive(Debug)]
-pub struct PmemDevice {
-    /// The device's first page frame.
-    pub base: Pfn,
-    pub nr_blocks: u64,
-    /// Free extents: first block -> end (exclusive).
-    free: BTreeMap<u64, u64>,
-}
 
 impl PmemDevice {
     /// A device of `nr_blocks` blocks from frame `base`, all free.
@@ -127,31 +117,6 @@ impl PmemDevice {
         }
         self.free.insert(start, end);
     }
-}
-
-/// A block of a file: where page `index` lives on the device.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct FsBlock {
-    pub block: u64,
-    /// Allocated by `fallocate` and not written yet: reads as zeros (`IOMAP_UNWRITTEN`).
-    pub unwritten: bool,
-}
-
-/// The DAX state of one inode.
-#[derive(Debug, Default)]
-pub struct DaxInode {
-    /// The block map (the extent tree): page index -> block.
-    pub blocks: BTreeMap<u64, FsBlock>,
-    /// The mapping's DAX entries (`i_pages` value entries), by first index.
-    pub entries: BTreeMap<u64, DaxEntry>,
-}
-
-/// The persistent-memory device and the DAX files on it.
-#[derive(Debug, Default)]
-pub struct DaxFs {
-    /// `None` on a machine without persistent memory.
-    pub device: Option<PmemDevice>,
-    pub inodes: BTreeMap<InodeId, DaxInode>,
 }
 
 /// What `iomap_begin` reports for a range of a file.
@@ -339,7 +304,7 @@ impl KState {
         &mut self,
         inode: InodeId,
         pages: u64,
-        backing: &crate::fs::Backing,
+        backing: &crate::types::fs::Backing,
     ) -> Result<(), Errno> {
         let device = self.dax.device.as_ref().ok_or(Errno::ENODEV)?;
         let data: Vec<u64> = (0..pages).filter(|&i| !backing.is_hole(i)).collect();

@@ -22,40 +22,17 @@
 
 use crate::errno::{Errno, SysError};
 use crate::filemap::writeback;
-use crate::folio::InodeId;
-use crate::gup::{GupFlags, GupPages, get_user_pages, release_pages};
+use crate::gup::{get_user_pages, release_pages};
 use crate::kernel::Cx;
-use crate::mm_struct::MmId;
 use crate::sim::content::Content;
+use crate::types::fs::{DioRead, Submitted};
+use crate::types::ids::InodeId;
+use crate::types::ids::MmId;
+use crate::types::mm_types::GupFlags;
 use simcore::{Bytes, VirtAddr};
 
 /// The logical block size O_DIRECT aligns to.
 const LOGICAL_BLOCK: u64 = 512;
-
-simcore::define_id!(
-    /// An asynchronous O_DIRECT read (`io_submit`, an io_uring read) whose completion the
-    /// caller controls.
-    pub struct DioId;
-);
-
-/// An O_DIRECT read whose DMA is in flight: the user buffer's pages are held (FOLL_GET or
-/// FOLL_PIN by era), the device has not written them yet.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct DioRead {
-    inode: InodeId,
-    buf: VirtAddr,
-    pos: u64,
-    n: u64,
-    held: GupPages,
-}
-
-/// A submitted asynchronous read: done at submission (a DAX file, nothing to read, a read
-/// without O_DIRECT), or in flight until [`end_io`].
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Submitted {
-    Done(u64),
-    InFlight(DioRead),
-}
 
 /// `pread` on an O_DIRECT descriptor into `buf`: the submission, then the device as its own
 /// task, which writes the held pages after the device latency; the reader sleeps until then.
@@ -151,7 +128,7 @@ pub(crate) fn end_io(cx: &Cx, req: DioRead) -> u64 {
 }
 
 /// `n` bytes at `pos` of a file's backing store.
-fn file_bytes(backing: &crate::fs::Backing, pos: u64, n: u64) -> Vec<u8> {
+fn file_bytes(backing: &crate::types::fs::Backing, pos: u64, n: u64) -> Vec<u8> {
     let mut out = vec![0; n as usize];
     let mut off = 0u64;
     while off < n {

@@ -16,13 +16,14 @@
 //! and the stack.
 
 use crate::errno::Errno;
-use crate::folio::InodeId;
 use crate::fork::exit_mmap;
-use crate::fs::{FileId, fmode};
+use crate::fs::fmode;
 use crate::kernel::{Cx, KState};
 use crate::mm_struct::MMAP_BASE;
-use crate::process::Pid;
-use crate::vm_ops::VmOps;
+use crate::types::ids::FileId;
+use crate::types::ids::InodeId;
+use crate::types::ids::Pid;
+use crate::types::mm_types::VmOps;
 use crate::vma::{VmFlags, Vma, VmaRole};
 use simcore::{Bytes, VirtAddr};
 
@@ -185,7 +186,7 @@ pub(crate) async fn begin_new_exec(
 }
 
 /// Links one segment into `mm`, with the operations `mmap` would choose for it.
-fn link_segment(st: &mut KState, mm: crate::mm_struct::MmId, s: &ExecSegment) {
+fn link_segment(st: &mut KState, mm: crate::types::ids::MmId, s: &ExecSegment) {
     let base = VmFlags::MAYREAD | VmFlags::MAYWRITE | VmFlags::MAYEXEC | VmFlags::SOFTDIRTY;
     if let Some((f, _)) = s.file {
         st.file_mut(f).refs += 1;

@@ -37,13 +37,15 @@
 
 use crate::era::HugetlbSync;
 use crate::errno::{Errno, VmFault};
-use crate::folio::InodeId;
 use crate::hugetlb::hugetlb_fault::{huge_folio_lock, huge_folio_unlock};
 use crate::hugetlb::reserve::ResvCtx;
-use crate::hugetlb::{HugeSize, Owner, fault_mutex, unmap::zap_huge_range};
+use crate::hugetlb::{fault_mutex, unmap::zap_huge_range};
 use crate::kernel::{Cx, KState};
 use crate::sim::cost::Cost;
-use crate::vma::{VmFlags, VmaId};
+use crate::types::hugetlb::{HugeSize, Owner};
+use crate::types::ids::InodeId;
+use crate::types::ids::VmaId;
+use crate::vma::VmFlags;
 use engine::{LockGuard, RwSem};
 use simcore::{Pfn, VirtAddr};
 
@@ -406,8 +408,8 @@ pub(crate) fn hugetlb_file_setup(
     handle: &engine::Handle,
     size: HugeSize,
     len: u64,
-) -> crate::fs::FileId {
-    let fs = crate::fs::FsType::Hugetlbfs(size);
+) -> crate::types::ids::FileId {
+    let fs = crate::types::fs::FsType::Hugetlbfs(size);
     let inode = st.new_inode(handle, "/anon_hugepage (deleted)".into(), fs, len, None);
     st.open_file(inode, crate::fs::fmode::READ | crate::fs::fmode::WRITE, false, false)
         .expect("a new hugetlbfs inode is never write-denied")

@@ -31,11 +31,11 @@
 
 use crate::errno::Errno;
 use crate::filemap::shmem_get_page;
-use crate::folio::InodeId;
-use crate::fs::FsType;
 use crate::kernel::{Cx, KState};
 use crate::sim::cost::Cost;
-use crate::vm_ops::VmOps;
+use crate::types::fs::FsType;
+use crate::types::ids::InodeId;
+use crate::types::mm_types::VmOps;
 
 /// How a missing page of a file's page cache is filled.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -73,7 +73,7 @@ impl FsType {
     /// `is_file_hugepages` and `hstate_file`: the huge page size of a hugetlbfs file, whose
     /// mappings are hugetlb VMAs, whose truncation, `fallocate` and `read` are hugetlbfs's
     /// (`fs/hugetlbfs.rs`), and whose `write` is EINVAL.
-    pub fn hugetlb_size(self) -> Option<crate::hugetlb::HugeSize> {
+    pub fn hugetlb_size(self) -> Option<crate::types::hugetlb::HugeSize> {
         match self {
             FsType::Hugetlbfs(size) => Some(size),
             FsType::Disk | FsType::Xfs | FsType::Tmpfs(_) | FsType::Pipe | FsType::Dax => None,
@@ -175,7 +175,7 @@ impl FsType {
 
     /// The tmpfs mount of a shmem file (`shmem_file`, `SHMEM_SB`), whose `huge=` option (or
     /// `shmem_enabled`, for `shm_mnt`) decides its THPs; `None` for other file systems.
-    pub fn tmpfs_mount(self) -> Option<crate::shmem::TmpfsMount> {
+    pub fn tmpfs_mount(self) -> Option<crate::types::fs::TmpfsMount> {
         match self {
             FsType::Tmpfs(mount) => Some(mount),
             FsType::Disk | FsType::Xfs | FsType::Pipe | FsType::Dax | FsType::Hugetlbfs(_) => None,

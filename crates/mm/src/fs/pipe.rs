@@ -11,30 +11,17 @@
 //! O_NONBLOCK), an empty pipe without writers returns 0 (end of file).
 
 use crate::errno::Errno;
-use crate::folio::InodeId;
-use crate::fs::{FileId, FsType, fmode};
-use crate::gup::{GupFlags, get_user_pages};
+use crate::fs::fmode;
+use crate::gup::get_user_pages;
 use crate::kernel::{Cx, KState};
-use crate::mm_struct::MmId;
-use simcore::{Bytes, Pfn, VirtAddr};
+use crate::types::fs::FsType;
+use crate::types::fs::{Pipe, PipeBuf};
+use crate::types::ids::FileId;
+use crate::types::ids::InodeId;
+use crate::types::ids::MmId;
+use crate::types::mm_types::GupFlags;
+use simcore::{Bytes, VirtAddr};
 use std::collections::VecDeque;
-
-/// One queued buffer.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum PipeBuf {
-    /// Bytes copied by `write()`.
-    Data(Vec<u8>),
-    /// A user page spliced in, with the reference GUP took.
-    Page { page: Pfn, offset: usize, len: usize },
-}
-
-/// A pipe's state.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Pipe {
-    pub bufs: VecDeque<PipeBuf>,
-    pub readers: u32,
-    pub writers: u32,
-}
 
 impl KState {
     /// `pipe()`: a pipe inode and its read and write ends.

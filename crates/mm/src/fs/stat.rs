@@ -16,8 +16,10 @@
 //! extent-tree blocks are not counted); disk blocks past `i_size` (`fallocate` with
 //! `FALLOC_FL_KEEP_SIZE` beyond the end) are not counted.
 
-use crate::folio::{InodeId, pg};
+use crate::folio::pg;
+
 use crate::kernel::KState;
+use crate::types::ids::InodeId;
 
 /// Sectors (`st_blocks` units) in a 4 KiB page.
 const SECTORS_PER_PAGE: u64 = 8;

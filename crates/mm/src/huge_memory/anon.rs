@@ -65,10 +65,12 @@ use crate::memory::{
     FaultKind, FaultOutcome, Vmf, anon_vma_prepare, fault_pmd, get_huge_zero_page,
     pmd_install_lock, pte_bits,
 };
-use crate::mm_struct::{MmCounter, MmId};
-use crate::pgtable::{Level, PtId, Pte, Upper};
+use crate::mm_struct::MmCounter;
+use crate::pgtable::{Level, Pte, Upper};
 use crate::sim::cost::Cost;
-use crate::vma::VmaId;
+use crate::types::ids::MmId;
+use crate::types::ids::PtId;
+use crate::types::ids::VmaId;
 use crate::vmstat::VmStat;
 use simcore::{Bytes, Pfn, VirtAddr};
 

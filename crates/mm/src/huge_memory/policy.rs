@@ -57,29 +57,14 @@
 
 use crate::era::{FileThp, KernelVersion};
 use crate::kernel::KState;
-use crate::mm_struct::{MMF_DISABLE_THP, MmId};
-use crate::vm_ops::VmOps;
-use crate::vma::{VmFlags, VmaId};
+use crate::mm_struct::MMF_DISABLE_THP;
+use crate::types::huge_mm::{ThpDefrag, ThpEnabled, ThpSettings, ThpState};
+use crate::types::ids::MmId;
+use crate::types::ids::VmaId;
+use crate::types::mm_types::VmOps;
+use crate::vma::VmFlags;
 use simcore::Bytes;
 use std::fmt;
-
-/// `transparent_hugepage/enabled`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ThpEnabled {
-    Always,
-    Madvise,
-    Never,
-}
-
-/// `transparent_hugepage/defrag`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ThpDefrag {
-    Always,
-    Defer,
-    DeferMadvise,
-    Madvise,
-    Never,
-}
 
 const ENABLED: [(ThpEnabled, &str); 3] = [
     (ThpEnabled::Always, "always"),
@@ -94,23 +79,6 @@ const DEFRAG: [(ThpDefrag, &str); 5] = [
     (ThpDefrag::Never, "never"),
 ];
 
-/// The THP knobs (`transparent_hugepage/` and `transparent_hugepage/khugepaged/`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ThpSettings {
-    pub enabled: ThpEnabled,
-    pub defrag: ThpDefrag,
-    pub use_zero_page: bool,
-    pub pages_to_scan: u64,
-    pub scan_sleep_ms: u64,
-    pub alloc_sleep_ms: u64,
-    pub max_ptes_none: u64,
-    pub max_ptes_swap: u64,
-    pub max_ptes_shared: u64,
-    pub khugepaged_defrag: bool,
-    /// `shmem_enabled` (v4.8+, `shmem.rs`).
-    pub shmem_enabled: crate::shmem::ShmemEnabled,
-}
-
 impl Default for ThpSettings {
     fn default() -> Self {
         ThpSettings {
@@ -124,7 +92,7 @@ impl Default for ThpSettings {
             max_ptes_swap: 64,
             max_ptes_shared: 256,
             khugepaged_defrag: true,
-            shmem_enabled: crate::shmem::ShmemEnabled::Never,
+            shmem_enabled: crate::types::huge_mm::ShmemEnabled::Never,
         }
     }
 }
@@ -266,27 +234,17 @@ impl fmt::Display for ThpEnabled {
     }
 }
 
-/// The policy as the running kernel holds it: the knobs (writable while it runs), and the era
-/// facts the predicate needs.
-#[derive(Clone, Debug)]
-pub struct ThpState {
-    pub settings: ThpSettings,
-    pub kernel: KernelVersion,
-    /// The `file_thp` switch (which files READ_ONLY_THP_FOR_FS backs with THPs).
-    pub file_thp: FileThp,
-    /// khugepaged's list, cursor and counters (`khugepaged.rs`).
-    pub khugepaged: crate::khugepaged::Khugepaged,
-    /// The deferred split queue, oldest first (`deferred_split_queue`; `split.rs`).
-    pub split_queue: Vec<simcore::Pfn>,
-}
-
 impl ThpState {
     /// The policy a machine boots with: its knobs as configured, its kernel's era facts.
-    pub(crate) fn boot(config: &crate::sim::machine::MachineConfig) -> ThpState {
+    pub(crate) fn boot(
+        settings: &ThpSettings,
+        kernel: KernelVersion,
+        file_thp: FileThp,
+    ) -> ThpState {
         ThpState {
-            settings: config.tunables.thp.clone(),
-            kernel: config.kernel,
-            file_thp: config.switches.file_thp,
+            settings: settings.clone(),
+            kernel,
+            file_thp,
             khugepaged: Default::default(),
             split_queue: Vec::new(),
         }
@@ -406,7 +364,7 @@ pub(crate) fn thp_vma_allowable(st: &KState, vma: VmaId, caller: ThpCaller) -> b
 fn shmem_vma_allowable(
     st: &KState,
     vma: VmaId,
-    inode: crate::folio::InodeId,
+    inode: crate::types::ids::InodeId,
     caller: ThpCaller,
     gate: bool,
 ) -> bool {

@@ -44,8 +44,8 @@ use crate::folio::{Mapping, pg};
 use crate::kernel::{Cx, KState};
 use crate::memory::vm_normal_page;
 use crate::pgtable::Level;
-use crate::process::Pid;
 use crate::sim::cost::Cost;
+use crate::types::ids::Pid;
 use crate::vmstat::VmStat;
 use simcore::{Bytes, Order, Pfn, VirtAddr};
 
@@ -274,7 +274,7 @@ async fn split_huge_pages_pid(
 
 /// The anonymous PMD-sized folio mapped at `addr` of `mm` (`follow_page` and
 /// `is_transparent_hugepage`), if any.
-fn mapped_thp(st: &KState, mm: crate::mm_struct::MmId, addr: VirtAddr) -> Option<Pfn> {
+fn mapped_thp(st: &KState, mm: crate::types::ids::MmId, addr: VirtAddr) -> Option<Pfn> {
     let (pte, level) = st.pt.translate(st.mm(mm).pgd, addr)?;
     let page = match level {
         Level::Pmd if pte.is_present() && !pte.special() => pte.pfn(),

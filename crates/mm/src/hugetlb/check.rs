@@ -13,9 +13,10 @@
 //! cache and unmapped is held by GUP; `HugePages_Rsvd` equals the reservations the maps promise and
 //! pages have not consumed, plus what a subpool holds of its minimum (B-INV6).
 
-use super::{HugeSize, Owner};
 use crate::kernel::KState;
-use crate::pgtable::{PtId, Pte, Upper};
+use crate::pgtable::{Pte, Upper};
+use crate::types::hugetlb::{HugeSize, Owner};
+use crate::types::ids::PtId;
 use crate::vma::VmFlags;
 use std::collections::BTreeMap;
 

@@ -26,19 +26,12 @@
 //! model allocates and copies under them, in one step. v5.12 checks `page_needs_cow_for_dma`
 //! for any page of the mapping; the model copies only anonymous pages (the v5.19 shape).
 
-use super::{HPage, Owner};
 use crate::kernel::KState;
-use crate::mm_struct::{MMF_HAS_PINNED, MmId};
+use crate::mm_struct::MMF_HAS_PINNED;
+use crate::types::hugetlb::HugeGup;
+use crate::types::hugetlb::{HPage, Owner};
+use crate::types::ids::MmId;
 use simcore::Pfn;
-
-/// The GUP references on one huge page.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub(crate) struct HugeGup {
-    /// References held by GUP callers and pipes (pins included).
-    pub(crate) refs: u32,
-    /// FOLL_PIN pins (`_pincount` of a large folio).
-    pub(crate) pins: u32,
-}
 
 impl super::Hugetlb {
     /// The GUP references on huge page `head`.

@@ -45,17 +45,19 @@
 //! charged span (`clear_huge_page` reschedules between subpages); the fault mutex hash is our
 //! own mix of the inode and index (the kernel's is `jhash2` of the mapping and index).
 
-use super::pmd_share::huge_pte_alloc;
-use super::{HugeSize, Owner};
 use crate::era::HugetlbSync;
 use crate::errno::VmFault;
-use crate::folio::InodeId;
+use crate::hugetlb::pmd_share::huge_pte_alloc;
 use crate::kernel::{Cx, KState};
 use crate::memory::{FaultOutcome, Vmf, anon_vma_prepare, pte_bits};
-use crate::mm_struct::MmId;
-use crate::pgtable::{PtId, Pte, Upper};
+use crate::pgtable::{Pte, Upper};
 use crate::sim::cost::Cost;
-use crate::vma::{VmFlags, VmaId};
+use crate::types::hugetlb::{HugeSize, Owner};
+use crate::types::ids::InodeId;
+use crate::types::ids::MmId;
+use crate::types::ids::PtId;
+use crate::types::ids::VmaId;
+use crate::vma::VmFlags;
 use engine::{LockGuard, SpinLock};
 use simcore::{Bytes, Pfn, VirtAddr};
 

@@ -16,15 +16,15 @@
 //! without giving reservations back (`clear_vma_resv_huge_pages`), so unmapping the old range
 //! returns none.
 
-use super::HugeSize;
-use super::hugetlb_fault::Ptep;
-use super::pmd_share::huge_pte_alloc_at;
-use super::unmap::unmap_locks;
 use crate::arch::tlbflush::flush_tlb_range;
+use crate::hugetlb::hugetlb_fault::Ptep;
+use crate::hugetlb::pmd_share::huge_pte_alloc_at;
+use crate::hugetlb::unmap::unmap_locks;
 use crate::kernel::{Cx, KState};
 use crate::pgtable::Pte;
 use crate::sim::cost::Cost;
-use crate::vma::VmaId;
+use crate::types::hugetlb::HugeSize;
+use crate::types::ids::VmaId;
 use simcore::{Bytes, VirtAddr};
 
 /// `PUD_SIZE`.

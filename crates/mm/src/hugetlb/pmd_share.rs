@@ -23,19 +23,21 @@
 //!
 //! Share count: the kernel's was the PMD table page's refcount until v6.13 ("mm: hugetlb:
 //! independent PMD page table shared count", 59d9094df3d7, moved it to `ptdesc`); the model
-//! keeps it beside the table ([`crate::hugetlb::Hugetlb::pmd_share`]) in every era, which the
+//! keeps it beside the table ([`crate::types::hugetlb::Hugetlb::pmd_share`]) in every era, which the
 //! checker recounts. A split inside a shared range unshares it from v6.2
 //! (`unmap::hugetlb_split_prepare`).
 
-use super::HugeSize;
-use super::hugetlb_fault::{HugeVmf, Ptep};
 use crate::era::HugetlbSync;
 use crate::errno::VmFault;
+use crate::hugetlb::hugetlb_fault::{HugeVmf, Ptep};
 use crate::kernel::{Cx, KState};
 use crate::memory::{pmd_alloc, pud_alloc};
-use crate::mm_struct::MmId;
-use crate::pgtable::{Level, PtId, Upper};
-use crate::vma::{VmFlags, VmaId};
+use crate::pgtable::{Level, Upper};
+use crate::types::hugetlb::HugeSize;
+use crate::types::ids::MmId;
+use crate::types::ids::PtId;
+use crate::types::ids::VmaId;
+use crate::vma::VmFlags;
 use simcore::{Bytes, VirtAddr};
 
 /// `PUD_SIZE`.

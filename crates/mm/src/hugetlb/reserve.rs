@@ -28,11 +28,12 @@
 //! `HugePages_Rsvd` balance would report; no scenario does it.
 
 use crate::errno::{Errno, VmFault};
-use crate::folio::InodeId;
-use crate::hugetlb::{HPage, HVma, HugeSize, Owner};
 use crate::kernel::KState;
-use crate::mm_struct::MmId;
-use crate::vma::{VmFlags, VmaId};
+use crate::types::hugetlb::{HPage, HVma, HugeSize, Owner};
+use crate::types::ids::InodeId;
+use crate::types::ids::MmId;
+use crate::types::ids::VmaId;
+use crate::vma::VmFlags;
 use simcore::{Pfn, VirtAddr};
 
 /// What the reservation rules ask of a mapping: shared or private, `VM_NORESERVE`, and a

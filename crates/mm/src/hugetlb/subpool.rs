@@ -26,24 +26,11 @@
 //! mounts of `MAP_HUGETLB`, `memfd_create` and SysV segments have none, as in the kernel. The
 //! mount lives as long as the machine (no unmount).
 
-use super::HugeSize;
 use crate::errno::Errno;
-use crate::folio::InodeId;
 use crate::kernel::KState;
-
-/// `struct hugepage_subpool`.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub(crate) struct Subpool {
-    pub(crate) size: HugeSize,
-    /// `max_hpages` (`size=`).
-    max: Option<u64>,
-    /// `min_hpages` (`min_size=`).
-    min: Option<u64>,
-    /// `used_hpages`: counted only with `size=`.
-    used: u64,
-    /// `rsv_hpages`: pages of the minimum reserved globally and not yet handed out.
-    pub(crate) rsv: u64,
-}
+use crate::types::hugetlb::HugeSize;
+use crate::types::hugetlb::Subpool;
+use crate::types::ids::InodeId;
 
 impl Subpool {
     /// `hugepage_subpool_get_pages`: how many of `delta` pages the global pool must provide, or

@@ -8,9 +8,9 @@
 //! `resv_hugepages`, `surplus_hugepages`, `nr_overcommit_hugepages`), the first and the last
 //! writable. The `/proc/sys/vm` files are the default size's.
 
-use super::HugeSize;
 use crate::errno::Errno;
 use crate::kernel::KState;
+use crate::types::hugetlb::HugeSize;
 use std::fmt::Write as _;
 
 /// A hugetlb knob or counter file.

@@ -41,17 +41,18 @@
 //!
 //! Approximations: no uffd-wp markers.
 
-use super::hugetlb_fault::Ptep;
-use super::pmd_share::huge_pte_alloc_at;
-use super::{HugeSize, Owner};
 use crate::arch::tlbflush::flush_tlb_range;
 use crate::errno::Errno;
-use crate::folio::InodeId;
+use crate::hugetlb::hugetlb_fault::Ptep;
+use crate::hugetlb::pmd_share::huge_pte_alloc_at;
 use crate::kernel::{Cx, KState};
-use crate::mm_struct::MmId;
 use crate::pgtable::Pte;
 use crate::sim::cost::Cost;
-use crate::vma::{VmFlags, VmaId};
+use crate::types::hugetlb::{HugeSize, Owner};
+use crate::types::ids::InodeId;
+use crate::types::ids::MmId;
+use crate::types::ids::VmaId;
+use crate::vma::VmFlags;
 use engine::LockGuard;
 use simcore::{Bytes, Pfn, VirtAddr};
 

@@ -98,16 +98,18 @@
 //! Approximations: a range reaching past the end of the file fails
 //! (`SCAN_FAIL`, mmsim's: it makes no THP past EOF).
 
-use super::{Collapser, HPAGE_PMD_NR, ScanResult, alloc_collapse_page};
 use crate::era::ThpWriterBarrier;
 use crate::filemap::{folio_lock, folio_trylock, folio_unlock, read_pages, writeback};
-use crate::folio::{InodeId, pg};
+use crate::folio::pg;
 use crate::kernel::{Cx, KState};
-use crate::mm_struct::MmId;
-use crate::pgtable::{Level, PtId, Pte, Upper};
+use crate::khugepaged::{Collapser, HPAGE_PMD_NR, ScanResult, alloc_collapse_page};
+use crate::pgtable::{Level, Pte, Upper};
 use crate::sim::cost::Cost;
-use crate::vm_ops::VmOps;
-use crate::vma::VmaId;
+use crate::types::ids::InodeId;
+use crate::types::ids::MmId;
+use crate::types::ids::PtId;
+use crate::types::ids::VmaId;
+use crate::types::mm_types::VmOps;
 use crate::xarray::CollapseSlots;
 use simcore::{Bytes, Order, Pfn, VirtAddr};
 

@@ -49,10 +49,12 @@ use crate::era::CowReuse;
 use crate::folio::{LruList, Mapping, pg};
 use crate::kernel::KState;
 use crate::memory::{mm_counter, vm_normal_page};
-use crate::mm_struct::{MmCounter, MmId};
-use crate::pgtable::{Level, PtId, Pte, Upper};
+use crate::mm_struct::MmCounter;
+use crate::pgtable::{Level, Pte, Upper};
+use crate::types::ids::MmId;
+use crate::types::ids::PtId;
+use crate::types::swap::ShadowSlot;
 use crate::vmstat::VmStat;
-use crate::workingset::ShadowSlot;
 use simcore::{Pfn, VirtAddr};
 use std::collections::BTreeMap;
 
@@ -726,10 +728,10 @@ fn check_lruvecs(st: &KState) -> Result<(), String> {
         for file in [false, true] {
             let min = g.min_seq[usize::from(file)];
             let nr = g.max_seq - min + 1;
-            if !(2..=u64::from(crate::mglru::MAX_NR_GENS)).contains(&nr) {
+            if !(2..=u64::from(crate::types::mmzone::MAX_NR_GENS)).contains(&nr) {
                 return Err(format!("cgroup {}: {nr} generations of type {file}", m.path));
             }
-            for generation in 0..crate::mglru::MAX_NR_GENS {
+            for generation in 0..crate::types::mmzone::MAX_NR_GENS {
                 let live = (min..=g.max_seq).any(|s| g.gen_of(s) == generation);
                 let list = crate::memcontrol::lruvec_gen_list(memcg, generation, file);
                 if !live && st.folios.list_pages(list) > 0 {
@@ -861,9 +863,9 @@ fn check_pmem_ptes(st: &KState, ptes: &[Mapped]) -> Result<(), String> {
         }
         if let Some((start, e)) = st.dax_entry(inode, index) {
             let ok = match e.kind {
-                crate::fs::dax::EntryKind::Empty => true,
-                crate::fs::dax::EntryKind::Zero => false,
-                crate::fs::dax::EntryKind::Block(pfn) => pfn + (index - start) == m.pte.pfn(),
+                crate::types::fs::EntryKind::Empty => true,
+                crate::types::fs::EntryKind::Zero => false,
+                crate::types::fs::EntryKind::Block(pfn) => pfn + (index - start) == m.pte.pfn(),
             };
             if !ok {
                 return Err(format!(
@@ -883,7 +885,7 @@ fn check_pmem_ptes(st: &KState, ptes: &[Mapped]) -> Result<(), String> {
 /// allocated block has one owner and the device's count agrees.
 fn check_dax_entries(st: &KState) -> Result<(), String> {
     let mut allocated = 0u64;
-    let mut owners: BTreeMap<u64, (crate::folio::InodeId, u64)> = BTreeMap::new();
+    let mut owners: BTreeMap<u64, (crate::types::ids::InodeId, u64)> = BTreeMap::new();
     for (&inode, d) in &st.dax.inodes {
         let path = &st.inodes[inode].path;
         let mut covered_to = 0u64;
@@ -896,7 +898,7 @@ fn check_dax_entries(st: &KState) -> Result<(), String> {
             {
                 return Err(format!("{path}: page {page} has both a hole page and a DAX entry"));
             }
-            if let crate::fs::dax::EntryKind::Block(pfn) = e.kind
+            if let crate::types::fs::EntryKind::Block(pfn) = e.kind
                 && (0..e.pages()).any(|k| st.dax.written_pfn(inode, start + k) != Some(pfn + k))
             {
                 return Err(format!(

@@ -4,16 +4,26 @@
 
 use crate::era::{KernelVersion, Switches};
 use crate::errno::Errno;
-use crate::folio::{InodeId, pg};
-use crate::fs::FsType;
+use crate::folio::pg;
 use crate::kernel::{Cx, KState, Kernel, Tunables};
-use crate::memcontrol::MemcgId;
 use crate::page_alloc::BuddyAllocator;
-use crate::process::{Pid, ProcState, Process};
+use crate::process::{ProcState, Process};
 use crate::sim::check::check_all;
 use crate::sim::cost::Cost;
 use crate::sim::profile::Profile;
 use crate::syscall::Thread;
+use crate::types::fs::Backing;
+use crate::types::fs::DaxFs;
+use crate::types::fs::FsType;
+use crate::types::huge_mm::ThpState;
+use crate::types::hugetlb::Hugetlb;
+use crate::types::ids::InodeId;
+use crate::types::ids::MemcgId;
+use crate::types::ids::Pid;
+use crate::types::memcontrol::MemCgroup;
+use crate::types::mmzone::LruConfig;
+use crate::types::mmzone::Watermarks;
+use crate::types::swap::SwapDevice;
 use crate::vmstat::{VmStat, VmStats};
 use engine::{RunReport, SchedulerKind, Sim, SimConfig, SimError, TaskId};
 use simcore::{Bytes, IdVec, Order, VirtAddr};
@@ -198,10 +208,10 @@ impl Machine {
             procs: IdVec::with_first(Process::new("swapper".into(), None)),
             zero_pfn: zero,
             huge_zero_pfn: None,
-            dax: crate::fs::daxfs::DaxFs::new(dax_base, config.pmem.pages_ceil()),
+            dax: DaxFs::new(dax_base, config.pmem.pages_ceil()),
             bdi_ra_pages: config.tunables.ra_pages,
-            swap: crate::swap::SwapDevice::new(config.swap.pages_ceil()),
-            wmark: crate::vmscan::Watermarks::for_pages(total),
+            swap: SwapDevice::new(config.swap.pages_ceil()),
+            wmark: Watermarks::for_pages(total),
             gup_holds: IdVec::new(),
             dio_reads: IdVec::new(),
             pipes: Default::default(),
@@ -211,12 +221,12 @@ impl Machine {
                 config.profile.cpus,
                 config.profile.costs.get(Cost::TlbFlushAll),
             ),
-            memcgs: IdVec::with_first(crate::memcontrol::MemCgroup::new("/".into(), None)),
+            memcgs: IdVec::with_first(MemCgroup::new("/".into(), None)),
             task_memcg: Default::default(),
             workingset: Default::default(),
-            lru: crate::lru::LruConfig::new(&config.switches, config.kernel, &config.tunables),
-            thp: crate::huge_memory::policy::ThpState::boot(&config),
-            hugetlb: crate::hugetlb::Hugetlb::new(&config, handle.clone()),
+            lru: LruConfig::new(&config.switches, config.kernel, &config.tunables),
+            thp: ThpState::boot(&config.tunables.thp, config.kernel, config.switches.file_thp),
+            hugetlb: Hugetlb::new(config.kernel, config.switches.hugetlb_sync, handle.clone()),
             ksm: Default::default(),
             vm_bug: None,
             reclaim_lists: Default::default(),
@@ -275,14 +285,14 @@ impl Machine {
                 return Err(Errno::EINVAL);
             }
         }
-        let mut backing = crate::fs::Backing { pattern: spec.pattern, ..Default::default() };
+        let mut backing = Backing { pattern: spec.pattern, ..Default::default() };
         for &(first, pages) in &spec.holes {
             backing.holes.insert(first, first + pages);
         }
         let inode = InodeId(st.inodes.len() as u32);
         if spec.fs.is_dax() {
             st.dax_create(inode, spec.size.pages_ceil(), &backing)?;
-            backing = crate::fs::Backing::default();
+            backing = Backing::default();
         }
         let created = st.new_inode(
             self.sim.handle(),

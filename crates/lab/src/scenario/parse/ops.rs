@@ -305,11 +305,11 @@ impl Parser<'_> {
                     "get" => false,
                     other => return Err(self.err(f.line_of("kind"), format!("`kind` in `pin`: expected \"pin\" (FOLL_PIN) or \"get\" (FOLL_GET), found \"{other}\""))),
                 };
-                let flags = mm::gup::GupFlags {
+                let flags = mm::types::mm_types::GupFlags {
                     write: f.opt_bool("write")?.unwrap_or(false),
                     pin,
                     longterm: f.opt_bool("longterm")?.unwrap_or(false),
-                    ..mm::gup::GupFlags::default()
+                    ..mm::types::mm_types::GupFlags::default()
                 };
                 OpKind::Pin { addr: f.addr("addr")?, len: f.size("len")?.as_u64(), flags }
             }

@@ -38,7 +38,7 @@ fn parse_number(s: &str) -> Option<i64> {
 /// `shm_mnt`, as memfd), `"dax"` (or `"ext4-dax"`: ext4 with `-o dax` on the machine's
 /// persistent memory), `"hugetlbfs"` (2 MiB pages, or `"hugetlbfs:2MiB"`) and
 /// `"hugetlbfs:1GiB"` (a mount's `pagesize=`).
-pub fn parse_fs(s: &str) -> Result<mm::fs::FsType, String> {
+pub fn parse_fs(s: &str) -> Result<mm::types::fs::FsType, String> {
     fs_type(s).ok_or_else(|| {
         format!(
             "unknown file system `{s}`: expected ext4, xfs, tmpfs, tmpfs:huge=always, \
@@ -503,13 +503,13 @@ mod tests {
         );
         assert_eq!(
             parse_fs("hugetlbfs:1GiB"),
-            Ok(mm::fs::FsType::Hugetlbfs(mm::hugetlb::HugeSize::Size1G))
+            Ok(mm::types::fs::FsType::Hugetlbfs(mm::types::hugetlb::HugeSize::Size1G))
         );
         assert!(parse_fs("hugetlbfs:4KiB").unwrap_err().contains("hugetlbfs:1GiB"));
         assert_eq!(
             parse_fs("tmpfs:huge=within_size"),
-            Ok(mm::fs::FsType::Tmpfs(mm::shmem::TmpfsMount::Mount(
-                mm::shmem::ShmemHuge::WithinSize
+            Ok(mm::types::fs::FsType::Tmpfs(mm::types::fs::TmpfsMount::Mount(
+                mm::types::fs::ShmemHuge::WithinSize
             )))
         );
         assert!(parse_fs("tmpfs:huge=sometimes").unwrap_err().contains("tmpfs:huge=advise"));

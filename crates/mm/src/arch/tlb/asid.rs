@@ -12,7 +12,7 @@
 use super::cpu::CpuTlb;
 use super::geometry::TlbGeometry;
 use super::{TlbEvent, TlbStats};
-use crate::mm_struct::MmId;
+use crate::types::ids::MmId;
 use simcore::{SimDuration, VirtAddr};
 
 /// Which mm an ASID slot holds, and the TLB generation it has caught up with.

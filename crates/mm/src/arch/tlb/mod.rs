@@ -31,6 +31,7 @@ mod asid;
 mod check;
 mod cpu;
 mod geometry;
+mod translate;
 mod walk;
 mod walk_cache;
 

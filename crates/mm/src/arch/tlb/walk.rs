@@ -15,7 +15,8 @@ use super::TlbEvent;
 use super::array::SPAN_SHIFTS;
 use super::cpu::CpuTlb;
 use super::geometry::PageSize;
-use crate::pgtable::{Level, PageTables, PtId, Pte, Upper};
+use crate::pgtable::{Level, PageTables, Pte, Upper};
+use crate::types::ids::PtId;
 use simcore::{Pfn, VirtAddr};
 
 /// Entry data bits below the pfn.

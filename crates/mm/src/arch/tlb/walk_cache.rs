@@ -7,7 +7,8 @@
 
 use super::array::{Array, tag_asid, tag_va};
 use super::geometry::ArrayGeometry;
-use crate::pgtable::{Level, PtId};
+use crate::pgtable::Level;
+use crate::types::ids::PtId;
 use simcore::VirtAddr;
 
 /// The PGD, PUD and PMD entry caches of one CPU (span codes 3, 2, 1: what an entry of each

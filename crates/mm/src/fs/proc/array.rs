@@ -14,7 +14,8 @@
 //! [`STAT_FIELDS`] names the fields an expectation may read; the others are refused there.
 
 use crate::kernel::KState;
-use crate::process::{Pid, ProcState};
+use crate::process::ProcState;
+use crate::types::ids::Pid;
 
 /// The fields of `/proc/PID/stat` the model keeps, by their `proc(5)` names, with their
 /// 1-based positions on the line.

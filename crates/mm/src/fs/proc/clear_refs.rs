@@ -25,9 +25,11 @@ use crate::errno::Errno;
 use crate::folio::pg;
 use crate::kernel::Cx;
 use crate::memory::vm_normal_page;
-use crate::mm_struct::{MMF_HAS_PINNED, MmId};
+use crate::mm_struct::MMF_HAS_PINNED;
 use crate::pgtable::{Level, Pte, Upper};
-use crate::vma::{VmFlags, VmaId};
+use crate::types::ids::MmId;
+use crate::types::ids::VmaId;
+use crate::vma::VmFlags;
 use simcore::{Bytes, VirtAddr};
 
 /// What a write to `clear_refs` asks for.

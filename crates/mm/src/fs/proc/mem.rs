@@ -13,10 +13,11 @@
 //! allowed), as no other value is modelled.
 
 use crate::errno::Errno;
-use crate::gup::{GupFlags, GupPages, get_user_pages, release_pages};
+use crate::gup::{get_user_pages, release_pages};
 use crate::kernel::Cx;
-use crate::mm_struct::MmId;
 use crate::sim::cost::Cost;
+use crate::types::ids::MmId;
+use crate::types::mm_types::{GupFlags, GupPages};
 use simcore::{Bytes, VirtAddr};
 
 /// `mem_write` of `data` at `addr` of `mm`: the bytes written.

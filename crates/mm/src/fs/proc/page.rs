@@ -133,7 +133,7 @@ impl KState {
     /// What `page-types -L -p PID` prints for the present pages of the mapping `vma` of `mm`:
     /// per page its virtual page number, frame, kpagecount, flags in page-types' letters, and
     /// their long names.
-    pub fn page_types(&self, mm: crate::mm_struct::MmId, vma: crate::vma::VmaId) -> String {
+    pub fn page_types(&self, mm: crate::types::ids::MmId, vma: crate::types::ids::VmaId) -> String {
         let v = self.vma(vma);
         let mut out = String::from("voffset\toffset\tcount\tflags\n");
         let pages = (v.end.0 - v.start.0) >> 12;
