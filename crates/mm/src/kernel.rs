@@ -3,7 +3,8 @@
 //! [`KState`] holds all simulated kernel state; it lives in one `RefCell` inside [`Kernel`] and is
 //! borrowed only between blocking points (clippy's `await_holding_refcell_ref` is denied, so a
 //! borrow held across an `.await` does not compile). Each mechanism module adds the `KState`
-//! methods of its kernel concern (`rmap.rs` the rmap updates, `memory.rs` the PTE changes, ...).
+//! methods of its kernel concern (`rmap.rs` the rmap updates, `zap.rs` the unmapping of PTEs, ...);
+//! the types it holds are defined below it, in the state floor (`types/`).
 //!
 //! [`Cx`] is what a simulated task's code receives: the engine context (its CPU, the blocking
 //! points), the kernel, and `current` (the process it runs in, if any). `cx.charge(Cost::X)`
