@@ -485,3 +485,27 @@ fn the_graph_reads_use_trees_and_skips_comments_and_tests() {
     assert_eq!(g["b"], BTreeSet::from(["a".to_string(), "b::child".to_string()]));
     assert_eq!(g[""], BTreeSet::from(["a".to_string()]));
 }
+
+/// What kind a VMA is gets asked through `VmOps`'s exhaustive predicates (`types/mm_types.rs`)
+/// or matched in `vm_ops.rs`, never by comparing with one variant, `matches!` or
+/// `hstate_vma(..).is_some()` elsewhere: a new kind must answer each question, not fall into an
+/// else-branch.
+#[test]
+fn kinds_of_vma_are_asked_through_predicates() {
+    let mut found = Vec::new();
+    for (module, text) in mm_sources() {
+        if module == "vm_ops" || module.starts_with("types") {
+            continue;
+        }
+        let code = without_tests(&code_only(&text));
+        for (n, line) in code.lines().enumerate() {
+            let compared = ["== VmOps::", "!= VmOps::"].iter().any(|w| line.contains(w))
+                || line.split("matches!(").skip(1).any(|rest| rest.contains("VmOps::"))
+                || (line.contains("hstate_vma(") && line.contains(").is_some()"));
+            if compared {
+                found.push(format!("{module}:{}: {}", n + 1, line.trim()));
+            }
+        }
+    }
+    assert!(found.is_empty(), "ask a VmOps predicate instead:\n{}", found.join("\n"));
+}

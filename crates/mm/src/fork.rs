@@ -141,7 +141,7 @@ pub(crate) async fn do_fork(cx: &Cx, parent: Pid) -> Result<Pid, Errno> {
         let cv = link_child_vma(cx, copy, i_mmap, pv).await;
         if needs_pages {
             cx.st().anon_vma_fork(cv, pv);
-            let hugetlb = cx.st().hstate_vma(pv).is_some();
+            let hugetlb = cx.st().vma(pv).vm_ops.is_hugetlb();
             wrprotected |= if hugetlb {
                 copy_hugetlb_page_range(cx, new, cv, old, pv).await?
             } else {

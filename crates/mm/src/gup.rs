@@ -84,7 +84,6 @@ use crate::types::ids::HoldId;
 use crate::types::ids::MmId;
 use crate::types::ids::PtId;
 use crate::types::ids::VmaId;
-use crate::types::mm_types::VmOps;
 use crate::types::mm_types::{GupFlags, GupPages, Hold};
 use crate::vma::VmFlags;
 use crate::vmstat::VmStat;
@@ -115,12 +114,12 @@ fn check_vma_flags(cx: &Cx, st: &KState, vma: VmaId, flags: GupFlags) -> Result<
         return Err(Errno::EFAULT);
     }
     // hugetlb takes no forced write into a mapping without `VM_WRITE` (`hugetlb_wp`'s SIGSEGV).
-    if !v.flags.has(VmFlags::WRITE) && st.hstate_vma(vma).is_some() {
+    if !v.flags.has(VmFlags::WRITE) && st.vma(vma).vm_ops.is_hugetlb() {
         return Err(Errno::EFAULT);
     }
     let refused = flags.pin
         && flags.longterm
-        && v.vm_ops != VmOps::Anonymous
+        && !v.vm_ops.is_anonymous()
         && crate::era::longterm_write_pin_refuses_dirty_tracked_files(cx.kernel().version)
         && vma_needs_dirty_tracking(st, vma);
     if refused { Err(Errno::EFAULT) } else { Ok(()) }
@@ -233,7 +232,7 @@ fn follow_page(cx: &Cx, st: &KState, mm: MmId, addr: VirtAddr, walk: Walk) -> Op
     let vma = st.find_vma(mm, addr).filter(|&v| !st.vma_is_dax(v))?;
     let vma_flags = st.vma(vma).flags;
     // A hugetlb entry is followed for a write only when writable (`follow_hugetlb_page`).
-    let hugetlb = st.hstate_vma(vma).is_some();
+    let hugetlb = st.vma(vma).vm_ops.is_hugetlb();
     let writable = pte.write() || (!hugetlb && can_follow_write_pte(cx, st, pte, vma_flags, walk));
     if !pte.is_present() || (flags.write && !writable) {
         return None;

@@ -468,7 +468,7 @@ impl KState {
     /// Whether fork copies hugetlb VMA `vma`'s entries even without private pages (before
     /// v6.0's lazy copy).
     pub(crate) fn hugetlb_copies_at_fork(&self, vma: VmaId) -> bool {
-        self.hstate_vma(vma).is_some() && !self.hugetlb.lazy_fork_copy
+        self.vma(vma).vm_ops.is_hugetlb() && !self.hugetlb.lazy_fork_copy
     }
 
     /// The huge-page index of `addr` in `vma`'s file (`vma_hugecache_offset`).

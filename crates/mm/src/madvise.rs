@@ -333,7 +333,7 @@ pub(crate) async fn madvise_cold_or_pageout(
     for v in vmas {
         // `can_madv_lru_vma`.
         let (vs, ve) = clip(&cx.st(), v, start, end, |st, v| {
-            st.vma(v).flags.has(VmFlags::LOCKED | VmFlags::PFNMAP) || st.hstate_vma(v).is_some()
+            st.vma(v).flags.has(VmFlags::LOCKED | VmFlags::PFNMAP) || st.vma(v).vm_ops.is_hugetlb()
         })?;
         let mut addr = vs;
         while addr < ve {

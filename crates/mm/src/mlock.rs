@@ -49,7 +49,6 @@ use crate::pgtable::Level;
 use crate::sim::cost::Cost;
 use crate::types::ids::MmId;
 use crate::types::ids::VmaId;
-use crate::types::mm_types::VmOps;
 use crate::vma::VmFlags;
 use crate::vmstat::VmStat;
 use simcore::{Bytes, Pfn, VirtAddr};
@@ -76,7 +75,7 @@ impl KState {
     /// Whether `mlock_fixup` leaves `v` alone: special, hugetlb or DAX.
     fn mlock_skips(&self, v: VmaId) -> bool {
         let vma = self.vma(v);
-        vma.flags.has(SPECIAL) || matches!(vma.vm_ops, VmOps::Hugetlb | VmOps::Dax)
+        vma.flags.has(SPECIAL) || vma.vm_ops.mlock_skips()
     }
 
     /// `v`'s flags with `flags` as its lock flags, if that changes them and mlock does not leave

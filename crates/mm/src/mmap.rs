@@ -223,7 +223,7 @@ impl KState {
     fn vmas_mergeable(&self, a: VmaId, b: VmaId) -> bool {
         let (x, y) = (self.vma(a), self.vma(b));
         let same_flags = x.flags.merge_equal(y.flags);
-        let kind = matches!(x.vm_ops, VmOps::Anonymous | VmOps::PageCache);
+        let kind = x.vm_ops.merges();
         let shm = x.file.is_some_and(|f| self.shm_inode(self.file(f).inode));
         x.end == y.start
             && same_flags
@@ -704,7 +704,7 @@ pub(crate) async fn do_mprotect(
                 continue;
             }
             st.vma_mut(v).flags = VmFlags(f);
-            let hugetlb = st.hstate_vma(v).is_some();
+            let hugetlb = st.vma(v).vm_ops.is_hugetlb();
             if !hugetlb {
                 changed += change_protection(&mut st, kernel, v);
             }

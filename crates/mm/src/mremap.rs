@@ -174,7 +174,7 @@ fn align_hugetlb(r: &mut Remap, size: HugeSize) -> Result<(), Errno> {
 /// as `r` asks?
 fn remap_is_valid(st: &KState, r: &Remap, vma: VmaId) -> Result<(), Errno> {
     let v = st.vma(vma);
-    if st.hstate_vma(vma).is_some() && !mremap_handles_hugetlb(r.kernel) {
+    if st.vma(vma).vm_ops.is_hugetlb() && !mremap_handles_hugetlb(r.kernel) {
         return Err(Errno::EINVAL);
     }
     if r.old_len.as_u64() == 0 {
@@ -276,7 +276,7 @@ async fn move_vma(cx: &Cx, r: &Remap, vma: VmaId, to: VirtAddr) -> Result<VirtAd
         st.hugetlb_vm_op_open(vma, new, true);
         new
     };
-    let huge = cx.st().hstate_vma(vma).is_some();
+    let huge = cx.st().vma(vma).vm_ops.is_hugetlb();
     if let Err(moved) = move_entries(cx, huge, (vma, from), (new, to), len).await {
         // Back to where they were (the old tables are still there), and the new VMA goes.
         move_entries(cx, huge, (new, to), (vma, from), moved)

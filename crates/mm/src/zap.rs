@@ -44,7 +44,7 @@ pub(crate) async fn zap_vma_range(
     end: VirtAddr,
     details: ZapDetails,
 ) {
-    if cx.st().hstate_vma(vma).is_some() {
+    if cx.st().vma(vma).vm_ops.is_hugetlb() {
         return crate::hugetlb::unmap_hugepage_range(cx, vma, start, end).await;
     }
     let mut freed: Vec<Pfn> = Vec::new();

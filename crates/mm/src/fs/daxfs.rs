@@ -278,7 +278,7 @@ impl DaxFs {
 impl KState {
     /// `vma_is_dax`: a mapping of a file on the DAX file system.
     pub fn vma_is_dax(&self, vma: VmaId) -> bool {
-        self.vma(vma).file.is_some_and(|f| self.inodes[self.file(f).inode].fs.is_dax())
+        self.vma(vma).vm_ops.is_dax()
     }
 
     /// Whether `pfn` is a frame of the persistent-memory device.

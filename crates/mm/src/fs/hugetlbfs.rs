@@ -434,7 +434,7 @@ impl KState {
 
     /// Marks a hugetlb VMA that is going away: it is no longer a PMD-sharing candidate.
     pub(crate) fn hugetlb_vma_dying(&mut self, vma: VmaId) {
-        if self.hstate_vma(vma).is_some() {
+        if self.vma(vma).vm_ops.is_hugetlb() {
             self.hugetlb.vmas.entry(vma).or_default().dying = true;
         }
     }

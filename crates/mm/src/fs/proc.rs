@@ -168,7 +168,7 @@ impl MemSizeStats {
 impl KState {
     /// Walks one VMA's page tables as `smaps_pte_range` does.
     pub fn smaps_vma(&self, vma: VmaId) -> MemSizeStats {
-        if self.hstate_vma(vma).is_some() {
+        if self.vma(vma).vm_ops.is_hugetlb() {
             return self.smaps_hugetlb(vma);
         }
         let v = self.vma(vma);

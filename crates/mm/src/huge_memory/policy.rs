@@ -293,8 +293,7 @@ pub(crate) fn vma_thp_disabled(st: &KState, vma: VmaId) -> bool {
 /// 2 MiB-aligned range, and a file mapping maps it at a 2 MiB-aligned file offset.
 fn vma_holds_pmd_range(st: &KState, vma: VmaId) -> bool {
     let v = st.vma(vma);
-    if v.vm_ops != VmOps::Anonymous && !(v.start.0 >> 12).wrapping_sub(v.pgoff).is_multiple_of(512)
-    {
+    if !v.vm_ops.is_anonymous() && !(v.start.0 >> 12).wrapping_sub(v.pgoff).is_multiple_of(512) {
         return false;
     }
     v.len() >= Bytes::PMD
@@ -312,7 +311,7 @@ pub(crate) fn thp_vma_allowable(st: &KState, vma: VmaId, caller: ThpCaller) -> b
     if vma_thp_disabled(st, vma) {
         return false;
     }
-    if vm_ops == VmOps::Dax {
+    if vm_ops.is_dax() {
         return caller.in_pf();
     }
     if !caller.in_pf() {

@@ -109,7 +109,6 @@ use crate::types::ids::InodeId;
 use crate::types::ids::MmId;
 use crate::types::ids::PtId;
 use crate::types::ids::VmaId;
-use crate::types::mm_types::VmOps;
 use crate::xarray::CollapseSlots;
 use simcore::{Bytes, Order, Pfn, VirtAddr};
 
@@ -126,7 +125,7 @@ pub(super) struct FileRange {
 /// The file range a page-cache VMA maps at `haddr`; `None` for any other VMA.
 pub(super) fn file_range(st: &KState, vma: VmaId, haddr: VirtAddr) -> Option<FileRange> {
     let v = st.vma(vma);
-    if v.vm_ops != VmOps::PageCache {
+    if !v.vm_ops.maps_page_cache() {
         return None;
     }
     let inode = st.file(v.file?).inode;

@@ -20,8 +20,65 @@ pub enum VmOps {
     Dax,
     /// A hugetlbfs file (`hugetlb_vm_ops`): the whole fault is `hugetlb_fault` (`hugetlb.rs`),
     /// which `handle_mm_fault` reaches before the page tables are walked, as the kernel's
-    /// `is_vm_hugetlb_page` branch does; it is answered at the PMD level here.
+    /// `is_vm_hugetlb_page` branch does.
     Hugetlb,
+}
+
+/// The questions asked of a VMA's kind, each answered for every kind (a new kind is a compile
+/// error here until it answers), as the kernel's inline predicates (`vma_is_anonymous`,
+/// `is_vm_hugetlb_page`, `vma_is_dax`) are asked instead of comparing `vm_ops`.
+impl VmOps {
+    /// `vma_is_anonymous`: private anonymous memory, with no `vm_ops`.
+    pub fn is_anonymous(self) -> bool {
+        match self {
+            VmOps::Anonymous => true,
+            VmOps::PageCache | VmOps::Dax | VmOps::Hugetlb => false,
+        }
+    }
+
+    /// `is_vm_hugetlb_page`: a hugetlbfs mapping (`VM_HUGETLB`).
+    pub fn is_hugetlb(self) -> bool {
+        match self {
+            VmOps::Hugetlb => true,
+            VmOps::Anonymous | VmOps::PageCache | VmOps::Dax => false,
+        }
+    }
+
+    /// `vma_is_dax`: a mapping of a file on the DAX file system.
+    pub fn is_dax(self) -> bool {
+        match self {
+            VmOps::Dax => true,
+            VmOps::Anonymous | VmOps::PageCache | VmOps::Hugetlb => false,
+        }
+    }
+
+    /// Whether the mapping's pages are a file's page cache (disk files and tmpfs), where
+    /// khugepaged's file collapse (`hpage_collapse_scan_file`) works.
+    pub fn maps_page_cache(self) -> bool {
+        match self {
+            VmOps::PageCache => true,
+            VmOps::Anonymous | VmOps::Dax | VmOps::Hugetlb => false,
+        }
+    }
+
+    /// Whether two neighbouring VMAs of this kind may merge into one (`vma_merge`). mmsim merges
+    /// anonymous and page-cache VMAs only: DAX and hugetlb VMAs are left apart, an
+    /// approximation (the kernel merges them when `is_mergeable_vma` holds).
+    pub fn merges(self) -> bool {
+        match self {
+            VmOps::Anonymous | VmOps::PageCache => true,
+            VmOps::Dax | VmOps::Hugetlb => false,
+        }
+    }
+
+    /// Whether `mlock_fixup` leaves the VMA's pages alone (with `VM_SPECIAL`): hugetlb pages are
+    /// never on the LRU, nor are DAX pages.
+    pub fn mlock_skips(self) -> bool {
+        match self {
+            VmOps::Hugetlb | VmOps::Dax => true,
+            VmOps::Anonymous | VmOps::PageCache => false,
+        }
+    }
 }
 
 /// `struct anon_vma`.
