@@ -46,7 +46,7 @@ use crate::folio::pg;
 use crate::kernel::{Cx, KState};
 use crate::memory::{
     FaultKind, FaultOutcome, Vmf, anon_vma_prepare, fault_alloc, finish_fault, install_new_anon,
-    map_new_anon, maybe_mkwrite, mm_counter, outcome_of, pte_alloc, pte_bits, vm_normal_page,
+    map_new_anon, maybe_mkwrite, mm_counter, outcome_of, pte_alloc_below, pte_bits, vm_normal_page,
 };
 use crate::mm_struct::MmCounter;
 use crate::pgtable::{Access, Level, Pte};
@@ -54,6 +54,7 @@ use crate::sim::cost::Cost;
 use crate::types::ids::InodeId;
 use crate::types::ids::MmId;
 use crate::types::ids::VmaId;
+use crate::types::mm_types::WalkOps;
 use crate::vma::VmFlags;
 use crate::vmstat::{MmEvent, VmStat};
 use engine::LockGuard;
@@ -147,9 +148,23 @@ async fn resolve_fault(
         st.vma_has_recency(vma, st.lru.noreuse, true)
     };
     let _lru = cx.lru_fault_scope(recency);
-    let mut vmf = Vmf::new(cx, mm, vma, addr, kind);
-    // `__handle_mm_fault`: the PMD level first, then the PTE level.
-    if let Some(done) = vmf.vm_ops.huge_fault(&vmf).await? {
+    let vm_ops = cx.st().vma(vma).vm_ops;
+    vm_ops.handle_fault(cx, (mm, vma), addr, kind).await
+}
+
+/// `__handle_mm_fault`: one walk to the PMD table, the PMD level when the entry there asks for
+/// it, then the PTE level below the same PMD.
+pub(crate) async fn handle_walked_fault(
+    cx: &Cx,
+    (mm, vma): (MmId, VmaId),
+    ops: WalkOps,
+    addr: VirtAddr,
+    kind: FaultKind,
+) -> Result<FaultOutcome, VmFault> {
+    let mut vmf = Vmf::walk(cx, (mm, vma), ops, addr, kind).await?;
+    if ops.asks_pmd_level(&cx.st(), vma, vmf.orig_pmd)
+        && let Some(done) = ops.huge_fault(&vmf).await?
+    {
         return Ok(done);
     }
     handle_pte_fault(&mut vmf).await
@@ -158,7 +173,7 @@ async fn resolve_fault(
 /// `handle_pte_fault`: walks to the PTE table and dispatches on the entry found there.
 async fn handle_pte_fault(vmf: &mut Vmf<'_>) -> Result<FaultOutcome, VmFault> {
     let cx = vmf.cx;
-    let Some(table) = pte_alloc(cx, vmf.mm, vmf.address).await? else {
+    let Some(table) = pte_alloc_below(cx, vmf.mm, vmf.pmd, vmf.address).await? else {
         // A huge PMD appeared meanwhile: the access retries (`handle_pte_fault` returns 0).
         return Ok(FaultOutcome::Minor);
     };

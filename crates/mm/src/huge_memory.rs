@@ -52,7 +52,7 @@ use crate::filemap::{folio_unlock, lock_faulted_folio};
 use crate::folio::pg;
 use crate::kernel::{Cx, KState};
 use crate::memory::{
-    FaultKind, FaultOutcome, Vmf, fault_pmd, mm_counter, outcome_of, pmd_install_lock, pte_bits,
+    FaultKind, FaultOutcome, Vmf, mm_counter, outcome_of, pmd_install_lock, pte_bits,
     wants_writenotify,
 };
 use crate::pgtable::{Level, Pte, Upper};
@@ -146,7 +146,7 @@ impl KState {
 /// fault goes on at the PTE level.
 pub(crate) async fn file_huge_fault(vmf: &Vmf<'_>) -> Result<Option<FaultOutcome>, VmFault> {
     let (cx, mm, addr) = (vmf.cx, vmf.mm, vmf.address);
-    let (pmd_table, entry) = fault_pmd(vmf).await?;
+    let (pmd_table, entry) = (vmf.pmd, vmf.orig_pmd);
     match entry {
         Upper::Table(_) => Ok(None),
         Upper::Leaf(_) if vmf.kind != FaultKind::Read => {

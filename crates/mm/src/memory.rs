@@ -30,7 +30,7 @@ use crate::sim::cost::Cost;
 use crate::types::ids::MmId;
 use crate::types::ids::PtId;
 use crate::types::ids::VmaId;
-use crate::types::mm_types::VmOps;
+use crate::types::mm_types::WalkOps;
 use crate::vma::VmFlags;
 use crate::vmscan::alloc_folio;
 use engine::LockGuard;
@@ -71,13 +71,18 @@ pub(crate) struct Vmf<'a> {
     pub vma: VmaId,
     /// The VMA's operations (`vmf->vma->vm_ops`), read once: they do not change while the
     /// fault holds `mmap_lock`.
-    pub vm_ops: VmOps,
+    pub vm_ops: WalkOps,
     /// The faulting address, page-aligned (`vmf->address`).
     pub address: VirtAddr,
     /// The page index of `address` in the VMA's file, or its virtual page for anonymous
     /// memory (`vmf->pgoff`, `linear_page_index`).
     pub pgoff: u64,
     pub kind: FaultKind,
+    /// The PMD table covering `address` (where `vmf->pmd` points), made by the one walk from
+    /// the top that the fault takes, before its PMD level.
+    pub pmd: PtId,
+    /// The PMD entry the fault saw after that walk (`vmf->orig_pmd`).
+    pub orig_pmd: Upper,
     /// The PTE table covering `address` (where `vmf->pte` points), once known.
     pub pte_table: Option<PtId>,
     /// The entry the fault saw (`vmf->orig_pte`); `Pte::NONE` until the PTE level.
@@ -85,21 +90,22 @@ pub(crate) struct Vmf<'a> {
 }
 
 impl<'a> Vmf<'a> {
-    /// A fault at `address` of `vma`, as `__handle_mm_fault` fills `struct vm_fault`.
-    pub(crate) fn new(
+    /// A fault at `address` of `vma`, as `__handle_mm_fault` fills `struct vm_fault`: the walk
+    /// to the PMD table (`pud_alloc`, `pmd_alloc`), populating the levels that are missing.
+    pub(crate) async fn walk(
         cx: &'a Cx,
-        mm: MmId,
-        vma: VmaId,
+        (mm, vma): (MmId, VmaId),
+        vm_ops: WalkOps,
         address: VirtAddr,
         kind: FaultKind,
-    ) -> Self {
+    ) -> Result<Self, VmFault> {
         let address = address.align_down(Bytes::PAGE);
-        let (vm_ops, pgoff) = {
-            let st = cx.st();
-            let v = st.vma(vma);
-            (v.vm_ops, v.page_index(address))
-        };
-        Vmf { cx, mm, vma, vm_ops, address, pgoff, kind, pte_table: None, orig_pte: Pte::NONE }
+        let pgoff = cx.st().vma(vma).page_index(address);
+        let pmd = pmd_alloc(cx, mm, address).await?;
+        let orig_pmd = cx.st().pt.upper(pmd, Level::Pmd.index(address));
+        let pte_table = None;
+        let orig_pte = Pte::NONE;
+        Ok(Vmf { cx, mm, vma, vm_ops, address, pgoff, kind, pmd, orig_pmd, pte_table, orig_pte })
     }
 
     /// The PTE table of a fault at the PTE level.
@@ -203,28 +209,44 @@ async fn table_alloc(
 /// `pmd_alloc`).
 pub(crate) async fn pmd_alloc(cx: &Cx, mm: MmId, addr: VirtAddr) -> Result<PtId, VmFault> {
     let pud = pud_alloc(cx, mm, addr).await?;
+    pmd_alloc_below(cx, mm, pud, addr).await
+}
+
+/// The PMD table below `pud`'s entry for `addr`, made if missing (`pmd_alloc` on a known
+/// `pud`); the entry must not be a 1 GiB leaf.
+pub(crate) async fn pmd_alloc_below(
+    cx: &Cx,
+    mm: MmId,
+    pud: PtId,
+    addr: VirtAddr,
+) -> Result<PtId, VmFault> {
     Ok(table_alloc(cx, mm, pud, Level::Pud, addr).await?.expect("no PUD leaves"))
 }
 
-/// Walks to the PUD table covering `addr`, populating it if missing (`pud_alloc`).
+/// Walks to the PUD table covering `addr`, populating it if missing (`pud_alloc`): the start
+/// of every walk from the top.
 pub(crate) async fn pud_alloc(cx: &Cx, mm: MmId, addr: VirtAddr) -> Result<PtId, VmFault> {
+    #[cfg(test)]
+    tests::WALKS.with(|w| w.set(w.get() + 1));
     let pgd = cx.st().mm(mm).pgd;
     Ok(table_alloc(cx, mm, pgd, Level::Pgd, addr).await?.expect("no PGD leaves"))
-}
-
-/// The PMD table covering the fault's address, populating the levels above it, and the entry
-/// there (`vmf->pmd` and `vmf->orig_pmd`, as `__handle_mm_fault` reads them before the PMD
-/// level's handlers).
-pub(crate) async fn fault_pmd(vmf: &Vmf<'_>) -> Result<(PtId, Upper), VmFault> {
-    let pmd_table = pmd_alloc(vmf.cx, vmf.mm, vmf.address).await?;
-    let entry = vmf.cx.st().pt.upper(pmd_table, Level::Pmd.index(vmf.address));
-    Ok((pmd_table, entry))
 }
 
 /// Walks to the PTE table covering `addr`, populating the levels that are missing; `None` when
 /// a huge PMD maps `addr`.
 pub(crate) async fn pte_alloc(cx: &Cx, mm: MmId, addr: VirtAddr) -> Result<Option<PtId>, VmFault> {
     let pmd_table = pmd_alloc(cx, mm, addr).await?;
+    pte_alloc_below(cx, mm, pmd_table, addr).await
+}
+
+/// The PTE table below `pmd_table`'s entry for `addr`, made if missing (`pte_alloc` on a
+/// known `pmd`); `None` when a huge PMD maps `addr`.
+pub(crate) async fn pte_alloc_below(
+    cx: &Cx,
+    mm: MmId,
+    pmd_table: PtId,
+    addr: VirtAddr,
+) -> Result<Option<PtId>, VmFault> {
     table_alloc(cx, mm, pmd_table, Level::Pmd, addr).await
 }
 
@@ -362,4 +384,76 @@ pub(crate) async fn get_huge_zero_page(cx: &Cx) -> Option<Pfn> {
         cx.charge_n(Cost::ZeroPage4k, pages).await;
     }
     cx.st().get_huge_zero_page()
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use crate::types::fs::FsType;
+    use crate::types::huge_mm::ThpEnabled;
+    use crate::types::hugetlb::HugeSize;
+    use crate::vmstat::VmStat;
+    use crate::{FileSpec, Machine, MachineConfig, MmapArgs, OpenFlags, Profile, map, prot};
+    use simcore::Bytes;
+    use std::cell::Cell;
+
+    thread_local! {
+        /// Walks from the top of the page tables (`pud_alloc` calls) on this test's thread.
+        pub(crate) static WALKS: Cell<u64> = const { Cell::new(0) };
+    }
+
+    /// One fault of each kind: a 4 MiB mapping of `fs` (anonymous memory for `None`), one
+    /// access at its 2 MiB-aligned middle; returns the walks and the faults it took.
+    fn walks_of_one_fault(fs: Option<FsType>, thp: bool, write: bool) -> (u64, u64) {
+        let mut c = MachineConfig::new(Profile::named("tiny").unwrap(), "v6.8".parse().unwrap());
+        c.pmem = Bytes::mib(64);
+        c.tunables.nr_hugepages[0] = 4;
+        c.tunables.thp.enabled = if thp { ThpEnabled::Always } else { ThpEnabled::Never };
+        let mut m = Machine::new(c).unwrap();
+        if let Some(fs) = fs {
+            m.create_file("/f", &FileSpec { fs, ..FileSpec::zeros(Bytes::mib(4)) }).unwrap();
+        }
+        let pid = m.new_process("p").unwrap();
+        m.spawn_thread(pid, 0, "t", move |t| async move {
+            let (len, rw) = (Bytes::mib(4), prot::READ | prot::WRITE);
+            let a = match fs {
+                None => t.mmap_anon(len, rw).await.unwrap(),
+                Some(_) => {
+                    let fd = t.open("/f", OpenFlags::RDWR).await.unwrap();
+                    let flags = map::SHARED;
+                    let args =
+                        MmapArgs { addr: None, len, prot: rw, flags, fd: Some(fd), offset: 0 };
+                    t.mmap(args).await.unwrap()
+                }
+            };
+            let at = simcore::VirtAddr((a.0 + Bytes::mib(2).as_u64()) & !(Bytes::PMD.as_u64() - 1));
+            if write {
+                t.write_bytes(at, &[1]).await.unwrap();
+            } else {
+                t.read_bytes(at, 1).await.unwrap();
+            }
+        })
+        .unwrap();
+        WALKS.with(|w| w.set(0));
+        m.run_checked().unwrap();
+        (WALKS.with(Cell::get), m.vmstat().get(VmStat::Pgfault))
+    }
+
+    /// Given a 4 KiB anonymous, page-cache, DAX, THP or hugetlb fault, when it is handled, then
+    /// it walks the page tables from the top once (`__handle_mm_fault` fills `vmf->pmd` once and
+    /// every level below reads it; hugetlb's fault walks only in `huge_pte_alloc`).
+    #[test]
+    fn a_fault_walks_the_page_tables_once() {
+        let cases = [
+            ("4 KiB anonymous", None, false, true),
+            ("page cache", Some(FsType::Disk), false, false),
+            ("DAX", Some(FsType::Dax), false, true),
+            ("anonymous THP", None, true, true),
+            ("hugetlb", Some(FsType::Hugetlbfs(HugeSize::Size2M)), false, true),
+        ];
+        for (name, fs, thp, write) in cases {
+            let (walks, faults) = walks_of_one_fault(fs, thp, write);
+            assert_eq!(faults, 1, "{name}: one fault");
+            assert_eq!(walks, 1, "{name}: walks from the top per fault");
+        }
+    }
 }

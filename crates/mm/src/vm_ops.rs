@@ -30,17 +30,19 @@
 //! (`shmem_vm_ops`), so their shared writable mappings are not write-notified.
 
 use crate::errno::VmFault;
-use crate::fault::{do_anonymous_page, do_fault, wp_page_shared};
+use crate::fault::{do_anonymous_page, do_fault, handle_walked_fault, wp_page_shared};
 use crate::filemap::filemap_map_pages;
 use crate::fs::dax::{dax_huge_fault, dax_pte_fault, dax_wp_shared};
 use crate::huge_memory::anon::anon_huge_fault;
 use crate::huge_memory::file_huge_fault;
+use crate::huge_memory::policy::{ThpCaller, thp_vma_allowable};
 use crate::hugetlb::hugetlb_fault;
-use crate::kernel::KState;
-use crate::memory::{FaultOutcome, Vmf};
+use crate::kernel::{Cx, KState};
+use crate::memory::{FaultKind, FaultOutcome, Vmf};
+use crate::pgtable::Upper;
 use crate::types::ids::FileId;
-use crate::types::ids::VmaId;
-use crate::types::mm_types::VmOps;
+use crate::types::ids::{MmId, VmaId};
+use crate::types::mm_types::{VmOps, WalkOps};
 use simcore::VirtAddr;
 
 impl VmOps {
@@ -51,45 +53,22 @@ impl VmOps {
         st.inodes[st.file(f).inode].fs.vm_ops()
     }
 
-    /// The no-page fault: the PTE at `vmf.address` is empty.
-    pub(crate) async fn fault(self, vmf: &Vmf<'_>) -> Result<FaultOutcome, VmFault> {
-        match self {
-            VmOps::Anonymous => do_anonymous_page(vmf).await,
-            VmOps::PageCache => do_fault(vmf).await,
-            VmOps::Dax => dax_pte_fault(vmf).await,
-            VmOps::Hugetlb => unreachable!("hugetlb faults end at huge_fault"),
-        }
-    }
-
-    /// The PMD level of a fault (`create_huge_pmd`, `wp_huge_pmd`, `huge_pmd_set_accessed`):
-    /// `None` when the fault goes on at the PTE level.
-    pub(crate) async fn huge_fault(self, vmf: &Vmf<'_>) -> Result<Option<FaultOutcome>, VmFault> {
-        match self {
-            VmOps::Anonymous => anon_huge_fault(vmf).await,
-            VmOps::PageCache => file_huge_fault(vmf).await,
-            VmOps::Dax => dax_huge_fault(vmf).await,
-            VmOps::Hugetlb => hugetlb_fault(vmf).await,
-        }
-    }
-
-    /// `->map_pages` over `[start, end)` of the fault's PTE table: whether the faulting address
-    /// got mapped. Kinds without one map nothing.
-    pub(crate) async fn map_pages(self, vmf: &Vmf<'_>, start: VirtAddr, end: VirtAddr) -> bool {
-        match self {
-            VmOps::PageCache => filemap_map_pages(vmf, start, end).await,
-            VmOps::Anonymous | VmOps::Dax | VmOps::Hugetlb => false,
-        }
-    }
-
-    /// The write-protect fault of a shared mapping (`vmf.orig_pte` read-only), entered
-    /// without the PTE lock.
-    pub(crate) async fn page_mkwrite(self, vmf: &Vmf<'_>) -> Result<FaultOutcome, VmFault> {
-        match self {
-            VmOps::Anonymous => unreachable!("shared anonymous memory is a tmpfs file"),
-            VmOps::PageCache => wp_page_shared(vmf).await,
-            VmOps::Dax => dax_wp_shared(vmf).await,
-            VmOps::Hugetlb => unreachable!("hugetlb faults end at huge_fault"),
-        }
+    /// `handle_mm_fault`'s branch: a hugetlb VMA's fault is all `hugetlb_fault`, taken before
+    /// the page tables are walked; every other kind walks them (`__handle_mm_fault`).
+    pub(crate) async fn handle_fault(
+        self,
+        cx: &Cx,
+        (mm, vma): (MmId, VmaId),
+        addr: VirtAddr,
+        kind: FaultKind,
+    ) -> Result<FaultOutcome, VmFault> {
+        let ops = match self {
+            VmOps::Hugetlb => return hugetlb_fault(cx, (mm, vma), addr, kind).await,
+            VmOps::Anonymous => WalkOps::Anonymous,
+            VmOps::PageCache => WalkOps::PageCache,
+            VmOps::Dax => WalkOps::Dax,
+        };
+        handle_walked_fault(cx, (mm, vma), ops, addr, kind).await
     }
 
     /// Whether the operations have a `page_mkwrite` (what `vma_wants_writenotify` asks). The page
@@ -103,6 +82,64 @@ impl VmOps {
                 st.inodes[st.file(file).inode].fs.can_writeback()
             }
             VmOps::Dax => true,
+        }
+    }
+}
+
+impl WalkOps {
+    /// Whether `__handle_mm_fault` asks the PMD level, given the PMD entry the walk found: a
+    /// huge PMD is there (`wp_huge_pmd`, `huge_pmd_set_accessed`), or the entry is empty and
+    /// the kind may map one there (`create_huge_pmd`: anonymous memory where
+    /// `thp_vma_allowable_order` allows a THP; DAX, which the predicate allows in every fault;
+    /// the page cache's text and tmpfs THPs, which mmsim maps at this level). A PTE table goes
+    /// to the PTE level at once.
+    pub(crate) fn asks_pmd_level(self, st: &KState, vma: VmaId, orig_pmd: Upper) -> bool {
+        match orig_pmd {
+            Upper::Table(_) => false,
+            Upper::Leaf(_) => true,
+            Upper::None => match self {
+                WalkOps::Anonymous => thp_vma_allowable(st, vma, ThpCaller::Fault),
+                WalkOps::PageCache | WalkOps::Dax => true,
+            },
+        }
+    }
+
+    /// The no-page fault: the PTE at `vmf.address` is empty.
+    pub(crate) async fn fault(self, vmf: &Vmf<'_>) -> Result<FaultOutcome, VmFault> {
+        match self {
+            WalkOps::Anonymous => do_anonymous_page(vmf).await,
+            WalkOps::PageCache => do_fault(vmf).await,
+            WalkOps::Dax => dax_pte_fault(vmf).await,
+        }
+    }
+
+    /// The PMD level of a fault (`create_huge_pmd`, `wp_huge_pmd`, `huge_pmd_set_accessed`):
+    /// `None` when the fault goes on at the PTE level.
+    pub(crate) async fn huge_fault(self, vmf: &Vmf<'_>) -> Result<Option<FaultOutcome>, VmFault> {
+        match self {
+            WalkOps::Anonymous => anon_huge_fault(vmf).await,
+            WalkOps::PageCache => file_huge_fault(vmf).await,
+            WalkOps::Dax => dax_huge_fault(vmf).await,
+        }
+    }
+
+    /// `->map_pages` over `[start, end)` of the fault's PTE table: whether the faulting address
+    /// got mapped. Kinds without one map nothing.
+    pub(crate) async fn map_pages(self, vmf: &Vmf<'_>, start: VirtAddr, end: VirtAddr) -> bool {
+        match self {
+            WalkOps::PageCache => filemap_map_pages(vmf, start, end).await,
+            WalkOps::Anonymous | WalkOps::Dax => false,
+        }
+    }
+
+    /// The write-protect fault of a shared mapping (`vmf.orig_pte` read-only), entered
+    /// without the PTE lock. Anonymous memory is never shared (shared anonymous memory is a
+    /// tmpfs file), so its answer is what a shared mapping without `->page_mkwrite` gets: the
+    /// page made writable where it is (`wp_page_shared`).
+    pub(crate) async fn page_mkwrite(self, vmf: &Vmf<'_>) -> Result<FaultOutcome, VmFault> {
+        match self {
+            WalkOps::Anonymous | WalkOps::PageCache => wp_page_shared(vmf).await,
+            WalkOps::Dax => dax_wp_shared(vmf).await,
         }
     }
 }

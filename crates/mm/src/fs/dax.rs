@@ -76,8 +76,7 @@ use crate::huge_memory::huge_pmd_set_accessed;
 use crate::kernel::{Cx, KState, Kernel};
 use crate::memory::{
     FaultKind, FaultOutcome, Vmf, anon_vma_prepare, fault_alloc, get_huge_zero_page,
-    install_new_anon, outcome_of, pmd_alloc, pmd_install_lock, pte_bits, set_pte_range,
-    vm_normal_page,
+    install_new_anon, outcome_of, pmd_install_lock, pte_bits, set_pte_range, vm_normal_page,
 };
 use crate::pgtable::{Level, Pte, Upper};
 use crate::sim::cost::Cost;
@@ -495,11 +494,9 @@ pub(crate) async fn dax_wp_shared(vmf: &Vmf<'_>) -> Result<FaultOutcome, VmFault
 /// `wp_huge_pmd`, `huge_pmd_set_accessed`): `None` when the fault goes on at the PTE level.
 pub(crate) async fn dax_huge_fault(vmf: &Vmf<'_>) -> Result<Option<FaultOutcome>, VmFault> {
     let cx = vmf.cx;
-    let pmd_table = pmd_alloc(cx, vmf.mm, vmf.address).await?;
-    let idx = Level::Pmd.index(vmf.address);
+    let pmd_table = vmf.pmd;
     let write = vmf.kind == FaultKind::Write;
-    let entry = cx.st().pt.upper(pmd_table, idx);
-    match entry {
+    match vmf.orig_pmd {
         Upper::Table(_) => Ok(None),
         Upper::None => dax_pmd_fault(vmf, pmd_table).await,
         Upper::Leaf(leaf) if write && !leaf.write() => {

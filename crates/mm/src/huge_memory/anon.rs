@@ -59,11 +59,9 @@ use crate::era::{self, CowReuse};
 use crate::errno::VmFault;
 use crate::folio::pg;
 use crate::huge_memory::huge_pmd_set_accessed;
-use crate::huge_memory::policy::{ThpCaller, thp_vma_allowable};
 use crate::kernel::{Cx, KState};
 use crate::memory::{
-    FaultKind, FaultOutcome, Vmf, anon_vma_prepare, fault_pmd, get_huge_zero_page,
-    pmd_install_lock, pte_bits,
+    FaultKind, FaultOutcome, Vmf, anon_vma_prepare, get_huge_zero_page, pmd_install_lock, pte_bits,
 };
 use crate::mm_struct::MmCounter;
 use crate::pgtable::{Level, Pte, Upper};
@@ -80,8 +78,8 @@ const HPAGE_PMD_NR: u64 = 512;
 /// The PMD level of a fault in anonymous memory (`create_huge_pmd`, `wp_huge_pmd`,
 /// `huge_pmd_set_accessed`): `None` when the fault goes on at the PTE level.
 pub(crate) async fn anon_huge_fault(vmf: &Vmf<'_>) -> Result<Option<FaultOutcome>, VmFault> {
-    let (pmd_table, entry) = fault_pmd(vmf).await?;
-    match entry {
+    let pmd_table = vmf.pmd;
+    match vmf.orig_pmd {
         Upper::Table(_) => Ok(None),
         Upper::Leaf(leaf) if vmf.kind == FaultKind::Read || leaf.write() => {
             Ok(Some(huge_pmd_set_accessed(vmf, pmd_table, leaf).await))
@@ -91,13 +89,13 @@ pub(crate) async fn anon_huge_fault(vmf: &Vmf<'_>) -> Result<Option<FaultOutcome
     }
 }
 
-/// The 2 MiB-aligned address of the fault's range, when that range lies inside the VMA and the
-/// policy allows THPs there (`thp_vma_allowable_order` and `thp_vma_suitable_order`).
+/// The 2 MiB-aligned address of the fault's range, when that range lies inside the VMA
+/// (`thp_vma_suitable_order`; the policy, `thp_vma_allowable_order`, was asked before the PMD
+/// level was: `WalkOps::asks_pmd_level`).
 fn fault_haddr(st: &KState, vma: VmaId, addr: VirtAddr) -> Option<VirtAddr> {
     let v = st.vma(vma);
     let haddr = addr.align_down(Bytes::PMD);
-    let fits = haddr >= v.start && haddr + Bytes::PMD <= v.end;
-    (fits && thp_vma_allowable(st, vma, ThpCaller::Fault)).then_some(haddr)
+    (haddr >= v.start && haddr + Bytes::PMD <= v.end).then_some(haddr)
 }
 
 /// `do_huge_pmd_anonymous_page`: the huge zero page for a read, a new THP otherwise; `None` to

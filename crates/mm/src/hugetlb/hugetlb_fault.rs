@@ -49,7 +49,7 @@ use crate::era::HugetlbSync;
 use crate::errno::VmFault;
 use crate::hugetlb::pmd_share::huge_pte_alloc;
 use crate::kernel::{Cx, KState};
-use crate::memory::{FaultOutcome, Vmf, anon_vma_prepare, pte_bits};
+use crate::memory::{FaultKind, FaultOutcome, anon_vma_prepare, pte_bits};
 use crate::pgtable::{Pte, Upper};
 use crate::sim::cost::Cost;
 use crate::types::hugetlb::{HugeSize, Owner};
@@ -145,23 +145,29 @@ impl KState {
 }
 
 impl<'a> HugeVmf<'a> {
-    pub(crate) fn new(vmf: &Vmf<'a>) -> HugeVmf<'a> {
-        let cx = vmf.cx;
+    /// A fault at `address` of the hugetlb VMA `vma`, at the huge page's granularity: its
+    /// aligned address and its index in the file in huge pages.
+    pub(crate) fn new(
+        cx: &'a Cx,
+        (mm, vma): (MmId, VmaId),
+        address: VirtAddr,
+        kind: FaultKind,
+    ) -> HugeVmf<'a> {
         let st = cx.st();
-        let file = st.vma(vmf.vma).file.expect("hugetlb VMAs map hugetlbfs files");
+        let file = st.vma(vma).file.expect("hugetlb VMAs map hugetlbfs files");
         let inode = st.file(file).inode;
-        let size = st.hstate_vma(vmf.vma).expect("a hugetlb VMA");
-        let haddr = vmf.address.align_down(Bytes(size.bytes()));
+        let size = st.hstate_vma(vma).expect("a hugetlb VMA");
+        let haddr = address.align_down(Bytes(size.bytes()));
         HugeVmf {
             cx,
-            mm: vmf.mm,
-            vma: vmf.vma,
+            mm,
+            vma,
             inode,
             size,
             haddr,
-            idx: st.huge_index(vmf.vma, haddr, size),
-            write: vmf.kind.write(),
-            unshare: vmf.unshare(),
+            idx: st.huge_index(vma, haddr, size),
+            write: kind.write(),
+            unshare: kind == FaultKind::Unshare,
             sync: st.hugetlb_sync(),
         }
     }
@@ -213,14 +219,19 @@ impl<'a> FaultLocks<'a> {
     }
 }
 
-/// `hugetlb_fault`.
-pub(crate) async fn hugetlb_fault(vmf: &Vmf<'_>) -> Result<Option<FaultOutcome>, VmFault> {
-    let hv = HugeVmf::new(vmf);
-    let cx = hv.cx;
+/// `hugetlb_fault`: the whole fault of a hugetlb VMA, which `handle_mm_fault` enters before
+/// any page-table walk (`VmOps::handle_fault`).
+pub(crate) async fn hugetlb_fault(
+    cx: &Cx,
+    (mm, vma): (MmId, VmaId),
+    address: VirtAddr,
+    kind: FaultKind,
+) -> Result<FaultOutcome, VmFault> {
+    let hv = HugeVmf::new(cx, (mm, vma), address, kind);
     cx.st().hinode_mut(hv.inode).busy += 1;
     let done = hugetlb_fault_locked(&hv).await;
     cx.st().hinode_mut(hv.inode).busy -= 1;
-    done.map(Some)
+    done
 }
 
 async fn hugetlb_fault_locked(hv: &HugeVmf<'_>) -> Result<FaultOutcome, VmFault> {

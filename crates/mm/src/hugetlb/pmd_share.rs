@@ -31,7 +31,7 @@ use crate::era::HugetlbSync;
 use crate::errno::VmFault;
 use crate::hugetlb::hugetlb_fault::{HugeVmf, Ptep};
 use crate::kernel::{Cx, KState};
-use crate::memory::{pmd_alloc, pud_alloc};
+use crate::memory::{pmd_alloc_below, pud_alloc};
 use crate::pgtable::{Level, Upper};
 use crate::types::hugetlb::HugeSize;
 use crate::types::ids::MmId;
@@ -64,7 +64,7 @@ pub(crate) async fn huge_pte_alloc_at(
     let pmd = if empty && want_pmd_share(&cx.st(), vma, addr) {
         huge_pmd_share(cx, mm, vma, addr, pud).await?
     } else {
-        pmd_alloc(cx, mm, addr).await?
+        pmd_alloc_below(cx, mm, pud, addr).await?
     };
     Ok(Ptep { table: pmd, idx: Level::Pmd.index(addr) })
 }
@@ -156,7 +156,7 @@ async fn huge_pmd_share(
             st.pmd_share_put(t);
         }
     }
-    pmd_alloc(cx, mm, addr).await
+    pmd_alloc_below(cx, mm, pud, addr).await
 }
 
 /// Another VMA's PMD table that `vma` at `addr` could share.

@@ -24,6 +24,18 @@ pub enum VmOps {
     Hugetlb,
 }
 
+/// The operations of a VMA whose faults walk the page tables: every kind but hugetlb, whose
+/// faults `handle_mm_fault` gives to `hugetlb_fault` before any walk (`VmOps::handle_fault`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WalkOps {
+    /// `VmOps::Anonymous`.
+    Anonymous,
+    /// `VmOps::PageCache`.
+    PageCache,
+    /// `VmOps::Dax`.
+    Dax,
+}
+
 /// The questions asked of a VMA's kind, each answered for every kind (a new kind is a compile
 /// error here until it answers), as the kernel's inline predicates (`vma_is_anonymous`,
 /// `is_vm_hugetlb_page`, `vma_is_dax`) are asked instead of comparing `vm_ops`.
