@@ -155,6 +155,10 @@ pub struct KState {
 #[derive(Debug)]
 pub struct Kernel {
     st: RefCell<KState>,
+    /// How many times `st` has been borrowed for writing. `KState` holds no interior
+    /// mutability, so while this count stands still the state does too: a checker that found
+    /// it sound need not look again until the count moves (`state_writes`).
+    writes: std::cell::Cell<u64>,
     /// The kernel version: switches carry the behaviour each seed changed; the version decides
     /// the smaller era details around them (which fixes a `page_count` kernel had, whether
     /// O_DIRECT pins or gets its pages, ...).
@@ -186,6 +190,7 @@ impl Kernel {
         let kswapd_wait = handle.wait_queue("kswapd_wait");
         Kernel {
             st: RefCell::new(st),
+            writes: std::cell::Cell::new(0),
             version,
             costs,
             switches,
@@ -202,7 +207,14 @@ impl Kernel {
     }
 
     pub(crate) fn state_mut(&self) -> RefMut<'_, KState> {
+        self.writes.set(self.writes.get() + 1);
         self.st.borrow_mut()
+    }
+
+    /// How many times the state has been borrowed for writing so far: equal counts mean the
+    /// same state, so the whole-system checkers run after a step only when it has moved.
+    pub fn state_writes(&self) -> u64 {
+        self.writes.get()
     }
 
     /// The wait queue a folio's lock and writeback waiters sleep on (`folio_waitqueue`).

@@ -213,20 +213,36 @@ impl KState {
     /// (`rmap_walk`); callers check the page table for an actual mapping.
     pub fn rmap_walk(&self, page: Pfn) -> Vec<(MmId, VmaId, VirtAddr)> {
         let head = self.folios.head(page);
+        if let Mapping::Ksm(node) = self.folios.mapping(head) {
+            return self.rmap_walk_ksm(node);
+        }
+        self.rmap_candidates(page).collect()
+    }
+
+    /// Whether the rmap walk of `page` reaches `addr` of `mm`, without collecting the walk
+    /// (the checkers ask this of every mapped PTE after every step).
+    pub(crate) fn rmap_reaches(&self, page: Pfn, mm: MmId, addr: VirtAddr) -> bool {
+        let head = self.folios.head(page);
+        if let Mapping::Ksm(node) = self.folios.mapping(head) {
+            return self.rmap_walk_ksm(node).iter().any(|&(m, _, a)| m == mm && a == addr);
+        }
+        self.rmap_candidates(page).any(|(m, _, a)| m == mm && a == addr)
+    }
+
+    /// The anonymous or file rmap walk of `page` (not KSM's): each VMA of its `anon_vma` or
+    /// `i_mmap` that covers the page's index, with the address there.
+    fn rmap_candidates(&self, page: Pfn) -> impl Iterator<Item = (MmId, VmaId, VirtAddr)> + '_ {
+        let head = self.folios.head(page);
         let index = self.folio_index(head) + (page.0 - head.0);
-        let candidates: Vec<VmaId> = match self.folios.mapping(head) {
-            Mapping::Ksm(node) => return self.rmap_walk_ksm(node),
-            Mapping::None => Vec::new(),
-            Mapping::Anon(av) => self.anon_vmas[av].vmas.clone(),
-            Mapping::File(inode) => self.inodes[inode].mapping.i_mmap.iter().copied().collect(),
+        let (anon, file) = match self.folios.mapping(head) {
+            Mapping::Anon(av) => (Some(self.anon_vmas[av].vmas.iter()), None),
+            Mapping::File(inode) => (None, Some(self.inodes[inode].mapping.i_mmap.iter())),
+            Mapping::None | Mapping::Ksm(_) => (None, None),
         };
-        candidates
-            .into_iter()
-            .filter_map(|id| {
-                let v = self.vma(id);
-                v.address_of(index).map(|a| (v.mm, id, a))
-            })
-            .collect()
+        anon.into_iter().flatten().chain(file.into_iter().flatten()).filter_map(move |&id| {
+            let v = self.vma(id);
+            v.address_of(index).map(|a| (v.mm, id, a))
+        })
     }
 
     /// The entries that map `page` now (walks rmap candidates and checks their page tables):

@@ -59,7 +59,10 @@ pub fn factory(
         let time_order = scenario.time_order.clone();
         let probe = probe.clone();
         Ok(Trial::new(sim)
-            .step_check(move || mm::sim::check::check_all(&k_check.state(), rule))
+            .step_check({
+                let mut steps = mm::sim::check::StepChecker::new(rule);
+                move || steps.check(&k_check)
+            })
             .end_check(move || {
                 if let Some(p) = &probe
                     && super::expect::check(&k_end.state(), &env_end.borrow(), &p.expect).is_ok()

@@ -465,6 +465,7 @@ fn run_machine(
     let rule = machine.config().switches.cow_reuse;
     let budget = o.host_budget.unwrap_or_else(HostBudget::from_host);
     let (mut checked, mut refused) = (0u64, None);
+    let mut steps = mm::sim::check::StepChecker::new(rule);
     let mut observe = |k: &Kernel| {
         let due = handle.events() / CHECK_EVERY;
         if due > checked {
@@ -472,7 +473,7 @@ fn run_machine(
             progress(handle.now());
             budget.check(&k.state()).map_err(|e| refused.insert(e).clone())?;
         }
-        if o.check_every_step { mm::sim::check::check_all(&k.state(), rule) } else { Ok(()) }
+        if o.check_every_step { steps.check(k) } else { Ok(()) }
     };
     let result = if o.check_every_step {
         machine.run_each_step(&mut observe)

@@ -47,7 +47,7 @@
 
 use crate::era::CowReuse;
 use crate::folio::{LruList, Mapping, pg};
-use crate::kernel::KState;
+use crate::kernel::{KState, Kernel};
 use crate::memory::{mm_counter, vm_normal_page};
 use crate::mm_struct::MmCounter;
 use crate::pgtable::{Level, Pte, Upper};
@@ -269,6 +269,31 @@ pub fn check_all_but(st: &KState, rule: CowReuse, skip: &[String]) -> Result<(),
     check_selected(st, rule, &|n| !skip.iter().any(|s| s == n))
 }
 
+/// The whole-system checkers after every step of a run: a step that wrote nothing since they
+/// last found the state sound is not checked again (`Kernel::state_writes`; the checkers read
+/// only the state).
+#[derive(Debug)]
+pub struct StepChecker {
+    rule: CowReuse,
+    sound_at: Option<u64>,
+}
+
+impl StepChecker {
+    pub fn new(rule: CowReuse) -> StepChecker {
+        StepChecker { rule, sound_at: None }
+    }
+
+    /// Runs every checker on `k`'s state unless it is the state last found sound.
+    pub fn check(&mut self, k: &Kernel) -> Result<(), String> {
+        let writes = k.state_writes();
+        if self.sound_at != Some(writes) {
+            check_all(&k.state(), self.rule)?;
+            self.sound_at = Some(writes);
+        }
+        Ok(())
+    }
+}
+
 fn check_selected(st: &KState, rule: CowReuse, want: &dyn Fn(&str) -> bool) -> Result<(), String> {
     let named =
         |name: &str, r: Result<(), String>| r.map_err(|m| format!("invariant `{name}`: {m}"));
@@ -395,8 +420,7 @@ fn check_mappings(
     want: &dyn Fn(&str) -> bool,
 ) -> Result<(), Found> {
     let want = Want(want);
-    let mut mapcount: BTreeMap<u64, u32> = BTreeMap::new();
-    let mut entire: BTreeMap<u64, u32> = BTreeMap::new();
+    let (mut mapcount, mut entire) = (Tally::default(), Tally::default());
     let mut rss: BTreeMap<(MmId, usize), u64> = BTreeMap::new();
     for m in ptes {
         if m.pte.is_swap() {
@@ -425,7 +449,7 @@ fn check_mappings(
             })?;
             continue;
         }
-        *mapcount.entry(page.0).or_default() += 1;
+        mapcount.add(page);
         let counter = mm_counter(st, head);
         *rss.entry((m.mm, counter as usize)).or_default() += 1;
         let found = rmap_finds(st, page, head, m);
@@ -448,7 +472,7 @@ fn check_mappings(
             )
         })?;
     }
-    let gauges = check_mapcounts(st, &mapcount, &entire, &want)?;
+    let gauges = check_mapcounts(st, &mut mapcount.sorted(), &mut entire.sorted(), &want)?;
     if (want.0)("rss_recount") {
         check_rss(st, &rss).map_err(|m| ("rss_recount", m))?;
     }
@@ -458,12 +482,44 @@ fn check_mappings(
     Ok(())
 }
 
+/// The pages the walk found mapped, once per PTE (or PMD) mapping them: a list sorted once and
+/// read in ascending page order, so the recount after every step is a merge rather than a map.
+#[derive(Default)]
+struct Tally {
+    pages: Vec<Pfn>,
+    /// How far `take` has read.
+    at: usize,
+}
+
+impl Tally {
+    fn add(&mut self, page: Pfn) {
+        self.pages.push(page);
+    }
+
+    fn sorted(mut self) -> Tally {
+        self.pages.sort_unstable();
+        self
+    }
+
+    /// How many times `page` was added; pages must be asked in ascending order.
+    fn take(&mut self, page: Pfn) -> u32 {
+        while self.pages.get(self.at).is_some_and(|&p| p < page) {
+            self.at += 1;
+        }
+        let start = self.at;
+        while self.pages.get(self.at) == Some(&page) {
+            self.at += 1;
+        }
+        u32::try_from(self.at - start).expect("mappings of one page fit u32")
+    }
+}
+
 /// Each page's mapcount and each folio's entire mapcount against the PTEs and PMDs counted;
 /// returns the recounts of the mapped vmstat gauges.
 fn check_mapcounts(
     st: &KState,
-    mapcount: &BTreeMap<u64, u32>,
-    entire: &BTreeMap<u64, u32>,
+    mapcount: &mut Tally,
+    entire: &mut Tally,
     want: &Want<'_>,
 ) -> Result<[(VmStat, u64); 4], Found> {
     const NAME: &str = "mapcount_matches_page_tables";
@@ -471,7 +527,7 @@ fn check_mapcounts(
     let mut anon_mapped = 0u64;
     let (mut pmd_mapped, mut anon_pmd_mapped) = (0u64, 0u64);
     for head in st.folios.heads() {
-        let pmds = entire.get(&head.0).copied().unwrap_or(0);
+        let pmds = entire.take(head);
         want.check(NAME, st.folios.entire_mapcount(head) != pmds, || {
             format!(
                 "folio {head}: entire mapcount {} but {pmds} PMDs map it",
@@ -485,7 +541,7 @@ fn check_mapcounts(
         }
         for i in 0..st.folios.order(head).pages() {
             let page = head + i;
-            let counted = mapcount.get(&page.0).copied().unwrap_or(0);
+            let counted = mapcount.take(page);
             want.check(NAME, st.folios.page_mapcount(page) != counted, || {
                 format!(
                     "page {page}: mapcount {} but {counted} PTEs map it",
@@ -531,7 +587,7 @@ fn check_rss(st: &KState, rss: &BTreeMap<(MmId, usize), u64>) -> Result<(), Stri
 /// Whether rmap finds the mapping `m` of `page` (of folio `head`), or `m` lies in the one place
 /// the kernel's walk cannot look ([`KState::ksm_rmap_blind_spot`]).
 fn rmap_finds(st: &KState, page: Pfn, head: Pfn, m: &Mapped) -> bool {
-    st.rmap_walk(page).iter().any(|&(mm, _, a)| mm == m.mm && a == m.addr)
+    st.rmap_reaches(page, m.mm, m.addr)
         || matches!(st.folios.mapping(head),
             Mapping::Ksm(node) if st.ksm_rmap_blind_spot(node, m.mm, m.addr))
 }
@@ -558,7 +614,7 @@ fn check_file_pmd(
     m: &Mapped,
     head: Pfn,
     want: &Want<'_>,
-    entire: &mut BTreeMap<u64, u32>,
+    entire: &mut Tally,
     rss: &mut BTreeMap<(MmId, usize), u64>,
 ) -> Result<(), Found> {
     let page = m.pte.pfn();
@@ -579,7 +635,7 @@ fn check_file_pmd(
     })?;
     let found = rmap_finds(st, head, head, m);
     want.check("rmap_finds_every_mapping", !found, || format!("{}: not found by rmap", what()))?;
-    *entire.entry(head.0).or_default() += 1;
+    entire.add(head);
     let counter = mm_counter(st, head);
     *rss.entry((m.mm, counter as usize)).or_default() += st.folios.order(head).pages();
     Ok(())
