@@ -159,6 +159,8 @@ pub struct Kernel {
     /// mutability, so while this count stands still the state does too: a checker that found
     /// it sound need not look again until the count moves (`state_writes`).
     writes: std::cell::Cell<u64>,
+    /// The state's fingerprint and the write count it was taken at (`fingerprint`).
+    fingerprinted: std::cell::Cell<Option<(u64, u64)>>,
     /// The kernel version: switches carry the behaviour each seed changed; the version decides
     /// the smaller era details around them (which fixes a `page_count` kernel had, whether
     /// O_DIRECT pins or gets its pages, ...).
@@ -191,6 +193,7 @@ impl Kernel {
         Kernel {
             st: RefCell::new(st),
             writes: std::cell::Cell::new(0),
+            fingerprinted: std::cell::Cell::new(None),
             version,
             costs,
             switches,
@@ -215,6 +218,20 @@ impl Kernel {
     /// same state, so the whole-system checkers run after a step only when it has moved.
     pub fn state_writes(&self) -> u64 {
         self.writes.get()
+    }
+
+    /// `KState::fingerprint`, taken again only when the state has been written since the last
+    /// one (the explorer asks after every step).
+    pub fn fingerprint(&self) -> u64 {
+        let writes = self.writes.get();
+        match self.fingerprinted.get() {
+            Some((at, fp)) if at == writes => fp,
+            _ => {
+                let fp = self.state().fingerprint();
+                self.fingerprinted.set(Some((writes, fp)));
+                fp
+            }
+        }
     }
 
     /// The wait queue a folio's lock and writeback waiters sleep on (`folio_waitqueue`).

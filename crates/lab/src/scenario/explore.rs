@@ -80,7 +80,7 @@ pub fn factory(
             })
             .model_fingerprint(move || {
                 let mut d = simcore::Digest::new();
-                d.write_u64(k_fp.state().fingerprint());
+                d.write_u64(k_fp.fingerprint());
                 d.write_str(&format!("{:?}", env_fp.borrow()));
                 let l = log_fp.borrow();
                 d.write_u64(l.ops as u64);

@@ -376,7 +376,7 @@ impl Machine {
 
     /// A fingerprint of the kernel state (for the explorer's visited-state cache).
     pub fn fingerprint(&self) -> u64 {
-        self.kernel.state().fingerprint()
+        self.kernel.fingerprint()
     }
 
     /// Runs the whole-system checkers now.
