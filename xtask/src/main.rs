@@ -4,13 +4,12 @@
 //!   warnings denied, every Rust test (the layering and tidy checks are tests of this crate),
 //!   then the Python package: a virtualenv at `.venv` (created when missing or broken), the
 //!   pinned tools of `python/requirements-dev.txt` (installed only when that file changed since
-//!   the last install), `maturin develop --profile test` (the libraries the Rust tests just
-//!   built, reused), and `pytest python/tests`. Tests that cannot run here (no Chromium,
-//!   qemu-user or root) append why to `target/skipped.log`, and the last line then says so
-//!   instead of "all checks passed".
-//! - `cargo xtask python`: the Python set-up alone, for use rather than testing: `.venv` with the
-//!   pinned tools and the package built into it with `maturin develop --release`; then
-//!   `.venv/bin/python` imports `mmsim`.
+//!   the last install), `maturin develop --release`, and `pytest python/tests`. Tests that cannot
+//!   run here (no Chromium, qemu-user or root) append why to `target/skipped.log`, and the last
+//!   line then says so instead of "all checks passed".
+//! - `cargo xtask python`: only the Python set-up of `cargo xtask test`: `.venv` with the pinned
+//!   tools and the package built into it (`maturin develop --release`), without running any test;
+//!   then `.venv/bin/python` imports `mmsim`.
 //! - `cargo xtask bless-digests`: rewrites `crates/lab/tests/digests.txt`, the behaviour
 //!   fingerprints of every scenario and experiment, after a change meant to alter behaviour (the
 //!   test suite compares against it; a refactor leaves it unchanged).
@@ -75,10 +74,8 @@ fn skip_log() -> PathBuf {
     root().join("target/skipped.log")
 }
 
-/// Makes `.venv` (when missing or broken) with the pinned tools, and builds the package into it
-/// with `profile`'s flags (`--release`, or `--profile test` under `cargo xtask test`, which then
-/// reuses the libraries the Rust tests just built instead of building them all again).
-fn python_env(profile: &[&str]) -> Result<(), String> {
+/// Makes `.venv` (when missing or broken) with the pinned tools, and builds the package into it.
+fn python_env() -> Result<(), String> {
     let root = root();
     let venv = root.join(".venv");
     let bin = venv.join("bin");
@@ -98,8 +95,7 @@ fn python_env(profile: &[&str]) -> Result<(), String> {
         Step::new("python deps", &python, &pip).run()?;
         std::fs::write(&stamp, &wanted).map_err(|e| format!("{}: {e}", stamp.display()))?;
     }
-    let develop: Vec<&str> = std::iter::once("develop").chain(profile.iter().copied()).collect();
-    let mut build = Step::new("python build", bin.join("maturin"), &develop);
+    let mut build = Step::new("python build", bin.join("maturin"), &["develop", "--release"]);
     let path = std::env::var_os("PATH").unwrap_or_default();
     let path = std::env::join_paths(std::iter::once(bin).chain(std::env::split_paths(&path)))
         .map_err(|e| format!("PATH: {e}"))?;
@@ -109,7 +105,7 @@ fn python_env(profile: &[&str]) -> Result<(), String> {
 
 /// Builds the Python package into `.venv` and runs its tests.
 fn python_tests() -> Result<(), String> {
-    python_env(&["--profile", "test"])?;
+    python_env()?;
     let python = root().join(".venv/bin/python");
     Step::new("python tests", &python, &["-m", "pytest", "-q", "python/tests"]).run()
 }
@@ -203,7 +199,7 @@ fn main() -> ExitCode {
             let _ = std::fs::remove_file(skip_log());
             rust_tests().and_then(|()| python_tests())
         }
-        Some("python") => python_env(&["--release"]),
+        Some("python") => python_env(),
         Some("bless-digests") => bless("digests", "digests.txt"),
         Some("bless-figures") => bless("figures", "figures.txt"),
         Some("fuzz") => fuzz(&args[1..]),
