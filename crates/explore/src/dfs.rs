@@ -46,7 +46,8 @@
 //! path that reaches the event bound is cut there (inconclusive, counted) and the search
 //! backtracks as from any other end: "exhausted" then covers every path up to that bound.
 
-use crate::search::{Counts, ExploreError, Found, STOP_EVERY, task_list};
+use crate::error::{ExploreError, Found, task_list};
+use crate::search::{Counts, STOP_EVERY};
 use crate::trial::{
     Ending, Factory, Log, RunSpec, Seen, Source, TrialRun, default_choice, run_trial,
 };

@@ -24,6 +24,7 @@
 //! (`quiet.rs`).
 
 mod dfs;
+mod error;
 mod quiet;
 mod replay;
 mod schedule;
@@ -33,9 +34,10 @@ mod strategy;
 mod toy;
 mod trial;
 
+pub use error::ExploreError;
 pub use replay::{Replay, replay};
 pub use schedule::{SCHEDULE_FORMAT_VERSION, Schedule, ScheduleError};
-pub use search::{ExploreError, Inconclusive, Options, Outcome, Progress, Violation, explore};
+pub use search::{Inconclusive, Options, Outcome, Progress, Violation, explore};
 pub use strategy::{Strategy, StrategyError};
 pub use toy::{LostUpdate, bench};
 pub use trial::{Factory, Finding, Step, Trial, TrialSetup, ViolationKind};

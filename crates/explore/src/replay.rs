@@ -5,9 +5,9 @@
 //! replay says where it diverged. A faithful replay reproduces the run's digest: the digest
 //! covers the resumed task, its blocking point and the time of every step.
 
+use crate::error::ExploreError;
 use crate::quiet::QuietPanics;
 use crate::schedule::Schedule;
-use crate::search::ExploreError;
 use crate::trial::{Ending, Factory, Finding, RunSpec, Seen, Source, Step, run_trial};
 use simcore::Digest;
 

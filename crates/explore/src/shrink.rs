@@ -17,7 +17,7 @@
 //!
 //! The message may change (a shorter run can lose fewer updates); the kind of check may not.
 
-use crate::search::{ExploreError, Found};
+use crate::error::{ExploreError, Found};
 use crate::trial::{Ending, Factory, Log, RunSpec, Seen, Source, ViolationKind, run_trial};
 use engine::TaskId;
 

@@ -11,7 +11,8 @@
 //! written) into the shared model, so the model fingerprint captures everything that decides the
 //! future, as the exhaustive search's state cache requires.
 
-use crate::search::{ExploreError, Options, Outcome, Progress, explore};
+use crate::error::ExploreError;
+use crate::search::{Options, Outcome, Progress, explore};
 use crate::strategy::Strategy;
 use crate::trial::{Trial, TrialSetup};
 use engine::SimConfig;
