@@ -50,6 +50,11 @@ impl FaultKind {
     pub(crate) fn write(self) -> bool {
         self == FaultKind::Write
     }
+
+    /// A GUP unshare fault (`FAULT_FLAG_UNSHARE`).
+    pub(crate) fn unshare(self) -> bool {
+        self == FaultKind::Unshare
+    }
 }
 
 /// Whether the fault read from the backing store or swap.
@@ -120,7 +125,7 @@ impl<'a> Vmf<'a> {
 
     /// An unshare request (`FAULT_FLAG_UNSHARE`).
     pub(crate) fn unshare(&self) -> bool {
-        self.kind == FaultKind::Unshare
+        self.kind.unshare()
     }
 }
 

@@ -167,7 +167,7 @@ impl<'a> HugeVmf<'a> {
             haddr,
             idx: st.huge_index(vma, haddr, size),
             write: kind.write(),
-            unshare: kind == FaultKind::Unshare,
+            unshare: kind.unshare(),
             sync: st.hugetlb_sync(),
         }
     }
