@@ -21,7 +21,7 @@
 //! `reuse_swap_page` rules), the model decides "copy" if the folio is locked at that instant.
 
 use crate::era::CowReuse;
-use crate::filemap::folio_trylock;
+use crate::folio::folio_trylock;
 use crate::folio::pg;
 use crate::kernel::KState;
 use simcore::Pfn;
@@ -46,7 +46,7 @@ pub(crate) fn can_reuse_anon(
 
 /// Runs `decide` with the folio locked (trylock); false if the lock is taken.
 fn with_trylock(st: &mut KState, head: Pfn, decide: impl FnOnce(&mut KState) -> bool) -> bool {
-    if !folio_trylock(st, head) {
+    if !folio_trylock(&mut st.folios, head) {
         return false;
     }
     let reuse = decide(st);

@@ -658,6 +658,11 @@ pub fn vma_has_recency(k: KernelVersion) -> bool {
     k >= v(6, 3)
 }
 
+/// The multi-gen LRU ignores the accesses of `VM_RAND_READ` mappings as well as `VM_SEQ_READ`
+/// ones in every era it exists: v6.1's `lru_gen_enter_fault` and `should_skip_vma` test both
+/// flags, and v6.3 (8788f6781486) routes both through `vma_has_recency`.
+pub const MGLRU_IGNORES_RAND_READ: bool = true;
+
 /// A large folio occupies each of its page-cache slots, every one holding its head, and its
 /// deletion (`page_cache_delete_batch`) clears them one index after another under the xa_lock,
 /// so a lockless lookup (`find_get_entries`) can find a later slot after the first is gone and

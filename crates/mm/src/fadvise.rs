@@ -21,7 +21,8 @@
 //! the kernel leaves them under writeback.
 
 use crate::errno::Errno;
-use crate::filemap::{folio_trylock, folio_unlock, read_pages};
+use crate::filemap::{folio_unlock, read_pages};
+use crate::folio::folio_trylock;
 use crate::folio::{Mapping, pg};
 use crate::fs::fmode;
 use crate::kernel::Cx;
@@ -151,7 +152,7 @@ async fn invalidate_mapping_pages(
             || !whole
             || st.folios.test(head, pg::DIRTY | pg::WRITEBACK)
             || st.folios.folio_mapcount(head) > 0
-            || !folio_trylock(&mut st, head)
+            || !folio_trylock(&mut st.folios, head)
         {
             continue;
         }

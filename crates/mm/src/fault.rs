@@ -46,9 +46,10 @@ use crate::folio::pg;
 use crate::kernel::{Cx, KState};
 use crate::memory::{
     FaultKind, FaultOutcome, Vmf, anon_vma_prepare, fault_alloc, finish_fault, install_new_anon,
-    map_new_anon, maybe_mkwrite, mm_counter, outcome_of, pte_alloc_below, pte_bits, vm_normal_page,
+    map_new_anon, maybe_mkwrite, outcome_of, pte_alloc_below, pte_bits, vm_normal_page,
 };
 use crate::mm_struct::MmCounter;
+use crate::mm_struct::mm_counter;
 use crate::pgtable::{Access, Level, Pte};
 use crate::sim::cost::Cost;
 use crate::types::ids::InodeId;
@@ -145,7 +146,7 @@ async fn resolve_fault(
     // `lru_gen_enter_fault`: the multi-gen LRU places folios this fault adds by recency.
     let recency = {
         let st = cx.st();
-        st.vma_has_recency(vma, st.lru.noreuse, true)
+        st.vma_has_recency(vma, st.lru.noreuse, crate::era::MGLRU_IGNORES_RAND_READ)
     };
     let _lru = cx.lru_fault_scope(recency);
     let vm_ops = cx.st().vma(vma).vm_ops;
@@ -594,7 +595,7 @@ fn unmap_old_page(st: &mut KState, mm: MmId, page: Pfn, head: Pfn) {
     }
     st.rmap_remove_pte(page);
     st.folios.mapping_to_extra(head);
-    let counter = mm_counter(st, head);
+    let counter = mm_counter(&st.folios, head);
     st.mm_mut(mm).sub_rss(counter, 1);
 }
 
@@ -611,7 +612,7 @@ fn release_old_page(cx: &Cx, head: Pfn, replaced: bool) {
         crate::era::frees_idle_swapcache_after_cow(cx.kernel().version),
     ) && st.folios.test(head, pg::SWAPCACHE)
         && st.folios.folio_mapcount(head) == 0
-        && crate::filemap::folio_trylock(&mut st, head)
+        && crate::folio::folio_trylock(&mut st.folios, head)
     {
         st.folio_free_swap(head);
         st.folios.clear_flag(head, pg::LOCKED);

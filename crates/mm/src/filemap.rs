@@ -23,16 +23,17 @@
 
 use crate::era;
 use crate::errno::VmFault;
+use crate::folio::folio_trylock;
 use crate::folio::{Mapping, pg};
 use crate::fs::ops::PageFill;
 use crate::kernel::{Cx, KState};
 use crate::memory::{Vmf, pte_bits, set_pte_range, wants_writenotify};
+use crate::page_alloc::alloc_folio;
 use crate::pgtable::Level;
 use crate::sim::cost::Cost;
 use crate::types::ids::InodeId;
 use crate::types::swap::Shadow;
 use crate::vma::VmFlags;
-use crate::vmscan::alloc_folio;
 use crate::vmstat::VmStat;
 use crate::xarray::Entry;
 use simcore::{Bytes, Order, Pfn, VirtAddr};
@@ -206,15 +207,10 @@ impl KState {
     }
 }
 
-/// `folio_trylock`.
-pub(crate) fn folio_trylock(st: &mut KState, head: Pfn) -> bool {
-    !st.folios.test_and_set(head, pg::LOCKED)
-}
-
 /// `folio_lock`: sleeps until the folio's lock is free, then takes it.
 pub(crate) async fn folio_lock(cx: &Cx, head: Pfn) {
     cx.preempt_point().await;
-    while !folio_trylock(&mut cx.st(), head) {
+    while !folio_trylock(&mut cx.st().folios, head) {
         cx.kernel().folio_waitqueue(head).wait(cx).await;
     }
 }
@@ -504,9 +500,6 @@ pub(crate) async fn file_read(
     ra_pages: u64,
     want_data: bool,
 ) -> Result<(u64, Option<Vec<u8>>), VmFault> {
-    if cx.st().inodes[inode].fs.is_dax() {
-        return crate::fs::dax::dax_read(cx, inode, pos, len, want_data).await;
-    }
     let size = cx.st().inodes[inode].size;
     if pos >= size || len == 0 {
         return Ok((0, want_data.then(Vec::new)));
@@ -576,9 +569,6 @@ pub(crate) async fn file_write(
     pos: u64,
     data: &[u8],
 ) -> Result<(), VmFault> {
-    if cx.st().inodes[inode].fs.is_dax() {
-        return crate::fs::dax::dax_write(cx, inode, pos, data).await;
-    }
     let i_rwsem = cx.st().inodes[inode].i_rwsem;
     let _i = i_rwsem.write(cx).await;
     let end = pos + data.len() as u64;

@@ -976,6 +976,11 @@ impl Folios {
 }
 
 /// Names of the set flags, for dumps.
+/// `folio_trylock` (an inline of `pagemap.h`): takes the folio's lock if it is free.
+pub(crate) fn folio_trylock(folios: &mut Folios, head: Pfn) -> bool {
+    !folios.test_and_set(head, pg::LOCKED)
+}
+
 pub fn flag_names(flags: u16) -> Vec<&'static str> {
     (0..16).filter(|b| flags & (1 << b) != 0).map(|b| pg::NAMES[b]).collect()
 }

@@ -21,7 +21,8 @@ use crate::folio::pg;
 use crate::huge_memory::anon::{CopyHuge, copy_huge_pmd};
 use crate::hugetlb::copy_hugetlb_page_range;
 use crate::kernel::{Cx, KState};
-use crate::memory::{mm_counter, pmd_alloc, pte_alloc, vm_normal_page};
+use crate::memory::{pmd_alloc, pte_alloc, vm_normal_page};
+use crate::mm_struct::mm_counter;
 use crate::mm_struct::{MmCounter, MmStruct};
 use crate::pgtable::{Level, Pte};
 use crate::process::Process;
@@ -275,8 +276,9 @@ async fn copy_pmd_leaf(
 async fn preallocate(cx: &Cx, needed: usize) -> Result<Vec<Pfn>, Errno> {
     let mut prealloc = Vec::with_capacity(needed);
     for _ in 0..needed {
-        prealloc
-            .push(crate::vmscan::alloc_folio(cx, simcore::Order::BASE).await.ok_or(Errno::ENOMEM)?);
+        prealloc.push(
+            crate::page_alloc::alloc_folio(cx, simcore::Order::BASE).await.ok_or(Errno::ENOMEM)?,
+        );
     }
     Ok(prealloc)
 }
@@ -376,7 +378,7 @@ impl KState {
             self.folios.clear_flag(page, pg::ANON_EXCLUSIVE);
         }
         self.rmap_add_pte(page);
-        let counter = mm_counter(self, head);
+        let counter = mm_counter(&self.folios, head);
         self.mm_mut(dst_mm).add_rss(counter, 1);
     }
 }

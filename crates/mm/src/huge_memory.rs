@@ -52,9 +52,9 @@ use crate::filemap::{folio_unlock, lock_faulted_folio};
 use crate::folio::pg;
 use crate::kernel::{Cx, KState};
 use crate::memory::{
-    FaultKind, FaultOutcome, Vmf, mm_counter, outcome_of, pmd_install_lock, pte_bits,
-    wants_writenotify,
+    FaultKind, FaultOutcome, Vmf, outcome_of, pmd_install_lock, pte_bits, wants_writenotify,
 };
+use crate::mm_struct::mm_counter;
 use crate::pgtable::{Level, Pte, Upper};
 use crate::sim::cost::Cost;
 use crate::truncate::truncate_inode_pages_range;
@@ -78,9 +78,9 @@ pub(crate) async fn alloc_pmd_folio(cx: &Cx, may_reclaim: bool) -> Option<Pfn> {
     cx.charge(Cost::PageAlloc).await;
     cx.charge_n(Cost::PageAllocHighOrderPerPage, HPAGE_PMD_NR).await;
     if may_reclaim {
-        crate::vmscan::alloc_folio(cx, Order::PMD).await
+        crate::page_alloc::alloc_folio(cx, Order::PMD).await
     } else {
-        crate::vmscan::alloc_folio_no_reclaim(cx, Order::PMD).await
+        crate::page_alloc::alloc_folio_no_reclaim(cx, Order::PMD).await
     }
 }
 
@@ -136,7 +136,7 @@ impl KState {
             self.folios.set(head, pg::REFERENCED);
         }
         self.rmap_remove_pmd(head);
-        let counter = mm_counter(self, head);
+        let counter = mm_counter(&self.folios, head);
         self.mm_mut(mm).sub_rss(counter, HPAGE_PMD_NR);
     }
 }
@@ -249,7 +249,7 @@ impl KState {
         let writable = write || (shared_writable && !wants_writenotify(self, vma));
         self.folios.extra_to_mapping(head);
         self.rmap_add_pmd(head);
-        let counter = mm_counter(self, head);
+        let counter = mm_counter(&self.folios, head);
         self.mm_mut(mm).add_rss(counter, HPAGE_PMD_NR);
         let leaf = Pte::new(head, pte_bits(flags, writable, write) | Pte::PSE);
         self.pt.set_upper(pmd_table, idx, Upper::Leaf(leaf));

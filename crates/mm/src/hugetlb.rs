@@ -64,7 +64,7 @@
 //! `check.rs` (the checker). The file system is `fs/hugetlbfs.rs`.
 //!
 //! Approximations: one NUMA node; pool pages come from the top of never-used memory
-//! ([`crate::page_alloc::BuddyAllocator::take_top`]), so a pool cannot grow once that region has
+//! ([`crate::page_alloc::buddy::BuddyAllocator::take_top`]), so a pool cannot grow once that region has
 //! been handed out (the kernel's allocation can fail the same way when memory is fragmented, and
 //! `nr_hugepages` then reads back what was allocated); a page freed from the middle of the
 //! hugetlb region stays with hugetlb as a spare frame block (not counted in `MemFree`) until the

@@ -13,7 +13,7 @@
 use crate::era::Switches;
 use crate::folio::Folios;
 use crate::mm_struct::MmStruct;
-use crate::page_alloc::BuddyAllocator;
+use crate::page_alloc::buddy::BuddyAllocator;
 use crate::pgtable::{PageTables, Pte};
 use crate::process::Process;
 use crate::sim::content::FrameContents;

@@ -612,7 +612,7 @@ async fn try_to_merge_with_ksm_page(
         st.find_vma(mm, addr).filter(|&v| st.vma(v).flags.has(VmFlags::MERGEABLE))
     };
     let Some(vma) = vma else { return false };
-    if !crate::filemap::folio_trylock(&mut cx.st(), page) {
+    if !crate::folio::folio_trylock(&mut cx.st().folios, page) {
         return false;
     }
     let merged = match write_protect_page(cx, mm, addr, page).await {
@@ -950,7 +950,7 @@ pub(crate) fn reuse_ksm_page(
     if !crate::era::reuses_ksm_page(k.switches.cow_reuse, k.version)
         || st.folios.test(page, pg::SWAPCACHE)
         || st.folios.refcount(page) != 1
-        || !crate::filemap::folio_trylock(st, page)
+        || !crate::folio::folio_trylock(&mut st.folios, page)
     {
         return false;
     }

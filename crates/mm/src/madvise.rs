@@ -66,7 +66,8 @@ use crate::arch::tlbflush::flush_tlb_range;
 use crate::era::PageoutSharing;
 use crate::errno::Errno;
 use crate::fadvise::advice as fadv;
-use crate::filemap::{folio_lock, folio_trylock, folio_unlock};
+use crate::filemap::{folio_lock, folio_unlock};
+use crate::folio::folio_trylock;
 use crate::folio::pg;
 use crate::fs::falloc;
 use crate::kernel::{Cx, KState};
@@ -524,7 +525,7 @@ fn scan_ptes(
         let nr = if batched { pte_batch(st, table, i, page, *at, next) } else { 1 };
         let step = Bytes(nr * Bytes::PAGE.as_u64());
         if pages > 1 && nr < pages {
-            if mapped_elsewhere(st, rule, head, page) || !folio_trylock(st, head) {
+            if mapped_elsewhere(st, rule, head, page) || !folio_trylock(&mut st.folios, head) {
                 if !batched {
                     return (PtePass::Done, visited);
                 }

@@ -10,7 +10,7 @@
 //!   `&Vmf`; only `do_swap_page` changes it (`&mut`), to record the PTE it mapped before it
 //!   calls `do_wp_page`, as the kernel does.
 //! - PTE bits (`vm_get_page_prot` and [`maybe_mkwrite`], [`wants_writenotify`]),
-//!   [`vm_normal_page`], [`mm_counter`].
+//!   [`vm_normal_page`].
 //! - Table allocation (`__pud_alloc`, `__pmd_alloc`, `__pte_alloc`): the page is allocated
 //!   before the lock, installed under it (`page_table_lock` for the upper levels, the PMD
 //!   table's split lock for a PTE table) unless another task won the race.
@@ -22,9 +22,9 @@
 
 use crate::errno::VmFault;
 use crate::filemap::FaultPage;
-use crate::folio::pg;
 use crate::kernel::{Cx, KState};
-use crate::mm_struct::MmCounter;
+use crate::mm_struct::{MmCounter, mm_counter};
+use crate::page_alloc::alloc_folio;
 use crate::pgtable::{Level, Pte, Upper};
 use crate::sim::cost::Cost;
 use crate::types::ids::MmId;
@@ -32,7 +32,6 @@ use crate::types::ids::PtId;
 use crate::types::ids::VmaId;
 use crate::types::mm_types::WalkOps;
 use crate::vma::VmFlags;
-use crate::vmscan::alloc_folio;
 use engine::LockGuard;
 use simcore::{Bytes, Order, Pfn, VirtAddr};
 
@@ -162,17 +161,6 @@ pub(crate) fn wants_writenotify(st: &KState, vma: VmaId) -> bool {
 /// `vm_normal_page`: the page a PTE maps, or `None` for special mappings (the zero page).
 pub(crate) fn vm_normal_page(pte: Pte) -> Option<Pfn> {
     (pte.is_present() && !pte.special()).then(|| pte.pfn())
-}
-
-/// The RSS counter a page counts in (`mm_counter`).
-pub(crate) fn mm_counter(st: &KState, head: Pfn) -> MmCounter {
-    if st.folios.is_anon(head) {
-        MmCounter::AnonPages
-    } else if st.folios.test(head, pg::SWAPBACKED) {
-        MmCounter::ShmemPages
-    } else {
-        MmCounter::FilePages
-    }
 }
 
 /// Makes sure the table below `parent`'s entry for `addr` exists (`__pud_alloc`, `__pmd_alloc`,
@@ -330,7 +318,7 @@ pub(crate) fn set_pte_range(
     bits: u64,
 ) {
     st.rmap_add_pte(page);
-    let counter = mm_counter(st, head);
+    let counter = mm_counter(&st.folios, head);
     st.mm_mut(vmf.mm).add_rss(counter, 1);
     st.pt.set_pte(vmf.table(), Level::Pte.index(addr), Pte::new(page, bits));
 }

@@ -796,7 +796,7 @@ impl KState {
         if v.flags.has(VmFlags::HUGETLB | VmFlags::LOCKED | VmFlags::PFNMAP) {
             return true;
         }
-        if !self.vma_has_recency(vma, self.lru.noreuse, true) {
+        if !self.vma_has_recency(vma, self.lru.noreuse, crate::era::MGLRU_IGNORES_RAND_READ) {
             return true;
         }
         let anon_like = v.is_anonymous()

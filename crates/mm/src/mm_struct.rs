@@ -3,18 +3,20 @@
 //!
 //! An mm has its page-table root, its VMAs ordered by start address, `mmap_lock` (an engine
 //! rwsem), `page_table_lock`, the RSS counters (`MM_FILEPAGES`, `MM_ANONPAGES`, `MM_SWAPENTS`,
-//! `MM_SHMEMPAGES`) and `mm_cpumask` (the CPUs that have run it, which TLB shootdowns target).
+//! `MM_SHMEMPAGES`; which one a folio counts in is `mm_counter`, an inline of `include/linux/mm.h`)
+//! and `mm_cpumask` (the CPUs that have run it, which TLB shootdowns target).
 //!
 //! Layout: x86-64's top-down mmap layout with randomisation off (`norandmaps`): mappings are
 //! placed below `mmap_base` in the highest gap that fits, so addresses are reproducible.
 
+use crate::folio::{Folios, pg};
 use crate::pgtable::{Level, TASK_SIZE};
 use crate::types::ids::FileId;
 use crate::types::ids::Pid;
 use crate::types::ids::PtId;
 use crate::types::ids::VmaId;
 use engine::{CpuId, RwSem, SpinLock};
-use simcore::{Bytes, VirtAddr};
+use simcore::{Bytes, Pfn, VirtAddr};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// RSS counter indices (`enum mm_counter`).
@@ -60,7 +62,7 @@ pub struct MmStruct {
     /// withdrawn when the PMD is split or zapped (`pgtable_trans_huge_deposit`). Counted in
     /// the PTE tables and `nr_page_table_pages`; only anonymous PMDs have one (x86 deposits none for
     /// file THPs or DAX).
-    pub deposited: BTreeMap<(PtId, usize), simcore::Pfn>,
+    pub deposited: BTreeMap<(PtId, usize), Pfn>,
     /// `mm->def_flags`: `VM_NOHUGEPAGE` after `PR_SET_THP_DISABLE` before v4.13.
     pub def_flags: u64,
     /// `mm->start_brk` and `mm->brk`: where the heap begins and the program break
@@ -165,6 +167,18 @@ impl MmStruct {
 fn fit_below(ceiling: u64, floor: u64, len: Bytes, align: Bytes) -> Option<VirtAddr> {
     let start = ceiling.checked_sub(len.as_u64())? & !(align.as_u64() - 1);
     (start >= floor).then_some(VirtAddr(start))
+}
+
+/// The RSS counter a folio's pages count in (`mm_counter`): anonymous, shmem (swap-backed page
+/// cache) or file.
+pub(crate) fn mm_counter(folios: &Folios, head: Pfn) -> MmCounter {
+    if folios.is_anon(head) {
+        MmCounter::AnonPages
+    } else if folios.test(head, pg::SWAPBACKED) {
+        MmCounter::ShmemPages
+    } else {
+        MmCounter::FilePages
+    }
 }
 
 #[cfg(test)]

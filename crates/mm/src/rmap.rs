@@ -289,11 +289,19 @@ impl KState {
 
     /// `vma_has_recency` (v6.3+, `include/linux/mm_inline.h`): accesses through a VMA count for
     /// reclaim unless the VMA was advised sequential or random, or its file is NOREUSE (when the
-    /// `fadv_noreuse` switch gives NOREUSE an effect). Before v6.3, `folio_referenced` ignored only
-    /// `VM_SEQ_READ` VMAs.
-    pub(crate) fn vma_has_recency(&self, vma: VmaId, noreuse_effective: bool, v6_3: bool) -> bool {
+    /// `fadv_noreuse` switch gives NOREUSE an effect). `rand_read_too` says whether random advice
+    /// counts as well as sequential: before v6.3 the classic LRU's `folio_referenced` ignored only
+    /// `VM_SEQ_READ` VMAs ([`crate::era::vma_has_recency`]); the multi-gen LRU always ignored both
+    /// ([`crate::era::MGLRU_IGNORES_RAND_READ`]).
+    pub(crate) fn vma_has_recency(
+        &self,
+        vma: VmaId,
+        noreuse_effective: bool,
+        rand_read_too: bool,
+    ) -> bool {
         let v = self.vma(vma);
-        let advised = if v6_3 { VmFlags::SEQ_READ | VmFlags::RAND_READ } else { VmFlags::SEQ_READ };
+        let advised =
+            if rand_read_too { VmFlags::SEQ_READ | VmFlags::RAND_READ } else { VmFlags::SEQ_READ };
         if v.flags.has(advised) {
             return false;
         }
@@ -439,7 +447,7 @@ impl KState {
                 return;
             }
         }
-        let counter = crate::memory::mm_counter(self, head);
+        let counter = crate::mm_struct::mm_counter(&self.folios, head);
         self.mm_mut(m.mm).sub_rss(counter, 1);
         if anon {
             // A THP's page has its own slot in the folio's cluster.

@@ -331,7 +331,8 @@ pub(crate) async fn shmem_swapin(cx: &Cx, inode: InodeId, index: u64) -> Result<
                 (head, false)
             }
             None => {
-                let new = crate::vmscan::alloc_folio(cx, Order::BASE).await.ok_or(VmFault::Oom)?;
+                let new =
+                    crate::page_alloc::alloc_folio(cx, Order::BASE).await.ok_or(VmFault::Oom)?;
                 let raced = {
                     let mut st = cx.st();
                     let raced = st.swap.cached(slot).is_some()

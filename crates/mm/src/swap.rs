@@ -251,7 +251,7 @@ impl KState {
             && self.folios.folio_mapcount(head) == 0
         {
             self.folios.get_extra(head);
-            if crate::filemap::folio_trylock(self, head) {
+            if crate::folio::folio_trylock(&mut self.folios, head) {
                 self.folio_free_swap(head);
                 self.folios.clear_flag(head, pg::LOCKED);
             }

@@ -7,7 +7,7 @@
 
 use crate::arch::uaccess::{fault_and_retry, read_user, settle, touch, translate_run, write_user};
 use crate::errno::{Errno, Signal, SysError};
-use crate::filemap::{file_read, file_write, writeback};
+use crate::filemap::writeback;
 use crate::fork::{do_fork, exit_mmap};
 use crate::fs::direct_io::{direct_read, end_io, submit_read};
 use crate::fs::exec::{ExecImage, ExecLayout, do_exec};
@@ -301,30 +301,11 @@ impl Thread {
         if !readable {
             return Err(Errno::EBADF.into());
         }
-        if fs.is_fifo() {
-            let data = self.cx.st().pipe_read(inode, len)?;
-            if let Some(buf) = buf {
-                write_user(&self.cx, self.mm()?, buf, &data).await?;
-            }
-            return Ok(data.len() as u64);
-        }
-        if fs.hugetlb_size().is_some() {
-            let data = self.cx.st().hugetlbfs_read(inode, pos, len);
-            self.cx
-                .charge_n(crate::sim::cost::Cost::UserCopy4k, (data.len() as u64).div_ceil(4096))
-                .await;
-            if let Some(buf) = buf {
-                write_user(&self.cx, self.mm()?, buf, &data).await?;
-            }
-            return Ok(data.len() as u64);
-        }
-        if direct {
+        if direct && fs.has_direct_io() {
             let buf = buf.ok_or(Errno::EFAULT)?;
             return direct_read(&self.cx, self.mm()?, inode, buf, len, pos).await;
         }
-        let (n, data) = file_read(&self.cx, inode, pos, len, ra, buf.is_some())
-            .await
-            .map_err(|e| e.signal())?;
+        let (n, data) = fs.read_iter(&self.cx, inode, (pos, len), ra, buf.is_some()).await?;
         if let (Some(buf), Some(data)) = (buf, data) {
             write_user(&self.cx, self.mm()?, buf, &data).await?;
         }
@@ -347,8 +328,7 @@ impl Thread {
             let st = self.cx.st();
             let file = st.file(f);
             let fs = st.inodes[file.inode].fs;
-            let regular = !fs.is_fifo() && fs.hugetlb_size().is_none();
-            (file.inode, file.direct && file.readable() && regular)
+            (file.inode, file.direct && file.readable() && fs.has_direct_io())
         };
         let submitted = if async_dma {
             self.cx.charge(crate::sim::cost::Cost::Syscall).await;
@@ -402,15 +382,8 @@ impl Thread {
         if !writable {
             return Err(Errno::EBADF);
         }
-        if self.cx.st().inodes[inode].fs.is_fifo() {
-            return self.cx.st().pipe_write(inode, data);
-        }
-        if self.cx.st().hugetlb_size_of(inode).is_some() {
-            // hugetlbfs has no `write_iter`.
-            return Err(Errno::EINVAL);
-        }
-        file_write(&self.cx, inode, pos, data).await.map_err(|_| Errno::ENOMEM)?;
-        Ok(data.len() as u64)
+        let fs = self.cx.st().inodes[inode].fs;
+        fs.write_iter(&self.cx, inode, pos, data).await
     }
 
     /// `write(2)` of `data` at the file position (the end with `O_APPEND`).
@@ -654,8 +627,8 @@ impl Thread {
         if !readable {
             return Err(Errno::EBADF.into());
         }
-        let (n, data) =
-            file_read(&self.cx, inode, pos, len, ra, true).await.map_err(|e| e.signal())?;
+        let fs = self.cx.st().inodes[inode].fs;
+        let (n, data) = fs.read_iter(&self.cx, inode, (pos, len), ra, true).await?;
         crate::io_uring::copy_to_fixed(&self.cx, id, off, &data.expect("asked for the data"))?;
         Ok(n)
     }

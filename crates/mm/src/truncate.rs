@@ -45,8 +45,9 @@
 //! before them.
 
 use crate::errno::Errno;
-use crate::filemap::{folio_lock, folio_trylock, folio_unlock};
+use crate::filemap::{folio_lock, folio_unlock};
 use crate::folio::Mapping;
+use crate::folio::folio_trylock;
 use crate::fs::falloc;
 use crate::kernel::{Cx, KState};
 use crate::types::ids::FileId;
@@ -203,7 +204,8 @@ async fn remove_cached(cx: &Cx, inode: InodeId, first: u64, end: u64) {
     let batch: Vec<Pfn> = {
         let mut st = cx.st();
         let heads = first_loop_heads(&st, inode, first, end);
-        let locked: Vec<Pfn> = heads.into_iter().filter(|&h| folio_trylock(&mut st, h)).collect();
+        let locked: Vec<Pfn> =
+            heads.into_iter().filter(|&h| folio_trylock(&mut st.folios, h)).collect();
         for &head in &locked {
             st.folios.get_extra(head);
         }

@@ -5,7 +5,7 @@
 //! These modules are mmsim's headers, named after the kernel's: each holds the structs and
 //! enums of one header's concern, and imports only the rest of the state floor (`types/`, the
 //! ids in `types/ids.rs`, and the data-structure modules `folio.rs`, `pgtable.rs`, `xarray.rs`,
-//! `vma.rs`, `mm_struct.rs`, `process.rs`, `vmstat.rs`, `page_alloc.rs`, `arch/tlb`). The code
+//! `vma.rs`, `mm_struct.rs`, `process.rs`, `vmstat.rs`, `page_alloc/buddy.rs`, `arch/tlb`). The code
 //! that acts on a type, its `impl` blocks included, stays with its mechanism. The floors and
 //! their check are in ARCHITECTURE.md and `xtask/tests/floors.rs`.
 

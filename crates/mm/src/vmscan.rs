@@ -74,32 +74,21 @@ use crate::era::{RefcountFreeze, ThpSwapOut};
 use crate::filemap::folio_unlock;
 use crate::folio::{LruList, Mapping, pg};
 use crate::kernel::{Cx, KState};
-use crate::memcontrol::{MAX_RECLAIM_RETRIES, ROOT_MEMCG, lruvec_list};
+use crate::memcontrol::{ROOT_MEMCG, lruvec_list};
 use crate::rmap::{folio_referenced, try_to_unmap};
 use crate::sim::cost::Cost;
 use crate::types::ids::MemcgId;
-use crate::types::mmzone::{ReclaimLists, Rejected, Watermarks};
+use crate::types::mmzone::{ReclaimLists, Rejected};
 use crate::types::swap::ShadowSlot;
 use crate::vma::VmFlags;
 use crate::vmstat::VmStat;
-use simcore::{Order, Pfn};
+use simcore::Pfn;
 use std::collections::VecDeque;
 
 /// `SWAP_CLUSTER_MAX`.
 pub const SWAP_CLUSTER_MAX: u64 = 32;
 /// `DEF_PRIORITY`.
 pub(crate) const DEF_PRIORITY: u32 = 12;
-
-impl Watermarks {
-    /// `init_per_zone_wmark_min` and `__setup_per_zone_wmarks` for one zone of `pages`.
-    pub fn for_pages(pages: u64) -> Watermarks {
-        let kb = pages * 4;
-        let min_kb = (kb * 16).isqrt().clamp(128, 262_144);
-        let min = (min_kb / 4).min(pages / 4);
-        let step = (min / 4).max(pages / 1000);
-        Watermarks { min, low: min + step, high: min + 2 * step }
-    }
-}
 
 /// What reclaim decided for a folio (`enum folio_references`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -169,119 +158,9 @@ impl ScanControl {
     }
 }
 
-/// `alloc_pages` for a user folio: charges it to the current task's memory cgroup (reclaiming
-/// that cgroup when its limit is hit), then takes pages with the slow path: wakes kswapd below
-/// the low watermark, reclaims directly below the min watermark, and returns `None` (OOM) when
-/// reclaim cannot make room.
-pub(crate) async fn alloc_folio(cx: &Cx, order: Order) -> Option<Pfn> {
-    let memcg = cx.memcg();
-    let nr = order.pages();
-    if !try_charge(cx, memcg, nr).await {
-        return None;
-    }
-    let got = alloc_pages(cx, order).await;
-    let mut st = cx.st();
-    match got {
-        Some(head) => st.folios.set_memcg_raw(head, memcg.0 as u16),
-        None => st.memcg_uncharge_pages(memcg, nr),
-    }
-    got
-}
-
-/// `alloc_pages` without direct reclaim (`GFP_TRANSHUGE_LIGHT`, a THP fault whose `defrag` does
-/// not stall): takes the folio only if it leaves the free pages above the min watermark, waking
-/// kswapd below the low one. The memory cgroup charge may still reclaim the cgroup (mmsim's
-/// charge always may; the kernel's would not without `__GFP_DIRECT_RECLAIM`).
-pub(crate) async fn alloc_folio_no_reclaim(cx: &Cx, order: Order) -> Option<Pfn> {
-    let (free, wm) = {
-        let st = cx.st();
-        (st.free_pages(), st.wmark)
-    };
-    let need = order.pages();
-    if free < need + wm.low {
-        wake_kswapd(cx);
-    }
-    if free < need + wm.min {
-        return None;
-    }
-    alloc_folio(cx, order).await
-}
-
-/// `try_charge`: reserves `nr` pages in `memcg`'s counters, reclaiming the cgroup whose limit
-/// they would exceed; false when it cannot (the memcg OOM).
-async fn try_charge(cx: &Cx, memcg: MemcgId, nr: u64) -> bool {
-    if memcg == ROOT_MEMCG {
-        return true;
-    }
-    let mut retries = 0;
-    loop {
-        let over = {
-            let mut st = cx.st();
-            match st.memcg_over_limit(memcg, nr) {
-                None => {
-                    st.memcg_charge_pages(memcg, nr);
-                    return true;
-                }
-                Some(over) => {
-                    st.memcgs[over].events_max += 1;
-                    over
-                }
-            }
-        };
-        let target = cx.st().lru.reclaim.memcg_reclaim_target(nr);
-        let reclaimed = try_to_free_mem_cgroup_pages(cx, over, target).await;
-        if reclaimed == 0 {
-            retries += 1;
-            if retries >= MAX_RECLAIM_RETRIES {
-                let mut st = cx.st();
-                st.memcgs[over].events_oom += 1;
-                st.count_event(memcg, VmStat::OomKill, 1);
-                return false;
-            }
-        }
-    }
-}
-
-/// The allocator's slow path for `order` pages.
-async fn alloc_pages(cx: &Cx, order: Order) -> Option<Pfn> {
-    let mut no_progress = 0;
-    loop {
-        {
-            let mut st = cx.st();
-            let free = st.free_pages();
-            let need = order.pages();
-            let wm = st.wmark;
-            if free >= need + wm.low {
-                return st.alloc_folio(order);
-            }
-            drop(st);
-            wake_kswapd(cx);
-            let mut st = cx.st();
-            if free >= need + wm.min {
-                return st.alloc_folio(order);
-            }
-            st.vmstat.inc(VmStat::AllocstallNormal);
-        }
-        let mut sc = ScanControl::new(Reclaimer::Direct, ROOT_MEMCG, SWAP_CLUSTER_MAX);
-        do_try_to_free_pages(cx, &mut sc).await;
-        if sc.nr_reclaimed == 0 {
-            no_progress += 1;
-            if no_progress >= MAX_RECLAIM_RETRIES {
-                // Last chance below the watermark, as the kernel's ALLOC_HARDER/OOM path does.
-                let mut st = cx.st();
-                let got = st.alloc_folio(order);
-                if got.is_none() {
-                    st.vmstat.inc(VmStat::OomKill);
-                }
-                return got;
-            }
-        }
-    }
-}
-
 /// Wakes kswapd if it sleeps (`wakeup_kswapd`). The machine starts the node's one kswapd at
 /// boot (`kswapd_run`), so a wake-up never starts another.
-fn wake_kswapd(cx: &Cx) {
+pub(crate) fn wake_kswapd(cx: &Cx) {
     let wake = !std::mem::replace(&mut cx.st().kswapd_awake, true);
     if wake {
         cx.kernel().kswapd_wait.wake_up_all(cx);
@@ -330,6 +209,14 @@ async fn do_try_to_free_pages(cx: &Cx, sc: &mut ScanControl) {
             break;
         }
     }
+}
+
+/// `try_to_free_pages`: direct reclaim for an allocation that found free memory below the min
+/// watermark; returns the pages freed.
+pub(crate) async fn try_to_free_pages(cx: &Cx) -> u64 {
+    let mut sc = ScanControl::new(Reclaimer::Direct, ROOT_MEMCG, SWAP_CLUSTER_MAX);
+    do_try_to_free_pages(cx, &mut sc).await;
+    sc.nr_reclaimed
 }
 
 /// `try_to_free_mem_cgroup_pages`: reclaims `nr` pages from `memcg` and its descendants;
@@ -635,7 +522,7 @@ pub(crate) async fn shrink_folio_list(
     // A THP split on the way out adds its other pages, isolated, to the list.
     let mut work: VecDeque<Pfn> = folios.into();
     while let Some(head) = work.pop_front() {
-        if !crate::filemap::folio_trylock(&mut cx.st(), head)
+        if !crate::folio::folio_trylock(&mut cx.st().folios, head)
             || cx.st().folios.test(head, pg::WRITEBACK)
         {
             rejected.push(Rejected { head, activate: false });
@@ -925,7 +812,7 @@ async fn write_batch(
         let locked = {
             let mut st = cx.st();
             st.folios.clear_flag(head, pg::WRITEBACK);
-            crate::filemap::folio_trylock(&mut st, head)
+            crate::folio::folio_trylock(&mut st.folios, head)
         };
         cx.kernel().folio_waitqueue(head).wake_up_all(cx);
         if locked {

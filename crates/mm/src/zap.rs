@@ -18,7 +18,8 @@
 
 use crate::arch::tlbflush::flush_tlb_range;
 use crate::kernel::{Cx, KState};
-use crate::memory::{mm_counter, vm_normal_page};
+use crate::memory::vm_normal_page;
+use crate::mm_struct::mm_counter;
 use crate::pgtable::{Level, Pte, Upper};
 use crate::sim::cost::Cost;
 use crate::types::ids::InodeId;
@@ -150,7 +151,7 @@ async fn zap_pte_range(
             }
             st.rmap_remove_pte(p);
             st.folios.mapping_to_extra(head);
-            let counter = mm_counter(&st, head);
+            let counter = mm_counter(&st.folios, head);
             st.mm_mut(mm).sub_rss(counter, 1);
             freed.push(p);
         }

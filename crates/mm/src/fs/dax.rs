@@ -78,12 +78,12 @@ use crate::memory::{
     FaultKind, FaultOutcome, Vmf, anon_vma_prepare, fault_alloc, get_huge_zero_page,
     install_new_anon, outcome_of, pmd_install_lock, pte_bits, set_pte_range, vm_normal_page,
 };
+use crate::page_alloc::alloc_folio;
 use crate::pgtable::{Level, Pte, Upper};
 use crate::sim::cost::Cost;
 use crate::types::fs::{DaxEntry, EntryKind};
 use crate::types::ids::InodeId;
 use crate::types::ids::PtId;
-use crate::vmscan::alloc_folio;
 use crate::vmstat::{MmEvent, VmStat};
 use crate::zap::{split_huge_pmd, unmap_mapping_range};
 use simcore::{Bytes, Order, Pfn};

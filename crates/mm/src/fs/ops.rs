@@ -18,8 +18,9 @@
 //!   it writes back (`mapping_can_writeback`: writeback, and write-notify of shared writable
 //!   mappings); whether its PMD-sized folios are the read-only text THPs
 //!   (`CONFIG_READ_ONLY_THP_FOR_FS`).
-//! - The file: a FIFO (`S_ISFIFO`: data in the pipe's buffers, ESPIPE for seeking calls); a DAX
-//!   file (`IS_DAX`: `read_iter`/`write_iter` go to `dax_iomap_rw`, truncation deletes DAX
+//! - The file: `read_iter` and `write_iter` (a FIFO's buffers, hugetlbfs's huge pages, a DAX
+//!   file's device through `dax_iomap_rw`, the page cache); whether O_DIRECT reads by DMA; a
+//!   FIFO (`S_ISFIFO`: ESPIPE for seeking calls); a DAX file (`IS_DAX`: truncation deletes DAX
 //!   entries); whether `posix_fadvise` acts (`generic_fadvise`).
 //! - Mapping: whether `->mmap` exists (ENODEV), the [`VmOps`] it gives a mapping, whether it
 //!   asks for PMD-aligned huge mappings (`VM_HUGEPAGE`, `thp_get_unmapped_area`), the device
@@ -29,8 +30,9 @@
 //! - Blocks: how many the file holds (`st_blocks`), how truncation frees them, how a partial block is zeroed, how `fallocate`
 //!   allocates them (`->setattr`, `->fallocate`).
 
-use crate::errno::Errno;
-use crate::filemap::shmem_get_page;
+use crate::errno::{Errno, SysError};
+use crate::filemap::{file_read, file_write, shmem_get_page};
+use crate::fs::dax::{dax_read, dax_write};
 use crate::kernel::{Cx, KState};
 use crate::sim::cost::Cost;
 use crate::types::fs::FsType;
@@ -215,6 +217,70 @@ impl FsType {
             FsType::Tmpfs(_) | FsType::Hugetlbfs(_) | FsType::Dax => Ok(false),
             FsType::Pipe => Err(Errno::ESPIPE),
         }
+    }
+
+    /// Whether an O_DIRECT read goes to [`crate::fs::direct_io`] (DMA into the user's pages; a
+    /// DAX file copies from the device there); a FIFO or hugetlbfs file reads as it would
+    /// without the flag.
+    pub(crate) fn has_direct_io(self) -> bool {
+        match self {
+            FsType::Disk | FsType::Xfs | FsType::Tmpfs(_) | FsType::Dax => true,
+            FsType::Pipe | FsType::Hugetlbfs(_) => false,
+        }
+    }
+
+    /// `->read_iter` of `len` bytes at `pos`: a FIFO returns what its buffers hold
+    /// (`pipe_read`), hugetlbfs copies from its huge pages (`hugetlbfs_read_iter`), a DAX file
+    /// from the device (`dax_iomap_rw`), the others through the page cache (`filemap_read`,
+    /// with `ra_pages` of readahead). Returns the count and the bytes, `None` when `want_data`
+    /// is false and the file system need not produce them.
+    pub(crate) async fn read_iter(
+        self,
+        cx: &Cx,
+        inode: InodeId,
+        (pos, len): (u64, u64),
+        ra_pages: u64,
+        want_data: bool,
+    ) -> Result<(u64, Option<Vec<u8>>), SysError> {
+        match self {
+            FsType::Pipe => {
+                let data = cx.st().pipe_read(inode, len)?;
+                Ok((data.len() as u64, Some(data)))
+            }
+            FsType::Hugetlbfs(_) => {
+                let data = cx.st().hugetlbfs_read(inode, pos, len);
+                cx.charge_n(Cost::UserCopy4k, (data.len() as u64).div_ceil(4096)).await;
+                Ok((data.len() as u64, Some(data)))
+            }
+            FsType::Dax => {
+                Ok(dax_read(cx, inode, pos, len, want_data).await.map_err(|e| e.signal())?)
+            }
+            FsType::Disk | FsType::Xfs | FsType::Tmpfs(_) => {
+                Ok(file_read(cx, inode, pos, len, ra_pages, want_data)
+                    .await
+                    .map_err(|e| e.signal())?)
+            }
+        }
+    }
+
+    /// `->write_iter` of `data` at `pos`: into a FIFO's buffers (`pipe_write`), EINVAL on
+    /// hugetlbfs (it has no `write_iter`), to the device for DAX (`dax_iomap_rw`), through the
+    /// page cache otherwise (`generic_perform_write`). Returns the count written.
+    pub(crate) async fn write_iter(
+        self,
+        cx: &Cx,
+        inode: InodeId,
+        pos: u64,
+        data: &[u8],
+    ) -> Result<u64, Errno> {
+        match self {
+            FsType::Pipe => return cx.st().pipe_write(inode, data),
+            FsType::Hugetlbfs(_) => return Err(Errno::EINVAL),
+            FsType::Dax => dax_write(cx, inode, pos, data).await,
+            FsType::Disk | FsType::Xfs | FsType::Tmpfs(_) => file_write(cx, inode, pos, data).await,
+        }
+        .map_err(|_| Errno::ENOMEM)?;
+        Ok(data.len() as u64)
     }
 
     /// The device number `/proc/PID/maps` prints for a mapping of the file: sda1, pmem0 (major

@@ -140,7 +140,7 @@ fn show_choice<T: Copy + PartialEq>(table: &[(T, &str)], cur: T) -> String {
 /// Whether `knob` exists on kernel `k` (before the multi-size check).
 fn knob_exists(knob: &str, k: KernelVersion) -> bool {
     match knob {
-        "khugepaged/max_ptes_shared" => k >= KernelVersion::new(5, 8),
+        "khugepaged/max_ptes_shared" => crate::era::khugepaged_collapses_shared_and_compound(k),
         "shmem_enabled" => crate::era::has_shmem_thp(k),
         _ => true,
     }

@@ -39,7 +39,8 @@
 //! `split_huge_pages` filters by pid and address only (not by file path, v6.x).
 
 use crate::errno::Errno;
-use crate::filemap::{folio_trylock, folio_unlock};
+use crate::filemap::folio_unlock;
+use crate::folio::folio_trylock;
 use crate::folio::{Mapping, pg};
 use crate::kernel::{Cx, KState};
 use crate::memory::vm_normal_page;
@@ -156,7 +157,7 @@ pub(crate) async fn split_folio_pmds(cx: &Cx, head: Pfn) {
 async fn try_split(cx: &Cx, head: Pfn, pre_check: bool) -> bool {
     let locked = {
         let mut st = cx.st();
-        (!pre_check || st.can_split_folio(head)) && folio_trylock(&mut st, head)
+        (!pre_check || st.can_split_folio(head)) && folio_trylock(&mut st.folios, head)
     };
     let split = locked && split_folio(cx, head).await.is_ok();
     if locked {

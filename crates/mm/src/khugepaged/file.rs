@@ -99,7 +99,8 @@
 //! (`SCAN_FAIL`, mmsim's: it makes no THP past EOF).
 
 use crate::era::ThpWriterBarrier;
-use crate::filemap::{folio_lock, folio_trylock, folio_unlock, read_pages, writeback};
+use crate::filemap::{folio_lock, folio_unlock, read_pages, writeback};
+use crate::folio::folio_trylock;
 use crate::folio::pg;
 use crate::kernel::{Cx, KState};
 use crate::khugepaged::{Collapser, HPAGE_PMD_NR, ScanResult, alloc_collapse_page};
@@ -207,7 +208,7 @@ async fn take_page(
             if !shmem && st.folios.test(head, pg::WRITEBACK) {
                 return Err(TakeFailed(ScanResult::Fail, false));
             }
-            if !folio_trylock(&mut st, head) {
+            if !folio_trylock(&mut st.folios, head) {
                 return Err(TakeFailed(ScanResult::PageLock, false));
             }
             head
@@ -564,7 +565,7 @@ impl KState {
             }
             self.pt.set_pte(table, i, Pte::NONE);
             self.rmap_remove_pte(pte.pfn());
-            let counter = crate::memory::mm_counter(self, head);
+            let counter = crate::mm_struct::mm_counter(&self.folios, head);
             self.mm_mut(mm).sub_rss(counter, 1);
             self.put_folio(head, 1);
         }

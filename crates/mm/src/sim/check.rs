@@ -48,8 +48,9 @@
 use crate::era::CowReuse;
 use crate::folio::{LruList, Mapping, pg};
 use crate::kernel::{KState, Kernel};
-use crate::memory::{mm_counter, vm_normal_page};
+use crate::memory::vm_normal_page;
 use crate::mm_struct::MmCounter;
+use crate::mm_struct::mm_counter;
 use crate::pgtable::{Level, Pte, Upper};
 use crate::types::ids::MmId;
 use crate::types::ids::PtId;
@@ -450,7 +451,7 @@ fn check_mappings(
             continue;
         }
         mapcount.add(page);
-        let counter = mm_counter(st, head);
+        let counter = mm_counter(&st.folios, head);
         *rss.entry((m.mm, counter as usize)).or_default() += 1;
         let found = rmap_finds(st, page, head, m);
         want.check("rmap_finds_every_mapping", !found, || {
@@ -636,7 +637,7 @@ fn check_file_pmd(
     let found = rmap_finds(st, head, head, m);
     want.check("rmap_finds_every_mapping", !found, || format!("{}: not found by rmap", what()))?;
     entire.add(head);
-    let counter = mm_counter(st, head);
+    let counter = mm_counter(&st.folios, head);
     *rss.entry((m.mm, counter as usize)).or_default() += st.folios.order(head).pages();
     Ok(())
 }

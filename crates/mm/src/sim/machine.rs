@@ -6,7 +6,7 @@ use crate::era::{KernelVersion, Switches};
 use crate::errno::Errno;
 use crate::folio::pg;
 use crate::kernel::{Cx, KState, Kernel, Tunables};
-use crate::page_alloc::BuddyAllocator;
+use crate::page_alloc::buddy::BuddyAllocator;
 use crate::process::{ProcState, Process};
 use crate::sim::check::check_all;
 use crate::sim::cost::Cost;

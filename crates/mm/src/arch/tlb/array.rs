@@ -3,12 +3,8 @@
 //! or 1 GiB for TLB entries, the span of a PGD, PUD or PMD entry for walk-cache entries). The
 //! payload is opaque here: an entry's frame and rights (`walk.rs`) or a table (`walk_cache.rs`).
 
-use super::geometry::{ArrayGeometry, Replacement};
+use super::geometry::{ArrayGeometry, Replacement, SPAN_SHIFTS, WAY_BITS};
 use simcore::VirtAddr;
-
-/// log2 of the span one entry covers, by span code: 4 KiB, 2 MiB and 1 GiB pages (TLB entries)
-/// and the 512 GiB of a PGD entry (walk-cache entries use codes 1 to 3).
-pub(super) const SPAN_SHIFTS: [u32; 4] = [12, 21, 30, 39];
 
 const TAG_VALID: u64 = 1;
 const TAG_ASID_SHIFT: u32 = 4;
@@ -29,9 +25,6 @@ pub(super) fn tag_span(tag: u64) -> usize {
 pub(super) fn tag_va(tag: u64) -> VirtAddr {
     VirtAddr((tag >> 16) << SPAN_SHIFTS[tag_span(tag)])
 }
-
-/// Bits of a way number in a victim's rank key (at most 4096 ways; stamps stay below 2^52).
-pub(super) const WAY_BITS: u32 = 12;
 
 /// LRU sets at most this wide keep their recency order packed in one word ([`Array::order`]):
 /// a touch moves a nibble, and the victim of a full set is the last nibble, instead of a stamp

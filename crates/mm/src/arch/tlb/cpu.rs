@@ -2,8 +2,9 @@
 //! the walk caches and its ASID slots. The translation of an access through it is
 //! `translate.rs`.
 
-use super::array::{Array, SPAN_SHIFTS};
+use super::array::Array;
 use super::asid::AsidSlot;
+use super::geometry::SPAN_SHIFTS;
 use super::geometry::{ArrayGeometry, SecondLevel, TlbGeometry};
 use super::walk::bits;
 use super::walk_cache::WalkCaches;

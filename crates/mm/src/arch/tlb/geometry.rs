@@ -2,8 +2,14 @@
 //! replacement policy of each array, the second level (unified or split), the walk caches, the
 //! ASID slot count and the latencies (`profile.rs` cites the figures of each core).
 
-use super::array::{SPAN_SHIFTS, WAY_BITS};
 use crate::pgtable::Level;
+
+/// log2 of the span one entry covers, by span code: 4 KiB, 2 MiB and 1 GiB pages (TLB entries)
+/// and the 512 GiB of a PGD entry (walk-cache entries use codes 1 to 3).
+pub(super) const SPAN_SHIFTS: [u32; 4] = [12, 21, 30, 39];
+
+/// Bits of a way number in a victim's rank key (at most 4096 ways; stamps stay below 2^52).
+pub(super) const WAY_BITS: u32 = 12;
 
 /// A page size a TLB array may hold.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]

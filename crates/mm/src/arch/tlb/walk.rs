@@ -12,9 +12,9 @@
 
 use super::Access;
 use super::TlbEvent;
-use super::array::SPAN_SHIFTS;
 use super::cpu::CpuTlb;
 use super::geometry::PageSize;
+use super::geometry::SPAN_SHIFTS;
 use crate::pgtable::{Level, PageTables, Pte, Upper};
 use crate::types::ids::PtId;
 use simcore::{Pfn, VirtAddr};
