@@ -85,7 +85,7 @@ fn tunables() {
         let max = lab::scenario::limits::tunable_max(key).map_or("-".into(), |m| m.to_string());
         println!("{key:<20} default {default:<10} at most {max}");
     }
-    let knobs = mm::huge_memory::policy::KNOBS;
+    let knobs: Vec<&str> = mm::huge_memory::policy::all_knobs().collect();
     println!("transparent_hugepage/KNOB (sysfs, per era): {}", knobs.join(", "));
 }
 

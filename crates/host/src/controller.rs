@@ -79,8 +79,7 @@ impl NativeReport {
 /// fault-around window only when it is not the kernel's default (debugfs may refuse the file).
 fn boot_values(config: &MachineConfig, ra_path: Option<String>) -> Vec<(String, String)> {
     let t = &config.tunables;
-    let mut v: Vec<(String, String)> = mm::huge_memory::policy::KNOBS
-        .iter()
+    let mut v: Vec<(String, String)> = mm::huge_memory::policy::all_knobs()
         .filter_map(|k| {
             let text = t.thp.show(k, config.kernel)?;
             let chosen = text

@@ -74,8 +74,16 @@ fn knobs_are_set_by_sysfs_path_with_the_kernels_checks() {
             "outside 0..=511",
         ),
         (
-            "\"/sys/kernel/mm/transparent_hugepage/hugepages-2048kB/enabled\" = \"always\"",
-            "multi-size THP",
+            "\"/sys/kernel/mm/transparent_hugepage/hugepages-64kB/enabled\" = \"sometimes\"",
+            "expected one of always, inherit, madvise, never",
+        ),
+        (
+            "\"/sys/kernel/mm/transparent_hugepage/hugepages-8kB/enabled\" = \"always\"",
+            "no such knob",
+        ),
+        (
+            "\"/sys/kernel/mm/transparent_hugepage/hugepages-64kB/shmem_enabled\" = \"always\"",
+            "no such knob on v6.8",
         ),
         ("\"/sys/kernel/mm/transparent_hugepage/frobnicate\" = 1", "no such knob"),
         ("\"/sys/kernel/mm/lru_gen/enabled\" = 1", "expected a path under"),
@@ -94,4 +102,21 @@ fn knobs_are_set_by_sysfs_path_with_the_kernels_checks() {
     let err = run(&s, &set("v5.7"), &mut |_| ()).unwrap_err();
     assert!(err.message.contains("no such knob on v5.7"), "{}", err.message);
     assert!(run(&s, &set("v5.8"), &mut |_| ()).unwrap().passed());
+    // The per-size knobs exist from v6.8 (3485b88390b0).
+    let size = |k: &str| Overrides {
+        kernel: Some(k.parse().unwrap()),
+        sets: vec![("transparent_hugepage/hugepages-64kB/enabled".into(), "always".into())],
+        ..Overrides::default()
+    };
+    let err = run(&s, &size("v6.7"), &mut |_| ()).unwrap_err();
+    assert!(err.message.contains("no such knob on v6.7"), "{}", err.message);
+    assert!(run(&s, &size("v6.8"), &mut |_| ()).unwrap().passed());
+    // Per-size shmem THP (v6.11) is refused by name, not taken as a missing file.
+    let shmem = Overrides {
+        kernel: Some("v6.11".parse().unwrap()),
+        sets: vec![("transparent_hugepage/hugepages-64kB/shmem_enabled".into(), "always".into())],
+        ..Overrides::default()
+    };
+    let err = run(&s, &shmem, &mut |_| ()).unwrap_err();
+    assert!(err.message.contains("multi-size shmem THP"), "{}", err.message);
 }

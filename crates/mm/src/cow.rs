@@ -15,7 +15,9 @@
 //!   `reuse_swap_page` rule again, in a v5.9+ kernel; a GUP pin is an anchor, not a reason to copy.
 //! - `anon_exclusive` (v5.19+, `wp_can_reuse_anon_folio`): a PageAnonExclusive page is reused at
 //!   once; otherwise a small folio whose only reference is this mapping (after dropping an unused
-//!   swap-cache reference) is reused and becomes exclusive; large folios are copied.
+//!   swap-cache reference) is reused and becomes exclusive; large folios are copied until v6.15,
+//!   which reuses one mapped only by the faulting mm and referenced only by its mappings
+//!   ([`large_anon_reuse`]).
 //!
 //! Approximation: where the kernel would sleep for the folio lock before deciding (the
 //! `reuse_swap_page` rules), the model decides "copy" if the folio is locked at that instant.
@@ -24,6 +26,7 @@ use crate::era::CowReuse;
 use crate::folio::folio_trylock;
 use crate::folio::pg;
 use crate::kernel::KState;
+use crate::types::ids::MmId;
 use simcore::Pfn;
 
 /// Whether a write fault may reuse anonymous page `page` (of folio `head`) in place;
@@ -111,6 +114,34 @@ fn anon_exclusive_reuse(st: &mut KState, head: Pfn, page: Pfn) -> bool {
         }
         exclusive
     })
+}
+
+/// `__wp_can_reuse_large_anon_folio` (v6.15, "mm: Copy-on-Write (COW) reuse support for
+/// PTE-mapped THP", 1da190f4d0a6; `era::reuses_large_anon_folios`), for a page of a large
+/// folio that is not exclusive: the folio is reused when more than one of its pages is mapped
+/// (one left alone is copied, which frees the folio), every mapping is in `mm`'s page tables
+/// (the kernel's per-folio MM ids are not shared) and, after an unused swap-cache reference is
+/// dropped, every reference is a mapping. The faulting page alone becomes exclusive.
+pub(crate) fn large_anon_reuse(st: &mut KState, mm: MmId, head: Pfn, page: Pfn) -> bool {
+    let nr = st.folios.order(head).pages();
+    if st.folios.folio_mapcount(head) <= 1
+        || !(0..nr).all(|i| st.rmap_mappers(head + i).iter().all(|m| m.mm == mm))
+    {
+        return false;
+    }
+    if st.folios.test(head, pg::SWAPCACHE)
+        && !with_trylock(st, head, |st| {
+            st.folio_free_swap(head);
+            true
+        })
+    {
+        return false;
+    }
+    let exclusive = st.folios.folio_mapcount(head) == st.folios.refcount(head);
+    if exclusive {
+        st.folios.set(page, pg::ANON_EXCLUSIVE);
+    }
+    exclusive
 }
 
 /// Whether, after a COW copy, an old page left only in the swap cache is freed at once

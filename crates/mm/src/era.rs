@@ -1164,6 +1164,74 @@ pub fn reuses_ksm_page(rule: CowReuse, k: KernelVersion) -> bool {
     }
 }
 
+/// Anonymous multi-size THP: the per-size `hugepages-<N>kB/enabled` knobs and the fault's
+/// choice of a PTE-mapped large folio ("mm: thp: introduce multi-size THP sysfs interface",
+/// 3485b88390b0; "mm: thp: support allocation of anonymous multi-size THP", 19eaf44954df; both
+/// v6.8).
+pub fn has_mthp(k: KernelVersion) -> bool {
+    k >= v(6, 8)
+}
+
+/// The anonymous fault charges each candidate order to the memory cgroup inside its allocation
+/// loop and falls back to the next order when the charge fails ("mm: memory: move
+/// mem_cgroup_charge() into alloc_anon_folio()", 085ff35e7636, v6.9); in v6.8 the folio chosen
+/// is charged after the loop and a failed charge is an OOM.
+pub fn mthp_charge_falls_back(k: KernelVersion) -> bool {
+    k >= v(6, 9)
+}
+
+/// The per-size `stats/` directory with the fault and swap-out counters (`anon_fault_alloc`,
+/// `anon_fault_fallback`, `anon_fault_fallback_charge`: ec33687c6749; `swpout`,
+/// `swpout_fallback`: d0f048ac39f6, renamed from `anon_swpout*` by 0d648dd5c899 before the
+/// release; v6.10).
+pub fn has_mthp_stats(k: KernelVersion) -> bool {
+    k >= v(6, 10)
+}
+
+/// The per-size split counters `split`, `split_failed`, `split_deferred` ("mm: add per-order
+/// mTHP split counters", f216c845f3c7, v6.11).
+pub fn has_mthp_split_stats(k: KernelVersion) -> bool {
+    k >= v(6, 11)
+}
+
+/// The per-size gauges `nr_anon` and `nr_anon_partially_mapped` (5d65c8d758f2, 8175ebfd302a,
+/// v6.12).
+pub fn has_mthp_nr_anon(k: KernelVersion) -> bool {
+    k >= v(6, 12)
+}
+
+/// Reclaim swaps a large anonymous folio of any order out whole, splitting only one on the
+/// deferred split queue, instead of splitting every folio without a PMD mapping first ("mm:
+/// swap: allow storage of all mTHP orders", 845982eb264b; "mm: vmscan: avoid split during
+/// shrink_folio_list()", 5ed890ce5147; v6.10). From v4.14 ("mm, THP, swap: delay splitting THP
+/// after swapped out", bd4c82c22c36) to v6.9 a folio no PMD maps was split right away.
+pub fn swaps_out_large_folios_whole(k: KernelVersion) -> bool {
+    k >= v(6, 10)
+}
+
+/// `thp_split_page`, `thp_split_page_failed` and `thp_deferred_split_page` count only
+/// PMD-mappable folios ("mm: huge_memory: add the missing folio_test_pmd_mappable() for THP
+/// split statistics", 835c3a25aa37, v6.10); in v6.8 and v6.9 every large anonymous folio's
+/// split counted.
+pub fn thp_split_stats_pmd_only(k: KernelVersion) -> bool {
+    k >= v(6, 10)
+}
+
+/// Unmapping the PTEs of a large anonymous folio queues it for a deferred split only while some
+/// of its pages stay mapped ("mm/rmap: do not add fully unmapped large folio to deferred split
+/// list", 7491f3f34891, v6.10); before, every PTE removal queued it, so a folio unmapped whole
+/// was queued too (until freed).
+pub fn deferred_split_only_partial(k: KernelVersion) -> bool {
+    k >= v(6, 10)
+}
+
+/// A write fault on a non-exclusive page of a large anonymous folio reuses the folio when the
+/// faulting mm holds every mapping and reference of it ("mm: Copy-on-Write (COW) reuse support
+/// for PTE-mapped THP", 1da190f4d0a6, v6.15); before, such a page was always copied.
+pub fn reuses_large_anon_folios(k: KernelVersion) -> bool {
+    k >= v(6, 15)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

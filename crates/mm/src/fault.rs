@@ -17,7 +17,7 @@
 //! table), allocation and clearing of a new page *before* the PTE lock, then the PTE lock around
 //! the check that the PTE is still what the fault saw and the update. A fault that loses a race
 //! (the PTE changed while it slept) backs out and lets the access retry, as the kernel does.
-//! Allocation goes through the allocator's slow path (`vmscan::alloc_folio`): kswapd, direct
+//! Allocation goes through the allocator's slow path (`page_alloc::alloc_folio`): kswapd, direct
 //! reclaim, or OOM.
 //!
 //! Modelled: anonymous read faults map the shared zero page; anonymous write faults allocate a
@@ -34,6 +34,12 @@
 //! reuses as any write does but maps the page dirty and read-only (`maybe_mkwrite`).
 //!
 //! Anonymous THPs are the PMD level's (`VmOps::huge_fault`); a fault that falls back comes here.
+//! From v6.8 a write fault here may allocate a multi-size THP ([`alloc_anon_folio`]; the
+//! per-size knobs are `huge_memory/policy.rs`'s): the largest enabled order below the PMD's
+//! whose aligned range lies in the VMA with every PTE empty, mapped by one PTE per page, each
+//! page exclusive; a read still maps the zero page, and a COW copy is always one page. Not
+//! modelled: `userfaultfd` (which the kernel's choice skips for an armed VMA) and
+//! `init_on_alloc`'s skipped clearing (v6.13).
 //!
 //! Not yet modelled: userfaultfd, stack expansion of
 //! `VM_GROWSDOWN` VMAs (an access below a stack VMA is SIGSEGV), swap readahead.
@@ -46,12 +52,15 @@ use crate::folio::pg;
 use crate::kernel::{Cx, KState};
 use crate::memory::{
     FaultKind, FaultOutcome, Vmf, anon_vma_prepare, fault_alloc, finish_fault, install_new_anon,
-    map_new_anon, maybe_mkwrite, outcome_of, pte_alloc_below, pte_bits, vm_normal_page,
+    map_new_anon, maybe_mkwrite, outcome_of, pte_alloc_below, pte_bits, pte_range_none,
+    vm_normal_page,
 };
 use crate::mm_struct::MmCounter;
 use crate::mm_struct::mm_counter;
+use crate::page_alloc::{AllocFailure, alloc_thp_folio};
 use crate::pgtable::{Access, Level, Pte};
 use crate::sim::cost::Cost;
+use crate::types::huge_mm::MthpStat;
 use crate::types::ids::InodeId;
 use crate::types::ids::MmId;
 use crate::types::ids::VmaId;
@@ -59,7 +68,7 @@ use crate::types::mm_types::WalkOps;
 use crate::vma::VmFlags;
 use crate::vmstat::{MmEvent, VmStat};
 use engine::LockGuard;
-use simcore::{Pfn, VirtAddr};
+use simcore::{Bytes, Order, Pfn, VirtAddr};
 
 /// The x86 page-fault handler for a user access: returns once the access can be retried.
 pub(crate) async fn do_user_addr_fault(
@@ -223,12 +232,59 @@ pub(crate) async fn do_anonymous_page(vmf: &Vmf<'_>) -> Result<FaultOutcome, VmF
         return Ok(FaultOutcome::Minor);
     }
     anon_vma_prepare(cx, vmf.mm, vmf.vma).await;
-    let folio = fault_alloc(cx).await?;
-    cx.charge(Cost::ZeroPage4k).await;
+    let folio = alloc_anon_folio(vmf).await?;
+    let order = cx.st().folios.order(folio);
+    cx.charge_n(Cost::ZeroPage4k, order.pages()).await;
     // Writable and dirty only with VM_WRITE: GUP's forced COW break (v5.8) write-faults
     // read-only private VMAs, and gets a clean read-only page that its retry write-faults again.
-    install_new_anon(vmf, folio, flags.has(VmFlags::WRITE)).await;
+    if install_new_anon(vmf, folio, flags.has(VmFlags::WRITE)).await {
+        cx.st().count_mthp_stat(order, MthpStat::AnonFaultAlloc);
+    }
     Ok(FaultOutcome::Minor)
+}
+
+/// `alloc_anon_folio` (v6.8+, `era::has_mthp`): the largest enabled anonymous order below the
+/// PMD's whose aligned range lies in the VMA and has every PTE empty, tried from the highest
+/// down with the THP gfp mask (`defrag`); each order that fails counts `anon_fault_fallback`.
+/// A failed memory cgroup charge falls back too from v6.9 (`anon_fault_fallback_charge`); in
+/// v6.8 it is an OOM. Without such an order, an order-0 page.
+async fn alloc_anon_folio(vmf: &Vmf<'_>) -> Result<Pfn, VmFault> {
+    let cx = vmf.cx;
+    let k = cx.kernel().version;
+    let (mut orders, may_reclaim) = {
+        let st = cx.st();
+        let orders = vmf.vm_ops.anon_fault_orders(&st, vmf.vma, vmf.address);
+        (orders, st.thp.settings.fault_may_reclaim(st.vma(vmf.vma).flags))
+    };
+    while let Some(order) = highest_order(orders) {
+        let start = vmf.address.align_down(Bytes(order.pages() << 12));
+        if pte_range_none(&cx.st(), vmf.table(), start, order.pages()) {
+            break;
+        }
+        orders &= !(1 << order.0);
+    }
+    while let Some(order) = highest_order(orders) {
+        match alloc_thp_folio(cx, order, may_reclaim).await {
+            Ok(folio) => return Ok(folio),
+            Err(why) => {
+                let mut st = cx.st();
+                st.count_mthp_stat(order, MthpStat::AnonFaultFallback);
+                if why == AllocFailure::Charge {
+                    if !crate::era::mthp_charge_falls_back(k) {
+                        return Err(VmFault::Oom);
+                    }
+                    st.count_mthp_stat(order, MthpStat::AnonFaultFallbackCharge);
+                }
+            }
+        }
+        orders &= !(1 << order.0);
+    }
+    fault_alloc(cx).await
+}
+
+/// The highest order in a mask of orders (`highest_order`).
+fn highest_order(orders: u16) -> Option<Order> {
+    (orders != 0).then(|| Order(15 - orders.leading_zeros() as u8))
 }
 
 /// `do_fault`: the no-page fault of a page-cache mapping (`VmOps::PageCache`): `do_read_fault`
@@ -274,11 +330,11 @@ async fn do_fault_around(vmf: &Vmf<'_>) -> bool {
     let (start, end) = {
         let st = vmf.cx.st();
         let v = st.vma(vmf.vma);
-        let bytes = simcore::Bytes(window << 12);
-        let pmd_start = vmf.address.align_down(simcore::Bytes::PMD);
+        let bytes = Bytes(window << 12);
+        let pmd_start = vmf.address.align_down(Bytes::PMD);
         let window_start = vmf.address.align_down(bytes);
         let start = window_start.max(v.start).max(pmd_start);
-        let end = (window_start + bytes).min(v.end).min(pmd_start + simcore::Bytes::PMD);
+        let end = (window_start + bytes).min(v.end).min(pmd_start + Bytes::PMD);
         (start, end)
     };
     vmf.vm_ops.map_pages(vmf, start, end).await
@@ -309,11 +365,20 @@ async fn do_cow_fault(
     Ok(outcome_of(fp.major))
 }
 
-/// Whether a write fault may reuse the anonymous page (the era's rule).
-fn can_reuse(cx: &Cx, st: &mut KState, head: Pfn, page: Pfn) -> bool {
+/// Whether a write fault in `mm` may reuse the anonymous page (the era's rule; a large folio's
+/// from v6.15 under `anon_exclusive`, `cow::large_anon_reuse`).
+fn can_reuse(cx: &Cx, st: &mut KState, mm: MmId, (head, page): (Pfn, Pfn)) -> bool {
+    let rule = cx.kernel().switches.cow_reuse;
+    if st.folios.large(head).is_some()
+        && rule == crate::era::CowReuse::AnonExclusive
+        && !st.folios.test(page, pg::ANON_EXCLUSIVE)
+        && crate::era::reuses_large_anon_folios(cx.kernel().version)
+    {
+        return cow::large_anon_reuse(st, mm, head, page);
+    }
     cow::can_reuse_anon(
         st,
-        cx.kernel().switches.cow_reuse,
+        rule,
         crate::era::page_count_reuse_drops_swapcache(cx.kernel().version),
         head,
         page,
@@ -476,7 +541,7 @@ async fn do_wp_page(vmf: &Vmf<'_>, ptl: LockGuard<'_>) -> Result<FaultOutcome, V
         let reuse = if st.folios.is_ksm(head) {
             crate::ksm::reuse_ksm_page(&mut st, cx.kernel(), head, vmf.vma, vmf.address)
         } else {
-            st.folios.is_anon(head) && can_reuse(cx, &mut st, head, page)
+            st.folios.is_anon(head) && can_reuse(cx, &mut st, vmf.mm, (head, page))
         };
         if reuse {
             // `wp_page_reuse`: an unshare leaves the PTE read-only.

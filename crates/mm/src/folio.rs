@@ -608,6 +608,11 @@ impl Folios {
         self.large.get(&(head.0 as u32))
     }
 
+    /// The heads of the large folios, in frame order.
+    pub fn large_heads(&self) -> impl Iterator<Item = Pfn> + '_ {
+        self.large.keys().map(|&h| Pfn(u64::from(h)))
+    }
+
     pub fn test(&self, pfn: Pfn, flag: u16) -> bool {
         self.meta(pfn).flags & flag != 0
     }

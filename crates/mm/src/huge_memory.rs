@@ -58,6 +58,7 @@ use crate::mm_struct::mm_counter;
 use crate::pgtable::{Level, Pte, Upper};
 use crate::sim::cost::Cost;
 use crate::truncate::truncate_inode_pages_range;
+use crate::types::huge_mm::{MTHP_MIN_ORDER, MthpStat};
 use crate::types::ids::InodeId;
 use crate::types::ids::MmId;
 use crate::types::ids::PtId;
@@ -75,12 +76,19 @@ pub(crate) const HPAGE_PMD_NR: u64 = 512;
 /// `defrag`, or the collapser, allows). The caller counts the success or fallback in its own
 /// counter (`thp_fault_*`, `thp_file_*`, `thp_collapse_*`).
 pub(crate) async fn alloc_pmd_folio(cx: &Cx, may_reclaim: bool) -> Option<Pfn> {
-    cx.charge(Cost::PageAlloc).await;
-    cx.charge_n(Cost::PageAllocHighOrderPerPage, HPAGE_PMD_NR).await;
-    if may_reclaim {
-        crate::page_alloc::alloc_folio(cx, Order::PMD).await
-    } else {
-        crate::page_alloc::alloc_folio_no_reclaim(cx, Order::PMD).await
+    crate::page_alloc::alloc_thp_folio(cx, Order::PMD, may_reclaim).await.ok()
+}
+
+impl KState {
+    /// `count_mthp_stat`: one more `stat` in the per-size counters of `order` (order 0 and orders
+    /// without a `hugepages-<N>kB/` directory count nothing; which files show them is the era's,
+    /// `huge_memory/policy.rs`).
+    pub(crate) fn count_mthp_stat(&mut self, order: Order, stat: MthpStat) {
+        if let Some(row) = self.thp.mthp_stats.get_mut(usize::from(order.0))
+            && order.0 >= MTHP_MIN_ORDER
+        {
+            row[stat as usize] += 1;
+        }
     }
 }
 

@@ -264,9 +264,11 @@ pub(crate) async fn fault_alloc(cx: &Cx) -> Result<Pfn, VmFault> {
     alloc_folio(cx, Order::BASE).await.ok_or(VmFault::Oom)
 }
 
-/// Maps a new exclusive anonymous page at `addr` (the tail of `do_anonymous_page`,
-/// `do_cow_fault`, `wp_page_copy`), handing the allocation's reference to the mapping;
-/// `in_lru_fault` is the mapping task's hint ([`Cx::in_lru_fault`]).
+/// Maps a new exclusive anonymous folio at `addr` (the tail of `do_anonymous_page`,
+/// `do_cow_fault`, `wp_page_copy`; a large folio from `addr`, its aligned start, one PTE per
+/// page as `set_ptes` writes them), handing the allocation's reference to the mapping and taking
+/// one more per further PTE (`folio_ref_add(nr - 1)`); `in_lru_fault` is the mapping task's hint
+/// ([`Cx::in_lru_fault`]).
 pub(crate) fn map_new_anon(
     st: &mut KState,
     vma: VmaId,
@@ -277,33 +279,47 @@ pub(crate) fn map_new_anon(
     in_lru_fault: bool,
 ) {
     let (mm, flags) = (st.vma(vma).mm, st.vma(vma).flags);
+    let nr = st.folios.order(folio).pages();
     st.folios.extra_to_mapping(folio);
+    if nr > 1 {
+        st.folios.get(folio, (nr - 1) as u32);
+    }
     st.rmap_add_new_anon(folio, vma, addr);
     st.folio_add_lru_new_anon(folio, vma, in_lru_fault);
-    st.mm_mut(mm).add_rss(MmCounter::AnonPages, 1);
-    st.pt.set_pte(
-        table,
-        Level::Pte.index(addr),
-        Pte::new(folio, pte_bits(flags, writable, writable)),
-    );
+    st.mm_mut(mm).add_rss(MmCounter::AnonPages, nr);
+    let (first, bits) = (Level::Pte.index(addr), pte_bits(flags, writable, writable));
+    for i in 0..nr {
+        st.pt.set_pte(table, first + i as usize, Pte::new(folio + i, bits));
+    }
 }
 
 /// The tail of `do_anonymous_page`, `do_cow_fault` and every private copy of a file page: under
-/// the PTE lock, maps the new anonymous page if the PTE is still empty, or frees it (another
-/// fault won).
-pub(crate) async fn install_new_anon(vmf: &Vmf<'_>, folio: Pfn, writable: bool) {
+/// the PTE lock, maps the new anonymous folio (from the fault's address aligned down to its
+/// size) if every PTE it would take is still empty (`pte_range_none`), or frees it (another
+/// fault won). Returns whether it was mapped.
+pub(crate) async fn install_new_anon(vmf: &Vmf<'_>, folio: Pfn, writable: bool) -> bool {
     let cx = vmf.cx;
     let table = vmf.table();
     let ptl = cx.st().pt.ptl(table);
     let _g = ptl.lock(cx).await;
+    let nr = cx.st().folios.order(folio).pages();
+    let start = vmf.address.align_down(Bytes(nr << 12));
     cx.charge(Cost::LruAdd).await;
-    cx.charge(Cost::PteInstall).await;
+    cx.charge_n(Cost::PteInstall, nr).await;
     let mut st = cx.st();
-    if st.pt.pte(table, vmf.pte_index()).is_none() {
-        map_new_anon(&mut st, vmf.vma, vmf.address, table, folio, writable, cx.in_lru_fault());
+    let mapped = pte_range_none(&st, table, start, nr);
+    if mapped {
+        map_new_anon(&mut st, vmf.vma, start, table, folio, writable, cx.in_lru_fault());
     } else {
         st.put_folio_extra(folio);
     }
+    mapped
+}
+
+/// `pte_range_none`: whether the `nr` PTEs of `table` from `start`'s are all empty.
+pub(crate) fn pte_range_none(st: &KState, table: PtId, start: VirtAddr, nr: u64) -> bool {
+    let first = Level::Pte.index(start);
+    (first..first + nr as usize).all(|i| st.pt.pte(table, i).is_none())
 }
 
 /// `set_pte_range` for one page of the file folio `head`: the rmap and RSS counts of a new

@@ -12,8 +12,8 @@
 //!   still taken; below it the task reclaims directly (`__alloc_pages_direct_reclaim` →
 //!   `try_to_free_pages`, counted as `allocstall`) and retries, and after `MAX_RECLAIM_RETRIES`
 //!   passes without progress takes a last chance below the watermark and otherwise fails (OOM).
-//! - [`alloc_folio_no_reclaim`]: a THP allocation whose `defrag` setting does not stall
-//!   (`GFP_TRANSHUGE_LIGHT`).
+//! - [`alloc_charged_folio`]: the same for a THP, which says whether the charge or the pages
+//!   failed and reclaims directly only when `defrag` lets it (`GFP_TRANSHUGE_LIGHT`).
 //! - The watermarks (`__setup_per_zone_wmarks`).
 //!
 //! Approximations: one zone, no per-CPU lists, no compaction (a high-order allocation that finds
@@ -24,6 +24,7 @@ pub mod buddy;
 
 use crate::kernel::Cx;
 use crate::memcontrol::{MAX_RECLAIM_RETRIES, ROOT_MEMCG};
+use crate::sim::cost::Cost;
 use crate::types::ids::MemcgId;
 use crate::types::mmzone::Watermarks;
 use crate::vmscan::{try_to_free_mem_cgroup_pages, try_to_free_pages, wake_kswapd};
@@ -41,15 +42,63 @@ impl Watermarks {
     }
 }
 
+/// Why a user folio could not be had.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum AllocFailure {
+    /// The memory cgroup's charge failed (the memcg OOM).
+    Charge,
+    /// No free block of the order, even after what reclaim the allocation may do.
+    Pages,
+}
+
 /// `alloc_pages` for a user folio: charges it to the current task's memory cgroup (reclaiming
 /// that cgroup when its limit is hit), then takes pages with the slow path: wakes kswapd below
 /// the low watermark, reclaims directly below the min watermark, and returns `None` (OOM) when
 /// reclaim cannot make room.
 pub(crate) async fn alloc_folio(cx: &Cx, order: Order) -> Option<Pfn> {
+    alloc_charged_folio(cx, order, true).await.ok()
+}
+
+/// Allocates a large folio of `order` for a THP (`vma_alloc_folio` with the THP gfp mask),
+/// charging the allocation and its per-page work, and says which step failed.
+pub(crate) async fn alloc_thp_folio(
+    cx: &Cx,
+    order: Order,
+    may_reclaim: bool,
+) -> Result<Pfn, AllocFailure> {
+    cx.charge(Cost::PageAlloc).await;
+    cx.charge_n(Cost::PageAllocHighOrderPerPage, order.pages()).await;
+    alloc_charged_folio(cx, order, may_reclaim).await
+}
+
+/// A user folio of `order`, charged to the current task's memory cgroup; the slow path may
+/// reclaim directly only when `may_reclaim`. Without it (`GFP_TRANSHUGE_LIGHT`, a THP whose
+/// `defrag` does not stall) the folio is taken only if it leaves the free pages above the min
+/// watermark, kswapd woken below the low one; the memory cgroup charge may still reclaim the
+/// cgroup (mmsim's charge always may; the kernel's would not without `__GFP_DIRECT_RECLAIM`).
+/// Says which step failed.
+pub(crate) async fn alloc_charged_folio(
+    cx: &Cx,
+    order: Order,
+    may_reclaim: bool,
+) -> Result<Pfn, AllocFailure> {
+    if !may_reclaim {
+        let (free, wm) = {
+            let st = cx.st();
+            (st.free_pages(), st.wmark)
+        };
+        let need = order.pages();
+        if free < need + wm.low {
+            wake_kswapd(cx);
+        }
+        if free < need + wm.min {
+            return Err(AllocFailure::Pages);
+        }
+    }
     let memcg = cx.memcg();
     let nr = order.pages();
     if !try_charge(cx, memcg, nr).await {
-        return None;
+        return Err(AllocFailure::Charge);
     }
     let got = alloc_pages(cx, order).await;
     let mut st = cx.st();
@@ -57,26 +106,7 @@ pub(crate) async fn alloc_folio(cx: &Cx, order: Order) -> Option<Pfn> {
         Some(head) => st.folios.set_memcg_raw(head, memcg.0 as u16),
         None => st.memcg_uncharge_pages(memcg, nr),
     }
-    got
-}
-
-/// `alloc_pages` without direct reclaim (`GFP_TRANSHUGE_LIGHT`, a THP fault whose `defrag` does
-/// not stall): takes the folio only if it leaves the free pages above the min watermark, waking
-/// kswapd below the low one. The memory cgroup charge may still reclaim the cgroup (mmsim's
-/// charge always may; the kernel's would not without `__GFP_DIRECT_RECLAIM`).
-pub(crate) async fn alloc_folio_no_reclaim(cx: &Cx, order: Order) -> Option<Pfn> {
-    let (free, wm) = {
-        let st = cx.st();
-        (st.free_pages(), st.wmark)
-    };
-    let need = order.pages();
-    if free < need + wm.low {
-        wake_kswapd(cx);
-    }
-    if free < need + wm.min {
-        return None;
-    }
-    alloc_folio(cx, order).await
+    got.ok_or(AllocFailure::Pages)
 }
 
 /// `try_charge`: reserves `nr` pages in `memcg`'s counters, reclaiming the cgroup whose limit

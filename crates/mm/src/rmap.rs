@@ -96,16 +96,21 @@ impl KState {
         self.vma_mut(vma).anon_vma = None;
     }
 
-    /// `folio_add_new_anon_rmap`: a new exclusive anonymous folio mapped at `addr` of `vma`.
+    /// `folio_add_new_anon_rmap`: a new exclusive anonymous folio mapped by PTEs from `addr` of
+    /// `vma`; every page of a large one is exclusive and mapped once (v6.8, 372cbd4d5a06).
     pub(crate) fn rmap_add_new_anon(&mut self, folio: Pfn, vma: VmaId, addr: VirtAddr) {
         let v = self.vma(vma);
         let av = v.anon_vma.expect("anon fault without anon_vma_prepare");
         let index = v.page_index(addr);
         let rel = u32::try_from(index - self.anon_vmas[av].base).expect("anon index out of range");
+        let nr = self.folios.order(folio).pages();
         self.folios.set_mapping(folio, Mapping::Anon(av), rel);
-        self.folios.set(folio, pg::ANON_EXCLUSIVE | pg::SWAPBACKED);
-        self.folios.inc_mapcount(folio);
-        self.vmstat.inc(VmStat::NrAnonPages);
+        self.folios.set(folio, pg::SWAPBACKED);
+        for page in (0..nr).map(|i| folio + i) {
+            self.folios.set(page, pg::ANON_EXCLUSIVE);
+            self.folios.inc_mapcount(page);
+        }
+        self.vmstat.add(VmStat::NrAnonPages, nr);
     }
 
     /// `folio_add_anon_rmap_pte` / `folio_add_file_rmap_pte` for an already-known folio. A page
@@ -121,18 +126,41 @@ impl KState {
         }
     }
 
-    /// `folio_remove_rmap_pte`.
+    /// `folio_remove_rmap_pte`: one PTE mapping of `page` goes; a large anonymous folio left
+    /// partially mapped is queued for a deferred split (the era's rule,
+    /// [`deferred_split_unmapped`](KState::deferred_split_unmapped)).
     pub(crate) fn rmap_remove_pte(&mut self, page: Pfn) {
+        if let Some(head) = self.rmap_unmap_pte(page) {
+            self.deferred_split_unmapped(head);
+        }
+    }
+
+    /// The accounting of `folio_remove_rmap_ptes` for one PTE of a batch: returns the folio's
+    /// head when a large anonymous folio lost its last mapping of `page`, for the batch's
+    /// deferred split decision.
+    pub(crate) fn rmap_unmap_pte(&mut self, page: Pfn) -> Option<Pfn> {
         let head = self.folios.head(page);
         self.folios.dec_mapcount(page);
+        let mut unmapped_large_anon = None;
         if self.folios.page_mapcount(page) == 0 && self.folios.entire_mapcount(head) == 0 {
             let anon = self.folios.is_anon(head);
             self.vmstat.sub(if anon { VmStat::NrAnonPages } else { VmStat::NrMapped }, 1);
             if anon && self.folios.large(head).is_some() {
-                self.deferred_split_folio(head);
+                unmapped_large_anon = Some(head);
             }
         }
         self.mlock_fbatch_add(head);
+        unmapped_large_anon
+    }
+
+    /// After a batch of PTE removals left pages of the large anonymous folio `head` unmapped:
+    /// from v6.10 it is queued only while other pages stay mapped
+    /// ([`crate::era::deferred_split_only_partial`]); before, always.
+    pub(crate) fn deferred_split_unmapped(&mut self, head: Pfn) {
+        let partial = self.folios.folio_mapcount(head) > 0;
+        if partial || !crate::era::deferred_split_only_partial(self.thp.kernel) {
+            self.deferred_split_folio(head);
+        }
     }
 
     /// Pages of the large folio `head` that no PTE maps.

@@ -98,7 +98,7 @@ use crate::memory::Vmf;
 use crate::sim::cost::Cost;
 use crate::types::fs::ShmemHuge;
 use crate::types::fs::TmpfsMount;
-use crate::types::huge_mm::ShmemEnabled;
+use crate::types::huge_mm::{MthpStat, ShmemEnabled};
 use crate::types::ids::InodeId;
 use crate::types::ids::VmaId;
 use crate::vma::VmFlags;
@@ -228,11 +228,20 @@ pub(crate) async fn shmem_alloc_huge(vmf: &Vmf<'_>, inode: InodeId, index: u64) 
         }
         st.thp.settings.fault_may_reclaim(st.vma(vmf.vma).flags)
     };
-    let Some(head) = crate::huge_memory::alloc_pmd_folio(cx, may_reclaim).await else {
-        if crate::vmstat::exists_on(VmStat::ThpFileFallback, cx.st().thp.kernel) {
-            cx.st().vmstat.inc(VmStat::ThpFileFallback);
+    let got = crate::page_alloc::alloc_thp_folio(cx, Order::PMD, may_reclaim).await;
+    let head = match got {
+        Ok(head) => head,
+        Err(why) => {
+            let mut st = cx.st();
+            if crate::vmstat::exists_on(VmStat::ThpFileFallback, st.thp.kernel) {
+                st.vmstat.inc(VmStat::ThpFileFallback);
+            }
+            st.count_mthp_stat(Order::PMD, MthpStat::ShmemFallback);
+            if why == crate::page_alloc::AllocFailure::Charge {
+                st.count_mthp_stat(Order::PMD, MthpStat::ShmemFallbackCharge);
+            }
+            return false;
         }
-        return false;
     };
     cx.charge_n(Cost::ZeroPage4k, HPAGE_PMD_NR).await;
     let mut st = cx.st();
@@ -246,6 +255,7 @@ pub(crate) async fn shmem_alloc_huge(vmf: &Vmf<'_>, inode: InodeId, index: u64) 
     st.page_cache_insert(inode, index, head, false, cx.in_lru_fault());
     st.put_folio_extra(head);
     st.vmstat.inc(VmStat::ThpFileAlloc);
+    st.count_mthp_stat(Order::PMD, MthpStat::ShmemAlloc);
     true
 }
 

@@ -276,9 +276,11 @@ impl KState {
         }
         self.folios.clear_flag(head, pg::DIRTY);
         self.vmstat.add(VmStat::Pswpout, nr);
-        if nr > 1 {
+        let order = self.folios.order(head);
+        if order == simcore::Order::PMD {
             self.vmstat.inc(VmStat::ThpSwpout);
         }
+        self.count_mthp_stat(order, crate::types::huge_mm::MthpStat::Swpout);
     }
 
     /// Puts a newly allocated folio in the swap cache for `slot` and fills it from the device

@@ -35,7 +35,7 @@ use crate::filemap::filemap_map_pages;
 use crate::fs::dax::{dax_huge_fault, dax_pte_fault, dax_wp_shared};
 use crate::huge_memory::anon::anon_huge_fault;
 use crate::huge_memory::file_huge_fault;
-use crate::huge_memory::policy::{ThpCaller, thp_vma_allowable};
+use crate::huge_memory::policy::{ThpCaller, anon_fault_orders, thp_vma_allowable};
 use crate::hugetlb::hugetlb_fault;
 use crate::kernel::{Cx, KState};
 use crate::memory::{FaultKind, FaultOutcome, Vmf};
@@ -101,6 +101,19 @@ impl WalkOps {
                 WalkOps::Anonymous => thp_vma_allowable(st, vma, ThpCaller::Fault),
                 WalkOps::PageCache | WalkOps::Dax => true,
             },
+        }
+    }
+
+    /// The multi-size THP orders a write fault at `addr` of `vma` may allocate below the PMD
+    /// (`alloc_anon_folio`'s `thp_vma_allowable_orders` and `thp_vma_suitable_orders`), a bit
+    /// per order: anonymous memory's, by the per-size knobs (v6.8+); none for the other kinds,
+    /// whose no-page faults never allocate an anonymous folio for the PTE.
+    pub(crate) fn anon_fault_orders(self, st: &KState, vma: VmaId, addr: VirtAddr) -> u16 {
+        match self {
+            WalkOps::Anonymous if crate::era::has_mthp(st.thp.kernel) => {
+                anon_fault_orders(st, vma, addr)
+            }
+            WalkOps::Anonymous | WalkOps::PageCache | WalkOps::Dax => 0,
         }
     }
 

@@ -54,7 +54,14 @@
 //!   (`thp_swpout`) and it is freed whole. Without a free cluster it is split and its pages go
 //!   alone (`thp_swpout_fallback` from v4.14, fe490cc0fe9e, id not verified). A whole THP left
 //!   in the swap cache (its freeze failed) is split by the next fault on it (`fault.rs`, an
-//!   approximation). The "split pages without a PMD map right away" shortcut is not modelled.
+//!   approximation). From v4.14 to v6.9 a large folio no PMD maps is split before it asks for
+//!   swap ("split pages without a PMD map right away", bd4c82c22c36; every multi-size THP of
+//!   v6.8 and v6.9 among them), its pages going alone. From v6.10 ("mm: swap: allow storage of
+//!   all mTHP orders", 845982eb264b; "mm: vmscan: avoid split during shrink_folio_list()",
+//!   5ed890ce5147) a folio of any order is swapped whole (the swap device counts as a
+//!   non-rotational block device, which the kernel's large swap entries need), split first only
+//!   when on the deferred split queue; `thp_swpout` and `thp_swpout_fallback` count PMD-sized
+//!   folios, the per-size `swpout` and `swpout_fallback` every order.
 //! - `MADV_FREE` on v4.5-v4.11 (`era::lazyfree_on_anon_lru`; `shrink_page_list` and
 //!   `try_to_unmap_one` of v4.11): an anonymous folio not yet in the swap cache gets a slot
 //!   without being marked dirty and is unmapped with `TTU_LZFREE` (`rmap.rs`); if no PTE was
@@ -77,12 +84,13 @@ use crate::kernel::{Cx, KState};
 use crate::memcontrol::{ROOT_MEMCG, lruvec_list};
 use crate::rmap::{folio_referenced, try_to_unmap};
 use crate::sim::cost::Cost;
+use crate::types::huge_mm::MthpStat;
 use crate::types::ids::MemcgId;
 use crate::types::mmzone::{ReclaimLists, Rejected};
 use crate::types::swap::ShadowSlot;
 use crate::vma::VmFlags;
 use crate::vmstat::VmStat;
-use simcore::Pfn;
+use simcore::{Order, Pfn};
 use std::collections::VecDeque;
 
 /// `SWAP_CLUSTER_MAX`.
@@ -725,6 +733,10 @@ async fn add_anon_to_swap(cx: &Cx, head: Pfn, more: &mut VecDeque<Pfn>) -> Resul
         return Err(true);
     }
     let rule = crate::era::thp_swap_out(cx.kernel().version);
+    if rule == ThpSwapOut::Whole && split_before_swap(&cx.st(), head) {
+        split_for_reclaim(cx, head, more).await?;
+        return cx.st().add_to_swap(head).map(drop).ok_or(true);
+    }
     if rule != ThpSwapOut::SplitFirst && cx.st().add_to_swap(head).is_some() {
         if rule == ThpSwapOut::ClusterThenSplit && split_for_reclaim(cx, head, more).await.is_err()
         {
@@ -733,11 +745,28 @@ async fn add_anon_to_swap(cx: &Cx, head: Pfn, more: &mut VecDeque<Pfn>) -> Resul
         }
         return Ok(());
     }
+    let order = cx.st().folios.order(head);
     split_for_reclaim(cx, head, more).await?;
     if rule == ThpSwapOut::Whole {
-        cx.st().vmstat.inc(VmStat::ThpSwpoutFallback);
+        let mut st = cx.st();
+        if order == Order::PMD {
+            st.vmstat.inc(VmStat::ThpSwpoutFallback);
+        }
+        st.count_mthp_stat(order, MthpStat::SwpoutFallback);
     }
     cx.st().add_to_swap(head).map(drop).ok_or(true)
+}
+
+/// Whether reclaim splits the large anonymous folio `head` before it asks for swap: from v4.14
+/// to v6.9 when no PMD maps it ("split pages without a PMD map right away", every multi-size
+/// THP among them); from v6.10 only when it is on the deferred split queue
+/// ([`crate::era::swaps_out_large_folios_whole`]).
+fn split_before_swap(st: &KState, head: Pfn) -> bool {
+    if crate::era::swaps_out_large_folios_whole(st.thp.kernel) {
+        st.thp.split_queue.contains(&head)
+    } else {
+        st.folios.entire_mapcount(head) == 0
+    }
 }
 
 /// `split_huge_page_to_list` onto the reclaim list: the locked THP `head` becomes 4 KiB

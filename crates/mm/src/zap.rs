@@ -108,6 +108,9 @@ async fn zap_pte_range(
     let mut cleared = 0;
     {
         let mut st = cx.st();
+        // The large anonymous folio whose pages this batch unmapped (`folio_pte_batch`: the
+        // kernel removes a run of PTEs of one folio at once, then decides its deferred split).
+        let mut batch: Option<Pfn> = None;
         let mut addr = start;
         while addr < end {
             let idx = Level::Pte.index(addr);
@@ -149,11 +152,19 @@ async fn zap_pte_range(
                     st.events.inc(crate::vmstat::MmEvent::ZapMarkAccessed);
                 }
             }
-            st.rmap_remove_pte(p);
+            if let Some(unmapped) = st.rmap_unmap_pte(p)
+                && let Some(previous) = batch.replace(unmapped)
+                && previous != unmapped
+            {
+                st.deferred_split_unmapped(previous);
+            }
             st.folios.mapping_to_extra(head);
             let counter = mm_counter(&st.folios, head);
             st.mm_mut(mm).sub_rss(counter, 1);
             freed.push(p);
+        }
+        if let Some(head) = batch {
+            st.deferred_split_unmapped(head);
         }
     }
     cx.charge_n(Cost::PteUpdate, cleared).await;

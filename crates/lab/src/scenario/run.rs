@@ -165,6 +165,15 @@ pub fn skip_reason(s: &Scenario, config: &MachineConfig) -> Option<String> {
     s.requires.as_ref().and_then(|r| r.skip(&config.switches, config.kernel))
 }
 
+/// The skip of a run whose machine cannot be built on its kernel (a `[machine.sysfs]` knob that
+/// kernel lacks) when `[requires]` excludes that kernel anyway: the skip, not the error.
+fn skipped_unbuildable(s: &Scenario, o: &Overrides) -> Option<Report> {
+    let kernel = o.kernel.unwrap_or(s.machine.kernel);
+    let mut config = MachineConfig::new(Profile::named(&s.machine.profile).ok()?, kernel);
+    config.switches = s.machine.switches(kernel).ok()?;
+    skip_reason(s, &config).map(|why| Report::skipped(s, &config, why))
+}
+
 /// The machine a `[machine]` section asks for, with the overrides applied; `file` names the
 /// source in errors.
 pub fn machine_config(
@@ -268,7 +277,7 @@ pub const SET_TUNABLES: [&str; 4] =
 fn with_suggestion(error: String, key: &str) -> String {
     use simcore::CounterKey;
     let costs = mm::sim::cost::Cost::ALL.iter().map(|c| format!("cost.{}", c.name()));
-    let knobs = mm::huge_memory::policy::KNOBS.iter().map(|k| format!("transparent_hugepage/{k}"));
+    let knobs = mm::huge_memory::policy::all_knobs().map(|k| format!("transparent_hugepage/{k}"));
     let names = mm::Switches::NAMES.iter().chain(&SET_TUNABLES).map(|n| n.to_string());
     let best = names
         .chain(costs)
@@ -497,7 +506,10 @@ pub fn run(
     o: &Overrides,
     progress: &mut dyn FnMut(simcore::SimTime),
 ) -> Result<Report, ScenarioError> {
-    let config = machine_config(&s.machine, o, &s.file)?;
+    let config = match machine_config(&s.machine, o, &s.file) {
+        Ok(config) => config,
+        Err(e) => return skipped_unbuildable(s, o).ok_or(e),
+    };
     if let Some(why) = skip_reason(s, &config) {
         return Ok(Report::skipped(s, &config, why));
     }

@@ -17,7 +17,7 @@ impl KState {
             return self.ksm.show(name, zero_pages).map(|v| v.to_string());
         }
         match sysfs_knob(path) {
-            Some(knob) => self.thp.show(knob),
+            Some(knob) => self.thp_show(knob),
             None => self.hugetlb_sysfs_read(path).map(|v| v.to_string()),
         }
     }

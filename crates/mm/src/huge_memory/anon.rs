@@ -66,11 +66,12 @@ use crate::memory::{
 use crate::mm_struct::MmCounter;
 use crate::pgtable::{Level, Pte, Upper};
 use crate::sim::cost::Cost;
+use crate::types::huge_mm::MthpStat;
 use crate::types::ids::MmId;
 use crate::types::ids::PtId;
 use crate::types::ids::VmaId;
 use crate::vmstat::VmStat;
-use simcore::{Bytes, Pfn, VirtAddr};
+use simcore::{Bytes, Order, Pfn, VirtAddr};
 
 /// Pages in a PMD-sized folio (`HPAGE_PMD_NR`).
 const HPAGE_PMD_NR: u64 = 512;
@@ -133,16 +134,29 @@ async fn do_huge_pmd_anonymous_page(
 }
 
 /// Allocates an order-9 folio for a fault in `vma`, reclaiming directly only as `defrag` lets it
-/// (`vma_thp_gfp_mask`); counts `thp_fault_alloc`, or `thp_fault_fallback` when none is had.
+/// (`vma_thp_gfp_mask`); counts `thp_fault_alloc`, or `thp_fault_fallback` when none is had, and
+/// the PMD size's `anon_fault_*` counters.
 async fn alloc_thp(cx: &Cx, vma: VmaId) -> Option<Pfn> {
     let may_reclaim = {
         let st = cx.st();
         st.thp.settings.fault_may_reclaim(st.vma(vma).flags)
     };
-    let got = crate::huge_memory::alloc_pmd_folio(cx, may_reclaim).await;
-    let stat = if got.is_some() { VmStat::ThpFaultAlloc } else { VmStat::ThpFaultFallback };
-    cx.st().vmstat.inc(stat);
-    got
+    let got = crate::page_alloc::alloc_thp_folio(cx, Order::PMD, may_reclaim).await;
+    let mut st = cx.st();
+    match got {
+        Ok(_) => {
+            st.vmstat.inc(VmStat::ThpFaultAlloc);
+            st.count_mthp_stat(Order::PMD, MthpStat::AnonFaultAlloc);
+        }
+        Err(why) => {
+            st.vmstat.inc(VmStat::ThpFaultFallback);
+            st.count_mthp_stat(Order::PMD, MthpStat::AnonFaultFallback);
+            if why == crate::page_alloc::AllocFailure::Charge {
+                st.count_mthp_stat(Order::PMD, MthpStat::AnonFaultFallbackCharge);
+            }
+        }
+    }
+    got.ok()
 }
 
 /// Under the PMD lock: sets `leaf` at `idx` of `pmd_table` if the slot is still empty,

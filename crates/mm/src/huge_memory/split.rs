@@ -27,16 +27,25 @@
 //! skipping a folio `can_split_folio` refuses or that is locked (`split_huge_pages_pid`), as
 //! `tools/testing/selftests/mm/split_huge_page_test.c` uses it.
 //!
+//! Multi-size THPs (v6.8): the queue, `split_folio` and the debugfs walk take a large anonymous
+//! folio of any order. The counters follow their eras: `thp_split_page`, `thp_split_page_failed`
+//! and `thp_deferred_split_page` count every order in v6.8 and v6.9 and PMD-sized folios only
+//! from v6.10 (835c3a25aa37, `era::thp_split_stats_pmd_only`); the per-size `split`,
+//! `split_failed` and `split_deferred` (v6.11) count every order. A PTE unmapping queues the
+//! folio in v6.8 and v6.9 even when it leaves no page mapped; from v6.10 (7491f3f34891) only a
+//! partially mapped one is queued, decided once per run of PTEs of one folio that the unmapping
+//! removes together (`zap.rs`, the kernel's `folio_pte_batch`; v6.8's zap went PTE by PTE, with
+//! the same result under its rule).
+//!
 //! Approximations: no migration entries during the split (the model's split is one step between
 //! blocking points, so nothing can observe the pages unmapped); one queue for the machine where
 //! the kernel has one per node and, from v5.4, one per memory cgroup; the shrinker scans the
 //! oldest folios whenever the pressure reaches them (`nr_to_scan`, without the `nr_deferred`
-//! carried between calls) and its frees do
-//! not count as reclaimed pages; a fully unmapped folio is queued too when its PTEs are zapped
-//! one by one (v6.8 queues on any PTE-level unmapping; the later refusal to queue fully unmapped
-//! folios is not modelled); file and shmem THPs are not split (the debugfs walk skips them);
-//! mTHP orders and `split_huge_page_to_list_to_order`'s new orders are not modelled; the
-//! `split_huge_pages` filters by pid and address only (not by file path, v6.x).
+//! carried between calls) and its frees do not count as reclaimed pages; file and shmem THPs
+//! are not split (the debugfs walk skips them); `split_huge_page_to_list_to_order`'s new orders
+//! (splitting to an order above 0) are not modelled; the `split_huge_pages` filters by pid and
+//! address only (not by file path, v6.x); v6.12's underused-THP shrinking
+//! (`thp_underused`) is not modelled.
 
 use crate::errno::Errno;
 use crate::filemap::folio_unlock;
@@ -46,6 +55,7 @@ use crate::kernel::{Cx, KState};
 use crate::memory::vm_normal_page;
 use crate::pgtable::Level;
 use crate::sim::cost::Cost;
+use crate::types::huge_mm::MthpStat;
 use crate::types::ids::Pid;
 use crate::vmstat::VmStat;
 use simcore::{Bytes, Order, Pfn, VirtAddr};
@@ -64,7 +74,18 @@ impl KState {
             return;
         }
         self.thp.split_queue.push(head);
-        self.vmstat.inc(VmStat::ThpDeferredSplitPage);
+        self.count_thp_event(head, VmStat::ThpDeferredSplitPage, MthpStat::SplitDeferred);
+    }
+
+    /// Counts an event of the large anonymous folio `head`: the vmstat event for every order
+    /// before v6.10 and for PMD-sized folios only from then
+    /// ([`crate::era::thp_split_stats_pmd_only`]), and the per-size counter of its order.
+    fn count_thp_event(&mut self, head: Pfn, event: VmStat, stat: MthpStat) {
+        let order = self.folios.order(head);
+        if order == Order::PMD || !crate::era::thp_split_stats_pmd_only(self.thp.kernel) {
+            self.vmstat.inc(event);
+        }
+        self.count_mthp_stat(order, stat);
     }
 
     /// A large anonymous folio is being freed: it leaves the queue.
@@ -92,6 +113,7 @@ impl KState {
             self.folios.list_del(head, l);
         }
         let (mapping, index) = (self.folios.mapping(head), self.folios.index(head));
+        self.count_thp_event(head, VmStat::ThpSplitPage, MthpStat::Split);
         let nr = self.folios.split_large(head, u32::from(first_slot.is_some()));
         let mut freed = 0;
         for i in 0..nr {
@@ -109,34 +131,35 @@ impl KState {
             }
         }
         self.deferred_split_remove(head);
-        self.vmstat.inc(VmStat::ThpSplitPage);
         freed
     }
 }
 
-/// `split_folio`: splits the locked anonymous THP `head`, on which the caller holds one
-/// reference, into order-0 folios (the module note). `EAGAIN` when others hold references,
-/// `EBUSY` for a folio the model does not split (not an anonymous THP).
+/// `split_folio`: splits the locked large anonymous folio `head` (a THP of any size), on which
+/// the caller holds one reference, into order-0 folios (the module note). `EAGAIN` when others
+/// hold references, `EBUSY` for a folio the model does not split (not anonymous, or small).
 pub(crate) async fn split_folio(cx: &Cx, head: Pfn) -> Result<(), Errno> {
-    let av = {
+    let (av, nr) = {
         let st = cx.st();
-        let pmd_thp = st.folios.large(head).is_some() && st.folios.order(head) == Order::PMD;
+        let large = st.folios.large(head).is_some();
         match st.folios.mapping(head) {
-            Mapping::Anon(av) if pmd_thp => st.anon_vmas[st.anon_vmas[av].root].lock,
+            Mapping::Anon(av) if large => {
+                (st.anon_vmas[st.anon_vmas[av].root].lock, st.folios.order(head).pages())
+            }
             _ => return Err(Errno::EBUSY),
         }
     };
     let _a = av.write(cx).await;
     if !cx.st().can_split_folio(head) {
-        cx.st().vmstat.inc(VmStat::ThpSplitPageFailed);
+        cx.st().count_thp_event(head, VmStat::ThpSplitPageFailed, MthpStat::SplitFailed);
         return Err(Errno::EAGAIN);
     }
     split_folio_pmds(cx, head).await;
-    cx.charge_n(Cost::PteUpdate, 2 * crate::huge_memory::HPAGE_PMD_NR).await;
+    cx.charge_n(Cost::PteUpdate, 2 * nr).await;
     let mut st = cx.st();
     // The freeze: the PMD splits may have raced with a new reference.
     if !st.can_split_folio(head) {
-        st.vmstat.inc(VmStat::ThpSplitPageFailed);
+        st.count_thp_event(head, VmStat::ThpSplitPageFailed, MthpStat::SplitFailed);
         return Err(Errno::EAGAIN);
     }
     st.split_anon_folio(head);
@@ -273,7 +296,7 @@ async fn split_huge_pages_pid(
     Ok(())
 }
 
-/// The anonymous PMD-sized folio mapped at `addr` of `mm` (`follow_page` and
+/// The large anonymous folio (a THP of any size) mapped at `addr` of `mm` (`follow_page` and
 /// `is_transparent_hugepage`), if any.
 fn mapped_thp(st: &KState, mm: crate::types::ids::MmId, addr: VirtAddr) -> Option<Pfn> {
     let (pte, level) = st.pt.translate(st.mm(mm).pgd, addr)?;
@@ -284,5 +307,5 @@ fn mapped_thp(st: &KState, mm: crate::types::ids::MmId, addr: VirtAddr) -> Optio
     };
     let head = st.folios.head(page);
     let f = &st.folios;
-    (f.is_anon(head) && f.large(head).is_some() && f.order(head) == Order::PMD).then_some(head)
+    (f.is_anon(head) && f.large(head).is_some()).then_some(head)
 }

@@ -238,14 +238,14 @@ fn vm_bug_at(st: &KState, site: &str) -> Result<(), String> {
     }
 }
 
-/// The deferred split queue (`huge_memory/split.rs`): allocated anonymous PMD-sized folios,
-/// each once, none in the swap cache.
+/// The deferred split queue (`huge_memory/split.rs`): allocated large anonymous folios (THPs of
+/// any size), each once, none in the swap cache.
 fn check_split_queue(st: &KState) -> Result<(), String> {
     let q = &st.thp.split_queue;
     for (i, &head) in q.iter().enumerate() {
         let f = &st.folios;
         let live = f.refcount(head) > 0 && !f.is_tail(head);
-        if !live || !f.is_anon(head) || f.order(head) != simcore::Order::PMD {
+        if !live || !f.is_anon(head) || f.large(head).is_none() {
             return Err(format!("queued folio {head} is not a live anonymous THP"));
         }
         if f.test(head, pg::SWAPCACHE) || q[..i].contains(&head) {

@@ -22,6 +22,44 @@ pub struct ThpState {
     pub khugepaged: Khugepaged,
     /// The deferred split queue, oldest first (`deferred_split_queue`; `split.rs`).
     pub split_queue: Vec<simcore::Pfn>,
+    /// The per-size counters of `hugepages-<N>kB/stats/` (`mthp_stats`), by order.
+    pub mthp_stats: [[u64; MthpStat::COUNT]; MTHP_ORDERS],
+}
+
+/// Orders `0..MTHP_ORDERS` index the per-size tables: the anonymous THP orders are 2 to 9
+/// (`THP_ORDERS_ALL_ANON` on x86-64: 16 KiB to 2 MiB; order 1 is a limit of the THP code).
+pub const MTHP_ORDERS: usize = 10;
+
+/// The lowest anonymous THP order (`THP_ORDERS_ALL_ANON`).
+pub const MTHP_MIN_ORDER: u8 = 2;
+
+/// A per-size counter of `hugepages-<N>kB/stats/` (`enum mthp_stat_item`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MthpStat {
+    AnonFaultAlloc,
+    AnonFaultFallback,
+    AnonFaultFallbackCharge,
+    Swpout,
+    SwpoutFallback,
+    Split,
+    SplitFailed,
+    SplitDeferred,
+    ShmemAlloc,
+    ShmemFallback,
+    ShmemFallbackCharge,
+}
+
+impl MthpStat {
+    pub const COUNT: usize = 11;
+}
+
+/// A size's `hugepages-<N>kB/enabled` (v6.8): its own setting, or the top-level `enabled`'s.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MthpEnabled {
+    Always,
+    Inherit,
+    Madvise,
+    Never,
 }
 
 /// The THP knobs (`transparent_hugepage/` and `transparent_hugepage/khugepaged/`).
@@ -39,6 +77,9 @@ pub struct ThpSettings {
     pub khugepaged_defrag: bool,
     /// `shmem_enabled` (v4.8+, `shmem.rs`).
     pub shmem_enabled: ShmemEnabled,
+    /// `hugepages-<N>kB/enabled` of each anonymous order (v6.8+), by order; orders below
+    /// [`MTHP_MIN_ORDER`] are unused.
+    pub anon_sizes: [MthpEnabled; MTHP_ORDERS],
 }
 
 /// `transparent_hugepage/defrag`.

@@ -279,11 +279,11 @@ impl Parser<'_> {
             "sysfs_read" => OpKind::SysfsRead { path: f.string("path")? },
             "sysfs_write" => {
                 let path = f.string("path")?;
-                if mm::huge_memory::policy::sysfs_knob(&path)
-                    .is_some_and(|k| k.starts_with("hugepages-"))
-                {
+                let per_size = mm::huge_memory::policy::sysfs_knob(&path)
+                    .and_then(mm::huge_memory::policy::mthp_path);
+                if per_size.is_some_and(|(_, file)| file == "shmem_enabled") {
                     return Err(self.err(f.line_of("path"), format!(
-                        "`sysfs_write`: `{path}` is a per-size `hugepages-<N>kB` THP knob: multi-size THP is not modelled"
+                        "`sysfs_write`: `{path}` is a per-size shmem THP knob (v6.11): multi-size shmem THP is not modelled"
                     )));
                 }
                 OpKind::SysfsWrite { path, value: f.scalar_text("value")? }

@@ -6,9 +6,9 @@
 //! its own, none, before v6.10 and its folio's from then: `era::kpageflags_from_folio`;
 //! `KPF_SWAPCACHE` is the folio's in every era), `KPF_MMAP` when the folio is mapped
 //! (`page_mapped` of a compound page asks about the whole folio), `KPF_ANON` for anonymous folios, `KPF_COMPOUND_HEAD`/`TAIL` for the pages of a
-//! large folio, `KPF_HUGE` for hugetlb pages, `KPF_THP` for the pages of a THP (the model's
-//! rule, as before: a PMD-sized folio; v6.8 sets it for any large folio on the LRU or
-//! anonymous, and mmsim's only large folios outside hugetlb are PMD-sized), `KPF_ZERO_PAGE` for
+//! large folio, `KPF_HUGE` for hugetlb pages, `KPF_THP` for the pages of a large folio that is
+//! anonymous or on an LRU list (v6.8's rule, which marks multi-size THPs and large page-cache
+//! folios too; v6.10's "large and rmappable" reads the same for the model's folios), `KPF_ZERO_PAGE` for
 //! the zero page and the huge zero page (which also has `KPF_THP`), `KPF_BUDDY` for a free
 //! frame, `KPF_NOPAGE` where there is no frame. Every bit shown predates the modelled range
 //! (v4.0): `KPF_ZERO_PAGE` came in v4.0 (56873f43abdc "mm: page_alloc: expose the zero page
@@ -110,7 +110,7 @@ impl KState {
         }
         if self.folios.large(head).is_some() {
             u |= if head == pfn { bit("COMPOUND_HEAD") } else { bit("COMPOUND_TAIL") };
-            if self.folios.order(head) == simcore::Order::PMD {
+            if self.folios.is_anon(head) || folio_flags & pg::LRU != 0 {
                 u |= bit("THP");
             }
         }
