@@ -50,6 +50,13 @@ fn is_hugetlb_pool(name: &str) -> bool {
     name.starts_with("HugePages_") || name == "Hugetlb"
 }
 
+/// Whether a sysfs or sysctl file is a hugetlb pool's (`/sys/kernel/mm/hugepages/...`,
+/// `/proc/sys/vm/nr_hugepages`, ...), which the run sets: read as it is. Multi-size THP's
+/// `transparent_hugepage/hugepages-<N>kB/` files are counters and knobs, not pools.
+fn is_hugetlb_pool_file(path: &str) -> bool {
+    path.contains("hugepages") && !path.contains("transparent_hugepage/")
+}
+
 /// Whether a sysfs file is a daemon's progress counter.
 fn is_progress(path: &str) -> bool {
     path.ends_with("/full_scans")
@@ -129,10 +136,10 @@ pub fn class(what: &Observable, host: HostTraits) -> Class {
         {
             Class::ModelOnly(format!("cgroup v1's memory.stat has no `{name}`"))
         }
-        Observable::Sysfs { path }
-            if path.contains("/hugepages/") || path.contains("hugepages") =>
-        {
-            Class::Exact
+        Observable::Sysfs { path } if is_hugetlb_pool_file(path) => Class::Exact,
+        // Multi-size THP's per-size counters count every process's folios, as vmstat does.
+        Observable::Sysfs { path } if path.contains("transparent_hugepage/hugepages-") => {
+            Class::Noisy(noise(what))
         }
         Observable::Meminfo { name } if is_hugetlb_pool(name) => Class::Exact,
         Observable::Sysfs { path } if is_progress(path) => Class::Progress,
@@ -590,7 +597,7 @@ impl Observer<'_> {
 /// pool's count as it is (the run set the pool).
 pub(crate) fn since(path: &str, v: u64, baseline: &BTreeMap<String, u64>) -> u64 {
     match baseline.get(path) {
-        Some(&was) if !path.contains("hugepages") && v >= was => v - was,
+        Some(&was) if !is_hugetlb_pool_file(path) && v >= was => v - was,
         _ => v,
     }
 }
