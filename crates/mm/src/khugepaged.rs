@@ -308,6 +308,7 @@ async fn khugepaged_scan_mm_slot(cx: &Cx, pages: u64) -> (u64, Option<ScanResult
             return (progress, Some(khugepaged_scan_file(cx, mm, at, range).await));
         }
         let r = hpage_collapse_scan_pmd(&cx.st(), mm, at, Collapser::Khugepaged);
+        cx.st().count_scan_exceed(r);
         result = Some(r);
         if r == ScanResult::Succeed {
             drop(guard);
@@ -333,6 +334,7 @@ async fn khugepaged_scan_file(
     r: file::FileRange,
 ) -> ScanResult {
     let scanned = file::hpage_collapse_scan_file(&cx.st(), r, Collapser::Khugepaged);
+    cx.st().count_scan_exceed(scanned);
     let result = match scanned {
         ScanResult::Succeed => file::collapse_file(cx, r, Collapser::Khugepaged).await,
         ScanResult::PteMappedHugepage => {
@@ -370,6 +372,22 @@ fn next_collapse_range(
     let v = st.vma(id);
     let hstart = (v.start + Bytes(Bytes::PMD.as_u64() - 1)).align_down(Bytes::PMD);
     Some((id, hstart, v.end.align_down(Bytes::PMD)))
+}
+
+impl KState {
+    /// The event a scan that hit a `max_ptes_*` limit counts (`thp_scan_exceed_none_pte`,
+    /// `_swap_pte`, `_share_pte`, v5.18: `vmstat::exists_on`).
+    fn count_scan_exceed(&mut self, r: ScanResult) {
+        let event = match r {
+            ScanResult::ExceedNonePte => VmStat::ThpScanExceedNonePte,
+            ScanResult::ExceedSwapPte => VmStat::ThpScanExceedSwapPte,
+            ScanResult::ExceedSharedPte => VmStat::ThpScanExceedSharePte,
+            _ => return,
+        };
+        if crate::vmstat::exists_on(event, self.thp.kernel) {
+            self.vmstat.inc(event);
+        }
+    }
 }
 
 /// What the PTEs of one PMD range hold, as the scan counts them.
@@ -586,10 +604,14 @@ async fn collapse_locked(
     let pte_ptl = cx.st().pt.ptl(table);
     let checked = {
         let _p = pte_ptl.lock(cx).await;
-        match census(&cx.st(), table, who) {
+        let census = census(&cx.st(), table, who);
+        match census {
             Ok(c) if !c.writable => Err(ScanResult::PageRo),
             Ok(_) => Ok(()),
-            Err(r) => Err(r),
+            Err(r) => {
+                cx.st().count_scan_exceed(r);
+                Err(r)
+            }
         }
     };
     // A GUP-fast that walked the table before the flush may take its reference here.

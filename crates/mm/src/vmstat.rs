@@ -79,6 +79,9 @@ simcore::counter_keys! {
         ThpSplitPageFailed = "thp_split_page_failed",
         ThpDeferredSplitPage = "thp_deferred_split_page",
         ThpSplitPmd = "thp_split_pmd",
+        ThpScanExceedNonePte = "thp_scan_exceed_none_pte",
+        ThpScanExceedSwapPte = "thp_scan_exceed_swap_pte",
+        ThpScanExceedSharePte = "thp_scan_exceed_share_pte",
         ThpZeroPageAlloc = "thp_zero_page_alloc",
         ThpSwpout = "thp_swpout",
         ThpSwpoutFallback = "thp_swpout_fallback",
@@ -153,7 +156,9 @@ pub fn vmstat_key(name: &str) -> Option<VmStat> {
 /// move MADV_FREE pages into LRU_INACTIVE_FILE list", f7ad2a6cb9f7, which counts it in
 /// `lru_lazyfree_fn`); `thp_swpout` and `thp_swpout_fallback` with "mm, THP, swap: add THP swapping out
 /// fallback counting" (fe490cc0fe9e, v4.14; the patch posting "[PATCH -mm -v3 12/12]" of
-/// 2017-07-24 seen on linux-mm, the commit id not verified).
+/// 2017-07-24 seen on linux-mm, the commit id not verified); the `thp_scan_exceed_*` events with
+/// "mm/vmstat: add events for THP max_ptes_* exceeds" (posted 2021-12-25, merged for v5.18; the
+/// commit id not verified).
 pub fn exists_on(stat: VmStat, k: crate::KernelVersion) -> bool {
     let since = match stat {
         VmStat::ThpSplitPage
@@ -168,6 +173,9 @@ pub fn exists_on(stat: VmStat, k: crate::KernelVersion) -> bool {
         VmStat::Pglazyfreed => crate::KernelVersion::new(4, 5),
         VmStat::Pglazyfree => crate::KernelVersion::new(4, 12),
         VmStat::ThpSwpout | VmStat::ThpSwpoutFallback => crate::KernelVersion::new(4, 14),
+        VmStat::ThpScanExceedNonePte
+        | VmStat::ThpScanExceedSwapPte
+        | VmStat::ThpScanExceedSharePte => crate::KernelVersion::new(5, 18),
         _ => return true,
     };
     k >= since

@@ -13,8 +13,8 @@
 //! frame, `KPF_NOPAGE` where there is no frame. Every bit shown predates the modelled range
 //! (v4.0): `KPF_ZERO_PAGE` came in v4.0 (56873f43abdc "mm: page_alloc: expose the zero page
 //! in /proc/kpageflags", not verified); the later bits (`KPF_IDLE` v4.3, `KPF_PGTABLE` v4.19,
-//! `KPF_OFFLINE` v5.0) are about state the model does not keep and are never set. KSM is not
-//! modelled, so `KPF_KSM` is never set.
+//! `KPF_OFFLINE` v5.0) are about state the model does not keep and are never set. A page KSM
+//! merged shows `KPF_KSM` with `KPF_ANON` (a stable page's mapping is anonymous, `PageKsm`).
 //!
 //! `kpagecount` is `page_mapcount()` of the page (v6.8: `folio_precise_page_mapcount` came
 //! later with the folio mapcount rework, which for the model's folios reads the same: PTE
@@ -27,7 +27,7 @@ use simcore::Pfn;
 use std::fmt::Write;
 
 /// `KPF_*` bit numbers by name, in bit order.
-pub const KPF: [(&str, u32); 20] = [
+pub const KPF: [(&str, u32); 21] = [
     ("LOCKED", 0),
     ("REFERENCED", 2),
     ("UPTODATE", 3),
@@ -46,6 +46,7 @@ pub const KPF: [(&str, u32); 20] = [
     ("HUGE", 17),
     ("UNEVICTABLE", 18),
     ("NOPAGE", 20),
+    ("KSM", 21),
     ("THP", 22),
     ("ZERO_PAGE", 24),
 ];
@@ -56,9 +57,9 @@ pub fn kpf_bit(name: &str) -> Option<u32> {
 }
 
 /// page-types' one-letter abbreviations of [`KPF`] (`tools/mm/page-types.c`).
-const LETTERS: [char; 20] = [
-    'L', 'R', 'U', 'D', 'l', 'A', 'W', 'I', 'B', 'M', 'a', 's', 'b', 'H', 'T', 'G', 'u', 'n', 't',
-    'z',
+const LETTERS: [char; 21] = [
+    'L', 'R', 'U', 'D', 'l', 'A', 'W', 'I', 'B', 'M', 'a', 's', 'b', 'H', 'T', 'G', 'u', 'n', 'x',
+    't', 'z',
 ];
 
 impl KState {
@@ -107,6 +108,9 @@ impl KState {
         }
         if self.folios.is_anon(head) {
             u |= bit("ANON");
+        }
+        if self.folios.is_ksm(head) {
+            u |= bit("KSM");
         }
         if self.folios.large(head).is_some() {
             u |= if head == pfn { bit("COMPOUND_HEAD") } else { bit("COMPOUND_TAIL") };
