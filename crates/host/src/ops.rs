@@ -242,7 +242,9 @@ fn file_op(agent: &mut Agent<'_>, op: &Op) -> OpResult {
             done(agent.sys(|| sys::raw(SYS_fallocate, a)))
         }
         OpKind::Fadvise { fd: f, offset, len, advice } => {
-            let a = [fd(agent, f)? as u64, *offset, *len, u64::from(*advice), 0, 0];
+            // The kernel's loff_t and int arguments, sign and all.
+            let a =
+                [fd(agent, f)? as u64, *offset as u64, *len as u64, *advice as i64 as u64, 0, 0];
             done(agent.sys(|| sys::raw(SYS_fadvise64, a)))
         }
         OpKind::Pipe => agent.sys(sys::pipe).map(|(r, w)| Outcome::Bound(Value::Pipe(r, w))),

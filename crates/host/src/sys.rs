@@ -290,7 +290,7 @@ mod tests {
         for (model, kernel) in pairs {
             assert_eq!(model as i32, kernel);
         }
-        assert_eq!(mm::fadvise::advice::NOREUSE as i32, libc::POSIX_FADV_NOREUSE);
+        assert_eq!(mm::fadvise::advice::NOREUSE, libc::POSIX_FADV_NOREUSE);
         for e in mm::Errno::ALL {
             assert_eq!(std::io::Error::from_raw_os_error(e as i32).raw_os_error(), Some(e as i32));
         }

@@ -2,7 +2,8 @@
 //! `fadv_noreuse` switch; `docs/reference/kernel-semantics.md` section D.1).
 //!
 //! - Errors: a bad descriptor is EBADF, a pipe ESPIPE, a negative length or an unknown advice
-//!   EINVAL. On tmpfs and hugetlbfs (no backing device) and on a DAX file every valid advice is
+//!   value EINVAL (in that order, every era); a negative offset is accepted (the range it names
+//!   holds no page). On tmpfs and hugetlbfs (no backing device) and on a DAX file every valid advice is
 //!   accepted and does nothing.
 //! - `NORMAL`: the file's readahead window back to the device default; clears FMODE_RANDOM and
 //!   (v6.3+) FMODE_NOREUSE.
@@ -32,12 +33,12 @@ use simcore::Pfn;
 
 /// `POSIX_FADV_*`.
 pub mod advice {
-    pub const NORMAL: u32 = 0;
-    pub const RANDOM: u32 = 1;
-    pub const SEQUENTIAL: u32 = 2;
-    pub const WILLNEED: u32 = 3;
-    pub const DONTNEED: u32 = 4;
-    pub const NOREUSE: u32 = 5;
+    pub const NORMAL: i32 = 0;
+    pub const RANDOM: i32 = 1;
+    pub const SEQUENTIAL: i32 = 2;
+    pub const WILLNEED: i32 = 3;
+    pub const DONTNEED: i32 = 4;
+    pub const NOREUSE: i32 = 5;
 }
 
 /// `posix_fadvise(2)` on open file `f`.
@@ -46,7 +47,7 @@ pub(crate) async fn fadvise(
     f: FileId,
     offset: i64,
     len: i64,
-    advice: u32,
+    advice: i32,
 ) -> Result<(), Errno> {
     cx.charge(Cost::Syscall).await;
     vfs_fadvise(cx, f, offset, len, advice).await
@@ -59,7 +60,7 @@ pub(crate) async fn vfs_fadvise(
     f: FileId,
     offset: i64,
     len: i64,
-    advice: u32,
+    advice: i32,
 ) -> Result<(), Errno> {
     let (inode, fs) = {
         let st = cx.st();
@@ -67,10 +68,13 @@ pub(crate) async fn vfs_fadvise(
         (inode, st.inodes[inode].fs)
     };
     let acts = fs.fadvise_acts()?;
-    if len < 0 || offset < 0 || advice > advice::NOREUSE {
+    if len < 0 || !(advice::NORMAL..=advice::NOREUSE).contains(&advice) {
         return Err(Errno::EINVAL);
     }
-    if !acts {
+    // A negative offset is no error: its range starts past every page index, so `WILLNEED` and
+    // `DONTNEED` find nothing (the other advice ignores the range).
+    let ranged = matches!(advice, advice::WILLNEED | advice::DONTNEED);
+    if !acts || (ranged && offset < 0) {
         return Ok(());
     }
     let offset = offset as u64;

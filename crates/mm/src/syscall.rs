@@ -429,7 +429,7 @@ impl Thread {
     }
 
     /// `posix_fadvise(2)` (`advice` is a `POSIX_FADV_*` value, [`crate::fadvise::advice`]).
-    pub async fn fadvise(&self, fd: i32, offset: i64, len: i64, advice: u32) -> Result<(), Errno> {
+    pub async fn fadvise(&self, fd: i32, offset: i64, len: i64, advice: i32) -> Result<(), Errno> {
         let f = self.fd(fd)?;
         crate::fadvise::fadvise(&self.cx, f, offset, len, advice).await
     }

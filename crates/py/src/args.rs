@@ -66,7 +66,7 @@ pub(crate) fn advice(s: &str) -> PyResult<u32> {
     parse_advice(s).map_err(|e| bad("advice", &e))
 }
 
-pub(crate) fn fadvice(s: &str) -> PyResult<u32> {
+pub(crate) fn fadvice(s: &str) -> PyResult<i32> {
     parse_fadvice(s).map_err(|e| bad("advice", &e))
 }
 

@@ -85,7 +85,7 @@ impl FileAdvice {
     }
 
     /// The `POSIX_FADV_*` value.
-    fn advice(self) -> u32 {
+    fn advice(self) -> i32 {
         use mm::fadvise::advice;
         match self {
             FileAdvice::Normal => advice::NORMAL,

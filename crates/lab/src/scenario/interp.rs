@@ -499,8 +499,7 @@ async fn file_op(t: &Thread, op: &Op, env: &RefCell<Env>) -> Result<Outcome, Sto
             Outcome::Done
         }
         OpKind::Fadvise { fd: f, offset, len, advice } => {
-            let (off, len) = (*offset as i64, *len as i64);
-            t.fadvise(fd(f)?, off, len, *advice).await?;
+            t.fadvise(fd(f)?, *offset, *len, *advice).await?;
             Outcome::Done
         }
         OpKind::PreadDirect { fd: f, buf, len, offset, submit: true } => {

@@ -520,9 +520,9 @@ pub enum OpKind {
     /// `posix_fadvise(fd, offset, len, advice)`.
     Fadvise {
         fd: String,
-        offset: u64,
-        len: u64,
-        advice: u32,
+        offset: i64,
+        len: i64,
+        advice: i32,
     },
     /// A write of `amount` to the cgroup's `memory.reclaim`.
     MemoryReclaim {

@@ -4,8 +4,8 @@
 
 use super::Parser;
 use super::words::{
-    parse_access, parse_addr, parse_advice, parse_duration, parse_hex, parse_map_flags,
-    parse_open_flags, parse_prot, parse_size,
+    parse_access, parse_addr, parse_advice, parse_duration, parse_fadvice, parse_hex,
+    parse_map_flags, parse_open_flags, parse_prot, parse_size,
 };
 use crate::scenario::ScenarioError;
 use crate::scenario::limits::{MAX_DATA, MAX_DEVICE, MAX_MINCORE, MAX_SLEEP, check_tunable};
@@ -173,6 +173,26 @@ impl<'a> Fields<'a> {
 
     pub(super) fn opt_size(&self, key: &str) -> Result<Option<Bytes>, ScenarioError> {
         self.get(key).map(|n| self.p.size_node(n, &format!("`{key}` in {}", self.what))).transpose()
+    }
+
+    /// A size (`"4KiB"`) or an integer of either sign, as a syscall's signed length or offset
+    /// carries it (`loff_t`): a negative value is the caller's to refuse or accept.
+    pub(super) fn opt_signed_size(&self, key: &str) -> Result<Option<i64>, ScenarioError> {
+        match self.get(key) {
+            Some(Node { kind: Kind::Int(i), .. }) => Ok(Some(*i)),
+            _ => Ok(self.opt_size(key)?.map(|b| b.as_u64() as i64)),
+        }
+    }
+
+    /// `posix_fadvise`'s advice: a name (`"willneed"`) or the number the syscall takes, any
+    /// `int` (an unknown one is the kernel's EINVAL).
+    pub(super) fn fadvice(&self, key: &str) -> Result<i32, ScenarioError> {
+        match self.get(key) {
+            Some(n @ Node { kind: Kind::Int(i), .. }) => i32::try_from(*i).map_err(|_| {
+                self.p.err(n.line, format!("`{key}` in {}: {i} does not fit an int", self.what))
+            }),
+            _ => self.keyword(key, parse_fadvice, None),
+        }
     }
 
     /// The size of a device (`swap`, `pmem`): a multiple of 4 KiB of at most [`MAX_DEVICE`].

@@ -6,9 +6,9 @@
 use super::Parser;
 use super::fields::Fields;
 use super::words::{
-    UNMODELLED_OPS, parse_fadvice, parse_fallocate_mode, parse_kernel_cond, parse_mcl_flags,
-    parse_memfd_flags, parse_mlock2_flags, parse_mremap_flags, parse_msync_flags, parse_percent,
-    parse_shmat_flags, parse_shmget_flags, unmodelled,
+    UNMODELLED_OPS, parse_fallocate_mode, parse_kernel_cond, parse_mcl_flags, parse_memfd_flags,
+    parse_mlock2_flags, parse_mremap_flags, parse_msync_flags, parse_percent, parse_shmat_flags,
+    parse_shmget_flags, unmodelled,
 };
 use crate::scenario::ScenarioError;
 use crate::scenario::limits;
@@ -184,9 +184,9 @@ impl Parser<'_> {
             },
             "fadvise" => OpKind::Fadvise {
                 fd: f.string("fd")?,
-                offset: f.opt_size("offset")?.map_or(0, Bytes::as_u64),
-                len: f.opt_size("len")?.map_or(0, Bytes::as_u64),
-                advice: f.keyword("advice", parse_fadvice, None)?,
+                offset: f.opt_signed_size("offset")?.unwrap_or(0),
+                len: f.opt_signed_size("len")?.unwrap_or(0),
+                advice: f.fadvice("advice")?,
             },
             "pread_direct" => {
                 let submit = f.opt_bool("async")?.unwrap_or(false);

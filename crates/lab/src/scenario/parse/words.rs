@@ -245,7 +245,7 @@ pub(super) fn parse_mremap_flags(s: &str) -> Result<u32, String> {
 }
 
 /// `posix_fadvise` advice: `"noreuse"`, `"dontneed"`, ...
-pub fn parse_fadvice(s: &str) -> Result<u32, String> {
+pub fn parse_fadvice(s: &str) -> Result<i32, String> {
     use mm::fadvise::advice;
     let table = [
         ("normal", advice::NORMAL),
