@@ -1232,6 +1232,37 @@ pub fn reuses_large_anon_folios(k: KernelVersion) -> bool {
     k >= v(6, 15)
 }
 
+/// `thp_get_unmapped_area` places page-cache files too, not only DAX ones ("mm/readahead:
+/// Align file mappings for non-DAX", 1854bc6e2420, v5.18).
+pub fn file_mappings_thp_aligned(k: KernelVersion) -> bool {
+    k >= v(5, 18)
+}
+
+/// Which private anonymous mappings `__get_unmapped_area` places at a 2 MiB boundary.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AnonThpAlign {
+    /// None (before v6.8).
+    Never,
+    /// Those of at least 2 MiB ("mm: align larger anonymous mappings on THP boundaries",
+    /// efa7df3e3bb5, v6.8).
+    AtLeastPmd,
+    /// Those whose length is a multiple of 2 MiB, asked without an address hint ("mm, mmap:
+    /// limit THP alignment of anonymous mappings to PMD-aligned sizes", d4148aeab412, and "mm:
+    /// respect mmap hint address when aligning for THP"; v6.12, ids not verified).
+    PmdMultiple,
+}
+
+/// The anonymous-mapping alignment rule of kernel `k`.
+pub fn anon_mapping_thp_align(k: KernelVersion) -> AnonThpAlign {
+    if k >= v(6, 12) {
+        AnonThpAlign::PmdMultiple
+    } else if k >= v(6, 8) {
+        AnonThpAlign::AtLeastPmd
+    } else {
+        AnonThpAlign::Never
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

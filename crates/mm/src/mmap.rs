@@ -9,8 +9,12 @@
 //! longer needs, and only then drops the VMAs.
 //!
 //! `MAP_SHARED|MAP_ANONYMOUS` is backed by a tmpfs inode, as `shmem_zero_setup` does. A DAX
-//! file is mapped `VM_HUGEPAGE`, PMD-aligned when it is at least 2 MiB long and its offset is
-//! (`thp_get_unmapped_area`, which the model applies to DAX files only). Huge PMDs that a range
+//! file is mapped `VM_HUGEPAGE`. `thp_get_unmapped_area` places a mapping that spans a whole
+//! 2 MiB of a DAX file, of an ext4 or XFS file from v5.18 ("mm/readahead: Align file mappings
+//! for non-DAX", 1854bc6e2420), and from v6.8 a private anonymous mapping of at least 2 MiB
+//! ("mm: align larger anonymous mappings on THP boundaries", efa7df3e3bb5; from v6.12 only a
+//! multiple of 2 MiB asked without a hint, "mm, mmap: limit THP alignment of anonymous
+//! mappings to PMD-aligned sizes", d4148aeab412), at a 2 MiB boundary (`mapping_alignment`). Huge PMDs that a range
 //! edge cuts are split first. From v5.19 every new mapping is offered to khugepaged
 //! (`khugepaged_enter_vma` in `mmap_region`, 613bec092fe7), which registers the mm when the THP
 //! policy allows a THP there: with `enabled = always`, a read-only file's text is scanned
@@ -328,12 +332,11 @@ pub(crate) async fn do_mmap_file(
         st.inodes[st.file(f).inode].fs.mmap_vm_flags(cx.kernel().version)
     });
     vm |= fs_flags;
-    let thp = fs_flags & VmFlags::HUGEPAGE != 0;
-    let align = if thp && len >= Bytes::PMD && a.offset.is_multiple_of(Bytes::PMD.as_u64()) {
-        Bytes::PMD
-    } else {
-        unit
-    };
+    let fs = file.map(|f| {
+        let st = cx.st();
+        st.inodes[st.file(f).inode].fs
+    });
+    let align = mapping_alignment(cx.kernel().version, &a, len, fs).unwrap_or(unit);
     let lock = cx.st().mm(mm).mmap_lock;
     let guard = lock.write(cx).await;
     cx.charge(Cost::VmaUpdate).await;
@@ -563,6 +566,37 @@ impl KState {
                 .ok_or(Errno::ENOMEM),
         }
     }
+}
+
+/// The 2 MiB alignment `__get_unmapped_area` gives a mapping of `len` bytes that
+/// `thp_get_unmapped_area` places (`None` otherwise): one that spans a whole 2 MiB of its file
+/// offsets, placed at an address of the offset's PMD colour. That is a file whose file system
+/// asks for it ([`FsType::thp_unmapped_area`]: DAX, and ext4 and XFS from v5.18), and from v6.8 a
+/// private anonymous mapping (`era::anon_mapping_thp_align`: at least 2 MiB long, and from
+/// v6.12 a multiple of 2 MiB asked without a hint). Approximations: only an offset that is
+/// itself 2 MiB-aligned is placed (the kernel also places other colours), the gap needs room
+/// for the aligned mapping rather than for `len` plus 2 MiB, and a shared anonymous mapping
+/// (`shmem_get_unmapped_area`) is not aligned.
+fn mapping_alignment(
+    k: KernelVersion,
+    a: &MmapArgs,
+    len: Bytes,
+    fs: Option<FsType>,
+) -> Option<Bytes> {
+    use crate::era::AnonThpAlign;
+    let whole_pmd = len >= Bytes::PMD && a.offset.is_multiple_of(Bytes::PMD.as_u64());
+    let aligned = match fs {
+        Some(_) if a.flags & map::ANONYMOUS != 0 => false,
+        Some(fs) => fs.thp_unmapped_area(k) && whole_pmd,
+        None => match crate::era::anon_mapping_thp_align(k) {
+            AnonThpAlign::Never => false,
+            AnonThpAlign::AtLeastPmd => whole_pmd,
+            AnonThpAlign::PmdMultiple => {
+                a.addr.is_none() && len.as_u64().is_multiple_of(Bytes::PMD.as_u64())
+            }
+        },
+    };
+    aligned.then_some(Bytes::PMD)
 }
 
 /// Drops the reference `do_mmap` took on a file when the mapping fails.

@@ -144,6 +144,19 @@ impl FsType {
         }
     }
 
+    /// Whether the file system's `->get_unmapped_area` is `thp_get_unmapped_area`, which places a
+    /// mapping that spans a whole 2 MiB of the file at a 2 MiB boundary: DAX files in every
+    /// era, ext4 and XFS files of the page cache from v5.18 (1854bc6e2420 dropped its DAX-only
+    /// test). tmpfs places by its own huge setting (`shmem_get_unmapped_area`, not modelled),
+    /// hugetlbfs at its page size.
+    pub(crate) fn thp_unmapped_area(self, k: crate::era::KernelVersion) -> bool {
+        match self {
+            FsType::Dax => true,
+            FsType::Disk | FsType::Xfs => crate::era::file_mappings_thp_aligned(k),
+            FsType::Tmpfs(_) | FsType::Pipe | FsType::Hugetlbfs(_) => false,
+        }
+    }
+
     /// `mapping_can_writeback`: dirty pages are written back (`filemap_write_and_wait`), and a
     /// page-cache mapping has a `page_mkwrite`, so shared writable mappings are write-notified
     /// (`ext4_file_vm_ops`; tmpfs, on `noop_backing_dev_info`, has neither: `shmem_vm_ops`).
