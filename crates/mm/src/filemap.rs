@@ -9,6 +9,7 @@
 //!   and not uptodate, read with one device request (latency plus per-page transfer), then
 //!   unlocked. A PMD-sized folio of executable text (`huge_memory.rs`) is read the same way and
 //!   counted in `nr_file_hugepages` and the mapping's `nr_thps`. Tasks that find a locked folio wait for the read.
+//!   The page holding the end of the file reads zeros past `i_size` (`block_read_full_folio`).
 //! - `filemap_fault` with mmap read-around (`ra_pages` centred on the fault; one page with
 //!   `MADV_RANDOM`), tmpfs faults allocating zeroed pages, fault-around (`filemap_map_pages`,
 //!   the page cache's `map_pages` in `vm_ops.rs`), and the `read()`/`write()` paths.
@@ -292,10 +293,12 @@ pub(crate) async fn read_folios(cx: &Cx, inode: InodeId, batch: &[(u64, Pfn)]) {
     cx.sleep(io).await;
     {
         let mut st = cx.st();
+        let size = st.inodes[inode].size;
         for &(index, head) in batch {
             for i in 0..st.folios.order(head).pages() {
                 let content = st.inodes[inode].backing.read(index + i);
                 st.mem.set((head + i).0, content);
+                zero_past_eof(&mut st, head + i, index + i, size);
             }
             st.folios.set(head, pg::UPTODATE);
         }
@@ -306,7 +309,18 @@ pub(crate) async fn read_folios(cx: &Cx, inode: InodeId, batch: &[(u64, Pfn)]) {
     }
 }
 
-/// Allocates a zeroed tmpfs page at `index` (`shmem_get_folio` for a missing page).
+/// The read of the page holding the end of the file zeroes the bytes past `i_size`
+/// (`block_read_full_folio`, `ext4_mpage_readpages`' `zero_user_segment`): a mapping of that page
+/// reads zeros there whatever the block holds.
+fn zero_past_eof(st: &mut KState, pfn: Pfn, index: u64, size: u64) {
+    let tail = (size % 4096) as usize;
+    if index == size / 4096 && tail != 0 && st.mem.get(pfn.0).is_some() {
+        st.mem.write(pfn.0, tail, &[0; 4096][tail..]);
+    }
+}
+
+/// Allocates a tmpfs page at `index` (`shmem_get_folio` for a missing page), zeroed unless the
+/// file was made with contents ([`KState::shmem_fill`]).
 pub(crate) async fn shmem_alloc_page(cx: &Cx, inode: InodeId, index: u64) -> Result<(), VmFault> {
     cx.charge(Cost::PageAlloc).await;
     cx.charge(Cost::ZeroPage4k).await;
@@ -316,10 +330,28 @@ pub(crate) async fn shmem_alloc_page(cx: &Cx, inode: InodeId, index: u64) -> Res
         st.put_folio_extra(head);
         return Ok(());
     }
+    st.shmem_fill(inode, index, head);
     st.folios.set(head, pg::UPTODATE);
     st.page_cache_insert(inode, index, head, false, cx.in_lru_fault());
     st.put_folio_extra(head);
     Ok(())
+}
+
+impl KState {
+    /// The contents of a tmpfs folio `head` allocated at `index`: a file made with contents (a
+    /// scenario's `[[file]]` with `content`, which the kernel would hold in its page cache from
+    /// the start) shows them where no hole was punched, zeros past `i_size`; any other page is
+    /// zeroed. Approximation: such a file's pages are allocated at their first use, not when the
+    /// file is made, so `Shmem` and the page cache count them only then.
+    pub(crate) fn shmem_fill(&mut self, inode: InodeId, index: u64, head: Pfn) {
+        let size = self.inodes[inode].size;
+        for i in 0..self.folios.order(head).pages() {
+            let content = self.inodes[inode].backing.read(index + i);
+            let past_eof = (index + i) * 4096 >= size;
+            self.mem.set((head + i).0, if past_eof { None } else { content });
+            zero_past_eof(self, head + i, index + i, size);
+        }
+    }
 }
 
 /// `shmem_get_folio` for a page missing from a tmpfs file's page cache: swaps it in where

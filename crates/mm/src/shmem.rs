@@ -250,7 +250,7 @@ pub(crate) async fn shmem_alloc_huge(vmf: &Vmf<'_>, inode: InodeId, index: u64) 
         st.put_folio_extra(head);
         return false;
     }
-    st.mem.zero_range(head, HPAGE_PMD_NR);
+    st.shmem_fill(inode, index, head);
     st.folios.set(head, pg::UPTODATE);
     st.page_cache_insert(inode, index, head, false, cx.in_lru_fault());
     st.put_folio_extra(head);
