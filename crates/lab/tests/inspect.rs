@@ -107,6 +107,8 @@ fn kpageflags_and_kpagecount_fail_when_wrong() {
     assert_eq!(thp.unwrap().len(), 1);
     let count = outcome(&format!("[[expect]]\nkpagecount = true\n{at}equals = 2\n"), "v6.8");
     assert_eq!(count.unwrap().len(), 1);
-    let bad = outcome(&format!("[[expect]]\nkpageflags = \"KSM\"\n{at}is = true\n"), "v6.8");
-    assert!(bad.unwrap_err().contains("unknown kpageflags bit `KSM`"));
+    let ksm = outcome(&format!("[[expect]]\nkpageflags = \"KSM\"\n{at}is = true\n"), "v6.8");
+    assert_eq!(ksm.unwrap().len(), 1, "a page KSM never merged is not KPF_KSM");
+    let bad = outcome(&format!("[[expect]]\nkpageflags = \"HWPOISON\"\n{at}is = true\n"), "v6.8");
+    assert!(bad.unwrap_err().contains("unknown kpageflags bit `HWPOISON`"));
 }

@@ -1113,6 +1113,13 @@ pub fn brk_respects_stack_guard_gap(k: KernelVersion) -> bool {
     k >= v(4, 12)
 }
 
+/// x86's page fault handler grows a `VM_GROWSDOWN` VMA for an access below it wherever the user
+/// stack pointer is ("x86/mm/fault: Allow stack access below %rsp", 1d8ca3be86eb, v4.20);
+/// before, an access more than 64 KiB below `%rsp` was SIGSEGV.
+pub fn stack_grows_without_sp_check(k: KernelVersion) -> bool {
+    k >= v(4, 20)
+}
+
 /// `/proc/PID/maps` names `[heap]` a VMA that merely touches `[start_brk, brk]` (the bss before
 /// an empty heap among them) up to v6.6; from v6.7 it must overlap ("mm: fix VMA heap bounds
 /// checking", Kefeng Wang, v6.7-rc6; id not verified).
@@ -1261,6 +1268,29 @@ pub fn anon_mapping_thp_align(k: KernelVersion) -> AnonThpAlign {
     } else {
         AnonThpAlign::Never
     }
+}
+
+/// `MAP_FIXED_NOREPLACE` is known: "mm: introduce MAP_FIXED_NOREPLACE" (a4ff8e8620d3, v4.17).
+/// Before, the bit is an unknown flag that `MAP_PRIVATE` and `MAP_SHARED` ignore, so the
+/// address is only a hint: the mapping goes there if it is free, elsewhere otherwise.
+pub fn has_map_fixed_noreplace(k: KernelVersion) -> bool {
+    k >= v(4, 17)
+}
+
+/// `MAP_FIXED_NOREPLACE` fails with EEXIST when any VMA overlaps the range: "mm/mmap.c: don't
+/// clobber partially overlapping VMA with MAP_FIXED_NOREPLACE" (7aa867dd8952, committed
+/// 2018-10-13 for v4.19-rc8, so v4.19). In v4.17 and v4.18 only a VMA containing the address
+/// counted (`vma->vm_start <= addr`), so one starting inside the range was unmapped as
+/// `MAP_FIXED` does.
+pub fn map_fixed_noreplace_checks_whole_range(k: KernelVersion) -> bool {
+    k >= v(4, 19)
+}
+
+/// `mremap` growing a VMA in place merges it with the VMA that follows when they are
+/// compatible (`mremap_expand_merge`): "mm: add merging after mremap resize" (ca3d76b0aa80,
+/// v6.1). Before, the grown VMA stays apart.
+pub fn mremap_expand_merges(k: KernelVersion) -> bool {
+    k >= v(6, 1)
 }
 
 #[cfg(test)]

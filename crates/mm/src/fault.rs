@@ -41,8 +41,8 @@
 //! modelled: `userfaultfd` (which the kernel's choice skips for an armed VMA) and
 //! `init_on_alloc`'s skipped clearing (v6.13).
 //!
-//! Not yet modelled: userfaultfd, stack expansion of
-//! `VM_GROWSDOWN` VMAs (an access below a stack VMA is SIGSEGV), swap readahead.
+//! An access just below a `VM_GROWSDOWN` VMA grows it (`expand_stack`, from v4.20; the
+//! method's note has the limits). Not yet modelled: userfaultfd, swap readahead.
 
 use crate::arch::tlbflush::flush_tlb_page;
 use crate::cow;
@@ -81,8 +81,9 @@ pub(crate) async fn do_user_addr_fault(
     let mmap_lock = cx.st().mm(mm).mmap_lock;
     let _mmap = mmap_lock.read(cx).await;
     let vma = {
-        let st = cx.st();
-        let vma = st.find_vma(mm, addr).ok_or(VmFault::SigSegv)?;
+        let mut st = cx.st();
+        let found = st.find_vma(mm, addr);
+        let vma = found.or_else(|| st.expand_stack(mm, addr)).ok_or(VmFault::SigSegv)?;
         let flags = st.vma(vma).flags;
         let allowed = match access {
             Access::Write => flags.has(VmFlags::WRITE),
@@ -96,6 +97,53 @@ pub(crate) async fn do_user_addr_fault(
     };
     let kind = if access.is_write() { FaultKind::Write } else { FaultKind::Read };
     handle_mm_fault(cx, mm, vma, addr, kind, FaultAcct::Current).await
+}
+
+/// `RLIMIT_STACK`'s default soft limit (8 MiB), which a growing stack may not pass
+/// (`acct_stack_growth`).
+const RLIMIT_STACK: u64 = 8 << 20;
+
+impl KState {
+    /// `expand_stack` for an access at `addr` that no VMA holds: the `VM_GROWSDOWN` VMA right
+    /// above it grows down to `addr`'s page (`expand_downwards`), unless that would bring it
+    /// within `stack_guard_gap` of the VMA below (256 pages from v4.12, a page before: the
+    /// `brk` era fact), past `RLIMIT_STACK`, or below `mmap_min_addr`. Before v4.20 x86 refused
+    /// an access more than 64 KiB below the user stack pointer ("x86/mm/fault: Allow stack access
+    /// below %rsp", 1d8ca3be86eb, v4.20); mmsim keeps no register state and takes the
+    /// stack pointer to be in the task's own stack, above every mapping `mmap` makes, so those
+    /// kernels refuse it. Approximations: the expansion happens under `mmap_lock` for read (the
+    /// kernel takes it for write from v6.5, 8d7071af8907), and a VMA that is not accessible
+    /// below the stack counts against the gap too.
+    pub(crate) fn expand_stack(&mut self, mm: MmId, addr: VirtAddr) -> Option<VmaId> {
+        let k = self.thp.kernel;
+        if !crate::era::stack_grows_without_sp_check(k) {
+            return None;
+        }
+        let (next, prev_end) = {
+            let m = self.mm(mm);
+            let next = m.vmas.range(addr.0..).next().map(|(_, &id)| id)?;
+            let prev = m.vmas.range(..addr.0).next_back().map(|(_, &id)| self.vma(id).end);
+            (next, prev.unwrap_or(VirtAddr(0)))
+        };
+        let new_start = addr.align_down(Bytes::PAGE);
+        let v = self.vma(next);
+        let gap = if crate::era::brk_respects_stack_guard_gap(k) { 256 << 12 } else { 4096 };
+        if !v.flags.has(VmFlags::GROWSDOWN)
+            || v.end.0 - new_start.0 > RLIMIT_STACK
+            || new_start.0 < crate::mm_struct::MMAP_MIN
+            || new_start.0 < prev_end.0.saturating_add(gap)
+        {
+            return None;
+        }
+        let old_start = v.start;
+        assert_eq!(self.mm_mut(mm).vmas.remove(&old_start.0), Some(next));
+        let grown = (old_start.0 - new_start.0) >> 12;
+        let vma = self.vma_mut(next);
+        vma.start = new_start;
+        vma.pgoff -= grown;
+        self.mm_mut(mm).vmas.insert(new_start.0, next);
+        Some(next)
+    }
 }
 
 /// Whose `min_flt`/`maj_flt` a fault counts in (`mm_account_fault`).

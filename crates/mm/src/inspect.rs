@@ -130,6 +130,11 @@ pub const FIELDS: &[Field] = &[
     f("vma.VM_HUGEPAGE", Target::Addr, "vm_flags & VM_HUGEPAGE (smaps `hg`)"),
     f("vma.VM_LOCKED", Target::Addr, "vm_flags & VM_LOCKED (smaps `lo`)"),
     f("vma.VM_LOCKONFAULT", Target::Addr, "vm_flags & VM_LOCKONFAULT (v4.4)"),
+    f(
+        "vma.has_recency",
+        Target::Addr,
+        "vma_has_recency(): reclaim counts the VMA's accesses (no SEQ/RAND advice, no NOREUSE; v6.3)",
+    ),
     f("entry.none", Target::Index, "nothing in the page cache at the index"),
     f("entry.folio", Target::Index, "a folio"),
     f("entry.shadow", Target::Index, "a workingset shadow (xa_is_value)"),
@@ -219,6 +224,9 @@ pub fn unavailable(name: &str, kernel: KernelVersion, switches: &Switches) -> Op
         "file.FMODE_NOREUSE" if !crate::era::has_fmode_noreuse(kernel) => Some(format!(
             "`{name}`: FMODE_NOREUSE exists from v6.3 (17e810229cb3), not on {kernel}"
         )),
+        "vma.has_recency" if !crate::era::vma_has_recency(kernel) => Some(format!(
+            "`{name}`: vma_has_recency() exists from v6.3 (8788f6781486), not on {kernel}"
+        )),
         "folio.gen" if !crate::types::mmzone::Reclaim::of(switches.lru).lru_gen_enabled() => {
             Some(format!("`{name}`: folio generations exist only under lru = mglru"))
         }
@@ -279,6 +287,10 @@ impl KState {
             "vma.VM_HUGEPAGE" => b(vm_flags()? & VmFlags::HUGEPAGE != 0),
             "vma.VM_LOCKED" => b(vm_flags()? & VmFlags::LOCKED != 0),
             "vma.VM_LOCKONFAULT" => b(vm_flags()? & VmFlags::LOCKONFAULT != 0),
+            "vma.has_recency" => {
+                let id = self.find_vma(mm, addr).ok_or_else(|| format!("no VMA holds {addr}"))?;
+                b(self.vma_has_recency_now(id))
+            }
             "pfn" => at.pfn.map(|p| p.0).ok_or_else(|| format!("nothing is mapped at {addr}")),
             "pte.none" => b(pte.is_none()),
             "pte.present" => b(pte.is_present()),

@@ -2,7 +2,8 @@
 //! below): `mlock`, `mlock2`, `munlock`, `mlockall`, `munlockall`, and the mlocked state of
 //! pages.
 //!
-//! `mlock(addr, len)` rounds the range out to pages and needs it wholly mapped (ENOMEM). Each VMA
+//! `mlock(addr, len)` rounds the range out to pages and needs it wholly mapped (ENOMEM, with
+//! the VMAs before the first hole already changed and nothing populated). Each VMA
 //! in it gets `VM_LOCKED` (`mlock_fixup`, splitting at the edges) unless it is `VM_SPECIAL`
 //! (`VM_IO`, `VM_DONTEXPAND`, `VM_PFNMAP`, `VM_MIXEDMAP`), hugetlb or DAX, which are left as they
 //! are and not counted. Then the range is populated (`__mm_populate`: writable private mappings
@@ -68,14 +69,11 @@ pub mod mcl {
 /// `VM_LOCKED_MASK`.
 const LOCKED_MASK: u64 = VmFlags::LOCKED | VmFlags::LOCKONFAULT;
 
-/// `VM_SPECIAL`: VMAs whose pages mlock leaves alone.
-const SPECIAL: u64 = VmFlags::IO | VmFlags::DONTEXPAND | VmFlags::PFNMAP | VmFlags::MIXEDMAP;
-
 impl KState {
     /// Whether `mlock_fixup` leaves `v` alone: special, hugetlb or DAX.
     fn mlock_skips(&self, v: VmaId) -> bool {
         let vma = self.vma(v);
-        vma.flags.has(SPECIAL) || vma.vm_ops.mlock_skips()
+        vma.flags.has(VmFlags::SPECIAL) || vma.vm_ops.mlock_skips()
     }
 
     /// `v`'s flags with `flags` as its lock flags, if that changes them and mlock does not leave
@@ -219,10 +217,12 @@ impl KState {
     }
 }
 
-/// `apply_vma_lock_flags` under `mmap_lock` for write: every VMA of `[start, end)` (wholly
-/// mapped, else ENOMEM) gets `flags` in place of its lock flags (`mlock_fixup`). A VMA that
-/// keeps its flags, or that mlock leaves alone (a hugetlb VMA, whose split inside a huge page
-/// the kernel never makes here), is not split.
+/// `apply_vma_lock_flags` under `mmap_lock` for write: every VMA of `[start, end)` gets `flags`
+/// in place of its lock flags (`mlock_fixup`), in address order up to the first hole, which
+/// makes the call ENOMEM with the VMAs before it changed (a hole at `start` changes nothing), as
+/// the kernel's walk does in every modelled era. A VMA that keeps its flags, or that mlock
+/// leaves alone (a hugetlb VMA, whose split inside a huge page the kernel never makes here), is
+/// not split.
 async fn apply_vma_lock_flags(
     cx: &Cx,
     mm: MmId,
@@ -230,7 +230,7 @@ async fn apply_vma_lock_flags(
     end: VirtAddr,
     flags: u64,
 ) -> Result<(), Errno> {
-    let vmas = crate::mmap::covering(&cx.st(), mm, start, end)?;
+    let (vmas, hole) = vmas_before_hole(&cx.st(), mm, start, end);
     for v in vmas {
         let (s, e, changes) = {
             let st = cx.st();
@@ -247,7 +247,22 @@ async fn apply_vma_lock_flags(
         }
     }
     cx.st().vma_merge_range(mm, start, end);
-    Ok(())
+    if hole { Err(Errno::ENOMEM) } else { Ok(()) }
+}
+
+/// The VMAs of `[start, end)` in address order up to its first unmapped gap, and whether there
+/// is one.
+fn vmas_before_hole(st: &KState, mm: MmId, start: VirtAddr, end: VirtAddr) -> (Vec<VmaId>, bool) {
+    let mut at = start;
+    let mut vmas = Vec::new();
+    for v in st.mm(mm).vmas_in(start, end, |id| st.vma(id).end) {
+        if st.vma(v).start > at {
+            return (vmas, true);
+        }
+        at = st.vma(v).end;
+        vmas.push(v);
+    }
+    (vmas, at < end)
 }
 
 /// `mlock_fixup`: `v`'s lock flags become `flags`, and its present pages follow.

@@ -20,6 +20,33 @@
 //! policy allows a THP there: with `enabled = always`, a read-only file's text is scanned
 //! without `MADV_HUGEPAGE` (`era::mmap_registers_khugepaged`).
 //!
+//! `mmap` checks in the kernel's order (x86 `mmap`, `ksys_mmap_pgoff`, `do_mmap`, v6.8, the
+//! same in every era): the offset's alignment, the descriptor (EBADF), a hugetlb size, a zero
+//! length (EINVAL), the length's overflow (ENOMEM), then under `mmap_lock` the address
+//! (`check_fixed_area`, `get_unmapped_area`) and `MAP_FIXED_NOREPLACE`'s overlap (EEXIST), and
+//! only then the mapping type (EINVAL) and the file's open mode (EACCES, ENODEV).
+//! `MAP_FIXED_NOREPLACE` exists from v4.17 (a4ff8e8620d3; before, an ignored bit, so the
+//! address is a hint: `era::has_map_fixed_noreplace`) and looks at the whole range from v4.19
+//! (7aa867dd8952; v4.17-v4.18 refused only a VMA containing the address and unmapped one
+//! starting inside: `era::map_fixed_noreplace_checks_whole_range`). A hint is rounded down to
+//! its page and raised to `mmap_min_addr` (x86's `arch_get_unmapped_area_topdown`,
+//! `round_hint_to_min`).
+//!
+//! A new mapping merges with the VMA ending at its start and the one starting at its end
+//! (`vma_merge_new`; `mmap_region`'s `vma_merge`, its `vma_expand` from v6.1 and mm/vma.c's
+//! `vma_merge_new_range` from v6.12; every era), as mremap's moves (`copy_vma`) and growth do
+//! (`mremap.rs`): the same flags but `VM_SOFTDIRTY` (which the merged VMA takes), no
+//! `VM_SPECIAL`, the same file at the next offset and `vm_ops` of a kind that merges (not SysV
+//! shm, hugetlb or DAX), the same role, and compatible anon_vmas (`is_mergeable_anon_vma`: a
+//! VMA without one joins a neighbour whose chain is a single link, whose anon_vma the merged
+//! VMA keeps). The VMA below survives (else the one above, its start lowered); the others are
+//! freed. Approximations: the model merges with the flags after the file system's `->mmap`
+//! (the kernel tries before it and again after when `->mmap` changed them); it joins a VMA with
+//! an anon_vma to a neighbour without one (mremap only) as v6.12's rewrite does, where earlier
+//! kernels keep them apart; two VMAs with the same anon_vma merge only with the same chain; and
+//! a merge that would put the VMA's page indexes out of its anon_vma's 32-bit relative reach
+//! (`AnonVma::base`, more than 8 TiB away) is not done.
+//!
 //! `mprotect` and the flag-only `madvise` advice end by merging the range's VMAs with
 //! compatible neighbours (`vma_merge_range`), as `mprotect_fixup` and `madvise_update_vma` do.
 //! `mprotect` changes nothing when a VMA's flags stay the same (`mprotect_fixup`). Otherwise
@@ -201,10 +228,9 @@ impl KState {
     /// `vma_merge` after `[start, end)`'s flags changed (`vma_modify_flags`, mm/vma.c v6.8;
     /// mm/mmap.c `vma_merge` before): each VMA there, and the neighbours at its edges, merges
     /// with the next when `is_mergeable_vma` and `is_mergeable_anon_vma` would let it. The
-    /// model merges only what a split made: the same flags (but `VM_SOFTDIRTY`), file, contiguous
-    /// offsets, role and anon_vmas, anonymous or page-cache VMAs outside SysV shm (whose
-    /// `vm_ops->close` forbids it, as hugetlb's does); a VMA with no anon_vma next to one with
-    /// an anon_vma (which the kernel merges when the chain is singular) stays apart.
+    /// model merges only what a split made: compatible VMAs (`vmas_compatible`) with the same
+    /// anon_vmas; a VMA with no anon_vma next to one with an anon_vma (which the kernel merges
+    /// when the chain is singular) stays apart.
     pub(crate) fn vma_merge_range(&mut self, mm: MmId, start: VirtAddr, end: VirtAddr) {
         let lo = VirtAddr(start.0.saturating_sub(1));
         let hi = VirtAddr(end.0.saturating_add(1).min(TASK_SIZE));
@@ -226,19 +252,116 @@ impl KState {
     /// Whether `b`, right after `a`, could be part of it.
     fn vmas_mergeable(&self, a: VmaId, b: VmaId) -> bool {
         let (x, y) = (self.vma(a), self.vma(b));
-        let same_flags = x.flags.merge_equal(y.flags);
-        let kind = x.vm_ops.merges();
-        let shm = x.file.is_some_and(|f| self.shm_inode(self.file(f).inode));
-        x.end == y.start
-            && same_flags
-            && x.file == y.file
-            && x.vm_ops == y.vm_ops
-            && kind
-            && !shm
-            && x.role == y.role
+        self.vmas_compatible(a, b)
             && x.anon_vma == y.anon_vma
             && x.anon_vma_chain == y.anon_vma_chain
+    }
+
+    /// `is_mergeable_vma` and `vma_merge`'s `VM_SPECIAL` test, the anon_vmas aside: `b`, right
+    /// after `a`, has the same flags (but `VM_SOFTDIRTY`), none of `VM_SPECIAL`, the same file
+    /// at the next offset, the same `vm_ops` of a kind that merges, outside SysV shm (whose
+    /// `vm_ops->close` forbids it), and the same role.
+    fn vmas_compatible(&self, a: VmaId, b: VmaId) -> bool {
+        let (x, y) = (self.vma(a), self.vma(b));
+        let shm = x.file.is_some_and(|f| self.shm_inode(self.file(f).inode));
+        x.end == y.start
+            && x.flags.merge_equal(y.flags)
+            && !x.flags.has(VmFlags::SPECIAL)
+            && x.file == y.file
+            && x.vm_ops == y.vm_ops
+            && x.vm_ops.merges()
+            && !shm
+            && x.role == y.role
             && y.pgoff == x.pgoff + (x.len().as_u64() >> 12)
+    }
+
+    /// `is_mergeable_anon_vma` for a VMA `new` joining its neighbour `old`: either may lack an
+    /// anon_vma when the other's chain is a single link (it has no anon_vma from a parent);
+    /// otherwise both have the same anon_vma (and, in the model, the same chain).
+    fn anon_vmas_joinable(&self, new: VmaId, old: VmaId) -> bool {
+        let (n, o) = (self.vma(new), self.vma(old));
+        match (n.anon_vma, o.anon_vma) {
+            (None, None) => true,
+            (None, Some(_)) => o.anon_vma_chain.len() == 1,
+            (Some(_), None) => n.anon_vma_chain.len() == 1,
+            (Some(_), Some(_)) => n.anon_vma == o.anon_vma && n.anon_vma_chain == o.anon_vma_chain,
+        }
+    }
+
+    /// Whether the VMAs `vmas` (adjacent, in address order) could be one: each next to the
+    /// next compatible, at most one anon_vma among them, and the merged range's page indexes
+    /// inside what that anon_vma's 32-bit relative index reaches (`AnonVma::base`, rmap.rs).
+    fn vmas_joinable(&self, vmas: &[VmaId]) -> bool {
+        let pairs = vmas.windows(2).all(|w| {
+            self.vmas_compatible(w[0], w[1])
+                && (self.anon_vmas_joinable(w[0], w[1]) || self.anon_vmas_joinable(w[1], w[0]))
+        });
+        let mut avs: Vec<_> = vmas.iter().filter_map(|&v| self.vma(v).anon_vma).collect();
+        avs.dedup();
+        let (first, last) = (self.vma(vmas[0]), self.vma(vmas[vmas.len() - 1]));
+        let pages = last.end.offset_from(first.start).as_u64() >> 12;
+        let fits = avs.first().is_none_or(|&av| {
+            let base = self.anon_vmas[av].base;
+            first.pgoff >= base && first.pgoff + pages - base <= 1 << 32
+        });
+        pairs && avs.len() <= 1 && fits
+    }
+
+    /// The merge of a new VMA `id` (a new mapping's, `vma_merge_new_range` in mm/vma.c from
+    /// v6.12, the expansion in `mmap_region` and mm/mmap.c `vma_merge` before; a moved one's,
+    /// `copy_vma`) with the VMA ending where it starts (when `with_prev`) and the one starting
+    /// where it ends. The VMA below survives, else the one above; the others are freed. Returns
+    /// the VMA that maps `id`'s range.
+    pub(crate) fn vma_merge_new(&mut self, id: VmaId, with_prev: bool) -> VmaId {
+        let (mm, start, end) = (self.vma(id).mm, self.vma(id).start, self.vma(id).end);
+        let prev = self.find_vma(mm, VirtAddr(start.0.saturating_sub(1)));
+        let prev = prev.filter(|&p| with_prev && self.vma(p).end == start);
+        let next = self.mm(mm).vmas.get(&end.0).copied();
+        let plans = [[prev, Some(id), next], [prev, Some(id), None], [None, Some(id), next]];
+        let plan = plans.into_iter().find_map(|p| {
+            let vmas: Vec<VmaId> = p.into_iter().flatten().collect();
+            (vmas.len() > 1 && self.vmas_joinable(&vmas)).then_some(vmas)
+        });
+        let Some(vmas) = plan else { return id };
+        let (first, last) = (vmas[0], vmas[vmas.len() - 1]);
+        let survivor = if first == id { last } else { first };
+        let (start, end, pgoff) =
+            (self.vma(first).start, self.vma(last).end, self.vma(first).pgoff);
+        for v in vmas.into_iter().filter(|&v| v != survivor) {
+            self.vma_absorb(survivor, v);
+        }
+        self.vma_set_range(survivor, start, end, pgoff);
+        survivor
+    }
+
+    /// Moves `from`'s anon_vma (if `into` has none: `dup_anon_vma`) and soft-dirty flag into
+    /// `into`, its neighbour on either side, then drops `from` (`vma_detach`, `vma_free`: its
+    /// file reference and `i_mmap` link go); the caller sets `into`'s range.
+    fn vma_absorb(&mut self, into: VmaId, from: VmaId) {
+        let (av, chain) = (self.vma(from).anon_vma, self.vma(from).anon_vma_chain.clone());
+        if self.vma(into).anon_vma.is_none() && av.is_some() {
+            for &a in &chain {
+                self.anon_vmas[a].vmas.push(into);
+            }
+            let v = self.vma_mut(into);
+            (v.anon_vma, v.anon_vma_chain) = (av, chain);
+        }
+        let soft = self.vma(from).flags.0 & VmFlags::SOFTDIRTY;
+        self.vma_mut(into).flags.0 |= soft;
+        self.vma_detach(from);
+        self.vma_free(from);
+    }
+
+    /// Gives VMA `id` the range `[start, end)` from page `pgoff`, moving it in its mm's tree
+    /// when its start changes (`vma_expand` lowering `vm_start`).
+    fn vma_set_range(&mut self, id: VmaId, start: VirtAddr, end: VirtAddr, pgoff: u64) {
+        let (mm, old) = (self.vma(id).mm, self.vma(id).start);
+        if old != start {
+            self.vma_detach(id);
+            assert!(self.mm_mut(mm).vmas.insert(start.0, id).is_none(), "two VMAs at {start}");
+        }
+        let v = self.vma_mut(id);
+        (v.start, v.end, v.pgoff) = (start, end, pgoff);
     }
 
     /// Takes a VMA out of its mm's tree (`vma_iter_clear`); it stays allocated until freed.
@@ -301,22 +424,32 @@ pub(crate) async fn do_mmap(cx: &Cx, pid: Pid, a: MmapArgs) -> Result<VirtAddr, 
 }
 
 /// `do_mmap`, mapping `given` (a file the kernel opened itself, as `shmat` does) or, without
-/// it, `a.fd`'s file.
+/// it, `a.fd`'s file. The checks run in the kernel's order (`mmap_early_checks`, then under
+/// `mmap_lock` the address, then the type and the file), and the new VMA merges with its
+/// neighbours where it can (`mmap_link`).
 pub(crate) async fn do_mmap_file(
     cx: &Cx,
     pid: Pid,
     a: MmapArgs,
     given: Option<FileId>,
 ) -> Result<VirtAddr, Errno> {
-    let shared = mmap_shared(&a)?;
-    let huge = hugetlb_size_of_mmap(cx, pid, &a, given)?;
+    let k = cx.kernel().version;
+    let a = mmap_known_flags(k, a);
+    let huge = mmap_early_checks(cx, pid, &a, given)?;
     let unit = huge.map_or(Bytes::PAGE, |s| Bytes(s.bytes()));
     let len = a.len.align_up(unit).filter(|l| l.as_u64() <= TASK_SIZE).ok_or(Errno::ENOMEM)?;
     let fixed = a.flags & (map::FIXED | map::FIXED_NOREPLACE) != 0;
-    if fixed && !a.addr.is_some_and(|x| x.is_aligned(unit)) {
-        return Err(Errno::EINVAL);
-    }
     let mm = cx.st().procs[pid].mm.ok_or(Errno::EINVAL)?;
+    let backing = mmap_backing(&cx.st(), pid, &a, given, huge);
+    let align = mapping_alignment(k, &a, len, backing).unwrap_or(unit);
+    let lock = cx.st().mm(mm).mmap_lock;
+    let _guard = lock.write(cx).await;
+    cx.charge(Cost::VmaUpdate).await;
+    if fixed {
+        cx.st().check_fixed_area(mm, &a, len, unit, k)?;
+    }
+    let start = cx.st().get_unmapped_area(mm, &a, len, align)?;
+    let shared = mmap_shared(&a)?;
     let mut vm = calc_vm_flags(&a, cx.st().mm(mm).def_flags);
     let file = mmap_file(cx, pid, &a, given, huge, len, &mut vm)?;
     if shared {
@@ -327,28 +460,7 @@ pub(crate) async fn do_mmap_file(
     // A file system's `->mmap` may add flags (a DAX file, `ext4_file_mmap`): VM_HUGEPAGE asks
     // for an address whose PMD colour matches the offset's (`thp_get_unmapped_area`), so its
     // faults can map 2 MiB at once.
-    let fs_flags = file.map_or(0, |f| {
-        let st = cx.st();
-        st.inodes[st.file(f).inode].fs.mmap_vm_flags(cx.kernel().version)
-    });
-    vm |= fs_flags;
-    let fs = file.map(|f| {
-        let st = cx.st();
-        st.inodes[st.file(f).inode].fs
-    });
-    let align = mapping_alignment(cx.kernel().version, &a, len, fs).unwrap_or(unit);
-    let lock = cx.st().mm(mm).mmap_lock;
-    let guard = lock.write(cx).await;
-    cx.charge(Cost::VmaUpdate).await;
-    let start = cx.st().get_unmapped_area(mm, &a, len, align);
-    let start = match start {
-        Ok(s) => s,
-        Err(e) => {
-            drop(guard);
-            release_new_file(cx, file);
-            return Err(e);
-        }
-    };
+    vm |= backing.flatten().map_or(0, |fs| fs.mmap_vm_flags(k));
     if fixed {
         unmap_locked(cx, mm, start, start + len).await;
     }
@@ -365,11 +477,60 @@ pub(crate) async fn do_mmap_file(
         role: VmaRole::Plain,
     };
     mmap_link(cx, vma).await?;
-    drop(guard);
+    drop(_guard);
     if mmap_populates(&a, vm) {
         crate::gup::populate(cx, mm, start, start + len).await;
     }
     Ok(start)
+}
+
+/// The flags as the kernel reads them: before v4.17 `MAP_FIXED_NOREPLACE` is an unknown bit
+/// that `MAP_PRIVATE` and `MAP_SHARED` ignore (`era::has_map_fixed_noreplace`), so its address
+/// is only a hint.
+fn mmap_known_flags(k: KernelVersion, mut a: MmapArgs) -> MmapArgs {
+    if !crate::era::has_map_fixed_noreplace(k) {
+        a.flags &= !map::FIXED_NOREPLACE;
+    }
+    a
+}
+
+/// The checks before `do_mmap` looks for an address, in the kernel's order: the x86 `mmap`
+/// syscall's offset alignment (EINVAL), `ksys_mmap_pgoff`'s descriptor lookup (EBADF) and
+/// huge page size (`hugetlb_size_of_mmap`, EINVAL), then `do_mmap`'s zero length (EINVAL).
+fn mmap_early_checks(
+    cx: &Cx,
+    pid: Pid,
+    a: &MmapArgs,
+    given: Option<FileId>,
+) -> Result<Option<HugeSize>, Errno> {
+    if !a.offset.is_multiple_of(4096) {
+        return Err(Errno::EINVAL);
+    }
+    if a.flags & map::ANONYMOUS == 0 && cx.st().mapped_file(pid, a, given).is_none() {
+        return Err(Errno::EBADF);
+    }
+    let huge = hugetlb_size_of_mmap(cx, pid, a, given)?;
+    if a.len.as_u64() == 0 {
+        return Err(Errno::EINVAL);
+    }
+    Ok(huge)
+}
+
+/// What backs a new mapping, for the address search and the file system's flags: `None` for
+/// private anonymous memory, `Some(None)` for the kernel's own files (shared anonymous memory
+/// on tmpfs, anonymous hugetlb), `Some(Some(fs))` for a file on `fs`.
+fn mmap_backing(
+    st: &KState,
+    pid: Pid,
+    a: &MmapArgs,
+    given: Option<FileId>,
+    huge: Option<HugeSize>,
+) -> Option<Option<FsType>> {
+    if a.flags & map::ANONYMOUS != 0 {
+        return (a.flags & map::SHARED != 0 || huge.is_some()).then_some(None);
+    }
+    let f = st.mapped_file(pid, a, given)?;
+    Some(Some(st.inodes[st.file(f).inode].fs))
 }
 
 /// Whether `do_mmap` populates the new mapping: `MAP_POPULATE`, or a locked mapping that does
@@ -379,18 +540,15 @@ fn mmap_populates(a: &MmapArgs, vm: u64) -> bool {
     a.flags & map::POPULATE != 0 || locked
 }
 
-/// Whether the mapping is shared, after `do_mmap`'s checks of the type, length, offset and
-/// protection (EINVAL).
+/// Whether the mapping is shared: `do_mmap`'s switch on the type (EINVAL without one), after
+/// the address is found. The model also refuses unknown protection bits here (EINVAL).
 fn mmap_shared(a: &MmapArgs) -> Result<bool, Errno> {
     let shared = match a.flags & (map::SHARED | map::PRIVATE) {
         map::SHARED => true,
         map::PRIVATE => false,
         _ => return Err(Errno::EINVAL),
     };
-    if a.len.as_u64() == 0
-        || !a.offset.is_multiple_of(4096)
-        || a.prot & !(prot::READ | prot::WRITE | prot::EXEC) != 0
-    {
+    if a.prot & !(prot::READ | prot::WRITE | prot::EXEC) != 0 {
         return Err(Errno::EINVAL);
     }
     Ok(shared)
@@ -457,7 +615,8 @@ fn mmap_file(
 }
 
 /// Links a new VMA (a file's under its `i_mmap_rwsem` for write) and, for a hugetlbfs file,
-/// runs `hugetlbfs_file_mmap` (alignment, reservation), undoing the link when that fails.
+/// runs `hugetlbfs_file_mmap` (alignment, reservation), undoing the link when that fails; then
+/// merges it with its neighbours (`vma_merge_new`).
 async fn mmap_link(cx: &Cx, vma: Vma) -> Result<(), Errno> {
     let i_mmap = vma.file.map(|f| {
         let st = cx.st();
@@ -477,6 +636,7 @@ async fn mmap_link(cx: &Cx, vma: Vma) -> Result<(), Errno> {
         st.vma_free(id);
         return Err(e);
     }
+    let id = cx.st().vma_merge_new(id, true);
     // `shmem_mmap` registers shmem VMAs itself (`khugepaged_enter`, v4.8 f3f0e1d2150b).
     let shmem = cx.st().vma_shmem_inode(id).is_some();
     if crate::era::mmap_registers_khugepaged(cx.kernel().version) || shmem {
@@ -514,7 +674,9 @@ impl KState {
     }
 
     /// The file an mmap maps, with a reference taken: the checks of `do_mmap` against the open
-    /// file's mode (a shared mapping of a file not open for write loses VM_MAYWRITE).
+    /// file's mode, in its order (a shared writable mapping of a file not open for write, then
+    /// a file not open for read: EACCES; no `->mmap`: ENODEV); a shared mapping of a file not
+    /// open for write loses VM_MAYWRITE.
     fn mmap_file_get(
         &mut self,
         pid: Pid,
@@ -525,24 +687,26 @@ impl KState {
     ) -> Result<FileId, Errno> {
         let f = self.mapped_file(pid, a, given).ok_or(Errno::EBADF)?;
         let file = self.file(f);
-        if !self.inodes[file.inode].fs.has_mmap() {
-            return Err(Errno::ENODEV);
+        if shared && !file.writable() && a.prot & prot::WRITE != 0 {
+            return Err(Errno::EACCES);
         }
         if !file.readable() {
             return Err(Errno::EACCES);
         }
+        if !self.inodes[file.inode].fs.has_mmap() {
+            return Err(Errno::ENODEV);
+        }
         if shared && !file.writable() {
-            if a.prot & prot::WRITE != 0 {
-                return Err(Errno::EACCES);
-            }
             *vm &= !(VmFlags::MAYWRITE | VmFlags::WRITE);
         }
         self.file_mut(f).refs += 1;
         Ok(f)
     }
 
-    /// `get_unmapped_area`: the hint if it is free (or MAP_FIXED's address as given), otherwise
-    /// the first gap of `len` at `align`.
+    /// `get_unmapped_area`: MAP_FIXED's address as given (checked by `check_fixed_area`), the
+    /// hint if it is free, otherwise the first gap of `len` at `align`. A hint below
+    /// `mmap_min_addr` is raised to it (`round_hint_to_min`) and an unaligned one rounded down
+    /// (x86's `arch_get_unmapped_area_topdown`).
     pub(crate) fn get_unmapped_area(
         &self,
         mm: MmId,
@@ -551,20 +715,58 @@ impl KState {
         align: Bytes,
     ) -> Result<VirtAddr, Errno> {
         let fixed = a.flags & (map::FIXED | map::FIXED_NOREPLACE) != 0;
-        let taken =
-            |s: VirtAddr| !self.mm(mm).vmas_in(s, s + len, |id| self.vma(id).end).is_empty();
         let fits = |h: VirtAddr| h.0 >= MMAP_MIN && h.0 + len.as_u64() <= TASK_SIZE;
-        match a.addr {
-            Some(h) if fixed && !fits(h) => Err(Errno::ENOMEM),
-            Some(h) if fixed && a.flags & map::FIXED_NOREPLACE != 0 && taken(h) => {
-                Err(Errno::EEXIST)
-            }
-            Some(h) if fixed || (h.is_aligned(Bytes::PAGE) && fits(h) && !taken(h)) => Ok(h),
+        let hint = a.addr.filter(|h| h.0 != 0).map(|h| VirtAddr(h.0.max(MMAP_MIN) & !0xfff));
+        match hint {
+            Some(h) if fixed => Ok(h),
+            Some(h) if fits(h) && !self.range_taken(mm, h, len) => Ok(h),
             _ => self
                 .mm(mm)
                 .unmapped_area(len, align, |id| (self.vma(id).start, self.vma(id).end))
                 .ok_or(Errno::ENOMEM),
         }
+    }
+
+    /// Whether a VMA overlaps `[start, start + len)`.
+    fn range_taken(&self, mm: MmId, start: VirtAddr, len: Bytes) -> bool {
+        !self.mm(mm).vmas_in(start, start + len, |id| self.vma(id).end).is_empty()
+    }
+
+    /// The checks of a MAP_FIXED address, in `do_mmap`'s order: a hugetlb file's alignment
+    /// (`hugetlb_get_unmapped_area`, EINVAL), the range inside user space (`__get_unmapped_area`,
+    /// ENOMEM), the page alignment (EINVAL), an address below `mmap_min_addr` (where
+    /// `security_mmap_addr` checks it; ENOMEM in the model, EPERM without `CAP_SYS_RAWIO`), then `MAP_FIXED_NOREPLACE`'s overlap (EEXIST): any VMA in the range from v4.19,
+    /// only one containing the address in v4.17 and v4.18
+    /// (`era::map_fixed_noreplace_checks_whole_range`), so one starting inside is unmapped.
+    fn check_fixed_area(
+        &self,
+        mm: MmId,
+        a: &MmapArgs,
+        len: Bytes,
+        unit: Bytes,
+        k: KernelVersion,
+    ) -> Result<(), Errno> {
+        let h = a.addr.ok_or(Errno::EINVAL)?;
+        if unit != Bytes::PAGE && !h.is_aligned(unit) {
+            return Err(Errno::EINVAL);
+        }
+        if h.0.checked_add(len.as_u64()).is_none_or(|e| e > TASK_SIZE) {
+            return Err(Errno::ENOMEM);
+        }
+        if !h.is_aligned(Bytes::PAGE) {
+            return Err(Errno::EINVAL);
+        }
+        if h.0 < MMAP_MIN {
+            return Err(Errno::ENOMEM);
+        }
+        let clash = match crate::era::map_fixed_noreplace_checks_whole_range(k) {
+            true => self.range_taken(mm, h, len),
+            false => self.find_vma(mm, h).is_some(),
+        };
+        if a.flags & map::FIXED_NOREPLACE != 0 && clash {
+            return Err(Errno::EEXIST);
+        }
+        Ok(())
     }
 }
 
@@ -581,13 +783,13 @@ fn mapping_alignment(
     k: KernelVersion,
     a: &MmapArgs,
     len: Bytes,
-    fs: Option<FsType>,
+    backing: Option<Option<FsType>>,
 ) -> Option<Bytes> {
     use crate::era::AnonThpAlign;
     let whole_pmd = len >= Bytes::PMD && a.offset.is_multiple_of(Bytes::PMD.as_u64());
-    let aligned = match fs {
-        Some(_) if a.flags & map::ANONYMOUS != 0 => false,
-        Some(fs) => fs.thp_unmapped_area(k) && whole_pmd,
+    let aligned = match backing {
+        Some(None) => false,
+        Some(Some(fs)) => fs.thp_unmapped_area(k) && whole_pmd,
         None => match crate::era::anon_mapping_thp_align(k) {
             AnonThpAlign::Never => false,
             AnonThpAlign::AtLeastPmd => whole_pmd,
@@ -597,13 +799,6 @@ fn mapping_alignment(
         },
     };
     aligned.then_some(Bytes::PMD)
-}
-
-/// Drops the reference `do_mmap` took on a file when the mapping fails.
-fn release_new_file(cx: &Cx, file: Option<FileId>) {
-    if let Some(f) = file {
-        cx.st().file_put(f);
-    }
 }
 
 impl KState {

@@ -35,9 +35,13 @@
 //! not be had for the new range, the moved entries go back, the new VMA is unmapped, and the call
 //! is ENOMEM (the kernel's `move_vma` error path).
 //!
-//! Approximations and what is left out: mremap merges no VMAs (mmsim merges only after
-//! mprotect, madvise and munlock), so a moved or grown VMA stays separate from compatible
-//! neighbours; no commit accounting (`VM_ACCOUNT` charges) or `RLIMIT_AS`/`max_map_count`
+//! Merging: the moved VMA merges with compatible neighbours at its new address (`copy_vma`'s
+//! `vma_merge`, every era; done in the model once the entries have moved and the old range is
+//! unmapped), and from v6.1 a VMA grown in place merges with the VMA it now touches ("mm: add
+//! merging after mremap resize", ca3d76b0aa80, `mremap_expand_merge`,
+//! `era::mremap_expand_merges`); both through `mmap.rs`'s `vma_merge_new`.
+//!
+//! Approximations and what is left out: no commit accounting (`VM_ACCOUNT` charges) or `RLIMIT_AS`/`max_map_count`
 //! checks; growing a `VM_LOCKED` VMA does not populate the new part (`mlock.rs`); no
 //! userfaultfd events; a new area is found with
 //! mmap's page-aligned top-down search (no file-specific `get_unmapped_area`); an `old_len` of 0
@@ -48,7 +52,8 @@
 
 use crate::arch::tlbflush::flush_tlb_range;
 use crate::era::{
-    KernelVersion, has_mremap_dontunmap, mremap_dontunmap_any_mapping, mremap_handles_hugetlb,
+    KernelVersion, has_mremap_dontunmap, mremap_dontunmap_any_mapping, mremap_expand_merges,
+    mremap_handles_hugetlb,
 };
 use crate::errno::Errno;
 use crate::hugetlb::mremap::move_hugetlb_page_tables;
@@ -225,7 +230,11 @@ async fn mremap_at(cx: &Cx, r: Remap) -> Result<VirtAddr, Errno> {
     };
     if expandable {
         cx.charge(Cost::VmaUpdate).await;
-        cx.st().vma_mut(vma).end = grow_to;
+        let mut st = cx.st();
+        st.vma_mut(vma).end = grow_to;
+        if mremap_expand_merges(r.kernel) {
+            st.vma_merge_new(vma, false);
+        }
         return Ok(r.addr);
     }
     if r.flags & mf::MAYMOVE == 0 {
@@ -302,6 +311,7 @@ async fn move_vma(cx: &Cx, r: &Remap, vma: VmaId, to: VirtAddr) -> Result<VirtAd
     } else {
         unmap_locked(cx, mm, from, from + len).await;
     }
+    cx.st().vma_merge_new(new, true);
     Ok(to)
 }
 

@@ -5,10 +5,11 @@
 //! the VMA is created and copied with it by fork and split), and, once it has anonymous pages,
 //! an `anon_vma`. Each `mm` keeps its VMAs in an
 //! ordered map by start address (the maple tree's role). Flags use the kernel's bit values, so
-//! `VmFlags` prints as smaps' `VmFlags:` line does. VMAs merge only after a flag change
-//! (`mprotect`, `madvise`, `munlock`: `mmap.rs`'s `vma_merge_range`) and when `brk` stretches the
-//! heap; `mmap` does not merge a new mapping with its neighbours, so adjacent compatible
-//! mappings stay separate VMAs until a flag change joins them (smaps shows them apart).
+//! `VmFlags` prints as smaps' `VmFlags:` line does. VMAs merge after a flag change
+//! (`mprotect`, `madvise`, `munlock`: `mmap.rs`'s `vma_merge_range`), when a new mapping, a
+//! moved one or one grown in place by `mremap` (from v6.1) touches a compatible neighbour
+//! (`mmap.rs`'s `vma_merge_new`, whose header states the rules and approximations), and when
+//! `brk` stretches the heap.
 
 use crate::types::ids::AnonVmaId;
 use crate::types::ids::FileId;
@@ -53,6 +54,9 @@ impl VmFlags {
     pub const NOHUGEPAGE: u64 = 0x40000000;
     /// `VM_MERGEABLE`: KSM may merge the VMA's pages (`ksm.rs`).
     pub const MERGEABLE: u64 = 0x80000000;
+    /// `VM_SPECIAL`: VMAs that never merge (`vma_merge`) and whose pages mlock leaves alone.
+    pub const SPECIAL: u64 =
+        VmFlags::IO | VmFlags::DONTEXPAND | VmFlags::PFNMAP | VmFlags::MIXEDMAP;
 
     pub fn has(self, bits: u64) -> bool {
         self.0 & bits != 0
