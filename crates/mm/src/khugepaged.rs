@@ -601,19 +601,7 @@ async fn collapse_locked(
     drop(pmd_guard);
     crate::arch::tlbflush::flush_tlb_range(cx, mm, haddr, haddr + Bytes::PMD).await;
     // `__collapse_huge_page_isolate` under the PTE lock; the PTEs stay until the copy.
-    let pte_ptl = cx.st().pt.ptl(table);
-    let checked = {
-        let _p = pte_ptl.lock(cx).await;
-        let census = census(&cx.st(), table, who);
-        match census {
-            Ok(c) if !c.writable => Err(ScanResult::PageRo),
-            Ok(_) => Ok(()),
-            Err(r) => {
-                cx.st().count_scan_exceed(r);
-                Err(r)
-            }
-        }
-    };
+    let checked = collapse_isolate(cx, table, who).await;
     // A GUP-fast that walked the table before the flush may take its reference here.
     cx.preempt_point().await;
     let _g = ptl.lock(cx).await;
@@ -631,6 +619,22 @@ async fn collapse_locked(
     }
     cx.charge_n(Cost::CopyPage4k, HPAGE_PMD_NR).await;
     ScanResult::Succeed
+}
+
+/// `__collapse_huge_page_isolate`'s checks of the PTEs of `table` under its lock, counting a
+/// `max_ptes_*` limit they hit.
+async fn collapse_isolate(cx: &Cx, table: PtId, who: Collapser) -> Result<(), ScanResult> {
+    let pte_ptl = cx.st().pt.ptl(table);
+    let _p = pte_ptl.lock(cx).await;
+    let census = census(&cx.st(), table, who);
+    match census {
+        Ok(c) if !c.writable => Err(ScanResult::PageRo),
+        Ok(_) => Ok(()),
+        Err(r) => {
+            cx.st().count_scan_exceed(r);
+            Err(r)
+        }
+    }
 }
 
 impl KState {

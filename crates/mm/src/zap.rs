@@ -142,25 +142,7 @@ async fn zap_pte_range(
             st.pt.set_pte(table, idx, Pte::NONE);
             cleared += 1;
             let Some(p) = page else { continue };
-            let head = st.folios.head(p);
-            if !st.folios.is_anon(head) {
-                if pte.dirty() {
-                    st.folio_mark_dirty(head);
-                }
-                if pte.young() && st.vma_has_recency_now(vma) {
-                    st.folio_mark_accessed(head);
-                    st.events.inc(crate::vmstat::MmEvent::ZapMarkAccessed);
-                }
-            }
-            if let Some(unmapped) = st.rmap_unmap_pte(p)
-                && let Some(previous) = batch.replace(unmapped)
-                && previous != unmapped
-            {
-                st.deferred_split_unmapped(previous);
-            }
-            st.folios.mapping_to_extra(head);
-            let counter = mm_counter(&st.folios, head);
-            st.mm_mut(mm).sub_rss(counter, 1);
+            st.zap_present_page((mm, vma), pte, p, &mut batch);
             freed.push(p);
         }
         if let Some(head) = batch {
@@ -169,6 +151,40 @@ async fn zap_pte_range(
     }
     cx.charge_n(Cost::PteUpdate, cleared).await;
     cleared
+}
+
+impl KState {
+    /// `zap_present_ptes`' work on the page `page` whose PTE `pte` was just cleared: a file
+    /// folio takes the PTE's dirty and young bits, the rmap loses the mapping (a large anonymous
+    /// folio's deferred split is decided once per run of its pages, `batch`), the mapping's
+    /// reference is kept until the TLB flush, and the RSS counter drops.
+    fn zap_present_page(
+        &mut self,
+        (mm, vma): (MmId, VmaId),
+        pte: Pte,
+        page: Pfn,
+        batch: &mut Option<Pfn>,
+    ) {
+        let head = self.folios.head(page);
+        if !self.folios.is_anon(head) {
+            if pte.dirty() {
+                self.folio_mark_dirty(head);
+            }
+            if pte.young() && self.vma_has_recency_now(vma) {
+                self.folio_mark_accessed(head);
+                self.events.inc(crate::vmstat::MmEvent::ZapMarkAccessed);
+            }
+        }
+        if let Some(unmapped) = self.rmap_unmap_pte(page)
+            && let Some(previous) = batch.replace(unmapped)
+            && previous != unmapped
+        {
+            self.deferred_split_unmapped(previous);
+        }
+        self.folios.mapping_to_extra(head);
+        let counter = mm_counter(&self.folios, head);
+        self.mm_mut(mm).sub_rss(counter, 1);
+    }
 }
 
 /// `zap_huge_pmd`: clears a huge PMD under the PMD lock. Returns the entries cleared and, for
