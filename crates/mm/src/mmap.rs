@@ -45,7 +45,13 @@
 //! an anon_vma to a neighbour without one (mremap only) as v6.12's rewrite does, where earlier
 //! kernels keep them apart; two VMAs with the same anon_vma merge only with the same chain; and
 //! a merge that would put the VMA's page indexes out of its anon_vma's 32-bit relative reach
-//! (`AnonVma::base`, more than 8 TiB away) is not done.
+//! (`AnonVma::base`, more than 8 TiB away) is not done. A merge (this one and
+//! `vma_merge_range`) frees a file VMA without taking its mapping's `i_mmap_rwsem` for write,
+//! which the kernel's `vma_prepare` holds around the tree update; a walker of `i_mmap` that
+//! sleeps under the read lock (`unmap_mapping_range` in a truncation) could then meet the freed
+//! VMA. No scenario or swarm seed does today; making mprotect and madvise act on the VMAs before
+//! a hole (as `do_mprotect_pkey` and `madvise_walk_vmas` do) made swarm seed 50 do it, so that
+//! change waits for the lock.
 //!
 //! `mprotect` and the flag-only `madvise` advice end by merging the range's VMAs with
 //! compatible neighbours (`vma_merge_range`), as `mprotect_fixup` and `madvise_update_vma` do.
