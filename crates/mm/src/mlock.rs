@@ -230,7 +230,7 @@ async fn apply_vma_lock_flags(
     end: VirtAddr,
     flags: u64,
 ) -> Result<(), Errno> {
-    let (vmas, hole) = vmas_before_hole(&cx.st(), mm, start, end);
+    let (vmas, hole) = crate::mmap::vmas_before_hole(&cx.st(), mm, start, end);
     for v in vmas {
         let (s, e, changes) = {
             let st = cx.st();
@@ -248,21 +248,6 @@ async fn apply_vma_lock_flags(
     }
     cx.st().vma_merge_range(mm, start, end);
     if hole { Err(Errno::ENOMEM) } else { Ok(()) }
-}
-
-/// The VMAs of `[start, end)` in address order up to its first unmapped gap, and whether there
-/// is one.
-fn vmas_before_hole(st: &KState, mm: MmId, start: VirtAddr, end: VirtAddr) -> (Vec<VmaId>, bool) {
-    let mut at = start;
-    let mut vmas = Vec::new();
-    for v in st.mm(mm).vmas_in(start, end, |id| st.vma(id).end) {
-        if st.vma(v).start > at {
-            return (vmas, true);
-        }
-        at = st.vma(v).end;
-        vmas.push(v);
-    }
-    (vmas, at < end)
 }
 
 /// `mlock_fixup`: `v`'s lock flags become `flags`, and its present pages follow.

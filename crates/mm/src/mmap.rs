@@ -880,15 +880,28 @@ pub(crate) fn covering(
     start: VirtAddr,
     end: VirtAddr,
 ) -> Result<Vec<VmaId>, Errno> {
-    let vmas = st.mm(mm).vmas_in(start, end, |id| st.vma(id).end);
+    let (vmas, hole) = vmas_before_hole(st, mm, start, end);
+    if hole { Err(Errno::ENOMEM) } else { Ok(vmas) }
+}
+
+/// The VMAs of `[start, end)` in address order up to its first unmapped gap, and whether there
+/// is one (the walks of `apply_vma_lock_flags` and, stopping at once, of [`covering`]).
+pub(crate) fn vmas_before_hole(
+    st: &KState,
+    mm: MmId,
+    start: VirtAddr,
+    end: VirtAddr,
+) -> (Vec<VmaId>, bool) {
     let mut at = start;
-    for &v in &vmas {
+    let mut vmas = Vec::new();
+    for v in st.mm(mm).vmas_in(start, end, |id| st.vma(id).end) {
         if st.vma(v).start > at {
-            return Err(Errno::ENOMEM);
+            return (vmas, true);
         }
         at = st.vma(v).end;
+        vmas.push(v);
     }
-    if at < end { Err(Errno::ENOMEM) } else { Ok(vmas) }
+    (vmas, at < end)
 }
 
 /// `mprotect(2)`.

@@ -316,11 +316,7 @@ impl ThpSettings {
     /// order. Before v6.8 only the PMD order can be set, and it inherits.
     pub(crate) fn anon_orders(&self, flags: VmFlags) -> u16 {
         let advised = flags.has(VmFlags::HUGEPAGE);
-        let inherit = match self.enabled {
-            ThpEnabled::Always => true,
-            ThpEnabled::Madvise => advised,
-            ThpEnabled::Never => false,
-        };
+        let inherit = self.enabled_for(flags);
         let on = |e: MthpEnabled| match e {
             MthpEnabled::Always => true,
             MthpEnabled::Inherit => inherit,
@@ -330,6 +326,16 @@ impl ThpSettings {
         (MTHP_MIN_ORDER..=PMD_ORDER)
             .filter(|&o| on(self.anon_sizes[usize::from(o)]))
             .fold(0, |mask, o| mask | 1 << o)
+    }
+
+    /// The top-level `enabled` for a VMA with flags `flags`: `always`, or `madvise` in a
+    /// `VM_HUGEPAGE` VMA (`hugepage_global_always`, `hugepage_global_enabled`).
+    pub(crate) fn enabled_for(&self, flags: VmFlags) -> bool {
+        match self.enabled {
+            ThpEnabled::Always => true,
+            ThpEnabled::Madvise => flags.has(VmFlags::HUGEPAGE),
+            ThpEnabled::Never => false,
+        }
     }
 
     /// Whether a THP fault in a VMA with flags `flags` may reclaim directly for its page
@@ -524,11 +530,7 @@ pub(crate) fn thp_vma_allowable_orders(
             return 0;
         }
     }
-    let gate = match thp.settings.enabled {
-        ThpEnabled::Always => true,
-        ThpEnabled::Madvise => flags.has(VmFlags::HUGEPAGE),
-        ThpEnabled::Never => false,
-    };
+    let gate = thp.settings.enabled_for(flags);
     // "Must be done before hugepage flags check since shmem has its own flags."
     if !caller.in_pf()
         && let Some(inode) = st.vma_shmem_inode(vma)
