@@ -6,7 +6,9 @@
 //!   pinned tools of `python/requirements-dev.txt` (installed only when that file changed since
 //!   the last install), `maturin develop --release`, and `pytest python/tests`. Tests that cannot
 //!   run here (no Chromium, qemu-user or root) append why to `target/skipped.log`, and the last
-//!   line then says so instead of "all checks passed".
+//!   line then says so instead of "all checks passed". With `--guest`, the scenarios also run
+//!   natively in Debian's 6.1 and 6.12 kernels under qemu (`crates/cli/tests/guest.rs`; about
+//!   four minutes here, the kernels fetched once into `~/.cache/mmsim/guest`).
 //! - `cargo xtask python`: only the Python set-up of `cargo xtask test`: `.venv` with the pinned
 //!   tools and the package built into it (`maturin develop --release`), without running any test;
 //!   then `.venv/bin/python` imports `mmsim`.
@@ -60,12 +62,15 @@ fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask lives in the workspace").into()
 }
 
-fn rust_tests() -> Result<(), String> {
+fn rust_tests(guest: bool) -> Result<(), String> {
     Step::new("format", "cargo", &["fmt", "--all", "--", "--check"]).run()?;
     let clippy = ["clippy", "--workspace", "--all-targets", "--quiet", "--", "-D", "warnings"];
     Step::new("clippy", "cargo", &clippy).run()?;
     let mut tests = Step::new("tests", "cargo", &["test", "--workspace", "--quiet"]);
     tests.cmd.env("MMSIM_SKIP_LOG", skip_log());
+    if guest {
+        tests.cmd.env("MMSIM_GUEST", "6.1,6.12");
+    }
     tests.run()
 }
 
@@ -197,7 +202,15 @@ fn main() -> ExitCode {
     let result = match args.first().map(String::as_str) {
         Some("test") => {
             let _ = std::fs::remove_file(skip_log());
-            rust_tests().and_then(|()| python_tests())
+            let guest = match &args[1..] {
+                [] => false,
+                [flag] if flag == "--guest" => true,
+                _ => {
+                    eprintln!("usage: cargo xtask test [--guest]");
+                    return ExitCode::from(2);
+                }
+            };
+            rust_tests(guest).and_then(|()| python_tests())
         }
         Some("python") => python_env(),
         Some("bless-digests") => bless("digests", "digests.txt"),
@@ -205,7 +218,7 @@ fn main() -> ExitCode {
         Some("fuzz") => fuzz(&args[1..]),
         _ => {
             eprintln!(
-                "usage: cargo xtask test | cargo xtask bless-digests | cargo xtask bless-figures \
+                "usage: cargo xtask test [--guest] | cargo xtask bless-digests | cargo xtask bless-figures \
                  | cargo xtask fuzz --minutes N [TARGET...]"
             );
             return ExitCode::from(2);

@@ -3,6 +3,10 @@
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    // `mmsim` as a guest kernel's `/init` (`mmsim diff --guest`): boot, run the job, power off.
+    if host::guest::is_guest_init() {
+        host::guest::guest_main();
+    }
     // `mmsim ... | head`: a closed stdout ends the program quietly, with the status a shell gives
     // a process killed by SIGPIPE, instead of a panic report.
     let report = std::panic::take_hook();

@@ -106,6 +106,8 @@ pub(crate) struct Plan<'a> {
     pub socket: &'a str,
     /// The memory cgroup each scenario process joins (its `cgroup.procs` or `tasks` file).
     pub cgroup_procs: &'a dyn Fn(&str) -> Option<String>,
+    /// A scenario cgroup's directory on the host (`memory_reclaim`).
+    pub cgroup_dir: &'a dyn Fn(&str) -> Option<String>,
     /// Where the model placed each `mmap` without an address, by line (`mmsim diff`): the
     /// agent maps at the same address shifted by a multiple of 1 GiB, so every alignment the
     /// kernel's decisions look at (fault-around windows, PMD and PUD ranges) is the model's.

@@ -90,6 +90,11 @@ fn boot_values(config: &MachineConfig, ra_path: Option<String>) -> Vec<(String, 
         })
         .collect();
     v.push(("/proc/sys/vm/swappiness".into(), t.swappiness.to_string()));
+    if std::path::Path::new(support::LRU_GEN_ENABLED).exists() {
+        // Every capability on, or off: Debian's 6.12 turns it on at boot, 6.1 leaves it off.
+        let mglru = config.switches.lru == mm::era::Lru::Mglru;
+        v.push((support::LRU_GEN_ENABLED.into(), if mglru { "0x0007" } else { "0x0000" }.into()));
+    }
     if t.fault_around_pages != 16 {
         v.push((FAULT_AROUND.into(), (t.fault_around_pages * 4096).to_string()));
     }
@@ -392,6 +397,7 @@ impl<'a> Run<'a> {
         let setup = self.setup;
         let host_path = |p: &str| setup.host_path(p);
         let procs = |_: &str| setup.procs_file(cgroup);
+        let cgroup_dir = |c: &str| setup.cgroup_dir(c);
         let plan = Plan {
             scenario: self.s,
             kernel: self.kernel,
@@ -400,6 +406,7 @@ impl<'a> Run<'a> {
             flags: &words,
             socket: &self.socket,
             cgroup_procs: &procs,
+            cgroup_dir: &cgroup_dir,
             placement: self.placement,
             sysfs_start: &self.sysfs_start,
         };

@@ -8,11 +8,11 @@ use crate::support::{Refusal, refuse};
 use lab::scenario::interp::Reading;
 use lab::scenario::model::Scenario;
 use lab::scenario::run::{Overrides, Report, run};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// How a row's two sides compare.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {
     Agree,
@@ -26,7 +26,7 @@ pub enum Verdict {
 }
 
 /// One operation or expectation, as the kernel and the model answered it.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Row {
     pub line: usize,
     pub what: String,
@@ -42,7 +42,7 @@ pub struct Row {
 }
 
 /// A scenario's comparison.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct DiffReport {
     pub scenario: String,
     pub release: String,
@@ -63,7 +63,7 @@ impl DiffReport {
     /// The side-by-side table.
     pub fn text(&self) -> String {
         let mut out = format!(
-            "{}: the host kernel {} ({}) against the model\n",
+            "{}: the kernel {} ({}) against the model\n",
             self.scenario, self.release, self.kernel
         );
         let w = self.rows.iter().map(|r| r.what.len()).max().unwrap_or(4).clamp(4, 48);

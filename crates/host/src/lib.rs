@@ -12,7 +12,8 @@
 //! - `access.rs`: loads and stores whose SIGSEGV or SIGBUS is a result;
 //! - `sys.rs`: the system calls, over the `libc` crate;
 //! - `observe.rs`: the host's files read by comparison class;
-//! - `diff.rs`: the kernel against the model.
+//! - `diff.rs`: the kernel against the model;
+//! - `guest.rs`: the same in a Debian kernel booted under qemu, for other eras and swap.
 //!
 //! This crate is an edge (it does IO, forks and reads the clock); nothing in the simulation
 //! depends on it. See `docs/host.md`.
@@ -24,6 +25,7 @@ mod access;
 mod agent;
 mod controller;
 pub mod diff;
+pub mod guest;
 pub mod observe;
 mod ops;
 mod setup;

@@ -72,6 +72,7 @@ pub(crate) fn run(agent: &mut Agent<'_>, op: &Op) -> OpResult {
         | OpKind::PrctlSetThpDisable { .. }
         | OpKind::SysfsRead { .. }
         | OpKind::SysfsWrite { .. }
+        | OpKind::MemoryReclaim { .. }
         | OpKind::Sleep { .. } => task_op(agent, op),
         // Refused before anything runs (`support.rs`), or run by the agent itself.
         _ => Ok(Err(SysErr::Errno(Errno::ENOSYS))),
@@ -344,6 +345,14 @@ fn task_op(agent: &mut Agent<'_>, op: &Op) -> OpResult {
         }
         OpKind::SysfsWrite { path, value } => {
             let r = agent.sys(|| std::fs::write(path, value));
+            r.map_err(|e| io_err(&e)).map(|()| Outcome::Done)
+        }
+        OpKind::MemoryReclaim { cgroup, amount } => {
+            let Some(dir) = (agent.plan().cgroup_dir)(cgroup) else {
+                return Ok(Err(SysErr::Errno(Errno::ENOENT)));
+            };
+            let path = format!("{dir}/memory.reclaim");
+            let r = agent.sys(|| std::fs::write(&path, amount.as_u64().to_string()));
             r.map_err(|e| io_err(&e)).map(|()| Outcome::Done)
         }
         OpKind::Sleep { duration } => {

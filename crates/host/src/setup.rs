@@ -43,6 +43,8 @@ pub(crate) struct HostSetup {
     /// Scenario cgroup path to host cgroup directory ("" is the run's own).
     cgroups: BTreeMap<String, String>,
     kind: Option<CgroupKind>,
+    /// cgroup v2: the leaf below the run's own that processes without a cgroup join.
+    leaf: Option<String>,
     /// The memfds behind `shmem` files (kept open for the run).
     memfds: Vec<i32>,
 }
@@ -121,6 +123,7 @@ impl HostSetup {
             paths: BTreeMap::new(),
             cgroups: BTreeMap::new(),
             kind: cgroup_kind(),
+            leaf: None,
             memfds: Vec::new(),
         }
     }
@@ -240,10 +243,30 @@ impl HostSetup {
         self.cgroups.insert(String::new(), own.clone());
         for c in &s.cgroups {
             let dir = format!("{own}{}", c.path);
+            if kind != CgroupKind::V1 {
+                self.delegate_memory(dir.rsplit_once('/').map_or(&own, |(p, _)| p))?;
+            }
             self.new_cgroup(&dir, max_file, c.max.map(|b| b.as_u64()))?;
             self.cgroups.insert(c.path.clone(), dir);
         }
+        if kind != CgroupKind::V1 && !s.cgroups.is_empty() {
+            // cgroup v2 keeps processes out of a cgroup that gives its children a controller:
+            // the scenario's processes without a cgroup join a leaf of the run's own.
+            let leaf = format!("{own}/top");
+            self.new_cgroup(&leaf, max_file, None)?;
+            self.leaf = Some(leaf);
+        }
         Ok(())
+    }
+
+    /// Gives `parent`'s children the memory controller (cgroup v2's `cgroup.subtree_control`).
+    fn delegate_memory(&mut self, parent: &str) -> Result<(), Refusal> {
+        let path = format!("{parent}/cgroup.subtree_control");
+        let on = std::fs::read_to_string(&path).unwrap_or_default();
+        if on.split_whitespace().any(|c| c == "memory") {
+            return Ok(());
+        }
+        std::fs::write(&path, "+memory").or_else(|e| refuse(format!("{path}: +memory: {e}")))
     }
 
     fn new_cgroup(&mut self, dir: &str, max_file: &str, max: Option<u64>) -> Result<(), Refusal> {
@@ -263,7 +286,10 @@ impl HostSetup {
 
     /// The file a process joins a scenario cgroup by (the run's own when `None`).
     pub(crate) fn procs_file(&self, cgroup: Option<&str>) -> Option<String> {
-        let dir = self.cgroup_dir(cgroup.unwrap_or(""))?;
+        let dir = match cgroup {
+            None => self.leaf.clone().or_else(|| self.cgroup_dir(""))?,
+            Some(c) => self.cgroup_dir(c)?,
+        };
         let file = if matches!(self.kind, Some(CgroupKind::V1)) { "tasks" } else { "cgroup.procs" };
         Some(format!("{dir}/{file}"))
     }

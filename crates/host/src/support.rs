@@ -4,7 +4,8 @@
 //!
 //! Refused: without root; a kernel version mmsim does not model; swap (no swap device), pmem and
 //! DAX files, XFS files, 1 GiB hugetlbfs without a 1 GiB pool directory; a switch set to another
-//! value than the host kernel's own (the host runs its own behaviour only); a scenario that only
+//! value than the host kernel's own (the host runs its own behaviour only), but for `lru`
+//! where the kernel has the multi-gen LRU's switch (`/sys/kernel/mm/lru_gen/enabled`); a scenario that only
 //! makes sense under exploration (`[[explore]]` tables, a random or PCT scheduler); two tasks
 //! of one process in one step (the agents are single-threaded); and the operations the
 //! executor does not make natively yet: GUP pins (`pin`, `pin_read`, `unpin`: they need
@@ -106,8 +107,40 @@ pub fn check(s: &Scenario, host: KernelVersion) -> Result<(), Refusal> {
             ));
         }
     }
+    check_config(s)?;
     let soft_dirty = has_soft_dirty();
     s.all_ops().try_for_each(|op| check_op(op, soft_dirty))
+}
+
+/// An option of the running kernel's build configuration, from `/boot/config-<release>`
+/// (Debian's kernel packages install it; the guest's initramfs carries it): `None` when the
+/// file is missing or does not mention the option.
+pub(crate) fn kernel_config(option: &str) -> Option<bool> {
+    let text = std::fs::read_to_string(format!("/boot/config-{}", sys::kernel_release())).ok()?;
+    text.lines().find_map(|l| {
+        if let Some(value) = l.strip_prefix(option).and_then(|r| r.strip_prefix('=')) {
+            return Some(value != "n");
+        }
+        let unset = l.strip_prefix("# ").and_then(|r| r.strip_prefix(option));
+        (unset == Some(" is not set")).then_some(false)
+    })
+}
+
+/// The build options the model assumes and a kernel may lack: file THPs of ext4 and XFS files
+/// need `CONFIG_READ_ONLY_THP_FOR_FS` (off in Debian's builds), so a scenario that asks for
+/// huge pages (MADV_HUGEPAGE or MADV_COLLAPSE) where it has disk files is refused there.
+fn check_config(s: &Scenario) -> Result<(), Refusal> {
+    let disk = s.files.iter().any(|f| f.spec.fs == FsType::Disk);
+    let asks = s.all_ops().any(|op| {
+        matches!(op.kind, OpKind::Madvise { advice, .. }
+            if advice == mm::madv::HUGEPAGE || advice == mm::madv::COLLAPSE)
+    });
+    if disk && asks && kernel_config("CONFIG_READ_ONLY_THP_FOR_FS") == Some(false) {
+        return refuse(
+            "file THPs of disk files: the kernel is built without CONFIG_READ_ONLY_THP_FOR_FS",
+        );
+    }
+    Ok(())
 }
 
 /// The machine's needs: devices, switches, schedulers.
@@ -126,6 +159,9 @@ fn check_machine(s: &Scenario, host: KernelVersion) -> Result<(), Refusal> {
     }
     let own = Switches::for_kernel(host);
     for (k, v) in &m.switch_overrides {
+        if k == "lru" && (v == "classic" || v == "mglru") && has_lru_gen() {
+            continue; // the run writes /sys/kernel/mm/lru_gen/enabled (`controller::boot_values`)
+        }
         let host_value = own.iter().into_iter().find(|(name, _)| name == k).map(|(_, v)| v);
         if host_value != Some(v.as_str()) {
             return refuse(format!(
@@ -152,6 +188,13 @@ pub(crate) fn host_sysfs_path(key: &str) -> String {
     } else {
         format!("/sys/kernel/mm/transparent_hugepage/{key}")
     }
+}
+
+/// Where a kernel built with the multi-gen LRU switches it on and off (v6.1+).
+pub(crate) const LRU_GEN_ENABLED: &str = "/sys/kernel/mm/lru_gen/enabled";
+
+fn has_lru_gen() -> bool {
+    std::path::Path::new(LRU_GEN_ENABLED).exists()
 }
 
 fn has_swap() -> bool {

@@ -247,6 +247,38 @@ pub(crate) fn mount(fstype: &str, target: &str, data: &str) -> SysResult<u64> {
     check_int(unsafe { libc::mount(src.as_ptr(), t.as_ptr(), f.as_ptr(), 0, d.as_ptr().cast()) })
 }
 
+/// `mount -t FSTYPE DEVICE TARGET` (the guest's disks).
+pub(crate) fn mount_device(device: &str, fstype: &str, target: &str) -> SysResult<u64> {
+    let (src, t, f) = (c_string(device)?, c_string(target)?, c_string(fstype)?);
+    // SAFETY: every argument is a valid NUL-terminated string; no data.
+    check_int(unsafe { libc::mount(src.as_ptr(), t.as_ptr(), f.as_ptr(), 0, std::ptr::null()) })
+}
+
+/// `swapon(2)` of a block device holding a swap signature.
+pub(crate) fn swapon(device: &str) -> SysResult<u64> {
+    let d = c_string(device)?;
+    // SAFETY: `d` is a valid NUL-terminated string.
+    check_int(unsafe { libc::swapon(d.as_ptr(), 0) })
+}
+
+/// Loads the kernel module in the (uncompressed) file at `path` (`finit_module(2)`).
+pub(crate) fn load_module(path: &str) -> SysResult<u64> {
+    let file = std::fs::File::open(path).map_err(|_| last_err())?;
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&file) as u64;
+    let empty = c"";
+    raw(libc::SYS_finit_module, [fd, empty.as_ptr() as u64, 0, 0, 0, 0])
+}
+
+/// Flushes every file system and powers the machine off (the guest's end).
+pub(crate) fn power_off() -> ! {
+    // SAFETY: sync and reboot have no memory effect; reboot does not return on success.
+    unsafe {
+        libc::sync();
+        libc::reboot(libc::RB_POWER_OFF);
+    }
+    exit_now(1)
+}
+
 pub(crate) fn umount(target: &str) -> SysResult<u64> {
     let t = c_string(target)?;
     // SAFETY: `t` is a valid NUL-terminated string.
