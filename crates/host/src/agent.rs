@@ -179,6 +179,7 @@ pub(crate) fn main(plan: &Plan<'_>, process: &str) -> ! {
     let _ = sys::mmap(0, 4096, 0, mm::map::PRIVATE | mm::map::ANONYMOUS, -1, 0);
     let code = match connect(plan) {
         Ok(conn) => {
+            sys::limit_descriptors_as_fresh();
             let mut agent = Agent {
                 plan,
                 conn,

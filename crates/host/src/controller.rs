@@ -36,6 +36,10 @@ pub struct NativeOptions {
     /// Where the model placed each `mmap` without an address, by line (`agent::Plan::placement`);
     /// empty: the kernel places them.
     pub placement: BTreeMap<usize, u64>,
+    /// Swap to a RAM disk (`brd`, the model's swap device) of the machine's swap size, loaded
+    /// for the run from this module file and unloaded after it (the guest's), so the device
+    /// and `SwapTotal` are the model's.
+    pub swap_module: Option<String>,
 }
 
 impl Default for NativeOptions {
@@ -44,6 +48,7 @@ impl Default for NativeOptions {
             host_budget: None,
             timeout: Duration::from_secs(120),
             placement: BTreeMap::new(),
+            swap_module: None,
         }
     }
 }
@@ -235,7 +240,7 @@ impl Stopper {
 pub fn run_native(s: &Scenario, o: &NativeOptions) -> Result<NativeReport, Refusal> {
     let start = Instant::now();
     let kernel = support::host_kernel()?;
-    support::check(s, kernel)?;
+    support::check(s, kernel, o.swap_module.is_some())?;
     let overrides = Overrides { kernel: Some(kernel), ..Overrides::default() };
     let config = machine_config(&s.machine, &overrides, &s.file)
         .or_else(|e| refuse(format!("the machine: {e}")))?;
@@ -290,6 +295,9 @@ fn prepare(
         }
     }
     check_pool(c)?;
+    if let (Some(module), Some(size)) = (&o.swap_module, s.machine.swap) {
+        setup.ram_disk_swap(module, size.as_u64())?;
+    }
     setup.cgroups(s, budget)?;
     setup.files(s, &hugetlbfs_options(c))
 }
@@ -452,6 +460,12 @@ impl<'a> Run<'a> {
             executor_faults: observe::executor_faults(&self.procs),
             files: BTreeMap::new(),
         };
+        if self.setup.own_swap {
+            // The run's own swap file is the machine's whole swap: read as it is, as the model's.
+            for name in ["SwapTotal", "SwapFree"] {
+                b.meminfo.remove(name);
+            }
+        }
         let all = self.s.steps.iter().flat_map(|st| &st.expects).chain(&self.s.expects);
         for e in all {
             match &e.what {

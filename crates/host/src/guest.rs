@@ -5,7 +5,8 @@
 //! (`guest/init.rs`). Many scenarios share one boot.
 //!
 //! What the guest gives that the host cannot: its version is another era (Debian's 6.1 and
-//! 6.12), it has swap (a second virtio disk), and Debian's 6.1 builds the multi-gen LRU in
+//! 6.12), it swaps (a RAM disk of each scenario's swap size, `brd`, the model's device), and
+//! Debian's 6.1 builds the multi-gen LRU in
 //! (`CONFIG_LRU_GEN=y`, off until `/sys/kernel/mm/lru_gen/enabled` is written; 6.12 turns it on
 //! at boot). The scratch file system is ext4 on the first virtio disk, as on a host.
 //!
@@ -29,6 +30,9 @@ use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+/// Where the guest finds the RAM disk module its scenarios swap to, loaded per scenario.
+const BRD_MODULE: &str = "/modules/on-demand/brd.ko";
 
 /// The serial port the guest writes its results on (qemu's second `-serial`).
 const RESULT_PORT: &str = "/dev/ttyS1";
@@ -90,11 +94,9 @@ pub fn diff_in_guest(
     let qemu = which("qemu-system-x86_64").ok_or_else(|| Refusal {
         reason: "qemu-system-x86_64 is not installed (Debian's qemu-system-x86)".into(),
     })?;
-    for tool in ["mkfs.ext4", "mkswap"] {
-        which(tool).ok_or_else(|| Refusal {
-            reason: format!("{tool} is not installed (it makes the guest's disks)"),
-        })?;
-    }
+    which("mkfs.ext4").ok_or_else(|| Refusal {
+        reason: "mkfs.ext4 is not installed (it makes the guest's disk)".into(),
+    })?;
     let kernel = image::kernel_files(o.kernel, &cache_dir())?;
     let work = RunDir::new()?;
     prepare(files, o, &kernel, &work)?;
@@ -126,7 +128,7 @@ pub fn diff_in_guest(
     Ok(GuestRun { release: kernel.release, results, wall_ms: start.elapsed().as_millis() as u64 })
 }
 
-/// The boot's initramfs (with the job and the scenario files) and its two disks.
+/// The boot's initramfs (with the job and the scenario files) and its disk.
 fn prepare(
     files: &[String],
     o: &GuestOptions,
@@ -146,8 +148,7 @@ fn prepare(
     let job_text = serde_json::to_vec(&job).expect("a job serialises");
     std::fs::write(work.path("initrd"), image::initramfs(kernel, &job_text, &texts)?)
         .or_else(|e| refuse(format!("the initramfs: {e}")))?;
-    disk(&work.path("disk.img"), 4 << 30, &["mkfs.ext4", "-q", "-F"])?;
-    disk(&work.path("swap.img"), 2 << 30, &["mkswap"])
+    ext4_disk(&work.path("disk.img"), 8 << 30)
 }
 
 /// Results written since the first `seen` bytes of the port's file; a boot failure refuses.
@@ -204,7 +205,7 @@ fn qemu_command(qemu: &Path, vmlinuz: &Path, work: &RunDir, o: &GuestOptions) ->
         .arg("-initrd")
         .arg(work.path("initrd"))
         .args(["-append", "console=ttyS0 panic=-1 quiet"])
-        .args(["-drive", &drive("disk.img"), "-drive", &drive("swap.img")])
+        .args(["-drive", &drive("disk.img")])
         .args(["-serial", &format!("file:{}", work.path("console").display())])
         .args(["-serial", &format!("file:{}", work.path("results").display())])
         .stdin(Stdio::null())
@@ -217,15 +218,14 @@ fn accel(name: &str) -> String {
     if name == "tcg" { "tcg,thread=multi".into() } else { name.into() }
 }
 
-/// A sparse disk image of `size` bytes, formatted by `tool`.
-fn disk(path: &Path, size: u64, tool: &[&str]) -> Result<(), Refusal> {
+/// A sparse disk image of `size` bytes with an empty ext4 file system.
+fn ext4_disk(path: &Path, size: u64) -> Result<(), Refusal> {
     let f = std::fs::File::create(path).or_else(|e| refuse(format!("{path:?}: {e}")))?;
     f.set_len(size).or_else(|e| refuse(format!("{path:?}: {e}")))?;
-    let out = Command::new(tool[0]).args(&tool[1..]).arg(path).output();
-    match out {
+    match Command::new("mkfs.ext4").args(["-q", "-F"]).arg(path).output() {
         Ok(o) if o.status.success() => Ok(()),
-        Ok(o) => refuse(format!("{}: {}", tool[0], String::from_utf8_lossy(&o.stderr).trim())),
-        Err(e) => refuse(format!("cannot run {}: {e}", tool[0])),
+        Ok(o) => refuse(format!("mkfs.ext4: {}", String::from_utf8_lossy(&o.stderr).trim())),
+        Err(e) => refuse(format!("cannot run mkfs.ext4: {e}")),
     }
 }
 

@@ -31,6 +31,8 @@ enum Change {
     Mounted(String),
     Cgroup(String),
     Dir(String),
+    Swapon(String),
+    Module(String),
 }
 
 /// The host's state for one native run; dropping it restores the host.
@@ -43,6 +45,8 @@ pub(crate) struct HostSetup {
     /// Scenario cgroup path to host cgroup directory ("" is the run's own).
     cgroups: BTreeMap<String, String>,
     kind: Option<CgroupKind>,
+    /// The run swaps to a device of its own (`ram_disk_swap`), the machine's only swap.
+    pub own_swap: bool,
     /// cgroup v2: the leaf below the run's own that processes without a cgroup join.
     leaf: Option<String>,
     /// The memfds behind `shmem` files (kept open for the run).
@@ -74,6 +78,12 @@ fn undo(changes: &[Change]) {
                 }
             }
             Change::Cgroup(dir) => remove_cgroup(dir),
+            Change::Swapon(path) => {
+                let _ = sys::swapoff(path);
+            }
+            Change::Module(name) => {
+                let _ = sys::unload_module(name);
+            }
             Change::Dir(d) => {
                 let _ = std::fs::remove_dir_all(d);
             }
@@ -124,6 +134,7 @@ impl HostSetup {
             cgroups: BTreeMap::new(),
             kind: cgroup_kind(),
             leaf: None,
+            own_swap: false,
             memfds: Vec::new(),
         }
     }
@@ -171,6 +182,37 @@ impl HostSetup {
             Ok(EXT4_SUPER_MAGIC) => Ok(()),
             _ => refuse(format!("{dir} is not on ext4: the scenario's disk files need it")),
         }
+    }
+
+    /// Swaps to a RAM disk of `size` bytes: `brd` loaded from `module` with one disk of that
+    /// size, its first page the swap header `mkswap` writes (version 1, the last page's index,
+    /// no bad pages, `SWAPSPACE2` at the page's end), then `swapon`; undone by `swapoff` and
+    /// unloading the module.
+    pub(crate) fn ram_disk_swap(&mut self, module: &str, size: u64) -> Result<(), Refusal> {
+        let pages = size / 4096;
+        let last =
+            u32::try_from(pages.saturating_sub(1)).or_else(|_| refuse("swap over 16 TiB"))?;
+        if pages < 10 {
+            return refuse(format!("swap of {size} bytes: a swap device needs 10 pages at least"));
+        }
+        self.journal(Change::Module("brd".into()))?;
+        sys::load_module(module, &format!("rd_nr=1 rd_size={} max_part=0", pages * 4))
+            .or_else(|e| refuse(format!("loading {module}: {e}")))?;
+        let dev = "/dev/ram0";
+        let mut header = vec![0u8; 4096];
+        header[1024..1028].copy_from_slice(&1u32.to_le_bytes());
+        header[1028..1032].copy_from_slice(&last.to_le_bytes());
+        header[4086..].copy_from_slice(b"SWAPSPACE2");
+        let written = std::fs::OpenOptions::new().write(true).open(dev).and_then(|f| {
+            use std::os::unix::fs::FileExt;
+            f.write_all_at(&header, 0)?;
+            f.sync_all()
+        });
+        written.or_else(|e| refuse(format!("the swap header on {dev}: {e}")))?;
+        self.journal(Change::Swapon(dev.into()))?;
+        sys::swapon(dev).or_else(|e| refuse(format!("swapon {dev}: {e}")))?;
+        self.own_swap = true;
+        Ok(())
     }
 
     /// The host path of a scenario path: a declared file's, else under the ext4 directory.

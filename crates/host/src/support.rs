@@ -83,14 +83,15 @@ pub(crate) fn has_soft_dirty() -> bool {
 }
 
 /// Checks that the host can run `s` natively on kernel `host`.
-pub fn check(s: &Scenario, host: KernelVersion) -> Result<(), Refusal> {
+/// `own_swap`: the run makes its own swap device (`NativeOptions::swap_module`).
+pub fn check(s: &Scenario, host: KernelVersion, own_swap: bool) -> Result<(), Refusal> {
     if sys::geteuid() != 0 {
         return refuse("the native executor needs root (it mounts, writes sysfs and reads PFNs)");
     }
     if !cfg!(target_arch = "x86_64") {
         return refuse("the native executor's accesses are x86-64 only");
     }
-    check_machine(s, host)?;
+    check_machine(s, host, own_swap)?;
     for f in &s.files {
         check_fs(f.spec.fs, &f.path)?;
     }
@@ -144,10 +145,16 @@ fn check_config(s: &Scenario) -> Result<(), Refusal> {
 }
 
 /// The machine's needs: devices, switches, schedulers.
-fn check_machine(s: &Scenario, host: KernelVersion) -> Result<(), Refusal> {
+fn check_machine(s: &Scenario, host: KernelVersion, own_swap: bool) -> Result<(), Refusal> {
     let m = &s.machine;
-    if m.swap.is_some() && !has_swap() {
-        return refuse("swap: the host has no swap device (`/proc/swaps`)");
+    match (m.swap.is_some(), own_swap, has_swap()) {
+        (true, false, false) => return refuse("swap: the host has no swap device (`/proc/swaps`)"),
+        (true, true, true) => {
+            return refuse(
+                "swap: the machine swaps already; the run's RAM disk would not be its only swap",
+            );
+        }
+        _ => {}
     }
     if m.pmem.is_some() {
         return refuse("pmem: the host has no persistent-memory device for DAX");

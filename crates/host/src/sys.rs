@@ -202,6 +202,24 @@ pub(crate) fn reap_children_automatically() {
     unsafe { libc::signal(libc::SIGCHLD, libc::SIG_IGN) };
 }
 
+/// A model process starts with no descriptor open and `RLIMIT_NOFILE`'s soft limit at 1024
+/// (`INR_OPEN_CUR`); an agent holds its own (standard streams, the controller's socket), so its
+/// soft limit is 1024 above them: the scenario's descriptors meet EMFILE where the model's do.
+pub(crate) fn limit_descriptors_as_fresh() {
+    // `read_dir` holds one descriptor of its own while it lists.
+    let own = std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count().saturating_sub(1));
+    let soft = 1024 + own as u64;
+    // SAFETY: an all-zero rlimit is valid; the kernel fills it.
+    let mut lim: libc::rlimit = unsafe { std::mem::zeroed() };
+    // SAFETY: `lim` is a valid out-parameter, then a valid in-parameter.
+    unsafe {
+        libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim);
+        lim.rlim_cur = soft;
+        lim.rlim_max = lim.rlim_max.max(soft);
+        libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+    }
+}
+
 /// Has this process killed when the thread that forked it ends (`PR_SET_PDEATHSIG`): an agent
 /// never outlives its controller or its parent agent.
 pub(crate) fn die_with_parent() {
@@ -254,19 +272,32 @@ pub(crate) fn mount_device(device: &str, fstype: &str, target: &str) -> SysResul
     check_int(unsafe { libc::mount(src.as_ptr(), t.as_ptr(), f.as_ptr(), 0, std::ptr::null()) })
 }
 
-/// `swapon(2)` of a block device holding a swap signature.
+/// `swapon(2)` of a block device or file holding a swap signature.
 pub(crate) fn swapon(device: &str) -> SysResult<u64> {
     let d = c_string(device)?;
     // SAFETY: `d` is a valid NUL-terminated string.
     check_int(unsafe { libc::swapon(d.as_ptr(), 0) })
 }
 
-/// Loads the kernel module in the (uncompressed) file at `path` (`finit_module(2)`).
-pub(crate) fn load_module(path: &str) -> SysResult<u64> {
+pub(crate) fn swapoff(path: &str) -> SysResult<u64> {
+    let d = c_string(path)?;
+    // SAFETY: `d` is a valid NUL-terminated string.
+    check_int(unsafe { libc::swapoff(d.as_ptr()) })
+}
+
+/// Loads the kernel module in the (uncompressed) file at `path` with parameters `params`
+/// (`finit_module(2)`).
+pub(crate) fn load_module(path: &str, params: &str) -> SysResult<u64> {
     let file = std::fs::File::open(path).map_err(|_| last_err())?;
     let fd = std::os::fd::AsRawFd::as_raw_fd(&file) as u64;
-    let empty = c"";
-    raw(libc::SYS_finit_module, [fd, empty.as_ptr() as u64, 0, 0, 0, 0])
+    let p = c_string(params)?;
+    raw(libc::SYS_finit_module, [fd, p.as_ptr() as u64, 0, 0, 0, 0])
+}
+
+/// Unloads module `name` (`delete_module(2)`, not waiting for users).
+pub(crate) fn unload_module(name: &str) -> SysResult<u64> {
+    let n = c_string(name)?;
+    raw(libc::SYS_delete_module, [n.as_ptr() as u64, libc::O_NONBLOCK as u64, 0, 0, 0, 0])
 }
 
 /// Flushes every file system and powers the machine off (the guest's end).

@@ -165,6 +165,10 @@ fn release_key(package: &str) -> Vec<u64> {
 /// The modules the guest loads, by name, before it mounts its disks.
 const WANTED: [&str; 4] = ["virtio_pci", "virtio_blk", "crc32c_generic", "ext4"];
 
+/// The modules a scenario's run loads with its own parameters (`brd`: its swap device), which
+/// need nothing the boot has not loaded.
+const ON_DEMAND: [&str; 1] = ["brd"];
+
 /// Every `.ko` or `.ko.xz` below `dir`, by module name (`-` written `_`, as the kernel does).
 fn index_modules(dir: &Path, out: &mut BTreeMap<String, PathBuf>) {
     let Ok(entries) = std::fs::read_dir(dir) else { return };
@@ -212,12 +216,12 @@ fn module_depends(image: &[u8], path: &Path) -> Result<Vec<String>, Refusal> {
 
 /// The wanted modules the kernel does not build in, each after its dependencies: `(name,
 /// image)` in load order.
-fn modules_in_order(modules: &Path) -> Result<Vec<(String, Vec<u8>)>, Refusal> {
+fn modules_in_order(modules: &Path, wanted: &[&str]) -> Result<Vec<(String, Vec<u8>)>, Refusal> {
     let mut index = BTreeMap::new();
     index_modules(&modules.join("kernel"), &mut index);
     let (mut order, mut seen) = (Vec::new(), BTreeSet::new());
-    for w in WANTED {
-        if index.contains_key(w) {
+    for w in wanted {
+        if index.contains_key(*w) {
             visit(w, &index, &mut seen, &mut order)?;
         }
     }
@@ -256,7 +260,8 @@ fn shared_libraries(exe: &Path) -> Result<Vec<PathBuf>, Refusal> {
         .collect())
 }
 
-/// The initramfs: `/init` (this binary), its libraries, the modules as `/modules/NN-name.ko`,
+/// The initramfs: `/init` (this binary), its libraries, the modules as `/modules/NN-name.ko`
+/// (and `/modules/on-demand/name.ko`),
 /// the kernel's build configuration as `/boot/config-<release>` (`support::kernel_config`),
 /// `/job.json`, and the scenario files below `/work` at their own relative paths.
 pub(super) fn initramfs(
@@ -275,8 +280,11 @@ pub(super) fn initramfs(
         let bytes = std::fs::read(&lib).or_else(|e| refuse(format!("{lib:?}: {e}")))?;
         a.file(lib.to_string_lossy().trim_start_matches('/'), 0o755, &bytes);
     }
-    for (i, (name, image)) in modules_in_order(&k.modules)?.iter().enumerate() {
+    for (i, (name, image)) in modules_in_order(&k.modules, &WANTED)?.iter().enumerate() {
         a.file(&format!("modules/{i:02}-{name}.ko"), 0o644, image);
+    }
+    for (name, image) in modules_in_order(&k.modules, &ON_DEMAND)? {
+        a.file(&format!("modules/on-demand/{name}.ko"), 0o644, &image);
     }
     let config = std::fs::read(&k.config).or_else(|e| refuse(format!("{:?}: {e}", k.config)))?;
     a.file(&format!("boot/config-{}", k.release), 0o644, &config);

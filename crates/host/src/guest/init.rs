@@ -2,7 +2,8 @@
 //! `image.rs`). It makes the guest into a machine the native executor runs on, as a host's boot
 //! would: `/proc`, `/sys`, devtmpfs, a tmpfs `/run` (the executor's journal), a cgroup v2
 //! hierarchy with the memory controller, the disk modules, the first virtio disk as the ext4
-//! `/tmp` (the scratch directory's file system, as on a host), the second as swap. Then it runs
+//! `/tmp` (the scratch directory's file system, as on a host); each scenario swaps to a RAM
+//! disk of its machine's swap size (`NativeOptions::swap_module`). Then it runs
 //! `mmsim diff` on every scenario of `/job.json` (the model at the guest kernel's version
 //! beside the native run), writes each comparison as one JSON line to the second serial port,
 //! which only the job writes (the kernel's messages go to the first), and powers the guest off.
@@ -46,9 +47,7 @@ fn boot() -> Result<(), String> {
         .map_err(|e| format!("enabling the memory controller: {e}"))?;
     load_modules()?;
     wait_for_device("/dev/vda")?;
-    wait_for_device("/dev/vdb")?;
     sys::mount_device("/dev/vda", "ext4", "/tmp").map_err(|e| format!("mount /dev/vda: {e}"))?;
-    sys::swapon("/dev/vdb").map_err(|e| format!("swapon /dev/vdb: {e}"))?;
     Ok(())
 }
 
@@ -61,7 +60,10 @@ fn load_modules() -> Result<(), String> {
     paths.sort();
     for p in paths {
         let path = p.to_string_lossy();
-        match sys::load_module(&path) {
+        if p.is_dir() {
+            continue;
+        }
+        match sys::load_module(&path, "") {
             Ok(_) | Err(sys::SysErr::Errno(mm::Errno::EEXIST)) => {}
             Err(e) => return Err(format!("loading {path}: {e}")),
         }
@@ -95,6 +97,7 @@ fn run_job(port: &mut std::fs::File) {
     let _ = std::env::set_current_dir("/work");
     let options = NativeOptions {
         timeout: Duration::from_secs(job.timeout_secs),
+        swap_module: Some(super::BRD_MODULE.into()),
         ..NativeOptions::default()
     };
     for (i, file) in job.scenarios.iter().enumerate() {
