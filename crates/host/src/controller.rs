@@ -40,6 +40,9 @@ pub struct NativeOptions {
     /// for the run from this module file and unloaded after it (the guest's), so the device
     /// and `SwapTotal` are the model's.
     pub swap_module: Option<String>,
+    /// A directory on an ext4 file system mounted with `dax` on persistent memory (the
+    /// guest's), for the scenario's DAX files.
+    pub dax_dir: Option<String>,
 }
 
 impl Default for NativeOptions {
@@ -49,6 +52,7 @@ impl Default for NativeOptions {
             timeout: Duration::from_secs(120),
             placement: BTreeMap::new(),
             swap_module: None,
+            dax_dir: None,
         }
     }
 }
@@ -240,7 +244,8 @@ impl Stopper {
 pub fn run_native(s: &Scenario, o: &NativeOptions) -> Result<NativeReport, Refusal> {
     let start = Instant::now();
     let kernel = support::host_kernel()?;
-    support::check(s, kernel, o.swap_module.is_some())?;
+    let provided = support::Provided { swap: o.swap_module.is_some(), dax: o.dax_dir.is_some() };
+    support::check(s, kernel, provided)?;
     let overrides = Overrides { kernel: Some(kernel), ..Overrides::default() };
     let config = machine_config(&s.machine, &overrides, &s.file)
         .or_else(|e| refuse(format!("the machine: {e}")))?;
@@ -251,6 +256,7 @@ pub fn run_native(s: &Scenario, o: &NativeOptions) -> Result<NativeReport, Refus
             .or_else(|e| refuse(format!("signal handler: {e}")))?;
     }
     let mut setup = HostSetup::new();
+    setup.dax = o.dax_dir.clone();
     prepare(&mut setup, s, &config, o)?;
     let stop = Stopper { deadline: start + o.timeout, signalled };
     let (outcome, failures, readings) = {

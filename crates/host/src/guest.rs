@@ -31,6 +31,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// Where the guest finds `mkfs.ext4` (for its persistent memory).
+const MKFS: &str = "/sbin/mkfs.ext4";
+
+/// Where the guest mounts its persistent memory, ext4 with `dax`.
+const DAX_MOUNT: &str = "/pmem";
+
 /// Where the guest finds the RAM disk module its scenarios swap to, loaded per scenario.
 const BRD_MODULE: &str = "/modules/on-demand/brd.ko";
 
@@ -198,13 +204,15 @@ fn console_tail(console: &str) -> String {
 fn qemu_command(qemu: &Path, vmlinuz: &Path, work: &RunDir, o: &GuestOptions) -> Command {
     let mut c = Command::new(qemu);
     let drive = |name: &str| format!("file={},if=virtio,format=raw", work.path(name).display());
-    c.args(["-accel", &accel(&o.accel), "-smp", "2", "-m", &o.memory_mib.to_string()])
+    // The gigabyte above 4 GiB becomes persistent memory (`memmap=1G!4G`), beside the memory.
+    let memory = (o.memory_mib + 1024).to_string();
+    c.args(["-accel", &accel(&o.accel), "-smp", "2", "-m", &memory])
         .args(["-nographic", "-no-reboot", "-nodefaults", "-monitor", "none"])
         .arg("-kernel")
         .arg(vmlinuz)
         .arg("-initrd")
         .arg(work.path("initrd"))
-        .args(["-append", "console=ttyS0 panic=-1 quiet"])
+        .args(["-append", "console=ttyS0 panic=-1 quiet memmap=1G!4G"])
         .args(["-drive", &drive("disk.img")])
         .args(["-serial", &format!("file:{}", work.path("console").display())])
         .args(["-serial", &format!("file:{}", work.path("results").display())])

@@ -45,6 +45,8 @@ pub(crate) struct HostSetup {
     /// Scenario cgroup path to host cgroup directory ("" is the run's own).
     cgroups: BTreeMap<String, String>,
     kind: Option<CgroupKind>,
+    /// The DAX file system's directory for the scenario's DAX files (the guest's).
+    pub dax: Option<String>,
     /// The run swaps to a device of its own (`ram_disk_swap`), the machine's only swap.
     pub own_swap: bool,
     /// cgroup v2: the leaf below the run's own that processes without a cgroup join.
@@ -135,6 +137,7 @@ impl HostSetup {
             kind: cgroup_kind(),
             leaf: None,
             own_swap: false,
+            dax: None,
             memfds: Vec::new(),
         }
     }
@@ -234,6 +237,17 @@ impl HostSetup {
                     "hugetlbfs",
                     format!("pagesize={size}{hugetlbfs_opts}"),
                 )
+            }
+            FsType::Dax => {
+                let root = self
+                    .dax
+                    .clone()
+                    .ok_or_else(|| Refusal { reason: "no DAX file system".into() })?;
+                let dir = format!("{root}/mmsim-host-{}", std::process::id());
+                if !std::path::Path::new(&dir).exists() {
+                    self.mkdir(&dir)?;
+                }
+                return Ok(dir);
             }
             _ => return Ok(format!("{}/ext4", self.scratch)),
         };

@@ -83,17 +83,26 @@ pub(crate) fn has_soft_dirty() -> bool {
 }
 
 /// Checks that the host can run `s` natively on kernel `host`.
-/// `own_swap`: the run makes its own swap device (`NativeOptions::swap_module`).
-pub fn check(s: &Scenario, host: KernelVersion, own_swap: bool) -> Result<(), Refusal> {
+/// What a run brings beside the host's own devices (the guest's, `NativeOptions`).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Provided {
+    /// A swap device made for the run.
+    pub swap: bool,
+    /// A DAX-mounted file system on persistent memory.
+    pub dax: bool,
+}
+
+/// Checks that the host can run `s` natively on kernel `host` with what the run brings.
+pub fn check(s: &Scenario, host: KernelVersion, provided: Provided) -> Result<(), Refusal> {
     if sys::geteuid() != 0 {
         return refuse("the native executor needs root (it mounts, writes sysfs and reads PFNs)");
     }
     if !cfg!(target_arch = "x86_64") {
         return refuse("the native executor's accesses are x86-64 only");
     }
-    check_machine(s, host, own_swap)?;
+    check_machine(s, host, provided)?;
     for f in &s.files {
-        check_fs(f.spec.fs, &f.path)?;
+        check_fs(f.spec.fs, &f.path, provided.dax)?;
     }
     if !s.cgroups.is_empty() && cgroup_kind().is_none() {
         return refuse("memory cgroups: the host mounts no memory controller");
@@ -145,9 +154,9 @@ fn check_config(s: &Scenario) -> Result<(), Refusal> {
 }
 
 /// The machine's needs: devices, switches, schedulers.
-fn check_machine(s: &Scenario, host: KernelVersion, own_swap: bool) -> Result<(), Refusal> {
+fn check_machine(s: &Scenario, host: KernelVersion, provided: Provided) -> Result<(), Refusal> {
     let m = &s.machine;
-    match (m.swap.is_some(), own_swap, has_swap()) {
+    match (m.swap.is_some(), provided.swap, has_swap()) {
         (true, false, false) => return refuse("swap: the host has no swap device (`/proc/swaps`)"),
         (true, true, true) => {
             return refuse(
@@ -156,7 +165,7 @@ fn check_machine(s: &Scenario, host: KernelVersion, own_swap: bool) -> Result<()
         }
         _ => {}
     }
-    if m.pmem.is_some() {
+    if m.pmem.is_some() && !provided.dax {
         return refuse("pmem: the host has no persistent-memory device for DAX");
     }
     if !s.explore.is_empty() || m.scheduler != engine::SchedulerKind::TimeOrdered {
@@ -208,7 +217,7 @@ fn has_swap() -> bool {
     std::fs::read_to_string("/proc/swaps").is_ok_and(|t| t.lines().count() > 1)
 }
 
-fn check_fs(fs: FsType, path: &str) -> Result<(), Refusal> {
+fn check_fs(fs: FsType, path: &str, dax: bool) -> Result<(), Refusal> {
     match fs {
         FsType::Disk | FsType::Tmpfs(_) => Ok(()),
         FsType::Hugetlbfs(h) => {
@@ -220,6 +229,7 @@ fn check_fs(fs: FsType, path: &str) -> Result<(), Refusal> {
             }
         }
         FsType::Xfs => refuse(format!("file `{path}`: no XFS scratch file system on the host")),
+        FsType::Dax if dax => Ok(()),
         FsType::Dax => refuse(format!("file `{path}`: DAX needs a pmem device")),
         FsType::Pipe => refuse(format!("file `{path}`: a pipe is not a file to create")),
     }

@@ -267,9 +267,19 @@ pub(crate) fn mount(fstype: &str, target: &str, data: &str) -> SysResult<u64> {
 
 /// `mount -t FSTYPE DEVICE TARGET` (the guest's disks).
 pub(crate) fn mount_device(device: &str, fstype: &str, target: &str) -> SysResult<u64> {
-    let (src, t, f) = (c_string(device)?, c_string(target)?, c_string(fstype)?);
-    // SAFETY: every argument is a valid NUL-terminated string; no data.
-    check_int(unsafe { libc::mount(src.as_ptr(), t.as_ptr(), f.as_ptr(), 0, std::ptr::null()) })
+    mount_device_with(device, fstype, target, "")
+}
+
+/// `mount -t FSTYPE -o DATA DEVICE TARGET`.
+pub(crate) fn mount_device_with(
+    device: &str,
+    fstype: &str,
+    target: &str,
+    data: &str,
+) -> SysResult<u64> {
+    let (src, t, f, d) = (c_string(device)?, c_string(target)?, c_string(fstype)?, c_string(data)?);
+    // SAFETY: every argument is a valid NUL-terminated string.
+    check_int(unsafe { libc::mount(src.as_ptr(), t.as_ptr(), f.as_ptr(), 0, d.as_ptr().cast()) })
 }
 
 /// `swapon(2)` of a block device or file holding a swap signature.

@@ -11,6 +11,9 @@
 //!   `modprobe` cannot load on demand; each module's dependencies are read from its own
 //!   `.modinfo` section (`depends=`), since the package ships no `modules.dep`, and an
 //!   xz-compressed module (6.12) is unpacked here so the guest loads plain images.
+//! - **Persistent memory** for DAX files is a gigabyte of the guest's RAM the kernel command
+//!   line declares persistent (`memmap=1G!4G`: x86's legacy e820 pmem, `nd_e820`), whose
+//!   namespace maps struct pages, as fs-DAX needs; `mkfs.ext4` comes along to format it.
 //! - **The archive** is the kernel's `newc` cpio format (`cpio` crate), uncompressed, with
 //!   `/dev/console` as a node so that `/init` has the console before devtmpfs is mounted.
 
@@ -163,7 +166,8 @@ fn release_key(package: &str) -> Vec<u64> {
 }
 
 /// The modules the guest loads, by name, before it mounts its disks.
-const WANTED: [&str; 4] = ["virtio_pci", "virtio_blk", "crc32c_generic", "ext4"];
+const WANTED: [&str; 6] =
+    ["virtio_pci", "virtio_blk", "crc32c_generic", "ext4", "nd_e820", "nd_pmem"];
 
 /// The modules a scenario's run loads with its own parameters (`brd`: its swap device), which
 /// need nothing the boot has not loaded.
@@ -275,11 +279,10 @@ pub(super) fn initramfs(
         a.dir(d);
     }
     a.node("dev/console", 0o020600, (5, 1));
-    a.file("init", 0o755, &std::fs::read(&exe).or_else(|e| refuse(format!("{exe:?}: {e}")))?);
-    for lib in shared_libraries(&exe)? {
-        let bytes = std::fs::read(&lib).or_else(|e| refuse(format!("{lib:?}: {e}")))?;
-        a.file(lib.to_string_lossy().trim_start_matches('/'), 0o755, &bytes);
-    }
+    a.program(&exe, "init")?;
+    let mkfs = super::which("mkfs.ext4")
+        .ok_or_else(|| Refusal { reason: "mkfs.ext4 is not installed".into() })?;
+    a.program(&mkfs, super::MKFS.trim_start_matches('/'))?;
     for (i, (name, image)) in modules_in_order(&k.modules, &WANTED)?.iter().enumerate() {
         a.file(&format!("modules/{i:02}-{name}.ko"), 0o644, image);
     }
@@ -300,6 +303,8 @@ pub(super) fn initramfs(
 struct Archive {
     out: Vec<u8>,
     dirs: BTreeSet<String>,
+    /// The shared objects written, each once.
+    files: BTreeSet<String>,
     ino: u32,
     error: Option<String>,
 }
@@ -342,6 +347,19 @@ impl Archive {
     fn file(&mut self, path: &str, perm: u32, data: &[u8]) {
         self.parent(path);
         self.entry(path, 0o100000 | perm, (0, 0), data);
+    }
+
+    /// The executable `exe` at `path`, with every shared object it links at its own path.
+    fn program(&mut self, exe: &Path, path: &str) -> Result<(), Refusal> {
+        self.file(path, 0o755, &std::fs::read(exe).or_else(|e| refuse(format!("{exe:?}: {e}")))?);
+        for lib in shared_libraries(exe)? {
+            let name = lib.to_string_lossy().trim_start_matches('/').to_string();
+            if self.files.insert(name.clone()) {
+                let bytes = std::fs::read(&lib).or_else(|e| refuse(format!("{lib:?}: {e}")))?;
+                self.file(&name, 0o755, &bytes);
+            }
+        }
+        Ok(())
     }
 
     fn node(&mut self, path: &str, mode: u32, rdev: (u32, u32)) {

@@ -25,7 +25,7 @@ pub fn guest_main() -> ! {
     // The port's device node exists once devtmpfs is mounted.
     match std::fs::OpenOptions::new().write(true).open(RESULT_PORT) {
         Ok(mut port) => match booted {
-            Ok(()) => run_job(&mut port),
+            Ok(dax) => run_job(&mut port, dax),
             Err(e) => {
                 println!("mmsim-guest: boot failed: {e}");
                 let _ = writeln!(port, "{}", serde_json::json!({ "boot_failed": e }));
@@ -36,7 +36,8 @@ pub fn guest_main() -> ! {
     sys::power_off()
 }
 
-fn boot() -> Result<(), String> {
+/// Boots the guest's machine; whether it has a DAX file system.
+fn boot() -> Result<bool, String> {
     for (fstype, target) in
         [("proc", "/proc"), ("sysfs", "/sys"), ("devtmpfs", "/dev"), ("tmpfs", "/run")]
     {
@@ -48,6 +49,24 @@ fn boot() -> Result<(), String> {
     load_modules()?;
     wait_for_device("/dev/vda")?;
     sys::mount_device("/dev/vda", "ext4", "/tmp").map_err(|e| format!("mount /dev/vda: {e}"))?;
+    // Without it DAX scenarios are refused by name, as on a host without pmem.
+    let dax = pmem().map_err(|e| println!("mmsim-guest: no DAX file system: {e}")).is_ok();
+    Ok(dax)
+}
+
+/// Formats the persistent memory and mounts it with DAX at `DAX_MOUNT`.
+fn pmem() -> Result<(), String> {
+    wait_for_device("/dev/pmem0")?;
+    let out = std::process::Command::new(super::MKFS)
+        .args(["-q", "-F", "/dev/pmem0"])
+        .output()
+        .map_err(|e| format!("{}: {e}", super::MKFS))?;
+    if !out.status.success() {
+        return Err(format!("mkfs.ext4: {}", String::from_utf8_lossy(&out.stderr).trim()));
+    }
+    std::fs::create_dir_all(super::DAX_MOUNT).map_err(|e| e.to_string())?;
+    sys::mount_device_with("/dev/pmem0", "ext4", super::DAX_MOUNT, "dax")
+        .map_err(|e| format!("mount -o dax /dev/pmem0: {e}"))?;
     Ok(())
 }
 
@@ -83,7 +102,7 @@ fn wait_for_device(dev: &str) -> Result<(), String> {
     Ok(())
 }
 
-fn run_job(port: &mut std::fs::File) {
+fn run_job(port: &mut std::fs::File, dax: bool) {
     let job: Job = match std::fs::read("/job.json")
         .map_err(|e| e.to_string())
         .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
@@ -98,6 +117,7 @@ fn run_job(port: &mut std::fs::File) {
     let options = NativeOptions {
         timeout: Duration::from_secs(job.timeout_secs),
         swap_module: Some(super::BRD_MODULE.into()),
+        dax_dir: dax.then(|| super::DAX_MOUNT.to_string()),
         ..NativeOptions::default()
     };
     for (i, file) in job.scenarios.iter().enumerate() {
