@@ -16,7 +16,8 @@ Configure a machine, drive its processes with syscalls, and read what the kernel
 
 Scenario files run with :func:`run_scenario`; the published measurements with
 :func:`reproduce` (``mmsim.reproduce("cow-reuse").rows`` is a DataFrame); grids of runs with
-:func:`sweep` (on Dask, a DataFrame with a row per point); the ``mmsim`` command
+:func:`sweep` (on Dask, a DataFrame with a row per point); the real kernel beside the model with
+:func:`diff` (a DataFrame of kernel and model per row); the ``mmsim`` command
 is installed with the package. Python configures, runs and analyses; every
 mechanism runs in the compiled simulator (``mmsim._core``).
 """
@@ -33,6 +34,7 @@ from mmsim.errors import (
     SimulationStopped,
     SimulatorBug,
 )
+from mmsim.diff import diff
 from mmsim.machine import Machine, Process
 from mmsim.reproduce import Reproduction, experiments, reproduce
 from mmsim.scenario import ScenarioResult, run_scenario
@@ -53,6 +55,7 @@ __all__ = [
     "SimulationStopped",
     "SimulatorBug",
     "__version__",
+    "diff",
     "experiments",
     "reproduce",
     "run_scenario",

@@ -205,6 +205,8 @@ fn qemu_command(qemu: &Path, vmlinuz: &Path, work: &RunDir, o: &GuestOptions) ->
     let mut c = Command::new(qemu);
     let drive = |name: &str| format!("file={},if=virtio,format=raw", work.path(name).display());
     // The gigabyte above 4 GiB becomes persistent memory (`memmap=1G!4G`), beside the memory.
+    // THP boots as `madvise` (Debian builds `always` in), as on the development host: `/init`
+    // registered with khugepaged at boot would pass the registration to every agent it forks.
     let memory = (o.memory_mib + 1024).to_string();
     c.args(["-accel", &accel(&o.accel), "-smp", "2", "-m", &memory])
         .args(["-nographic", "-no-reboot", "-nodefaults", "-monitor", "none"])
@@ -212,7 +214,7 @@ fn qemu_command(qemu: &Path, vmlinuz: &Path, work: &RunDir, o: &GuestOptions) ->
         .arg(vmlinuz)
         .arg("-initrd")
         .arg(work.path("initrd"))
-        .args(["-append", "console=ttyS0 panic=-1 quiet memmap=1G!4G"])
+        .args(["-append", "console=ttyS0 panic=-1 quiet memmap=1G!4G transparent_hugepage=madvise"])
         .args(["-drive", &drive("disk.img")])
         .args(["-serial", &format!("file:{}", work.path("console").display())])
         .args(["-serial", &format!("file:{}", work.path("results").display())])

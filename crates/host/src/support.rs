@@ -14,7 +14,7 @@
 //! controller, soft-dirty `clear_refs` (4) without `CONFIG_MEM_SOFT_DIRTY`.
 
 use crate::sys;
-use lab::scenario::model::{Op, OpKind, Scenario};
+use lab::scenario::model::{Observable, Op, OpKind, Scenario};
 use mm::types::fs::FsType;
 use mm::{Access, KernelVersion, Switches};
 
@@ -123,10 +123,13 @@ pub fn check(s: &Scenario, host: KernelVersion, provided: Provided) -> Result<()
 }
 
 /// An option of the running kernel's build configuration, from `/boot/config-<release>`
-/// (Debian's kernel packages install it; the guest's initramfs carries it): `None` when the
-/// file is missing or does not mention the option.
+/// (Debian's kernel packages install it; the guest's initramfs carries it) or the kernel's own
+/// `/proc/config.gz` (`CONFIG_IKCONFIG_PROC`): `None` when neither is there or the option is
+/// not mentioned.
 pub(crate) fn kernel_config(option: &str) -> Option<bool> {
-    let text = std::fs::read_to_string(format!("/boot/config-{}", sys::kernel_release())).ok()?;
+    let text = std::fs::read_to_string(format!("/boot/config-{}", sys::kernel_release()))
+        .ok()
+        .or_else(proc_config)?;
     text.lines().find_map(|l| {
         if let Some(value) = l.strip_prefix(option).and_then(|r| r.strip_prefix('=')) {
             return Some(value != "n");
@@ -136,16 +139,35 @@ pub(crate) fn kernel_config(option: &str) -> Option<bool> {
     })
 }
 
+/// `/proc/config.gz`, unpacked.
+fn proc_config() -> Option<String> {
+    use std::io::Read;
+    let file = std::fs::File::open("/proc/config.gz").ok()?;
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(file).read_to_string(&mut text).ok()?;
+    Some(text)
+}
+
 /// The build options the model assumes and a kernel may lack: file THPs of ext4 and XFS files
-/// need `CONFIG_READ_ONLY_THP_FOR_FS` (off in Debian's builds), so a scenario that asks for
-/// huge pages (MADV_HUGEPAGE or MADV_COLLAPSE) where it has disk files is refused there.
+/// need `CONFIG_READ_ONLY_THP_FOR_FS` (off in Debian's builds), so a scenario with disk files
+/// that reads a file THP count (`FilePmdMapped`, `FileHugePages`, `nr_file_hugepages`,
+/// `thp_file_*`) is refused there.
 fn check_config(s: &Scenario) -> Result<(), Refusal> {
     let disk = s.files.iter().any(|f| f.spec.fs == FsType::Disk);
-    let asks = s.all_ops().any(|op| {
-        matches!(op.kind, OpKind::Madvise { advice, .. }
-            if advice == mm::madv::HUGEPAGE || advice == mm::madv::COLLAPSE)
+    let file_thp = |name: &str| {
+        ["FilePmdMapped", "FileHugePages", "nr_file_hugepages", "thp_file_"]
+            .iter()
+            .any(|n| name.starts_with(n))
+    };
+    let mut expects = s.steps.iter().flat_map(|st| &st.expects).chain(&s.expects);
+    let reads = expects.any(|e| match &e.what {
+        Observable::Smaps { field: n, .. }
+        | Observable::SmapsRollup { field: n, .. }
+        | Observable::Meminfo { name: n }
+        | Observable::Vmstat { name: n } => file_thp(n),
+        _ => false,
     });
-    if disk && asks && kernel_config("CONFIG_READ_ONLY_THP_FOR_FS") == Some(false) {
+    if disk && reads && kernel_config("CONFIG_READ_ONLY_THP_FOR_FS") == Some(false) {
         return refuse(
             "file THPs of disk files: the kernel is built without CONFIG_READ_ONLY_THP_FOR_FS",
         );

@@ -520,6 +520,18 @@ pub fn remote_gup_faults_counted(k: KernelVersion) -> bool {
     k >= v(5, 9)
 }
 
+/// A fault that GUP takes in a hugetlb VMA counts as a fault (`pgfault`, the task's
+/// `min_flt`/`maj_flt`, the memory cgroup's event): "mm/gup: retire follow_hugetlb_page()"
+/// (4849807114b8, v6.6, the last of Peter Xu's "mm/gup: Unify hugetlb, speed up thp") sends it
+/// through `faultin_page` and `handle_mm_fault` like any other. Before, `__get_user_pages` gave
+/// hugetlb VMAs to `follow_hugetlb_page`, which called `hugetlb_fault` itself and so skipped
+/// `handle_mm_fault`'s accounting: `MAP_POPULATE`, `MADV_POPULATE_*`, `mlock`, pins and
+/// `/proc/PID/mem` faulted huge pages in uncounted (a probe populating 8 huge pages each way:
+/// `minflt` 0 on Debian's 6.1, 8 per way on 6.12). A user access counts in every era.
+pub fn gup_hugetlb_faults_counted(k: KernelVersion) -> bool {
+    k >= v(6, 6)
+}
+
 /// `mprotect` makes a read-only PTE of an exclusive anonymous page in a writable private
 /// mapping writable at once when it is dirty and soft-dirty tracking does not need the write
 /// fault: "mm/mprotect: try avoiding write faults for exclusive anonymous pages when changing
@@ -585,7 +597,8 @@ pub fn io_uring_file_buffers(k: KernelVersion) -> IoUringFileBuffers {
 /// When a hugetlb VMA is split at an address that is not PUD-aligned, the shared PMD tables of
 /// the PUD range around it are unshared first (a VMA must cover a whole PUD range to share):
 /// "hugetlb: unshare some PMDs when splitting VMAs" (b30c14cd6102, v6.2, merged after
-/// v6.2-rc4). Before, the split left the tables shared.
+/// v6.2-rc4; in 6.1.y from 6.1.8, declared in `scenarios/hugetlb/pmd-share-split.toml`). Before,
+/// the split left the tables shared.
 pub fn hugetlb_split_unshares_pmds(k: KernelVersion) -> bool {
     k >= v(6, 2)
 }
@@ -1072,14 +1085,36 @@ pub fn kpageflags_from_folio(k: KernelVersion) -> bool {
     k >= v(6, 10)
 }
 
-/// `/proc/PID/pagemap` of a PMD-mapped THP is computed per page: "fs/proc/task_mmu: properly
-/// detect PM_MMAP_EXCLUSIVE per page of PMD-mapped THPs" (2c1f057e5be6, id from a later `Fixes:`
-/// tag) and "fs/proc/task_mmu: indicate PM_FILE for PMD-mapped file THP" (same series, mainline id
-/// not verified), v6.11 (both backported to 6.6.y and 6.10.y in July 2024). Before,
-/// `pagemap_pmd_range` decided once, for the head page (`pmd_page`), and gave every entry of the
-/// PMD `PM_MMAP_EXCLUSIVE` if the head page's mapcount was 1, and never set `PM_FILE`.
-pub fn pagemap_pmd_per_page(k: KernelVersion) -> bool {
+/// `/proc/PID/pagemap` sets `PM_FILE` on the entries of a PMD-mapped THP that is not anonymous
+/// (a shmem or page-cache THP): "fs/proc/task_mmu: indicate PM_FILE for PMD-mapped file THP"
+/// (3f9f022e975d, v6.11). Before, `pagemap_pmd_range` never set it for a PMD. The boundary is
+/// mainline's: the fix also went to the stable series (6.1.y from 6.1.103, 6.6.y, 6.10.y)
+/// without its sibling that computes `PM_MMAP_EXCLUSIVE` per page
+/// ([`pagemap_pmd_exclusive_per_page`]), so Debian's 6.1 sets `PM_FILE` here as v6.11 does
+/// (declared in `scenarios/inspect/thp-pagemap-eras.toml`).
+pub fn pagemap_pmd_sets_file(k: KernelVersion) -> bool {
     k >= v(6, 11)
+}
+
+/// `/proc/PID/pagemap` of a hugetlb entry (`pagemap_hugetlb_range`) sets `PM_FILE` for a page
+/// that is not anonymous (a hugetlbfs page-cache page, shared or read through a private mapping)
+/// and `PM_MMAP_EXCLUSIVE` for a huge page mapped once: "pagemap: rework hugetlb and thp report"
+/// (356515e7b64c, "Add missing \"FILE\" bit in hugetlb vmas") and "pagemap: add mmap-exclusive bit
+/// for marking pages mapped only here" (77bb499bb60f), both merged on 2015-09-08 for v4.3
+/// (`pagemap.rst` says bit 56 came "since 4.2"; v4.2 was out on 2015-08-30). Before, a hugetlb
+/// entry had neither bit (`huge_pte_to_pagemap_entry` of the v4.2-era source).
+pub fn pagemap_hugetlb_sets_file_exclusive(k: KernelVersion) -> bool {
+    k >= v(4, 3)
+}
+
+/// A hugetlb page reached through a shared PMD table is not `PM_MMAP_EXCLUSIVE` in pagemap,
+/// however few times it is mapped (`hugetlb_pmd_shared`): "fs/proc/task_mmu: convert
+/// pagemap_hugetlb_range() to work on folios" (88e4e47c1283, v6.10; absent from the v6.9 source,
+/// present in v6.11's). Before, a shared table maps each page once for every mm that uses it, so
+/// each of them saw the page as exclusive. smaps made the same change earlier
+/// ([`smaps_hugetlb_counts_pmd_shared`]).
+pub fn pagemap_hugetlb_exclusive_sees_pmd_share(k: KernelVersion) -> bool {
+    k >= v(6, 10)
 }
 
 /// `PM_MMAP_EXCLUSIVE` of a PMD-mapped THP's entries is each page's own only from v6.11 to v6.14:
@@ -1094,8 +1129,10 @@ pub fn pagemap_pmd_exclusive_per_page(k: KernelVersion) -> bool {
 
 /// `/proc/PID/smaps` counts a hugetlb page reached through a shared PMD table as
 /// `Shared_Hugetlb`: "mm: hugetlb: proc: check for hugetlb shared PMD in /proc/PID/smaps"
-/// (3489dbb696d2, v6.2; backported to the stable series). Before, only a page mapped at least
-/// twice was shared, and a shared table maps each page once however many mms use it.
+/// (3489dbb696d2, v6.2; backported to the stable series, 6.1.y from 6.1.11, so Debian's 6.1
+/// counts as v6.2 does: declared in the `scenarios/hugetlb/pmd-share*.toml`). Before, only a page
+/// mapped at least twice was shared, and a shared table maps each page once however many mms use
+/// it.
 pub fn smaps_hugetlb_counts_pmd_shared(k: KernelVersion) -> bool {
     k >= v(6, 2)
 }
@@ -1145,6 +1182,16 @@ pub fn has_mlock2(k: KernelVersion) -> bool {
 /// MADV_POPULATE_(READ|WRITE) to prefault page tables" (4ca9b3859dac, v5.14); before, EINVAL.
 pub fn has_madv_populate(k: KernelVersion) -> bool {
     k >= v(5, 14)
+}
+
+/// `MADV_POPULATE_READ`/`MADV_POPULATE_WRITE` step over holes: up to v6.9 `do_madvise` sends them
+/// through `madvise_walk_vmas`, which populates every VMA in the range, remembers ENOMEM for a
+/// hole and returns it at the end (any other error stops the walk at once). From "mm/madvise:
+/// don't perform madvise VMA walk for MADV_POPULATE_(READ|WRITE)" (fa9fcd8bb6e4, v6.10; the id
+/// from akpm's mm-stable history; the walk is in the v6.9 source, gone from v6.11's) GUP
+/// (`faultin_page_range`, FOLL_MADV_POPULATE) returns ENOMEM at the first hole.
+pub fn madv_populate_skips_holes(k: KernelVersion) -> bool {
+    has_madv_populate(k) && k < v(6, 10)
 }
 
 impl Default for Switches {

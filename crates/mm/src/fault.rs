@@ -154,6 +154,10 @@ pub(crate) enum FaultAcct {
     /// A GUP for `access_remote_vm` (`/proc/PID/mem`): counted on the current task from v5.9,
     /// nowhere before (`era::remote_gup_faults_counted`).
     Remote,
+    /// Not a counted fault at all, neither `pgfault` nor any task's `min_flt`/`maj_flt`: GUP's
+    /// fault of a hugetlb VMA before v6.6, which `follow_hugetlb_page` took by calling
+    /// `hugetlb_fault` itself, outside `handle_mm_fault` (`era::gup_hugetlb_faults_counted`).
+    Uncounted,
 }
 
 /// `mm_account_fault` (`mm/memory.c`, v5.9, bce617edecad; before it the same rule in x86's
@@ -164,7 +168,12 @@ pub(crate) enum FaultAcct {
 /// not drop `mmap_lock` to retry.
 fn mm_account_fault(cx: &Cx, outcome: FaultOutcome, acct: FaultAcct) {
     let Some(pid) = cx.current_process() else { return };
-    if acct == FaultAcct::Remote && !crate::era::remote_gup_faults_counted(cx.kernel().version) {
+    let counted = match acct {
+        FaultAcct::Current => true,
+        FaultAcct::Remote => crate::era::remote_gup_faults_counted(cx.kernel().version),
+        FaultAcct::Uncounted => false,
+    };
+    if !counted {
         return;
     }
     let mut st = cx.st();
@@ -185,21 +194,25 @@ pub(crate) async fn handle_mm_fault(
     kind: FaultKind,
     acct: FaultAcct,
 ) -> Result<FaultOutcome, VmFault> {
-    let outcome = resolve_fault(cx, mm, vma, addr, kind).await?;
+    let outcome = resolve_fault(cx, mm, vma, addr, kind, acct).await?;
     mm_account_fault(cx, outcome, acct);
     cx.st().mlock_after_fault(vma, addr);
     Ok(outcome)
 }
 
-/// `__handle_mm_fault` with the `pgfault` event and the multi-gen LRU's fault scope.
+/// `__handle_mm_fault` with the `pgfault` event (none for a fault `acct` leaves uncounted) and
+/// the multi-gen LRU's fault scope.
 async fn resolve_fault(
     cx: &Cx,
     mm: MmId,
     vma: VmaId,
     addr: VirtAddr,
     kind: FaultKind,
+    acct: FaultAcct,
 ) -> Result<FaultOutcome, VmFault> {
-    cx.st().vmstat.inc(VmStat::Pgfault);
+    if acct != FaultAcct::Uncounted {
+        cx.st().vmstat.inc(VmStat::Pgfault);
+    }
     // `lru_gen_enter_fault`: the multi-gen LRU places folios this fault adds by recency.
     let recency = {
         let st = cx.st();

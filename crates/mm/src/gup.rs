@@ -52,7 +52,11 @@
 //! on a hugetlb PMD leaf): both paths take the base pages of a huge page, each one reference on
 //! the huge page and, for FOLL_PIN, one `_pincount` (`hugetlb/gup.rs`); the slow path faults
 //! with FAULT_FLAG_WRITE, or FAULT_FLAG_UNSHARE for a read-only pin of an anonymous page that
-//! is not exclusive (v5.19+; `hugetlb_wp`). An entry is followed for a write only when
+//! is not exclusive (v5.19+; `hugetlb_wp`). Up to v6.5 that fault was `hugetlb_fault` called
+//! from `follow_hugetlb_page`, not `handle_mm_fault`, so it counted nowhere (no `pgfault`, no
+//! `min_flt`): populating, mlocking, pinning or `/proc/PID/mem` faults of hugetlb VMAs are
+//! counted from v6.6 (`era::gup_hugetlb_faults_counted`, 4849807114b8), when hugetlb took the
+//! common `faultin_page` path. An entry is followed for a write only when
 //! writable, and a forced write into a hugetlb mapping without `VM_WRITE` is EFAULT
 //! (`hugetlb_wp` refuses it with SIGSEGV). GUP-fast pins hugetlb folios long-term and writable
 //! in every era (they need no dirty tracking). Approximations: a 1 GiB page is not taken by
@@ -435,11 +439,24 @@ async fn gup_slow(cx: &Cx, mm: MmId, addr: VirtAddr, flags: GupFlags) -> Result<
             (vma, kind, wp_fault)
         };
         let acct = if flags.remote { FaultAcct::Remote } else { FaultAcct::Current };
+        let acct = gup_fault_acct(cx, vma, acct);
         handle_mm_fault(cx, mm, vma, addr, kind, acct).await.map_err(|_| Errno::EFAULT)?;
         if wp_fault && cx.kernel().switches.foll_force_cow == FollForceCow::DropWrite {
             write_dropped = true;
         }
         foll_cow |= wp_fault;
+    }
+}
+
+/// How a fault GUP takes in `vma` counts, `acct` being the task it would count on: not at all
+/// in a hugetlb VMA before v6.6, where `follow_hugetlb_page` called `hugetlb_fault` directly
+/// (`era::gup_hugetlb_faults_counted`).
+fn gup_fault_acct(cx: &Cx, vma: VmaId, acct: FaultAcct) -> FaultAcct {
+    let hugetlb = cx.st().vma(vma).vm_ops.is_hugetlb();
+    if hugetlb && !crate::era::gup_hugetlb_faults_counted(cx.kernel().version) {
+        FaultAcct::Uncounted
+    } else {
+        acct
     }
 }
 
@@ -537,14 +554,19 @@ pub(crate) async fn populate(cx: &Cx, mm: MmId, start: VirtAddr, end: VirtAddr) 
         let vma = cx.st().find_vma(mm, addr);
         let Some(vma) = vma else {
             // A hole: on to the next VMA (`__mm_populate` walks VMAs, not addresses).
-            let st = cx.st();
-            let next = st.mm(mm).vmas_in(addr, end, |id| st.vma(id).end).first().copied();
-            addr = next.map_or(end, |v| st.vma(v).start);
+            addr = next_vma_start(&cx.st(), mm, addr, end);
             continue;
         };
         let step = faultin_one(cx, mm, vma, addr, None).await.0;
         addr = (addr + Bytes(step)).align_down(Bytes(step));
     }
+}
+
+/// Where a walk of `[addr, end)` that met a hole at `addr` goes on: the start of the next VMA
+/// there, else `end`.
+fn next_vma_start(st: &KState, mm: MmId, addr: VirtAddr, end: VirtAddr) -> VirtAddr {
+    let next = st.mm(mm).vmas_in(addr, end, |id| st.vma(id).end).first().copied();
+    next.map_or(end, |v| st.vma(v).start)
 }
 
 /// One page of a populate walk: faults `addr` of `vma` in unless the PTE already allows the
@@ -571,16 +593,19 @@ async fn faultin_one(
         return (step, Ok(()));
     }
     let kind = if write { FaultKind::Write } else { FaultKind::Read };
-    let result = handle_mm_fault(cx, mm, vma, addr, kind, FaultAcct::Current).await;
+    let acct = gup_fault_acct(cx, vma, FaultAcct::Current);
+    let result = handle_mm_fault(cx, mm, vma, addr, kind, acct).await;
     (step, result.map(|_| ()))
 }
 
 /// `MADV_POPULATE_READ`/`MADV_POPULATE_WRITE` (`madvise_populate`, v5.14, 4ca9b3859dac):
 /// prefaults `[start, end)` as reads or writes through GUP's fault path, each fault counted in
-/// the caller's `minflt`/`majflt`. A hole is ENOMEM; a `VM_IO`/`VM_PFNMAP` VMA, or one without
-/// the permission (`check_vma_flags`: a write into a read-only mapping, any access to
-/// `PROT_NONE`), EINVAL; a fault that raises SIGBUS or SIGSEGV is EFAULT, one out of memory
-/// ENOMEM. The pages before a failure stay populated.
+/// the caller's `minflt`/`majflt` (a hugetlb VMA's from v6.6). A hole is ENOMEM: from v6.10 at
+/// once; before, at the end, after the VMAs past it were populated too
+/// (`era::madv_populate_skips_holes`, `madvise_walk_vmas`). A `VM_IO`/`VM_PFNMAP` VMA, or one
+/// without the permission (`check_vma_flags`: a write into a read-only mapping, any access to
+/// `PROT_NONE`), is EINVAL; a fault that raises SIGBUS or SIGSEGV EFAULT, one out of memory
+/// ENOMEM; these stop the walk in every era. The pages before a failure stay populated.
 pub(crate) async fn madvise_populate(
     cx: &Cx,
     mm: MmId,
@@ -590,11 +615,20 @@ pub(crate) async fn madvise_populate(
 ) -> Result<(), Errno> {
     let lock = cx.st().mm(mm).mmap_lock;
     let _g = lock.read(cx).await;
+    let skips_holes = crate::era::madv_populate_skips_holes(cx.kernel().version);
+    let mut hole = false;
     let mut addr = start;
     while addr < end {
         let vma = {
             let st = cx.st();
-            let vma = st.find_vma(mm, addr).ok_or(Errno::ENOMEM)?;
+            let Some(vma) = st.find_vma(mm, addr) else {
+                if !skips_holes {
+                    return Err(Errno::ENOMEM);
+                }
+                hole = true;
+                addr = next_vma_start(&st, mm, addr, end);
+                continue;
+            };
             let f = st.vma(vma).flags;
             let allowed = if write { VmFlags::WRITE } else { VmFlags::READ };
             if f.has(VmFlags::IO | VmFlags::PFNMAP) || !f.has(allowed) {
@@ -609,5 +643,5 @@ pub(crate) async fn madvise_populate(
         })?;
         addr = (addr + Bytes(step)).align_down(Bytes(step));
     }
-    Ok(())
+    if hole { Err(Errno::ENOMEM) } else { Ok(()) }
 }

@@ -25,6 +25,41 @@ pub(crate) fn reproduce(name: &str, seed: u64, quick: bool) -> PyResult<String> 
     Ok(report.json().to_string())
 }
 
+/// Runs each scenario file natively beside the model (`mmsim diff`): on the host, or in one boot
+/// of a Debian guest of series `guest` (`6.1`, `6.12`); returns a JSON list of
+/// `{scenario, outcome}` where the outcome is `{"compared": DiffReport}`, `{"refused": why}`
+/// or `{"lost": why}` (the package turns it into a DataFrame).
+#[pyfunction]
+#[pyo3(signature = (files, guest=None, timeout=120))]
+pub(crate) fn diff(files: Vec<String>, guest: Option<String>, timeout: u64) -> PyResult<String> {
+    use host::guest::{GuestKernel, GuestOptions, GuestResult, Outcome};
+    let timeout = std::time::Duration::from_secs(timeout.clamp(1, 3600));
+    let results: Vec<GuestResult> = match guest {
+        Some(v) => {
+            let kernel = GuestKernel::parse(&v).map_err(|r| PyValueError::new_err(r.reason))?;
+            let o = GuestOptions { kernel, timeout, memory_mib: 4096, accel: "tcg".into() };
+            host::guest::diff_in_guest(&files, &o, &mut |_| {})
+                .map_err(|r| PyValueError::new_err(r.reason))?
+                .results
+        }
+        None => files
+            .into_iter()
+            .map(|f| {
+                let o = host::NativeOptions { timeout, ..host::NativeOptions::default() };
+                let outcome = match lab::scenario::run::load(&f) {
+                    Err(e) => return Err(PyValueError::new_err(e.to_string())),
+                    Ok(s) => match host::diff::diff(&s, &o) {
+                        Ok(r) => Outcome::Compared(r),
+                        Err(r) => Outcome::Refused(r.reason),
+                    },
+                };
+                Ok(GuestResult { scenario: f, outcome })
+            })
+            .collect::<PyResult<_>>()?,
+    };
+    serde_json::to_string(&results).map_err(|e| PyValueError::new_err(e.to_string()))
+}
+
 /// The experiments: (name, title, source).
 #[pyfunction]
 pub(crate) fn experiments() -> Vec<(&'static str, &'static str, &'static str)> {

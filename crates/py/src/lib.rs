@@ -24,15 +24,15 @@ mod scenario;
 
 use pyo3::prelude::*;
 
-/// The compiled core of mmsim: `Machine`, `Process`, `run_scenario`, `reproduce` and the
-/// command line `cli_main`. Use the `mmsim` package,
+/// The compiled core of mmsim: `Machine`, `Process`, `run_scenario`, `reproduce`, `diff` and
+/// the command line `cli_main`. Use the `mmsim` package,
 /// which wraps these with pandas results.
 #[pymodule]
 mod _core {
     use pyo3::prelude::*;
 
     #[pymodule_export]
-    use crate::cli::{cli_main, experiments, reproduce};
+    use crate::cli::{cli_main, diff, experiments, reproduce};
     #[pymodule_export]
     use crate::machine::Machine;
     #[pymodule_export]

@@ -273,7 +273,7 @@ pub(super) fn initramfs(
     job: &[u8],
     files: &[(String, Vec<u8>)],
 ) -> Result<Vec<u8>, Refusal> {
-    let exe = std::env::current_exe().or_else(|e| refuse(format!("this binary's path: {e}")))?;
+    let exe = init_binary()?;
     let mut a = Archive::default();
     for d in ["dev", "proc", "sys", "tmp", "run", "modules", "work"] {
         a.dir(d);
@@ -296,6 +296,24 @@ pub(super) fn initramfs(
         a.file(&format!("work/{}", path.trim_start_matches('/')), 0o644, text);
     }
     a.finish()
+}
+
+/// The guest's `/init`: this binary, or `$MMSIM_GUEST_INIT` where this process is not `mmsim`
+/// (Python's, which runs the package's compiled module).
+fn init_binary() -> Result<PathBuf, Refusal> {
+    if let Some(p) = std::env::var_os("MMSIM_GUEST_INIT").filter(|p| !p.is_empty()) {
+        return Ok(PathBuf::from(p));
+    }
+    let exe = std::env::current_exe().or_else(|e| refuse(format!("this binary's path: {e}")))?;
+    if exe.file_name().is_some_and(|n| n.to_string_lossy().starts_with("mmsim")) {
+        Ok(exe)
+    } else {
+        refuse(format!(
+            "the guest's /init is the mmsim binary, and this is {}: set MMSIM_GUEST_INIT to the \
+             path of `mmsim` (cargo build --release -p mmsim-cli)",
+            exe.display()
+        ))
+    }
 }
 
 /// A `newc` archive being written, with each file's parent directories made first.

@@ -24,8 +24,11 @@
 //!
 //! pagemap's `PM_MMAP_EXCLUSIVE` says the page is mapped once (its PTE mappings plus its folio's
 //! PMD mappings); for a PMD-mapped THP before v6.11 every entry of the PMD took the head page's
-//! answer and none had `PM_FILE` (`era::pagemap_pmd_per_page`); from v6.15 the head page's answer
-//! again, with `PM_FILE` (`era::pagemap_pmd_exclusive_per_page`).
+//! answer, and again from v6.15 (`era::pagemap_pmd_exclusive_per_page`); a PMD's entries have
+//! `PM_FILE` from v6.11 (`era::pagemap_pmd_sets_file`). A hugetlb entry (`pagemap_hugetlb_range`)
+//! has both bits from v4.3 (`era::pagemap_hugetlb_sets_file_exclusive`): `PM_FILE` for a page
+//! that is not anonymous, `PM_MMAP_EXCLUSIVE` for a huge page mapped once and, from v6.10, not
+//! through a shared PMD table (`era::pagemap_hugetlb_exclusive_sees_pmd_share`).
 //!
 //! status's page-table lines follow the era (`era::status_has_vm_pmd`): `VmPTE` counts the PTE
 //! tables and `VmPMD` the PMD tables from v4.0 (dc6c9a35b66b) to v4.14; from v4.15
@@ -46,10 +49,12 @@ pub mod page;
 use crate::era::KernelVersion;
 use crate::errno::Errno;
 use crate::folio::{LruList, pg};
+use crate::hugetlb::hugetlb_fault::Ptep;
 use crate::kernel::KState;
 use crate::memory::vm_normal_page;
 use crate::mm_struct::MmCounter;
 use crate::pgtable::Level;
+use crate::types::hugetlb::Owner;
 use crate::types::ids::MmId;
 use crate::types::ids::Pid;
 use crate::types::ids::VmaId;
@@ -258,7 +263,7 @@ impl KState {
                 let e = self.huge_ptep_get(p);
                 if e.is_present() {
                     let shared = self.huge_page(e.pfn()).mapcount >= 2
-                        || (pmd_shared && self.hugetlb.pmd_share.contains_key(&p.table));
+                        || (pmd_shared && self.hugetlb_pmd_shared(p));
                     *(if shared { &mut mss.shared_hugetlb } else { &mut mss.private_hugetlb }) +=
                         size.bytes();
                 }
@@ -436,10 +441,11 @@ impl KState {
                         if pte.soft_dirty() {
                             e |= PM_SOFT_DIRTY;
                         }
-                        if let Some(mapped) =
-                            vm_normal_page(pte).filter(|&p| self.hugetlb.page(p).is_none())
-                        {
-                            e |= self.pagemap_page_flags(mapped, offset, level);
+                        if let Some(mapped) = vm_normal_page(pte) {
+                            e |= match self.hugetlb.page(mapped) {
+                                Some(_) => self.pagemap_hugetlb_flags(mm, a, mapped),
+                                None => self.pagemap_page_flags(mapped, offset, level),
+                            };
                         }
                     }
                     Some((pte, _)) if pte.is_swap() => {
@@ -463,7 +469,7 @@ impl KState {
     /// `level` maps from `mapped`: by that page's mapcount (its PTE mappings and the folio's PMD
     /// mappings), or for a PMD before v6.11 and from v6.15 by the head page's
     /// ([`crate::era::pagemap_pmd_exclusive_per_page`]); a PMD's entries have no `PM_FILE`
-    /// before v6.11 ([`crate::era::pagemap_pmd_per_page`]).
+    /// before v6.11 ([`crate::era::pagemap_pmd_sets_file`]).
     fn pagemap_page_flags(&self, mapped: Pfn, offset: u64, level: Level) -> u64 {
         let k = self.thp.kernel;
         let pte = level == Level::Pte;
@@ -474,13 +480,44 @@ impl KState {
         };
         let head = self.folios.head(page);
         let mut e = 0;
-        if (pte || crate::era::pagemap_pmd_per_page(k)) && !self.folios.is_anon(head) {
+        if (pte || crate::era::pagemap_pmd_sets_file(k)) && !self.folios.is_anon(head) {
             e |= PM_FILE;
         }
         if self.folios.page_mapcount(page) + self.folios.entire_mapcount(head) == 1 {
             e |= PM_MMAP_EXCLUSIVE;
         }
         e
+    }
+
+    /// `pagemap_hugetlb_range`'s bits of the huge page `head` that `addr` of `mm` maps, the same
+    /// for every base page of it (v4.3+, [`crate::era::pagemap_hugetlb_sets_file_exclusive`]):
+    /// `PM_FILE` unless the page is anonymous (a private copy), `PM_MMAP_EXCLUSIVE` when it is
+    /// mapped once and, from v6.10, not through a shared PMD table
+    /// ([`crate::era::pagemap_hugetlb_exclusive_sees_pmd_share`]).
+    fn pagemap_hugetlb_flags(&self, mm: MmId, addr: VirtAddr, head: Pfn) -> u64 {
+        let k = self.thp.kernel;
+        if !crate::era::pagemap_hugetlb_sets_file_exclusive(k) {
+            return 0;
+        }
+        let page = self.huge_page(head);
+        let mut e = 0;
+        if page.owner != Owner::Anon {
+            e |= PM_FILE;
+        }
+        let pmd_shared = crate::era::pagemap_hugetlb_exclusive_sees_pmd_share(k)
+            && self
+                .huge_pte_offset(mm, addr, page.size)
+                .is_some_and(|p| self.hugetlb_pmd_shared(p));
+        if page.mapcount == 1 && !pmd_shared {
+            e |= PM_MMAP_EXCLUSIVE;
+        }
+        e
+    }
+
+    /// `hugetlb_pmd_shared`: whether the table holding hugetlb entry `p` is a PMD table that
+    /// other mms share too (`huge_pmd_share`).
+    fn hugetlb_pmd_shared(&self, p: Ptep) -> bool {
+        self.hugetlb.pmd_share.contains_key(&p.table)
     }
 
     /// `/proc/meminfo`.
