@@ -180,6 +180,7 @@ pub(crate) fn main(plan: &Plan<'_>, process: &str) -> ! {
     let code = match connect(plan) {
         Ok(conn) => {
             sys::limit_descriptors_as_fresh();
+            sys::run_on_first_cpu();
             let mut agent = Agent {
                 plan,
                 conn,
@@ -239,10 +240,17 @@ fn own_mappings() -> Vec<(u64, u64, u32)> {
 /// Maps in the agent's own mappings, so that no operation faults on the executor's text or
 /// data (a fork leaves a file mapping without anonymous pages unmapped in the child). After a
 /// scenario's `fork` (`!writable`) only the read-only ones are read in: writing would copy.
+/// Its private writable ones are also kept out of khugepaged's reach (`MADV_NOHUGEPAGE`): once
+/// a scenario registers the process's mm, khugepaged would collapse the executor's own heap under
+/// `enabled = always` and move `pages_collapsed`, which the model's process does not have.
 fn populate_own(own: &[(u64, u64, u32)], writable: bool) {
     for &(a, b, advice) in own {
         if writable || advice == mm::madv::POPULATE_READ {
             let _ = sys::raw(libc::SYS_madvise, [a, b - a, u64::from(advice), 0, 0, 0]);
+        }
+        if writable && advice == mm::madv::POPULATE_WRITE {
+            let nohuge = u64::from(mm::madv::NOHUGEPAGE);
+            let _ = sys::raw(libc::SYS_madvise, [a, b - a, nohuge, 0, 0, 0]);
         }
     }
 }

@@ -318,6 +318,13 @@ fn read_number(path: &str) -> SysResult<u64> {
     text.trim().parse().map_err(|_| SysErr::Errno(Errno::EINVAL))
 }
 
+/// Writes `value` to the sysfs file `path` opened without `O_CREAT`, so a file the kernel lacks
+/// is ENOENT, as the model answers (with `O_CREAT` kernfs refuses the create: EACCES).
+fn write_existing(path: &str, value: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    std::fs::OpenOptions::new().write(true).open(path)?.write_all(value.as_bytes())
+}
+
 fn io_err(e: &std::io::Error) -> SysErr {
     let n = e.raw_os_error().unwrap_or(libc::EIO);
     Errno::ALL.iter().find(|x| **x as i32 == n).map_or(SysErr::Raw(n), |x| SysErr::Errno(*x))
@@ -344,7 +351,7 @@ fn task_op(agent: &mut Agent<'_>, op: &Op) -> OpResult {
             v.map(|v| Outcome::Value(crate::observe::since(path, v, agent.plan().sysfs_start)))
         }
         OpKind::SysfsWrite { path, value } => {
-            let r = agent.sys(|| std::fs::write(path, value));
+            let r = agent.sys(|| write_existing(path, value));
             r.map_err(|e| io_err(&e)).map(|()| Outcome::Done)
         }
         OpKind::MemoryReclaim { cgroup, amount } => {

@@ -220,6 +220,19 @@ pub(crate) fn limit_descriptors_as_fresh() {
     }
 }
 
+/// Keeps this process on the first CPU: the per-CPU batches a task's pages wait in (the LRU's,
+/// MADV_FREE's) are then one CPU's, as the model's task stays on its CPU, instead of whichever
+/// CPU the host's scheduler last moved the agent to.
+pub(crate) fn run_on_first_cpu() {
+    // SAFETY: an all-zero cpu_set_t is a valid empty set; CPU_SET writes inside it.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `set` is a valid cpu_set_t and 0 is within it.
+    unsafe {
+        libc::CPU_SET(0, &mut set);
+        libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &set);
+    }
+}
+
 /// Has this process killed when the thread that forked it ends (`PR_SET_PDEATHSIG`): an agent
 /// never outlives its controller or its parent agent.
 pub(crate) fn die_with_parent() {

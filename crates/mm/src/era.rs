@@ -714,6 +714,17 @@ pub fn mmap_registers_khugepaged(k: KernelVersion) -> bool {
     k >= v(5, 19)
 }
 
+/// `MADV_HUGEPAGE` registers the mm through `khugepaged_enter_vma`, whose policy check is the
+/// VMA's (`hugepage_vma_check`, later `thp_vma_allowable_order`), from Yang Shi's v5.19 series
+/// that added the helper (with 613bec092fe7). `hugepage_madvise` calls it before
+/// `madvise_update_vma` stores the new flags, and the shmem branch of the check reads the VMA's
+/// stored flags: under `shmem_enabled = advise` a shmem VMA's `MADV_HUGEPAGE` does not register
+/// its mm (an anonymous VMA's check is given the new flags and does). Before, `khugepaged_enter`
+/// asked only the `enabled` knob and the new flags (not modelled: the model asks the policy).
+pub fn madvise_registers_before_flags(k: KernelVersion) -> bool {
+    k >= v(5, 19)
+}
+
 /// O_DIRECT pins the user pages (FOLL_PIN) rather than getting them (FOLL_GET), since block IO
 /// moved to `iov_iter_extract_pages` ("block: Switch to pinning pages.", David Howells, v6.5 ~).
 pub fn odirect_pins(k: KernelVersion) -> bool {
@@ -1074,6 +1085,28 @@ pub fn lazyfree_on_anon_lru(k: KernelVersion) -> bool {
     has_madv_free(k) && k < v(4, 12)
 }
 
+/// How many folios a per-CPU LRU batch holds before it drains itself (`PAGEVEC_SIZE`, the size of
+/// a pagevec and later of a `folio_batch`): 14 at first, 15 from "mm: get 7% more pages in a
+/// pagevec" (Matthew Wilcox, queued in mmotm's since-4.15 branch, so v4.16; id not verified), 31
+/// from "mm: increase folio batch size" (9cecde80aae0, v6.9-rc2; 15 in the v6.8 source, 31 in
+/// v6.9's).
+pub fn lru_batch_size(k: KernelVersion) -> usize {
+    match k {
+        k if k < v(4, 16) => 14,
+        k if k < v(6, 9) => 15,
+        _ => 31,
+    }
+}
+
+/// khugepaged drains every CPU's LRU batches as a round starts (`lru_add_drain_all` in
+/// `khugepaged_do_scan`), so a page waiting in a batch with the batch's reference does not fail
+/// the scan's refcount check: "khugepaged: Drain all LRU caches before scanning pages" (Kirill
+/// Shutemov's series posted in April 2020, merged for v5.8; id not verified). Before, such a
+/// page failed the scan until something else drained its batch.
+pub fn khugepaged_drains_lru_batches(k: KernelVersion) -> bool {
+    k >= v(5, 8)
+}
+
 /// `/proc/kpageflags` reads a page's flag bits from its folio: "proc: rewrite
 /// stable_page_flags()" (dee3d0bef2b0, v6.10; the id from a later `Fixes:` tag, the code from
 /// the linux-next review of 2024-04-03). Before, `stable_page_flags` copied the bits of the
@@ -1082,6 +1115,19 @@ pub fn lazyfree_on_anon_lru(k: KernelVersion) -> bool {
 /// `KPF_MMAP` (`page_mapped` of a compound page asks about the whole folio) and `KPF_THP` were
 /// the folio's in every era.
 pub fn kpageflags_from_folio(k: KernelVersion) -> bool {
+    k >= v(6, 10)
+}
+
+/// `/proc/kpageflags` sets `KPF_KSM` on every anonymous page, merged or not: the same rewrite
+/// (dee3d0bef2b0, v6.10) tests the folio's mapping bits against `PAGE_MAPPING_KSM` with a bare
+/// `&`, and that constant is `PAGE_MAPPING_ANON | PAGE_MAPPING_MOVABLE`, so the anonymous bit
+/// alone passes (before, `PageKsm` compared all the mapping bits). Fixed by "fs/proc: fix KPF_KSM
+/// reported for all anonymous pages" (81401cebfc15, merged after v7.2-rc2, so v7.2: past v6.19,
+/// the model's last version, so every modelled version from v6.10 has the bug). The fix is
+/// marked for stable: 7.1.y and 6.18.y carry it (6.18.y's 21dfa4f9c686, queued in July 2026;
+/// 6.18.44 has it), 6.12.y does not as of 6.12.118. A host on a fixed stable release declares
+/// the difference in its scenarios.
+pub fn kpageflags_ksm_for_every_anon(k: KernelVersion) -> bool {
     k >= v(6, 10)
 }
 
@@ -1206,6 +1252,14 @@ pub fn has_ksm_use_zero_pages(k: KernelVersion) -> bool {
     k >= v(4, 11)
 }
 
+/// ksmd's smart scan, on by default, with its knob `/sys/kernel/mm/ksm/smart_scan` and the
+/// `pages_skipped` counter: "mm/ksm: add "smart" page scanning mode" (5e924ff54d08) and "mm/ksm:
+/// add pages_skipped metric" (e5a689912689), both v6.7. Before, ksmd looks at every page on
+/// every scan and both files are absent.
+pub fn has_ksm_smart_scan(k: KernelVersion) -> bool {
+    k >= v(6, 7)
+}
+
 /// A write fault reuses a KSM page that only the faulting PTE references (`reuse_ksm_page`):
 /// "mm: reuse only-pte-mapped KSM page in do_wp_page()" (52d1e606ee73, v5.1) to v5.8, removed
 /// with the `page_count` rule by "mm/ksm: Remove reuse_ksm_page()" (1a0cf26323c8, v5.9), and
@@ -1252,6 +1306,31 @@ pub fn has_mthp_split_stats(k: KernelVersion) -> bool {
 /// v6.12).
 pub fn has_mthp_nr_anon(k: KernelVersion) -> bool {
     k >= v(6, 12)
+}
+
+/// A zero-filled folio is not written to swap: `swap_writepage` marks its slots in the device's
+/// zeromap instead, and a swap-in of such a slot fills the page with zeros without a read ("mm:
+/// store zero pages to be swapped out in a bitmap", 0ca0c24e3211, v6.12). The events
+/// `swpout_zero` and `swpin_zero` count them from the same release ("mm: count zeromap read and
+/// set for swapout and swapin", e7ac4daeed91, a hotfix merged after v6.12-rc7).
+pub fn swap_zeromap(k: KernelVersion) -> bool {
+    k >= v(6, 12)
+}
+
+/// Splitting an anonymous THP maps each zero-filled page that a PTE mapped to the shared zero
+/// page and frees the page ("mm: remap unused subpages to shared zeropage when splitting
+/// isolated thp", b1f202060afe, v6.12; every anonymous split, `__split_huge_page` passing
+/// `RMP_USE_SHARED_ZEROPAGE` to `remap_page`).
+pub fn split_maps_zero_subpages(k: KernelVersion) -> bool {
+    k >= v(6, 12)
+}
+
+/// The zero-page PTE such a split installs keeps the soft-dirty bit of the entry it replaces
+/// ("mm/rmap: fix soft-dirty and uffd-wp bit loss when remapping zero-filled mTHP subpage to
+/// shared zeropage", v6.18 and the stable trees from 6.17.4; commit id not verified); from
+/// v6.12 to v6.17 it is built without it.
+pub fn zero_subpage_keeps_soft_dirty(k: KernelVersion) -> bool {
+    k >= v(6, 18)
 }
 
 /// Reclaim swaps a large anonymous folio of any order out whole, splitting only one on the

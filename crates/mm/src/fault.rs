@@ -380,22 +380,27 @@ pub(crate) async fn do_fault(vmf: &Vmf<'_>) -> Result<FaultOutcome, VmFault> {
     outcome
 }
 
-/// `do_fault_around`: the window of `fault_around_bytes` around the address, inside the VMA and
-/// the PMD, handed to the operations' `map_pages`. Returns whether the faulting address got
-/// mapped.
+/// `do_fault_around`: the window of `fault_around_bytes` handed to the operations' `map_pages`.
+/// Returns whether the faulting address got mapped.
+///
+/// The window (mm/memory.c, the same rule from v3.15's 8c6e50b0290c through v6.4's rework into
+/// `fault_around_pages`, 53d36a56d8c4, to v6.18): it starts at the faulting address aligned down
+/// to the window size, or at the VMA's start when that is higher, and spans the window size from
+/// that start, cut at the VMA's end and at the end of the PTE table. A mapping that starts inside
+/// an aligned window thus gets a whole window from its first page, not the rest of the aligned
+/// one. The kernel keeps the tunable a power of two (`fault_around_bytes_set` rounds down).
 async fn do_fault_around(vmf: &Vmf<'_>) -> bool {
-    let window = vmf.cx.kernel().tunables.fault_around_pages;
-    if window <= 1 {
+    let pages = vmf.cx.kernel().tunables.fault_around_pages;
+    if pages <= 1 {
         return false;
     }
     let (start, end) = {
         let st = vmf.cx.st();
         let v = st.vma(vmf.vma);
-        let bytes = Bytes(window << 12);
+        let bytes = Bytes((1u64 << pages.ilog2()) << 12);
         let pmd_start = vmf.address.align_down(Bytes::PMD);
-        let window_start = vmf.address.align_down(bytes);
-        let start = window_start.max(v.start).max(pmd_start);
-        let end = (window_start + bytes).min(v.end).min(pmd_start + Bytes::PMD);
+        let start = vmf.address.align_down(bytes).max(v.start).max(pmd_start);
+        let end = (start + bytes).min(v.end).min(pmd_start + Bytes::PMD);
         (start, end)
     };
     vmf.vm_ops.map_pages(vmf, start, end).await

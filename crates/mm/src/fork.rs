@@ -439,14 +439,7 @@ pub(crate) async fn exit_mmap(cx: &Cx, mm: MmId) {
     cx.st().mlock_drain();
     cx.st().free_pgtables(mm, VirtAddr(0), VirtAddr(crate::pgtable::TASK_SIZE));
     for v in vmas {
-        let i_mmap = {
-            let st = cx.st();
-            st.vma(v).file.map(|f| st.inodes[st.file(f).inode].mapping.i_mmap_rwsem)
-        };
-        let _g = match i_mmap {
-            Some(l) => Some(l.write(cx).await),
-            None => None,
-        };
+        let _g = crate::mmap::file_rmap_write(cx, v).await;
         cx.st().vma_free(v);
     }
     drop(guard);

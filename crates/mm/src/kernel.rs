@@ -149,6 +149,9 @@ pub struct KState {
     pub shm: crate::types::shm::ShmIds,
     /// Mlocked folios that lost a mapping, to ask again at the operation's end (`mlock.rs`).
     pub mlock_fbatch: Vec<Pfn>,
+    /// Each CPU's batch of folios `MADV_FREE` marked lazyfree (`cpu_fbatches.lru_lazyfree`), by
+    /// CPU number, each folio with the batch's reference (`lru.rs`).
+    pub lru_lazyfree: Vec<Vec<Pfn>>,
 }
 
 /// The kernel of one simulated machine.

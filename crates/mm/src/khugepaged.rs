@@ -208,6 +208,9 @@ pub(crate) async fn khugepaged(cx: Cx) {
 
 /// `khugepaged_do_scan`: one round of up to `pages_to_scan` pages.
 async fn khugepaged_do_scan(cx: &Cx) {
+    if crate::era::khugepaged_drains_lru_batches(cx.kernel().version) {
+        cx.st().lru_add_drain_all();
+    }
     let pages = cx.st().thp.settings.pages_to_scan;
     let (mut progress, mut passes, mut may_sleep) = (0, 0, true);
     loop {
@@ -698,6 +701,8 @@ pub(crate) async fn madvise_collapse(
         }
         (start + Bytes(Bytes::PMD.as_u64() - 1)).align_down(Bytes::PMD)
     };
+    // `madvise_collapse` drains every CPU's LRU batches first (v6.12's mm/khugepaged.c).
+    cx.st().lru_add_drain_all();
     let (mut thps, mut ranges, mut last_fail) = (0, 0, None);
     let mut haddr = first;
     while haddr + Bytes::PMD <= end {

@@ -58,6 +58,21 @@
 //! reuse_ksm_page()" 1a0cf26323c8); `wp_can_reuse_anon_folio` (v5.19+) refuses KSM folios.
 //! With `cow_reuse = mapcount` (the seed, which reverts 1a0cf26323c8) it is restored.
 //!
+//! Smart scan (v6.7+, "mm/ksm: add "smart" page scanning mode", 5e924ff54d08, and the
+//! `pages_skipped` counter, e5a689912689; `era::has_ksm_smart_scan`) is modelled as the kernel
+//! has it (`should_skip_rmap_item`, `skip_age`, the same in v6.8, v6.12 and v6.18): on by
+//! default, the knob `smart_scan` (0 or 1) turns it off. Each rmap_item that is not a KSM page
+//! ages by one per scan; from its fourth scan on it is looked at once, then skipped for 1, 2, 4
+//! and then 8 scans as it ages, and a skipped item leaves its tree, so `pages_unshared` and
+//! `pages_volatile` depend on how many full scans have run (checked against Debian's 6.12: 9
+//! full scans left 3 skips and the page back in the unstable tree, as here). A skipped page
+//! costs the scan nothing and does not count against `pages_to_scan`. Before v6.7 both files are
+//! absent (ENOENT).
+//!
+//! At the start of each full scan ksmd drains every CPU's LRU batches (`lru_add_drain_all`,
+//! `lru.rs`), so that a page `MADV_FREE` left in a per-CPU batch does not carry the batch's
+//! reference into `write_protect_page`'s check.
+//!
 //! Counters, as the kernel keeps them, lazily: `pages_shared` counts stable nodes with at least
 //! one rmap_item, `pages_sharing` the further rmap_items on them, `pages_unshared` the items
 //! flagged as in the unstable tree, `pages_volatile` the rest; an item leaves its tree only when
@@ -70,15 +85,17 @@
 //! Approximations: trees are ordered maps keyed by a 64-bit checksum of the contents (the kernel
 //! orders by `memcmp` and checksums with xxhash, jhash2 before v5.1), every match confirmed by a
 //! full comparison; no stable-node chains (`max_page_sharing`, v4.13: not offered), no NUMA
-//! trees, no smart scan or advisor (v6.7+); pages of large folios are skipped (the kernel splits
-//! them); reclaim never picks a KSM page (`vmscan.rs` keeps it active: `rmap_walk_ksm` is
-//! modelled for the checkers and `folio_referenced`, swapping KSM pages out is not); an exiting
-//! mm's rmap_items are freed when the cursor reaches it; `break_ksm` is a write fault in every
-//! era (v6.4 made it an unshare fault, 6cce3314b928, not verified: the copy would be mapped
-//! read-only); a checksum or compare costs `CopyPage4k`. `ksm_zero_pages` (v6.10) and the
-//! unsharing of KSM-placed zero pages are not modelled: zero pages placed by KSM stay.
+//! trees, no scan-time advisor (`advisor_mode`, in v6.8's source); pages of large folios are
+//! skipped (the kernel splits them); reclaim never picks a KSM page (`vmscan.rs` keeps it
+//! active: `rmap_walk_ksm` is modelled for the checkers and `folio_referenced`, swapping KSM
+//! pages out is not); an exiting mm's rmap_items are freed when the cursor reaches it;
+//! `break_ksm` is a write fault in every era (v6.4 made it an unshare fault, 6cce3314b928, not
+//! verified: the copy would be mapped read-only); a checksum or compare costs `CopyPage4k`.
+//! `ksm_zero_pages` (v6.10) and the unsharing of KSM-placed zero pages are not modelled: zero
+//! pages placed by KSM stay.
 
 use crate::arch::tlbflush::flush_tlb_page;
+use crate::era::KernelVersion;
 use crate::errno::Errno;
 use crate::folio::{Mapping, pg};
 use crate::kernel::{Cx, KState, Kernel};
@@ -108,6 +125,8 @@ impl Default for Ksm {
             sleep_millisecs: 20,
             merge_across_nodes: 1,
             use_zero_pages: false,
+            smart_scan: true,
+            pages_skipped: 0,
             mm_slots: Vec::new(),
             cursor: None,
             seqnr: 0,
@@ -134,15 +153,20 @@ impl Ksm {
         (shared, sharing, unshared, volatile)
     }
 
-    /// The value a KSM sysfs file shows, `None` for one the model (or this kernel) lacks.
-    pub(crate) fn show(&self, name: &str, zero_pages_knob: bool) -> Option<u64> {
+    /// The value a KSM sysfs file shows on kernel `k`, `None` for one the model (or `k`) lacks.
+    pub(crate) fn show(&self, name: &str, k: KernelVersion) -> Option<u64> {
         let (shared, sharing, unshared, volatile) = self.counts();
+        let smart = crate::era::has_ksm_smart_scan(k);
         Some(match name {
             "run" => self.run,
             "pages_to_scan" => self.pages_to_scan,
             "sleep_millisecs" => self.sleep_millisecs,
             "merge_across_nodes" => self.merge_across_nodes,
-            "use_zero_pages" if zero_pages_knob => u64::from(self.use_zero_pages),
+            "use_zero_pages" if crate::era::has_ksm_use_zero_pages(k) => {
+                u64::from(self.use_zero_pages)
+            }
+            "smart_scan" if smart => u64::from(self.smart_scan),
+            "pages_skipped" if smart => self.pages_skipped,
             "pages_shared" => shared,
             "pages_sharing" => sharing,
             "pages_unshared" => unshared,
@@ -152,11 +176,14 @@ impl Ksm {
         })
     }
 
-    /// A write to a KSM knob: ENOENT for a file the model (or this kernel) lacks, EINVAL for a
-    /// value it refuses (`run` above 2, `pages_to_scan` or `sleep_millisecs` out of `u32`,
-    /// `merge_across_nodes` and `use_zero_pages` other than 0 and 1).
-    pub(crate) fn store(&mut self, name: &str, v: u64, zero_pages_knob: bool) -> Result<(), Errno> {
+    /// A write to a KSM knob on kernel `k`: ENOENT for a file the model (or `k`) lacks, EINVAL
+    /// for a value it refuses (`run` above 2, `pages_to_scan` or `sleep_millisecs` out of `u32`,
+    /// `merge_across_nodes`, `use_zero_pages` and `smart_scan` other than 0 and 1; the kernel
+    /// parses `smart_scan` with `kstrtobool`, which also takes words the model's numeric writes
+    /// do not carry).
+    pub(crate) fn store(&mut self, name: &str, v: u64, k: KernelVersion) -> Result<(), Errno> {
         let bool_knob = |v: u64| if v > 1 { Err(Errno::EINVAL) } else { Ok(v) };
+        let zero_pages_knob = crate::era::has_ksm_use_zero_pages(k);
         match name {
             // Applied by `sysfs_stored`, under `ksm_thread_mutex` as `run_store` does.
             "run" if v <= 2 => {}
@@ -167,8 +194,11 @@ impl Ksm {
             "sleep_millisecs" => self.sleep_millisecs = v,
             "merge_across_nodes" => self.merge_across_nodes = bool_knob(v)?,
             "use_zero_pages" if zero_pages_knob => self.use_zero_pages = bool_knob(v)? == 1,
+            "smart_scan" if crate::era::has_ksm_smart_scan(k) => {
+                self.smart_scan = bool_knob(v)? == 1;
+            }
             "run" => return Err(Errno::EINVAL),
-            n if self.show(n, zero_pages_knob).is_some() => return Err(Errno::EACCES),
+            n if self.show(n, k).is_some() => return Err(Errno::EACCES),
             _ => return Err(Errno::ENOENT),
         }
         Ok(())
@@ -177,6 +207,7 @@ impl Ksm {
     /// Adds what ksmd's future depends on to a state fingerprint.
     pub(crate) fn fingerprint(&self, d: &mut simcore::Digest) {
         d.write_u64(self.run ^ self.seqnr.rotate_left(8) ^ self.pages_to_scan.rotate_left(24));
+        d.write_u64(u64::from(self.smart_scan));
         d.write_u64(self.cursor.map_or(0, |(s, a)| a.0 ^ (s as u64 + 1).rotate_left(48)));
         for (&(mm, a), item) in &self.items {
             let state = match item.state {
@@ -185,7 +216,8 @@ impl Ksm {
                 ItemState::Stable(n) => 2 | u64::from(n.0) << 2,
             };
             d.write_u64(a.0 ^ u64::from(mm.0).rotate_left(48) ^ item.oldchecksum.rotate_left(7));
-            d.write_u64(state);
+            let smart = u64::from(item.age) | u64::from(item.remaining_skips) << 8;
+            d.write_u64(state | smart << 48);
         }
         for (id, n) in &self.nodes {
             d.write_u64(n.kpfn.0 ^ u64::from(id.0).rotate_left(40) ^ n.items.len() as u64);
@@ -412,6 +444,11 @@ async fn scan_get_next_rmap_item(cx: &Cx) -> Option<(MmId, VirtAddr)> {
                 return None;
             }
             if st.ksm.cursor.is_none() {
+                // A full scan begins (`ksm_scan.mm_slot == &ksm_mm_head`): every CPU's LRU
+                // batches are drained first, so that no page waits there with the batch's
+                // reference, which `write_protect_page` would refuse (`lru_add_drain_all`), and
+                // the unstable tree starts empty.
+                st.lru_add_drain_all();
                 st.ksm.unstable.clear();
                 st.ksm.cursor = Some((0, VirtAddr(0)));
             }
@@ -427,21 +464,78 @@ async fn scan_get_next_rmap_item(cx: &Cx) -> Option<(MmId, VirtAddr)> {
         };
         let _g = lock.read(cx).await;
         let mut st = cx.st();
-        let found = st.next_mergeable_page(mm, from);
-        match found {
-            Ok(addr) => {
-                st.remove_rmap_items(mm, from, addr);
-                let item = RmapItem { oldchecksum: 0, state: ItemState::Volatile };
-                st.ksm.items.entry((mm, addr)).or_insert(item);
-                st.ksm.cursor = Some((slot, addr + Bytes::PAGE));
-                return Some((mm, addr));
-            }
-            Err(any) => {
-                if st.ksm_next_mm(slot, from, any) {
+        match st.ksm_next_item(slot, mm, from) {
+            Ok(addr) => return Some((mm, addr)),
+            Err((any, end)) => {
+                if st.ksm_next_mm(slot, end, any) {
                     return None;
                 }
             }
         }
+    }
+}
+
+/// `skip_age`: how many scans smart scan skips an rmap_item of `age` scans before it looks at
+/// it again (v6.7+, 5e924ff54d08; the same in v6.8, v6.12 and v6.18): 1 up to age 3, 2 up to 5,
+/// 4 up to 8, then 8.
+fn skip_age(age: u8) -> u8 {
+    match age {
+        0..=3 => 1,
+        4..=5 => 2,
+        6..=8 => 4,
+        _ => 8,
+    }
+}
+
+impl KState {
+    /// The next page ksmd looks at in the cursor's mm (in slot `slot`) from `from`, with its
+    /// rmap_item made and the items it passed freed (`scan_get_next_rmap_item`'s walk of one
+    /// mm, `get_next_rmap_item`), smart scan's skips passed over. `Err` with whether the mm
+    /// still has a mergeable VMA and where the walk of it ended (items past it are freed).
+    fn ksm_next_item(
+        &mut self,
+        slot: usize,
+        mm: MmId,
+        mut from: VirtAddr,
+    ) -> Result<VirtAddr, (bool, VirtAddr)> {
+        loop {
+            let addr = self.next_mergeable_page(mm, from).map_err(|any| (any, from))?;
+            self.remove_rmap_items(mm, from, addr);
+            let item =
+                RmapItem { oldchecksum: 0, state: ItemState::Volatile, age: 0, remaining_skips: 0 };
+            self.ksm.items.entry((mm, addr)).or_insert(item);
+            from = addr + Bytes::PAGE;
+            self.ksm.cursor = Some((slot, from));
+            if !self.should_skip_rmap_item(mm, addr) {
+                return Ok(addr);
+            }
+        }
+    }
+
+    /// `should_skip_rmap_item` (smart scan, v6.7+, while `smart_scan` is 1): the item at `addr`
+    /// of `mm` ages by one scan; past its third, it is looked at once and then skipped for
+    /// `skip_age` scans, taken out of its tree each time it is skipped. A KSM page is never
+    /// skipped.
+    fn should_skip_rmap_item(&mut self, mm: MmId, addr: VirtAddr) -> bool {
+        let page = self.ksm_page_at(mm, addr).expect("the scan found a page here");
+        let smart = self.ksm.smart_scan && crate::era::has_ksm_smart_scan(self.thp.kernel);
+        if !smart || self.folios.is_ksm(page) {
+            return false;
+        }
+        let item = self.ksm.items.get_mut(&(mm, addr)).expect("made by the scan");
+        let age = item.age;
+        item.age = age.saturating_add(1);
+        if age < 3 {
+            return false;
+        }
+        if item.remaining_skips == 0 {
+            item.remaining_skips = skip_age(age);
+            return false;
+        }
+        item.remaining_skips -= 1;
+        self.ksm.pages_skipped += 1;
+        self.remove_rmap_item_from_tree(mm, addr);
+        true
     }
 }
 
@@ -982,19 +1076,39 @@ mod tests {
                 0..=2 => ItemState::Stable(node),
                 _ => ItemState::Unstable,
             };
-            k.items.insert((mm, a), RmapItem { oldchecksum: 0, state });
+            k.items.insert((mm, a), RmapItem { state, ..item0() });
             if i < 3 {
                 k.nodes.get_mut(&node).unwrap().items.push((mm, a, av));
             }
         }
-        k.items.insert(
-            (mm, VirtAddr(9 << 12)),
-            RmapItem { oldchecksum: 3, state: ItemState::Volatile },
-        );
+        let volatile = RmapItem { oldchecksum: 3, state: ItemState::Volatile, ..item0() };
+        k.items.insert((mm, VirtAddr(9 << 12)), volatile);
         assert_eq!(k.counts(), (1, 2, 1, 1));
-        assert_eq!(k.show("pages_sharing", true), Some(2));
-        assert_eq!(k.show("use_zero_pages", false), None);
-        assert_eq!(k.store("run", 3, true), Err(Errno::EINVAL));
-        assert_eq!(k.store("pages_shared", 1, true), Err(Errno::EACCES));
+        let (v4_10, v6_6, v6_7) =
+            (KernelVersion::new(4, 10), KernelVersion::new(6, 6), KernelVersion::new(6, 7));
+        assert_eq!(k.show("pages_sharing", v6_7), Some(2));
+        assert_eq!(k.show("use_zero_pages", v4_10), None);
+        assert_eq!(k.store("run", 3, v6_7), Err(Errno::EINVAL));
+        assert_eq!(k.store("pages_shared", 1, v6_7), Err(Errno::EACCES));
+        // Smart scan's knob and counter exist from v6.7 only.
+        assert_eq!(k.show("smart_scan", v6_7), Some(1));
+        assert_eq!(k.show("smart_scan", v6_6), None);
+        assert_eq!(k.store("smart_scan", 0, v6_6), Err(Errno::ENOENT));
+        assert_eq!(k.store("smart_scan", 2, v6_7), Err(Errno::EINVAL));
+        assert_eq!(k.store("smart_scan", 0, v6_7), Ok(()));
+        assert_eq!(k.show("smart_scan", v6_7), Some(0));
+        assert_eq!(k.store("pages_skipped", 0, v6_7), Err(Errno::EACCES));
+    }
+
+    fn item0() -> RmapItem {
+        RmapItem { oldchecksum: 0, state: ItemState::Volatile, age: 0, remaining_skips: 0 }
+    }
+
+    #[test]
+    fn smart_scan_skips_grow_with_age() {
+        // Ages 0-2 are looked at; from age 3 one look, then `skip_age` skips, and again.
+        let ages: Vec<u8> = (0..=10).map(skip_age).collect();
+        assert_eq!(ages, [1, 1, 1, 1, 2, 2, 4, 4, 4, 8, 8]);
+        assert_eq!(skip_age(u8::MAX), 8);
     }
 }

@@ -15,6 +15,19 @@
 //!   activation (bumping `nonresident_age` through `workingset_activation`), or the multi-generation
 //!   LRU's reference counter (`lru_gen_inc_refs` / `folio_inc_refs`).
 //! - `folio_deactivate` (`MADV_COLD`) and the isolation helpers reclaim uses.
+//! - The per-CPU lazyfree batch (`cpu_fbatches.lru_lazyfree`; `folio_mark_lazyfree`,
+//!   `lru_lazyfree`, `lru_add_drain_cpu`, `lru_add_drain`, `lru_add_drain_all`; read in the
+//!   v6.8, v6.12 and v6.18 sources): since v4.12 ("mm: move MADV_FREE pages into
+//!   LRU_INACTIVE_FILE list", f7ad2a6cb9f7) `MADV_FREE` does not move a folio itself but adds it,
+//!   with a reference, to its CPU's batch, and only the batch's drain moves it to the inactive
+//!   file list, clears `PG_swapbacked` (so smaps counts it in `LazyFree`) and counts
+//!   `pglazyfree`, if it is still an evictable, swap-backed anonymous folio on an LRU list
+//!   outside the swap cache. A batch drains when it fills (`era::lru_batch_size`: 14, 15 from
+//!   v4.16, 31 from v6.9) or takes a large folio; `lru_add_drain` drains the calling task's CPU's
+//!   batch (`madvise_free_single_vma`, `madvise_cold`, `madvise_pageout` before their walks,
+//!   reclaim as it shrinks an lruvec, a zap before it frees pages, as `unmap_region`,
+//!   `exit_mmap` and `zap_page_range_single` do), `lru_add_drain_all` every CPU's (ksmd at the
+//!   start of a full scan, khugepaged at the start of a round and `MADV_COLLAPSE`).
 //!
 //! **The reclaim policy** ([`Reclaim`]) is chosen once per machine from the `lru` switch and
 //! answers, here and only here, with exhaustive `match`es, every question on which the policies
@@ -25,8 +38,14 @@
 //! multi-gen LRU in `mglru.rs`, the pure LRU in `lru_pure.rs`. A new policy is one variant and
 //! one file; the compiler lists the questions it must answer.
 //!
-//! Approximations: no per-CPU LRU batches (`folio_batch`), so additions and activations take
-//! effect at once; one zone.
+//! Approximations: the lazyfree batch is the only per-CPU LRU batch modelled; additions
+//! (`lru_add`), activations, rotations and deactivations (`lru_deactivate`, so `MADV_COLD` and
+//! v4.5-v4.11's `MADV_FREE` too) take effect at once. A batched folio keeps `PG_lru` as it did
+//! up to v6.10 and again in v6.18 (v6.11 to v6.17 cleared it at once, 33dfe9204f29 and its
+//! revert, so isolation skipped it until the drain). The classic LRU's reclaim drains before
+//! `get_scan_count` rather than in `shrink_inactive_list`/`shrink_active_list`, and the other
+//! `lru_add_drain` callers (mlock, swap readahead, migration, the `lru_add_drain_all` of
+//! `memory.reclaim`'s last retry, ...) are not modelled. One zone.
 
 use crate::era::{FadvNoreuse, KernelVersion, Lru, Switches};
 use crate::folio::{ListIdx, LruList, pg};
@@ -84,8 +103,10 @@ impl LruConfig {
     }
 }
 
-/// `shrink_lruvec` (`lru_gen_shrink_lruvec` with the multi-gen LRU): reclaims from one lruvec.
+/// `shrink_lruvec` (`lru_gen_shrink_lruvec` with the multi-gen LRU): reclaims from one lruvec,
+/// after draining the reclaiming CPU's batch (`lru_add_drain`, the module note).
 pub(crate) async fn shrink_lruvec(cx: &Cx, memcg: MemcgId, sc: &mut ScanControl) {
+    lru_add_drain(cx);
     let reclaim = cx.st().lru.reclaim;
     match reclaim {
         Reclaim::Classic => crate::vmscan::shrink_lruvec(cx, memcg, sc).await,
@@ -112,6 +133,11 @@ pub(crate) async fn age_node(cx: &Cx, sc: &ScanControl) {
         Reclaim::MultiGen => crate::mglru::lru_gen_age_node(cx, sc).await,
         Reclaim::Classic | Reclaim::Pure => {}
     }
+}
+
+/// `lru_add_drain`: drains the batches of the CPU `cx` runs on (the module note).
+pub(crate) fn lru_add_drain(cx: &Cx) {
+    cx.st().lru_add_drain_cpu(cx.cpu().0 as usize);
 }
 
 impl KState {
@@ -295,16 +321,40 @@ impl KState {
         }
     }
 
-    /// `folio_mark_lazyfree` (`MADV_FREE`, v4.12+ f7ad2a6cb9f7): a clean, swap-backed
-    /// anonymous folio on an LRU list stops being swap-backed and goes to the inactive file list
-    /// (with the multi-gen LRU, a file generation), unreferenced, where reclaim discards it
-    /// unless it is written again; counted in `pglazyfree`.
-    pub(crate) fn folio_mark_lazyfree(&mut self, head: Pfn) {
+    /// Whether `lru_lazyfree` moves `head`: an evictable, swap-backed anonymous folio on an LRU
+    /// list and outside the swap cache (asked when the folio is batched and again at the drain).
+    fn lazyfree_movable(&self, head: Pfn) -> bool {
         let f = &self.folios;
-        if !f.test(head, pg::LRU)
-            || !f.test(head, pg::SWAPBACKED)
-            || f.test(head, pg::SWAPCACHE | pg::UNEVICTABLE)
-        {
+        f.is_anon(head)
+            && f.test(head, pg::LRU)
+            && f.test(head, pg::SWAPBACKED)
+            && !f.test(head, pg::SWAPCACHE | pg::UNEVICTABLE)
+    }
+
+    /// `folio_mark_lazyfree` (`MADV_FREE`, v4.12+ f7ad2a6cb9f7): a folio `lru_lazyfree` would
+    /// move joins CPU `cpu`'s batch with a reference; a full batch, or one just given a large
+    /// folio, drains at once (`folio_batch_add_and_move`).
+    pub(crate) fn folio_mark_lazyfree(&mut self, head: Pfn, cpu: usize) {
+        if !self.lazyfree_movable(head) {
+            return;
+        }
+        self.folios.get_extra(head);
+        if self.lru_lazyfree.len() <= cpu {
+            self.lru_lazyfree.resize_with(cpu + 1, Vec::new);
+        }
+        let batch = &mut self.lru_lazyfree[cpu];
+        batch.push(head);
+        let full = batch.len() >= crate::era::lru_batch_size(self.thp.kernel);
+        if full || self.folios.large(head).is_some() {
+            self.lru_add_drain_cpu(cpu);
+        }
+    }
+
+    /// `lru_lazyfree`: a batched folio that is still movable stops being swap-backed and goes
+    /// to the inactive file list (with the multi-gen LRU, a file generation), unreferenced,
+    /// where reclaim discards it unless it is written again; counted in `pglazyfree`.
+    fn lru_lazyfree(&mut self, head: Pfn) {
+        if !self.lazyfree_movable(head) {
             return;
         }
         self.lruvec_del_folio(head, true);
@@ -314,6 +364,25 @@ impl KState {
         let nr = self.folios.order(head).pages();
         let memcg = self.folio_memcg(head);
         self.count_event(memcg, VmStat::Pglazyfree, nr);
+    }
+
+    /// `lru_add_drain_cpu`: CPU `cpu`'s lazyfree batch moves (`folio_batch_move_lru`, which
+    /// passes over a folio taken off its list meanwhile) and drops its references, freeing a
+    /// folio that nothing else holds any more.
+    pub(crate) fn lru_add_drain_cpu(&mut self, cpu: usize) {
+        let Some(batch) = self.lru_lazyfree.get_mut(cpu) else { return };
+        for head in std::mem::take(batch) {
+            debug_assert!(self.folios.extra_refs(head) > 0, "a batched folio holds a reference");
+            self.lru_lazyfree(head);
+            self.put_folio_extra(head);
+        }
+    }
+
+    /// `lru_add_drain_all`: every CPU's batches (`lru_add_drain_cpu` on each).
+    pub(crate) fn lru_add_drain_all(&mut self) {
+        for cpu in 0..self.lru_lazyfree.len() {
+            self.lru_add_drain_cpu(cpu);
+        }
     }
 
     /// Takes a folio off its list for reclaim with an isolation reference

@@ -7,7 +7,11 @@
 //! dropped instead of swapped: each present page of a private anonymous VMA that only this
 //! mapping maps has its PTE made clean and old and its folio clean. From v4.12 it goes to the
 //! inactive *file* LRU as a lazyfree folio (no longer swap-backed, f7ad2a6cb9f7, counted in
-//! `pglazyfree`). Reclaim then discards it, without swap, unless it was written again
+//! `pglazyfree`), by way of the CPU's lazyfree batch (`lru.rs`): the advice drains the batch of
+//! its CPU before each VMA's walk and fills it, so the folios it marks move (and smaps shows them
+//! in `LazyFree`) only when the batch drains: when it fills, or when reclaim, a zap or the next
+//! `MADV_FREE`, `MADV_COLD` or `MADV_PAGEOUT` on that CPU drains it. Reclaim then discards the
+//! folio, without swap, unless it was written again
 //! (`try_to_unmap_one` finds the PTE dirty: the folio becomes swap-backed again and stays;
 //! `pglazyfreed` counts the discarded pages). Until reclaim, a read returns the old data and a
 //! write keeps the new; after it, the page reads zeros. Swap entries in the range are freed at
@@ -24,9 +28,16 @@
 //! Approximations: large folios are left as they are (the kernel splits a PTE-mapped large
 //! folio or marks a wholly covered PMD-mapped THP lazyfree; mmsim cannot reclaim anonymous THPs
 //! yet), PMDs cut by the range's edges are split first; a folio in the swap cache is skipped
-//! (the kernel frees its swap slot first when it can). A folio mapped more than once is left
-//! as it is in every era (v4.5-v4.11 still cleaned and deactivated its PTE, keeping only its
-//! `PG_dirty`; what reclaim then did depended on the order of the rmap walk).
+//! (the kernel frees its swap slot first when it can).
+//!
+//! A folio mapped more than once (COW-shared with a fork) is left as it is only when it is
+//! `PG_dirty`: `madvise_free_pte_range` (v4.5 to v6.18) asks for a single mapping only of a
+//! dirty or swap-cache folio, whose `PG_dirty` it must clear, so a clean one is advised through
+//! this PTE like any other while the other mappings keep their PTEs, dirty ones included (fork
+//! copies a private PTE's dirty bit). Reclaim then discards each clean mapping it meets until a
+//! dirty one makes the folio swap-backed again, so what survives depends on the rmap walk's
+//! order: the fork parent's mapping comes first and loses the page, the child keeps it (found
+//! against Debian's 6.1 and 6.12, `scenarios/syscalls/madv-free.toml`).
 //!
 //! `MADV_COLD` and `MADV_PAGEOUT` (v5.4, 9c276cc65a58 and 1a4e58cce84e; `madvise_cold`,
 //! `madvise_pageout`, `madvise_cold_or_pageout_pte_range`): EINVAL on a locked, PFN-mapped or
@@ -71,6 +82,7 @@ use crate::folio::folio_trylock;
 use crate::folio::pg;
 use crate::fs::falloc;
 use crate::kernel::{Cx, KState};
+use crate::lru::lru_add_drain;
 use crate::memory::vm_normal_page;
 use crate::mmap::covering;
 use crate::pgtable::{Level, Pte, Upper};
@@ -115,6 +127,8 @@ pub(crate) async fn madvise_free(
                 || vma.flags.has(VmFlags::LOCKED | VmFlags::PFNMAP)
         })?;
         split_huge_pmd_edges(cx, mm, vs, ve).await;
+        // `madvise_free_single_vma` drains this CPU's batches before its walk.
+        lru_add_drain(cx);
         let visited = free_pte_range(cx, mm, vs, ve).await;
         cx.charge_n(Cost::PteUpdate, visited).await;
         flush_tlb_range(cx, mm, vs, ve).await;
@@ -126,6 +140,7 @@ pub(crate) async fn madvise_free(
 /// returns the entries changed.
 async fn free_pte_range(cx: &Cx, mm: MmId, start: VirtAddr, end: VirtAddr) -> u64 {
     let anon_lru = crate::era::lazyfree_on_anon_lru(cx.kernel().version);
+    let cpu = cx.cpu().0 as usize;
     let mut changed = 0;
     let mut addr = start;
     while addr < end {
@@ -148,7 +163,7 @@ async fn free_pte_range(cx: &Cx, mm: MmId, start: VirtAddr, end: VirtAddr) -> u6
         if st.pt.is_live(table) {
             while addr < table_end {
                 let idx = Level::Pte.index(addr);
-                changed += u64::from(st.madvise_free_pte(mm, table, idx, anon_lru));
+                changed += u64::from(st.madvise_free_pte(mm, (table, idx), anon_lru, cpu));
                 addr = addr + Bytes::PAGE;
             }
         }
@@ -159,10 +174,16 @@ async fn free_pte_range(cx: &Cx, mm: MmId, start: VirtAddr, end: VirtAddr) -> u6
 
 impl KState {
     /// One PTE of `madvise_free_pte_range`: a swap entry is freed; a small anonymous folio that
-    /// only this PTE maps is made clean and old and marked lazyfree, or with `anon_lru`
-    /// (v4.5-v4.11) deactivated if it was active and the PTE young or dirty. Returns whether the
-    /// entry changed.
-    fn madvise_free_pte(&mut self, mm: MmId, table: PtId, idx: usize, anon_lru: bool) -> bool {
+    /// only this PTE maps is made clean and old and marked lazyfree (into CPU `cpu`'s batch,
+    /// `lru.rs`), or with `anon_lru` (v4.5-v4.11) deactivated if it was active and the PTE young
+    /// or dirty. Returns whether the entry changed.
+    fn madvise_free_pte(
+        &mut self,
+        mm: MmId,
+        (table, idx): (PtId, usize),
+        anon_lru: bool,
+        cpu: usize,
+    ) -> bool {
         let pte = self.pt.pte(table, idx);
         if pte.is_swap() {
             self.zap_swap_pte(mm, table, idx);
@@ -171,9 +192,11 @@ impl KState {
         let Some(page) = vm_normal_page(pte) else { return false };
         let head = self.folios.head(page);
         let f = &self.folios;
+        // Only a dirty (or swap-cache) folio is asked whether this PTE alone maps it: a clean
+        // folio other PTEs map too is advised all the same (`madvise_free_pte_range`).
         if !f.is_anon(head)
             || f.large(head).is_some()
-            || f.folio_mapcount(head) != 1
+            || (f.test(head, pg::DIRTY) && f.folio_mapcount(head) != 1)
             || f.test(head, pg::SWAPCACHE)
         {
             return false;
@@ -181,7 +204,7 @@ impl KState {
         self.folios.clear_flag(head, pg::DIRTY);
         self.pt.set_pte(table, idx, pte.without(Pte::DIRTY | Pte::ACCESSED));
         if !anon_lru {
-            self.folio_mark_lazyfree(head);
+            self.folio_mark_lazyfree(head, cpu);
         } else if (pte.young() || pte.dirty()) && self.folios.test(head, pg::ACTIVE) {
             self.folio_deactivate(head);
         }
@@ -189,8 +212,24 @@ impl KState {
     }
 }
 
+/// The VMAs of `[start, end)` in address order, and whether part of it is unmapped
+/// (`madvise_walk_vmas`, mm/madvise.c v6.18; the same `unmapped_error` rule in the loop of
+/// `do_madvise` before that function was split out, and older than git). A hole does not stop
+/// the walk: the advice still goes to every VMA of the range, on both sides of it, and the call
+/// returns ENOMEM at the end.
+fn walk_vmas(
+    st: &KState,
+    mm: MmId,
+    start: VirtAddr,
+    end: VirtAddr,
+) -> (Vec<crate::types::ids::VmaId>, bool) {
+    let (_, hole) = crate::mmap::vmas_before_hole(st, mm, start, end);
+    (st.mm(mm).vmas_in(start, end, |id| st.vma(id).end), hole)
+}
+
 /// `MADV_REMOVE` over `[start, end)` of `mm`: the VMAs' file ranges under `mmap_lock`, the
-/// hole punched after dropping it, as `madvise_remove` drops it around `vfs_fallocate`.
+/// hole punched after dropping it, as `madvise_remove` drops it around `vfs_fallocate`. A
+/// hole in the range is ENOMEM after the VMAs around it were punched ([`walk_vmas`]).
 pub(crate) async fn madvise_remove(
     cx: &Cx,
     mm: MmId,
@@ -198,11 +237,12 @@ pub(crate) async fn madvise_remove(
     end: VirtAddr,
 ) -> Result<(), Errno> {
     let (lock, k) = (cx.st().mm(mm).mmap_lock, cx.kernel().version);
-    let holes = {
+    let (holes, unmapped) = {
         let _g = lock.read(cx).await;
         let st = cx.st();
         let mut holes = Vec::new();
-        for v in covering(&st, mm, start, end)? {
+        let (vmas, unmapped) = walk_vmas(&st, mm, start, end);
+        for v in vmas {
             let vma = st.vma(v);
             // Up to v4.2 a hugetlb VMA was refused like a locked one (`era::hugetlbfs_has_fallocate`).
             let refused = vma.flags.has(VmFlags::LOCKED)
@@ -214,17 +254,18 @@ pub(crate) async fn madvise_remove(
             let (s, e) = (start.max(vma.start), end.min(vma.end));
             holes.push((file, vma.pgoff * 4096 + (s.0 - vma.start.0), e.0 - s.0));
         }
-        holes
+        (holes, unmapped)
     };
     for (file, from, len) in holes {
         let mode = falloc::PUNCH_HOLE | falloc::KEEP_SIZE;
         crate::truncate::vfs_fallocate(cx, file, mode, from, len).await?;
     }
-    Ok(())
+    if unmapped { Err(Errno::ENOMEM) } else { Ok(()) }
 }
 
 /// `MADV_WILLNEED` over `[start, end)` of `mm`, VMA by VMA: anonymous and shmem swap-ins under
-/// `mmap_lock` for read, a file's readahead after dropping it (`madvise_willneed`).
+/// `mmap_lock` for read, a file's readahead after dropping it (`madvise_willneed`). A hole in
+/// the range is ENOMEM after the VMAs around it were read ahead ([`walk_vmas`]).
 pub(crate) async fn madvise_willneed(
     cx: &Cx,
     mm: MmId,
@@ -233,9 +274,9 @@ pub(crate) async fn madvise_willneed(
 ) -> Result<(), Errno> {
     let lock = cx.st().mm(mm).mmap_lock;
     let mut readahead = Vec::new();
-    {
+    let unmapped = {
         let _g = lock.read(cx).await;
-        let vmas = covering(&cx.st(), mm, start, end)?;
+        let (vmas, unmapped) = walk_vmas(&cx.st(), mm, start, end);
         for v in vmas {
             let (file, s, e, first) = {
                 let st = cx.st();
@@ -262,11 +303,12 @@ pub(crate) async fn madvise_willneed(
                 readahead.push((f, (first * 4096) as i64, (e.0 - s.0) as i64));
             }
         }
-    }
+        unmapped
+    };
     for (f, off, len) in readahead {
         let _ = crate::fadvise::vfs_fadvise(cx, f, off, len, fadv::WILLNEED).await;
     }
-    Ok(())
+    if unmapped { Err(Errno::ENOMEM) } else { Ok(()) }
 }
 
 /// `swapin_walk_ops`: reads each swapped page of `[start, end)` into the swap cache (where no
@@ -336,6 +378,8 @@ pub(crate) async fn madvise_cold_or_pageout(
         let (vs, ve) = clip(&cx.st(), v, start, end, |st, v| {
             st.vma(v).flags.has(VmFlags::LOCKED | VmFlags::PFNMAP) || st.vma(v).vm_ops.is_hugetlb()
         })?;
+        // `madvise_cold` and `madvise_pageout` drain this CPU's batches before the walk.
+        lru_add_drain(cx);
         let mut addr = vs;
         while addr < ve {
             if let Some(end) = pmd_hole_end(&cx.st(), mm, addr) {

@@ -246,7 +246,7 @@ async fn apply_vma_lock_flags(
             mlock_fixup(&mut cx.st(), p, flags);
         }
     }
-    cx.st().vma_merge_range(mm, start, end);
+    crate::mmap::vma_merge_range(cx, mm, start, end).await;
     if hole { Err(Errno::ENOMEM) } else { Ok(()) }
 }
 
@@ -351,9 +351,8 @@ async fn apply_mlockall_flags(cx: &Cx, mm: MmId, flags: u32, vm: u64) {
         return;
     }
     let vmas: Vec<VmaId> = cx.st().mm(mm).vmas.values().copied().collect();
-    let mut st = cx.st();
     for &v in &vmas {
-        mlock_fixup(&mut st, v, vm);
+        mlock_fixup(&mut cx.st(), v, vm);
     }
-    st.vma_merge_range(mm, VirtAddr(0), VirtAddr(crate::pgtable::TASK_SIZE));
+    crate::mmap::vma_merge_range(cx, mm, VirtAddr(0), VirtAddr(crate::pgtable::TASK_SIZE)).await;
 }

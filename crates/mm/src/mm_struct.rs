@@ -126,7 +126,10 @@ impl MmStruct {
         (addr < end_of(id)).then_some(id)
     }
 
-    /// VMAs overlapping `[start, end)`, in address order.
+    /// VMAs overlapping `[start, end)`, in address order (the walk of `for_each_vma_range`,
+    /// `include/linux/mm.h`): the one containing `start`, then those starting inside the range.
+    /// Ids are not addresses: top-down placement gives a newer VMA a higher id and a lower
+    /// address, so the order comes from the start-address map alone.
     pub fn vmas_in(
         &self,
         start: VirtAddr,
@@ -134,13 +137,10 @@ impl MmStruct {
         end_of: impl Fn(VmaId) -> VirtAddr,
     ) -> Vec<VmaId> {
         let first = self.vma_at(start, &end_of);
-        first
-            .into_iter()
-            .chain(self.vmas.range(start.0 + 1..end.0).map(|(_, &id)| id))
-            .filter(|&id| end_of(id) > start)
-            .collect::<BTreeSet<_>>()
-            .into_iter()
-            .collect()
+        let rest = self.vmas.range(start.0 + 1..end.0).map(|(_, &id)| id);
+        let vmas: Vec<VmaId> = first.into_iter().chain(rest).collect();
+        debug_assert!(vmas.is_sorted_by_key(|&id| end_of(id)), "VMAs out of address order");
+        vmas
     }
 
     /// `get_unmapped_area`, top-down: the highest `len`-byte gap below `MMAP_BASE`, aligned to

@@ -45,13 +45,12 @@
 //! an anon_vma to a neighbour without one (mremap only) as v6.12's rewrite does, where earlier
 //! kernels keep them apart; two VMAs with the same anon_vma merge only with the same chain; and
 //! a merge that would put the VMA's page indexes out of its anon_vma's 32-bit relative reach
-//! (`AnonVma::base`, more than 8 TiB away) is not done. A merge (this one and
-//! `vma_merge_range`) frees a file VMA without taking its mapping's `i_mmap_rwsem` for write,
-//! which the kernel's `vma_prepare` holds around the tree update; a walker of `i_mmap` that
-//! sleeps under the read lock (`unmap_mapping_range` in a truncation) could then meet the freed
-//! VMA. No scenario or swarm seed does today; making mprotect and madvise act on the VMAs before
-//! a hole (as `do_mprotect_pkey` and `madvise_walk_vmas` do) made swarm seed 50 do it, so that
-//! change waits for the lock.
+//! (`AnonVma::base`, more than 8 TiB away) is not done. `vma_merge_range` frees a file VMA
+//! under its mapping's `i_mmap_rwsem` for write, as the kernel's `vma_prepare` holds it around
+//! the tree update, so a walker of `i_mmap` that sleeps under the read lock
+//! (`unmap_mapping_range` in a truncation) never meets the freed VMA (swarm seed 50 did, with an
+//! mprotect's split and merge beside a truncation). `mmap` merges under the new VMA's lock
+//! (`mmap_link`); mremap's merges (`vma_merge_new` from `mremap.rs`) do not take it yet.
 //!
 //! `mprotect` and the flag-only `madvise` advice end by merging the range's VMAs with
 //! compatible neighbours (`vma_merge_range`), as `mprotect_fixup` and `madvise_update_vma` do.
@@ -231,32 +230,8 @@ impl KState {
         self.mm(mm).vmas_in(start, end, |id| self.vma(id).end)
     }
 
-    /// `vma_merge` after `[start, end)`'s flags changed (`vma_modify_flags`, mm/vma.c v6.8;
-    /// mm/mmap.c `vma_merge` before): each VMA there, and the neighbours at its edges, merges
-    /// with the next when `is_mergeable_vma` and `is_mergeable_anon_vma` would let it. The
-    /// model merges only what a split made: compatible VMAs (`vmas_compatible`) with the same
-    /// anon_vmas; a VMA with no anon_vma next to one with an anon_vma (which the kernel merges
-    /// when the chain is singular) stays apart.
-    pub(crate) fn vma_merge_range(&mut self, mm: MmId, start: VirtAddr, end: VirtAddr) {
-        let lo = VirtAddr(start.0.saturating_sub(1));
-        let hi = VirtAddr(end.0.saturating_add(1).min(TASK_SIZE));
-        let vmas = self.mm(mm).vmas_in(lo, hi, |id| self.vma(id).end);
-        let mut prev: Option<VmaId> = None;
-        for v in vmas {
-            match prev {
-                Some(p) if self.vmas_mergeable(p, v) => {
-                    let end = self.vma(v).end;
-                    self.vma_detach(v);
-                    self.vma_free(v);
-                    self.vma_mut(p).end = end;
-                }
-                _ => prev = Some(v),
-            }
-        }
-    }
-
     /// Whether `b`, right after `a`, could be part of it.
-    fn vmas_mergeable(&self, a: VmaId, b: VmaId) -> bool {
+    pub(crate) fn vmas_mergeable(&self, a: VmaId, b: VmaId) -> bool {
         let (x, y) = (self.vma(a), self.vma(b));
         self.vmas_compatible(a, b)
             && x.anon_vma == y.anon_vma
@@ -822,6 +797,50 @@ impl KState {
     }
 }
 
+/// `vma_merge` after `[start, end)`'s flags changed (`vma_modify_flags`, mm/vma.c v6.8;
+/// mm/mmap.c `vma_merge` before): each VMA there, and the neighbours at its edges, merges
+/// with the next when `is_mergeable_vma` and `is_mergeable_anon_vma` would let it. The
+/// model merges only what a split made: compatible VMAs (`vmas_compatible`) with the same
+/// anon_vmas; a VMA with no anon_vma next to one with an anon_vma (which the kernel merges
+/// when the chain is singular) stays apart. A merge that frees a file VMA holds the file's
+/// `i_mmap_rwsem` for write, as `vma_prepare` does around the tree update, so that a walker of
+/// `i_mmap` sleeping under the read lock (`unmap_mapping_range`) never meets the freed VMA.
+pub(crate) async fn vma_merge_range(cx: &Cx, mm: MmId, start: VirtAddr, end: VirtAddr) {
+    let lo = VirtAddr(start.0.saturating_sub(1));
+    let hi = VirtAddr(end.0.saturating_add(1).min(TASK_SIZE));
+    let vmas = {
+        let st = cx.st();
+        st.mm(mm).vmas_in(lo, hi, |id| st.vma(id).end)
+    };
+    let mut prev: Option<VmaId> = None;
+    for v in vmas {
+        let Some(p) = prev.filter(|&p| cx.st().vmas_mergeable(p, v)) else {
+            prev = Some(v);
+            continue;
+        };
+        let _g = file_rmap_write(cx, v).await;
+        let mut st = cx.st();
+        let end = st.vma(v).end;
+        st.vma_detach(v);
+        st.vma_free(v);
+        st.vma_mut(p).end = end;
+    }
+}
+
+/// The `i_mmap_rwsem` of the file `v` maps, held for write (`vma_prepare`, `unlink_file_vma`):
+/// freeing or reshaping a file VMA excludes the walkers of the file's `i_mmap`. `None` for a VMA
+/// without a file.
+pub(crate) async fn file_rmap_write(cx: &Cx, v: VmaId) -> Option<engine::LockGuard<'_>> {
+    let i_mmap = {
+        let st = cx.st();
+        st.vma(v).file.map(|f| st.inodes[st.file(f).inode].mapping.i_mmap_rwsem)
+    };
+    match i_mmap {
+        Some(l) => Some(l.write(cx).await),
+        None => None,
+    }
+}
+
 /// Unmaps `[start, end)` of `mm` while the caller holds `mmap_lock` for write.
 pub(crate) async fn unmap_locked(cx: &Cx, mm: MmId, start: VirtAddr, end: VirtAddr) {
     split_huge_pmd_edges(cx, mm, start, end).await;
@@ -836,14 +855,7 @@ pub(crate) async fn unmap_locked(cx: &Cx, mm: MmId, start: VirtAddr, end: VirtAd
     }
     cx.st().free_pgtables(mm, start, end);
     for v in vmas {
-        let i_mmap = {
-            let st = cx.st();
-            st.vma(v).file.map(|f| st.inodes[st.file(f).inode].mapping.i_mmap_rwsem)
-        };
-        let _g = match i_mmap {
-            Some(l) => Some(l.write(cx).await),
-            None => None,
-        };
+        let _g = file_rmap_write(cx, v).await;
         cx.charge(Cost::VmaUpdate).await;
         cx.st().vma_free(v);
     }
@@ -965,7 +977,7 @@ pub(crate) async fn do_mprotect(
     cx.charge_n(Cost::PteUpdate, changed).await;
     flush_tlb_range(cx, mm, start, end).await;
     // `mprotect_fixup`'s `vma_merge`: VMAs whose flags now match their neighbours' join them.
-    cx.st().vma_merge_range(mm, start, end);
+    vma_merge_range(cx, mm, start, end).await;
     Ok(())
 }
 
@@ -1124,17 +1136,23 @@ async fn madvise_apply_flags(
     split_huge_pmd_edges(cx, mm, start, end).await;
     let vmas = cx.st().vma_split_range(mm, start, end);
     for v in vmas {
-        let (f, file_backed) = {
+        let (f, file_backed, shmem) = {
             let st = cx.st();
-            (st.vma(v).flags, st.vma(v).file.is_some())
+            (st.vma(v).flags, st.vma(v).file.is_some(), st.vma_shmem_inode(v).is_some())
         };
-        cx.st().vma_mut(v).flags = madvise_update_vm_flags(f, file_backed, advice)?;
-        if advice == madv::HUGEPAGE {
+        // A shmem VMA is registered by its flags before the update (`era` note).
+        let before = shmem && crate::era::madvise_registers_before_flags(cx.kernel().version);
+        let flags = madvise_update_vm_flags(f, file_backed, advice)?;
+        if advice == madv::HUGEPAGE && before {
+            crate::khugepaged::khugepaged_enter_vma(cx, v);
+        }
+        cx.st().vma_mut(v).flags = flags;
+        if advice == madv::HUGEPAGE && !before {
             crate::khugepaged::khugepaged_enter_vma(cx, v);
         }
     }
     // `madvise_update_vma`'s `vma_merge`.
-    cx.st().vma_merge_range(mm, start, end);
+    vma_merge_range(cx, mm, start, end).await;
     Ok(())
 }
 

@@ -1,5 +1,5 @@
 //! Anonymous swap: the swap device, its slot map, and the swap cache (`mm/swapfile.c`,
-//! `mm/swap_state.c`, Linux v6.8).
+//! `mm/swap_state.c`, `mm/page_io.c`; Linux v6.8, with v6.12's zeromap).
 //!
 //! A swap slot counts the PTEs that hold its swap entry (`swap_map`), plus a flag while a folio
 //! for it sits in the swap cache (`SWAP_HAS_CACHE`). The swap cache maps slots to folios; a folio
@@ -30,8 +30,22 @@
 //! continuation page's allocation (which can fail and make `copy_pte_range` retry) is not
 //! modelled.
 //!
+//! Zero-filled folios (v6.12, "mm: store zero pages to be swapped out in a bitmap", 0ca0c24e3211,
+//! `era::swap_zeromap`): `swap_writepage` (mm/page_io.c) looks at a swap-cache folio's contents
+//! before it writes, and a folio of zeros is not written: its slots are marked in the device's
+//! zeromap, `swpout_zero` counts its pages, and neither `pswpout` nor `thp_swpout` nor the
+//! per-size `swpout` counts it (those are counted where the write is issued,
+//! `__swap_writepage`). The slots stay allocated and the PTEs hold their swap entries as usual.
+//! A folio with data clears its slots' marks and is written. A swap-in of a marked slot
+//! (`swap_read_folio_zeromap`) fills the page with zeros without a read: `swpin_zero`, no
+//! `pswpin`, and the fault is still major. Freeing a slot clears its mark (`swap_range_free`).
+//! Shmem swaps out through the same `swap_writepage` (`shmem_writepage`).
+//!
 //! Approximations: one swap device of type 0; slots are allocated lowest-first (the kernel uses
-//! per-CPU clusters); no swap readahead (`page-cluster`) and no zswap.
+//! per-CPU clusters); no swap readahead (`page-cluster`) and no zswap. A zero-filled folio that
+//! the zeromap spares the write still waits for the device as a written one does (the callers'
+//! I/O waits, `vmscan.rs`, `fault.rs`, `shmem.rs`, `madvise.rs`, do not ask), and still passes
+//! through writeback in reclaim, where the kernel's folio stays clean and unlocked.
 
 use crate::folio::pg;
 use crate::kernel::{Cx, KState};
@@ -143,6 +157,7 @@ impl SwapDevice {
     fn maybe_free(&mut self, slot: u64) -> bool {
         if self.map[slot as usize] == 0 {
             self.data.remove(&slot);
+            self.zeromap.remove(&slot);
             self.free.insert(slot);
             return true;
         }
@@ -259,22 +274,36 @@ impl KState {
         }
     }
 
-    /// Writes a swap-cache folio's contents to its slots (the IO of `swap_writepage`; a THP
-    /// counts `thp_swpout`, `count_swpout_vm_event`).
+    /// `swap_writepage` of a swap-cache folio: from v6.12 a folio of zeros only marks its slots
+    /// in the zeromap (`swap_zeromap_folio_set`, counting `swpout_zero`); any other folio clears
+    /// its slots' marks (`swap_zeromap_folio_clear`) and its contents are written to them,
+    /// counting `pswpout` per page and, for a THP, `thp_swpout` (`__swap_writepage`,
+    /// `count_swpout_vm_event`). The module note.
     pub(crate) fn swap_write(&mut self, head: Pfn) {
         let first = self.swap.slot_of(head).expect("writing a folio not in the swap cache");
         let nr = self.folios.order(head).pages();
+        self.folios.clear_flag(head, pg::DIRTY);
+        if crate::era::swap_zeromap(self.thp.kernel) && self.folio_zero_filled(head) {
+            for slot in first..first + nr {
+                self.swap.data.remove(&slot);
+                self.swap.zeromap.insert(slot);
+            }
+            let memcg = self.folio_memcg(head);
+            self.count_event(memcg, VmStat::SwpoutZero, nr);
+            return;
+        }
         for i in 0..nr {
+            let slot = first + i;
+            self.swap.zeromap.remove(&slot);
             match self.mem.get(head.0 + i).cloned() {
                 Some(c) => {
-                    self.swap.data.insert(first + i, c);
+                    self.swap.data.insert(slot, c);
                 }
                 None => {
-                    self.swap.data.remove(&(first + i));
+                    self.swap.data.remove(&slot);
                 }
             }
         }
-        self.folios.clear_flag(head, pg::DIRTY);
         self.vmstat.add(VmStat::Pswpout, nr);
         let order = self.folios.order(head);
         if order == simcore::Order::PMD {
@@ -283,9 +312,28 @@ impl KState {
         self.count_mthp_stat(order, crate::types::huge_mm::MthpStat::Swpout);
     }
 
+    /// `is_folio_zero_filled`: every page of the folio `head` reads as zeros.
+    pub(crate) fn folio_zero_filled(&self, head: Pfn) -> bool {
+        (0..self.folios.order(head).pages()).all(|i| self.page_zero_filled(head + i))
+    }
+
+    /// Whether `page` holds only zeros (`memchr_inv` over it). The content store keeps nothing
+    /// for such a page, but explicit bytes can be zeros (a file block written as zeros, copied
+    /// by a COW); a pattern never is (its words come from a bijection of distinct inputs, so at
+    /// most one of them is zero).
+    pub(crate) fn page_zero_filled(&self, page: Pfn) -> bool {
+        match self.mem.get(page.0) {
+            None => true,
+            Some(Content::Bytes(bytes)) => bytes.iter().all(|&b| b == 0),
+            Some(Content::Pattern(_)) => false,
+        }
+    }
+
     /// Puts a newly allocated folio in the swap cache for `slot` and fills it from the device
     /// (`__read_swap_cache_async` + `swap_read_folio`); the folio is locked until the caller has
-    /// waited for the IO. `in_lru_fault` is the faulting task's hint (`Cx::in_lru_fault`).
+    /// waited for the IO. A slot in the zeromap (v6.12) is filled with zeros without a read,
+    /// counting `swpin_zero` instead of `pswpin` (`swap_read_folio_zeromap`). `in_lru_fault` is
+    /// the faulting task's hint (`Cx::in_lru_fault`).
     pub(crate) fn swapin_new(&mut self, slot: u64, head: Pfn, in_lru_fault: bool) {
         debug_assert!(self.swap.cached(slot).is_none());
         self.swap.map[slot as usize] |= HAS_CACHE;
@@ -297,7 +345,12 @@ impl KState {
             self.workingset_refault(head, shadow, in_lru_fault);
         }
         self.folio_add_lru(head, in_lru_fault);
-        self.vmstat.inc(VmStat::Pswpin);
+        if self.swap.zeromap.contains(&slot) {
+            let memcg = self.folio_memcg(head);
+            self.count_event(memcg, VmStat::SwpinZero, 1);
+        } else {
+            self.vmstat.inc(VmStat::Pswpin);
+        }
     }
 }
 

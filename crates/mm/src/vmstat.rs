@@ -89,6 +89,8 @@ simcore::counter_keys! {
         NrTlbRemoteFlushReceived = "nr_tlb_remote_flush_received",
         NrTlbLocalFlushAll = "nr_tlb_local_flush_all",
         NrTlbLocalFlushOne = "nr_tlb_local_flush_one",
+        SwpinZero = "swpin_zero",
+        SwpoutZero = "swpout_zero",
     }
 }
 
@@ -158,7 +160,8 @@ pub fn vmstat_key(name: &str) -> Option<VmStat> {
 /// fallback counting" (fe490cc0fe9e, v4.14; the patch posting "[PATCH -mm -v3 12/12]" of
 /// 2017-07-24 seen on linux-mm, the commit id not verified); the `thp_scan_exceed_*` events with
 /// "mm/vmstat: add events for THP max_ptes_* exceeds" (posted 2021-12-25, merged for v5.18; the
-/// commit id not verified).
+/// commit id not verified); `swpin_zero` and `swpout_zero` with "mm: count zeromap read and set
+/// for swapout and swapin" (e7ac4daeed91, v6.12: [`crate::era::swap_zeromap`]).
 pub fn exists_on(stat: VmStat, k: crate::KernelVersion) -> bool {
     let since = match stat {
         VmStat::ThpSplitPage
@@ -176,6 +179,7 @@ pub fn exists_on(stat: VmStat, k: crate::KernelVersion) -> bool {
         VmStat::ThpScanExceedNonePte
         | VmStat::ThpScanExceedSwapPte
         | VmStat::ThpScanExceedSharePte => crate::KernelVersion::new(5, 18),
+        VmStat::SwpinZero | VmStat::SwpoutZero => return crate::era::swap_zeromap(k),
         _ => return true,
     };
     k >= since

@@ -45,6 +45,9 @@ pub(crate) async fn zap_vma_range(
     end: VirtAddr,
     details: ZapDetails,
 ) {
+    // `unmap_region`, `exit_mmap` and `zap_page_range_single` drain this CPU's LRU batches
+    // before they zap (`lru.rs`).
+    crate::lru::lru_add_drain(cx);
     if cx.st().vma(vma).vm_ops.is_hugetlb() {
         return crate::hugetlb::unmap_hugepage_range(cx, vma, start, end).await;
     }

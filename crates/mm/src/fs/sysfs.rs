@@ -13,8 +13,7 @@ impl KState {
     /// What reading `path` shows, as text; `None` for a file the model (or this kernel) lacks.
     pub fn sysfs_show(&self, path: &str) -> Option<String> {
         if let Some(name) = crate::ksm::sysfs_name(path) {
-            let zero_pages = crate::era::has_ksm_use_zero_pages(self.thp.kernel);
-            return self.ksm.show(name, zero_pages).map(|v| v.to_string());
+            return self.ksm.show(name, self.thp.kernel).map(|v| v.to_string());
         }
         match sysfs_knob(path) {
             Some(knob) => self.thp_show(knob),
@@ -39,7 +38,7 @@ impl KState {
         }
         let v = value.trim().parse::<u64>().map_err(|_| Errno::EINVAL)?;
         if let Some(name) = crate::ksm::sysfs_name(path) {
-            self.ksm.store(name, v, crate::era::has_ksm_use_zero_pages(k))?;
+            self.ksm.store(name, v, k)?;
         } else {
             self.hugetlb_sysfs_write(path, v)?;
         }

@@ -21,6 +21,19 @@
 //! list; its own PageAnonExclusive stays. Pages no PTE maps are freed at once (their memcg
 //! charge with them); `thp_split_page` counts the split.
 //!
+//! Zero-filled pages (v6.12, "mm: remap unused subpages to shared zeropage when splitting
+//! isolated thp", b1f202060afe, `era::split_maps_zero_subpages`): `__split_huge_page` remaps the
+//! split folio's pages with `RMP_USE_SHARED_ZEROPAGE` for every anonymous folio, whoever splits
+//! it (reclaim, the deferred split shrinker, debugfs, `MADV_PAGEOUT`), and
+//! `try_to_map_unused_to_zeropage` (mm/migrate.c) maps the shared zero page, read-only, where a
+//! PTE mapped a page holding only zeros: the page loses that mapping and its count in
+//! `MM_ANONPAGES` (smaps `Rss`), pagemap shows the zero page there, and the page, mapped by
+//! nothing, is freed with the split (`free_page_and_swap_cache`). Not for an mlocked page nor
+//! in a `VM_LOCKED` VMA (x86 has no `mm_forbids_zeropage`). Reclaim's fallback split of a THP
+//! it found no swap cluster for thus writes only the pages with data. The zero-page entry
+//! carries no soft-dirty bit until v6.18, which keeps the replaced entry's
+//! (`era::zero_subpage_keeps_soft_dirty`). Each page looked at is charged a page compare.
+//!
 //! `/sys/kernel/debug/split_huge_pages` (debugfs; v4.5): `1` splits every anonymous THP on an
 //! LRU list; `PID,0xSTART,0xEND` (v5.13, "mm: huge_memory: a new debugfs interface for splitting
 //! THP tests", fa6c02315f74) splits those mapped in that range of that process,
@@ -45,18 +58,24 @@
 //! are not split (the debugfs walk skips them); `split_huge_page_to_list_to_order`'s new orders
 //! (splitting to an order above 0) are not modelled; the `split_huge_pages` filters by pid and
 //! address only (not by file path, v6.x); v6.12's underused-THP shrinking
-//! (`thp_underused`) is not modelled.
+//! (`thp_underused`) is not modelled. The zero-page remapping looks at the pages of the folio
+//! after the split and flushes the TLBs of the entries it changed before the pages go; a page of
+//! a swap-cache folio left unmapped stays in the swap cache, as the model's split leaves every
+//! unmapped page of one (the kernel drops it when no swap entry refers to its slot).
 
 use crate::errno::Errno;
 use crate::filemap::folio_unlock;
 use crate::folio::folio_trylock;
 use crate::folio::{Mapping, pg};
 use crate::kernel::{Cx, KState};
-use crate::memory::vm_normal_page;
-use crate::pgtable::Level;
+use crate::memory::{pte_bits, vm_normal_page};
+use crate::mm_struct::MmCounter;
+use crate::pgtable::{Level, Pte};
+use crate::rmap::Mapper;
 use crate::sim::cost::Cost;
 use crate::types::huge_mm::MthpStat;
-use crate::types::ids::Pid;
+use crate::types::ids::{MmId, Pid};
+use crate::vma::VmFlags;
 use crate::vmstat::VmStat;
 use simcore::{Bytes, Order, Pfn, VirtAddr};
 
@@ -133,6 +152,88 @@ impl KState {
         self.deferred_split_remove(head);
         freed
     }
+
+    /// `remap_page` with `RMP_USE_SHARED_ZEROPAGE` after the split of the anonymous folio
+    /// `head` of `nr` pages, from v6.12 (the module note): `try_to_map_unused_to_zeropage` maps
+    /// the zero page where a PTE mapped one of its pages that holds only zeros. Each page so
+    /// unmapped is held by an extra reference until the caller has flushed the entries' TLBs.
+    fn map_unused_to_zeropage(&mut self, head: Pfn, nr: u64) -> ZeroMapped {
+        let mut out = ZeroMapped::default();
+        if !crate::era::split_maps_zero_subpages(self.thp.kernel) {
+            return out;
+        }
+        for page in (0..nr).map(|i| head + i) {
+            // Freed by the split (mapped by nothing), or `folio_test_mlocked`.
+            if self.folios.page_mapcount(page) == 0 || self.folios.test(page, pg::UNEVICTABLE) {
+                continue;
+            }
+            out.scanned += 1;
+            if !self.page_zero_filled(page) {
+                continue;
+            }
+            let unlocked = |m: &Mapper| !self.vma(m.vma).flags.has(VmFlags::LOCKED);
+            let mappers: Vec<Mapper> =
+                self.rmap_mappers(page).into_iter().filter(unlocked).collect();
+            if mappers.is_empty() {
+                continue;
+            }
+            self.folios.get_extra(page);
+            for m in mappers {
+                self.map_zero_pte(m);
+                out.ptes.push((m.mm, m.addr));
+            }
+            out.pages.push(page);
+        }
+        out
+    }
+
+    /// Replaces the PTE of `m` by the shared zero page's, special and read-only with the VMA's
+    /// protection (as `do_anonymous_page` maps it), and drops the page's mapping.
+    fn map_zero_pte(&mut self, m: Mapper) {
+        let pgd = self.mm(m.mm).pgd;
+        let (table, idx) = self.pt.pte_slot(pgd, m.addr).expect("a PTE maps the page");
+        let mut bits = pte_bits(self.vma(m.vma).flags, false, false) | Pte::SPECIAL;
+        if crate::era::zero_subpage_keeps_soft_dirty(self.thp.kernel)
+            && self.pt.pte(table, idx).soft_dirty()
+        {
+            bits |= Pte::SOFT_DIRTY;
+        }
+        self.pt.set_pte(table, idx, Pte::new(self.zero_pfn, bits));
+        self.rmap_remove_pte(m.page);
+        let last = self.folios.put(m.page, 1);
+        assert!(!last, "the split's zero-page remap holds {}", m.page);
+        self.mm_mut(m.mm).sub_rss(MmCounter::AnonPages, 1);
+    }
+}
+
+/// What the zero-page remapping of a split did: the pages it unmapped (each held by an extra
+/// reference), the PTEs it changed, and how many pages it looked at.
+#[derive(Default)]
+struct ZeroMapped {
+    pages: Vec<Pfn>,
+    ptes: Vec<(MmId, VirtAddr)>,
+    scanned: u64,
+}
+
+/// Charges the pages looked at, flushes the TLBs of the PTEs that now map the zero page (one
+/// range per mm), then drops the references on the pages, which frees them.
+async fn finish_zero_mapped(cx: &Cx, mut zeroed: ZeroMapped) {
+    cx.charge_n(Cost::CopyPage4k, zeroed.scanned).await;
+    zeroed.ptes.sort_unstable();
+    let mut ranges: Vec<(MmId, VirtAddr, VirtAddr)> = Vec::new();
+    for (mm, addr) in zeroed.ptes {
+        match ranges.last_mut() {
+            Some((m, _, end)) if *m == mm => *end = addr + Bytes::PAGE,
+            _ => ranges.push((mm, addr, addr + Bytes::PAGE)),
+        }
+    }
+    for (mm, start, end) in ranges {
+        crate::arch::tlbflush::flush_tlb_range(cx, mm, start, end).await;
+    }
+    let mut st = cx.st();
+    for page in zeroed.pages {
+        st.put_folio_extra(page);
+    }
 }
 
 /// `split_folio`: splits the locked large anonymous folio `head` (a THP of any size), on which
@@ -156,13 +257,20 @@ pub(crate) async fn split_folio(cx: &Cx, head: Pfn) -> Result<(), Errno> {
     }
     split_folio_pmds(cx, head).await;
     cx.charge_n(Cost::PteUpdate, 2 * nr).await;
-    let mut st = cx.st();
-    // The freeze: the PMD splits may have raced with a new reference.
-    if !st.can_split_folio(head) {
-        st.count_thp_event(head, VmStat::ThpSplitPageFailed, MthpStat::SplitFailed);
-        return Err(Errno::EAGAIN);
+    let zeroed = {
+        let mut st = cx.st();
+        // The freeze: the PMD splits may have raced with a new reference.
+        if !st.can_split_folio(head) {
+            st.count_thp_event(head, VmStat::ThpSplitPageFailed, MthpStat::SplitFailed);
+            return Err(Errno::EAGAIN);
+        }
+        st.split_anon_folio(head);
+        st.map_unused_to_zeropage(head, nr)
+    };
+    if zeroed.scanned > 0 {
+        // Boxed: the split's future sits deep in reclaim's and the fault's.
+        Box::pin(finish_zero_mapped(cx, zeroed)).await;
     }
-    st.split_anon_folio(head);
     Ok(())
 }
 
@@ -298,7 +406,7 @@ async fn split_huge_pages_pid(
 
 /// The large anonymous folio (a THP of any size) mapped at `addr` of `mm` (`follow_page` and
 /// `is_transparent_hugepage`), if any.
-fn mapped_thp(st: &KState, mm: crate::types::ids::MmId, addr: VirtAddr) -> Option<Pfn> {
+fn mapped_thp(st: &KState, mm: MmId, addr: VirtAddr) -> Option<Pfn> {
     let (pte, level) = st.pt.translate(st.mm(mm).pgd, addr)?;
     let page = match level {
         Level::Pmd if pte.is_present() && !pte.special() => pte.pfn(),

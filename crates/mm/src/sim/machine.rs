@@ -231,6 +231,7 @@ impl Machine {
             vm_bug: None,
             reclaim_lists: Default::default(),
             mlock_fbatch: Vec::new(),
+            lru_lazyfree: Vec::new(),
             shm: Default::default(),
         };
         st.hugetlb_boot(&config.tunables)?;

@@ -19,6 +19,10 @@ pub struct Ksm {
     pub sleep_millisecs: u64,
     pub merge_across_nodes: u64,
     pub use_zero_pages: bool,
+    /// `smart_scan` (v6.7+, on by default): ksmd skips pages that never merged (`ksm.rs`).
+    pub smart_scan: bool,
+    /// `pages_skipped` (v6.7+): pages smart scan skipped.
+    pub pages_skipped: u64,
     pub(crate) mm_slots: Vec<MmId>,
     /// The mm being scanned (an index into `mm_slots`) and the next address; `None` between
     /// full scans (`ksm_scan.mm_slot == &ksm_mm_head`).
@@ -41,6 +45,10 @@ pub struct Ksm {
 pub(crate) struct RmapItem {
     pub(crate) oldchecksum: u64,
     pub(crate) state: ItemState,
+    /// Scans that looked at the item (`age`, saturating at 255; smart scan, v6.7+).
+    pub(crate) age: u8,
+    /// Scans smart scan may still skip the item (`remaining_skips`).
+    pub(crate) remaining_skips: u8,
 }
 
 /// `struct ksm_stable_node`: a KSM page and the addresses counted as mapping it, each with the

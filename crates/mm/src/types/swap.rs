@@ -48,6 +48,9 @@ pub struct SwapDevice {
     pub(crate) free: BTreeSet<u64>,
     /// Contents written to each slot.
     pub(crate) data: BTreeMap<u64, Content>,
+    /// Slots whose folio was all zeros when written, and was not written (`si->zeromap`,
+    /// v6.12: `swap.rs`).
+    pub(crate) zeromap: BTreeSet<u64>,
     /// The swap cache: slot to folio.
     pub(crate) cache: BTreeMap<u64, Pfn>,
     /// Slot of each swap-cache folio.

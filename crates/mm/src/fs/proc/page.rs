@@ -14,7 +14,12 @@
 //! (v4.0): `KPF_ZERO_PAGE` came in v4.0 (56873f43abdc "mm: page_alloc: expose the zero page
 //! in /proc/kpageflags", not verified); the later bits (`KPF_IDLE` v4.3, `KPF_PGTABLE` v4.19,
 //! `KPF_OFFLINE` v5.0) are about state the model does not keep and are never set. A page KSM
-//! merged shows `KPF_KSM` with `KPF_ANON` (a stable page's mapping is anonymous, `PageKsm`).
+//! merged shows `KPF_KSM` with `KPF_ANON` (a stable page's mapping is anonymous, `PageKsm`
+//! compares both mapping bits). From v6.10 to the model's last version every anonymous page
+//! shows `KPF_KSM`, merged or not (`era::kpageflags_ksm_for_every_anon`: the rewrite of
+//! `stable_page_flags`, dee3d0bef2b0, tests only that some bit of `PAGE_MAPPING_KSM` is set;
+//! fixed in v7.2 by 81401cebfc15, and in the stable series that took the fix: 6.18.y by
+//! 6.18.44, 7.1.y, not 6.12.y as of 6.12.118).
 //!
 //! `kpagecount` is `page_mapcount()` of the page (v6.8: `folio_precise_page_mapcount` came
 //! later with the folio mapcount rework, which for the model's folios reads the same: PTE
@@ -78,10 +83,10 @@ impl KState {
         if self.buddy.is_free(pfn) || self.is_pmem_pfn(pfn) {
             return if self.buddy.is_free(pfn) { bit("BUDDY") } else { 0 };
         }
-        let head = self.folios.head(pfn);
+        let (head, k) = (self.folios.head(pfn), self.thp.kernel);
         let folio_flags = self.folios.meta(head).flags;
         // Before v6.10 a tail page's own flags, which the model never sets.
-        let from_folio = head == pfn || crate::era::kpageflags_from_folio(self.thp.kernel);
+        let from_folio = head == pfn || crate::era::kpageflags_from_folio(k);
         let flags = if from_folio { folio_flags } else { 0 };
         let mut u = 0;
         for (name, flag) in [
@@ -108,9 +113,10 @@ impl KState {
         }
         if self.folios.is_anon(head) {
             u |= bit("ANON");
-        }
-        if self.folios.is_ksm(head) {
-            u |= bit("KSM");
+            // From v6.10 every anonymous page passes the KSM test (the module note).
+            if self.folios.is_ksm(head) || crate::era::kpageflags_ksm_for_every_anon(k) {
+                u |= bit("KSM");
+            }
         }
         if self.folios.large(head).is_some() {
             u |= if head == pfn { bit("COMPOUND_HEAD") } else { bit("COMPOUND_TAIL") };
