@@ -15,8 +15,11 @@ def test_diff_on_the_host_is_a_dataframe_of_agreeing_rows(scenarios: Path) -> No
     df = mmsim.diff(str(scenarios / "fork-cow.toml"))
     assert list(df.columns[:3]) == ["scenario", "release", "line"]
     assert len(df) >= 10
-    assert set(df["verdict"]) <= {"agree", "model_only"}
-    assert (df["verdict"] == "agree").sum() >= 10
+    # Per-process rows are exact; system-wide counters (vmstat) also count this Python
+    # process's own allocations, so only the exact ones are held to agree here.
+    exact = df[df["class"] == "Exact"]
+    assert len(exact) >= 10
+    assert (exact["verdict"] == "agree").all(), exact
     smaps = df[df["what"].str.startswith("smaps Shared_Dirty")]
     assert smaps["kernel"].tolist() == smaps["model"].tolist() == ["64"]
 

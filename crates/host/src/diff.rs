@@ -77,7 +77,10 @@ impl DiffReport {
                 (Verdict::Agree, _) => "agree".to_string(),
                 (Verdict::Disagree, _) => "DISAGREE".to_string(),
                 (Verdict::ModelOnly, Class::ModelOnly(why)) => format!("model only ({why})"),
-                (Verdict::ModelOnly, _) => "model only".to_string(),
+                (Verdict::ModelOnly, _) => match &r.reason {
+                    Some(why) => format!("varies natively: {why}"),
+                    None => "model only".to_string(),
+                },
                 (Verdict::Declared, _) => {
                     format!("declared: {}", r.reason.as_deref().unwrap_or(""))
                 }
@@ -134,18 +137,27 @@ pub fn diff(s: &Scenario, o: &NativeOptions) -> Result<DiffReport, Refusal> {
         .collect();
     let native = run_native(s, &NativeOptions { placement, ..o.clone() })?;
     let switches = mm::Switches::for_kernel(kernel);
-    let declared: Vec<(usize, String)> = s
+    let declared: Vec<Declared> = s
         .host_differs
         .iter()
         .filter(|d| d.when.holds(&switches, kernel))
-        .map(|d| (d.at, d.reason.clone()))
+        .map(|d| Declared { line: d.at, reason: d.reason.clone(), varies: d.varies })
         .collect();
     Ok(compare(&native, &model, &declared))
 }
 
+/// A row the scenario declares (`[[host_differs]]`) on this kernel.
+#[derive(Clone, Debug)]
+pub struct Declared {
+    pub line: usize,
+    pub reason: String,
+    /// The native value varies from run to run: not compared.
+    pub varies: bool,
+}
+
 /// The rows of a native run and a model run of one scenario; `declared` are the lines the
-/// scenario declares to differ on this kernel, with their reasons.
-pub fn compare(native: &NativeReport, model: &Report, declared: &[(usize, String)]) -> DiffReport {
+/// scenario declares to differ (or to vary) on this kernel, with their reasons.
+pub fn compare(native: &NativeReport, model: &Report, declared: &[Declared]) -> DiffReport {
     let mut lines: BTreeMap<usize, (Option<&HostReading>, Option<&Reading>)> = BTreeMap::new();
     for r in &native.readings {
         lines.entry(r.reading.line).or_default().0 = Some(r);
@@ -158,12 +170,13 @@ pub fn compare(native: &NativeReport, model: &Report, declared: &[(usize, String
         .into_iter()
         .map(|(line, (k, m))| {
             let mut r = row(line, k, m);
-            if let Some((_, why)) = declared.iter().find(|(l, _)| *l == line) {
+            if let Some(d) = declared.iter().find(|d| d.line == line) {
                 r.verdict = match r.verdict {
+                    _ if d.varies => Verdict::ModelOnly,
                     Verdict::Disagree => Verdict::Declared,
                     _ => Verdict::Stale,
                 };
-                r.reason = Some(why.clone());
+                r.reason = Some(d.reason.clone());
                 after = after.or(Some(line));
             } else if let (Some(at), None, Verdict::Disagree) = (after, &r.kernel, r.verdict) {
                 // The native run stopped at a declared difference and never came here.

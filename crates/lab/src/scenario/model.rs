@@ -97,6 +97,10 @@ pub struct HostDiffers {
     /// The host kernels it applies to (a `kernel` bound; empty: every one).
     pub when: When,
     pub reason: String,
+    /// `varies = true`: the native value changes from run to run with host state the model
+    /// has none of (a memcg limit's overshoot, charges of kernel memory), so the row is not
+    /// compared, rather than declared to differ.
+    pub varies: bool,
 }
 
 /// A scenario's precondition on the run's kernel and switches, with why.

@@ -194,11 +194,12 @@ impl<'a> Parser<'a> {
             )
         })? as usize;
         let reason = f.string("reason")?;
+        let varies = f.opt_bool("varies")?.unwrap_or(false);
         let conditions = f.get("kernel").map(|n| vec![("kernel".to_string(), n.clone())]);
         let table = Kind::Table(conditions.unwrap_or_default());
         let when = self.when(&Node { line: node.line, kind: table })?;
-        f.finish(&["line", "reason", "kernel"])?;
-        Ok(HostDiffers { line: node.line, at, when, reason })
+        f.finish(&["line", "reason", "kernel", "varies"])?;
+        Ok(HostDiffers { line: node.line, at, when, reason, varies })
     }
 
     /// `[[time_order]]`: an operation's or expectation's result that holds only in time order
