@@ -336,7 +336,7 @@ fn explore_bench(a: &ExploreBenchArgs) -> Result<(), String> {
                 state_cache: false,
                 ..explore::Options::new(strategy, d.budget)
             };
-            let mut trials = lab::scenario::explore::factory(&s, config, None);
+            let mut trials = lab::scenario::explore::factory(&s, config, Vec::new());
             let start = Instant::now();
             let out = explore::explore(&mut trials, &options, &mut |_| false)
                 .map_err(|e| e.to_string())?;

@@ -83,7 +83,7 @@ fn explore_cmd(a: &ExploreArgs) -> Result<u8, String> {
         println!("{} on {}: {why}", scenario.file, config.kernel);
         return Ok(0);
     }
-    let mut trials = factory(&scenario, config, None);
+    let mut trials = factory(&scenario, config, Vec::new());
     if let Some(path) = &a.replay {
         return replay_cmd(a, &mut trials, path);
     }

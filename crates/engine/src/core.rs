@@ -923,6 +923,11 @@ impl Handle {
         self.0.state.borrow().classes.stats.values().cloned().collect()
     }
 
+    /// Clears the lock statistics, as a write of `0` to `/proc/lock_stat` does.
+    pub fn lock_stat_clear(&self) {
+        self.0.state.borrow_mut().classes.clear_stats();
+    }
+
     /// `/proc/lock_stat`-style text.
     pub fn lock_stat_text(&self) -> String {
         lock_stat_text(&self.lock_stats())

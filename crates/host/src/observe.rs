@@ -149,6 +149,10 @@ pub fn class(what: &Observable, host: HostTraits) -> Class {
         }
         Observable::Inspect { field, on } => inspect_class(field, on),
         Observable::Invariant { .. } => Class::ModelOnly("the model's own checker".into()),
+        Observable::LruGen { .. } => {
+            Class::ModelOnly("the host's lru_gen counts every process's pages".into())
+        }
+        Observable::LockStat { .. } => Class::ModelOnly("the model's lock classes".into()),
     }
 }
 
@@ -502,9 +506,10 @@ impl Observer<'_> {
                     None => kpagecount(pfn),
                 }
             }
-            Observable::Inspect { .. } | Observable::Invariant { .. } => {
-                Err("not observable on the host".into())
-            }
+            Observable::Inspect { .. }
+            | Observable::Invariant { .. }
+            | Observable::LruGen { .. }
+            | Observable::LockStat { .. } => Err("not observable on the host".into()),
         }
     }
 

@@ -282,6 +282,12 @@ fn check_op(op: &Op, soft_dirty: bool) -> Result<(), Refusal> {
         OpKind::ClearRefs { value: 4, .. } if !soft_dirty => {
             "soft-dirty `clear_refs` needs CONFIG_MEM_SOFT_DIRTY"
         }
+        OpKind::SysfsWrite { path, .. } if path == mm::syscall::LOCK_STAT => {
+            "clearing /proc/lock_stat needs CONFIG_LOCK_STAT (not run natively)"
+        }
+        OpKind::SysfsWrite { path, .. } if path == mm::mglru::debugfs::LRU_GEN => {
+            "lru_gen commands name memory cgroup IDs, which differ on the host (not run natively)"
+        }
         _ => return Ok(()),
     };
     refuse(format!("line {}: `{}`: {why}", op.line, op.kind.name()))

@@ -86,6 +86,8 @@ fn time_ordered_results_are_left_to_the_time_ordered_run() {
             budget: 20,
             violation: false,
             reach: None,
+            never: None,
+            when: Default::default(),
         };
         let explored = Scenario { explore: vec![d.clone()], ..s.clone() };
         let r = check_declared(&explored).unwrap();

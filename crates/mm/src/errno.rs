@@ -32,13 +32,14 @@ pub enum Errno {
     ENOSPC = 28,
     ESPIPE = 29,
     EROFS = 30,
+    ERANGE = 34,
     ENOSYS = 38,
     EOVERFLOW = 75,
     EOPNOTSUPP = 95,
 }
 
 impl Errno {
-    pub const ALL: [Errno; 25] = [
+    pub const ALL: [Errno; 26] = [
         Errno::EPERM,
         Errno::ENOENT,
         Errno::EINTR,
@@ -61,6 +62,7 @@ impl Errno {
         Errno::ENOSPC,
         Errno::ESPIPE,
         Errno::EROFS,
+        Errno::ERANGE,
         Errno::ENOSYS,
         Errno::EOVERFLOW,
         Errno::EOPNOTSUPP,
@@ -99,6 +101,7 @@ impl Errno {
             Errno::ENOSPC => "ENOSPC",
             Errno::ESPIPE => "ESPIPE",
             Errno::EROFS => "EROFS",
+            Errno::ERANGE => "ERANGE",
             Errno::ENOSYS => "ENOSYS",
             Errno::EOVERFLOW => "EOVERFLOW",
             Errno::EOPNOTSUPP => "EOPNOTSUPP",

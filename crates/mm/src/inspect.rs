@@ -106,6 +106,9 @@ const FOLIO: [(&str, &str); 20] = [
 pub const FIELDS: &[Field] = &[
     f("pfn", Target::Addr, "the page frame mapped at the address (pagemap's PFN)"),
     f("folio.gen", Target::Addr, "folio_lru_gen(): the multi-gen LRU generation (lru = mglru)"),
+    f("folio.seq", Target::Addr, "the sequence number of the folio's generation (lru = mglru)"),
+    f("folio.youngest", Target::Addr, "the folio is in the youngest generation, max_seq"),
+    f("folio.oldest", Target::Addr, "the folio is in its type's oldest generation, min_seq"),
     f("pte.none", Target::Addr, "pte_none(): no PTE (or a PMD leaf) at the address"),
     f("pte.present", Target::Addr, "pte_present()"),
     f("pte.swap", Target::Addr, "a swap entry (is_swap_pte())"),
@@ -227,7 +230,9 @@ pub fn unavailable(name: &str, kernel: KernelVersion, switches: &Switches) -> Op
         "vma.has_recency" if !crate::era::vma_has_recency(kernel) => Some(format!(
             "`{name}`: vma_has_recency() exists from v6.3 (8788f6781486), not on {kernel}"
         )),
-        "folio.gen" if !crate::types::mmzone::Reclaim::of(switches.lru).lru_gen_enabled() => {
+        "folio.gen" | "folio.seq" | "folio.youngest" | "folio.oldest"
+            if !crate::types::mmzone::Reclaim::of(switches.lru).lru_gen_enabled() =>
+        {
             Some(format!("`{name}`: folio generations exist only under lru = mglru"))
         }
         _ => None,
@@ -345,6 +350,7 @@ impl KState {
                 .lru_gen(head)
                 .map(u64::from)
                 .ok_or_else(|| format!("folio {head} is on no multi-gen LRU list")),
+            "folio.seq" | "folio.youngest" | "folio.oldest" => self.inspect_lru_seq(head, name),
             _ => {
                 let i = pg::NAMES
                     .iter()
@@ -353,6 +359,21 @@ impl KState {
                 flag(1 << i)
             }
         }
+    }
+
+    /// Where a folio sits among its lruvec's generations (`mglru/debugfs.rs`).
+    fn inspect_lru_seq(&self, head: Pfn, name: &str) -> Result<u64, String> {
+        let seq = self
+            .folio_lru_seq(head)
+            .ok_or_else(|| format!("folio {head} is on no multi-gen LRU list"))?;
+        let g = &self.memcgs[self.folio_memcg(head)].lruvec.lrugen;
+        Ok(match name {
+            "folio.youngest" => u64::from(seq == g.max_seq),
+            "folio.oldest" => {
+                u64::from(seq == g.min_seq[usize::from(self.folio_is_file_lru(head))])
+            }
+            _ => seq,
+        })
     }
 
     /// A folio field of a hugetlb page (its head `struct page`, `hugetlb/gup.rs`).

@@ -67,7 +67,7 @@
 //!   activation only in a fault and restores a folio only if it was workingset when evicted
 //!   (else its references). v6.7-v6.13's `sort_folio` also protects a folio with every
 //!   reference.
-//! - The `/sys/kernel/debug/lru_gen` text ([`KState::lru_gen_debugfs`]).
+//! - The `/sys/kernel/debug/lru_gen` file, read and written (`debugfs.rs`).
 //!
 //! Approximations: one zone, one node; memory cgroups are reclaimed in creation order (no memcg
 //! LRU of `MEMCG_NR_GENS` bins); a promoted folio moves to its new generation list at once (the
@@ -95,7 +95,8 @@ use crate::vmscan::{
 };
 use crate::vmstat::VmStat;
 use simcore::{Pfn, VirtAddr};
-use std::fmt::Write as _;
+
+pub mod debugfs;
 
 /// `MIN_LRU_BATCH` (`BITS_PER_LONG`).
 pub const MIN_LRU_BATCH: u64 = 64;
@@ -951,31 +952,6 @@ impl KState {
             self.folios.set(head, pg::REFERENCED);
             self.folios.set_lru_refs(head, token_refs as u8);
         }
-    }
-
-    /// `/sys/kernel/debug/lru_gen`: per memory cgroup, each generation's age and pages.
-    pub fn lru_gen_debugfs(&self, now_ns: u64) -> String {
-        let mut out = String::new();
-        for (memcg, m) in self.memcgs.iter() {
-            let _ = writeln!(out, "memcg {:5} {}", memcg.0, m.path);
-            let _ = writeln!(out, " node {:5}", 0);
-            let g = &m.lruvec.lrugen;
-            let first = g.min_seq[0].min(g.min_seq[1]);
-            for seq in first..=g.max_seq {
-                let generation = g.gen_of(seq);
-                let age_ms = now_ns.saturating_sub(g.timestamps[generation as usize]) / 1_000_000;
-                let pages = |file: bool| {
-                    if seq < g.min_seq[usize::from(file)] {
-                        0
-                    } else {
-                        self.folios.list_pages(lruvec_gen_list(memcg, generation, file))
-                    }
-                };
-                let _ =
-                    writeln!(out, " {seq:10} {age_ms:10} {:10} {:10}", pages(false), pages(true));
-            }
-        }
-        out
     }
 }
 

@@ -30,6 +30,9 @@ use crate::types::ids::Pid;
 use crate::types::mm_types::GupFlags;
 use simcore::{Bytes, VirtAddr};
 
+/// `/proc/lock_stat` (`kernel/locking/lockdep_proc.c`, `CONFIG_LOCK_STAT`): written `0` to clear.
+pub const LOCK_STAT: &str = "/proc/lock_stat";
+
 /// `open(2)` flags that the model reads.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct OpenFlags {
@@ -116,12 +119,27 @@ impl Thread {
     }
 
     /// A write of `value` to a sysfs or sysctl file (`fs/sysfs.rs`: the THP knobs, the hugetlb
-    /// pools' files; debugfs's `split_huge_pages`, `huge_memory/split.rs`): ENOENT for a file
+    /// pools' files; debugfs's `split_huge_pages`, `huge_memory/split.rs`, and `lru_gen`,
+    /// `mglru/debugfs.rs`, under `lru = mglru`): ENOENT for a file
     /// this kernel or the model lacks, EINVAL for a value the file refuses.
     pub async fn sysfs_write(&self, path: &str, value: &str) -> Result<(), Errno> {
         self.cx.charge(crate::sim::cost::Cost::Syscall).await;
         if path == crate::huge_memory::split::SPLIT_HUGE_PAGES {
             return crate::huge_memory::split::split_huge_pages_write(&self.cx, value).await;
+        }
+        if path == LOCK_STAT {
+            // `lock_stat_write`: a write starting with `0` clears; any other is ignored.
+            if value.starts_with('0') {
+                let handle: &engine::Handle = &self.cx;
+                handle.lock_stat_clear();
+            }
+            return Ok(());
+        }
+        if path == crate::mglru::debugfs::LRU_GEN {
+            if !self.cx.st().lru.reclaim.lru_gen_enabled() {
+                return Err(Errno::ENOENT);
+            }
+            return crate::mglru::debugfs::lru_gen_write(&self.cx, value).await;
         }
         let k = self.cx.kernel().version;
         let stored = self.cx.st().sysfs_store(path, value, k)?;

@@ -43,6 +43,14 @@ impl LockClasses {
     pub(crate) fn name(&self, class: ClassId) -> &'static str {
         self.stats[class].name
     }
+
+    /// A write of `0` to `/proc/lock_stat` (`clear_lock_stats`): every class's numbers start
+    /// again; the classes stay.
+    pub(crate) fn clear_stats(&mut self) {
+        for (_, c) in self.stats.iter_mut() {
+            *c = LockClassStats { name: c.name, ..LockClassStats::default() };
+        }
+    }
 }
 
 /// Renders statistics like `/proc/lock_stat` (times in microseconds, two decimals).

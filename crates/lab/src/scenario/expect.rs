@@ -2,7 +2,10 @@
 //! (so a scenario checks exactly what a user would read in `/proc`).
 
 use super::interp::{Env, Failure, Judged, Reading};
-use super::model::{AddrExpr, Expect, FileRef, InspectOn, Observable, PagemapBit, Show};
+use super::model::{
+    AddrExpr, Expect, FileRef, GenSeq, InspectOn, LockStatColumn, LruGenField, Observable,
+    PagemapBit, Show,
+};
 use mm::fs::proc::{PM_FILE, PM_MMAP_EXCLUSIVE, PM_PFN_MASK, PM_PRESENT, PM_SOFT_DIRTY, PM_SWAP};
 use mm::kernel::KState;
 
@@ -85,7 +88,37 @@ pub fn read(st: &KState, env: &Env, what: &Observable) -> Result<u64, String> {
             let e = st.pagemap(env.mm(st, process)?, env.addr(at)?, 1)[0];
             Ok(u64::from(pagemap_bit(st, e, *bit)))
         }
+        Observable::LruGen { cgroup, field } => lru_gen(st, cgroup, *field),
+        Observable::LockStat { class, column } => lock_stat(env, class, *column),
     }
+}
+
+/// A `/proc/lock_stat` column of lock class `class`.
+fn lock_stat(env: &Env, class: &str, column: LockStatColumn) -> Result<u64, String> {
+    let stats = env.handle.lock_stats();
+    let found = stats.iter().find(|c| c.name == class);
+    found.map(|c| column.of(c)).ok_or_else(|| {
+        let names: Vec<&str> = stats.iter().map(|c| c.name).collect();
+        format!("no lock class `{class}` in this run: {}", names.join(", "))
+    })
+}
+
+/// A number of `cgroup`'s multi-gen LRU.
+fn lru_gen(st: &KState, cgroup: &str, field: LruGenField) -> Result<u64, String> {
+    let memcg = st.mem_cgroup_by_path(cgroup).ok_or_else(|| format!("no cgroup `{cgroup}`"))?;
+    let g = &st.memcgs[memcg].lruvec.lrugen;
+    Ok(match field {
+        LruGenField::MaxSeq => g.max_seq,
+        LruGenField::MinSeq { file } => g.min_seq[usize::from(file)],
+        LruGenField::Pages { file, seq } => {
+            let seq = match seq {
+                GenSeq::Seq(s) => s,
+                GenSeq::Youngest => g.max_seq,
+                GenSeq::Oldest => g.min_seq[usize::from(file)],
+            };
+            st.lru_gen_pages(memcg, seq, file)
+        }
+    })
 }
 
 /// A field by its kernel name (`mm::inspect`), where `on` says.
@@ -196,6 +229,8 @@ pub fn describe(what: &Observable) -> String {
         Observable::Kpagecount { process, at } => {
             format!("kpagecount of {process} at {}", addr_text(at))
         }
+        Observable::LruGen { cgroup, field } => format!("lru_gen {field:?} of {cgroup}"),
+        Observable::LockStat { class, column } => format!("lock_stat {column:?} of {class}"),
     }
 }
 

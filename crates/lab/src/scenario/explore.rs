@@ -11,7 +11,7 @@
 //! distinct states are counted either way.
 
 use super::ScenarioError;
-use super::model::{Expect, Scenario, TimeOrder};
+use super::model::{Expect, ExploreExpect, Scenario, TimeOrder};
 use super::run::{Prepared, prepare};
 use explore::{Trial, TrialSetup};
 use mm::{Machine, MachineConfig};
@@ -29,19 +29,19 @@ use std::rc::Rc;
 /// that livelock; not yet explained).
 pub const SCHEDULE_EVENTS: u64 = 1 << 16;
 
-/// A `reach` expectation and the number of explored schedules that ended meeting it.
+/// A `reach` or `never` expectation and the number of explored schedules that ended meeting it.
 #[derive(Clone, Debug)]
 pub struct ReachProbe {
     pub expect: Expect,
     pub reached: Rc<Cell<u64>>,
 }
 
-/// The explorer's trial factory for `scenario` on a machine configured as `config`; with a
-/// probe, each trial that ends meeting the probe's expectation counts in it.
+/// The explorer's trial factory for `scenario` on a machine configured as `config`; each trial
+/// that ends meeting a probe's expectation counts in it.
 pub fn factory(
     scenario: &Scenario,
     config: MachineConfig,
-    probe: Option<ReachProbe>,
+    probes: Vec<ReachProbe>,
 ) -> impl FnMut(TrialSetup) -> Result<Trial, String> + '_ {
     move |setup: TrialSetup| {
         let mut config = config.clone();
@@ -57,17 +57,18 @@ pub fn factory(
         let (env_end, env_fp) = (env.clone(), env);
         let file = scenario.file.clone();
         let time_order = scenario.time_order.clone();
-        let probe = probe.clone();
+        let probes = probes.clone();
         Ok(Trial::new(sim)
             .step_check({
                 let mut steps = mm::sim::check::StepChecker::new(rule);
                 move || steps.check(&k_check)
             })
             .end_check(move || {
-                if let Some(p) = &probe
-                    && super::expect::check(&k_end.state(), &env_end.borrow(), &p.expect).is_ok()
-                {
-                    p.reached.set(p.reached.get() + 1);
+                for p in &probes {
+                    let st = k_end.state();
+                    if super::expect::check(&st, &env_end.borrow(), &p.expect).is_ok() {
+                        p.reached.set(p.reached.get() + 1);
+                    }
                 }
                 let log = log_end.borrow();
                 match log.failures.iter().find(|f| !TimeOrder::covers(&time_order, f.line)) {
@@ -96,6 +97,8 @@ pub fn factory(
 pub struct DeclaredResult {
     pub line: usize,
     pub holds: bool,
+    /// What the declaration asks, in words.
+    pub declared: String,
     pub summary: String,
 }
 
@@ -103,8 +106,6 @@ pub struct DeclaredResult {
 pub fn check_declared(scenario: &Scenario) -> Result<Vec<DeclaredResult>, ScenarioError> {
     let mut results = Vec::new();
     for d in &scenario.explore {
-        let bad =
-            |message: String| ScenarioError { file: scenario.file.clone(), line: d.line, message };
         let o = super::run::Overrides {
             kernel: d.kernel,
             sets: d.sets.clone(),
@@ -112,41 +113,78 @@ pub fn check_declared(scenario: &Scenario) -> Result<Vec<DeclaredResult>, Scenar
             ..Default::default()
         };
         let config = super::run::machine_config(&scenario.machine, &o, &scenario.file)?;
-        let kernel = config.kernel;
         if let Some(why) = super::run::skip_reason(scenario, &config) {
-            return Err(bad(format!(
-                "[[explore]] on {kernel}, which `[requires]` excludes: {why}"
-            )));
+            return Err(ScenarioError {
+                file: scenario.file.clone(),
+                line: d.line,
+                message: format!(
+                    "[[explore]] on {}, which `[requires]` excludes: {why}",
+                    config.kernel
+                ),
+            });
         }
-        let strategy =
-            explore::Strategy::from_spec(&d.strategy, d.seed).map_err(|e| bad(e.to_string()))?;
-        // A declaration asks only whether a violation exists: the schedule found is replayed
-        // once, not minimised (`mmsim explore` minimises).
-        let options = explore::Options {
-            state_cache: false,
-            shrink_trials: 1,
-            ..explore::Options::new(strategy, d.budget)
-        };
-        let probe =
-            d.reach.clone().map(|expect| ReachProbe { expect, reached: Rc::new(Cell::new(0)) });
-        let mut trials = factory(scenario, config, probe.clone());
-        let outcome = explore::explore(&mut trials, &options, &mut |_| false)
-            .map_err(|e| bad(e.to_string()))?;
-        let found = outcome.violation.as_ref().map(|v| v.finding.to_string());
-        let reached = probe.as_ref().map(|p| p.reached.get());
-        let holds = found.is_some() == d.violation && reached != Some(0);
-        let summary = format!(
-            "kernel {kernel}, {} with budget {}: {} after {} schedules ({} states{}){}{}",
-            d.strategy,
-            d.budget,
-            found.unwrap_or_else(|| "no violation".into()),
-            outcome.schedules,
-            outcome.states,
-            if outcome.exhausted { ", exhausted" } else { "" },
-            reached.map_or(String::new(), |n| format!("; `reach` met in {n} schedules")),
-            outcome.inconclusive.map_or(String::new(), |i| format!("; {i}")),
-        );
-        results.push(DeclaredResult { line: d.line, holds, summary });
+        results.push(check_one(scenario, d, config)?);
     }
     Ok(results)
+}
+
+/// Runs the `[[schedules]]` tables that apply to a run under `config` (its kernel and
+/// switches, each schedule bounded as `mmsim explore`'s are).
+pub fn check_schedules(
+    scenario: &Scenario,
+    config: &MachineConfig,
+) -> Result<Vec<DeclaredResult>, ScenarioError> {
+    let mut config = config.clone();
+    config.max_events = config.max_events.min(SCHEDULE_EVENTS);
+    let applying =
+        scenario.schedules.iter().filter(|d| d.when.holds(&config.switches, config.kernel));
+    applying.map(|d| check_one(scenario, d, config.clone())).collect()
+}
+
+/// One exploration: whether it found a violation as declared, met `reach` in some schedule and
+/// `never` in none.
+fn check_one(
+    scenario: &Scenario,
+    d: &ExploreExpect,
+    config: MachineConfig,
+) -> Result<DeclaredResult, ScenarioError> {
+    let bad =
+        |message: String| ScenarioError { file: scenario.file.clone(), line: d.line, message };
+    let kernel = config.kernel;
+    let strategy =
+        explore::Strategy::from_spec(&d.strategy, d.seed).map_err(|e| bad(e.to_string()))?;
+    // A declaration asks only whether a violation exists: the schedule found is replayed
+    // once, not minimised (`mmsim explore` minimises).
+    let options = explore::Options {
+        state_cache: false,
+        shrink_trials: 1,
+        ..explore::Options::new(strategy, d.budget)
+    };
+    let probe = |e: &Option<Expect>| {
+        e.clone().map(|expect| ReachProbe { expect, reached: Rc::new(Cell::new(0)) })
+    };
+    let (reach, never) = (probe(&d.reach), probe(&d.never));
+    let mut trials = factory(scenario, config, reach.iter().chain(&never).cloned().collect());
+    let outcome =
+        explore::explore(&mut trials, &options, &mut |_| false).map_err(|e| bad(e.to_string()))?;
+    let found = outcome.violation.as_ref().map(|v| v.finding.to_string());
+    let reached = reach.as_ref().map(|p| p.reached.get());
+    let seen = never.as_ref().map(|p| p.reached.get());
+    let holds = found.is_some() == d.violation && reached != Some(0) && seen.unwrap_or(0) == 0;
+    let summary = format!(
+        "kernel {kernel}, {} with budget {}: {} after {} schedules ({} states{}){}{}{}",
+        d.strategy,
+        d.budget,
+        found.unwrap_or_else(|| "no violation".into()),
+        outcome.schedules,
+        outcome.states,
+        if outcome.exhausted { ", exhausted" } else { "" },
+        reached.map_or(String::new(), |n| format!("; `reach` met in {n} schedules")),
+        seen.map_or(String::new(), |n| format!("; `never` met in {n} schedules")),
+        outcome.inconclusive.map_or(String::new(), |i| format!("; {i}")),
+    );
+    let mut declared = vec![if d.violation { "a violation" } else { "no violation" }];
+    declared.extend(d.reach.as_ref().map(|_| "`reach` met in some schedule"));
+    declared.extend(d.never.as_ref().map(|_| "`never` met in no schedule"));
+    Ok(DeclaredResult { line: d.line, holds, declared: declared.join(", "), summary })
 }

@@ -59,6 +59,9 @@ pub struct Scenario {
     pub show: Vec<Show>,
     /// What exploring this scenario's interleavings must find (`[[explore]]`), per era.
     pub explore: Vec<ExploreExpect>,
+    /// `[[schedules]]`: what some or no interleaving shows, explored by `mmsim run` itself
+    /// under the run's kernel and switches.
+    pub schedules: Vec<ExploreExpect>,
     /// `[requires]`: the kernels (and switches) the scenario means anything on; elsewhere a run
     /// is skipped with the reason, as a kernel selftest skips (`ksft_test_result_skip`).
     pub requires: Option<Requires>,
@@ -134,6 +137,11 @@ pub struct ExploreExpect {
     /// `reach`: an expectation that must hold at the end of at least one explored schedule
     /// (evidence that the search took the path the race is about).
     pub reach: Option<Expect>,
+    /// `never`: an expectation no explored schedule may end meeting.
+    pub never: Option<Expect>,
+    /// The kernels and switches the table applies to (`[[schedules]]`; always for
+    /// `[[explore]]`, which names its kernel).
+    pub when: When,
 }
 
 #[derive(Clone, Debug)]
@@ -795,6 +803,65 @@ pub enum Observable {
     Kpageflags { process: String, at: AddrExpr, flag: String },
     /// `/proc/kpagecount` of the frame pagemap gives at `at`.
     Kpagecount { process: String, at: AddrExpr },
+    /// A number of a cgroup's multi-gen LRU as `/sys/kernel/debug/lru_gen` shows it.
+    LruGen { cgroup: String, field: LruGenField },
+    /// A `/proc/lock_stat` column of a lock class, since boot or since the last write of `0`.
+    LockStat { class: String, column: LockStatColumn },
+}
+
+/// A `/proc/lock_stat` column an expectation reads (times in ns).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LockStatColumn {
+    Contentions,
+    Acquisitions,
+    WaittimeTotal,
+    WaittimeMax,
+    HoldtimeTotal,
+    HoldtimeMax,
+}
+
+impl LockStatColumn {
+    pub const NAMES: [(&'static str, LockStatColumn); 6] = [
+        ("contentions", LockStatColumn::Contentions),
+        ("acquisitions", LockStatColumn::Acquisitions),
+        ("waittime-total", LockStatColumn::WaittimeTotal),
+        ("waittime-max", LockStatColumn::WaittimeMax),
+        ("holdtime-total", LockStatColumn::HoldtimeTotal),
+        ("holdtime-max", LockStatColumn::HoldtimeMax),
+    ];
+
+    /// The column of `stats`.
+    pub fn of(self, stats: &engine::LockClassStats) -> u64 {
+        match self {
+            LockStatColumn::Contentions => stats.contentions,
+            LockStatColumn::Acquisitions => stats.acquisitions,
+            LockStatColumn::WaittimeTotal => u64::try_from(stats.wait_ns.sum()).unwrap_or(u64::MAX),
+            LockStatColumn::WaittimeMax => stats.wait_ns.max(),
+            LockStatColumn::HoldtimeTotal => stats.hold_total.as_ns(),
+            LockStatColumn::HoldtimeMax => stats.hold_max.as_ns(),
+        }
+    }
+}
+
+/// What an `lru_gen` expectation reads of a lruvec (`mm/vmscan.c`, `struct lru_gen_folio`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LruGenField {
+    /// `max_seq`: the youngest generation's sequence number.
+    MaxSeq,
+    /// `min_seq[type]`: the oldest generation of anon (`file` false) or file pages.
+    MinSeq { file: bool },
+    /// The anon or file pages of one generation.
+    Pages { file: bool, seq: GenSeq },
+}
+
+/// A generation by its sequence number or its place.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GenSeq {
+    Seq(u64),
+    /// `max_seq`.
+    Youngest,
+    /// `min_seq` of the type read.
+    Oldest,
 }
 
 /// Where an inspected field is read.
@@ -921,7 +988,7 @@ pub const TUNABLES: [&str; 10] = [
 ];
 
 /// What an `[[expect]]` reads: exactly one of these keys.
-pub const EXPECT_KINDS: [&str; 16] = [
+pub const EXPECT_KINDS: [&str; 18] = [
     "smaps",
     "smaps_rollup",
     "status",
@@ -938,6 +1005,8 @@ pub const EXPECT_KINDS: [&str; 16] = [
     "invariant",
     "kpageflags",
     "kpagecount",
+    "lru_gen",
+    "lock_stat",
 ];
 
 /// A file system type by name: `tmpfs` is a tmpfs mount with `huge=never`,

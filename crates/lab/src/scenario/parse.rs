@@ -33,8 +33,11 @@ pub fn parse_scenario(file: &str, text: &str) -> Result<Scenario, ScenarioError>
     p.scenario(&root)
 }
 
+/// Switch overrides by name (`set` in `[[explore]]`).
+type SwitchSets = Vec<(String, String)>;
+
 /// The keys of a scenario file's top level.
-const TOP_KEYS: [&str; 11] = [
+const TOP_KEYS: [&str; 12] = [
     "machine",
     "file",
     "cgroup",
@@ -43,6 +46,7 @@ const TOP_KEYS: [&str; 11] = [
     "expect",
     "show",
     "explore",
+    "schedules",
     "requires",
     "host_differs",
     "time_order",
@@ -93,10 +97,10 @@ impl<'a> Parser<'a> {
                 show.push(self.show(item)?);
             }
         }
-        let mut explore = Vec::new();
-        for n in top.list("explore")? {
-            explore.push(self.explore(n)?);
-        }
+        let explored = |key: &str, in_run: bool| -> Result<Vec<_>, ScenarioError> {
+            top.list(key)?.iter().map(|n| self.explore(n, in_run)).collect()
+        };
+        let (explore, schedules) = (explored("explore", false)?, explored("schedules", true)?);
         let requires = top.get("requires").map(|n| self.requires(n)).transpose()?;
         let host_differs = top.list("host_differs")?;
         let host_differs = host_differs.iter().map(|n| self.host_differs(n));
@@ -115,6 +119,7 @@ impl<'a> Parser<'a> {
             expects,
             show,
             explore,
+            schedules,
             requires,
             host_differs,
             time_order,
@@ -487,6 +492,8 @@ impl<'a> Parser<'a> {
             "inspect" => self.inspect_observable(&f)?,
             "kpageflags" | "kpagecount" => self.kpage_observable(&f, kind)?,
             "invariant" => self.invariant_observable(&f)?,
+            "lru_gen" => self.lru_gen_observable(&f)?,
+            "lock_stat" => self.lock_stat_observable(&f)?,
             "memory_stat" => Observable::MemoryStat {
                 cgroup: f.string("cgroup")?,
                 name: f.string("memory_stat")?,
@@ -508,8 +515,8 @@ impl<'a> Parser<'a> {
         let cmp = self.comparison(&f, node.line)?;
         let when = f.get("when").map(|w| self.when(w)).transpose()?.unwrap_or_default();
         let known = [
-            kind, "process", "at", "cgroup", "path", "fd", "index", "equals", "kb", "is", "holds",
-            "at_least", "at_most",
+            kind, "process", "at", "cgroup", "path", "fd", "index", "seq", "column", "equals",
+            "kb", "is", "holds", "at_least", "at_most",
         ];
         f.finish(&[&known[..], &["when"]].concat())?;
         Ok(Expect { line: node.line, what, cmp, when })
@@ -539,6 +546,59 @@ impl<'a> Parser<'a> {
             ));
         };
         Ok(cmp)
+    }
+
+    /// A `lock_stat = CLASS` observable: a `/proc/lock_stat` column (`acquisitions` unless
+    /// `column` names another).
+    fn lock_stat_observable(&self, f: &Fields<'_>) -> Result<Observable, ScenarioError> {
+        use super::model::LockStatColumn;
+        let name = f.opt_str("column")?.unwrap_or_else(|| "acquisitions".into());
+        let Some(&(_, column)) = LockStatColumn::NAMES.iter().find(|(n, _)| *n == name) else {
+            let names: Vec<&str> = LockStatColumn::NAMES.iter().map(|(n, _)| *n).collect();
+            return Err(self.err(
+                f.line_of("column"),
+                format!("unknown lock_stat column `{name}`: expected {}", names.join(", ")),
+            ));
+        };
+        Ok(Observable::LockStat { class: f.string("lock_stat")?, column })
+    }
+
+    /// An `lru_gen = FIELD` observable of `cgroup` (the root by default): `max_seq`,
+    /// `min_seq_anon`, `min_seq_file`, or `anon_pages`/`file_pages` of generation `seq` (a
+    /// number, `"youngest"` or `"oldest"`).
+    fn lru_gen_observable(&self, f: &Fields<'_>) -> Result<Observable, ScenarioError> {
+        use super::model::{GenSeq, LruGenField};
+        let name = f.string("lru_gen")?;
+        let seq = || -> Result<GenSeq, ScenarioError> {
+            let text = f.scalar_text("seq")?;
+            match text.as_str() {
+                "youngest" => Ok(GenSeq::Youngest),
+                "oldest" => Ok(GenSeq::Oldest),
+                t => t.parse().map(GenSeq::Seq).map_err(|_| {
+                    self.err(
+                        f.line_of("seq"),
+                        format!(
+                            "`seq = {t}`: expected a sequence number, \"youngest\" or \"oldest\""
+                        ),
+                    )
+                }),
+            }
+        };
+        let field = match name.as_str() {
+            "max_seq" => LruGenField::MaxSeq,
+            "min_seq_anon" => LruGenField::MinSeq { file: false },
+            "min_seq_file" => LruGenField::MinSeq { file: true },
+            "anon_pages" => LruGenField::Pages { file: false, seq: seq()? },
+            "file_pages" => LruGenField::Pages { file: true, seq: seq()? },
+            _ => {
+                return Err(self.err(
+                    f.line_of("lru_gen"),
+                    format!("unknown lru_gen field `{name}`: expected max_seq, min_seq_anon, min_seq_file, anon_pages, file_pages"),
+                ));
+            }
+        };
+        let cgroup = f.opt_str("cgroup")?.unwrap_or_else(|| "/".into());
+        Ok(Observable::LruGen { cgroup, field })
     }
 
     /// A `signals = "SIGBUS"` observable: the signals of that kind `process` received.
@@ -696,8 +756,65 @@ impl<'a> Parser<'a> {
         Ok(Observable::Invariant { name })
     }
 
-    fn explore(&self, node: &Node) -> Result<ExploreExpect, ScenarioError> {
-        let f = self.fields(node, "[[explore]]")?;
+    /// An `[[explore]]` table (`in_run` false: `mmsim explore` and the races test check it
+    /// under its own kernel) or a `[[schedules]]` one (`in_run`: `mmsim run` explores under
+    /// the run's kernel and switches, `when` choosing the eras; `dfs:1` and 100 schedules
+    /// unless given, and no violation expected unless `expect` says so).
+    fn explore(&self, node: &Node, in_run: bool) -> Result<ExploreExpect, ScenarioError> {
+        let what = if in_run { "[[schedules]]" } else { "[[explore]]" };
+        let f = self.fields(node, what)?;
+        let (kernel, sets) = if in_run { (None, Vec::new()) } else { self.explore_machine(&f)? };
+        let strategy = match (in_run, f.opt_str("strategy")?) {
+            (_, Some(s)) => s,
+            (true, None) => "dfs:1".into(),
+            (false, None) => f.string("strategy")?,
+        };
+        let seed = f.opt_u64("seed")?.unwrap_or(0);
+        f.opt_device("swap")?;
+        explore::Strategy::from_spec(&strategy, seed)
+            .map_err(|e| self.err(f.line_of("strategy"), e.to_string()))?;
+        let budget = f.opt_u64("budget")?.unwrap_or(if in_run { 100 } else { 2000 });
+        let expect = match (in_run, f.opt_str("expect")?) {
+            (_, Some(e)) => e,
+            (true, None) => "none".into(),
+            (false, None) => f.string("expect")?,
+        };
+        let violation =
+            match expect.as_str() {
+                "violation" => true,
+                "none" => false,
+                other => return Err(self.err(
+                    f.line_of("expect"),
+                    format!(
+                        "`expect` in {what}: expected \"violation\" or \"none\", found \"{other}\""
+                    ),
+                )),
+            };
+        let reach = f.get("reach").map(|n| self.expect(n)).transpose()?;
+        let never = f.get("never").map(|n| self.expect(n)).transpose()?;
+        let when = f.get("when").map(|w| self.when(w)).transpose()?.unwrap_or_default();
+        let keys: &[&str] = if in_run { &["when"] } else { &["kernel", "set"] };
+        f.finish(&[keys, &["strategy", "budget", "seed", "expect", "reach", "never"]].concat())?;
+        let line = node.line;
+        Ok(ExploreExpect {
+            line,
+            kernel,
+            sets,
+            strategy,
+            budget,
+            seed,
+            violation,
+            reach,
+            never,
+            when,
+        })
+    }
+
+    /// An `[[explore]]` table's `kernel` and `set`.
+    fn explore_machine(
+        &self,
+        f: &Fields<'_>,
+    ) -> Result<(Option<KernelVersion>, SwitchSets), ScenarioError> {
         let kernel = match f.opt_str("kernel")? {
             Some(k) => Some(k.parse().map_err(|e: String| self.err(f.line_of("kernel"), e))?),
             None => None,
@@ -715,34 +832,7 @@ impl<'a> Parser<'a> {
             }
             t.mark_all();
         }
-        let strategy = f.string("strategy")?;
-        let seed = f.opt_u64("seed")?.unwrap_or(0);
-        f.opt_device("swap")?;
-        explore::Strategy::from_spec(&strategy, seed)
-            .map_err(|e| self.err(f.line_of("strategy"), e.to_string()))?;
-        let budget = f.opt_u64("budget")?.unwrap_or(2000);
-        let violation = match f.string("expect")?.as_str() {
-            "violation" => true,
-            "none" => false,
-            other => return Err(self.err(
-                f.line_of("expect"),
-                format!(
-                    "`expect` in [[explore]]: expected \"violation\" or \"none\", found \"{other}\""
-                ),
-            )),
-        };
-        let reach = f.get("reach").map(|n| self.expect(n)).transpose()?;
-        f.finish(&["kernel", "set", "strategy", "budget", "seed", "expect", "reach"])?;
-        Ok(ExploreExpect {
-            line: node.line,
-            kernel,
-            sets,
-            strategy,
-            budget,
-            seed,
-            violation,
-            reach,
-        })
+        Ok((kernel, sets))
     }
 
     fn show(&self, node: &Node) -> Result<Show, ScenarioError> {

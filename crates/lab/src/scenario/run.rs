@@ -358,25 +358,47 @@ pub fn prepare(
     Ok(Prepared { machine, env, log })
 }
 
+/// The `[[schedules]]` tables that do not hold, as failures at their lines.
+fn schedule_failures(s: &Scenario, config: &MachineConfig) -> Result<Vec<Failure>, ScenarioError> {
+    let results = super::explore::check_schedules(s, config)?;
+    let failed = results.into_iter().filter(|r| !r.holds);
+    Ok(failed
+        .map(|r| Failure {
+            line: r.line,
+            expected: format!("[[schedules]]: {}", r.declared),
+            observed: r.summary,
+        })
+        .collect())
+}
+
 /// The expectations that apply under `config`: every step's, the scenario's, and the
-/// explorations' `reach`.
+/// explorations' `reach` and `never`.
 fn applying<'a>(
     s: &'a Scenario,
     config: &'a MachineConfig,
 ) -> impl Iterator<Item = &'a super::model::Expect> + 'a {
-    let reach = s.explore.iter().filter_map(|x| x.reach.as_ref());
+    let explored = s.explore.iter().chain(&s.schedules);
+    let reach = explored.flat_map(|x| x.reach.iter().chain(&x.never));
     let all = s.steps.iter().flat_map(|st| &st.expects).chain(&s.expects).chain(reach);
     all.filter(|e| e.when.holds(&config.switches, config.kernel))
 }
 
-/// The first inspected field that the chosen kernel or switches lack, with its line.
+/// The first inspected field or multi-gen LRU file that the chosen kernel or switches lack,
+/// with its line.
 fn unavailable_fields(s: &Scenario, config: &MachineConfig) -> Option<(usize, String)> {
-    applying(s, config).find_map(|e| match &e.what {
+    let mglru = mm::types::mmzone::Reclaim::of(config.switches.lru).lru_gen_enabled();
+    let no_lru_gen = || "/sys/kernel/debug/lru_gen is modelled only under lru = mglru".to_string();
+    let expects = applying(s, config).find_map(|e| match &e.what {
         Observable::Inspect { field, .. } => {
             mm::inspect::unavailable(field, config.kernel, &config.switches).map(|w| (e.line, w))
         }
+        Observable::LruGen { .. } if !mglru => Some((e.line, no_lru_gen())),
         _ => None,
-    })
+    });
+    let lru_gen_write = |op: &super::model::Op| matches!(&op.kind, super::model::OpKind::SysfsWrite { path, .. } if path == mm::mglru::debugfs::LRU_GEN);
+    let ops = || s.all_ops().find(|op| lru_gen_write(op)).map(|op| (op.line, no_lru_gen()));
+    let has_file = config.kernel >= KernelVersion::new(6, 1);
+    expects.or_else(|| if mglru || !has_file { None } else { ops() })
 }
 
 /// The invariants the scenario expects violated (`holds = false`): the step checks leave them
@@ -532,6 +554,10 @@ pub fn run(
     }
     let config = machine.config();
     let log = log.borrow();
+    let mut failures = log.failures.clone();
+    if stopped.is_none() && refused.is_none() {
+        failures.extend(schedule_failures(s, config)?);
+    }
     Ok(Report {
         scenario: s.file.clone(),
         kernel: config.kernel.to_string(),
@@ -541,7 +567,7 @@ pub fn run(
         steps: s.steps.len(),
         operations: log.ops,
         expectations: log.expectations,
-        failures: log.failures.clone(),
+        failures,
         stopped,
         refused,
         skipped: None,

@@ -137,12 +137,14 @@ fn check_cgroup_refs(p: &Parser<'_>, s: &Scenario) -> Result<(), ScenarioError> 
         });
         let exps = st.expects.iter().filter_map(|e| match &e.what {
             Observable::MemoryStat { cgroup, .. } => Some((e.line, cgroup)),
+            Observable::LruGen { cgroup, .. } if cgroup != "/" => Some((e.line, cgroup)),
             _ => None,
         });
         ops.chain(exps).collect::<Vec<_>>()
     });
     let top_refs = s.expects.iter().filter_map(|e| match &e.what {
         Observable::MemoryStat { cgroup, .. } => Some((e.line, cgroup)),
+        Observable::LruGen { cgroup, .. } if cgroup != "/" => Some((e.line, cgroup)),
         _ => None,
     });
     for (line, c) in cgroup_refs.chain(top_refs) {
@@ -225,6 +227,8 @@ fn check_observable_names(
         Observable::Vmstat { .. }
         | Observable::Meminfo { .. }
         | Observable::MemoryStat { .. }
+        | Observable::LruGen { .. }
+        | Observable::LockStat { .. }
         | Observable::Sysfs { .. }
         | Observable::Fstat { file: FileRef::Path(_), .. }
         | Observable::Inspect { .. }

@@ -286,7 +286,13 @@ impl Parser<'_> {
                         "`sysfs_write`: `{path}` is a per-size shmem THP knob (v6.11): multi-size shmem THP is not modelled"
                     )));
                 }
-                OpKind::SysfsWrite { path, value: f.scalar_text("value")? }
+                let value = f.scalar_text("value")?;
+                if path == mm::mglru::debugfs::LRU_GEN
+                    && let Some(why) = mm::mglru::debugfs::unmodelled(&value)
+                {
+                    return Err(self.err(f.line_of("value"), format!("`sysfs_write`: {why}")));
+                }
+                OpKind::SysfsWrite { path, value }
             }
             "memory_reclaim" => {
                 OpKind::MemoryReclaim { cgroup: f.string("cgroup")?, amount: f.size("amount")? }
