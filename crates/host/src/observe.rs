@@ -115,6 +115,7 @@ pub fn class(what: &Observable, host: HostTraits) -> Class {
     let soft_dirty = host.soft_dirty;
     match what {
         Observable::Smaps { .. }
+        | Observable::MapsCount { .. }
         | Observable::Signals { .. }
         | Observable::Fstat { .. }
         | Observable::Kpageflags { .. }
@@ -453,6 +454,7 @@ impl Observer<'_> {
                 field_of(&s.fields, field)
             }
             Observable::SmapsRollup { process, field } => self.rollup(process, field),
+            Observable::MapsCount { process } => self.maps_count(process),
             Observable::Status { process, field } if field == "VmLck" => {
                 // mlockall locks the agent's own mappings too: the scenario's locked ones only.
                 let pid = self.pid(process)?;
@@ -511,6 +513,14 @@ impl Observer<'_> {
             | Observable::LruGen { .. }
             | Observable::LockStat { .. } => Err("not observable on the host".into()),
         }
+    }
+
+    /// The scenario's VMAs of `process`: the agent's own mappings and the kernel's `[vdso]`,
+    /// `[stack]` and the like left out.
+    fn maps_count(&self, process: &str) -> Result<u64, String> {
+        let pid = self.pid(process)?;
+        let info = self.info(pid)?;
+        Ok(smaps(pid)?.iter().filter(|s| !info.is_own(s)).count() as u64)
     }
 
     /// smaps_rollup's field over the scenario's own mappings.

@@ -90,6 +90,7 @@ pub fn read(st: &KState, env: &Env, what: &Observable) -> Result<u64, String> {
         }
         Observable::LruGen { cgroup, field } => lru_gen(st, cgroup, *field),
         Observable::LockStat { class, column } => lock_stat(env, class, *column),
+        Observable::MapsCount { process } => Ok(st.vmas_of(env.process(process)?).len() as u64),
     }
 }
 
@@ -231,6 +232,7 @@ pub fn describe(what: &Observable) -> String {
         }
         Observable::LruGen { cgroup, field } => format!("lru_gen {field:?} of {cgroup}"),
         Observable::LockStat { class, column } => format!("lock_stat {column:?} of {class}"),
+        Observable::MapsCount { process } => format!("lines of /proc/{process}/maps"),
     }
 }
 

@@ -728,6 +728,7 @@ fn neutral(result: &Result<Outcome, SysError>) -> String {
 fn observed_text(result: &Result<Outcome, SysError>) -> String {
     match result {
         Ok(Outcome::Done) => "success".to_string(),
+        Ok(Outcome::Bound(Value::Addr(a))) => format!("success ({a})"),
         Ok(Outcome::Bound(v)) => format!("success ({v:?})"),
         Ok(Outcome::Data(d)) => format!("data {}", show_bytes(d)),
         Ok(Outcome::Count(n)) => format!("{n} bytes"),
@@ -761,10 +762,13 @@ fn meets(expect: &OpExpect, names: &Names, result: &Result<Outcome, SysError>) -
         (OpExpect::Value(c), r) => {
             (matches!(r, Ok(Outcome::Value(n)) if c.holds(*n)), format!("a value {c}"))
         }
+        (OpExpect::Resident(c), r) => {
+            let resident = |d: &[u8]| d.iter().filter(|&&b| b & 1 == 1).count() as u64;
+            let held = matches!(r, Ok(Outcome::Data(d)) if c.holds(resident(d)));
+            (held, format!("success, resident pages {c}"))
+        }
         (OpExpect::Addr(a), r) => match names.addr(a) {
-            Ok(want) => {
-                (*r == Ok(Outcome::Bound(Value::Addr(want))), format!("success ({want:?})"))
-            }
+            Ok(want) => (*r == Ok(Outcome::Bound(Value::Addr(want))), format!("success ({want})")),
             Err(name) => (false, format!("the address of `{name}`, which is unbound")),
         },
     }

@@ -754,6 +754,8 @@ pub enum OpExpect {
     Iterations(Comparison),
     /// Success reading a number that meets this (`sysfs_read`).
     Value(Comparison),
+    /// `mincore`'s vector with a number of resident pages (bytes with bit 0 set) that meets this.
+    Resident(Comparison),
     /// Success returning this address (`brk`'s break).
     Addr(AddrExpr),
 }
@@ -807,6 +809,8 @@ pub enum Observable {
     LruGen { cgroup: String, field: LruGenField },
     /// A `/proc/lock_stat` column of a lock class, since boot or since the last write of `0`.
     LockStat { class: String, column: LockStatColumn },
+    /// The lines of `/proc/PID/maps` (`maps = "count"`): the process's VMAs.
+    MapsCount { process: String },
 }
 
 /// A `/proc/lock_stat` column an expectation reads (times in ns).
@@ -988,7 +992,7 @@ pub const TUNABLES: [&str; 10] = [
 ];
 
 /// What an `[[expect]]` reads: exactly one of these keys.
-pub const EXPECT_KINDS: [&str; 18] = [
+pub const EXPECT_KINDS: [&str; 19] = [
     "smaps",
     "smaps_rollup",
     "status",
@@ -1007,6 +1011,7 @@ pub const EXPECT_KINDS: [&str; 18] = [
     "kpagecount",
     "lru_gen",
     "lock_stat",
+    "maps",
 ];
 
 /// A file system type by name: `tmpfs` is a tmpfs mount with `huge=never`,

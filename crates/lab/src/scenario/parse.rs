@@ -494,23 +494,12 @@ impl<'a> Parser<'a> {
             "invariant" => self.invariant_observable(&f)?,
             "lru_gen" => self.lru_gen_observable(&f)?,
             "lock_stat" => self.lock_stat_observable(&f)?,
+            "maps" => self.maps_observable(&f)?,
             "memory_stat" => Observable::MemoryStat {
                 cgroup: f.string("cgroup")?,
                 name: f.string("memory_stat")?,
             },
-            _ => {
-                let name = f.string("pagemap")?;
-                let bit = PagemapBit::named(&name).ok_or_else(|| {
-                    self.err(
-                        f.line_of("pagemap"),
-                        format!(
-                            "unknown pagemap bit `{name}`: expected one of {}",
-                            PagemapBit::NAMES
-                        ),
-                    )
-                })?;
-                Observable::Pagemap { process: f.string("process")?, at: f.addr("at")?, bit }
-            }
+            _ => self.pagemap_observable(&f)?,
         };
         let cmp = self.comparison(&f, node.line)?;
         let when = f.get("when").map(|w| self.when(w)).transpose()?.unwrap_or_default();
@@ -546,6 +535,29 @@ impl<'a> Parser<'a> {
             ));
         };
         Ok(cmp)
+    }
+
+    /// A `pagemap = BIT` observable of `process` at `at`.
+    fn pagemap_observable(&self, f: &Fields<'_>) -> Result<Observable, ScenarioError> {
+        let name = f.string("pagemap")?;
+        let bit = PagemapBit::named(&name).ok_or_else(|| {
+            self.err(
+                f.line_of("pagemap"),
+                format!("unknown pagemap bit `{name}`: expected one of {}", PagemapBit::NAMES),
+            )
+        })?;
+        Ok(Observable::Pagemap { process: f.string("process")?, at: f.addr("at")?, bit })
+    }
+
+    /// `maps = "count"`: the lines of a process's `/proc/PID/maps`.
+    fn maps_observable(&self, f: &Fields<'_>) -> Result<Observable, ScenarioError> {
+        match f.string("maps")?.as_str() {
+            "count" => Ok(Observable::MapsCount { process: f.string("process")? }),
+            other => Err(self.err(
+                f.line_of("maps"),
+                format!("`maps = \"{other}\"`: expected \"count\" (the VMAs)"),
+            )),
+        }
     }
 
     /// A `lock_stat = CLASS` observable: a `/proc/lock_stat` column (`acquisitions` unless

@@ -311,7 +311,8 @@ impl KState {
         line.trim_end().to_string()
     }
 
-    fn vmas_of(&self, pid: Pid) -> Vec<VmaId> {
+    /// The VMAs of `pid`'s mm in address order (none once it exited).
+    pub fn vmas_of(&self, pid: Pid) -> Vec<VmaId> {
         match self.procs[pid].mm {
             Some(mm) => self.mm(mm).vmas.values().copied().collect(),
             None => Vec::new(),

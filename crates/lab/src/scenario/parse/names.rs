@@ -200,12 +200,9 @@ fn check_model_paths(p: &Parser<'_>, s: &Scenario) -> Result<(), ScenarioError> 
     Ok(())
 }
 
-fn check_observable_names(
-    p: &Parser<'_>,
-    e: &Expect,
-    env: &BTreeMap<String, (ValueKind, usize)>,
-) -> Result<(), ScenarioError> {
-    let (process, at) = match &e.what {
+/// The process an observable reads, and the address it reads at.
+fn observable_process(what: &Observable) -> (Option<&String>, Option<&AddrExpr>) {
+    match what {
         Observable::Smaps { process, at, .. }
         | Observable::Pagemap { process, at, .. }
         | Observable::Kpageflags { process, at, .. }
@@ -217,6 +214,7 @@ fn check_observable_names(
         | Observable::Status { process, .. }
         | Observable::Stat { process, .. }
         | Observable::Signals { process, .. }
+        | Observable::MapsCount { process }
         | Observable::Inspect { on: InspectOn::File { process, .. }, .. }
         | Observable::Inspect { on: InspectOn::Mapping(FileRef::Fd { process, .. }), .. }
         | Observable::Inspect {
@@ -233,7 +231,15 @@ fn check_observable_names(
         | Observable::Fstat { file: FileRef::Path(_), .. }
         | Observable::Inspect { .. }
         | Observable::Invariant { .. } => (None, None),
-    };
+    }
+}
+
+fn check_observable_names(
+    p: &Parser<'_>,
+    e: &Expect,
+    env: &BTreeMap<String, (ValueKind, usize)>,
+) -> Result<(), ScenarioError> {
+    let (process, at) = observable_process(&e.what);
     if let Some(process) = process
         && env.get(process).map(|&(k, _)| k) != Some(ValueKind::Process)
     {

@@ -579,7 +579,7 @@ impl Parser<'_> {
         } else {
             return Err(self.err(
                 node.line,
-                "expect: expected one of errno, signal, data, data_hex, fill, bytes, iterations, value, addr",
+                "expect: expected one of errno, signal, data, data_hex, fill, bytes, iterations, value, resident, addr",
             ));
         };
         f.finish(&[
@@ -592,6 +592,7 @@ impl Parser<'_> {
             "bytes",
             "iterations",
             "value",
+            "resident",
             "addr",
             "when",
         ])?;
@@ -601,7 +602,7 @@ impl Parser<'_> {
 
 impl Parser<'_> {
     /// An `expect` table's `iterations` (a `repeat`'s), `value` (a `sysfs_read`'s) or `addr` (a
-    /// `brk`'s break), if given.
+    /// `brk`'s break, the address `mmap`, `mremap` or `shmat` returned), if given.
     fn numeric_expect(
         &self,
         f: &Fields,
@@ -620,8 +621,21 @@ impl Parser<'_> {
             }
             return Ok(Some(OpExpect::Value(self.iterations(n)?)));
         }
+        if let Some(n) = f.get("resident") {
+            if !matches!(kind, OpKind::Mincore { .. }) {
+                return Err(self.err(node.line, format!("`{}` counts no pages", kind.name())));
+            }
+            return Ok(Some(OpExpect::Resident(self.iterations(n)?)));
+        }
         if let Some(a) = f.opt_addr("addr")? {
-            if !matches!(kind, OpKind::Brk { .. }) {
+            let returns_addr = matches!(
+                kind,
+                OpKind::Brk { .. }
+                    | OpKind::Mmap { .. }
+                    | OpKind::Mremap { .. }
+                    | OpKind::Shmat { .. }
+            );
+            if !returns_addr {
                 return Err(
                     self.err(node.line, format!("`{}` returns no address to compare", kind.name()))
                 );
