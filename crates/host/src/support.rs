@@ -254,6 +254,7 @@ fn check_fs(fs: FsType, path: &str, dax: bool) -> Result<(), Refusal> {
         FsType::Dax if dax => Ok(()),
         FsType::Dax => refuse(format!("file `{path}`: DAX needs a pmem device")),
         FsType::Pipe => refuse(format!("file `{path}`: a pipe is not a file to create")),
+        FsType::Bdev => refuse(format!("file `{path}`: a block device needs a scratch device")),
     }
 }
 

@@ -639,6 +639,13 @@ pub fn hugetlbfs_has_fallocate(k: KernelVersion) -> bool {
     k >= v(4, 3)
 }
 
+/// `fallocate` on a block device (`blkdev_fallocate`: `FALLOC_FL_PUNCH_HOLE` and
+/// `FALLOC_FL_ZERO_RANGE`, with `FALLOC_FL_KEEP_SIZE`): "block: implement (some of) fallocate for
+/// block devices" (25f4c41415e5, v4.9). Before, `def_blk_fops` has no `->fallocate`: EOPNOTSUPP.
+pub fn blkdev_has_fallocate(k: KernelVersion) -> bool {
+    k >= v(4, 9)
+}
+
 /// `/proc/PID/status` prints `HugetlbPages`: "mm: hugetlb: proc: add HugetlbPages field to
 /// /proc/PID/status" (v4.4, same series as smaps' `Shared_Hugetlb`/`Private_Hugetlb`,
 /// 25ee01a2fca0, verified).

@@ -264,7 +264,8 @@ impl Thread {
         if flags.write {
             crate::huge_memory::open_for_write_drop_thps(&self.cx, inode, seen).await;
         }
-        if flags.truncate && flags.write {
+        // `may_open` drops O_TRUNC for a device node.
+        if flags.truncate && flags.write && !self.cx.st().inodes[inode].fs.is_blkdev() {
             do_truncate(&self.cx, inode, 0).await;
         }
         // The kernel reserves the descriptor before the lookup; here another thread may take
@@ -325,7 +326,11 @@ impl Thread {
         }
         let (n, data) = fs.read_iter(&self.cx, inode, (pos, len), ra, buf.is_some()).await?;
         if let (Some(buf), Some(data)) = (buf, data) {
-            write_user(&self.cx, self.mm()?, buf, &data).await?;
+            // `copy_to_user` into memory the process cannot write fails the call with EFAULT
+            // (`filemap_read`; no signal: the kernel's own access faults and is fixed up).
+            // Approximation: a buffer that faults partway reads nothing, not a short count.
+            let copied = write_user(&self.cx, self.mm()?, buf, &data).await;
+            copied.map_err(|_| Errno::EFAULT)?;
         }
         Ok(n)
     }
@@ -430,7 +435,8 @@ impl Thread {
             let st = self.cx.st();
             (st.file(f).inode, st.file(f).writable())
         };
-        if !writable {
+        // `do_sys_ftruncate`: only a regular file opened for write.
+        if !writable || self.cx.st().inodes[inode].fs.is_blkdev() {
             return Err(Errno::EINVAL);
         }
         crate::fs::hugetlbfs::check_truncate_size(&self.cx.st(), inode, size)?;

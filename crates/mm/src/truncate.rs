@@ -87,6 +87,10 @@ pub(crate) async fn vfs_fallocate(
     if offset.checked_add(len).is_none_or(|end| end > i64::MAX as u64) {
         return Err(Errno::EFBIG);
     }
+    if cx.st().inodes[inode].fs.is_blkdev() {
+        blkdev_fallocate_check(cx, inode, mode, offset, len)?;
+        return do_fallocate(cx, inode, mode, offset, len).await;
+    }
     if cx.st().hugetlb_size_of(inode).is_some() {
         if !crate::era::hugetlbfs_has_fallocate(cx.kernel().version) {
             return Err(Errno::EOPNOTSUPP);
@@ -96,6 +100,26 @@ pub(crate) async fn vfs_fallocate(
             .await;
     }
     do_fallocate(cx, inode, mode, offset, len).await
+}
+
+/// `blkdev_fallocate`'s checks (v4.9; EOPNOTSUPP before): only a punched hole (zeroed, the
+/// page cache over it dropped) with `FALLOC_FL_KEEP_SIZE`, inside the device and aligned to its
+/// 512-byte logical blocks.
+fn blkdev_fallocate_check(
+    cx: &Cx,
+    inode: InodeId,
+    mode: u32,
+    offset: u64,
+    len: u64,
+) -> Result<(), Errno> {
+    if !crate::era::blkdev_has_fallocate(cx.kernel().version) || mode & falloc::PUNCH_HOLE == 0 {
+        return Err(Errno::EOPNOTSUPP);
+    }
+    let size = cx.st().inodes[inode].size;
+    if offset + len > size || !offset.is_multiple_of(512) || !len.is_multiple_of(512) {
+        return Err(Errno::EINVAL);
+    }
+    Ok(())
 }
 
 /// `do_truncate`: sets the size of `inode` to `size` bytes.

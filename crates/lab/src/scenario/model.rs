@@ -1021,6 +1021,7 @@ pub fn fs_type(name: &str) -> Option<FsType> {
     match name {
         "ext4" | "disk" => Some(FsType::Disk),
         "xfs" => Some(FsType::Xfs),
+        "bdev" => Some(FsType::Bdev),
         "tmpfs" => Some(FsType::Tmpfs(TmpfsMount::Mount(ShmemHuge::Never))),
         "shmem" => Some(FsType::Tmpfs(TmpfsMount::ShmMnt)),
         "dax" | "ext4-dax" => Some(FsType::Dax),

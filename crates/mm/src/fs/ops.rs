@@ -29,6 +29,16 @@
 //!   `fallocate` and `read` to `hugetlb.rs` and `fs/hugetlbfs.rs`.
 //! - Blocks: how many the file holds (`st_blocks`), how truncation frees them, how a partial block is zeroed, how `fallocate`
 //!   allocates them (`->setattr`, `->fallocate`).
+//! - Block devices (`S_ISBLK`, `block/fops.c` `def_blk_fops`/`def_blk_aops`; v6.8): a device
+//!   node whose page cache is the block device inode's, read and written back as a disk file's
+//!   is, mapped with `generic_file_mmap`. It differs where the VFS tests the mode: `stat` shows
+//!   the node's size and blocks (0), truncation is EINVAL and `O_TRUNC` is ignored (`may_open`),
+//!   a write at or past the device's end is ENOSPC and one across it is cut short
+//!   (`blkdev_write_iter`), `fallocate` only punches or zeroes with `FALLOC_FL_KEEP_SIZE` (v4.9),
+//!   its pages count in meminfo's `Buffers` (`nr_blockdev_pages`), not `Cached`, and it has no
+//!   read-only text THPs (`file_thp_enabled` wants a regular file). Approximations: no large
+//!   folios (the block layer's large-folio support for devices with large blocks is left out)
+//!   and no buffer heads.
 
 use crate::errno::{Errno, SysError};
 use crate::filemap::{file_read, file_write, shmem_get_page};
@@ -53,6 +63,7 @@ impl FsType {
     pub fn name(self) -> &'static str {
         match self {
             FsType::Disk => "ext4",
+            FsType::Bdev => "bdev",
             FsType::Xfs => "xfs",
             FsType::Tmpfs(_) => "tmpfs",
             FsType::Pipe => "pipefs",
@@ -66,7 +77,7 @@ impl FsType {
     /// writes and mappings reach the device's memory).
     pub(crate) fn page_fill(self) -> Option<PageFill> {
         match self {
-            FsType::Disk | FsType::Xfs => Some(PageFill::ReadFolio),
+            FsType::Disk | FsType::Xfs | FsType::Bdev => Some(PageFill::ReadFolio),
             FsType::Tmpfs(_) => Some(PageFill::AllocZeroed),
             FsType::Pipe | FsType::Dax | FsType::Hugetlbfs(_) => None,
         }
@@ -79,6 +90,7 @@ impl FsType {
         match self {
             FsType::Hugetlbfs(size) => Some(size),
             FsType::Disk | FsType::Xfs | FsType::Tmpfs(_) | FsType::Pipe | FsType::Dax => None,
+            FsType::Bdev => None,
         }
     }
 
@@ -91,6 +103,7 @@ impl FsType {
             FsType::Disk | FsType::Xfs | FsType::Tmpfs(_) | FsType::Dax | FsType::Hugetlbfs(_) => {
                 false
             }
+            FsType::Bdev => false,
         }
     }
 
@@ -103,6 +116,20 @@ impl FsType {
             FsType::Disk | FsType::Xfs | FsType::Tmpfs(_) | FsType::Pipe | FsType::Hugetlbfs(_) => {
                 false
             }
+            FsType::Bdev => false,
+        }
+    }
+
+    /// `S_ISBLK`: a block device node (the module note lists what the VFS does differently).
+    pub(crate) fn is_blkdev(self) -> bool {
+        match self {
+            FsType::Bdev => true,
+            FsType::Disk
+            | FsType::Xfs
+            | FsType::Tmpfs(_)
+            | FsType::Pipe
+            | FsType::Dax
+            | FsType::Hugetlbfs(_) => false,
         }
     }
 
@@ -113,6 +140,7 @@ impl FsType {
                 true
             }
             FsType::Pipe => false,
+            FsType::Bdev => true,
         }
     }
 
@@ -124,6 +152,7 @@ impl FsType {
             FsType::Dax => VmOps::Dax,
             FsType::Hugetlbfs(_) => VmOps::Hugetlb,
             FsType::Pipe => unreachable!("pipes cannot be mapped (ENODEV)"),
+            FsType::Bdev => VmOps::PageCache,
         }
     }
 
@@ -141,6 +170,7 @@ impl FsType {
             FsType::Disk | FsType::Xfs | FsType::Tmpfs(_) | FsType::Pipe | FsType::Hugetlbfs(_) => {
                 0
             }
+            FsType::Bdev => 0,
         }
     }
 
@@ -154,6 +184,7 @@ impl FsType {
             FsType::Dax => true,
             FsType::Disk | FsType::Xfs => crate::era::file_mappings_thp_aligned(k),
             FsType::Tmpfs(_) | FsType::Pipe | FsType::Hugetlbfs(_) => false,
+            FsType::Bdev => false,
         }
     }
 
@@ -164,6 +195,7 @@ impl FsType {
         match self {
             FsType::Disk | FsType::Xfs | FsType::Dax => true,
             FsType::Tmpfs(_) | FsType::Pipe | FsType::Hugetlbfs(_) => false,
+            FsType::Bdev => true,
         }
     }
 
@@ -173,6 +205,7 @@ impl FsType {
         match self {
             FsType::Tmpfs(_) => true,
             FsType::Disk | FsType::Xfs | FsType::Pipe | FsType::Dax | FsType::Hugetlbfs(_) => false,
+            FsType::Bdev => false,
         }
     }
 
@@ -185,6 +218,7 @@ impl FsType {
         match self {
             FsType::Disk | FsType::Xfs => true,
             FsType::Tmpfs(_) | FsType::Pipe | FsType::Dax | FsType::Hugetlbfs(_) => false,
+            FsType::Bdev => false,
         }
     }
 
@@ -194,6 +228,7 @@ impl FsType {
         match self {
             FsType::Tmpfs(mount) => Some(mount),
             FsType::Disk | FsType::Xfs | FsType::Pipe | FsType::Dax | FsType::Hugetlbfs(_) => None,
+            FsType::Bdev => None,
         }
     }
 
@@ -217,6 +252,7 @@ impl FsType {
             FsType::Disk => crate::era::ext4_large_folios(k),
             FsType::Xfs => crate::era::xfs_large_folios(k),
             FsType::Tmpfs(_) | FsType::Pipe | FsType::Dax | FsType::Hugetlbfs(_) => false,
+            FsType::Bdev => false,
         }
     }
 
@@ -229,6 +265,7 @@ impl FsType {
             FsType::Disk | FsType::Xfs => Ok(true),
             FsType::Tmpfs(_) | FsType::Hugetlbfs(_) | FsType::Dax => Ok(false),
             FsType::Pipe => Err(Errno::ESPIPE),
+            FsType::Bdev => Ok(true),
         }
     }
 
@@ -239,6 +276,7 @@ impl FsType {
         match self {
             FsType::Disk | FsType::Xfs | FsType::Tmpfs(_) | FsType::Dax => true,
             FsType::Pipe | FsType::Hugetlbfs(_) => false,
+            FsType::Bdev => true,
         }
     }
 
@@ -268,7 +306,7 @@ impl FsType {
             FsType::Dax => {
                 Ok(dax_read(cx, inode, pos, len, want_data).await.map_err(|e| e.signal())?)
             }
-            FsType::Disk | FsType::Xfs | FsType::Tmpfs(_) => {
+            FsType::Disk | FsType::Xfs | FsType::Tmpfs(_) | FsType::Bdev => {
                 Ok(file_read(cx, inode, pos, len, ra_pages, want_data)
                     .await
                     .map_err(|e| e.signal())?)
@@ -278,7 +316,8 @@ impl FsType {
 
     /// `->write_iter` of `data` at `pos`: into a FIFO's buffers (`pipe_write`), EINVAL on
     /// hugetlbfs (it has no `write_iter`), to the device for DAX (`dax_iomap_rw`), through the
-    /// page cache otherwise (`generic_perform_write`). Returns the count written.
+    /// page cache otherwise (`generic_perform_write`), a block device's cut at its end
+    /// (`blkdev_write_iter`: ENOSPC from there). Returns the count written.
     pub(crate) async fn write_iter(
         self,
         cx: &Cx,
@@ -286,11 +325,22 @@ impl FsType {
         pos: u64,
         data: &[u8],
     ) -> Result<u64, Errno> {
-        match self {
+        let data = match self {
             FsType::Pipe => return cx.st().pipe_write(inode, data),
             FsType::Hugetlbfs(_) => return Err(Errno::EINVAL),
+            FsType::Bdev => {
+                let size = cx.st().inodes[inode].size;
+                let room = size.checked_sub(pos).filter(|&r| r > 0).ok_or(Errno::ENOSPC)?;
+                &data[..data.len().min(usize::try_from(room).unwrap_or(usize::MAX))]
+            }
+            FsType::Disk | FsType::Xfs | FsType::Tmpfs(_) | FsType::Dax => data,
+        };
+        match self {
             FsType::Dax => dax_write(cx, inode, pos, data).await,
-            FsType::Disk | FsType::Xfs | FsType::Tmpfs(_) => file_write(cx, inode, pos, data).await,
+            FsType::Disk | FsType::Xfs | FsType::Tmpfs(_) | FsType::Bdev => {
+                file_write(cx, inode, pos, data).await
+            }
+            FsType::Pipe | FsType::Hugetlbfs(_) => unreachable!("returned above"),
         }
         .map_err(|_| Errno::ENOMEM)?;
         Ok(data.len() as u64)
@@ -303,6 +353,7 @@ impl FsType {
             FsType::Disk | FsType::Xfs => "08:01",
             FsType::Dax => "103:00",
             FsType::Tmpfs(_) | FsType::Pipe | FsType::Hugetlbfs(_) => "00:01",
+            FsType::Bdev => "00:05",
         }
     }
 
@@ -315,6 +366,7 @@ impl FsType {
             FsType::Disk | FsType::Xfs | FsType::Tmpfs(_) | FsType::Pipe | FsType::Hugetlbfs(_) => {
                 st.inodes[inode].backing.punch(first, end);
             }
+            FsType::Bdev => st.inodes[inode].backing.punch(first, end),
         }
     }
 
@@ -332,6 +384,7 @@ impl FsType {
             FsType::Disk | FsType::Xfs | FsType::Tmpfs(_) | FsType::Pipe | FsType::Hugetlbfs(_) => {
                 st.inodes[inode].backing.zero(index, range);
             }
+            FsType::Bdev => st.inodes[inode].backing.zero(index, range),
         }
     }
 
@@ -349,6 +402,7 @@ impl FsType {
             FsType::Dax => st.dax.inodes.get(&inode).map_or(0, |d| d.blocks.len() as u64),
             FsType::Hugetlbfs(size) => st.hinode(inode).cache.len() as u64 * (size.bytes() / 4096),
             FsType::Pipe => 0,
+            FsType::Bdev => 0,
         }
     }
 
@@ -386,6 +440,7 @@ impl FsType {
             }
             FsType::Pipe => unreachable!("fallocate on a pipe is ESPIPE"),
             FsType::Hugetlbfs(_) => unreachable!("hugetlbfs_fallocate is called from the syscall"),
+            FsType::Bdev => unreachable!("a block device's fallocate only punches (truncate.rs)"),
         }
     }
 }

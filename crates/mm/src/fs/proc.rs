@@ -521,6 +521,13 @@ impl KState {
         self.hugetlb.pmd_share.contains_key(&p.table)
     }
 
+    /// `nr_blockdev_pages`: the page cache of block devices, meminfo's `Buffers` (the model has
+    /// no buffer heads of file systems' metadata, which the kernel counts there too).
+    fn nr_blockdev_pages(&self) -> u64 {
+        let bdevs = self.inodes.iter().filter(|(_, i)| i.fs.is_blkdev());
+        bdevs.map(|(_, i)| i.mapping.nrpages).sum()
+    }
+
     /// `/proc/meminfo`.
     pub fn meminfo(&self) -> String {
         let vs = &self.vmstat;
@@ -529,13 +536,14 @@ impl KState {
         let file_lru = lru(LruList::ActiveFile) + lru(LruList::InactiveFile);
         // `ShmemHugePages` and `ShmemPmdMapped` came with shmem THPs (v4.8).
         let shmem_thp = crate::era::has_shmem_thp(self.thp.kernel);
+        let buffers = self.nr_blockdev_pages();
         let mut out = String::new();
         for (name, p) in [
             ("MemTotal", self.total_pages()),
             ("MemFree", pages(VmStat::NrFreePages)),
             ("MemAvailable", pages(VmStat::NrFreePages) + file_lru),
-            ("Buffers", 0),
-            ("Cached", pages(VmStat::NrFilePages)),
+            ("Buffers", buffers),
+            ("Cached", pages(VmStat::NrFilePages) - buffers),
             ("SwapCached", pages(VmStat::NrSwapcached)),
             ("Active", lru(LruList::ActiveAnon) + lru(LruList::ActiveFile)),
             ("Inactive", lru(LruList::InactiveAnon) + lru(LruList::InactiveFile)),

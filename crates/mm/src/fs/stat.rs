@@ -52,7 +52,8 @@ impl KState {
     pub fn vfs_getattr(&self, inode: InodeId) -> Kstat {
         let fs = self.inodes[inode].fs;
         Kstat {
-            size: self.inodes[inode].size,
+            // A block device node's own size is 0; its capacity is the device inode's.
+            size: if fs.is_blkdev() { 0 } else { self.inodes[inode].size },
             blocks: fs.i_blocks(self, inode) * SECTORS_PER_PAGE,
             blksize: fs.hugetlb_size().map_or(4096, |s| s.bytes()),
         }

@@ -134,6 +134,9 @@ pub enum FsType {
     Dax,
     /// hugetlbfs with pages of this size (`hugetlb.rs`, `hugetlbfs.rs`).
     Hugetlbfs(crate::types::hugetlb::HugeSize),
+    /// A block device special file (`/dev/vdb`, `S_ISBLK`): its page cache is the block
+    /// device inode's (`def_blk_fops`, `def_blk_aops`; `fs/ops.rs` says how it differs).
+    Bdev,
 }
 
 /// Per-file readahead state (`struct file_ra_state`), simplified to the window size.
