@@ -61,6 +61,7 @@ pub(crate) fn run(agent: &mut Agent<'_>, op: &Op) -> OpResult {
         | OpKind::Fallocate { .. }
         | OpKind::Fadvise { .. }
         | OpKind::PreadDirect { submit: false, .. }
+        | OpKind::PwriteFrom { .. }
         | OpKind::Pipe
         | OpKind::Vmsplice { .. } => file_op(agent, op),
         OpKind::Shmget { .. }
@@ -221,6 +222,10 @@ fn file_op(agent: &mut Agent<'_>, op: &Op) -> OpResult {
         OpKind::Read { fd: f, buf, len, offset } => read(agent, fd(agent, f)?, buf, *len, *offset)?,
         OpKind::PreadDirect { fd: f, buf, len, offset, .. } => {
             read(agent, fd(agent, f)?, &Some(buf.clone()), *len, Some(*offset))?
+        }
+        OpKind::PwriteFrom { fd: f, buf, len, offset } => {
+            let a = [fd(agent, f)? as u64, at(agent, buf)?, *len, *offset, 0, 0];
+            count(agent.sys(|| sys::raw(libc::SYS_pwrite64, a)))
         }
         OpKind::Write { fd: f, data, offset } => {
             let f = fd(agent, f)?;

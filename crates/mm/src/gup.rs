@@ -262,6 +262,28 @@ impl GupPages {
     pub(crate) fn page_for(&self, first: VirtAddr, a: VirtAddr) -> Pfn {
         self.pages[(a.align_down(Bytes::PAGE).offset_from(first).as_u64() >> 12) as usize]
     }
+
+    /// What the held *physical* pages hold at `[buf, buf + n)` (a DMA reading them), whatever
+    /// the page tables map there now.
+    pub(crate) fn read_bytes(
+        &self,
+        st: &KState,
+        first: VirtAddr,
+        buf: VirtAddr,
+        n: u64,
+    ) -> Vec<u8> {
+        let mut out = vec![0; n as usize];
+        let mut off = 0u64;
+        while off < n {
+            let a = buf + Bytes(off);
+            let chunk = (4096 - a.page_offset()).min(n - off);
+            let page = self.page_for(first, a);
+            let dst = &mut out[off as usize..(off + chunk) as usize];
+            st.mem.read(page.0, a.page_offset() as usize, dst);
+            off += chunk;
+        }
+        out
+    }
 }
 
 /// Takes the reference a GUP holds (`try_grab_folio`).

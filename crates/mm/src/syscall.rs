@@ -9,7 +9,7 @@ use crate::arch::uaccess::{fault_and_retry, read_user, settle, touch, translate_
 use crate::errno::{Errno, Signal, SysError};
 use crate::filemap::writeback;
 use crate::fork::{do_fork, exit_mmap};
-use crate::fs::direct_io::{direct_read, end_io, submit_read};
+use crate::fs::direct_io::{direct_read, direct_write, end_io, submit_read};
 use crate::fs::exec::{ExecImage, ExecLayout, do_exec};
 use crate::fs::fmode;
 use crate::fs::ops::PageFill;
@@ -333,6 +333,33 @@ impl Thread {
             copied.map_err(|_| Errno::EFAULT)?;
         }
         Ok(n)
+    }
+
+    /// `pwrite(2)` of `len` bytes from `buf` at `pos`: on an O_DIRECT descriptor the device reads
+    /// the buffer's pages (`fs/direct_io.rs`), otherwise the bytes are copied into the file
+    /// (EFAULT when the buffer cannot be read). Returns the bytes written.
+    pub async fn pwrite_from(
+        &self,
+        fd: i32,
+        buf: VirtAddr,
+        len: u64,
+        pos: u64,
+    ) -> Result<u64, SysError> {
+        self.cx.charge(crate::sim::cost::Cost::Syscall).await;
+        let f = self.fd(fd)?;
+        let (inode, writable, direct, fs) = {
+            let st = self.cx.st();
+            let file = st.file(f);
+            (file.inode, file.writable(), file.direct, st.inodes[file.inode].fs)
+        };
+        if !writable {
+            return Err(Errno::EBADF.into());
+        }
+        if direct && fs.has_direct_io() {
+            return direct_write(&self.cx, self.mm()?, inode, buf, len, pos).await;
+        }
+        let data = read_user(&self.cx, self.mm()?, buf, len).await.map_err(|_| Errno::EFAULT)?;
+        Ok(fs.write_iter(&self.cx, inode, pos, &data).await?)
     }
 
     /// An asynchronous `pread` into `buf` (`io_submit` of `IOCB_CMD_PREAD`): on a descriptor

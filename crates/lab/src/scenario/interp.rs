@@ -296,6 +296,7 @@ pub async fn execute(t: &Thread, op: &Op, env: &RefCell<Env>) -> OpResult {
         | OpKind::Fallocate { .. }
         | OpKind::Fadvise { .. }
         | OpKind::PreadDirect { .. }
+        | OpKind::PwriteFrom { .. }
         | OpKind::Pipe
         | OpKind::Vmsplice { .. } => file_op(t, op, env).await,
         OpKind::Shmget { .. }
@@ -509,6 +510,9 @@ async fn file_op(t: &Thread, op: &Op, env: &RefCell<Env>) -> Result<Outcome, Sto
             let b = addr(buf)?;
             let n = t.pread(fd(f)?, Some(b), *len, *offset).await?;
             Outcome::Data(t.read_bytes(b, n).await?)
+        }
+        OpKind::PwriteFrom { fd: f, buf, len, offset } => {
+            Outcome::Count(t.pwrite_from(fd(f)?, addr(buf)?, *len, *offset).await?)
         }
 
         OpKind::Pipe => {

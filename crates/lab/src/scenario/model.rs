@@ -460,6 +460,14 @@ pub enum OpKind {
         offset: u64,
         submit: bool,
     },
+    /// `pwrite` of `len` bytes from `buf` at `offset`: through O_DIRECT when the descriptor was
+    /// opened `direct` (the device reads the buffer's pages), copied otherwise.
+    PwriteFrom {
+        fd: String,
+        buf: AddrExpr,
+        len: u64,
+        offset: u64,
+    },
     /// `IORING_REGISTER_BUFFERS` of `[addr, addr + len)`: a long-term writable pin, bound as
     /// pages held (so `pin_read` reads them).
     IoUringRegister {
@@ -621,6 +629,7 @@ impl OpKind {
             OpKind::PinRead { .. } => "pin_read",
             OpKind::Unpin { .. } => "unpin",
             OpKind::PreadDirect { .. } => "pread_direct",
+            OpKind::PwriteFrom { .. } => "pwrite",
             OpKind::Complete { .. } => "complete",
             OpKind::IoUringRegister { .. } => "io_uring_register_buffers",
             OpKind::IoUringUnregister { .. } => "io_uring_unregister_buffers",

@@ -325,15 +325,15 @@ fn op_refs(k: &OpKind) -> Vec<(String, ValueKind)> {
         OpKind::Read { fd: f, buf, .. } => {
             fd(f).into_iter().chain(buf.iter().flat_map(addr)).collect()
         }
-        OpKind::PreadDirect { fd: f, buf, .. } => fd(f).into_iter().chain(addr(buf)).collect(),
-        OpKind::Vmsplice { fd: f, addr: a, .. } => fd(f).into_iter().chain(addr(a)).collect(),
-        OpKind::Pin { addr: a, .. } => addr(a),
+        OpKind::PreadDirect { fd: f, buf: a, .. }
+        | OpKind::PwriteFrom { fd: f, buf: a, .. }
+        | OpKind::Vmsplice { fd: f, addr: a, .. } => fd(f).into_iter().chain(addr(a)).collect(),
+        OpKind::Pin { addr: a, .. } | OpKind::IoUringRegister { addr: a, .. } => addr(a),
         OpKind::PinRead { hold, .. }
         | OpKind::Unpin { hold }
         | OpKind::IoUringUnregister { hold } => vec![(hold.clone(), ValueKind::Hold)],
         OpKind::ClearRefs { process, .. } => vec![(process.clone(), ValueKind::Process)],
         OpKind::Complete { io } => vec![(io.clone(), ValueKind::Io)],
-        OpKind::IoUringRegister { addr: a, .. } => addr(a),
         OpKind::Fixed { hold, addr: a, fd: f, .. } => {
             let held = std::iter::once((hold.clone(), ValueKind::Hold));
             held.chain(addr(a)).chain(fd(f)).collect()

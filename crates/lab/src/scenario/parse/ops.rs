@@ -66,7 +66,7 @@ impl Parser<'_> {
             return Err(self.err(f.line_of("op"), why));
         }
         Err(self.err(f.line_of("op"), format!(
-            "unknown operation `{name}`: expected one of mmap, munmap, mremap, mprotect, madvise, mlock, mlock2, munlock, mlockall, munlockall, msync, brk, open, memfd_create, shmget, shmat, shmdt, shmctl, close, dup, read, write, truncate, ftruncate, fallocate, fsync, fork, exit, exec, touch, read_bytes, write_bytes, increment, mincore, run, pin, pin_read, unpin, io_uring_register_buffers, io_uring_unregister_buffers, read_fixed, write_fixed, pread_direct, complete, clear_refs, pipe, vmsplice, sleep, fadvise, memory_reclaim, prctl, sysfs_write, repeat, notify, wait"
+            "unknown operation `{name}`: expected one of mmap, munmap, mremap, mprotect, madvise, mlock, mlock2, munlock, mlockall, munlockall, msync, brk, open, memfd_create, shmget, shmat, shmdt, shmctl, close, dup, read, write, truncate, ftruncate, fallocate, fsync, fork, exit, exec, touch, read_bytes, write_bytes, increment, mincore, run, pin, pin_read, unpin, io_uring_register_buffers, io_uring_unregister_buffers, read_fixed, write_fixed, pread_direct, pwrite, complete, clear_refs, pipe, vmsplice, sleep, fadvise, memory_reclaim, prctl, sysfs_write, repeat, notify, wait"
         )))
     }
 
@@ -188,22 +188,13 @@ impl Parser<'_> {
                 len: f.opt_signed_size("len")?.unwrap_or(0),
                 advice: f.fadvice("advice")?,
             },
-            "pread_direct" => {
-                let submit = f.opt_bool("async")?.unwrap_or(false);
-                if submit && f.get("as").is_none() {
-                    return Err(self.err(
-                        f.line_of("async"),
-                        "`pread_direct` with `async` needs `as`, the name a `complete` ends it by",
-                    ));
-                }
-                OpKind::PreadDirect {
-                    fd: f.string("fd")?,
-                    buf: f.addr("buf")?,
-                    len: f.size("len")?.as_u64(),
-                    offset: f.opt_size("offset")?.map_or(0, Bytes::as_u64),
-                    submit,
-                }
-            }
+            "pread_direct" => self.pread_direct_op(f)?,
+            "pwrite" => OpKind::PwriteFrom {
+                fd: f.string("fd")?,
+                buf: f.addr("buf")?,
+                len: f.size("len")?.as_u64(),
+                offset: f.opt_size("offset")?.map_or(0, Bytes::as_u64),
+            },
             "complete" => OpKind::Complete { io: f.string("io")? },
             "pipe" => OpKind::Pipe,
             "vmsplice" => OpKind::Vmsplice {
@@ -213,6 +204,24 @@ impl Parser<'_> {
             },
             _ => return Ok(None),
         }))
+    }
+
+    /// `pread_direct`: an O_DIRECT read, submitted only with `async` (then `as` names it).
+    fn pread_direct_op(&self, f: &Fields<'_>) -> Result<OpKind, ScenarioError> {
+        let submit = f.opt_bool("async")?.unwrap_or(false);
+        if submit && f.get("as").is_none() {
+            return Err(self.err(
+                f.line_of("async"),
+                "`pread_direct` with `async` needs `as`, the name a `complete` ends it by",
+            ));
+        }
+        Ok(OpKind::PreadDirect {
+            fd: f.string("fd")?,
+            buf: f.addr("buf")?,
+            len: f.size("len")?.as_u64(),
+            offset: f.opt_size("offset")?.map_or(0, Bytes::as_u64),
+            submit,
+        })
     }
 
     /// A System V shared memory operation; `None` for another name.
@@ -697,6 +706,7 @@ fn op_keys(kind: &OpKind) -> &'static [&'static str] {
         OpKind::PinRead { .. } => &["pin", "offset", "len"],
         OpKind::Unpin { .. } => &["pin"],
         OpKind::PreadDirect { .. } => &["fd", "buf", "len", "offset", "async"],
+        OpKind::PwriteFrom { .. } => &["fd", "buf", "len", "offset"],
         OpKind::Complete { .. } => &["io"],
         OpKind::IoUringRegister { .. } => &["addr", "len"],
         OpKind::IoUringUnregister { .. } => &["buf"],
