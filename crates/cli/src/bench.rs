@@ -39,6 +39,7 @@
 use clap::{Args, Subcommand};
 use engine::{Sim, SimConfig};
 use simcore::SimDuration;
+use std::cell::Cell;
 use std::time::Instant;
 
 #[derive(Debug, Subcommand)]
@@ -464,7 +465,18 @@ struct TlbRound {
     walks: u64,
 }
 
-/// mmsim's side: the replay of the whole stream, timed from the first batch seen after the pass.
+thread_local! {
+    /// When the replay reached its mark (`start_tlb_timer`).
+    static TLB_TIMER: Cell<Option<Instant>> = const { Cell::new(None) };
+}
+
+/// `ReplayOptions::at_mark` of `bench tlb`: the timed part starts now.
+fn start_tlb_timer() {
+    TLB_TIMER.with(|t| t.set(Some(Instant::now())));
+}
+
+/// mmsim's side: the replay of the whole stream, timed from the mark (the first batch after the
+/// warm-up pass).
 fn tlb_mmsim_round(c: &TlbCase) -> Result<TlbRound, String> {
     use mm::arch::tlb::TlbEvent;
     use simcore::CounterKey;
@@ -484,17 +496,13 @@ fn tlb_mmsim_round(c: &TlbCase) -> Result<TlbRound, String> {
     let mut options =
         trace::replay::ReplayOptions::new(mm::Profile::named("epyc-vm")?, text_thp(huge));
     options.mark = Some(c.start());
-    // The timer starts at the first progress call past the mark, which the engine's carry-on
-    // can make many batches late: the rate counts the references from where it started, not
-    // from the mark.
-    let mut warm: Option<(Instant, u64)> = None;
-    let mut progress = |done: u64, _: &trace::input::TraceReader| {
-        if done >= c.start() && warm.is_none() {
-            warm = Some((Instant::now(), done));
-        }
-    };
+    // The timer starts at the mark itself, between two batches (`at_mark`): the run loop's
+    // progress calls come after a task's carry-on, up to 1024 charges later, which for all-hits
+    // batches can be most of the stream.
+    options.at_mark = Some(start_tlb_timer);
+    TLB_TIMER.with(|t| t.set(None));
     let report =
-        trace::replay::replay(c.reader()?, c.name, &maps, "bench", &options, &mut progress)
+        trace::replay::replay(c.reader()?, c.name, &maps, "bench", &options, &mut |_, _| ())
             .map_err(|e| e.to_string())?;
     if huge && report.text_thps_mapped != c.touched {
         return Err(format!(
@@ -502,8 +510,8 @@ fn tlb_mmsim_round(c: &TlbCase) -> Result<TlbRound, String> {
             c.name, report.text_thps_mapped, c.touched
         ));
     }
-    let (secs, from) =
-        warm.map_or((f64::NAN, c.start()), |(w, done)| (w.elapsed().as_secs_f64(), done));
+    let secs = TLB_TIMER.with(Cell::get).map_or(f64::NAN, |w| w.elapsed().as_secs_f64());
+    let from = c.start();
     let timed = |e: TlbEvent| {
         report.counter(e) - report.counters_at_mark.get(e.name()).copied().unwrap_or(0)
     };

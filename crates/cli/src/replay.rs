@@ -162,6 +162,7 @@ pub(crate) fn run(a: &ReplayArgs) -> u8 {
         check_every_batch: a.check_every_batch,
         max_events: a.max_events.unwrap_or(engine::DEFAULT_EVENT_BUDGET),
         mark: None,
+        at_mark: None,
     };
     let mut bar = FileProgress::new(a.quiet);
     let mut progress = |refs: u64, r: &TraceReader| {

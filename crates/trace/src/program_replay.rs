@@ -302,6 +302,7 @@ impl Shared {
                 remaining: Cell::new(self.max_refs.unwrap_or(u64::MAX)),
                 fetch: FetchStream::new(self.fetch_bytes),
                 mark: None,
+                at_mark: None,
             };
             let failure: Rc<RefCell<Option<ReplayError>>> = Rc::default();
             let f = failure.clone();

@@ -122,6 +122,9 @@ pub struct ReplayOptions {
     /// a multiple of 4096), into [`ReplayReport::counters_at_mark`]: a benchmark's untimed
     /// warm-up is then told from its timed part.
     pub mark: Option<u64>,
+    /// Run at the mark, on the host, between two batches (a benchmark starts its timer there:
+    /// the run loop's progress calls can come many batches late, as a task carries on).
+    pub at_mark: Option<fn()>,
 }
 
 impl ReplayOptions {
@@ -133,6 +136,7 @@ impl ReplayOptions {
             check_every_batch: false,
             max_events: engine::DEFAULT_EVENT_BUDGET,
             mark: None,
+            at_mark: None,
         }
     }
 }
@@ -208,6 +212,7 @@ pub fn replay(
         remaining: Cell::new(u64::MAX),
         fetch: FetchStream::new(options.profile.tlb.fetch_bytes),
         mark: options.mark,
+        at_mark: options.at_mark,
     };
     let (f, maps_file, text_thp) = (failure.clone(), maps_file.to_string(), options.text_thp);
     machine
@@ -320,8 +325,9 @@ pub(crate) struct Run {
     pub remaining: Cell<u64>,
     /// The thread's instruction fetch stream.
     pub fetch: FetchStream,
-    /// When to snapshot the counters ([`ReplayOptions::mark`]).
+    /// When to snapshot the counters ([`ReplayOptions::mark`]), and what to run then.
     pub mark: Option<u64>,
+    pub at_mark: Option<fn()>,
 }
 
 /// One thread's instruction fetch as the front end makes it (`TlbGeometry::fetch_bytes`): the
@@ -378,6 +384,9 @@ impl Run {
                 let counters = st.tlb.stats(t.cx().cpu().0 as usize).iter();
                 self.report.borrow_mut().counters_at_mark =
                     counters.map(|(k, v)| (k.to_string(), v)).collect();
+                if let Some(hook) = self.at_mark {
+                    hook();
+                }
             }
             if self.check {
                 t.cx().kernel().state().check_tlb(true).map_err(ReplayError::Sim)?;

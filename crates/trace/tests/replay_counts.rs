@@ -40,6 +40,7 @@ fn run(lines: &str) -> ReplayReport {
         check_every_batch: true,
         max_events: engine::DEFAULT_EVENT_BUDGET,
         mark: None,
+        at_mark: None,
     };
     replay(reader, "one.lackey", &maps, "one.maps", &options, &mut |_, _| {}).unwrap()
 }
