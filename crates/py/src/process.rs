@@ -352,6 +352,7 @@ impl Process {
             text: text.map_or(d.text, Size::bytes),
             data: data.map_or(d.data, Size::bytes),
             bss: bss.map_or(d.bss, Size::bytes),
+            rodata: d.rodata,
             stack: stack.map_or(d.stack, Size::bytes),
         };
         let owned = path.to_string();

@@ -90,12 +90,13 @@ impl Names {
                     (Some(Value::Addr(v)), None) => v.0,
                     (Some(Value::Layout(l)), Some(f)) => match f {
                         "text" => l.text.0,
+                        "rodata" => l.rodata.0,
                         "data" => l.data.0,
                         "bss" => l.bss.0,
                         "stack" => l.stack_top.0,
                         _ => {
                             return Err(format!(
-                                "`{name}`: an exec layout has text, data, bss and stack"
+                                "`{name}`: an exec layout has text, rodata, data, bss and stack"
                             ));
                         }
                     },

@@ -1,8 +1,9 @@
 //! An exec-style loader (`fs/exec.c`, `fs/binfmt_elf.c`, Linux v6.8, much simplified).
 //!
 //! `exec` replaces the address space with a fresh one holding an executable file's segments:
-//! text (`PROT_READ|PROT_EXEC`, from file offset 0), data (`PROT_READ|PROT_WRITE`, private, from
-//! the page after the text), bss (anonymous), and a stack. Like the kernel it denies writes to the
+//! text (`PROT_READ|PROT_EXEC`, from file offset 0), optional read-only data (`PROT_READ`, from
+//! the page after the text, as an ELF's `.rodata` segment), data (`PROT_READ|PROT_WRITE`,
+//! private, from the page after those), bss (anonymous), and a stack. Like the kernel it denies writes to the
 //! executable for the life of the mm (`deny_write_access`, ETXTBSY for writers; not on v6.11 and
 //! v6.12, the `exec_deny_write = allow` era of 2a010c412853 until its revert 3b832035387f, where
 //! an opener for write gets the running binary and, if its text was collapsed, drops its THPs),
@@ -31,6 +32,8 @@ use simcore::{Bytes, VirtAddr};
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ExecImage {
     pub text: Bytes,
+    /// Read-only data right after the text (none by default).
+    pub rodata: Bytes,
     pub data: Bytes,
     pub bss: Bytes,
     pub stack: Bytes,
@@ -40,6 +43,7 @@ impl Default for ExecImage {
     fn default() -> Self {
         ExecImage {
             text: Bytes::mib(2),
+            rodata: Bytes::ZERO,
             data: Bytes::kib(64),
             bss: Bytes::kib(64),
             stack: Bytes::kib(132),
@@ -51,6 +55,8 @@ impl Default for ExecImage {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ExecLayout {
     pub text: VirtAddr,
+    /// Where the read-only data starts (right after the text, even when there is none).
+    pub rodata: VirtAddr,
     pub data: VirtAddr,
     pub bss: VirtAddr,
     pub stack_top: VirtAddr,
@@ -70,32 +76,37 @@ pub(crate) async fn do_exec(
     let page = |b: Bytes| b.align_up(Bytes::PAGE).ok_or(Errno::EINVAL);
     let (text, data, bss, stack) =
         (page(image.text)?, page(image.data)?, page(image.bss)?, page(image.stack)?);
+    let rodata = page(image.rodata)?;
     if text.as_u64() == 0 || stack.as_u64() == 0 {
         return Err(Errno::EINVAL);
     }
     let exe = {
         let mut st = cx.st();
         let inode = *st.paths.get(path).ok_or(Errno::ENOENT)?;
-        if st.inodes[inode].size < (text + data).as_u64() {
+        if st.inodes[inode].size < (text + rodata + data).as_u64() {
             return Err(Errno::EINVAL);
         }
         open_exec(&mut st, inode, exec_denies_write(cx))?
     };
     let text_at = VirtAddr(TEXT_BASE);
-    let data_at = (text_at + text).align_up(Bytes::PMD).expect("in range");
+    let rodata_at = text_at + text;
+    let data_at = (rodata_at + rodata).align_up(Bytes::PMD).expect("in range");
     let bss_at = data_at + data;
     let stack_top = VirtAddr(MMAP_BASE + (64 << 20));
     let file = |pgoff| Some((exe, pgoff));
     let segments = [
         ExecSegment::new(text_at, text, VmFlags::READ | VmFlags::EXEC | VmFlags::DENYWRITE)
             .file(file(0)),
-        ExecSegment::new(data_at, data, VmFlags::READ | VmFlags::WRITE | VmFlags::DENYWRITE)
+        ExecSegment::new(rodata_at, rodata, VmFlags::READ | VmFlags::DENYWRITE)
             .file(file(text.as_u64() >> 12)),
+        ExecSegment::new(data_at, data, VmFlags::READ | VmFlags::WRITE | VmFlags::DENYWRITE)
+            .file(file((text + rodata).as_u64() >> 12)),
         ExecSegment::new(bss_at, bss, VmFlags::READ | VmFlags::WRITE | VmFlags::ACCOUNT),
         ExecSegment::stack(stack_top, stack),
     ];
+    let segments: Vec<ExecSegment> = segments.into_iter().filter(|s| s.len > Bytes::ZERO).collect();
     begin_new_exec(cx, pid, exe, path, &segments, bss_at + bss).await?;
-    Ok(ExecLayout { text: text_at, data: data_at, bss: bss_at, stack_top })
+    Ok(ExecLayout { text: text_at, rodata: rodata_at, data: data_at, bss: bss_at, stack_top })
 }
 
 /// One mapping `exec` makes: a file's segment (with its page offset) or anonymous memory.

@@ -46,7 +46,7 @@ impl Parser<'_> {
                         let ok = match (found, want) {
                             (Some(ValueKind::Layout), ValueKind::Addr) => {
                                 name.contains('.')
-                                    && ["text", "data", "bss", "stack"]
+                                    && ["text", "rodata", "data", "bss", "stack"]
                                         .contains(&name.rsplit('.').next().unwrap_or(""))
                             }
                             (Some(ValueKind::Pipe), ValueKind::Fd) => {

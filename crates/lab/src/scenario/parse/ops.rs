@@ -272,6 +272,7 @@ impl Parser<'_> {
                     path: f.string("path")?,
                     image: ExecImage {
                         text: f.opt_size("text")?.unwrap_or(d.text),
+                        rodata: f.opt_size("rodata")?.unwrap_or(d.rodata),
                         data: f.opt_size("data")?.unwrap_or(d.data),
                         bss: f.opt_size("bss")?.unwrap_or(d.bss),
                         stack: f.opt_size("stack")?.unwrap_or(d.stack),
@@ -694,7 +695,7 @@ fn op_keys(kind: &OpKind) -> &'static [&'static str] {
         OpKind::Truncate { .. } => &["path", "size"],
         OpKind::Ftruncate { .. } => &["fd", "size"],
         OpKind::Fork | OpKind::Exit => &[],
-        OpKind::Exec { .. } => &["path", "text", "data", "bss", "stack"],
+        OpKind::Exec { .. } => &["path", "text", "rodata", "data", "bss", "stack"],
         OpKind::Touch { .. } => &["addr", "len", "access"],
         OpKind::ReadBytes { .. } | OpKind::Mincore { .. } => &["addr", "len"],
         OpKind::WriteBytes { .. } | OpKind::ProcMemWrite { .. } => {
