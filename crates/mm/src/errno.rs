@@ -27,6 +27,7 @@ pub enum Errno {
     EINVAL = 22,
     ENFILE = 23,
     EMFILE = 24,
+    ENOTTY = 25,
     ETXTBSY = 26,
     EFBIG = 27,
     ENOSPC = 28,
@@ -38,7 +39,7 @@ pub enum Errno {
 }
 
 impl Errno {
-    pub const ALL: [Errno; 25] = [
+    pub const ALL: [Errno; 26] = [
         Errno::EPERM,
         Errno::ENOENT,
         Errno::EINTR,
@@ -56,6 +57,7 @@ impl Errno {
         Errno::EINVAL,
         Errno::ENFILE,
         Errno::EMFILE,
+        Errno::ENOTTY,
         Errno::ETXTBSY,
         Errno::EFBIG,
         Errno::ENOSPC,
@@ -94,6 +96,7 @@ impl Errno {
             Errno::EINVAL => "EINVAL",
             Errno::ENFILE => "ENFILE",
             Errno::EMFILE => "EMFILE",
+            Errno::ENOTTY => "ENOTTY",
             Errno::ETXTBSY => "ETXTBSY",
             Errno::EFBIG => "EFBIG",
             Errno::ENOSPC => "ENOSPC",

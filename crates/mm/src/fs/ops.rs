@@ -56,6 +56,7 @@ impl FsType {
             FsType::Xfs => "xfs",
             FsType::Tmpfs(_) => "tmpfs",
             FsType::Pipe => "pipefs",
+            FsType::AnonInode => "anon_inodefs",
             FsType::Dax => "ext4-dax",
             FsType::Hugetlbfs(_) => "hugetlbfs",
         }
@@ -68,7 +69,7 @@ impl FsType {
         match self {
             FsType::Disk | FsType::Xfs => Some(PageFill::ReadFolio),
             FsType::Tmpfs(_) => Some(PageFill::AllocZeroed),
-            FsType::Pipe | FsType::Dax | FsType::Hugetlbfs(_) => None,
+            FsType::Pipe | FsType::AnonInode | FsType::Dax | FsType::Hugetlbfs(_) => None,
         }
     }
 
@@ -78,7 +79,12 @@ impl FsType {
     pub fn hugetlb_size(self) -> Option<crate::types::hugetlb::HugeSize> {
         match self {
             FsType::Hugetlbfs(size) => Some(size),
-            FsType::Disk | FsType::Xfs | FsType::Tmpfs(_) | FsType::Pipe | FsType::Dax => None,
+            FsType::Disk
+            | FsType::Xfs
+            | FsType::Tmpfs(_)
+            | FsType::Pipe
+            | FsType::AnonInode
+            | FsType::Dax => None,
         }
     }
 
@@ -88,9 +94,12 @@ impl FsType {
     pub(crate) fn is_fifo(self) -> bool {
         match self {
             FsType::Pipe => true,
-            FsType::Disk | FsType::Xfs | FsType::Tmpfs(_) | FsType::Dax | FsType::Hugetlbfs(_) => {
-                false
-            }
+            FsType::Disk
+            | FsType::Xfs
+            | FsType::Tmpfs(_)
+            | FsType::AnonInode
+            | FsType::Dax
+            | FsType::Hugetlbfs(_) => false,
         }
     }
 
@@ -100,9 +109,12 @@ impl FsType {
     pub(crate) fn is_dax(self) -> bool {
         match self {
             FsType::Dax => true,
-            FsType::Disk | FsType::Xfs | FsType::Tmpfs(_) | FsType::Pipe | FsType::Hugetlbfs(_) => {
-                false
-            }
+            FsType::Disk
+            | FsType::Xfs
+            | FsType::Tmpfs(_)
+            | FsType::Pipe
+            | FsType::AnonInode
+            | FsType::Hugetlbfs(_) => false,
         }
     }
 
@@ -112,7 +124,7 @@ impl FsType {
             FsType::Disk | FsType::Xfs | FsType::Tmpfs(_) | FsType::Dax | FsType::Hugetlbfs(_) => {
                 true
             }
-            FsType::Pipe => false,
+            FsType::Pipe | FsType::AnonInode => false,
         }
     }
 
@@ -123,7 +135,9 @@ impl FsType {
             FsType::Disk | FsType::Xfs | FsType::Tmpfs(_) => VmOps::PageCache,
             FsType::Dax => VmOps::Dax,
             FsType::Hugetlbfs(_) => VmOps::Hugetlb,
-            FsType::Pipe => unreachable!("pipes cannot be mapped (ENODEV)"),
+            FsType::Pipe | FsType::AnonInode => {
+                unreachable!("pipes and userfaultfds cannot be mapped (ENODEV)")
+            }
         }
     }
 
@@ -138,9 +152,12 @@ impl FsType {
                 VmFlags::HUGEPAGE | VmFlags::MIXEDMAP
             }
             FsType::Dax => VmFlags::HUGEPAGE,
-            FsType::Disk | FsType::Xfs | FsType::Tmpfs(_) | FsType::Pipe | FsType::Hugetlbfs(_) => {
-                0
-            }
+            FsType::Disk
+            | FsType::Xfs
+            | FsType::Tmpfs(_)
+            | FsType::Pipe
+            | FsType::AnonInode
+            | FsType::Hugetlbfs(_) => 0,
         }
     }
 
@@ -153,7 +170,7 @@ impl FsType {
         match self {
             FsType::Dax => true,
             FsType::Disk | FsType::Xfs => crate::era::file_mappings_thp_aligned(k),
-            FsType::Tmpfs(_) | FsType::Pipe | FsType::Hugetlbfs(_) => false,
+            FsType::Tmpfs(_) | FsType::Pipe | FsType::AnonInode | FsType::Hugetlbfs(_) => false,
         }
     }
 
@@ -163,7 +180,7 @@ impl FsType {
     pub(crate) fn can_writeback(self) -> bool {
         match self {
             FsType::Disk | FsType::Xfs | FsType::Dax => true,
-            FsType::Tmpfs(_) | FsType::Pipe | FsType::Hugetlbfs(_) => false,
+            FsType::Tmpfs(_) | FsType::Pipe | FsType::AnonInode | FsType::Hugetlbfs(_) => false,
         }
     }
 
@@ -172,7 +189,12 @@ impl FsType {
     pub(crate) fn swap_backed(self) -> bool {
         match self {
             FsType::Tmpfs(_) => true,
-            FsType::Disk | FsType::Xfs | FsType::Pipe | FsType::Dax | FsType::Hugetlbfs(_) => false,
+            FsType::Disk
+            | FsType::Xfs
+            | FsType::Pipe
+            | FsType::AnonInode
+            | FsType::Dax
+            | FsType::Hugetlbfs(_) => false,
         }
     }
 
@@ -184,7 +206,11 @@ impl FsType {
     pub(crate) fn read_only_thps(self) -> bool {
         match self {
             FsType::Disk | FsType::Xfs => true,
-            FsType::Tmpfs(_) | FsType::Pipe | FsType::Dax | FsType::Hugetlbfs(_) => false,
+            FsType::Tmpfs(_)
+            | FsType::Pipe
+            | FsType::AnonInode
+            | FsType::Dax
+            | FsType::Hugetlbfs(_) => false,
         }
     }
 
@@ -193,7 +219,12 @@ impl FsType {
     pub fn tmpfs_mount(self) -> Option<crate::types::fs::TmpfsMount> {
         match self {
             FsType::Tmpfs(mount) => Some(mount),
-            FsType::Disk | FsType::Xfs | FsType::Pipe | FsType::Dax | FsType::Hugetlbfs(_) => None,
+            FsType::Disk
+            | FsType::Xfs
+            | FsType::Pipe
+            | FsType::AnonInode
+            | FsType::Dax
+            | FsType::Hugetlbfs(_) => None,
         }
     }
 
@@ -216,7 +247,11 @@ impl FsType {
         match self {
             FsType::Disk => crate::era::ext4_large_folios(k),
             FsType::Xfs => crate::era::xfs_large_folios(k),
-            FsType::Tmpfs(_) | FsType::Pipe | FsType::Dax | FsType::Hugetlbfs(_) => false,
+            FsType::Tmpfs(_)
+            | FsType::Pipe
+            | FsType::AnonInode
+            | FsType::Dax
+            | FsType::Hugetlbfs(_) => false,
         }
     }
 
@@ -228,6 +263,7 @@ impl FsType {
         match self {
             FsType::Disk | FsType::Xfs => Ok(true),
             FsType::Tmpfs(_) | FsType::Hugetlbfs(_) | FsType::Dax => Ok(false),
+            FsType::AnonInode => Ok(false),
             FsType::Pipe => Err(Errno::ESPIPE),
         }
     }
@@ -238,7 +274,7 @@ impl FsType {
     pub(crate) fn has_direct_io(self) -> bool {
         match self {
             FsType::Disk | FsType::Xfs | FsType::Tmpfs(_) | FsType::Dax => true,
-            FsType::Pipe | FsType::Hugetlbfs(_) => false,
+            FsType::Pipe | FsType::AnonInode | FsType::Hugetlbfs(_) => false,
         }
     }
 
@@ -259,6 +295,10 @@ impl FsType {
             FsType::Pipe => {
                 let data = cx.st().pipe_read(inode, len)?;
                 Ok((data.len() as u64, Some(data)))
+            }
+            FsType::AnonInode => {
+                let msg = crate::userfaultfd::userfaultfd_read(cx, inode, len).await?;
+                Ok((msg.len() as u64, Some(msg)))
             }
             FsType::Hugetlbfs(_) => {
                 let data = cx.st().hugetlbfs_read(inode, pos, len);
@@ -288,6 +328,7 @@ impl FsType {
     ) -> Result<u64, Errno> {
         match self {
             FsType::Pipe => return cx.st().pipe_write(inode, data),
+            FsType::AnonInode => unreachable!("a userfaultfd is opened read-only: EBADF first"),
             FsType::Hugetlbfs(_) => return Err(Errno::EINVAL),
             FsType::Dax => dax_write(cx, inode, pos, data).await,
             FsType::Disk | FsType::Xfs | FsType::Tmpfs(_) => file_write(cx, inode, pos, data).await,
@@ -302,7 +343,7 @@ impl FsType {
         match self {
             FsType::Disk | FsType::Xfs => "08:01",
             FsType::Dax => "103:00",
-            FsType::Tmpfs(_) | FsType::Pipe | FsType::Hugetlbfs(_) => "00:01",
+            FsType::Tmpfs(_) | FsType::Pipe | FsType::AnonInode | FsType::Hugetlbfs(_) => "00:01",
         }
     }
 
@@ -312,7 +353,12 @@ impl FsType {
     pub(crate) fn free_blocks(self, st: &mut KState, inode: InodeId, first: u64, end: u64) {
         match self {
             FsType::Dax => st.dax.free_blocks(&mut st.mem, inode, first, end),
-            FsType::Disk | FsType::Xfs | FsType::Tmpfs(_) | FsType::Pipe | FsType::Hugetlbfs(_) => {
+            FsType::Disk
+            | FsType::Xfs
+            | FsType::Tmpfs(_)
+            | FsType::Pipe
+            | FsType::AnonInode
+            | FsType::Hugetlbfs(_) => {
                 st.inodes[inode].backing.punch(first, end);
             }
         }
@@ -329,7 +375,12 @@ impl FsType {
     ) {
         match self {
             FsType::Dax => st.dax.zero_partial(&mut st.mem, inode, index, range.start, range.end),
-            FsType::Disk | FsType::Xfs | FsType::Tmpfs(_) | FsType::Pipe | FsType::Hugetlbfs(_) => {
+            FsType::Disk
+            | FsType::Xfs
+            | FsType::Tmpfs(_)
+            | FsType::Pipe
+            | FsType::AnonInode
+            | FsType::Hugetlbfs(_) => {
                 st.inodes[inode].backing.zero(index, range);
             }
         }
@@ -348,7 +399,7 @@ impl FsType {
             }
             FsType::Dax => st.dax.inodes.get(&inode).map_or(0, |d| d.blocks.len() as u64),
             FsType::Hugetlbfs(size) => st.hinode(inode).cache.len() as u64 * (size.bytes() / 4096),
-            FsType::Pipe => 0,
+            FsType::Pipe | FsType::AnonInode => 0,
         }
     }
 
@@ -385,6 +436,7 @@ impl FsType {
                 Ok(())
             }
             FsType::Pipe => unreachable!("fallocate on a pipe is ESPIPE"),
+            FsType::AnonInode => unreachable!("a userfaultfd is opened read-only: EBADF first"),
             FsType::Hugetlbfs(_) => unreachable!("hugetlbfs_fallocate is called from the syscall"),
         }
     }
