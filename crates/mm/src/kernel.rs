@@ -631,12 +631,7 @@ impl KState {
         }
         d.write_u64(self.mem.fingerprint());
         self.hugetlb.fingerprint_into(&mut d);
-        for (inode, ctx) in &self.uffd.ctxs {
-            d.write_u64(u64::from(inode.0) ^ u64::from(ctx.api).rotate_left(40) ^ ctx.features);
-            for (&id, f) in &ctx.faults {
-                d.write_u64(id ^ f.address.0.rotate_left(20) ^ u64::from(f.read).rotate_left(60));
-            }
-        }
+        self.uffd.fingerprint(&mut d);
         d.value()
     }
 }

@@ -58,7 +58,9 @@ use crate::pgtable::TASK_SIZE;
 use crate::types::fs::FsType;
 use crate::types::ids::{InodeId, Pid, VmaId};
 use crate::types::userfaultfd::feature;
-use crate::types::userfaultfd::{PAGEFAULT_FLAG_WRITE, UFFD_API, UffdCtx, UffdFault, UffdWaiter};
+use crate::types::userfaultfd::{
+    PAGEFAULT_FLAG_WRITE, UFFD_API, UffdCtx, UffdFault, UffdWaiter, Userfaultfds,
+};
 use crate::vma::{VmFlags, Vma};
 use simcore::{Bytes, VirtAddr};
 
@@ -130,6 +132,18 @@ impl KState {
     /// The context registered on `vma`.
     pub(crate) fn uffd_ctx(&self, inode: InodeId) -> &UffdCtx {
         self.uffd.ctxs.get(&inode).expect("a registered VMA's context lives until release")
+    }
+}
+
+impl Userfaultfds {
+    /// The contexts and their pending faults, for the explorer's state fingerprint.
+    pub(crate) fn fingerprint(&self, d: &mut simcore::Digest) {
+        for (inode, ctx) in &self.ctxs {
+            d.write_u64(u64::from(inode.0) ^ u64::from(ctx.api).rotate_left(40) ^ ctx.features);
+            for (&id, f) in &ctx.faults {
+                d.write_u64(id ^ f.address.0.rotate_left(20) ^ u64::from(f.read).rotate_left(60));
+            }
+        }
     }
 }
 
