@@ -549,8 +549,8 @@ impl Thread {
         crate::userfaultfd::new_userfaultfd(&self.cx, self.pid(), flags).await
     }
 
-    /// `ioctl(fd, UFFDIO_API)` with `api` (`UFFD_API`) and `features`: returns the features the
-    /// kernel offers.
+    /// `ioctl(fd, UFFDIO_API)` with `api` (`UFFD_API`) and `features`: returns the features
+    /// offered that the model implements (the kernel's answer lists every one it has).
     pub async fn uffdio_api(&self, fd: i32, api: u64, features: u64) -> Result<u64, Errno> {
         crate::userfaultfd::userfaultfd_api(&self.cx, self.pid(), fd, (api, features)).await
     }
@@ -602,7 +602,8 @@ impl Thread {
         if !self.cx.st().uffd.ctxs.contains_key(&inode) {
             return Err(Errno::EINVAL);
         }
-        let msg = crate::userfaultfd::userfaultfd_read(&self.cx, inode, 32).await?;
+        let len = crate::userfaultfd::UFFD_MSG_SIZE;
+        let msg = crate::userfaultfd::userfaultfd_read(&self.cx, inode, len).await?;
         Ok(crate::userfaultfd::UffdMsg::decode(&msg))
     }
 

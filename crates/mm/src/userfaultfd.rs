@@ -40,9 +40,9 @@
 //! `MADV_POPULATE_*`, `/proc/PID/mem`) never pass `FAULT_FLAG_ALLOW_RETRY` in the model, so a
 //! userfault there is `VM_FAULT_SIGBUS` (EFAULT), as the kernel answers a fault that may not
 //! retry; the kernel's GUP with a `locked` argument would sleep for the handler instead. The
-//! message's address is page-aligned in every era (the kernels before v4.10 passed the access's
-//! own address). The descriptor is opened read-only, as v6.x opens it (`O_RDWR` in older
-//! kernels: there a `write(2)` is EINVAL where the model says EBADF). Release leaves the VMAs split where
+//! message's address is the faulting page's in every era (`UFFD_FEATURE_EXACT_ADDRESS`, v5.18,
+//! is not modelled). The descriptor is opened read-only, as v6.x opens it (`O_RDONLY`): a
+//! `write(2)` is EBADF (not checked against older kernels). Release leaves the VMAs split where
 //! registration split them (the kernel merges them back). A reader sleeping when another task
 //! closes the last descriptor gets EBADF (the kernel's read keeps the file until it returns).
 //! khugepaged's and `MADV_COLLAPSE`'s collapse of a registered shmem file range does not look
@@ -64,11 +64,11 @@ use crate::types::userfaultfd::{
 use crate::vma::{VmFlags, Vma};
 use simcore::{Bytes, VirtAddr};
 
-/// `userfaultfd(2)` flags: `O_CLOEXEC`, `O_NONBLOCK` (x86-64 values) and `UFFD_USER_MODE_ONLY`.
+/// `userfaultfd(2)` flags: `O_CLOEXEC`, `O_NONBLOCK` (x86-64 values); `UFFD_USER_MODE_ONLY`
+/// (v5.11) is not modelled, EINVAL here.
 pub mod flags {
     pub const CLOEXEC: u32 = 0o2_000_000;
     pub const NONBLOCK: u32 = 0o4000;
-    pub const USER_MODE_ONLY: u32 = 1;
 }
 
 /// `UFFD_EVENT_PAGEFAULT`, the event of a fault message.
