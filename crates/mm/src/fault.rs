@@ -38,8 +38,9 @@
 //! per-size knobs are `huge_memory/policy.rs`'s): the largest enabled order below the PMD's
 //! whose aligned range lies in the VMA with every PTE empty, mapped by one PTE per page, each
 //! page exclusive; a read still maps the zero page, and a COW copy is always one page. Not
-//! modelled: `init_on_alloc`'s skipped clearing (v6.13); a VMA a userfaultfd is armed on
-//! takes order 0, as the kernel's choice skips it.
+//! modelled: `init_on_alloc`'s skipped clearing (v6.13). (The kernel's choice skips a VMA a
+//! userfaultfd is armed on; in the model such a write fault never allocates: missing mode, the
+//! only one, sends it to the handler first.)
 //!
 //! An access just below a `VM_GROWSDOWN` VMA grows it (`expand_stack`, from v4.20; the
 //! method's note has the limits). Not yet modelled: swap readahead.
@@ -363,10 +364,7 @@ async fn alloc_anon_folio(vmf: &Vmf<'_>) -> Result<Pfn, VmFault> {
     let k = cx.kernel().version;
     let (mut orders, may_reclaim) = {
         let st = cx.st();
-        // A VMA a userfaultfd is armed on takes one page at a time.
-        let armed = st.userfaultfd_missing(vmf.vma);
-        let orders =
-            if armed { 0 } else { vmf.vm_ops.anon_fault_orders(&st, vmf.vma, vmf.address) };
+        let orders = vmf.vm_ops.anon_fault_orders(&st, vmf.vma, vmf.address);
         (orders, st.thp.settings.fault_may_reclaim(st.vma(vmf.vma).flags))
     };
     while let Some(order) = highest_order(orders) {
