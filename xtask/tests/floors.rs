@@ -56,9 +56,10 @@ const MAX_CIRCLE: usize = 20;
 
 /// Seams inside the mechanisms floor: a module and the only modules that may import it. The
 /// fault handler is entered from the MMU access path, GUP, khugepaged's swap-in, KSM's
-/// `break_ksm` and the ops table, as `handle_mm_fault`'s callers are.
+/// `break_ksm`, userfaultfd's fill of shared shmem and hugetlb pages and the ops table, as
+/// `handle_mm_fault`'s callers are.
 const SEAMS: &[(&str, &[&str])] =
-    &[("fault", &["vm_ops", "gup", "arch::uaccess", "khugepaged", "ksm"])];
+    &[("fault", &["vm_ops", "gup", "arch::uaccess", "khugepaged", "ksm", "userfaultfd::mfill"])];
 
 /// Arrows that must not exist: the fault handler and the library half of `mm/memory.c` reach a
 /// file system's or hugetlb's code only through `VmOps` (`vm_ops.rs`).

@@ -8,7 +8,7 @@ use crate::access;
 use crate::agent::{Agent, Stop};
 use crate::sys::{self, SysErr, SysResult};
 use lab::scenario::interp::{Outcome, Value};
-use lab::scenario::model::{AddrExpr, Op, OpKind};
+use lab::scenario::model::{AddrExpr, Op, OpKind, UffdOp};
 use mm::{Access, Errno, OpenFlags, Pid};
 use simcore::VirtAddr;
 
@@ -75,6 +75,7 @@ pub(crate) fn run(agent: &mut Agent<'_>, op: &Op) -> OpResult {
         | OpKind::SysfsWrite { .. }
         | OpKind::MemoryReclaim { .. }
         | OpKind::Sleep { .. } => task_op(agent, op),
+        OpKind::Uffd(u) => uffd_op(agent, u),
         // Refused before anything runs (`support.rs`), or run by the agent itself.
         _ => Ok(Err(SysErr::Errno(Errno::ENOSYS))),
     }
@@ -284,6 +285,48 @@ fn read(
     let mut out = vec![0u8; n as usize];
     agent.sys(|| access::read(b, &mut out))?;
     Ok(Ok(Outcome::Data(out)))
+}
+
+/// userfaultfd: the syscall, its ioctls (each `struct uffdio_*` as its 64-bit words) and a
+/// message read without sleeping (`sys::uffd_read`).
+fn uffd_op(agent: &mut Agent<'_>, u: &UffdOp) -> OpResult {
+    use sys::uffdio;
+    Ok(match u {
+        UffdOp::Create { flags } => {
+            let a = [*flags, 0, 0, 0, 0, 0];
+            fd_of(agent.sys(|| sys::raw(libc::SYS_userfaultfd, a).map(|fd| fd as i32)))
+        }
+        UffdOp::Api { fd: f, features } => {
+            let mut api = [mm::types::userfaultfd::UFFD_API, *features, 0];
+            let f = fd(agent, f)?;
+            done(agent.sys(|| sys::uffd_ioctl(f, uffdio::API, &mut api)))
+        }
+        UffdOp::Register { fd: f, addr, len, mode } => {
+            let (f, mut reg) = (fd(agent, f)?, [at(agent, addr)?, *len, *mode, 0]);
+            done(agent.sys(|| sys::uffd_ioctl(f, uffdio::REGISTER, &mut reg)))
+        }
+        UffdOp::Unregister { fd: f, addr, len } => {
+            let (f, mut range) = (fd(agent, f)?, [at(agent, addr)?, *len]);
+            done(agent.sys(|| sys::uffd_ioctl(f, uffdio::UNREGISTER, &mut range)))
+        }
+        UffdOp::Copy { fd: f, dst, src, len } => {
+            let (f, mut copy) = (fd(agent, f)?, [at(agent, dst)?, at(agent, src)?, *len, 0, 0]);
+            agent.sys(|| sys::uffd_ioctl(f, uffdio::COPY, &mut copy)).map(|_| Outcome::Count(*len))
+        }
+        UffdOp::Zeropage { fd: f, dst, len } => {
+            let (f, mut zero) = (fd(agent, f)?, [at(agent, dst)?, *len, 0, 0]);
+            agent
+                .sys(|| sys::uffd_ioctl(f, uffdio::ZEROPAGE, &mut zero))
+                .map(|_| Outcome::Count(*len))
+        }
+        UffdOp::Read { fd: f } => {
+            let f = fd(agent, f)?;
+            agent.sys(|| sys::uffd_read(f)).map(|msg| {
+                let m = mm::userfaultfd::UffdMsg::decode(&msg);
+                Outcome::Fault { addr: m.address, write: m.write }
+            })
+        }
+    })
 }
 
 /// System V shared memory.

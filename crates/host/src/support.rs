@@ -253,7 +253,9 @@ fn check_fs(fs: FsType, path: &str, dax: bool) -> Result<(), Refusal> {
         FsType::Xfs => refuse(format!("file `{path}`: no XFS scratch file system on the host")),
         FsType::Dax if dax => Ok(()),
         FsType::Dax => refuse(format!("file `{path}`: DAX needs a pmem device")),
-        FsType::Pipe => refuse(format!("file `{path}`: a pipe is not a file to create")),
+        FsType::Pipe | FsType::AnonInode => {
+            refuse(format!("file `{path}`: a pipe or userfaultfd is not a file to create"))
+        }
         FsType::Bdev => refuse(format!("file `{path}`: a block device needs a scratch device")),
     }
 }

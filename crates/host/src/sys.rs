@@ -123,6 +123,35 @@ pub(crate) fn memfd_create(name: &str, flags: u32) -> SysResult<i32> {
         .map(|fd| fd as i32)
 }
 
+/// userfaultfd's ioctls (`include/uapi/linux/userfaultfd.h`, x86-64 `_IOWR`/`_IOR` numbers).
+pub(crate) mod uffdio {
+    pub(crate) const API: u64 = 0xc018_aa3f;
+    pub(crate) const REGISTER: u64 = 0xc020_aa00;
+    pub(crate) const UNREGISTER: u64 = 0x8010_aa01;
+    pub(crate) const COPY: u64 = 0xc028_aa03;
+    pub(crate) const ZEROPAGE: u64 = 0xc020_aa04;
+}
+
+/// `ioctl(fd, cmd, arg)` of a userfaultfd with `arg` the words of its `struct uffdio_*`
+/// (`api`, `register`, `range`, `copy`, `zeropage`: all 64-bit fields).
+pub(crate) fn uffd_ioctl(fd: i32, cmd: u64, arg: &mut [u64]) -> SysResult<u64> {
+    raw(libc::SYS_ioctl, [fd as u64, cmd, arg.as_mut_ptr() as u64, 0, 0, 0])
+}
+
+/// A userfaultfd message without sleeping: `struct uffd_msg`'s 32 bytes, EAGAIN when none is
+/// pending (`poll` with no timeout first, so a descriptor without `O_NONBLOCK` never blocks the
+/// single-threaded agent: nothing could post a message meanwhile).
+pub(crate) fn uffd_read(fd: i32) -> SysResult<[u8; 32]> {
+    let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+    // SAFETY: `pfd` is one valid pollfd for the duration of the call.
+    if check_int(unsafe { libc::poll(&mut pfd, 1, 0) })? == 0 {
+        return Err(SysErr::Errno(mm::Errno::EAGAIN));
+    }
+    let mut msg = [0u8; 32];
+    raw(libc::SYS_read, [fd as u64, msg.as_mut_ptr() as u64, 32, 0, 0, 0])?;
+    Ok(msg)
+}
+
 pub(crate) fn pipe() -> SysResult<(i32, i32)> {
     let mut fds = [0i32; 2];
     raw(libc::SYS_pipe2, [fds.as_mut_ptr() as u64, 0, 0, 0, 0, 0])?;

@@ -42,3 +42,40 @@ fn hugetlb_runs_on_every_kernel() {
         }
     }
 }
+
+/// userfaultfd is modelled (missing mode, `UFFDIO_COPY`/`ZEROPAGE`); its other modes, features,
+/// flags and ioctls are refused by name when the file is read.
+#[test]
+fn userfaultfd_runs_and_its_unmodelled_parts_are_refused() {
+    let ops = |ops: &str| format!("{SCENARIO}\n[[step]]\nprocess = \"p\"\nops = [\n{ops}\n]\n");
+    let setup = "  { op = \"mmap\", len = \"8KiB\", prot = \"rw\", flags = \"private|anonymous\", as = \"m\" },\n  { op = \"userfaultfd\", flags = \"nonblock\", as = \"u\" },\n  { op = \"uffdio_api\", fd = \"u\" },\n  { op = \"uffdio_register\", fd = \"u\", addr = \"m\", len = \"8KiB\", mode = \"missing\" },\n  { op = \"uffd_read\", fd = \"u\", expect = { errno = \"EAGAIN\" } },\n  { op = \"uffdio_zeropage\", fd = \"u\", dst = \"m\", len = \"8KiB\", expect = { bytes = 8192 } },\n  { op = \"read_bytes\", addr = \"m\", len = 1, expect = { data_hex = \"00\" } },";
+    let s = parse_scenario("s.toml", &ops(setup)).unwrap();
+    assert!(run(&s, &Overrides::default(), &mut |_| ()).unwrap().passed());
+    let refused = [
+        ("{ op = \"uffdio_continue\", fd = \"u\" }", "UFFDIO_CONTINUE"),
+        ("{ op = \"userfaultfd\", flags = \"user_mode_only\" }", "UFFD_USER_MODE_ONLY"),
+        ("{ op = \"uffdio_api\", fd = \"u\", features = \"sigbus\" }", "UFFD_FEATURE_SIGBUS"),
+        (
+            "{ op = \"uffdio_register\", fd = \"u\", addr = \"0x1000\", len = 4096, mode = \"minor\" }",
+            "UFFDIO_REGISTER_MODE_MINOR",
+        ),
+    ];
+    for (op, name) in refused {
+        let err = parse_scenario("s.toml", &ops(op)).unwrap_err();
+        assert!(err.message.contains(name) && err.message.contains("not modelled"), "{err:?}");
+    }
+}
+
+/// A fault on a registered page that no task resolves sleeps for good: the watchdog stops the
+/// run (a failure, exit 1) and names the userfaultfd's wait queue.
+#[test]
+fn a_userfault_nobody_handles_stops_the_run() {
+    let text = format!(
+        "{SCENARIO}\n[[step]]\nprocess = \"p\"\nops = [\n  {{ op = \"mmap\", len = \"4KiB\", prot = \"rw\", flags = \"private|anonymous\", as = \"m\" }},\n  {{ op = \"userfaultfd\", as = \"u\" }},\n  {{ op = \"uffdio_api\", fd = \"u\" }},\n  {{ op = \"uffdio_register\", fd = \"u\", addr = \"m\", len = \"4KiB\", mode = \"missing\" }},\n  {{ op = \"touch\", addr = \"m\", len = \"4KiB\", access = \"write\" }},\n]\n"
+    );
+    let s = parse_scenario("s.toml", &text).unwrap();
+    let report = run(&s, &Overrides::default(), &mut |_| ()).unwrap();
+    assert!(!report.passed());
+    let stopped = report.stopped.unwrap();
+    assert!(stopped.contains("userfaultfd fault_wqh"), "{stopped}");
+}

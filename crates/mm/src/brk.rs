@@ -175,6 +175,7 @@ fn do_brk_flags(cx: &Cx, mm: MmId, start: VirtAddr, end: VirtAddr) {
                 anon_vma: None,
                 anon_vma_chain: Vec::new(),
                 role: VmaRole::Plain,
+                uffd: None,
             };
             let id = st.vma_link(vma);
             st.mmap_locked_fixup(id);

@@ -1231,6 +1231,50 @@ pub fn has_mlock2(k: KernelVersion) -> bool {
     k >= v(4, 4)
 }
 
+/// `userfaultfd(2)` exists: "userfaultfd: add new syscall to provide memory externalization"
+/// (v4.3, Andrea Arcangeli's series); before, the syscall is ENOSYS.
+pub fn has_userfaultfd(k: KernelVersion) -> bool {
+    k >= v(4, 3)
+}
+
+/// `UFFDIO_REGISTER_MODE_MISSING` takes hugetlbfs and shmem VMAs, and `UFFDIO_API` offers
+/// `UFFD_FEATURE_MISSING_HUGETLBFS`/`MISSING_SHMEM` (with `EVENT_FORK`, `EVENT_REMAP`,
+/// `EVENT_REMOVE`, `EVENT_UNMAP`): "userfaultfd: hugetlbfs: allow registration of ranges
+/// containing huge pages" and "userfaultfd: shmem: allow registration of shared memory ranges"
+/// (v4.11). Before, only anonymous VMAs register, and `UFFDIO_API` takes no feature.
+pub fn uffd_missing_hugetlb_shmem(k: KernelVersion) -> bool {
+    k >= v(4, 11)
+}
+
+/// `UFFDIO_REGISTER` refuses a VMA without `VM_MAYWRITE` with EPERM, and `UFFDIO_COPY` into a
+/// hugetlb or shmem VMA wants it registered (the anonymous path always did): "userfaultfd:
+/// shmem/hugetlbfs: only allow to register VM_MAYWRITE vmas" (29ec90660d68, v4.20;
+/// CVE-2018-18397, in 4.19.7 and 4.14.87 too).
+pub fn uffd_register_needs_maywrite(k: KernelVersion) -> bool {
+    k >= v(4, 20)
+}
+
+/// `UFFDIO_COPY`/`UFFDIO_ZEROPAGE` with no registered VMA covering the range is ENOENT, EINVAL
+/// before: "userfaultfd: mcopy_atomic: return -ENOENT when no compatible VMA found" (Mike
+/// Rapoport, v4.11).
+pub fn uffd_mfill_enoent(k: KernelVersion) -> bool {
+    k >= v(4, 11)
+}
+
+/// `mremap` of a registered VMA without `UFFD_FEATURE_EVENT_REMAP` clears the moved VMA's
+/// `VM_UFFD_*` and context: "userfaultfd: clear flag if remap event not enabled" (Peter Xu,
+/// v5.0). Before, the moved VMA stayed registered.
+pub fn mremap_drops_uffd(k: KernelVersion) -> bool {
+    k >= v(5, 0)
+}
+
+/// A fault retried after `VM_FAULT_RETRY` (`FAULT_FLAG_TRIED`) counts major: "mm: do page
+/// fault accounting in handle_mm_fault" (bce617edecad, v5.9). Before, x86's fault handler
+/// counted the last pass's `VM_FAULT_MAJOR` only.
+pub fn retried_fault_counts_major(k: KernelVersion) -> bool {
+    k >= v(5, 9)
+}
+
 /// `MADV_POPULATE_READ` and `MADV_POPULATE_WRITE` exist: "mm/madvise: introduce
 /// MADV_POPULATE_(READ|WRITE) to prefault page tables" (4ca9b3859dac, v5.14); before, EINVAL.
 pub fn has_madv_populate(k: KernelVersion) -> bool {

@@ -27,6 +27,7 @@ pub enum Errno {
     EINVAL = 22,
     ENFILE = 23,
     EMFILE = 24,
+    ENOTTY = 25,
     ETXTBSY = 26,
     EFBIG = 27,
     ENOSPC = 28,
@@ -39,7 +40,7 @@ pub enum Errno {
 }
 
 impl Errno {
-    pub const ALL: [Errno; 26] = [
+    pub const ALL: [Errno; 27] = [
         Errno::EPERM,
         Errno::ENOENT,
         Errno::EINTR,
@@ -57,6 +58,7 @@ impl Errno {
         Errno::EINVAL,
         Errno::ENFILE,
         Errno::EMFILE,
+        Errno::ENOTTY,
         Errno::ETXTBSY,
         Errno::EFBIG,
         Errno::ENOSPC,
@@ -96,6 +98,7 @@ impl Errno {
             Errno::EINVAL => "EINVAL",
             Errno::ENFILE => "ENFILE",
             Errno::EMFILE => "EMFILE",
+            Errno::ENOTTY => "ENOTTY",
             Errno::ETXTBSY => "ETXTBSY",
             Errno::EFBIG => "EFBIG",
             Errno::ENOSPC => "ENOSPC",

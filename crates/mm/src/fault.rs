@@ -38,18 +38,24 @@
 //! per-size knobs are `huge_memory/policy.rs`'s): the largest enabled order below the PMD's
 //! whose aligned range lies in the VMA with every PTE empty, mapped by one PTE per page, each
 //! page exclusive; a read still maps the zero page, and a COW copy is always one page. Not
-//! modelled: `userfaultfd` (which the kernel's choice skips for an armed VMA) and
-//! `init_on_alloc`'s skipped clearing (v6.13).
+//! modelled: `init_on_alloc`'s skipped clearing (v6.13). (The kernel's choice skips a VMA a
+//! userfaultfd is armed on; in the model such a write fault never allocates: missing mode, the
+//! only one, sends it to the handler first.)
 //!
 //! An access just below a `VM_GROWSDOWN` VMA grows it (`expand_stack`, from v4.20; the
-//! method's note has the limits). Not yet modelled: userfaultfd, swap readahead.
+//! method's note has the limits). Not yet modelled: swap readahead.
+//!
+//! A missing page of a VMA registered with a userfaultfd (`userfaultfd.rs`) goes to its handler:
+//! `do_anonymous_page` asks under the PTE lock for a read (before allocating for a write), a
+//! shmem fault before `filemap_fault` (`missing_userfault`); the fault returns
+//! `FaultOutcome::Retry`, and `do_user_addr_fault` sleeps without `mmap_lock` and retries.
 
 use crate::arch::tlbflush::flush_tlb_page;
 use crate::cow;
 use crate::errno::VmFault;
 use crate::filemap::{filemap_fault, folio_lock, folio_unlock};
 use crate::folio::pg;
-use crate::kernel::{Cx, KState};
+use crate::kernel::{Cx, KState, UffdFlag};
 use crate::memory::{
     FaultKind, FaultOutcome, Vmf, anon_vma_prepare, fault_alloc, finish_fault, install_new_anon,
     map_new_anon, maybe_mkwrite, outcome_of, pte_alloc_below, pte_bits, pte_range_none,
@@ -65,13 +71,42 @@ use crate::types::ids::InodeId;
 use crate::types::ids::MmId;
 use crate::types::ids::VmaId;
 use crate::types::mm_types::WalkOps;
+use crate::userfaultfd::{handle_userfault, userfaultfd_wait};
 use crate::vma::VmFlags;
 use crate::vmstat::{MmEvent, VmStat};
 use engine::LockGuard;
 use simcore::{Bytes, Order, Pfn, VirtAddr};
 
 /// The x86 page-fault handler for a user access: returns once the access can be retried.
+///
+/// A fault a userfaultfd must resolve returns `FaultOutcome::Retry` from `handle_mm_fault`:
+/// `mmap_lock` is dropped, the task sleeps until the handler resolves it, and the fault runs
+/// again with `FAULT_FLAG_TRIED` (`userfaultfd.rs`).
 pub(crate) async fn do_user_addr_fault(
+    cx: &Cx,
+    mm: MmId,
+    addr: VirtAddr,
+    access: Access,
+) -> Result<FaultOutcome, VmFault> {
+    let _retry = cx.uffd_scope(UffdFlag::AllowRetry, true);
+    let _first = cx.uffd_scope(UffdFlag::Tried, false);
+    let mut waiter = match lock_mm_and_fault(cx, mm, addr, access).await? {
+        FaultOutcome::Retry(w) => w,
+        done => return Ok(done),
+    };
+    let _tried = cx.uffd_scope(UffdFlag::Tried, true);
+    loop {
+        userfaultfd_wait(cx, waiter).await;
+        match lock_mm_and_fault(cx, mm, addr, access).await? {
+            FaultOutcome::Retry(w) => waiter = w,
+            done => return Ok(done),
+        }
+    }
+}
+
+/// One pass of `do_user_addr_fault`: `mmap_lock` for read, the access checked against the VMA,
+/// `handle_mm_fault`.
+async fn lock_mm_and_fault(
     cx: &Cx,
     mm: MmId,
     addr: VirtAddr,
@@ -164,10 +199,13 @@ pub(crate) enum FaultAcct {
 /// `do_user_addr_fault` and GUP's `faultin_page`): a fault that completed counts once, major when
 /// it read from storage or swap, in the current task's `maj_flt`, else in `min_flt`. A failed
 /// fault (SIGSEGV, SIGBUS, OOM) counts nowhere, nor does a kernel daemon's (khugepaged's
-/// swap-in) in any process. The kernel also counts a retried fault as major; mmsim's faults do
-/// not drop `mmap_lock` to retry.
+/// swap-in) in any process. A fault that returned `VM_FAULT_RETRY` (a userfault) counts
+/// nowhere, and its retry (`FAULT_FLAG_TRIED`) counts major from v5.9
+/// (`era::retried_fault_counts_major`); before, the last pass counted as it went.
 fn mm_account_fault(cx: &Cx, outcome: FaultOutcome, acct: FaultAcct) {
     let Some(pid) = cx.current_process() else { return };
+    let tried = cx.uffd_flag(UffdFlag::Tried)
+        && crate::era::retried_fault_counts_major(cx.kernel().version);
     let counted = match acct {
         FaultAcct::Current => true,
         FaultAcct::Remote => crate::era::remote_gup_faults_counted(cx.kernel().version),
@@ -179,7 +217,9 @@ fn mm_account_fault(cx: &Cx, outcome: FaultOutcome, acct: FaultAcct) {
     let mut st = cx.st();
     let p = &mut st.procs[pid];
     match outcome {
+        FaultOutcome::Retry(_) => {}
         FaultOutcome::Major => p.maj_flt += 1,
+        FaultOutcome::Minor if tried => p.maj_flt += 1,
         FaultOutcome::Minor => p.min_flt += 1,
     }
 }
@@ -287,10 +327,20 @@ pub(crate) async fn do_anonymous_page(vmf: &Vmf<'_>) -> Result<FaultOutcome, VmF
         cx.charge(Cost::PteInstall).await;
         let mut st = cx.st();
         if st.pt.pte(table, idx).is_none() {
+            // Deliver the fault to the userfaultfd, checked under the PTE lock.
+            if st.userfaultfd_missing(vmf.vma) {
+                drop(st);
+                return handle_userfault(cx, vmf.vma, vmf.address, false).map(FaultOutcome::Retry);
+            }
             let zero = Pte::new(st.zero_pfn, pte_bits(flags, false, false) | Pte::SPECIAL);
             st.pt.set_pte(table, idx, zero);
         }
         return Ok(FaultOutcome::Minor);
+    }
+    // The kernel allocates the page first and asks under the PTE lock (then frees it); the
+    // model asks before allocating.
+    if cx.st().userfaultfd_missing(vmf.vma) {
+        return handle_userfault(cx, vmf.vma, vmf.address, true).map(FaultOutcome::Retry);
     }
     anon_vma_prepare(cx, vmf.mm, vmf.vma).await;
     let folio = alloc_anon_folio(vmf).await?;
@@ -363,10 +413,16 @@ pub(crate) async fn do_fault(vmf: &Vmf<'_>) -> Result<FaultOutcome, VmFault> {
         if do_fault_around(vmf).await {
             return Ok(FaultOutcome::Minor);
         }
+        if let Some(userfault) = missing_userfault(vmf, inode) {
+            return userfault;
+        }
         let fp = filemap_fault(cx, inode, vmf.pgoff, readaround).await?;
         let outcome = finish_fault(vmf, fp).await;
         folio_unlock(cx, fp.head);
         return outcome;
+    }
+    if let Some(userfault) = missing_userfault(vmf, inode) {
+        return userfault;
     }
     if !shared {
         return do_cow_fault(vmf, inode, readaround).await;
@@ -378,6 +434,25 @@ pub(crate) async fn do_fault(vmf: &Vmf<'_>) -> Result<FaultOutcome, VmFault> {
     let outcome = finish_fault(vmf, fp).await;
     folio_unlock(cx, fp.head);
     outcome
+}
+
+/// The userfaultfd test of `shmem_get_folio_gfp` (a registered page-cache VMA maps shmem:
+/// registration refuses other files): a page inside the file, neither cached nor swapped, goes
+/// to the VMA's userfaultfd, unless the fault is a fill's own (`UffdFlag::Fill`).
+fn missing_userfault(vmf: &Vmf<'_>, inode: InodeId) -> Option<Result<FaultOutcome, VmFault>> {
+    let cx = vmf.cx;
+    let missing = {
+        let st = cx.st();
+        let i = &st.inodes[inode];
+        st.userfaultfd_missing(vmf.vma)
+            && !cx.uffd_flag(UffdFlag::Fill)
+            && vmf.pgoff < i.size_pages()
+            && st.page_cache_get(inode, vmf.pgoff).is_none()
+            && !i.mapping.swapped.contains_key(&vmf.pgoff)
+    };
+    missing.then(|| {
+        handle_userfault(cx, vmf.vma, vmf.address, vmf.kind.write()).map(FaultOutcome::Retry)
+    })
 }
 
 /// `do_fault_around`: the window of `fault_around_bytes` handed to the operations' `map_pages`.

@@ -128,8 +128,10 @@ pub(crate) async fn do_fork(cx: &Cx, parent: Pid) -> Result<Pid, Errno> {
                 continue;
             }
             let mut copy = Vma { mm: new, anon_vma: None, anon_vma_chain: Vec::new(), ..p.clone() };
-            // `dup_mmap`: the child's VMAs are not locked.
+            // `dup_mmap`: the child's VMAs are not locked, nor registered with a userfaultfd
+            // (`dup_userfaultfd` without `UFFD_FEATURE_EVENT_FORK`, which is not modelled).
             copy.flags.0 &= !(VmFlags::LOCKED | VmFlags::LOCKONFAULT);
+            crate::userfaultfd::userfaultfd_reset(&mut copy);
             let pages = p.anon_vma.is_some() || st.hugetlb_copies_at_fork(pv);
             let needs = pages && !p.flags.has(VmFlags::WIPEONFORK);
             let i_mmap = p.file.map(|f| st.inodes[st.file(f).inode].mapping.i_mmap_rwsem);

@@ -152,6 +152,8 @@ pub struct KState {
     /// Each CPU's batch of folios `MADV_FREE` marked lazyfree (`cpu_fbatches.lru_lazyfree`), by
     /// CPU number, each folio with the batch's reference (`lru.rs`).
     pub lru_lazyfree: Vec<Vec<Pfn>>,
+    /// userfaultfd contexts (`userfaultfd.rs`).
+    pub uffd: crate::types::userfaultfd::Userfaultfds,
 }
 
 /// The kernel of one simulated machine.
@@ -258,6 +260,21 @@ pub struct Cx {
     current: Option<Pid>,
     /// `current->in_lru_fault`: inside a fault on a VMA with recency (multi-gen LRU hint).
     in_lru_fault: std::cell::Cell<bool>,
+    /// The userfaultfd flags of the fault this task is in ([`UffdFlag`]).
+    uffd_flags: [std::cell::Cell<bool>; 3],
+}
+
+/// A task's userfaultfd flags, each set for a scope ([`Cx::uffd_scope`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum UffdFlag {
+    /// `FAULT_FLAG_ALLOW_RETRY`: a user access's fault, which may drop `mmap_lock` and sleep
+    /// for a userfaultfd handler (`userfaultfd.rs`); GUP's faults in the model do not.
+    AllowRetry = 0,
+    /// Inside `UFFDIO_COPY`/`UFFDIO_ZEROPAGE` of a shared VMA, whose fill takes the fault path:
+    /// the fault fills the page itself and is no userfault (`userfaultfd/mfill.rs`).
+    Fill = 1,
+    /// `FAULT_FLAG_TRIED`: the fault is the retry of one that returned `VM_FAULT_RETRY`.
+    Tried = 2,
 }
 
 impl std::fmt::Debug for Cx {
@@ -287,7 +304,8 @@ impl Cx {
     }
 
     pub(crate) fn new(ecx: engine::Cx, k: Rc<Kernel>, current: Option<Pid>) -> Cx {
-        Cx { ecx, k, current, in_lru_fault: std::cell::Cell::new(false) }
+        let uffd_flags = std::array::from_fn(|_| std::cell::Cell::new(false));
+        Cx { ecx, k, current, in_lru_fault: std::cell::Cell::new(false), uffd_flags }
     }
 
     pub fn kernel(&self) -> &Kernel {
@@ -310,6 +328,17 @@ impl Cx {
     pub(crate) fn lru_fault_scope(&self, in_fault: bool) -> LruFaultScope<'_> {
         let old = self.in_lru_fault.replace(in_fault);
         LruFaultScope { cx: self, old }
+    }
+
+    /// Whether userfaultfd flag `f` is set for this task.
+    pub(crate) fn uffd_flag(&self, f: UffdFlag) -> bool {
+        self.uffd_flags[f as usize].get()
+    }
+
+    /// Sets userfaultfd flag `f` to `on` for the guard's life.
+    pub(crate) fn uffd_scope(&self, f: UffdFlag, on: bool) -> UffdScope<'_> {
+        let old = self.uffd_flags[f as usize].replace(on);
+        UffdScope { cx: self, flag: f, old }
     }
 
     /// The memory cgroup this task charges to.
@@ -377,6 +406,19 @@ pub(crate) struct LruFaultScope<'a> {
 impl Drop for LruFaultScope<'_> {
     fn drop(&mut self) {
         self.cx.in_lru_fault.set(self.old);
+    }
+}
+
+/// A userfaultfd flag set for a scope; restored when dropped.
+pub(crate) struct UffdScope<'a> {
+    cx: &'a Cx,
+    flag: UffdFlag,
+    old: bool,
+}
+
+impl Drop for UffdScope<'_> {
+    fn drop(&mut self) {
+        self.cx.uffd_flags[self.flag as usize].set(self.old);
     }
 }
 
@@ -589,6 +631,7 @@ impl KState {
         }
         d.write_u64(self.mem.fingerprint());
         self.hugetlb.fingerprint_into(&mut d);
+        self.uffd.fingerprint(&mut d);
         d.value()
     }
 }

@@ -69,7 +69,10 @@
 //! `collapse_pte_mapped_thp` with their eras. khugepaged drops `mmap_lock` before a file scan
 //! (the file pinned), and ends its visit of the mm after it, as the kernel does.
 //!
-//! Approximations: no per-node allocation or NUMA checks (`SCAN_SCAN_ABORT`), no userfaultfd, no
+//! A range of a VMA a userfaultfd registered collapses only without none or zero-page PTEs
+//! (`SCAN_EXCEED_NONE_PTE`, khugepaged and `MADV_COLLAPSE` alike: `userfaultfd_armed`).
+//!
+//! Approximations: no per-node allocation or NUMA checks (`SCAN_SCAN_ABORT`), no
 //! memcg charge failure (`SCAN_CGROUP_CHARGE_FAIL`: the charge reclaims or the allocation
 //! fails), no `COPY_MC`; the scan runs under `mmap_lock` for read and the PTE lock as one step.
 
@@ -414,7 +417,8 @@ fn hpage_collapse_scan_pmd(st: &KState, mm: MmId, haddr: VirtAddr, who: Collapse
         Upper::Leaf(_) => return ScanResult::PmdMapped,
         Upper::None => return ScanResult::PmdNull,
     };
-    match census(st, table, who) {
+    let armed = st.find_vma(mm, haddr).is_some_and(|v| st.userfaultfd_missing(v));
+    match census(st, table, who, armed) {
         Err(r) => r,
         Ok(c) if !c.writable => ScanResult::PageRo,
         Ok(c)
@@ -428,8 +432,10 @@ fn hpage_collapse_scan_pmd(st: &KState, mm: MmId, haddr: VirtAddr, who: Collapse
 }
 
 /// Counts the PTEs of `table` and checks each page (`hpage_collapse_scan_pmd`'s loop, and
-/// `__collapse_huge_page_isolate`'s under the collapse): the first failure, or the census.
-fn census(st: &KState, table: PtId, who: Collapser) -> Result<PteCensus, ScanResult> {
+/// `__collapse_huge_page_isolate`'s under the collapse): the first failure, or the census. In a
+/// VMA a userfaultfd is `armed` on, any none or zero-page PTE fails, `MADV_COLLAPSE`'s too: the
+/// collapse would fill pages the handler should.
+fn census(st: &KState, table: PtId, who: Collapser, armed: bool) -> Result<PteCensus, ScanResult> {
     let s = &st.thp.settings;
     let limits = who == Collapser::Khugepaged;
     let shares = crate::era::khugepaged_collapses_shared_and_compound(st.thp.kernel);
@@ -445,7 +451,7 @@ fn census(st: &KState, table: PtId, who: Collapser) -> Result<PteCensus, ScanRes
         }
         let Some(page) = vm_normal_page(pte) else {
             c.none_or_zero += 1;
-            if limits && c.none_or_zero > s.max_ptes_none {
+            if armed || (limits && c.none_or_zero > s.max_ptes_none) {
                 return Err(ScanResult::ExceedNonePte);
             }
             continue;
@@ -604,7 +610,8 @@ async fn collapse_locked(
     drop(pmd_guard);
     crate::arch::tlbflush::flush_tlb_range(cx, mm, haddr, haddr + Bytes::PMD).await;
     // `__collapse_huge_page_isolate` under the PTE lock; the PTEs stay until the copy.
-    let checked = collapse_isolate(cx, table, who).await;
+    let armed = cx.st().userfaultfd_missing(vma);
+    let checked = collapse_isolate(cx, table, who, armed).await;
     // A GUP-fast that walked the table before the flush may take its reference here.
     cx.preempt_point().await;
     let _g = ptl.lock(cx).await;
@@ -626,10 +633,15 @@ async fn collapse_locked(
 
 /// `__collapse_huge_page_isolate`'s checks of the PTEs of `table` under its lock, counting a
 /// `max_ptes_*` limit they hit.
-async fn collapse_isolate(cx: &Cx, table: PtId, who: Collapser) -> Result<(), ScanResult> {
+async fn collapse_isolate(
+    cx: &Cx,
+    table: PtId,
+    who: Collapser,
+    armed: bool,
+) -> Result<(), ScanResult> {
     let pte_ptl = cx.st().pt.ptl(table);
     let _p = pte_ptl.lock(cx).await;
-    let census = census(&cx.st(), table, who);
+    let census = census(&cx.st(), table, who, armed);
     match census {
         Ok(c) if !c.writable => Err(ScanResult::PageRo),
         Ok(_) => Ok(()),

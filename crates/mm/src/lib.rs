@@ -55,6 +55,7 @@ pub mod swap;
 pub mod syscall;
 mod truncate;
 pub mod types;
+pub mod userfaultfd;
 pub mod vm_ops;
 pub mod vma;
 pub mod vmscan;

@@ -56,11 +56,15 @@ impl FaultKind {
     }
 }
 
-/// Whether the fault read from the backing store or swap.
+/// Whether the fault read from the backing store or swap, or must be retried.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FaultOutcome {
     Minor,
     Major,
+    /// `VM_FAULT_RETRY` from `handle_userfault`: the fault posted a message to a userfaultfd;
+    /// the caller drops `mmap_lock`, sleeps until a handler resolves it, and retries
+    /// (`userfaultfd.rs`).
+    Retry(crate::types::userfaultfd::UffdWaiter),
 }
 
 /// `VM_FAULT_MAJOR` or not.

@@ -253,6 +253,7 @@ impl KState {
             && x.vm_ops.merges()
             && !shm
             && x.role == y.role
+            && x.uffd == y.uffd
             && y.pgoff == x.pgoff + (x.len().as_u64() >> 12)
     }
 
@@ -375,6 +376,7 @@ impl KState {
         if self.inodes[inode].fs.is_fifo() {
             self.pipe_release(inode, mode);
         }
+        self.userfaultfd_release(inode);
         let i = &mut self.inodes[inode];
         if mode & crate::fs::fmode::WRITE != 0 {
             i.put_write_access();
@@ -456,6 +458,7 @@ pub(crate) async fn do_mmap_file(
         anon_vma: None,
         anon_vma_chain: Vec::new(),
         role: VmaRole::Plain,
+        uffd: None,
     };
     mmap_link(cx, vma).await?;
     drop(_guard);

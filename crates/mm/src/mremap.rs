@@ -43,7 +43,9 @@
 //!
 //! Approximations and what is left out: no commit accounting (`VM_ACCOUNT` charges) or `RLIMIT_AS`/`max_map_count`
 //! checks; growing a `VM_LOCKED` VMA does not populate the new part (`mlock.rs`); no
-//! userfaultfd events; a new area is found with
+//! userfaultfd events: a moved VMA a userfaultfd registered loses the registration from v5.0
+//! (`mremap_userfaultfd_prep` without `UFFD_FEATURE_EVENT_REMAP`, `era::mremap_drops_uffd`) and
+//! keeps it before; a new area is found with
 //! mmap's page-aligned top-down search (no file-specific `get_unmapped_area`); an `old_len` of 0
 //! (duplicating a shared mapping) is EINVAL for a private mapping (as since v4.17) and not
 //! modelled for a shared one (EOPNOTSUPP). A hugetlb mapping moves only to a fixed address
@@ -283,6 +285,10 @@ async fn move_vma(cx: &Cx, r: &Remap, vma: VmaId, to: VirtAddr) -> Result<VirtAd
         let new = st.vma_dup(vma, to, to + r.new_len, pgoff);
         // `copy_vma` runs the new VMA's `->open`: hugetlb's shares the private reservations.
         st.hugetlb_vm_op_open(vma, new, true);
+        // `mremap_userfaultfd_prep` without `UFFD_FEATURE_EVENT_REMAP` (not modelled).
+        if crate::era::mremap_drops_uffd(cx.kernel().version) {
+            crate::userfaultfd::userfaultfd_reset(st.vma_mut(new));
+        }
         new
     };
     let huge = cx.st().vma(vma).vm_ops.is_hugetlb();

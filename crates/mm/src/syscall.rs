@@ -283,6 +283,8 @@ impl Thread {
         let mut st = self.cx.st();
         let f = st.procs[self.pid()].fds.remove(&fd).ok_or(Errno::EBADF)?;
         st.file_put(f);
+        drop(st);
+        crate::userfaultfd::wake_released(&self.cx);
         Ok(())
     }
 
@@ -547,6 +549,8 @@ impl Thread {
             st.file_put(f);
         }
         st.procs[pid].state = ProcState::Exited;
+        drop(st);
+        crate::userfaultfd::wake_released(&self.cx);
         Ok(())
     }
 
@@ -588,6 +592,70 @@ impl Thread {
         p.fds.insert(rfd, r);
         p.fds.insert(wfd, w);
         Ok((rfd, wfd))
+    }
+
+    /// `userfaultfd(2)`: a userfaultfd for this process's address space (`userfaultfd.rs`);
+    /// `flags` are `O_CLOEXEC` and `O_NONBLOCK` (`mm::userfaultfd::flags`).
+    pub async fn userfaultfd(&self, flags: u32) -> Result<i32, Errno> {
+        crate::userfaultfd::new_userfaultfd(&self.cx, self.pid(), flags).await
+    }
+
+    /// `ioctl(fd, UFFDIO_API)` with `api` (`UFFD_API`) and `features`: returns the features
+    /// offered that the model implements (the kernel's answer lists every one it has).
+    pub async fn uffdio_api(&self, fd: i32, api: u64, features: u64) -> Result<u64, Errno> {
+        crate::userfaultfd::userfaultfd_api(&self.cx, self.pid(), fd, (api, features)).await
+    }
+
+    /// `ioctl(fd, UFFDIO_REGISTER)` of `[addr, addr + len)` with `mode`
+    /// (`UFFDIO_REGISTER_MODE_MISSING`).
+    pub async fn uffdio_register(
+        &self,
+        fd: i32,
+        addr: VirtAddr,
+        len: u64,
+        mode: u64,
+    ) -> Result<(), Errno> {
+        let at = (self.pid(), fd);
+        crate::userfaultfd::register::userfaultfd_register(&self.cx, at, (addr, len), mode).await
+    }
+
+    /// `ioctl(fd, UFFDIO_UNREGISTER)` of `[addr, addr + len)`.
+    pub async fn uffdio_unregister(&self, fd: i32, addr: VirtAddr, len: u64) -> Result<(), Errno> {
+        let at = (self.pid(), fd);
+        crate::userfaultfd::register::userfaultfd_unregister(&self.cx, at, (addr, len)).await
+    }
+
+    /// `ioctl(fd, UFFDIO_COPY)` of `len` bytes from this thread's `src` to `dst` of the
+    /// userfaultfd's address space: the bytes copied.
+    pub async fn uffdio_copy(
+        &self,
+        fd: i32,
+        dst: VirtAddr,
+        src: VirtAddr,
+        len: u64,
+    ) -> Result<u64, Errno> {
+        let at = (self.pid(), fd);
+        crate::userfaultfd::mfill::userfaultfd_copy(&self.cx, at, (dst, src), len).await
+    }
+
+    /// `ioctl(fd, UFFDIO_ZEROPAGE)` of `[dst, dst + len)`: the bytes zero-filled.
+    pub async fn uffdio_zeropage(&self, fd: i32, dst: VirtAddr, len: u64) -> Result<u64, Errno> {
+        let at = (self.pid(), fd);
+        crate::userfaultfd::mfill::userfaultfd_zeropage(&self.cx, at, dst, len).await
+    }
+
+    /// `read(2)` of one message from userfaultfd `fd`, decoded: sleeps until a fault is posted
+    /// (EAGAIN with `O_NONBLOCK`); EINVAL for a descriptor that is no userfaultfd.
+    pub async fn uffd_read(&self, fd: i32) -> Result<crate::userfaultfd::UffdMsg, Errno> {
+        self.cx.charge(crate::sim::cost::Cost::Syscall).await;
+        let f = self.fd(fd)?;
+        let inode = self.cx.st().file(f).inode;
+        if !self.cx.st().uffd.ctxs.contains_key(&inode) {
+            return Err(Errno::EINVAL);
+        }
+        let len = crate::userfaultfd::UFFD_MSG_SIZE;
+        let msg = crate::userfaultfd::userfaultfd_read(&self.cx, inode, len).await?;
+        Ok(crate::userfaultfd::UffdMsg::decode(&msg))
     }
 
     /// `vmsplice(2)`: queues references to the pages of `[addr, addr + len)` in the pipe `fd`.

@@ -19,3 +19,4 @@ pub mod mm_types;
 pub mod mmzone;
 pub mod shm;
 pub mod swap;
+pub mod userfaultfd;

@@ -13,6 +13,7 @@
 
 use crate::types::ids::AnonVmaId;
 use crate::types::ids::FileId;
+use crate::types::ids::InodeId;
 use crate::types::ids::MmId;
 use crate::types::mm_types::VmOps;
 use simcore::{Bytes, VirtAddr};
@@ -32,6 +33,9 @@ impl VmFlags {
     pub const MAYEXEC: u64 = 0x40;
     pub const MAYSHARE: u64 = 0x80;
     pub const GROWSDOWN: u64 = 0x100;
+    /// `VM_UFFD_MISSING` (v4.3): a userfaultfd handles the VMA's missing pages
+    /// (`userfaultfd.rs`).
+    pub const UFFD_MISSING: u64 = 0x200;
     pub const PFNMAP: u64 = 0x400;
     /// Removed in v5.15; kept for the file-THP rule of older kernels.
     pub const DENYWRITE: u64 = 0x800;
@@ -69,7 +73,7 @@ impl VmFlags {
 
     /// The two-letter mnemonics of smaps' `VmFlags:` (`fs/proc/task_mmu.c` `show_smap_vma_flags`).
     pub fn mnemonics(self) -> String {
-        const TABLE: [(u64, &str); 27] = [
+        const TABLE: [(u64, &str); 28] = [
             (VmFlags::READ, "rd"),
             (VmFlags::WRITE, "wr"),
             (VmFlags::EXEC, "ex"),
@@ -79,6 +83,7 @@ impl VmFlags {
             (VmFlags::MAYEXEC, "me"),
             (VmFlags::MAYSHARE, "ms"),
             (VmFlags::GROWSDOWN, "gd"),
+            (VmFlags::UFFD_MISSING, "um"),
             (VmFlags::PFNMAP, "pf"),
             (VmFlags::DENYWRITE, "dw"),
             (VmFlags::LOCKED, "lo"),
@@ -135,6 +140,9 @@ pub struct Vma {
     /// Every anon_vma whose pages this VMA may map (`anon_vma_chain`).
     pub anon_vma_chain: Vec<AnonVmaId>,
     pub role: VmaRole,
+    /// The userfaultfd context registered on it (`vm_userfaultfd_ctx`), by its file's inode;
+    /// set with `VM_UFFD_MISSING` (`userfaultfd.rs`).
+    pub uffd: Option<InodeId>,
 }
 
 impl Vma {
@@ -202,6 +210,7 @@ mod tests {
             anon_vma: None,
             anon_vma_chain: Vec::new(),
             role: VmaRole::Plain,
+            uffd: None,
         };
         assert_eq!(v.page_index(VirtAddr(0x12345)), 102);
         assert_eq!(v.address_of(103), Some(VirtAddr(0x13000)));

@@ -1,7 +1,7 @@
 //! Executes a task's operations on a simulated thread, binding results to names and checking
 //! each operation's expectation.
 
-use super::model::{AddrExpr, FileRef, Op, OpExpect, OpKind, Until};
+use super::model::{AddrExpr, FileRef, Op, OpExpect, OpKind, UffdOp, Until};
 use mm::kernel::KState;
 use mm::types::ids::HoldId;
 use mm::{ExecLayout, MmapArgs, Pid, Switches, SysError, Thread};
@@ -211,6 +211,11 @@ pub enum Outcome {
     Count(u64),
     /// A number read (`sysfs_read`).
     Value(u64),
+    /// A userfaultfd fault message: the address (bound by `as`) and whether it was a write.
+    Fault {
+        addr: VirtAddr,
+        write: bool,
+    },
     /// A `repeat` ran this many iterations; `ended`: its condition was met (a count always is;
     /// a flag or a success may not be within its `max`).
     Iterations {
@@ -321,6 +326,7 @@ pub async fn execute(t: &Thread, op: &Op, env: &RefCell<Env>) -> OpResult {
         | OpKind::Fixed { .. }
         | OpKind::Complete { .. } => pin_op(t, op, env).await,
         OpKind::Notify { .. } | OpKind::Wait { .. } => flag_op(t, op, env).await,
+        OpKind::Uffd(u) => uffd_op(t, u, env).await,
         OpKind::Repeat { .. } => unreachable!("`run_task` runs loops, with their bodies checked"),
     };
     match result {
@@ -603,6 +609,40 @@ async fn pin_op(t: &Thread, op: &Op, env: &RefCell<Env>) -> Result<Outcome, Stop
     })
 }
 
+/// userfaultfd: the descriptor, its ioctls and its messages.
+async fn uffd_op(t: &Thread, u: &UffdOp, env: &RefCell<Env>) -> Result<Outcome, Stop> {
+    let addr = |a: &AddrExpr| env.borrow().addr(a);
+    let fd = |n: &String| env.borrow().fd(n);
+    Ok(match u {
+        UffdOp::Create { flags } => {
+            let flags = u32::try_from(*flags).expect("userfaultfd flags fit 32 bits");
+            Outcome::Bound(Value::Fd(t.userfaultfd(flags).await?))
+        }
+        UffdOp::Api { fd: f, features } => {
+            t.uffdio_api(fd(f)?, mm::types::userfaultfd::UFFD_API, *features).await?;
+            Outcome::Done
+        }
+        UffdOp::Register { fd: f, addr: a, len, mode } => {
+            t.uffdio_register(fd(f)?, addr(a)?, *len, *mode).await?;
+            Outcome::Done
+        }
+        UffdOp::Unregister { fd: f, addr: a, len } => {
+            t.uffdio_unregister(fd(f)?, addr(a)?, *len).await?;
+            Outcome::Done
+        }
+        UffdOp::Copy { fd: f, dst, src, len } => {
+            Outcome::Count(t.uffdio_copy(fd(f)?, addr(dst)?, addr(src)?, *len).await?)
+        }
+        UffdOp::Zeropage { fd: f, dst, len } => {
+            Outcome::Count(t.uffdio_zeropage(fd(f)?, addr(dst)?, *len).await?)
+        }
+        UffdOp::Read { fd: f } => {
+            let msg = t.uffd_read(fd(f)?).await?;
+            Outcome::Fault { addr: msg.address, write: msg.write }
+        }
+    })
+}
+
 /// Raising a flag and waiting for one.
 async fn flag_op(t: &Thread, op: &Op, env: &RefCell<Env>) -> Result<Outcome, Stop> {
     match &op.kind {
@@ -719,6 +759,7 @@ fn neutral(result: &Result<Outcome, SysError>) -> String {
             };
             format!("success ({kind})")
         }
+        Ok(Outcome::Fault { write, .. }) => format!("success (a {} fault)", rw(*write)),
         Ok(Outcome::Data(d)) if d.len() > 16 => {
             let fnv = d.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
                 (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
@@ -727,6 +768,11 @@ fn neutral(result: &Result<Outcome, SysError>) -> String {
         }
         r => observed_text(r),
     }
+}
+
+/// A fault message's kind.
+fn rw(write: bool) -> &'static str {
+    if write { "write" } else { "read" }
 }
 
 /// A result as a failure message shows it.
@@ -738,6 +784,7 @@ fn observed_text(result: &Result<Outcome, SysError>) -> String {
         Ok(Outcome::Data(d)) => format!("data {}", show_bytes(d)),
         Ok(Outcome::Count(n)) => format!("{n} bytes"),
         Ok(Outcome::Value(n)) => format!("{n}"),
+        Ok(Outcome::Fault { addr, write }) => format!("a {} fault at {addr:?}", rw(*write)),
         Ok(Outcome::Iterations { n, ended: true }) => format!("after {n} iterations"),
         Ok(Outcome::Iterations { n, ended: false }) => {
             format!("after {n} iterations, its condition unmet")
@@ -773,7 +820,22 @@ fn meets(expect: &OpExpect, names: &Names, result: &Result<Outcome, SysError>) -
             (held, format!("success, resident pages {c}"))
         }
         (OpExpect::Addr(a), r) => match names.addr(a) {
-            Ok(want) => (*r == Ok(Outcome::Bound(Value::Addr(want))), format!("success ({want})")),
+            Ok(want) => {
+                let got = match r {
+                    Ok(Outcome::Bound(Value::Addr(got)) | Outcome::Fault { addr: got, .. }) => {
+                        Some(*got)
+                    }
+                    _ => None,
+                };
+                (got == Some(want), format!("success ({want})"))
+            }
+            Err(name) => (false, format!("the address of `{name}`, which is unbound")),
+        },
+        (OpExpect::Fault { addr: a, write }, r) => match names.addr(a) {
+            Ok(want) => (
+                *r == Ok(Outcome::Fault { addr: want, write: *write }),
+                format!("a {} fault at {want:?}", rw(*write)),
+            ),
             Err(name) => (false, format!("the address of `{name}`, which is unbound")),
         },
     }
@@ -887,8 +949,12 @@ async fn attempt(
     })?;
     log.borrow_mut().ops += 1;
     check(op, &env.borrow(), log, &result)?;
-    if let (Some(name), Ok(Outcome::Bound(v))) = (&op.bind, &result) {
-        env.borrow_mut().bind(name, *v);
+    match (&op.bind, &result) {
+        (Some(name), Ok(Outcome::Bound(v))) => env.borrow_mut().bind(name, *v),
+        (Some(name), Ok(Outcome::Fault { addr, .. })) => {
+            env.borrow_mut().bind(name, Value::Addr(*addr));
+        }
+        _ => {}
     }
     Ok(())
 }

@@ -474,6 +474,8 @@ pub enum OpKind {
         addr: AddrExpr,
         len: u64,
     },
+    /// A userfaultfd operation.
+    Uffd(UffdOp),
     /// `IORING_UNREGISTER_BUFFERS`: releases the registered buffer.
     IoUringUnregister {
         hold: String,
@@ -574,6 +576,41 @@ pub enum OpKind {
     },
 }
 
+/// The userfaultfd operations (`crates/mm/src/userfaultfd.rs`).
+#[derive(Clone, Debug)]
+pub enum UffdOp {
+    /// `userfaultfd(2)` with `flags` (`O_CLOEXEC`, `O_NONBLOCK`): binds the descriptor.
+    Create { flags: u64 },
+    /// `ioctl(UFFDIO_API)` on userfaultfd `fd`, enabling `features`.
+    Api { fd: String, features: u64 },
+    /// `ioctl(UFFDIO_REGISTER)` of `[addr, addr + len)` with `mode` (missing).
+    Register { fd: String, addr: AddrExpr, len: u64, mode: u64 },
+    /// `ioctl(UFFDIO_UNREGISTER)` of `[addr, addr + len)`.
+    Unregister { fd: String, addr: AddrExpr, len: u64 },
+    /// `ioctl(UFFDIO_COPY)` of `len` bytes from `src` (the caller's) to `dst`; counts the bytes.
+    Copy { fd: String, dst: AddrExpr, src: AddrExpr, len: u64 },
+    /// `ioctl(UFFDIO_ZEROPAGE)` of `[dst, dst + len)`; counts the bytes.
+    Zeropage { fd: String, dst: AddrExpr, len: u64 },
+    /// `read(2)` of one fault message from userfaultfd `fd` (sleeping for one): binds the
+    /// fault's address.
+    Read { fd: String },
+}
+
+impl UffdOp {
+    /// The operation's name in scenario files.
+    pub fn name(&self) -> &'static str {
+        match self {
+            UffdOp::Create { .. } => "userfaultfd",
+            UffdOp::Api { .. } => "uffdio_api",
+            UffdOp::Register { .. } => "uffdio_register",
+            UffdOp::Unregister { .. } => "uffdio_unregister",
+            UffdOp::Copy { .. } => "uffdio_copy",
+            UffdOp::Zeropage { .. } => "uffdio_zeropage",
+            UffdOp::Read { .. } => "uffd_read",
+        }
+    }
+}
+
 /// When a `repeat` ends.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Until {
@@ -633,6 +670,7 @@ impl OpKind {
             OpKind::Complete { .. } => "complete",
             OpKind::IoUringRegister { .. } => "io_uring_register_buffers",
             OpKind::IoUringUnregister { .. } => "io_uring_unregister_buffers",
+            OpKind::Uffd(u) => u.name(),
             OpKind::Fixed { write: false, .. } => "read_fixed",
             OpKind::Fixed { write: true, .. } => "write_fixed",
             OpKind::ClearRefs { .. } => "clear_refs",
@@ -657,11 +695,13 @@ impl OpKind {
             OpKind::Mmap { .. }
             | OpKind::Mremap { .. }
             | OpKind::Shmat { .. }
-            | OpKind::Brk { .. } => Some(ValueKind::Addr),
+            | OpKind::Brk { .. }
+            | OpKind::Uffd(UffdOp::Read { .. }) => Some(ValueKind::Addr),
             OpKind::Shmget { .. } => Some(ValueKind::Shm),
-            OpKind::Open { .. } | OpKind::Dup { .. } | OpKind::MemfdCreate { .. } => {
-                Some(ValueKind::Fd)
-            }
+            OpKind::Open { .. }
+            | OpKind::Dup { .. }
+            | OpKind::MemfdCreate { .. }
+            | OpKind::Uffd(UffdOp::Create { .. }) => Some(ValueKind::Fd),
             OpKind::Fork => Some(ValueKind::Process),
             OpKind::Exec { .. } => Some(ValueKind::Layout),
             OpKind::Pin { .. } | OpKind::IoUringRegister { .. } => Some(ValueKind::Hold),
@@ -765,8 +805,14 @@ pub enum OpExpect {
     Value(Comparison),
     /// `mincore`'s vector with a number of resident pages (bytes with bit 0 set) that meets this.
     Resident(Comparison),
-    /// Success returning this address (`brk`'s break).
+    /// Success returning this address (`brk`'s break, the mapping `mmap`, `mremap` or `shmat`
+    /// returned, `uffd_read`'s fault).
     Addr(AddrExpr),
+    /// A `uffd_read` message: the fault's address and whether it was a write.
+    Fault {
+        addr: AddrExpr,
+        write: bool,
+    },
 }
 
 /// An expectation on an observable, checked after a step or at the end.

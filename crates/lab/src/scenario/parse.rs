@@ -980,9 +980,15 @@ mod tests {
             format!("[[process]]\nname = \"p\"\n[[step]]\nprocess = \"p\"\nops = [ {ops} ]\n")
         };
         assert_eq!(
-            err(&task("{ op = \"userfaultfd\" }")),
-            "s.toml:5: `userfaultfd`: userfaultfd(2) (fs/userfaultfd.c) is not modelled by mmsim"
+            err(&task("{ op = \"uffdio_writeprotect\" }")),
+            "s.toml:5: `uffdio_writeprotect`: UFFDIO_WRITEPROTECT, userfaultfd write-protection (v5.7) is not modelled by mmsim"
         );
+        let wp = "{ op = \"uffdio_register\", fd = \"u\", addr = \"0x1000\", len = 4096, mode = \"missing|wp\" }";
+        assert!(err(&task(wp)).contains("`wp`: UFFDIO_REGISTER_MODE_WP"), "{}", err(&task(wp)));
+        let fork = "{ op = \"uffdio_api\", fd = \"u\", features = \"event_fork\" }";
+        assert!(err(&task(fork)).contains("`event_fork`: UFFD_FEATURE_EVENT_FORK"));
+        let umo = "{ op = \"userfaultfd\", flags = \"user_mode_only\" }";
+        assert!(err(&task(umo)).contains("UFFD_USER_MODE_ONLY"));
         assert!(err(&task("{ op = \"mbind\" }")).contains("NUMA memory policy"));
         let hwpoison = "{ op = \"madvise\", addr = \"0x1000\", len = 4096, advice = \"hwpoison\" }";
         assert!(

@@ -215,6 +215,7 @@ fn link_segment(st: &mut KState, mm: crate::types::ids::MmId, s: &ExecSegment) {
         anon_vma: None,
         anon_vma_chain: Vec::new(),
         role: s.role,
+        uffd: None,
     });
 }
 

@@ -67,6 +67,7 @@ impl FsType {
             FsType::Xfs => "xfs",
             FsType::Tmpfs(_) => "tmpfs",
             FsType::Pipe => "pipefs",
+            FsType::AnonInode => "anon_inodefs",
             FsType::Dax => "ext4-dax",
             FsType::Hugetlbfs(_) => "hugetlbfs",
         }
@@ -79,7 +80,7 @@ impl FsType {
         match self {
             FsType::Disk | FsType::Xfs | FsType::Bdev => Some(PageFill::ReadFolio),
             FsType::Tmpfs(_) => Some(PageFill::AllocZeroed),
-            FsType::Pipe | FsType::Dax | FsType::Hugetlbfs(_) => None,
+            FsType::Pipe | FsType::AnonInode | FsType::Dax | FsType::Hugetlbfs(_) => None,
         }
     }
 
@@ -89,7 +90,12 @@ impl FsType {
     pub fn hugetlb_size(self) -> Option<crate::types::hugetlb::HugeSize> {
         match self {
             FsType::Hugetlbfs(size) => Some(size),
-            FsType::Disk | FsType::Xfs | FsType::Tmpfs(_) | FsType::Pipe | FsType::Dax => None,
+            FsType::Disk
+            | FsType::Xfs
+            | FsType::Tmpfs(_)
+            | FsType::Pipe
+            | FsType::AnonInode
+            | FsType::Dax => None,
             FsType::Bdev => None,
         }
     }
@@ -100,9 +106,12 @@ impl FsType {
     pub(crate) fn is_fifo(self) -> bool {
         match self {
             FsType::Pipe => true,
-            FsType::Disk | FsType::Xfs | FsType::Tmpfs(_) | FsType::Dax | FsType::Hugetlbfs(_) => {
-                false
-            }
+            FsType::Disk
+            | FsType::Xfs
+            | FsType::Tmpfs(_)
+            | FsType::AnonInode
+            | FsType::Dax
+            | FsType::Hugetlbfs(_) => false,
             FsType::Bdev => false,
         }
     }
@@ -113,9 +122,12 @@ impl FsType {
     pub(crate) fn is_dax(self) -> bool {
         match self {
             FsType::Dax => true,
-            FsType::Disk | FsType::Xfs | FsType::Tmpfs(_) | FsType::Pipe | FsType::Hugetlbfs(_) => {
-                false
-            }
+            FsType::Disk
+            | FsType::Xfs
+            | FsType::Tmpfs(_)
+            | FsType::Pipe
+            | FsType::AnonInode
+            | FsType::Hugetlbfs(_) => false,
             FsType::Bdev => false,
         }
     }
@@ -128,6 +140,7 @@ impl FsType {
             | FsType::Xfs
             | FsType::Tmpfs(_)
             | FsType::Pipe
+            | FsType::AnonInode
             | FsType::Dax
             | FsType::Hugetlbfs(_) => false,
         }
@@ -139,7 +152,7 @@ impl FsType {
             FsType::Disk | FsType::Xfs | FsType::Tmpfs(_) | FsType::Dax | FsType::Hugetlbfs(_) => {
                 true
             }
-            FsType::Pipe => false,
+            FsType::Pipe | FsType::AnonInode => false,
             FsType::Bdev => true,
         }
     }
@@ -151,7 +164,9 @@ impl FsType {
             FsType::Disk | FsType::Xfs | FsType::Tmpfs(_) => VmOps::PageCache,
             FsType::Dax => VmOps::Dax,
             FsType::Hugetlbfs(_) => VmOps::Hugetlb,
-            FsType::Pipe => unreachable!("pipes cannot be mapped (ENODEV)"),
+            FsType::Pipe | FsType::AnonInode => {
+                unreachable!("pipes and userfaultfds cannot be mapped (ENODEV)")
+            }
             FsType::Bdev => VmOps::PageCache,
         }
     }
@@ -167,9 +182,12 @@ impl FsType {
                 VmFlags::HUGEPAGE | VmFlags::MIXEDMAP
             }
             FsType::Dax => VmFlags::HUGEPAGE,
-            FsType::Disk | FsType::Xfs | FsType::Tmpfs(_) | FsType::Pipe | FsType::Hugetlbfs(_) => {
-                0
-            }
+            FsType::Disk
+            | FsType::Xfs
+            | FsType::Tmpfs(_)
+            | FsType::Pipe
+            | FsType::AnonInode
+            | FsType::Hugetlbfs(_) => 0,
             FsType::Bdev => 0,
         }
     }
@@ -183,7 +201,7 @@ impl FsType {
         match self {
             FsType::Dax => true,
             FsType::Disk | FsType::Xfs => crate::era::file_mappings_thp_aligned(k),
-            FsType::Tmpfs(_) | FsType::Pipe | FsType::Hugetlbfs(_) => false,
+            FsType::Tmpfs(_) | FsType::Pipe | FsType::AnonInode | FsType::Hugetlbfs(_) => false,
             FsType::Bdev => false,
         }
     }
@@ -194,7 +212,7 @@ impl FsType {
     pub(crate) fn can_writeback(self) -> bool {
         match self {
             FsType::Disk | FsType::Xfs | FsType::Dax => true,
-            FsType::Tmpfs(_) | FsType::Pipe | FsType::Hugetlbfs(_) => false,
+            FsType::Tmpfs(_) | FsType::Pipe | FsType::AnonInode | FsType::Hugetlbfs(_) => false,
             FsType::Bdev => true,
         }
     }
@@ -204,7 +222,12 @@ impl FsType {
     pub(crate) fn swap_backed(self) -> bool {
         match self {
             FsType::Tmpfs(_) => true,
-            FsType::Disk | FsType::Xfs | FsType::Pipe | FsType::Dax | FsType::Hugetlbfs(_) => false,
+            FsType::Disk
+            | FsType::Xfs
+            | FsType::Pipe
+            | FsType::AnonInode
+            | FsType::Dax
+            | FsType::Hugetlbfs(_) => false,
             FsType::Bdev => false,
         }
     }
@@ -217,7 +240,11 @@ impl FsType {
     pub(crate) fn read_only_thps(self) -> bool {
         match self {
             FsType::Disk | FsType::Xfs => true,
-            FsType::Tmpfs(_) | FsType::Pipe | FsType::Dax | FsType::Hugetlbfs(_) => false,
+            FsType::Tmpfs(_)
+            | FsType::Pipe
+            | FsType::AnonInode
+            | FsType::Dax
+            | FsType::Hugetlbfs(_) => false,
             FsType::Bdev => false,
         }
     }
@@ -227,7 +254,12 @@ impl FsType {
     pub fn tmpfs_mount(self) -> Option<crate::types::fs::TmpfsMount> {
         match self {
             FsType::Tmpfs(mount) => Some(mount),
-            FsType::Disk | FsType::Xfs | FsType::Pipe | FsType::Dax | FsType::Hugetlbfs(_) => None,
+            FsType::Disk
+            | FsType::Xfs
+            | FsType::Pipe
+            | FsType::AnonInode
+            | FsType::Dax
+            | FsType::Hugetlbfs(_) => None,
             FsType::Bdev => None,
         }
     }
@@ -251,7 +283,11 @@ impl FsType {
         match self {
             FsType::Disk => crate::era::ext4_large_folios(k),
             FsType::Xfs => crate::era::xfs_large_folios(k),
-            FsType::Tmpfs(_) | FsType::Pipe | FsType::Dax | FsType::Hugetlbfs(_) => false,
+            FsType::Tmpfs(_)
+            | FsType::Pipe
+            | FsType::AnonInode
+            | FsType::Dax
+            | FsType::Hugetlbfs(_) => false,
             FsType::Bdev => false,
         }
     }
@@ -264,6 +300,7 @@ impl FsType {
         match self {
             FsType::Disk | FsType::Xfs => Ok(true),
             FsType::Tmpfs(_) | FsType::Hugetlbfs(_) | FsType::Dax => Ok(false),
+            FsType::AnonInode => Ok(false),
             FsType::Pipe => Err(Errno::ESPIPE),
             FsType::Bdev => Ok(true),
         }
@@ -275,7 +312,7 @@ impl FsType {
     pub(crate) fn has_direct_io(self) -> bool {
         match self {
             FsType::Disk | FsType::Xfs | FsType::Tmpfs(_) | FsType::Dax => true,
-            FsType::Pipe | FsType::Hugetlbfs(_) => false,
+            FsType::Pipe | FsType::AnonInode | FsType::Hugetlbfs(_) => false,
             FsType::Bdev => true,
         }
     }
@@ -297,6 +334,10 @@ impl FsType {
             FsType::Pipe => {
                 let data = cx.st().pipe_read(inode, len)?;
                 Ok((data.len() as u64, Some(data)))
+            }
+            FsType::AnonInode => {
+                let msg = crate::userfaultfd::userfaultfd_read(cx, inode, len).await?;
+                Ok((msg.len() as u64, Some(msg)))
             }
             FsType::Hugetlbfs(_) => {
                 let data = cx.st().hugetlbfs_read(inode, pos, len);
@@ -327,6 +368,7 @@ impl FsType {
     ) -> Result<u64, Errno> {
         let data = match self {
             FsType::Pipe => return cx.st().pipe_write(inode, data),
+            FsType::AnonInode => unreachable!("a userfaultfd is opened read-only: EBADF first"),
             FsType::Hugetlbfs(_) => return Err(Errno::EINVAL),
             FsType::Bdev => {
                 let size = cx.st().inodes[inode].size;
@@ -340,7 +382,9 @@ impl FsType {
             FsType::Disk | FsType::Xfs | FsType::Tmpfs(_) | FsType::Bdev => {
                 file_write(cx, inode, pos, data).await
             }
-            FsType::Pipe | FsType::Hugetlbfs(_) => unreachable!("returned above"),
+            FsType::Pipe | FsType::AnonInode | FsType::Hugetlbfs(_) => {
+                unreachable!("returned above")
+            }
         }
         .map_err(|_| Errno::ENOMEM)?;
         Ok(data.len() as u64)
@@ -352,7 +396,7 @@ impl FsType {
         match self {
             FsType::Disk | FsType::Xfs => "08:01",
             FsType::Dax => "103:00",
-            FsType::Tmpfs(_) | FsType::Pipe | FsType::Hugetlbfs(_) => "00:01",
+            FsType::Tmpfs(_) | FsType::Pipe | FsType::AnonInode | FsType::Hugetlbfs(_) => "00:01",
             FsType::Bdev => "00:05",
         }
     }
@@ -363,7 +407,12 @@ impl FsType {
     pub(crate) fn free_blocks(self, st: &mut KState, inode: InodeId, first: u64, end: u64) {
         match self {
             FsType::Dax => st.dax.free_blocks(&mut st.mem, inode, first, end),
-            FsType::Disk | FsType::Xfs | FsType::Tmpfs(_) | FsType::Pipe | FsType::Hugetlbfs(_) => {
+            FsType::Disk
+            | FsType::Xfs
+            | FsType::Tmpfs(_)
+            | FsType::Pipe
+            | FsType::AnonInode
+            | FsType::Hugetlbfs(_) => {
                 st.inodes[inode].backing.punch(first, end);
             }
             FsType::Bdev => st.inodes[inode].backing.punch(first, end),
@@ -381,7 +430,12 @@ impl FsType {
     ) {
         match self {
             FsType::Dax => st.dax.zero_partial(&mut st.mem, inode, index, range.start, range.end),
-            FsType::Disk | FsType::Xfs | FsType::Tmpfs(_) | FsType::Pipe | FsType::Hugetlbfs(_) => {
+            FsType::Disk
+            | FsType::Xfs
+            | FsType::Tmpfs(_)
+            | FsType::Pipe
+            | FsType::AnonInode
+            | FsType::Hugetlbfs(_) => {
                 st.inodes[inode].backing.zero(index, range);
             }
             FsType::Bdev => st.inodes[inode].backing.zero(index, range),
@@ -401,7 +455,7 @@ impl FsType {
             }
             FsType::Dax => st.dax.inodes.get(&inode).map_or(0, |d| d.blocks.len() as u64),
             FsType::Hugetlbfs(size) => st.hinode(inode).cache.len() as u64 * (size.bytes() / 4096),
-            FsType::Pipe => 0,
+            FsType::Pipe | FsType::AnonInode => 0,
             FsType::Bdev => 0,
         }
     }
@@ -439,6 +493,7 @@ impl FsType {
                 Ok(())
             }
             FsType::Pipe => unreachable!("fallocate on a pipe is ESPIPE"),
+            FsType::AnonInode => unreachable!("a userfaultfd is opened read-only: EBADF first"),
             FsType::Hugetlbfs(_) => unreachable!("hugetlbfs_fallocate is called from the syscall"),
             FsType::Bdev => unreachable!("a block device's fallocate only punches (truncate.rs)"),
         }

@@ -12,7 +12,9 @@
 //!   `thp_zero_page_alloc`);
 //! - otherwise it allocates an order-9 folio (reclaiming directly only as `defrag` allows),
 //!   zeroes it and maps it writable, dirty and exclusive (`thp_fault_alloc`); when none can be
-//!   had it counts `thp_fault_fallback` and the fault goes on at the PTE level.
+//!   had it counts `thp_fault_fallback` and the fault goes on at the PTE level;
+//! - in a VMA a userfaultfd registered, neither: the fault goes to its handler
+//!   (`handle_userfault`, `userfaultfd.rs`).
 //!
 //! Each such PMD deposits a page-table page (counted in `VmPTE` and `nr_page_table_pages`),
 //! which becomes the PTE table when the PMD is split; the subpages have no PTEs, no contents
@@ -70,6 +72,7 @@ use crate::types::huge_mm::MthpStat;
 use crate::types::ids::MmId;
 use crate::types::ids::PtId;
 use crate::types::ids::VmaId;
+use crate::userfaultfd::handle_userfault;
 use crate::vmstat::VmStat;
 use simcore::{Bytes, Order, Pfn, VirtAddr};
 
@@ -109,6 +112,12 @@ async fn do_huge_pmd_anonymous_page(
     let Some(haddr) = fault_haddr(&cx.st(), vmf.vma, vmf.address) else { return Ok(None) };
     anon_vma_prepare(cx, vmf.mm, vmf.vma).await;
     crate::khugepaged::khugepaged_enter_vma(cx, vmf.vma);
+    // A userfaultfd's missing page: the kernel asks under the PMD lock, after allocating (the
+    // huge zero page, or the THP, which it then frees); the model asks first.
+    if cx.st().userfaultfd_missing(vmf.vma) {
+        let waiter = handle_userfault(cx, vmf.vma, vmf.address, vmf.kind.write())?;
+        return Ok(Some(FaultOutcome::Retry(waiter)));
+    }
     let use_zero = cx.st().thp.settings.use_zero_page;
     if vmf.kind == FaultKind::Read && use_zero {
         let Some(zero) = get_huge_zero_page(cx).await else {

@@ -41,14 +41,16 @@
 //! one piece under the page-table lock; the kernel spreads that work over the fault's locks and
 //! the later unmap, so the fault mutex is held for longer here than it is there.
 //!
-//! Approximations: no userfaultfd, migration or poison entries; the page is zeroed as one
+//! A missing page of a VMA a userfaultfd registered goes to its handler (`missing_userfault`).
+//!
+//! Approximations: no migration or poison entries; the page is zeroed as one
 //! charged span (`clear_huge_page` reschedules between subpages); the fault mutex hash is our
 //! own mix of the inode and index (the kernel's is `jhash2` of the mapping and index).
 
 use crate::era::HugetlbSync;
 use crate::errno::VmFault;
 use crate::hugetlb::pmd_share::huge_pte_alloc;
-use crate::kernel::{Cx, KState};
+use crate::kernel::{Cx, KState, UffdFlag};
 use crate::memory::{FaultKind, FaultOutcome, anon_vma_prepare, pte_bits};
 use crate::pgtable::{Pte, Upper};
 use crate::sim::cost::Cost;
@@ -57,6 +59,7 @@ use crate::types::ids::InodeId;
 use crate::types::ids::MmId;
 use crate::types::ids::PtId;
 use crate::types::ids::VmaId;
+use crate::userfaultfd::handle_userfault;
 use crate::vma::VmFlags;
 use engine::{LockGuard, SpinLock};
 use simcore::{Bytes, Pfn, VirtAddr};
@@ -309,6 +312,9 @@ async fn hugetlb_no_page<'a>(
         // The owner of the reservations took this page back (`HPAGE_RESV_UNMAPPED`).
         return Err(VmFault::SigBus);
     }
+    if let Some(userfault) = missing_userfault(hv) {
+        return userfault;
+    }
     let Some(np) = find_or_alloc(hv).await? else {
         // The page went while we waited for its lock: the access retries.
         return Ok(FaultOutcome::Minor);
@@ -354,6 +360,22 @@ async fn hugetlb_no_page<'a>(
     };
     huge_folio_unlock(cx, np.page);
     out
+}
+
+/// `hugetlb_no_page`'s userfaultfd test: a page inside the file and not in its page cache, in
+/// a VMA a userfaultfd registered, goes to it (`hugetlb_handle_userfault`, at the huge-page
+/// aligned address; the fault mutex and the vma lock drop as the fault returns), unless the
+/// fault is a fill's own.
+fn missing_userfault(hv: &HugeVmf<'_>) -> Option<Result<FaultOutcome, VmFault>> {
+    let cx = hv.cx;
+    let missing = {
+        let st = cx.st();
+        st.userfaultfd_missing(hv.vma)
+            && !cx.uffd_flag(UffdFlag::Fill)
+            && hv.idx < i_size_huge(&st, hv.inode)
+            && !st.hinode(hv.inode).cache.contains_key(&hv.idx)
+    };
+    missing.then(|| handle_userfault(cx, hv.vma, hv.haddr, hv.write).map(FaultOutcome::Retry))
 }
 
 /// The file's size in huge pages.

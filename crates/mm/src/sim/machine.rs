@@ -232,6 +232,7 @@ impl Machine {
             reclaim_lists: Default::default(),
             mlock_fbatch: Vec::new(),
             lru_lazyfree: Vec::new(),
+            uffd: Default::default(),
             shm: Default::default(),
         };
         st.hugetlb_boot(&config.tunables)?;

@@ -129,6 +129,9 @@ pub enum FsType {
     Tmpfs(TmpfsMount),
     /// pipefs: a pipe's inode (its data lives in the pipe's buffers).
     Pipe,
+    /// anon_inodefs: the file of a userfaultfd (`anon_inode_getfd("[userfaultfd]")`), whose
+    /// state is its context (`userfaultfd.rs`); it cannot be mapped, read or written as a file.
+    AnonInode,
     /// ext4 with `-o dax` on the machine's persistent memory: no page cache, mappings map the
     /// device (`daxfs.rs`, `dax.rs`).
     Dax,

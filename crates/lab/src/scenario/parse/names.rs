@@ -287,6 +287,20 @@ fn fd(f: &str) -> Vec<(String, ValueKind)> {
     vec![(f.to_string(), ValueKind::Fd)]
 }
 
+/// The names a userfaultfd operation reads.
+fn uffd_refs(u: &UffdOp) -> Vec<(String, ValueKind)> {
+    match u {
+        UffdOp::Create { .. } => Vec::new(),
+        UffdOp::Api { fd: f, .. } | UffdOp::Read { fd: f } => fd(f),
+        UffdOp::Register { fd: f, addr: a, .. }
+        | UffdOp::Unregister { fd: f, addr: a, .. }
+        | UffdOp::Zeropage { fd: f, dst: a, .. } => fd(f).into_iter().chain(addr(a)).collect(),
+        UffdOp::Copy { fd: f, dst, src, .. } => {
+            fd(f).into_iter().chain(addr(dst)).chain(addr(src)).collect()
+        }
+    }
+}
+
 /// The names an operation reads, with the kind each must be.
 fn op_refs(k: &OpKind) -> Vec<(String, ValueKind)> {
     match k {
@@ -334,9 +348,9 @@ fn op_refs(k: &OpKind) -> Vec<(String, ValueKind)> {
         | OpKind::IoUringUnregister { hold } => vec![(hold.clone(), ValueKind::Hold)],
         OpKind::ClearRefs { process, .. } => vec![(process.clone(), ValueKind::Process)],
         OpKind::Complete { io } => vec![(io.clone(), ValueKind::Io)],
+        OpKind::Uffd(u) => uffd_refs(u),
         OpKind::Fixed { hold, addr: a, fd: f, .. } => {
-            let held = std::iter::once((hold.clone(), ValueKind::Hold));
-            held.chain(addr(a)).chain(fd(f)).collect()
+            [(hold.clone(), ValueKind::Hold)].into_iter().chain(addr(a)).chain(fd(f)).collect()
         }
         OpKind::Open { .. }
         | OpKind::MemfdCreate { .. }

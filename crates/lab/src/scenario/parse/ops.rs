@@ -8,7 +8,7 @@ use super::fields::Fields;
 use super::words::{
     UNMODELLED_OPS, parse_fallocate_mode, parse_kernel_cond, parse_mcl_flags, parse_memfd_flags,
     parse_mlock2_flags, parse_mremap_flags, parse_msync_flags, parse_percent, parse_shmat_flags,
-    parse_shmget_flags, unmodelled,
+    parse_shmget_flags, parse_uffd_features, parse_uffd_flags, parse_uffd_mode, unmodelled,
 };
 use crate::scenario::ScenarioError;
 use crate::scenario::limits;
@@ -62,11 +62,14 @@ impl Parser<'_> {
         if let Some(kind) = self.control_op(f, name)? {
             return Ok(kind);
         }
+        if let Some(kind) = self.uffd_op(f, name)? {
+            return Ok(kind);
+        }
         if let Some(why) = unmodelled(UNMODELLED_OPS, name) {
             return Err(self.err(f.line_of("op"), why));
         }
         Err(self.err(f.line_of("op"), format!(
-            "unknown operation `{name}`: expected one of mmap, munmap, mremap, mprotect, madvise, mlock, mlock2, munlock, mlockall, munlockall, msync, brk, open, memfd_create, shmget, shmat, shmdt, shmctl, close, dup, read, write, truncate, ftruncate, fallocate, fsync, fork, exit, exec, touch, read_bytes, write_bytes, increment, mincore, run, pin, pin_read, unpin, io_uring_register_buffers, io_uring_unregister_buffers, read_fixed, write_fixed, pread_direct, pwrite, complete, clear_refs, pipe, vmsplice, sleep, fadvise, memory_reclaim, prctl, sysfs_write, repeat, notify, wait"
+            "unknown operation `{name}`: expected one of mmap, munmap, mremap, mprotect, madvise, mlock, mlock2, munlock, mlockall, munlockall, msync, brk, open, memfd_create, shmget, shmat, shmdt, shmctl, close, dup, read, write, truncate, ftruncate, fallocate, fsync, fork, exit, exec, touch, read_bytes, write_bytes, increment, mincore, run, pin, pin_read, unpin, io_uring_register_buffers, userfaultfd, uffdio_api, uffdio_register, uffdio_unregister, uffdio_copy, uffdio_zeropage, uffd_read, io_uring_unregister_buffers, read_fixed, write_fixed, pread_direct, pwrite, complete, clear_refs, pipe, vmsplice, sleep, fadvise, memory_reclaim, prctl, sysfs_write, repeat, notify, wait"
         )))
     }
 
@@ -122,6 +125,41 @@ impl Parser<'_> {
             "increment" => OpKind::Increment { addr: f.addr("addr")? },
             _ => return Ok(None),
         }))
+    }
+
+    /// A userfaultfd operation; `None` for another name.
+    fn uffd_op(&self, f: &Fields<'_>, name: &str) -> Result<Option<OpKind>, ScenarioError> {
+        let fd = || f.string("fd");
+        let range = || Ok::<_, ScenarioError>((f.addr("addr")?, f.size("len")?.as_u64()));
+        Ok(Some(OpKind::Uffd(match name {
+            "userfaultfd" => {
+                UffdOp::Create { flags: f.keyword("flags", parse_uffd_flags, Some(0))? }
+            }
+            "uffdio_api" => UffdOp::Api {
+                fd: fd()?,
+                features: f.keyword("features", parse_uffd_features, Some(0))?,
+            },
+            "uffdio_register" => {
+                let (addr, len) = range()?;
+                let mode = f.keyword("mode", parse_uffd_mode, None)?;
+                UffdOp::Register { fd: fd()?, addr, len, mode }
+            }
+            "uffdio_unregister" => {
+                let (addr, len) = range()?;
+                UffdOp::Unregister { fd: fd()?, addr, len }
+            }
+            "uffdio_copy" => UffdOp::Copy {
+                fd: fd()?,
+                dst: f.addr("dst")?,
+                src: f.addr("src")?,
+                len: f.size("len")?.as_u64(),
+            },
+            "uffdio_zeropage" => {
+                UffdOp::Zeropage { fd: fd()?, dst: f.addr("dst")?, len: f.size("len")?.as_u64() }
+            }
+            "uffd_read" => UffdOp::Read { fd: fd()? },
+            _ => return Ok(None),
+        })))
     }
 
     /// `mremap`: `old_len` 0 (duplicating a shared mapping) is not modelled, and `MREMAP_FIXED`
@@ -604,6 +642,7 @@ impl Parser<'_> {
             "value",
             "resident",
             "addr",
+            "write",
             "when",
         ])?;
         Ok(e)
@@ -638,6 +677,7 @@ impl Parser<'_> {
             return Ok(Some(OpExpect::Resident(self.iterations(n)?)));
         }
         if let Some(a) = f.opt_addr("addr")? {
+            let read = matches!(kind, OpKind::Uffd(UffdOp::Read { .. }));
             let returns_addr = matches!(
                 kind,
                 OpKind::Brk { .. }
@@ -645,12 +685,20 @@ impl Parser<'_> {
                     | OpKind::Mremap { .. }
                     | OpKind::Shmat { .. }
             );
-            if !returns_addr {
+            if !read && !returns_addr {
                 return Err(
                     self.err(node.line, format!("`{}` returns no address to compare", kind.name()))
                 );
             }
-            return Ok(Some(OpExpect::Addr(a)));
+            return Ok(Some(match f.opt_bool("write")? {
+                Some(write) if read => OpExpect::Fault { addr: a, write },
+                Some(_) => {
+                    return Err(
+                        self.err(f.line_of("write"), "only `uffd_read` reads a fault's `write`")
+                    );
+                }
+                None => OpExpect::Addr(a),
+            }));
         }
         Ok(None)
     }
@@ -711,6 +759,7 @@ fn op_keys(kind: &OpKind) -> &'static [&'static str] {
         OpKind::Complete { .. } => &["io"],
         OpKind::IoUringRegister { .. } => &["addr", "len"],
         OpKind::IoUringUnregister { .. } => &["buf"],
+        OpKind::Uffd(u) => uffd_keys(u),
         OpKind::Fixed { .. } => &["buf", "addr", "len", "fd", "offset"],
         OpKind::ClearRefs { .. } => &["process", "value"],
         OpKind::PrctlSetThpDisable { .. } => &["option", "arg"],
@@ -724,5 +773,18 @@ fn op_keys(kind: &OpKind) -> &'static [&'static str] {
         OpKind::Fallocate { .. } => &["fd", "mode", "offset", "len"],
         OpKind::Repeat { .. } => &["times", "until", "flag", "max", "ops"],
         OpKind::Notify { .. } | OpKind::Wait { .. } => &["flag"],
+    }
+}
+
+/// The keys userfaultfd operation `u` takes besides `op`, `as` and `expect`.
+fn uffd_keys(u: &UffdOp) -> &'static [&'static str] {
+    match u {
+        UffdOp::Create { .. } => &["flags"],
+        UffdOp::Api { .. } => &["fd", "features"],
+        UffdOp::Register { .. } => &["fd", "addr", "len", "mode"],
+        UffdOp::Unregister { .. } => &["fd", "addr", "len"],
+        UffdOp::Copy { .. } => &["fd", "dst", "src", "len"],
+        UffdOp::Zeropage { .. } => &["fd", "dst", "len"],
+        UffdOp::Read { .. } => &["fd"],
     }
 }

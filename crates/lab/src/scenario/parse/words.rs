@@ -190,6 +190,61 @@ pub fn parse_mcl_flags(s: &str) -> Result<u32, String> {
     flag_words_or_none(s, &table)
 }
 
+/// userfaultfd words of kernel features mmsim does not model (`crates/mm/src/userfaultfd.rs`),
+/// refused by name wherever a userfaultfd operation takes words.
+const UNMODELLED_UFFD: &[(&str, &str)] = &[
+    ("user_mode_only", "UFFD_USER_MODE_ONLY, user-mode faults only (v5.11)"),
+    ("wp", "UFFDIO_REGISTER_MODE_WP, userfaultfd write-protection (v5.7)"),
+    ("minor", "UFFDIO_REGISTER_MODE_MINOR, minor faults (v5.13 hugetlb, v5.14 shmem)"),
+    ("pagefault_flag_wp", "UFFD_FEATURE_PAGEFAULT_FLAG_WP, write-protection (v5.7)"),
+    ("event_fork", "UFFD_FEATURE_EVENT_FORK, fork events (v4.11)"),
+    ("event_remap", "UFFD_FEATURE_EVENT_REMAP, mremap events (v4.11)"),
+    ("event_remove", "UFFD_FEATURE_EVENT_REMOVE, MADV_DONTNEED/REMOVE events (v4.11)"),
+    ("event_unmap", "UFFD_FEATURE_EVENT_UNMAP, munmap events (v4.11)"),
+    ("sigbus", "UFFD_FEATURE_SIGBUS, SIGBUS instead of a message (v4.14)"),
+    ("thread_id", "UFFD_FEATURE_THREAD_ID, the faulting thread's id (v4.14)"),
+    ("minor_hugetlbfs", "UFFD_FEATURE_MINOR_HUGETLBFS, minor faults (v5.13)"),
+    ("minor_shmem", "UFFD_FEATURE_MINOR_SHMEM, minor faults (v5.14)"),
+    ("exact_address", "UFFD_FEATURE_EXACT_ADDRESS, unmasked fault addresses (v5.18)"),
+    ("wp_hugetlbfs_shmem", "UFFD_FEATURE_WP_HUGETLBFS_SHMEM, write-protection (v5.19)"),
+    ("wp_unpopulated", "UFFD_FEATURE_WP_UNPOPULATED, write-protection (v6.4)"),
+    ("poison", "UFFD_FEATURE_POISON, UFFDIO_POISON (v6.6)"),
+    ("wp_async", "UFFD_FEATURE_WP_ASYNC, asynchronous write-protection (v6.7)"),
+    ("move", "UFFD_FEATURE_MOVE, UFFDIO_MOVE (v6.8)"),
+];
+
+/// Words of a userfaultfd operation: `table`'s, joined with `|` (`""` for none); a word
+/// `UNMODELLED_UFFD` lists is refused by name.
+fn uffd_words(s: &str, table: &[(&str, u64)]) -> Result<u64, String> {
+    let parts = s.split('|').map(str::trim).filter(|p| !p.is_empty());
+    if let Some(why) = parts.filter_map(|p| unmodelled(UNMODELLED_UFFD, p)).next() {
+        return Err(why);
+    }
+    if s.is_empty() { Ok(0) } else { flag_words(s, table, |a, b| a | b) }
+}
+
+/// `userfaultfd(2)` flags: `"cloexec|nonblock"`.
+pub(super) fn parse_uffd_flags(s: &str) -> Result<u64, String> {
+    use mm::userfaultfd::flags;
+    let table = [("cloexec", u64::from(flags::CLOEXEC)), ("nonblock", u64::from(flags::NONBLOCK))];
+    uffd_words(s, &table)
+}
+
+/// `UFFDIO_API` features: `"missing_hugetlbfs|missing_shmem"`.
+pub(super) fn parse_uffd_features(s: &str) -> Result<u64, String> {
+    use mm::types::userfaultfd::feature;
+    let table = [
+        ("missing_hugetlbfs", feature::MISSING_HUGETLBFS),
+        ("missing_shmem", feature::MISSING_SHMEM),
+    ];
+    uffd_words(s, &table)
+}
+
+/// `UFFDIO_REGISTER` modes: `"missing"`.
+pub(super) fn parse_uffd_mode(s: &str) -> Result<u64, String> {
+    uffd_words(s, &[("missing", mm::types::userfaultfd::register_mode::MISSING)])
+}
+
 /// `msync` flags: `"sync"`, `"async|invalidate"`, ...
 pub fn parse_msync_flags(s: &str) -> Result<u32, String> {
     use mm::msync::ms;
@@ -404,7 +459,11 @@ pub(super) fn parse_percent(text: &str) -> Result<simcore::Ratio, String> {
 /// Kernel features a scenario may name that mmsim does not model, each with what it is in the
 /// kernel: operations by name ...
 pub(super) const UNMODELLED_OPS: &[(&str, &str)] = &[
-    ("userfaultfd", "userfaultfd(2) (fs/userfaultfd.c)"),
+    ("uffdio_writeprotect", "UFFDIO_WRITEPROTECT, userfaultfd write-protection (v5.7)"),
+    ("uffdio_continue", "UFFDIO_CONTINUE, userfaultfd minor faults (v5.13)"),
+    ("uffdio_poison", "UFFDIO_POISON (v6.6)"),
+    ("uffdio_move", "UFFDIO_MOVE (v6.8)"),
+    ("uffdio_wake", "UFFDIO_WAKE (a fill wakes the faults it resolves)"),
     ("mbind", "NUMA memory policy, mbind(2) (mm/mempolicy.c): the model has one node"),
     (
         "set_mempolicy",

@@ -1,0 +1,162 @@
+//! `UFFDIO_REGISTER` and `UFFDIO_UNREGISTER` (fs/userfaultfd.c `userfaultfd_register`,
+//! `userfaultfd_unregister`, `vma_can_userfault`; Linux v4.3 to v6.19).
+//!
+//! Registration, under `mmap_lock` for write: the range must be page-aligned, non-empty and in
+//! the user address space (`validate_range`, EINVAL), the mode non-zero with only known bits
+//! (EINVAL; only `MISSING` is modelled, `WP` and `MINOR` are refused by name in scenarios and
+//! EINVAL here). Every VMA overlapping the range must be one userfaultfd can handle
+//! (`vma_can_userfault`): private anonymous memory in every era, and from v4.11 hugetlb and
+//! shmem (shared anonymous memory, tmpfs and memfd files, private or shared;
+//! `era::uffd_missing_hugetlb_shmem`), else EINVAL; have `VM_MAYWRITE` from v4.20 (EPERM,
+//! `era::uffd_register_needs_maywrite`); belong to no other userfaultfd (EBUSY); and a hugetlb
+//! VMA's range edges inside it must be huge-page aligned (EINVAL). A range with no VMA is EINVAL.
+//! Holes between VMAs are no error. Then each VMA not yet registered gets `VM_UFFD_MISSING` and
+//! the context, split at the range's edges and merged with compatible neighbours, as
+//! `mprotect` does (`mmap.rs` `vma_merge_range`).
+//!
+//! Unregistration checks the range and the VMA kinds alike (no `VM_MAYWRITE` test), wakes the
+//! faults waiting in each registered part (`wake_userfault`: they retry as ordinary faults),
+//! and clears the flag and context, splitting and merging the same way.
+//!
+//! Approximations: up to v6.0 the kernel's walk (`find_vma_prev`) made a range above every VMA
+//! ENOMEM, where the model (as v6.1's maple-tree walk, `vma_find`) says EINVAL; the
+//! `uffdio_register.ioctls` answer is not returned.
+
+use crate::errno::Errno;
+use crate::kernel::{Cx, KState};
+use crate::types::ids::{InodeId, MmId, Pid, VmaId};
+use crate::types::userfaultfd::register_mode;
+use crate::userfaultfd::{validate_range, wake_userfault};
+use crate::vma::VmFlags;
+use simcore::{Bytes, VirtAddr};
+
+/// `UFFDIO_REGISTER` of `[start, start + len)` with `mode` on descriptor `fd` of `pid`.
+pub(crate) async fn userfaultfd_register(
+    cx: &Cx,
+    (pid, fd): (Pid, i32),
+    (start, len): (VirtAddr, u64),
+    mode: u64,
+) -> Result<(), Errno> {
+    cx.charge(crate::sim::cost::Cost::Syscall).await;
+    let ctx = cx.st().uffd_ctx_of(pid, fd, false)?;
+    let known = register_mode::MISSING | register_mode::WP | register_mode::MINOR;
+    if mode == 0 || mode & !known != 0 || mode != register_mode::MISSING {
+        return Err(Errno::EINVAL);
+    }
+    let end = validate_range(start, len)?;
+    let mm = cx.st().uffd_ctx(ctx).mm;
+    let lock = cx.st().mm(mm).mmap_lock;
+    let _g = lock.write(cx).await;
+    cx.charge(crate::sim::cost::Cost::VmaUpdate).await;
+    let vmas = checked_vmas(&cx.st(), mm, (start, end), Some(ctx))?;
+    for v in vmas {
+        if cx.st().vma(v).uffd == Some(ctx) {
+            continue;
+        }
+        set_range_ctx(cx, mm, v, (start, end), Some(ctx)).await;
+    }
+    crate::mmap::vma_merge_range(cx, mm, start, end).await;
+    Ok(())
+}
+
+/// `UFFDIO_UNREGISTER` of `[start, start + len)` on descriptor `fd` of `pid`.
+pub(crate) async fn userfaultfd_unregister(
+    cx: &Cx,
+    (pid, fd): (Pid, i32),
+    (start, len): (VirtAddr, u64),
+) -> Result<(), Errno> {
+    cx.charge(crate::sim::cost::Cost::Syscall).await;
+    let ctx = cx.st().uffd_ctx_of(pid, fd, false)?;
+    let end = validate_range(start, len)?;
+    let mm = cx.st().uffd_ctx(ctx).mm;
+    let lock = cx.st().mm(mm).mmap_lock;
+    let _g = lock.write(cx).await;
+    cx.charge(crate::sim::cost::Cost::VmaUpdate).await;
+    let vmas = checked_vmas(&cx.st(), mm, (start, end), None)?;
+    for v in vmas {
+        let Some(owner) = cx.st().vma(v).uffd else { continue };
+        let (s, e) = {
+            let st = cx.st();
+            (st.vma(v).start.max(start), st.vma(v).end.min(end))
+        };
+        wake_userfault(cx, owner, s, e);
+        set_range_ctx(cx, mm, v, (start, end), None).await;
+    }
+    crate::mmap::vma_merge_range(cx, mm, start, end).await;
+    Ok(())
+}
+
+/// The VMAs overlapping `[start, end)`, after the checks both ioctls make of each (registration,
+/// `register` = `Some(ctx)`, adds `VM_MAYWRITE` and ownership).
+fn checked_vmas(
+    st: &KState,
+    mm: MmId,
+    (start, end): (VirtAddr, VirtAddr),
+    register: Option<InodeId>,
+) -> Result<Vec<VmaId>, Errno> {
+    let vmas = st.mm(mm).vmas_in(start, end, |id| st.vma(id).end);
+    let Some(&first) = vmas.first() else { return Err(Errno::EINVAL) };
+    if huge_misaligned(st, first, start) {
+        return Err(Errno::EINVAL);
+    }
+    let k = st.thp.kernel;
+    for &v in &vmas {
+        let vma = st.vma(v);
+        if !vma_can_userfault(st, v) {
+            return Err(Errno::EINVAL);
+        }
+        let Some(ctx) = register else { continue };
+        if crate::era::uffd_register_needs_maywrite(k) && !vma.flags.has(VmFlags::MAYWRITE) {
+            return Err(Errno::EPERM);
+        }
+        if end <= vma.end && end > vma.start && huge_misaligned(st, v, end) {
+            return Err(Errno::EINVAL);
+        }
+        if vma.uffd.is_some_and(|c| c != ctx) {
+            return Err(Errno::EBUSY);
+        }
+    }
+    Ok(vmas)
+}
+
+/// Whether `addr` is not aligned to the huge page size of hugetlb VMA `v`.
+fn huge_misaligned(st: &KState, v: VmaId, addr: VirtAddr) -> bool {
+    st.hstate_vma(v).is_some_and(|h| !addr.is_aligned(Bytes(h.bytes())))
+}
+
+/// `vma_can_userfault` for the missing mode: anonymous memory, and from v4.11 hugetlb and shmem.
+fn vma_can_userfault(st: &KState, v: VmaId) -> bool {
+    let vma = st.vma(v);
+    let anon = vma.is_anonymous();
+    let hugetlb = vma.vm_ops.is_hugetlb();
+    let shmem = vma.file.is_some_and(|f| st.inodes[st.file(f).inode].fs.swap_backed());
+    anon || (crate::era::uffd_missing_hugetlb_shmem(st.thp.kernel) && (hugetlb || shmem))
+}
+
+/// The part of `v` inside `[start, end)`, split off, gets `VM_UFFD_MISSING` and context `ctx`,
+/// or loses them (`None`).
+async fn set_range_ctx(
+    cx: &Cx,
+    mm: MmId,
+    v: VmaId,
+    (start, end): (VirtAddr, VirtAddr),
+    ctx: Option<InodeId>,
+) {
+    let (s, e) = {
+        let st = cx.st();
+        (st.vma(v).start.max(start), st.vma(v).end.min(end))
+    };
+    if !cx.st().vma(v).vm_ops.is_hugetlb() {
+        crate::zap::split_huge_pmd_edges(cx, mm, s, e).await;
+    }
+    let parts = cx.st().vma_split_range(mm, s, e);
+    let mut st = cx.st();
+    for p in parts {
+        let vma = st.vma_mut(p);
+        vma.uffd = ctx;
+        vma.flags.0 = match ctx {
+            Some(_) => vma.flags.0 | VmFlags::UFFD_MISSING,
+            None => vma.flags.0 & !VmFlags::UFFD_MISSING,
+        };
+    }
+}
