@@ -183,11 +183,26 @@ impl Sensitivity {
         })
     }
 
-    /// How `o` differs from the verdicts at the experiment's own values, if it does.
+    /// How `o` differs from the verdicts at the experiment's own values, if it does: the
+    /// headline row's verdict or side of its band, or the experiment's verdict.
     fn flip(&self, o: &Outcome) -> Option<String> {
         let mut what = Vec::new();
+        let side = |v: f64| {
+            let (lo, hi) = self.published.band;
+            if v < lo {
+                "below"
+            } else if v > hi {
+                "above"
+            } else {
+                "inside"
+            }
+        };
         if o.row != self.base.row {
             what.push(format!("{} {}", self.row, o.row.label()));
+        } else if side(o.value) != side(self.base.value) {
+            // The same verdict on the band's other side: the headline crossed the band (a
+            // "direction only" below and above it), so some value between changes the verdict.
+            what.push(format!("{} {} its band", self.row, side(o.value)));
         }
         if o.verdict != self.base.verdict {
             what.push(format!("experiment {}", o.verdict.label()));
