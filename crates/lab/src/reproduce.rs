@@ -65,12 +65,21 @@ pub struct Setup {
     pub scale: Scale,
     /// `KEY=VALUE` settings as `mmsim run --set` takes them: a switch, `cost.NAME`, a tunable.
     pub overrides: Vec<(String, String)>,
+    /// A point of a sensitivity run, which reads only the headline rows and the verdict: the
+    /// experiment may skip runs that only its diagnostic rows need (its own sweeps).
+    pub headline_only: bool,
     configurations: RefCell<Vec<String>>,
 }
 
 impl Setup {
     pub fn new(seed: u64, scale: Scale, overrides: &[(String, String)]) -> Setup {
-        Setup { seed, scale, overrides: overrides.to_vec(), configurations: RefCell::default() }
+        Setup {
+            seed,
+            scale,
+            overrides: overrides.to_vec(),
+            headline_only: false,
+            configurations: RefCell::default(),
+        }
     }
 
     /// The machine of `config` with this run's seed and overrides; its kernel and the switches
@@ -229,7 +238,10 @@ pub fn run_seeds(
                     (first, format!("sensitivity {}", text.join(" ")), sets.clone())
                 }
             };
-            let setup = Setup::new(seed, scale, &[overrides, &sets].concat());
+            let setup = Setup {
+                headline_only: matches!(job, Job::Point(_)),
+                ..Setup::new(seed, scale, &[overrides, &sets].concat())
+            };
             (experiment.measure)(&setup, &mut *progress(experiment, &what))
                 .map_err(|err| format!("{} {what}: {err}", experiment.name))
         },

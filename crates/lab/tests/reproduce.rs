@@ -334,3 +334,24 @@ fn experiment_parameters_are_declared_or_refused() {
     });
     assert!(r.is_ok(), "{r:?}");
 }
+
+/// A sensitivity point skips what only the diagnostic rows need (fadv-noreuse's own sweeps) and
+/// gives the same headline rows and verdict.
+#[test]
+fn a_sensitivity_point_gives_the_headline_of_a_whole_run() {
+    use lab::reproduce::Setup;
+    let e = find("fadv-noreuse").unwrap();
+    let whole = e.run(1, Scale::Quick, &mut NoProgress).unwrap();
+    let mut setup = Setup::new(1, Scale::Quick, &[]);
+    setup.headline_only = true;
+    let point = (e.measure)(&setup, &mut NoProgress).unwrap();
+    let headline = |r: &lab::reproduce::Report| -> Vec<(String, f64)> {
+        r.ordered_rows()
+            .filter(|r| r.published.is_some())
+            .map(|r| (r.name.clone(), r.mean()))
+            .collect()
+    };
+    assert_eq!(headline(&point), headline(&whole));
+    assert_eq!(point.verdict(), whole.verdict());
+    assert!(point.rows.len() < whole.rows.len(), "the sweeps were skipped");
+}

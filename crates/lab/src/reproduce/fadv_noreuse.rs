@@ -416,9 +416,12 @@ fn measure(setup: &Setup, progress: &mut dyn Progress) -> Result<Report, String>
     let (classic, mglru, noreuse) = (&runs[0], &runs[1], &runs[2]);
     let mut rows = headline(classic, mglru, noreuse);
     rows.extend(case_rows(&runs));
-    // The sensitivity sweep: the headline's runs at its state, two more runs at each other.
+    // The footprint sweep: the headline's runs at its state, two more runs at each other (none
+    // at a point of `--sensitivity`, which reads the headline rows only).
+    let states =
+        if setup.headline_only { &[measured.state_mib][..] } else { sweep_states_mib(scale) };
     let mut points = Vec::new();
-    for &state in sweep_states_mib(scale) {
+    for &state in states {
         let footprint = footprint_gib(state, scale);
         points.push(if state == measured.state_mib {
             SweepPoint::new(footprint, mglru, noreuse)
@@ -435,7 +438,9 @@ fn measure(setup: &Setup, progress: &mut dyn Progress) -> Result<Report, String>
         rows.push(Row::change(&format!("fps gain mglru noreuse, {at}"), p.gain_pct));
         rows.push(Row::level(&format!("pswpin mglru, {at}"), "pages", p.pswpin_mglru as f64));
     }
-    rows.extend(cpu_sensitivity(setup, measured, progress)?);
+    if !setup.headline_only {
+        rows.extend(cpu_sensitivity(setup, measured, progress)?);
+    }
     let (low, high) = PUBLISHED_GAIN_PCT;
     let figures = vec![
         Figure::new(
