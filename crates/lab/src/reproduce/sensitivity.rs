@@ -57,13 +57,22 @@ pub const SAMPLES: usize = 8;
 const SAMPLE_SEED: u64 = 46;
 
 /// The settings of every point of the plan for `params`: each parameter at its low then its
-/// high end alone, then [`SAMPLES`] joint points of a centred Latin hypercube.
+/// high end alone, then the [`joint_samples`].
 pub fn plan(params: &[FreeParam]) -> Vec<Vec<(String, String)>> {
     let set = |p: &FreeParam, v: u64| (p.key.to_string(), v.to_string());
-    let mut points: Vec<Vec<(String, String)>> =
-        params.iter().flat_map(|p| [vec![set(p, p.low)], vec![set(p, p.high)]]).collect();
+    let alone = params.iter().flat_map(|p| [vec![set(p, p.low)], vec![set(p, p.high)]]);
+    let joint = joint_samples(params)
+        .into_iter()
+        .map(|values| params.iter().zip(values).map(|(p, v)| set(p, v)).collect());
+    alone.chain(joint).collect()
+}
+
+/// [`SAMPLES`] joint points of a centred Latin hypercube over `params` (none without a
+/// parameter): each point's values in `params` order; each range's [`SAMPLES`] equal strata
+/// hold one point each, at their centres.
+pub fn joint_samples(params: &[FreeParam]) -> Vec<Vec<u64>> {
     if params.is_empty() {
-        return points;
+        return Vec::new();
     }
     let mut prng = simcore::Prng::from_seed(SAMPLE_SEED).stream("latin-hypercube");
     let strata: Vec<Vec<u64>> = params
@@ -75,11 +84,13 @@ pub fn plan(params: &[FreeParam]) -> Vec<Vec<(String, String)>> {
         })
         .collect();
     let n = SAMPLES as u64;
-    for i in 0..SAMPLES {
-        let at = |p: &FreeParam, k: u64| p.low + (p.high - p.low) * (2 * k + 1) / (2 * n);
-        points.push(params.iter().zip(&strata).map(|(p, s)| set(p, at(p, s[i]))).collect());
-    }
-    points
+    let at = |p: &FreeParam, k: u64| p.low + (p.high - p.low) * (2 * k + 1) / (2 * n);
+    (0..SAMPLES).map(|i| params.iter().zip(&strata).map(|(p, s)| at(p, s[i])).collect()).collect()
+}
+
+/// The lowest and highest of `values` (infinities when there is none).
+fn span(values: impl Iterator<Item = f64>) -> (f64, f64) {
+    values.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| (lo.min(v), hi.max(v)))
 }
 
 /// What one run gave: the headline row's value and verdict, and the experiment's verdict.
@@ -154,12 +165,7 @@ impl Sensitivity {
             .zip(alone.chunks(2))
             .map(|(&param, o)| ParamRange { param, at_low: o[0], at_high: o[1] })
             .collect();
-        let values = |settings: &[(String, String)]| -> Vec<u64> {
-            settings.iter().map(|(_, v)| v.parse().expect("a planned value is a number")).collect()
-        };
-        let plans = plan(params);
-        let samples =
-            plans[2 * params.len()..].iter().zip(joint).map(|(s, &o)| (values(s), o)).collect();
+        let samples = joint_samples(params).into_iter().zip(joint.iter().copied()).collect();
         Ok(Sensitivity {
             row: row.into(),
             unit: r.unit.clone(),
@@ -178,9 +184,13 @@ impl Sensitivity {
 
     /// The headline's lowest and highest value over every run.
     pub fn range(&self) -> (f64, f64) {
-        self.outcomes().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), o| {
-            (lo.min(o.value), hi.max(o.value))
-        })
+        span(self.outcomes().map(|o| o.value))
+    }
+
+    /// The headline's lowest and highest value over the joint samples, if there are any.
+    pub fn samples_range(&self) -> Option<(f64, f64)> {
+        let values = self.samples.iter().map(|(_, o)| o.value);
+        (!self.samples.is_empty()).then(|| span(values))
     }
 
     /// How `o` differs from the verdicts at the experiment's own values, if it does: the
@@ -229,7 +239,10 @@ impl Sensitivity {
         }
         let joint = self.samples.iter().filter(|(_, o)| self.flip(o).is_some()).count();
         if depends.is_empty() && joint > 0 {
-            depends.push(format!("the parameters together ({joint} of {SAMPLES} joint samples)"));
+            depends.push(format!(
+                "the parameters together ({joint} of {} joint samples)",
+                self.samples.len()
+            ));
         }
         if depends.is_empty() {
             "verdict holds across every declared range".into()
@@ -268,11 +281,7 @@ impl Sensitivity {
                 p.at_high.row.label()
             );
         }
-        let (slo, shi) =
-            self.samples.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), (_, o)| {
-                (l.min(o.value), h.max(o.value))
-            });
-        if !self.samples.is_empty() {
+        if let Some((slo, shi)) = self.samples_range() {
             out += &format!(
                 "  {SAMPLES} joint samples (Latin hypercube): {} .. {} {u}\n",
                 fmt_num(slo),
@@ -331,5 +340,32 @@ mod tests {
         assert!(p[4..].iter().all(|s| s[1] == ("x.b".to_string(), "100".to_string())));
         assert_eq!(plan(&[A, B]), p, "a fixed seed");
         assert!(plan(&[]).is_empty());
+    }
+
+    #[test]
+    fn a_headline_crossing_its_band_is_a_flip_though_its_verdict_reads_the_same() {
+        let o = |value| Outcome { value, row: Verdict::DirectionOnly, verdict: Verdict::Missed };
+        let mut s = Sensitivity {
+            row: "run time change".into(),
+            unit: "%".into(),
+            published: Published::point(-0.9).band(-2.7, -0.3),
+            seed: 1,
+            base: o(-0.08),
+            params: vec![ParamRange { param: A, at_low: o(-8.5), at_high: o(-0.03) }],
+            samples: vec![(vec![100], o(-1.0))],
+        };
+        assert_eq!(s.range(), (-8.5, -0.03));
+        assert_eq!(s.samples_range(), Some((-1.0, -1.0)));
+        let line = s.robustness();
+        assert_eq!(
+            line,
+            "verdict depends on: cost.a (flips at 0 ns: run time change below its band)"
+        );
+        s.params[0].at_low = o(-0.2);
+        s.samples[0].1.row = Verdict::Reproduced;
+        let line = s.robustness();
+        assert_eq!(line, "verdict depends on: the parameters together (1 of 1 joint samples)");
+        s.samples.clear();
+        assert_eq!(s.robustness(), "verdict holds across every declared range");
     }
 }

@@ -89,14 +89,11 @@ pub(super) fn svg(s: &Sensitivity) -> String {
         out += &bar(x(s.base.value), x(p.at_low.value), y, LOW_COLOUR);
         out += &bar(x(s.base.value), x(p.at_high.value), y, HIGH_COLOUR);
     }
-    if !s.samples.is_empty() {
+    if let Some((min, max)) = s.samples_range() {
         let y = TOP + ROW * s.params.len() as f64;
-        let values: Vec<f64> = s.samples.iter().map(|(_, o)| o.value).collect();
-        let (min, max) =
-            values.iter().fold((f64::MAX, f64::MIN), |(a, b), &v| (a.min(v), b.max(v)));
         out += &label(y, &format!("all together ({SAMPLES} samples)"));
         out += &bar(x(min), x(max), y, "#999999");
-        for v in values {
+        for v in s.samples.iter().map(|(_, o)| o.value) {
             out += &format!(
                 "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"3\" fill=\"black\"/>\n",
                 x(v),
