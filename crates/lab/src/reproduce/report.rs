@@ -327,7 +327,7 @@ impl Report {
     }
 
     /// The report as JSON: the experiment, its seeds, verdict, configurations, overrides and
-    /// notes; its sensitivity (`null` unless asked for); every row with its published figure and band (`null` for a diagnostic row), its
+    /// notes; its sensitivity (only when asked for: the default report is unchanged); every row with its published figure and band (`null` for a diagnostic row), its
     /// mean, min, max and per-seed values and its verdict; every figure's data.
     pub fn json(&self) -> Value {
         let rows: Vec<Value> = self
@@ -349,13 +349,16 @@ impl Report {
         let (verdict, reason) = self.verdict();
         let overrides: Vec<String> =
             self.overrides.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        json!({
+        let mut out = json!({
             "experiment": self.experiment, "title": self.title, "source": self.source,
             "seeds": self.seeds, "seeded": self.seeded, "verdict": verdict.label(), "reason": reason,
             "configurations": self.configurations, "overrides": overrides, "notes": self.notes,
             "rows": rows, "figures": self.figures.iter().map(Figure::json).collect::<Vec<_>>(),
-            "sensitivity": self.sensitivity.as_ref().map(Sensitivity::json),
-        })
+        });
+        if let Some(s) = &self.sensitivity {
+            out["sensitivity"] = s.json();
+        }
+        out
     }
 
     /// The row that decided the verdict: the first headline row whose verdict is the
