@@ -213,8 +213,8 @@ fn hugetlb_bench(a: &HugetlbBenchArgs) -> Result<(), String> {
     for _ in 0..a.repeat.max(1) {
         let start = Instant::now();
         let progress =
-            |_: &lab::reproduce::Experiment, _: u64| -> Box<dyn Progress> { Box::new(NoProgress) };
-        let reports = run_seeds(&[e], &[1], Scale::Full, &[], a.jobs, &progress)?;
+            |_: &lab::reproduce::Experiment, _: &str| -> Box<dyn Progress> { Box::new(NoProgress) };
+        let reports = run_seeds(&[e], &[1], Scale::Full, &[], false, a.jobs, &progress)?;
         secs.push(start.elapsed().as_secs_f64());
         events =
             reports[0].rows.iter().find(|r| r.name == "engine events").map_or(0.0, |r| r.mean());

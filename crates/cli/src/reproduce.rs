@@ -43,6 +43,12 @@ pub(crate) struct ReproduceArgs {
     /// Small sizes: the same mechanisms, coarser figures (used by the test suite).
     #[arg(long)]
     quick: bool,
+    /// Also run each experiment's headline over its declared free parameters: each at each end
+    /// of its plausible range, then 8 joint points (a Latin hypercube), at the first seed; prints
+    /// each parameter's headline range and whether the verdict holds across them (the report
+    /// gets a tornado figure). Costs 2 runs a parameter and 8 more per experiment.
+    #[arg(long)]
+    sensitivity: bool,
     /// List the seed changes and their experiments, and exit.
     #[arg(long)]
     list: bool,
@@ -204,14 +210,15 @@ pub(crate) fn run(args: &ReproduceArgs) -> Result<(), String> {
     let threads =
         args.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     let multi = std::io::stderr().is_terminal().then(MultiProgress::new);
-    let progress = |e: &Experiment, seed: u64| -> Box<dyn Progress> {
-        let label = format!("{} seed {seed}", e.name);
+    let progress = |e: &Experiment, what: &str| -> Box<dyn Progress> {
+        let label = format!("{} {what}", e.name);
         match &multi {
             Some(m) => Box::new(SeedProgress::Bar(m.clone(), None, label)),
             None => Box::new(SeedProgress::Lines(label, Instant::now())),
         }
     };
-    let reports = run_seeds(&chosen, &seeds, scale, &overrides, threads, &progress)?;
+    let reports =
+        run_seeds(&chosen, &seeds, scale, &overrides, args.sensitivity, threads, &progress)?;
     let provenance = Provenance {
         commit: commit(),
         date: now_utc(),

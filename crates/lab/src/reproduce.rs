@@ -20,9 +20,11 @@ mod dax_zero_page;
 mod fadv_noreuse;
 mod hugetlb_locking;
 pub mod report;
+pub mod sensitivity;
 mod thp_exec;
 
 pub use report::{Direction, Figure, Published, Report, Row, Series, Verdict, published_of};
+pub use sensitivity::{FreeParam, Sensitivity};
 
 use mm::{Machine, MachineConfig};
 use std::cell::RefCell;
@@ -63,12 +65,21 @@ pub struct Setup {
     pub scale: Scale,
     /// `KEY=VALUE` settings as `mmsim run --set` takes them: a switch, `cost.NAME`, a tunable.
     pub overrides: Vec<(String, String)>,
+    /// A point of a sensitivity run, which reads only the headline rows and the verdict: the
+    /// experiment may skip runs that only its diagnostic rows need (its own sweeps).
+    pub headline_only: bool,
     configurations: RefCell<Vec<String>>,
 }
 
 impl Setup {
     pub fn new(seed: u64, scale: Scale, overrides: &[(String, String)]) -> Setup {
-        Setup { seed, scale, overrides: overrides.to_vec(), configurations: RefCell::default() }
+        Setup {
+            seed,
+            scale,
+            overrides: overrides.to_vec(),
+            headline_only: false,
+            configurations: RefCell::default(),
+        }
     }
 
     /// The machine of `config` with this run's seed and overrides; its kernel and the switches
@@ -81,7 +92,9 @@ impl Setup {
     /// records it (for runs that build their machine themselves, such as a trace replay).
     pub fn config(&self, mut config: MachineConfig) -> Result<MachineConfig, String> {
         config.seed = self.seed;
-        crate::scenario::run::apply_sets(&mut config, &self.overrides)?;
+        let machine_sets: Vec<(String, String)> =
+            self.overrides.iter().filter(|(k, _)| knob_owner(k).is_none()).cloned().collect();
+        crate::scenario::run::apply_sets(&mut config, &machine_sets)?;
         config.switches.check_implemented(config.kernel)?;
         let own = mm::Switches::for_kernel(config.kernel);
         let changed: Vec<String> = config
@@ -100,6 +113,14 @@ impl Setup {
         drop(seen);
         Ok(config)
     }
+
+    /// The value of the experiment's own parameter `p`: `own` unless a `--set` replaces it.
+    pub fn knob(&self, p: &FreeParam, own: u64) -> Result<u64, String> {
+        match self.overrides.iter().rfind(|(k, _)| k == p.key) {
+            Some((k, v)) => v.parse().map_err(|_| format!("--set {k}={v}: expected a number")),
+            None => Ok(own),
+        }
+    }
 }
 
 /// A reproducible experiment.
@@ -115,6 +136,11 @@ pub struct Experiment {
     /// with no random choice) gives the same report under every seed, so it runs once, at the
     /// first seed asked for, and its report says so; a test checks two seeds agree.
     pub seeded: bool,
+    /// The headline row a sensitivity run follows (`sensitivity`), a published row.
+    pub headline: &'static str,
+    /// The parameters that headline rests on that were not measured on the seed's machine,
+    /// each with its plausible range and where that comes from.
+    pub params: &'static [FreeParam],
     pub measure: fn(setup: &Setup, progress: &mut dyn Progress) -> Result<Report, String>,
 }
 
@@ -148,6 +174,7 @@ impl Experiment {
             notes,
             configurations: setup.configurations.take(),
             overrides: setup.overrides.clone(),
+            sensitivity: None,
         }
     }
 }
@@ -158,32 +185,99 @@ impl std::fmt::Debug for Experiment {
     }
 }
 
-/// Runs every seed of every experiment on `threads` host threads (the longest first), with
-/// `progress(experiment, seed)` reporting each; an experiment that does not draw on the seed
-/// runs only the first. Returns one merged report per experiment, in the order given. The
-/// result does not depend on the number of threads.
+/// One run of an experiment: a seed, or a point of its sensitivity plan (at the first seed).
+#[derive(Clone, Copy, Debug)]
+enum Job {
+    Seed(u64),
+    Point(usize),
+}
+
+/// Runs every seed of every experiment on `threads` host threads (the longest first), and with
+/// `sensitivity` every point of each experiment's sensitivity plan at the first seed
+/// ([`sensitivity::plan`]), with `progress(experiment, what)` reporting each run (`what`: "seed
+/// 3", "sensitivity cost.wakeup_latency=2000"); an experiment that does not draw on the seed
+/// runs only the first seed. Returns one merged report per experiment, in the order given, with
+/// its sensitivity when asked. The result does not depend on the number of threads.
 pub fn run_seeds(
     experiments: &[&Experiment],
     seeds: &[u64],
     scale: Scale,
     overrides: &[(String, String)],
+    sensitivity: bool,
     threads: usize,
-    progress: &(dyn Fn(&Experiment, u64) -> Box<dyn Progress> + Sync),
+    progress: &(dyn Fn(&Experiment, &str) -> Box<dyn Progress> + Sync),
 ) -> Result<Vec<Report>, String> {
-    let runs = |e: usize| if experiments[e].seeded { seeds.len() } else { seeds.len().min(1) };
-    let mut jobs: Vec<(usize, usize)> =
-        (0..experiments.len()).flat_map(|e| (0..runs(e)).map(move |s| (e, s))).collect();
-    jobs.sort_by_key(|&(e, _)| std::cmp::Reverse(experiments[e].work));
+    check_knobs(overrides)?;
+    let first = *seeds.first().ok_or("no seed to run")?;
+    let plans: Vec<Vec<Vec<(String, String)>>> = experiments
+        .iter()
+        .map(|e| if sensitivity { sensitivity::plan(e.params) } else { Vec::new() })
+        .collect();
+    // Each experiment's jobs: its seeds, then its points.
+    let jobs: Vec<Vec<Job>> = experiments
+        .iter()
+        .zip(&plans)
+        .map(|(e, plan)| {
+            let seeds = if e.seeded { seeds } else { &seeds[..1] };
+            let points = (0..plan.len()).map(Job::Point);
+            seeds.iter().map(|&s| Job::Seed(s)).chain(points).collect()
+        })
+        .collect();
+    let flat: Vec<(usize, Job)> =
+        jobs.iter().enumerate().flat_map(|(e, j)| j.iter().map(move |&job| (e, job))).collect();
+    let mut done = run_jobs(
+        &flat,
+        threads,
+        &|&(e, job)| {
+            let experiment = experiments[e];
+            let (seed, what, sets) = match job {
+                Job::Seed(s) => (s, format!("seed {s}"), Vec::new()),
+                Job::Point(k) => {
+                    let sets = &plans[e][k];
+                    let text: Vec<String> = sets.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                    (first, format!("sensitivity {}", text.join(" ")), sets.clone())
+                }
+            };
+            let setup = Setup {
+                headline_only: matches!(job, Job::Point(_)),
+                ..Setup::new(seed, scale, &[overrides, &sets].concat())
+            };
+            (experiment.measure)(&setup, &mut *progress(experiment, &what))
+                .map_err(|err| format!("{} {what}: {err}", experiment.name))
+        },
+        |&(e, _)| experiments[e].work,
+    )
+    .into_iter();
+    let mut reports = Vec::new();
+    for ((experiment, each), plan) in experiments.iter().zip(&jobs).zip(&plans) {
+        let mine: Vec<Report> = done.by_ref().take(each.len()).collect::<Result<_, _>>()?;
+        let (by_seed, points) = mine.split_at(each.len() - plan.len());
+        let mut report = Report::merge(by_seed.to_vec())?;
+        if sensitivity {
+            let s = Sensitivity::new(experiment.headline, experiment.params, &by_seed[0], points);
+            report.sensitivity = Some(s?);
+        }
+        reports.push(report);
+    }
+    Ok(reports)
+}
+
+/// `run(job)` for every job on `threads` host threads, the jobs of the largest `work` first;
+/// the results in the jobs' order.
+fn run_jobs<J: Sync, T: Send>(
+    jobs: &[J],
+    threads: usize,
+    run: &(dyn Fn(&J) -> T + Sync),
+    work: impl Fn(&J) -> u32,
+) -> Vec<T> {
+    let mut order: Vec<usize> = (0..jobs.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(work(&jobs[i])));
     let next = AtomicUsize::new(0);
-    let slots = experiments.len() * seeds.len();
-    let done: Mutex<Vec<Option<Result<Report, String>>>> = Mutex::new(vec![None; slots]);
+    let done: Mutex<Vec<Option<T>>> = Mutex::new((0..jobs.len()).map(|_| None).collect());
     let worker = || {
-        while let Some(&(e, s)) = jobs.get(next.fetch_add(1, Ordering::Relaxed)) {
-            let (experiment, seed) = (experiments[e], seeds[s]);
-            let setup = Setup::new(seed, scale, overrides);
-            let report = (experiment.measure)(&setup, &mut *progress(experiment, seed))
-                .map_err(|err| format!("{} seed {seed}: {err}", experiment.name));
-            done.lock().expect("no worker panicked")[e * seeds.len() + s] = Some(report);
+        while let Some(&i) = order.get(next.fetch_add(1, Ordering::Relaxed)) {
+            let result = run(&jobs[i]);
+            done.lock().expect("no worker panicked")[i] = Some(result);
         }
     };
     std::thread::scope(|scope| {
@@ -192,16 +286,35 @@ pub fn run_seeds(
         }
         worker();
     });
-    let mut done = done.into_inner().expect("no worker panicked").into_iter();
-    (0..experiments.len())
-        .map(|e| {
-            let slots: Vec<_> = done.by_ref().take(seeds.len()).collect();
-            let each: Vec<Report> = (slots.into_iter().take(runs(e)))
-                .map(|r| r.expect("every job ran"))
-                .collect::<Result<_, _>>()?;
-            Report::merge(each)
-        })
-        .collect()
+    let done = done.into_inner().expect("no worker panicked");
+    done.into_iter().map(|r| r.expect("every job ran")).collect()
+}
+
+/// Checks that every `--set EXPERIMENT.NAME` names a parameter that experiment declares.
+fn check_knobs(overrides: &[(String, String)]) -> Result<(), String> {
+    for (key, value) in overrides {
+        let Some(e) = knob_owner(key) else { continue };
+        let p = e.params.iter().find(|p| p.key == key);
+        let p = p.ok_or_else(|| {
+            let own: Vec<&str> =
+                e.params.iter().map(|p| p.key).filter(|k| knob_owner(k).is_some()).collect();
+            format!(
+                "--set {key}={value}: {} declares no parameter `{key}` (its own: {})",
+                e.name,
+                if own.is_empty() { "none".into() } else { own.join(", ") }
+            )
+        })?;
+        value
+            .parse::<u64>()
+            .map_err(|_| format!("--set {key}={value}: expected a number of {}", p.unit))?;
+    }
+    Ok(())
+}
+
+/// The experiment whose own parameter `key` is (`fadv-noreuse.frame_cpu_ns`), if it is one.
+fn knob_owner(key: &str) -> Option<&'static Experiment> {
+    let (name, _) = key.split_once('.')?;
+    EXPERIMENTS.iter().find(|e| e.name == name)
 }
 
 /// A change in percent from `before` to `after`.

@@ -54,8 +54,23 @@ fn the_report_page_renders_in_a_browser() {
         trace::skip::skipped("the_report_page_renders_in_a_browser", why);
         return;
     };
-    let reports: Vec<_> =
+    let mut reports: Vec<_> =
         EXPERIMENTS.iter().map(|e| e.run(1, Scale::Quick, &mut NoProgress).unwrap()).collect();
+    // One experiment with its sensitivity (the cheapest): its section has a tornado figure.
+    let dax = EXPERIMENTS.iter().position(|e| e.name == "dax-zero-page").unwrap();
+    let progress = |_: &lab::reproduce::Experiment, _: &str| -> Box<dyn lab::reproduce::Progress> {
+        Box::new(NoProgress)
+    };
+    let with_sensitivity = lab::reproduce::run_seeds(
+        &[&EXPERIMENTS[dax]],
+        &[1],
+        Scale::Quick,
+        &[],
+        true,
+        2,
+        &progress,
+    );
+    reports[dax] = with_sensitivity.unwrap().remove(0);
     let provenance = Provenance {
         commit: "test".into(),
         date: "test".into(),
@@ -88,6 +103,21 @@ fn the_report_page_renders_in_a_browser() {
             }
         }
     }
+    // The tornado: a bar per declared parameter, the published band named in its legend, and
+    // the robustness line beside the verdict.
+    let s = reports[dax].sensitivity.as_ref().unwrap();
+    let id = "<figure id=\"dax-zero-page-tornado\">";
+    let at = dom.find(id).unwrap_or_else(|| panic!("{id} missing from the DOM"));
+    assert!(dom[at..].starts_with(&format!("{id}<svg")), "{id} has no SVG");
+    let svg = &dom[at..at + dom[at..].find("</svg>").expect("a closed SVG")];
+    for p in &s.params {
+        assert!(svg.contains(&format!(">{}</text>", p.param.key)), "{id} lacks {}", p.param.key);
+    }
+    assert!(svg.contains(&format!("published {} x, band", s.published.text())), "{svg}");
+    assert!(
+        dom.contains("<p class=\"robustness\">Robustness: verdict holds"),
+        "no robustness line"
+    );
     let summary = &dom[dom.find("<table id=\"summary\">").expect("a summary table")..];
     let body = &summary[summary.find("<tbody>").unwrap()..summary.find("</tbody>").unwrap()];
     assert_eq!(body.matches("<tr>").count(), 5, "{body}");

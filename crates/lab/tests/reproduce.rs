@@ -207,7 +207,7 @@ fn only_the_seeded_experiments_vary_with_the_seed() {
 #[test]
 fn every_headline_cites_its_band_and_contains_the_published_figure() {
     let e = find("dax-zero-page").unwrap();
-    let reports = lab::reproduce::run_seeds(&[e], &[1, 2], Scale::Quick, &[], 2, &|_, _| {
+    let reports = lab::reproduce::run_seeds(&[e], &[1, 2], Scale::Quick, &[], false, 2, &|_, _| {
         Box::new(NoProgress)
     })
     .unwrap();
@@ -256,4 +256,102 @@ fn thp_exec_contrasts_the_eras_on_real_programs() {
     let collapsed = |label: &str| row(&report, &format!("thp_collapse_alloc {label}"));
     assert!(collapsed("rustc v6.1") > collapsed("rustc v5.12"));
     assert!(row(&report, "itlb miss rate 2m") < row(&report, "itlb miss rate 4k"));
+}
+
+/// Issue 46: `--sensitivity` runs dax-zero-page's headline (the latency ratio, which is the share
+/// of clearing a page) at each end of its declared range and over the joint samples; the ranges
+/// are ordered, the report carries them, and the verdict holds over the declared range.
+#[test]
+fn sensitivity_runs_each_declared_range_and_the_joint_samples() {
+    let e = find("dax-zero-page").unwrap();
+    assert!(e.params.iter().all(|p| p.low <= p.high && !p.source.is_empty()));
+    let progress = |_: &lab::reproduce::Experiment, _: &str| -> Box<dyn lab::reproduce::Progress> {
+        Box::new(NoProgress)
+    };
+    let reports =
+        lab::reproduce::run_seeds(&[e], &[1], Scale::Quick, &[], true, 2, &progress).unwrap();
+    let s = reports[0].sensitivity.as_ref().expect("a sensitivity was asked for");
+    assert_eq!(s.row, e.headline);
+    assert_eq!(s.params.len(), e.params.len());
+    assert_eq!(s.samples.len(), lab::reproduce::sensitivity::SAMPLES);
+    // A dearer page clear makes the old kernel's hole fault, and so the ratio, larger.
+    let clear = &s.params[0];
+    assert_eq!(clear.param.key, "cost.zero_page_4k");
+    assert!(clear.at_low.value < s.base.value && s.base.value < clear.at_high.value, "{s:?}");
+    let (lo, hi) = s.range();
+    assert!(lo <= clear.at_low.value && clear.at_high.value <= hi);
+    assert!(s.samples.iter().all(|(_, o)| (lo..=hi).contains(&o.value)));
+    assert_eq!(s.robustness(), "verdict holds across every declared range");
+    let table = reports[0].table();
+    assert!(table.contains("robustness: verdict holds across every declared range"), "{table}");
+    assert!(table.contains("cost.zero_page_4k"), "{table}");
+    let json = reports[0].json();
+    assert_eq!(json["sensitivity"]["params"][0]["key"], "cost.zero_page_4k");
+    assert!(
+        reports[0].html_section().unwrap().contains("<figure id=\"dax-zero-page-tornado\"><svg")
+    );
+    // Without --sensitivity nothing more runs.
+    let plain = lab::reproduce::run_seeds(&[e], &[1], Scale::Quick, &[], false, 2, &progress);
+    assert!(plain.unwrap()[0].sensitivity.is_none());
+}
+
+/// A range wide enough to leave the band flips the verdict, and the robustness line names the
+/// parameter and the end where it flips.
+#[test]
+fn a_verdict_that_flips_inside_a_range_names_its_parameter() {
+    use lab::reproduce::sensitivity::plan;
+    use lab::reproduce::{FreeParam, Sensitivity, Setup};
+    let e = find("dax-zero-page").unwrap();
+    let wide = [FreeParam { low: 100, high: 5_000, ..e.params[0] }];
+    let run = |sets: &[(String, String)]| {
+        (e.measure)(&Setup::new(1, Scale::Quick, sets), &mut NoProgress).unwrap()
+    };
+    let base = run(&[]);
+    let points: Vec<_> = plan(&wide).iter().map(|sets| run(sets)).collect();
+    let s = Sensitivity::new(e.headline, &wide, &base, &points).unwrap();
+    assert_eq!(s.base.row, lab::reproduce::Verdict::Reproduced);
+    assert_eq!(s.params[0].at_high.row, lab::reproduce::Verdict::Missed, "{s:?}");
+    let line = s.robustness();
+    assert!(line.starts_with("verdict depends on: cost.zero_page_4k (flips at 5000 ns"), "{line}");
+}
+
+/// An experiment's own parameters go through `--set EXPERIMENT.NAME`; one it does not declare
+/// is refused with what it declares.
+#[test]
+fn experiment_parameters_are_declared_or_refused() {
+    let e = find("dax-zero-page").unwrap();
+    let sets = [("fadv-noreuse.frames".to_string(), "3".to_string())];
+    let err = lab::reproduce::run_seeds(&[e], &[1], Scale::Quick, &sets, false, 1, &|_, _| {
+        Box::new(NoProgress)
+    })
+    .unwrap_err();
+    assert!(err.contains("fadv-noreuse declares no parameter `fadv-noreuse.frames`"), "{err}");
+    assert!(err.contains("fadv-noreuse.frame_cpu_ns"), "{err}");
+    // Another experiment's own parameter does not reach this one's machines.
+    let sets = [("fadv-noreuse.state_mib".to_string(), "0".to_string())];
+    let r = lab::reproduce::run_seeds(&[e], &[1], Scale::Quick, &sets, false, 1, &|_, _| {
+        Box::new(NoProgress)
+    });
+    assert!(r.is_ok(), "{r:?}");
+}
+
+/// A sensitivity point skips what only the diagnostic rows need (fadv-noreuse's own sweeps) and
+/// gives the same headline rows and verdict.
+#[test]
+fn a_sensitivity_point_gives_the_headline_of_a_whole_run() {
+    use lab::reproduce::Setup;
+    let e = find("fadv-noreuse").unwrap();
+    let whole = e.run(1, Scale::Quick, &mut NoProgress).unwrap();
+    let mut setup = Setup::new(1, Scale::Quick, &[]);
+    setup.headline_only = true;
+    let point = (e.measure)(&setup, &mut NoProgress).unwrap();
+    let headline = |r: &lab::reproduce::Report| -> Vec<(String, f64)> {
+        r.ordered_rows()
+            .filter(|r| r.published.is_some())
+            .map(|r| (r.name.clone(), r.mean()))
+            .collect()
+    };
+    assert_eq!(headline(&point), headline(&whole));
+    assert_eq!(point.verdict(), whole.verdict());
+    assert!(point.rows.len() < whole.rows.len(), "the sweeps were skipped");
 }

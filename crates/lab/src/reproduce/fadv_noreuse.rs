@@ -57,8 +57,10 @@
 //! the swap cache and `swapin_readahead`; `page-cluster` readahead therefore plays no part, and
 //! its absence from the model (`swap.rs`) costs nothing here.
 
+use super::sensitivity::WAKEUP_LATENCY;
 use super::{
-    Direction, Experiment, Figure, Progress, Published, Report, Row, Scale, Series, Setup, gain,
+    Direction, Experiment, Figure, FreeParam, Progress, Published, Report, Row, Scale, Series,
+    Setup, gain,
 };
 use mm::kernel::Storage;
 use mm::vmstat::{MmEvent, VmStat, VmStats};
@@ -72,7 +74,34 @@ pub(super) const EXPERIMENT: Experiment = Experiment {
     title: "POSIX_FADV_NOREUSE for an mmap-streamed encoder under the multi-gen LRU",
     work: 100,
     seeded: false,
+    headline: "fps gain mglru noreuse",
+    params: &[WAKEUP_LATENCY, FRAME_CPU, STATE],
     measure,
+};
+
+/// The encoder's CPU time per 4K frame: measured on a synthetic clip on this project's host,
+/// not on Bosphorus on the seed's machine.
+const FRAME_CPU: FreeParam = FreeParam {
+    key: "fadv-noreuse.frame_cpu_ns",
+    unit: "ns",
+    low: FRAME_CPU_NS / 2,
+    high: FRAME_CPU_NS * 2,
+    source: "81.3 ms measured for SVT-AV1 v1.4.1 on a synthetic 4K clip on this project's host; \
+             the seed's machine and Bosphorus's content are unmeasured: from half (a core twice \
+             as fast) to twice (content twice as costly to encode)",
+};
+
+/// The encoder state touched every frame, in MiB at 4K, which with the pools sets the
+/// resident footprint; the seed gives no CPU count, and the footprint follows it.
+const STATE: FreeParam = FreeParam {
+    key: "fadv-noreuse.state_mib",
+    unit: "MiB",
+    low: 0,
+    high: 2_188,
+    source: "the peak resident set measured for this encode is 3.90 GiB at 8 CPUs (the \
+             experiment's 1256 MiB of state), 4.81 GiB at 16 (2188 MiB of state beside the \
+             same pools) and 2.41 GiB at 4, below the pools' own 2.67 GiB: from no state \
+             (docs/design/svtav1-footprint.md; the seed gives no CPU count)",
 };
 
 /// The kernel the change went into.
@@ -181,10 +210,14 @@ fn encoder_config(d: u64, shape: Shape, noreuse: bool) -> encoder::Config {
     }
 }
 
-/// The gain if a frame of the real clip cost the encoder twice the CPU time measured on the
-/// synthetic one (the content's cost is not known): the multi-gen LRU with and without NOREUSE.
-fn cpu_sensitivity(setup: &Setup, progress: &mut dyn Progress) -> Result<Vec<Row>, String> {
-    let shape = Shape { frame_cpu_ns: 2 * FRAME_CPU_NS, ..MEASURED };
+/// The gain if a frame of the real clip cost the encoder twice the CPU time of `measured` (the
+/// content's cost is not known): the multi-gen LRU with and without NOREUSE.
+fn cpu_sensitivity(
+    setup: &Setup,
+    measured: Shape,
+    progress: &mut dyn Progress,
+) -> Result<Vec<Row>, String> {
+    let shape = Shape { frame_cpu_ns: 2 * measured.frame_cpu_ns, ..measured };
     let m = run_case(Case::Mglru, shape, setup, progress)?;
     let n = run_case(Case::MglruNoreuse, shape, setup, progress)?;
     let at = format!("CPU per frame {}", SimDuration::from_ns(shape.frame_cpu_ns));
@@ -372,21 +405,28 @@ fn case_rows(runs: &[CaseRun]) -> Vec<Row> {
 
 fn measure(setup: &Setup, progress: &mut dyn Progress) -> Result<Report, String> {
     let scale = setup.scale;
+    let measured = Shape {
+        state_mib: setup.knob(&STATE, STATE_MIB)?,
+        frame_cpu_ns: setup.knob(&FRAME_CPU, FRAME_CPU_NS)?,
+    };
     let runs: Vec<CaseRun> = Case::ALL
         .iter()
-        .map(|&c| run_case(c, MEASURED, setup, progress))
+        .map(|&c| run_case(c, measured, setup, progress))
         .collect::<Result<_, _>>()?;
     let (classic, mglru, noreuse) = (&runs[0], &runs[1], &runs[2]);
     let mut rows = headline(classic, mglru, noreuse);
     rows.extend(case_rows(&runs));
-    // The sensitivity sweep: the headline's runs at its state, two more runs at each other.
+    // The footprint sweep: the headline's runs at its state, two more runs at each other (none
+    // at a point of `--sensitivity`, which reads the headline rows only).
+    let states =
+        if setup.headline_only { &[measured.state_mib][..] } else { sweep_states_mib(scale) };
     let mut points = Vec::new();
-    for &state in sweep_states_mib(scale) {
+    for &state in states {
         let footprint = footprint_gib(state, scale);
-        points.push(if state == STATE_MIB {
+        points.push(if state == measured.state_mib {
             SweepPoint::new(footprint, mglru, noreuse)
         } else {
-            let shape = Shape { state_mib: state, ..MEASURED };
+            let shape = Shape { state_mib: state, ..measured };
             let m = run_case(Case::Mglru, shape, setup, progress)?;
             let n = run_case(Case::MglruNoreuse, shape, setup, progress)?;
             SweepPoint::new(footprint, &m, &n)
@@ -398,7 +438,9 @@ fn measure(setup: &Setup, progress: &mut dyn Progress) -> Result<Report, String>
         rows.push(Row::change(&format!("fps gain mglru noreuse, {at}"), p.gain_pct));
         rows.push(Row::level(&format!("pswpin mglru, {at}"), "pages", p.pswpin_mglru as f64));
     }
-    rows.extend(cpu_sensitivity(setup, progress)?);
+    if !setup.headline_only {
+        rows.extend(cpu_sensitivity(setup, measured, progress)?);
+    }
     let (low, high) = PUBLISHED_GAIN_PCT;
     let figures = vec![
         Figure::new(
@@ -413,14 +455,14 @@ fn measure(setup: &Setup, progress: &mut dyn Progress) -> Result<Report, String>
         .with_shade("published 9-11%", low, high)
         .with_shade("band 4.5-22% (within a factor of 2)", low / 2.0, high * 2.0),
     ];
-    let notes = notes(scale, &points);
+    let notes = notes(scale, measured, &points);
     Ok(EXPERIMENT.report(setup, rows, figures, notes))
 }
 
 /// How the figures were obtained and what the model leaves out.
-fn notes(scale: Scale, points: &[SweepPoint]) -> Vec<String> {
+fn notes(scale: Scale, measured: Shape, points: &[SweepPoint]) -> Vec<String> {
     let d = divisor(scale);
-    let enc = encoder_config(d, MEASURED, false);
+    let enc = encoder_config(d, measured, false);
     vec![
         format!(
             "Kernel {KERNEL}, profile epyc-vm with {CPUS} CPUs and {} of memory, swap of the same size, storage on a RAM disk; sizes are the change's divided by {d}.",

@@ -10,10 +10,12 @@
 
 mod figure;
 mod page;
+mod tornado;
 
 pub use figure::{Figure, Series, Shade, tick};
 pub use page::{Provenance, html_page, page_json, summary_table};
 
+use super::Sensitivity;
 use serde_json::{Value, json};
 
 /// What a published figure says about its direction, beyond its band.
@@ -232,6 +234,8 @@ pub struct Report {
     pub configurations: Vec<String>,
     /// `--set KEY=VALUE` settings that replaced the experiment's own (none by default).
     pub overrides: Vec<(String, String)>,
+    /// The headline over the declared parameters' ranges, when a sensitivity run was asked for.
+    pub sensitivity: Option<Sensitivity>,
 }
 
 impl Report {
@@ -323,7 +327,7 @@ impl Report {
     }
 
     /// The report as JSON: the experiment, its seeds, verdict, configurations, overrides and
-    /// notes; every row with its published figure and band (`null` for a diagnostic row), its
+    /// notes; its sensitivity (only when asked for: the default report is unchanged); every row with its published figure and band (`null` for a diagnostic row), its
     /// mean, min, max and per-seed values and its verdict; every figure's data.
     pub fn json(&self) -> Value {
         let rows: Vec<Value> = self
@@ -345,12 +349,16 @@ impl Report {
         let (verdict, reason) = self.verdict();
         let overrides: Vec<String> =
             self.overrides.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        json!({
+        let mut out = json!({
             "experiment": self.experiment, "title": self.title, "source": self.source,
             "seeds": self.seeds, "seeded": self.seeded, "verdict": verdict.label(), "reason": reason,
             "configurations": self.configurations, "overrides": overrides, "notes": self.notes,
             "rows": rows, "figures": self.figures.iter().map(Figure::json).collect::<Vec<_>>(),
-        })
+        });
+        if let Some(s) = &self.sensitivity {
+            out["sensitivity"] = s.json();
+        }
+        out
     }
 
     /// The row that decided the verdict: the first headline row whose verdict is the
@@ -416,6 +424,9 @@ impl Report {
             verdict.label(),
             reason.map_or(String::new(), |r| format!(" — {r}"))
         );
+        if let Some(s) = &self.sensitivity {
+            out += &format!("robustness: {}\n", s.robustness());
+        }
         if !self.overrides.is_empty() {
             out += &format!("NON-DEFAULT settings: {}\n", overrides_text(&self.overrides));
         }
@@ -440,6 +451,9 @@ impl Report {
                 self.row_verdict(r).map_or("", Verdict::label),
             );
         }
+        if let Some(s) = &self.sensitivity {
+            out += &s.table();
+        }
         out
     }
 
@@ -457,6 +471,10 @@ impl Report {
             reason.map_or(String::new(), |r| format!(" — {}", escape(&r))),
             id = escape(&self.experiment),
         );
+        if let Some(s) = &self.sensitivity {
+            out +=
+                &format!("<p class=\"robustness\">Robustness: {}</p>\n", escape(&s.robustness()));
+        }
         if !self.overrides.is_empty() {
             out += &format!(
                 "<p class=\"nondefault\">Non-default settings (<code>--set</code>): <code>{}</code></p>\n",
@@ -485,6 +503,9 @@ impl Report {
                 f.svg()?,
                 escape(&f.title)
             );
+        }
+        if let Some(s) = &self.sensitivity {
+            out += &tornado::html(&self.experiment, s);
         }
         out += "</section>\n";
         Ok(out)
@@ -528,12 +549,12 @@ fn overrides_text(o: &[(String, String)]) -> String {
 }
 
 /// Figures rounded to what the model can claim (four digits after the point).
-fn round(x: f64) -> f64 {
+pub(super) fn round(x: f64) -> f64 {
     (x * 1e4).round() / 1e4
 }
 
 /// A figure as a reader reads it: whole above 100, otherwise at most two decimals.
-fn fmt_num(x: f64) -> String {
+pub(super) fn fmt_num(x: f64) -> String {
     if x.abs() >= 100.0 || x == x.trunc() {
         format!("{x:.0}")
     } else {
@@ -541,7 +562,7 @@ fn fmt_num(x: f64) -> String {
     }
 }
 
-fn escape(s: &str) -> String {
+pub(super) fn escape(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
 
@@ -576,6 +597,7 @@ mod tests {
             notes: vec!["n <1>".into()],
             configurations: vec!["v5.11".into()],
             overrides: Vec::new(),
+            sensitivity: None,
         }
     }
 
