@@ -33,6 +33,7 @@ pub(crate) enum Bound {
     Process(i32),
     Pipe(i32, i32),
     Shm(i32),
+    Frame(u64),
 }
 
 impl Bound {
@@ -43,6 +44,7 @@ impl Bound {
             Bound::Process(pid) => Value::Process(Pid(pid as u32)),
             Bound::Pipe(r, w) => Value::Pipe(r, w),
             Bound::Shm(id) => Value::Shm(id),
+            Bound::Frame(pfn) => Value::Frame(pfn),
         }
     }
 
@@ -53,6 +55,7 @@ impl Bound {
             Value::Process(p) => Bound::Process(p.0 as i32),
             Value::Pipe(r, w) => Bound::Pipe(r, w),
             Value::Shm(id) => Bound::Shm(id),
+            Value::Frame(pfn) => Bound::Frame(pfn),
             Value::Layout(_) | Value::Hold(_) | Value::Io(_) => return None,
         })
     }

@@ -119,6 +119,7 @@ pub fn class(what: &Observable, host: HostTraits) -> Class {
         | Observable::Signals { .. }
         | Observable::Fstat { .. }
         | Observable::Kpageflags { .. }
+        | Observable::FrameFlags { .. }
         | Observable::Kpagecount { .. } => Class::Exact,
         Observable::Pagemap { bit: PagemapBit::SoftDirty, .. } if !soft_dirty => {
             Class::ModelOnly("the host has no CONFIG_MEM_SOFT_DIRTY".into())
@@ -208,9 +209,14 @@ pub(crate) fn pagemap_entry(pid: i32, addr: u64) -> std::io::Result<u64> {
 }
 
 /// The frame mapped at `addr` of `pid`, if present.
-fn frame(pid: i32, addr: u64) -> Result<Option<u64>, String> {
+pub(crate) fn frame(pid: i32, addr: u64) -> Result<Option<u64>, String> {
     let e = pagemap_entry(pid, addr).map_err(|e| format!("/proc/{pid}/pagemap: {e}"))?;
     Ok((e >> 63 == 1).then_some(e & ((1 << 55) - 1)))
+}
+
+/// Whether the host's `/proc/kpageflags` shows bit `flag` for frame `pfn` (1 or 0).
+fn kpf_set(pfn: Option<u64>, flag: &str) -> Result<u64, String> {
+    Ok(u64::from(kpageflags(pfn)? & kpf(flag) != 0))
 }
 
 fn kpageflags(pfn: Option<u64>) -> Result<u64, String> {
@@ -493,12 +499,12 @@ impl Observer<'_> {
             }
             Observable::Pagemap { process, at, bit } => self.pagemap(process, at, *bit),
             Observable::Kpageflags { process, at, flag } => {
-                let pfn = frame(self.pid(process)?, self.addr(at)?)?;
-                Ok(u64::from(kpageflags(pfn)? & kpf(flag) != 0))
+                kpf_set(frame(self.pid(process)?, self.addr(at)?)?, flag)
             }
             Observable::Kpagecount { process, at } => {
                 kpagecount(frame(self.pid(process)?, self.addr(at)?)?)
             }
+            Observable::FrameFlags { frame, flag } => kpf_set(Some(self.names.frame(frame)?), flag),
             Observable::Sysfs { path } => self.sysfs(path),
             Observable::MemoryStat { cgroup, name } => self.memory_stat(cgroup, name),
             Observable::Inspect { field, on: InspectOn::Addr { process, at } } => {

@@ -48,6 +48,7 @@ pub(crate) fn run(agent: &mut Agent<'_>, op: &Op) -> OpResult {
         | OpKind::WriteBytes { .. }
         | OpKind::Increment { .. }
         | OpKind::Mincore { .. }
+        | OpKind::Pagemap { .. }
         | OpKind::ProcMemWrite { .. } => memory_op(agent, op),
         OpKind::Open { .. }
         | OpKind::MemfdCreate { .. }
@@ -176,6 +177,13 @@ fn memory_op(agent: &mut Agent<'_>, op: &Op) -> OpResult {
         OpKind::Mincore { addr, len } => {
             let (a, pages) = (at(agent, addr)?, len.div_ceil(4096) as usize);
             agent.sys(|| sys::mincore(a, *len, pages)).map(Outcome::Data)
+        }
+        OpKind::Pagemap { addr } => {
+            // The agent's own pagemap as root reads it: the PFN, 0 when nothing is present.
+            let a = at(agent, addr)?;
+            let pfn = crate::observe::frame(std::process::id() as i32, a);
+            pfn.map(|p| Outcome::Bound(Value::Frame(p.unwrap_or(0))))
+                .map_err(|_| SysErr::Errno(Errno::EIO))
         }
         OpKind::ProcMemWrite { addr, data } => {
             let a = at(agent, addr)?;

@@ -451,6 +451,15 @@ impl Thread {
         Ok(n)
     }
 
+    /// A read of `/proc/self/pagemap` at `addr` as root: the PFN mapped there, 0 when no page is
+    /// present (a swap entry's offset is not a frame).
+    pub fn pagemap_pfn(&self, addr: VirtAddr) -> Result<u64, Errno> {
+        use crate::fs::proc::{PM_PFN_MASK, PM_PRESENT};
+        let mm = self.mm()?;
+        let e = self.cx.st().pagemap(mm, addr, 1)[0];
+        Ok(if e & PM_PRESENT != 0 { e & PM_PFN_MASK } else { 0 })
+    }
+
     /// `mincore(2)`: one byte per page of `[addr, addr + len)`, bit 0 set when it is resident.
     pub async fn mincore(&self, addr: VirtAddr, len: u64) -> Result<Vec<u8>, Errno> {
         crate::mincore::do_mincore(&self.cx, self.mm()?, addr, len).await

@@ -8,6 +8,7 @@ use super::model::{
 };
 use mm::fs::proc::{PM_FILE, PM_MMAP_EXCLUSIVE, PM_PFN_MASK, PM_PRESENT, PM_SOFT_DIRTY, PM_SWAP};
 use mm::kernel::KState;
+use simcore::Pfn;
 
 /// The value of a `Name:   123 kB` field in a `/proc` text.
 fn field_kb(text: &str, field: &str) -> Option<u64> {
@@ -67,23 +68,19 @@ pub fn read(st: &KState, env: &Env, what: &Observable) -> Result<u64, String> {
         }
         Observable::Inspect { field, on } => inspect(st, env, field, on),
         Observable::Kpageflags { process, at, flag } => {
-            Ok(u64::from(st.kpageflags(frame_at(st, env, process, at)?) & kpf(flag) != 0))
+            Ok(kpf_set(st, frame_at(st, env, process, at)?, flag))
         }
         Observable::Kpagecount { process, at } => {
             Ok(st.kpagecount(frame_at(st, env, process, at)?))
+        }
+        Observable::FrameFlags { frame: f, flag } => {
+            Ok(kpf_set(st, Some(Pfn(env.names.frame(f)?)), flag))
         }
         Observable::Invariant { name } => {
             let held = mm::sim::check::check_invariant(st, env.switches.cow_reuse, name);
             Ok(u64::from(held.is_ok()))
         }
-        Observable::MemoryStat { cgroup, name } => {
-            let memcg =
-                st.mem_cgroup_by_path(cgroup).ok_or_else(|| format!("no cgroup `{cgroup}`"))?;
-            let text = st.memory_stat(memcg);
-            text.lines()
-                .find_map(|l| l.strip_prefix(name.as_str())?.strip_prefix(' ')?.parse().ok())
-                .ok_or_else(|| missing(name, &text))
-        }
+        Observable::MemoryStat { cgroup, name } => memory_stat(st, cgroup, name),
         Observable::Pagemap { process, at, bit } => {
             let e = st.pagemap(env.mm(st, process)?, env.addr(at)?, 1)[0];
             Ok(u64::from(pagemap_bit(st, e, *bit)))
@@ -92,6 +89,15 @@ pub fn read(st: &KState, env: &Env, what: &Observable) -> Result<u64, String> {
         Observable::LockStat { class, column } => lock_stat(env, class, *column),
         Observable::MapsCount { process } => Ok(st.vmas_of(env.process(process)?).len() as u64),
     }
+}
+
+/// A `memory.stat` entry of `cgroup`.
+fn memory_stat(st: &KState, cgroup: &str, name: &str) -> Result<u64, String> {
+    let memcg = st.mem_cgroup_by_path(cgroup).ok_or_else(|| format!("no cgroup `{cgroup}`"))?;
+    let text = st.memory_stat(memcg);
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+        .ok_or_else(|| format!("no field `{name}` in:\n{text}"))
 }
 
 /// A `/proc/lock_stat` column of lock class `class`.
@@ -161,7 +167,7 @@ fn smaps_field(
 
 /// Bit `bit` of the pagemap entry `e` (the zero-page and THP tests look at the frame it names).
 fn pagemap_bit(st: &KState, e: u64, bit: PagemapBit) -> bool {
-    let frame = (e & PM_PRESENT != 0).then_some(simcore::Pfn(e & PM_PFN_MASK));
+    let frame = (e & PM_PRESENT != 0).then_some(Pfn(e & PM_PFN_MASK));
     match bit {
         PagemapBit::Present => frame.is_some(),
         PagemapBit::Swapped => e & PM_SWAP != 0,
@@ -183,14 +189,14 @@ fn kpf(name: &str) -> u64 {
 }
 
 /// The frame pagemap gives for the page of `process` at `at`, if present.
-fn frame_at(
-    st: &KState,
-    env: &Env,
-    process: &str,
-    at: &AddrExpr,
-) -> Result<Option<simcore::Pfn>, String> {
+/// Whether `/proc/kpageflags` shows bit `flag` for frame `pfn` (1 or 0).
+fn kpf_set(st: &KState, pfn: Option<Pfn>, flag: &str) -> u64 {
+    u64::from(st.kpageflags(pfn) & kpf(flag) != 0)
+}
+
+fn frame_at(st: &KState, env: &Env, process: &str, at: &AddrExpr) -> Result<Option<Pfn>, String> {
     let e = st.pagemap(env.mm(st, process)?, env.addr(at)?, 1)[0];
-    Ok((e & PM_PRESENT != 0).then_some(simcore::Pfn(e & PM_PFN_MASK)))
+    Ok((e & PM_PRESENT != 0).then_some(Pfn(e & PM_PFN_MASK)))
 }
 
 /// A human description of an observable, for reports.
@@ -230,6 +236,7 @@ pub fn describe(what: &Observable) -> String {
         Observable::Kpagecount { process, at } => {
             format!("kpagecount of {process} at {}", addr_text(at))
         }
+        Observable::FrameFlags { frame, flag } => format!("kpageflags KPF_{flag} of frame {frame}"),
         Observable::LruGen { cgroup, field } => format!("lru_gen {field:?} of {cgroup}"),
         Observable::LockStat { class, column } => format!("lock_stat {column:?} of {class}"),
         Observable::MapsCount { process } => format!("lines of /proc/{process}/maps"),

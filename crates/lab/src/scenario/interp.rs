@@ -24,6 +24,8 @@ pub enum Value {
     Io(mm::types::ids::DioId),
     /// A System V shared memory segment's id.
     Shm(i32),
+    /// A page frame number read from pagemap (0 when nothing was present).
+    Frame(u64),
 }
 
 /// Why a name that the parser saw bound may hold no value at run time.
@@ -62,6 +64,13 @@ impl Names {
         match self.values.get(name) {
             Some(Value::Shm(id)) => Ok(*id),
             _ => Err(format!("`{name}` is not a System V segment{UNBOUND}")),
+        }
+    }
+
+    pub fn frame(&self, name: &str) -> Result<u64, String> {
+        match self.values.get(name) {
+            Some(Value::Frame(pfn)) => Ok(*pfn),
+            _ => Err(format!("`{name}` is not a frame{UNBOUND}")),
         }
     }
 
@@ -281,6 +290,7 @@ pub async fn execute(t: &Thread, op: &Op, env: &RefCell<Env>) -> OpResult {
         | OpKind::Touch { .. }
         | OpKind::ReadBytes { .. }
         | OpKind::Mincore { .. }
+        | OpKind::Pagemap { .. }
         | OpKind::WriteBytes { .. }
         | OpKind::ProcMemWrite { .. }
         | OpKind::Increment { .. }
@@ -402,6 +412,7 @@ async fn memory_op(t: &Thread, op: &Op, env: &RefCell<Env>) -> Result<Outcome, S
         }
         OpKind::ReadBytes { addr: a, len } => Outcome::Data(t.read_bytes(addr(a)?, *len).await?),
         OpKind::Mincore { addr: a, len } => Outcome::Data(t.mincore(addr(a)?, *len).await?),
+        OpKind::Pagemap { addr: a } => Outcome::Bound(Value::Frame(t.pagemap_pfn(addr(a)?)?)),
         OpKind::WriteBytes { addr: a, data } => {
             t.write_bytes(addr(a)?, data).await?;
             Outcome::Done
@@ -756,6 +767,7 @@ fn neutral(result: &Result<Outcome, SysError>) -> String {
                 Value::Pipe(..) => "a pipe",
                 Value::Io(_) => "a request",
                 Value::Shm(_) => "a segment",
+                Value::Frame(_) => "a frame",
             };
             format!("success ({kind})")
         }

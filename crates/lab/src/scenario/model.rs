@@ -425,6 +425,10 @@ pub enum OpKind {
         addr: AddrExpr,
         len: u64,
     },
+    /// Reads the PFN `/proc/self/pagemap` shows at `addr` (as root), bound as a frame.
+    Pagemap {
+        addr: AddrExpr,
+    },
     WriteBytes {
         addr: AddrExpr,
         data: Vec<u8>,
@@ -658,6 +662,7 @@ impl OpKind {
             OpKind::Touch { .. } => "touch",
             OpKind::ReadBytes { .. } => "read_bytes",
             OpKind::Mincore { .. } => "mincore",
+            OpKind::Pagemap { .. } => "pagemap",
             OpKind::WriteBytes { .. } => "write_bytes",
             OpKind::ProcMemWrite { .. } => "proc_mem_write",
             OpKind::Increment { .. } => "increment",
@@ -707,6 +712,7 @@ impl OpKind {
             OpKind::Pin { .. } | OpKind::IoUringRegister { .. } => Some(ValueKind::Hold),
             OpKind::Pipe => Some(ValueKind::Pipe),
             OpKind::PreadDirect { submit: true, .. } => Some(ValueKind::Io),
+            OpKind::Pagemap { .. } => Some(ValueKind::Frame),
             _ => None,
         }
     }
@@ -728,6 +734,8 @@ pub enum ValueKind {
     Io,
     /// A System V shared memory segment's id.
     Shm,
+    /// A page frame number (`pagemap`).
+    Frame,
 }
 
 /// The field of `struct shmid_ds` a `shmctl` with `IPC_STAT` reads.
@@ -781,6 +789,7 @@ impl ValueKind {
             ValueKind::Layout => "an exec layout",
             ValueKind::Io => "an asynchronous read (`pread_direct` with `async`)",
             ValueKind::Shm => "a System V segment (`shmget`)",
+            ValueKind::Frame => "a frame (`pagemap`)",
         }
     }
 }
@@ -860,6 +869,9 @@ pub enum Observable {
     Kpageflags { process: String, at: AddrExpr, flag: String },
     /// `/proc/kpagecount` of the frame pagemap gives at `at`.
     Kpagecount { process: String, at: AddrExpr },
+    /// A `/proc/kpageflags` bit of a frame bound earlier by `pagemap` (`KPF_BUDDY` once it is
+    /// free, whoever maps the address now).
+    FrameFlags { frame: String, flag: String },
     /// A number of a cgroup's multi-gen LRU as `/sys/kernel/debug/lru_gen` shows it.
     LruGen { cgroup: String, field: LruGenField },
     /// A `/proc/lock_stat` column of a lock class, since boot or since the last write of `0`.

@@ -504,8 +504,8 @@ impl<'a> Parser<'a> {
         let cmp = self.comparison(&f, node.line)?;
         let when = f.get("when").map(|w| self.when(w)).transpose()?.unwrap_or_default();
         let known = [
-            kind, "process", "at", "cgroup", "path", "fd", "index", "seq", "column", "equals",
-            "kb", "is", "holds", "at_least", "at_most",
+            kind, "process", "at", "cgroup", "path", "fd", "index", "seq", "column", "frame",
+            "equals", "kb", "is", "holds", "at_least", "at_most",
         ];
         f.finish(&[&known[..], &["when"]].concat())?;
         Ok(Expect { line: node.line, what, cmp, when })
@@ -665,6 +665,10 @@ impl<'a> Parser<'a> {
     /// A `/proc/kpageflags` bit (`kpageflags = "THP"`) or `/proc/kpagecount` (`kpagecount =
     /// true`) at `process`'s address `at`.
     fn kpage_observable(&self, f: &Fields<'_>, kind: &str) -> Result<Observable, ScenarioError> {
+        if kind == "kpageflags" && f.get("frame").is_some() {
+            let flag = self.kpf_name(f)?;
+            return Ok(Observable::FrameFlags { frame: f.string("frame")?, flag });
+        }
         let (process, at) = (f.string("process")?, f.addr("at")?);
         if kind == "kpagecount" {
             if f.opt_bool("kpagecount")? != Some(true) {
@@ -673,6 +677,11 @@ impl<'a> Parser<'a> {
             }
             return Ok(Observable::Kpagecount { process, at });
         }
+        Ok(Observable::Kpageflags { process, at, flag: self.kpf_name(f)? })
+    }
+
+    /// A `kpageflags = "NAME"` bit (`KPF_` optional), checked against the kernel's names.
+    fn kpf_name(&self, f: &Fields<'_>) -> Result<String, ScenarioError> {
         let flag = f.string("kpageflags")?;
         let flag = flag.strip_prefix("KPF_").unwrap_or(&flag).to_string();
         if mm::fs::proc::page::kpf_bit(&flag).is_none() {
@@ -682,7 +691,7 @@ impl<'a> Parser<'a> {
                 format!("unknown kpageflags bit `{flag}`: expected one of {}", names.join(", ")),
             ));
         }
-        Ok(Observable::Kpageflags { process, at, flag })
+        Ok(flag)
     }
 
     /// A `model = NAME` observable, the older spelling of two inspected fields:

@@ -227,6 +227,7 @@ fn observable_process(what: &Observable) -> (Option<&String>, Option<&AddrExpr>)
         | Observable::MemoryStat { .. }
         | Observable::LruGen { .. }
         | Observable::LockStat { .. }
+        | Observable::FrameFlags { .. }
         | Observable::Sysfs { .. }
         | Observable::Fstat { file: FileRef::Path(_), .. }
         | Observable::Inspect { .. }
@@ -287,6 +288,11 @@ fn fd(f: &str) -> Vec<(String, ValueKind)> {
     vec![(f.to_string(), ValueKind::Fd)]
 }
 
+/// Descriptor `f` and the names of the addresses `a`.
+fn fd_and<'a>(f: &str, a: impl IntoIterator<Item = &'a AddrExpr>) -> Vec<(String, ValueKind)> {
+    fd(f).into_iter().chain(a.into_iter().flat_map(addr)).collect()
+}
+
 /// The names a userfaultfd operation reads.
 fn uffd_refs(u: &UffdOp) -> Vec<(String, ValueKind)> {
     match u {
@@ -336,13 +342,13 @@ fn op_refs(k: &OpKind) -> Vec<(String, ValueKind)> {
         | OpKind::Fadvise { fd: f, .. }
         | OpKind::Write { fd: f, .. }
         | OpKind::Fallocate { fd: f, .. } => fd(f),
-        OpKind::Read { fd: f, buf, .. } => {
-            fd(f).into_iter().chain(buf.iter().flat_map(addr)).collect()
-        }
+        OpKind::Read { fd: f, buf, .. } => fd_and(f, buf),
         OpKind::PreadDirect { fd: f, buf: a, .. }
         | OpKind::PwriteFrom { fd: f, buf: a, .. }
-        | OpKind::Vmsplice { fd: f, addr: a, .. } => fd(f).into_iter().chain(addr(a)).collect(),
-        OpKind::Pin { addr: a, .. } | OpKind::IoUringRegister { addr: a, .. } => addr(a),
+        | OpKind::Vmsplice { fd: f, addr: a, .. } => fd_and(f, [a]),
+        OpKind::Pin { addr: a, .. }
+        | OpKind::IoUringRegister { addr: a, .. }
+        | OpKind::Pagemap { addr: a } => addr(a),
         OpKind::PinRead { hold, .. }
         | OpKind::Unpin { hold }
         | OpKind::IoUringUnregister { hold } => vec![(hold.clone(), ValueKind::Hold)],

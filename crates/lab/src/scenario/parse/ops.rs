@@ -69,7 +69,7 @@ impl Parser<'_> {
             return Err(self.err(f.line_of("op"), why));
         }
         Err(self.err(f.line_of("op"), format!(
-            "unknown operation `{name}`: expected one of mmap, munmap, mremap, mprotect, madvise, mlock, mlock2, munlock, mlockall, munlockall, msync, brk, open, memfd_create, shmget, shmat, shmdt, shmctl, close, dup, read, write, truncate, ftruncate, fallocate, fsync, fork, exit, exec, touch, read_bytes, write_bytes, increment, mincore, run, pin, pin_read, unpin, io_uring_register_buffers, userfaultfd, uffdio_api, uffdio_register, uffdio_unregister, uffdio_copy, uffdio_zeropage, uffd_read, io_uring_unregister_buffers, read_fixed, write_fixed, pread_direct, pwrite, complete, clear_refs, pipe, vmsplice, sleep, fadvise, memory_reclaim, prctl, sysfs_write, repeat, notify, wait"
+            "unknown operation `{name}`: expected one of mmap, munmap, mremap, mprotect, madvise, mlock, mlock2, munlock, mlockall, munlockall, msync, brk, open, memfd_create, shmget, shmat, shmdt, shmctl, close, dup, read, write, truncate, ftruncate, fallocate, fsync, fork, exit, exec, touch, read_bytes, write_bytes, increment, mincore, pagemap, run, pin, pin_read, unpin, io_uring_register_buffers, userfaultfd, uffdio_api, uffdio_register, uffdio_unregister, uffdio_copy, uffdio_zeropage, uffd_read, io_uring_unregister_buffers, read_fixed, write_fixed, pread_direct, pwrite, complete, clear_refs, pipe, vmsplice, sleep, fadvise, memory_reclaim, prctl, sysfs_write, repeat, notify, wait"
         )))
     }
 
@@ -120,6 +120,7 @@ impl Parser<'_> {
                 OpKind::ReadBytes { addr: f.addr("addr")?, len: f.size("len")?.as_u64() }
             }
             "mincore" => OpKind::Mincore { addr: f.addr("addr")?, len: f.mincore_len()? },
+            "pagemap" => OpKind::Pagemap { addr: f.addr("addr")? },
             "write_bytes" => OpKind::WriteBytes { addr: f.addr("addr")?, data: f.data()? },
             "proc_mem_write" => OpKind::ProcMemWrite { addr: f.addr("addr")?, data: f.data()? },
             "increment" => OpKind::Increment { addr: f.addr("addr")? },
@@ -746,6 +747,7 @@ fn op_keys(kind: &OpKind) -> &'static [&'static str] {
         OpKind::Exec { .. } => &["path", "text", "rodata", "data", "bss", "stack"],
         OpKind::Touch { .. } => &["addr", "len", "access"],
         OpKind::ReadBytes { .. } | OpKind::Mincore { .. } => &["addr", "len"],
+        OpKind::Pagemap { .. } => &["addr"],
         OpKind::WriteBytes { .. } | OpKind::ProcMemWrite { .. } => {
             &["addr", "data", "data_hex", "fill", "len"]
         }

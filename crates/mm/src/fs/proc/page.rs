@@ -10,7 +10,10 @@
 //! anonymous or on an LRU list (v6.8's rule, which marks multi-size THPs and large page-cache
 //! folios too; v6.10's "large and rmappable" reads the same for the model's folios), `KPF_ZERO_PAGE` for
 //! the zero page and the huge zero page (which also has `KPF_THP`), `KPF_BUDDY` for a free
-//! frame, `KPF_NOPAGE` where there is no frame. Every bit shown predates the modelled range
+//! frame (approximation: the model frees to the buddy lists at once, where the kernel first
+//! keeps a freed order-0 page on a per-CPU list, `PageBuddy` unset, until the list drains: on a
+//! real kernel a just-freed page usually shows no `KPF_BUDDY`), `KPF_NOPAGE` where there is no
+//! frame. Every bit shown predates the modelled range
 //! (v4.0): `KPF_ZERO_PAGE` came in v4.0 (56873f43abdc "mm: page_alloc: expose the zero page
 //! in /proc/kpageflags", not verified); the later bits (`KPF_IDLE` v4.3, `KPF_PGTABLE` v4.19,
 //! `KPF_OFFLINE` v5.0) are about state the model does not keep and are never set. A page KSM
