@@ -49,6 +49,18 @@ use simcore::{Bytes, VirtAddr};
 /// The logical block size O_DIRECT aligns to.
 const LOGICAL_BLOCK: u64 = 512;
 
+/// Whether the buffer, length and offset sit on logical blocks (else EINVAL).
+fn aligned(buf: VirtAddr, len: u64, pos: u64) -> bool {
+    [buf.0, len, pos].iter().all(|v| v.is_multiple_of(LOGICAL_BLOCK))
+}
+
+/// The first page of `[buf, buf + n)` and how many pages it spans (EFAULT past the top).
+fn span(buf: VirtAddr, n: u64) -> Result<(VirtAddr, u64), Errno> {
+    let first = buf.align_down(Bytes::PAGE);
+    let end = (buf + Bytes(n)).align_up(Bytes::PAGE).ok_or(Errno::EFAULT)?;
+    Ok((first, end.offset_from(first).pages_ceil()))
+}
+
 /// `pread` on an O_DIRECT descriptor into `buf`: the submission, then the device as its own
 /// task, which writes the held pages after the device latency; the reader sleeps until then.
 pub(crate) async fn direct_read(
@@ -92,7 +104,7 @@ pub(crate) async fn submit_read(
         crate::arch::uaccess::write_user(cx, mm, buf, &data).await?;
         return Ok(Submitted::Done(n));
     }
-    if ![buf.0, len, pos].iter().all(|v| v.is_multiple_of(LOGICAL_BLOCK)) {
+    if !aligned(buf, len, pos) {
         return Err(Errno::EINVAL.into());
     }
     let size = cx.st().inodes[inode].size;
@@ -101,12 +113,7 @@ pub(crate) async fn submit_read(
         return Ok(Submitted::Done(0));
     }
     writeback(cx, inode).await;
-    let first = buf.align_down(Bytes::PAGE);
-    let nr = (buf + Bytes(n))
-        .align_up(Bytes::PAGE)
-        .ok_or(Errno::EFAULT)?
-        .offset_from(first)
-        .pages_ceil();
+    let (first, nr) = span(buf, n)?;
     let flags = GupFlags {
         write: true,
         pin: crate::era::odirect_pins(cx.kernel().version),
@@ -175,7 +182,7 @@ pub(crate) async fn direct_write(
         let data = crate::arch::uaccess::read_user(cx, mm, buf, len).await?;
         return Ok(fs.write_iter(cx, inode, pos, &data).await?);
     }
-    if ![buf.0, len, pos].iter().all(|v| v.is_multiple_of(LOGICAL_BLOCK)) {
+    if !aligned(buf, len, pos) {
         return Err(Errno::EINVAL.into());
     }
     let size = cx.st().inodes[inode].size;
@@ -188,11 +195,10 @@ pub(crate) async fn direct_write(
         return Ok(0);
     }
     invalidate_range(cx, inode, pos, n).await;
-    let first = buf.align_down(Bytes::PAGE);
-    let nr = (buf + Bytes(n)).align_up(Bytes::PAGE).ok_or(Errno::EFAULT)?.offset_from(first);
+    let (first, nr) = span(buf, n)?;
     let flags =
         GupFlags { pin: crate::era::odirect_pins(cx.kernel().version), ..GupFlags::default() };
-    let held = get_user_pages(cx, mm, first, nr.pages_ceil(), flags).await?;
+    let held = get_user_pages(cx, mm, first, nr, flags).await?;
     let done = cx.completion("dio_done");
     let io = cx.block_io(n.div_ceil(4096));
     cx.spawn_kthread("dio", move |dev| async move {
