@@ -1388,6 +1388,14 @@ pub fn split_maps_zero_subpages(k: KernelVersion) -> bool {
     k >= v(6, 12)
 }
 
+/// The anonymous collapse needs at least one writable PTE in the range (`SCAN_PAGE_RO`), in the
+/// scan and in the re-check under the PMD lock, until "mm: enable khugepaged anonymous collapse
+/// on non-writable regions" (Dev Jain, b9f85966d1be, v6.18; the THP is then mapped writable
+/// only where the VMA is, `maybe_pmd_mkwrite`).
+pub fn collapse_needs_writable_pte(k: KernelVersion) -> bool {
+    k < v(6, 18)
+}
+
 /// The zero-page PTE such a split installs keeps the soft-dirty bit of the entry it replaces
 /// ("mm/rmap: fix soft-dirty and uffd-wp bit loss when remapping zero-filled mTHP subpage to
 /// shared zeropage", v6.18 and the stable trees from 6.17.4; commit id not verified); from
