@@ -348,7 +348,7 @@ async fn swapin_anon_range(cx: &Cx, mm: MmId, start: VirtAddr, end: VirtAddr) {
                 continue;
             }
         }
-        cx.sleep(cx.block_io(1)).await;
+        crate::page_io::swap_read_folio(cx, new).await;
         folio_unlock(cx, new);
     }
 }

@@ -57,6 +57,8 @@
 //! the swap cache and `swapin_readahead`; `page-cluster` readahead therefore plays no part, and
 //! its absence from the model (`swap.rs`) costs nothing here.
 
+mod loss;
+
 use super::sensitivity::WAKEUP_LATENCY;
 use super::{
     Direction, Experiment, Figure, FreeParam, Progress, Published, Report, Row, Scale, Series,
@@ -237,6 +239,8 @@ struct CaseRun {
     mmap_lock_wait: SimDuration,
     /// Young PTEs of the input whose accessed bit `munmap` passed to their folios.
     zap_mark_accessed: u64,
+    /// Where the worker threads' time went.
+    worker: loss::WorkerTime,
 }
 
 /// The encoder's resident footprint with `state_mib` of state, in GiB at full size.
@@ -307,6 +311,7 @@ fn run_case(
         mmap_lock_contentions: contentions,
         mmap_lock_wait: SimDuration::from_ns(wait_ns),
         zap_mark_accessed: marked,
+        worker: loss::WorkerTime::of(&m, &r),
     })
 }
 
@@ -416,6 +421,8 @@ fn measure(setup: &Setup, progress: &mut dyn Progress) -> Result<Report, String>
     let (classic, mglru, noreuse) = (&runs[0], &runs[1], &runs[2]);
     let mut rows = headline(classic, mglru, noreuse);
     rows.extend(case_rows(&runs));
+    let workers: Vec<_> = Case::ALL.iter().zip(&runs).map(|(c, r)| (c.name(), r.worker)).collect();
+    rows.extend(loss::rows(&workers, divisor(scale)));
     // The footprint sweep: the headline's runs at its state, two more runs at each other (none
     // at a point of `--sensitivity`, which reads the headline rows only).
     let states =
