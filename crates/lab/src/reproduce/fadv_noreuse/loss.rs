@@ -17,24 +17,37 @@ use super::super::Row;
 use engine::TaskStats;
 use mm::types::delayacct::TaskDelays;
 use simcore::SimDuration;
+use std::collections::BTreeMap;
 use workload::encoder::Results;
 
 /// The encoder's worker threads' name (`workload::encoder`).
 const WORKER: &str = "svt-enc";
 
 /// The workers' time over the measured phase, summed over the workers, in ns of the scaled run.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub(super) struct WorkerTime {
     /// Workers times the span from the first start to the last end.
     span: u64,
     stats: TaskStats,
     delays: TaskDelays,
     idle: u64,
+    /// Each lock class's contended wait over the phase, every task's (`/proc/lock_stat`'s
+    /// `waittime-total`), in ns.
+    lock_waits: BTreeMap<&'static str, u128>,
+}
+
+/// Each lock class's total contended wait so far, in ns.
+pub(super) fn lock_waits(m: &mm::Machine) -> BTreeMap<&'static str, u128> {
+    m.handle().lock_stats().iter().map(|c| (c.name, c.wait_ns.sum())).collect()
 }
 
 impl WorkerTime {
     /// Reads the figures of the encoder's workers once the measured phase has ended.
-    pub(super) fn of(m: &mm::Machine, r: &Results) -> WorkerTime {
+    pub(super) fn of(
+        m: &mm::Machine,
+        r: &Results,
+        waits_before: &BTreeMap<&'static str, u128>,
+    ) -> WorkerTime {
         let h = m.handle();
         let workers: Vec<_> = h.tasks().into_iter().filter(|&t| h.task_name(t) == WORKER).collect();
         let mut w = WorkerTime::default();
@@ -51,6 +64,10 @@ impl WorkerTime {
             w.delays.swapin.total += d.swapin.total;
             w.delays.thrashing.total += d.thrashing.total;
             w.delays.freepages.total += d.freepages.total;
+        }
+        for (name, ns) in lock_waits(m) {
+            let before = waits_before.get(name).copied().unwrap_or(0);
+            w.lock_waits.insert(name, ns.saturating_sub(before));
         }
         if let (Some(start), Some(&last)) = (r.start, r.ends.iter().max()) {
             let n = workers.len() as u64;
@@ -122,6 +139,14 @@ pub(super) fn rows(cases: &[(&str, WorkerTime)], divisor: u64) -> Vec<Row> {
     for ((what, a), (_, b)) in classic.delays().into_iter().zip(mglru.delays()) {
         let name = format!("mglru loss vs classic: {what}");
         rows.push(Row::level(&name, "worker-s", delta(a.as_ns(), b.as_ns())));
+    }
+    for (name, &a) in &classic.lock_waits {
+        let b = mglru.lock_waits.get(name).copied().unwrap_or(0);
+        if a != b {
+            let what = format!("mglru loss vs classic: of which {name} waits (every task's)");
+            let ns = |x: u128| u64::try_from(x).unwrap_or(u64::MAX);
+            rows.push(Row::level(&what, "worker-s", delta(ns(a), ns(b))));
+        }
     }
     let loss = delta(classic.span, mglru.span);
     rows.push(Row::level("mglru loss vs classic: wall time x workers", "worker-s", loss));
