@@ -315,7 +315,8 @@ pub(crate) async fn get_user_pages(
     nr: u64,
     flags: GupFlags,
 ) -> Result<GupPages, Errno> {
-    let mut pages = Vec::with_capacity(nr as usize);
+    // Reserve a batch, not `nr`: a range far larger than memory fails at its first hole.
+    let mut pages = Vec::with_capacity(nr.min(512) as usize);
     if flags.pin {
         cx.st().mm_mut(mm).flags |= MMF_HAS_PINNED;
     }

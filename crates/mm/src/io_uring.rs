@@ -33,6 +33,9 @@ pub(crate) fn check_io_uring(cx: &Cx) -> Result<(), Errno> {
     if io_uring(cx.kernel().version) { Ok(()) } else { Err(Errno::ENOSYS) }
 }
 
+/// The largest buffer `IORING_REGISTER_BUFFERS` takes (`io_buffer_validate`'s `SZ_1G`).
+const MAX_BUFFER: u64 = 1 << 30;
+
 /// `IORING_REGISTER_BUFFERS` of `[addr, addr + len)`: a long-term writable pin, refused per era
 /// for file mappings.
 pub(crate) async fn register_buffers(
@@ -42,6 +45,11 @@ pub(crate) async fn register_buffers(
     len: u64,
 ) -> Result<HoldId, Errno> {
     check_io_uring(cx)?;
+    // `io_buffer_validate`: an empty buffer or one over 1 GiB is EFAULT before anything is
+    // pinned (the limit since fixed buffers arrived, v5.1).
+    if len > MAX_BUFFER {
+        return Err(Errno::EFAULT);
+    }
     let end = addr.0.checked_add(len).filter(|_| len > 0).ok_or(Errno::EFAULT)?;
     let refused = {
         let st = cx.st();
