@@ -23,7 +23,8 @@
 //! - `wakeup`: a thread sleeping in a futex on an idle CPU, woken from another CPU, until it
 //!   runs (`tools/wakeup.c`, the waker sleeping between wake-ups);
 //! - `line_transfer`: two threads on two CPUs passing a counter back and forth through one
-//!   cache line; half the round trip.
+//!   cache line with compare-and-swap; half the round trip (each run the median of its batches
+//!   of 1000 round trips).
 //!
 //! What cannot be measured is refused with what to do (a hugetlb pool too small: how to reserve
 //! one; a single CPU: no wake-up or transfer between CPUs).
@@ -302,8 +303,11 @@ fn wakeup_once(samples: usize) -> Result<f64, String> {
     Ok(median(&mut lat))
 }
 
-/// Half the round trip of a counter passed between CPUs 0 and 1 through one cache line, ns.
+/// Half the round trip of a counter passed between CPUs 0 and 1 through one cache line, ns: the
+/// median over batches of 1000 round trips (a batch in which the host ran something else on
+/// either CPU is an outlier the median drops).
 fn line_once(rounds: u64) -> Result<f64, String> {
+    const BATCH: u64 = 1000;
     let line = Arc::new(AtomicU64::new(0));
     let stop = Arc::new(AtomicBool::new(false));
     let (l, s) = (line.clone(), stop.clone());
@@ -318,20 +322,25 @@ fn line_once(rounds: u64) -> Result<f64, String> {
         Ok(())
     });
     pin(0)?;
-    let t = Instant::now();
-    for r in 0..rounds {
-        while line.compare_exchange(2 * r, 2 * r + 1, Ordering::AcqRel, Ordering::Relaxed).is_err()
-        {
+    let mut batches = Vec::new();
+    for b in 0..rounds.div_ceil(BATCH) {
+        let t = Instant::now();
+        for r in b * BATCH..(b + 1) * BATCH {
+            while line
+                .compare_exchange(2 * r, 2 * r + 1, Ordering::AcqRel, Ordering::Relaxed)
+                .is_err()
+            {
+                std::hint::spin_loop();
+            }
+        }
+        while line.load(Ordering::Acquire) != 2 * (b + 1) * BATCH {
             std::hint::spin_loop();
         }
+        batches.push(t.elapsed().as_nanos() as f64 / (2 * BATCH) as f64);
     }
-    while line.load(Ordering::Acquire) != 2 * rounds {
-        std::hint::spin_loop();
-    }
-    let ns = t.elapsed().as_nanos() as f64 / (2 * rounds) as f64;
     stop.store(true, Ordering::Relaxed);
     echo.join().map_err(|_| "the echo thread panicked".to_string())??;
-    Ok(ns)
+    Ok(median(&mut batches))
 }
 
 /// The two figures between CPUs; refused on a single CPU. The calling thread is left free to

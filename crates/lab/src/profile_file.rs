@@ -417,3 +417,77 @@ impl ProfileFile {
         out
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A file with every cost at `epyc-vm`'s figure, `extra` appended to `[costs]`'s lines.
+    fn file_text(top: &str, costs_but: Option<&str>) -> String {
+        let p = Profile::named("epyc-vm").unwrap();
+        let costs: Vec<String> = p
+            .costs
+            .iter()
+            .filter(|(n, _)| Some(*n) != costs_but)
+            .map(|(n, ns)| format!("{n} = {ns}"))
+            .collect();
+        format!("{top}\n[costs]\n{}\n", costs.join("\n"))
+    }
+
+    const TOP: &str = "name = \"box\"\ncpus = 2\nmemory = \"4GiB\"\ntlb = \"epyc-vm\"";
+
+    #[test]
+    fn a_written_file_reads_back_to_the_same_profile() {
+        let mut f = parse("p.toml", &file_text(TOP, None)).unwrap();
+        assert_eq!(f.profile.name, "box");
+        assert_eq!((f.profile.cpus, f.profile.memory), (2, simcore::Bytes::gib(4)));
+        assert_eq!(f.profile.costs, Profile::named("epyc-vm").unwrap().costs);
+        f.profile.costs.set("wakeup_latency", 2_500).unwrap();
+        f.sources[Cost::WakeupLatency.index()] = "wakeup \"futex\"".into();
+        f.measured.push(Measurement {
+            name: "wakeup".into(),
+            ns: 2500.0,
+            runs: vec![2400.0, 2500.0, 2600.0],
+            what: "a futex wake-up".into(),
+        });
+        f.checks.push(LoopCheck {
+            program: "forks".into(),
+            instances: 2,
+            host: 4000.0,
+            host_cpu: 4100.0,
+            model: 4400.0,
+        });
+        let again = parse("p.toml", &f.to_toml()).unwrap();
+        assert_eq!(again.profile.costs, f.profile.costs);
+        assert_eq!(again.profile.description, f.profile.description);
+        assert_eq!(
+            (again.sources, again.measured, again.checks),
+            (f.sources, f.measured, f.checks)
+        );
+    }
+
+    #[test]
+    fn bad_files_name_the_line_and_what_was_expected() {
+        let cases: [(String, usize, &str); 7] = [
+            (file_text(TOP, Some("fault_entry")), 5, "[costs] needs `fault_entry`"),
+            (file_text(&format!("{TOP}\ncolour = 1"), None), 5, "unknown key `colour`"),
+            (file_text(&TOP.replace("\"4GiB\"", "\"lots\""), None), 3, "expected a size"),
+            (file_text(&TOP.replace("cpus = 2", "cpus = 0"), None), 2, "1 to 4096 CPUs"),
+            (file_text(&TOP.replace("epyc-vm", "vax"), None), 4, "expected one of epyc-vm"),
+            (
+                file_text(TOP, None).replace("syscall = 140", "syscall = \"fast\""),
+                6,
+                "cost `syscall`",
+            ),
+            (file_text(TOP, None).replace("syscall = 140", "syscall = 99999999999"), 6, "at most"),
+        ];
+        for (text, line, what) in cases {
+            let e = parse("p.toml", &text).unwrap_err();
+            assert_eq!((e.line, e.file.as_str()), (line, "p.toml"), "{e}\n{text}");
+            assert!(e.message.contains(what), "{e}");
+        }
+        let e = parse("p.toml", "name = ").unwrap_err();
+        assert!(e.to_string().starts_with("p.toml:1: malformed TOML"), "{e}");
+        assert!(load("/nonexistent/p.toml").unwrap_err().to_string().contains("cannot read"));
+    }
+}
