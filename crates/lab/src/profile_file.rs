@@ -115,9 +115,15 @@ pub fn parse(file: &str, text: &str) -> Result<ProfileFile, ScenarioError> {
     let cpus = r.u64(top, "cpus", root.line)?;
     let memory = r.string(top, "memory", root.line)?;
     let line = line_of(top, "memory", root.line);
-    let bytes = parse_size(&memory).ok_or_else(|| {
-        r.err(line, format!("`memory` = {memory:?}: expected a size like \"24GiB\""))
-    })?;
+    // The model places huge pages in whole 2 MiB frames: a machine of a part frame more would
+    // boot without its hugetlb pool.
+    let bytes =
+        parse_size(&memory).filter(|b| b.as_u64().is_multiple_of(2 << 20)).ok_or_else(|| {
+            r.err(
+                line,
+                format!("`memory` = {memory:?}: expected a size of whole 2 MiB like \"24GiB\""),
+            )
+        })?;
     let cpus = u32::try_from(cpus).unwrap_or(u32::MAX);
     profile = profile
         .resized(Some(cpus), Some(bytes))
@@ -468,10 +474,11 @@ mod tests {
 
     #[test]
     fn bad_files_name_the_line_and_what_was_expected() {
-        let cases: [(String, usize, &str); 7] = [
+        let cases: [(String, usize, &str); 8] = [
             (file_text(TOP, Some("fault_entry")), 5, "[costs] needs `fault_entry`"),
             (file_text(&format!("{TOP}\ncolour = 1"), None), 5, "unknown key `colour`"),
             (file_text(&TOP.replace("\"4GiB\"", "\"lots\""), None), 3, "expected a size"),
+            (file_text(&TOP.replace("\"4GiB\"", "\"4097MiB\""), None), 3, "whole 2 MiB"),
             (file_text(&TOP.replace("cpus = 2", "cpus = 0"), None), 2, "1 to 4096 CPUs"),
             (file_text(&TOP.replace("epyc-vm", "vax"), None), 4, "expected one of epyc-vm"),
             (

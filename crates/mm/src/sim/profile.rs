@@ -31,6 +31,10 @@
 //! here); what distinguishes them is their TLB hierarchy and CPU count. Only `arm-a76` fetches
 //! instructions in blocks (one iTLB lookup per 16-byte fetch, as its `iTLB-loads` counts them);
 //! the x86 profiles look the iTLB up once per instruction, an approximation of their fetch.
+//!
+//! Any other machine is a profile file (`lab::profile_file`, docs/profiles.md), which
+//! `mmsim calibrate` writes for the host it runs on with the same measurements and this note's
+//! decomposition (`lab::calibrate`); it takes the TLB geometry of a profile named here.
 
 use crate::arch::tlb::{ArrayGeometry as A, SecondLevel, TlbGeometry, sizes};
 use crate::sim::cost::{Cost, CostTable};
