@@ -154,7 +154,7 @@ pub(crate) fn run(a: &RunArgs) -> u8 {
     if a.on == "host" {
         if a.machine.is_set() || !a.show.is_empty() || !a.inspect.is_empty() {
             return bad("--on host runs the host's own kernel: --kernel, --set, --seed, \
-                        --scheduler, --show and --inspect apply to the model only"
+                        --profile-file, --scheduler, --show and --inspect apply to the model only"
                 .into());
         }
         return crate::host::run_on_host(&a.scenario, &a.native, a.json);
