@@ -21,6 +21,11 @@ pub(crate) struct CalibrateArgs {
     /// Fewer and shorter runs (seconds, not minutes; coarser figures): for tests.
     #[arg(long)]
     quick: bool,
+    /// Run seed 001's native loops at real-time priority (SCHED_FIFO, root only), so that other
+    /// work on a busy host does not take their CPUs: their clock figures then measure the
+    /// kernel, not the host's load (the other figures are timed by CPU time anyway).
+    #[arg(long)]
+    realtime: bool,
     /// Skip the native-against-model check of seed 001's loops.
     #[arg(long)]
     no_check: bool,
@@ -94,7 +99,7 @@ fn native_runs(plan: &Plan, sizes: &LoopSizes) -> Result<Vec<(Program, u32, f64,
         for instances in 1..=most {
             eprintln!("mmsim calibrate: native {} loop, {instances} instance(s)", program.name());
             let runs = (0..plan.runs)
-                .map(|_| loops::rate(program, instances, sizes, loops::window(plan)))
+                .map(|_| loops::rate(program, instances, sizes, plan))
                 .collect::<Result<Vec<loops::Rates>, String>>()?;
             let median = |f: fn(&loops::Rates) -> f64| {
                 measure::median(&mut runs.iter().map(f).collect::<Vec<f64>>())
@@ -149,12 +154,13 @@ fn print_profile(f: &ProfileFile) {
 }
 
 /// The profile's description: the host, the date and the load the figures were taken under.
-fn describe(name: &str, date: &str) -> String {
+fn describe(name: &str, date: &str, plan: &Plan) -> String {
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     format!(
-        "{name}: measured by mmsim calibrate on {date} UTC, {}, load average {} at the end",
+        "{name}: measured by mmsim calibrate on {date} UTC, {}, load average {} at the end{}",
         crate::reproduce::host(),
-        load.split(' ').next().unwrap_or("unknown")
+        load.split(' ').next().unwrap_or("unknown"),
+        if plan.realtime { ", seed 001's loops at SCHED_FIFO" } else { "" }
     )
 }
 
@@ -168,7 +174,8 @@ fn write(file: &ProfileFile, out: &std::path::Path) -> Result<(), String> {
 
 pub(crate) fn run(a: &CalibrateArgs) -> Result<(), String> {
     let start = Instant::now();
-    let plan = if a.quick { Plan::QUICK } else { Plan::FULL };
+    let plan = Plan { realtime: a.realtime, ..if a.quick { Plan::QUICK } else { Plan::FULL } };
+    loops::check_realtime(&plan)?;
     let sizes = if a.quick { CALIBRATION } else { CHECK };
     let kernel = host::support::host_kernel().map_err(|r| r.to_string())?;
     let tlb_of = a.tlb.clone().unwrap_or_else(|| tlb_by_vendor().into());
@@ -187,7 +194,7 @@ pub(crate) fn run(a: &CalibrateArgs) -> Result<(), String> {
     let machine = (measure::cpus() as u32, host_memory());
     let mut file = lab::calibrate::derive(
         &name,
-        &describe(&name, &date),
+        &describe(&name, &date, &plan),
         &tlb_of,
         machine,
         kernel,

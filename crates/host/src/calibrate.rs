@@ -46,11 +46,14 @@ pub struct Plan {
     pub runs: usize,
     /// Operations per run, as a fraction of the full count (1 full, 16 quick).
     pub divisor: u64,
+    /// Run seed 001's loops at real-time priority (`SCHED_FIFO` 1, root only), so that other
+    /// work on the host does not take their CPUs during the window.
+    pub realtime: bool,
 }
 
 impl Plan {
-    pub const FULL: Plan = Plan { runs: 5, divisor: 1 };
-    pub const QUICK: Plan = Plan { runs: 3, divisor: 16 };
+    pub const FULL: Plan = Plan { runs: 5, divisor: 1, realtime: false };
+    pub const QUICK: Plan = Plan { runs: 3, divisor: 16, realtime: false };
 
     fn ops(&self, full: u64) -> u64 {
         (full / self.divisor).max(16)

@@ -129,13 +129,17 @@ fn spawn(
     instances: u32,
     fd: i32,
     sizes: &LoopSizes,
-    window: Duration,
+    plan: &Plan,
 ) -> Result<Vec<i32>, String> {
+    let window = window(plan);
     let mut pids = Vec::new();
     for i in 0..instances as usize {
         match sys::fork().map_err(|e| format!("fork: {e:?}"))? {
             0 => {
                 let _ = pin(i % cpus());
+                if plan.realtime {
+                    realtime();
+                }
                 while shared.go().load(Ordering::Acquire) == 0 {
                     std::thread::sleep(Duration::from_micros(200));
                 }
@@ -173,13 +177,30 @@ pub struct Rates {
     pub cpu: f64,
 }
 
-/// `program` at `instances` instances for `window`, per instance.
+/// Makes this process `SCHED_FIFO` at priority 1 (its forks inherit it); a failure is seen
+/// before any instance starts ([`check_realtime`]).
+fn realtime() {
+    let param = libc::sched_param { sched_priority: 1 };
+    // SAFETY: `param` is a valid sched_param.
+    unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) };
+}
+
+/// Refuses a real-time plan where this process may not take `SCHED_FIFO` (not root).
+pub fn check_realtime(plan: &Plan) -> Result<(), String> {
+    if !plan.realtime || sys::geteuid() == 0 {
+        return Ok(());
+    }
+    Err("--realtime runs seed 001's loops at SCHED_FIFO, which needs root".into())
+}
+
+/// `program` at `instances` instances for `plan`'s window, per instance.
 pub fn rate(
     program: Program,
     instances: u32,
     sizes: &LoopSizes,
-    window: Duration,
+    plan: &Plan,
 ) -> Result<Rates, String> {
+    let window = window(plan);
     if instances == 0 || instances as usize > Shared::MAX {
         return Err(format!("{instances} instances: expected 1 to {}", Shared::MAX));
     }
@@ -193,7 +214,7 @@ pub fn rate(
             .ok_or("the warm-up pass over the hugetlb file failed")?;
         let _ = sys::munmap(at, sizes.file);
         let shared = Shared::new()?;
-        let pids = spawn(&shared, program, instances, fd, sizes, window)?;
+        let pids = spawn(&shared, program, instances, fd, sizes, plan)?;
         std::thread::sleep(Duration::from_millis(20));
         shared.go().store(1, Ordering::Release);
         for pid in &pids {
@@ -224,16 +245,15 @@ pub fn window(plan: &Plan) -> Duration {
 /// The two loops at one instance on [`CALIBRATION`]: ns per page written, ns per fork cycle.
 pub fn calibration_figures(plan: &Plan) -> Result<Vec<Measurement>, String> {
     let sizes = &CALIBRATION;
-    let w = window(plan);
     let what = "seed 001's fault loop, one instance: map a 64 MiB shared hugetlb file, write its \
                 32 pages, unmap; per page";
     let faults = figure(plan, "hugetlb_fault_page", what, || {
-        Ok(1e9 / rate(Program::Faults, 1, sizes, w)?.cpu.max(1e-9))
+        Ok(1e9 / rate(Program::Faults, 1, sizes, plan)?.cpu.max(1e-9))
     })?;
     let what = "seed 001's fork loop, one instance: fork, child _exit, waitpid, with a 64 MiB \
                 shared hugetlb mapping (4 pages written); per cycle";
     let forks = figure(plan, "hugetlb_fork_cycle", what, || {
-        Ok(1e9 / rate(Program::Forks, 1, sizes, w)?.cpu.max(1e-9))
+        Ok(1e9 / rate(Program::Forks, 1, sizes, plan)?.cpu.max(1e-9))
     })?;
     Ok(vec![faults, forks])
 }
