@@ -3,8 +3,9 @@
 //! `calibrate --quick` measures this host and writes a file those commands take.
 //!
 //! The calibration needs a hugetlb pool of 32 free 2 MiB pages. As root the test reserves them
-//! and gives them back; otherwise it checks the refusal that says how to reserve them, and fails
-//! instead when `MMSIM_REQUIRE_HOST` is set (CI runs as root).
+//! and gives them back (and runs the loops at `--realtime`); otherwise it checks the refusal that
+//! says how to reserve them, and fails instead when `MMSIM_REQUIRE_HOST` is set (CI runs as
+//! root).
 
 #![allow(clippy::disallowed_types, clippy::disallowed_methods)]
 
@@ -133,7 +134,7 @@ fn calibrate_quick_writes_a_profile_every_command_takes() {
     if free < 32 {
         std::fs::write(POOL, (pool + 32 - free).to_string()).unwrap();
     }
-    let calibrated = mmsim(&["calibrate", "--quick", "-o", o]);
+    let calibrated = mmsim(&["calibrate", "--quick", "--realtime", "-o", o]);
     std::fs::write(POOL, pool.to_string()).unwrap();
     let t = text(&calibrated);
     assert_eq!(calibrated.status.code(), Some(0), "{t}");
