@@ -127,7 +127,8 @@ fn bless(test: &str, file: &str) -> Result<(), String> {
 
 /// The fuzz targets, as in `mmsim_cli::fuzz::TARGETS` (xtask depends on no crate of the
 /// workspace; the harness refuses a name it does not have).
-const FUZZ_TARGETS: [&str; 7] = ["scenario", "trace", "maps", "program", "replay", "block", "cli"];
+const FUZZ_TARGETS: [&str; 8] =
+    ["scenario", "profile", "trace", "maps", "program", "replay", "block", "cli"];
 
 /// Installs `cargo afl` and its AFL++ runtime when missing.
 fn afl_installed() -> Result<(), String> {

@@ -21,8 +21,9 @@ use trace::replay::{ReplayOptions, replay as replay_trace};
 pub type Target = fn(&[u8]);
 
 /// The targets, by name: the harness's argument and the regression directories are named so.
-pub const TARGETS: [(&str, Target); 7] = [
+pub const TARGETS: [(&str, Target); 8] = [
     ("scenario", scenario),
+    ("profile", profile),
     ("trace", trace),
     ("maps", maps),
     ("program", program),
@@ -51,6 +52,25 @@ pub fn scenario(data: &[u8]) {
     let o = Overrides {
         host_budget: Some(HostBudget { bytes: HOST }),
         max_events: Some(EVENTS),
+        ..Overrides::default()
+    };
+    let _ = lab::scenario::run::run(&s, &o, &mut |_| {});
+}
+
+/// A profile file (`mmsim calibrate`'s output): parsed, and when it parses, a shipped scenario
+/// run on its machine.
+pub fn profile(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else { return };
+    let Ok(file) = lab::profile_file::parse("fuzz.toml", text) else { return };
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let Ok(s) = lab::scenario::run::load(&root.join("scenarios/fork-cow.toml").to_string_lossy())
+    else {
+        return;
+    };
+    let o = Overrides {
+        host_budget: Some(HostBudget { bytes: HOST }),
+        max_events: Some(EVENTS),
+        profile: Some(file.profile),
         ..Overrides::default()
     };
     let _ = lab::scenario::run::run(&s, &o, &mut |_| {});
@@ -177,6 +197,7 @@ pub fn seeds(target: &str, root: &Path) -> std::io::Result<Vec<(String, Vec<u8>)
                 seeds.push((format!("{t}.cut"), raw[..raw.len().min(512)].to_vec()));
             }
         }
+        "profile" => seeds.push(("profiles/vm.toml".into(), read("profiles/vm.toml")?)),
         "maps" => {
             for m in ["traces/sum.maps", "traces/bigtext.maps"] {
                 seeds.push((m.to_string(), read(m)?));

@@ -8,6 +8,7 @@
 #![allow(clippy::disallowed_types, clippy::disallowed_methods)]
 
 mod bench;
+mod calibrate;
 mod demo;
 mod explore;
 pub mod fuzz;
@@ -54,6 +55,10 @@ enum Command {
     /// Record a real program's memory references and address space under qemu-user into a
     /// recorded program (`mmsim replay FILE` replays it); exit 2 when the host cannot record.
     Record(record::RecordArgs),
+    /// Measure this machine's basic costs natively and write a profile named after the host
+    /// (`profiles/HOST.toml`), with seed 001's hugetlb loops run natively and in the model on it
+    /// side by side; exit 2 when something cannot be measured (docs/profiles.md).
+    Calibrate(calibrate::CalibrateArgs),
     /// Swarm testing of the model: random valid scenarios with every checker on; exit 1 with
     /// each bug's seed and minimised scenario when one is found.
     Swarm(swarm::SwarmArgs),
@@ -92,6 +97,7 @@ pub fn main_with_args(args: impl IntoIterator<Item = impl Into<OsString> + Clone
         Command::List(a) => return list::run(&a),
         Command::Trace(c) => return replay::trace_command(&c),
         Command::Reproduce(a) => reproduce::run(&a),
+        Command::Calibrate(a) => calibrate::run(&a),
         Command::Demo(d) => demo::run(&d),
         Command::Bench(b) => bench::run(&b),
     };

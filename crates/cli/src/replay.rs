@@ -76,6 +76,10 @@ pub(crate) struct ReplayArgs {
     /// Machine profile (its TLB geometry and costs): epyc-vm, tiny, xeon-spr, arm-a76.
     #[arg(long, default_value = "epyc-vm")]
     profile: String,
+    /// Replay on the machine of a profile file instead (`mmsim calibrate` writes one;
+    /// docs/profiles.md).
+    #[arg(long, value_name = "PATH", conflicts_with = "profile")]
+    profile_file: Option<String>,
     /// Back executable file mappings with 2 MiB pages where alignment allows: off, or collapse
     /// (`MADV_COLLAPSE` over them before the first reference).
     #[arg(long, default_value = "off", conflicts_with = "cache")]
@@ -130,9 +134,13 @@ fn bad(e: impl std::fmt::Display) -> u8 {
 }
 
 pub(crate) fn run(a: &ReplayArgs) -> u8 {
-    let profile = match mm::Profile::named(&a.profile) {
+    let profile = match &a.profile_file {
+        Some(path) => crate::calibrate::load_profile(path),
+        None => mm::Profile::named(&a.profile).map_err(|e| format!("--profile: {e}")),
+    };
+    let profile = match profile {
         Ok(p) => p,
-        Err(e) => return bad(format!("--profile: {e}")),
+        Err(e) => return bad(e),
     };
     if a.cache.is_some() {
         return run_page_cache(a, profile);

@@ -32,6 +32,12 @@ pub(crate) struct ReproduceArgs {
     /// it as non-default. Repeatable.
     #[arg(long = "set", value_name = "KEY=VALUE")]
     sets: Vec<String>,
+    /// Run every experiment with the costs of a profile file (`mmsim calibrate` writes one;
+    /// docs/profiles.md): each cost that differs from the experiment's profile is set as
+    /// `--set cost.NAME=ns` would set it (and marked so in the report; a `--set` still wins).
+    /// The CPU count, memory and TLBs stay the experiment's, which model the seed's machine.
+    #[arg(long, value_name = "PATH")]
+    profile_file: Option<String>,
     /// Print report.json's content (provenance, summary, experiments) instead of the tables.
     #[arg(long)]
     json: bool,
@@ -150,7 +156,7 @@ fn commit() -> String {
 }
 
 /// The host's name, CPU model and CPU count.
-fn host() -> String {
+pub(crate) fn host() -> String {
     let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
     let name = read("/proc/sys/kernel/hostname").trim().to_string();
     let cpuinfo = read("/proc/cpuinfo");
@@ -165,7 +171,7 @@ fn host() -> String {
 }
 
 /// The UTC time now, `YYYY-MM-DD HH:MM` (days to civil date: H. Hinnant's algorithm).
-fn now_utc() -> String {
+pub(crate) fn now_utc() -> String {
     let secs = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
@@ -205,7 +211,11 @@ pub(crate) fn run(args: &ReproduceArgs) -> Result<(), String> {
         args.experiments.iter().map(|n| find(n)).collect::<Result<_, _>>()?
     };
     let seeds = seeds(&args.seeds)?;
-    let overrides = sets(&args.sets)?;
+    let mut overrides = match &args.profile_file {
+        Some(path) => crate::calibrate::cost_sets(&crate::calibrate::load_profile(path)?),
+        None => Vec::new(),
+    };
+    overrides.extend(sets(&args.sets)?);
     let scale = if args.quick { Scale::Quick } else { Scale::Full };
     let threads =
         args.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));

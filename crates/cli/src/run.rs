@@ -21,6 +21,10 @@ pub(crate) struct OverrideArgs {
     /// (`read_ahead_kb=0`, `fault_around_bytes=4096`). Repeatable.
     #[arg(long = "set", value_name = "KEY=VALUE")]
     sets: Vec<String>,
+    /// Run on the machine of a profile file (`mmsim calibrate` writes one; docs/profiles.md)
+    /// instead of the scenario's `profile`; its `cpus`, `memory` and `costs` still apply.
+    #[arg(long, value_name = "PATH")]
+    profile_file: Option<String>,
     /// Scheduler: time-ordered, random, pct, pct:DEPTH or pct:DEPTH:STEPS.
     #[arg(long)]
     scheduler: Option<String>,
@@ -47,6 +51,7 @@ impl OverrideArgs {
         self.seed.is_some()
             || self.kernel.is_some()
             || !self.sets.is_empty()
+            || self.profile_file.is_some()
             || self.scheduler.is_some()
             || self.check_every_step
             || self.host_budget.is_some()
@@ -67,6 +72,9 @@ impl OverrideArgs {
                 Some(s.parse().map_err(|e: engine::ConfigError| format!("--scheduler: {e}"))?);
         }
         kernel_and_sets(&mut o, self.kernel.as_deref(), &self.sets)?;
+        if let Some(path) = &self.profile_file {
+            o.profile = Some(crate::calibrate::load_profile(path)?);
+        }
         if let Some(b) = &self.host_budget {
             let bytes = lab::scenario::parse::parse_size(b)
                 .filter(|b| b.as_u64() > 0)
@@ -146,7 +154,7 @@ pub(crate) fn run(a: &RunArgs) -> u8 {
     if a.on == "host" {
         if a.machine.is_set() || !a.show.is_empty() || !a.inspect.is_empty() {
             return bad("--on host runs the host's own kernel: --kernel, --set, --seed, \
-                        --scheduler, --show and --inspect apply to the model only"
+                        --profile-file, --scheduler, --show and --inspect apply to the model only"
                 .into());
         }
         return crate::host::run_on_host(&a.scenario, &a.native, a.json);

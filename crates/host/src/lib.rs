@@ -13,7 +13,9 @@
 //! - `sys.rs`: the system calls, over the `libc` crate;
 //! - `observe.rs`: the host's files read by comparison class;
 //! - `diff.rs`: the kernel against the model;
-//! - `guest.rs`: the same in a Debian kernel booted under qemu, for other eras and swap.
+//! - `guest.rs`: the same in a Debian kernel booted under qemu, for other eras and swap;
+//! - `calibrate.rs`: the basic costs of a machine profile and seed 001's hugetlb loops, timed
+//!   natively (`mmsim calibrate`).
 //!
 //! This crate is an edge (it does IO, forks and reads the clock); nothing in the simulation
 //! depends on it. See `docs/host.md`.
@@ -23,6 +25,7 @@
 
 mod access;
 mod agent;
+pub mod calibrate;
 mod controller;
 pub mod diff;
 pub mod guest;

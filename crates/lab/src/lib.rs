@@ -5,6 +5,8 @@
 //! File IO and serialisation live here (and in `cli`, `py`), never in the simulation crates.
 
 pub mod budget;
+pub mod calibrate;
+pub mod profile_file;
 pub mod reproduce;
 pub mod scenario;
 pub mod session;

@@ -186,8 +186,8 @@ impl Machine {
 
     /// The machine profile's name.
     #[getter]
-    fn profile(&self) -> &'static str {
-        self.session.machine().config().profile.name
+    fn profile(&self) -> String {
+        self.session.machine().config().profile.name.clone()
     }
 
     #[getter]

@@ -89,6 +89,16 @@ pub struct Overrides {
     pub max_events: Option<u64>,
     /// A task goes on after an operation fails (swarm testing; see `Log::keep_going`).
     pub keep_going: bool,
+    /// A machine profile that replaces the scenario's `profile` (`--profile-file`, a profile
+    /// file's machine); the scenario's `cpus`, `memory` and `costs` still apply on top of it.
+    pub profile: Option<Profile>,
+}
+
+impl Overrides {
+    /// The profile a machine asking for `name` gets: the override's, else the built-in `name`.
+    fn profile(&self, name: &str) -> Result<Profile, String> {
+        self.profile.clone().map_or_else(|| Profile::named(name), Ok)
+    }
 }
 
 /// The outcome of a run.
@@ -169,7 +179,7 @@ pub fn skip_reason(s: &Scenario, config: &MachineConfig) -> Option<String> {
 /// kernel lacks) when `[requires]` excludes that kernel anyway: the skip, not the error.
 fn skipped_unbuildable(s: &Scenario, o: &Overrides) -> Option<Report> {
     let kernel = o.kernel.unwrap_or(s.machine.kernel);
-    let mut config = MachineConfig::new(Profile::named(&s.machine.profile).ok()?, kernel);
+    let mut config = MachineConfig::new(o.profile(&s.machine.profile).ok()?, kernel);
     config.switches = s.machine.switches(kernel).ok()?;
     skip_reason(s, &config).map(|why| Report::skipped(s, &config, why))
 }
@@ -183,8 +193,7 @@ pub fn machine_config(
 ) -> Result<MachineConfig, ScenarioError> {
     let bad = |message: String| ScenarioError { file: file.into(), line: 0, message };
     let kernel = o.kernel.unwrap_or(m.kernel);
-    let profile =
-        Profile::named(&m.profile).and_then(|p| p.resized(m.cpus, m.memory)).map_err(bad)?;
+    let profile = o.profile(&m.profile).and_then(|p| p.resized(m.cpus, m.memory)).map_err(bad)?;
     let mut config = MachineConfig::new(profile, kernel);
     config.switches = m.switches(kernel).map_err(bad)?;
     config.seed = o.seed.unwrap_or(m.seed);

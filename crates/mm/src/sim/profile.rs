@@ -31,6 +31,10 @@
 //! here); what distinguishes them is their TLB hierarchy and CPU count. Only `arm-a76` fetches
 //! instructions in blocks (one iTLB lookup per 16-byte fetch, as its `iTLB-loads` counts them);
 //! the x86 profiles look the iTLB up once per instruction, an approximation of their fetch.
+//!
+//! Any other machine is a profile file (`lab::profile_file`, docs/profiles.md), which
+//! `mmsim calibrate` writes for the host it runs on with the same measurements and this note's
+//! decomposition (`lab::calibrate`); it takes the TLB geometry of a profile named here.
 
 use crate::arch::tlb::{ArrayGeometry as A, SecondLevel, TlbGeometry, sizes};
 use crate::sim::cost::{Cost, CostTable};
@@ -39,7 +43,8 @@ use simcore::Bytes;
 /// A simulated machine.
 #[derive(Clone, Debug)]
 pub struct Profile {
-    pub name: &'static str,
+    /// A built-in profile's name, or a profile file's (`mmsim calibrate` names it after its host).
+    pub name: String,
     pub cpus: u32,
     pub memory: Bytes,
     pub costs: CostTable,
@@ -47,7 +52,7 @@ pub struct Profile {
     pub tlb: TlbGeometry,
     /// CPUs per socket (cache-line transfers between sockets cost more); 0 is one socket.
     pub cpus_per_socket: u32,
-    pub description: &'static str,
+    pub description: String,
 }
 
 /// Linux x86's per-CPU ASID slots (`TLB_NR_DYN_ASIDS`, `arch/x86/include/asm/tlbflush.h`).
@@ -237,40 +242,43 @@ impl Profile {
     pub fn named(name: &str) -> Result<Profile, String> {
         match name {
             "epyc-vm" => Ok(Profile {
-                name: "epyc-vm",
+                name: "epyc-vm".into(),
                 cpus: 2,
                 memory: Bytes::gib(24),
                 costs: epyc_vm_costs(),
                 tlb: zen5(),
                 cpus_per_socket: 0,
-                description: "the development machine: 2 vCPUs of an AMD EPYC KVM guest, 24 GiB",
+                description: "the development machine: 2 vCPUs of an AMD EPYC KVM guest, 24 GiB"
+                    .into(),
             }),
             "tiny" => Ok(Profile {
-                name: "tiny",
+                name: "tiny".into(),
                 cpus: 4,
                 memory: Bytes::mib(512),
                 costs: epyc_vm_costs(),
                 tlb: zen5(),
                 cpus_per_socket: 0,
-                description: "a small machine for tests: 4 CPUs, 512 MiB, epyc-vm costs",
+                description: "a small machine for tests: 4 CPUs, 512 MiB, epyc-vm costs".into(),
             }),
             "xeon-spr" => Ok(Profile {
-                name: "xeon-spr",
+                name: "xeon-spr".into(),
                 cpus: 48,
                 memory: Bytes::gib(256),
                 costs: epyc_vm_costs(),
                 tlb: golden_cove(),
                 cpus_per_socket: 0,
-                description: "a Sapphire Rapids socket: 48 Golden Cove CPUs, 256 GiB, epyc-vm costs",
+                description:
+                    "a Sapphire Rapids socket: 48 Golden Cove CPUs, 256 GiB, epyc-vm costs".into(),
             }),
             "arm-a76" => Ok(Profile {
-                name: "arm-a76",
+                name: "arm-a76".into(),
                 cpus: 4,
                 memory: Bytes::gib(8),
                 costs: epyc_vm_costs(),
                 tlb: cortex_a76(),
                 cpus_per_socket: 0,
-                description: "a phone-class Arm machine: 4 Cortex-A76 CPUs, 8 GiB, epyc-vm costs",
+                description: "a phone-class Arm machine: 4 Cortex-A76 CPUs, 8 GiB, epyc-vm costs"
+                    .into(),
             }),
             _ => Err(format!(
                 "unknown machine profile `{name}`: expected one of {}",
