@@ -19,6 +19,7 @@
 //! era alike, and the 2 MiB mappings the measurement sees are the ones khugepaged made.
 
 use crate::program::{Loader, Object, Program};
+use crate::rebase::Relocation;
 use crate::replay::{FetchStream, ReplayError, ReplayReport, Run};
 use mm::arch::tlb::TlbEvent;
 use mm::{ElfExec, FileSpec, Machine, MachineConfig, MmapArgs, OpenFlags, Pid, Thread, map};
@@ -39,6 +40,9 @@ pub struct ProgramOptions {
     pub warmup: SimDuration,
     /// References each thread replays per pass at most (all when `None`): a shorter window.
     pub max_refs_per_thread: Option<u64>,
+    /// Shared libraries (by file name) placed at a 2 MiB base, their references moved with them
+    /// ([`crate::rebase`]).
+    pub rebase_2m: Vec<String>,
 }
 
 /// Counters of the measured pass.
@@ -70,6 +74,8 @@ pub struct ProgramReport {
     pub file_hugepages: u64,
     /// `FilePmdMapped` (kB) per mapped file, from smaps at the end.
     pub file_pmd_mapped_kb: BTreeMap<String, u64>,
+    /// `AnonHugePages` (kB) of executable anonymous mappings (a JIT's code), from smaps.
+    pub exec_anon_huge_kb: u64,
     /// Libraries whose recorded base is not aligned to their largest `p_align`.
     pub misaligned_libraries: Vec<String>,
     pub outside_mappings: u64,
@@ -111,7 +117,10 @@ pub fn replay_program(
     options: &ProgramOptions,
     progress: &mut dyn FnMut(u64),
 ) -> Result<ProgramReport, ReplayError> {
-    let (program, data) = Program::open(path).map_err(ReplayError::Input)?;
+    let (mut program, data) = Program::open(path).map_err(ReplayError::Input)?;
+    let relocation = crate::rebase::rebase_2m(&mut program, &options.rebase_2m).map_err(|e| {
+        ReplayError::Input(crate::InputError { file: path.to_string(), line: None, message: e })
+    })?;
     let sim = |e: String| ReplayError::Sim(e);
     let mut config = options.config.clone();
     let threads = program.threads.len().max(1) as u32;
@@ -123,7 +132,7 @@ pub fn replay_program(
     let mut machine = Machine::new(config).map_err(sim)?;
     create_files(&mut machine, &program)?;
     let pid = machine.new_process("replay").map_err(|e| sim(format!("{e:?}")))?;
-    let shared = Rc::new(Shared::new(&program, path, data, options));
+    let shared = Rc::new(Shared::new(&program, path, data, options, relocation));
     let (s, advise, warmup) = (shared.clone(), options.advise_hugepage, options.warmup);
     let kernel = machine.kernel_rc();
     machine
@@ -179,6 +188,7 @@ struct Shared {
     max_refs: Option<u64>,
     /// The profile's instruction fetch block (`TlbGeometry::fetch_bytes`).
     fetch_bytes: u32,
+    relocation: Relocation,
 }
 
 /// A snapshot of the counters the report differences.
@@ -192,7 +202,13 @@ struct Mark {
 }
 
 impl Shared {
-    fn new(program: &Program, path: &str, data: u64, options: &ProgramOptions) -> Shared {
+    fn new(
+        program: &Program,
+        path: &str,
+        data: u64,
+        options: &ProgramOptions,
+        relocation: Relocation,
+    ) -> Shared {
         Shared {
             program: program.clone(),
             path: path.to_string(),
@@ -203,6 +219,7 @@ impl Shared {
             marks: RefCell::new(Vec::new()),
             max_refs: options.max_refs_per_thread,
             fetch_bytes: options.config.profile.tlb.fetch_bytes,
+            relocation,
         }
     }
 
@@ -303,6 +320,7 @@ impl Shared {
                 fetch: FetchStream::new(self.fetch_bytes),
                 mark: None,
                 at_mark: None,
+                relocation: self.relocation.clone(),
             };
             let failure: Rc<RefCell<Option<ReplayError>>> = Rc::default();
             let f = failure.clone();
@@ -366,6 +384,7 @@ fn finish(
     let vm = |name: &str| mm::vmstat::vmstat_key(name).expect("a vmstat key");
     let end = machine.vmstat();
     let rep = shared.report.borrow();
+    let smaps = machine.smaps(pid);
     Ok(ProgramReport {
         program: program.program.clone(),
         threads: program.threads.len() as u64,
@@ -378,7 +397,8 @@ fn finish(
         },
         collapse_allocs: end.get(vm("thp_collapse_alloc")),
         file_hugepages: end.get(vm("nr_file_hugepages")),
-        file_pmd_mapped_kb: file_pmd_mapped(&machine.smaps(pid)),
+        file_pmd_mapped_kb: file_pmd_mapped(&smaps),
+        exec_anon_huge_kb: exec_anon_huge(&smaps),
         misaligned_libraries: program
             .objects
             .iter()
@@ -413,9 +433,39 @@ pub fn file_pmd_mapped(smaps: &str) -> BTreeMap<String, u64> {
     out
 }
 
+/// `AnonHugePages` (kB) summed over smaps' executable entries without a path.
+pub fn exec_anon_huge(smaps: &str) -> u64 {
+    let mut exec_anon = false;
+    let mut kb = 0;
+    for line in smaps.lines() {
+        if let Some(v) = line.strip_prefix("AnonHugePages:") {
+            if exec_anon {
+                kb += v.trim().trim_end_matches("kB").trim().parse::<u64>().unwrap_or(0);
+            }
+        } else if line
+            .split_whitespace()
+            .next()
+            .is_some_and(|w| w.contains('-') && !w.ends_with(':'))
+        {
+            let mut w = line.split_whitespace();
+            let perms = w.nth(1).unwrap_or("");
+            exec_anon = perms.contains('x') && w.nth(3).is_none_or(|p| !p.starts_with('/'));
+        }
+    }
+    kb
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn exec_anon_huge_counts_executable_anonymous_entries() {
+        let smaps = "400000-800000 rwxp 00000000 00:00 0 \nAnonHugePages:      2048 kB\n\
+                     800000-a00000 rw-p 00000000 00:00 0 \nAnonHugePages:      2048 kB\n\
+                     a00000-c00000 r-xp 00000000 00:00 1 /lib/a.so\nAnonHugePages:      2048 kB\n";
+        assert_eq!(exec_anon_huge(smaps), 2048);
+    }
 
     #[test]
     fn clip_leaves_out_the_holes() {

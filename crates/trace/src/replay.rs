@@ -23,6 +23,7 @@
 use crate::InputError;
 use crate::input::TraceReader;
 use crate::maps::Mapping;
+use crate::rebase::Relocation;
 use crate::record::{MemRef, RefKind};
 use mm::arch::tlb::TlbEvent;
 use mm::{
@@ -213,6 +214,7 @@ pub fn replay(
         fetch: FetchStream::new(options.profile.tlb.fetch_bytes),
         mark: options.mark,
         at_mark: options.at_mark,
+        relocation: Relocation::default(),
     };
     let (f, maps_file, text_thp) = (failure.clone(), maps_file.to_string(), options.text_thp);
     machine
@@ -328,6 +330,8 @@ pub(crate) struct Run {
     /// When to snapshot the counters ([`ReplayOptions::mark`]), and what to run then.
     pub mark: Option<u64>,
     pub at_mark: Option<fn()>,
+    /// Where moved libraries' references go ([`crate::rebase`]).
+    pub relocation: Relocation,
 }
 
 /// One thread's instruction fetch as the front end makes it (`TlbGeometry::fetch_bytes`): the
@@ -409,10 +413,11 @@ impl Run {
         let mut finished = false;
         let most = (BATCH as u64).min(self.remaining.get());
         while n < most {
-            let Some(x) = reader.next_ref()? else {
+            let Some(mut x) = reader.next_ref()? else {
                 finished = true;
                 break;
             };
+            x.addr = self.relocation.apply(x.addr);
             match x.kind {
                 RefKind::Instr => rep.instructions += 1,
                 RefKind::Load => rep.loads += 1,

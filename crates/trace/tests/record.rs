@@ -21,6 +21,7 @@ fn records_and_replays_a_dynamically_linked_program() {
         args: Vec::new(),
         skip: 1000,
         count: 20_000,
+        period: 0,
         out: out.clone(),
         zstd_level: 3,
     };
@@ -40,6 +41,7 @@ fn records_and_replays_a_dynamically_linked_program() {
         advise_hugepage: false,
         warmup: simcore::SimDuration::from_ms(1000),
         max_refs_per_thread: None,
+        rebase_2m: Vec::new(),
     };
     let report = replay_program(&out, &options, &mut |_| {}).unwrap();
     assert_eq!(report.measured.references, refs);
