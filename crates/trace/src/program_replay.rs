@@ -18,6 +18,7 @@
 //! So a collapse the kernel's rules allow has had its chance before the measurement, in every
 //! era alike, and the 2 MiB mappings the measurement sees are the ones khugepaged made.
 
+use crate::footprint::Collapsible;
 use crate::program::{Loader, Object, Program};
 use crate::rebase::Relocation;
 use crate::replay::{FetchStream, ReplayError, ReplayReport, Run};
@@ -54,6 +55,9 @@ pub struct Window {
     pub counters: BTreeMap<String, u64>,
     pub page_faults: u64,
     pub virtual_time_ns: u64,
+    /// First-level iTLB misses of fetches inside collapsible 2 MiB ranges
+    /// ([`crate::footprint::Collapsible`]).
+    pub itlb_misses_in_collapsible: u64,
 }
 
 impl Window {
@@ -189,6 +193,9 @@ struct Shared {
     /// The profile's instruction fetch block (`TlbGeometry::fetch_bytes`).
     fetch_bytes: u32,
     relocation: Relocation,
+    collapsible: Rc<Collapsible>,
+    /// iTLB misses inside the collapsible ranges, all threads, both passes.
+    misses_inside: Rc<Cell<u64>>,
 }
 
 /// A snapshot of the counters the report differences.
@@ -199,6 +206,7 @@ struct Mark {
     time: simcore::SimTime,
     references: u64,
     instructions: u64,
+    misses_inside: u64,
 }
 
 impl Shared {
@@ -220,6 +228,8 @@ impl Shared {
             max_refs: options.max_refs_per_thread,
             fetch_bytes: options.config.profile.tlb.fetch_bytes,
             relocation,
+            collapsible: Rc::new(Collapsible::of(program)),
+            misses_inside: Rc::default(),
         }
     }
 
@@ -250,6 +260,7 @@ impl Shared {
             time: t.now(),
             references: rep.references,
             instructions: rep.instructions,
+            misses_inside: self.misses_inside.get(),
         });
     }
 
@@ -321,6 +332,7 @@ impl Shared {
                 mark: None,
                 at_mark: None,
                 relocation: self.relocation.clone(),
+                misses_inside: Some((self.collapsible.clone(), self.misses_inside.clone())),
             };
             let failure: Rc<RefCell<Option<ReplayError>>> = Rc::default();
             let f = failure.clone();
@@ -394,6 +406,7 @@ fn finish(
             counters,
             page_faults: after.vmstat.get(vm("pgfault")) - before.vmstat.get(vm("pgfault")),
             virtual_time_ns: after.time.since(before.time).as_ns(),
+            itlb_misses_in_collapsible: after.misses_inside - before.misses_inside,
         },
         collapse_allocs: end.get(vm("thp_collapse_alloc")),
         file_hugepages: end.get(vm("nr_file_hugepages")),
