@@ -15,6 +15,14 @@
 //!    machine's `khugepaged/` knobs (the recorded window is far shorter than a scan period);
 //! 3. measured pass: the same window again; the report's counters are this pass's alone.
 //!
+//! With `one_cpu` the machine has one CPU and every thread runs on it, as the seed measured
+//! dex2oat "on a single ARM core": the engine time-slices them (its `timeslice`, 4 ms), they
+//! share the CPU's TLBs, and a switch between them flushes nothing, as on arm64, where
+//! `context_switch` skips `switch_mm` between threads of one mm (`kernel/sched/core.c`) and the
+//! mm keeps its ASID. Approximation: the switch itself costs no time (the engine charges none),
+//! and iTLB misses of a fault's retry are attributed to the faulting thread's piece though
+//! another thread may run during the fault.
+//!
 //! So a collapse the kernel's rules allow has had its chance before the measurement, in every
 //! era alike, and the 2 MiB mappings the measurement sees are the ones khugepaged made.
 
@@ -44,6 +52,8 @@ pub struct ProgramOptions {
     /// Shared libraries (by file name) placed at a 2 MiB base, their references moved with them
     /// ([`crate::rebase`]).
     pub rebase_2m: Vec<String>,
+    /// Every thread on one CPU (the machine has one), as the seed measured: see the module note.
+    pub one_cpu: bool,
 }
 
 /// Counters of the measured pass.
@@ -127,11 +137,11 @@ pub fn replay_program(
     })?;
     let sim = |e: String| ReplayError::Sim(e);
     let mut config = options.config.clone();
-    let threads = program.threads.len().max(1) as u32;
+    let threads = if options.one_cpu { 1 } else { program.threads.len().max(1) as u32 };
     config.profile = config
         .profile
         .clone()
-        .resized(Some(config.profile.cpus.max(threads)), None)
+        .resized(Some(if options.one_cpu { 1 } else { config.profile.cpus.max(threads) }), None)
         .map_err(sim)?;
     let mut machine = Machine::new(config).map_err(sim)?;
     create_files(&mut machine, &program)?;
@@ -193,6 +203,7 @@ struct Shared {
     /// The profile's instruction fetch block (`TlbGeometry::fetch_bytes`).
     fetch_bytes: u32,
     relocation: Relocation,
+    one_cpu: bool,
     collapsible: Rc<Collapsible>,
     /// iTLB misses inside the collapsible ranges, all threads, both passes.
     misses_inside: Rc<Cell<u64>>,
@@ -228,6 +239,7 @@ impl Shared {
             max_refs: options.max_refs_per_thread,
             fetch_bytes: options.config.profile.tlb.fetch_bytes,
             relocation,
+            one_cpu: options.one_cpu,
             collapsible: Rc::new(Collapsible::of(program)),
             misses_inside: Rc::default(),
         }
@@ -340,7 +352,7 @@ impl Shared {
                 t.cx(),
                 kernel,
                 pid,
-                k as u32,
+                if self.one_cpu { 0 } else { k as u32 },
                 &format!("thread {k}"),
                 move |t| async move {
                     if let Err(e) = run.batches(&t).await {

@@ -42,6 +42,7 @@ fn records_and_replays_a_dynamically_linked_program() {
         warmup: simcore::SimDuration::from_ms(1000),
         max_refs_per_thread: None,
         rebase_2m: Vec::new(),
+        one_cpu: false,
     };
     let report = replay_program(&out, &options, &mut |_| {}).unwrap();
     assert_eq!(report.measured.references, refs);
