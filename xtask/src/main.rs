@@ -136,7 +136,18 @@ fn afl_installed() -> Result<(), String> {
         return Ok(());
     }
     Step::new("install cargo-afl", "cargo", &["install", "--locked", "cargo-afl"]).run()?;
-    Step::new("build AFL++", "cargo", &["afl", "config", "--build"]).run()
+    // A runtime left by an earlier installation for this compiler is kept: cargo-afl refuses to
+    // build it again (without `--force`) and says so.
+    eprintln!("xtask: build AFL++: cargo afl config --build");
+    let out = Command::new("cargo")
+        .args(["afl", "config", "--build"])
+        .output()
+        .map_err(|e| format!("cannot run cargo afl: {e}"))?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if out.status.success() || stderr.contains("already built") {
+        return Ok(());
+    }
+    Err(format!("build AFL++ failed ({}):\n{stderr}", out.status))
 }
 
 /// `cargo xtask fuzz --minutes N [TARGET...]`.

@@ -320,6 +320,7 @@ impl State {
         self.might_sleep(task, "a timer", at);
         let cpu = self.running(task).cpu;
         self.tasks[task].point = Point { kind: PointKind::Sleep, at };
+        self.tasks[task].stats.timed_sleep += d;
         if self.preempts_at_every_point && self.tasks[task].daemon {
             self.schedule_daemon_wakeup(task, self.now + d);
             self.release_cpu(cpu);
@@ -446,7 +447,12 @@ impl State {
             now
         } else {
             t.stats.sleep_wait += waited - std::mem::take(&mut t.spun);
-            if idle { now + self.config.wakeup_latency } else { now }
+            if idle {
+                t.stats.wakeup_delay += self.config.wakeup_latency;
+                now + self.config.wakeup_latency
+            } else {
+                now
+            }
         };
         self.schedule(task, at + extra);
     }

@@ -74,6 +74,10 @@ pub struct TaskStats {
     pub sleep_wait: SimDuration,
     /// Time runnable but waiting for its CPU.
     pub runqueue_wait: SimDuration,
+    /// Time in timed sleeps ([`Cx::sleep`](crate::Cx::sleep): device latencies, timers).
+    pub timed_sleep: SimDuration,
+    /// Wake-up latencies paid after sleeping while the CPU went idle (`wakeup_latency`).
+    pub wakeup_delay: SimDuration,
     /// Times the task was resumed.
     pub switches: u64,
 }

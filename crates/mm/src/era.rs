@@ -288,6 +288,22 @@ switch_enum!(
     }
 );
 
+switch_enum!(
+    /// How an O_DIRECT read or write takes the user buffer's pages for the device
+    /// (`bio_iov_iter_get_pages`, `block/bio.c`). With a reference (`get`) a page-count-based COW
+    /// rule cannot tell the device's reference from a pin, so a COW fault during the IO may
+    /// replace the page the device writes into; a pin (`pin`, FOLL_PIN) is what
+    /// `page_maybe_dma_pinned` sees. Selectable by name in any era, to ask what a kernel would
+    /// have done with the other choice.
+    OdirectGup, "odirect_gup" {
+        /// FOLL_GET (`iov_iter_get_pages`): up to v6.4.
+        Get = "get",
+        /// FOLL_PIN (`iov_iter_extract_pages`): from v6.5 ~, "block: Switch to pinning pages"
+        /// (David Howells; the version inferred from the series' merge, see `direct_io.rs`).
+        Pin = "pin",
+    }
+);
+
 macro_rules! switches {
     ($(#[$meta:meta])* $name:ident { $($field:ident: $ty:ident,)* }) => {
         $(#[$meta])*
@@ -349,6 +365,7 @@ switches!(
         refcount_freeze: RefcountFreeze,
         gup_fast_recheck: GupFastRecheck,
         collapse_mmap_lock: CollapseMmapLock,
+        odirect_gup: OdirectGup,
     }
 );
 
@@ -407,6 +424,7 @@ impl Switches {
             refcount_freeze: RefcountFreeze::Freeze,
             gup_fast_recheck: if k <= v(5, 19) { GupFastRecheck::Pte } else { GupFastRecheck::Pmd },
             collapse_mmap_lock: CollapseMmapLock::Write,
+            odirect_gup: if k <= v(6, 4) { OdirectGup::Get } else { OdirectGup::Pin },
         }
     }
 
@@ -730,12 +748,6 @@ pub fn mmap_registers_khugepaged(k: KernelVersion) -> bool {
 /// asked only the `enabled` knob and the new flags (not modelled: the model asks the policy).
 pub fn madvise_registers_before_flags(k: KernelVersion) -> bool {
     k >= v(5, 19)
-}
-
-/// O_DIRECT pins the user pages (FOLL_PIN) rather than getting them (FOLL_GET), since block IO
-/// moved to `iov_iter_extract_pages` ("block: Switch to pinning pages.", David Howells, v6.5 ~).
-pub fn odirect_pins(k: KernelVersion) -> bool {
-    k >= v(6, 5)
 }
 
 /// The multi-gen LRU counts every refault into the evicting lruvec, recent or not, and every
@@ -1374,6 +1386,14 @@ pub fn swap_zeromap(k: KernelVersion) -> bool {
 /// `RMP_USE_SHARED_ZEROPAGE` to `remap_page`).
 pub fn split_maps_zero_subpages(k: KernelVersion) -> bool {
     k >= v(6, 12)
+}
+
+/// The anonymous collapse needs at least one writable PTE in the range (`SCAN_PAGE_RO`), in the
+/// scan and in the re-check under the PMD lock, until "mm: enable khugepaged anonymous collapse
+/// on non-writable regions" (Dev Jain, b9f85966d1be, v6.18; the THP is then mapped writable
+/// only where the VMA is, `maybe_pmd_mkwrite`).
+pub fn collapse_needs_writable_pte(k: KernelVersion) -> bool {
+    k < v(6, 18)
 }
 
 /// The zero-page PTE such a split installs keeps the soft-dirty bit of the entry it replaces

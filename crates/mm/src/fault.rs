@@ -594,7 +594,7 @@ async fn swapin(vmf: &Vmf<'_>, slot: u64) -> Result<Option<(Pfn, bool)>, VmFault
     if raced {
         return Ok(None);
     }
-    cx.sleep(cx.block_io(1)).await;
+    crate::page_io::swap_read_folio(cx, new).await;
     {
         let mut st = cx.st();
         let memcg = st.folio_memcg(new);

@@ -154,6 +154,8 @@ pub struct KState {
     pub lru_lazyfree: Vec<Vec<Pfn>>,
     /// userfaultfd contexts (`userfaultfd.rs`).
     pub uffd: crate::types::userfaultfd::Userfaultfds,
+    /// Each task's delay accounting (`delayacct.rs`), by engine task.
+    pub delays: BTreeMap<engine::TaskId, crate::types::delayacct::TaskDelays>,
 }
 
 /// The kernel of one simulated machine.

@@ -24,7 +24,8 @@
 //! (`SCAN_EXCEED_NONE_PTE`), more pages mapped elsewhere too than `max_ptes_shared`
 //! (`SCAN_EXCEED_SHARED_PTE`) — khugepaged's limits only; a page off the LRU (`SCAN_PAGE_LRU`),
 //! locked (`SCAN_PAGE_LOCK`) or with references beyond its mappings and the swap cache, a pin
-//! or GUP reference (`SCAN_PAGE_COUNT`); no writable PTE (`SCAN_PAGE_RO`); for khugepaged no
+//! or GUP reference (`SCAN_PAGE_COUNT`); no writable PTE (`SCAN_PAGE_RO`, before v6.18:
+//! `era::collapse_needs_writable_pte`); for khugepaged no
 //! young PTE or referenced page, or swap entries with fewer than 256 referenced
 //! (`SCAN_LACK_REFERENCED_PAGE`). Before v5.8 a page mapped twice fails with `SCAN_PAGE_COUNT` and
 //! a page of a large folio with `SCAN_PAGE_COMPOUND` ("khugepaged: introduce 'max_ptes_shared'
@@ -45,7 +46,8 @@
 //!
 //! Races (`scenarios/races/collapse-gup-fast.toml`, `collapse-fork.toml`). `mmap_lock` for write
 //! keeps fork out (`dup_mmap` holds the parent's for write): fork copies the range before the
-//! collapse (whose re-check then finds the PTEs write-protected, `SCAN_PAGE_RO`) or the THP after
+//! collapse (whose re-check then finds the PTEs write-protected, `SCAN_PAGE_RO`, or from v6.18
+//! the pages shared, which MADV_COLLAPSE copies and khugepaged leaves to `max_ptes_shared`) or the THP after
 //! it; the `collapse_mmap_lock = none` variant, broken on purpose, lets fork copy an empty PMD.
 //! GUP-fast takes no lock: clearing the PMD and flushing stops only walks that start later, and
 //! a walk that read the PTE before may take its reference after the re-check of the page
@@ -418,9 +420,10 @@ fn hpage_collapse_scan_pmd(st: &KState, mm: MmId, haddr: VirtAddr, who: Collapse
         Upper::None => return ScanResult::PmdNull,
     };
     let armed = st.find_vma(mm, haddr).is_some_and(|v| st.userfaultfd_missing(v));
+    let needs_writable = crate::era::collapse_needs_writable_pte(st.thp.kernel);
     match census(st, table, who, armed) {
         Err(r) => r,
-        Ok(c) if !c.writable => ScanResult::PageRo,
+        Ok(c) if !c.writable && needs_writable => ScanResult::PageRo,
         Ok(c)
             if who == Collapser::Khugepaged
                 && (c.referenced == 0 || (c.swap > 0 && c.referenced < HPAGE_PMD_NR / 2)) =>
@@ -642,8 +645,9 @@ async fn collapse_isolate(
     let pte_ptl = cx.st().pt.ptl(table);
     let _p = pte_ptl.lock(cx).await;
     let census = census(&cx.st(), table, who, armed);
+    let needs_writable = crate::era::collapse_needs_writable_pte(cx.kernel().version);
     match census {
-        Ok(c) if !c.writable => Err(ScanResult::PageRo),
+        Ok(c) if !c.writable && needs_writable => Err(ScanResult::PageRo),
         Ok(_) => Ok(()),
         Err(r) => {
             cx.st().count_scan_exceed(r);

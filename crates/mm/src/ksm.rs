@@ -917,7 +917,8 @@ pub(crate) async fn ksm_madvise(
 ) -> Result<(), Errno> {
     let lock = cx.st().mm(mm).mmap_lock;
     let _g = lock.write(cx).await;
-    let vmas = crate::mmap::covering(&cx.st(), mm, start, end)?;
+    // The advice goes to each VMA of the range; a hole is ENOMEM at the end (`walk_vmas`).
+    let (vmas, unmapped) = crate::madvise::walk_vmas(&cx.st(), mm, start, end);
     for v in vmas {
         let (vs, ve, flags, dax, anon_vma) = {
             let st = cx.st();
@@ -947,7 +948,7 @@ pub(crate) async fn ksm_madvise(
             st.vma_mut(p).flags = VmFlags(if mergeable { f.0 | bit } else { f.0 & !bit });
         }
     }
-    Ok(())
+    unmapped
 }
 
 /// `ksm_fork`: a child of a registered mm is registered.

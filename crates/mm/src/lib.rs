@@ -15,6 +15,7 @@
 pub mod arch;
 mod brk;
 mod cow;
+mod delayacct;
 pub mod era;
 pub mod errno;
 pub mod fadvise;
@@ -45,6 +46,7 @@ pub mod mmap;
 pub mod mremap;
 pub mod msync;
 pub mod page_alloc;
+mod page_io;
 pub mod pgtable;
 pub mod process;
 pub mod rmap;

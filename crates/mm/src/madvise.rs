@@ -84,7 +84,6 @@ use crate::fs::falloc;
 use crate::kernel::{Cx, KState};
 use crate::lru::lru_add_drain;
 use crate::memory::vm_normal_page;
-use crate::mmap::covering;
 use crate::pgtable::{Level, Pte, Upper};
 use crate::sim::cost::Cost;
 use crate::types::ids::MmId;
@@ -118,7 +117,7 @@ pub(crate) async fn madvise_free(
 ) -> Result<(), Errno> {
     let lock = cx.st().mm(mm).mmap_lock;
     let _g = lock.read(cx).await;
-    let vmas = covering(&cx.st(), mm, start, end)?;
+    let (vmas, unmapped) = walk_vmas(&cx.st(), mm, start, end);
     for v in vmas {
         let (vs, ve) = clip(&cx.st(), v, start, end, |st, v| {
             let vma = st.vma(v);
@@ -133,7 +132,7 @@ pub(crate) async fn madvise_free(
         cx.charge_n(Cost::PteUpdate, visited).await;
         flush_tlb_range(cx, mm, vs, ve).await;
     }
-    Ok(())
+    unmapped
 }
 
 /// `madvise_free_pte_range` over `[start, end)`, one PTE table at a time under its lock;
@@ -212,19 +211,21 @@ impl KState {
     }
 }
 
-/// The VMAs of `[start, end)` in address order, and whether part of it is unmapped
-/// (`madvise_walk_vmas`, mm/madvise.c v6.18; the same `unmapped_error` rule in the loop of
-/// `do_madvise` before that function was split out, and older than git). A hole does not stop
-/// the walk: the advice still goes to every VMA of the range, on both sides of it, and the call
-/// returns ENOMEM at the end.
-fn walk_vmas(
+/// The VMAs of `[start, end)` in address order, and what the walk returns once each took the
+/// advice: ENOMEM when part of the range is unmapped (`madvise_walk_vmas`, mm/madvise.c v6.18;
+/// the same `unmapped_error` rule in the loop of `do_madvise` before that function was split
+/// out, and older than git). A hole does not stop the walk: the advice still goes to every VMA
+/// of the range, on both sides of it, and the call returns ENOMEM at the end; an advice that
+/// fails on a VMA returns its error at once, the VMAs after it untouched.
+pub(crate) fn walk_vmas(
     st: &KState,
     mm: MmId,
     start: VirtAddr,
     end: VirtAddr,
-) -> (Vec<crate::types::ids::VmaId>, bool) {
+) -> (Vec<crate::types::ids::VmaId>, Result<(), Errno>) {
     let (_, hole) = crate::mmap::vmas_before_hole(st, mm, start, end);
-    (st.mm(mm).vmas_in(start, end, |id| st.vma(id).end), hole)
+    let unmapped = if hole { Err(Errno::ENOMEM) } else { Ok(()) };
+    (st.mm(mm).vmas_in(start, end, |id| st.vma(id).end), unmapped)
 }
 
 /// `MADV_REMOVE` over `[start, end)` of `mm`: the VMAs' file ranges under `mmap_lock`, the
@@ -260,7 +261,7 @@ pub(crate) async fn madvise_remove(
         let mode = falloc::PUNCH_HOLE | falloc::KEEP_SIZE;
         crate::truncate::vfs_fallocate(cx, file, mode, from, len).await?;
     }
-    if unmapped { Err(Errno::ENOMEM) } else { Ok(()) }
+    unmapped
 }
 
 /// `MADV_WILLNEED` over `[start, end)` of `mm`, VMA by VMA: anonymous and shmem swap-ins under
@@ -308,7 +309,7 @@ pub(crate) async fn madvise_willneed(
     for (f, off, len) in readahead {
         let _ = crate::fadvise::vfs_fadvise(cx, f, off, len, fadv::WILLNEED).await;
     }
-    if unmapped { Err(Errno::ENOMEM) } else { Ok(()) }
+    unmapped
 }
 
 /// `swapin_walk_ops`: reads each swapped page of `[start, end)` into the swap cache (where no
@@ -347,7 +348,7 @@ async fn swapin_anon_range(cx: &Cx, mm: MmId, start: VirtAddr, end: VirtAddr) {
                 continue;
             }
         }
-        cx.sleep(cx.block_io(1)).await;
+        crate::page_io::swap_read_folio(cx, new).await;
         folio_unlock(cx, new);
     }
 }
@@ -372,7 +373,7 @@ pub(crate) async fn madvise_cold_or_pageout(
 ) -> Result<(), Errno> {
     let lock = cx.st().mm(mm).mmap_lock;
     let _g = lock.read(cx).await;
-    let vmas = covering(&cx.st(), mm, start, end)?;
+    let (vmas, unmapped) = walk_vmas(&cx.st(), mm, start, end);
     for v in vmas {
         // `can_madv_lru_vma`.
         let (vs, ve) = clip(&cx.st(), v, start, end, |st, v| {
@@ -396,7 +397,7 @@ pub(crate) async fn madvise_cold_or_pageout(
         }
         flush_tlb_range(cx, mm, vs, ve).await;
     }
-    Ok(())
+    unmapped
 }
 
 /// Where the empty PMD entry (or upper-level hole) at `addr` ends, as the page walk skips

@@ -888,19 +888,8 @@ pub(crate) async fn munmap_locked(
     Ok(())
 }
 
-/// The VMAs covering `[start, end)`, or ENOMEM if part of it is unmapped.
-pub(crate) fn covering(
-    st: &KState,
-    mm: MmId,
-    start: VirtAddr,
-    end: VirtAddr,
-) -> Result<Vec<VmaId>, Errno> {
-    let (vmas, hole) = vmas_before_hole(st, mm, start, end);
-    if hole { Err(Errno::ENOMEM) } else { Ok(vmas) }
-}
-
 /// The VMAs of `[start, end)` in address order up to its first unmapped gap, and whether there
-/// is one (the walks of `apply_vma_lock_flags` and, stopping at once, of [`covering`]).
+/// is one (the walks of `apply_vma_lock_flags` and `do_mprotect_pkey`).
 pub(crate) fn vmas_before_hole(
     st: &KState,
     mm: MmId,
@@ -934,15 +923,47 @@ pub(crate) async fn do_mprotect(
     }
     let lock = cx.st().mm(mm).mmap_lock;
     let _g = lock.write(cx).await;
-    {
-        let st = cx.st();
-        for v in covering(&st, mm, start, end)? {
-            let f = st.vma(v).flags;
-            if new_prot & prot::WRITE != 0 && !f.has(VmFlags::MAYWRITE) {
-                return Err(Errno::EACCES);
-            }
-        }
+    let (end, stopped) = mprotect_reach(&cx.st(), mm, start, end, new_prot)?;
+    if end > start {
+        mprotect_apply(cx, mm, start, end, new_prot).await?;
     }
+    stopped.map_or(Ok(()), Err)
+}
+
+/// How far `do_mprotect_pkey`'s walk over the VMAs gets (mm/mprotect.c; the same loop in every
+/// era mmsim runs): ENOMEM at once when no VMA holds `start`; otherwise the end of the last VMA
+/// it changes before a gap (ENOMEM) or a VMA that cannot take the protection (EACCES), with
+/// that error. The VMAs before the stop keep their new protection.
+fn mprotect_reach(
+    st: &KState,
+    mm: MmId,
+    start: VirtAddr,
+    end: VirtAddr,
+    new_prot: u32,
+) -> Result<(VirtAddr, Option<Errno>), Errno> {
+    let (vmas, hole) = vmas_before_hole(st, mm, start, end);
+    if vmas.is_empty() {
+        return Err(Errno::ENOMEM);
+    }
+    let mut reach = start;
+    for v in vmas {
+        if new_prot & prot::WRITE != 0 && !st.vma(v).flags.has(VmFlags::MAYWRITE) {
+            return Ok((reach, Some(Errno::EACCES)));
+        }
+        reach = st.vma(v).end.min(end);
+    }
+    Ok((reach, hole.then_some(Errno::ENOMEM)))
+}
+
+/// `mprotect_fixup` over every VMA of the mapped range `[start, end)`: splits, new flags, the
+/// page tables changed, one TLB flush, and the merges.
+async fn mprotect_apply(
+    cx: &Cx,
+    mm: MmId,
+    start: VirtAddr,
+    end: VirtAddr,
+    new_prot: u32,
+) -> Result<(), Errno> {
     crate::hugetlb::hugetlb_split_prepare(cx, mm, start, end).await?;
     split_huge_pmd_edges(cx, mm, start, end).await;
     let vmas = cx.st().vma_split_range(mm, start, end);
@@ -1107,15 +1128,16 @@ async fn madvise_update_vmas(
     end: VirtAddr,
     advice: u32,
 ) -> Result<(), Errno> {
-    let refused = {
+    let (refused, unmapped) = {
         let st = cx.st();
-        refused_from(&st, covering(&st, mm, start, end)?, advice)
+        let (vmas, unmapped) = crate::madvise::walk_vmas(&st, mm, start, end);
+        (refused_from(&st, vmas, advice), unmapped)
     };
     let end = refused.map_or(end, |at| at.max(start));
     if end > start {
         madvise_apply_flags(cx, mm, start, end, advice).await?;
     }
-    if refused.is_some() { Err(Errno::EINVAL) } else { Ok(()) }
+    if refused.is_some() { Err(Errno::EINVAL) } else { unmapped }
 }
 
 /// Where the VMA walk meets the first VMA the advice refuses (`MADV_WIPEONFORK` on a file or
@@ -1175,13 +1197,13 @@ fn updates_vm_flags(kernel: KernelVersion, advice: u32) -> bool {
 async fn madvise_dontneed(cx: &Cx, mm: MmId, start: VirtAddr, end: VirtAddr) -> Result<(), Errno> {
     let lock = cx.st().mm(mm).mmap_lock;
     let _g = lock.read(cx).await;
-    let vmas = covering(&cx.st(), mm, start, end)?;
+    let (vmas, unmapped) = crate::madvise::walk_vmas(&cx.st(), mm, start, end);
     for v in vmas {
         let range = cx.st().madvise_dontneed_range(v, start, end)?;
         let Some((vs, ve)) = range else { continue };
         zap_vma_range(cx, mm, v, vs, ve, ZapDetails::default()).await;
     }
-    Ok(())
+    unmapped
 }
 
 /// `madvise(2)` for the advice modelled so far.

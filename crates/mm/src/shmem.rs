@@ -357,7 +357,7 @@ pub(crate) async fn shmem_swapin(cx: &Cx, inode: InodeId, index: u64) -> Result<
                 if raced {
                     continue;
                 }
-                cx.sleep(cx.block_io(1)).await;
+                crate::page_io::swap_read_folio(cx, new).await;
                 (new, true)
             }
         };

@@ -9,6 +9,7 @@
 //! that acts on a type, its `impl` blocks included, stays with its mechanism. The floors and
 //! their check are in ARCHITECTURE.md and `xtask/tests/floors.rs`.
 
+pub mod delayacct;
 pub mod fs;
 pub mod huge_mm;
 pub mod hugetlb;

@@ -210,6 +210,7 @@ pub async fn kswapd(cx: Cx) {
 /// `do_try_to_free_pages`: raises the pressure until `sc.nr_to_reclaim` pages are freed or the
 /// lists are exhausted.
 async fn do_try_to_free_pages(cx: &Cx, sc: &mut ScanControl) {
+    let _delay = cx.delay_scope(crate::delayacct::DelayKind::Freepages);
     for priority in (0..=DEF_PRIORITY).rev() {
         sc.priority = priority;
         shrink_node(cx, sc).await;

@@ -25,7 +25,8 @@
 //!    picture's analysis data) and reads the picture that arrived `lookahead / 2` frames ago;
 //! 3. *encoding*: the picture that arrived `lookahead` frames ago is encoded: its slot and the
 //!    `references` most recent reconstructed pictures are read, its own reconstruction is
-//!    written (into a pool of `reference_slots`), the encoder state is read and written, and the code is executed;
+//!    written (into a pool of `reference_slots`), a part of the encoder state is read and
+//!    written (all of it every `state_cycle` frames), and the code is executed;
 //! 4. the segment's computation, `compute_per_frame / threads` of CPU time.
 //!
 //! After the last input frame the pictures still in the lookahead are encoded. Each worker
@@ -76,8 +77,11 @@ pub struct Config {
     pub reference_slots: u64,
     /// Memory per reconstructed picture.
     pub reference_bytes: Bytes,
-    /// Encoder state touched every frame.
+    /// Encoder state beside the pools.
     pub state_bytes: Bytes,
+    /// Frames over which the whole state is touched once: encoded frame `e` touches the
+    /// `e % state_cycle`-th of `state_cycle` equal parts (1: all of it every frame).
+    pub state_cycle: u64,
     /// Executable text touched every frame.
     pub code_bytes: Bytes,
     /// CPU time of encoding one frame, all threads together.
@@ -143,17 +147,20 @@ impl Encoder {
             || config.picture_slots <= config.lookahead
             || config.reference_slots <= config.references
             || config.frames == 0
+            || config.state_cycle == 0
         {
             return Err(format!(
                 "encoder: {} threads, {} picture slots for a lookahead of {}, {} reconstructed \
-                 pictures for {} references, {} frames: expected threads, more slots than the \
-                 lookahead, more reconstructed pictures than references, and frames",
+                 pictures for {} references, {} frames, a state cycle of {} frames: expected \
+                 threads, more slots than the lookahead, more reconstructed pictures than \
+                 references, frames and a cycle of at least one frame",
                 config.threads,
                 config.picture_slots,
                 config.lookahead,
                 config.reference_slots,
                 config.references,
-                config.frames
+                config.frames,
+                config.state_cycle
             ));
         }
         if config.luma_bytes.as_u64() < 4 || config.picture_bytes < config.frame_bytes() {
@@ -385,7 +392,7 @@ async fn segment(t: &Thread, c: &Config, l: Layout, f: u64, i: u32) -> Result<()
     let slot = |f: u64| (f % c.picture_slots) * picture;
     let (pic_first, pic_n) = share(picture, c.threads, i);
     let (ref_first, ref_n) = share(reference, c.threads, i);
-    let (st_first, st_n) = share(pages(c.state_bytes), c.threads, i);
+    let part = pages(c.state_bytes).div_ceil(c.state_cycle);
     if f < c.frames {
         sweep(t, l.pictures, slot(f) + pic_first, pic_n, Access::Write).await?;
     }
@@ -400,7 +407,10 @@ async fn segment(t: &Thread, c: &Config, l: Layout, f: u64, i: u32) -> Result<()
     }
     let s = (e % c.reference_slots) * reference;
     sweep(t, l.references, s + ref_first, ref_n, Access::Write).await?;
-    sweep(t, l.state, st_first, st_n, Access::Write).await?;
+    let (st_first, st_n) = share(part, c.threads, i);
+    let st_base = (e % c.state_cycle) * part;
+    let st_n = st_n.min(pages(c.state_bytes).saturating_sub(st_base + st_first));
+    sweep(t, l.state, st_base + st_first, st_n, Access::Write).await?;
     sweep(t, l.code, 0, pages(c.code_bytes), Access::Exec).await?;
     t.compute(c.compute_per_frame / u64::from(c.threads)).await;
     Ok(())
@@ -441,6 +451,7 @@ mod tests {
             reference_slots: 2,
             reference_bytes: frame,
             state_bytes: frame,
+            state_cycle: 1,
             code_bytes: frame,
             compute_per_frame: SimDuration::from_ns(2_000_000),
             noreuse: false,
@@ -480,6 +491,7 @@ mod tests {
             reference_slots: 1,
             reference_bytes: Bytes::PAGE,
             state_bytes: Bytes::PAGE,
+            state_cycle: 1,
             code_bytes: Bytes::PAGE,
             compute_per_frame: SimDuration::from_ns(1),
             noreuse: false,

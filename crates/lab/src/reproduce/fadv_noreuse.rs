@@ -17,7 +17,8 @@
 //! ME pictures and data: 19.8 MB each), 59 reference pictures of 14.2 MB of which each frame
 //! reads the 4 latest, 8 MiB of code and, for the rest of the 3.90 GiB peak resident set
 //! measured for v1.4.1 (the enc-dec sets, TPL references, picture control sets and small
-//! allocations), 1256 MiB of state touched every frame; 81.3 ms of CPU per 4K frame, measured:
+//! allocations), 1256 MiB of state, touched a part each frame and whole once per pipeline cycle
+//! of 102 frames, as the encoder's measured working set per second says ([`STATE_CYCLE`]); 81.3 ms of CPU per 4K frame, measured:
 //! v1.4.1 built here encoded a synthetic 4K clip at 24.6 frames per second on this project's two
 //! CPUs with 8 CPUs reported to it, that is 2 / 24.6 s of CPU per frame (the encode is CPU-bound:
 //! its 3.9 GiB fit in the host's memory). That time includes the encoder's own memory traffic,
@@ -57,6 +58,8 @@
 //! the swap cache and `swapin_readahead`; `page-cluster` readahead therefore plays no part, and
 //! its absence from the model (`swap.rs`) costs nothing here.
 
+mod loss;
+
 use super::sensitivity::WAKEUP_LATENCY;
 use super::{
     Direction, Experiment, Figure, FreeParam, Progress, Published, Report, Row, Scale, Series,
@@ -91,7 +94,7 @@ const FRAME_CPU: FreeParam = FreeParam {
              as fast) to twice (content twice as costly to encode)",
 };
 
-/// The encoder state touched every frame, in MiB at 4K, which with the pools sets the
+/// The encoder state beside the pools, in MiB at 4K, which with the pools sets the
 /// resident footprint; the seed gives no CPU count, and the footprint follows it.
 const STATE: FreeParam = FreeParam {
     key: "fadv-noreuse.state_mib",
@@ -129,8 +132,18 @@ const REFERENCE_BYTES: u64 = 14_224_896;
 /// The encoder state of the headline rows, in MiB at full (4K) size: what remains of the
 /// 3.90 GiB peak resident set measured for this encode (SVT-AV1 v1.4.1, 8 CPUs) after the
 /// pools above and the code (the enc-dec sets, TPL references, picture control sets and small
-/// allocations), all touched every frame here.
+/// allocations), touched once per pipeline cycle ([`STATE_CYCLE`]).
 const STATE_MIB: u64 = 1256;
+/// Frames over which the encoder state is touched once, a part each frame: the pipeline's cycle
+/// through its 102 picture parent control sets. Measured for this encode
+/// (`docs/design/svtav1-footprint.md`): about 1.95 GiB of the 3.90 GiB resident is touched
+/// within 1 s (about 25 frames), 2.5 GiB within 2 s, "the rest once per pipeline cycle (~100
+/// frames) or only at start-up". The pools alone, as the model touches them, make 1.78 GiB in
+/// 25 frames (75 picture sets written or read and 29 reference pictures), so the state cannot be
+/// hot: touched once a cycle it adds 0.30 GiB (2.09 GiB in 25 frames, 7% above the
+/// measurement; in 50 frames 3.2 GiB against 2.5, the pools being touched whole where the
+/// encoder touches parts of them).
+const STATE_CYCLE: u64 = PICTURE_SLOTS;
 /// The encoder's CPU time per 4K frame, in ns: SVT-AV1 v1.4.1 encoded a synthetic 4K clip at
 /// 24.6 frames per second on this project's 2 CPUs with 8 reported (2 / 24.6 s per frame).
 const FRAME_CPU_NS: u64 = 81_300_000;
@@ -204,6 +217,7 @@ fn encoder_config(d: u64, shape: Shape, noreuse: bool) -> encoder::Config {
         reference_slots: REFERENCE_SLOTS,
         reference_bytes: page_round(REFERENCE_BYTES / d),
         state_bytes: page_round((shape.state_mib << 20) / d),
+        state_cycle: STATE_CYCLE,
         code_bytes: page_round((8 << 20) / d),
         compute_per_frame: SimDuration::from_ns(shape.frame_cpu_ns / d),
         noreuse,
@@ -237,6 +251,8 @@ struct CaseRun {
     mmap_lock_wait: SimDuration,
     /// Young PTEs of the input whose accessed bit `munmap` passed to their folios.
     zap_mark_accessed: u64,
+    /// Where the worker threads' time went.
+    worker: loss::WorkerTime,
 }
 
 /// The encoder's resident footprint with `state_mib` of state, in GiB at full size.
@@ -287,6 +303,7 @@ fn run_case(
     let before = m.vmstat();
     let marked_before = m.kernel().state().events.get(MmEvent::ZapMarkAccessed);
     let lock_before = mmap_lock_stat(&m);
+    let waits_before = loss::lock_waits(&m);
     e.spawn_measured(&mut m)?;
     m.run().map_err(|e| e.to_string())?;
     m.check()?;
@@ -307,6 +324,7 @@ fn run_case(
         mmap_lock_contentions: contentions,
         mmap_lock_wait: SimDuration::from_ns(wait_ns),
         zap_mark_accessed: marked,
+        worker: loss::WorkerTime::of(&m, &r, &waits_before),
     })
 }
 
@@ -416,6 +434,9 @@ fn measure(setup: &Setup, progress: &mut dyn Progress) -> Result<Report, String>
     let (classic, mglru, noreuse) = (&runs[0], &runs[1], &runs[2]);
     let mut rows = headline(classic, mglru, noreuse);
     rows.extend(case_rows(&runs));
+    let workers: Vec<_> =
+        Case::ALL.iter().zip(&runs).map(|(c, r)| (c.name(), r.worker.clone())).collect();
+    rows.extend(loss::rows(&workers, divisor(scale)));
     // The footprint sweep: the headline's runs at its state, two more runs at each other (none
     // at a point of `--sensitivity`, which reads the headline rows only).
     let states =

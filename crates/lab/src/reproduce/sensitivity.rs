@@ -368,4 +368,60 @@ mod tests {
         s.samples.clear();
         assert_eq!(s.robustness(), "verdict holds across every declared range");
     }
+
+    #[test]
+    fn the_summary_puts_the_robustness_line_beside_the_verdict() {
+        use crate::reproduce::report::{Provenance, Row, html_page, page_json, summary_table};
+        let o = |value| Outcome { value, row: Verdict::Reproduced, verdict: Verdict::Reproduced };
+        let published = Published::point(-0.9).band(-2.7, -0.3);
+        let mut report = Report {
+            experiment: "thp-exec".into(),
+            title: "t".into(),
+            source: "s".into(),
+            seeds: vec![1],
+            seeded: false,
+            rows: vec![Row::change("run time change", -1.0).published(published.clone())],
+            figures: Vec::new(),
+            notes: Vec::new(),
+            configurations: Vec::new(),
+            overrides: Vec::new(),
+            sensitivity: None,
+        };
+        let plain = summary_table(std::slice::from_ref(&report));
+        assert!(!plain.contains("robustness"), "{plain}");
+        let p = Provenance {
+            commit: "c".into(),
+            date: "d".into(),
+            host: "h".into(),
+            runtime_s: 1.0,
+            threads: 1,
+            scale: "full".into(),
+        };
+        let line = |j: &Value| {
+            j["summary"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|l| l["experiment"] == "thp-exec")
+                .cloned()
+                .unwrap()
+        };
+        assert!(line(&page_json(&p, std::slice::from_ref(&report))).get("robustness").is_none());
+        report.sensitivity = Some(Sensitivity {
+            row: "run time change".into(),
+            unit: "%".into(),
+            published,
+            seed: 1,
+            base: o(-1.0),
+            params: vec![ParamRange { param: A, at_low: o(-1.5), at_high: o(-0.5) }],
+            samples: Vec::new(),
+        });
+        let reports = [report];
+        let text = summary_table(&reports);
+        assert!(text.contains("robustness: verdict holds across every declared range"), "{text}");
+        let j = line(&page_json(&p, &reports));
+        assert_eq!(j["robustness"], "verdict holds across every declared range");
+        let h = html_page(&p, &reports).unwrap();
+        assert!(h.contains("<br><span class=\"robustness\">Robustness: verdict holds"), "{h}");
+    }
 }

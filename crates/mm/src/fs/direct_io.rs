@@ -5,7 +5,8 @@
 //! The read flushes the file's dirty page-cache pages, takes the user buffer's pages with GUP
 //! (FOLL_WRITE; FOLL_GET up to v6.4 — which is why O_DIRECT kept losing reads under the
 //! `page_count` rule even after pinned pages were protected — and FOLL_PIN from v6.5, when block
-//! IO moved to `iov_iter_extract_pages`), and submits the IO. The device is its own task: after
+//! IO moved to `iov_iter_extract_pages`; the `odirect_gup` switch, which a scenario may set to
+//! either value in any era), and submits the IO. The device is its own task: after
 //! the device latency it writes the data into the held *physical* pages, marks them dirty,
 //! releases them and completes the request; the reading thread sleeps until then. A page that a
 //! COW fault replaced in the page tables meanwhile receives the data where nobody looks any more:
@@ -35,6 +36,7 @@
 //! a cached page that cannot be invalidated (the kernel falls back to a buffered write) does not
 //! arise, as the range was written back and unmapped first.
 
+use crate::era::OdirectGup;
 use crate::errno::{Errno, SysError};
 use crate::filemap::writeback;
 use crate::gup::{get_user_pages, release_pages};
@@ -116,7 +118,7 @@ pub(crate) async fn submit_read(
     let (first, nr) = span(buf, n)?;
     let flags = GupFlags {
         write: true,
-        pin: crate::era::odirect_pins(cx.kernel().version),
+        pin: cx.kernel().switches.odirect_gup == OdirectGup::Pin,
         ..GupFlags::default()
     };
     let held = get_user_pages(cx, mm, first, nr, flags).await?;
@@ -196,8 +198,10 @@ pub(crate) async fn direct_write(
     }
     invalidate_range(cx, inode, pos, n).await;
     let (first, nr) = span(buf, n)?;
-    let flags =
-        GupFlags { pin: crate::era::odirect_pins(cx.kernel().version), ..GupFlags::default() };
+    let flags = GupFlags {
+        pin: cx.kernel().switches.odirect_gup == OdirectGup::Pin,
+        ..GupFlags::default()
+    };
     let held = get_user_pages(cx, mm, first, nr, flags).await?;
     let done = cx.completion("dio_done");
     let io = cx.block_io(n.div_ceil(4096));

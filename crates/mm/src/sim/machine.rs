@@ -188,8 +188,7 @@ impl Machine {
         let mut buddy = BuddyAllocator::new(total);
         let zero = buddy.alloc(Order::BASE).ok_or("a machine needs at least one page")?;
         let folios = boot_folios(&buddy, zero);
-        let mut vmstat = VmStats::new();
-        vmstat.add(VmStat::NrFreePages, buddy.nr_free());
+        let vmstat = boot_vmstat(buddy.nr_free());
         // The DAX device's frames start at the first 1 GiB boundary above RAM.
         let dax_base = simcore::Pfn(total.next_multiple_of(1 << 18));
         let mut st = KState {
@@ -233,6 +232,7 @@ impl Machine {
             mlock_fbatch: Vec::new(),
             lru_lazyfree: Vec::new(),
             uffd: Default::default(),
+            delays: Default::default(),
             shm: Default::default(),
         };
         st.hugetlb_boot(&config.tunables)?;
@@ -475,6 +475,13 @@ impl Machine {
 }
 
 /// The per-frame state of a booting machine: every frame the allocator can hand out, the LRU
+/// The vmstat counters at boot: `nr_free` pages free.
+fn boot_vmstat(nr_free: u64) -> VmStats {
+    let mut vmstat = VmStats::new();
+    vmstat.add(VmStat::NrFreePages, nr_free);
+    vmstat
+}
+
 /// lists of the root cgroup, and the zero page reserved.
 fn boot_folios(buddy: &BuddyAllocator, zero: simcore::Pfn) -> crate::folio::Folios {
     let mut folios = crate::folio::Folios::new();

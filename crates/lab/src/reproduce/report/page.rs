@@ -24,13 +24,15 @@ pub struct Provenance {
 }
 
 /// One line of the summary: a seed change with its citation, its experiment, verdict and the
-/// row that decided it (`Report::headline`).
+/// row that decided it (`Report::headline`), and, when a sensitivity run was asked for, whether
+/// the verdict holds across the declared parameters' ranges.
 struct SummaryLine {
     citation: &'static str,
     change: &'static str,
     experiment: &'static str,
     verdict: String,
     headline: String,
+    robustness: Option<String>,
 }
 
 fn summary(reports: &[Report]) -> Vec<SummaryLine> {
@@ -49,6 +51,7 @@ fn summary(reports: &[Report]) -> Vec<SummaryLine> {
                 experiment: s.experiment.unwrap_or("-"),
                 verdict,
                 headline: report.map_or(String::new(), Report::headline),
+                robustness: report.and_then(|r| r.sensitivity.as_ref()).map(|s| s.robustness()),
             }
         })
         .collect()
@@ -64,6 +67,9 @@ pub fn summary_table(reports: &[Report]) -> String {
     for l in &lines {
         out += &format!("{:w$}  {:e$}  {:16}  {}\n", l.change, l.experiment, l.verdict, l.headline)
             .replace("  \n", "\n");
+        if let Some(r) = &l.robustness {
+            out += &format!("{:w$}  {:e$}  {:16}  robustness: {r}\n", "", "", "");
+        }
     }
     out
 }
@@ -73,10 +79,14 @@ pub fn page_json(p: &Provenance, reports: &[Report]) -> Value {
     let summary: Vec<Value> = summary(reports)
         .iter()
         .map(|l| {
-            json!({
+            let mut line = json!({
                 "citation": l.citation, "change": l.change, "experiment": l.experiment,
                 "verdict": l.verdict, "headline": l.headline,
-            })
+            });
+            if let Some(r) = &l.robustness {
+                line["robustness"] = json!(r);
+            }
+            line
         })
         .collect();
     json!({
@@ -113,8 +123,11 @@ pub fn html_page(p: &Provenance, reports: &[Report]) -> Result<String, String> {
     }
     out += "<table id=\"summary\"><thead><tr><th>seed change</th><th>experiment</th><th>verdict</th><th>headline</th></tr></thead><tbody>\n";
     for l in summary(reports) {
+        let robustness = l.robustness.as_ref().map_or(String::new(), |r| {
+            format!("<br><span class=\"robustness\">Robustness: {}</span>", escape(r))
+        });
         out += &format!(
-            "<tr><td>{} <small>({})</small></td><td>{}</td><td class=\"{}\">{}</td><td>{}</td></tr>\n",
+            "<tr><td>{} <small>({})</small></td><td>{}</td><td class=\"{}\">{}</td><td>{}{robustness}</td></tr>\n",
             escape(l.change),
             escape(l.citation),
             escape(l.experiment),
