@@ -204,7 +204,7 @@ pub fn seeds(target: &str, root: &Path) -> std::io::Result<Vec<(String, Vec<u8>)
             }
         }
         "program" => {
-            for t in ["traces/rustc-tiny.mmprog", "traces/cc1plus-tiny.mmprog"] {
+            for t in ["traces/rustc-tiny.mmprog", "traces/javac-regex.mmprog"] {
                 seeds.push((format!("{t}.head"), head(t, 8192)?));
             }
         }

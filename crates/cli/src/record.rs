@@ -1,4 +1,4 @@
-//! `mmsim record [-o FILE] [--skip N] [--count M] -- PROGRAM ARGS`: records a real program's
+//! `mmsim record [-o FILE] [--skip N] [--count M] [--period P] -- PROGRAM ARGS`: records a real program's
 //! memory references and address space under qemu-user into a recorded program that
 //! `mmsim replay FILE` reads (see `trace::qemu` for what is recorded and what the host needs).
 //! Exit 2 when the host cannot record (naming what is missing) or the recording fails.
@@ -18,6 +18,10 @@ pub(crate) struct RecordArgs {
     /// Instructions to record (0: until the program ends).
     #[arg(long, default_value_t = 0)]
     count: u64,
+    /// Record COUNT instructions out of every PERIOD from SKIP on: windows spread over the run
+    /// (0: one window).
+    #[arg(long, default_value_t = 0)]
+    period: u64,
     /// zstd's level for the traces (1-22; 19 for traces shipped in git).
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(i32).range(1..=22))]
     zstd_level: i32,
@@ -50,6 +54,7 @@ pub(crate) fn run(a: &RecordArgs) -> u8 {
         args: a.command[1..].to_vec(),
         skip: a.skip,
         count: a.count,
+        period: a.period,
         out: a.output.clone(),
         zstd_level: a.zstd_level,
     };
@@ -74,13 +79,14 @@ pub(crate) fn run(a: &RecordArgs) -> u8 {
     let p = &recorded.program;
     let refs: u64 = p.threads.iter().map(|t| t.refs).sum();
     eprintln!(
-        "mmsim record: {} — {refs} references in {} threads (window: skip {}, count {} of {} \
+        "mmsim record: {} — {refs} references in {} threads (window: skip {}, count {}, period {} of {} \
          instructions), {:.1} M references/s with the conversion, {} objects, {} file and {} anonymous mappings; \
          {} ({:.2} MB)",
         p.program,
         p.threads.len(),
         p.skip,
         p.count,
+        p.period,
         p.instructions,
         refs as f64 / secs / 1e6,
         p.objects.len(),

@@ -38,6 +38,13 @@ pub(crate) struct ReplayArgs {
     /// The dynamic-linker model advises MADV_HUGEPAGE on 2 MiB-aligned library segments.
     #[arg(long, conflicts_with_all = ["cache", "maps"])]
     advise_hugepage: bool,
+    /// Place this shared library of a recorded program (its file name, e.g. libjvm.so) at a 2 MiB
+    /// base, as if linked with -z max-page-size=0x200000; its references move with it. Repeatable.
+    #[arg(long = "rebase-2m", value_name = "LIB", conflicts_with_all = ["cache", "maps"])]
+    rebase_2m: Vec<String>,
+    /// Replay every thread of a recorded program on one CPU (time-sliced, sharing its TLBs).
+    #[arg(long, conflicts_with_all = ["cache", "maps"])]
+    one_cpu: bool,
     /// How long a recorded program stays resident (khugepaged running) between its warm-up pass
     /// and its measured pass, in virtual seconds.
     #[arg(long, default_value_t = 60, conflicts_with_all = ["cache", "maps"])]
@@ -228,6 +235,8 @@ fn run_program(a: &ReplayArgs, profile: mm::Profile) -> u8 {
         advise_hugepage: a.advise_hugepage,
         warmup: simcore::SimDuration::from_ms(a.warmup_s * 1000),
         max_refs_per_thread: None,
+        rebase_2m: a.rebase_2m.clone(),
+        one_cpu: a.one_cpu,
     };
     let report = match trace::program_replay::replay_program(&a.trace, &options, &mut |_| {}) {
         Ok(r) => r,

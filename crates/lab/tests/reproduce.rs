@@ -253,24 +253,26 @@ fn set_overrides_reach_the_machines_and_are_marked() {
     assert!(report.configurations.iter().any(|c| c == "v4.13 dax_hole=zero_page"));
 }
 
-/// Issue 18's era contrast on one recorded trace: under `denywrite` (v5.12) rustc's
-/// `librustc_driver` text is not collapsed while cc1plus's (the executable, deny-write) is;
-/// under `exec_not_written` (v6.1) both are, and the 2 MiB mappings come from collapses counted
-/// in the run.
+/// Issue 18's and 45's era contrast on recorded programs: under `denywrite` (v5.12) neither
+/// javac's libjvm.so (placed at a 2 MiB base) nor rustc's `librustc_driver` text is collapsed;
+/// under `exec_not_written` (v6.1) both are, the 2 MiB mappings come from collapses counted in
+/// the run, and the JVM's iTLB misses fall.
 #[test]
 fn thp_exec_contrasts_the_eras_on_real_programs() {
     let report = find("thp-exec").unwrap().run(1, Scale::Quick, &mut NoProgress).unwrap();
     let has = |name: &str| report.rows.iter().any(|r| r.name == name);
     let driver = "FilePmdMapped librustc_driver-6108105cd7e839cf.so";
     assert!(!has(&format!("{driver} rustc v5.12")));
-    assert!(!has(&format!("{driver} rustc v5.12 madvise")));
     assert!(row(&report, &format!("{driver} rustc v6.1")) >= 2048.0);
-    assert!(row(&report, &format!("{driver} rustc v6.1 madvise")) >= 2048.0);
-    assert!(row(&report, "FilePmdMapped cc1plus cc1plus v5.12") >= 2048.0);
-    assert!(row(&report, "FilePmdMapped cc1plus cc1plus v6.1") >= 2048.0);
+    assert!(!has("FilePmdMapped libjvm.so javac v5.12"));
+    assert!(row(&report, "FilePmdMapped libjvm.so javac v6.1") >= 2048.0);
     let collapsed = |label: &str| row(&report, &format!("thp_collapse_alloc {label}"));
     assert!(collapsed("rustc v6.1") > collapsed("rustc v5.12"));
+    assert!(collapsed("javac v6.1") > collapsed("javac v5.12"));
     assert!(row(&report, "itlb miss rate 2m") < row(&report, "itlb miss rate 4k"));
+    // The cause rows: libjvm's five full 2 MiB ranges of text, some JIT code.
+    assert_eq!(row(&report, "javac: collapsible 2m ranges fetched"), 5.0);
+    assert!(row(&report, "javac: instructions in anonymous memory (JIT)") > 0.0);
 }
 
 /// Issue 46: `--sensitivity` runs dax-zero-page's headline (the latency ratio, which is the share

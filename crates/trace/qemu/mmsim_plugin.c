@@ -5,7 +5,8 @@
  * written out below, in the shapes qemu 7.2's include/qemu/qemu-plugin.h gives them.
  *
  * Arguments: dir=DIR (output directory), skip=N (instructions to let pass before recording),
- * count=M (instructions to record; 0 = all).
+ * count=M (instructions to record; 0 = all), period=P (optional: record M instructions out of
+ * every P from the skip on, windows spread over the whole run; 0 = one window).
  *
  * Output, in DIR:
  *   t<vcpu>.raw   one 8-byte little-endian record per reference of that thread (qemu-user gives
@@ -79,14 +80,21 @@ struct stream {
 
 static struct stream *streams[MAX_VCPUS];
 static char dir[4096];
-static uint64_t skip, count;
+static uint64_t skip, count, period;
 static uint64_t seen; /* instructions executed, all threads (atomic) */
 static int maps_done;
 static uint64_t first_pc;
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 static FILE *syscalls;
 
-static int in_window(uint64_t n) { return n >= skip && (count == 0 || n < skip + count); }
+static int in_window(uint64_t n)
+{
+    if (n < skip)
+        return 0;
+    if (count == 0)
+        return 1;
+    return period ? (n - skip) % period < count : n - skip < count;
+}
 
 static struct stream *stream_of(unsigned vcpu)
 {
@@ -231,8 +239,9 @@ static void at_exit(qemu_plugin_id_t id, void *udata)
     snprintf(path, sizeof path, "%s/summary", dir);
     FILE *f = fopen(path, "w");
     if (f) {
-        fprintf(f, "instructions %lu\nskip %lu\ncount %lu\nfirst_pc %lu\n", (unsigned long)seen,
-                (unsigned long)skip, (unsigned long)count, (unsigned long)first_pc);
+        fprintf(f, "instructions %lu\nskip %lu\ncount %lu\nperiod %lu\nfirst_pc %lu\n",
+                (unsigned long)seen, (unsigned long)skip, (unsigned long)count,
+                (unsigned long)period, (unsigned long)first_pc);
         fclose(f);
     }
 }
@@ -249,8 +258,10 @@ __attribute__((visibility("default"))) int qemu_plugin_install(qemu_plugin_id_t 
             skip = strtoull(argv[k] + 5, NULL, 10);
         else if (!strncmp(argv[k], "count=", 6))
             count = strtoull(argv[k] + 6, NULL, 10);
+        else if (!strncmp(argv[k], "period=", 7))
+            period = strtoull(argv[k] + 7, NULL, 10);
         else {
-            fprintf(stderr, "mmsim plugin: unknown argument %s (expected dir=, skip=, count=)\n",
+            fprintf(stderr, "mmsim plugin: unknown argument %s (expected dir=, skip=, count=, period=)\n",
                     argv[k]);
             return -1;
         }

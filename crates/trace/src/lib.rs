@@ -32,6 +32,7 @@
 pub mod binary;
 pub mod block;
 pub mod elf;
+pub mod footprint;
 pub mod input;
 pub mod lackey;
 pub mod ld_so;
@@ -40,6 +41,7 @@ pub mod pagecache;
 pub mod program;
 pub mod program_replay;
 pub mod qemu;
+pub mod rebase;
 pub mod record;
 pub mod replay;
 pub mod skip;

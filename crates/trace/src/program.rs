@@ -9,7 +9,8 @@
 //!
 //! ```text
 //! program PATH                       the recorded executable
-//! window SKIP COUNT                  instructions let pass, then recorded (0: to the end)
+//! window SKIP COUNT [PERIOD]         instructions let pass, then recorded (0: to the end);
+//!                                    with PERIOD, COUNT out of every PERIOD from SKIP on
 //! instructions N                     instructions the program executed in all
 //! object exe|interp|lib BIAS SIZE PATH   an ELF object: who mapped it, its load bias, file size
 //! load VADDR OFFSET FILESZ MEMSZ FLAGS ALIGN   a PT_LOAD of the object above (hex)
@@ -93,6 +94,8 @@ pub struct Program {
     pub program: String,
     pub skip: u64,
     pub count: u64,
+    /// Windows of `count` instructions every `period` (0: one window).
+    pub period: u64,
     pub instructions: u64,
     pub objects: Vec<Object>,
     pub files: Vec<FileMap>,
@@ -112,21 +115,17 @@ impl Program {
         }
         r.extend(self.files.iter().map(|f| unit((f.start.0, (f.start + f.len).0))));
         r.extend(self.anon.iter().map(|a| unit((a.start.0, a.end.0))));
-        r.sort_unstable();
-        let mut merged: Vec<(u64, u64)> = Vec::new();
-        for (s, e) in r {
-            match merged.last_mut() {
-                Some(last) if s <= last.1 => last.1 = last.1.max(e),
-                _ => merged.push((s, e)),
-            }
-        }
-        merged
+        merge_ranges(r)
     }
 
     /// The header's text.
     pub fn header(&self) -> String {
         let mut s = format!("{MAGIC}\nprogram {}\n", self.program);
-        s += &format!("window {} {}\ninstructions {}\n", self.skip, self.count, self.instructions);
+        s += &format!("window {} {}", self.skip, self.count);
+        if self.period != 0 {
+            s += &format!(" {}", self.period);
+        }
+        s += &format!("\ninstructions {}\n", self.instructions);
         for o in &self.objects {
             let (b, z, p) = (o.elf.bias.as_u64(), o.size.as_u64(), &o.elf.path);
             s += &format!("object {} {b:#x} {z} {p}\n", o.loader.name());
@@ -210,6 +209,19 @@ impl Program {
     }
 }
 
+/// `ranges` sorted and merged where they overlap or touch.
+pub(crate) fn merge_ranges(mut ranges: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
+    ranges.sort_unstable();
+    let mut merged: Vec<(u64, u64)> = Vec::new();
+    for (s, e) in ranges {
+        match merged.last_mut() {
+            Some(last) if s <= last.1 => last.1 = last.1.max(e),
+            _ => merged.push((s, e)),
+        }
+    }
+    merged
+}
+
 /// The header parser: the file, the line, what was read so far.
 struct Parser<'a> {
     file: &'a str,
@@ -267,7 +279,10 @@ impl Parser<'_> {
         match key {
             "window" => {
                 let [skip, count] = self.words(rest, ["the instructions skipped", "the count"])?;
-                (self.program.skip, self.program.count) = (skip, count);
+                let period = rest.split(' ').nth(2);
+                let period = if period.is_some() { self.num(period, "the period")? } else { 0 };
+                (self.program.skip, self.program.count, self.program.period) =
+                    (skip, count, period);
             }
             "instructions" => [self.program.instructions] = self.words(rest, ["a count"])?,
             "thread" => {
@@ -384,6 +399,7 @@ mod tests {
             program: "/bin/x".into(),
             skip: 5,
             count: 7,
+            period: 70,
             instructions: 99,
             objects: vec![Object { loader: Loader::Lib, elf, size: Bytes(1 << 27) }],
             files: vec![FileMap {

@@ -15,10 +15,20 @@
 //!    machine's `khugepaged/` knobs (the recorded window is far shorter than a scan period);
 //! 3. measured pass: the same window again; the report's counters are this pass's alone.
 //!
+//! With `one_cpu` the machine has one CPU and every thread runs on it, as the seed measured
+//! dex2oat "on a single ARM core": the engine time-slices them (its `timeslice`, 4 ms), they
+//! share the CPU's TLBs, and a switch between them flushes nothing, as on arm64, where
+//! `context_switch` skips `switch_mm` between threads of one mm (`kernel/sched/core.c`) and the
+//! mm keeps its ASID. Approximation: the switch itself costs no time (the engine charges none),
+//! and iTLB misses of a fault's retry are attributed to the faulting thread's piece though
+//! another thread may run during the fault.
+//!
 //! So a collapse the kernel's rules allow has had its chance before the measurement, in every
 //! era alike, and the 2 MiB mappings the measurement sees are the ones khugepaged made.
 
+use crate::footprint::Collapsible;
 use crate::program::{Loader, Object, Program};
+use crate::rebase::Relocation;
 use crate::replay::{FetchStream, ReplayError, ReplayReport, Run};
 use mm::arch::tlb::TlbEvent;
 use mm::{ElfExec, FileSpec, Machine, MachineConfig, MmapArgs, OpenFlags, Pid, Thread, map};
@@ -39,6 +49,11 @@ pub struct ProgramOptions {
     pub warmup: SimDuration,
     /// References each thread replays per pass at most (all when `None`): a shorter window.
     pub max_refs_per_thread: Option<u64>,
+    /// Shared libraries (by file name) placed at a 2 MiB base, their references moved with them
+    /// ([`crate::rebase`]).
+    pub rebase_2m: Vec<String>,
+    /// Every thread on one CPU (the machine has one), as the seed measured: see the module note.
+    pub one_cpu: bool,
 }
 
 /// Counters of the measured pass.
@@ -50,6 +65,9 @@ pub struct Window {
     pub counters: BTreeMap<String, u64>,
     pub page_faults: u64,
     pub virtual_time_ns: u64,
+    /// First-level iTLB misses of fetches inside collapsible 2 MiB ranges
+    /// ([`crate::footprint::Collapsible`]).
+    pub itlb_misses_in_collapsible: u64,
 }
 
 impl Window {
@@ -70,6 +88,8 @@ pub struct ProgramReport {
     pub file_hugepages: u64,
     /// `FilePmdMapped` (kB) per mapped file, from smaps at the end.
     pub file_pmd_mapped_kb: BTreeMap<String, u64>,
+    /// `AnonHugePages` (kB) of executable anonymous mappings (a JIT's code), from smaps.
+    pub exec_anon_huge_kb: u64,
     /// Libraries whose recorded base is not aligned to their largest `p_align`.
     pub misaligned_libraries: Vec<String>,
     pub outside_mappings: u64,
@@ -111,19 +131,22 @@ pub fn replay_program(
     options: &ProgramOptions,
     progress: &mut dyn FnMut(u64),
 ) -> Result<ProgramReport, ReplayError> {
-    let (program, data) = Program::open(path).map_err(ReplayError::Input)?;
+    let (mut program, data) = Program::open(path).map_err(ReplayError::Input)?;
+    let relocation = crate::rebase::rebase_2m(&mut program, &options.rebase_2m).map_err(|e| {
+        ReplayError::Input(crate::InputError { file: path.to_string(), line: None, message: e })
+    })?;
     let sim = |e: String| ReplayError::Sim(e);
     let mut config = options.config.clone();
-    let threads = program.threads.len().max(1) as u32;
+    let threads = if options.one_cpu { 1 } else { program.threads.len().max(1) as u32 };
     config.profile = config
         .profile
         .clone()
-        .resized(Some(config.profile.cpus.max(threads)), None)
+        .resized(Some(if options.one_cpu { 1 } else { config.profile.cpus.max(threads) }), None)
         .map_err(sim)?;
     let mut machine = Machine::new(config).map_err(sim)?;
     create_files(&mut machine, &program)?;
     let pid = machine.new_process("replay").map_err(|e| sim(format!("{e:?}")))?;
-    let shared = Rc::new(Shared::new(&program, path, data, options));
+    let shared = Rc::new(Shared::new(&program, path, data, options, relocation));
     let (s, advise, warmup) = (shared.clone(), options.advise_hugepage, options.warmup);
     let kernel = machine.kernel_rc();
     machine
@@ -179,6 +202,11 @@ struct Shared {
     max_refs: Option<u64>,
     /// The profile's instruction fetch block (`TlbGeometry::fetch_bytes`).
     fetch_bytes: u32,
+    relocation: Relocation,
+    one_cpu: bool,
+    collapsible: Rc<Collapsible>,
+    /// iTLB misses inside the collapsible ranges, all threads, both passes.
+    misses_inside: Rc<Cell<u64>>,
 }
 
 /// A snapshot of the counters the report differences.
@@ -189,10 +217,17 @@ struct Mark {
     time: simcore::SimTime,
     references: u64,
     instructions: u64,
+    misses_inside: u64,
 }
 
 impl Shared {
-    fn new(program: &Program, path: &str, data: u64, options: &ProgramOptions) -> Shared {
+    fn new(
+        program: &Program,
+        path: &str,
+        data: u64,
+        options: &ProgramOptions,
+        relocation: Relocation,
+    ) -> Shared {
         Shared {
             program: program.clone(),
             path: path.to_string(),
@@ -203,6 +238,10 @@ impl Shared {
             marks: RefCell::new(Vec::new()),
             max_refs: options.max_refs_per_thread,
             fetch_bytes: options.config.profile.tlb.fetch_bytes,
+            relocation,
+            one_cpu: options.one_cpu,
+            collapsible: Rc::new(Collapsible::of(program)),
+            misses_inside: Rc::default(),
         }
     }
 
@@ -233,6 +272,7 @@ impl Shared {
             time: t.now(),
             references: rep.references,
             instructions: rep.instructions,
+            misses_inside: self.misses_inside.get(),
         });
     }
 
@@ -303,6 +343,8 @@ impl Shared {
                 fetch: FetchStream::new(self.fetch_bytes),
                 mark: None,
                 at_mark: None,
+                relocation: self.relocation.clone(),
+                misses_inside: Some((self.collapsible.clone(), self.misses_inside.clone())),
             };
             let failure: Rc<RefCell<Option<ReplayError>>> = Rc::default();
             let f = failure.clone();
@@ -310,7 +352,7 @@ impl Shared {
                 t.cx(),
                 kernel,
                 pid,
-                k as u32,
+                if self.one_cpu { 0 } else { k as u32 },
                 &format!("thread {k}"),
                 move |t| async move {
                     if let Err(e) = run.batches(&t).await {
@@ -366,6 +408,7 @@ fn finish(
     let vm = |name: &str| mm::vmstat::vmstat_key(name).expect("a vmstat key");
     let end = machine.vmstat();
     let rep = shared.report.borrow();
+    let smaps = machine.smaps(pid);
     Ok(ProgramReport {
         program: program.program.clone(),
         threads: program.threads.len() as u64,
@@ -375,10 +418,12 @@ fn finish(
             counters,
             page_faults: after.vmstat.get(vm("pgfault")) - before.vmstat.get(vm("pgfault")),
             virtual_time_ns: after.time.since(before.time).as_ns(),
+            itlb_misses_in_collapsible: after.misses_inside - before.misses_inside,
         },
         collapse_allocs: end.get(vm("thp_collapse_alloc")),
         file_hugepages: end.get(vm("nr_file_hugepages")),
-        file_pmd_mapped_kb: file_pmd_mapped(&machine.smaps(pid)),
+        file_pmd_mapped_kb: file_pmd_mapped(&smaps),
+        exec_anon_huge_kb: exec_anon_huge(&smaps),
         misaligned_libraries: program
             .objects
             .iter()
@@ -413,9 +458,39 @@ pub fn file_pmd_mapped(smaps: &str) -> BTreeMap<String, u64> {
     out
 }
 
+/// `AnonHugePages` (kB) summed over smaps' executable entries without a path.
+pub fn exec_anon_huge(smaps: &str) -> u64 {
+    let mut exec_anon = false;
+    let mut kb = 0;
+    for line in smaps.lines() {
+        if let Some(v) = line.strip_prefix("AnonHugePages:") {
+            if exec_anon {
+                kb += v.trim().trim_end_matches("kB").trim().parse::<u64>().unwrap_or(0);
+            }
+        } else if line
+            .split_whitespace()
+            .next()
+            .is_some_and(|w| w.contains('-') && !w.ends_with(':'))
+        {
+            let mut w = line.split_whitespace();
+            let perms = w.nth(1).unwrap_or("");
+            exec_anon = perms.contains('x') && w.nth(3).is_none_or(|p| !p.starts_with('/'));
+        }
+    }
+    kb
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn exec_anon_huge_counts_executable_anonymous_entries() {
+        let smaps = "400000-800000 rwxp 00000000 00:00 0 \nAnonHugePages:      2048 kB\n\
+                     800000-a00000 rw-p 00000000 00:00 0 \nAnonHugePages:      2048 kB\n\
+                     a00000-c00000 r-xp 00000000 00:00 1 /lib/a.so\nAnonHugePages:      2048 kB\n";
+        assert_eq!(exec_anon_huge(smaps), 2048);
+    }
 
     #[test]
     fn clip_leaves_out_the_holes() {

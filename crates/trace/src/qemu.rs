@@ -8,7 +8,8 @@
 //! with `-cpu max`, so glibc picks the code paths (string functions, ...) it picks natively.
 //!
 //! What it records: each guest thread's references (qemu-user gives each thread its own vCPU)
-//! in a window of instructions (skip N, record M, counted over all threads); the executable's
+//! in a window of instructions (skip N, record M, counted over all threads; or M out of every P
+//! from N on, windows spread over the run, each thread's windows back to back in its trace); the executable's
 //! and interpreter's load biases (the mappings qemu made before the first instruction, and the
 //! interpreter's entry point); every `mmap`, `munmap`, `mprotect` and `brk` with the path of a
 //! mapped file. The address space is rebuilt from these: ELF objects (the executable, its
@@ -48,6 +49,8 @@ pub struct RecordOptions {
     pub skip: u64,
     /// Instructions to record (0: to the end).
     pub count: u64,
+    /// Record `count` instructions out of every `period` from `skip` on (0: one window).
+    pub period: u64,
     pub out: String,
     /// zstd's level for the trace sections (1-22).
     pub zstd_level: i32,
@@ -157,11 +160,12 @@ pub fn run_qemu(options: &RecordOptions) -> Result<PathBuf, RecordError> {
     let _ = std::fs::remove_dir_all(&parts);
     std::fs::create_dir_all(&parts).map_err(|e| failed(&parts.display().to_string(), e))?;
     let arg = format!(
-        "{},dir={},skip={},count={}",
+        "{},dir={},skip={},count={},period={}",
         so.display(),
         parts.display(),
         options.skip,
-        options.count
+        options.count,
+        options.period
     );
     let status = Command::new(&qemu)
         .args(["-cpu", "max", "-plugin", &arg])
@@ -339,6 +343,7 @@ fn address_space(
         program: exe.clone(),
         skip: options.skip,
         count: options.count,
+        period: options.period,
         instructions: summary.get("instructions").copied().unwrap_or(0),
         objects: kernel_objects(parts, &exe, summary)?,
         ..Program::default()

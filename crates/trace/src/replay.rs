@@ -21,8 +21,10 @@
 //! whole-system checkers must hold.
 
 use crate::InputError;
+use crate::footprint::Collapsible;
 use crate::input::TraceReader;
 use crate::maps::Mapping;
+use crate::rebase::Relocation;
 use crate::record::{MemRef, RefKind};
 use mm::arch::tlb::TlbEvent;
 use mm::{
@@ -213,6 +215,8 @@ pub fn replay(
         fetch: FetchStream::new(options.profile.tlb.fetch_bytes),
         mark: options.mark,
         at_mark: options.at_mark,
+        relocation: Relocation::default(),
+        misses_inside: None,
     };
     let (f, maps_file, text_thp) = (failure.clone(), maps_file.to_string(), options.text_thp);
     machine
@@ -328,6 +332,10 @@ pub(crate) struct Run {
     /// When to snapshot the counters ([`ReplayOptions::mark`]), and what to run then.
     pub mark: Option<u64>,
     pub at_mark: Option<fn()>,
+    /// Where moved libraries' references go ([`crate::rebase`]).
+    pub relocation: Relocation,
+    /// Counts the iTLB misses of fetches inside these 2 MiB ranges on this thread's CPU.
+    pub misses_inside: Option<(Rc<Collapsible>, Rc<Cell<u64>>)>,
 }
 
 /// One thread's instruction fetch as the front end makes it (`TlbGeometry::fetch_bytes`): the
@@ -409,10 +417,11 @@ impl Run {
         let mut finished = false;
         let most = (BATCH as u64).min(self.remaining.get());
         while n < most {
-            let Some(x) = reader.next_ref()? else {
+            let Some(mut x) = reader.next_ref()? else {
                 finished = true;
                 break;
             };
+            x.addr = self.relocation.apply(x.addr);
             match x.kind {
                 RefKind::Instr => rep.instructions += 1,
                 RefKind::Load => rep.loads += 1,
@@ -432,24 +441,68 @@ impl Run {
     }
 
     /// Runs one batch through the MMU: runs of translated accesses without blocking, each one
-    /// that must fault through the fault handler; a refused one is counted.
+    /// that must fault through the fault handler; a refused one is counted. With
+    /// [`Run::misses_inside`] the runs are cut where a fetch enters or leaves the ranges and
+    /// this CPU's iTLB misses are read around each piece (data references go with the piece they
+    /// fall in: they make no iTLB lookups); the time is charged at the same points either way.
     async fn run_batch(&self, t: &Thread, refs: &[(VirtAddr, mm::Access)]) {
-        let mut i = 0;
+        let (mut i, mut pending, mut unsettled) = (0, 0u64, false);
         while i < refs.len() {
-            let ok = t.access_run(&refs[i..]);
-            t.access_settle(ok as u64).await;
-            i += ok;
-            if let Some(&(addr, access)) = refs.get(i) {
-                if t.access_fault(addr, access).await.is_err() {
-                    let mut rep = self.report.borrow_mut();
-                    if covered(&self.ranges, addr) {
-                        rep.protection_faults += 1;
-                    } else {
-                        rep.outside_mappings += 1;
-                    }
-                }
-                i += 1;
+            let (end, inside) = self.piece(refs, i);
+            let before = self.itlb_misses(t);
+            let ok = t.access_run(&refs[i..end]);
+            (pending, unsettled, i) = (pending + ok as u64, true, i + ok);
+            self.tally(inside, t, before);
+            if i == end {
+                continue;
             }
+            t.access_settle(pending).await;
+            (pending, unsettled) = (0, false);
+            let (addr, access) = refs[i];
+            let before = self.itlb_misses(t);
+            let refused = t.access_fault(addr, access).await.is_err();
+            self.tally(inside, t, before);
+            if refused {
+                let mut rep = self.report.borrow_mut();
+                if covered(&self.ranges, addr) {
+                    rep.protection_faults += 1;
+                } else {
+                    rep.outside_mappings += 1;
+                }
+            }
+            i += 1;
+        }
+        if unsettled {
+            t.access_settle(pending).await;
+        }
+    }
+
+    /// Where the piece starting at `i` ends, and whether its fetches lie inside the ranges of
+    /// [`Run::misses_inside`] (without them: the whole batch, outside).
+    fn piece(&self, refs: &[(VirtAddr, mm::Access)], i: usize) -> (usize, bool) {
+        let Some((ranges, _)) = &self.misses_inside else { return (refs.len(), false) };
+        let exec = |r: &&(VirtAddr, mm::Access)| r.1 == mm::Access::Exec;
+        let inside = refs[i..].iter().find(exec).is_some_and(|r| ranges.contains(r.0.0));
+        let len = refs[i..]
+            .iter()
+            .position(|r| exec(&r) && ranges.contains(r.0.0) != inside)
+            .unwrap_or(refs.len() - i);
+        (i + len, inside)
+    }
+
+    /// This CPU's first-level iTLB misses so far (only read with [`Run::misses_inside`]).
+    fn itlb_misses(&self, t: &Thread) -> u64 {
+        if self.misses_inside.is_none() {
+            return 0;
+        }
+        let st = t.cx().kernel().state();
+        st.tlb.stats(t.cx().cpu().0 as usize).get(TlbEvent::ItlbLoadMisses)
+    }
+
+    /// Adds the misses since `before` to the tally when the piece lies inside the ranges.
+    fn tally(&self, inside: bool, t: &Thread, before: u64) {
+        if let Some((_, tally)) = self.misses_inside.as_ref().filter(|_| inside) {
+            tally.set(tally.get() + self.itlb_misses(t) - before);
         }
     }
 }

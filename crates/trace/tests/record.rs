@@ -21,6 +21,7 @@ fn records_and_replays_a_dynamically_linked_program() {
         args: Vec::new(),
         skip: 1000,
         count: 20_000,
+        period: 0,
         out: out.clone(),
         zstd_level: 3,
     };
@@ -40,8 +41,53 @@ fn records_and_replays_a_dynamically_linked_program() {
         advise_hugepage: false,
         warmup: simcore::SimDuration::from_ms(1000),
         max_refs_per_thread: None,
+        rebase_2m: Vec::new(),
+        one_cpu: false,
     };
     let report = replay_program(&out, &options, &mut |_| {}).unwrap();
     assert_eq!(report.measured.references, refs);
     assert_eq!(report.outside_mappings, 0, "every reference lands in a rebuilt mapping");
+}
+
+/// `--period`: COUNT instructions out of every PERIOD from SKIP on, over the whole run; the
+/// threads' traces hold exactly the instructions the windows cover.
+#[test]
+fn records_windows_spread_over_the_run() {
+    if let Err(e @ RecordError::Missing(_)) = check_host() {
+        assert!(std::env::var_os("MMSIM_REQUIRE_QEMU").is_none(), "{e}");
+        trace::skip::skipped("records_windows_spread_over_the_run", &e.to_string());
+        return;
+    }
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("record-period");
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("true.mmprog").display().to_string();
+    let (skip, count, period) = (1000, 2000, 20_000);
+    let options = RecordOptions {
+        program: "/bin/true".into(),
+        args: Vec::new(),
+        skip,
+        count,
+        period,
+        out: out.clone(),
+        zstd_level: 3,
+    };
+    let parts = run_qemu(&options).unwrap();
+    write_program(&parts, &options).unwrap();
+    let (p, data) = Program::open(&out).unwrap();
+    assert_eq!((p.skip, p.count, p.period), (skip, count, period));
+    let n = p.instructions;
+    assert!(n > skip + 2 * period, "{n} instructions: too few for two windows");
+    let expected: u64 = (0..)
+        .map(|k| skip + k * period)
+        .take_while(|&start| start < n)
+        .map(|start| count.min(n - start))
+        .sum();
+    let mut fetched = 0;
+    for k in 0..p.threads.len() {
+        let mut r = p.thread_trace(&out, data, k).unwrap();
+        while let Some(x) = r.next_ref().unwrap() {
+            fetched += u64::from(x.kind == trace::record::RefKind::Instr);
+        }
+    }
+    assert_eq!(fetched, expected);
 }
