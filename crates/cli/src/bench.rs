@@ -34,7 +34,10 @@
 //!   median ratio and its spread (lowest..highest) are printed. Both timers cover the same scope:
 //!   decoding the oracleGeneral file and replaying every request (the reader is opened, and
 //!   Python started, before the timer). Targets: pure at least 2x libCacheSim, the kernel LRUs at
-//!   least 1x.
+//!   least 1x. Beside the timed ratio, each side's host instructions per request counted by
+//!   cachegrind (`bench/cachegrind.rs`: requests `n+1..2n` of the same file, n =
+//!   `--cachegrind-requests`, 100,000 by default; 0 skips the counts), which the machine's load
+//!   does not move.
 
 mod cachegrind;
 
@@ -753,21 +756,17 @@ fn pagecache_bench(a: &PagecacheBenchArgs) -> Result<(), String> {
         a.rounds
     );
     let counted = (a.cachegrind_requests > 0).then_some(a.cachegrind_requests.min(n / 2).max(1));
-    let lcs_instructions = match counted {
-        Some(k) => {
-            println!(
-                "instructions per request: cachegrind's `I refs` of requests {}..{} (runs over the first {k} and {})",
-                k + 1,
-                2 * k,
-                2 * k
-            );
-            Some(cachegrind::libcachesim(a, &og, pages, k)).transpose().unwrap_or_else(|e| {
-                println!("libCacheSim instructions: not counted ({e})");
-                None
-            })
-        }
-        None => None,
-    };
+    let lcs_instructions = counted.and_then(|k| {
+        println!(
+            "instructions per request: cachegrind's `I refs` of requests {}..{} (runs over the first {k} and {})",
+            k + 1,
+            2 * k,
+            2 * k
+        );
+        cachegrind::libcachesim(a, &og, pages, k)
+            .map_err(|e| println!("libCacheSim instructions: not counted ({e})"))
+            .ok()
+    });
     println!(
         "{:<16} {:>10} {:>10} {:>12} {:>12} {:>7} {:>13} {:>7} {:>10} {:>10} {:>7}",
         "replay",
@@ -829,7 +828,11 @@ fn pagecache_policy(
         let (ratio, lo, hi) = median_spread(&mut ratios);
         (format!("{lcs_rate:.0}"), format!("{ratio:.2}"), format!("{lo:.2}..{hi:.2}"))
     };
-    let mine = counted.map(|k| cachegrind::mmsim(a, &c.og, policy.name(), k)).transpose()?;
+    let mine = counted.and_then(|k| {
+        cachegrind::mmsim(a, &c.og, policy.name(), k)
+            .map_err(|e| println!("mmsim {} instructions: not counted ({e})", policy.name()))
+            .ok()
+    });
     let show = |x: Option<f64>| x.map_or("-".to_string(), |x| format!("{x:.0}"));
     let i_ratio = match (mine, c.lcs_instructions) {
         (Some(m), Some(l)) => format!("{:.2}", m / l),
