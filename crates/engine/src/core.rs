@@ -426,7 +426,7 @@ impl State {
 
     /// Spinners on `lock` stop when it is no longer spinnable, and sleep in its queue.
     fn check_spinners(&mut self, lock: LockId) {
-        if self.spinnable(lock) {
+        if !self.locks[lock].state.has_spinners() || self.spinnable(lock) {
             return;
         }
         let mut stopped = Vec::new();
@@ -444,14 +444,13 @@ impl State {
 
     /// `task` left its CPU (slept or was preempted): writers spinning on an rwsem it owns stop.
     fn left_cpu(&mut self, task: TaskId) {
-        let owned: Vec<LockId> = self.tasks[task]
-            .held
-            .iter()
-            .filter(|h| h.mode == Mode::Write)
-            .map(|h| h.lock)
-            .collect();
-        for lock in owned {
-            self.check_spinners(lock);
+        // By index: stopping spinners touches only the spinners and their CPUs, never the
+        // locks `task` holds.
+        for i in 0..self.tasks[task].held.len() {
+            let h = self.tasks[task].held[i];
+            if h.mode == Mode::Write {
+                self.check_spinners(h.lock);
+            }
         }
     }
 
