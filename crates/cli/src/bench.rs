@@ -34,7 +34,12 @@
 //!   median ratio and its spread (lowest..highest) are printed. Both timers cover the same scope:
 //!   decoding the oracleGeneral file and replaying every request (the reader is opened, and
 //!   Python started, before the timer). Targets: pure at least 2x libCacheSim, the kernel LRUs at
-//!   least 1x.
+//!   least 1x. Beside the timed ratio, each side's host instructions per request counted by
+//!   cachegrind (`bench/cachegrind.rs`: requests `n+1..2n` of the same file, n =
+//!   `--cachegrind-requests`, 100,000 by default; 0 skips the counts), which the machine's load
+//!   does not move.
+
+mod cachegrind;
 
 use clap::{Args, Subcommand};
 use engine::{Sim, SimConfig};
@@ -88,6 +93,18 @@ pub(crate) struct PagecacheBenchArgs {
     /// The mmsim policies to compare (pure, classic, mglru), comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "pure,classic,mglru")]
     policy: Vec<String>,
+    /// Requests per cachegrind count: each side runs under cachegrind over the trace's first N
+    /// and first 2N requests, and the difference over N is its instructions per request (0: no
+    /// counts).
+    #[arg(long, default_value_t = 100_000)]
+    cachegrind_requests: u64,
+    /// The valgrind that counts instructions.
+    #[arg(long, default_value = "valgrind")]
+    valgrind: String,
+    /// Internal: replay the oracleGeneral `--trace` once under this policy and exit (what
+    /// cachegrind counts for mmsim's side).
+    #[arg(long, hide = true)]
+    child: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -613,6 +630,19 @@ fn tlb_case(a: &TlbBenchArgs, c: &TlbCase, cloop: Option<&std::path::Path>) -> R
     Ok(())
 }
 
+/// The Python run by libCacheSim's side of `bench pagecache` (arguments: the oracleGeneral file,
+/// the cache in pages, the requests): it prints the requests, the misses and the seconds of
+/// `process_trace`.
+fn libcachesim_script() -> &'static str {
+    "import sys, time, libcachesim as l\n\
+     r = l.TraceReader(sys.argv[1], l.TraceType.ORACLE_GENERAL_TRACE)\n\
+     c = l.LRU(int(sys.argv[2]) * 4096)\n\
+     t = time.perf_counter()\n\
+     mr, _ = c.process_trace(r, 0, int(sys.argv[3]))\n\
+     dt = time.perf_counter() - t\n\
+     print(int(sys.argv[3]), round(mr * int(sys.argv[3])), dt)\n"
+}
+
 /// The libCacheSim side of `bench pagecache`: `(requests, misses, seconds)` of its LRU over the
 /// first `n` requests of an oracleGeneral file, timed around `process_trace` by the Python.
 fn libcachesim_lru(
@@ -621,13 +651,7 @@ fn libcachesim_lru(
     pages: u64,
     n: u64,
 ) -> Result<(u64, u64, f64), String> {
-    let script = "import sys, time, libcachesim as l\n\
-        r = l.TraceReader(sys.argv[1], l.TraceType.ORACLE_GENERAL_TRACE)\n\
-        c = l.LRU(int(sys.argv[2]) * 4096)\n\
-        t = time.perf_counter()\n\
-        mr, _ = c.process_trace(r, 0, int(sys.argv[3]))\n\
-        dt = time.perf_counter() - t\n\
-        print(int(sys.argv[3]), round(mr * int(sys.argv[3])), dt)\n";
+    let script = libcachesim_script();
     let out = std::process::Command::new(python)
         .arg("-c")
         .arg(script)
@@ -678,18 +702,21 @@ fn export_oracle(a: &PagecacheBenchArgs) -> Result<(std::path::PathBuf, u64), St
     Ok((og, n))
 }
 
-/// One timed mmsim replay of the oracleGeneral file: `(misses, requests per host second)`.
+/// One timed mmsim replay of the oracleGeneral file (its first `max` requests, all when `None`):
+/// `(misses, requests per host second)`.
 fn mmsim_round(
     og_path: &str,
     policy: trace::pagecache::Policy,
     cache: simcore::Bytes,
+    max: Option<u64>,
 ) -> Result<(u64, f64), String> {
     use trace::block::{BlockFormat, BlockReader};
     use trace::pagecache::{AccessMode, PageCacheOptions, replay_page_cache};
     let reader =
         BlockReader::open(og_path, BlockFormat::OracleGeneral).map_err(|e| e.to_string())?;
     let tiny = mm::Profile::named("tiny")?;
-    let options = PageCacheOptions::new(tiny, policy, AccessMode::Read, cache);
+    let mut options = PageCacheOptions::new(tiny, policy, AccessMode::Read, cache);
+    options.max_requests = max;
     let start = Instant::now();
     let r =
         replay_page_cache(reader, og_path, &options, &mut |_, _| ()).map_err(|e| e.to_string())?;
@@ -703,59 +730,118 @@ fn median_spread(xs: &mut [f64]) -> (f64, f64, f64) {
     (xs[xs.len() / 2], xs[0], xs[xs.len() - 1])
 }
 
+/// What `bench pagecache` compares: the oracleGeneral file both sides replay, its requests and
+/// the cache, and libCacheSim's instructions per request (when counted).
+struct PagecacheCase {
+    og: std::path::PathBuf,
+    requests: u64,
+    cache: simcore::Bytes,
+    lcs_instructions: Option<f64>,
+}
+
 fn pagecache_bench(a: &PagecacheBenchArgs) -> Result<(), String> {
     use trace::pagecache::Policy;
     let cache = lab::scenario::parse::parse_size(&a.cache)
         .ok_or_else(|| format!("--cache {}: expected a size like 256MiB", a.cache))?;
+    if let Some(p) = &a.child {
+        let max = a.max_requests;
+        return mmsim_round(&a.trace, Policy::parse(p)?, cache, max).map(drop);
+    }
     let policies = a.policy.iter().map(|p| Policy::parse(p)).collect::<Result<Vec<_>, _>>()?;
     let pages = cache.pages_ceil();
     let (og, n) = export_oracle(a)?;
-    let og_path = og.to_string_lossy().into_owned();
     println!("pagecache benchmark: {} ({n} requests), cache {} ({pages} pages)", a.trace, cache);
     println!(
         "{} alternated rounds per policy (libCacheSim, then mmsim); rates are medians",
         a.rounds
     );
+    let counted = (a.cachegrind_requests > 0).then_some(a.cachegrind_requests.min(n / 2).max(1));
+    let lcs_instructions = counted.and_then(|k| {
+        println!(
+            "instructions per request: cachegrind's `I refs` of requests {}..{} (runs over the first {k} and {})",
+            k + 1,
+            2 * k,
+            2 * k
+        );
+        cachegrind::libcachesim(a, &og, pages, k)
+            .map_err(|e| println!("libCacheSim instructions: not counted ({e})"))
+            .ok()
+    });
     println!(
-        "{:<16} {:>10} {:>10} {:>12} {:>12} {:>7} {:>13} {:>7}",
-        "replay", "misses", "lcs misses", "mmsim req/s", "lcs req/s", "ratio", "spread", "target"
+        "{:<16} {:>10} {:>10} {:>12} {:>12} {:>7} {:>13} {:>7} {:>10} {:>10} {:>7}",
+        "replay",
+        "misses",
+        "lcs misses",
+        "mmsim req/s",
+        "lcs req/s",
+        "ratio",
+        "spread",
+        "target",
+        "instr/req",
+        "lcs i/req",
+        "i ratio"
     );
+    let case = PagecacheCase { og, requests: n, cache, lcs_instructions };
     for policy in policies {
-        let (mut rates, mut lcs_rates, mut ratios) = (vec![], vec![], vec![]);
-        let (mut misses, mut lcs_misses) = (0, None);
-        for _ in 0..a.rounds {
-            let lcs = libcachesim_lru(&a.python, &og, pages, n);
-            let (m, rate) = mmsim_round(&og_path, policy, cache)?;
-            misses = m;
-            rates.push(rate);
-            match lcs {
-                Ok((r, m, s)) => {
-                    let lcs_rate = r as f64 / s.max(1e-9);
-                    lcs_misses = Some(m);
-                    lcs_rates.push(lcs_rate);
-                    ratios.push(rate / lcs_rate);
-                }
-                Err(e) => println!("libCacheSim LRU: not run ({e})"),
+        pagecache_policy(a, &case, policy, counted)?;
+    }
+    let _ = std::fs::remove_file(&case.og);
+    Ok(())
+}
+
+/// One policy's line of `bench pagecache`: alternated timed rounds, then (when `counted`) its
+/// instructions per request.
+fn pagecache_policy(
+    a: &PagecacheBenchArgs,
+    c: &PagecacheCase,
+    policy: trace::pagecache::Policy,
+    counted: Option<u64>,
+) -> Result<(), String> {
+    use trace::pagecache::Policy;
+    let og_path = c.og.to_string_lossy().into_owned();
+    let pages = c.cache.pages_ceil();
+    let (mut rates, mut lcs_rates, mut ratios) = (vec![], vec![], vec![]);
+    let (mut misses, mut lcs_misses) = (0, None);
+    for _ in 0..a.rounds {
+        let lcs = libcachesim_lru(&a.python, &c.og, pages, c.requests);
+        let (m, rate) = mmsim_round(&og_path, policy, c.cache, None)?;
+        misses = m;
+        rates.push(rate);
+        match lcs {
+            Ok((r, m, s)) => {
+                let lcs_rate = r as f64 / s.max(1e-9);
+                lcs_misses = Some(m);
+                lcs_rates.push(lcs_rate);
+                ratios.push(rate / lcs_rate);
             }
-        }
-        let target = if policy == Policy::Pure { 2.0 } else { 1.0 };
-        let (rate, _, _) = median_spread(&mut rates);
-        let lcs = lcs_misses.map_or("-".to_string(), |m| m.to_string());
-        let name = format!("mmsim {}", policy.name());
-        if ratios.is_empty() {
-            println!(
-                "{name:<16} {misses:>10} {lcs:>10} {rate:>12.0} {:>12} {:>7} {:>13} {target:>6.0}x",
-                "-", "-", "-"
-            );
-        } else {
-            let (lcs_rate, _, _) = median_spread(&mut lcs_rates);
-            let (ratio, lo, hi) = median_spread(&mut ratios);
-            let spread = format!("{lo:.2}..{hi:.2}");
-            println!(
-                "{name:<16} {misses:>10} {lcs:>10} {rate:>12.0} {lcs_rate:>12.0} {ratio:>7.2} {spread:>13} {target:>6.0}x"
-            );
+            Err(e) => println!("libCacheSim LRU: not run ({e})"),
         }
     }
-    let _ = std::fs::remove_file(&og);
+    let target = if policy == Policy::Pure { 2.0 } else { 1.0 };
+    let (rate, _, _) = median_spread(&mut rates);
+    let lcs = lcs_misses.map_or("-".to_string(), |m| m.to_string());
+    let name = format!("mmsim {}", policy.name());
+    let (lcs_rate, ratio, spread) = if ratios.is_empty() {
+        ("-".to_string(), "-".to_string(), "-".to_string())
+    } else {
+        let (lcs_rate, _, _) = median_spread(&mut lcs_rates);
+        let (ratio, lo, hi) = median_spread(&mut ratios);
+        (format!("{lcs_rate:.0}"), format!("{ratio:.2}"), format!("{lo:.2}..{hi:.2}"))
+    };
+    let mine = counted.and_then(|k| {
+        cachegrind::mmsim(a, &c.og, policy.name(), k)
+            .map_err(|e| println!("mmsim {} instructions: not counted ({e})", policy.name()))
+            .ok()
+    });
+    let show = |x: Option<f64>| x.map_or("-".to_string(), |x| format!("{x:.0}"));
+    let i_ratio = match (mine, c.lcs_instructions) {
+        (Some(m), Some(l)) => format!("{:.2}", m / l),
+        _ => "-".to_string(),
+    };
+    println!(
+        "{name:<16} {misses:>10} {lcs:>10} {rate:>12.0} {lcs_rate:>12} {ratio:>7} {spread:>13} {target:>6.0}x {:>10} {:>10} {i_ratio:>7}",
+        show(mine),
+        show(c.lcs_instructions)
+    );
     Ok(())
 }

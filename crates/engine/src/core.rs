@@ -274,14 +274,22 @@ impl State {
                 return false;
             }
         }
+        self.resume(e.task);
+        true
+    }
+
+    /// The end of a dispatch that runs its task: it runs, and the switch is accounted, digested
+    /// and traced at the current time.
+    fn resume(&mut self, id: TaskId) {
+        let now = self.now;
+        let task = &mut self.tasks[id];
         task.status = Status::Running;
         task.stats.switches += 1;
         self.digest.write_u64(now.as_ns());
-        self.digest.write_u64(u64::from(e.task.0) << 8 | point_tag(task.point.kind));
+        self.digest.write_u64(u64::from(id.0) << 8 | point_tag(task.point.kind));
         if let Some(trace) = &mut self.trace {
-            trace.push((now, e.task, task.point));
+            trace.push((now, id, task.point));
         }
-        true
     }
 
     fn running(&self, task: TaskId) -> &Task {
@@ -299,14 +307,26 @@ impl State {
         d: SimDuration,
         at: &'static Location<'static>,
     ) -> bool {
-        let cpu = self.running(task).cpu;
         let t = &mut self.tasks[task];
+        debug_assert_eq!(t.status, Status::Running, "task {task} acts while not running");
+        let cpu = t.cpu;
         let d = d + std::mem::take(&mut t.line_debt);
         t.point = Point { kind: PointKind::Charge, at };
         t.stats.cpu += d;
         self.cpus[cpu].stats.busy += d;
         let entry = self.queue_entry(task, self.now + d);
-        self.carry_on(entry)
+        if !self.take(entry) {
+            return false;
+        }
+        debug_assert_eq!(self.cpus[cpu].owner, Some(task), "a running task owns its CPU");
+        // The pass's dispatch of a charge whose task owns its CPU: with nobody waiting for the
+        // CPU there is no time-slice preemption to decide, and the task simply runs on.
+        if !self.cpus[cpu].runqueue.is_empty() {
+            return self.dispatch(entry);
+        }
+        self.now = self.now.max(entry.time);
+        self.resume(task);
+        true
     }
 
     /// Sleeps `d`; true if the task carries on at once ([`State::carry_on`]).
@@ -344,6 +364,12 @@ impl State {
     /// loop's step (its checker call) is skipped, which is why a checked run turns this off.
     /// The exploration schedulers never hand an entry back: they see every blocking point.
     fn carry_on(&mut self, entry: ReadyEntry) -> bool {
+        self.take(entry) && self.dispatch(entry)
+    }
+
+    /// The first half of [`State::carry_on`]: queues `entry` (false), or takes it for its task
+    /// to carry on (true), the pass's event counted; the caller then dispatches it.
+    fn take(&mut self, entry: ReadyEntry) -> bool {
         let may_take =
             self.carry_on && self.events < self.config.max_events && self.carried < CARRY_ON_LIMIT;
         if !self.sched.push_or_take(entry, may_take) {
@@ -354,7 +380,7 @@ impl State {
         debug_assert!(!self.preempts_at_every_point, "no wake-ups are held back");
         debug_assert!(self.live > 0, "a task runs only while the run goes on");
         self.events += 1;
-        self.dispatch(entry)
+        true
     }
 
     /// A preemption point: the task stays runnable (and keeps its CPU).
@@ -401,7 +427,7 @@ impl State {
 
     /// Spinners on `lock` stop when it is no longer spinnable, and sleep in its queue.
     fn check_spinners(&mut self, lock: LockId) {
-        if self.spinnable(lock) {
+        if !self.locks[lock].state.has_spinners() || self.spinnable(lock) {
             return;
         }
         let mut stopped = Vec::new();
@@ -419,14 +445,13 @@ impl State {
 
     /// `task` left its CPU (slept or was preempted): writers spinning on an rwsem it owns stop.
     fn left_cpu(&mut self, task: TaskId) {
-        let owned: Vec<LockId> = self.tasks[task]
-            .held
-            .iter()
-            .filter(|h| h.mode == Mode::Write)
-            .map(|h| h.lock)
-            .collect();
-        for lock in owned {
-            self.check_spinners(lock);
+        // By index: stopping spinners touches only the spinners and their CPUs, never the
+        // locks `task` holds.
+        for i in 0..self.tasks[task].held.len() {
+            let h = self.tasks[task].held[i];
+            if h.mode == Mode::Write {
+                self.check_spinners(h.lock);
+            }
         }
     }
 

@@ -284,6 +284,11 @@ impl LockState {
         }
     }
 
+    /// Whether writers spin on this rwsem (an optimistic spinner on its OSQ).
+    pub(crate) fn has_spinners(&self) -> bool {
+        matches!(self, LockState::RwSem { spinners, .. } if !spinners.is_empty())
+    }
+
     /// Spinning writers give up (the owner left its CPU, readers own the lock, or a hand-off
     /// is due) and queue behind the waiters in their order; pushes them onto `stopped`.
     pub(crate) fn stop_spinning(&mut self, stopped: &mut Vec<TaskId>) {
