@@ -79,3 +79,19 @@ fn a_userfault_nobody_handles_stops_the_run() {
     let stopped = report.stopped.unwrap();
     assert!(stopped.contains("userfaultfd fault_wqh"), "{stopped}");
 }
+
+/// The model carves the hugetlb pool from the top of memory: a pool on a memory that is not a
+/// whole number of huge pages is refused, not silently left empty.
+#[test]
+fn a_pool_on_a_memory_of_part_huge_pages_is_refused() {
+    let text = SCENARIO.replace(
+        "kernel = \"v6.1\"\n",
+        "kernel = \"v6.1\"\nmemory = \"513MiB\"\n\n[machine.tunables]\nnr_hugepages = 10\n",
+    );
+    let s = parse_scenario("s.toml", &text).unwrap();
+    let err = run(&s, &Overrides::default(), &mut |_| ()).unwrap_err();
+    assert!(err.message.contains("a whole number of them"), "{}", err.message);
+    let aligned = text.replace("513MiB", "514MiB");
+    let s = parse_scenario("s.toml", &aligned).unwrap();
+    assert!(run(&s, &Overrides::default(), &mut |_| ()).is_ok());
+}

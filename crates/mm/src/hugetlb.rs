@@ -149,7 +149,7 @@ impl HugeSize {
         }
     }
 
-    fn idx(self) -> usize {
+    pub(crate) fn idx(self) -> usize {
         self as usize
     }
 

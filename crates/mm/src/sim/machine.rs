@@ -16,7 +16,7 @@ use crate::types::fs::Backing;
 use crate::types::fs::DaxFs;
 use crate::types::fs::FsType;
 use crate::types::huge_mm::ThpState;
-use crate::types::hugetlb::Hugetlb;
+use crate::types::hugetlb::{HugeSize, Hugetlb};
 use crate::types::ids::InodeId;
 use crate::types::ids::MemcgId;
 use crate::types::ids::Pid;
@@ -143,10 +143,29 @@ impl std::fmt::Debug for Machine {
 }
 
 /// The simulation must have the profile's CPUs.
-fn check_cpus(sim: &Sim, config: &MachineConfig) -> Result<(), String> {
+/// Refuses a configuration the model cannot run as asked: a switch value not modelled for the
+/// kernel, a TLB geometry that does not hold together, a simulation with another CPU count, and
+/// a hugetlb pool asked for on a memory that is not a whole number of its pages (the model
+/// carves the pool from the top of memory, which must be aligned to the page size; the kernel
+/// would take the pages from anywhere).
+fn check_config(sim: &Sim, config: &MachineConfig) -> Result<(), String> {
+    config.switches.check_implemented(config.kernel)?;
+    config.profile.tlb.validate()?;
     let (sim_cpus, cpus) = (sim.handle().cpus(), config.profile.cpus);
     if sim_cpus != cpus {
         return Err(format!("the simulation has {sim_cpus} CPUs, the profile {cpus}"));
+    }
+    let t = &config.tunables;
+    for size in HugeSize::ALL {
+        let asked = t.nr_hugepages[size.idx()] + t.nr_overcommit_hugepages[size.idx()] > 0;
+        if asked && !config.profile.memory.pages_ceil().is_multiple_of(size.pages()) {
+            return Err(format!(
+                "a hugetlb pool of {} pages on a memory of {}: expected a memory that is a \
+                 whole number of them (the model carves the pool from the top of memory)",
+                Bytes(size.bytes()),
+                config.profile.memory
+            ));
+        }
     }
     Ok(())
 }
@@ -179,9 +198,7 @@ impl Machine {
 
     /// Builds a machine on a simulation built by the caller (from [`Machine::sim_config`]).
     pub fn on_sim(config: MachineConfig, sim: Sim) -> Result<Machine, String> {
-        config.switches.check_implemented(config.kernel)?;
-        config.profile.tlb.validate()?;
-        check_cpus(&sim, &config)?;
+        check_config(&sim, &config)?;
         let handle = sim.handle().clone();
         crate::rmap::declare_lock_order(&handle);
         let total = config.profile.memory.pages_ceil();
