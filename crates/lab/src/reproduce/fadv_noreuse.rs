@@ -5,15 +5,17 @@
 //!
 //! The seed's machine: a RAM disk takes all but 8 GiB of memory and holds an 8 GiB swap file and
 //! the 4K Bosphorus clip (3840x2160, 8-bit 4:2:0, 600 frames, about 7.5 GB), which
-//! `SvtAv1EncApp --preset 12` encodes reading it through `mmap`. Here: a machine of 8 CPUs whose
-//! memory is those 8 GiB, storage on a RAM disk (`Storage::Ramdisk`: swap-ins and file reads
+//! `SvtAv1EncApp --preset 12` encodes reading it through `mmap`. Here: a machine of 8 CPUs (the
+//! seed gives no count: `fadv-noreuse.cpus` declares 4 to 16, and the encoder's threads, pools,
+//! state and CPU per frame follow it as measured, `svtav1.rs`) whose memory is those 8 GiB, storage on a RAM disk (`Storage::Ramdisk`: swap-ins and file reads
 //! cost a request plus a page copy), a swap device as large as memory, and the encoder of
 //! `workload::encoder` with SvtAv1EncApp's input path (each frame's three planes mapped
 //! privately and unmapped once the picture is sent, so every young input PTE reaches reclaim
 //! through `munmap`, which passes its accessed bit to the folio unless NOREUSE says the VMA
 //! has no recency) and SVT-AV1 v1.4.1's shape for this encode on 8 CPUs, read from its source
 //! and measured (`docs/design/svtav1-footprint.md`): eight threads, a lookahead window of 69
-//! pictures over 102 picture parent control sets (input luma and chroma with their padding, the
+//! pictures (a picture is encoded 68 frames after it arrives; 69 until the 4-CPU pools, which
+//! hold exactly the window, showed the window counts both ends) over 102 picture parent control sets (input luma and chroma with their padding, the
 //! ME pictures and data: 19.8 MB each), 59 reference pictures of 14.2 MB of which each frame
 //! reads the 4 latest, 8 MiB of code and, for the rest of the 3.90 GiB peak resident set
 //! measured for v1.4.1 (the enc-dec sets, TPL references, picture control sets and small
@@ -59,6 +61,7 @@
 //! its absence from the model (`swap.rs`) costs nothing here.
 
 mod loss;
+mod svtav1;
 
 use super::sensitivity::WAKEUP_LATENCY;
 use super::{
@@ -69,6 +72,9 @@ use mm::kernel::Storage;
 use mm::vmstat::{MmEvent, VmStat, VmStats};
 use mm::{FileSpec, KernelVersion, MachineConfig, Profile};
 use simcore::{Bytes, CounterKey, SimDuration};
+use svtav1::{
+    CODE_BYTES, FRAME_CPU_NS, LOOKAHEAD, MEASURED_CPUS, PPCS_BYTES, REFERENCE_BYTES, Shape,
+};
 use workload::encoder;
 
 pub(super) const EXPERIMENT: Experiment = Experiment {
@@ -78,7 +84,7 @@ pub(super) const EXPERIMENT: Experiment = Experiment {
     work: 100,
     seeded: false,
     headline: "fps gain mglru noreuse",
-    params: &[WAKEUP_LATENCY, FRAME_CPU, STATE],
+    params: &[WAKEUP_LATENCY, FRAME_CPU, STATE, CPU_COUNT],
     measure,
 };
 
@@ -89,22 +95,35 @@ const FRAME_CPU: FreeParam = FreeParam {
     unit: "ns",
     low: FRAME_CPU_NS / 2,
     high: FRAME_CPU_NS * 2,
-    source: "81.3 ms measured for SVT-AV1 v1.4.1 on a synthetic 4K clip on this project's host; \
-             the seed's machine and Bosphorus's content are unmeasured: from half (a core twice \
-             as fast) to twice (content twice as costly to encode)",
+    source: "81.3 ms measured for SVT-AV1 v1.4.1 on a synthetic 4K clip on this project's host \
+             with 8 CPUs reported (72.5 ms at 4, 92.6 ms at 16); the seed's machine and \
+             Bosphorus's content are unmeasured: from half (a core twice as fast) to twice \
+             (content twice as costly to encode)",
 };
 
-/// The encoder state beside the pools, in MiB at 4K, which with the pools sets the
-/// resident footprint; the seed gives no CPU count, and the footprint follows it.
+/// The CPU count of the seed's machine, which the seed does not give: it sets the encoder's
+/// threads, its pools and its resident footprint (`svtav1`).
+const CPU_COUNT: FreeParam = FreeParam {
+    key: "fadv-noreuse.cpus",
+    unit: "CPUs",
+    low: 4,
+    high: 16,
+    source: "the seed gives no CPU count; SVT-AV1 v1.4.1's pools follow its core count and its \
+             peak resident set for this encode was measured at 4, 8 and 16 CPUs (2.41, 3.90 and \
+             4.81 GiB; docs/design/svtav1-footprint.md): a desktop or a small server",
+};
+
+/// The encoder state beside the pools, in MiB at 4K, at the CPU count of the run (by default
+/// the measured peak resident set less the pools and code).
 const STATE: FreeParam = FreeParam {
     key: "fadv-noreuse.state_mib",
     unit: "MiB",
-    low: 0,
-    high: 2_188,
-    source: "the peak resident set measured for this encode is 3.90 GiB at 8 CPUs (the \
-             experiment's 1256 MiB of state), 4.81 GiB at 16 (2188 MiB of state beside the \
-             same pools) and 2.41 GiB at 4, below the pools' own 2.67 GiB: from no state \
-             (docs/design/svtav1-footprint.md; the seed gives no CPU count)",
+    low: 990,
+    high: 1_952,
+    source: "at 8 CPUs the measured resident set is 3.64 GiB after 5 s and 3.90 GiB at its peak \
+             (990 and 1256 MiB of state beside the pools); the child picture sets' block arrays \
+             (696 MiB) are touched only where the content needs them, which the synthetic clip \
+             did in part and Bosphorus may do in full (docs/design/svtav1-footprint.md)",
 };
 
 /// The kernel the change went into.
@@ -116,26 +135,8 @@ const LUMA_4K: u64 = 3840 * 2160;
 /// where the planes straddle pages).
 const Y4M_HEADER: u64 = 64;
 const FRAMES: u64 = 600;
-const CPUS: u32 = 8;
-/// SVT-AV1 v1.4.1's pools for this encode on 8 CPUs (`docs/design/svtav1-footprint.md`,
-/// `load_default_buffer_configuration_settings` at 018276d714ce): 102 picture parent control
-/// sets, a lookahead window of (1 + 32) * 2 + 3 = 69 pictures, 59 reference pictures.
-const PICTURE_SLOTS: u64 = 102;
-const LOOKAHEAD: u64 = 69;
-const REFERENCE_SLOTS: u64 = 59;
-/// Bytes per picture parent control set: padded 8-bit luma (9,179,136) and chroma (4,589,568)
-/// input, the quarter and sixteenth ME pictures (2,837,120) and the ME/TPL data (about
-/// 3,226,000 measured).
-const PPCS_BYTES: u64 = 9_179_136 + 4_589_568 + 2_837_120 + 3_226_000;
-/// A reference picture with its 96-pixel padding.
-const REFERENCE_BYTES: u64 = 14_224_896;
-/// The encoder state of the headline rows, in MiB at full (4K) size: what remains of the
-/// 3.90 GiB peak resident set measured for this encode (SVT-AV1 v1.4.1, 8 CPUs) after the
-/// pools above and the code (the enc-dec sets, TPL references, picture control sets and small
-/// allocations), touched once per pipeline cycle ([`STATE_CYCLE`]).
-const STATE_MIB: u64 = 1256;
-/// Frames over which the encoder state is touched once, a part each frame: the pipeline's cycle
-/// through its 102 picture parent control sets. Measured for this encode
+/// The encoder state is touched once over the pipeline's cycle through its picture parent
+/// control sets (102 at 8 CPUs), a part each frame. Measured for this encode
 /// (`docs/design/svtav1-footprint.md`): about 1.95 GiB of the 3.90 GiB resident is touched
 /// within 1 s (about 25 frames), 2.5 GiB within 2 s, "the rest once per pipeline cycle (~100
 /// frames) or only at start-up". The pools alone, as the model touches them, make 1.78 GiB in
@@ -143,30 +144,16 @@ const STATE_MIB: u64 = 1256;
 /// hot: touched once a cycle it adds 0.30 GiB (2.09 GiB in 25 frames, 7% above the
 /// measurement; in 50 frames 3.2 GiB against 2.5, the pools being touched whole where the
 /// encoder touches parts of them).
-const STATE_CYCLE: u64 = PICTURE_SLOTS;
-/// The encoder's CPU time per 4K frame, in ns: SVT-AV1 v1.4.1 encoded a synthetic 4K clip at
-/// 24.6 frames per second on this project's 2 CPUs with 8 reported (2 / 24.6 s per frame).
-const FRAME_CPU_NS: u64 = 81_300_000;
 /// The published gain: 9-11%.
 const PUBLISHED_GAIN_PCT: (f64, f64) = (9.0, 11.0);
 
-/// The encoder states of the sensitivity sweep, in MiB at full size, the headline's first.
-fn sweep_states_mib(scale: Scale) -> &'static [u64] {
+/// The encoder states of the footprint sweep, in MiB at full size, the headline's first.
+fn sweep_states_mib(scale: Scale, headline: u64) -> Vec<u64> {
     match scale {
-        Scale::Full => &[STATE_MIB, 640, 1900, 2560],
-        Scale::Quick => &[STATE_MIB, 2816],
+        Scale::Full => vec![headline, 640, 1900, 2560],
+        Scale::Quick => vec![headline, 2816],
     }
 }
-
-/// What a run varies besides the case: the encoder's state (MiB at 4K) and CPU per frame (ns).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Shape {
-    state_mib: u64,
-    frame_cpu_ns: u64,
-}
-
-/// The measured shape of the headline rows.
-const MEASURED: Shape = Shape { state_mib: STATE_MIB, frame_cpu_ns: FRAME_CPU_NS };
 
 /// A configuration run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -208,17 +195,17 @@ fn encoder_config(d: u64, shape: Shape, noreuse: bool) -> encoder::Config {
         frames: FRAMES,
         luma_bytes: Bytes(LUMA_4K / d),
         stream_header: Bytes(Y4M_HEADER),
-        threads: CPUS,
+        threads: u32::try_from(shape.cpus).expect("a measured CPU count"),
         first_cpu: 0,
         lookahead: LOOKAHEAD,
-        picture_slots: PICTURE_SLOTS,
+        picture_slots: shape.picture_slots,
         picture_bytes: page_round(PPCS_BYTES / d).max(frame),
         references: 4,
-        reference_slots: REFERENCE_SLOTS,
+        reference_slots: shape.reference_slots,
         reference_bytes: page_round(REFERENCE_BYTES / d),
         state_bytes: page_round((shape.state_mib << 20) / d),
-        state_cycle: STATE_CYCLE,
-        code_bytes: page_round((8 << 20) / d),
+        state_cycle: shape.picture_slots,
+        code_bytes: page_round(CODE_BYTES / d),
         compute_per_frame: SimDuration::from_ns(shape.frame_cpu_ns / d),
         noreuse,
     }
@@ -255,10 +242,9 @@ struct CaseRun {
     worker: loss::WorkerTime,
 }
 
-/// The encoder's resident footprint with `state_mib` of state, in GiB at full size.
-fn footprint_gib(state_mib: u64, scale: Scale) -> f64 {
+/// The encoder's resident footprint in `shape`, in GiB at full size.
+fn footprint_gib(shape: Shape, scale: Scale) -> f64 {
     let d = divisor(scale);
-    let shape = Shape { state_mib, ..MEASURED };
     let bytes = encoder_config(d, shape, false).resident_bytes().as_u64() * d;
     bytes as f64 / f64::from(1u32 << 30)
 }
@@ -282,7 +268,8 @@ fn run_case(
     let (seed, scale) = (setup.seed, setup.scale);
     let d = divisor(scale);
     let memory = Bytes((8 << 30) / d);
-    let profile = Profile::named("epyc-vm")?.resized(Some(CPUS), Some(memory))?;
+    let cpus = u32::try_from(shape.cpus).expect("a measured CPU count");
+    let profile = Profile::named("epyc-vm")?.resized(Some(cpus), Some(memory))?;
     let mut config = MachineConfig::new(profile, KERNEL);
     config.switches.set("lru", if case == Case::Classic { "classic" } else { "mglru" })?;
     config.swap = memory;
@@ -293,7 +280,7 @@ fn run_case(
     m.create_file(&enc.input, &input).map_err(|e| format!("{e:?}"))?;
     let code = FileSpec { pattern: Some(seed ^ 1), ..FileSpec::zeros(enc.code_bytes) };
     m.create_file(&enc.code, &code).map_err(|e| format!("{e:?}"))?;
-    let footprint = footprint_gib(shape.state_mib, scale);
+    let footprint = footprint_gib(shape, scale);
     let cpu = SimDuration::from_ns(shape.frame_cpu_ns);
     let what = format!("SVT-AV1, {}, footprint {footprint:.1} GiB, {cpu} per frame", case.name());
     progress.phase(&what, 1);
@@ -423,9 +410,11 @@ fn case_rows(runs: &[CaseRun]) -> Vec<Row> {
 
 fn measure(setup: &Setup, progress: &mut dyn Progress) -> Result<Report, String> {
     let scale = setup.scale;
+    let at_cpus = Shape::at(setup.knob(&CPU_COUNT, MEASURED_CPUS)?)?;
     let measured = Shape {
-        state_mib: setup.knob(&STATE, STATE_MIB)?,
-        frame_cpu_ns: setup.knob(&FRAME_CPU, FRAME_CPU_NS)?,
+        state_mib: setup.knob(&STATE, at_cpus.state_mib)?,
+        frame_cpu_ns: setup.knob(&FRAME_CPU, at_cpus.frame_cpu_ns)?,
+        ..at_cpus
     };
     let runs: Vec<CaseRun> = Case::ALL
         .iter()
@@ -439,15 +428,18 @@ fn measure(setup: &Setup, progress: &mut dyn Progress) -> Result<Report, String>
     rows.extend(loss::rows(&workers, divisor(scale)));
     // The footprint sweep: the headline's runs at its state, two more runs at each other (none
     // at a point of `--sensitivity`, which reads the headline rows only).
-    let states =
-        if setup.headline_only { &[measured.state_mib][..] } else { sweep_states_mib(scale) };
+    let states = if setup.headline_only {
+        vec![measured.state_mib]
+    } else {
+        sweep_states_mib(scale, measured.state_mib)
+    };
     let mut points = Vec::new();
-    for &state in states {
-        let footprint = footprint_gib(state, scale);
+    for state in states {
+        let shape = Shape { state_mib: state, ..measured };
+        let footprint = footprint_gib(shape, scale);
         points.push(if state == measured.state_mib {
             SweepPoint::new(footprint, mglru, noreuse)
         } else {
-            let shape = Shape { state_mib: state, ..measured };
             let m = run_case(Case::Mglru, shape, setup, progress)?;
             let n = run_case(Case::MglruNoreuse, shape, setup, progress)?;
             SweepPoint::new(footprint, &m, &n)
@@ -486,7 +478,8 @@ fn notes(scale: Scale, measured: Shape, points: &[SweepPoint]) -> Vec<String> {
     let enc = encoder_config(d, measured, false);
     vec![
         format!(
-            "Kernel {KERNEL}, profile epyc-vm with {CPUS} CPUs and {} of memory, swap of the same size, storage on a RAM disk; sizes are the change's divided by {d}.",
+            "Kernel {KERNEL}, profile epyc-vm with {} CPUs and {} of memory, swap of the same size, storage on a RAM disk; sizes are the change's divided by {d}.",
+            measured.cpus,
             Bytes((8 << 30) / d)
         ),
         format!(
@@ -505,11 +498,11 @@ fn notes(scale: Scale, measured: Shape, points: &[SweepPoint]) -> Vec<String> {
         ),
         "The encoder's CPU time per frame is measured: SVT-AV1 v1.4.1 encoded a synthetic 4K clip at 24.6 frames per second on this project's 2-CPU host with 8 CPUs reported to it, 81.3 ms of CPU per frame (docs/design/svtav1-footprint.md); the model's own memory-management costs come on top. The 4 references each frame reads are an assumption. Neither is fitted to the published gain; with the 200 ms per frame assumed before, the gain was 2.2%. An encoder thread that sleeps (on a lock such as mmap_lock, or waiting for another thread) runs again the profile's wake-up latency after its wake-up when its CPU is idle (47.5 us, measured on the development machine, a KVM guest); with none, the gain was 7.7%. The published figures are the change's text: 9-11% (the row uses 10) and 'on par' (0).".into(),
         "The counters explain the difference: munmap accessed-bit transfers count the input's young PTEs whose accessed bit munmap passed to the page (folio_mark_accessed from zap_pte_range; none under NOREUSE, whose VMAs have no recency); anon pages swapped out and in (pswpout, pswpin), major faults and anon refaults are the working set being evicted; file refaults are stream pages read twice; mmap_lock contentions and their wait (lock_stat) are page faults and the multi-gen LRU's aging walk (v6.3 faults take mmap_lock: per-VMA locks came in v6.4) queued behind the munmap writers and each other; nr_tlb_remote_flush counts the shootdowns, mostly of the per-frame munmaps.".into(),
-        "What sets the gain: the mechanism is the kernel's (v6.3 places mapped stream pages faulted with recency in the youngest generation and the aging walk and look-around promote their young PTEs, so anon and file age together and anon idle for a few generations is swapped; with NOREUSE the stream lands in the oldest generation and nothing is swapped), but its size depends on how much of the encoder's anonymous memory is idle longer than a generation, that is on its resident footprint against the 8 GiB. At the measured 3.9 GiB the pages swapped are the encoder's idlest, in its reference and picture pools between their slots' writes (59 and 102 frames apart); a swap-in costs about 9 us of CPU on the RAM disk (fault, swap cache, brd copy, unmap with TLB shootdowns, direct reclaim).".into(),
+        "What sets the gain: the mechanism is the kernel's (v6.3 places mapped stream pages faulted with recency in the youngest generation and the aging walk and look-around promote their young PTEs, so anon and file age together and anon idle for a few generations is swapped; with NOREUSE the stream lands in the oldest generation and nothing is swapped), but its size depends on how much of the encoder's anonymous memory is idle longer than a generation, that is on its resident footprint against the 8 GiB, and on how the pools' reuse periods (a picture slot every 102 frames, a reference every 59, the state once a cycle) fall against the generations' age: the gain is not monotone in the footprint (the sweep rows), and at 8 CPUs a one-frame change of the lookahead (69 to 68, when the 4-CPU pools showed the window counts both ends) took it from 9.1% to nearly nothing; the pages swapped, where any are, are the encoder's idlest; a swap-in costs about 9 us of CPU on the RAM disk (fault, swap cache, brd copy, unmap with TLB shootdowns, direct reclaim).".into(),
         "The encoder's shape is SVT-AV1 v1.4.1's (docs/design/svtav1-footprint.md): its buffer pools for this command on 8 CPUs, read from load_default_buffer_configuration_settings and the buffer constructors at 018276d714ce (102 picture parent control sets, 59 reference pictures, a 69-picture lookahead window), and the peak resident set measured by building that version and encoding a synthetic 3840x2160 clip on this project's 2-core host with 8 CPUs reported (3.90 GiB; 2.41 GiB at 4 CPUs, 4.81 GiB at 16). No resident size was published for the change's run; the old README table (14 GB commit for 4K 10-bit on 8 vCPUs) describes a v0.x encoder. The state is the measured remainder; the footprint is not fitted.".into(),
         format!(
             "Sensitivity (the rows 'fps gain mglru noreuse, footprint X GiB' and the figure): the multi-gen LRU with and without NOREUSE at encoder states of {} MiB (4K equivalent; the pools and the rest unchanged), each footprint the encoder's anonymous buffers and code, against the published band of {}-{}%. {}",
-            sweep_states_mib(scale).iter().map(u64::to_string).collect::<Vec<_>>().join(", "),
+            sweep_states_mib(scale, measured.state_mib).iter().map(u64::to_string).collect::<Vec<_>>().join(", "),
             PUBLISHED_GAIN_PCT.0,
             PUBLISHED_GAIN_PCT.1,
             band_note(points)
