@@ -1,6 +1,8 @@
 //! `mmsim calibrate`: measures this host's basic costs natively (`host::calibrate`), derives a
-//! machine profile from them (`lab::calibrate`), runs seed 001's hugetlb fault and fork loops
-//! natively and in the model on that profile at 1 and 2 instances, prints both side by side and
+//! machine profile from them (`lab::calibrate`), runs seed 001's hugetlb fault and fork loops and
+//! the loops of the other paths the experiments charge (anonymous 4 KiB and THP write faults,
+//! cached page-cache reads) natively and in the model on that profile at 1 and 2 instances,
+//! prints both side by side and
 //! writes the profile, named after the host, to `profiles/HOST.toml` (or `-o PATH`). Every
 //! command that runs a machine takes it with `--profile-file PATH` (docs/profiles.md).
 
@@ -21,12 +23,12 @@ pub(crate) struct CalibrateArgs {
     /// Fewer and shorter runs (seconds, not minutes; coarser figures): for tests.
     #[arg(long)]
     quick: bool,
-    /// Run seed 001's native loops at real-time priority (SCHED_FIFO, root only), so that other
+    /// Run the native loops at real-time priority (SCHED_FIFO, root only), so that other
     /// work on a busy host does not take their CPUs: their clock figures then measure the
     /// kernel, not the host's load (the other figures are timed by CPU time anyway).
     #[arg(long)]
     realtime: bool,
-    /// Skip the native-against-model check of seed 001's loops.
+    /// Skip the native-against-model check of the loops.
     #[arg(long)]
     no_check: bool,
     /// The built-in profile whose TLB geometry the machine takes (default: by the CPU's vendor,
@@ -91,15 +93,30 @@ fn host_memory() -> Bytes {
     Bytes::mib(kib / 1024 / 2 * 2)
 }
 
-/// Runs each program natively at 1 and (with 2 CPUs) 2 instances: (program, instances, rate).
-fn native_runs(plan: &Plan, sizes: &LoopSizes) -> Result<Vec<(Program, u32, f64, f64)>, String> {
+/// Whether this host's THP `enabled` lets an `MADV_HUGEPAGE` mapping fault huge pages.
+fn host_thp() -> bool {
+    let mode = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled");
+    mode.is_ok_and(|m| !m.contains("[never]"))
+}
+
+/// Runs each program natively at 1 and (with 2 CPUs) 2 instances: (program, instances, rate);
+/// `dir` holds the page-cache loop's file.
+fn native_runs(
+    plan: &Plan,
+    sizes: &LoopSizes,
+    dir: &std::path::Path,
+) -> Result<Vec<(Program, u32, f64, f64)>, String> {
     let mut out = Vec::new();
     let most = measure::cpus().min(2) as u32;
-    for program in [Program::Faults, Program::Forks] {
+    for program in Program::ALL {
+        if program == Program::ThpFaults && !host_thp() {
+            eprintln!("mmsim calibrate: THP is `never` on this host: no THP fault loop");
+            continue;
+        }
         for instances in 1..=most {
             eprintln!("mmsim calibrate: native {} loop, {instances} instance(s)", program.name());
             let runs = (0..plan.runs)
-                .map(|_| loops::rate(program, instances, sizes, plan))
+                .map(|_| loops::rate(program, instances, sizes, plan, dir))
                 .collect::<Result<Vec<loops::Rates>, String>>()?;
             let median = |f: fn(&loops::Rates) -> f64| {
                 measure::median(&mut runs.iter().map(f).collect::<Vec<f64>>())
@@ -113,29 +130,30 @@ fn native_runs(plan: &Plan, sizes: &LoopSizes) -> Result<Vec<(Program, u32, f64,
 /// The check's table: the host by the clock (the issue's figure) and by CPU time.
 fn print_checks(checks: &[LoopCheck], sizes: &LoopSizes, kernel: KernelVersion) {
     println!(
-        "\nseed 001's loops on a {} hugetlb file, per instance: this host's kernel against mmsim \
-         ({kernel}) on this profile (host: per second of the window; host CPU: per second of the \
-         instance's CPU time)",
-        Bytes(sizes.file)
+        "\nloops per instance (seed 001's on a {} hugetlb file, the paths on {}): this host's \
+         kernel against mmsim ({kernel}) on this profile (host: per second of the window; host \
+         CPU: per second of the instance's CPU time)",
+        Bytes(sizes.file),
+        Bytes(lab::calibrate::PATH_LEN)
     );
     println!(
-        "{:6} {:>9} {:>12} {:>12} {:>12} {:>11} {:>15}  within 1.5x",
+        "{:10} {:>9} {:>12} {:>12} {:>12} {:>11} {:>15}  within 1.5x",
         "loop", "instances", "host", "host CPU", "mmsim", "mmsim/host", "mmsim/host CPU"
     );
     for c in checks {
-        let unit = if c.program == "faults" { "pages/s" } else { "forks/s" };
         let by_cpu = c.model / c.host_cpu.max(f64::MIN_POSITIVE);
         let within = (1.0 / 1.5..=1.5).contains(&c.ratio());
         println!(
-            "{:6} {:>9} {:>12.0} {:>12.0} {:>12.0} {:>11.3} {:>15.3}  {} ({unit})",
-            c.program,
+            "{:10} {:>9} {:>12.0} {:>12.0} {:>12.0} {:>11.3} {:>15.3}  {} ({})",
+            c.program.name(),
             c.instances,
             c.host,
             c.host_cpu,
             c.model,
             c.ratio(),
             by_cpu,
-            if within { "yes" } else { "NO" }
+            if within { "yes" } else { "NO" },
+            c.program.unit()
         );
     }
 }
@@ -188,7 +206,7 @@ pub(crate) fn run(a: &CalibrateArgs) -> Result<(), String> {
     })?;
     // Every native loop runs before the model does: an instance is a fork of this process,
     // which the model's runs would leave large.
-    let native = if a.no_check { Vec::new() } else { native_runs(&plan, &sizes)? };
+    let native = if a.no_check { Vec::new() } else { native_runs(&plan, &sizes, &a.file_dir)? };
     let (name, date) = (host_name(), crate::reproduce::now_utc());
     eprintln!("mmsim calibrate: deriving the costs (model runs of the loops)");
     let machine = (measure::cpus() as u32, host_memory());

@@ -138,7 +138,7 @@ fn calibrate_quick_writes_a_profile_every_command_takes() {
     std::fs::write(POOL, pool.to_string()).unwrap();
     let t = text(&calibrated);
     assert_eq!(calibrated.status.code(), Some(0), "{t}");
-    for what in ["wakeup_latency", "mmsim/host", "forks", "profile: "] {
+    for what in ["wakeup_latency", "mmsim/host", "forks", "usemem", "page-cache", "profile: "] {
         assert!(t.contains(what), "{what}: {t}");
     }
     let file = std::fs::read_to_string(&out).unwrap();

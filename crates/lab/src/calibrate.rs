@@ -24,6 +24,10 @@
 //! kept at 0 and said so in the cost's `from`. Every other cost is not measured by this command
 //! and keeps `epyc-vm`'s figure, its `from` saying so.
 
+mod paths;
+
+pub use paths::PATH_LEN;
+
 use crate::profile_file::{LoopCheck, Measurement, ProfileFile};
 use mm::sim::cost::Cost;
 use mm::types::fs::FsType;
@@ -32,27 +36,56 @@ use mm::{FileSpec, KernelVersion, MachineConfig, Profile};
 use simcore::{Bytes, CounterKey, SimDuration};
 use workload::hugetlb_loops::{self as loops, Placement, Window};
 
-/// One of seed 001's programs.
+/// A loop run natively and in the model: seed 001's two programs, then the paths the other
+/// experiments charge ([`paths`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Program {
-    /// Map the file, write every page, unmap: pages written per second.
+    /// Map the hugetlb file, write every page, unmap: pages written per second.
     Faults,
     /// Fork, the child exits, the parent waits: forks per second.
     Forks,
+    /// Anonymous 4 KiB write faults and their unmap: pages written per second.
+    Usemem,
+    /// Anonymous THP write faults and their unmap: huge pages written per second.
+    ThpFaults,
+    /// 4 KiB `pread`s of a cached file: reads per second.
+    PageCache,
 }
 
 impl Program {
+    pub const ALL: [Program; 5] =
+        [Program::Faults, Program::Forks, Program::Usemem, Program::ThpFaults, Program::PageCache];
+
     pub fn name(self) -> &'static str {
         match self {
             Program::Faults => "faults",
             Program::Forks => "forks",
+            Program::Usemem => "usemem",
+            Program::ThpFaults => "thp-faults",
+            Program::PageCache => "page-cache",
         }
     }
 
-    /// The model's measurement window: thousands of pages or hundreds of forks.
+    /// The program called `name`.
+    pub fn parse(name: &str) -> Option<Program> {
+        Program::ALL.into_iter().find(|p| p.name() == name)
+    }
+
+    /// What one of its operations is, per second per instance.
+    pub fn unit(self) -> &'static str {
+        match self {
+            Program::Faults | Program::Usemem => "pages/s per instance",
+            Program::Forks => "forks/s per instance",
+            Program::ThpFaults => "huge pages/s per instance",
+            Program::PageCache => "reads/s per instance",
+        }
+    }
+
+    /// The model's measurement window: thousands of operations, or hundreds of forks.
     fn model_window(self) -> SimDuration {
         SimDuration::from_ms(match self {
-            Program::Faults => 40,
+            Program::Faults | Program::Usemem | Program::PageCache => 40,
+            Program::ThpFaults => 100,
             Program::Forks => 400,
         })
     }
@@ -94,6 +127,13 @@ pub fn model_rate(
     sizes: &LoopSizes,
     window: SimDuration,
 ) -> Result<f64, String> {
+    let which = match program {
+        Program::Faults => loops::Program::Faults,
+        Program::Forks => loops::Program::Forks,
+        Program::Usemem | Program::ThpFaults | Program::PageCache => {
+            return paths::model_rate(profile, kernel, program, instances, window);
+        }
+    };
     let mut config = MachineConfig::new(profile.clone(), kernel);
     config.tunables.nr_hugepages[0] = sizes.pool_pages();
     let mut m = mm::Machine::new(config)?;
@@ -116,10 +156,6 @@ pub fn model_rate(
     let start = m.handle().now() + SimDuration::from_ms(5);
     config.window = Window { start, end: start + window };
     let mut l = loops::Loops::new(config.clone())?;
-    let which = match program {
-        Program::Faults => loops::Program::Faults,
-        Program::Forks => loops::Program::Forks,
-    };
     for i in 0..instances {
         l.spawn(&mut m, which, i % profile.cpus, 1)?;
     }
@@ -280,7 +316,7 @@ pub fn check(
         .map(|&(program, instances, host, host_cpu)| {
             let model =
                 model_rate(profile, kernel, program, instances, sizes, program.model_window())?;
-            Ok(LoopCheck { program: program.name().into(), instances, host, host_cpu, model })
+            Ok(LoopCheck { program, instances, host, host_cpu, model })
         })
         .collect()
 }
@@ -297,6 +333,36 @@ mod tests {
         let forks = model_rate(&p, k, Program::Forks, 1, &CALIBRATION, SimDuration::from_ms(10));
         assert!(faults.unwrap() > 0.0);
         assert!(forks.unwrap() > 0.0);
+    }
+
+    /// Each path's loop costs in the model at least what its operation charges, and not much
+    /// more: a 4 KiB anonymous write fault, a THP's clear, a cached read.
+    #[test]
+    fn the_paths_cost_what_their_operations_charge() {
+        let p = Profile::named("epyc-vm").unwrap();
+        let k = KernelVersion::new(6, 18);
+        let ns = |c: Cost| p.costs.get(c).as_ns() as f64;
+        let per_op = |program| {
+            let rate = model_rate(&p, k, program, 1, &CALIBRATION, SimDuration::from_ms(20));
+            1e9 / rate.unwrap()
+        };
+        let fault = ns(Cost::FaultEntry)
+            + ns(Cost::PteInstall)
+            + ns(Cost::PageAlloc)
+            + ns(Cost::ZeroPage4k)
+            + ns(Cost::LruAdd);
+        let read = ns(Cost::Syscall) + ns(Cost::PageCacheLookup) + ns(Cost::UserCopy4k);
+        for (program, least) in [
+            (Program::Usemem, fault),
+            (Program::ThpFaults, 512.0 * ns(Cost::ZeroPage4k)),
+            (Program::PageCache, read),
+        ] {
+            let t = per_op(program);
+            assert!(
+                (least..1.5 * least).contains(&t),
+                "{program:?}: {t:.0} ns, charges {least:.0}"
+            );
+        }
     }
 
     /// `epyc-vm`'s own figures (its module note) decompose into its own costs, but for three:

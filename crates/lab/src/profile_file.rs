@@ -11,6 +11,7 @@
 //! given exactly once: a file never inherits a figure silently. Errors name the file, the line
 //! and what was expected (exit 2 in the CLI).
 
+use crate::calibrate::Program;
 use crate::scenario::ScenarioError;
 use crate::scenario::node::{Kind, Node, parse_document};
 use crate::scenario::parse::parse_size;
@@ -28,11 +29,11 @@ pub struct Measurement {
     pub what: String,
 }
 
-/// One of seed 001's loops run natively and in the model on this profile, per instance.
+/// A loop run natively and in the model on this profile (seed 001's, or a path's), per
+/// instance.
 #[derive(Clone, Debug, PartialEq)]
 pub struct LoopCheck {
-    /// `faults` (pages written per second) or `forks` (forks per second).
-    pub program: String,
+    pub program: Program,
     pub instances: u32,
     /// The host's figure per second of the window (what the seed's programs report).
     pub host: f64,
@@ -329,13 +330,14 @@ impl Reader<'_> {
             .iter()
             .map(|n| {
                 let f = self.table(n, "[[check]]", &keys)?;
-                let program = self.string(f, "program", n.line)?;
-                if program != "faults" && program != "forks" {
+                let name = self.string(f, "program", n.line)?;
+                let Some(program) = Program::parse(&name) else {
+                    let names: Vec<_> = Program::ALL.iter().map(|p| p.name()).collect();
                     return Err(self.err(
                         line_of(f, "program", n.line),
-                        format!("[[check]] program {program:?}: expected \"faults\" or \"forks\""),
+                        format!("[[check]] program {name:?}: expected one of {}", names.join(", ")),
                     ));
-                }
+                };
                 Ok(LoopCheck {
                     program,
                     instances: self.u64(f, "instances", n.line)?.min(4096) as u32,
@@ -411,9 +413,9 @@ impl ProfileFile {
         for c in &self.checks {
             out.push_str(&format!(
                 "\n[[check]]\nprogram = {}\ninstances = {}\nunit = {}\nhost = {:.1}\nhost_cpu = {:.1}\nmodel = {:.1}\nratio = {:.3}\n",
-                quoted(&c.program),
+                quoted(c.program.name()),
                 c.instances,
-                quoted(if c.program == "faults" { "pages/s per instance" } else { "forks/s per instance" }),
+                quoted(c.program.unit()),
                 c.host,
                 c.host_cpu,
                 c.model,
@@ -457,7 +459,7 @@ mod tests {
             what: "a futex wake-up".into(),
         });
         f.checks.push(LoopCheck {
-            program: "forks".into(),
+            program: Program::ThpFaults,
             instances: 2,
             host: 4000.0,
             host_cpu: 4100.0,

@@ -10,11 +10,19 @@
 //! completes in its window; the figures are per instance, per second of the window and per
 //! second of the instance's CPU time ([`Rates`]). The calibration's figures are by CPU time. A fork program's child
 //! inherits its parent's CPU, as the model places it.
+//!
+//! The paths' loops (`lab::calibrate`'s `paths` runs their twins in the model) check the costs
+//! the other experiments charge, on [`PATH_LEN`] bytes: usemem's 4 KiB anonymous write faults
+//! (`MADV_NOHUGEPAGE`, then `munmap`), anonymous THP write faults (`MADV_HUGEPAGE` over a
+//! 2 MiB-aligned range; a VM's host may back a huge page lazily, which the model does not
+//! charge), and 4 KiB `pread`s of a file in the calibration's directory, cached by writing it.
+//! Each counts the operations completed inside the window and stops a pass at its end.
 
 use super::{Plan, cpus, figure, pin, store};
 use crate::sys;
-use lab::calibrate::{CALIBRATION, LoopSizes, Program};
+use lab::calibrate::{CALIBRATION, LoopSizes, PATH_LEN, Program};
 use lab::profile_file::Measurement;
+use std::path::Path;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -96,6 +104,9 @@ fn instance(program: Program, fd: i32, sizes: &LoopSizes, window: Duration) -> u
     let start = Instant::now();
     let mut done = 0;
     match program {
+        Program::Usemem | Program::ThpFaults | Program::PageCache => {
+            return path_instance(program, fd, start, window);
+        }
         Program::Faults => {
             let pages = sizes.len / HUGE;
             while start.elapsed() < window {
@@ -117,6 +128,44 @@ fn instance(program: Program, fd: i32, sizes: &LoopSizes, window: Duration) -> u
                 done += 1;
             }
         }
+    }
+    done
+}
+
+/// One instance of a path's loop (`lab::calibrate`'s `paths` is the model's twin): the
+/// operations completed before `window` passed since `start`, or `u64::MAX` when a system call
+/// failed. A pass stops at the window's end.
+fn path_instance(program: Program, fd: i32, start: Instant, window: Duration) -> u64 {
+    let open = || start.elapsed() < window;
+    let mut done = 0;
+    let mut buf = [0u8; 4096];
+    let mut pos = 0;
+    while open() {
+        if program == Program::PageCache {
+            let at = buf.as_mut_ptr() as u64;
+            if sys::read_to(fd, at, 4096, Some(pos)).is_err() {
+                return u64::MAX;
+            }
+            pos = (pos + 4096) % PATH_LEN;
+            done += 1;
+            continue;
+        }
+        let (len, step, advice) = match program {
+            Program::ThpFaults => (PATH_LEN + HUGE, HUGE, libc::MADV_HUGEPAGE),
+            _ => (PATH_LEN, 4096, libc::MADV_NOHUGEPAGE),
+        };
+        let prot = (libc::PROT_READ | libc::PROT_WRITE) as u32;
+        let flags = (libc::MAP_PRIVATE | libc::MAP_ANONYMOUS) as u32;
+        let Ok(at) = sys::mmap(0, len, prot, flags, -1, 0) else { return u64::MAX };
+        let base = if step == HUGE { at.next_multiple_of(HUGE) } else { at };
+        let _ = sys::raw(libc::SYS_madvise, [base, PATH_LEN, advice as u64, 0, 0, 0]);
+        let mut off = 0;
+        while off < PATH_LEN && open() {
+            store(base + off);
+            done += 1;
+            off += step;
+        }
+        let _ = sys::munmap(at, len);
     }
     done
 }
@@ -193,48 +242,93 @@ pub fn check_realtime(plan: &Plan) -> Result<(), String> {
     Err("--realtime runs seed 001's loops at SCHED_FIFO, which needs root".into())
 }
 
-/// `program` at `instances` instances for `plan`'s window, per instance.
+/// `program` at `instances` instances for `plan`'s window, per instance; `dir` holds the
+/// page-cache loop's file.
 pub fn rate(
     program: Program,
     instances: u32,
     sizes: &LoopSizes,
     plan: &Plan,
+    dir: &Path,
 ) -> Result<Rates, String> {
-    let window = window(plan);
     if instances == 0 || instances as usize > Shared::MAX {
         return Err(format!("{instances} instances: expected 1 to {}", Shared::MAX));
     }
+    let file = dir.join(format!(".mmsim-calibrate-reads-{}", std::process::id()));
+    let fd = match program {
+        Program::Faults | Program::Forks => hugetlb_file(sizes)?,
+        Program::Usemem | Program::ThpFaults => -1,
+        Program::PageCache => cached_file(&file)?,
+    };
+    let result = run_instances(program, instances, fd, sizes, plan);
+    if fd >= 0 {
+        let _ = sys::close(fd);
+    }
+    if program == Program::PageCache {
+        let _ = std::fs::remove_file(&file);
+    }
+    result
+}
+
+/// The hugetlb file of seed 001's loops, every page written once (the model's warm-up pass).
+fn hugetlb_file(sizes: &LoopSizes) -> Result<i32, String> {
     check_pool(sizes.pool_pages())?;
     let fd = sys::memfd_create("mmsim-calibrate", libc::MFD_HUGETLB)
         .map_err(|e| format!("memfd_create(MFD_HUGETLB): {e:?}"))?;
-    let result = (|| {
-        sys::raw(libc::SYS_ftruncate, [fd as u64, sizes.file, 0, 0, 0, 0])
-            .map_err(|e| format!("ftruncate of the hugetlb file: {e:?}"))?;
-        let at = map_and_write(fd, sizes.file, sizes.file / HUGE)
-            .ok_or("the warm-up pass over the hugetlb file failed")?;
-        let _ = sys::munmap(at, sizes.file);
-        let shared = Shared::new()?;
-        let pids = spawn(&shared, program, instances, fd, sizes, plan)?;
-        std::thread::sleep(Duration::from_millis(20));
-        shared.go().store(1, Ordering::Release);
-        for pid in &pids {
-            sys::wait_for(*pid);
+    let filled = sys::raw(libc::SYS_ftruncate, [fd as u64, sizes.file, 0, 0, 0, 0])
+        .map_err(|e| format!("ftruncate of the hugetlb file: {e:?}"))
+        .and_then(|_| {
+            map_and_write(fd, sizes.file, sizes.file / HUGE)
+                .ok_or_else(|| "the warm-up pass over the hugetlb file failed".to_string())
+        });
+    match filled {
+        Ok(at) => {
+            let _ = sys::munmap(at, sizes.file);
+            Ok(fd)
         }
-        let slots = |what| -> Vec<u64> {
-            (0..pids.len()).map(|i| shared.slot(i, what).load(Ordering::Acquire)).collect()
-        };
-        let (counts, cpu) = (slots(0), slots(1));
-        if counts.contains(&u64::MAX) {
-            return Err(format!("an instance of the {program:?} loop failed a system call"));
+        Err(e) => {
+            let _ = sys::close(fd);
+            Err(e)
         }
-        let total = counts.iter().sum::<u64>() as f64;
-        Ok(Rates {
-            wall: total / counts.len().max(1) as f64 / window.as_secs_f64(),
-            cpu: total / (cpu.iter().sum::<u64>().max(1) as f64 / 1e9),
-        })
-    })();
-    let _ = sys::close(fd);
-    result
+    }
+}
+
+/// The page-cache loop's file at `path`: [`PATH_LEN`] bytes written (so cached), open to read.
+fn cached_file(path: &Path) -> Result<i32, String> {
+    std::fs::write(path, vec![1u8; PATH_LEN as usize])
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    let name = path.to_string_lossy();
+    sys::open(&name, libc::O_RDONLY, 0).map_err(|e| format!("{name}: {e:?}"))
+}
+
+/// Starts the instances on `fd`, lets them run the window and gathers their figures.
+fn run_instances(
+    program: Program,
+    instances: u32,
+    fd: i32,
+    sizes: &LoopSizes,
+    plan: &Plan,
+) -> Result<Rates, String> {
+    let window = window(plan);
+    let shared = Shared::new()?;
+    let pids = spawn(&shared, program, instances, fd, sizes, plan)?;
+    std::thread::sleep(Duration::from_millis(20));
+    shared.go().store(1, Ordering::Release);
+    for pid in &pids {
+        sys::wait_for(*pid);
+    }
+    let slots = |what| -> Vec<u64> {
+        (0..pids.len()).map(|i| shared.slot(i, what).load(Ordering::Acquire)).collect()
+    };
+    let (counts, cpu) = (slots(0), slots(1));
+    if counts.contains(&u64::MAX) {
+        return Err(format!("an instance of the {program:?} loop failed a system call"));
+    }
+    let total = counts.iter().sum::<u64>() as f64;
+    Ok(Rates {
+        wall: total / counts.len().max(1) as f64 / window.as_secs_f64(),
+        cpu: total / (cpu.iter().sum::<u64>().max(1) as f64 / 1e9),
+    })
 }
 
 /// The window of one native loop run.
@@ -248,12 +342,12 @@ pub fn calibration_figures(plan: &Plan) -> Result<Vec<Measurement>, String> {
     let what = "seed 001's fault loop, one instance: map a 64 MiB shared hugetlb file, write its \
                 32 pages, unmap; per page";
     let faults = figure(plan, "hugetlb_fault_page", what, || {
-        Ok(1e9 / rate(Program::Faults, 1, sizes, plan)?.cpu.max(1e-9))
+        Ok(1e9 / rate(Program::Faults, 1, sizes, plan, Path::new("."))?.cpu.max(1e-9))
     })?;
     let what = "seed 001's fork loop, one instance: fork, child _exit, waitpid, with a 64 MiB \
                 shared hugetlb mapping (4 pages written); per cycle";
     let forks = figure(plan, "hugetlb_fork_cycle", what, || {
-        Ok(1e9 / rate(Program::Forks, 1, sizes, plan)?.cpu.max(1e-9))
+        Ok(1e9 / rate(Program::Forks, 1, sizes, plan, Path::new("."))?.cpu.max(1e-9))
     })?;
     Ok(vec![faults, forks])
 }
