@@ -245,24 +245,31 @@ fn run_program(a: &ReplayArgs, profile: mm::Profile) -> u8 {
         Err(ReplayError::Sim(e)) => return sim_failed(&e),
     };
     let json = a.json.then(|| serde_json::to_string_pretty(&report));
-    print_report(json, || {
-        let w = &report.measured;
-        println!(
-            "{}: {} threads, measured pass of {} references",
-            report.program, report.threads, w.references
-        );
-        for (k, v) in &w.counters {
-            println!("{v:>16}  {k}");
-        }
-        println!("{:>16}  page-faults\n{:>16}  virtual ns", w.page_faults, w.virtual_time_ns);
-        println!(
-            "{:>16}  thp_collapse_alloc\n{:>16}  nr_file_hugepages",
-            report.collapse_allocs, report.file_hugepages
-        );
-        for (f, kb) in &report.file_pmd_mapped_kb {
-            println!("FilePmdMapped {kb:>8} kB  {f}");
-        }
-    })
+    print_report(json, || print_program(&report))
+}
+
+/// A program replay's report as text: `perf stat`-style counters of the measured pass.
+fn print_program(report: &trace::program_replay::ProgramReport) {
+    let w = &report.measured;
+    println!(
+        "{}: {} threads, measured pass of {} references",
+        report.program, report.threads, w.references
+    );
+    for (k, v) in &w.counters {
+        println!("{v:>16}  {k}");
+    }
+    println!("{:>16}  page-faults\n{:>16}  virtual ns", w.page_faults, w.virtual_time_ns);
+    println!(
+        "{:>16}  context-switches\n{:>16}  context-switch ns",
+        w.context_switches, w.switching_ns
+    );
+    println!(
+        "{:>16}  thp_collapse_alloc\n{:>16}  nr_file_hugepages",
+        report.collapse_allocs, report.file_hugepages
+    );
+    for (f, kb) in &report.file_pmd_mapped_kb {
+        println!("FilePmdMapped {kb:>8} kB  {f}");
+    }
 }
 
 /// The text of a maps file: a regular file of at most `MAX_SCENARIO_BYTES` (a real

@@ -1,6 +1,7 @@
 //! Engine configuration and its validation.
 
 use crate::cacheline::LineCosts;
+use crate::cpu::SwitchCosts;
 use simcore::SimDuration;
 use std::fmt;
 use std::str::FromStr;
@@ -85,6 +86,9 @@ pub struct SimConfig {
     /// What a lock word's cache line costs to move between CPUs (machine-profile costs; zero
     /// charges nothing).
     pub line_costs: LineCosts,
+    /// What a CPU's passing from one task to another costs (machine-profile costs; zero
+    /// charges nothing; `cpu` module note).
+    pub switch_costs: SwitchCosts,
 }
 
 impl Default for SimConfig {
@@ -98,6 +102,7 @@ impl Default for SimConfig {
             timeslice: SimDuration::from_ms(4),
             trace: false,
             line_costs: LineCosts::default(),
+            switch_costs: SwitchCosts::default(),
         }
     }
 }

@@ -13,7 +13,7 @@
 
 use crate::cacheline::CacheLine;
 use crate::config::{ConfigError, SimConfig};
-use crate::cpu::{Cpu, CpuId, CpuStats};
+use crate::cpu::{Cpu, CpuId, CpuStats, TaskContext};
 use crate::cx::Cx;
 use crate::fairness::DaemonFairness;
 use crate::lock::lockdep::{ClassKey, Lockdep, LockdepReport, Names};
@@ -233,7 +233,19 @@ impl State {
             debug_assert_eq!(t.status, Status::OnRunqueue);
             t.stats.runqueue_wait += now.since(t.wait_since);
             t.slice_start = now;
+            self.switch_in(cpu, next);
             self.schedule(next, now);
+        }
+    }
+
+    /// `task` starts on `cpu`: the context switch, if any, is counted and owed
+    /// (`cpu::Cpu::switch_in`).
+    fn switch_in(&mut self, cpu: CpuId, task: TaskId) {
+        let t = &mut self.tasks[task];
+        if let Some(cost) = self.cpus[cpu].switch_in(task, t.context, &self.config.switch_costs) {
+            t.stats.context_switches += 1;
+            t.stats.switching += cost;
+            t.debt += cost;
         }
     }
 
@@ -249,6 +261,7 @@ impl State {
             None => {
                 cpu.owner = Some(e.task);
                 task.slice_start = now;
+                self.switch_in(cpu_id, e.task);
             }
             Some(o) if o == e.task => {
                 let slice_used = now.since(task.slice_start) >= self.config.timeslice;
@@ -298,7 +311,7 @@ impl State {
         t
     }
 
-    /// Charges `d` (and the task's line debt); true if the task carries on at once
+    /// Charges `d` (and the task's debt); true if the task carries on at once
     /// ([`State::carry_on`]), false if it waits for the run loop.
     #[must_use = "true: the task carries on; false: it waits for the run loop"]
     pub(crate) fn charge(
@@ -310,7 +323,7 @@ impl State {
         let t = &mut self.tasks[task];
         debug_assert_eq!(t.status, Status::Running, "task {task} acts while not running");
         let cpu = t.cpu;
-        let d = d + std::mem::take(&mut t.line_debt);
+        let d = d + std::mem::take(&mut t.debt);
         t.point = Point { kind: PointKind::Charge, at };
         t.stats.cpu += d;
         self.cpus[cpu].stats.busy += d;
@@ -613,7 +626,7 @@ impl State {
                 let spinning = self.on_cpu(w);
                 self.wake(w, spinning, transfer);
             } else {
-                self.tasks[w].line_debt += transfer;
+                self.tasks[w].debt += transfer;
             }
         }
         if let Some(w) = woken {
@@ -642,7 +655,7 @@ impl State {
         }
         let transfer = self.write_lock_word(task, lock);
         let t = &mut self.tasks[task];
-        t.line_debt += transfer;
+        t.debt += transfer;
         let at = t.held_pending.expect("a retry without a pending acquisition").1;
         self.block(task, Point { kind: PointKind::Lock(lock, mode), at }, false);
         None
@@ -663,7 +676,7 @@ impl State {
         stats.hold_total += hold;
         stats.hold_max = stats.hold_max.max(hold);
         let transfer = self.write_lock_word(task, lock);
-        self.tasks[task].line_debt += transfer;
+        self.tasks[task].debt += transfer;
         let mut granted = std::mem::take(&mut self.granted);
         let handoff = self.handoff_due(lock);
         let woken = self.locks[lock].state.release(task, mode, handoff, &mut granted);
@@ -677,7 +690,7 @@ impl State {
         let h = t.held.iter_mut().rev().find(|h| h.lock == lock && h.mode == Mode::Write);
         h.expect("downgrade of a lock not held for write").mode = Mode::Read;
         let transfer = self.write_lock_word(task, lock);
-        self.tasks[task].line_debt += transfer;
+        self.tasks[task].debt += transfer;
         let mut granted = std::mem::take(&mut self.granted);
         self.locks[lock].state.downgrade(task, &mut granted);
         self.grant_waiters(lock, &granted, None);
@@ -885,6 +898,7 @@ impl Handle {
             let id = st.tasks.push(Task {
                 name,
                 cpu,
+                context: TaskContext::Free,
                 daemon,
                 status: Status::Blocked,
                 point: Point { kind: PointKind::Spawn, at },
@@ -892,7 +906,7 @@ impl Handle {
                 held_pending: None,
                 preempt_count: 0,
                 joiners: Vec::new(),
-                line_debt: SimDuration::ZERO,
+                debt: SimDuration::ZERO,
                 wait_since: now,
                 spun: SimDuration::ZERO,
                 slice_start: now,
@@ -1018,6 +1032,13 @@ impl Handle {
         let busy =
             st.locks.iter().filter(|(_, l)| l.state.is_held() || !l.state.waiters().is_empty());
         busy.map(|(id, _)| st.describe_lock(id)).collect()
+    }
+
+    /// Says which address space `task` runs in, for what a context switch to it costs
+    /// ([`TaskContext`]); a task is [`TaskContext::Free`] until told otherwise. Call it before
+    /// the task first runs (right after spawning it).
+    pub fn set_context(&self, task: TaskId, context: TaskContext) {
+        self.0.state.borrow_mut().tasks[task].context = context;
     }
 
     pub fn task_stats(&self, task: TaskId) -> TaskStats {

@@ -11,7 +11,8 @@
 //! for `d`; spinning on a spinlock keeps it busy until the lock is handed over. Other tasks placed
 //! on a busy CPU wait on its run queue; a task that has used a time slice is preempted at the end
 //! of a charge unless it holds a spinlock (`preempt_count > 0`, as in a kernel with preemption
-//! disabled under spinlocks).
+//! disabled under spinlocks). A CPU that starts a task other than the one that ran on it last
+//! charges it a context switch (`cpu`: by the tasks' address spaces, opaque tags).
 //!
 //! Architecture invariant: the engine knows nothing about memory. It does no IO, reads no wall
 //! clock, spawns no thread; every random choice comes from the run seed through a named stream.
@@ -30,7 +31,7 @@ mod watchdog;
 pub use cacheline::{CacheLine, LineCosts};
 pub use config::{ConfigError, DEFAULT_EVENT_BUDGET, SchedulerKind, SimConfig};
 pub use core::{Handle, RunReport, Sim, SimError};
-pub use cpu::{CpuId, CpuStats};
+pub use cpu::{CpuId, CpuStats, SwitchCosts, TaskContext};
 pub use cx::{Cx, PointFuture};
 pub use lock::lockdep::{LockdepKind, LockdepReport};
 pub use lock::stats::LockClassStats;

@@ -2,7 +2,7 @@
 //! writer's optimistic spin that ends in sleep counts as spin time up to the moment it sleeps,
 //! as `rwsem_optimistic_spin` burns its CPU until it gives up, kernel/locking/rwsem.c).
 
-use crate::cpu::CpuId;
+use crate::cpu::{CpuId, TaskContext};
 use crate::lock::{LockId, Mode};
 use simcore::{SimDuration, SimTime, define_id};
 use std::fmt;
@@ -80,6 +80,10 @@ pub struct TaskStats {
     pub wakeup_delay: SimDuration,
     /// Times the task was resumed.
     pub switches: u64,
+    /// Context switches onto the task's CPU (`cpu` module note), and what they cost: part of
+    /// `cpu`, paid with the task's next charge.
+    pub context_switches: u64,
+    pub switching: SimDuration,
 }
 
 /// A lock the task holds, for lockdep and dumps.
@@ -96,6 +100,8 @@ pub(crate) struct HeldLock {
 pub(crate) struct Task {
     pub name: String,
     pub cpu: CpuId,
+    /// The address space a context switch to the task loads (`cpu` module note).
+    pub context: TaskContext,
     pub daemon: bool,
     pub status: Status,
     pub point: Point,
@@ -106,9 +112,9 @@ pub(crate) struct Task {
     /// Spinlocks held: a task with a non-zero count is never preempted.
     pub preempt_count: u32,
     pub joiners: Vec<TaskId>,
-    /// Cache-line transfers of lock releases not yet charged: paid with the task's next charge
-    /// (a release cannot block).
-    pub line_debt: SimDuration,
+    /// Time the task owes its CPU, paid with its next charge: cache-line transfers of lock
+    /// releases (a release cannot block) and the context switch that brought it onto its CPU.
+    pub debt: SimDuration,
     /// When the current wait (blocked, spinning, on run queue) began.
     pub wait_since: SimTime,
     /// The part of the current wait spent spinning before the task went to sleep (an rwsem

@@ -24,7 +24,10 @@
 //!   runs (`tools/wakeup.c`, the waker sleeping between wake-ups);
 //! - `line_transfer`: two threads on two CPUs passing a counter back and forth through one
 //!   cache line with compare-and-swap; half the round trip (each run the median of its batches
-//!   of 1000 round trips).
+//!   of 1000 round trips);
+//! - `pipe_round_trip`, `pipe_ping_pong_processes`, `pipe_ping_pong_threads`: lmbench's
+//!   `lat_ctx` method on CPU 0, two processes or two threads passing a byte over two pipes, and
+//!   the same writes and reads within one thread ([`switch`]).
 //!
 //! What cannot be measured is refused with what to do (a hugetlb pool too small: how to reserve
 //! one; a single CPU: no wake-up or transfer between CPUs).
@@ -32,6 +35,7 @@
 #![allow(unsafe_code)]
 
 pub mod loops;
+pub mod switch;
 
 use crate::sys;
 use lab::profile_file::Measurement;
@@ -399,6 +403,9 @@ pub fn measure(
     out.push(file_figure(plan, dir)?);
     progress("wake-up latency of an idle CPU, cache-line transfer");
     out.extend(between_cpus(plan)?);
+    progress("context switches on one CPU: processes and threads over pipes");
+    out.extend(switch::figures(plan)?);
+    unpin()?;
     progress("seed 001's hugetlb fault and fork loops, one instance, 64 MiB");
     out.extend(loops::calibration_figures(plan)?);
     Ok(out)

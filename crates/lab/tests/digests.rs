@@ -42,14 +42,15 @@ fn scenario_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-fn scenario_line(root: &Path, file: &Path, kernel: Option<&str>) -> String {
+fn scenario_line(root: &Path, file: &Path, kernel: Option<&str>, sets: &[(&str, &str)]) -> String {
     let name = file.strip_prefix(root).unwrap().to_string_lossy().into_owned();
     let label = format!("{name} {}", kernel.unwrap_or("own"));
     let s = match load(&file.to_string_lossy()) {
         Ok(s) => s,
         Err(e) => return format!("{label} error {}", digest_of(&e.message)),
     };
-    let o = Overrides { kernel: kernel.map(|k| k.parse().unwrap()), ..Overrides::default() };
+    let sets = sets.iter().map(|&(k, v)| (k.to_string(), v.to_string())).collect();
+    let o = Overrides { kernel: kernel.map(|k| k.parse().unwrap()), sets, ..Overrides::default() };
     match run(&s, &o, &mut |_| ()) {
         Ok(r) if r.skipped.is_some() => {
             format!("{label} skipped {}", digest_of(r.skipped.as_deref().unwrap_or_default()))
@@ -70,16 +71,20 @@ fn scenario_line(root: &Path, file: &Path, kernel: Option<&str>) -> String {
     }
 }
 
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
 fn lines() -> Vec<String> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let root = root();
     let mut files = Vec::new();
     scenario_files(&root.join("scenarios"), &mut files);
     files.sort();
     let mut out = Vec::new();
     for file in &files {
-        out.push(scenario_line(&root, file, None));
+        out.push(scenario_line(&root, file, None, &[]));
         for k in KERNELS {
-            out.push(scenario_line(&root, file, Some(k)));
+            out.push(scenario_line(&root, file, Some(k), &[]));
         }
     }
     for e in EXPERIMENTS {
@@ -94,4 +99,28 @@ fn lines() -> Vec<String> {
 fn behaviour_digests_are_unchanged() {
     let what = "behaviour changed";
     golden::compare_or_bless("digests.txt", &lines(), what, "cargo xtask bless-digests");
+}
+
+/// Context switches cost nothing at `cost.context_switch=0` and `cost.thread_switch=0`: these
+/// scenarios, whose tasks share CPUs (a parent and its child, khugepaged beside kswapd, a race
+/// whose interleaving the switches move), give exactly their lines of `tests/digests.txt` from
+/// before the engine charged switches (commit 4d3d14d).
+#[test]
+fn zero_cost_switches_give_the_digests_from_before_switches_were_charged() {
+    const BEFORE: [&str; 4] = [
+        "scenarios/fork-cow.toml own 56d617179a9a4194 vt=64175 events=144 failed=0 \
+         vmstat=5ca05140d842540c",
+        "scenarios/races/dirty-cow.toml own 17a4a3b605dd4e83 vt=227207 events=71 failed=0 \
+         vmstat=0216a33abc348242",
+        "scenarios/races/collapse-truncate.toml own b32c68d7d77df918 vt=2272321 events=1675 \
+         failed=0 vmstat=6f121205ebf70914",
+        "scenarios/thp/file-collapse-selftest.toml own 48d84c570d8a0acb vt=31768134 \
+         events=2124 failed=0 vmstat=9ae0391fc1fc0e97",
+    ];
+    let zero = [("cost.context_switch", "0"), ("cost.thread_switch", "0")];
+    let root = root();
+    for before in BEFORE {
+        let file = root.join(before.split(' ').next().unwrap());
+        assert_eq!(scenario_line(&root, &file, None, &zero), before);
+    }
 }

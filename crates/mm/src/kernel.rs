@@ -302,7 +302,8 @@ impl Cx {
         let k = self.k.clone();
         let handle: &Handle = self;
         let cpu = handle.cpu(handle.cpus() - 1).expect("the machine has CPUs");
-        handle.spawn_daemon(cpu, name.to_string(), move |ecx| f(Cx::new(ecx, k, None)));
+        let task = handle.spawn_daemon(cpu, name.to_string(), move |ecx| f(Cx::new(ecx, k, None)));
+        handle.set_context(task, engine::TaskContext::Kernel);
     }
 
     pub(crate) fn new(ecx: engine::Cx, k: Rc<Kernel>, current: Option<Pid>) -> Cx {
@@ -381,7 +382,8 @@ impl Cx {
     }
 
     /// Starts a kernel task (a device, a kernel thread) on this task's CPU, with no current
-    /// process.
+    /// process. It stays `engine::TaskContext::Free`: its one user, O_DIRECT's device
+    /// completion, runs in interrupt context, which switches no task.
     pub(crate) fn spawn_kthread<F, Fut>(&self, name: &str, f: F) -> engine::TaskId
     where
         F: FnOnce(Cx) -> Fut + 'static,

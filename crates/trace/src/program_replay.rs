@@ -16,12 +16,19 @@
 //! 3. measured pass: the same window again; the report's counters are this pass's alone.
 //!
 //! With `one_cpu` the machine has one CPU and every thread runs on it, as the seed measured
-//! dex2oat "on a single ARM core": the engine time-slices them (its `timeslice`, 4 ms), they
-//! share the CPU's TLBs, and a switch between them flushes nothing, as on arm64, where
-//! `context_switch` skips `switch_mm` between threads of one mm (`kernel/sched/core.c`) and the
-//! mm keeps its ASID. Approximation: the switch itself costs no time (the engine charges none),
-//! and iTLB misses of a fault's retry are attributed to the faulting thread's piece though
-//! another thread may run during the fault.
+//! dex2oat "on a single ARM core": the engine time-slices them (its `timeslice`, 4 ms) and
+//! charges each switch between them the profile's `thread_switch` (`engine::cpu`: threads of
+//! one process, tagged by their pid), and the report counts the measured pass's switches and
+//! their time. The threads share the CPU's TLBs as the hardware shares them: entries are tagged
+//! with the mm's ASID (`mm::arch::tlb`), and a switch between threads of one mm changes
+//! nothing, since `context_switch` calls `switch_mm_irqs_off` with the loaded mm and it returns
+//! at once (`real_prev == next`, arch/x86/mm/tlb.c v6.8; arm64's `switch_mm` skips
+//! `__switch_mm` when `prev == next`, arch/arm64/include/asm/mmu_context.h), so no profile
+//! flushes there. Between address spaces the TLB model does what the profile's ASIDs allow
+//! (`TlbGeometry::asid_slots`: an mm without a slot on the CPU takes the oldest and flushes
+//! it; one slot is a CPU without ASIDs, flushed at every switch between processes), which
+//! a replay of one process never asks. Approximation: iTLB misses of a fault's retry are
+//! attributed to the faulting thread's piece though another thread may run during the fault.
 //!
 //! So a collapse the kernel's rules allow has had its chance before the measurement, in every
 //! era alike, and the 2 MiB mappings the measurement sees are the ones khugepaged made.
@@ -68,6 +75,9 @@ pub struct Window {
     /// First-level iTLB misses of fetches inside collapsible 2 MiB ranges
     /// ([`crate::footprint::Collapsible`]).
     pub itlb_misses_in_collapsible: u64,
+    /// Context switches on the CPUs (`engine::CpuStats`), and the time they charged.
+    pub context_switches: u64,
+    pub switching_ns: u64,
 }
 
 impl Window {
@@ -218,6 +228,8 @@ struct Mark {
     references: u64,
     instructions: u64,
     misses_inside: u64,
+    /// Context switches summed over the CPUs, and their time.
+    switches: (u64, u64),
 }
 
 impl Shared {
@@ -264,6 +276,10 @@ impl Shared {
     }
 
     fn mark(&self, t: &Thread) {
+        let h: &engine::Handle = t.cx();
+        let cpus = (0..h.cpus()).map(|n| h.cpu_stats(engine::CpuId(n)));
+        let switches =
+            cpus.fold((0, 0), |(n, ns), c| (n + c.context_switches, ns + c.switching.as_ns()));
         let st = t.cx().kernel().state();
         let rep = self.report.borrow();
         self.marks.borrow_mut().push(Mark {
@@ -273,6 +289,7 @@ impl Shared {
             references: rep.references,
             instructions: rep.instructions,
             misses_inside: self.misses_inside.get(),
+            switches,
         });
     }
 
@@ -419,6 +436,8 @@ fn finish(
             page_faults: after.vmstat.get(vm("pgfault")) - before.vmstat.get(vm("pgfault")),
             virtual_time_ns: after.time.since(before.time).as_ns(),
             itlb_misses_in_collapsible: after.misses_inside - before.misses_inside,
+            context_switches: after.switches.0 - before.switches.0,
+            switching_ns: after.switches.1 - before.switches.1,
         },
         collapse_allocs: end.get(vm("thp_collapse_alloc")),
         file_hugepages: end.get(vm("nr_file_hugepages")),

@@ -67,8 +67,9 @@ simcore::counter_keys! {
         /// Tear down one reclaimed folio (unmap bookkeeping, cache removal, free).
         ReclaimPage = "reclaim_page",
         /// The task side of a child's life that no mechanism charges: `copy_process` beyond
-        /// `fork_base`, the child's first schedule, `do_exit`'s `exit_notify`, and the parent's
-        /// `wait4` reaping it (`release_task`); charged by `wait`.
+        /// `fork_base`, the child's first schedule (its context switches are the engine's),
+        /// `do_exit`'s `exit_notify`, and the parent's `wait4` reaping it (`release_task`);
+        /// charged by `wait`.
         TaskReap = "task_reap",
         /// What a hugetlb fault mapping a 2 MiB folio, and the later unmap of that entry, do
         /// beyond the generic fault entry, page-cache lookup and entry install and clear: the
@@ -90,6 +91,13 @@ simcore::counter_keys! {
         /// by the engine to every sleeping waiter it wakes (a lock handed to a sleeper is held
         /// through it); optimistic spinners are not asleep and pay nothing.
         WakeupLatency = "wakeup_latency",
+        /// A CPU passing from a task to a user task of another address space (a process
+        /// switch, as lmbench's `lat_ctx` measures one: `schedule()`, `context_switch()` with
+        /// `switch_mm`, `switch_to`). Charged by the engine to the incoming task (`engine::cpu`).
+        ContextSwitch = "context_switch",
+        /// The same to a thread of the address space the CPU has loaded, or to a kernel thread:
+        /// `context_switch()` calls no `switch_mm` (kernel/sched/core.c).
+        ThreadSwitch = "thread_switch",
         /// A RAM disk (`brd`): submitting and completing one request, beside the copy of each
         /// page (charged as `copy_page_4k`).
         RamdiskRequest = "ramdisk_request",

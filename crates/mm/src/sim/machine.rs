@@ -25,7 +25,7 @@ use crate::types::mmzone::LruConfig;
 use crate::types::mmzone::Watermarks;
 use crate::types::swap::SwapDevice;
 use crate::vmstat::{VmStat, VmStats};
-use engine::{RunReport, SchedulerKind, Sim, SimConfig, SimError, TaskId};
+use engine::{RunReport, SchedulerKind, Sim, SimConfig, SimError, TaskContext, TaskId};
 use simcore::{Bytes, IdVec, Order, VirtAddr};
 use std::future::Future;
 use std::rc::Rc;
@@ -113,15 +113,19 @@ where
         }
     }
     let kernel = kernel.clone();
-    Ok(handle.spawn(cpu, name, move |ecx| f(Thread::new(Cx::new(ecx, kernel, Some(pid))))))
+    let task = handle.spawn(cpu, name, move |ecx| f(Thread::new(Cx::new(ecx, kernel, Some(pid)))));
+    // A process's threads share its address space (exec replaces it for all of them).
+    handle.set_context(task, TaskContext::User(u64::from(pid.0)));
+    Ok(task)
 }
 
 /// Starts kswapd on the last CPU.
 fn spawn_kswapd(handle: &engine::Handle, kernel: &Rc<Kernel>, cpus: u32) -> Result<(), String> {
     let last_cpu = handle.cpu(cpus - 1).map_err(|e| e.to_string())?;
     let k = kernel.clone();
-    handle
+    let task = handle
         .spawn_daemon(last_cpu, "kswapd0", move |ecx| crate::vmscan::kswapd(Cx::new(ecx, k, None)));
+    handle.set_context(task, TaskContext::Kernel);
     Ok(())
 }
 
@@ -191,6 +195,10 @@ impl Machine {
                 same_socket: config.profile.costs.get(Cost::LineTransfer),
                 cross_socket: config.profile.costs.get(Cost::LineTransferRemote),
                 cpus_per_socket: config.profile.cpus_per_socket,
+            },
+            switch_costs: engine::SwitchCosts {
+                address_space: config.profile.costs.get(Cost::ContextSwitch),
+                same_space: config.profile.costs.get(Cost::ThreadSwitch),
             },
             ..SimConfig::default()
         }

@@ -22,13 +22,16 @@
 //! the same day (beside `hugetlb_unmap_empty_gib`).
 //!
 //! The wake-up latency of a sleeper on an idle CPU was measured on 2026-11-28 with
-//! `tools/wakeup.c` (beside `wakeup_latency`).
+//! `tools/wakeup.c` (beside `wakeup_latency`), the context switches between processes and
+//! between threads of one on 2026-12-07 with `tools/calibrate.c` (beside `context_switch`).
 //!
 //! TLB geometries (`crate::arch::tlb`) follow published figures of one core each, cited beside them:
 //! AMD Zen 5 for `epyc-vm` and `tiny` (the development machine reports CPU family 0x1A, Zen 5),
 //! Intel Golden Cove for `xeon-spr`, Arm Cortex-A76 for `arm-a76`. The latter two profiles reuse
 //! the `epyc-vm` cost table for kernel operations (an approximation: those were measured only
-//! here); what distinguishes them is their TLB hierarchy and CPU count. Only `arm-a76` fetches
+//! here; their context switches too: no `lat_ctx`-style figure of either core under Linux was
+//! found to cite, so `--set cost.context_switch=NS` is the way to study one); what
+//! distinguishes them is their TLB hierarchy and CPU count. Only `arm-a76` fetches
 //! instructions in blocks (one iTLB lookup per 16-byte fetch, as its `iTLB-loads` counts them);
 //! the x86 profiles look the iTLB up once per instruction, an approximation of their fetch.
 //!
@@ -192,6 +195,7 @@ fn epyc_vm_costs() -> CostTable {
         ]
         .into_iter()
         .chain(hugetlb_and_coherence_costs())
+        .chain(switch_costs())
         .collect::<Vec<_>>(),
     )
 }
@@ -202,8 +206,9 @@ fn hugetlb_and_coherence_costs() -> [(Cost, u64); 6] {
     [
         // Measured (see the module note, hugetlb figures): fork, child exit and wait of a process
         // with a 64 MiB shared hugetlb mapping, 169.6 us, less the 33.6 us the model charges for
-        // the rest of that cycle (syscalls, `fork_base`, the VMA copy, the exit's unmap).
-        (Cost::TaskReap, 136_000),
+        // the rest of that cycle (syscalls, `fork_base`, the VMA copy, the exit's unmap) and the
+        // two context switches, to the child and back (2 x 2793 ns, `switch_costs`).
+        (Cost::TaskReap, 130_414),
         // Measured: mapping a 64 MiB hugetlbfs file, writing its 32 cached pages and unmapping
         // it took 53.9 us a pass, 9.0 us of it the mmap and munmap alone: 1403 ns per page,
         // against 884 ns the model charges per page for the rest of that work.
@@ -232,6 +237,25 @@ fn hugetlb_and_coherence_costs() -> [(Cost, u64); 6] {
         // exit goes through the host (the vCPU halted); bare metal or a guest with halt polling
         // wakes in a few us, which `--set cost.wakeup_latency=NS` studies.
         (Cost::WakeupLatency, 47_500),
+    ]
+}
+
+/// The context switches measured on the development machine (see the module note).
+fn switch_costs() -> [(Cost, u64); 2] {
+    [
+        // Measured on 2026-12-07 with `tools/calibrate.c` (the loops of `mmsim calibrate`) on
+        // the development machine (Linux 6.18 Firecracker guest, 2 vCPUs, other builds running,
+        // at SCHED_FIFO): lmbench's `lat_ctx` method, two processes pinned to one CPU passing a
+        // byte back and forth over two pipes, 7336 ns of their CPU time a round trip, less the
+        // 1750 ns the same writes and reads take within one thread, halved (medians of five
+        // runs of 100 000 round trips; the runs' own halves spread 2713 to 2858 ns).
+        (Cost::ContextSwitch, 2_793),
+        // The same with two threads of one process: 7412 ns a round trip (runs 2788 to
+        // 2867 ns), no cheaper than between processes on this guest: what a process switch
+        // adds (`switch_mm_irqs_off`'s CR3 write with PCID, no flush, and no branch-predictor
+        // barrier for tasks that did not ask for one, `cond_mitigation`, arch/x86/mm/tlb.c
+        // v6.8) is lost in the spread of a 2.8 us switch.
+        (Cost::ThreadSwitch, 2_831),
     ]
 }
 
@@ -337,6 +361,10 @@ mod tests {
         assert_eq!(crate::Machine::sim_config(&config).wakeup_latency.as_ns(), measured);
         config.profile.costs.set("wakeup_latency", 7_000).unwrap();
         assert_eq!(crate::Machine::sim_config(&config).wakeup_latency.as_ns(), 7_000);
+        config.profile.costs.set("context_switch", 3_000).unwrap();
+        config.profile.costs.set("thread_switch", 1_000).unwrap();
+        let switch = crate::Machine::sim_config(&config).switch_costs;
+        assert_eq!((switch.address_space.as_ns(), switch.same_space.as_ns()), (3_000, 1_000));
     }
 
     #[test]
