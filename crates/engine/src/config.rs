@@ -1,6 +1,7 @@
 //! Engine configuration and its validation.
 
 use crate::cacheline::LineCosts;
+use crate::membus::BusCosts;
 use simcore::SimDuration;
 use std::fmt;
 use std::str::FromStr;
@@ -85,6 +86,8 @@ pub struct SimConfig {
     /// What a lock word's cache line costs to move between CPUs (machine-profile costs; zero
     /// charges nothing).
     pub line_costs: LineCosts,
+    /// Each socket's memory bandwidth (a machine-profile figure; zero is no limit).
+    pub bus_costs: BusCosts,
 }
 
 impl Default for SimConfig {
@@ -98,6 +101,7 @@ impl Default for SimConfig {
             timeslice: SimDuration::from_ms(4),
             trace: false,
             line_costs: LineCosts::default(),
+            bus_costs: BusCosts::default(),
         }
     }
 }

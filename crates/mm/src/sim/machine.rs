@@ -192,6 +192,10 @@ impl Machine {
                 cross_socket: config.profile.costs.get(Cost::LineTransferRemote),
                 cpus_per_socket: config.profile.cpus_per_socket,
             },
+            bus_costs: engine::BusCosts {
+                per_64k: config.profile.costs.get(Cost::MemBus64k),
+                cpus_per_socket: config.profile.cpus_per_socket,
+            },
             ..SimConfig::default()
         }
     }
