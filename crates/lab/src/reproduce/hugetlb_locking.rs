@@ -70,7 +70,10 @@
 //! 45x) and combined faults under i_mmap_rwsem 3464 pages/s (published 1528). The figure
 //! depends on the latency (seed 1: 2.3x at `--set cost.wakeup_latency=5000`, 6.9x at 12000,
 //! before the idle-CPU rule): the seed's VM was not described, and bare metal wakes in a few
-//! us. The fork rows stay 10-15x above the published ones under every scheme (below).
+//! us. The fork rows stay 10-15x above the published ones under every scheme (below). With the
+//! fault programs spread over their passes (issue 46, next) the ratio is 58x (46.6-68.7 over
+//! seeds 1-6; 56x, 38.6-84.9, with the programs in step) and the combined forks' ratio revert /
+//! i_mmap_rwsem 0.58 (0.53-0.62; published 0.20).
 //!
 //! The combined forks and the fault programs' munmaps (issue 46, seed 1). A fork needs the
 //! file's `i_mmap_rwsem` for write three times a cycle (above), and each fault program's munmap
@@ -85,12 +88,13 @@
 //! the programs spread over their passes (`spread=1`, the default) 8 GiB passes give revert 2319
 //! < i_mmap_rwsem 4006 (and a run started in step counted after 1 s, 2280 < 3958), and 250 GiB
 //! passes revert 2212 < i_mmap_rwsem 4150 (300 ms window): under revert the faults write about
-//! 200 000 pages/s, so 24 munmaps hold the lock about half the time and the forks run between
-//! them; under `i_mmap_rwsem` the faults collapse to about 3 000 pages/s, few passes end, and
-//! the forks run free. The ratio is 1.7-1.9x against the published 5.1x, and the levels stay
-//! 12-35x above (the fork rows' gap, next): the published 66 forks/s would need the lock held about
-//! 80% of the time, munmaps of about 60 ms each at the published 69 090 pages/s, 480 ns an entry
-//! where the model's single-CPU costs and line transfers give 120-170 ns.
+//! 200 000 pages/s, so 24 munmaps hold the lock more than half the time and the forks run
+//! between them; under `i_mmap_rwsem` the faults collapse to about 3 000 pages/s, few passes
+//! end, and the forks run free. The ratio is 1.7-1.9x against the published 5.1x, and the levels
+//! stay 12-35x above (the fork rows' gap, next): 66 forks/s where 24 fork programs alone make 404
+//! would need the lock held about 84% of the time, munmaps of about 65 ms each at the published
+//! 69 090 pages/s, 500 ns an entry, where the model's single-CPU costs and line transfers give
+//! 75 ns (one program) to 165 ns (24 mapping each page).
 //!
 //! Why the fork rows stay 12-15x above the table (issue 20, measured at seed 1, full scale).
 //! Published, one fork cycle (fork, the child's exit, the wait) takes 368 us alone (2717/s) and
