@@ -2,6 +2,7 @@
 
 use crate::cacheline::LineCosts;
 use crate::cpu::SwitchCosts;
+use crate::membus::BusCosts;
 use simcore::SimDuration;
 use std::fmt;
 use std::str::FromStr;
@@ -89,6 +90,8 @@ pub struct SimConfig {
     /// What a CPU's passing from one task to another costs (machine-profile costs; zero
     /// charges nothing; `cpu` module note).
     pub switch_costs: SwitchCosts,
+    /// Each socket's memory bandwidth (a machine-profile figure; zero is no limit).
+    pub bus_costs: BusCosts,
 }
 
 impl Default for SimConfig {
@@ -103,6 +106,7 @@ impl Default for SimConfig {
             trace: false,
             line_costs: LineCosts::default(),
             switch_costs: SwitchCosts::default(),
+            bus_costs: BusCosts::default(),
         }
     }
 }

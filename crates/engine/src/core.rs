@@ -20,6 +20,7 @@ use crate::lock::lockdep::{ClassKey, Lockdep, LockdepReport, Names};
 use crate::lock::state::{Attempt, LockState, RWSEM_WAIT_TIMEOUT_NS};
 use crate::lock::stats::{ClassId, LockClassStats, LockClasses, lock_stat_text};
 use crate::lock::{Completion, LockId, Mode, Mutex, RwSem, SpinLock, WaitQueue, op::Op};
+use crate::membus::MemBus;
 use crate::sched::{self, ReadyEntry, Scheduler};
 use crate::task::{HeldLock, Point, PointKind, Status, Task, TaskId, TaskStats};
 use crate::watchdog::DeadlockReport;
@@ -58,6 +59,8 @@ pub(crate) struct State {
     pub tasks: IdVec<TaskId, Task>,
     pub cpus: IdVec<CpuId, Cpu>,
     pub locks: IdVec<LockId, Lock>,
+    /// Each socket's memory bus.
+    pub buses: Vec<MemBus>,
     pub classes: LockClasses,
     lockdep: Lockdep,
     /// Non-daemon tasks not yet done: the run ends when this reaches zero.
@@ -157,7 +160,9 @@ impl State {
         for _ in 0..config.cpus {
             cpus.push(Cpu::default());
         }
+        let sockets = config.bus_costs.socket(CpuId(config.cpus.saturating_sub(1))) + 1;
         State {
+            buses: vec![MemBus::default(); sockets],
             preempts_at_every_point: sched.preempts_at_every_point(),
             trace: config.trace.then(Vec::new),
             config,

@@ -83,6 +83,16 @@ impl Cx {
         line.write(&st.config.line_costs, self.cpu, st.now)
     }
 
+    /// This task's CPU streams `bytes` through its socket's memory bus now: how long until the
+    /// bus has carried them (zero without a bandwidth limit). The caller charges the longer of
+    /// that and its own work.
+    pub fn bus_transfer(&self, bytes: u64) -> SimDuration {
+        let mut st = self.core().state.borrow_mut();
+        let (costs, now) = (st.config.bus_costs, st.now);
+        let socket = costs.socket(self.cpu);
+        st.buses[socket].transfer(&costs, bytes, now)
+    }
+
     /// Waits until `task` has ended.
     #[track_caller]
     pub fn join(&self, task: TaskId) -> PointFuture<'_> {

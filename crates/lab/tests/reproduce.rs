@@ -186,6 +186,13 @@ fn hugetlb_locking_rows_come_from_lock_contention() {
     // With every mapping 1 GiB-aligned the tables are shared and few stores fault.
     let aligned = row(&report, "minflt/s per instance faults 24 vma_lock, PUD-aligned mappings");
     assert!(aligned < 0.5 * row(&report, "faults/s 24 vma_lock, PUD-aligned mappings"));
+    // usemem -U (anon-cow-seq-hugetlb): 48 tasks copying 2 MiB pages at once share the memory
+    // bus (99.5 GB/s, 4 MiB of traffic a page), about 1 GB/s each where one task alone would
+    // write 5 GB/s (its copies and its stores at one CPU's speed).
+    for scheme in ["i_mmap_rwsem", "revert", "vma_lock"] {
+        let bps = row(&report, &format!("usemem -U KB/s {scheme}")) * 1024.0;
+        assert!(bps > 0.5e9 && bps < 2e9, "{scheme}: {bps} bytes/s");
+    }
 }
 
 #[test]

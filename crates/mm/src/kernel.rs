@@ -378,7 +378,7 @@ impl Cx {
     /// Spends the cost of one basic operation.
     #[track_caller]
     pub(crate) fn charge(&self, c: Cost) -> engine::PointFuture<'_> {
-        self.ecx.charge(self.k.costs.get(c))
+        self.charge_n(c, 1)
     }
 
     /// Starts a kernel task (a device, a kernel thread) on this task's CPU, with no current
@@ -393,10 +393,15 @@ impl Cx {
         self.ecx.spawn(self.ecx.cpu(), name, move |ecx| f(Cx::new(ecx, k, None)))
     }
 
-    /// Spends `n` times the cost of a basic operation.
+    /// Spends `n` times the cost of a basic operation; an operation that streams through the
+    /// memory bus ([`Cost::bus_bytes`]) lasts until the bus has carried its bytes if that is
+    /// later (`engine::membus`).
     #[track_caller]
     pub(crate) fn charge_n(&self, c: Cost, n: u64) -> engine::PointFuture<'_> {
-        self.ecx.charge(self.k.costs.get(c) * n)
+        let work = self.k.costs.get(c) * n;
+        let bytes = c.bus_bytes().saturating_mul(n);
+        let d = if bytes == 0 { work } else { work.max(self.ecx.bus_transfer(bytes)) };
+        self.ecx.charge(d)
     }
 }
 

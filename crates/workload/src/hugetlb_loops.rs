@@ -19,6 +19,13 @@
 //! every full GiB is shareable (a diagnostic). A process maps at the same address on every pass,
 //! as a top-down search from a fixed `mmap_base` does.
 //!
+//! Where a fault program starts: [`Loops::spawn`] starts it at the first page of its first
+//! pass, so instances started together run their passes in step; [`Loops::spread`] places each
+//! at a page of its pass drawn uniformly from the run seed, its mapping written below that page,
+//! as instances that have run for many passes would be found at a random instant (their munmaps
+//! queue on the file's `i_mmap_rwsem` for write one behind another, which pulls instances that
+//! ran in step apart), and [`Loops::resume`] starts them there.
+//!
 //! Counting: a page counts as written when its store completes inside the measurement window;
 //! `minflt` counts the stores that faulted (the MMU found no usable entry), as the kernel's
 //! per-task counter does for the program. Stores that hit the TLB or an existing (possibly
@@ -35,7 +42,7 @@
 
 use mm::{Access, Machine, MmapArgs, OpenFlags, Pid, Thread, map, prot};
 use simcore::{Bytes, Prng, SimTime, VirtAddr};
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 /// A huge page of the file (2 MiB).
@@ -255,17 +262,79 @@ pub enum Program {
     WarmUp,
 }
 
+/// Where a fault program stands when it resumes: its file, its mapping, and the first page of
+/// the pass it is in.
+#[derive(Clone, Copy, Debug)]
+struct Resume {
+    fd: i32,
+    at: VirtAddr,
+    page: u64,
+}
+
+/// A fault program placed inside its pass by [`Loops::spread`], to be started by
+/// [`Loops::resume`].
+#[derive(Debug)]
+struct Placed {
+    pid: Pid,
+    cpu: u32,
+    name: String,
+    counts: Rc<RefCell<Counts>>,
+    resume: Rc<Cell<Option<Resume>>>,
+}
+
 /// Instances of the two programs on a machine, with their counts.
 #[derive(Debug)]
 pub struct Loops {
     config: Rc<Config>,
     counts: Vec<(Program, Rc<RefCell<Counts>>)>,
+    placed: Vec<Placed>,
 }
 
 impl Loops {
     pub fn new(config: Config) -> Result<Loops, String> {
         config.validate()?;
-        Ok(Loops { config: Rc::new(config), counts: Vec::new() })
+        Ok(Loops { config: Rc::new(config), counts: Vec::new(), placed: Vec::new() })
+    }
+
+    /// Sets the measurement window of the instances started from now on.
+    pub fn set_window(&mut self, window: Window) {
+        self.config = Rc::new(Config { window, ..(*self.config).clone() });
+    }
+
+    /// Places one fault program in a new process on CPU `cpu` at a page of its pass drawn
+    /// uniformly (from the process's stream of `seed`, after its address): its thread maps the
+    /// file and writes the pages before that one, then ends, leaving the process as a program
+    /// that ran long would be at a random instant. [`Loops::resume`] starts it there.
+    pub fn spread(&mut self, machine: &mut Machine, cpu: u32, seed: u64) -> Result<(), String> {
+        let name = format!("{}-{}", program_name(Program::Faults), self.counts.len());
+        let pid = machine.new_process(&name).map_err(|e| e.to_string())?;
+        let mut rng = Prng::from_seed(seed).stream(&name);
+        let addr = self.config.address(self.config.len, &mut rng);
+        let page = rng.below(self.config.len.as_u64() / HUGE.as_u64());
+        let counts = Rc::new(RefCell::new(Counts::default()));
+        self.counts.push((Program::Faults, counts.clone()));
+        let resume = Rc::new(Cell::new(None));
+        let (config, slot) = (self.config.clone(), resume.clone());
+        machine.spawn_thread(pid, cpu, &name, move |t| async move {
+            if let Ok(r) = place(&t, &config, addr, page).await {
+                slot.set(Some(r));
+            }
+        })?;
+        self.placed.push(Placed { pid, cpu, name, counts, resume });
+        Ok(())
+    }
+
+    /// Starts every program [`Loops::spread`] placed, each from where it stands; an error if
+    /// one could not be placed.
+    pub fn resume(&mut self, machine: &mut Machine) -> Result<(), String> {
+        for p in std::mem::take(&mut self.placed) {
+            let r = p.resume.get().ok_or_else(|| format!("{}: could not be placed", p.name))?;
+            let (config, counts) = (self.config.clone(), p.counts);
+            machine.spawn_thread(p.pid, p.cpu, &p.name, move |t| async move {
+                let _ = fault_loop(&t, &config, r.at, &counts, u64::MAX, Some(r)).await;
+            })?;
+        }
+        Ok(())
     }
 
     /// Starts one instance of `program` in a new process on CPU `cpu`; the process's mapping
@@ -287,8 +356,8 @@ impl Loops {
         let kernel = machine.kernel_rc();
         machine.spawn_thread(pid, cpu, &name, move |t| async move {
             let _ = match program {
-                Program::Faults => fault_loop(&t, &config, addr, &counts, u64::MAX).await,
-                Program::WarmUp => fault_loop(&t, &config, addr, &counts, 1).await,
+                Program::Faults => fault_loop(&t, &config, addr, &counts, u64::MAX, None).await,
+                Program::WarmUp => fault_loop(&t, &config, addr, &counts, 1, None).await,
                 Program::Forks => fork_loop(&t, &config, addr, &counts, &kernel).await,
             };
         })?;
@@ -309,15 +378,20 @@ fn program_name(p: Program) -> &'static str {
     }
 }
 
-/// Program 1 until the window ends (or `passes` passes): map, write every page, unmap.
+/// Program 1 until the window ends (or `passes` passes): map, write every page, unmap; with
+/// `resume`, the first pass continues in the mapping it names.
 async fn fault_loop(
     t: &Thread,
     config: &Config,
     addr: VirtAddr,
     counts: &RefCell<Counts>,
     passes: u64,
+    mut resume: Option<Resume>,
 ) -> Result<(), String> {
-    let fd = t.open(&config.path, OpenFlags::RDWR).await.map_err(|e| format!("{e:?}"))?;
+    let fd = match resume {
+        Some(r) => r.fd,
+        None => t.open(&config.path, OpenFlags::RDWR).await.map_err(|e| format!("{e:?}"))?,
+    };
     let pages = config.len.as_u64() / HUGE.as_u64();
     let window = config.window;
     let going = |pass: u64, now: SimTime| pass < passes && (passes == 1 || now < window.end);
@@ -325,14 +399,33 @@ async fn fault_loop(
         if !going(pass, t.now()) {
             break;
         }
-        let at = t.mmap(config.args(addr, config.len, fd)).await.map_err(|e| format!("{e:?}"))?;
-        let mut page = 0;
+        let (at, mut page) = match resume.take() {
+            Some(r) => (r.at, r.page),
+            None => {
+                let args = config.args(addr, config.len, fd);
+                (t.mmap(args).await.map_err(|e| format!("{e:?}"))?, 0)
+            }
+        };
         while page < pages && going(pass, t.now()) {
             page += write_pages(t, at, page, pages, window, counts).await?;
         }
         t.munmap(at, config.len).await.map_err(|e| format!("{e:?}"))?;
     }
     Ok(())
+}
+
+/// [`Loops::spread`]'s placing: opens and maps the file and writes its first `page` pages,
+/// uncounted.
+async fn place(t: &Thread, config: &Config, addr: VirtAddr, page: u64) -> Result<Resume, String> {
+    let fd = t.open(&config.path, OpenFlags::RDWR).await.map_err(|e| format!("{e:?}"))?;
+    let at = t.mmap(config.args(addr, config.len, fd)).await.map_err(|e| format!("{e:?}"))?;
+    let never = Window { start: SimTime::ZERO, end: SimTime::ZERO };
+    let uncounted = RefCell::new(Counts::default());
+    let mut done = 0;
+    while done < page {
+        done += write_pages(t, at, done, page, never, &uncounted).await?;
+    }
+    Ok(Resume { fd, at, page })
 }
 
 /// Writes pages from `first` on: a run of stores that need no fault, then the one that does;

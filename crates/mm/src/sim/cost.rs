@@ -101,6 +101,11 @@ simcore::counter_keys! {
         /// A RAM disk (`brd`): submitting and completing one request, beside the copy of each
         /// page (charged as `copy_page_4k`).
         RamdiskRequest = "ramdisk_request",
+        /// The time a socket's memory bus takes to carry 64 KiB at its sustained bandwidth,
+        /// which the page clears and copies of all its CPUs share (`engine::membus`); zero is
+        /// no limit. A clear (`zero_page_4k`) streams 4 KiB through it, a copy
+        /// (`copy_page_4k`) 8 KiB: the source read and the destination written.
+        MemBus64k = "mem_bus_64k",
     }
 }
 
@@ -155,5 +160,19 @@ impl CostTable {
     pub fn iter(&self) -> impl Iterator<Item = (&'static str, u64)> + '_ {
         use simcore::CounterKey;
         Cost::ALL.iter().map(|c| (c.name(), self.ns[c.index()]))
+    }
+}
+
+impl Cost {
+    /// The bytes one operation streams through its socket's memory bus (`mem_bus_64k`): a
+    /// clear writes its 4 KiB, a copy reads and writes 4 KiB (`clear_page` and `copy_page`
+    /// store whole lines, which x86's fast string operations write without reading them
+    /// first); every other operation works in the caches.
+    pub fn bus_bytes(self) -> u64 {
+        match self {
+            Cost::ZeroPage4k => 4096,
+            Cost::CopyPage4k => 8192,
+            _ => 0,
+        }
     }
 }

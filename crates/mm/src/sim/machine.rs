@@ -200,6 +200,10 @@ impl Machine {
                 address_space: config.profile.costs.get(Cost::ContextSwitch),
                 same_space: config.profile.costs.get(Cost::ThreadSwitch),
             },
+            bus_costs: engine::BusCosts {
+                per_64k: config.profile.costs.get(Cost::MemBus64k),
+                cpus_per_socket: config.profile.cpus_per_socket,
+            },
             ..SimConfig::default()
         }
     }

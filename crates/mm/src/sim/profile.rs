@@ -201,8 +201,8 @@ fn epyc_vm_costs() -> CostTable {
 }
 
 /// The hugetlb figures measured on the development machine (see the module note) and the
-/// published cache-line transfer figures.
-fn hugetlb_and_coherence_costs() -> [(Cost, u64); 6] {
+/// published cache-line transfer and memory-bandwidth figures.
+fn hugetlb_and_coherence_costs() -> [(Cost, u64); 7] {
     [
         // Measured (see the module note, hugetlb figures): fork, child exit and wait of a process
         // with a 64 MiB shared hugetlb mapping, 169.6 us, less the 33.6 us the model charges for
@@ -229,6 +229,15 @@ fn hugetlb_and_coherence_costs() -> [(Cost, u64); 6] {
         // Skylake-SP mesh of the seed's machine (see `lab::reproduce::hugetlb_locking`).
         (Cost::LineTransfer, 47),
         (Cost::LineTransferRemote, 134),
+        // Published, not measured here (the development machine's two vCPUs cannot load a
+        // socket's memory controllers), for the same Skylake-SP socket as `line_transfer`: six
+        // DDR4-2666 channels, 128 GB/s in theory, and Intel's figure of 199 GB/s for STREAM
+        // Triad on two Xeon Platinum 8180 sockets (AVX-512 build), as AnandTech reports it
+        // ("Sizing Up Servers: Intel's Skylake-SP Xeon versus AMD's EPYC 7000", 2017-07-11,
+        // "Memory Subsystem: Bandwidth"): 99.5 GB/s a socket, 64 KiB in 659 ns. One CPU alone
+        // never reaches it (AnandTech measured about 12 GB/s from one Skylake-SP thread; a
+        // 4 KiB clear here takes 530 ns, 7.7 GB/s): only many CPUs streaming at once share it.
+        (Cost::MemBus64k, 659),
         // Measured on 2026-11-28 with `tools/wakeup.c` on the development machine with nothing
         // else running (a Firecracker KVM guest, 2 vCPUs, Linux 6.x): a thread sleeping in a
         // futex on an idle CPU runs 45.3, 47.5 and 51.1 us (medians of 2000 wake-ups in three
