@@ -416,6 +416,13 @@ fn measure(setup: &Setup, progress: &mut dyn Progress) -> Result<Report, String>
         frame_cpu_ns: setup.knob(&FRAME_CPU, at_cpus.frame_cpu_ns)?,
         ..at_cpus
     };
+    if let Ok(only) = std::env::var("MMSIM_FADV_ONLY") {
+        // TEMPORARY (not to be committed).
+        let case = if only == "noreuse" { Case::MglruNoreuse } else if only == "classic" { Case::Classic } else { Case::Mglru };
+        let r = run_case(case, measured, setup, progress)?;
+        eprintln!("ONLY {} footprint {:.2} fps {:.3} pswpin {} pswpout {} pgsteal_anon {} pgsteal_file {}", case.name(), footprint_gib(measured, scale), r.fps, r.vmstat.get(VmStat::Pswpin), r.vmstat.get(VmStat::Pswpout), r.vmstat.get(VmStat::PgstealAnon), r.vmstat.get(VmStat::PgstealFile));
+        return Err("only".into());
+    }
     let runs: Vec<CaseRun> = Case::ALL
         .iter()
         .map(|&c| run_case(c, measured, setup, progress))
