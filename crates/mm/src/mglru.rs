@@ -547,12 +547,8 @@ impl KState {
 
     /// `inc_max_seq`: a new youngest generation, born `now_ns`.
     fn inc_max_seq(&mut self, memcg: MemcgId, swappiness: u64, now_ns: u64) {
-        if trace::on() { self.trace_line(memcg, now_ns, "age"); }
         for file in [false, true] {
             if self.lrugen(memcg).nr_gens(file) == u64::from(MAX_NR_GENS) {
-                let g = self.lrugen(memcg);
-                let n = self.folios.list_pages(lruvec_gen_list(memcg, g.gen_of(g.min_seq[usize::from(file)]), file));
-                trace::with(|t| t.forced_inc_min[usize::from(file)] += n);
                 self.inc_min_seq(memcg, file, swappiness);
             }
         }
@@ -560,22 +556,6 @@ impl KState {
         let next = g.gen_of(g.max_seq + 1);
         g.timestamps[next as usize] = now_ns;
         g.max_seq += 1;
-    }
-
-    pub(crate) fn trace_line(&self, memcg: MemcgId, now_ns: u64, what: &str) {
-        let g = self.lrugen(memcg);
-        let mut sizes = String::new();
-        for seq in g.max_seq.saturating_sub(3)..=g.max_seq {
-            let a = self.folios.list_pages(lruvec_gen_list(memcg, g.gen_of(seq), false));
-            let f = self.folios.list_pages(lruvec_gen_list(memcg, g.gen_of(seq), true));
-            let ma = if seq < g.min_seq[0] { "x" } else { "" };
-            let mf = if seq < g.min_seq[1] { "x" } else { "" };
-            let age = (now_ns - g.timestamps[g.gen_of(seq) as usize]) / 1_000_000;
-            sizes += &format!(" [{seq} {age}ms a{a}{ma} f{f}{mf}]");
-        }
-        let t = trace::take();
-        let ctl = |file: bool| { let p = g.ctrl_pos(file, 0..1, 1); let q = g.ctrl_pos(file, 1..2, 1); format!("{}/{} {}/{}", p.refaulted, p.total, q.refaulted, q.total) };
-        eprintln!("T {:.3} {what} max {} min {:?}{sizes} | {:?} | ctl anon {} file {}", now_ns as f64 / 1e9, g.max_seq, g.min_seq, t, ctl(false), ctl(true));
     }
 
     /// `get_tier_idx`: the highest tier of a type to evict, comparing each tier with the
@@ -625,13 +605,11 @@ impl KState {
             None
         };
         if let Some(file) = obvious {
-            trace::with(|t| t.obvious[usize::from(file)] += 1);
             return (file, self.own_tier_idx(memcg, file));
         }
         let gain = [swappiness, 200 - swappiness];
         let file =
             positive_ctrl_err(g.ctrl_pos(false, 0..1, gain[0]), g.ctrl_pos(true, 0..1, gain[1]));
-        trace::with(|t| t.pid[usize::from(file)] += 1);
         let sp = g.ctrl_pos(!file, 0..1, gain[usize::from(!file)]);
         (file, self.tier_idx(memcg, file, sp, gain[usize::from(file)]))
     }
@@ -686,7 +664,6 @@ impl KState {
             self.folio_inc_gen(head, false, false);
             if !saturated {
                 let nr = self.folios.order(head).pages();
-                trace::with(|tr| { tr.protected[t] += nr; tr.tier_hist[t][tier] += nr; });
                 self.lrugen_mut(memcg).protected[t][tier] += nr;
                 if self.lru.lrugen.protection_activates {
                     let key = if file {
@@ -863,7 +840,6 @@ impl KState {
             young += 1;
             self.folio_update_gen(head, generation);
         }
-        trace::with(|t| t.lookaround_young += young - 1);
         if young * 8 >= total {
             let g = self.lrugen_mut(memcg);
             if let Some(f) = g.filters[(max_seq % 2) as usize].as_mut() {
@@ -931,7 +907,6 @@ impl KState {
             young += 1;
             self.folio_update_gen(head, generation);
         }
-        trace::with(|t| t.walk_young += young);
         (total, young)
     }
 
@@ -986,7 +961,6 @@ impl KState {
         let min_seq = g.min_seq[usize::from(file)];
         g.evicted[usize::from(file)][tier] += nr;
         let ws = self.folios.test(head, pg::WORKINGSET);
-        if trace::on() && !file { eprintln!("E map={:?} idx={}", self.folios.mapping(head), self.folios.index(head)); }
         let token_refs = refs.saturating_sub(1);
         let workingset = if self.lru.lrugen.shadow_keeps_workingset { ws } else { refs > 0 };
         KState::make_shadow(memcg, min_seq << 2 | token_refs.min(3), workingset)
@@ -1019,8 +993,6 @@ impl KState {
         if !recent {
             return;
         }
-        trace::with(|tr| tr.refault[t] += nr);
-        if trace::on() && trace::T0.with(|x| x.borrow().refault[t] < 400) { eprintln!("R file={file} map={:?} idx={} in_fault={in_fault} seq={seq} refs={token_refs} ws={}", self.folios.mapping(head), self.folios.index(head), shadow.workingset); }
         if !rules.counts_every_refault {
             self.count_event(memcg, refault_key, nr);
         }
@@ -1171,7 +1143,6 @@ async fn get_nr_to_scan(cx: &Cx, memcg: MemcgId, sc: &ScanControl, swappiness: u
         if !need_aging || sc.priority == DEF_PRIORITY {
             return nr;
         }
-        trace::with(|t| { t.direct_age += 1; t.who = if sc.who == Reclaimer::Kswapd { 1 } else { 2 }; });
         let aged = try_to_inc_max_seq(cx, memcg, max_seq, swappiness, false).await;
         return if aged { -1 } else { 0 };
     }
@@ -1198,14 +1169,11 @@ async fn get_nr_to_scan(cx: &Cx, memcg: MemcgId, sc: &ScanControl, swappiness: u
         g.evictable_min_seq(swappiness) + MIN_NR_GENS <= g.max_seq
     };
     if sc.priority == DEF_PRIORITY {
-        if !can_evict(&cx.st()) { trace::with(|t| t.nr_to_scan_zero_def += 1); }
         return if can_evict(&cx.st()) { nr } else { 0 };
     }
     if sc.who == Reclaimer::Kswapd {
-        trace::with(|t| t.kswapd_defer += 1);
         return 0; // left to `lru_gen_age_node`
     }
-    trace::with(|t| { t.direct_age += 1; t.who = 2; });
     try_to_inc_max_seq(cx, memcg, max_seq, swappiness, false).await;
     let st = cx.st();
     let (_, total) = st.should_run_aging(memcg, swappiness, sc.priority);
@@ -1249,8 +1217,6 @@ async fn evict_folios(
         let mut st = cx.st();
         let (file, scanned, list) = st.isolate_folios(memcg, nr, swappiness);
         let advanced = st.try_to_inc_min_seq(memcg, swappiness);
-        trace::with(|t| t.min_adv += u64::from(advanced));
-        if advanced && trace::on() { let now = cx.now().as_ns(); st.trace_line(memcg, now, "min"); }
         let g = &st.memcgs[memcg].lruvec.lrugen;
         let scanned = scanned + u64::from(advanced);
         let scanned =
@@ -1263,11 +1229,8 @@ async fn evict_folios(
         return scanned;
     }
     sc.nr_scanned += list.len() as u64;
-    trace::with(|t| { t.evict_batches[usize::from(file)] += 1; t.isolated[usize::from(file)] += list.len() as u64; });
     cx.charge_n(Cost::LruScan, list.len() as u64).await;
     let (reclaimed, rejected) = shrink_folio_list(cx, list, false).await;
-    trace::with(|t| t.reclaimed[usize::from(file)] += reclaimed);
-    if trace::on() && trace::T0.with(|t| { let t = t.borrow(); (t.evict_batches[0] + t.evict_batches[1]) >= 200 }) { let now = cx.now().as_ns(); cx.st().trace_line(memcg, now, "evict200"); }
     sc.nr_reclaimed += reclaimed;
     let mut st = cx.st();
     sc.count(&mut st, memcg, false, file, reclaimed);
@@ -1335,7 +1298,6 @@ pub(crate) async fn lru_gen_age_node(cx: &Cx, sc: &ScanControl) {
             }
         }
         if need && kswapd_ages {
-            trace::with(|t| t.who = 1);
             try_to_inc_max_seq(cx, memcg, max_seq, swappiness, false).await;
         }
     }
@@ -1606,32 +1568,4 @@ mod tests {
             assert_eq!(ws, referenced_after, "{kernel}: PG_workingset of a folio not referenced");
         }
     }
-}
-
-// TEMPORARY INSTRUMENTATION (not to be committed).
-pub(crate) mod trace {
-    use std::cell::RefCell;
-    #[derive(Default, Debug)]
-    pub(crate) struct T {
-        pub evict_batches: [u64; 2],
-        pub obvious: [u64; 2],
-        pub pid: [u64; 2],
-        pub isolated: [u64; 2],
-        pub reclaimed: [u64; 2],
-        pub protected: [u64; 2],
-        pub tier_hist: [[u64; 4]; 2],
-        pub forced_inc_min: [u64; 2],
-        pub min_adv: u64,
-        pub nr_to_scan_zero_def: u64,
-        pub kswapd_defer: u64,
-        pub direct_age: u64,
-        pub walk_young: u64,
-        pub lookaround_young: u64,
-        pub refault: [u64; 2],
-        pub who: u8,
-    }
-    thread_local! { pub(crate) static T0: RefCell<T> = RefCell::new(T::default()); }
-    pub(crate) fn on() -> bool { std::env::var_os("MMSIM_MGLRU_TRACE").is_some() }
-    pub(crate) fn with(f: impl FnOnce(&mut T)) { if on() { T0.with(|t| f(&mut t.borrow_mut())) } }
-    pub(crate) fn take() -> T { T0.with(|t| std::mem::take(&mut *t.borrow_mut())) }
 }
