@@ -758,6 +758,24 @@ pub fn mglru_counts_every_refault(k: KernelVersion) -> bool {
     k >= v(6, 5)
 }
 
+/// The multi-gen LRU's aging belongs to the eviction, for kswapd as for direct reclaim: kswapd's
+/// `lru_gen_age_node` no longer ages ("mm: multi-gen LRU: remove aging fairness safeguard",
+/// 7348cc91821b, v6.3), and `get_nr_to_scan` below the default priority ages the lruvec and
+/// stops scanning it for the pass (returns -1, "mm: multi-gen LRU: per-node lru_gen_folio
+/// lists", e4dde56cd208, v6.3, which also added `set_initial_priority`). Before, kswapd aged
+/// every lruvec that needed it first, at any priority, and direct reclaim aged and then evicted
+/// in the same call.
+pub fn mglru_ages_in_eviction(k: KernelVersion) -> bool {
+    k >= v(6, 3)
+}
+
+/// `set_initial_priority` never starts global reclaim below `DEF_PRIORITY / 2`: the floor is in
+/// the function "mm/mglru: fix ineffective protection calculation" (30d77b7eef01, v6.11) moved;
+/// v6.8's clamps at 0 (the change between them is not identified).
+pub fn mglru_initial_priority_floor(k: KernelVersion) -> bool {
+    k >= v(6, 11)
+}
+
 /// The multi-gen LRU's page-cache protection fix: a refault with three or more references is
 /// restored to the top tier with all its reference bits, `sort_folio` protects a saturated folio,
 /// and new folios are placed one generation up from the oldest (cold-but-busy ones one below

@@ -125,6 +125,14 @@ pub(crate) async fn folio_check_references(cx: &Cx, head: Pfn) -> References {
     }
 }
 
+/// What global reclaim sets up before it shrinks the node: the multi-gen LRU's initial priority
+/// (`lru_gen_shrink_node`'s `set_initial_priority`; the classic lists start at the default).
+pub(crate) fn prepare_shrink_node(st: &KState, sc: &mut ScanControl) {
+    if st.lru.reclaim == Reclaim::MultiGen && !sc.cgroup_reclaim() {
+        crate::mglru::set_initial_priority(st, sc);
+    }
+}
+
 /// kswapd's aging of the node before it shrinks it (`lru_gen_age_node`; the classic lists age
 /// as they are shrunk).
 pub(crate) async fn age_node(cx: &Cx, sc: &ScanControl) {

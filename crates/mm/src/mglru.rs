@@ -48,11 +48,30 @@
 //!   `shrink_folio_list`, where a young PTE
 //!   triggers look-around over up to 64 neighbouring PTEs (`lru_gen_look_around`, promoting the
 //!   young ones and feeding the Bloom filter) and activates the folio (v6.14: the first young
-//!   sighting only marks it referenced). Evicted folios leave a shadow with their tier.
+//!   sighting only marks it referenced). Evicted folios leave a shadow with their tier. The
+//!   folios `shrink_folio_list` rejects go back (`move_folios_to_lru`) so as not to land in the
+//!   oldest generation: v6.1-v6.13 put every one back active (the youngest generation) without
+//!   its tier (the counter, `PG_referenced` and `PG_workingset` cleared), except one under
+//!   reclaim that is dirty or under writeback, which goes back as it is; v6.14 sets active only
+//!   one that would otherwise land in the oldest generation.
 //! - **Aging trigger** (`should_run_aging`, `get_nr_to_scan`): aging is needed when eviction
 //!   would leave fewer than `MIN_NR_GENS` generations; v6.1-v6.13 also age when the youngest
-//!   generation holds more than half of the pages or the oldest less than a quarter, and leave
-//!   kswapd's aging to `lru_gen_age_node`.
+//!   generation holds more than half of the pages or the oldest less than a quarter. Who ages
+//!   changed in v6.3 ("mm: multi-gen LRU: remove aging fairness safeguard", 7348cc91821b; "mm:
+//!   multi-gen LRU: per-node lru_gen_folio lists", e4dde56cd208): v6.1-v6.2 leave kswapd's
+//!   aging to `lru_gen_age_node`, which ages every lruvec that needs it before kswapd shrinks
+//!   the node, at every priority, while direct reclaim below the default priority ages and
+//!   evicts in one call; from v6.3 `lru_gen_age_node` only checks `min_ttl`, and
+//!   `get_nr_to_scan` ages for kswapd and direct reclaim alike, below the default priority
+//!   only, then stops scanning the lruvec for the pass (-1). v6.3 also added
+//!   `set_initial_priority` (`lru_gen_shrink_node`): global reclaim that asks for
+//!   `MIN_LRU_BATCH` pages or more (kswapd; direct reclaim asks for 32) starts at
+//!   `fls(inactive) - 1 - fls(nr_to_reclaim - 1)` instead of `DEF_PRIORITY`, the inactive pages
+//!   (all but the two youngest generations) divided by `MEMCG_NR_GENS` until "mm/mglru: respect
+//!   min_ttl_ms with memcgs" (8aa420617918, v6.7), clamped at 0 (v6.8) and at `DEF_PRIORITY /
+//!   2` by v6.11 (the change between is not identified; the model raises the floor at v6.11);
+//!   kswapd's pass goes on from the priority it set. A lruvec whose pages are all in the two
+//!   youngest generations (a fresh one, say) starts kswapd at the floor, where it ages at once.
 //! - **`min_ttl`**: kswapd's `lru_gen_age_node` checks that some lruvec's oldest generation was
 //!   born more than `min_ttl` ago; if none was, the kernel invokes the OOM killer.
 //! - **Refaults** (`lru_gen_refault`; also `workingset.rs`): only a refault into the memory
@@ -77,7 +96,7 @@
 //! is counted (`oom_kill`) but kills nothing; `folio_rotate_reclaimable`'s retry of clean
 //! folios is not needed (writeback completes inside the pass).
 
-use crate::folio::pg;
+use crate::folio::{LruList, pg};
 use crate::kernel::{Cx, KState};
 use crate::memcontrol::lruvec_gen_list;
 use crate::pgtable::{Level, Pte};
@@ -86,7 +105,9 @@ use crate::types::ids::MemcgId;
 use crate::types::ids::MmId;
 use crate::types::ids::PtId;
 use crate::types::ids::VmaId;
-use crate::types::mmzone::{BloomFilter, GenRules, LruGen, MAX_NR_GENS, MAX_NR_TIERS, MIN_NR_GENS};
+use crate::types::mmzone::{
+    BloomFilter, GenRules, InitialPriority, LruGen, MAX_NR_GENS, MAX_NR_TIERS, MIN_NR_GENS,
+};
 use crate::types::swap::Shadow;
 use crate::vma::VmFlags;
 use crate::vmscan::{
@@ -102,6 +123,9 @@ pub mod debugfs;
 pub const MIN_LRU_BATCH: u64 = 64;
 /// `MAX_LRU_BATCH`.
 pub const MAX_LRU_BATCH: u64 = MIN_LRU_BATCH * 64;
+/// `MEMCG_NR_GENS`: the memcg LRU's generations, by which v6.3-v6.6's `set_initial_priority`
+/// divides the inactive pages.
+const MEMCG_NR_GENS: u64 = 3;
 /// Bits of a Bloom filter (`BLOOM_FILTER_SHIFT` = 15).
 const BLOOM_BITS: usize = 1 << 15;
 
@@ -123,15 +147,28 @@ impl GenRules {
         protection_activates: true,
         shadow_keeps_workingset: false,
         kswapd_ages: true,
+        initial_priority: None,
+    };
+
+    /// v6.3-v6.4: the aging belongs to the eviction, and global reclaim sets its initial
+    /// priority.
+    const V6_3: GenRules = GenRules {
+        kswapd_ages: false,
+        initial_priority: Some(InitialPriority { divisor: MEMCG_NR_GENS, floor: 0 }),
+        ..GenRules::V6_1
     };
 
     /// v6.5-v6.6: every refault counted, recent ones as activations, protection no longer.
     const V6_5: GenRules =
-        GenRules { counts_every_refault: true, protection_activates: false, ..GenRules::V6_1 };
+        GenRules { counts_every_refault: true, protection_activates: false, ..GenRules::V6_3 };
 
-    /// v6.7-v6.13: the page cache protected.
-    const V6_7: GenRules =
-        GenRules { protects_page_cache: true, restore_refs: 3, ..GenRules::V6_5 };
+    /// v6.7-v6.13: the page cache protected; the initial priority from all inactive pages.
+    const V6_7: GenRules = GenRules {
+        protects_page_cache: true,
+        restore_refs: 3,
+        initial_priority: Some(InitialPriority { divisor: 1, floor: 0 }),
+        ..GenRules::V6_5
+    };
 
     /// v6.14 and later: the reworked tiers, workingset protection and aging feedback.
     const V6_14: GenRules = GenRules {
@@ -150,19 +187,25 @@ impl GenRules {
         protection_activates: false,
         shadow_keeps_workingset: true,
         kswapd_ages: false,
+        initial_priority: Some(InitialPriority { divisor: 1, floor: DEF_PRIORITY / 2 }),
     };
 
     /// The rules of kernel `k`.
     pub fn for_kernel(k: crate::era::KernelVersion) -> GenRules {
-        if crate::era::mglru_reworked_tiers(k) {
+        let rules = if crate::era::mglru_reworked_tiers(k) {
             GenRules::V6_14
         } else if crate::era::mglru_protects_page_cache(k) {
             GenRules::V6_7
         } else if crate::era::mglru_counts_every_refault(k) {
             GenRules::V6_5
+        } else if crate::era::mglru_ages_in_eviction(k) {
+            GenRules::V6_3
         } else {
             GenRules::V6_1
-        }
+        };
+        let floor = if crate::era::mglru_initial_priority_floor(k) { DEF_PRIORITY / 2 } else { 0 };
+        let initial_priority = rules.initial_priority.map(|p| InitialPriority { floor, ..p });
+        GenRules { initial_priority, ..rules }
     }
 }
 
@@ -569,6 +612,36 @@ impl KState {
             positive_ctrl_err(g.ctrl_pos(false, 0..1, gain[0]), g.ctrl_pos(true, 0..1, gain[1]));
         let sp = g.ctrl_pos(!file, 0..1, gain[usize::from(!file)]);
         (file, self.tier_idx(memcg, file, sp, gain[usize::from(file)]))
+    }
+
+    /// `evict_folios`' putback of a folio `shrink_folio_list` rejected (`move_folios_to_lru`,
+    /// "don't add rejected folios to the oldest generation"). v6.1-v6.13: one under reclaim that
+    /// is dirty or under writeback goes back as it is, with `PG_referenced` again if it is
+    /// workingset ("restore LRU_REFS_FLAGS cleared by isolate_folio()"); every other one loses
+    /// its tier (the counter, `PG_referenced` and `PG_workingset`) and goes back active, to the
+    /// youngest generation, at the head of its list (a clean unmapped one the kernel first
+    /// retries once, for `folio_rotate_reclaimable`'s race, ends there as well). v6.14: only one
+    /// that would land in the oldest generation goes back active.
+    fn lru_gen_putback_rejected(&mut self, head: Pfn) {
+        if self.lru.lrugen.reworked {
+            let seq = self.lru_gen_folio_seq(head, false);
+            let g = self.lrugen(self.folio_memcg(head));
+            if seq == g.min_seq[usize::from(self.folio_is_file_lru(head))] {
+                self.folios.set(head, pg::ACTIVE);
+            }
+            self.folio_putback_lru(head, true);
+            return;
+        }
+        let f = &mut self.folios;
+        if f.test(head, pg::RECLAIM) && f.test(head, pg::DIRTY | pg::WRITEBACK) {
+            if f.test(head, pg::WORKINGSET) {
+                f.set(head, pg::REFERENCED);
+            }
+        } else {
+            self.clear_refs_flags(head);
+            self.folios.set(head, pg::ACTIVE);
+        }
+        self.folio_putback_lru(head, false);
     }
 
     /// `sort_folio`: true when the folio stays on the lists (moved); false to isolate it.
@@ -1058,13 +1131,22 @@ async fn try_to_inc_max_seq(
 
 /// `get_nr_to_scan`: pages to scan, 0 to stop, or -1 when the lruvec was aged and should rest.
 async fn get_nr_to_scan(cx: &Cx, memcg: MemcgId, sc: &ScanControl, swappiness: u64) -> i64 {
-    let (need_aging, total, max_seq, reworked) = {
+    let (need_aging, total, max_seq, rules) = {
         let st = cx.st();
         let (need, total) = st.should_run_aging(memcg, swappiness, sc.priority);
-        (need, total, st.memcgs[memcg].lruvec.lrugen.max_seq, st.lru.lrugen.reworked)
+        (need, total, st.memcgs[memcg].lruvec.lrugen.max_seq, st.lru.lrugen)
     };
     let nr = (total >> sc.priority) as i64;
-    if reworked {
+    if !rules.reworked && !rules.kswapd_ages {
+        // v6.3-v6.13: skip the aging at the default priority (out of cold folios, `nr` is 0);
+        // below it, age and stop scanning this lruvec.
+        if !need_aging || sc.priority == DEF_PRIORITY {
+            return nr;
+        }
+        let aged = try_to_inc_max_seq(cx, memcg, max_seq, swappiness, false).await;
+        return if aged { -1 } else { 0 };
+    }
+    if rules.reworked {
         let must = {
             let st = cx.st();
             let g = &st.memcgs[memcg].lruvec.lrugen;
@@ -1096,6 +1178,31 @@ async fn get_nr_to_scan(cx: &Cx, memcg: MemcgId, sc: &ScanControl, swappiness: u
     let st = cx.st();
     let (_, total) = st.should_run_aging(memcg, swappiness, sc.priority);
     if can_evict(&st) { (total >> sc.priority) as i64 } else { 0 }
+}
+
+/// `set_initial_priority` (v6.3+, `lru_gen_shrink_node`): global reclaim that asks for at least
+/// `MIN_LRU_BATCH` pages at the default priority starts instead at the priority whose share of
+/// the inactive pages (the generations below the two youngest) is its target, so kswapd scans a
+/// large share of the oldest generations in its first pass, or, where everything is in the two
+/// youngest, starts at the floor and ages at once; direct reclaim's 32 pages keep the default.
+pub(crate) fn set_initial_priority(st: &KState, sc: &mut ScanControl) {
+    let Some(rule) = st.lru.lrugen.initial_priority else { return };
+    if sc.priority != DEF_PRIORITY || sc.nr_to_reclaim < MIN_LRU_BATCH {
+        return;
+    }
+    let mut reclaimable = st.lru_pages(LruList::InactiveFile);
+    if swappiness(st) > 0 {
+        reclaimable += st.lru_pages(LruList::InactiveAnon);
+    }
+    sc.priority = initial_priority(reclaimable / rule.divisor, sc.nr_to_reclaim, rule.floor);
+}
+
+/// `fls_long(reclaimable) - 1 - fls_long(nr_to_reclaim - 1)` (the reclaimable pages rounded
+/// down and the target rounded up to powers of two), clamped to `[floor, DEF_PRIORITY]`.
+fn initial_priority(reclaimable: u64, nr_to_reclaim: u64, floor: u32) -> u32 {
+    let fls = |n: u64| i64::from(64 - n.leading_zeros());
+    let priority = fls(reclaimable) - 1 - fls(nr_to_reclaim - 1);
+    priority.clamp(i64::from(floor), i64::from(DEF_PRIORITY)) as u32
 }
 
 /// `evict_folios`: one batch from the oldest generation; returns the pages scanned.
@@ -1130,15 +1237,8 @@ async fn evict_folios(
     for &r in &rejected {
         if r.activate {
             activate_rejected(&mut st, r.head);
-        } else {
-            // Don't put rejected folios back in the oldest generation.
-            let seq = st.lru_gen_folio_seq(r.head, false);
-            let g = &st.memcgs[memcg].lruvec.lrugen;
-            if seq == g.min_seq[usize::from(st.folio_is_file_lru(r.head))] {
-                st.folios.set(r.head, pg::ACTIVE);
-            }
         }
-        st.folio_putback_lru(r.head, true);
+        st.lru_gen_putback_rejected(r.head);
     }
     st.reclaim_lists.give_rejected(rejected);
     scanned
@@ -1166,7 +1266,7 @@ pub(crate) async fn try_to_shrink_lruvec(cx: &Cx, memcg: MemcgId, sc: &mut ScanC
     }
 }
 
-/// `lru_gen_age_node` (kswapd): ages the lruvecs that need it and checks `min_ttl`.
+/// `lru_gen_age_node` (kswapd): ages the lruvecs that need it (v6.1-v6.2) and checks `min_ttl`.
 pub(crate) async fn lru_gen_age_node(cx: &Cx, sc: &ScanControl) {
     let (memcgs, min_ttl, swappiness, kswapd_ages) = {
         let st = cx.st();
@@ -1290,6 +1390,159 @@ mod tests {
             let g = st.lrugen_mut(ROOT);
             g.reset_ctrl_pos(true);
             assert_eq!(g.avg_total[1], [0, PAGES / 2, 0, 0], "{kernel}");
+        }
+    }
+
+    /// A machine running `kernel` (no swap: file pages only are evictable) whose root lruvec
+    /// holds `PAGES` file pages faulted through a mapping, in the youngest generation, and whose
+    /// file `min_seq` has moved up past the empty generations: out of cold folios, it must age
+    /// before it can evict.
+    fn out_of_cold(kernel: &str) -> (crate::Machine, crate::Pid) {
+        use crate::{FileSpec, Machine, MachineConfig, MmapArgs, OpenFlags, Profile};
+        let mut c = MachineConfig::new(Profile::named("tiny").unwrap(), kernel.parse().unwrap());
+        c.switches.set("lru", "mglru").unwrap();
+        let mut m = Machine::new(c).unwrap();
+        m.create_file("/f", &FileSpec::zeros(simcore::Bytes(PAGES * 4096))).unwrap();
+        let pid = m.new_process("mapper").unwrap();
+        m.spawn_thread(pid, 0, "mapper", move |t| async move {
+            let fd = t.open("/f", OpenFlags::RDONLY).await.unwrap();
+            let len = simcore::Bytes(PAGES * 4096);
+            let prot = crate::prot::READ;
+            let args = MmapArgs {
+                addr: None,
+                len,
+                prot,
+                flags: crate::map::SHARED,
+                fd: Some(fd),
+                offset: 0,
+            };
+            let at = t.mmap(args).await.unwrap();
+            t.touch(at, len, crate::Access::Read).await.unwrap();
+        })
+        .unwrap();
+        m.run_checked().unwrap();
+        {
+            let mut st = m.kernel().state_mut();
+            st.try_to_inc_min_seq(ROOT, 0);
+            let g = st.lrugen(ROOT);
+            assert_eq!((g.max_seq, g.min_seq[1]), (3, 2), "{kernel}");
+        }
+        (m, pid)
+    }
+
+    /// What a reclaimer calls on the lruvec.
+    #[derive(Clone, Copy, Debug)]
+    enum Call {
+        /// kswapd's `lru_gen_age_node` at the default priority.
+        AgeNode,
+        /// `get_nr_to_scan` at a priority.
+        NrToScan(Reclaimer, u32),
+    }
+
+    /// Runs `call` on [`out_of_cold`]'s lruvec: what `get_nr_to_scan` returned (0 for the
+    /// aging of the node) and `max_seq` after.
+    fn on_out_of_cold(kernel: &str, call: Call) -> (i64, u64) {
+        let (mut m, pid) = out_of_cold(kernel);
+        let out = std::rc::Rc::new(std::cell::Cell::new(0));
+        let o = out.clone();
+        m.spawn_thread(pid, 0, "reclaimer", move |t| async move {
+            let (who, priority) = match call {
+                Call::AgeNode => (Reclaimer::Kswapd, DEF_PRIORITY),
+                Call::NrToScan(who, priority) => (who, priority),
+            };
+            let mut sc = ScanControl::new(who, ROOT, 512);
+            sc.priority = priority;
+            match call {
+                Call::AgeNode => lru_gen_age_node(t.cx(), &sc).await,
+                Call::NrToScan(..) => o.set(get_nr_to_scan(t.cx(), ROOT, &sc, 0).await),
+            }
+        })
+        .unwrap();
+        m.run_checked().unwrap();
+        let max_seq = m.kernel().state().lrugen(ROOT).max_seq;
+        (out.get(), max_seq)
+    }
+
+    /// Who ages a lruvec out of cold folios: v6.2's kswapd ages it in `lru_gen_age_node`, at the
+    /// default priority too, and leaves it to that in `get_nr_to_scan`, where direct reclaim
+    /// ages and goes on to evict; from v6.3 ("remove aging fairness safeguard", "per-node
+    /// lru_gen_folio lists") `lru_gen_age_node` does not age, and `get_nr_to_scan` below the
+    /// default priority ages for either and stops the lruvec's pass (-1).
+    #[test]
+    fn the_aging_moved_from_kswapd_to_the_eviction_in_v6_3() {
+        use Reclaimer::{Direct, Kswapd};
+        let at_default = Call::NrToScan(Kswapd, DEF_PRIORITY);
+        let cases = [
+            ("v6.2", Call::AgeNode, (0, 4)),
+            ("v6.3", Call::AgeNode, (0, 3)),
+            ("v6.8", Call::AgeNode, (0, 3)),
+            ("v6.2", at_default, (0, 3)),
+            ("v6.3", at_default, (0, 3)),
+            ("v6.2", Call::NrToScan(Kswapd, 11), (0, 3)),
+            ("v6.3", Call::NrToScan(Kswapd, 11), (-1, 4)),
+            ("v6.8", Call::NrToScan(Kswapd, 11), (-1, 4)),
+            ("v6.2", Call::NrToScan(Direct, 11), (0, 4)),
+            ("v6.3", Call::NrToScan(Direct, 11), (-1, 4)),
+        ];
+        for (kernel, call, want) in cases {
+            assert_eq!(on_out_of_cold(kernel, call), want, "{kernel} {call:?}");
+        }
+    }
+
+    /// `set_initial_priority`: `fls(inactive) - 1 - fls(nr_to_reclaim - 1)` clamped, the
+    /// inactive pages divided by 3 on v6.3-v6.6; only for global reclaim of 64 pages or more
+    /// (kswapd), from v6.3.
+    #[test]
+    fn global_reclaim_starts_at_the_priority_its_target_asks() {
+        assert_eq!(initial_priority(90_000 / 3, 1548, 0), 3);
+        assert_eq!(initial_priority(90_000, 1548, 0), 5);
+        assert_eq!(initial_priority(90_000, 1548, DEF_PRIORITY / 2), 6);
+        assert_eq!(initial_priority(0, 1548, 0), 0, "nothing inactive: the floor");
+        assert_eq!(initial_priority(u64::MAX, 64, 0), DEF_PRIORITY);
+        // `read_file`'s pages are in the oldest generation, inactive.
+        for (kernel, kswapd, direct) in [("v6.2", 12, 12), ("v6.3", 0, 12), ("v6.11", 6, 12)] {
+            let m = read_file(kernel, 1);
+            let st = m.kernel().state();
+            assert_eq!(st.lru_pages(LruList::InactiveFile), PAGES, "{kernel}");
+            for (who, nr, want) in
+                [(Reclaimer::Kswapd, 64, kswapd), (Reclaimer::Direct, 32, direct)]
+            {
+                let mut sc = ScanControl::new(who, ROOT, nr);
+                set_initial_priority(&st, &mut sc);
+                assert_eq!(sc.priority, want, "{kernel} {who:?}");
+            }
+        }
+    }
+
+    /// The putback of folios `shrink_folio_list` rejected, v6.1-v6.13: a folio goes back to the
+    /// youngest generation without its tier; one under reclaim and dirty goes where a cold but
+    /// busy folio goes, referenced again if it is workingset.
+    #[test]
+    fn rejected_folios_go_back_young_without_their_tier() {
+        for kernel in ["v6.3", "v6.8"] {
+            let m = read_file(kernel, 2);
+            let mut st = m.kernel().state_mut();
+            // v6.7+ read the pages one generation above the oldest.
+            let list = |g| lruvec_gen_list(ROOT, g, true);
+            let folios: Vec<Pfn> =
+                (0..MAX_NR_GENS).flat_map(|g| st.folios.list_iter(list(g))).collect();
+            let (plain, dirty) = (folios[0], folios[1]);
+            for head in [plain, dirty] {
+                st.isolate_folio(head);
+                assert_eq!(st.folio_refs_tier(head).1, 1, "{kernel}: PG_workingset kept");
+            }
+            st.folios.set(dirty, pg::RECLAIM | pg::DIRTY);
+            st.lru_gen_putback_rejected(plain);
+            st.lru_gen_putback_rejected(dirty);
+            let g = st.lrugen(ROOT).clone();
+            assert_eq!(st.folios.lru_gen(plain), Some(g.gen_of(g.max_seq)), "{kernel}");
+            assert_eq!(st.folio_refs_tier(plain), (0, 0), "{kernel}: no tier");
+            assert!(!st.folios.test(plain, pg::WORKINGSET | pg::REFERENCED), "{kernel}");
+            // Placed as a cold but busy folio: v6.1-v6.6 above the oldest, v6.7+ below the
+            // youngest.
+            let busy = if kernel == "v6.3" { g.min_seq[1] + 1 } else { g.max_seq - 1 };
+            assert_eq!(st.folios.lru_gen(dirty), Some(g.gen_of(busy)), "{kernel}");
+            assert!(st.folios.test(dirty, pg::REFERENCED), "{kernel}: referenced again");
         }
     }
 

@@ -12,8 +12,12 @@
 //!   the charge would exceed a `memory.max`.
 //! - kswapd, one per node and started with the machine (`kswapd_run`; a wake-up only wakes it),
 //!   reclaims from *low* back up to *high* (`balance_pgdat`), lowering the
-//!   scan priority from 12 to 0 while it makes too little progress; with the multi-gen LRU it
-//!   first ages every lruvec (`lru_gen_age_node`, which enforces `min_ttl`).
+//!   scan priority from 12 to 0 while it makes too little progress, and sleeps when it made
+//!   none at 0 until the next wake-up (an approximation: the kernel's kswapd tries again at
+//!   once while the node is not balanced, and with the multi-gen LRU from v6.3 never counts a
+//!   failure); with the multi-gen LRU it first calls `lru_gen_age_node` (the aging of every
+//!   lruvec that needs it, v6.1-v6.2, and the `min_ttl` check), and from v6.3 the first pass
+//!   may start below 12 (`set_initial_priority`, `mglru.rs`).
 //! - `shrink_node` visits the lruvec of every memory cgroup under the reclaim target
 //!   (`shrink_node_memcgs`). Per lruvec, `get_scan_count` splits the scan between anon and file:
 //!   file only without swap or with swappiness 0; file only in *cache trim mode* (the inactive
@@ -196,6 +200,9 @@ pub async fn kswapd(cx: Cx) {
             sc.priority = priority;
             crate::lru::age_node(&cx, &sc).await;
             shrink_node(&cx, &mut sc).await;
+            // The multi-gen LRU may have set the pass's initial priority (`balance_pgdat`'s
+            // `sc.priority` is the one `set_initial_priority` changed).
+            priority = sc.priority;
             if sc.nr_reclaimed < SWAP_CLUSTER_MAX / 4 {
                 if priority == 0 {
                     break;
@@ -242,7 +249,9 @@ async fn shrink_node(cx: &Cx, sc: &mut ScanControl) {
         let st = cx.st();
         (st.memcgs.len(), st.lru.reclaim.lru_gen_enabled())
     };
-    if !mglru {
+    if mglru {
+        crate::lru::prepare_shrink_node(&cx.st(), sc);
+    } else {
         prepare_scan_control(&cx.st(), sc);
     }
     // The cgroups that exist now, in creation order (ids are never reused).

@@ -123,8 +123,25 @@ pub struct GenRules {
     pub protection_activates: bool,
     /// The eviction's shadow keeps `PG_workingset` (else: whether the folio had references).
     pub shadow_keeps_workingset: bool,
-    /// kswapd's `lru_gen_age_node` ages the lruvecs that need it (else eviction ages them).
+    /// v6.1-v6.2: kswapd's `lru_gen_age_node` ages the lruvecs that need it, at every priority,
+    /// and `get_nr_to_scan` leaves kswapd's aging to it while direct reclaim ages and evicts in
+    /// one call; else the eviction ages, for both, below the default priority, and stops the
+    /// lruvec's pass ([`crate::era::mglru_ages_in_eviction`]).
     pub kswapd_ages: bool,
+    /// `set_initial_priority` (v6.3+): global reclaim of `MIN_LRU_BATCH` pages or more starts
+    /// at the priority its target asks of the inactive pages.
+    pub initial_priority: Option<InitialPriority>,
+}
+
+/// `set_initial_priority`'s constants: the priority is `fls(inactive / divisor) - 1 -
+/// fls(nr_to_reclaim - 1)` clamped to `[floor, DEF_PRIORITY]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct InitialPriority {
+    /// v6.3-v6.6 divide the inactive pages by `MEMCG_NR_GENS` (3); "mm/mglru: respect
+    /// min_ttl_ms with memcgs" (8aa420617918, v6.7) dropped the division.
+    pub divisor: u64,
+    /// 0, or `DEF_PRIORITY / 2` ([`crate::era::mglru_initial_priority_floor`]).
+    pub floor: u32,
 }
 
 /// A Bloom filter of PTE tables worth visiting (m = 2^15, k = 2).
