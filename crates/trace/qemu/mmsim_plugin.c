@@ -15,8 +15,9 @@
  * (crates/trace/src/qemu/stream.rs) puts each instruction's fetch back just before the first
  * access of that instruction or of a later one in the block, or at the block's end: the order
  * of a per-instruction callback. Instructions are counted by block: a block left early (a guest
- * fault, qemu's exit for an atomic operation it must run alone) counts and records the
- * instructions it did not run, where a callback per instruction would not.
+ * fault, a store into a page holding translated code, qemu's exit for an atomic operation it
+ * must run alone) counts and records the instructions it did not run, where a callback per
+ * instruction would not.
  *
  * The stream, on the socket, in little-endian 64-bit words: chunks, each a header word (bits
  * 0-31 the words that follow, 32-47 the vCPU, bit 63 set for block descriptors) then its words.

@@ -24,8 +24,9 @@
 //! thread's binary trace as they arrive, with zstd on a thread of its own, so the conversion
 //! runs beside qemu (three host threads in all) and nothing is staged on disk but the plugin's
 //! small `maps`, `syscalls` and `summary` files. The trace is the one a callback per
-//! instruction gave (the recorder up to commit 4d3d14d; `mmsim bench record --baseline` compares the
-//! two, and single-threaded programs give byte-identical recordings).
+//! instruction gave (the recorder up to commit 4d3d14d): a deterministic single-threaded program
+//! run at the same addresses (`setarch -R`) gives a byte-identical recording with either
+//! (`mmsim bench record --baseline` compares them).
 //!
 //! Approximations: the address space is the union of every mapping seen during the run; an
 //! `munmap` or `mprotect` is not replayed in time order, so a reference to memory unmapped
@@ -33,10 +34,13 @@
 //! permission an `mprotect` gave it (a thread stack glibc maps `PROT_NONE` and then opens for
 //! reading and writing is read-write but for its guard page), and a file mapping keeps those
 //! of its `mmap` (RELRO's later `mprotect` to read-only is not applied). Instructions are
-//! counted a block at a time: a block left early (a guest fault; qemu's exit to run an atomic
+//! counted a block at a time: a block left early (a guest fault; a store into a page holding
+//! translated code, which qemu-user restarts in a block of its own; qemu's exit to run an atomic
 //! operation alone, in a threaded guest) counts and fetches the instructions after the one that
-//! left it, which a callback per instruction would not; and in a threaded guest, which thread's
-//! instructions fall in a window depends on how the host interleaves them, a block at a time.
+//! left it, which a callback per instruction would not (a handful of references in rustc's
+//! 12 M-reference window); in a threaded guest, which thread's instructions fall in a window
+//! depends on how the host interleaves them, a block at a time; a process the guest forks
+//! records nothing (its `exec` runs natively, unrecorded, as before).
 
 mod stream;
 

@@ -333,8 +333,11 @@ impl Converter {
             if n > MAX_CHUNK {
                 return Err(corrupt(&format!("a chunk of {n} words")));
             }
-            bytes.resize(n * 8, 0);
-            input.read_exact(&mut bytes).map_err(read)?;
+            if bytes.len() < n * 8 {
+                bytes.resize(n * 8, 0);
+            }
+            let bytes = &mut bytes[..n * 8];
+            input.read_exact(bytes).map_err(read)?;
             words.clear();
             words.extend(bytes.chunks_exact(8).map(|b| u64::from_le_bytes(b.try_into().unwrap())));
             if head & TOP != 0 {
