@@ -38,8 +38,13 @@
 //!   cachegrind (`bench/cachegrind.rs`: requests `n+1..2n` of the same file, n =
 //!   `--cachegrind-requests`, 100,000 by default; 0 skips the counts), which the machine's load
 //!   does not move.
+//! - `record`: `mmsim record`'s references per host second end to end, per CPU second and on
+//!   qemu-user's side, against a baseline mmsim binary's in alternated rounds, and whether the
+//!   two recordings' reference streams are identical (`bench/record.rs`). Target: 20 M per
+//!   second end to end.
 
 mod cachegrind;
+mod record;
 
 use clap::{Args, Subcommand};
 use engine::{Sim, SimConfig};
@@ -61,6 +66,8 @@ pub(crate) enum Bench {
     Pagecache(PagecacheBenchArgs),
     /// The whole `reproduce hugetlb-locking` experiment: host seconds, events/s, peak RSS.
     Hugetlb(HugetlbBenchArgs),
+    /// `mmsim record`'s references per second against a baseline mmsim binary's.
+    Record(record::RecordBenchArgs),
 }
 
 #[derive(Debug, Args)]
@@ -159,6 +166,7 @@ pub(crate) fn run(bench: &Bench) -> Result<(), String> {
         Bench::Tlb(a) => tlb_bench(a),
         Bench::Pagecache(a) => pagecache_bench(a),
         Bench::Hugetlb(a) => hugetlb_bench(a),
+        Bench::Record(a) => record::record_bench(a),
     }
 }
 

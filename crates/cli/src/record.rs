@@ -5,7 +5,7 @@
 
 use clap::Args;
 use std::time::Instant;
-use trace::qemu::{RecordOptions, raw_references, run_qemu, write_program};
+use trace::qemu::{RecordOptions, record};
 
 #[derive(Debug, Args)]
 pub(crate) struct RecordArgs {
@@ -59,16 +59,7 @@ pub(crate) fn run(a: &RecordArgs) -> u8 {
         zstd_level: a.zstd_level,
     };
     let started = Instant::now();
-    let recorded = run_qemu(&options).and_then(|parts| {
-        let secs = started.elapsed().as_secs_f64();
-        let raw = raw_references(&parts);
-        eprintln!(
-            "mmsim record: qemu-user recorded {raw} references in {secs:.1} s ({:.1} M references/s)",
-            raw as f64 / secs / 1e6
-        );
-        write_program(&parts, &options)
-    });
-    let recorded = match recorded {
+    let recorded = match record(&options) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("mmsim: {e}");
@@ -78,6 +69,12 @@ pub(crate) fn run(a: &RecordArgs) -> u8 {
     let secs = started.elapsed().as_secs_f64();
     let p = &recorded.program;
     let refs: u64 = p.threads.iter().map(|t| t.refs).sum();
+    let q = recorded.qemu_seconds;
+    eprintln!(
+        "mmsim record: qemu-user recorded {refs} references in {q:.1} s ({:.1} M references/s; \
+         the conversion runs beside it)",
+        refs as f64 / q / 1e6
+    );
     eprintln!(
         "mmsim record: {} — {refs} references in {} threads (window: skip {}, count {}, period {} of {} \
          instructions), {:.1} M references/s with the conversion, {} objects, {} file and {} anonymous mappings; \

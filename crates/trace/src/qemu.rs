@@ -19,23 +19,41 @@
 //! anonymous mappings as mapped, the heap from `brk`, and, for memory qemu set up itself (the
 //! stack), the ranges of pages the trace touches outside every other mapping.
 //!
-//! Approximation: the address space is the union of every mapping seen during the run; an
+//! How: the plugin calls back once per translation block run and once per data access, and
+//! streams compact 64-bit records over an abstract Unix socket; [`stream`] turns them into each
+//! thread's binary trace as they arrive, with zstd on a thread of its own, so the conversion
+//! runs beside qemu (three host threads in all) and nothing is staged on disk but the plugin's
+//! small `maps`, `syscalls` and `summary` files. The trace is the one a callback per
+//! instruction gave (the recorder up to commit 4d3d14d): a deterministic single-threaded program
+//! run at the same addresses (`setarch -R`) gives a byte-identical recording with either
+//! (`mmsim bench record --baseline` compares them).
+//!
+//! Approximations: the address space is the union of every mapping seen during the run; an
 //! `munmap` or `mprotect` is not replayed in time order, so a reference to memory unmapped
 //! earlier still finds it mapped. Permissions are the union too: an anonymous range keeps every
 //! permission an `mprotect` gave it (a thread stack glibc maps `PROT_NONE` and then opens for
 //! reading and writing is read-write but for its guard page), and a file mapping keeps those
-//! of its `mmap` (RELRO's later `mprotect` to read-only is not applied).
+//! of its `mmap` (RELRO's later `mprotect` to read-only is not applied). Instructions are
+//! counted a block at a time: a block left early (a guest fault; a store into a page holding
+//! translated code, which qemu-user restarts in a block of its own; qemu's exit to run an atomic
+//! operation alone, in a threaded guest) counts and fetches the instructions after the one that
+//! left it, which a callback per instruction would not (a handful of references in rustc's
+//! 12 M-reference window); in a threaded guest, which thread's instructions fall in a window
+//! depends on how the host interleaves them, a block at a time; a process the guest forks
+//! records nothing (its `exec` runs natively, unrecorded, as before).
 
-use crate::binary::BinaryWriter;
+mod stream;
+
 use crate::elf;
 use crate::program::{AnonMap, FileMap, Loader, Object, Program, ThreadSection};
-use crate::record::{MemRef, RefKind};
 use mm::ElfObject;
 use simcore::{Bytes, VirtAddr};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::io::{BufRead, Read};
+use std::os::linux::net::SocketAddrExt;
+use std::os::unix::net::{SocketAddr, UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Child, Command};
 
 /// The plugin's source, compiled on first use.
 const PLUGIN_SOURCE: &str = include_str!("../qemu/mmsim_plugin.c");
@@ -149,81 +167,104 @@ pub struct Recorded {
     pub program: Program,
     /// Bytes of the recorded program file.
     pub file_bytes: u64,
+    /// Host seconds from qemu's start to its exit (the conversion runs beside it).
+    pub qemu_seconds: f64,
 }
 
-/// Runs `options.program` under qemu-user with the plugin; returns the directory holding the
-/// plugin's output (`OUT.parts`), which [`write_program`] turns into the recorded program.
-pub fn run_qemu(options: &RecordOptions) -> Result<PathBuf, RecordError> {
+/// A name for the recorder's socket, unique on the host (an abstract Unix socket: no file).
+fn socket_name() -> String {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let k = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!("mmsim-record-{}-{k}", std::process::id())
+}
+
+/// The plugin's connection, or qemu's exit if it ends first.
+fn accept(listener: &UnixListener, qemu: &mut Child) -> Result<UnixStream, RecordError> {
+    listener.set_nonblocking(true).map_err(|e| failed("the recorder's socket", e))?;
+    loop {
+        match listener.accept() {
+            Ok((stream, _)) => {
+                stream.set_nonblocking(false).map_err(|e| failed("the recorder's socket", e))?;
+                return Ok(stream);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) => return Err(failed("the recorder's socket", e)),
+        }
+        if let Some(status) = qemu.try_wait().map_err(|e| failed("qemu-x86_64", e))? {
+            return Err(RecordError::Failed(format!(
+                "qemu-x86_64 exited ({status}) before the plugin connected"
+            )));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
+/// Runs `options.program` under qemu-user with the plugin, converting the references it streams
+/// as they come; then builds the address space from the plugin's files (in `OUT.parts`,
+/// removed at the end) and writes the recorded program to `options.out`.
+pub fn record(options: &RecordOptions) -> Result<Recorded, RecordError> {
     let qemu = check_host()?;
     let so = plugin()?;
     let parts = PathBuf::from(format!("{}.parts", options.out));
     let _ = std::fs::remove_dir_all(&parts);
     std::fs::create_dir_all(&parts).map_err(|e| failed(&parts.display().to_string(), e))?;
+    let name = socket_name();
+    let listener = SocketAddr::from_abstract_name(name.as_bytes())
+        .and_then(|a| UnixListener::bind_addr(&a))
+        .map_err(|e| failed("the recorder's socket", e))?;
     let arg = format!(
-        "{},dir={},skip={},count={},period={}",
+        "{},dir={},sock={name},skip={},count={},period={}",
         so.display(),
         parts.display(),
         options.skip,
         options.count,
         options.period
     );
-    let status = Command::new(&qemu)
+    let started = std::time::Instant::now();
+    let mut child = Command::new(&qemu)
         .args(["-cpu", "max", "-plugin", &arg])
         .arg(&options.program)
         .args(&options.args)
-        .status()
+        .spawn()
         .map_err(|e| failed("running qemu-x86_64", e))?;
+    let mut converter = stream::Converter::new(options.zstd_level);
+    let streamed = accept(&listener, &mut child).and_then(|s| converter.read_all(s));
+    let status = child.wait().map_err(|e| failed("qemu-x86_64", e))?;
+    let qemu_seconds = started.elapsed().as_secs_f64();
     if !status.success() {
         return Err(RecordError::Failed(format!(
             "{} under qemu-x86_64: {status}",
             options.program
         )));
     }
-    Ok(parts)
+    streamed?;
+    let recorded = write_program(&parts, options, converter.finish()?, qemu_seconds)?;
+    let _ = std::fs::remove_dir_all(&parts);
+    Ok(recorded)
 }
 
-/// The references the plugin wrote in `parts` (8 bytes each).
-pub fn raw_references(parts: &Path) -> u64 {
-    let files = thread_files(parts).unwrap_or_default();
-    files.iter().filter_map(|f| std::fs::metadata(f).ok()).map(|m| m.len() / 8).sum()
-}
-
-/// Builds the recorded program from the plugin's output in `parts`, writes it to
-/// `options.out`, and removes `parts`.
-pub fn write_program(parts: &Path, options: &RecordOptions) -> Result<Recorded, RecordError> {
+/// Builds the recorded program from the plugin's files in `parts` and the converted threads,
+/// and writes it to `options.out`.
+fn write_program(
+    parts: &Path,
+    options: &RecordOptions,
+    converted: stream::Converted,
+    qemu_seconds: f64,
+) -> Result<Recorded, RecordError> {
     let summary = read_summary(parts)?;
     let mut program = address_space(parts, options, &summary)?;
-    let mut sections = Vec::new();
-    let mut touched = BTreeSet::new();
     let known = Known::of(&program);
-    for raw in thread_files(parts)? {
-        let (section, refs) = convert_thread(&raw, &known, &mut touched, options.zstd_level)?;
-        if refs > 0 {
-            program.threads.push(ThreadSection { refs, bytes: section.len() as u64 });
-            sections.push(section);
-        }
+    let touched: Vec<u64> = converted.pages.into_iter().filter(|&p| !known.covers(p)).collect();
+    let mut sections = Vec::new();
+    for (section, refs) in converted.sections {
+        program.threads.push(ThreadSection { refs, bytes: section.len() as u64 });
+        sections.push(section);
     }
     program.anon.extend(touched_ranges(&touched));
     let mut out = std::fs::File::create(&options.out).map_err(|e| failed(&options.out, e))?;
     program.write(&mut out, &sections).map_err(|e| failed(&options.out, e))?;
     let file_bytes = out.metadata().map(|m| m.len()).unwrap_or(0);
-    let _ = std::fs::remove_dir_all(parts);
-    Ok(Recorded { program, file_bytes })
-}
-
-/// The plugin's per-thread files, in vCPU order.
-fn thread_files(parts: &Path) -> Result<Vec<PathBuf>, RecordError> {
-    let dir = std::fs::read_dir(parts).map_err(|e| failed(&parts.display().to_string(), e))?;
-    let mut files: Vec<(u64, PathBuf)> = dir
-        .filter_map(|e| e.ok())
-        .filter_map(|e| {
-            let name = e.file_name().into_string().ok()?;
-            let k = name.strip_prefix('t')?.strip_suffix(".raw")?.parse().ok()?;
-            Some((k, e.path()))
-        })
-        .collect();
-    files.sort();
-    Ok(files.into_iter().map(|(_, p)| p).collect())
+    Ok(Recorded { program, file_bytes, qemu_seconds })
 }
 
 /// The plugin's summary: `key value` lines.
@@ -460,44 +501,8 @@ impl Known {
     }
 }
 
-/// Converts one thread's raw records into a zstd-compressed binary trace; pages it touches
-/// outside `known` go into `touched`. Returns the section and its reference count.
-fn convert_thread(
-    raw: &Path,
-    known: &Known,
-    touched: &mut BTreeSet<u64>,
-    level: i32,
-) -> Result<(Vec<u8>, u64), RecordError> {
-    let name = raw.display().to_string();
-    let file = std::fs::File::open(raw).map_err(|e| failed(&name, e))?;
-    let mut input = std::io::BufReader::with_capacity(1 << 20, file);
-    let encoder =
-        zstd::stream::write::Encoder::new(Vec::new(), level).map_err(|e| failed(&name, e))?;
-    let mut w = BinaryWriter::new(encoder).map_err(|e| failed(&name, e))?;
-    let mut record = [0u8; 8];
-    loop {
-        match input.read_exact(&mut record) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => break,
-            Err(e) => return Err(failed(&name, e)),
-        }
-        let v = u64::from_le_bytes(record);
-        let addr = v & 0xffff_ffff_ffff;
-        let kind = [RefKind::Instr, RefKind::Load, RefKind::Store, RefKind::Modify]
-            [(v >> 56 & 3) as usize];
-        let size = ((v >> 48) & 0xff) as u32;
-        if !known.covers(addr >> 12) {
-            touched.insert(addr >> 12);
-        }
-        w.write(MemRef { kind, addr: VirtAddr(addr), size: size.max(1) })
-            .map_err(|e| failed(&name, e))?;
-    }
-    let (encoder, refs) = w.finish().map_err(|e| failed(&name, e))?;
-    Ok((encoder.finish().map_err(|e| failed(&name, e))?, refs))
-}
-
-/// Anonymous read-write ranges over the touched pages, runs closer than 16 pages joined.
-fn touched_ranges(pages: &BTreeSet<u64>) -> Vec<AnonMap> {
+/// Anonymous read-write ranges over the touched pages (sorted), runs closer than 16 pages joined.
+fn touched_ranges(pages: &[u64]) -> Vec<AnonMap> {
     let mut out: Vec<AnonMap> = Vec::new();
     for &p in pages {
         let (start, end) = (VirtAddr(p << 12), VirtAddr((p + 1) << 12));
@@ -539,8 +544,7 @@ mod tests {
 
     #[test]
     fn touched_pages_join_into_ranges() {
-        let pages: BTreeSet<u64> = [10, 11, 20, 100].into_iter().collect();
-        let r = touched_ranges(&pages);
+        let r = touched_ranges(&[10, 11, 20, 100]);
         assert_eq!(r.len(), 2);
         assert_eq!((r[0].start, r[0].end), (VirtAddr(10 << 12), VirtAddr(21 << 12)));
     }

@@ -4,7 +4,7 @@
 
 use trace::program::{Loader, Program};
 use trace::program_replay::{ProgramOptions, replay_program};
-use trace::qemu::{RecordError, RecordOptions, check_host, run_qemu, write_program};
+use trace::qemu::{RecordError, RecordOptions, check_host, record};
 
 #[test]
 fn records_and_replays_a_dynamically_linked_program() {
@@ -25,8 +25,7 @@ fn records_and_replays_a_dynamically_linked_program() {
         out: out.clone(),
         zstd_level: 3,
     };
-    let parts = run_qemu(&options).unwrap();
-    let recorded = write_program(&parts, &options).unwrap();
+    let recorded = record(&options).unwrap();
     let (p, _) = Program::open(&out).unwrap();
     assert_eq!(p, recorded.program);
     let loaders: Vec<Loader> = p.objects.iter().map(|o| o.loader).collect();
@@ -71,8 +70,7 @@ fn records_windows_spread_over_the_run() {
         out: out.clone(),
         zstd_level: 3,
     };
-    let parts = run_qemu(&options).unwrap();
-    write_program(&parts, &options).unwrap();
+    record(&options).unwrap();
     let (p, data) = Program::open(&out).unwrap();
     assert_eq!((p.skip, p.count, p.period), (skip, count, period));
     let n = p.instructions;
