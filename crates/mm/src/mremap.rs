@@ -150,6 +150,10 @@ pub(crate) async fn do_mremap(cx: &Cx, mm: MmId, a: MremapArgs) -> Result<VirtAd
     let mut r = check_params(cx.kernel().version, mm, &a)?;
     let lock = cx.st().mm(mm).mmap_lock;
     let _g = lock.write(cx).await;
+    if crate::era::has_mseal(r.kernel) {
+        let vma = lookup(&cx.st(), &r)?;
+        crate::mseal::check_mremap(&cx.st(), r.kernel, r.mm, vma, r.addr, r.old_len)?;
+    }
     if mremap_handles_hugetlb(r.kernel) {
         let vma = lookup(&cx.st(), &r)?;
         let huge = cx.st().hstate_vma(vma);
