@@ -347,6 +347,15 @@ impl State {
         true
     }
 
+    /// Whether `task`, charging `d` now, would run on to the end of the charge (with its debt)
+    /// without any other task running meanwhile: nobody waits for its CPU and nothing queued is
+    /// due by then. Never under the exploration schedulers, which may switch at any point.
+    pub(crate) fn runs_alone_through(&self, task: TaskId, d: SimDuration) -> bool {
+        let t = self.running(task);
+        let end = self.now + d + t.debt;
+        self.cpus[t.cpu].runqueue.is_empty() && self.sched.nothing_due_through(end)
+    }
+
     /// Sleeps `d`; true if the task carries on at once ([`State::carry_on`]).
     #[must_use = "true: the task carries on; false: it waits for the run loop"]
     pub(crate) fn sleep(
