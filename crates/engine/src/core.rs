@@ -193,6 +193,7 @@ impl State {
     }
 
     /// Marks `task` queued from `time` and gives it the next sequence number.
+    #[inline]
     fn queue_entry(&mut self, task: TaskId, time: SimTime) -> ReadyEntry {
         self.seq += 1;
         self.tasks[task].status = Status::Queued;
@@ -296,8 +297,17 @@ impl State {
         true
     }
 
+    /// [`State::dispatch`] of a charge whose CPU others wait for: kept out of line, so that the
+    /// common charge (nobody waiting) stays small.
+    #[cold]
+    #[inline(never)]
+    fn dispatch_contended(&mut self, e: ReadyEntry) -> bool {
+        self.dispatch(e)
+    }
+
     /// The end of a dispatch that runs its task: it runs, and the switch is accounted, digested
     /// and traced at the current time.
+    #[inline]
     fn resume(&mut self, id: TaskId) {
         let now = self.now;
         let task = &mut self.tasks[id];
@@ -340,11 +350,20 @@ impl State {
         // The pass's dispatch of a charge whose task owns its CPU: with nobody waiting for the
         // CPU there is no time-slice preemption to decide, and the task simply runs on.
         if !self.cpus[cpu].runqueue.is_empty() {
-            return self.dispatch(entry);
+            return self.dispatch_contended(entry);
         }
         self.now = self.now.max(entry.time);
         self.resume(task);
         true
+    }
+
+    /// Whether `task`, charging `d` now, would run on to the end of the charge (with its debt)
+    /// without any other task running meanwhile: nobody waits for its CPU and nothing queued is
+    /// due by then. Never under the exploration schedulers, which may switch at any point.
+    pub(crate) fn runs_alone_through(&self, task: TaskId, d: SimDuration) -> bool {
+        let t = self.running(task);
+        let end = self.now + d + t.debt;
+        self.cpus[t.cpu].runqueue.is_empty() && self.sched.nothing_due_through(end)
     }
 
     /// Sleeps `d`; true if the task carries on at once ([`State::carry_on`]).
@@ -387,6 +406,7 @@ impl State {
 
     /// The first half of [`State::carry_on`]: queues `entry` (false), or takes it for its task
     /// to carry on (true), the pass's event counted; the caller then dispatches it.
+    #[inline]
     fn take(&mut self, entry: ReadyEntry) -> bool {
         let may_take =
             self.carry_on && self.events < self.config.max_events && self.carried < CARRY_ON_LIMIT;

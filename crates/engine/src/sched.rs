@@ -55,6 +55,13 @@ pub trait Scheduler: fmt::Debug {
         self.push(entry);
         false
     }
+    /// Whether nothing queued would be dispatched before an entry due at `time` pushed now:
+    /// every queued entry is due later. A scheduler that may pick any runnable task (every
+    /// exploration scheduler) keeps the default, which never promises it.
+    fn nothing_due_through(&self, time: SimTime) -> bool {
+        let _ = time;
+        false
+    }
 }
 
 /// The scheduler `kind` drawing from the run's root generator `prng` (`Prng::from_seed(seed)`):
@@ -102,6 +109,12 @@ impl Scheduler for TimeOrdered {
         }
         self.push(entry);
         false
+    }
+
+    /// An entry pushed now gets the highest sequence number, so a queued one due at `time`
+    /// would still go first.
+    fn nothing_due_through(&self, time: SimTime) -> bool {
+        self.heap.peek().is_none_or(|Reverse(least)| least.time > time)
     }
 }
 

@@ -57,3 +57,32 @@ fn zero_cost_switches_leave_the_run_unchanged() {
     assert_eq!(zero.2, 5);
     assert_eq!((zero.0, zero.1, zero.3), (free.0, free.1, 0));
 }
+
+/// `Cx::runs_alone_through`, asked at 1 ms while another task sleeps until 6 ms on another CPU:
+/// true for charges that end before 6 ms, false for one that ends at 6 ms (the queued entry is
+/// older and goes first) or after. With the other task waiting for the asker's CPU (it was
+/// spawned there and found it taken), never; under an exploration scheduler, never.
+#[test]
+fn runs_alone_through_sees_what_is_due() {
+    let ms = SimDuration::from_ms;
+    let answers = |config: SimConfig, other_cpu: u32| {
+        let mut sim = Sim::new(config).unwrap();
+        let h = sim.handle().clone();
+        let seen = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+        let s = seen.clone();
+        h.spawn(h.cpu(0).unwrap(), "probe", move |cx| async move {
+            cx.charge(ms(1)).await;
+            s.borrow_mut().extend([ms(100), ms(3), ms(4), ms(5)].map(|d| cx.runs_alone_through(d)));
+        });
+        h.spawn(h.cpu(other_cpu).unwrap(), "other", |cx| async move {
+            cx.sleep(ms(6)).await;
+        });
+        sim.run().unwrap();
+        seen.take()
+    };
+    let two_cpus = || SimConfig { cpus: 2, ..SimConfig::default() };
+    assert_eq!(answers(two_cpus(), 1), [false, true, true, false]);
+    assert_eq!(answers(two_cpus(), 0), [false; 4]);
+    let random = SimConfig { scheduler: engine::SchedulerKind::Random, ..two_cpus() };
+    assert_eq!(answers(random, 1), [false; 4]);
+}

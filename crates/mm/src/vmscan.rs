@@ -238,6 +238,9 @@ pub(crate) async fn try_to_free_pages(cx: &Cx) -> u64 {
 /// `try_to_free_mem_cgroup_pages`: reclaims `nr` pages from `memcg` and its descendants;
 /// returns the pages freed.
 pub(crate) async fn try_to_free_mem_cgroup_pages(cx: &Cx, memcg: MemcgId, nr: u64) -> u64 {
+    if let Some(freed) = crate::lru_pure::reclaim_tail(cx, memcg, nr).await {
+        return freed;
+    }
     let mut sc = ScanControl::new(Reclaimer::Direct, memcg, nr);
     do_try_to_free_pages(cx, &mut sc).await;
     sc.nr_reclaimed
@@ -268,11 +271,14 @@ async fn shrink_node(cx: &Cx, sc: &mut ScanControl) {
     // `shrink_slab`: of the shrinkers the model has, the THP deferred split queue's.
     crate::huge_memory::split::deferred_split_scan(cx, sc.priority).await;
     if !mglru {
-        // `snapshot_refaults`.
-        let mut st = cx.st();
-        let now = target_refaults(&st, sc.target);
-        st.memcgs[sc.target].lruvec.refaults = now;
+        snapshot_refaults(&mut cx.st(), sc.target);
     }
+}
+
+/// `snapshot_refaults`: the refault activations under `target` as the next pass's baseline.
+pub(crate) fn snapshot_refaults(st: &mut KState, target: MemcgId) {
+    let now = target_refaults(st, target);
+    st.memcgs[target].lruvec.refaults = now;
 }
 
 /// `WORKINGSET_ACTIVATE_{ANON,FILE}` of one memory cgroup.
@@ -630,7 +636,7 @@ impl KState {
     /// `refcount_freeze = skip` switch) and it must be clean; a swap-cache folio leaves a swap
     /// shadow, a page-cache folio a page-cache shadow, a lazyfree folio nothing (`pglazyfreed`).
     /// Returns the pages freed, or `None` when the folio must stay.
-    fn remove_mapping(&mut self, head: Pfn, skip_freeze: bool) -> Option<u64> {
+    pub(crate) fn remove_mapping(&mut self, head: Pfn, skip_freeze: bool) -> Option<u64> {
         let nr = self.folios.order(head).pages();
         let swapcache = self.folios.test(head, pg::SWAPCACHE);
         let lazyfree = self.folio_is_lazyfree(head);

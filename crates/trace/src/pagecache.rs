@@ -171,6 +171,11 @@ pub struct PageCacheReport {
     /// The cgroup's `memory.stat` at the end.
     pub memory_stat: String,
     pub virtual_time_ns: u64,
+    /// Scheduling events of the replay.
+    pub events: u64,
+    /// The digest of the replay's event history (every scheduling event, lock grant and charge
+    /// in order): a change that keeps it keeps the replay's behaviour.
+    pub digest: String,
 }
 
 /// What reclaim did to one LRU type over a replay.
@@ -451,6 +456,8 @@ fn report(
         vmstat,
         memory_stat: machine.memory_stat(cg),
         virtual_time_ns: machine.handle().now().since(simcore::SimTime::ZERO).as_ns(),
+        events: machine.handle().events(),
+        digest: machine.handle().digest().to_string(),
     })
 }
 
