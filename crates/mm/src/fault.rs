@@ -90,6 +90,7 @@ pub(crate) async fn do_user_addr_fault(
 ) -> Result<FaultOutcome, VmFault> {
     let _retry = cx.uffd_scope(UffdFlag::AllowRetry, true);
     let _first = cx.uffd_scope(UffdFlag::Tried, false);
+    cx.set_fault_address(addr);
     let mut waiter = match lock_mm_and_fault(cx, mm, addr, access).await? {
         FaultOutcome::Retry(w) => w,
         done => return Ok(done),

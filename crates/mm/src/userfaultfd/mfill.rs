@@ -28,7 +28,10 @@
 //! nowhere), then written: the same page cache, PTE and counters as the kernel's own
 //! installation, a shmem page from a `huge=` mount possibly a THP where the kernel's is one
 //! page. A private VMA's new page maps clean when the VMA is read-only (the kernel's is dirty).
-//! The modes `UFFDIO_COPY_MODE_DONTWAKE`/`WP` are not modelled (the API takes none).
+//! `UFFDIO_COPY_MODE_DONTWAKE` (and `UFFDIO_ZEROPAGE_MODE_DONTWAKE`) fill without waking the
+//! faults there (the handler wakes them with `UFFDIO_WAKE`); any other mode bit is EINVAL (so
+//! `UFFDIO_COPY_MODE_WP`, which wants a write-protect registration the model has none of).
+//! While an event is being delivered both are EAGAIN from v4.18 (`userfaultfd/events.rs`).
 
 use crate::arch::uaccess::read_user;
 use crate::errno::Errno;
@@ -41,53 +44,75 @@ use crate::pgtable::{Level, Pte, Upper};
 use crate::sim::cost::Cost;
 use crate::types::ids::{InodeId, MmId, Pid, VmaId};
 use crate::types::mm_types::WalkOps;
+use crate::types::userfaultfd::copy_mode;
 use crate::userfaultfd::{validate_range, wake_userfault};
 use crate::vma::VmFlags;
 use simcore::{Bytes, VirtAddr};
 
-/// `UFFDIO_COPY` of `len` bytes from the caller's `src` to `dst` of the context's address space:
-/// the bytes copied.
+/// `UFFDIO_COPY` of `len` bytes from the caller's `src` to `dst` of the context's address space,
+/// with `mode`: the bytes copied.
 pub(crate) async fn userfaultfd_copy(
     cx: &Cx,
     (pid, fd): (Pid, i32),
     (dst, src): (VirtAddr, VirtAddr),
-    len: u64,
+    (len, mode): (u64, u64),
 ) -> Result<u64, Errno> {
     cx.charge(Cost::Syscall).await;
     let ctx = cx.st().uffd_ctx_of(pid, fd, false)?;
+    mmap_changing(cx, ctx)?;
     validate_range(dst, len)?;
     if src.0.checked_add(len).is_none() {
         return Err(Errno::EINVAL);
     }
+    // `UFFDIO_COPY_MODE_WP` (v5.7; EINVAL before as an unknown bit) asks for a VMA registered
+    // in write-protect mode, which no VMA is here: EINVAL in every era.
+    if mode & !copy_mode::DONTWAKE != 0 {
+        return Err(Errno::EINVAL);
+    }
     let caller = cx.st().procs[pid].mm.ok_or(Errno::EFAULT)?;
     let data = read_user(cx, caller, src, len).await.map_err(|_| Errno::EFAULT)?;
-    fill_and_wake(cx, ctx, dst, len, Some(&data)).await
+    fill_and_wake(cx, ctx, (dst, len), Some(&data), mode).await
 }
 
-/// `UFFDIO_ZEROPAGE` of `[dst, dst + len)`: the bytes zero-filled.
+/// `UFFDIO_ZEROPAGE` of `[dst, dst + len)` with `mode`: the bytes zero-filled.
 pub(crate) async fn userfaultfd_zeropage(
     cx: &Cx,
     (pid, fd): (Pid, i32),
     dst: VirtAddr,
-    len: u64,
+    (len, mode): (u64, u64),
 ) -> Result<u64, Errno> {
     cx.charge(Cost::Syscall).await;
     let ctx = cx.st().uffd_ctx_of(pid, fd, false)?;
+    mmap_changing(cx, ctx)?;
     validate_range(dst, len)?;
-    fill_and_wake(cx, ctx, dst, len, None).await
+    if mode & !copy_mode::DONTWAKE != 0 {
+        return Err(Errno::EINVAL);
+    }
+    fill_and_wake(cx, ctx, (dst, len), None, mode).await
 }
 
-/// `mfill_atomic`, then the ioctl's tail: the faults in the filled range woken, EAGAIN for a
-/// short fill.
+/// EAGAIN while an event of context `ctx` is being delivered (`ctx->mmap_changing`, v4.18).
+fn mmap_changing(cx: &Cx, ctx: InodeId) -> Result<(), Errno> {
+    let changing = cx.st().uffd_ctx(ctx).mmap_changing != 0;
+    if changing && crate::era::uffd_mfill_waits_mmap_changing(cx.kernel().version) {
+        return Err(Errno::EAGAIN);
+    }
+    Ok(())
+}
+
+/// `mfill_atomic`, then the ioctl's tail: the faults in the filled range woken (unless `mode`
+/// says `DONTWAKE`), EAGAIN for a short fill.
 async fn fill_and_wake(
     cx: &Cx,
     ctx: InodeId,
-    dst: VirtAddr,
-    len: u64,
+    (dst, len): (VirtAddr, u64),
     data: Option<&[u8]>,
+    mode: u64,
 ) -> Result<u64, Errno> {
     let filled = mfill_atomic(cx, ctx, dst, len, data).await?;
-    wake_userfault(cx, ctx, dst, dst + Bytes(filled));
+    if mode & copy_mode::DONTWAKE == 0 {
+        wake_userfault(cx, ctx, dst, dst + Bytes(filled));
+    }
     if filled == len { Ok(filled) } else { Err(Errno::EAGAIN) }
 }
 
