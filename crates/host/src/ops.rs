@@ -332,6 +332,12 @@ fn uffd_op(agent: &mut Agent<'_>, u: &UffdOp) -> OpResult {
                 .sys(|| sys::uffd_ioctl(f, uffdio::ZEROPAGE, &mut zero))
                 .map(|_| Outcome::Count(*len))
         }
+        UffdOp::Continue { fd: f, dst, len, mode } => {
+            let (f, mut cont) = (fd(agent, f)?, [at(agent, dst)?, *len, *mode, 0]);
+            agent
+                .sys(|| sys::uffd_ioctl(f, uffdio::CONTINUE, &mut cont))
+                .map(|_| Outcome::Count(*len))
+        }
         UffdOp::Read { fd: f, .. } => {
             let f = fd(agent, f)?;
             // An event the model does not know reads as a bare success, which no expectation

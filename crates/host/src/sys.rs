@@ -131,6 +131,7 @@ pub(crate) mod uffdio {
     pub(crate) const COPY: u64 = 0xc028_aa03;
     pub(crate) const ZEROPAGE: u64 = 0xc020_aa04;
     pub(crate) const WAKE: u64 = 0x8010_aa02;
+    pub(crate) const CONTINUE: u64 = 0xc020_aa07;
     /// `USERFAULTFD_IOC_NEW` of `/dev/userfaultfd` (`_IO(0xAA, 0x00)`, v6.1).
     pub(crate) const IOC_NEW: u64 = 0xaa00;
 }

@@ -1328,6 +1328,21 @@ pub fn uffd_user_mode_only(k: KernelVersion) -> bool {
     k >= v(5, 11)
 }
 
+/// `UFFDIO_REGISTER_MODE_MINOR` on hugetlbfs, `UFFD_FEATURE_MINOR_HUGETLBFS` and
+/// `UFFDIO_CONTINUE`: "userfaultfd: add minor fault registration mode" and "userfaultfd: add
+/// UFFDIO_CONTINUE ioctl" (Axel Rasmussen, v5.13); before, the mode is an unknown bit and the
+/// ioctl an unknown command (EINVAL).
+pub fn uffd_minor_hugetlbfs(k: KernelVersion) -> bool {
+    k >= v(5, 13)
+}
+
+/// `UFFDIO_REGISTER_MODE_MINOR` on shmem and `UFFD_FEATURE_MINOR_SHMEM`, with fault-around
+/// kept off minor-registered VMAs: "userfaultfd/shmem: support minor fault registration for
+/// shmem" (v5.14); before, registering shmem in minor mode is EINVAL.
+pub fn uffd_minor_shmem(k: KernelVersion) -> bool {
+    k >= v(5, 14)
+}
+
 /// `UFFD_FEATURE_EXACT_ADDRESS`: the message gives the faulting address unmasked
 /// ("userfaultfd: provide unmasked address on page-fault", 824ddc601adc, v5.18).
 pub fn uffd_exact_address(k: KernelVersion) -> bool {

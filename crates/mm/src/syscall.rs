@@ -666,6 +666,19 @@ impl Thread {
         crate::userfaultfd::mfill::userfaultfd_zeropage(&self.cx, at, dst, (len, mode)).await
     }
 
+    /// `ioctl(fd, UFFDIO_CONTINUE)` of `[dst, dst + len)` with `mode` (v5.13): the pages the file
+    /// caches mapped; the bytes mapped.
+    pub async fn uffdio_continue(
+        &self,
+        fd: i32,
+        dst: VirtAddr,
+        len: u64,
+        mode: u64,
+    ) -> Result<u64, Errno> {
+        let at = (self.pid(), fd);
+        crate::userfaultfd::mfill::userfaultfd_continue(&self.cx, at, dst, (len, mode)).await
+    }
+
     /// `read(2)` of one message from userfaultfd `fd`, decoded: sleeps until a fault or an event
     /// is posted (EAGAIN with `O_NONBLOCK`); EINVAL for a descriptor that is no userfaultfd.
     pub async fn uffd_read(&self, fd: i32) -> Result<crate::userfaultfd::UffdMsg, Errno> {

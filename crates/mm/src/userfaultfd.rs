@@ -22,13 +22,21 @@
 //! sleeps for good: when every task sleeps the engine's watchdog stops the run and names the
 //! sleeper's wait queue, `userfaultfd fault_wqh`.
 //!
+//! Minor mode (`UFFDIO_REGISTER_MODE_MINOR`, `VM_UFFD_MINOR`; hugetlb from v5.13,
+//! `era::uffd_minor_hugetlbfs`, shmem from v5.14, `era::uffd_minor_shmem`): a fault on a page
+//! the VMA's file caches (or, for shmem, has swapped out) but the VMA does not map goes to the
+//! userfaultfd with `UFFD_PAGEFAULT_FLAG_MINOR` (`shmem_get_folio_gfp`, `hugetlb_no_page`), and
+//! `UFFDIO_CONTINUE` maps the cached page (`userfaultfd/mfill.rs`); a minor-registered VMA maps
+//! nothing around a read fault (`uffd_disable_fault_around`). A VMA may be registered in both
+//! modes.
+//!
 //! Eras: the syscall from v4.3 (ENOSYS before, `era::has_userfaultfd`); `UFFDIO_API` takes no
 //! feature before v4.11, then the features the model implements of those the kernel has (any
 //! other bit is EINVAL, as the kernel answers a bit it lacks): `MISSING_HUGETLBFS`,
 //! `MISSING_SHMEM` (`era::uffd_missing_hugetlb_shmem`) and the events `EVENT_FORK`,
 //! `EVENT_REMAP`, `EVENT_REMOVE`, `EVENT_UNMAP` (`era::uffd_noncooperative_events`) from v4.11;
-//! `SIGBUS` and `THREAD_ID` from v4.14 (`era::uffd_sigbus_thread_id`); `EXACT_ADDRESS` from
-//! v5.18 (`era::uffd_exact_address`). A second `UFFDIO_API`, or any other ioctl before the
+//! `SIGBUS` and `THREAD_ID` from v4.14 (`era::uffd_sigbus_thread_id`); `MINOR_HUGETLBFS` from
+//! v5.13, `MINOR_SHMEM` from v5.14; `EXACT_ADDRESS` from v5.18 (`era::uffd_exact_address`). A second `UFFDIO_API`, or any other ioctl before the
 //! first, is EINVAL. With `SIGBUS` a fault in a registered range posts nothing and raises
 //! SIGBUS (`handle_userfault` returns `VM_FAULT_SIGBUS` before anything else); with
 //! `THREAD_ID` the message carries the faulting task's id (`feat.ptid`); with
@@ -47,13 +55,12 @@
 //! moved VMA's from v5.0 (`era::mremap_drops_uffd`). Without `EVENT_REMOVE`, `MADV_DONTNEED`'s
 //! zapped pages are simply missing again, and the next access faults to the handler.
 //!
-//! Approximations: only `UFFDIO_REGISTER_MODE_MISSING` is modelled. Refused by name in
-//! scenarios (and EINVAL through this API): write-protection (`UFFDIO_REGISTER_MODE_WP`,
+//! Approximations: the missing and minor modes are modelled. Refused by name in scenarios (and
+//! EINVAL through this API): write-protection (`UFFDIO_REGISTER_MODE_WP`,
 //! `UFFD_FEATURE_PAGEFAULT_FLAG_WP`, `UFFDIO_WRITEPROTECT`, `UFFDIO_COPY_MODE_WP`, v5.7;
-//! `WP_HUGETLBFS_SHMEM` v5.19, `WP_UNPOPULATED` v6.4, `WP_ASYNC` v6.7), minor faults
-//! (`UFFDIO_REGISTER_MODE_MINOR`, `MINOR_HUGETLBFS` v5.13, `MINOR_SHMEM` v5.14,
-//! `UFFDIO_CONTINUE`), `UFFD_FEATURE_POISON`/`UFFDIO_POISON` (v6.6), `UFFD_FEATURE_MOVE`/
-//! `UFFDIO_MOVE` (v6.8), and the `vm.unprivileged_userfaultfd` sysctl (v5.2; the scenario's
+//! `WP_HUGETLBFS_SHMEM` v5.19, `WP_UNPOPULATED` v6.4, `WP_ASYNC` v6.7,
+//! `UFFDIO_CONTINUE_MODE_WP`), `UFFD_FEATURE_POISON`/`UFFDIO_POISON` (v6.6),
+//! `UFFD_FEATURE_MOVE`/`UFFDIO_MOVE` (v6.8), and the `vm.unprivileged_userfaultfd` sysctl (v5.2; the scenario's
 //! tasks are privileged, so `EVENT_FORK`'s `CAP_SYS_PTRACE` test of v5.3 passes too). From
 //! v4.3 to v4.9 the kernel's message gave the unmasked address of an anonymous fault (the
 //! masking came with "mm: use vmf->address instead of of vmf->virtual_address", 1a29d85eb0f1,
@@ -68,7 +75,8 @@
 //! (the kernel merges them back). A reader sleeping when another task closes the last
 //! descriptor gets EBADF (the kernel's read keeps the file until it returns). khugepaged's and
 //! `MADV_COLLAPSE`'s collapse of a registered shmem file range does not look at the
-//! registration (their anonymous collapse does: `khugepaged.rs`).
+//! registration (their anonymous collapse does: `khugepaged.rs`), nor at a minor one (the
+//! kernel's `collapse_file` skips a minor-registered VMA's range).
 
 pub mod events;
 pub mod mfill;
@@ -81,7 +89,8 @@ use crate::pgtable::TASK_SIZE;
 use crate::types::fs::FsType;
 use crate::types::ids::{InodeId, MmId, Pid, VmaId};
 use crate::types::userfaultfd::{
-    PAGEFAULT_FLAG_WRITE, UFFD_API, UffdCtx, UffdEvent, UffdFault, UffdWaiter, Userfaultfds,
+    PAGEFAULT_FLAG_MINOR, PAGEFAULT_FLAG_WRITE, UFFD_API, UffdCtx, UffdEvent, UffdFault,
+    UffdReason, UffdWaiter, Userfaultfds,
 };
 use crate::types::userfaultfd::{event, feature};
 use crate::vma::{VmFlags, Vma};
@@ -112,24 +121,39 @@ fn modelled_features(k: crate::era::KernelVersion) -> u64 {
     if crate::era::uffd_sigbus_thread_id(k) {
         f |= feature::SIGBUS | feature::THREAD_ID;
     }
+    if crate::era::uffd_minor_hugetlbfs(k) {
+        f |= feature::MINOR_HUGETLBFS;
+    }
+    if crate::era::uffd_minor_shmem(k) {
+        f |= feature::MINOR_SHMEM;
+    }
     if crate::era::uffd_exact_address(k) {
         f |= feature::EXACT_ADDRESS;
     }
     f
 }
 
+/// `__VM_UFFD_FLAGS`: the registration modes modelled, as VMA flags.
+pub(crate) const VM_UFFD_FLAGS: u64 = VmFlags::UFFD_MISSING | VmFlags::UFFD_MINOR;
+
 /// `userfaultfd_reset_ctx`: `v` is no longer registered (a fork child's copy without
 /// `EVENT_FORK`, a VMA `mremap` moved without `EVENT_REMAP`, a released context's VMAs).
 pub(crate) fn userfaultfd_reset(v: &mut Vma) {
-    v.flags.0 &= !VmFlags::UFFD_MISSING;
+    v.flags.0 &= !VM_UFFD_FLAGS;
     v.uffd = None;
 }
 
 impl KState {
-    /// `userfaultfd_missing`: faults on missing pages of `vma` go to its userfaultfd. The only
-    /// registration mode modelled, so also `userfaultfd_armed`.
+    /// `userfaultfd_missing`: faults on missing pages of `vma` go to its userfaultfd
+    /// (`userfaultfd_armed` is [`Vma::uffd`] being set).
     pub(crate) fn userfaultfd_missing(&self, vma: VmaId) -> bool {
         self.vma(vma).flags.has(VmFlags::UFFD_MISSING)
+    }
+
+    /// `userfaultfd_minor`: faults on pages the file caches but `vma` does not map go to its
+    /// userfaultfd (v5.13).
+    pub(crate) fn userfaultfd_minor(&self, vma: VmaId) -> bool {
+        self.vma(vma).flags.has(VmFlags::UFFD_MINOR)
     }
 
     /// `userfaultfd_release`, when the descriptor's last reference goes: every VMA registered
@@ -282,18 +306,19 @@ pub(crate) async fn userfaultfd_api(
     Ok(offered)
 }
 
-/// `handle_userfault` for a missing page at `address` of `vma` (its first half: the message
-/// posted and the readers woken; the caller returns `FaultOutcome::Retry` with the waiter,
-/// and [`userfaultfd_wait`] is the sleep). `VM_FAULT_SIGBUS` with `UFFD_FEATURE_SIGBUS`, for
-/// a kernel-mode fault with `UFFD_USER_MODE_ONLY`, and for a fault that may not retry (GUP's).
+/// `handle_userfault` for a missing page (or, with `UffdReason::Minor`, one the file caches) at
+/// `address` of `vma` (its first half: the message posted and the readers woken; the caller
+/// returns `FaultOutcome::Retry` with the waiter, and [`userfaultfd_wait`] is the sleep).
+/// `VM_FAULT_SIGBUS` with `UFFD_FEATURE_SIGBUS`, for a kernel-mode fault with
+/// `UFFD_USER_MODE_ONLY`, and for a fault that may not retry (GUP's).
 pub(crate) fn handle_userfault(
     cx: &Cx,
     vma: VmaId,
     address: VirtAddr,
-    write: bool,
+    (write, reason): (bool, UffdReason),
 ) -> Result<UffdWaiter, VmFault> {
     let mut st = cx.st();
-    let inode = st.vma(vma).uffd.expect("a VM_UFFD_MISSING VMA has a context");
+    let inode = st.vma(vma).uffd.expect("a registered VMA has a context");
     let ctx = st.uffd.ctxs.get_mut(&inode).expect("a registered VMA's context lives");
     let user_only = ctx.flags & flags::USER_MODE_ONLY != 0;
     if ctx.features & feature::SIGBUS != 0 || (user_only && !cx.uffd_flag(UffdFlag::User)) {
@@ -307,7 +332,8 @@ pub(crate) fn handle_userfault(
     let exact = ctx.features & feature::EXACT_ADDRESS != 0;
     let fault = UffdFault {
         address: if exact { cx.fault_address() } else { address },
-        flags: if write { PAGEFAULT_FLAG_WRITE } else { 0 },
+        flags: if write { PAGEFAULT_FLAG_WRITE } else { 0 }
+            | if reason == UffdReason::Minor { PAGEFAULT_FLAG_MINOR } else { 0 },
         ptid: if ctx.features & feature::THREAD_ID != 0 { cx.current().0 } else { 0 },
         read: false,
     };

@@ -4,7 +4,7 @@
 use super::model::{AddrExpr, FileRef, MsgExpect, Op, OpExpect, OpKind, UffdOp, Until};
 use mm::kernel::KState;
 use mm::types::ids::HoldId;
-use mm::types::userfaultfd::PAGEFAULT_FLAG_WRITE;
+use mm::types::userfaultfd::{PAGEFAULT_FLAG_MINOR, PAGEFAULT_FLAG_WRITE};
 use mm::userfaultfd::UffdMsg;
 use mm::{ExecLayout, MmapArgs, Pid, Switches, SysError, Thread};
 use simcore::VirtAddr;
@@ -650,6 +650,9 @@ async fn uffd_op(t: &Thread, u: &UffdOp, env: &RefCell<Env>) -> Result<Outcome, 
         UffdOp::Zeropage { fd: f, dst, len, mode } => {
             Outcome::Count(t.uffdio_zeropage(fd(f)?, addr(dst)?, *len, *mode).await?)
         }
+        UffdOp::Continue { fd: f, dst, len, mode } => {
+            Outcome::Count(t.uffdio_continue(fd(f)?, addr(dst)?, *len, *mode).await?)
+        }
         UffdOp::Read { fd: f, .. } => Outcome::Uffd(t.uffd_read(fd(f)?).await?),
     })
 }
@@ -785,6 +788,7 @@ fn neutral(result: &Result<Outcome, SysError>) -> String {
 /// A userfaultfd message's kind, without the machine's addresses and numbers.
 fn msg_kind(m: &UffdMsg) -> &'static str {
     match m {
+        UffdMsg::Pagefault { flags, .. } if flags & PAGEFAULT_FLAG_MINOR != 0 => "a minor fault",
         UffdMsg::Pagefault { flags, .. } if flags & PAGEFAULT_FLAG_WRITE != 0 => "a write fault",
         UffdMsg::Pagefault { .. } => "a read fault",
         UffdMsg::Fork { .. } => "a fork event",
@@ -884,13 +888,17 @@ fn msg_meets(
     got: Option<&UffdMsg>,
 ) -> Result<(bool, String), String> {
     let want = match m {
-        MsgExpect::Pagefault { addr, write, tid } => {
+        MsgExpect::Pagefault { addr, write, minor, tid } => {
             let address = names.addr(addr)?;
             let ptid = tid.as_ref().map(|p| names.process(p)).transpose()?.map(|p| p.0);
+            let flag = |want: &Option<bool>, flags: u64, bit: u64| {
+                want.is_none_or(|w| w == (flags & bit != 0))
+            };
             let held = got.is_some_and(|g| match *g {
                 UffdMsg::Pagefault { address: a, flags, ptid: t } => {
                     a == address
-                        && write.is_none_or(|w| w == (flags & PAGEFAULT_FLAG_WRITE != 0))
+                        && flag(write, flags, PAGEFAULT_FLAG_WRITE)
+                        && flag(minor, flags, PAGEFAULT_FLAG_MINOR)
                         && ptid.is_none_or(|p| p == t)
                 }
                 _ => false,
@@ -900,8 +908,9 @@ fn msg_meets(
                 Some(false) => "a read fault",
                 None => "a fault",
             };
+            let minor = if *minor == Some(true) { " (minor)" } else { "" };
             let by = tid.as_ref().map_or(String::new(), |p| format!(" by `{p}`"));
-            return Ok((held, format!("{kind} at {address:?}{by}")));
+            return Ok((held, format!("{kind}{minor} at {address:?}{by}")));
         }
         MsgExpect::Fork => {
             return Ok((

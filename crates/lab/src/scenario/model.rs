@@ -599,6 +599,8 @@ pub enum UffdOp {
     Copy { fd: String, dst: AddrExpr, src: AddrExpr, len: u64, mode: u64 },
     /// `ioctl(UFFDIO_ZEROPAGE)` of `[dst, dst + len)` with `mode`; counts the bytes.
     Zeropage { fd: String, dst: AddrExpr, len: u64, mode: u64 },
+    /// `ioctl(UFFDIO_CONTINUE)` of `[dst, dst + len)` with `mode`; counts the bytes.
+    Continue { fd: String, dst: AddrExpr, len: u64, mode: u64 },
     /// `read(2)` of one message from userfaultfd `fd` (sleeping for one): binds a fault's
     /// address, or with `fork` (its expectation is a fork event) the child's descriptor.
     Read { fd: String, fork: bool },
@@ -615,6 +617,7 @@ impl UffdOp {
             UffdOp::Wake { .. } => "uffdio_wake",
             UffdOp::Copy { .. } => "uffdio_copy",
             UffdOp::Zeropage { .. } => "uffdio_zeropage",
+            UffdOp::Continue { .. } => "uffdio_continue",
             UffdOp::Read { .. } => "uffd_read",
         }
     }
@@ -623,9 +626,9 @@ impl UffdOp {
 /// A `uffd_read` message a scenario expects (`struct uffd_msg`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum MsgExpect {
-    /// A page fault at `addr`; a write fault or not when `write` is given; raised by process
-    /// `tid`'s thread when given (`UFFD_FEATURE_THREAD_ID`).
-    Pagefault { addr: AddrExpr, write: Option<bool>, tid: Option<String> },
+    /// A page fault at `addr`; a write fault or not when `write` is given, a minor fault or not
+    /// when `minor` is; raised by process `tid`'s thread when given (`UFFD_FEATURE_THREAD_ID`).
+    Pagefault { addr: AddrExpr, write: Option<bool>, minor: Option<bool>, tid: Option<String> },
     /// `UFFD_EVENT_FORK`.
     Fork,
     /// `UFFD_EVENT_REMAP` of `len` bytes from `from` to `to`.

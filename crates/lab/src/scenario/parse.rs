@@ -1021,8 +1021,8 @@ mod tests {
         assert!(err(&task(wp)).contains("`wp`: UFFDIO_REGISTER_MODE_WP"), "{}", err(&task(wp)));
         let wp = "{ op = \"uffdio_api\", fd = \"u\", features = \"event_fork|pagefault_flag_wp\" }";
         assert!(err(&task(wp)).contains("`pagefault_flag_wp`: UFFD_FEATURE_PAGEFAULT_FLAG_WP"));
-        let minor = "{ op = \"uffdio_api\", fd = \"u\", features = \"minor_shmem\" }";
-        assert!(err(&task(minor)).contains("UFFD_FEATURE_MINOR_SHMEM"));
+        let wpa = "{ op = \"uffdio_api\", fd = \"u\", features = \"minor_shmem|wp_async\" }";
+        assert!(err(&task(wpa)).contains("UFFD_FEATURE_WP_ASYNC"));
         assert!(err(&task("{ op = \"mbind\" }")).contains("NUMA memory policy"));
         let hwpoison = "{ op = \"madvise\", addr = \"0x1000\", len = 4096, advice = \"hwpoison\" }";
         assert!(

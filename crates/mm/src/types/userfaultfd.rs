@@ -42,6 +42,18 @@ pub mod register_mode {
 /// `uffd_msg.arg.pagefault.flags`: `UFFD_PAGEFAULT_FLAG_WRITE`.
 pub const PAGEFAULT_FLAG_WRITE: u64 = 1 << 0;
 
+/// `uffd_msg.arg.pagefault.flags`: `UFFD_PAGEFAULT_FLAG_MINOR` (v5.13), a minor fault.
+pub const PAGEFAULT_FLAG_MINOR: u64 = 1 << 2;
+
+/// Why a fault goes to the userfaultfd (`handle_userfault`'s `reason`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UffdReason {
+    /// `VM_UFFD_MISSING`: no page there.
+    Missing,
+    /// `VM_UFFD_MINOR`: the page is in the page cache, not mapped here.
+    Minor,
+}
+
 /// `uffdio_copy.mode` and `uffdio_zeropage.mode` bits: `UFFDIO_COPY_MODE_DONTWAKE` (the same
 /// bit as `UFFDIO_ZEROPAGE_MODE_DONTWAKE`) and `UFFDIO_COPY_MODE_WP` (v5.7).
 pub mod copy_mode {

@@ -32,7 +32,9 @@
 //! Approximations: `MADV_FREE` sends no `UFFD_EVENT_REMOVE` (v6.8's `madvise_dontneed_free`,
 //! which serves `MADV_FREE` with `MADV_DONTNEED`, sends one; the era it started is not
 //! modelled); a fork whose page-table copy fails leaves its new contexts to the child instead
-//! of releasing them (`dup_userfaultfd_fail`).
+//! of releasing them (`dup_userfaultfd_fail`); a move that shrinks (`MREMAP_FIXED` with a
+//! smaller `new_len`) reports the length moved where the kernel reports the `old_len` asked,
+//! and a move that fails for want of memory still sends its `UFFD_EVENT_REMAP`.
 
 use crate::errno::Errno;
 use crate::kernel::{Cx, KState};

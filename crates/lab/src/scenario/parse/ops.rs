@@ -172,6 +172,12 @@ impl Parser<'_> {
                 len: f.size("len")?.as_u64(),
                 mode: f.keyword("mode", parse_uffd_copy_mode, Some(0))?,
             },
+            "uffdio_continue" => UffdOp::Continue {
+                fd: fd()?,
+                dst: f.addr("dst")?,
+                len: f.size("len")?.as_u64(),
+                mode: f.keyword("mode", parse_uffd_copy_mode, Some(0))?,
+            },
             // `fork` is set once the expectation is read (`Parser::op`).
             "uffd_read" => UffdOp::Read { fd: fd()?, fork: false },
             _ => return Ok(None),
@@ -712,13 +718,10 @@ impl Parser<'_> {
         let event = f.opt_str("event")?.unwrap_or_else(|| "pagefault".to_string());
         let (msg, keys): (MsgExpect, &[&str]) = match event.as_str() {
             "pagefault" => {
-                let tid = f.opt_str("tid")?;
-                let msg = MsgExpect::Pagefault {
-                    addr: f.addr("addr")?,
-                    write: f.opt_bool("write")?,
-                    tid,
-                };
-                (msg, &["addr", "write", "tid"])
+                let (write, minor, tid) =
+                    (f.opt_bool("write")?, f.opt_bool("minor")?, f.opt_str("tid")?);
+                let msg = MsgExpect::Pagefault { addr: f.addr("addr")?, write, minor, tid };
+                (msg, &["addr", "write", "minor", "tid"])
             }
             "fork" => (MsgExpect::Fork, &[]),
             "remap" => {
@@ -765,7 +768,7 @@ impl Parser<'_> {
 }
 
 /// The keys of an operation's `expect` table.
-const EXPECT_KEYS: [&str; 19] = [
+const EXPECT_KEYS: [&str; 20] = [
     "errno",
     "signal",
     "data",
@@ -778,6 +781,7 @@ const EXPECT_KEYS: [&str; 19] = [
     "resident",
     "addr",
     "write",
+    "minor",
     "event",
     "tid",
     "from",
@@ -788,7 +792,8 @@ const EXPECT_KEYS: [&str; 19] = [
 ];
 
 /// The keys of a `uffd_read`'s expected message.
-const MSG_KEYS: [&str; 9] = ["event", "addr", "write", "tid", "from", "to", "len", "start", "end"];
+const MSG_KEYS: [&str; 10] =
+    ["event", "addr", "write", "minor", "tid", "from", "to", "len", "start", "end"];
 
 /// The keys operation `kind` takes besides `op`, `as` and `expect`.
 fn op_keys(kind: &OpKind) -> &'static [&'static str] {
@@ -857,7 +862,7 @@ fn uffd_keys(u: &UffdOp) -> &'static [&'static str] {
         UffdOp::Register { .. } => &["fd", "addr", "len", "mode"],
         UffdOp::Unregister { .. } | UffdOp::Wake { .. } => &["fd", "addr", "len"],
         UffdOp::Copy { .. } => &["fd", "dst", "src", "len", "mode"],
-        UffdOp::Zeropage { .. } => &["fd", "dst", "len", "mode"],
+        UffdOp::Zeropage { .. } | UffdOp::Continue { .. } => &["fd", "dst", "len", "mode"],
         UffdOp::Read { .. } => &["fd"],
     }
 }

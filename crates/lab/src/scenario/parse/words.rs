@@ -194,10 +194,7 @@ pub fn parse_mcl_flags(s: &str) -> Result<u32, String> {
 /// refused by name wherever a userfaultfd operation takes words.
 const UNMODELLED_UFFD: &[(&str, &str)] = &[
     ("wp", "UFFDIO_REGISTER_MODE_WP and UFFDIO_COPY_MODE_WP, userfaultfd write-protection (v5.7)"),
-    ("minor", "UFFDIO_REGISTER_MODE_MINOR, minor faults (v5.13 hugetlb, v5.14 shmem)"),
     ("pagefault_flag_wp", "UFFD_FEATURE_PAGEFAULT_FLAG_WP, write-protection (v5.7)"),
-    ("minor_hugetlbfs", "UFFD_FEATURE_MINOR_HUGETLBFS, minor faults (v5.13)"),
-    ("minor_shmem", "UFFD_FEATURE_MINOR_SHMEM, minor faults (v5.14)"),
     ("wp_hugetlbfs_shmem", "UFFD_FEATURE_WP_HUGETLBFS_SHMEM, write-protection (v5.19)"),
     ("wp_unpopulated", "UFFD_FEATURE_WP_UNPOPULATED, write-protection (v6.4)"),
     ("poison", "UFFD_FEATURE_POISON, UFFDIO_POISON (v6.6)"),
@@ -239,18 +236,21 @@ pub(super) fn parse_uffd_features(s: &str) -> Result<u64, String> {
         ("sigbus", feature::SIGBUS),
         ("thread_id", feature::THREAD_ID),
         ("exact_address", feature::EXACT_ADDRESS),
+        ("minor_hugetlbfs", feature::MINOR_HUGETLBFS),
+        ("minor_shmem", feature::MINOR_SHMEM),
     ];
     uffd_words(s, &table)
 }
 
-/// `UFFDIO_COPY` and `UFFDIO_ZEROPAGE` modes: `"dontwake"`.
+/// `UFFDIO_COPY`, `UFFDIO_ZEROPAGE` and `UFFDIO_CONTINUE` modes: `"dontwake"`.
 pub(super) fn parse_uffd_copy_mode(s: &str) -> Result<u64, String> {
     uffd_words(s, &[("dontwake", mm::types::userfaultfd::copy_mode::DONTWAKE)])
 }
 
-/// `UFFDIO_REGISTER` modes: `"missing"`.
+/// `UFFDIO_REGISTER` modes: `"missing"`, `"minor"`, `"missing|minor"`.
 pub(super) fn parse_uffd_mode(s: &str) -> Result<u64, String> {
-    uffd_words(s, &[("missing", mm::types::userfaultfd::register_mode::MISSING)])
+    use mm::types::userfaultfd::register_mode;
+    uffd_words(s, &[("missing", register_mode::MISSING), ("minor", register_mode::MINOR)])
 }
 
 /// `msync` flags: `"sync"`, `"async|invalidate"`, ...
@@ -468,7 +468,6 @@ pub(super) fn parse_percent(text: &str) -> Result<simcore::Ratio, String> {
 /// kernel: operations by name ...
 pub(super) const UNMODELLED_OPS: &[(&str, &str)] = &[
     ("uffdio_writeprotect", "UFFDIO_WRITEPROTECT, userfaultfd write-protection (v5.7)"),
-    ("uffdio_continue", "UFFDIO_CONTINUE, userfaultfd minor faults (v5.13)"),
     ("uffdio_poison", "UFFDIO_POISON (v6.6)"),
     ("uffdio_move", "UFFDIO_MOVE (v6.8)"),
     ("mbind", "NUMA memory policy, mbind(2) (mm/mempolicy.c): the model has one node"),
