@@ -74,7 +74,7 @@ impl Parser<'_> {
             return Err(self.err(f.line_of("op"), why));
         }
         Err(self.err(f.line_of("op"), format!(
-            "unknown operation `{name}`: expected one of mmap, munmap, mremap, mprotect, madvise, mlock, mlock2, munlock, mlockall, munlockall, msync, brk, open, memfd_create, shmget, shmat, shmdt, shmctl, close, dup, read, write, truncate, ftruncate, fallocate, fsync, fork, exit, exec, touch, read_bytes, write_bytes, increment, mincore, pagemap, run, pin, pin_read, unpin, io_uring_register_buffers, userfaultfd, uffdio_api, uffdio_register, uffdio_unregister, uffdio_copy, uffdio_zeropage, uffd_read, io_uring_unregister_buffers, read_fixed, write_fixed, pread_direct, pwrite, complete, clear_refs, pipe, vmsplice, sleep, fadvise, memory_reclaim, prctl, sysfs_write, repeat, notify, wait"
+            "unknown operation `{name}`: expected one of mmap, munmap, mremap, mprotect, madvise, mlock, mlock2, munlock, mlockall, munlockall, msync, brk, open, memfd_create, shmget, shmat, shmdt, shmctl, close, dup, read, write, truncate, ftruncate, fallocate, fsync, fork, exit, exec, touch, read_bytes, write_bytes, increment, mincore, pagemap, run, pin, pin_read, unpin, io_uring_register_buffers, userfaultfd, uffdio_api, uffdio_register, uffdio_unregister, uffdio_wake, uffdio_copy, uffdio_zeropage, uffdio_continue, uffd_read, io_uring_unregister_buffers, read_fixed, write_fixed, pread_direct, pwrite, complete, clear_refs, pipe, vmsplice, sleep, fadvise, memory_reclaim, prctl, sysfs_write, repeat, notify, wait"
         )))
     }
 
