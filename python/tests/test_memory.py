@@ -1,6 +1,9 @@
 """Syscalls and memory accesses through the Python API, checked on the observables."""
 
+import errno
+
 import mmsim
+import pytest
 
 GIB_KB = 1 << 20
 
@@ -122,6 +125,20 @@ def test_mprotect_munmap_madvise(machine):
     assert machine.smaps(p).iloc[0].perms == "r--p"
     p.munmap(buf, "16KiB")
     assert len(machine.smaps(p)) == 0
+
+
+def test_mseal_refuses_unmapping_from_v6_10():
+    m = mmsim.Machine(kernel="v6.12")
+    p = m.process("p")
+    buf = p.mmap("8KiB", prot="r")
+    p.mseal(buf, "8KiB")
+    assert "sl" in m.smaps(p).iloc[0].VmFlags.split()
+    with pytest.raises(OSError) as e:
+        p.munmap(buf, "8KiB")
+    assert e.value.errno == errno.EPERM
+    with pytest.raises(OSError) as e:
+        mmsim.Machine(kernel="v6.8").process("q").mseal(buf, "8KiB")
+    assert e.value.errno == errno.ENOSYS
 
 
 def test_cpu_keyword_runs_the_call_on_that_cpu(machine):

@@ -40,6 +40,7 @@ pub(crate) fn run(agent: &mut Agent<'_>, op: &Op) -> OpResult {
         | OpKind::Mremap { .. }
         | OpKind::Mlock { .. }
         | OpKind::Munlock { .. }
+        | OpKind::Mseal { .. }
         | OpKind::Mlockall { .. }
         | OpKind::Munlockall
         | OpKind::Msync { .. } => mapping_op(agent, op),
@@ -134,6 +135,10 @@ fn mapping_op(agent: &mut Agent<'_>, op: &Op) -> OpResult {
         OpKind::Munlock { addr, len } => {
             let a = [at(agent, addr)?, len.as_u64(), 0, 0, 0, 0];
             done(agent.sys(|| sys::raw(libc::SYS_munlock, a)))
+        }
+        OpKind::Mseal { addr, len, flags } => {
+            let a = [at(agent, addr)?, len.as_u64(), *flags, 0, 0, 0];
+            done(agent.sys(|| sys::raw(libc::SYS_mseal, a)))
         }
         OpKind::Mlockall { flags } => {
             done(agent.sys(|| sys::raw(SYS_mlockall, [u64::from(*flags), 0, 0, 0, 0, 0])))

@@ -1261,6 +1261,20 @@ pub fn has_mlock2(k: KernelVersion) -> bool {
     k >= v(4, 4)
 }
 
+/// `mseal(2)` and `VM_SEALED` exist: "mseal: add mseal syscall" (8be7258aad44, v6.10); before,
+/// the syscall is ENOSYS (`mseal.rs`).
+pub fn has_mseal(k: KernelVersion) -> bool {
+    k >= v(6, 10)
+}
+
+/// A sealed VMA is found VMA by VMA by the walks of `mprotect`, `madvise` and `munmap` (and
+/// `mremap` looks at its source VMA only): Pedro Falcato's "mm: mseal: ... can_modify_vma"
+/// series, v6.12. In v6.10-v6.11 `can_modify_mm` and `can_modify_mm_madv` check the whole
+/// range first, so a refused call changes nothing (`mseal.rs`).
+pub fn mseal_checks_each_vma(k: KernelVersion) -> bool {
+    k >= v(6, 12)
+}
+
 /// `userfaultfd(2)` exists: "userfaultfd: add new syscall to provide memory externalization"
 /// (v4.3, Andrea Arcangeli's series); before, the syscall is ENOSYS.
 pub fn has_userfaultfd(k: KernelVersion) -> bool {

@@ -44,6 +44,7 @@ pub mod mlock;
 pub mod mm_struct;
 pub mod mmap;
 pub mod mremap;
+mod mseal;
 pub mod msync;
 pub mod page_alloc;
 mod page_io;

@@ -435,6 +435,10 @@ pub(crate) async fn do_mmap_file(
         cx.st().check_fixed_area(mm, &a, len, unit, k)?;
     }
     let start = cx.st().get_unmapped_area(mm, &a, len, align)?;
+    if fixed {
+        // `mmap_region`'s unmap of what the new mapping replaces refuses a sealed VMA.
+        crate::mseal::check_unmap(&cx.st(), mm, start, start + len)?;
+    }
     let shared = mmap_shared(&a)?;
     let mut vm = calc_vm_flags(&a, cx.st().mm(mm).def_flags);
     let file = mmap_file(cx, pid, &a, given, huge, len, &mut vm)?;
@@ -885,14 +889,16 @@ pub(crate) async fn do_munmap(cx: &Cx, mm: MmId, addr: VirtAddr, len: Bytes) -> 
     unmapped
 }
 
-/// `do_munmap` under `mmap_lock` held for write: EINVAL where a hugetlb VMA would be split
-/// inside a huge page, else unmaps `[start, end)`.
+/// `do_munmap` under `mmap_lock` held for write: EPERM where a VMA of the range is sealed
+/// (`mseal.rs`), EINVAL where a hugetlb VMA would be split inside a huge page, else unmaps
+/// `[start, end)`.
 pub(crate) async fn munmap_locked(
     cx: &Cx,
     mm: MmId,
     start: VirtAddr,
     end: VirtAddr,
 ) -> Result<(), Errno> {
+    crate::mseal::check_unmap(&cx.st(), mm, start, end)?;
     crate::hugetlb::hugetlb_split_prepare(cx, mm, start, end).await?;
     crate::userfaultfd::events::userfaultfd_unmap_prep(cx, &mut cx.st(), mm, start, end);
     unmap_locked(cx, mm, start, end).await;
@@ -934,7 +940,8 @@ pub(crate) async fn do_mprotect(
     }
     let lock = cx.st().mm(mm).mmap_lock;
     let _g = lock.write(cx).await;
-    let (end, stopped) = mprotect_reach(&cx.st(), mm, start, end, new_prot)?;
+    let k = cx.kernel().version;
+    let (end, stopped) = mprotect_reach(&cx.st(), k, mm, start, end, new_prot)?;
     if end > start {
         mprotect_apply(cx, mm, start, end, new_prot).await?;
     }
@@ -942,11 +949,13 @@ pub(crate) async fn do_mprotect(
 }
 
 /// How far `do_mprotect_pkey`'s walk over the VMAs gets (mm/mprotect.c; the same loop in every
-/// era mmsim runs): ENOMEM at once when no VMA holds `start`; otherwise the end of the last VMA
-/// it changes before a gap (ENOMEM) or a VMA that cannot take the protection (EACCES), with
-/// that error. The VMAs before the stop keep their new protection.
+/// era mmsim runs): ENOMEM at once when no VMA holds `start`, then EPERM at once for a sealed
+/// VMA in the range in v6.10-v6.11; otherwise the end of the last VMA it changes before a gap
+/// (ENOMEM), a VMA that cannot take the protection (EACCES) or, from v6.12, a sealed one
+/// (EPERM; `mseal.rs`), with that error. The VMAs before the stop keep their new protection.
 fn mprotect_reach(
     st: &KState,
+    k: KernelVersion,
     mm: MmId,
     start: VirtAddr,
     end: VirtAddr,
@@ -956,10 +965,14 @@ fn mprotect_reach(
     if vmas.is_empty() {
         return Err(Errno::ENOMEM);
     }
+    crate::mseal::check_mprotect_range(st, k, mm, start, end)?;
     let mut reach = start;
     for v in vmas {
         if new_prot & prot::WRITE != 0 && !st.vma(v).flags.has(VmFlags::MAYWRITE) {
             return Ok((reach, Some(Errno::EACCES)));
+        }
+        if crate::mseal::refuses_mprotect(st, k, v) {
+            return Ok((reach, Some(Errno::EPERM)));
         }
         reach = st.vma(v).end.min(end);
     }
@@ -1253,6 +1266,27 @@ pub(crate) async fn do_madvise(
 ) -> Result<(), Errno> {
     cx.charge(Cost::Syscall).await;
     let (start, end) = user_range(addr, len)?;
+    let k = cx.kernel().version;
+    let stop = crate::mseal::madvise_stop(&cx.st(), k, mm, start, end, advice)?;
+    let Some(at) = stop else { return madvise_range(cx, mm, start, end, advice).await };
+    // v6.12+: the VMAs before the sealed one take the advice; the walk's error wins over a gap's.
+    if at > start {
+        match madvise_range(cx, mm, start, at, advice).await {
+            Err(e) if e != Errno::ENOMEM => return Err(e),
+            _ => {}
+        }
+    }
+    Err(Errno::EPERM)
+}
+
+/// The advice over `[start, end)`, dispatched by kind.
+async fn madvise_range(
+    cx: &Cx,
+    mm: MmId,
+    start: VirtAddr,
+    end: VirtAddr,
+    advice: u32,
+) -> Result<(), Errno> {
     let lock = cx.st().mm(mm).mmap_lock;
     match advice {
         madv::DONTNEED => madvise_dontneed(cx, mm, start, end).await,

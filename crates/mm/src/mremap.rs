@@ -159,6 +159,10 @@ pub(crate) async fn do_mremap(cx: &Cx, mm: MmId, a: MremapArgs) -> Result<VirtAd
 
 /// `mremap(2)` under `mmap_lock` held for write.
 async fn mremap_locked(cx: &Cx, mut r: Remap) -> Result<VirtAddr, Errno> {
+    if crate::era::has_mseal(r.kernel) {
+        let vma = lookup(&cx.st(), &r)?;
+        crate::mseal::check_mremap(&cx.st(), r.kernel, r.mm, vma, r.addr, r.old_len)?;
+    }
     if mremap_handles_hugetlb(r.kernel) {
         let vma = lookup(&cx.st(), &r)?;
         let huge = cx.st().hstate_vma(vma);

@@ -184,6 +184,11 @@ impl Thread {
         crate::mlock::do_mlock(&self.cx, self.mm()?, addr, len, flags).await
     }
 
+    /// `mseal(2)` (`mseal.rs`).
+    pub async fn mseal(&self, addr: VirtAddr, len: Bytes, flags: u64) -> Result<(), Errno> {
+        crate::mseal::do_mseal(&self.cx, self.mm()?, addr, len, flags).await
+    }
+
     /// `munlock(2)`.
     pub async fn munlock(&self, addr: VirtAddr, len: Bytes) -> Result<(), Errno> {
         crate::mlock::do_munlock(&self.cx, self.mm()?, addr, len).await

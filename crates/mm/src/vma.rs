@@ -61,6 +61,8 @@ impl VmFlags {
     /// `VM_UFFD_MINOR` (bit 38, v5.13): a userfaultfd handles the VMA's minor faults, on pages
     /// its file already caches (`userfaultfd.rs`).
     pub const UFFD_MINOR: u64 = 1 << 38;
+    /// `VM_SEALED` (v6.10): `mseal(2)` sealed the VMA (`mseal.rs`; bit 63 as in v6.10-v6.17).
+    pub const SEALED: u64 = 1 << 63;
     /// `VM_SPECIAL`: VMAs that never merge (`vma_merge`) and whose pages mlock leaves alone.
     pub const SPECIAL: u64 =
         VmFlags::IO | VmFlags::DONTEXPAND | VmFlags::PFNMAP | VmFlags::MIXEDMAP;
@@ -76,7 +78,7 @@ impl VmFlags {
 
     /// The two-letter mnemonics of smaps' `VmFlags:` (`fs/proc/task_mmu.c` `show_smap_vma_flags`).
     pub fn mnemonics(self) -> String {
-        const TABLE: [(u64, &str); 29] = [
+        const TABLE: [(u64, &str); 30] = [
             (VmFlags::READ, "rd"),
             (VmFlags::WRITE, "wr"),
             (VmFlags::EXEC, "ex"),
@@ -106,6 +108,7 @@ impl VmFlags {
             (VmFlags::NOHUGEPAGE, "nh"),
             (VmFlags::MERGEABLE, "mg"),
             (VmFlags::UFFD_MINOR, "ui"),
+            (VmFlags::SEALED, "sl"),
         ];
         let names: Vec<&str> =
             TABLE.iter().filter(|(b, _)| self.has(*b)).map(|(_, n)| *n).collect();

@@ -161,6 +161,20 @@ impl Process {
         })
     }
 
+    /// `mseal(2)` (v6.10; ENOSYS before): seals the range's VMAs against unmapping, `mprotect`,
+    /// `mremap` and discarding advice on read-only anonymous memory.
+    #[pyo3(signature = (addr, length, *, cpu=0))]
+    fn mseal(&self, py: Python<'_>, addr: u64, length: Size, cpu: u32) -> PyResult<()> {
+        let len = length.bytes();
+        self.run(
+            py,
+            cpu,
+            "mseal",
+            None,
+            move |t| async move { t.mseal(VirtAddr(addr), len, 0).await },
+        )
+    }
+
     /// `munlock(2)`.
     #[pyo3(signature = (addr, length, *, cpu=0))]
     fn munlock(&self, py: Python<'_>, addr: u64, length: Size, cpu: u32) -> PyResult<()> {

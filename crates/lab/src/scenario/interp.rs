@@ -296,6 +296,7 @@ pub async fn execute(t: &Thread, op: &Op, env: &RefCell<Env>) -> OpResult {
         | OpKind::Run { .. } => memory_op(t, op, env).await,
         OpKind::Mlock { .. }
         | OpKind::Munlock { .. }
+        | OpKind::Mseal { .. }
         | OpKind::Mlockall { .. }
         | OpKind::Munlockall
         | OpKind::Msync { .. } => lock_op(t, op, env).await,
@@ -345,12 +346,14 @@ pub async fn execute(t: &Thread, op: &Op, env: &RefCell<Env>) -> OpResult {
     }
 }
 
-/// Locking and syncing memory: `mlock`, `mlock2`, `munlock`, `mlockall`, `munlockall`, `msync`.
+/// Locking, sealing and syncing memory: `mlock`, `mlock2`, `munlock`, `mseal`, `mlockall`,
+/// `munlockall`, `msync`.
 async fn lock_op(t: &Thread, op: &Op, env: &RefCell<Env>) -> Result<Outcome, Stop> {
     let addr = |a: &AddrExpr| env.borrow().addr(a);
     match &op.kind {
         OpKind::Mlock { addr: a, len, flags } => t.mlock(addr(a)?, *len, *flags).await?,
         OpKind::Munlock { addr: a, len } => t.munlock(addr(a)?, *len).await?,
+        OpKind::Mseal { addr: a, len, flags } => t.mseal(addr(a)?, *len, *flags).await?,
         OpKind::Mlockall { flags } => t.mlockall(*flags).await?,
         OpKind::Munlockall => t.munlockall().await?,
         OpKind::Msync { addr: a, len, flags } => t.msync(addr(a)?, *len, *flags).await?,

@@ -323,6 +323,13 @@ pub enum OpKind {
         addr: AddrExpr,
         len: Bytes,
     },
+    /// `mseal(addr, len, flags)` (v6.10; `flags` must be 0, any other value is the kernel's
+    /// EINVAL to ask about).
+    Mseal {
+        addr: AddrExpr,
+        len: Bytes,
+        flags: u64,
+    },
     /// `mlockall(flags)` (`mm::mlock::mcl`).
     Mlockall {
         flags: u32,
@@ -662,6 +669,7 @@ impl OpKind {
             OpKind::Mlock { flags: None, .. } => "mlock",
             OpKind::Mlock { flags: Some(_), .. } => "mlock2",
             OpKind::Munlock { .. } => "munlock",
+            OpKind::Mseal { .. } => "mseal",
             OpKind::Mlockall { .. } => "mlockall",
             OpKind::Munlockall => "munlockall",
             OpKind::Brk { .. } => "brk",

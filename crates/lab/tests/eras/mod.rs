@@ -17,6 +17,7 @@ use lab::scenario::run::{Overrides, load, run};
 use std::path::{Path, PathBuf};
 
 /// The scenario files of `scenarios/<dir>`, sorted; at least `min` of them.
+#[allow(dead_code)] // a test binary may name its files instead of a folder
 pub(crate) fn scenario_files(dir: &str, min: usize) -> Vec<PathBuf> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios").join(dir);
     let mut files: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();

@@ -293,6 +293,11 @@ fn fd_and<'a>(f: &str, a: impl IntoIterator<Item = &'a AddrExpr>) -> Vec<(String
     fd(f).into_iter().chain(a.into_iter().flat_map(addr)).collect()
 }
 
+/// Segment `id` and the names of the addresses `a`.
+fn shm_and<'a>(id: &str, a: impl IntoIterator<Item = &'a AddrExpr>) -> Vec<(String, ValueKind)> {
+    std::iter::once((id.to_string(), ValueKind::Shm)).chain(a.into_iter().flat_map(addr)).collect()
+}
+
 /// The names a userfaultfd operation reads.
 fn uffd_refs(u: &UffdOp) -> Vec<(String, ValueKind)> {
     match u {
@@ -318,10 +323,8 @@ fn op_refs(k: &OpKind) -> Vec<(String, ValueKind)> {
         OpKind::Mremap { addr: a, new_addr: n, .. } => {
             addr(a).into_iter().chain(n.iter().flat_map(addr)).collect()
         }
-        OpKind::Shmat { shmid, addr: a, .. } => std::iter::once((shmid.clone(), ValueKind::Shm))
-            .chain(a.iter().flat_map(addr))
-            .collect(),
-        OpKind::Shmctl { shmid, .. } => vec![(shmid.clone(), ValueKind::Shm)],
+        OpKind::Shmat { shmid, addr: a, .. } => shm_and(shmid, a),
+        OpKind::Shmctl { shmid, .. } => shm_and(shmid, None),
         OpKind::Munmap { addr: a, .. }
         | OpKind::Shmdt { addr: a }
         | OpKind::Brk { addr: a }
@@ -329,6 +332,7 @@ fn op_refs(k: &OpKind) -> Vec<(String, ValueKind)> {
         | OpKind::Madvise { addr: a, .. }
         | OpKind::Mlock { addr: a, .. }
         | OpKind::Munlock { addr: a, .. }
+        | OpKind::Mseal { addr: a, .. }
         | OpKind::Msync { addr: a, .. }
         | OpKind::Touch { addr: a, .. }
         | OpKind::ReadBytes { addr: a, .. }

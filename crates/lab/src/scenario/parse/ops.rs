@@ -74,7 +74,7 @@ impl Parser<'_> {
             return Err(self.err(f.line_of("op"), why));
         }
         Err(self.err(f.line_of("op"), format!(
-            "unknown operation `{name}`: expected one of mmap, munmap, mremap, mprotect, madvise, mlock, mlock2, munlock, mlockall, munlockall, msync, brk, open, memfd_create, shmget, shmat, shmdt, shmctl, close, dup, read, write, truncate, ftruncate, fallocate, fsync, fork, exit, exec, touch, read_bytes, write_bytes, increment, mincore, pagemap, run, pin, pin_read, unpin, io_uring_register_buffers, userfaultfd, uffdio_api, uffdio_register, uffdio_unregister, uffdio_wake, uffdio_copy, uffdio_zeropage, uffdio_continue, uffd_read, io_uring_unregister_buffers, read_fixed, write_fixed, pread_direct, pwrite, complete, clear_refs, pipe, vmsplice, sleep, fadvise, memory_reclaim, prctl, sysfs_write, repeat, notify, wait"
+            "unknown operation `{name}`: expected one of mmap, munmap, mremap, mprotect, madvise, mlock, mlock2, munlock, mseal, mlockall, munlockall, msync, brk, open, memfd_create, shmget, shmat, shmdt, shmctl, close, dup, read, write, truncate, ftruncate, fallocate, fsync, fork, exit, exec, touch, read_bytes, write_bytes, increment, mincore, pagemap, run, pin, pin_read, unpin, io_uring_register_buffers, userfaultfd, uffdio_api, uffdio_register, uffdio_unregister, uffdio_wake, uffdio_copy, uffdio_zeropage, uffdio_continue, uffd_read, io_uring_unregister_buffers, read_fixed, write_fixed, pread_direct, pwrite, complete, clear_refs, pipe, vmsplice, sleep, fadvise, memory_reclaim, prctl, sysfs_write, repeat, notify, wait"
         )))
     }
 
@@ -97,6 +97,11 @@ impl Parser<'_> {
                 flags: Some(f.keyword("flags", parse_mlock2_flags, Some(0))?),
             },
             "munlock" => OpKind::Munlock { addr: f.addr("addr")?, len: f.size("len")? },
+            "mseal" => OpKind::Mseal {
+                addr: f.addr("addr")?,
+                len: f.size("len")?,
+                flags: f.opt_u64("flags")?.unwrap_or(0),
+            },
             "mlockall" => OpKind::Mlockall { flags: f.keyword("flags", parse_mcl_flags, None)? },
             "munlockall" => OpKind::Munlockall,
             "brk" => OpKind::Brk { addr: f.addr("addr")? },
@@ -802,7 +807,9 @@ fn op_keys(kind: &OpKind) -> &'static [&'static str] {
         OpKind::Munmap { .. } | OpKind::Munlock { .. } | OpKind::Mlock { flags: None, .. } => {
             &["addr", "len"]
         }
-        OpKind::Mlock { flags: Some(_), .. } | OpKind::Msync { .. } => &["addr", "len", "flags"],
+        OpKind::Mlock { flags: Some(_), .. } | OpKind::Msync { .. } | OpKind::Mseal { .. } => {
+            &["addr", "len", "flags"]
+        }
         OpKind::Mlockall { .. } => &["flags"],
         OpKind::Munlockall => &[],
         OpKind::Mprotect { .. } => &["addr", "len", "prot"],

@@ -488,7 +488,6 @@ pub(super) const UNMODELLED_OPS: &[(&str, &str)] = &[
     ("remap_file_pages", "remap_file_pages(2) (mm/mmap.c)"),
     ("pkey_mprotect", "memory protection keys, pkey_mprotect(2) (mm/mprotect.c)"),
     ("pkey_alloc", "memory protection keys, pkey_alloc(2) (mm/mprotect.c)"),
-    ("mseal", "mseal(2) (mm/mseal.c)"),
     ("swapon", "swapon(2) (mm/swapfile.c): the swap device is the machine's `swap`"),
     ("swapoff", "swapoff(2) (mm/swapfile.c)"),
     (
