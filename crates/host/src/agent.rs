@@ -352,9 +352,9 @@ impl Agent<'_> {
             judged.failure = None; // a number the host chooses: not the scenario's to expect
         }
         readings.push(judged.reading);
-        if let (Some(name), Ok(Outcome::Bound(v))) = (&op.bind, &result) {
-            self.names.bind(name, *v);
-            if let Some(b) = Bound::of(*v) {
+        if let (Some(name), Some(v)) = (&op.bind, lab::scenario::interp::bound_value(&result)) {
+            self.names.bind(name, v);
+            if let Some(b) = Bound::of(v) {
                 self.bound.push((name.clone(), b));
             }
         }

@@ -305,10 +305,11 @@ fn read(
 fn uffd_op(agent: &mut Agent<'_>, u: &UffdOp) -> OpResult {
     use sys::uffdio;
     Ok(match u {
-        UffdOp::Create { flags } => {
+        UffdOp::Create { flags, dev: false } => {
             let a = [*flags, 0, 0, 0, 0, 0];
             fd_of(agent.sys(|| sys::raw(libc::SYS_userfaultfd, a).map(|fd| fd as i32)))
         }
+        UffdOp::Create { flags, dev: true } => fd_of(agent.sys(|| sys::dev_userfaultfd(*flags))),
         UffdOp::Api { fd: f, features } => {
             let mut api = [mm::types::userfaultfd::UFFD_API, *features, 0];
             let f = fd(agent, f)?;
@@ -322,21 +323,32 @@ fn uffd_op(agent: &mut Agent<'_>, u: &UffdOp) -> OpResult {
             let (f, mut range) = (fd(agent, f)?, [at(agent, addr)?, *len]);
             done(agent.sys(|| sys::uffd_ioctl(f, uffdio::UNREGISTER, &mut range)))
         }
-        UffdOp::Copy { fd: f, dst, src, len } => {
-            let (f, mut copy) = (fd(agent, f)?, [at(agent, dst)?, at(agent, src)?, *len, 0, 0]);
+        UffdOp::Wake { fd: f, addr, len } => {
+            let (f, mut range) = (fd(agent, f)?, [at(agent, addr)?, *len]);
+            done(agent.sys(|| sys::uffd_ioctl(f, uffdio::WAKE, &mut range)))
+        }
+        UffdOp::Copy { fd: f, dst, src, len, mode } => {
+            let (f, mut copy) = (fd(agent, f)?, [at(agent, dst)?, at(agent, src)?, *len, *mode, 0]);
             agent.sys(|| sys::uffd_ioctl(f, uffdio::COPY, &mut copy)).map(|_| Outcome::Count(*len))
         }
-        UffdOp::Zeropage { fd: f, dst, len } => {
-            let (f, mut zero) = (fd(agent, f)?, [at(agent, dst)?, *len, 0, 0]);
+        UffdOp::Zeropage { fd: f, dst, len, mode } => {
+            let (f, mut zero) = (fd(agent, f)?, [at(agent, dst)?, *len, *mode, 0]);
             agent
                 .sys(|| sys::uffd_ioctl(f, uffdio::ZEROPAGE, &mut zero))
                 .map(|_| Outcome::Count(*len))
         }
-        UffdOp::Read { fd: f } => {
+        UffdOp::Continue { fd: f, dst, len, mode } => {
+            let (f, mut cont) = (fd(agent, f)?, [at(agent, dst)?, *len, *mode, 0]);
+            agent
+                .sys(|| sys::uffd_ioctl(f, uffdio::CONTINUE, &mut cont))
+                .map(|_| Outcome::Count(*len))
+        }
+        UffdOp::Read { fd: f, .. } => {
             let f = fd(agent, f)?;
+            // An event the model does not know reads as a bare success, which no expectation
+            // of a message meets.
             agent.sys(|| sys::uffd_read(f)).map(|msg| {
-                let m = mm::userfaultfd::UffdMsg::decode(&msg);
-                Outcome::Fault { addr: m.address, write: m.write }
+                mm::userfaultfd::UffdMsg::decode(&msg).map_or(Outcome::Done, Outcome::Uffd)
             })
         }
     })

@@ -130,6 +130,19 @@ pub(crate) mod uffdio {
     pub(crate) const UNREGISTER: u64 = 0x8010_aa01;
     pub(crate) const COPY: u64 = 0xc028_aa03;
     pub(crate) const ZEROPAGE: u64 = 0xc020_aa04;
+    pub(crate) const WAKE: u64 = 0x8010_aa02;
+    pub(crate) const CONTINUE: u64 = 0xc020_aa07;
+    /// `USERFAULTFD_IOC_NEW` of `/dev/userfaultfd` (`_IO(0xAA, 0x00)`, v6.1).
+    pub(crate) const IOC_NEW: u64 = 0xaa00;
+}
+
+/// A userfaultfd from `/dev/userfaultfd` (`USERFAULTFD_IOC_NEW` with `flags`), the device's
+/// own descriptor closed again.
+pub(crate) fn dev_userfaultfd(flags: u64) -> SysResult<i32> {
+    let dev = open("/dev/userfaultfd", libc::O_RDWR | libc::O_CLOEXEC, 0)?;
+    let fd = raw(libc::SYS_ioctl, [dev as u64, uffdio::IOC_NEW, flags, 0, 0, 0]);
+    close(dev)?;
+    fd.map(|fd| fd as i32)
 }
 
 /// `ioctl(fd, cmd, arg)` of a userfaultfd with `arg` the words of its `struct uffdio_*`
@@ -138,13 +151,20 @@ pub(crate) fn uffd_ioctl(fd: i32, cmd: u64, arg: &mut [u64]) -> SysResult<u64> {
     raw(libc::SYS_ioctl, [fd as u64, cmd, arg.as_mut_ptr() as u64, 0, 0, 0])
 }
 
-/// A userfaultfd message without sleeping: `struct uffd_msg`'s 32 bytes, EAGAIN when none is
-/// pending (`poll` with no timeout first, so a descriptor without `O_NONBLOCK` never blocks the
-/// single-threaded agent: nothing could post a message meanwhile).
+/// How long a native read of a userfaultfd without `O_NONBLOCK` waits for a message, which
+/// only another agent (another scenario process) can post meanwhile.
+const UFFD_READ_WAIT_MS: i32 = 3000;
+
+/// A userfaultfd message without sleeping for good: `struct uffd_msg`'s 32 bytes, EAGAIN when
+/// none is pending (at once with `O_NONBLOCK`; after [`UFFD_READ_WAIT_MS`] without, since the
+/// single-threaded agent's own tasks cannot post one while it waits).
 pub(crate) fn uffd_read(fd: i32) -> SysResult<[u8; 32]> {
+    // SAFETY: `F_GETFL` reads the descriptor's flags and touches no memory.
+    let fl = check_int(unsafe { libc::fcntl(fd, libc::F_GETFL) })?;
+    let wait = if fl & libc::O_NONBLOCK as u64 != 0 { 0 } else { UFFD_READ_WAIT_MS };
     let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
     // SAFETY: `pfd` is one valid pollfd for the duration of the call.
-    if check_int(unsafe { libc::poll(&mut pfd, 1, 0) })? == 0 {
+    if check_int(unsafe { libc::poll(&mut pfd, 1, wait) })? == 0 {
         return Err(SysErr::Errno(mm::Errno::EAGAIN));
     }
     let mut msg = [0u8; 32];

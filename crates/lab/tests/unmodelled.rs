@@ -43,8 +43,9 @@ fn hugetlb_runs_on_every_kernel() {
     }
 }
 
-/// userfaultfd is modelled (missing mode, `UFFDIO_COPY`/`ZEROPAGE`); its other modes, features,
-/// flags and ioctls are refused by name when the file is read.
+/// userfaultfd is modelled (missing and minor modes, `UFFDIO_COPY`/`ZEROPAGE`/`WAKE`/`CONTINUE`,
+/// the events, `SIGBUS`, `THREAD_ID`, `EXACT_ADDRESS`); write-protection, `POISON` and `MOVE`
+/// are refused by name when the file is read.
 #[test]
 fn userfaultfd_runs_and_its_unmodelled_parts_are_refused() {
     let ops = |ops: &str| format!("{SCENARIO}\n[[step]]\nprocess = \"p\"\nops = [\n{ops}\n]\n");
@@ -52,12 +53,16 @@ fn userfaultfd_runs_and_its_unmodelled_parts_are_refused() {
     let s = parse_scenario("s.toml", &ops(setup)).unwrap();
     assert!(run(&s, &Overrides::default(), &mut |_| ()).unwrap().passed());
     let refused = [
-        ("{ op = \"uffdio_continue\", fd = \"u\" }", "UFFDIO_CONTINUE"),
-        ("{ op = \"userfaultfd\", flags = \"user_mode_only\" }", "UFFD_USER_MODE_ONLY"),
-        ("{ op = \"uffdio_api\", fd = \"u\", features = \"sigbus\" }", "UFFD_FEATURE_SIGBUS"),
+        ("{ op = \"uffdio_move\", fd = \"u\" }", "UFFDIO_MOVE"),
+        ("{ op = \"uffdio_writeprotect\", fd = \"u\" }", "UFFDIO_WRITEPROTECT"),
+        ("{ op = \"uffdio_api\", fd = \"u\", features = \"poison\" }", "UFFD_FEATURE_POISON"),
         (
-            "{ op = \"uffdio_register\", fd = \"u\", addr = \"0x1000\", len = 4096, mode = \"minor\" }",
-            "UFFDIO_REGISTER_MODE_MINOR",
+            "{ op = \"uffdio_copy\", fd = \"u\", dst = \"m\", src = \"m\", len = 4096, mode = \"wp\" }",
+            "UFFDIO_COPY_MODE_WP",
+        ),
+        (
+            "{ op = \"uffdio_register\", fd = \"u\", addr = \"0x1000\", len = 4096, mode = \"minor|wp\" }",
+            "UFFDIO_REGISTER_MODE_WP",
         ),
     ];
     for (op, name) in refused {

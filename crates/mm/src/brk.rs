@@ -77,6 +77,7 @@ pub(crate) async fn do_brk(cx: &Cx, mm: MmId, brk: VirtAddr) -> VirtAddr {
         }
         drop(guard);
         cx.st().mlock_drain();
+        crate::userfaultfd::events::userfaultfd_complete(cx).await;
         return brk;
     }
     let kernel = cx.kernel().version;

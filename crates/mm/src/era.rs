@@ -1312,6 +1312,64 @@ pub fn mremap_drops_uffd(k: KernelVersion) -> bool {
     k >= v(5, 0)
 }
 
+/// `UFFDIO_API` offers the non-cooperative events `UFFD_FEATURE_EVENT_FORK`, `EVENT_REMAP`,
+/// `EVENT_REMOVE` and `EVENT_UNMAP` (Mike Rapoport's series: "userfaultfd: non-cooperative: add
+/// fork() event", "... add mremap() event", "... add madvise() event for MADV_REMOVE request",
+/// "... add event for memory unmaps", v4.11); before, any feature is EINVAL.
+pub fn uffd_noncooperative_events(k: KernelVersion) -> bool {
+    k >= v(4, 11)
+}
+
+/// `UFFD_FEATURE_SIGBUS` (a userfault raises SIGBUS instead of a message) and
+/// `UFFD_FEATURE_THREAD_ID` (the faulting thread's id in the message) exist: "userfaultfd:
+/// provide pid in userfault msg" and "mm: userfaultfd: add new feature UFFD_FEATURE_SIGBUS"
+/// (v4.14).
+pub fn uffd_sigbus_thread_id(k: KernelVersion) -> bool {
+    k >= v(4, 14)
+}
+
+/// While a non-cooperative event is being delivered (`ctx->mmap_changing`), `UFFDIO_COPY` and
+/// `UFFDIO_ZEROPAGE` fail with EAGAIN: "userfaultfd: prevent non-cooperative events vs
+/// mcopy_atomic races" (df2cc96e7701, v4.18); before, they went ahead.
+pub fn uffd_mfill_waits_mmap_changing(k: KernelVersion) -> bool {
+    k >= v(4, 18)
+}
+
+/// `userfaultfd(2)` takes `UFFD_USER_MODE_ONLY`: a fault from kernel mode (`copy_to_user`) in
+/// a range such a descriptor registered is SIGBUS (EFAULT) instead of a message: "userfaultfd:
+/// add UFFD_USER_MODE_ONLY" (37cd0575b8510159, v5.11); before, the flag is EINVAL.
+pub fn uffd_user_mode_only(k: KernelVersion) -> bool {
+    k >= v(5, 11)
+}
+
+/// `UFFDIO_REGISTER_MODE_MINOR` on hugetlbfs, `UFFD_FEATURE_MINOR_HUGETLBFS` and
+/// `UFFDIO_CONTINUE`: "userfaultfd: add minor fault registration mode" and "userfaultfd: add
+/// UFFDIO_CONTINUE ioctl" (Axel Rasmussen, v5.13); before, the mode is an unknown bit and the
+/// ioctl an unknown command (EINVAL).
+pub fn uffd_minor_hugetlbfs(k: KernelVersion) -> bool {
+    k >= v(5, 13)
+}
+
+/// `UFFDIO_REGISTER_MODE_MINOR` on shmem and `UFFD_FEATURE_MINOR_SHMEM`, with fault-around
+/// kept off minor-registered VMAs: "userfaultfd/shmem: support minor fault registration for
+/// shmem" (v5.14); before, registering shmem in minor mode is EINVAL.
+pub fn uffd_minor_shmem(k: KernelVersion) -> bool {
+    k >= v(5, 14)
+}
+
+/// `UFFD_FEATURE_EXACT_ADDRESS`: the message gives the faulting address unmasked
+/// ("userfaultfd: provide unmasked address on page-fault", 824ddc601adc, v5.18).
+pub fn uffd_exact_address(k: KernelVersion) -> bool {
+    k >= v(5, 18)
+}
+
+/// `/dev/userfaultfd` and its `USERFAULTFD_IOC_NEW` make a userfaultfd as the syscall does:
+/// "userfaultfd: add /dev/userfaultfd for fine grained access control" (2d5de004e009, v6.1);
+/// before, there is no such device (ENOENT).
+pub fn has_dev_userfaultfd(k: KernelVersion) -> bool {
+    k >= v(6, 1)
+}
+
 /// A fault retried after `VM_FAULT_RETRY` (`FAULT_FLAG_TRIED`) counts major: "mm: do page
 /// fault accounting in handle_mm_fault" (bce617edecad, v5.9). Before, x86's fault handler
 /// counted the last pass's `VM_FAULT_MAJOR` only.

@@ -71,6 +71,7 @@ use crate::types::ids::InodeId;
 use crate::types::ids::MmId;
 use crate::types::ids::VmaId;
 use crate::types::mm_types::WalkOps;
+use crate::types::userfaultfd::UffdReason;
 use crate::userfaultfd::{handle_userfault, userfaultfd_wait};
 use crate::vma::VmFlags;
 use crate::vmstat::{MmEvent, VmStat};
@@ -90,6 +91,7 @@ pub(crate) async fn do_user_addr_fault(
 ) -> Result<FaultOutcome, VmFault> {
     let _retry = cx.uffd_scope(UffdFlag::AllowRetry, true);
     let _first = cx.uffd_scope(UffdFlag::Tried, false);
+    cx.set_fault_address(addr);
     let mut waiter = match lock_mm_and_fault(cx, mm, addr, access).await? {
         FaultOutcome::Retry(w) => w,
         done => return Ok(done),
@@ -330,7 +332,8 @@ pub(crate) async fn do_anonymous_page(vmf: &Vmf<'_>) -> Result<FaultOutcome, VmF
             // Deliver the fault to the userfaultfd, checked under the PTE lock.
             if st.userfaultfd_missing(vmf.vma) {
                 drop(st);
-                return handle_userfault(cx, vmf.vma, vmf.address, false).map(FaultOutcome::Retry);
+                let why = (false, UffdReason::Missing);
+                return handle_userfault(cx, vmf.vma, vmf.address, why).map(FaultOutcome::Retry);
             }
             let zero = Pte::new(st.zero_pfn, pte_bits(flags, false, false) | Pte::SPECIAL);
             st.pt.set_pte(table, idx, zero);
@@ -340,7 +343,8 @@ pub(crate) async fn do_anonymous_page(vmf: &Vmf<'_>) -> Result<FaultOutcome, VmF
     // The kernel allocates the page first and asks under the PTE lock (then frees it); the
     // model asks before allocating.
     if cx.st().userfaultfd_missing(vmf.vma) {
-        return handle_userfault(cx, vmf.vma, vmf.address, true).map(FaultOutcome::Retry);
+        let why = (true, UffdReason::Missing);
+        return handle_userfault(cx, vmf.vma, vmf.address, why).map(FaultOutcome::Retry);
     }
     anon_vma_prepare(cx, vmf.mm, vmf.vma).await;
     let folio = alloc_anon_folio(vmf).await?;
@@ -410,10 +414,13 @@ pub(crate) async fn do_fault(vmf: &Vmf<'_>) -> Result<FaultOutcome, VmFault> {
         (file.inode, v.is_shared(), ra)
     };
     if vmf.kind == FaultKind::Read {
-        if do_fault_around(vmf).await {
+        // `uffd_disable_fault_around`: a minor-registered VMA maps nothing around (v5.14), and
+        // `UFFDIO_CONTINUE`'s own fault maps its one page.
+        let alone = cx.st().userfaultfd_minor(vmf.vma) || cx.uffd_flag(UffdFlag::Fill);
+        if !alone && do_fault_around(vmf).await {
             return Ok(FaultOutcome::Minor);
         }
-        if let Some(userfault) = missing_userfault(vmf, inode) {
+        if let Some(userfault) = shmem_userfault(vmf, inode) {
             return userfault;
         }
         let fp = filemap_fault(cx, inode, vmf.pgoff, readaround).await?;
@@ -421,7 +428,7 @@ pub(crate) async fn do_fault(vmf: &Vmf<'_>) -> Result<FaultOutcome, VmFault> {
         folio_unlock(cx, fp.head);
         return outcome;
     }
-    if let Some(userfault) = missing_userfault(vmf, inode) {
+    if let Some(userfault) = shmem_userfault(vmf, inode) {
         return userfault;
     }
     if !shared {
@@ -436,23 +443,26 @@ pub(crate) async fn do_fault(vmf: &Vmf<'_>) -> Result<FaultOutcome, VmFault> {
     outcome
 }
 
-/// The userfaultfd test of `shmem_get_folio_gfp` (a registered page-cache VMA maps shmem:
-/// registration refuses other files): a page inside the file, neither cached nor swapped, goes
-/// to the VMA's userfaultfd, unless the fault is a fill's own (`UffdFlag::Fill`).
-fn missing_userfault(vmf: &Vmf<'_>, inode: InodeId) -> Option<Result<FaultOutcome, VmFault>> {
+/// The userfaultfd tests of `shmem_get_folio_gfp` (a registered page-cache VMA maps shmem:
+/// registration refuses other files), unless the fault is a fill's own (`UffdFlag::Fill`): a
+/// page inside the file, neither cached nor swapped, goes to the VMA's userfaultfd as missing;
+/// a cached or swapped one as minor in a minor-registered VMA.
+fn shmem_userfault(vmf: &Vmf<'_>, inode: InodeId) -> Option<Result<FaultOutcome, VmFault>> {
     let cx = vmf.cx;
-    let missing = {
+    let reason = {
         let st = cx.st();
         let i = &st.inodes[inode];
-        st.userfaultfd_missing(vmf.vma)
-            && !cx.uffd_flag(UffdFlag::Fill)
-            && vmf.pgoff < i.size_pages()
-            && st.page_cache_get(inode, vmf.pgoff).is_none()
-            && !i.mapping.swapped.contains_key(&vmf.pgoff)
-    };
-    missing.then(|| {
-        handle_userfault(cx, vmf.vma, vmf.address, vmf.kind.write()).map(FaultOutcome::Retry)
-    })
+        let present = st.page_cache_get(inode, vmf.pgoff).is_some()
+            || i.mapping.swapped.contains_key(&vmf.pgoff);
+        let armed = !cx.uffd_flag(UffdFlag::Fill) && vmf.pgoff < i.size_pages();
+        match (present, armed) {
+            (false, true) if st.userfaultfd_missing(vmf.vma) => Some(UffdReason::Missing),
+            (true, true) if st.userfaultfd_minor(vmf.vma) => Some(UffdReason::Minor),
+            _ => None,
+        }
+    }?;
+    let why = (vmf.kind.write(), reason);
+    Some(handle_userfault(cx, vmf.vma, vmf.address, why).map(FaultOutcome::Retry))
 }
 
 /// `do_fault_around`: the window of `fault_around_bytes` handed to the operations' `map_pages`.

@@ -27,6 +27,7 @@ use crate::mm_struct::{MmCounter, MmStruct};
 use crate::pgtable::{Level, Pte};
 use crate::process::Process;
 use crate::sim::cost::Cost;
+use crate::types::ids::InodeId;
 use crate::types::ids::MmId;
 use crate::types::ids::Pid;
 use crate::types::ids::PtId;
@@ -110,6 +111,16 @@ pub(crate) async fn do_fork(cx: &Cx, parent: Pid) -> Result<Pid, Errno> {
     cx.st().mem_cgroup_fork(parent, child);
     let new = cx.st().mm_alloc_child(cx, child, old)?;
     crate::ksm::ksm_fork(cx, new, old);
+    let forks = dup_mmap(cx, old, new).await?;
+    // `dup_userfaultfd_complete`, once both `mmap_lock`s are dropped.
+    crate::userfaultfd::events::dup_userfaultfd_complete(cx, forks).await;
+    Ok(child)
+}
+
+/// `dup_mmap`: the parent's VMAs (of `old`) and their pages copied into the child's `new`
+/// under both `mmap_lock`s; returns the userfaultfd contexts made for the child (parent's,
+/// child's) whose `UFFD_EVENT_FORK` the parent owes.
+async fn dup_mmap(cx: &Cx, old: MmId, new: MmId) -> Result<Vec<(InodeId, InodeId)>, Errno> {
     let (old_lock, new_lock) = {
         let st = cx.st();
         (st.mm(old).mmap_lock, st.mm(new).mmap_lock)
@@ -120,6 +131,7 @@ pub(crate) async fn do_fork(cx: &Cx, parent: Pid) -> Result<Pid, Errno> {
     copy_exe_file(&mut cx.st(), old, new, deny);
     let parents: Vec<VmaId> = cx.st().mm(old).vmas.values().copied().collect();
     let mut wrprotected = false;
+    let mut forks = Vec::new();
     for pv in parents {
         let (copy, needs_pages, i_mmap) = {
             let mut st = cx.st();
@@ -128,13 +140,13 @@ pub(crate) async fn do_fork(cx: &Cx, parent: Pid) -> Result<Pid, Errno> {
                 continue;
             }
             let mut copy = Vma { mm: new, anon_vma: None, anon_vma_chain: Vec::new(), ..p.clone() };
-            // `dup_mmap`: the child's VMAs are not locked, nor registered with a userfaultfd
-            // (`dup_userfaultfd` without `UFFD_FEATURE_EVENT_FORK`, which is not modelled).
+            // `dup_mmap`: the child's VMAs are not locked; a userfaultfd's registration goes
+            // with them only under `UFFD_FEATURE_EVENT_FORK` (`dup_userfaultfd`).
             copy.flags.0 &= !(VmFlags::LOCKED | VmFlags::LOCKONFAULT);
-            crate::userfaultfd::userfaultfd_reset(&mut copy);
             let pages = p.anon_vma.is_some() || st.hugetlb_copies_at_fork(pv);
             let needs = pages && !p.flags.has(VmFlags::WIPEONFORK);
             let i_mmap = p.file.map(|f| st.inodes[st.file(f).inode].mapping.i_mmap_rwsem);
+            crate::userfaultfd::events::dup_userfaultfd(cx, &mut st, &mut copy, &mut forks);
             if let Some(f) = copy.file {
                 st.file_mut(f).refs += 1;
             }
@@ -155,7 +167,7 @@ pub(crate) async fn do_fork(cx: &Cx, parent: Pid) -> Result<Pid, Errno> {
     if wrprotected {
         flush_tlb_range(cx, old, VirtAddr(0), VirtAddr(crate::pgtable::TASK_SIZE)).await;
     }
-    Ok(child)
+    Ok(forks)
 }
 
 /// Links the child's copy of VMA `pv` (under `i_mmap_rwsem` for a file's) and gives a hugetlb

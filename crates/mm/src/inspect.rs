@@ -135,6 +135,7 @@ pub const FIELDS: &[Field] = &[
     f("vma.VM_LOCKONFAULT", Target::Addr, "vm_flags & VM_LOCKONFAULT (v4.4)"),
     f("vma.VM_SEALED", Target::Addr, "vm_flags & VM_SEALED (smaps `sl`, v6.10)"),
     f("vma.VM_UFFD_MISSING", Target::Addr, "vm_flags & VM_UFFD_MISSING (smaps `um`, v4.3)"),
+    f("vma.VM_UFFD_MINOR", Target::Addr, "vm_flags & VM_UFFD_MINOR (smaps `ui`, v5.13)"),
     f(
         "vma.has_recency",
         Target::Addr,
@@ -296,6 +297,7 @@ impl KState {
             "vma.VM_LOCKONFAULT" => b(vm_flags()? & VmFlags::LOCKONFAULT != 0),
             "vma.VM_SEALED" => b(vm_flags()? & VmFlags::SEALED != 0),
             "vma.VM_UFFD_MISSING" => b(vm_flags()? & VmFlags::UFFD_MISSING != 0),
+            "vma.VM_UFFD_MINOR" => b(vm_flags()? & VmFlags::UFFD_MINOR != 0),
             "vma.has_recency" => {
                 let id = self.find_vma(mm, addr).ok_or_else(|| format!("no VMA holds {addr}"))?;
                 b(self.vma_has_recency_now(id))

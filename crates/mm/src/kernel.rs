@@ -263,7 +263,13 @@ pub struct Cx {
     /// `current->in_lru_fault`: inside a fault on a VMA with recency (multi-gen LRU hint).
     in_lru_fault: std::cell::Cell<bool>,
     /// The userfaultfd flags of the fault this task is in ([`UffdFlag`]).
-    uffd_flags: [std::cell::Cell<bool>; 3],
+    uffd_flags: [std::cell::Cell<bool>; 4],
+    /// The address the user fault this task is in faulted at, unmasked
+    /// (`vmf->real_address`).
+    fault_address: std::cell::Cell<VirtAddr>,
+    /// The userfaultfd events this task's system call owes, sent once it drops `mmap_lock`
+    /// (the kernel's `uf` lists of `munmap` and `mremap`: `userfaultfd/events.rs`).
+    uffd_events: RefCell<Vec<(InodeId, crate::types::userfaultfd::UffdEvent)>>,
 }
 
 /// A task's userfaultfd flags, each set for a scope ([`Cx::uffd_scope`]).
@@ -277,6 +283,9 @@ pub(crate) enum UffdFlag {
     Fill = 1,
     /// `FAULT_FLAG_TRIED`: the fault is the retry of one that returned `VM_FAULT_RETRY`.
     Tried = 2,
+    /// `FAULT_FLAG_USER`: a user-mode access's fault (a load or store of the program), not
+    /// the kernel's `copy_to_user`/`copy_from_user` on its behalf.
+    User = 3,
 }
 
 impl std::fmt::Debug for Cx {
@@ -308,7 +317,15 @@ impl Cx {
 
     pub(crate) fn new(ecx: engine::Cx, k: Rc<Kernel>, current: Option<Pid>) -> Cx {
         let uffd_flags = std::array::from_fn(|_| std::cell::Cell::new(false));
-        Cx { ecx, k, current, in_lru_fault: std::cell::Cell::new(false), uffd_flags }
+        Cx {
+            ecx,
+            k,
+            current,
+            in_lru_fault: std::cell::Cell::new(false),
+            uffd_flags,
+            fault_address: std::cell::Cell::new(VirtAddr(0)),
+            uffd_events: Default::default(),
+        }
     }
 
     pub fn kernel(&self) -> &Kernel {
@@ -336,6 +353,23 @@ impl Cx {
     /// Whether userfaultfd flag `f` is set for this task.
     pub(crate) fn uffd_flag(&self, f: UffdFlag) -> bool {
         self.uffd_flags[f as usize].get()
+    }
+
+    /// The address of the user fault this task is in, unmasked.
+    pub(crate) fn fault_address(&self) -> VirtAddr {
+        self.fault_address.get()
+    }
+
+    /// Records the address a user fault of this task faulted at (`do_user_addr_fault`).
+    pub(crate) fn set_fault_address(&self, addr: VirtAddr) {
+        self.fault_address.set(addr);
+    }
+
+    /// The userfaultfd events this task owes (`userfaultfd/events.rs`).
+    pub(crate) fn uffd_events(
+        &self,
+    ) -> RefMut<'_, Vec<(InodeId, crate::types::userfaultfd::UffdEvent)>> {
+        self.uffd_events.borrow_mut()
     }
 
     /// Sets userfaultfd flag `f` to `on` for the guard's life.

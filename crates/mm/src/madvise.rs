@@ -253,11 +253,18 @@ pub(crate) async fn madvise_remove(
                 return Err(Errno::EACCES);
             }
             let (s, e) = (start.max(vma.start), end.min(vma.end));
-            holes.push((file, vma.pgoff * 4096 + (s.0 - vma.start.0), e.0 - s.0));
+            let from = vma.pgoff * 4096 + (s.0 - vma.start.0);
+            // A VMA with `UFFD_FEATURE_EVENT_REMOVE` owes its event.
+            let remove = crate::userfaultfd::events::userfaultfd_remove_ctx(&st, v);
+            holes.push((file, from, e.0 - s.0, remove.map(|ctx| (ctx, s, e))));
         }
         (holes, unmapped)
     };
-    for (file, from, len) in holes {
+    for (file, from, len, remove) in holes {
+        // `userfaultfd_remove`: `UFFD_EVENT_REMOVE` before the hole is punched.
+        if let Some((ctx, s, e)) = remove {
+            crate::userfaultfd::events::userfaultfd_remove(cx, ctx, s, e).await;
+        }
         let mode = falloc::PUNCH_HOLE | falloc::KEEP_SIZE;
         crate::truncate::vfs_fallocate(cx, file, mode, from, len).await?;
     }

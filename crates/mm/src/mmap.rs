@@ -403,7 +403,10 @@ pub struct MmapArgs {
 /// `do_mmap` of `mmap(2)`: the file, if any, is the descriptor's.
 pub(crate) async fn do_mmap(cx: &Cx, pid: Pid, a: MmapArgs) -> Result<VirtAddr, Errno> {
     cx.charge(Cost::Syscall).await;
-    do_mmap_file(cx, pid, a, None).await
+    let mapped = do_mmap_file(cx, pid, a, None).await;
+    // The userfaultfd events of a `MAP_FIXED` mapping's unmap, once `mmap_lock` is dropped.
+    crate::userfaultfd::events::userfaultfd_complete(cx).await;
+    mapped
 }
 
 /// `do_mmap`, mapping `given` (a file the kernel opened itself, as `shmat` does) or, without
@@ -449,6 +452,11 @@ pub(crate) async fn do_mmap_file(
     // faults can map 2 MiB at once.
     vm |= backing.flatten().map_or(0, |fs| fs.mmap_vm_flags(k));
     if fixed {
+        // `shmat`'s mapping (`given`) passes no list for userfaultfd events.
+        if given.is_none() {
+            let end = start + len;
+            crate::userfaultfd::events::userfaultfd_unmap_prep(cx, &mut cx.st(), mm, start, end);
+        }
         unmap_locked(cx, mm, start, start + len).await;
     }
     let vma = Vma {
@@ -873,9 +881,11 @@ pub(crate) async fn do_munmap(cx: &Cx, mm: MmId, addr: VirtAddr, len: Bytes) -> 
     cx.charge(Cost::Syscall).await;
     let (start, end) = user_range(addr, len)?;
     let lock = cx.st().mm(mm).mmap_lock;
-    let _g = lock.write(cx).await;
+    let g = lock.write(cx).await;
     let unmapped = munmap_locked(cx, mm, start, end).await;
     cx.st().mlock_drain();
+    drop(g);
+    crate::userfaultfd::events::userfaultfd_complete(cx).await;
     unmapped
 }
 
@@ -890,6 +900,7 @@ pub(crate) async fn munmap_locked(
 ) -> Result<(), Errno> {
     crate::mseal::check_unmap(&cx.st(), mm, start, end)?;
     crate::hugetlb::hugetlb_split_prepare(cx, mm, start, end).await?;
+    crate::userfaultfd::events::userfaultfd_unmap_prep(cx, &mut cx.st(), mm, start, end);
     unmap_locked(cx, mm, start, end).await;
     Ok(())
 }
@@ -1205,17 +1216,43 @@ fn updates_vm_flags(kernel: KernelVersion, advice: u32) -> bool {
     }
 }
 
+/// The first VMA of `mm` overlapping `[at, end)`.
+fn vma_within(st: &KState, mm: MmId, at: VirtAddr, end: VirtAddr) -> Option<VmaId> {
+    if at >= end {
+        return None;
+    }
+    st.mm(mm).vmas_in(at, end, |id| st.vma(id).end).first().copied()
+}
+
 /// `MADV_DONTNEED` (`madvise_dontneed_single_vma`): zaps the range VMA by VMA under
 /// `mmap_lock` for read.
 async fn madvise_dontneed(cx: &Cx, mm: MmId, start: VirtAddr, end: VirtAddr) -> Result<(), Errno> {
     let lock = cx.st().mm(mm).mmap_lock;
-    let _g = lock.read(cx).await;
-    let (vmas, unmapped) = crate::madvise::walk_vmas(&cx.st(), mm, start, end);
-    for v in vmas {
-        let range = cx.st().madvise_dontneed_range(v, start, end)?;
-        let Some((vs, ve)) = range else { continue };
-        zap_vma_range(cx, mm, v, vs, ve, ZapDetails::default()).await;
+    let mut g = lock.read(cx).await;
+    let unmapped = crate::madvise::walk_vmas(&cx.st(), mm, start, end).1;
+    let mut at = start;
+    loop {
+        let next = vma_within(&cx.st(), mm, at, end);
+        let Some(mut v) = next else { break };
+        let range = cx.st().madvise_dontneed_range(v, at, end)?;
+        if let Some((vs, mut ve)) = range {
+            // `userfaultfd_remove`: `UFFD_EVENT_REMOVE` sent without `mmap_lock`, then the VMA
+            // looked up again (ENOMEM if it went) and checked again.
+            let remove = crate::userfaultfd::events::userfaultfd_remove_ctx(&cx.st(), v);
+            if let Some(ctx) = remove {
+                drop(g);
+                crate::userfaultfd::events::userfaultfd_remove(cx, ctx, vs, ve).await;
+                g = lock.read(cx).await;
+                v = vma_within(&cx.st(), mm, vs, vs + Bytes::PAGE).ok_or(Errno::ENOMEM)?;
+                let again = cx.st().madvise_dontneed_range(v, vs, ve)?;
+                let Some((_, e)) = again else { return unmapped };
+                ve = e;
+            }
+            zap_vma_range(cx, mm, v, vs, ve, ZapDetails::default()).await;
+        }
+        at = cx.st().vma(v).end;
     }
+    drop(g);
     unmapped
 }
 

@@ -144,12 +144,21 @@ fn check_params(kernel: KernelVersion, mm: MmId, a: &MremapArgs) -> Result<Remap
     Ok(r)
 }
 
-/// `mremap(2)`: the mapping's (new) address.
+/// `mremap(2)`: the mapping's (new) address. The userfaultfd events the call queued are sent
+/// once `mmap_lock` is dropped.
 pub(crate) async fn do_mremap(cx: &Cx, mm: MmId, a: MremapArgs) -> Result<VirtAddr, Errno> {
     cx.charge(Cost::Syscall).await;
-    let mut r = check_params(cx.kernel().version, mm, &a)?;
+    let r = check_params(cx.kernel().version, mm, &a)?;
     let lock = cx.st().mm(mm).mmap_lock;
-    let _g = lock.write(cx).await;
+    let g = lock.write(cx).await;
+    let moved = mremap_locked(cx, r).await;
+    drop(g);
+    crate::userfaultfd::events::userfaultfd_complete(cx).await;
+    moved
+}
+
+/// `mremap(2)` under `mmap_lock` held for write.
+async fn mremap_locked(cx: &Cx, mut r: Remap) -> Result<VirtAddr, Errno> {
     if crate::era::has_mseal(r.kernel) {
         let vma = lookup(&cx.st(), &r)?;
         crate::mseal::check_mremap(&cx.st(), r.kernel, r.mm, vma, r.addr, r.old_len)?;
@@ -289,10 +298,8 @@ async fn move_vma(cx: &Cx, r: &Remap, vma: VmaId, to: VirtAddr) -> Result<VirtAd
         let new = st.vma_dup(vma, to, to + r.new_len, pgoff);
         // `copy_vma` runs the new VMA's `->open`: hugetlb's shares the private reservations.
         st.hugetlb_vm_op_open(vma, new, true);
-        // `mremap_userfaultfd_prep` without `UFFD_FEATURE_EVENT_REMAP` (not modelled).
-        if crate::era::mremap_drops_uffd(cx.kernel().version) {
-            crate::userfaultfd::userfaultfd_reset(st.vma_mut(new));
-        }
+        let moved = (from, to, len.as_u64());
+        crate::userfaultfd::events::mremap_userfaultfd_prep(cx, &mut st, new, moved);
         new
     };
     let huge = cx.st().vma(vma).vm_ops.is_hugetlb();
@@ -319,6 +326,7 @@ async fn move_vma(cx: &Cx, r: &Remap, vma: VmaId, to: VirtAddr) -> Result<VirtAd
             st.unlink_anon_vmas(vma);
         }
     } else {
+        crate::userfaultfd::events::userfaultfd_unmap_prep(cx, &mut cx.st(), mm, from, from + len);
         unmap_locked(cx, mm, from, from + len).await;
     }
     cx.st().vma_merge_new(new, true);

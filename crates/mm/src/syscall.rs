@@ -609,9 +609,11 @@ impl Thread {
     }
 
     /// `userfaultfd(2)`: a userfaultfd for this process's address space (`userfaultfd.rs`);
-    /// `flags` are `O_CLOEXEC` and `O_NONBLOCK` (`mm::userfaultfd::flags`).
-    pub async fn userfaultfd(&self, flags: u32) -> Result<i32, Errno> {
-        crate::userfaultfd::new_userfaultfd(&self.cx, self.pid(), flags).await
+    /// `flags` are `O_CLOEXEC`, `O_NONBLOCK` and `UFFD_USER_MODE_ONLY`
+    /// (`mm::userfaultfd::flags`). With `dev`, `open("/dev/userfaultfd")` and its
+    /// `USERFAULTFD_IOC_NEW` (v6.1) instead.
+    pub async fn userfaultfd(&self, flags: u32, dev: bool) -> Result<i32, Errno> {
+        crate::userfaultfd::new_userfaultfd(&self.cx, self.pid(), flags, dev).await
     }
 
     /// `ioctl(fd, UFFDIO_API)` with `api` (`UFFD_API`) and `features`: returns the features
@@ -639,27 +641,51 @@ impl Thread {
         crate::userfaultfd::register::userfaultfd_unregister(&self.cx, at, (addr, len)).await
     }
 
+    /// `ioctl(fd, UFFDIO_WAKE)` of `[addr, addr + len)`: the faults waiting there retry.
+    pub async fn uffdio_wake(&self, fd: i32, addr: VirtAddr, len: u64) -> Result<(), Errno> {
+        crate::userfaultfd::userfaultfd_wake(&self.cx, (self.pid(), fd), (addr, len)).await
+    }
+
     /// `ioctl(fd, UFFDIO_COPY)` of `len` bytes from this thread's `src` to `dst` of the
-    /// userfaultfd's address space: the bytes copied.
+    /// userfaultfd's address space, with `mode` (`UFFDIO_COPY_MODE_*`): the bytes copied.
     pub async fn uffdio_copy(
         &self,
         fd: i32,
-        dst: VirtAddr,
-        src: VirtAddr,
+        (dst, src): (VirtAddr, VirtAddr),
         len: u64,
+        mode: u64,
     ) -> Result<u64, Errno> {
         let at = (self.pid(), fd);
-        crate::userfaultfd::mfill::userfaultfd_copy(&self.cx, at, (dst, src), len).await
+        crate::userfaultfd::mfill::userfaultfd_copy(&self.cx, at, (dst, src), (len, mode)).await
     }
 
-    /// `ioctl(fd, UFFDIO_ZEROPAGE)` of `[dst, dst + len)`: the bytes zero-filled.
-    pub async fn uffdio_zeropage(&self, fd: i32, dst: VirtAddr, len: u64) -> Result<u64, Errno> {
+    /// `ioctl(fd, UFFDIO_ZEROPAGE)` of `[dst, dst + len)` with `mode`: the bytes zero-filled.
+    pub async fn uffdio_zeropage(
+        &self,
+        fd: i32,
+        dst: VirtAddr,
+        len: u64,
+        mode: u64,
+    ) -> Result<u64, Errno> {
         let at = (self.pid(), fd);
-        crate::userfaultfd::mfill::userfaultfd_zeropage(&self.cx, at, dst, len).await
+        crate::userfaultfd::mfill::userfaultfd_zeropage(&self.cx, at, dst, (len, mode)).await
     }
 
-    /// `read(2)` of one message from userfaultfd `fd`, decoded: sleeps until a fault is posted
-    /// (EAGAIN with `O_NONBLOCK`); EINVAL for a descriptor that is no userfaultfd.
+    /// `ioctl(fd, UFFDIO_CONTINUE)` of `[dst, dst + len)` with `mode` (v5.13): the pages the file
+    /// caches mapped; the bytes mapped.
+    pub async fn uffdio_continue(
+        &self,
+        fd: i32,
+        dst: VirtAddr,
+        len: u64,
+        mode: u64,
+    ) -> Result<u64, Errno> {
+        let at = (self.pid(), fd);
+        crate::userfaultfd::mfill::userfaultfd_continue(&self.cx, at, dst, (len, mode)).await
+    }
+
+    /// `read(2)` of one message from userfaultfd `fd`, decoded: sleeps until a fault or an event
+    /// is posted (EAGAIN with `O_NONBLOCK`); EINVAL for a descriptor that is no userfaultfd.
     pub async fn uffd_read(&self, fd: i32) -> Result<crate::userfaultfd::UffdMsg, Errno> {
         self.cx.charge(crate::sim::cost::Cost::Syscall).await;
         let f = self.fd(fd)?;
@@ -669,7 +695,7 @@ impl Thread {
         }
         let len = crate::userfaultfd::UFFD_MSG_SIZE;
         let msg = crate::userfaultfd::userfaultfd_read(&self.cx, inode, len).await?;
-        Ok(crate::userfaultfd::UffdMsg::decode(&msg))
+        Ok(crate::userfaultfd::UffdMsg::decode(&msg).expect("the model writes known events"))
     }
 
     /// `vmsplice(2)`: queues references to the pages of `[addr, addr + len)` in the pipe `fd`.
@@ -777,12 +803,14 @@ impl Thread {
     /// Accesses one byte in every page of `[addr, addr + len)`.
     pub async fn touch(&self, addr: VirtAddr, len: Bytes, access: Access) -> Result<(), Signal> {
         let mm = self.mm().map_err(|_| Signal::SIGSEGV)?;
+        let _user = self.cx.uffd_scope(crate::kernel::UffdFlag::User, true);
         self.deliver(touch(&self.cx, mm, addr, len, access).await)
     }
 
     /// Loads `len` bytes from `addr`.
     pub async fn read_bytes(&self, addr: VirtAddr, len: u64) -> Result<Vec<u8>, Signal> {
         let mm = self.mm().map_err(|_| Signal::SIGSEGV)?;
+        let _user = self.cx.uffd_scope(crate::kernel::UffdFlag::User, true);
         self.deliver(read_user(&self.cx, mm, addr, len).await)
     }
 
@@ -799,6 +827,7 @@ impl Thread {
     /// the CPU does.
     pub async fn access_fault(&self, addr: VirtAddr, access: Access) -> Result<(), Signal> {
         let mm = self.mm().map_err(|_| Signal::SIGSEGV)?;
+        let _user = self.cx.uffd_scope(crate::kernel::UffdFlag::User, true);
         self.deliver(fault_and_retry(&self.cx, mm, addr, access).await)
     }
 
@@ -873,6 +902,7 @@ impl Thread {
     /// Stores `data` at `addr`.
     pub async fn write_bytes(&self, addr: VirtAddr, data: &[u8]) -> Result<(), Signal> {
         let mm = self.mm().map_err(|_| Signal::SIGSEGV)?;
+        let _user = self.cx.uffd_scope(crate::kernel::UffdFlag::User, true);
         self.deliver(write_user(&self.cx, mm, addr, data).await)
     }
 

@@ -1,6 +1,7 @@
-//! userfaultfd: missing-page faults handled by a user task (fs/userfaultfd.c; the fill
-//! operations are `userfaultfd/mfill.rs`, mm/userfaultfd.c; registration is
-//! `userfaultfd/register.rs`). Linux v4.3 to v6.19, with the eras below.
+//! userfaultfd: faults handled by a user task (fs/userfaultfd.c; the fill operations are
+//! `userfaultfd/mfill.rs`, mm/userfaultfd.c; registration is `userfaultfd/register.rs`; the
+//! non-cooperative events are `userfaultfd/events.rs`). Linux v4.3 to v6.19, with the eras
+//! below.
 //!
 //! Design. `userfaultfd(2)` makes a context (`struct userfaultfd_ctx`) for the caller's address
 //! space and a descriptor for it: an anonymous inode (`FsType::AnonInode`) whose context sits in
@@ -12,42 +13,72 @@
 //! `FaultOutcome::Retry`; the fault's locks drop as it returns, and `do_user_addr_fault` drops
 //! `mmap_lock` (the kernel's `handle_userfault` releases it, or the per-VMA lock, before
 //! sleeping) and sleeps on the context's wait queue ([`userfaultfd_wait`]) until `UFFDIO_COPY`,
-//! `UFFDIO_ZEROPAGE`, `UFFDIO_UNREGISTER` or the descriptor's release wakes it
+//! `UFFDIO_ZEROPAGE`, `UFFDIO_WAKE`, `UFFDIO_UNREGISTER` or the descriptor's release wakes it
 //! ([`wake_userfault`]); then it retries the fault from the start with `FAULT_FLAG_TRIED`, which
-//! counts the completed fault major from v5.9 (`era::retried_fault_counts_major`). A `read(2)`
-//! of the descriptor takes the oldest message not yet read, 32 bytes of `struct uffd_msg`
-//! (`UFFD_EVENT_PAGEFAULT`), sleeping for one unless `O_NONBLOCK` (EAGAIN). A fault nobody
-//! resolves sleeps for good: when every task sleeps the engine's watchdog stops the run and
-//! names the sleeper's wait queue, `userfaultfd fault_wqh`.
+//! counts the completed fault major from v5.9 (`era::retried_fault_counts_major`); a fault woken
+//! with its page still missing (`UFFDIO_WAKE` alone) posts a new message. A `read(2)` of the
+//! descriptor takes the oldest fault message not yet read, else the oldest event, 32 bytes of
+//! `struct uffd_msg`, sleeping for one unless `O_NONBLOCK` (EAGAIN). A fault nobody resolves
+//! sleeps for good: when every task sleeps the engine's watchdog stops the run and names the
+//! sleeper's wait queue, `userfaultfd fault_wqh`.
+//!
+//! Minor mode (`UFFDIO_REGISTER_MODE_MINOR`, `VM_UFFD_MINOR`; hugetlb from v5.13,
+//! `era::uffd_minor_hugetlbfs`, shmem from v5.14, `era::uffd_minor_shmem`): a fault on a page
+//! the VMA's file caches (or, for shmem, has swapped out) but the VMA does not map goes to the
+//! userfaultfd with `UFFD_PAGEFAULT_FLAG_MINOR` (`shmem_get_folio_gfp`, `hugetlb_no_page`), and
+//! `UFFDIO_CONTINUE` maps the cached page (`userfaultfd/mfill.rs`); a minor-registered VMA maps
+//! nothing around a read fault (`uffd_disable_fault_around`). A VMA may be registered in both
+//! modes.
 //!
 //! Eras: the syscall from v4.3 (ENOSYS before, `era::has_userfaultfd`); `UFFDIO_API` takes no
-//! feature before v4.11, then the features of `era::uffd_missing_hugetlb_shmem`; a second
-//! `UFFDIO_API`, or any other ioctl before the first, is EINVAL. The descriptor is closed by
-//! `close` or `exit` (`userfaultfd_release`): its VMAs lose `VM_UFFD_MISSING` and its
-//! sleeping faults are woken to retry as ordinary faults. `fork` without
-//! `UFFD_FEATURE_EVENT_FORK` clears the child's copies (`dup_userfaultfd` →
-//! `userfaultfd_reset_ctx`, every era), `mremap` without `EVENT_REMAP` the moved VMA's from
-//! v5.0 (`era::mremap_drops_uffd`). `MADV_DONTNEED` needs nothing here: its zapped pages are
-//! missing again, and the next access faults to the handler (no `EVENT_REMOVE` message).
+//! feature before v4.11, then the features the model implements of those the kernel has (any
+//! other bit is EINVAL, as the kernel answers a bit it lacks): `MISSING_HUGETLBFS`,
+//! `MISSING_SHMEM` (`era::uffd_missing_hugetlb_shmem`) and the events `EVENT_FORK`,
+//! `EVENT_REMAP`, `EVENT_REMOVE`, `EVENT_UNMAP` (`era::uffd_noncooperative_events`) from v4.11;
+//! `SIGBUS` and `THREAD_ID` from v4.14 (`era::uffd_sigbus_thread_id`); `MINOR_HUGETLBFS` from
+//! v5.13, `MINOR_SHMEM` from v5.14; `EXACT_ADDRESS` from v5.18 (`era::uffd_exact_address`). A second `UFFDIO_API`, or any other ioctl before the
+//! first, is EINVAL. With `SIGBUS` a fault in a registered range posts nothing and raises
+//! SIGBUS (`handle_userfault` returns `VM_FAULT_SIGBUS` before anything else); with
+//! `THREAD_ID` the message carries the faulting task's id (`feat.ptid`); with
+//! `EXACT_ADDRESS` the address the access faulted at (`vmf->real_address`) rather than its
+//! page's. `userfaultfd(2)` takes `O_CLOEXEC` and `O_NONBLOCK` in every era, and
+//! `UFFD_USER_MODE_ONLY` from v5.11 (`era::uffd_user_mode_only`, EINVAL before): such a
+//! context's faults from kernel mode (`copy_to_user` of a `read(2)`, `FAULT_FLAG_USER` clear)
+//! are SIGBUS, which the system call reports as EFAULT. From v6.1 `/dev/userfaultfd`'s
+//! `USERFAULTFD_IOC_NEW` makes the same context (`era::has_dev_userfaultfd`; ENOENT before, no
+//! such device node). `UFFDIO_WAKE` (v4.3) wakes the faults of a range without filling it;
+//! `UFFDIO_COPY_MODE_DONTWAKE` and `UFFDIO_ZEROPAGE_MODE_DONTWAKE` fill without waking. The
+//! descriptor is closed by `close` or `exit` (`userfaultfd_release`): its VMAs lose
+//! `VM_UFFD_MISSING` and its sleeping faults and event senders are woken (the faults retry as
+//! ordinary faults). `fork` without `UFFD_FEATURE_EVENT_FORK` clears the child's copies
+//! (`dup_userfaultfd` → `userfaultfd_reset_ctx`, every era), `mremap` without `EVENT_REMAP` the
+//! moved VMA's from v5.0 (`era::mremap_drops_uffd`). Without `EVENT_REMOVE`, `MADV_DONTNEED`'s
+//! zapped pages are simply missing again, and the next access faults to the handler.
 //!
-//! Approximations: only `UFFDIO_REGISTER_MODE_MISSING` and the features
-//! `UFFD_FEATURE_MISSING_HUGETLBFS`/`MISSING_SHMEM` are modelled; write-protect (v5.7), minor
-//! faults (v5.13 hugetlb, v5.14 shmem), events (`EVENT_FORK`/`REMAP`/`REMOVE`/`UNMAP`),
-//! `SIGBUS`, `THREAD_ID`, `EXACT_ADDRESS`, `UFFDIO_WAKE`, `UFFDIO_CONTINUE`, `UFFDIO_MOVE`,
-//! `UFFD_USER_MODE_ONLY` (v5.11), `/dev/userfaultfd` (v6.1) and the
-//! `vm.unprivileged_userfaultfd` sysctl (v5.2; the scenario's tasks are privileged) are
-//! refused by name in scenarios and EINVAL through this API. GUP's faults (pins, O_DIRECT,
+//! Approximations: the missing and minor modes are modelled. Refused by name in scenarios (and
+//! EINVAL through this API): write-protection (`UFFDIO_REGISTER_MODE_WP`,
+//! `UFFD_FEATURE_PAGEFAULT_FLAG_WP`, `UFFDIO_WRITEPROTECT`, `UFFDIO_COPY_MODE_WP`, v5.7;
+//! `WP_HUGETLBFS_SHMEM` v5.19, `WP_UNPOPULATED` v6.4, `WP_ASYNC` v6.7,
+//! `UFFDIO_CONTINUE_MODE_WP`), `UFFD_FEATURE_POISON`/`UFFDIO_POISON` (v6.6),
+//! `UFFD_FEATURE_MOVE`/`UFFDIO_MOVE` (v6.8), and the `vm.unprivileged_userfaultfd` sysctl (v5.2; the scenario's
+//! tasks are privileged, so `EVENT_FORK`'s `CAP_SYS_PTRACE` test of v5.3 passes too). From
+//! v4.3 to v4.9 the kernel's message gave the unmasked address of an anonymous fault (the
+//! masking came with "mm: use vmf->address instead of of vmf->virtual_address", 1a29d85eb0f1,
+//! v4.10, which `EXACT_ADDRESS` undid on request); the model gives the page's there too. The
+//! tasks of one scenario process share one thread id, the process's, so `THREAD_ID` names the
+//! process (the kernel's differs per thread). GUP's faults (pins, O_DIRECT,
 //! `MADV_POPULATE_*`, `/proc/PID/mem`) never pass `FAULT_FLAG_ALLOW_RETRY` in the model, so a
 //! userfault there is `VM_FAULT_SIGBUS` (EFAULT), as the kernel answers a fault that may not
 //! retry; the kernel's GUP with a `locked` argument would sleep for the handler instead. The
-//! message's address is the faulting page's in every era (`UFFD_FEATURE_EXACT_ADDRESS`, v5.18,
-//! is not modelled). The descriptor is opened read-only, as v6.x opens it (`O_RDONLY`): a
-//! `write(2)` is EBADF (not checked against older kernels). Release leaves the VMAs split where
-//! registration split them (the kernel merges them back). A reader sleeping when another task
-//! closes the last descriptor gets EBADF (the kernel's read keeps the file until it returns).
-//! khugepaged's and `MADV_COLLAPSE`'s collapse of a registered shmem file range does not look
-//! at the registration (their anonymous collapse does: `khugepaged.rs`).
+//! descriptor is opened read-only, as v6.x opens it (`O_RDONLY`): a `write(2)` is EBADF (not
+//! checked against older kernels). Release leaves the VMAs split where registration split them
+//! (the kernel merges them back). A reader sleeping when another task closes the last
+//! descriptor gets EBADF (the kernel's read keeps the file until it returns). khugepaged's and
+//! `MADV_COLLAPSE`'s collapse of a registered shmem file range does not look at the
+//! registration (their anonymous collapse does: `khugepaged.rs`), nor at a minor one (the
+//! kernel's `collapse_file` skips a minor-registered VMA's range).
 
+pub mod events;
 pub mod mfill;
 pub mod register;
 
@@ -56,50 +87,73 @@ use crate::kernel::{Cx, KState, UffdFlag};
 use crate::mm_struct::MMAP_MIN;
 use crate::pgtable::TASK_SIZE;
 use crate::types::fs::FsType;
-use crate::types::ids::{InodeId, Pid, VmaId};
-use crate::types::userfaultfd::feature;
+use crate::types::ids::{InodeId, MmId, Pid, VmaId};
 use crate::types::userfaultfd::{
-    PAGEFAULT_FLAG_WRITE, UFFD_API, UffdCtx, UffdFault, UffdWaiter, Userfaultfds,
+    PAGEFAULT_FLAG_MINOR, PAGEFAULT_FLAG_WRITE, UFFD_API, UffdCtx, UffdEvent, UffdFault,
+    UffdReason, UffdWaiter, Userfaultfds,
 };
+use crate::types::userfaultfd::{event, feature};
 use crate::vma::{VmFlags, Vma};
 use simcore::{Bytes, VirtAddr};
 
-/// `userfaultfd(2)` flags: `O_CLOEXEC`, `O_NONBLOCK` (x86-64 values); `UFFD_USER_MODE_ONLY`
-/// (v5.11) is not modelled, EINVAL here.
+/// `userfaultfd(2)` flags: `O_CLOEXEC`, `O_NONBLOCK` (x86-64 values) and `UFFD_USER_MODE_ONLY`
+/// (v5.11).
 pub mod flags {
     pub const CLOEXEC: u32 = 0o2_000_000;
     pub const NONBLOCK: u32 = 0o4000;
+    pub const USER_MODE_ONLY: u32 = 1;
 }
-
-/// `UFFD_EVENT_PAGEFAULT`, the event of a fault message.
-const UFFD_EVENT_PAGEFAULT: u8 = 0x12;
 
 /// `sizeof(struct uffd_msg)`.
 pub const UFFD_MSG_SIZE: u64 = 32;
 
-/// The features `UFFDIO_API` offers on kernel `k` that the model implements: the two
-/// missing-mode capabilities of v4.11 (the others, refused by name in scenarios, are not
-/// modelled).
+/// The features `UFFDIO_API` offers on kernel `k` that the model implements (the others,
+/// refused by name in scenarios, are not modelled).
 fn modelled_features(k: crate::era::KernelVersion) -> u64 {
+    let mut f = 0;
     if crate::era::uffd_missing_hugetlb_shmem(k) {
-        feature::MISSING_HUGETLBFS | feature::MISSING_SHMEM
-    } else {
-        0
+        f |= feature::MISSING_HUGETLBFS | feature::MISSING_SHMEM;
     }
+    if crate::era::uffd_noncooperative_events(k) {
+        f |= feature::EVENT_FORK | feature::EVENT_REMAP | feature::EVENT_REMOVE;
+        f |= feature::EVENT_UNMAP;
+    }
+    if crate::era::uffd_sigbus_thread_id(k) {
+        f |= feature::SIGBUS | feature::THREAD_ID;
+    }
+    if crate::era::uffd_minor_hugetlbfs(k) {
+        f |= feature::MINOR_HUGETLBFS;
+    }
+    if crate::era::uffd_minor_shmem(k) {
+        f |= feature::MINOR_SHMEM;
+    }
+    if crate::era::uffd_exact_address(k) {
+        f |= feature::EXACT_ADDRESS;
+    }
+    f
 }
+
+/// `__VM_UFFD_FLAGS`: the registration modes modelled, as VMA flags.
+pub(crate) const VM_UFFD_FLAGS: u64 = VmFlags::UFFD_MISSING | VmFlags::UFFD_MINOR;
 
 /// `userfaultfd_reset_ctx`: `v` is no longer registered (a fork child's copy without
 /// `EVENT_FORK`, a VMA `mremap` moved without `EVENT_REMAP`, a released context's VMAs).
 pub(crate) fn userfaultfd_reset(v: &mut Vma) {
-    v.flags.0 &= !VmFlags::UFFD_MISSING;
+    v.flags.0 &= !VM_UFFD_FLAGS;
     v.uffd = None;
 }
 
 impl KState {
-    /// `userfaultfd_missing`: faults on missing pages of `vma` go to its userfaultfd. The only
-    /// registration mode modelled, so also `userfaultfd_armed`.
+    /// `userfaultfd_missing`: faults on missing pages of `vma` go to its userfaultfd
+    /// (`userfaultfd_armed` is [`Vma::uffd`] being set).
     pub(crate) fn userfaultfd_missing(&self, vma: VmaId) -> bool {
         self.vma(vma).flags.has(VmFlags::UFFD_MISSING)
+    }
+
+    /// `userfaultfd_minor`: faults on pages the file caches but `vma` does not map go to its
+    /// userfaultfd (v5.13).
+    pub(crate) fn userfaultfd_minor(&self, vma: VmaId) -> bool {
+        self.vma(vma).flags.has(VmFlags::UFFD_MINOR)
     }
 
     /// `userfaultfd_release`, when the descriptor's last reference goes: every VMA registered
@@ -115,6 +169,7 @@ impl KState {
             }
         }
         self.uffd.to_wake.extend([ctx.fault_wq, ctx.fd_wq]);
+        self.uffd.to_wake.extend(ctx.event_wq);
     }
 
     /// The context of descriptor `fd` of `pid` for an ioctl: EBADF for no descriptor, ENOTTY for
@@ -136,12 +191,16 @@ impl KState {
 }
 
 impl Userfaultfds {
-    /// The contexts and their pending faults, for the explorer's state fingerprint.
+    /// The contexts, their pending faults and events, for the explorer's state fingerprint.
     pub(crate) fn fingerprint(&self, d: &mut simcore::Digest) {
         for (inode, ctx) in &self.ctxs {
             d.write_u64(u64::from(inode.0) ^ u64::from(ctx.api).rotate_left(40) ^ ctx.features);
+            d.write_u64(u64::from(ctx.flags) ^ u64::from(ctx.mmap_changing).rotate_left(32));
             for (&id, f) in &ctx.faults {
                 d.write_u64(id ^ f.address.0.rotate_left(20) ^ u64::from(f.read).rotate_left(60));
+            }
+            for (&id, e) in &ctx.events {
+                d.write_u64(id ^ u64::from(UffdMsg::of_event(e, -1).event()).rotate_left(56));
             }
         }
     }
@@ -168,32 +227,61 @@ pub(crate) fn validate_range(start: VirtAddr, len: u64) -> Result<VirtAddr, Errn
     Ok(VirtAddr(start.0 + len))
 }
 
-/// `userfaultfd(2)` for process `pid`: a context for its address space and a descriptor.
-pub(crate) async fn new_userfaultfd(cx: &Cx, pid: Pid, flags: u32) -> Result<i32, Errno> {
+/// A new context for address space `mm` and its inode (`userfaultfd_ctx_cachep`'s object):
+/// `api` set for a fork child's, which inherits its parent's features.
+pub(crate) fn new_ctx(
+    cx: &Cx,
+    st: &mut KState,
+    mm: MmId,
+    (flags, features): (u32, u64),
+) -> InodeId {
+    let inode = st.new_inode(cx, "anon_inode:[userfaultfd]".into(), FsType::AnonInode, 0, None);
+    let ctx = UffdCtx {
+        mm,
+        api: features != 0,
+        features,
+        flags,
+        faults: Default::default(),
+        next_id: 0,
+        fault_wq: cx.wait_queue("userfaultfd fault_wqh (a fault waiting for its handler)"),
+        fd_wq: cx.wait_queue("userfaultfd fd_wqh"),
+        events: Default::default(),
+        event_wq: None,
+        mmap_changing: 0,
+    };
+    st.uffd.ctxs.insert(inode, ctx);
+    inode
+}
+
+/// `userfaultfd(2)` for process `pid` (or `/dev/userfaultfd`'s `USERFAULTFD_IOC_NEW` with
+/// `dev`): a context for its address space and a descriptor.
+pub(crate) async fn new_userfaultfd(
+    cx: &Cx,
+    pid: Pid,
+    flags: u32,
+    dev: bool,
+) -> Result<i32, Errno> {
     cx.charge(crate::sim::cost::Cost::Syscall).await;
-    if !crate::era::has_userfaultfd(cx.kernel().version) {
+    let k = cx.kernel().version;
+    if !crate::era::has_userfaultfd(k) {
         return Err(Errno::ENOSYS);
     }
-    if flags & !(flags::CLOEXEC | flags::NONBLOCK) != 0 {
+    if dev && !crate::era::has_dev_userfaultfd(k) {
+        return Err(Errno::ENOENT);
+    }
+    let mut known = flags::CLOEXEC | flags::NONBLOCK;
+    if crate::era::uffd_user_mode_only(k) {
+        known |= flags::USER_MODE_ONLY;
+    }
+    if flags & !known != 0 {
         return Err(Errno::EINVAL);
     }
     let mut st = cx.st();
     let mm = st.procs[pid].mm.ok_or(Errno::EINVAL)?;
     let fd = st.procs[pid].unused_fd()?;
-    let inode = st.new_inode(cx, "anon_inode:[userfaultfd]".into(), FsType::AnonInode, 0, None);
+    let inode = new_ctx(cx, &mut st, mm, (flags, 0));
     let file = st.open_file(inode, crate::fs::fmode::READ, false, false)?;
     st.procs[pid].fds.insert(fd, file);
-    let ctx = UffdCtx {
-        mm,
-        api: false,
-        features: 0,
-        nonblock: flags & flags::NONBLOCK != 0,
-        faults: Default::default(),
-        next_id: 0,
-        fault_wq: cx.wait_queue("userfaultfd fault_wqh (a fault waiting for its handler)"),
-        fd_wq: cx.wait_queue("userfaultfd fd_wqh"),
-    };
-    st.uffd.ctxs.insert(inode, ctx);
     Ok(fd)
 }
 
@@ -218,32 +306,44 @@ pub(crate) async fn userfaultfd_api(
     Ok(offered)
 }
 
-/// `handle_userfault` for a missing page at `address` of `vma` (its first half: the message
-/// posted and the readers woken; the caller returns `FaultOutcome::Retry` with the waiter,
-/// and [`userfaultfd_wait`] is the sleep). A fault that may not retry (GUP's) is
-/// `VM_FAULT_SIGBUS`.
+/// `handle_userfault` for a missing page (or, with `UffdReason::Minor`, one the file caches) at
+/// `address` of `vma` (its first half: the message posted and the readers woken; the caller
+/// returns `FaultOutcome::Retry` with the waiter, and [`userfaultfd_wait`] is the sleep).
+/// `VM_FAULT_SIGBUS` with `UFFD_FEATURE_SIGBUS`, for a kernel-mode fault with
+/// `UFFD_USER_MODE_ONLY`, and for a fault that may not retry (GUP's).
 pub(crate) fn handle_userfault(
     cx: &Cx,
     vma: VmaId,
     address: VirtAddr,
-    write: bool,
+    (write, reason): (bool, UffdReason),
 ) -> Result<UffdWaiter, VmFault> {
+    let mut st = cx.st();
+    let inode = st.vma(vma).uffd.expect("a registered VMA has a context");
+    let ctx = st.uffd.ctxs.get_mut(&inode).expect("a registered VMA's context lives");
+    let user_only = ctx.flags & flags::USER_MODE_ONLY != 0;
+    if ctx.features & feature::SIGBUS != 0 || (user_only && !cx.uffd_flag(UffdFlag::User)) {
+        return Err(VmFault::SigBus);
+    }
     if !cx.uffd_flag(UffdFlag::AllowRetry) {
         return Err(VmFault::SigBus);
     }
-    let mut st = cx.st();
-    let inode = st.vma(vma).uffd.expect("a VM_UFFD_MISSING VMA has a context");
-    let ctx = st.uffd.ctxs.get_mut(&inode).expect("a registered VMA's context lives");
     let id = ctx.next_id;
     ctx.next_id += 1;
-    let flags = if write { PAGEFAULT_FLAG_WRITE } else { 0 };
-    ctx.faults.insert(id, UffdFault { address, flags, read: false });
+    let exact = ctx.features & feature::EXACT_ADDRESS != 0;
+    let fault = UffdFault {
+        address: if exact { cx.fault_address() } else { address },
+        flags: if write { PAGEFAULT_FLAG_WRITE } else { 0 }
+            | if reason == UffdReason::Minor { PAGEFAULT_FLAG_MINOR } else { 0 },
+        ptid: if ctx.features & feature::THREAD_ID != 0 { cx.current().0 } else { 0 },
+        read: false,
+    };
+    ctx.faults.insert(id, fault);
     ctx.fd_wq.wake_up_all(cx);
     Ok(UffdWaiter { ctx: inode, id })
 }
 
 /// The second half of `handle_userfault`, after the fault dropped its locks: sleeps until the
-/// message is resolved (woken by a fill, an unregister or the release).
+/// message is resolved (woken by a fill, `UFFDIO_WAKE`, an unregister or the release).
 pub(crate) async fn userfaultfd_wait(cx: &Cx, w: UffdWaiter) {
     loop {
         let queue = {
@@ -269,9 +369,23 @@ pub(crate) fn wake_userfault(cx: &Cx, inode: InodeId, start: VirtAddr, end: Virt
     }
 }
 
-/// `userfaultfd_read`: the oldest fault message not yet read, as `struct uffd_msg`'s 32 bytes;
-/// sleeps until one is posted, or EAGAIN with `O_NONBLOCK`. EINVAL for a buffer shorter than a
-/// message or before `UFFDIO_API`.
+/// `UFFDIO_WAKE` of `[start, start + len)` on descriptor `fd` of `pid` (`userfaultfd_wake`):
+/// the faults waiting there retry, whether or not their pages were filled.
+pub(crate) async fn userfaultfd_wake(
+    cx: &Cx,
+    (pid, fd): (Pid, i32),
+    (start, len): (VirtAddr, u64),
+) -> Result<(), Errno> {
+    cx.charge(crate::sim::cost::Cost::Syscall).await;
+    let ctx = cx.st().uffd_ctx_of(pid, fd, false)?;
+    let end = validate_range(start, len)?;
+    wake_userfault(cx, ctx, start, end);
+    Ok(())
+}
+
+/// `userfaultfd_read`: the oldest fault message not yet read, else the oldest event, as
+/// `struct uffd_msg`'s 32 bytes; sleeps until one is posted, or EAGAIN with `O_NONBLOCK`.
+/// EINVAL for a buffer shorter than a message or before `UFFDIO_API`.
 pub(crate) async fn userfaultfd_read(cx: &Cx, inode: InodeId, len: u64) -> Result<Vec<u8>, Errno> {
     loop {
         let queue = {
@@ -284,9 +398,12 @@ pub(crate) async fn userfaultfd_read(cx: &Cx, inode: InodeId, len: u64) -> Resul
             }
             if let Some(f) = ctx.faults.values_mut().find(|f| !f.read) {
                 f.read = true;
-                return Ok(uffd_msg(f));
+                return Ok(UffdMsg::of_fault(f).encode());
             }
-            if ctx.nonblock {
+            if let Some((&id, &e)) = ctx.events.iter().next() {
+                return events::read_event(cx, &mut st, inode, id, e);
+            }
+            if ctx.flags & flags::NONBLOCK != 0 {
                 return Err(Errno::EAGAIN);
             }
             ctx.fd_wq
@@ -295,27 +412,77 @@ pub(crate) async fn userfaultfd_read(cx: &Cx, inode: InodeId, len: u64) -> Resul
     }
 }
 
-/// `struct uffd_msg` of a page fault: the event, then `arg.pagefault`'s flags and address
-/// (little-endian), the thread id 0 (`UFFD_FEATURE_THREAD_ID` is not modelled).
-fn uffd_msg(f: &UffdFault) -> Vec<u8> {
-    let mut msg = vec![0u8; UFFD_MSG_SIZE as usize];
-    msg[0] = UFFD_EVENT_PAGEFAULT;
-    msg[8..16].copy_from_slice(&f.flags.to_le_bytes());
-    msg[16..24].copy_from_slice(&f.address.0.to_le_bytes());
-    msg
-}
-
-/// A fault message decoded: its address and whether the fault was a write.
+/// A `struct uffd_msg` decoded: a page fault or one of the non-cooperative events.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct UffdMsg {
-    pub address: VirtAddr,
-    pub write: bool,
+pub enum UffdMsg {
+    /// `UFFD_EVENT_PAGEFAULT`: the address, `UFFD_PAGEFAULT_FLAG_*` and the thread id (0
+    /// without `UFFD_FEATURE_THREAD_ID`).
+    Pagefault { address: VirtAddr, flags: u64, ptid: u32 },
+    /// `UFFD_EVENT_FORK`: the child's userfaultfd, a descriptor of the reader's.
+    Fork { ufd: i32 },
+    /// `UFFD_EVENT_REMAP`.
+    Remap { from: VirtAddr, to: VirtAddr, len: u64 },
+    /// `UFFD_EVENT_REMOVE`.
+    Remove { start: VirtAddr, end: VirtAddr },
+    /// `UFFD_EVENT_UNMAP`.
+    Unmap { start: VirtAddr, end: VirtAddr },
 }
 
 impl UffdMsg {
-    /// Decodes the 32 bytes `read(2)` returned.
-    pub fn decode(msg: &[u8]) -> UffdMsg {
+    fn of_fault(f: &UffdFault) -> UffdMsg {
+        UffdMsg::Pagefault { address: f.address, flags: f.flags, ptid: f.ptid }
+    }
+
+    /// The message of event `e`; a fork's carries descriptor `ufd`.
+    fn of_event(e: &UffdEvent, ufd: i32) -> UffdMsg {
+        match *e {
+            UffdEvent::Fork { .. } => UffdMsg::Fork { ufd },
+            UffdEvent::Remap { from, to, len } => UffdMsg::Remap { from, to, len },
+            UffdEvent::Remove { start, end } => UffdMsg::Remove { start, end },
+            UffdEvent::Unmap { start, end } => UffdMsg::Unmap { start, end },
+        }
+    }
+
+    /// `msg.event`.
+    pub fn event(&self) -> u8 {
+        match self {
+            UffdMsg::Pagefault { .. } => event::PAGEFAULT,
+            UffdMsg::Fork { .. } => event::FORK,
+            UffdMsg::Remap { .. } => event::REMAP,
+            UffdMsg::Remove { .. } => event::REMOVE,
+            UffdMsg::Unmap { .. } => event::UNMAP,
+        }
+    }
+
+    /// The 32 bytes: the event, then `arg`'s words (little-endian).
+    fn encode(&self) -> Vec<u8> {
+        let words: [u64; 3] = match *self {
+            UffdMsg::Pagefault { address, flags, ptid } => [flags, address.0, u64::from(ptid)],
+            UffdMsg::Fork { ufd } => [u64::from(ufd as u32), 0, 0],
+            UffdMsg::Remap { from, to, len } => [from.0, to.0, len],
+            UffdMsg::Remove { start, end } | UffdMsg::Unmap { start, end } => [start.0, end.0, 0],
+        };
+        let mut msg = vec![0u8; UFFD_MSG_SIZE as usize];
+        msg[0] = self.event();
+        for (i, w) in words.iter().enumerate() {
+            msg[8 + 8 * i..16 + 8 * i].copy_from_slice(&w.to_le_bytes());
+        }
+        msg
+    }
+
+    /// Decodes the 32 bytes `read(2)` returned; `None` for an event the model does not know.
+    pub fn decode(msg: &[u8]) -> Option<UffdMsg> {
         let word = |at: usize| u64::from_le_bytes(msg[at..at + 8].try_into().expect("8 bytes"));
-        UffdMsg { address: VirtAddr(word(16)), write: word(8) & PAGEFAULT_FLAG_WRITE != 0 }
+        let (a, b, c) = (word(8), word(16), word(24));
+        Some(match msg[0] {
+            event::PAGEFAULT => {
+                UffdMsg::Pagefault { address: VirtAddr(b), flags: a, ptid: c as u32 }
+            }
+            event::FORK => UffdMsg::Fork { ufd: a as u32 as i32 },
+            event::REMAP => UffdMsg::Remap { from: VirtAddr(a), to: VirtAddr(b), len: c },
+            event::REMOVE => UffdMsg::Remove { start: VirtAddr(a), end: VirtAddr(b) },
+            event::UNMAP => UffdMsg::Unmap { start: VirtAddr(a), end: VirtAddr(b) },
+            _ => return None,
+        })
     }
 }

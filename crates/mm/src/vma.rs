@@ -58,6 +58,9 @@ impl VmFlags {
     pub const NOHUGEPAGE: u64 = 0x40000000;
     /// `VM_MERGEABLE`: KSM may merge the VMA's pages (`ksm.rs`).
     pub const MERGEABLE: u64 = 0x80000000;
+    /// `VM_UFFD_MINOR` (bit 38, v5.13): a userfaultfd handles the VMA's minor faults, on pages
+    /// its file already caches (`userfaultfd.rs`).
+    pub const UFFD_MINOR: u64 = 1 << 38;
     /// `VM_SEALED` (v6.10): `mseal(2)` sealed the VMA (`mseal.rs`; bit 63 as in v6.10-v6.17).
     pub const SEALED: u64 = 1 << 63;
     /// `VM_SPECIAL`: VMAs that never merge (`vma_merge`) and whose pages mlock leaves alone.
@@ -75,7 +78,7 @@ impl VmFlags {
 
     /// The two-letter mnemonics of smaps' `VmFlags:` (`fs/proc/task_mmu.c` `show_smap_vma_flags`).
     pub fn mnemonics(self) -> String {
-        const TABLE: [(u64, &str); 29] = [
+        const TABLE: [(u64, &str); 30] = [
             (VmFlags::READ, "rd"),
             (VmFlags::WRITE, "wr"),
             (VmFlags::EXEC, "ex"),
@@ -104,6 +107,7 @@ impl VmFlags {
             (VmFlags::HUGEPAGE, "hg"),
             (VmFlags::NOHUGEPAGE, "nh"),
             (VmFlags::MERGEABLE, "mg"),
+            (VmFlags::UFFD_MINOR, "ui"),
             (VmFlags::SEALED, "sl"),
         ];
         let names: Vec<&str> =

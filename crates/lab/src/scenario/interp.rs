@@ -1,9 +1,11 @@
 //! Executes a task's operations on a simulated thread, binding results to names and checking
 //! each operation's expectation.
 
-use super::model::{AddrExpr, FileRef, Op, OpExpect, OpKind, UffdOp, Until};
+use super::model::{AddrExpr, FileRef, MsgExpect, Op, OpExpect, OpKind, UffdOp, Until};
 use mm::kernel::KState;
 use mm::types::ids::HoldId;
+use mm::types::userfaultfd::{PAGEFAULT_FLAG_MINOR, PAGEFAULT_FLAG_WRITE};
+use mm::userfaultfd::UffdMsg;
 use mm::{ExecLayout, MmapArgs, Pid, Switches, SysError, Thread};
 use simcore::VirtAddr;
 use std::cell::RefCell;
@@ -220,11 +222,8 @@ pub enum Outcome {
     Count(u64),
     /// A number read (`sysfs_read`).
     Value(u64),
-    /// A userfaultfd fault message: the address (bound by `as`) and whether it was a write.
-    Fault {
-        addr: VirtAddr,
-        write: bool,
-    },
+    /// A userfaultfd message: a fault's address or a fork event's descriptor is bound by `as`.
+    Uffd(UffdMsg),
     /// A `repeat` ran this many iterations; `ended`: its condition was met (a count always is;
     /// a flag or a success may not be within its `max`).
     Iterations {
@@ -628,9 +627,9 @@ async fn uffd_op(t: &Thread, u: &UffdOp, env: &RefCell<Env>) -> Result<Outcome, 
     let addr = |a: &AddrExpr| env.borrow().addr(a);
     let fd = |n: &String| env.borrow().fd(n);
     Ok(match u {
-        UffdOp::Create { flags } => {
+        UffdOp::Create { flags, dev } => {
             let flags = u32::try_from(*flags).expect("userfaultfd flags fit 32 bits");
-            Outcome::Bound(Value::Fd(t.userfaultfd(flags).await?))
+            Outcome::Bound(Value::Fd(t.userfaultfd(flags, *dev).await?))
         }
         UffdOp::Api { fd: f, features } => {
             t.uffdio_api(fd(f)?, mm::types::userfaultfd::UFFD_API, *features).await?;
@@ -644,16 +643,20 @@ async fn uffd_op(t: &Thread, u: &UffdOp, env: &RefCell<Env>) -> Result<Outcome, 
             t.uffdio_unregister(fd(f)?, addr(a)?, *len).await?;
             Outcome::Done
         }
-        UffdOp::Copy { fd: f, dst, src, len } => {
-            Outcome::Count(t.uffdio_copy(fd(f)?, addr(dst)?, addr(src)?, *len).await?)
+        UffdOp::Wake { fd: f, addr: a, len } => {
+            t.uffdio_wake(fd(f)?, addr(a)?, *len).await?;
+            Outcome::Done
         }
-        UffdOp::Zeropage { fd: f, dst, len } => {
-            Outcome::Count(t.uffdio_zeropage(fd(f)?, addr(dst)?, *len).await?)
+        UffdOp::Copy { fd: f, dst, src, len, mode } => {
+            Outcome::Count(t.uffdio_copy(fd(f)?, (addr(dst)?, addr(src)?), *len, *mode).await?)
         }
-        UffdOp::Read { fd: f } => {
-            let msg = t.uffd_read(fd(f)?).await?;
-            Outcome::Fault { addr: msg.address, write: msg.write }
+        UffdOp::Zeropage { fd: f, dst, len, mode } => {
+            Outcome::Count(t.uffdio_zeropage(fd(f)?, addr(dst)?, *len, *mode).await?)
         }
+        UffdOp::Continue { fd: f, dst, len, mode } => {
+            Outcome::Count(t.uffdio_continue(fd(f)?, addr(dst)?, *len, *mode).await?)
+        }
+        UffdOp::Read { fd: f, .. } => Outcome::Uffd(t.uffd_read(fd(f)?).await?),
     })
 }
 
@@ -774,7 +777,7 @@ fn neutral(result: &Result<Outcome, SysError>) -> String {
             };
             format!("success ({kind})")
         }
-        Ok(Outcome::Fault { write, .. }) => format!("success (a {} fault)", rw(*write)),
+        Ok(Outcome::Uffd(m)) => format!("success ({})", msg_kind(m)),
         Ok(Outcome::Data(d)) if d.len() > 16 => {
             let fnv = d.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
                 (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
@@ -785,9 +788,33 @@ fn neutral(result: &Result<Outcome, SysError>) -> String {
     }
 }
 
-/// A fault message's kind.
-fn rw(write: bool) -> &'static str {
-    if write { "write" } else { "read" }
+/// A userfaultfd message's kind, without the machine's addresses and numbers.
+fn msg_kind(m: &UffdMsg) -> &'static str {
+    match m {
+        UffdMsg::Pagefault { flags, .. } if flags & PAGEFAULT_FLAG_MINOR != 0 => "a minor fault",
+        UffdMsg::Pagefault { flags, .. } if flags & PAGEFAULT_FLAG_WRITE != 0 => "a write fault",
+        UffdMsg::Pagefault { .. } => "a read fault",
+        UffdMsg::Fork { .. } => "a fork event",
+        UffdMsg::Remap { .. } => "a remap event",
+        UffdMsg::Remove { .. } => "a remove event",
+        UffdMsg::Unmap { .. } => "an unmap event",
+    }
+}
+
+/// A userfaultfd message as a failure message shows it.
+fn msg_text(m: &UffdMsg) -> String {
+    match *m {
+        UffdMsg::Pagefault { address, ptid, .. } => {
+            format!("{} at {address:?} (thread {ptid})", msg_kind(m))
+        }
+        UffdMsg::Fork { ufd } => format!("a fork event (descriptor {ufd})"),
+        UffdMsg::Remap { from, to, len } => {
+            format!("a remap event of {len} bytes {from:?} -> {to:?}")
+        }
+        UffdMsg::Remove { start, end } | UffdMsg::Unmap { start, end } => {
+            format!("{} of [{start:?}, {end:?})", msg_kind(m))
+        }
+    }
 }
 
 /// A result as a failure message shows it.
@@ -799,7 +826,7 @@ fn observed_text(result: &Result<Outcome, SysError>) -> String {
         Ok(Outcome::Data(d)) => format!("data {}", show_bytes(d)),
         Ok(Outcome::Count(n)) => format!("{n} bytes"),
         Ok(Outcome::Value(n)) => format!("{n}"),
-        Ok(Outcome::Fault { addr, write }) => format!("a {} fault at {addr:?}", rw(*write)),
+        Ok(Outcome::Uffd(m)) => msg_text(m),
         Ok(Outcome::Iterations { n, ended: true }) => format!("after {n} iterations"),
         Ok(Outcome::Iterations { n, ended: false }) => {
             format!("after {n} iterations, its condition unmet")
@@ -837,23 +864,74 @@ fn meets(expect: &OpExpect, names: &Names, result: &Result<Outcome, SysError>) -
         (OpExpect::Addr(a), r) => match names.addr(a) {
             Ok(want) => {
                 let got = match r {
-                    Ok(Outcome::Bound(Value::Addr(got)) | Outcome::Fault { addr: got, .. }) => {
-                        Some(*got)
-                    }
+                    Ok(Outcome::Bound(Value::Addr(got))) => Some(*got),
                     _ => None,
                 };
                 (got == Some(want), format!("success ({want})"))
             }
             Err(name) => (false, format!("the address of `{name}`, which is unbound")),
         },
-        (OpExpect::Fault { addr: a, write }, r) => match names.addr(a) {
-            Ok(want) => (
-                *r == Ok(Outcome::Fault { addr: want, write: *write }),
-                format!("a {} fault at {want:?}", rw(*write)),
-            ),
-            Err(name) => (false, format!("the address of `{name}`, which is unbound")),
-        },
+        (OpExpect::Msg(m), r) => {
+            let got = match r {
+                Ok(Outcome::Uffd(got)) => Some(got),
+                _ => None,
+            };
+            msg_meets(m, names, got)
+                .unwrap_or_else(|name| (false, format!("the value of `{name}`, which is unbound")))
+        }
     }
+}
+
+/// Whether message `got` is the one `m` describes (a fault's kind only when `write` is given,
+/// its thread only when `tid` is), and the expectation as a message names it; `Err` names an
+/// unbound name.
+fn msg_meets(
+    m: &MsgExpect,
+    names: &Names,
+    got: Option<&UffdMsg>,
+) -> Result<(bool, String), String> {
+    let want = match m {
+        MsgExpect::Pagefault { addr, write, minor, tid } => {
+            let address = names.addr(addr)?;
+            let ptid = tid.as_ref().map(|p| names.process(p)).transpose()?.map(|p| p.0);
+            let flag = |want: &Option<bool>, flags: u64, bit: u64| {
+                want.is_none_or(|w| w == (flags & bit != 0))
+            };
+            let held = got.is_some_and(|g| match *g {
+                UffdMsg::Pagefault { address: a, flags, ptid: t } => {
+                    a == address
+                        && flag(write, flags, PAGEFAULT_FLAG_WRITE)
+                        && flag(minor, flags, PAGEFAULT_FLAG_MINOR)
+                        && ptid.is_none_or(|p| p == t)
+                }
+                _ => false,
+            });
+            let kind = match write {
+                Some(true) => "a write fault",
+                Some(false) => "a read fault",
+                None => "a fault",
+            };
+            let minor = if *minor == Some(true) { " (minor)" } else { "" };
+            let by = tid.as_ref().map_or(String::new(), |p| format!(" by `{p}`"));
+            return Ok((held, format!("{kind}{minor} at {address:?}{by}")));
+        }
+        MsgExpect::Fork => {
+            return Ok((
+                got.is_some_and(|g| matches!(g, UffdMsg::Fork { .. })),
+                "a fork event".into(),
+            ));
+        }
+        MsgExpect::Remap { from, to, len } => {
+            UffdMsg::Remap { from: names.addr(from)?, to: names.addr(to)?, len: *len }
+        }
+        MsgExpect::Remove { start, end } => {
+            UffdMsg::Remove { start: names.addr(start)?, end: names.addr(end)? }
+        }
+        MsgExpect::Unmap { start, end } => {
+            UffdMsg::Unmap { start: names.addr(start)?, end: names.addr(end)? }
+        }
+    };
+    Ok((got == Some(&want), msg_text(&want)))
 }
 
 /// Judges a result against the operation's expectation (the first alternative whose `when`
@@ -964,14 +1042,21 @@ async fn attempt(
     })?;
     log.borrow_mut().ops += 1;
     check(op, &env.borrow(), log, &result)?;
-    match (&op.bind, &result) {
-        (Some(name), Ok(Outcome::Bound(v))) => env.borrow_mut().bind(name, *v),
-        (Some(name), Ok(Outcome::Fault { addr, .. })) => {
-            env.borrow_mut().bind(name, Value::Addr(*addr));
-        }
-        _ => {}
+    if let (Some(name), Some(v)) = (&op.bind, bound_value(&result)) {
+        env.borrow_mut().bind(name, v);
     }
     Ok(())
+}
+
+/// The value an operation's `as` binds from its result: what it returned, a fault message's
+/// address, a fork event's descriptor.
+pub fn bound_value(result: &Result<Outcome, SysError>) -> Option<Value> {
+    match result {
+        Ok(Outcome::Bound(v)) => Some(*v),
+        Ok(Outcome::Uffd(UffdMsg::Pagefault { address, .. })) => Some(Value::Addr(*address)),
+        Ok(Outcome::Uffd(UffdMsg::Fork { ufd })) => Some(Value::Fd(*ufd)),
+        _ => None,
+    }
 }
 
 /// Runs a `repeat`: its body again and again until its condition holds or `max` iterations

@@ -590,21 +590,27 @@ pub enum OpKind {
 /// The userfaultfd operations (`crates/mm/src/userfaultfd.rs`).
 #[derive(Clone, Debug)]
 pub enum UffdOp {
-    /// `userfaultfd(2)` with `flags` (`O_CLOEXEC`, `O_NONBLOCK`): binds the descriptor.
-    Create { flags: u64 },
+    /// `userfaultfd(2)` with `flags` (`O_CLOEXEC`, `O_NONBLOCK`, `UFFD_USER_MODE_ONLY`), or with
+    /// `dev` `/dev/userfaultfd`'s `USERFAULTFD_IOC_NEW`: binds the descriptor.
+    Create { flags: u64, dev: bool },
     /// `ioctl(UFFDIO_API)` on userfaultfd `fd`, enabling `features`.
     Api { fd: String, features: u64 },
     /// `ioctl(UFFDIO_REGISTER)` of `[addr, addr + len)` with `mode` (missing).
     Register { fd: String, addr: AddrExpr, len: u64, mode: u64 },
     /// `ioctl(UFFDIO_UNREGISTER)` of `[addr, addr + len)`.
     Unregister { fd: String, addr: AddrExpr, len: u64 },
-    /// `ioctl(UFFDIO_COPY)` of `len` bytes from `src` (the caller's) to `dst`; counts the bytes.
-    Copy { fd: String, dst: AddrExpr, src: AddrExpr, len: u64 },
-    /// `ioctl(UFFDIO_ZEROPAGE)` of `[dst, dst + len)`; counts the bytes.
-    Zeropage { fd: String, dst: AddrExpr, len: u64 },
-    /// `read(2)` of one fault message from userfaultfd `fd` (sleeping for one): binds the
-    /// fault's address.
-    Read { fd: String },
+    /// `ioctl(UFFDIO_WAKE)` of `[addr, addr + len)`.
+    Wake { fd: String, addr: AddrExpr, len: u64 },
+    /// `ioctl(UFFDIO_COPY)` of `len` bytes from `src` (the caller's) to `dst` with `mode`
+    /// (`dontwake`); counts the bytes.
+    Copy { fd: String, dst: AddrExpr, src: AddrExpr, len: u64, mode: u64 },
+    /// `ioctl(UFFDIO_ZEROPAGE)` of `[dst, dst + len)` with `mode`; counts the bytes.
+    Zeropage { fd: String, dst: AddrExpr, len: u64, mode: u64 },
+    /// `ioctl(UFFDIO_CONTINUE)` of `[dst, dst + len)` with `mode`; counts the bytes.
+    Continue { fd: String, dst: AddrExpr, len: u64, mode: u64 },
+    /// `read(2)` of one message from userfaultfd `fd` (sleeping for one): binds a fault's
+    /// address, or with `fork` (its expectation is a fork event) the child's descriptor.
+    Read { fd: String, fork: bool },
 }
 
 impl UffdOp {
@@ -615,11 +621,29 @@ impl UffdOp {
             UffdOp::Api { .. } => "uffdio_api",
             UffdOp::Register { .. } => "uffdio_register",
             UffdOp::Unregister { .. } => "uffdio_unregister",
+            UffdOp::Wake { .. } => "uffdio_wake",
             UffdOp::Copy { .. } => "uffdio_copy",
             UffdOp::Zeropage { .. } => "uffdio_zeropage",
+            UffdOp::Continue { .. } => "uffdio_continue",
             UffdOp::Read { .. } => "uffd_read",
         }
     }
+}
+
+/// A `uffd_read` message a scenario expects (`struct uffd_msg`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MsgExpect {
+    /// A page fault at `addr`; a write fault or not when `write` is given, a minor fault or not
+    /// when `minor` is; raised by process `tid`'s thread when given (`UFFD_FEATURE_THREAD_ID`).
+    Pagefault { addr: AddrExpr, write: Option<bool>, minor: Option<bool>, tid: Option<String> },
+    /// `UFFD_EVENT_FORK`.
+    Fork,
+    /// `UFFD_EVENT_REMAP` of `len` bytes from `from` to `to`.
+    Remap { from: AddrExpr, to: AddrExpr, len: u64 },
+    /// `UFFD_EVENT_REMOVE` of `[start, end)`.
+    Remove { start: AddrExpr, end: AddrExpr },
+    /// `UFFD_EVENT_UNMAP` of `[start, end)`.
+    Unmap { start: AddrExpr, end: AddrExpr },
 }
 
 /// When a `repeat` ends.
@@ -709,12 +733,14 @@ impl OpKind {
             | OpKind::Mremap { .. }
             | OpKind::Shmat { .. }
             | OpKind::Brk { .. }
-            | OpKind::Uffd(UffdOp::Read { .. }) => Some(ValueKind::Addr),
+            | OpKind::Uffd(UffdOp::Read { fork: false, .. }) => Some(ValueKind::Addr),
             OpKind::Shmget { .. } => Some(ValueKind::Shm),
             OpKind::Open { .. }
             | OpKind::Dup { .. }
             | OpKind::MemfdCreate { .. }
-            | OpKind::Uffd(UffdOp::Create { .. }) => Some(ValueKind::Fd),
+            | OpKind::Uffd(UffdOp::Create { .. } | UffdOp::Read { fork: true, .. }) => {
+                Some(ValueKind::Fd)
+            }
             OpKind::Fork => Some(ValueKind::Process),
             OpKind::Exec { .. } => Some(ValueKind::Layout),
             OpKind::Pin { .. } | OpKind::IoUringRegister { .. } => Some(ValueKind::Hold),
@@ -823,13 +849,10 @@ pub enum OpExpect {
     /// `mincore`'s vector with a number of resident pages (bytes with bit 0 set) that meets this.
     Resident(Comparison),
     /// Success returning this address (`brk`'s break, the mapping `mmap`, `mremap` or `shmat`
-    /// returned, `uffd_read`'s fault).
+    /// returned).
     Addr(AddrExpr),
-    /// A `uffd_read` message: the fault's address and whether it was a write.
-    Fault {
-        addr: AddrExpr,
-        write: bool,
-    },
+    /// A `uffd_read` message.
+    Msg(MsgExpect),
 }
 
 /// An expectation on an observable, checked after a step or at the end.

@@ -984,6 +984,31 @@ mod tests {
     }
 
     #[test]
+    fn uffd_messages_are_read_by_event() {
+        let task = |ops: &str| {
+            let u = "{ op = \"userfaultfd\", as = \"u\" }";
+            format!("[[process]]\nname = \"p\"\n[[step]]\nprocess = \"p\"\nops = [ {u}, {ops} ]\n")
+        };
+        let read = |expect: &str| {
+            format!("{{ op = \"uffd_read\", fd = \"u\", as = \"c\", expect = {expect} }}")
+        };
+        let unknown = err(&task(&read("{ event = \"exit\" }")));
+        assert!(unknown.contains("`event`: unknown `exit`: expected pagefault, fork"), "{unknown}");
+        let mixed =
+            read("{ event = \"remove\", start = \"0x1000\", end = \"0x2000\", write = true }");
+        assert!(err(&task(&mixed)).contains("`write`: a remove message has no `write`"));
+        let missing = err(&task(&read("{ event = \"remap\", from = \"0x1000\" }")));
+        assert!(missing.contains("`to`"), "{missing}");
+        // A fork event's read binds the child's descriptor, which later operations take.
+        let fork =
+            format!("{}, {{ op = \"uffdio_api\", fd = \"c\" }}", read("{ event = \"fork\" }"));
+        assert!(parse_scenario("s.toml", &task(&fork)).is_ok());
+        let fault =
+            format!("{}, {{ op = \"uffdio_api\", fd = \"c\" }}", read("{ addr = \"0x1000\" }"));
+        assert!(err(&task(&fault)).contains("`c`"), "{}", err(&task(&fault)));
+    }
+
+    #[test]
     fn unmodelled_kernel_features_are_refused_by_name() {
         let task = |ops: &str| {
             format!("[[process]]\nname = \"p\"\n[[step]]\nprocess = \"p\"\nops = [ {ops} ]\n")
@@ -994,10 +1019,10 @@ mod tests {
         );
         let wp = "{ op = \"uffdio_register\", fd = \"u\", addr = \"0x1000\", len = 4096, mode = \"missing|wp\" }";
         assert!(err(&task(wp)).contains("`wp`: UFFDIO_REGISTER_MODE_WP"), "{}", err(&task(wp)));
-        let fork = "{ op = \"uffdio_api\", fd = \"u\", features = \"event_fork\" }";
-        assert!(err(&task(fork)).contains("`event_fork`: UFFD_FEATURE_EVENT_FORK"));
-        let umo = "{ op = \"userfaultfd\", flags = \"user_mode_only\" }";
-        assert!(err(&task(umo)).contains("UFFD_USER_MODE_ONLY"));
+        let wp = "{ op = \"uffdio_api\", fd = \"u\", features = \"event_fork|pagefault_flag_wp\" }";
+        assert!(err(&task(wp)).contains("`pagefault_flag_wp`: UFFD_FEATURE_PAGEFAULT_FLAG_WP"));
+        let wpa = "{ op = \"uffdio_api\", fd = \"u\", features = \"minor_shmem|wp_async\" }";
+        assert!(err(&task(wpa)).contains("UFFD_FEATURE_WP_ASYNC"));
         assert!(err(&task("{ op = \"mbind\" }")).contains("NUMA memory policy"));
         let hwpoison = "{ op = \"madvise\", addr = \"0x1000\", len = 4096, advice = \"hwpoison\" }";
         assert!(

@@ -72,6 +72,7 @@ use crate::types::huge_mm::MthpStat;
 use crate::types::ids::MmId;
 use crate::types::ids::PtId;
 use crate::types::ids::VmaId;
+use crate::types::userfaultfd::UffdReason;
 use crate::userfaultfd::handle_userfault;
 use crate::vmstat::VmStat;
 use simcore::{Bytes, Order, Pfn, VirtAddr};
@@ -115,7 +116,8 @@ async fn do_huge_pmd_anonymous_page(
     // A userfaultfd's missing page: the kernel asks under the PMD lock, after allocating (the
     // huge zero page, or the THP, which it then frees); the model asks first.
     if cx.st().userfaultfd_missing(vmf.vma) {
-        let waiter = handle_userfault(cx, vmf.vma, vmf.address, vmf.kind.write())?;
+        let why = (vmf.kind.write(), UffdReason::Missing);
+        let waiter = handle_userfault(cx, vmf.vma, vmf.address, why)?;
         return Ok(Some(FaultOutcome::Retry(waiter)));
     }
     let use_zero = cx.st().thp.settings.use_zero_page;

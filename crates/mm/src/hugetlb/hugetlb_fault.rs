@@ -59,6 +59,7 @@ use crate::types::ids::InodeId;
 use crate::types::ids::MmId;
 use crate::types::ids::PtId;
 use crate::types::ids::VmaId;
+use crate::types::userfaultfd::UffdReason;
 use crate::userfaultfd::handle_userfault;
 use crate::vma::VmFlags;
 use engine::{LockGuard, SpinLock};
@@ -312,7 +313,7 @@ async fn hugetlb_no_page<'a>(
         // The owner of the reservations took this page back (`HPAGE_RESV_UNMAPPED`).
         return Err(VmFault::SigBus);
     }
-    if let Some(userfault) = missing_userfault(hv) {
+    if let Some(userfault) = uffd_userfault(hv) {
         return userfault;
     }
     let Some(np) = find_or_alloc(hv).await? else {
@@ -362,20 +363,23 @@ async fn hugetlb_no_page<'a>(
     out
 }
 
-/// `hugetlb_no_page`'s userfaultfd test: a page inside the file and not in its page cache, in
-/// a VMA a userfaultfd registered, goes to it (`hugetlb_handle_userfault`, at the huge-page
-/// aligned address; the fault mutex and the vma lock drop as the fault returns), unless the
-/// fault is a fill's own.
-fn missing_userfault(hv: &HugeVmf<'_>) -> Option<Result<FaultOutcome, VmFault>> {
+/// `hugetlb_no_page`'s userfaultfd tests, unless the fault is a fill's own: a page inside the
+/// file and not in its page cache goes to a missing-registered VMA's userfaultfd, one in the
+/// page cache to a minor-registered VMA's (v5.13) (`hugetlb_handle_userfault`, at the
+/// huge-page aligned address; the fault mutex and the vma lock drop as the fault returns).
+fn uffd_userfault(hv: &HugeVmf<'_>) -> Option<Result<FaultOutcome, VmFault>> {
     let cx = hv.cx;
-    let missing = {
+    let reason = {
         let st = cx.st();
-        st.userfaultfd_missing(hv.vma)
-            && !cx.uffd_flag(UffdFlag::Fill)
-            && hv.idx < i_size_huge(&st, hv.inode)
-            && !st.hinode(hv.inode).cache.contains_key(&hv.idx)
-    };
-    missing.then(|| handle_userfault(cx, hv.vma, hv.haddr, hv.write).map(FaultOutcome::Retry))
+        let cached = st.hinode(hv.inode).cache.contains_key(&hv.idx);
+        let armed = !cx.uffd_flag(UffdFlag::Fill) && hv.idx < i_size_huge(&st, hv.inode);
+        match (cached, armed) {
+            (false, true) if st.userfaultfd_missing(hv.vma) => Some(UffdReason::Missing),
+            (true, true) if st.userfaultfd_minor(hv.vma) => Some(UffdReason::Minor),
+            _ => None,
+        }
+    }?;
+    Some(handle_userfault(cx, hv.vma, hv.haddr, (hv.write, reason)).map(FaultOutcome::Retry))
 }
 
 /// The file's size in huge pages.

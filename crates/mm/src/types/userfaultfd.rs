@@ -42,16 +42,61 @@ pub mod register_mode {
 /// `uffd_msg.arg.pagefault.flags`: `UFFD_PAGEFAULT_FLAG_WRITE`.
 pub const PAGEFAULT_FLAG_WRITE: u64 = 1 << 0;
 
+/// `uffd_msg.arg.pagefault.flags`: `UFFD_PAGEFAULT_FLAG_MINOR` (v5.13), a minor fault.
+pub const PAGEFAULT_FLAG_MINOR: u64 = 1 << 2;
+
+/// Why a fault goes to the userfaultfd (`handle_userfault`'s `reason`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UffdReason {
+    /// `VM_UFFD_MISSING`: no page there.
+    Missing,
+    /// `VM_UFFD_MINOR`: the page is in the page cache, not mapped here.
+    Minor,
+}
+
+/// `uffdio_copy.mode` and `uffdio_zeropage.mode` bits: `UFFDIO_COPY_MODE_DONTWAKE` (the same
+/// bit as `UFFDIO_ZEROPAGE_MODE_DONTWAKE`) and `UFFDIO_COPY_MODE_WP` (v5.7).
+pub mod copy_mode {
+    pub const DONTWAKE: u64 = 1 << 0;
+    pub const WP: u64 = 1 << 1;
+}
+
+/// `uffd_msg.event` codes (`UFFD_EVENT_*`).
+pub mod event {
+    pub const PAGEFAULT: u8 = 0x12;
+    pub const FORK: u8 = 0x13;
+    pub const REMAP: u8 = 0x14;
+    pub const REMOVE: u8 = 0x15;
+    pub const UNMAP: u8 = 0x16;
+}
+
 /// One faulting task's entry (`struct userfaultfd_wait_queue`): the message it posted and
 /// whether a reader has taken it (it moved from `fault_pending_wqh` to `fault_wqh`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct UffdFault {
-    /// The fault's address, page-aligned (huge-page aligned in a hugetlb VMA).
+    /// The fault's address: page-aligned (huge-page aligned in a hugetlb VMA), or the exact
+    /// address the access faulted at with `UFFD_FEATURE_EXACT_ADDRESS`.
     pub address: VirtAddr,
     /// `UFFD_PAGEFAULT_FLAG_*`.
     pub flags: u64,
+    /// `arg.pagefault.feat.ptid` with `UFFD_FEATURE_THREAD_ID`, else 0.
+    pub ptid: u32,
     /// Read by `read(2)` on the descriptor.
     pub read: bool,
+}
+
+/// A non-cooperative event waiting to be read (`struct userfaultfd_wait_queue` on
+/// `event_wqh`): its sender sleeps until a reader takes it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UffdEvent {
+    /// `UFFD_EVENT_FORK`: the child's context, whose descriptor the read installs.
+    Fork { child: InodeId },
+    /// `UFFD_EVENT_REMAP`: `mremap` moved `len` bytes from `from` to `to`.
+    Remap { from: VirtAddr, to: VirtAddr, len: u64 },
+    /// `UFFD_EVENT_REMOVE`: `MADV_DONTNEED`/`MADV_REMOVE` of `[start, end)`.
+    Remove { start: VirtAddr, end: VirtAddr },
+    /// `UFFD_EVENT_UNMAP`: `[start, end)` was unmapped.
+    Unmap { start: VirtAddr, end: VirtAddr },
 }
 
 /// A faulting task's wait: the context and its entry's number there (`FaultOutcome::Retry`).
@@ -70,8 +115,9 @@ pub struct UffdCtx {
     pub api: bool,
     /// The features `UFFDIO_API` enabled.
     pub features: u64,
-    /// `O_NONBLOCK` of `userfaultfd(2)`'s flags: a read with no message is EAGAIN.
-    pub nonblock: bool,
+    /// `userfaultfd(2)`'s flags (`O_CLOEXEC`, `O_NONBLOCK`, `UFFD_USER_MODE_ONLY`): with
+    /// `O_NONBLOCK` a read with no message is EAGAIN.
+    pub flags: u32,
     /// Faults waiting for a handler, by entry number (the order they were posted).
     pub faults: BTreeMap<u64, UffdFault>,
     /// The next entry number.
@@ -80,6 +126,14 @@ pub struct UffdCtx {
     pub fault_wq: WaitQueue,
     /// `fd_wqh`: where readers sleep until a fault is posted.
     pub fd_wq: WaitQueue,
+    /// Events posted and not yet read, by entry number (`event_wqh`).
+    pub events: BTreeMap<u64, UffdEvent>,
+    /// `event_wqh`: where the senders of events sleep until they are read; made with the
+    /// first event.
+    pub event_wq: Option<WaitQueue>,
+    /// `mmap_changing`: events being delivered (counted from when the operation that sends
+    /// them decided to, until they are read), during which fills are EAGAIN (v4.18).
+    pub mmap_changing: u32,
 }
 
 /// Every userfaultfd context, by the inode of its descriptor's anonymous file

@@ -1,7 +1,9 @@
-//! `UFFDIO_COPY` and `UFFDIO_ZEROPAGE`: the handler fills missing pages (mm/userfaultfd.c
-//! `mfill_atomic`, `mfill_atomic_pte_copy`, `mfill_atomic_pte_zeropage`,
+//! `UFFDIO_COPY`, `UFFDIO_ZEROPAGE` and `UFFDIO_CONTINUE`: the handler fills missing pages, or
+//! maps cached ones after a minor fault (mm/userfaultfd.c `mfill_atomic`,
+//! `mfill_atomic_pte_copy`, `mfill_atomic_pte_zeropage`, `mfill_atomic_pte_continue`,
 //! `mfill_atomic_install_pte`, `mfill_atomic_hugetlb`, mm/shmem.c `shmem_mfill_atomic_pte`;
-//! fs/userfaultfd.c `userfaultfd_copy`, `userfaultfd_zeropage`; Linux v4.3 to v6.19).
+//! fs/userfaultfd.c `userfaultfd_copy`, `userfaultfd_zeropage`, `userfaultfd_continue`; Linux
+//! v4.3 to v6.19, `UFFDIO_CONTINUE` from v5.13).
 //!
 //! Both ioctls check the destination range (`validate_range`, EINVAL; for a copy, a source
 //! range that wraps is EINVAL too), then, under the context's `mmap_lock` for read, ask for one
@@ -17,6 +19,11 @@
 //! - a hugetlb VMA (v4.11): huge pages (the range huge-page aligned, EINVAL otherwise), a new
 //!   one per huge page, in the page cache of a shared mapping; a zero page is EINVAL.
 //!
+//! - `UFFDIO_CONTINUE` (v5.13; EINVAL before, an unknown ioctl): a shmem or hugetlb VMA (EINVAL
+//!   for anonymous memory), page by page (huge page by huge page, aligned), the page its file
+//!   caches mapped (EFAULT when it caches none), writable in a shared writable VMA, read-only
+//!   in a private one.
+//!
 //! A PTE already there (or a PMD leaf) is EEXIST. The result is the bytes filled: when some
 //! were, the faults waiting in them are woken (`wake_userfault`), and the call is EAGAIN unless
 //! all were; when none were, the first page's error.
@@ -28,7 +35,13 @@
 //! nowhere), then written: the same page cache, PTE and counters as the kernel's own
 //! installation, a shmem page from a `huge=` mount possibly a THP where the kernel's is one
 //! page. A private VMA's new page maps clean when the VMA is read-only (the kernel's is dirty).
-//! The modes `UFFDIO_COPY_MODE_DONTWAKE`/`WP` are not modelled (the API takes none).
+//! `UFFDIO_CONTINUE` maps the cached page by the fault path too (a write fault in a shared
+//! writable VMA, a read fault otherwise, the fill's own), so its PTE is the fault's: clean after
+//! a read fault where the kernel's `mfill_atomic_install_pte` marks it dirty.
+//! `UFFDIO_COPY_MODE_DONTWAKE` (and `UFFDIO_ZEROPAGE_MODE_DONTWAKE`) fill without waking the
+//! faults there (the handler wakes them with `UFFDIO_WAKE`); any other mode bit is EINVAL (so
+//! `UFFDIO_COPY_MODE_WP`, which wants a write-protect registration the model has none of).
+//! While an event is being delivered both are EAGAIN from v4.18 (`userfaultfd/events.rs`).
 
 use crate::arch::uaccess::read_user;
 use crate::errno::Errno;
@@ -41,53 +54,118 @@ use crate::pgtable::{Level, Pte, Upper};
 use crate::sim::cost::Cost;
 use crate::types::ids::{InodeId, MmId, Pid, VmaId};
 use crate::types::mm_types::WalkOps;
+use crate::types::userfaultfd::copy_mode;
 use crate::userfaultfd::{validate_range, wake_userfault};
 use crate::vma::VmFlags;
 use simcore::{Bytes, VirtAddr};
 
-/// `UFFDIO_COPY` of `len` bytes from the caller's `src` to `dst` of the context's address space:
-/// the bytes copied.
+/// `UFFDIO_COPY` of `len` bytes from the caller's `src` to `dst` of the context's address space,
+/// with `mode`: the bytes copied.
 pub(crate) async fn userfaultfd_copy(
     cx: &Cx,
     (pid, fd): (Pid, i32),
     (dst, src): (VirtAddr, VirtAddr),
-    len: u64,
+    (len, mode): (u64, u64),
 ) -> Result<u64, Errno> {
     cx.charge(Cost::Syscall).await;
     let ctx = cx.st().uffd_ctx_of(pid, fd, false)?;
+    mmap_changing(cx, ctx)?;
     validate_range(dst, len)?;
     if src.0.checked_add(len).is_none() {
         return Err(Errno::EINVAL);
     }
+    // `UFFDIO_COPY_MODE_WP` (v5.7; EINVAL before as an unknown bit) asks for a VMA registered
+    // in write-protect mode, which no VMA is here: EINVAL in every era.
+    if mode & !copy_mode::DONTWAKE != 0 {
+        return Err(Errno::EINVAL);
+    }
     let caller = cx.st().procs[pid].mm.ok_or(Errno::EFAULT)?;
     let data = read_user(cx, caller, src, len).await.map_err(|_| Errno::EFAULT)?;
-    fill_and_wake(cx, ctx, dst, len, Some(&data)).await
+    fill_and_wake(cx, ctx, (dst, len), Source::Copy(&data), mode).await
 }
 
-/// `UFFDIO_ZEROPAGE` of `[dst, dst + len)`: the bytes zero-filled.
+/// `UFFDIO_ZEROPAGE` of `[dst, dst + len)` with `mode`: the bytes zero-filled.
 pub(crate) async fn userfaultfd_zeropage(
     cx: &Cx,
     (pid, fd): (Pid, i32),
     dst: VirtAddr,
-    len: u64,
+    (len, mode): (u64, u64),
 ) -> Result<u64, Errno> {
     cx.charge(Cost::Syscall).await;
     let ctx = cx.st().uffd_ctx_of(pid, fd, false)?;
+    mmap_changing(cx, ctx)?;
     validate_range(dst, len)?;
-    fill_and_wake(cx, ctx, dst, len, None).await
+    if mode & !copy_mode::DONTWAKE != 0 {
+        return Err(Errno::EINVAL);
+    }
+    fill_and_wake(cx, ctx, (dst, len), Source::Zero, mode).await
 }
 
-/// `mfill_atomic`, then the ioctl's tail: the faults in the filled range woken, EAGAIN for a
-/// short fill.
+/// `UFFDIO_CONTINUE` of `[dst, dst + len)` with `mode` (v5.13): the pages the file caches
+/// mapped; the bytes mapped. EINVAL before v5.13 (an unknown ioctl).
+pub(crate) async fn userfaultfd_continue(
+    cx: &Cx,
+    (pid, fd): (Pid, i32),
+    dst: VirtAddr,
+    (len, mode): (u64, u64),
+) -> Result<u64, Errno> {
+    cx.charge(Cost::Syscall).await;
+    if !crate::era::uffd_minor_hugetlbfs(cx.kernel().version) {
+        return Err(Errno::EINVAL);
+    }
+    let ctx = cx.st().uffd_ctx_of(pid, fd, false)?;
+    mmap_changing(cx, ctx)?;
+    validate_range(dst, len)?;
+    // `UFFDIO_CONTINUE_MODE_WP` (v6.5) wants a write-protect registration: EINVAL here.
+    if mode & !copy_mode::DONTWAKE != 0 {
+        return Err(Errno::EINVAL);
+    }
+    fill_and_wake(cx, ctx, (dst, len), Source::Continue, mode).await
+}
+
+/// What a fill puts in the pages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Source<'a> {
+    /// `UFFDIO_COPY`: these bytes.
+    Copy(&'a [u8]),
+    /// `UFFDIO_ZEROPAGE`: zeros.
+    Zero,
+    /// `UFFDIO_CONTINUE`: the page the file caches.
+    Continue,
+}
+
+impl<'a> Source<'a> {
+    /// The bytes of the page at `done` of `step` bytes, for a copy.
+    fn bytes(self, done: u64, step: u64) -> Option<&'a [u8]> {
+        match self {
+            Source::Copy(d) => Some(&d[done as usize..(done + step) as usize]),
+            Source::Zero | Source::Continue => None,
+        }
+    }
+}
+
+/// EAGAIN while an event of context `ctx` is being delivered (`ctx->mmap_changing`, v4.18).
+fn mmap_changing(cx: &Cx, ctx: InodeId) -> Result<(), Errno> {
+    let changing = cx.st().uffd_ctx(ctx).mmap_changing != 0;
+    if changing && crate::era::uffd_mfill_waits_mmap_changing(cx.kernel().version) {
+        return Err(Errno::EAGAIN);
+    }
+    Ok(())
+}
+
+/// `mfill_atomic`, then the ioctl's tail: the faults in the filled range woken (unless `mode`
+/// says `DONTWAKE`), EAGAIN for a short fill.
 async fn fill_and_wake(
     cx: &Cx,
     ctx: InodeId,
-    dst: VirtAddr,
-    len: u64,
-    data: Option<&[u8]>,
+    (dst, len): (VirtAddr, u64),
+    src: Source<'_>,
+    mode: u64,
 ) -> Result<u64, Errno> {
-    let filled = mfill_atomic(cx, ctx, dst, len, data).await?;
-    wake_userfault(cx, ctx, dst, dst + Bytes(filled));
+    let filled = mfill_atomic(cx, ctx, (dst, len), src).await?;
+    if mode & copy_mode::DONTWAKE == 0 {
+        wake_userfault(cx, ctx, dst, dst + Bytes(filled));
+    }
     if filled == len { Ok(filled) } else { Err(Errno::EAGAIN) }
 }
 
@@ -104,20 +182,22 @@ enum Fill {
 async fn mfill_atomic(
     cx: &Cx,
     ctx: InodeId,
-    dst: VirtAddr,
-    len: u64,
-    data: Option<&[u8]>,
+    (dst, len): (VirtAddr, u64),
+    src: Source<'_>,
 ) -> Result<u64, Errno> {
     let mm = cx.st().uffd_ctx(ctx).mm;
     let lock = cx.st().mm(mm).mmap_lock;
     let _g = lock.read(cx).await;
     let (vma, fill) = dst_vma(&cx.st(), mm, dst, len)?;
     let step = match fill {
+        // `UFFDIO_CONTINUE` maps page-cache pages: not into anonymous memory.
+        Fill::Private if src == Source::Continue && cx.st().vma(vma).is_anonymous() => {
+            return Err(Errno::EINVAL);
+        }
         Fill::Private => Bytes::PAGE.as_u64(),
         Fill::ByFault { step, hugetlb } => {
-            if hugetlb
-                && (data.is_none() || !dst.0.is_multiple_of(step) || !len.is_multiple_of(step))
-            {
+            let unaligned = !dst.0.is_multiple_of(step) || !len.is_multiple_of(step);
+            if hugetlb && (src == Source::Zero || unaligned) {
                 return Err(Errno::EINVAL);
             }
             step
@@ -126,10 +206,11 @@ async fn mfill_atomic(
     let mut done = 0;
     while done < len {
         let addr = dst + Bytes(done);
-        let bytes = data.map(|d| &d[done as usize..(done + step) as usize]);
-        let result = match fill {
-            Fill::Private => fill_private(cx, (mm, vma), addr, bytes).await,
-            Fill::ByFault { .. } => fill_by_fault(cx, (mm, vma), addr, bytes).await,
+        let bytes = src.bytes(done, step);
+        let result = match (fill, src) {
+            (_, Source::Continue) => continue_page(cx, (mm, vma), addr).await,
+            (Fill::Private, _) => fill_private(cx, (mm, vma), addr, bytes).await,
+            (Fill::ByFault { .. }, _) => fill_by_fault(cx, (mm, vma), addr, bytes).await,
         };
         match result {
             Ok(()) => done += step,
@@ -243,6 +324,37 @@ async fn fill_by_fault(
     for (i, chunk) in data.chunks(4096).enumerate() {
         st.mem.write((pte.pfn() + i as u64).0, 0, chunk);
     }
+    Ok(())
+}
+
+/// `mfill_atomic_pte_continue` (and hugetlb's continue) of the page at `addr`: EEXIST when
+/// something is mapped there, EFAULT when the file does not cache the page; else the fault path
+/// maps the cached page as the kernel installs it, writable in a shared writable VMA (a write
+/// fault that is the fill's own), read-only in a private one (a read fault).
+async fn continue_page(cx: &Cx, (mm, vma): (MmId, VmaId), addr: VirtAddr) -> Result<(), Errno> {
+    let (mapped, cached, kind) = {
+        let st = cx.st();
+        let mapped = st.pt.translate(st.mm(mm).pgd, addr).is_some_and(|(p, _)| !p.is_none());
+        let v = st.vma(vma);
+        let inode = st.file(v.file.expect("a shmem or hugetlb VMA has a file")).inode;
+        let index = v.page_index(addr);
+        let cached = match st.hstate_vma(vma) {
+            Some(h) => st.hinode(inode).cache.contains_key(&(index / (h.bytes() >> 12))),
+            None => st.page_cache_get(inode, index).is_some(),
+        };
+        let shared_writable = v.is_shared() && v.flags.has(VmFlags::WRITE);
+        (mapped, cached, if shared_writable { FaultKind::Write } else { FaultKind::Read })
+    };
+    if mapped {
+        return Err(Errno::EEXIST);
+    }
+    if !cached {
+        return Err(Errno::EFAULT);
+    }
+    let _fill = cx.uffd_scope(UffdFlag::Fill, true);
+    handle_mm_fault(cx, mm, vma, addr, kind, FaultAcct::Uncounted)
+        .await
+        .map_err(|_| Errno::ENOMEM)?;
     Ok(())
 }
 

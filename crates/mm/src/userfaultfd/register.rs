@@ -3,16 +3,18 @@
 //!
 //! Registration, under `mmap_lock` for write: the range must be page-aligned, non-empty and in
 //! the user address space (`validate_range`, EINVAL), the mode non-zero with only known bits
-//! (EINVAL; only `MISSING` is modelled, `WP` and `MINOR` are refused by name in scenarios and
-//! EINVAL here). Every VMA overlapping the range must be one userfaultfd can handle
-//! (`vma_can_userfault`): private anonymous memory in every era, and from v4.11 hugetlb and
-//! shmem (shared anonymous memory, tmpfs and memfd files, private or shared;
-//! `era::uffd_missing_hugetlb_shmem`), else EINVAL; have `VM_MAYWRITE` from v4.20 (EPERM,
+//! (EINVAL; `MISSING`, and `MINOR` from v5.13, `era::uffd_minor_hugetlbfs`; `WP` is refused by
+//! name in scenarios and EINVAL here). Every VMA overlapping the range must be one userfaultfd
+//! can handle (`vma_can_userfault`): private anonymous memory in every era, and from v4.11
+//! hugetlb and shmem (shared anonymous memory, tmpfs and memfd files, private or shared;
+//! `era::uffd_missing_hugetlb_shmem`); in minor mode only hugetlb, and shmem from v5.14
+//! (`era::uffd_minor_shmem`); else EINVAL; have `VM_MAYWRITE` from v4.20 (EPERM,
 //! `era::uffd_register_needs_maywrite`); belong to no other userfaultfd (EBUSY); and a hugetlb
 //! VMA's range edges inside it must be huge-page aligned (EINVAL). A range with no VMA is EINVAL.
-//! Holes between VMAs are no error. Then each VMA not yet registered gets `VM_UFFD_MISSING` and
-//! the context, split at the range's edges and merged with compatible neighbours, as
-//! `mprotect` does (`mmap.rs` `vma_merge_range`).
+//! Holes between VMAs are no error. Then each VMA not yet registered with those modes gets the
+//! modes' flags (`VM_UFFD_MISSING`, `VM_UFFD_MINOR`, replacing the ones it had) and the context,
+//! split at the range's edges and merged with compatible neighbours, as `mprotect` does
+//! (`mmap.rs` `vma_merge_range`).
 //!
 //! Unregistration checks the range and the VMA kinds alike (no `VM_MAYWRITE` test), wakes the
 //! faults waiting in each registered part (`wake_userfault`: they retry as ordinary faults),
@@ -26,7 +28,7 @@ use crate::errno::Errno;
 use crate::kernel::{Cx, KState};
 use crate::types::ids::{InodeId, MmId, Pid, VmaId};
 use crate::types::userfaultfd::register_mode;
-use crate::userfaultfd::{validate_range, wake_userfault};
+use crate::userfaultfd::{VM_UFFD_FLAGS, validate_range, wake_userfault};
 use crate::vma::VmFlags;
 use simcore::{Bytes, VirtAddr};
 
@@ -39,21 +41,19 @@ pub(crate) async fn userfaultfd_register(
 ) -> Result<(), Errno> {
     cx.charge(crate::sim::cost::Cost::Syscall).await;
     let ctx = cx.st().uffd_ctx_of(pid, fd, false)?;
-    let known = register_mode::MISSING | register_mode::WP | register_mode::MINOR;
-    if mode == 0 || mode & !known != 0 || mode != register_mode::MISSING {
-        return Err(Errno::EINVAL);
-    }
+    let vm_flags = mode_flags(cx.kernel().version, mode)?;
     let end = validate_range(start, len)?;
     let mm = cx.st().uffd_ctx(ctx).mm;
     let lock = cx.st().mm(mm).mmap_lock;
     let _g = lock.write(cx).await;
     cx.charge(crate::sim::cost::Cost::VmaUpdate).await;
-    let vmas = checked_vmas(&cx.st(), mm, (start, end), Some(ctx))?;
+    let vmas = checked_vmas(&cx.st(), mm, (start, end), Some((ctx, vm_flags)))?;
     for v in vmas {
-        if cx.st().vma(v).uffd == Some(ctx) {
+        let vma_flags = cx.st().vma(v).flags.0;
+        if cx.st().vma(v).uffd == Some(ctx) && vma_flags & vm_flags == vm_flags {
             continue;
         }
-        set_range_ctx(cx, mm, v, (start, end), Some(ctx)).await;
+        set_range_ctx(cx, mm, v, (start, end), Some((ctx, vm_flags))).await;
     }
     crate::mmap::vma_merge_range(cx, mm, start, end).await;
     Ok(())
@@ -86,13 +86,29 @@ pub(crate) async fn userfaultfd_unregister(
     Ok(())
 }
 
+/// The VMA flags of registration `mode`: EINVAL for no mode, an unknown bit, or a mode the
+/// kernel lacks (`MINOR` before v5.13) or the model does not implement (`WP`).
+fn mode_flags(k: crate::era::KernelVersion, mode: u64) -> Result<u64, Errno> {
+    let mut known = register_mode::MISSING;
+    if crate::era::uffd_minor_hugetlbfs(k) {
+        known |= register_mode::MINOR;
+    }
+    if mode == 0 || mode & !known != 0 {
+        return Err(Errno::EINVAL);
+    }
+    let missing = if mode & register_mode::MISSING != 0 { VmFlags::UFFD_MISSING } else { 0 };
+    let minor = if mode & register_mode::MINOR != 0 { VmFlags::UFFD_MINOR } else { 0 };
+    Ok(missing | minor)
+}
+
 /// The VMAs overlapping `[start, end)`, after the checks both ioctls make of each (registration,
-/// `register` = `Some(ctx)`, adds `VM_MAYWRITE` and ownership).
+/// `register` = `Some((ctx, vm_flags))`, adds the modes' VMA kinds, `VM_MAYWRITE` and
+/// ownership).
 fn checked_vmas(
     st: &KState,
     mm: MmId,
     (start, end): (VirtAddr, VirtAddr),
-    register: Option<InodeId>,
+    register: Option<(InodeId, u64)>,
 ) -> Result<Vec<VmaId>, Errno> {
     let vmas = st.mm(mm).vmas_in(start, end, |id| st.vma(id).end);
     let Some(&first) = vmas.first() else { return Err(Errno::EINVAL) };
@@ -102,10 +118,11 @@ fn checked_vmas(
     let k = st.thp.kernel;
     for &v in &vmas {
         let vma = st.vma(v);
-        if !vma_can_userfault(st, v) {
+        let vm_flags = register.map_or(VmFlags::UFFD_MISSING, |(_, f)| f);
+        if !vma_can_userfault(st, v, vm_flags) {
             return Err(Errno::EINVAL);
         }
-        let Some(ctx) = register else { continue };
+        let Some((ctx, _)) = register else { continue };
         if crate::era::uffd_register_needs_maywrite(k) && !vma.flags.has(VmFlags::MAYWRITE) {
             return Err(Errno::EPERM);
         }
@@ -124,23 +141,30 @@ fn huge_misaligned(st: &KState, v: VmaId, addr: VirtAddr) -> bool {
     st.hstate_vma(v).is_some_and(|h| !addr.is_aligned(Bytes(h.bytes())))
 }
 
-/// `vma_can_userfault` for the missing mode: anonymous memory, and from v4.11 hugetlb and shmem.
-fn vma_can_userfault(st: &KState, v: VmaId) -> bool {
+/// `vma_can_userfault` for the modes of `vm_flags`: anonymous memory, and from v4.11 hugetlb and
+/// shmem; in minor mode hugetlb only (v5.13), and shmem from v5.14.
+fn vma_can_userfault(st: &KState, v: VmaId, vm_flags: u64) -> bool {
     let vma = st.vma(v);
+    let k = st.thp.kernel;
     let anon = vma.is_anonymous();
     let hugetlb = vma.vm_ops.is_hugetlb();
     let shmem = vma.file.is_some_and(|f| st.inodes[st.file(f).inode].fs.swap_backed());
-    anon || (crate::era::uffd_missing_hugetlb_shmem(st.thp.kernel) && (hugetlb || shmem))
+    if vm_flags & VmFlags::UFFD_MINOR != 0
+        && !(hugetlb || (shmem && crate::era::uffd_minor_shmem(k)))
+    {
+        return false;
+    }
+    anon || (crate::era::uffd_missing_hugetlb_shmem(k) && (hugetlb || shmem))
 }
 
-/// The part of `v` inside `[start, end)`, split off, gets `VM_UFFD_MISSING` and context `ctx`,
-/// or loses them (`None`).
+/// The part of `v` inside `[start, end)`, split off, gets context `ctx` and its mode flags
+/// (replacing those it had), or loses them (`None`).
 async fn set_range_ctx(
     cx: &Cx,
     mm: MmId,
     v: VmaId,
     (start, end): (VirtAddr, VirtAddr),
-    ctx: Option<InodeId>,
+    ctx: Option<(InodeId, u64)>,
 ) {
     let (s, e) = {
         let st = cx.st();
@@ -153,10 +177,7 @@ async fn set_range_ctx(
     let mut st = cx.st();
     for p in parts {
         let vma = st.vma_mut(p);
-        vma.uffd = ctx;
-        vma.flags.0 = match ctx {
-            Some(_) => vma.flags.0 | VmFlags::UFFD_MISSING,
-            None => vma.flags.0 & !VmFlags::UFFD_MISSING,
-        };
+        vma.uffd = ctx.map(|(c, _)| c);
+        vma.flags.0 = (vma.flags.0 & !VM_UFFD_FLAGS) | ctx.map_or(0, |(_, f)| f);
     }
 }

@@ -302,10 +302,12 @@ fn shm_and<'a>(id: &str, a: impl IntoIterator<Item = &'a AddrExpr>) -> Vec<(Stri
 fn uffd_refs(u: &UffdOp) -> Vec<(String, ValueKind)> {
     match u {
         UffdOp::Create { .. } => Vec::new(),
-        UffdOp::Api { fd: f, .. } | UffdOp::Read { fd: f } => fd(f),
+        UffdOp::Api { fd: f, .. } | UffdOp::Read { fd: f, .. } => fd(f),
         UffdOp::Register { fd: f, addr: a, .. }
         | UffdOp::Unregister { fd: f, addr: a, .. }
-        | UffdOp::Zeropage { fd: f, dst: a, .. } => fd(f).into_iter().chain(addr(a)).collect(),
+        | UffdOp::Wake { fd: f, addr: a, .. }
+        | UffdOp::Zeropage { fd: f, dst: a, .. }
+        | UffdOp::Continue { fd: f, dst: a, .. } => fd(f).into_iter().chain(addr(a)).collect(),
         UffdOp::Copy { fd: f, dst, src, .. } => {
             fd(f).into_iter().chain(addr(dst)).chain(addr(src)).collect()
         }

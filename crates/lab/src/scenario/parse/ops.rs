@@ -8,7 +8,8 @@ use super::fields::Fields;
 use super::words::{
     UNMODELLED_OPS, parse_fallocate_mode, parse_kernel_cond, parse_mcl_flags, parse_memfd_flags,
     parse_mlock2_flags, parse_mremap_flags, parse_msync_flags, parse_percent, parse_shmat_flags,
-    parse_shmget_flags, parse_uffd_features, parse_uffd_flags, parse_uffd_mode, unmodelled,
+    parse_shmget_flags, parse_uffd_copy_mode, parse_uffd_features, parse_uffd_flags,
+    parse_uffd_mode, unmodelled,
 };
 use crate::scenario::ScenarioError;
 use crate::scenario::limits;
@@ -39,6 +40,10 @@ impl Parser<'_> {
         let mut all = vec!["op", "as", "expect"];
         all.extend_from_slice(op_keys(&kind));
         f.finish(&all)?;
+        let mut kind = kind;
+        if let OpKind::Uffd(UffdOp::Read { fork, .. }) = &mut kind {
+            *fork = expect.iter().any(|a: &Alternative| a.expect == OpExpect::Msg(MsgExpect::Fork));
+        }
         Ok(Op { line, kind, bind, expect })
     }
 
@@ -69,7 +74,7 @@ impl Parser<'_> {
             return Err(self.err(f.line_of("op"), why));
         }
         Err(self.err(f.line_of("op"), format!(
-            "unknown operation `{name}`: expected one of mmap, munmap, mremap, mprotect, madvise, mlock, mlock2, munlock, mseal, mlockall, munlockall, msync, brk, open, memfd_create, shmget, shmat, shmdt, shmctl, close, dup, read, write, truncate, ftruncate, fallocate, fsync, fork, exit, exec, touch, read_bytes, write_bytes, increment, mincore, pagemap, run, pin, pin_read, unpin, io_uring_register_buffers, userfaultfd, uffdio_api, uffdio_register, uffdio_unregister, uffdio_copy, uffdio_zeropage, uffd_read, io_uring_unregister_buffers, read_fixed, write_fixed, pread_direct, pwrite, complete, clear_refs, pipe, vmsplice, sleep, fadvise, memory_reclaim, prctl, sysfs_write, repeat, notify, wait"
+            "unknown operation `{name}`: expected one of mmap, munmap, mremap, mprotect, madvise, mlock, mlock2, munlock, mseal, mlockall, munlockall, msync, brk, open, memfd_create, shmget, shmat, shmdt, shmctl, close, dup, read, write, truncate, ftruncate, fallocate, fsync, fork, exit, exec, touch, read_bytes, write_bytes, increment, mincore, pagemap, run, pin, pin_read, unpin, io_uring_register_buffers, userfaultfd, uffdio_api, uffdio_register, uffdio_unregister, uffdio_wake, uffdio_copy, uffdio_zeropage, uffdio_continue, uffd_read, io_uring_unregister_buffers, read_fixed, write_fixed, pread_direct, pwrite, complete, clear_refs, pipe, vmsplice, sleep, fadvise, memory_reclaim, prctl, sysfs_write, repeat, notify, wait"
         )))
     }
 
@@ -138,9 +143,10 @@ impl Parser<'_> {
         let fd = || f.string("fd");
         let range = || Ok::<_, ScenarioError>((f.addr("addr")?, f.size("len")?.as_u64()));
         Ok(Some(OpKind::Uffd(match name {
-            "userfaultfd" => {
-                UffdOp::Create { flags: f.keyword("flags", parse_uffd_flags, Some(0))? }
-            }
+            "userfaultfd" => UffdOp::Create {
+                flags: f.keyword("flags", parse_uffd_flags, Some(0))?,
+                dev: f.opt_bool("dev")?.unwrap_or(false),
+            },
             "uffdio_api" => UffdOp::Api {
                 fd: fd()?,
                 features: f.keyword("features", parse_uffd_features, Some(0))?,
@@ -154,16 +160,31 @@ impl Parser<'_> {
                 let (addr, len) = range()?;
                 UffdOp::Unregister { fd: fd()?, addr, len }
             }
+            "uffdio_wake" => {
+                let (addr, len) = range()?;
+                UffdOp::Wake { fd: fd()?, addr, len }
+            }
             "uffdio_copy" => UffdOp::Copy {
                 fd: fd()?,
                 dst: f.addr("dst")?,
                 src: f.addr("src")?,
                 len: f.size("len")?.as_u64(),
+                mode: f.keyword("mode", parse_uffd_copy_mode, Some(0))?,
             },
-            "uffdio_zeropage" => {
-                UffdOp::Zeropage { fd: fd()?, dst: f.addr("dst")?, len: f.size("len")?.as_u64() }
-            }
-            "uffd_read" => UffdOp::Read { fd: fd()? },
+            "uffdio_zeropage" => UffdOp::Zeropage {
+                fd: fd()?,
+                dst: f.addr("dst")?,
+                len: f.size("len")?.as_u64(),
+                mode: f.keyword("mode", parse_uffd_copy_mode, Some(0))?,
+            },
+            "uffdio_continue" => UffdOp::Continue {
+                fd: fd()?,
+                dst: f.addr("dst")?,
+                len: f.size("len")?.as_u64(),
+                mode: f.keyword("mode", parse_uffd_copy_mode, Some(0))?,
+            },
+            // `fork` is set once the expectation is read (`Parser::op`).
+            "uffd_read" => UffdOp::Read { fd: fd()?, fork: false },
             _ => return Ok(None),
         })))
     }
@@ -626,6 +647,10 @@ impl Parser<'_> {
                 );
             }
             OpExpect::Data(f.data()?)
+        } else if matches!(kind, OpKind::Uffd(UffdOp::Read { .. }))
+            && MSG_KEYS.iter().any(|k| f.get(k).is_some())
+        {
+            OpExpect::Msg(self.msg_expect(&f)?)
         } else if let Some(n) = f.opt_u64("bytes")? {
             OpExpect::Count(n)
         } else if let Some(e) = self.numeric_expect(&f, node, kind)? {
@@ -636,21 +661,7 @@ impl Parser<'_> {
                 "expect: expected one of errno, signal, data, data_hex, fill, bytes, iterations, value, resident, addr",
             ));
         };
-        f.finish(&[
-            "errno",
-            "signal",
-            "data",
-            "data_hex",
-            "fill",
-            "len",
-            "bytes",
-            "iterations",
-            "value",
-            "resident",
-            "addr",
-            "write",
-            "when",
-        ])?;
+        f.finish(&EXPECT_KEYS)?;
         Ok(e)
     }
 }
@@ -683,7 +694,6 @@ impl Parser<'_> {
             return Ok(Some(OpExpect::Resident(self.iterations(n)?)));
         }
         if let Some(a) = f.opt_addr("addr")? {
-            let read = matches!(kind, OpKind::Uffd(UffdOp::Read { .. }));
             let returns_addr = matches!(
                 kind,
                 OpKind::Brk { .. }
@@ -691,22 +701,60 @@ impl Parser<'_> {
                     | OpKind::Mremap { .. }
                     | OpKind::Shmat { .. }
             );
-            if !read && !returns_addr {
+            if !returns_addr {
                 return Err(
                     self.err(node.line, format!("`{}` returns no address to compare", kind.name()))
                 );
             }
-            return Ok(Some(match f.opt_bool("write")? {
-                Some(write) if read => OpExpect::Fault { addr: a, write },
-                Some(_) => {
-                    return Err(
-                        self.err(f.line_of("write"), "only `uffd_read` reads a fault's `write`")
-                    );
-                }
-                None => OpExpect::Addr(a),
-            }));
+            if f.get("write").is_some() {
+                return Err(
+                    self.err(f.line_of("write"), "only `uffd_read` reads a fault's `write`")
+                );
+            }
+            return Ok(Some(OpExpect::Addr(a)));
         }
         Ok(None)
+    }
+
+    /// A `uffd_read`'s message: `event` (`pagefault` unless given) and its fields: a fault's
+    /// `addr`, `write` and `tid` (a process), a remap's `from`, `to` and `len`, a remove's or
+    /// an unmap's `start` and `end`.
+    fn msg_expect(&self, f: &Fields) -> Result<MsgExpect, ScenarioError> {
+        let event = f.opt_str("event")?.unwrap_or_else(|| "pagefault".to_string());
+        let (msg, keys): (MsgExpect, &[&str]) = match event.as_str() {
+            "pagefault" => {
+                let (write, minor, tid) =
+                    (f.opt_bool("write")?, f.opt_bool("minor")?, f.opt_str("tid")?);
+                let msg = MsgExpect::Pagefault { addr: f.addr("addr")?, write, minor, tid };
+                (msg, &["addr", "write", "minor", "tid"])
+            }
+            "fork" => (MsgExpect::Fork, &[]),
+            "remap" => {
+                let (from, to, len) = (f.addr("from")?, f.addr("to")?, f.size("len")?.as_u64());
+                (MsgExpect::Remap { from, to, len }, &["from", "to", "len"])
+            }
+            "remove" => (
+                MsgExpect::Remove { start: f.addr("start")?, end: f.addr("end")? },
+                &["start", "end"],
+            ),
+            "unmap" => (
+                MsgExpect::Unmap { start: f.addr("start")?, end: f.addr("end")? },
+                &["start", "end"],
+            ),
+            other => {
+                return Err(self.err(f.line_of("event"), format!(
+                    "`event`: unknown `{other}`: expected pagefault, fork, remap, remove or unmap"
+                )));
+            }
+        };
+        for key in MSG_KEYS.iter().filter(|k| **k != "event" && !keys.contains(k)) {
+            if f.get(key).is_some() {
+                return Err(
+                    self.err(f.line_of(key), format!("`{key}`: a {event} message has no `{key}`"))
+                );
+            }
+        }
+        Ok(msg)
     }
 
     /// `iterations = N` or `iterations = { at_least = N }` (or `at_most`, `equals`); a
@@ -723,6 +771,34 @@ impl Parser<'_> {
         Ok(cmp)
     }
 }
+
+/// The keys of an operation's `expect` table.
+const EXPECT_KEYS: [&str; 20] = [
+    "errno",
+    "signal",
+    "data",
+    "data_hex",
+    "fill",
+    "len",
+    "bytes",
+    "iterations",
+    "value",
+    "resident",
+    "addr",
+    "write",
+    "minor",
+    "event",
+    "tid",
+    "from",
+    "to",
+    "start",
+    "end",
+    "when",
+];
+
+/// The keys of a `uffd_read`'s expected message.
+const MSG_KEYS: [&str; 10] =
+    ["event", "addr", "write", "minor", "tid", "from", "to", "len", "start", "end"];
 
 /// The keys operation `kind` takes besides `op`, `as` and `expect`.
 fn op_keys(kind: &OpKind) -> &'static [&'static str] {
@@ -788,12 +864,12 @@ fn op_keys(kind: &OpKind) -> &'static [&'static str] {
 /// The keys userfaultfd operation `u` takes besides `op`, `as` and `expect`.
 fn uffd_keys(u: &UffdOp) -> &'static [&'static str] {
     match u {
-        UffdOp::Create { .. } => &["flags"],
+        UffdOp::Create { .. } => &["flags", "dev"],
         UffdOp::Api { .. } => &["fd", "features"],
         UffdOp::Register { .. } => &["fd", "addr", "len", "mode"],
-        UffdOp::Unregister { .. } => &["fd", "addr", "len"],
-        UffdOp::Copy { .. } => &["fd", "dst", "src", "len"],
-        UffdOp::Zeropage { .. } => &["fd", "dst", "len"],
+        UffdOp::Unregister { .. } | UffdOp::Wake { .. } => &["fd", "addr", "len"],
+        UffdOp::Copy { .. } => &["fd", "dst", "src", "len", "mode"],
+        UffdOp::Zeropage { .. } | UffdOp::Continue { .. } => &["fd", "dst", "len", "mode"],
         UffdOp::Read { .. } => &["fd"],
     }
 }

@@ -193,19 +193,8 @@ pub fn parse_mcl_flags(s: &str) -> Result<u32, String> {
 /// userfaultfd words of kernel features mmsim does not model (`crates/mm/src/userfaultfd.rs`),
 /// refused by name wherever a userfaultfd operation takes words.
 const UNMODELLED_UFFD: &[(&str, &str)] = &[
-    ("user_mode_only", "UFFD_USER_MODE_ONLY, user-mode faults only (v5.11)"),
-    ("wp", "UFFDIO_REGISTER_MODE_WP, userfaultfd write-protection (v5.7)"),
-    ("minor", "UFFDIO_REGISTER_MODE_MINOR, minor faults (v5.13 hugetlb, v5.14 shmem)"),
+    ("wp", "UFFDIO_REGISTER_MODE_WP and UFFDIO_COPY_MODE_WP, userfaultfd write-protection (v5.7)"),
     ("pagefault_flag_wp", "UFFD_FEATURE_PAGEFAULT_FLAG_WP, write-protection (v5.7)"),
-    ("event_fork", "UFFD_FEATURE_EVENT_FORK, fork events (v4.11)"),
-    ("event_remap", "UFFD_FEATURE_EVENT_REMAP, mremap events (v4.11)"),
-    ("event_remove", "UFFD_FEATURE_EVENT_REMOVE, MADV_DONTNEED/REMOVE events (v4.11)"),
-    ("event_unmap", "UFFD_FEATURE_EVENT_UNMAP, munmap events (v4.11)"),
-    ("sigbus", "UFFD_FEATURE_SIGBUS, SIGBUS instead of a message (v4.14)"),
-    ("thread_id", "UFFD_FEATURE_THREAD_ID, the faulting thread's id (v4.14)"),
-    ("minor_hugetlbfs", "UFFD_FEATURE_MINOR_HUGETLBFS, minor faults (v5.13)"),
-    ("minor_shmem", "UFFD_FEATURE_MINOR_SHMEM, minor faults (v5.14)"),
-    ("exact_address", "UFFD_FEATURE_EXACT_ADDRESS, unmasked fault addresses (v5.18)"),
     ("wp_hugetlbfs_shmem", "UFFD_FEATURE_WP_HUGETLBFS_SHMEM, write-protection (v5.19)"),
     ("wp_unpopulated", "UFFD_FEATURE_WP_UNPOPULATED, write-protection (v6.4)"),
     ("poison", "UFFD_FEATURE_POISON, UFFDIO_POISON (v6.6)"),
@@ -223,26 +212,45 @@ fn uffd_words(s: &str, table: &[(&str, u64)]) -> Result<u64, String> {
     if s.is_empty() { Ok(0) } else { flag_words(s, table, |a, b| a | b) }
 }
 
-/// `userfaultfd(2)` flags: `"cloexec|nonblock"`.
+/// `userfaultfd(2)` flags: `"cloexec|nonblock|user_mode_only"`.
 pub(super) fn parse_uffd_flags(s: &str) -> Result<u64, String> {
     use mm::userfaultfd::flags;
-    let table = [("cloexec", u64::from(flags::CLOEXEC)), ("nonblock", u64::from(flags::NONBLOCK))];
+    let table = [
+        ("cloexec", u64::from(flags::CLOEXEC)),
+        ("nonblock", u64::from(flags::NONBLOCK)),
+        ("user_mode_only", u64::from(flags::USER_MODE_ONLY)),
+    ];
     uffd_words(s, &table)
 }
 
-/// `UFFDIO_API` features: `"missing_hugetlbfs|missing_shmem"`.
+/// `UFFDIO_API` features: `"missing_hugetlbfs|missing_shmem|event_fork|..."`.
 pub(super) fn parse_uffd_features(s: &str) -> Result<u64, String> {
     use mm::types::userfaultfd::feature;
     let table = [
         ("missing_hugetlbfs", feature::MISSING_HUGETLBFS),
         ("missing_shmem", feature::MISSING_SHMEM),
+        ("event_fork", feature::EVENT_FORK),
+        ("event_remap", feature::EVENT_REMAP),
+        ("event_remove", feature::EVENT_REMOVE),
+        ("event_unmap", feature::EVENT_UNMAP),
+        ("sigbus", feature::SIGBUS),
+        ("thread_id", feature::THREAD_ID),
+        ("exact_address", feature::EXACT_ADDRESS),
+        ("minor_hugetlbfs", feature::MINOR_HUGETLBFS),
+        ("minor_shmem", feature::MINOR_SHMEM),
     ];
     uffd_words(s, &table)
 }
 
-/// `UFFDIO_REGISTER` modes: `"missing"`.
+/// `UFFDIO_COPY`, `UFFDIO_ZEROPAGE` and `UFFDIO_CONTINUE` modes: `"dontwake"`.
+pub(super) fn parse_uffd_copy_mode(s: &str) -> Result<u64, String> {
+    uffd_words(s, &[("dontwake", mm::types::userfaultfd::copy_mode::DONTWAKE)])
+}
+
+/// `UFFDIO_REGISTER` modes: `"missing"`, `"minor"`, `"missing|minor"`.
 pub(super) fn parse_uffd_mode(s: &str) -> Result<u64, String> {
-    uffd_words(s, &[("missing", mm::types::userfaultfd::register_mode::MISSING)])
+    use mm::types::userfaultfd::register_mode;
+    uffd_words(s, &[("missing", register_mode::MISSING), ("minor", register_mode::MINOR)])
 }
 
 /// `msync` flags: `"sync"`, `"async|invalidate"`, ...
@@ -460,10 +468,8 @@ pub(super) fn parse_percent(text: &str) -> Result<simcore::Ratio, String> {
 /// kernel: operations by name ...
 pub(super) const UNMODELLED_OPS: &[(&str, &str)] = &[
     ("uffdio_writeprotect", "UFFDIO_WRITEPROTECT, userfaultfd write-protection (v5.7)"),
-    ("uffdio_continue", "UFFDIO_CONTINUE, userfaultfd minor faults (v5.13)"),
     ("uffdio_poison", "UFFDIO_POISON (v6.6)"),
     ("uffdio_move", "UFFDIO_MOVE (v6.8)"),
-    ("uffdio_wake", "UFFDIO_WAKE (a fill wakes the faults it resolves)"),
     ("mbind", "NUMA memory policy, mbind(2) (mm/mempolicy.c): the model has one node"),
     (
         "set_mempolicy",
