@@ -36,6 +36,7 @@ const FLOORS: &[(&str, &[&str])] = &[
             "mm_struct",
             "process",
             "vmstat",
+            "arch::caches",
             "arch::tlb",
             "hugetlb::resv",
             "sim::content",

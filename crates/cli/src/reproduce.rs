@@ -28,8 +28,8 @@ pub(crate) struct ReproduceArgs {
     #[arg(long)]
     jobs: Option<usize>,
     /// Replace a setting of every experiment's machines, as `mmsim run --set` does: a switch
-    /// (`lru=classic`), a cost (`cost.NAME=ns`) or a tunable (`swappiness=100`); the report marks
-    /// it as non-default. Repeatable.
+    /// (`lru=classic`), a cost (`cost.NAME=ns`), a cache figure (`cache.l3_per_core_kib=1408`) or a
+    /// tunable (`swappiness=100`); the report marks it as non-default. Repeatable.
     #[arg(long = "set", value_name = "KEY=VALUE")]
     sets: Vec<String>,
     /// Run every experiment with the costs of a profile file (`mmsim calibrate` writes one;

@@ -3,7 +3,8 @@
 //! experiment the built-in profiles run (`--profile-file PATH`).
 //!
 //! The file holds the machine (`name`, `cpus`, `memory`, `tlb`: the built-in profile whose TLB
-//! geometry it takes, since no user-space loop measures a TLB's organisation), every cost of the
+//! geometry and data caches it takes, since no user-space loop measures a TLB's organisation),
+//! every cost of the
 //! table (a number of ns, or `{ ns = N, from = "how it was derived" }`), and, as `mmsim
 //! calibrate` writes them, the figures measured (`[measured]`, each with every run and what was
 //! timed) and the native-against-model loop check (`[[check]]`). Only the machine and the costs
@@ -54,7 +55,7 @@ impl LoopCheck {
 #[derive(Clone, Debug)]
 pub struct ProfileFile {
     pub profile: Profile,
-    /// The built-in profile whose TLB geometry the machine takes.
+    /// The built-in profile whose TLB geometry and data caches the machine takes.
     pub tlb_of: String,
     /// The host kernel's release and the date of the measurement (free text, for the record).
     pub kernel: String,
@@ -377,7 +378,7 @@ impl ProfileFile {
             "# A machine profile (docs/profiles.md). Only the machine and [costs] set the simulation;\n\
              # [measured] and [[check]] record how the costs were obtained.\n\
              name = {}\ndescription = {}\ncpus = {}\nmemory = {}\ncpus_per_socket = {}\n\
-             # The TLB geometry of this built-in profile (not measured).\ntlb = {}\n\
+             # The TLB geometry and data caches of this built-in profile (not measured).\ntlb = {}\n\
              kernel = {}\ndate = {}\n",
             quoted(&p.name),
             quoted(&p.description),

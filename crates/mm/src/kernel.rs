@@ -173,6 +173,8 @@ pub struct Kernel {
     /// O_DIRECT pins or gets its pages, ...).
     pub version: crate::era::KernelVersion,
     pub costs: CostTable,
+    /// The profile's data caches (`crate::arch::caches`).
+    pub caches: crate::arch::caches::Caches,
     pub switches: Switches,
     pub tunables: Tunables,
     pub storage: Storage,
@@ -188,7 +190,7 @@ impl Kernel {
     pub(crate) fn new(
         st: KState,
         version: crate::era::KernelVersion,
-        costs: CostTable,
+        profile: &crate::Profile,
         switches: Switches,
         tunables: Tunables,
         storage: Storage,
@@ -202,7 +204,8 @@ impl Kernel {
             writes: std::cell::Cell::new(0),
             fingerprinted: std::cell::Cell::new(None),
             version,
-            costs,
+            costs: profile.costs.clone(),
+            caches: profile.caches,
             switches,
             tunables,
             storage,
@@ -397,6 +400,11 @@ impl Cx {
         self.k.costs.get(c)
     }
 
+    /// The machine's data caches.
+    pub(crate) fn caches(&self) -> crate::arch::caches::Caches {
+        self.k.caches
+    }
+
     /// How long one block request of `pages` pages takes on the machine's storage.
     pub(crate) fn block_io(&self, pages: u64) -> SimDuration {
         match self.k.storage {
@@ -432,8 +440,17 @@ impl Cx {
     /// later (`engine::membus`).
     #[track_caller]
     pub(crate) fn charge_n(&self, c: Cost, n: u64) -> engine::PointFuture<'_> {
-        let work = self.k.costs.get(c) * n;
-        let bytes = c.bus_bytes().saturating_mul(n);
+        self.charge_streaming(self.k.costs.get(c) * n, c.bus_bytes().saturating_mul(n))
+    }
+
+    /// Spends `work`, streaming `bytes` through the memory bus meanwhile: lasts until the bus
+    /// has carried them if that is later (`engine::membus`).
+    #[track_caller]
+    pub(crate) fn charge_streaming(
+        &self,
+        work: SimDuration,
+        bytes: u64,
+    ) -> engine::PointFuture<'_> {
         let d = if bytes == 0 { work } else { work.max(self.ecx.bus_transfer(bytes)) };
         self.ecx.charge(d)
     }

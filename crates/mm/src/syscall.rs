@@ -893,6 +893,14 @@ impl Thread {
         settle(&self.cx, n).await;
     }
 
+    /// Charges `n` stores translated through the entry of a page this task's last store
+    /// faulted in and the kernel copied for it (copy-on-write), over `len` bytes of it in order:
+    /// as [`Thread::access_settle`], with the reads for ownership and write-backs of the lines
+    /// the copy left outside the CPU's caches (`arch::caches`; none for a small page).
+    pub async fn stores_after_copy(&self, n: u64, len: Bytes) {
+        crate::arch::uaccess::settle_stores_after_copy(&self.cx, n, len).await;
+    }
+
     /// `pwrite(2)` of `data` at `addr` to `/proc/self/mem`: a forced write, which reaches
     /// mappings the process cannot write itself (`fs/proc/mem.rs`). Returns the bytes written.
     pub async fn proc_mem_write(&self, addr: VirtAddr, data: &[u8]) -> Result<u64, Errno> {

@@ -19,8 +19,10 @@
 //! [`CowSeq`] runs it on 4 KiB pages or, with `hugetlb`, on anonymous hugetlb pages (whose COW
 //! path in `mm/hugetlb.c`, `hugetlb_wp`, decides reuse by mapcount in every era). Each task's
 //! words are one access through the MMU per page (faulting as needed) and the page's other
-//! words as accesses that hit ([`mm::Thread::access_settle`]): a page's words after its first
-//! all translate through the same TLB entry. The children are forked one after the other by
+//! words as accesses through the same TLB entry ([`mm::Thread::stores_after_copy`]): the first
+//! store's fault copied the page, and the stores that follow hit the caches where the copy left
+//! its lines there and otherwise read each line for ownership and write it back through the
+//! memory bus (`mm::arch::caches`: none of a 4 KiB page, most of a 2 MiB one). The children are forked one after the other by
 //! the parent before any of them writes, and all start writing together (the pipe's "go").
 
 use mm::{Access, Machine, MmapArgs, Pid, map, prot};
@@ -196,7 +198,7 @@ async fn write_words(t: &mm::Thread, addr: VirtAddr, config: &Config) -> Result<
     while left > 0 {
         let here = left.min(unit / WORD);
         t.access_all(&[(page, Access::Write)]).await.map_err(|s| format!("{s:?}"))?;
-        t.access_settle(here - 1).await;
+        t.stores_after_copy(here - 1, Bytes(here * WORD)).await;
         left -= here;
         page = page + Bytes(unit);
     }

@@ -130,15 +130,47 @@
 //! new one comes from `hugetlb_vm_op_open`), a page-table copy (none for a shared hugetlb VMA
 //! since bcd51a3c679d) or the anon_vma chains (each program's own, unless the 24 were forked
 //! from one parent without `exec`, which the cover letter does not say).
+//! Tried and not kept (2026-12-07, branch h-forks 5e61579): the 13 sections of those four
+//! locks a fork cycle takes in v6.8 (`copy_process`, `exit_notify`, `do_wait`'s scan,
+//! `release_task`, `alloc_pid`/`free_pid`, the cgroup fork and exit hooks, `pgd_alloc`/
+//! `pgd_dtor`), each an unmeasured 250 ns plus its lock word's transfer, with `task_reap`
+//! lowered so one instance's cycle kept its measurement: forks/s 24 went from 5870/5875 to
+//! 5822/5831 (i_mmap_rwsem / the others, seeds 1-6; published 404/465/499) and even at 1 us a
+//! section to 5511; the combined runs moved within their metastable spread. They do not
+//! explain the fork rows, and they rest on an unmeasured cost, so they are not modelled.
 //!
 //! The control, `usemem -U` (issue 46): it is vm-scalability's `anon-cow-seq-hugetlb`
 //! (`workload::usemem`): 48 tasks copying 2 MiB pages at once, bound by the socket's memory
 //! bandwidth, which the machine profile now has (`mem_bus_64k`, a published Skylake-SP figure,
 //! `engine::membus`): 1.03 GB/s a task against the published 0.49 (it was 7.37 GB/s, one CPU's
 //! speed, before the bus and before the workload was the program's: each task had mapped its own
-//! region). The model streams each copy's source and destination through the bus but takes the
-//! tasks' word-by-word stores as cache hits, where a 2 MiB page outgrows a Skylake-SP core's
-//! 1 MiB L2 and most of its lines would be read again and written back: an upper bound.
+//! region). The model streamed each copy's source and destination through the bus but took the
+//! tasks' word-by-word stores as cache hits, an upper bound.
+//!
+//! The stores that outgrow the caches (issue 46, item 3). The profile now has a Skylake-SP
+//! core's data caches (`mm::arch::caches`: 1 MiB of L2 and a 1.375 MiB slice of the shared,
+//! non-inclusive L3 a core, Intel support article 000027820; two threads a core, as an OCI
+//! OCPU is a core with its two hyper-threads, Oracle's "Compute Shapes" page), and the stores
+//! that follow a huge page's copy-on-write copy miss what those caches cannot hold. The rule,
+//! from the kernel's copy and the caches' sizes (no figure fitted): each of the 48 CPUs has
+//! `(L2 + L3 slice) / 2` = 1216 KiB while all stream; `process_huge_page` (`mm/memory.c`)
+//! copies the faulting subpage last, here the first, so the copy leaves the page's start
+//! cached, half the share (608 KiB) beside as much of the source it read; the stores walk up
+//! the page and every line past that was evicted after the copy wrote it, so it is read for
+//! ownership and written back again: 2 x 1440 KiB more through the bus a page, 6976 KiB in all
+//! where the copy alone moved 4096. Seed 1, full scale (`mmsim reproduce hugetlb-locking
+//! --seeds 1`): usemem -U 1 028 099 -> 629 269 KB/s under every scheme (0.64 GB/s; published
+//! 494 229-495 573 KB/s, now inside the factor-2 band; the bus alone predicts 4096/6976 of the
+//! old figure, 603 600, and the parent's prefault and the 48 forks, which the stores do not
+//! slow, make up the rest); at test scale (`--quick`, 16 MiB) 1 363 065 -> 994 251. The
+//! schemes still agree (0.00% spread): nothing of the locking reaches the tasks' copies.
+//! Declared free (`L3_PER_CORE`, the L3 a streaming core keeps): 575 718 KB/s at none of it,
+//! 694 005 at twice the slice; with one thread a core (48 cores), 750 555. Without the rule
+//! (`--set cache.l2_per_core_kib=0`, unbounded caches) the figure is the old one. What is left
+//! between 0.64 and 0.49 GB/s: the rule takes the caches as perfectly LRU and the bus as
+//! reaching STREAM's sustained rate under 48 streams mixing reads and write-backs (a DRAM
+//! channel loses some of its rate turning between reads and writes), and charges each task's
+//! stores and copies only through the bus, with no other cost of a miss.
 //!
 //! Bands (a check on the model, never a target): the cover letter gives one run per cell and
 //! no spread, so each cell's band is the stated rule "within a factor of 2"; the directions the
@@ -166,7 +198,7 @@ pub(super) const EXPERIMENT: Experiment = Experiment {
     work: 60,
     seeded: true,
     headline: "combined faults/s revert / i_mmap_rwsem",
-    params: &[WAKEUP_LATENCY, LINE_TRANSFER, FAULT_GIB, SPREAD, WINDOW_MS],
+    params: &[WAKEUP_LATENCY, LINE_TRANSFER, FAULT_GIB, SPREAD, WINDOW_MS, L3_PER_CORE],
     measure,
 };
 
@@ -180,6 +212,21 @@ const LINE_TRANSFER: FreeParam = FreeParam {
     source: "the median core-to-core latency of a Cascade Lake (nviennot/core-to-core-latency): \
              47 ns within a socket (the profile's, the seed's VM on one socket) to 134 ns \
              between sockets (its 48 vCPUs on two)",
+};
+
+/// The L3 a core's streaming stores keep: the profile's is Skylake-SP's slice a core, the seed's
+/// VM did not say how its cores sat on sockets (`mm::arch::caches`). It sets only the control,
+/// usemem -U, whose stores after each huge page's copy miss what the caches cannot hold.
+const L3_PER_CORE: FreeParam = FreeParam {
+    key: "cache.l3_per_core_kib",
+    unit: "KiB",
+    low: 0,
+    high: 2816,
+    source: "Skylake-SP's L3 is 1.375 MiB a core (1408 KiB, the profile's: Intel support article \
+             000027820), shared and non-inclusive, filled by the L2's victims: from none of it \
+             kept for a core's streaming stores (how the L3 chooses which victims to keep is not \
+             published) to twice the slice (the VM's 48 vCPUs over two sockets whose other cores \
+             sit idle)",
 };
 
 const KERNEL: KernelVersion = KernelVersion::new(6, 0);
@@ -483,7 +530,7 @@ fn headline(runs: &[Vec<RunResult>], usemem: &[f64]) -> Vec<Row> {
     }
     for (s, scheme) in SCHEMES.iter().enumerate() {
         let p = Published::point(USEMEM_KBPS[s]).within_factor(2.0).cite(factor2).caveat(
-            "the model's memory bus carries the tasks' huge-page copies (4 MiB of traffic a page) but counts their word-by-word stores as cache hits, while a 2 MiB page outgrows a core's 1 MiB L2 and most of its lines are read again and written back when the stores reach them: an upper bound",
+            "the model's memory bus carries the tasks' huge-page copies (4 MiB of traffic a page) and the reads for ownership and write-backs of the lines their stores find evicted after the copy (2 x 1440 KiB a page with a Skylake-SP core's caches shared by two threads, mm::arch::caches), at STREAM's sustained rate with perfectly LRU caches: a bound from above",
         );
         rows.push(Row::level(&format!("usemem -U KB/s {scheme}"), "KB/s", usemem[s]).published(p));
     }
@@ -673,7 +720,7 @@ fn notes(sz: Sizes) -> Vec<String> {
         "What sets the ratios (the lock rows): alone, a fault costs the same in every scheme (an uncontended lock costs nothing, and one CPU never moves a cache line). With 24 fault programs, every fault pulls the hugetlb fault mutex's word and the page's reference and mapcount lines from the CPU that mapped that page last (the programs write the same file pages in the same order), munmap pulls them again, and munmap and mmap take i_mmap_rwsem for write (the unmap's zap of every entry runs under it): readers queue behind them, every fault under i_mmap_rwsem, only huge_pmd_share's lookup (once per GiB) under the others, where the waiting fault holds its fault mutex and the programs behind it queue on that mutex. The child's exit holds i_mmap_rwsem for write over its whole 250 GiB walk, but since v6.0 the walk takes one step per empty GiB, so forks barely contend. revert and vma_lock come out equal: each process takes only its own VMA's lock, which nobody contends and no other CPU writes.".into(),
         "Where the model departs from the table, and why (the lock rows): under revert and vma_lock a fault that reaches a new GiB waits in huge_pmd_share behind every munmap queued for write (a few ms on average, few such waits) with its fault mutex held, and the other fault programs, which write the same pages in the same order, queue on that mutex; under i_mmap_rwsem every fault waits, but readers always queue, so readers and writers alternate and each wait is short. That puts the 24-instance faults of i_mmap_rwsem above the others, against the table. Fork programs hold i_mmap_rwsem for write only briefly (VMA link, the exit's empty walk, the VMA unlink), and writers spin on a writer that holds it (and steal it from queued faults until a fault has waited 4 ms) only when their write sections overlap, which the short fork-side holds rarely do, and a writer finding faults holding the lock queues (the kernel's bounded spinning on reader-owned rwsems is not modelled); faults collapse beside them under i_mmap_rwsem only through the wake-up latency of the readers they put to sleep (the profile's measured 47.5 us; see the module note), and the longest write holds are the fault programs' munmaps (8 GiB by default, not the published 250 GiB: each hold is 31x shorter and 31x more frequent), behind which the combined runs' forks wait, more under revert, whose faults finish passes, than under i_mmap_rwsem, whose faults rarely do (the module note); the published fork rates (24 instances 6.7x below one, under every scheme) need about 103 us of serialised work per fork, which no lock of the fork path holds: the rows with the program's image (executable, ld.so and libc linked and unlinked under their i_mmap_rwsem at every fork and exit) lose 2.3% at 24 instances, and tasklist_lock, pidmap_lock, css_set_lock and pgd_lock hold for about a microsecond each (see the module note).".into(),
         format!(
-            "usemem -U is vm-scalability's anon-cow-seq-hugetlb: the parent maps a private anonymous hugetlb region with MAP_POPULATE (clearing every page), forks 48 tasks, and each writes every 8-byte word of it, the first store to each huge page a copy-on-write fault that copies 2 MiB; each task reports 9/8 of the region over the time since the parent started, as usemem.c counts, and the row is the mean of the 48 (the cover letter's \"48 sample Avg\"). The region is 1/{USEMEM_SCALE} of the published {USEMEM_BYTES} bytes (the host's time). The copies (4 MiB of traffic a page) share the socket's memory bus (the profile's mem_bus_64k, 99.5 GB/s): 48 tasks copying at once get about 2 GB/s each, so the figure is the bus's, the same under every scheme (a control)."
+            "usemem -U is vm-scalability's anon-cow-seq-hugetlb: the parent maps a private anonymous hugetlb region with MAP_POPULATE (clearing every page), forks 48 tasks, and each writes every 8-byte word of it, the first store to each huge page a copy-on-write fault that copies 2 MiB; each task reports 9/8 of the region over the time since the parent started, as usemem.c counts, and the row is the mean of the 48 (the cover letter's \"48 sample Avg\"). The region is 1/{USEMEM_SCALE} of the published {USEMEM_BYTES} bytes (the host's time). The copies (4 MiB of traffic a page) and the stores after them (each line the copy left outside the CPU's share of the caches, 1216 KiB with a Skylake-SP core's L2 and L3 slice split between two threads, read for ownership and written back again: 2 x 1440 KiB a page) share the socket's memory bus (the profile's mem_bus_64k, 99.5 GB/s): 48 tasks at once get about 2 GB/s of traffic each, so the figure is the bus's, the same under every scheme (a control)."
         ),
     ]
 }

@@ -254,6 +254,9 @@ pub fn apply_sets(config: &mut MachineConfig, sets: &[(String, String)]) -> Resu
         } else if let Some(cost) = key.strip_prefix("cost.") {
             let n = number()?;
             config.profile.costs.set(cost, n).map_err(|e| flag(with_suggestion(e, key)))?;
+        } else if let Some(figure) = key.strip_prefix("cache.") {
+            let n = number()?;
+            config.profile.caches.set(figure, n).map_err(|e| flag(with_suggestion(e, key)))?;
         } else if key == "read_ahead_kb" {
             config.tunables.ra_pages = number()? / 4;
         } else if key == "fault_around_bytes" {
@@ -266,8 +269,8 @@ pub fn apply_sets(config: &mut MachineConfig, sets: &[(String, String)]) -> Resu
             config.switches.set(key, value).map_err(flag)?;
         } else {
             let e = format!(
-                "unknown setting `{key}`: expected a switch ({}), a tunable ({}), `cost.NAME` or a \
-                 THP knob (`transparent_hugepage/enabled`, ...)",
+                "unknown setting `{key}`: expected a switch ({}), a tunable ({}), `cost.NAME`, \
+                 `cache.NAME` or a THP knob (`transparent_hugepage/enabled`, ...)",
                 mm::Switches::NAMES.join(", "),
                 SET_TUNABLES.join(", ")
             );
@@ -286,10 +289,12 @@ pub const SET_TUNABLES: [&str; 4] =
 fn with_suggestion(error: String, key: &str) -> String {
     use simcore::CounterKey;
     let costs = mm::sim::cost::Cost::ALL.iter().map(|c| format!("cost.{}", c.name()));
+    let caches = mm::arch::caches::SET_KEYS.iter().map(|k| format!("cache.{k}"));
     let knobs = mm::huge_memory::policy::all_knobs().map(|k| format!("transparent_hugepage/{k}"));
     let names = mm::Switches::NAMES.iter().chain(&SET_TUNABLES).map(|n| n.to_string());
     let best = names
         .chain(costs)
+        .chain(caches)
         .chain(knobs)
         .map(|n| (strsim::jaro_winkler(key, &n), strsim::levenshtein(key, &n), n))
         .filter(|(jw, lev, _)| *lev <= 2 || *jw >= 0.9)

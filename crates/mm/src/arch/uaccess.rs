@@ -9,7 +9,8 @@
 //! between the fault and the retry simply faults again, as on real hardware.
 //!
 //! Time: each access costs `MemAccess` plus what the TLB levels and walks it needed cost, plus
-//! any shootdown handler time the CPU owes (`tlb/`).
+//! any shootdown handler time the CPU owes (`tlb/`); an access is a cache hit, except the stores
+//! that follow a huge page's copy-on-write copy (`settle_stores_after_copy`, `caches.rs`).
 
 use crate::errno::Signal;
 use crate::fault::do_user_addr_fault;
@@ -84,6 +85,16 @@ pub(crate) async fn fault_and_retry(
 pub(crate) async fn settle(cx: &Cx, n: u64) {
     let owed = cx.st().tlb.take_pending(cx.cpu().0 as usize);
     engine::Cx::charge(cx, cx.cost(Cost::MemAccess) * n + owed).await;
+}
+
+/// Charges `n` translated stores to every word of `len` bytes the kernel has just copied for
+/// this task (a copy-on-write fault's huge page), with what they move through the memory bus
+/// where the copy left the lines outside the CPU's caches (`caches.rs`); the same as
+/// [`settle`] when the bytes fit.
+pub(crate) async fn settle_stores_after_copy(cx: &Cx, n: u64, len: Bytes) {
+    let owed = cx.st().tlb.take_pending(cx.cpu().0 as usize);
+    let work = cx.cost(Cost::MemAccess) * n + owed;
+    cx.charge_streaming(work, cx.caches().stores_after_copy(len)).await;
 }
 
 /// Reads `len` bytes of user memory at `addr` (`copy_from_user`).

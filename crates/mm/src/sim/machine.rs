@@ -268,7 +268,7 @@ impl Machine {
         let kernel = Rc::new(Kernel::new(
             st,
             config.kernel,
-            config.profile.costs.clone(),
+            &config.profile,
             config.switches,
             config.tunables.clone(),
             config.storage,

@@ -35,10 +35,17 @@
 //! instructions in blocks (one iTLB lookup per 16-byte fetch, as its `iTLB-loads` counts them);
 //! the x86 profiles look the iTLB up once per instruction, an approximation of their fetch.
 //!
+//! Data caches (`crate::arch::caches`): every built-in profile has a Skylake-SP core's (1 MiB of
+//! L2 and 1.375 MiB of L3 a core, two threads a core), the memory system of the seed machine's
+//! class whose bus (`mem_bus_64k`) and cache-line transfers the cost table already has; only
+//! stores that follow a huge page's copy-on-write copy consult them (published figures, not
+//! measured: cited in that module).
+//!
 //! Any other machine is a profile file (`lab::profile_file`, docs/profiles.md), which
 //! `mmsim calibrate` writes for the host it runs on with the same measurements and this note's
 //! decomposition (`lab::calibrate`); it takes the TLB geometry of a profile named here.
 
+use crate::arch::caches::Caches;
 use crate::arch::tlb::{ArrayGeometry as A, SecondLevel, TlbGeometry, sizes};
 use crate::sim::cost::{Cost, CostTable};
 use simcore::Bytes;
@@ -55,6 +62,8 @@ pub struct Profile {
     pub tlb: TlbGeometry,
     /// CPUs per socket (cache-line transfers between sockets cost more); 0 is one socket.
     pub cpus_per_socket: u32,
+    /// Each core's data caches (`crate::arch::caches`).
+    pub caches: Caches,
     pub description: String,
 }
 
@@ -281,6 +290,7 @@ impl Profile {
                 costs: epyc_vm_costs(),
                 tlb: zen5(),
                 cpus_per_socket: 0,
+                caches: Caches::SKYLAKE_SP,
                 description: "the development machine: 2 vCPUs of an AMD EPYC KVM guest, 24 GiB"
                     .into(),
             }),
@@ -291,6 +301,7 @@ impl Profile {
                 costs: epyc_vm_costs(),
                 tlb: zen5(),
                 cpus_per_socket: 0,
+                caches: Caches::SKYLAKE_SP,
                 description: "a small machine for tests: 4 CPUs, 512 MiB, epyc-vm costs".into(),
             }),
             "xeon-spr" => Ok(Profile {
@@ -300,6 +311,7 @@ impl Profile {
                 costs: epyc_vm_costs(),
                 tlb: golden_cove(),
                 cpus_per_socket: 0,
+                caches: Caches::SKYLAKE_SP,
                 description:
                     "a Sapphire Rapids socket: 48 Golden Cove CPUs, 256 GiB, epyc-vm costs".into(),
             }),
@@ -310,6 +322,7 @@ impl Profile {
                 costs: epyc_vm_costs(),
                 tlb: cortex_a76(),
                 cpus_per_socket: 0,
+                caches: Caches::SKYLAKE_SP,
                 description: "a phone-class Arm machine: 4 Cortex-A76 CPUs, 8 GiB, epyc-vm costs"
                     .into(),
             }),
