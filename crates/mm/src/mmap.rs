@@ -898,7 +898,11 @@ pub(crate) async fn munmap_locked(
     start: VirtAddr,
     end: VirtAddr,
 ) -> Result<(), Errno> {
-    crate::mseal::check_unmap(&cx.st(), mm, start, end)?;
+    let sealed = crate::mseal::check_unmap(&cx.st(), mm, start, end);
+    if let Err(e) = sealed {
+        crate::mseal::split_refused_unmap(cx, mm, start).await;
+        return Err(e);
+    }
     crate::hugetlb::hugetlb_split_prepare(cx, mm, start, end).await?;
     crate::userfaultfd::events::userfaultfd_unmap_prep(cx, &mut cx.st(), mm, start, end);
     unmap_locked(cx, mm, start, end).await;

@@ -37,8 +37,9 @@
 //!
 //! Approximations: the checks of `munmap`, `MAP_FIXED` and `mremap` come before the hugetlb
 //! alignment checks and the file's mmap checks (the kernel's order differs in corner cases that
-//! fail both ways); from v6.12, a `munmap` refused by a later sealed VMA leaves the first VMA
-//! split where the range started, which the model does not (a `maps` line more in the kernel);
+//! fail both ways); from v6.12 an unmap refused by a later sealed VMA leaves the range's first
+//! VMA split where the range started, as the kernel's gather does ([`split_refused_unmap`];
+//! checked against 6.18), except a hugetlb VMA cut inside a huge page (EINVAL in the kernel);
 //! `mseal` itself refuses a hugetlb range cut inside a huge page before sealing anything, where
 //! the kernel may have sealed the VMAs before the cut one; `shmdt` of a sealed attach (the
 //! kernel ignores the unmap's error and returns 0 with the mapping left) is not modelled; the
@@ -123,6 +124,27 @@ pub(crate) fn check_unmap(
         Some(_) => Err(Errno::EPERM),
         None => Ok(()),
     }
+}
+
+/// What a refused unmap of `[start, ..)` leaves from v6.12: `vms_gather_munmap_vmas` splits the
+/// range's first VMA at `start` (unless that VMA is the sealed one) before it meets a later
+/// sealed VMA, and the split stays (a `maps` line more). A hugetlb VMA that cannot be split
+/// there is left whole.
+pub(crate) async fn split_refused_unmap(cx: &Cx, mm: MmId, start: VirtAddr) {
+    if !crate::era::mseal_checks_each_vma(cx.kernel().version) {
+        return;
+    }
+    let first = {
+        let st = cx.st();
+        let v = st.find_vma(mm, start).filter(|&v| !is_sealed(&st, v) && st.vma(v).start < start);
+        v.map(|v| st.vma(v).end)
+    };
+    let Some(end) = first else { return };
+    if crate::hugetlb::hugetlb_split_prepare(cx, mm, start, end).await.is_err() {
+        return;
+    }
+    split_huge_pmd_edges(cx, mm, start, end).await;
+    cx.st().vma_split_range(mm, start, end);
 }
 
 /// `mprotect`'s whole-range check of v6.10-v6.11 (`can_modify_mm`), made after its first VMA
