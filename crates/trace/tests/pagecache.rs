@@ -96,3 +96,58 @@ fn mmap_faults_progress_in_a_one_page_cgroup() {
         assert_eq!((r.requests, r.misses), (200, 200), "{policy:?}: {r:?}");
     }
 }
+
+/// The replays a machinery change must leave alone: each policy by `read`, the kernel policies
+/// also by `mmap`, with `POSIX_FADV_NOREUSE` and with `POSIX_FADV_RANDOM`, in a cgroup small
+/// enough that reclaim runs for most of the requests.
+const PINNED: [(Policy, AccessMode, &str); 8] = [
+    (Policy::Pure, AccessMode::Read, "-"),
+    (Policy::Classic, AccessMode::Read, "-"),
+    (Policy::Mglru, AccessMode::Read, "-"),
+    (Policy::Classic, AccessMode::Mmap, "-"),
+    (Policy::Mglru, AccessMode::Mmap, "-"),
+    (Policy::Mglru, AccessMode::Mmap, "noreuse"),
+    (Policy::Classic, AccessMode::Read, "noreuse"),
+    (Policy::Classic, AccessMode::Read, "random"),
+];
+
+/// One pinned replay reduced to a line: its event digest (every scheduling event, lock grant and
+/// charge in order), virtual time, events, misses and reclaim counters.
+fn pinned_line(policy: Policy, access: AccessMode, advice: &str) -> String {
+    let path = arc("P6");
+    let reader = BlockReader::open(&path, BlockFormat::Arc).unwrap();
+    let mut options =
+        PageCacheOptions::new(Profile::named("tiny").unwrap(), policy, access, Bytes(2048 * 4096));
+    options.max_requests = Some(40_000);
+    options.noreuse = advice == "noreuse";
+    options.fadvise = (advice == "random").then_some(trace::pagecache::FileAdvice::Random);
+    let r = replay_page_cache(reader, &path, &options, &mut |_, _| ()).unwrap();
+    format!(
+        "{} {access:?} {advice} {} vt={} events={} misses={} pgsteal_file={} refaults={} activations={}",
+        policy.name(),
+        r.digest,
+        r.virtual_time_ns,
+        r.events,
+        r.misses,
+        r.vmstat["pgsteal_file"],
+        r.refaults,
+        r.activations
+    )
+}
+
+/// Page-cache replays keep their event history (`tests/pagecache-digests.txt`): a change to the
+/// replay's machinery (the engine, the allocator, the page cache's structures) proves it changed
+/// nothing the kernel does by leaving this file unchanged; a change of behaviour rewrites it
+/// with `MMSIM_BLESS=1`.
+#[test]
+fn replays_keep_their_event_history() {
+    let lines: Vec<String> = PINNED.iter().map(|&(p, a, adv)| pinned_line(p, a, adv)).collect();
+    let got = lines.join("\n") + "\n";
+    let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/pagecache-digests.txt");
+    if std::env::var_os("MMSIM_BLESS").is_some() {
+        std::fs::write(&file, &got).unwrap();
+        return;
+    }
+    let want = std::fs::read_to_string(&file).unwrap_or_default();
+    assert_eq!(got, want, "replay histories moved (bless with MMSIM_BLESS=1 if meant)");
+}
