@@ -216,7 +216,7 @@ pub(crate) fn wake_released(cx: &Cx) {
 }
 
 /// `validate_range`: a page-aligned, non-empty range inside the user address space.
-pub(crate) fn validate_range(start: VirtAddr, len: u64) -> Result<VirtAddr, Errno> {
+fn validate_range(start: VirtAddr, len: u64) -> Result<VirtAddr, Errno> {
     let page = Bytes::PAGE.as_u64();
     if !start.0.is_multiple_of(page) || !len.is_multiple_of(page) || len == 0 {
         return Err(Errno::EINVAL);
@@ -376,11 +376,44 @@ pub(crate) async fn userfaultfd_wake(
     (pid, fd): (Pid, i32),
     (start, len): (VirtAddr, u64),
 ) -> Result<(), Errno> {
-    cx.charge(crate::sim::cost::Cost::Syscall).await;
-    let ctx = cx.st().uffd_ctx_of(pid, fd, false)?;
-    let end = validate_range(start, len)?;
+    let (ctx, end) = range_ioctl(cx, (pid, fd), (start, len), RangeIoctl::Other).await?;
     wake_userfault(cx, ctx, start, end);
     Ok(())
+}
+
+/// Which ioctl on a range [`range_ioctl`] starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RangeIoctl {
+    /// `UFFDIO_COPY`, `UFFDIO_ZEROPAGE` or (`known`: whether this kernel has it)
+    /// `UFFDIO_CONTINUE`: refused while an event is delivered.
+    Fill { known: bool },
+    /// `UFFDIO_REGISTER`, `UFFDIO_UNREGISTER`, `UFFDIO_WAKE`.
+    Other,
+}
+
+/// The common start of the ioctls on `[start, start + len)` of descriptor `fd` of `pid`, each
+/// error where `userfaultfd_ioctl` and the ioctl return it: the syscall's charge, the
+/// descriptor's context (EBADF, ENOTTY, EINVAL before `UFFDIO_API`), an ioctl this kernel does
+/// not have (EINVAL), a fill while `mmap_changing` (EAGAIN from v4.18), the range (EINVAL).
+/// Returns the context and the range's end.
+pub(crate) async fn range_ioctl(
+    cx: &Cx,
+    (pid, fd): (Pid, i32),
+    (start, len): (VirtAddr, u64),
+    kind: RangeIoctl,
+) -> Result<(InodeId, VirtAddr), Errno> {
+    cx.charge(crate::sim::cost::Cost::Syscall).await;
+    let ctx = cx.st().uffd_ctx_of(pid, fd, false)?;
+    if let RangeIoctl::Fill { known } = kind {
+        if !known {
+            return Err(Errno::EINVAL);
+        }
+        let changing = cx.st().uffd_ctx(ctx).mmap_changing != 0;
+        if changing && crate::era::uffd_mfill_waits_mmap_changing(cx.kernel().version) {
+            return Err(Errno::EAGAIN);
+        }
+    }
+    Ok((ctx, validate_range(start, len)?))
 }
 
 /// `userfaultfd_read`: the oldest fault message not yet read, else the oldest event, as

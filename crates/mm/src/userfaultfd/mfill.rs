@@ -55,7 +55,7 @@ use crate::sim::cost::Cost;
 use crate::types::ids::{InodeId, MmId, Pid, VmaId};
 use crate::types::mm_types::WalkOps;
 use crate::types::userfaultfd::copy_mode;
-use crate::userfaultfd::{validate_range, wake_userfault};
+use crate::userfaultfd::{RangeIoctl, range_ioctl, wake_userfault};
 use crate::vma::VmFlags;
 use simcore::{Bytes, VirtAddr};
 
@@ -67,10 +67,7 @@ pub(crate) async fn userfaultfd_copy(
     (dst, src): (VirtAddr, VirtAddr),
     (len, mode): (u64, u64),
 ) -> Result<u64, Errno> {
-    cx.charge(Cost::Syscall).await;
-    let ctx = cx.st().uffd_ctx_of(pid, fd, false)?;
-    mmap_changing(cx, ctx)?;
-    validate_range(dst, len)?;
+    let (ctx, _) = range_ioctl(cx, (pid, fd), (dst, len), RangeIoctl::Fill { known: true }).await?;
     if src.0.checked_add(len).is_none() {
         return Err(Errno::EINVAL);
     }
@@ -91,10 +88,7 @@ pub(crate) async fn userfaultfd_zeropage(
     dst: VirtAddr,
     (len, mode): (u64, u64),
 ) -> Result<u64, Errno> {
-    cx.charge(Cost::Syscall).await;
-    let ctx = cx.st().uffd_ctx_of(pid, fd, false)?;
-    mmap_changing(cx, ctx)?;
-    validate_range(dst, len)?;
+    let (ctx, _) = range_ioctl(cx, (pid, fd), (dst, len), RangeIoctl::Fill { known: true }).await?;
     if mode & !copy_mode::DONTWAKE != 0 {
         return Err(Errno::EINVAL);
     }
@@ -109,13 +103,8 @@ pub(crate) async fn userfaultfd_continue(
     dst: VirtAddr,
     (len, mode): (u64, u64),
 ) -> Result<u64, Errno> {
-    cx.charge(Cost::Syscall).await;
-    if !crate::era::uffd_minor_hugetlbfs(cx.kernel().version) {
-        return Err(Errno::EINVAL);
-    }
-    let ctx = cx.st().uffd_ctx_of(pid, fd, false)?;
-    mmap_changing(cx, ctx)?;
-    validate_range(dst, len)?;
+    let known = crate::era::uffd_minor_hugetlbfs(cx.kernel().version);
+    let (ctx, _) = range_ioctl(cx, (pid, fd), (dst, len), RangeIoctl::Fill { known }).await?;
     // `UFFDIO_CONTINUE_MODE_WP` (v6.5) wants a write-protect registration: EINVAL here.
     if mode & !copy_mode::DONTWAKE != 0 {
         return Err(Errno::EINVAL);
@@ -142,15 +131,6 @@ impl<'a> Source<'a> {
             Source::Zero | Source::Continue => None,
         }
     }
-}
-
-/// EAGAIN while an event of context `ctx` is being delivered (`ctx->mmap_changing`, v4.18).
-fn mmap_changing(cx: &Cx, ctx: InodeId) -> Result<(), Errno> {
-    let changing = cx.st().uffd_ctx(ctx).mmap_changing != 0;
-    if changing && crate::era::uffd_mfill_waits_mmap_changing(cx.kernel().version) {
-        return Err(Errno::EAGAIN);
-    }
-    Ok(())
 }
 
 /// `mfill_atomic`, then the ioctl's tail: the faults in the filled range woken (unless `mode`

@@ -28,7 +28,7 @@ use crate::errno::Errno;
 use crate::kernel::{Cx, KState};
 use crate::types::ids::{InodeId, MmId, Pid, VmaId};
 use crate::types::userfaultfd::register_mode;
-use crate::userfaultfd::{VM_UFFD_FLAGS, validate_range, wake_userfault};
+use crate::userfaultfd::{RangeIoctl, VM_UFFD_FLAGS, range_ioctl, wake_userfault};
 use crate::vma::VmFlags;
 use simcore::{Bytes, VirtAddr};
 
@@ -39,10 +39,9 @@ pub(crate) async fn userfaultfd_register(
     (start, len): (VirtAddr, u64),
     mode: u64,
 ) -> Result<(), Errno> {
-    cx.charge(crate::sim::cost::Cost::Syscall).await;
-    let ctx = cx.st().uffd_ctx_of(pid, fd, false)?;
+    let (ctx, end) = range_ioctl(cx, (pid, fd), (start, len), RangeIoctl::Other).await?;
+    // An unknown mode and a bad range are both EINVAL: their order does not show.
     let vm_flags = mode_flags(cx.kernel().version, mode)?;
-    let end = validate_range(start, len)?;
     let mm = cx.st().uffd_ctx(ctx).mm;
     let lock = cx.st().mm(mm).mmap_lock;
     let _g = lock.write(cx).await;
@@ -65,9 +64,7 @@ pub(crate) async fn userfaultfd_unregister(
     (pid, fd): (Pid, i32),
     (start, len): (VirtAddr, u64),
 ) -> Result<(), Errno> {
-    cx.charge(crate::sim::cost::Cost::Syscall).await;
-    let ctx = cx.st().uffd_ctx_of(pid, fd, false)?;
-    let end = validate_range(start, len)?;
+    let (ctx, end) = range_ioctl(cx, (pid, fd), (start, len), RangeIoctl::Other).await?;
     let mm = cx.st().uffd_ctx(ctx).mm;
     let lock = cx.st().mm(mm).mmap_lock;
     let _g = lock.write(cx).await;
