@@ -159,14 +159,22 @@ pub fn class(what: &Observable, host: HostTraits) -> Class {
 }
 
 /// The `inspect` fields the host shows: a page's flags through `/proc/kpageflags` (a folio's
-/// since v6.10) and its mapcount through `/proc/kpagecount`.
+/// since v6.10), its mapcount through `/proc/kpagecount`, a VMA's flags that smaps' `VmFlags`
+/// shows.
 fn inspect_class(field: &str, on: &InspectOn) -> Class {
     let at_addr = matches!(on, InspectOn::Addr { .. });
-    if at_addr && (field == "page.mapcount" || kpf_of(field).is_some()) {
+    let shown =
+        field == "page.mapcount" || kpf_of(field).is_some() || smaps_flag_of(field).is_some();
+    if at_addr && shown {
         Class::Exact
     } else {
         Class::ModelOnly(format!("`{field}` is the model's state (no /proc file shows it)"))
     }
+}
+
+/// The smaps `VmFlags` mnemonic an `inspect` field `vma.VM_*` reads, if smaps shows the flag.
+fn smaps_flag_of(field: &str) -> Option<&'static str> {
+    mm::inspect::vm_flag_field(field).and_then(mm::vma::VmFlags::mnemonic)
 }
 
 /// The `/proc/kpageflags` bit an `inspect` folio flag reads.
@@ -453,11 +461,7 @@ impl Observer<'_> {
     fn raw(&self, what: &Observable) -> Result<u64, String> {
         match what {
             Observable::Smaps { process, at, field } => {
-                let (pid, a) = (self.pid(process)?, self.addr(at)?);
-                let sections = smaps(pid)?;
-                let s = sections.iter().find(|s| s.start <= a && a < s.end);
-                let s = s.ok_or_else(|| format!("`{process}` has no mapping at {a:#x}"))?;
-                field_of(&s.fields, field)
+                field_of(&self.section(process, at)?.fields, field)
             }
             Observable::SmapsRollup { process, field } => self.rollup(process, field),
             Observable::MapsCount { process } => self.maps_count(process),
@@ -508,17 +512,33 @@ impl Observer<'_> {
             Observable::Sysfs { path } => self.sysfs(path),
             Observable::MemoryStat { cgroup, name } => self.memory_stat(cgroup, name),
             Observable::Inspect { field, on: InspectOn::Addr { process, at } } => {
-                let pfn = frame(self.pid(process)?, self.addr(at)?)?;
-                match kpf_of(field) {
-                    Some(bit) => Ok(u64::from(kpageflags(pfn)? >> bit & 1 == 1)),
-                    None => kpagecount(pfn),
-                }
+                self.inspect(field, process, at)
             }
             Observable::Inspect { .. }
             | Observable::Invariant { .. }
             | Observable::LruGen { .. }
             | Observable::LockStat { .. } => Err("not observable on the host".into()),
         }
+    }
+
+    /// An `inspect` field the host shows (`inspect_class`) at `at` of `process`.
+    fn inspect(&self, field: &str, process: &str, at: &AddrExpr) -> Result<u64, String> {
+        if let Some(flag) = smaps_flag_of(field) {
+            let s = self.section(process, at)?;
+            return Ok(u64::from(s.flags.split_whitespace().any(|f| f == flag)));
+        }
+        let pfn = frame(self.pid(process)?, self.addr(at)?)?;
+        match kpf_of(field) {
+            Some(bit) => Ok(u64::from(kpageflags(pfn)? >> bit & 1 == 1)),
+            None => kpagecount(pfn),
+        }
+    }
+
+    /// The smaps section of `process` holding the address `at`.
+    fn section(&self, process: &str, at: &AddrExpr) -> Result<Section, String> {
+        let (pid, a) = (self.pid(process)?, self.addr(at)?);
+        let s = smaps(pid)?.into_iter().find(|s| s.start <= a && a < s.end);
+        s.ok_or_else(|| format!("`{process}` has no mapping at {a:#x}"))
     }
 
     /// The scenario's VMAs of `process`: the agent's own mappings and the kernel's `[vdso]`,

@@ -969,6 +969,12 @@ pub fn has_madv_wipeonfork(k: KernelVersion) -> bool {
     k >= v(4, 14)
 }
 
+/// `MADV_DONTNEED_LOCKED` exists: "mm: madvise: MADV_DONTNEED_LOCKED" (9457056ac426, v5.18),
+/// `MADV_DONTNEED` that also drops the pages of a `VM_LOCKED` VMA; before, the advice is EINVAL.
+pub fn has_madv_dontneed_locked(k: KernelVersion) -> bool {
+    k >= v(5, 18)
+}
+
 /// `MADV_COLLAPSE` exists: "mm/madvise: introduce MADV_COLLAPSE sync hugepage collapse"
 /// (7d8faaf15545, v6.1); before, the advice is EINVAL.
 pub fn has_madv_collapse(k: KernelVersion) -> bool {

@@ -438,17 +438,20 @@ impl KState {
     }
 
     /// `madvise_dontneed_free_valid_vma`: the part of `[start, end)` that `MADV_DONTNEED` zaps in
-    /// `vma`. EINVAL for a locked or PFN-mapped VMA; a hugetlb VMA (EINVAL before v5.18) needs a
-    /// huge-page aligned start (EINVAL) and drops a partial huge page at the end.
+    /// `vma`. EINVAL for a PFN-mapped VMA, and a locked one unless `locked` (the advice is
+    /// `MADV_DONTNEED_LOCKED`); a hugetlb VMA (EINVAL before v5.18) needs a huge-page aligned
+    /// start (EINVAL) and drops a partial huge page at the end.
     pub(crate) fn madvise_dontneed_range(
         &self,
         vma: VmaId,
         start: VirtAddr,
         end: VirtAddr,
+        locked: bool,
     ) -> Result<Option<(VirtAddr, VirtAddr)>, Errno> {
         let v = self.vma(vma);
         let (start, end) = (v.start.max(start), v.end.min(end));
-        if v.flags.has(VmFlags::LOCKED | VmFlags::PFNMAP) {
+        let forbidden = if locked { VmFlags::PFNMAP } else { VmFlags::LOCKED | VmFlags::PFNMAP };
+        if v.flags.has(forbidden) {
             return Err(Errno::EINVAL);
         }
         let Some(size) = self.hstate_vma(vma) else { return Ok(Some((start, end))) };

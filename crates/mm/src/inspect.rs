@@ -103,6 +103,23 @@ const FOLIO: [(&str, &str); 20] = [
 ];
 
 /// Every name, with its target; the folio fields read on an address or a file index.
+/// The `vma.VM_*` fields and the flag each reads.
+const VM_FLAG_FIELDS: [(&str, u64); 8] = [
+    ("vma.VM_MIXEDMAP", VmFlags::MIXEDMAP),
+    ("vma.VM_HUGEPAGE", VmFlags::HUGEPAGE),
+    ("vma.VM_LOCKED", VmFlags::LOCKED),
+    ("vma.VM_DONTDUMP", VmFlags::DONTDUMP),
+    ("vma.VM_LOCKONFAULT", VmFlags::LOCKONFAULT),
+    ("vma.VM_SEALED", VmFlags::SEALED),
+    ("vma.VM_UFFD_MISSING", VmFlags::UFFD_MISSING),
+    ("vma.VM_UFFD_MINOR", VmFlags::UFFD_MINOR),
+];
+
+/// The flag an `inspect` field `vma.VM_*` reads.
+pub fn vm_flag_field(field: &str) -> Option<u64> {
+    VM_FLAG_FIELDS.iter().find(|(n, _)| *n == field).map(|(_, bit)| *bit)
+}
+
 pub const FIELDS: &[Field] = &[
     f("pfn", Target::Addr, "the page frame mapped at the address (pagemap's PFN)"),
     f("folio.gen", Target::Addr, "folio_lru_gen(): the multi-gen LRU generation (lru = mglru)"),
@@ -132,6 +149,7 @@ pub const FIELDS: &[Field] = &[
     f("vma.VM_MIXEDMAP", Target::Addr, "vm_flags & VM_MIXEDMAP (smaps `mm`; fs-DAX to v4.18)"),
     f("vma.VM_HUGEPAGE", Target::Addr, "vm_flags & VM_HUGEPAGE (smaps `hg`)"),
     f("vma.VM_LOCKED", Target::Addr, "vm_flags & VM_LOCKED (smaps `lo`)"),
+    f("vma.VM_DONTDUMP", Target::Addr, "vm_flags & VM_DONTDUMP (smaps `dd`)"),
     f("vma.VM_LOCKONFAULT", Target::Addr, "vm_flags & VM_LOCKONFAULT (v4.4)"),
     f("vma.VM_SEALED", Target::Addr, "vm_flags & VM_SEALED (smaps `sl`, v6.10)"),
     f("vma.VM_UFFD_MISSING", Target::Addr, "vm_flags & VM_UFFD_MISSING (smaps `um`, v4.3)"),
@@ -291,13 +309,7 @@ impl KState {
             "vma.vm_flags" => vm_flags(),
             "vma.vm_start" => Ok(vma()?.start.0),
             "vma.vm_end" => Ok(vma()?.end.0),
-            "vma.VM_MIXEDMAP" => b(vm_flags()? & VmFlags::MIXEDMAP != 0),
-            "vma.VM_HUGEPAGE" => b(vm_flags()? & VmFlags::HUGEPAGE != 0),
-            "vma.VM_LOCKED" => b(vm_flags()? & VmFlags::LOCKED != 0),
-            "vma.VM_LOCKONFAULT" => b(vm_flags()? & VmFlags::LOCKONFAULT != 0),
-            "vma.VM_SEALED" => b(vm_flags()? & VmFlags::SEALED != 0),
-            "vma.VM_UFFD_MISSING" => b(vm_flags()? & VmFlags::UFFD_MISSING != 0),
-            "vma.VM_UFFD_MINOR" => b(vm_flags()? & VmFlags::UFFD_MINOR != 0),
+            n if let Some(bit) = vm_flag_field(n) => b(vm_flags()? & bit != 0),
             "vma.has_recency" => {
                 let id = self.find_vma(mm, addr).ok_or_else(|| format!("no VMA holds {addr}"))?;
                 b(self.vma_has_recency_now(id))

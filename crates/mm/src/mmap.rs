@@ -147,10 +147,32 @@ pub mod madv {
     pub const POPULATE_WRITE: u32 = 23;
     pub const WILLNEED: u32 = 3;
     pub const REMOVE: u32 = 9;
+    pub const DONTDUMP: u32 = 16;
+    pub const DODUMP: u32 = 17;
+    pub const DONTNEED_LOCKED: u32 = 24;
+}
+
+/// The range of a call for which an empty one is done at once (`mprotect`, `madvise`): EINVAL
+/// for an unaligned `addr`, `None` for `len` 0 (success, whatever else the call was given),
+/// `wrap` when `addr + len` rounded up to pages wraps. No upper bound: a range beyond user
+/// space holds no VMA and fails as unmapped (ENOMEM).
+fn range_or_empty(
+    addr: VirtAddr,
+    len: Bytes,
+    wrap: Errno,
+) -> Result<Option<(VirtAddr, VirtAddr)>, Errno> {
+    if !addr.is_aligned(Bytes::PAGE) {
+        return Err(Errno::EINVAL);
+    }
+    if len.as_u64() == 0 {
+        return Ok(None);
+    }
+    let end = len.align_up(Bytes::PAGE).and_then(|len| addr.checked_add(len)).ok_or(wrap)?;
+    Ok(Some((addr, end)))
 }
 
 /// A range `[start, end)` checked to be page-aligned, non-empty and inside user space.
-pub(crate) fn user_range(addr: VirtAddr, len: Bytes) -> Result<(VirtAddr, VirtAddr), Errno> {
+fn user_range(addr: VirtAddr, len: Bytes) -> Result<(VirtAddr, VirtAddr), Errno> {
     if !addr.is_aligned(Bytes::PAGE) || len.as_u64() == 0 {
         return Err(Errno::EINVAL);
     }
@@ -938,7 +960,9 @@ pub(crate) async fn do_mprotect(
     new_prot: u32,
 ) -> Result<(), Errno> {
     cx.charge(Cost::Syscall).await;
-    let (start, end) = user_range(addr, len)?;
+    // `do_mprotect_pkey`: an empty range succeeds before the protection is looked at; a
+    // wrapping one is ENOMEM.
+    let Some((start, end)) = range_or_empty(addr, len, Errno::ENOMEM)? else { return Ok(()) };
     if new_prot & !(prot::READ | prot::WRITE | prot::EXEC) != 0 {
         return Err(Errno::EINVAL);
     }
@@ -1126,8 +1150,9 @@ fn change_protection(st: &mut KState, kernel: KernelVersion, v: VmaId) -> u64 {
 }
 
 /// The VMA flags `advice` leaves (`madvise_update_vma`'s new flags): the access pattern, the
-/// fork behaviour, or `VM_HUGEPAGE`/`VM_NOHUGEPAGE` (`hugepage_madvise`). EINVAL for
-/// `MADV_WIPEONFORK` on a file or shared VMA.
+/// fork behaviour, `VM_DONTDUMP`, or `VM_HUGEPAGE`/`VM_NOHUGEPAGE` (`hugepage_madvise`). EINVAL
+/// for `MADV_WIPEONFORK` on a file or shared VMA and for `MADV_DODUMP` on a `VM_SPECIAL` one
+/// that is not hugetlb (`madvise_vma_behavior`).
 fn madvise_update_vm_flags(f: VmFlags, file_backed: bool, advice: u32) -> Result<VmFlags, Errno> {
     let set = |bit: u64, on: bool| Ok(VmFlags(if on { f.0 | bit } else { f.0 & !bit }));
     let pattern = match advice {
@@ -1135,6 +1160,10 @@ fn madvise_update_vm_flags(f: VmFlags, file_backed: bool, advice: u32) -> Result
             return Ok(crate::huge_memory::policy::hugepage_madvise(f, advice == madv::HUGEPAGE));
         }
         madv::DONTFORK | madv::DOFORK => return set(VmFlags::DONTCOPY, advice == madv::DONTFORK),
+        madv::DODUMP if f.has(VmFlags::SPECIAL) && !f.has(VmFlags::HUGETLB) => {
+            return Err(Errno::EINVAL);
+        }
+        madv::DONTDUMP | madv::DODUMP => return set(VmFlags::DONTDUMP, advice == madv::DONTDUMP),
         madv::WIPEONFORK if file_backed || f.has(VmFlags::SHARED) => return Err(Errno::EINVAL),
         madv::WIPEONFORK | madv::KEEPONFORK => {
             return set(VmFlags::WIPEONFORK, advice == madv::WIPEONFORK);
@@ -1169,7 +1198,8 @@ async fn madvise_update_vmas(
 }
 
 /// Where the VMA walk meets the first VMA the advice refuses (`MADV_WIPEONFORK` on a file or
-/// shared VMA): the VMAs before it are changed, the rest are not.
+/// shared VMA, `MADV_DODUMP` on a special one): the VMAs before it are changed, the rest are
+/// not.
 fn refused_from(st: &KState, vmas: Vec<VmaId>, advice: u32) -> Option<VirtAddr> {
     vmas.into_iter().find_map(|v| {
         let vma = st.vma(v);
@@ -1209,13 +1239,40 @@ async fn madvise_apply_flags(
     Ok(())
 }
 
-/// Whether `advice` only changes VMA flags (`madvise_update_vma`): the access pattern, THP and
-/// fork advice, the last from v4.14 for `MADV_WIPEONFORK`/`MADV_KEEPONFORK`.
-fn updates_vm_flags(kernel: KernelVersion, advice: u32) -> bool {
+/// Whether `advice` only changes VMA flags (`madvise_update_vma`): the access pattern, THP,
+/// core dump and fork advice.
+fn updates_vm_flags(advice: u32) -> bool {
+    matches!(
+        advice,
+        madv::NORMAL
+            | madv::RANDOM
+            | madv::SEQUENTIAL
+            | madv::HUGEPAGE
+            | madv::NOHUGEPAGE
+            | madv::DONTFORK
+            | madv::DOFORK
+            | madv::DONTDUMP
+            | madv::DODUMP
+            | madv::WIPEONFORK
+            | madv::KEEPONFORK
+    )
+}
+
+/// `madvise_behavior_valid`: whether `kernel` has `advice` (among those mmsim models; the
+/// memory-failure and guard-region advice are refused by name before they reach the model).
+/// An advice it lacks is EINVAL before anything else is checked.
+fn madvise_behavior_valid(kernel: KernelVersion, advice: u32) -> bool {
+    use crate::era;
     match advice {
-        madv::NORMAL | madv::RANDOM | madv::SEQUENTIAL | madv::HUGEPAGE | madv::NOHUGEPAGE => true,
-        madv::DONTFORK | madv::DOFORK => true,
-        madv::WIPEONFORK | madv::KEEPONFORK => crate::era::has_madv_wipeonfork(kernel),
+        madv::WIPEONFORK | madv::KEEPONFORK => era::has_madv_wipeonfork(kernel),
+        a if updates_vm_flags(a) => true,
+        madv::DONTNEED | madv::WILLNEED | madv::REMOVE => true,
+        madv::MERGEABLE | madv::UNMERGEABLE => true,
+        madv::DONTNEED_LOCKED => era::has_madv_dontneed_locked(kernel),
+        madv::COLD | madv::PAGEOUT => era::has_madv_cold_pageout(kernel),
+        madv::COLLAPSE => era::has_madv_collapse(kernel),
+        madv::FREE => era::has_madv_free(kernel),
+        madv::POPULATE_READ | madv::POPULATE_WRITE => era::has_madv_populate(kernel),
         _ => false,
     }
 }
@@ -1229,8 +1286,13 @@ fn vma_within(st: &KState, mm: MmId, at: VirtAddr, end: VirtAddr) -> Option<VmaI
 }
 
 /// `MADV_DONTNEED` (`madvise_dontneed_single_vma`): zaps the range VMA by VMA under
-/// `mmap_lock` for read.
-async fn madvise_dontneed(cx: &Cx, mm: MmId, start: VirtAddr, end: VirtAddr) -> Result<(), Errno> {
+/// `mmap_lock` for read; `locked` (`MADV_DONTNEED_LOCKED`) also the pages of `VM_LOCKED` VMAs.
+async fn madvise_dontneed(
+    cx: &Cx,
+    mm: MmId,
+    (start, end): (VirtAddr, VirtAddr),
+    locked: bool,
+) -> Result<(), Errno> {
     let lock = cx.st().mm(mm).mmap_lock;
     let mut g = lock.read(cx).await;
     let unmapped = crate::madvise::walk_vmas(&cx.st(), mm, start, end).1;
@@ -1238,7 +1300,7 @@ async fn madvise_dontneed(cx: &Cx, mm: MmId, start: VirtAddr, end: VirtAddr) -> 
     loop {
         let next = vma_within(&cx.st(), mm, at, end);
         let Some(mut v) = next else { break };
-        let range = cx.st().madvise_dontneed_range(v, at, end)?;
+        let range = cx.st().madvise_dontneed_range(v, at, end, locked)?;
         if let Some((vs, mut ve)) = range {
             // `userfaultfd_remove`: `UFFD_EVENT_REMOVE` sent without `mmap_lock`, then the VMA
             // looked up again (ENOMEM if it went) and checked again.
@@ -1248,7 +1310,7 @@ async fn madvise_dontneed(cx: &Cx, mm: MmId, start: VirtAddr, end: VirtAddr) -> 
                 crate::userfaultfd::events::userfaultfd_remove(cx, ctx, vs, ve).await;
                 g = lock.read(cx).await;
                 v = vma_within(&cx.st(), mm, vs, vs + Bytes::PAGE).ok_or(Errno::ENOMEM)?;
-                let again = cx.st().madvise_dontneed_range(v, vs, ve)?;
+                let again = cx.st().madvise_dontneed_range(v, vs, ve, locked)?;
                 let Some((_, e)) = again else { return unmapped };
                 ve = e;
             }
@@ -1269,8 +1331,12 @@ pub(crate) async fn do_madvise(
     advice: u32,
 ) -> Result<(), Errno> {
     cx.charge(Cost::Syscall).await;
-    let (start, end) = user_range(addr, len)?;
     let k = cx.kernel().version;
+    if !madvise_behavior_valid(k, advice) {
+        return Err(Errno::EINVAL);
+    }
+    // An empty range succeeds; a wrapping one is EINVAL.
+    let Some((start, end)) = range_or_empty(addr, len, Errno::EINVAL)? else { return Ok(()) };
     let stop = crate::mseal::madvise_stop(&cx.st(), k, mm, start, end, advice)?;
     let Some(at) = stop else { return madvise_range(cx, mm, start, end, advice).await };
     // v6.12+: the VMAs before the sealed one take the advice; the walk's error wins over a gap's.
@@ -1293,23 +1359,23 @@ async fn madvise_range(
 ) -> Result<(), Errno> {
     let lock = cx.st().mm(mm).mmap_lock;
     match advice {
-        madv::DONTNEED => madvise_dontneed(cx, mm, start, end).await,
-        madv::COLD | madv::PAGEOUT if crate::era::has_madv_cold_pageout(cx.kernel().version) => {
+        madv::DONTNEED | madv::DONTNEED_LOCKED => {
+            madvise_dontneed(cx, mm, (start, end), advice == madv::DONTNEED_LOCKED).await
+        }
+        madv::COLD | madv::PAGEOUT => {
             crate::madvise::madvise_cold_or_pageout(cx, mm, start, end, advice == madv::PAGEOUT)
                 .await
         }
-        a if updates_vm_flags(cx.kernel().version, a) => {
+        a if updates_vm_flags(a) => {
             let _g = lock.write(cx).await;
             madvise_update_vmas(cx, mm, start, end, advice).await
         }
-        madv::COLLAPSE if crate::era::has_madv_collapse(cx.kernel().version) => {
-            crate::khugepaged::madvise_collapse(cx, mm, start, end).await
-        }
-        madv::FREE if crate::era::has_madv_free(cx.kernel().version) => {
+        madv::COLLAPSE => crate::khugepaged::madvise_collapse(cx, mm, start, end).await,
+        madv::FREE => {
             // v4.5-v4.11: `MADV_DONTNEED` when no swap slot is free (`era::lazyfree_on_anon_lru`).
             if crate::era::lazyfree_on_anon_lru(cx.kernel().version) && cx.st().swap.nr_free() == 0
             {
-                return madvise_dontneed(cx, mm, start, end).await;
+                return madvise_dontneed(cx, mm, (start, end), false).await;
             }
             crate::madvise::madvise_free(cx, mm, start, end).await
         }
@@ -1318,12 +1384,10 @@ async fn madvise_range(
         madv::MERGEABLE | madv::UNMERGEABLE => {
             crate::ksm::ksm_madvise(cx, mm, start, end, advice == madv::MERGEABLE).await
         }
-        madv::POPULATE_READ | madv::POPULATE_WRITE
-            if crate::era::has_madv_populate(cx.kernel().version) =>
-        {
+        madv::POPULATE_READ | madv::POPULATE_WRITE => {
             let write = advice == madv::POPULATE_WRITE;
             crate::gup::madvise_populate(cx, mm, start, end, write).await
         }
-        _ => Err(Errno::EINVAL),
+        _ => unreachable!("advice {advice} was found valid by madvise_behavior_valid"),
     }
 }

@@ -186,7 +186,15 @@ pub(crate) fn check_mremap(
 
 /// `is_madv_discard`: the advice a sealed read-only anonymous VMA refuses.
 fn discards(advice: u32) -> bool {
-    matches!(advice, madv::FREE | madv::DONTNEED | madv::REMOVE | madv::DONTFORK | madv::WIPEONFORK)
+    matches!(
+        advice,
+        madv::FREE
+            | madv::DONTNEED
+            | madv::DONTNEED_LOCKED
+            | madv::REMOVE
+            | madv::DONTFORK
+            | madv::WIPEONFORK
+    )
 }
 
 /// `is_ro_anon`: private anonymous memory the process cannot write.

@@ -78,43 +78,50 @@ impl VmFlags {
 
     /// The two-letter mnemonics of smaps' `VmFlags:` (`fs/proc/task_mmu.c` `show_smap_vma_flags`).
     pub fn mnemonics(self) -> String {
-        const TABLE: [(u64, &str); 30] = [
-            (VmFlags::READ, "rd"),
-            (VmFlags::WRITE, "wr"),
-            (VmFlags::EXEC, "ex"),
-            (VmFlags::SHARED, "sh"),
-            (VmFlags::MAYREAD, "mr"),
-            (VmFlags::MAYWRITE, "mw"),
-            (VmFlags::MAYEXEC, "me"),
-            (VmFlags::MAYSHARE, "ms"),
-            (VmFlags::GROWSDOWN, "gd"),
-            (VmFlags::UFFD_MISSING, "um"),
-            (VmFlags::PFNMAP, "pf"),
-            (VmFlags::DENYWRITE, "dw"),
-            (VmFlags::LOCKED, "lo"),
-            (VmFlags::IO, "io"),
-            (VmFlags::SEQ_READ, "sr"),
-            (VmFlags::RAND_READ, "rr"),
-            (VmFlags::DONTCOPY, "dc"),
-            (VmFlags::DONTEXPAND, "de"),
-            (VmFlags::ACCOUNT, "ac"),
-            (VmFlags::NORESERVE, "nr"),
-            (VmFlags::HUGETLB, "ht"),
-            (VmFlags::WIPEONFORK, "wf"),
-            (VmFlags::DONTDUMP, "dd"),
-            (VmFlags::SOFTDIRTY, "sd"),
-            (VmFlags::MIXEDMAP, "mm"),
-            (VmFlags::HUGEPAGE, "hg"),
-            (VmFlags::NOHUGEPAGE, "nh"),
-            (VmFlags::MERGEABLE, "mg"),
-            (VmFlags::UFFD_MINOR, "ui"),
-            (VmFlags::SEALED, "sl"),
-        ];
         let names: Vec<&str> =
-            TABLE.iter().filter(|(b, _)| self.has(*b)).map(|(_, n)| *n).collect();
+            MNEMONICS.iter().filter(|(b, _)| self.has(*b)).map(|(_, n)| *n).collect();
         names.join(" ")
     }
+
+    /// The smaps mnemonic of one flag, if smaps shows it.
+    pub fn mnemonic(bit: u64) -> Option<&'static str> {
+        MNEMONICS.iter().find(|(b, _)| *b == bit).map(|(_, n)| *n)
+    }
 }
+
+/// smaps' `VmFlags:` mnemonics (`fs/proc/task_mmu.c` `show_smap_vma_flags`).
+const MNEMONICS: [(u64, &str); 30] = [
+    (VmFlags::READ, "rd"),
+    (VmFlags::WRITE, "wr"),
+    (VmFlags::EXEC, "ex"),
+    (VmFlags::SHARED, "sh"),
+    (VmFlags::MAYREAD, "mr"),
+    (VmFlags::MAYWRITE, "mw"),
+    (VmFlags::MAYEXEC, "me"),
+    (VmFlags::MAYSHARE, "ms"),
+    (VmFlags::GROWSDOWN, "gd"),
+    (VmFlags::UFFD_MISSING, "um"),
+    (VmFlags::PFNMAP, "pf"),
+    (VmFlags::DENYWRITE, "dw"),
+    (VmFlags::LOCKED, "lo"),
+    (VmFlags::IO, "io"),
+    (VmFlags::SEQ_READ, "sr"),
+    (VmFlags::RAND_READ, "rr"),
+    (VmFlags::DONTCOPY, "dc"),
+    (VmFlags::DONTEXPAND, "de"),
+    (VmFlags::ACCOUNT, "ac"),
+    (VmFlags::NORESERVE, "nr"),
+    (VmFlags::HUGETLB, "ht"),
+    (VmFlags::WIPEONFORK, "wf"),
+    (VmFlags::DONTDUMP, "dd"),
+    (VmFlags::SOFTDIRTY, "sd"),
+    (VmFlags::MIXEDMAP, "mm"),
+    (VmFlags::HUGEPAGE, "hg"),
+    (VmFlags::NOHUGEPAGE, "nh"),
+    (VmFlags::MERGEABLE, "mg"),
+    (VmFlags::UFFD_MINOR, "ui"),
+    (VmFlags::SEALED, "sl"),
+];
 
 impl fmt::Debug for VmFlags {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

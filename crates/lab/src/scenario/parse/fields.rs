@@ -4,8 +4,8 @@
 
 use super::Parser;
 use super::words::{
-    parse_access, parse_addr, parse_advice, parse_duration, parse_fadvice, parse_hex,
-    parse_map_flags, parse_open_flags, parse_prot, parse_size,
+    parse_access, parse_addr, parse_advice, parse_advice_number, parse_duration, parse_fadvice,
+    parse_hex, parse_map_flags, parse_open_flags, parse_prot, parse_size,
 };
 use crate::scenario::ScenarioError;
 use crate::scenario::limits::{MAX_DATA, MAX_DEVICE, MAX_MINCORE, MAX_SLEEP, check_tunable};
@@ -187,12 +187,18 @@ impl<'a> Fields<'a> {
     /// `posix_fadvise`'s advice: a name (`"willneed"`) or the number the syscall takes, any
     /// `int` (an unknown one is the kernel's EINVAL).
     pub(super) fn fadvice(&self, key: &str) -> Result<i32, ScenarioError> {
-        match self.get(key) {
-            Some(n @ Node { kind: Kind::Int(i), .. }) => i32::try_from(*i).map_err(|_| {
-                self.p.err(n.line, format!("`{key}` in {}: {i} does not fit an int", self.what))
-            }),
-            _ => self.keyword(key, parse_fadvice, None),
+        match self.opt_c_int(key)? {
+            Some(i) => Ok(i),
+            None => self.keyword(key, parse_fadvice, None),
         }
+    }
+
+    /// The value at `key` when it is an integer (`None` when absent or not one): a C `int`.
+    fn opt_c_int(&self, key: &str) -> Result<Option<i32>, ScenarioError> {
+        let Some(n @ Node { kind: Kind::Int(i), .. }) = self.get(key) else { return Ok(None) };
+        i32::try_from(*i).map(Some).map_err(|_| {
+            self.p.err(n.line, format!("`{key}` in {}: {i} does not fit an int", self.what))
+        })
     }
 
     /// The size of a device (`swap`, `pmem`): a multiple of 4 KiB of at most [`MAX_DEVICE`].
@@ -246,8 +252,15 @@ impl<'a> Fields<'a> {
         self.keyword(key, parse_map_flags, None)
     }
 
+    /// `madvise`'s advice: a name (`"dontneed"`) or the number the syscall takes, any `int`
+    /// (one the kernel lacks is its EINVAL; one mmsim does not model is refused by name).
     pub(super) fn advice(&self, key: &str) -> Result<u32, ScenarioError> {
-        self.keyword(key, parse_advice, None)
+        match self.opt_c_int(key)? {
+            Some(i) => parse_advice_number(i).map_err(|e| {
+                self.p.err(self.line_of(key), format!("`{key}` in {}: {e}", self.what))
+            }),
+            None => self.keyword(key, parse_advice, None),
+        }
     }
 
     pub(super) fn access(&self, key: &str) -> Result<mm::Access, ScenarioError> {

@@ -344,8 +344,24 @@ pub fn parse_advice(s: &str) -> Result<u32, String> {
         ("populate_write", madv::POPULATE_WRITE),
         ("willneed", madv::WILLNEED),
         ("remove", madv::REMOVE),
+        ("dontdump", madv::DONTDUMP),
+        ("dodump", madv::DODUMP),
+        ("dontneed_locked", madv::DONTNEED_LOCKED),
     ];
     flag_words(s, &table, |_, b| b)
+}
+
+/// The advice numbers of `UNMODELLED_WORDS`' advice (`include/uapi/asm-generic/mman-common.h`).
+const UNMODELLED_ADVICE: [(i32, &str); 4] =
+    [(100, "hwpoison"), (101, "soft_offline"), (102, "guard_install"), (103, "guard_remove")];
+
+/// `madvise`'s advice given as the number the syscall takes: any `int` (the kernel answers one
+/// it lacks with EINVAL), but the number of an advice mmsim does not model is refused by name.
+pub(super) fn parse_advice_number(n: i32) -> Result<u32, String> {
+    match UNMODELLED_ADVICE.iter().find(|(v, _)| *v == n) {
+        Some((_, name)) => Err(unmodelled(UNMODELLED_WORDS, name).expect("listed")),
+        None => Ok(n as u32),
+    }
 }
 
 /// `"read"`, `"write"`, `"exec"`.
@@ -504,8 +520,6 @@ pub(super) const UNMODELLED_OPS: &[(&str, &str)] = &[
 const UNMODELLED_WORDS: &[(&str, &str)] = &[
     ("hwpoison", "MADV_HWPOISON, memory failure injection (mm/memory-failure.c)"),
     ("soft_offline", "MADV_SOFT_OFFLINE, memory failure injection (mm/memory-failure.c)"),
-    ("dontdump", "MADV_DONTDUMP (core dumps)"),
-    ("dodump", "MADV_DODUMP (core dumps)"),
     ("guard_install", "MADV_GUARD_INSTALL, guard regions (mm/madvise.c, v6.13)"),
     ("guard_remove", "MADV_GUARD_REMOVE, guard regions (mm/madvise.c, v6.13)"),
     ("sync", "MAP_SYNC, synchronous page faults of DAX mappings (MAP_SHARED_VALIDATE)"),
