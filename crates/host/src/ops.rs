@@ -101,7 +101,10 @@ fn mapping_op(agent: &mut Agent<'_>, op: &Op) -> OpResult {
             let (len, prot, flags, off) = (len.as_u64(), *prot, *flags, *offset);
             let placed = if a.is_none() { agent.placed(op.line, len) } else { None };
             if let Some(p) = placed {
-                let fixed = flags | mm::map::FIXED_NOREPLACE;
+                // MAP_SHARED_VALIDATE refuses MAP_FIXED_NOREPLACE (not a legacy flag, EOPNOTSUPP):
+                // there the model's address is only a hint.
+                let validate = flags & mm::map::SHARED_VALIDATE == mm::map::SHARED_VALIDATE;
+                let fixed = if validate { flags } else { flags | mm::map::FIXED_NOREPLACE };
                 let r = agent.sys(|| sys::mmap(p, len, prot, fixed, f, off));
                 if r != Err(SysErr::Errno(Errno::EEXIST)) {
                     return Ok(addr_of(r));

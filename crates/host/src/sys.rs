@@ -406,7 +406,7 @@ mod tests {
     #[test]
     fn model_constants_are_the_kernels() {
         use mm::{madv, map, prot};
-        let pairs: [(u32, i32); 14] = [
+        let pairs: [(u32, i32); 22] = [
             (prot::READ, libc::PROT_READ),
             (prot::WRITE, libc::PROT_WRITE),
             (prot::EXEC, libc::PROT_EXEC),
@@ -418,6 +418,14 @@ mod tests {
             (map::HUGETLB, libc::MAP_HUGETLB),
             (map::NORESERVE, libc::MAP_NORESERVE),
             (map::FIXED_NOREPLACE, libc::MAP_FIXED_NOREPLACE),
+            (map::SHARED_VALIDATE, libc::MAP_SHARED_VALIDATE),
+            (map::SYNC, libc::MAP_SYNC),
+            (map::STACK, libc::MAP_STACK),
+            (map::NONBLOCK, libc::MAP_NONBLOCK),
+            (map::EXECUTABLE, libc::MAP_EXECUTABLE),
+            (madv::DONTDUMP, libc::MADV_DONTDUMP),
+            (madv::DODUMP, libc::MADV_DODUMP),
+            (madv::DONTNEED_LOCKED, 24),
             (madv::DONTNEED, libc::MADV_DONTNEED),
             (madv::HUGEPAGE, libc::MADV_HUGEPAGE),
             (madv::COLLAPSE, 25),

@@ -1563,6 +1563,20 @@ pub fn anon_mapping_thp_align(k: KernelVersion) -> AnonThpAlign {
     }
 }
 
+/// `MAP_SHARED_VALIDATE` and `MAP_SYNC` are known: "mm: introduce MAP_SHARED_VALIDATE, a
+/// mechanism to safely define new mmap flags" (1c9725974074, v4.15) and "mm: Define MAP_SYNC
+/// and VM_SYNC flags" (b6fb293f2497, v4.15). Before, the type `MAP_SHARED | MAP_PRIVATE` is
+/// EINVAL and the `MAP_SYNC` bit an unknown flag, ignored.
+pub fn has_map_shared_validate(k: KernelVersion) -> bool {
+    k >= v(4, 15)
+}
+
+/// `MAP_STACK` makes the mapping `VM_NOHUGEPAGE`: "mm: make MAP_STACK imply VM_NOHUGEPAGE"
+/// (c4608d1bf7c6, merged for v6.7; present in the v6.8 source). Before, the flag is ignored.
+pub fn map_stack_nohugepage(k: KernelVersion) -> bool {
+    k >= v(6, 7)
+}
+
 /// `MAP_FIXED_NOREPLACE` is known: "mm: introduce MAP_FIXED_NOREPLACE" (a4ff8e8620d3, v4.17).
 /// Before, the bit is an unknown flag that `MAP_PRIVATE` and `MAP_SHARED` ignore, so the
 /// address is only a hint: the mapping goes there if it is free, elsewhere otherwise.

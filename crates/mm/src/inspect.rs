@@ -104,11 +104,13 @@ const FOLIO: [(&str, &str); 20] = [
 
 /// Every name, with its target; the folio fields read on an address or a file index.
 /// The `vma.VM_*` fields and the flag each reads.
-const VM_FLAG_FIELDS: [(&str, u64); 8] = [
+const VM_FLAG_FIELDS: [(&str, u64); 10] = [
     ("vma.VM_MIXEDMAP", VmFlags::MIXEDMAP),
     ("vma.VM_HUGEPAGE", VmFlags::HUGEPAGE),
     ("vma.VM_LOCKED", VmFlags::LOCKED),
     ("vma.VM_DONTDUMP", VmFlags::DONTDUMP),
+    ("vma.VM_NOHUGEPAGE", VmFlags::NOHUGEPAGE),
+    ("vma.VM_SYNC", VmFlags::SYNC),
     ("vma.VM_LOCKONFAULT", VmFlags::LOCKONFAULT),
     ("vma.VM_SEALED", VmFlags::SEALED),
     ("vma.VM_UFFD_MISSING", VmFlags::UFFD_MISSING),
@@ -150,6 +152,8 @@ pub const FIELDS: &[Field] = &[
     f("vma.VM_HUGEPAGE", Target::Addr, "vm_flags & VM_HUGEPAGE (smaps `hg`)"),
     f("vma.VM_LOCKED", Target::Addr, "vm_flags & VM_LOCKED (smaps `lo`)"),
     f("vma.VM_DONTDUMP", Target::Addr, "vm_flags & VM_DONTDUMP (smaps `dd`)"),
+    f("vma.VM_NOHUGEPAGE", Target::Addr, "vm_flags & VM_NOHUGEPAGE (smaps `nh`)"),
+    f("vma.VM_SYNC", Target::Addr, "vm_flags & VM_SYNC (smaps `sf`, MAP_SYNC, v4.15)"),
     f("vma.VM_LOCKONFAULT", Target::Addr, "vm_flags & VM_LOCKONFAULT (v4.4)"),
     f("vma.VM_SEALED", Target::Addr, "vm_flags & VM_SEALED (smaps `sl`, v6.10)"),
     f("vma.VM_UFFD_MISSING", Target::Addr, "vm_flags & VM_UFFD_MISSING (smaps `um`, v4.3)"),

@@ -123,6 +123,30 @@ pub mod map {
     pub const HUGE_2MB: u32 = 21 << 26;
     pub const HUGE_1GB: u32 = 30 << 26;
     pub const FIXED_NOREPLACE: u32 = 0x100000;
+    /// `MAP_SHARED_VALIDATE` (v4.15): shared, and any flag the file does not support is
+    /// EOPNOTSUPP instead of ignored.
+    pub const SHARED_VALIDATE: u32 = 0x03;
+    pub const EXECUTABLE: u32 = 0x1000;
+    pub const NONBLOCK: u32 = 0x10000;
+    pub const STACK: u32 = 0x20000;
+    pub const SYNC: u32 = 0x80000;
+    /// `LEGACY_MAP_MASK` (`include/linux/mman.h`) of the flags mmsim knows: what
+    /// `MAP_SHARED_VALIDATE` accepts besides the file's `mmap_supported_flags`.
+    pub const LEGACY: u32 = SHARED
+        | PRIVATE
+        | FIXED
+        | ANONYMOUS
+        | DENYWRITE
+        | EXECUTABLE
+        | GROWSDOWN
+        | LOCKED
+        | NORESERVE
+        | POPULATE
+        | NONBLOCK
+        | STACK
+        | HUGETLB
+        | HUGE_2MB
+        | HUGE_1GB;
 }
 
 /// `MADV_*`.
@@ -442,6 +466,8 @@ pub(crate) async fn do_mmap_file(
     given: Option<FileId>,
 ) -> Result<VirtAddr, Errno> {
     let k = cx.kernel().version;
+    // `MAP_SHARED_VALIDATE` refuses the bits the others ignore: it checks the flags as given.
+    let given_flags = a.flags;
     let a = mmap_known_flags(k, a);
     let huge = mmap_early_checks(cx, pid, &a, given)?;
     let unit = huge.map_or(Bytes::PAGE, |s| Bytes(s.bytes()));
@@ -461,18 +487,15 @@ pub(crate) async fn do_mmap_file(
         // `mmap_region`'s unmap of what the new mapping replaces refuses a sealed VMA.
         crate::mseal::check_unmap(&cx.st(), mm, start, start + len)?;
     }
-    let shared = mmap_shared(&a)?;
-    let mut vm = calc_vm_flags(&a, cx.st().mm(mm).def_flags);
+    let shared = mmap_shared(k, &MmapArgs { flags: given_flags, ..a }, backing.flatten())?;
+    let mut vm = calc_vm_flags(k, &a, cx.st().mm(mm).def_flags);
     let file = mmap_file(cx, pid, &a, given, huge, len, &mut vm)?;
     if shared {
         vm |= VmFlags::SHARED | VmFlags::MAYSHARE;
     } else if vm & VmFlags::WRITE != 0 && file.is_none() {
         vm |= VmFlags::ACCOUNT;
     }
-    // A file system's `->mmap` may add flags (a DAX file, `ext4_file_mmap`): VM_HUGEPAGE asks
-    // for an address whose PMD colour matches the offset's (`thp_get_unmapped_area`), so its
-    // faults can map 2 MiB at once.
-    vm |= backing.flatten().map_or(0, |fs| fs.mmap_vm_flags(k));
+    vm = fs_mmap_flags(k, backing.flatten(), vm)?;
     if fixed {
         // `shmat`'s mapping (`given`) passes no list for userfaultfd events.
         if given.is_none() {
@@ -502,12 +525,26 @@ pub(crate) async fn do_mmap_file(
     Ok(start)
 }
 
+/// What a file system's `->mmap` does to the new VMA's flags `vm`: it may add some (a DAX
+/// file's `ext4_file_mmap`: VM_HUGEPAGE asks for an address whose PMD colour matches the
+/// offset's, `thp_get_unmapped_area`, so its faults can map 2 MiB at once) or refuse `VM_SYNC`
+/// (EOPNOTSUPP). Approximation: the refusal comes before a `MAP_FIXED` mapping's unmap, where
+/// the kernel's `->mmap` runs after it.
+fn fs_mmap_flags(k: KernelVersion, fs: Option<FsType>, vm: u64) -> Result<u64, Errno> {
+    let Some(fs) = fs else { return Ok(vm) };
+    fs.mmap_check_sync(vm)?;
+    Ok(vm | fs.mmap_vm_flags(k))
+}
+
 /// The flags as the kernel reads them: before v4.17 `MAP_FIXED_NOREPLACE` is an unknown bit
 /// that `MAP_PRIVATE` and `MAP_SHARED` ignore (`era::has_map_fixed_noreplace`), so its address
-/// is only a hint.
+/// is only a hint; before v4.15 so is `MAP_SYNC` (`era::has_map_shared_validate`).
 fn mmap_known_flags(k: KernelVersion, mut a: MmapArgs) -> MmapArgs {
     if !crate::era::has_map_fixed_noreplace(k) {
         a.flags &= !map::FIXED_NOREPLACE;
+    }
+    if !crate::era::has_map_shared_validate(k) {
+        a.flags &= !map::SYNC;
     }
     a
 }
@@ -551,19 +588,31 @@ fn mmap_backing(
     Some(Some(st.inodes[st.file(f).inode].fs))
 }
 
-/// Whether `do_mmap` populates the new mapping: `MAP_POPULATE`, or a locked mapping that does
-/// not lock on fault.
+/// Whether `do_mmap` populates the new mapping: `MAP_POPULATE` without `MAP_NONBLOCK`, or a
+/// locked mapping that does not lock on fault.
 fn mmap_populates(a: &MmapArgs, vm: u64) -> bool {
     let locked = vm & (VmFlags::LOCKED | VmFlags::LOCKONFAULT) == VmFlags::LOCKED;
-    a.flags & map::POPULATE != 0 || locked
+    a.flags & (map::POPULATE | map::NONBLOCK) == map::POPULATE || locked
 }
 
 /// Whether the mapping is shared: `do_mmap`'s switch on the type (EINVAL without one), after
-/// the address is found. The model also refuses unknown protection bits here (EINVAL).
-fn mmap_shared(a: &MmapArgs) -> Result<bool, Errno> {
-    let shared = match a.flags & (map::SHARED | map::PRIVATE) {
+/// the address is found. `MAP_SHARED_VALIDATE` (v4.15) maps a file shared, EOPNOTSUPP for a flag
+/// outside `LEGACY_MAP_MASK` and the file system's `mmap_supported_flags` (`backing`; anonymous
+/// memory has no such type: EINVAL). The model also refuses unknown protection bits here
+/// (EINVAL).
+fn mmap_shared(k: KernelVersion, a: &MmapArgs, backing: Option<FsType>) -> Result<bool, Errno> {
+    let file = a.flags & map::ANONYMOUS == 0;
+    let shared = match a.flags & map::SHARED_VALIDATE {
         map::SHARED => true,
         map::PRIVATE => false,
+        map::SHARED_VALIDATE if file && crate::era::has_map_shared_validate(k) => {
+            let sync = backing.is_some_and(FsType::supports_map_sync);
+            let supported = if sync { map::SYNC } else { 0 };
+            if a.flags & !(map::LEGACY | supported) != 0 {
+                return Err(Errno::EOPNOTSUPP);
+            }
+            true
+        }
         _ => return Err(Errno::EINVAL),
     };
     if a.prot & !(prot::READ | prot::WRITE | prot::EXEC) != 0 {
@@ -666,7 +715,7 @@ async fn mmap_link(cx: &Cx, vma: Vma) -> Result<(), Errno> {
 /// `calc_vm_prot_bits` and `calc_vm_flag_bits`: the VMA flags an mmap's protection and flags
 /// ask for, with the mm's `def_flags` (`VM_NOHUGEPAGE` after `PR_SET_THP_DISABLE` before
 /// v4.13), before the file has its say.
-fn calc_vm_flags(a: &MmapArgs, def_flags: u64) -> u64 {
+fn calc_vm_flags(k: KernelVersion, a: &MmapArgs, def_flags: u64) -> u64 {
     let mut vm =
         VmFlags::MAYREAD | VmFlags::MAYWRITE | VmFlags::MAYEXEC | VmFlags::SOFTDIRTY | def_flags;
     for (p, f) in
@@ -681,6 +730,14 @@ fn calc_vm_flags(a: &MmapArgs, def_flags: u64) -> u64 {
     }
     if a.flags & map::LOCKED != 0 {
         vm |= VmFlags::LOCKED;
+    }
+    // `MAP_SYNC` gives `VM_SYNC` whatever the type: `MAP_SHARED` drops the flag only after
+    // `calc_vm_flag_bits` has read it, so the file system's `->mmap` still sees it.
+    if a.flags & map::SYNC != 0 {
+        vm |= VmFlags::SYNC;
+    }
+    if a.flags & map::STACK != 0 && crate::era::map_stack_nohugepage(k) {
+        vm |= VmFlags::NOHUGEPAGE;
     }
     vm
 }

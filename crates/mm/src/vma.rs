@@ -52,6 +52,8 @@ impl VmFlags {
     pub const HUGETLB: u64 = 0x400000;
     pub const WIPEONFORK: u64 = 0x2000000;
     pub const DONTDUMP: u64 = 0x4000000;
+    /// `VM_SYNC` (`MAP_SYNC`, v4.15): a DAX mapping's write faults sync the file's metadata.
+    pub const SYNC: u64 = 0x800000;
     pub const SOFTDIRTY: u64 = 0x8000000;
     pub const MIXEDMAP: u64 = 0x10000000;
     pub const HUGEPAGE: u64 = 0x20000000;
@@ -90,7 +92,7 @@ impl VmFlags {
 }
 
 /// smaps' `VmFlags:` mnemonics (`fs/proc/task_mmu.c` `show_smap_vma_flags`).
-const MNEMONICS: [(u64, &str); 30] = [
+const MNEMONICS: [(u64, &str); 31] = [
     (VmFlags::READ, "rd"),
     (VmFlags::WRITE, "wr"),
     (VmFlags::EXEC, "ex"),
@@ -112,6 +114,7 @@ const MNEMONICS: [(u64, &str); 30] = [
     (VmFlags::ACCOUNT, "ac"),
     (VmFlags::NORESERVE, "nr"),
     (VmFlags::HUGETLB, "ht"),
+    (VmFlags::SYNC, "sf"),
     (VmFlags::WIPEONFORK, "wf"),
     (VmFlags::DONTDUMP, "dd"),
     (VmFlags::SOFTDIRTY, "sd"),

@@ -34,6 +34,13 @@
 //! fault inside a PMD zero or empty entry downgrades it, unmapping the huge zero page from every
 //! mapping of the range first; inside a PMD block entry it maps its 4 KiB piece.
 //!
+//! `MAP_SYNC` (v4.15, through `MAP_SHARED_VALIDATE`): a DAX file's mapping takes `VM_SYNC`
+//! (smaps `sf`); ext4 and XFS refuse it on a file that is not DAX (EOPNOTSUPP, `mmap.rs`).
+//! Approximation: the metadata commit a synchronous write fault makes before it maps a newly
+//! allocated block (`dax_finish_sync_fault`'s `vfs_fsync_range`) is not charged, so such a
+//! fault costs what it costs without `MAP_SYNC`; the model has no crash for the commit to
+//! protect against.
+//!
 //! `write()` over newly allocated blocks invalidates that index range (waiting for locked
 //! entries, deleting the others and any hole pages) and, from v4.12, unmaps the range from every
 //! mapping so that nobody keeps reading zeros (`mm: fix data corruption due to stale mmap

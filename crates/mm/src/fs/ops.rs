@@ -171,6 +171,27 @@ impl FsType {
         }
     }
 
+    /// Whether `->mmap_supported_flags` has `MAP_SYNC`, the one flag beyond the legacy ones that
+    /// `MAP_SHARED_VALIDATE` accepts for a file (ext4 and XFS).
+    pub(crate) fn supports_map_sync(self) -> bool {
+        match self {
+            FsType::Disk | FsType::Xfs | FsType::Dax => true,
+            FsType::Tmpfs(_) | FsType::Hugetlbfs(_) | FsType::Bdev => false,
+            FsType::Pipe | FsType::AnonInode => false,
+        }
+    }
+
+    /// `->mmap`'s refusal of a `VM_SYNC` mapping (`daxdev_mapping_supported` in
+    /// `ext4_file_mmap` and `xfs_file_mmap`): EOPNOTSUPP unless the file is DAX on a synchronous
+    /// device (the machine's pmem is). tmpfs, hugetlbfs and block devices do not look.
+    pub(crate) fn mmap_check_sync(self, vm: u64) -> Result<(), Errno> {
+        let refuses = matches!(self, FsType::Disk | FsType::Xfs);
+        if refuses && vm & crate::vma::VmFlags::SYNC != 0 {
+            return Err(Errno::EOPNOTSUPP);
+        }
+        Ok(())
+    }
+
     /// The VMA flags `->mmap` adds on kernel `k`: a DAX file's mapping is `VM_HUGEPAGE`, so
     /// `->get_unmapped_area` places it at an address whose PMD colour matches the offset's
     /// (`thp_get_unmapped_area`) and its faults can map 2 MiB at once, and `VM_MIXEDMAP` up to

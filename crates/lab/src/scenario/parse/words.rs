@@ -153,6 +153,12 @@ pub fn parse_map_flags(s: &str) -> Result<u32, String> {
         ("hugetlb", map::HUGETLB),
         ("huge_2mb", map::HUGE_2MB),
         ("huge_1gb", map::HUGE_1GB),
+        ("shared_validate", map::SHARED_VALIDATE),
+        ("sync", map::SYNC),
+        ("stack", map::STACK),
+        ("executable", map::EXECUTABLE),
+        ("nonblock", map::NONBLOCK),
+        ("file", 0),
     ];
     flag_words(s, &table, |a, b| a | b)
 }
@@ -522,10 +528,7 @@ const UNMODELLED_WORDS: &[(&str, &str)] = &[
     ("soft_offline", "MADV_SOFT_OFFLINE, memory failure injection (mm/memory-failure.c)"),
     ("guard_install", "MADV_GUARD_INSTALL, guard regions (mm/madvise.c, v6.13)"),
     ("guard_remove", "MADV_GUARD_REMOVE, guard regions (mm/madvise.c, v6.13)"),
-    ("sync", "MAP_SYNC, synchronous page faults of DAX mappings (MAP_SHARED_VALIDATE)"),
-    ("shared_validate", "MAP_SHARED_VALIDATE (mm/mmap.c)"),
     ("uninitialized", "MAP_UNINITIALIZED (no-MMU kernels only)"),
-    ("stack", "MAP_STACK"),
     ("32bit", "MAP_32BIT"),
 ];
 
