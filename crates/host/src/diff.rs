@@ -121,6 +121,9 @@ pub fn diff(s: &Scenario, o: &NativeOptions) -> Result<DiffReport, Refusal> {
     let kernel = crate::support::host_kernel()?;
     let overrides = Overrides { kernel: Some(kernel), ..Overrides::default() };
     let model = run(s, &overrides, &mut |_| {}).or_else(|e| refuse(format!("the model: {e}")))?;
+    if let Some(why) = &model.skipped {
+        return refuse(format!("the scenario does not apply to {kernel}: {why}"));
+    }
     if let Some(why) = model.stopped.as_ref().or(model.refused.as_ref()) {
         return refuse(format!("the model's run did not finish: {why}"));
     }
