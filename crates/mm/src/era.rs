@@ -1577,6 +1577,19 @@ pub fn map_stack_nohugepage(k: KernelVersion) -> bool {
     k >= v(6, 7)
 }
 
+/// `mprotect` breaks COW ahead in a private `VM_LOCKED` VMA made writable: "mm: fix mprotect()
+/// behaviour on VM_LOCKED VMAs" (36f881883c57, v4.5).
+pub fn mprotect_populates_locked(k: KernelVersion) -> bool {
+    k >= v(4, 5)
+}
+
+/// `do_mmap` bounds a file mapping by the file's largest size (`file_mmap_ok`): "mmap:
+/// introduce sane default mmap limits" (be83bbf80682, merged for v4.17); before, only a wrapping
+/// page offset was EOVERFLOW.
+pub fn has_file_mmap_ok(k: KernelVersion) -> bool {
+    k >= v(4, 17)
+}
+
 /// `MAP_FIXED_NOREPLACE` is known: "mm: introduce MAP_FIXED_NOREPLACE" (a4ff8e8620d3, v4.17).
 /// Before, the bit is an unknown flag that `MAP_PRIVATE` and `MAP_SHARED` ignore, so the
 /// address is only a hint: the mapping goes there if it is free, elsewhere otherwise.

@@ -566,23 +566,67 @@ pub(crate) fn hold_release(cx: &Cx, id: HoldId) -> Result<(), Errno> {
     Ok(())
 }
 
-/// Faults in every page of `[start, end)` that is mapped by a VMA and not yet present
-/// (`populate_vma_page_range`: writable private mappings are populated with write faults,
-/// breaking COW up front). Errors of individual pages are ignored, as `mm_populate` does.
+/// `mm_populate`: [`mm_populate`] of `[start, end)` with its errors ignored (`mmap`'s
+/// `MAP_POPULATE` and `MAP_LOCKED`, `mlockall`, `brk` of a locked heap).
 pub(crate) async fn populate(cx: &Cx, mm: MmId, start: VirtAddr, end: VirtAddr) {
+    let _ = mm_populate(cx, mm, (start, end), true).await;
+}
+
+/// `__mm_populate`: faults in every page of `[start, end)` that is mapped by a VMA and not yet
+/// present (`populate_vma_page_range`: writable private mappings with write faults, breaking
+/// COW up front), VMA by VMA, holes passed over. `VM_IO`/`VM_PFNMAP` VMAs and lock-on-fault ones
+/// are left alone; a VMA without any access cannot be populated (GUP forces access only to an
+/// accessible one: EFAULT), and a fault that fails ends its VMA's walk (EFAULT; ENOMEM out of
+/// memory). With `ignore_errors` the walk goes on at the next VMA; without (`mlock`) it stops
+/// with the error, the VMAs before keeping their pages.
+pub(crate) async fn mm_populate(
+    cx: &Cx,
+    mm: MmId,
+    (start, end): (VirtAddr, VirtAddr),
+    ignore_errors: bool,
+) -> Result<(), Errno> {
     let lock = cx.st().mm(mm).mmap_lock;
     let _g = lock.read(cx).await;
     let mut addr = start;
     while addr < end {
-        let vma = cx.st().find_vma(mm, addr);
-        let Some(vma) = vma else {
-            // A hole: on to the next VMA (`__mm_populate` walks VMAs, not addresses).
+        let Some(vma) = cx.st().find_vma(mm, addr) else {
             addr = next_vma_start(&cx.st(), mm, addr, end);
             continue;
         };
-        let step = faultin_one(cx, mm, vma, addr, None).await.0;
+        let (flags, vma_end) = {
+            let st = cx.st();
+            (st.vma(vma).flags, st.vma(vma).end)
+        };
+        let failed = if flags.has(VmFlags::IO | VmFlags::PFNMAP | VmFlags::LOCKONFAULT) {
+            None
+        } else if !flags.has(VmFlags::READ | VmFlags::WRITE | VmFlags::EXEC) {
+            Some(Errno::EFAULT)
+        } else {
+            populate_vma_range(cx, mm, vma, (addr, vma_end.min(end))).await.err()
+        };
+        if let Some(e) = failed.filter(|_| !ignore_errors) {
+            return Err(e);
+        }
+        addr = vma_end;
+    }
+    Ok(())
+}
+
+/// `populate_vma_page_range`'s faults over `[start, end)` of `vma`, to the first that fails
+/// (the caller holds `mmap_lock`).
+pub(crate) async fn populate_vma_range(
+    cx: &Cx,
+    mm: MmId,
+    vma: VmaId,
+    (start, end): (VirtAddr, VirtAddr),
+) -> Result<(), Errno> {
+    let mut addr = start;
+    while addr < end {
+        let (step, result) = faultin_one(cx, mm, vma, addr, None).await;
+        result.map_err(|e| if e == VmFault::Oom { Errno::ENOMEM } else { Errno::EFAULT })?;
         addr = (addr + Bytes(step)).align_down(Bytes(step));
     }
+    Ok(())
 }
 
 /// Where a walk of `[addr, end)` that met a hole at `addr` goes on: the start of the next VMA

@@ -284,10 +284,13 @@ pub(crate) async fn do_mlock(
         cx.charge(Cost::VmaUpdate).await;
         apply_vma_lock_flags(cx, mm, start, end, vm).await?;
     }
-    if !onfault {
-        crate::gup::populate(cx, mm, start, end).await;
+    if onfault {
+        return Ok(());
     }
-    Ok(())
+    // `__mm_populate` without ignoring errors; `__mlock_posix_error_return` turns its EFAULT
+    // into ENOMEM and its ENOMEM into EAGAIN. The range stays locked either way.
+    let populated = crate::gup::mm_populate(cx, mm, (start, end), false).await;
+    populated.map_err(|e| if e == Errno::ENOMEM { Errno::EAGAIN } else { Errno::ENOMEM })
 }
 
 /// `munlock(2)`.

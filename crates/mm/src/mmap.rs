@@ -487,6 +487,9 @@ pub(crate) async fn do_mmap_file(
         // `mmap_region`'s unmap of what the new mapping replaces refuses a sealed VMA.
         crate::mseal::check_unmap(&cx.st(), mm, start, start + len)?;
     }
+    if backing.flatten().is_some() && !file_mmap_ok(k, a.offset, len) {
+        return Err(Errno::EOVERFLOW);
+    }
     let shared = mmap_shared(k, &MmapArgs { flags: given_flags, ..a }, backing.flatten())?;
     let mut vm = calc_vm_flags(k, &a, cx.st().mm(mm).def_flags);
     let file = mmap_file(cx, pid, &a, given, huge, len, &mut vm)?;
@@ -523,6 +526,16 @@ pub(crate) async fn do_mmap_file(
         crate::gup::populate(cx, mm, start, start + len).await;
     }
     Ok(start)
+}
+
+/// `file_mmap_ok` (v4.17, "mmap: introduce sane default mmap limits", be83bbf80682): a mapping
+/// of `len` at byte `offset` of a file must end within `MAX_LFS_FILESIZE` (EOVERFLOW), which
+/// every file mmsim models has as its limit. Before, only a page offset that wraps was refused,
+/// which a 64-bit offset cannot make.
+fn file_mmap_ok(k: KernelVersion, offset: u64, len: Bytes) -> bool {
+    const MAX_LFS_FILESIZE: u64 = i64::MAX as u64;
+    let room = MAX_LFS_FILESIZE.checked_sub(len.as_u64());
+    !crate::era::has_file_mmap_ok(k) || room.is_some_and(|r| offset >> 12 <= r >> 12)
 }
 
 /// What a file system's `->mmap` does to the new VMA's flags `vm`: it may add some (a DAX
@@ -671,6 +684,10 @@ fn mmap_file(
         }
     }
     let (anon, shared) = (a.flags & map::ANONYMOUS != 0, a.flags & map::SHARED != 0);
+    // Shared anonymous memory and anonymous hugetlb (a file by then) cannot grow down.
+    if anon && (shared || huge.is_some()) && *vm & VmFlags::GROWSDOWN != 0 {
+        return Err(Errno::EINVAL);
+    }
     Ok(match (anon, shared, huge) {
         (true, _, Some(size)) => {
             Some(crate::fs::hugetlbfs::hugetlb_file_setup(&mut cx.st(), cx, size, len.as_u64()))
@@ -770,6 +787,10 @@ impl KState {
         }
         if !self.inodes[file.inode].fs.has_mmap() {
             return Err(Errno::ENODEV);
+        }
+        // A file mapping cannot grow down (`do_mmap`, after the file's checks).
+        if *vm & VmFlags::GROWSDOWN != 0 {
+            return Err(Errno::EINVAL);
         }
         if shared && !file.writable() {
             *vm &= !(VmFlags::MAYWRITE | VmFlags::WRITE);
@@ -1033,6 +1054,18 @@ pub(crate) async fn do_mprotect(
     stopped.map_or(Ok(()), Err)
 }
 
+/// Whether `mprotect_fixup` populates a VMA with flags `old` given `new_prot` (from v4.5,
+/// "mm: fix mprotect() behaviour on VM_LOCKED VMAs", 36f881883c57): a private locked VMA that
+/// becomes writable has its COW broken at once (`populate_vma_page_range`), so that a write to
+/// it later does not fault. Approximation: the model populates after the whole range's
+/// protection is changed and the VMAs merged, the kernel VMA by VMA.
+fn breaks_cow_ahead(k: KernelVersion, old: VmFlags, new_prot: u32) -> bool {
+    let private_locked = old.0 & (VmFlags::WRITE | VmFlags::SHARED | VmFlags::LOCKED);
+    crate::era::mprotect_populates_locked(k)
+        && private_locked == VmFlags::LOCKED
+        && new_prot & prot::WRITE != 0
+}
+
 /// How far `do_mprotect_pkey`'s walk over the VMAs gets (mm/mprotect.c; the same loop in every
 /// era mmsim runs): ENOMEM at once when no VMA holds `start`, then EPERM at once for a sealed
 /// VMA in the range in v6.10-v6.11; otherwise the end of the last VMA it changes before a gap
@@ -1076,12 +1109,15 @@ async fn mprotect_apply(
     crate::hugetlb::hugetlb_split_prepare(cx, mm, start, end).await?;
     split_huge_pmd_edges(cx, mm, start, end).await;
     let vmas = cx.st().vma_split_range(mm, start, end);
-    let mut changed = 0;
+    let (mut changed, mut cow_ahead) = (0, Vec::new());
     let kernel = cx.kernel().version;
     for v in vmas {
         let hugetlb = {
             let mut st = cx.st();
             let old = st.vma(v).flags;
+            if breaks_cow_ahead(kernel, old, new_prot) {
+                cow_ahead.push((st.vma(v).start, st.vma(v).end));
+            }
             let mut f = old.0 & !(VmFlags::READ | VmFlags::WRITE | VmFlags::EXEC);
             for (p, b) in [
                 (prot::READ, VmFlags::READ),
@@ -1111,6 +1147,11 @@ async fn mprotect_apply(
     flush_tlb_range(cx, mm, start, end).await;
     // `mprotect_fixup`'s `vma_merge`: VMAs whose flags now match their neighbours' join them.
     vma_merge_range(cx, mm, start, end).await;
+    for (from, to) in cow_ahead {
+        let vma = cx.st().find_vma(mm, from).expect("the range is still mapped");
+        // Errors are ignored, as `mprotect_fixup` ignores them.
+        let _ = crate::gup::populate_vma_range(cx, mm, vma, (from, to)).await;
+    }
     Ok(())
 }
 
