@@ -306,8 +306,8 @@ impl State {
     }
 
     /// The end of a dispatch that runs its task: it runs, and the switch is accounted, digested
-    /// and traced at the current time.
-    #[inline]
+    /// and traced at the current time. Always inlined: it is the tail of every carried-on charge.
+    #[inline(always)]
     fn resume(&mut self, id: TaskId) {
         let now = self.now;
         let task = &mut self.tasks[id];
@@ -329,6 +329,7 @@ impl State {
     /// Charges `d` (and the task's debt); true if the task carries on at once
     /// ([`State::carry_on`]), false if it waits for the run loop.
     #[must_use = "true: the task carries on; false: it waits for the run loop"]
+    #[inline]
     pub(crate) fn charge(
         &mut self,
         task: TaskId,
@@ -442,12 +443,14 @@ impl State {
     }
 
     /// Whether `task` is on its CPU (running, charging or spinning), as `owner_on_cpu` asks.
+    #[inline]
     fn on_cpu(&self, task: TaskId) -> bool {
         self.cpus[self.tasks[task].cpu].owner == Some(task)
     }
 
     /// Whether the head of `lock`'s queue has waited `RWSEM_WAIT_TIMEOUT` since it first
     /// blocked: nobody may steal the lock from it any more.
+    #[inline]
     fn handoff_due(&self, lock: LockId) -> bool {
         let head = self.locks[lock].state.rwsem_owner_and_head().and_then(|(_, head)| head);
         head.is_some_and(|h| {
@@ -458,16 +461,23 @@ impl State {
 
     /// Whether a writer may spin on `lock` (`rwsem_can_spin_on_owner`): a writer owns it and
     /// is on its CPU, and no hand-off is due.
+    #[inline]
     fn spinnable(&self, lock: LockId) -> bool {
         let owner = self.locks[lock].state.rwsem_owner_and_head().and_then(|(w, _)| w);
         owner.is_some_and(|o| self.on_cpu(o)) && !self.handoff_due(lock)
     }
 
-    /// Spinners on `lock` stop when it is no longer spinnable, and sleep in its queue.
+    /// Spinners on `lock` stop when it is no longer spinnable, and sleep in its queue. Inline:
+    /// most locks have no spinners, which this sees without a call.
+    #[inline]
     fn check_spinners(&mut self, lock: LockId) {
-        if !self.locks[lock].state.has_spinners() || self.spinnable(lock) {
-            return;
+        if self.locks[lock].state.has_spinners() && !self.spinnable(lock) {
+            self.stop_spinners(lock);
         }
+    }
+
+    /// [`State::check_spinners`] of a lock whose spinners must stop.
+    fn stop_spinners(&mut self, lock: LockId) {
         let mut stopped = Vec::new();
         self.locks[lock].state.stop_spinning(&mut stopped);
         for t in stopped {
@@ -558,6 +568,7 @@ impl State {
     }
 
     /// Records that `task` now holds `lock`.
+    #[inline]
     fn hold(
         &mut self,
         task: TaskId,
@@ -688,10 +699,8 @@ impl State {
 
     pub(crate) fn release(&mut self, task: TaskId, lock: LockId, mode: Mode) {
         let t = &mut self.tasks[task];
-        let i = t.held.iter().rposition(|h| h.lock == lock && h.mode == mode);
-        let h = t
-            .held
-            .remove(i.unwrap_or_else(|| panic!("task {task} releases {lock} it does not hold")));
+        let h = t.unhold(lock, mode);
+        let h = h.unwrap_or_else(|| panic!("task {task} releases {lock} it does not hold"));
         let spin = self.locks[lock].state.is_spin();
         if spin {
             t.preempt_count -= 1;
@@ -750,12 +759,21 @@ impl State {
         self.granted = woken;
     }
 
+    /// `wake_up` / `wake_up_all`. On an empty queue (a folio unlocked with nobody waiting,
+    /// the common case) it returns before touching anything, as `__wake_up_common` finds
+    /// nobody on the list.
+    #[inline]
     pub(crate) fn wake_queue(&mut self, lock: LockId, all: bool) {
-        let mut woken = std::mem::take(&mut self.granted);
-        if !self.locks[lock].state.wake_queue(all, &mut woken) {
-            self.granted = woken;
+        if self.locks[lock].state.wait_queue_is_empty() {
             return;
         }
+        self.wake_queued(lock, all);
+    }
+
+    /// [`State::wake_queue`] of a queue with waiters.
+    fn wake_queued(&mut self, lock: LockId, all: bool) {
+        let mut woken = std::mem::take(&mut self.granted);
+        self.locks[lock].state.wake_queue(all, &mut woken);
         for &t in &woken {
             self.wake(t, false, SimDuration::ZERO);
         }
@@ -849,6 +867,7 @@ fn point_tag(kind: PointKind) -> u64 {
 }
 
 impl Handle {
+    #[inline]
     pub(crate) fn core(&self) -> &Core {
         &self.0
     }
