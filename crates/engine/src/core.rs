@@ -21,7 +21,7 @@ use crate::lock::state::{Attempt, LockState, RWSEM_WAIT_TIMEOUT_NS};
 use crate::lock::stats::{ClassId, LockClassStats, LockClasses, lock_stat_text};
 use crate::lock::{Completion, LockId, Mode, Mutex, RwSem, SpinLock, WaitQueue, op::Op};
 use crate::membus::MemBus;
-use crate::sched::{self, ReadyEntry, Scheduler};
+use crate::sched::{ReadyEntry, Sched, Scheduler};
 use crate::task::{HeldLock, Point, PointKind, Status, Task, TaskId, TaskStats};
 use crate::watchdog::DeadlockReport;
 use simcore::id::Id as _;
@@ -52,7 +52,7 @@ pub(crate) struct State {
     seq: u64,
     pub events: u64,
     pub digest: Digest,
-    sched: Box<dyn Scheduler>,
+    sched: Sched,
     pub preempts_at_every_point: bool,
     /// Daemons' wake-ups held back under the exploration schedulers (see `fairness`).
     fairness: DaemonFairness,
@@ -155,7 +155,7 @@ pub struct RunReport {
 impl State {
     fn new(config: SimConfig, sched: Option<Box<dyn Scheduler>>) -> State {
         let prng = Prng::from_seed(config.seed);
-        let sched = sched.unwrap_or_else(|| sched::build(config.scheduler, &prng));
+        let sched = Sched::new(config.scheduler, &prng, sched);
         let mut cpus = IdVec::new();
         for _ in 0..config.cpus {
             cpus.push(Cpu::default());
@@ -612,8 +612,12 @@ impl State {
         }
         self.lockdep_acquire(task, lock, subclass, at);
         let transfer = self.write_lock_word(task, lock);
-        let may_spin = self.spinnable(lock);
-        let handoff = self.handoff_due(lock);
+        // Both rules need a writer owning the rwsem or a queue: without either (any lock taken
+        // uncontended) both are false, as `spinnable` and `handoff_due` would find.
+        let (may_spin, handoff) = match self.locks[lock].state.rwsem_owner_and_head() {
+            None | Some((None, None)) => (false, false),
+            Some(_) => (self.spinnable(lock), self.handoff_due(lock)),
+        };
         match self.locks[lock].state.attempt(task, mode, true, may_spin, handoff) {
             Attempt::Granted => {
                 self.hold(task, lock, mode, subclass, at);
@@ -652,23 +656,30 @@ impl State {
     /// Hands `lock` to tasks that waited for it (spinning ones kept their CPUs; a woken head
     /// not yet retried is already runnable and pays the transfer with its next charge); wakes
     /// the head `woken` to retry; writers that spin on it stop if it is no longer spinnable.
+    /// Inline: a release with nobody waiting (the common case) grants and wakes nobody.
+    #[inline]
     fn grant_waiters(&mut self, lock: LockId, granted: &[TaskId], woken: Option<TaskId>) {
         for &w in granted {
-            let PointKind::Lock(_, mode) = self.tasks[w].point.kind else {
-                panic!("task {w} granted {lock} without waiting for it");
-            };
-            let transfer = self.take_pending(w, lock, mode);
-            if self.tasks[w].status == Status::Blocked {
-                let spinning = self.on_cpu(w);
-                self.wake(w, spinning, transfer);
-            } else {
-                self.tasks[w].debt += transfer;
-            }
+            self.grant_waiter(lock, w);
         }
         if let Some(w) = woken {
             self.wake(w, false, SimDuration::ZERO);
         }
         self.check_spinners(lock);
+    }
+
+    /// [`State::grant_waiters`] of one waiter `w`, now holding `lock`.
+    fn grant_waiter(&mut self, lock: LockId, w: TaskId) {
+        let PointKind::Lock(_, mode) = self.tasks[w].point.kind else {
+            panic!("task {w} granted {lock} without waiting for it");
+        };
+        let transfer = self.take_pending(w, lock, mode);
+        if self.tasks[w].status == Status::Blocked {
+            let spinning = self.on_cpu(w);
+            self.wake(w, spinning, transfer);
+        } else {
+            self.tasks[w].debt += transfer;
+        }
     }
 
     /// `task`, queued for `lock`, now holds it: records its wait since it first blocked (retries
