@@ -10,6 +10,26 @@
 //! 00f3c5a3df2c): whether an owner is on its CPU (`owner_on_cpu`: it owns its CPU, running,
 //! charging or spinning), whether the queue's head has waited `RWSEM_WAIT_TIMEOUT` (a hand-off
 //! is due), and it stops spinning writers when their owner sleeps or is preempted.
+//!
+//! Host cost. A page-cache replay makes a handful of scheduling points per request, nearly all
+//! of them a task running alone (issue 47): a charge that carries on (`carry_on`), an rwsem read
+//! lock nobody else wants, a wake-up of a folio wait queue nobody waits on. Those paths are
+//! kept short without changing what they do, each shortcut taking only a case in which the
+//! general code does nothing more:
+//! - a charge is inlined into its future, the switch's accounting (`resume`) into the charge,
+//!   and the time-ordered scheduler is held by value (`sched::Sched`), so a carried-on charge
+//!   makes no indirect call;
+//! - an acquisition looks at spinning and hand-off only when a writer owns the rwsem or a task
+//!   waits on it: without either `spinnable` and `handoff_due` are false anyway;
+//! - a release pops the hold it drops when it is the latest (the usual nesting), and grants and
+//!   wakes waiters out of line, only when there are any;
+//! - `might_sleep` and `check_spinners` test their common case (no spinlock held, no spinning
+//!   writer) inline and call their work out of line;
+//! - a wake-up of an empty wait queue returns before touching anything, as `__wake_up_common`
+//!   walks an empty list.
+//!
+//! The digest words, statistics, lockdep records and trace are those of the general path, in the
+//! same order; the pinned replay histories (`trace` tests) and digests prove it.
 
 use crate::cacheline::CacheLine;
 use crate::config::{ConfigError, SimConfig};
@@ -246,6 +266,7 @@ impl State {
 
     /// `task` starts on `cpu`: the context switch, if any, is counted and owed
     /// (`cpu::Cpu::switch_in`).
+    #[inline]
     fn switch_in(&mut self, cpu: CpuId, task: TaskId) {
         let t = &mut self.tasks[task];
         if let Some(cost) = self.cpus[cpu].switch_in(task, t.context, &self.config.switch_costs) {
@@ -361,6 +382,7 @@ impl State {
     /// Whether `task`, charging `d` now, would run on to the end of the charge (with its debt)
     /// without any other task running meanwhile: nobody waits for its CPU and nothing queued is
     /// due by then. Never under the exploration schedulers, which may switch at any point.
+    #[inline]
     pub(crate) fn runs_alone_through(&self, task: TaskId, d: SimDuration) -> bool {
         let t = self.running(task);
         let end = self.now + d + t.debt;
@@ -531,10 +553,16 @@ impl State {
     }
 
     /// The kernel's `might_sleep()`: sleeping with a spinlock held is a bug lockdep reports.
+    /// Inline: a task holding no spinlock (nearly always) passes without a call.
+    #[inline]
     fn might_sleep(&mut self, task: TaskId, what: &str, at: &'static Location<'static>) {
-        if self.tasks[task].preempt_count == 0 {
-            return;
+        if self.tasks[task].preempt_count > 0 {
+            self.sleep_in_atomic(task, what, at);
         }
+    }
+
+    /// [`State::might_sleep`] of a task holding a spinlock: lockdep's report.
+    fn sleep_in_atomic(&mut self, task: TaskId, what: &str, at: &'static Location<'static>) {
         let held = self.tasks[task].held.iter().rev().find(|h| self.locks[h.lock].state.is_spin());
         let spin = held.map(|h| ClassKey { class: self.locks[h.lock].class, subclass: h.subclass });
         let spin = spin.expect("preempt_count without a spinlock");

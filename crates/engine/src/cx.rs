@@ -79,6 +79,7 @@ impl Cx {
     /// Whether a charge of `d` now would end with no other task having run in between (the
     /// state this task leaves is the state it finds after the charge): the time-ordered
     /// scheduler has nothing due by its end and nobody waits for this CPU.
+    #[inline]
     pub fn runs_alone_through(&self, d: SimDuration) -> bool {
         self.core().state.borrow().runs_alone_through(self.task, d)
     }
