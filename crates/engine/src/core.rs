@@ -347,6 +347,14 @@ impl State {
         t
     }
 
+    /// [`State::running`], to change it.
+    #[inline]
+    fn running_mut(&mut self, task: TaskId) -> &mut Task {
+        let t = &mut self.tasks[task];
+        debug_assert_eq!(t.status, Status::Running, "task {task} acts while not running");
+        t
+    }
+
     /// Charges `d` (and the task's debt); true if the task carries on at once
     /// ([`State::carry_on`]), false if it waits for the run loop.
     #[must_use = "true: the task carries on; false: it waits for the run loop"]
@@ -357,21 +365,23 @@ impl State {
         d: SimDuration,
         at: &'static Location<'static>,
     ) -> bool {
-        let t = &mut self.tasks[task];
-        debug_assert_eq!(t.status, Status::Running, "task {task} acts while not running");
-        let cpu = t.cpu;
+        let t = self.running_mut(task);
         let d = d + std::mem::take(&mut t.debt);
         t.point = Point { kind: PointKind::Charge, at };
         t.stats.cpu += d;
-        self.cpus[cpu].stats.busy += d;
+        let cpu = t.cpu;
+        let cpu = &mut self.cpus[cpu];
+        debug_assert_eq!(cpu.owner, Some(task), "a running task owns its CPU");
+        cpu.stats.busy += d;
+        // Read before the entry is taken, which touches no CPU.
+        let contended = !cpu.runqueue.is_empty();
         let entry = self.queue_entry(task, self.now + d);
         if !self.take(entry) {
             return false;
         }
-        debug_assert_eq!(self.cpus[cpu].owner, Some(task), "a running task owns its CPU");
         // The pass's dispatch of a charge whose task owns its CPU: with nobody waiting for the
         // CPU there is no time-slice preemption to decide, and the task simply runs on.
-        if !self.cpus[cpu].runqueue.is_empty() {
+        if contended {
             return self.dispatch_contended(entry);
         }
         self.now = self.now.max(entry.time);
@@ -398,10 +408,11 @@ impl State {
         at: &'static Location<'static>,
     ) -> bool {
         self.might_sleep(task, "a timer", at);
-        let cpu = self.running(task).cpu;
-        self.tasks[task].point = Point { kind: PointKind::Sleep, at };
-        self.tasks[task].stats.timed_sleep += d;
-        if self.preempts_at_every_point && self.tasks[task].daemon {
+        let t = self.running_mut(task);
+        t.point = Point { kind: PointKind::Sleep, at };
+        t.stats.timed_sleep += d;
+        let (cpu, daemon) = (t.cpu, t.daemon);
+        if self.preempts_at_every_point && daemon {
             self.schedule_daemon_wakeup(task, self.now + d);
             self.release_cpu(cpu);
             self.left_cpu(task);
@@ -491,7 +502,7 @@ impl State {
 
     /// Spinners on `lock` stop when it is no longer spinnable, and sleep in its queue. Inline:
     /// most locks have no spinners, which this sees without a call.
-    #[inline]
+    #[inline(always)]
     fn check_spinners(&mut self, lock: LockId) {
         if self.locks[lock].state.has_spinners() && !self.spinnable(lock) {
             self.stop_spinners(lock);
@@ -554,7 +565,7 @@ impl State {
 
     /// The kernel's `might_sleep()`: sleeping with a spinlock held is a bug lockdep reports.
     /// Inline: a task holding no spinlock (nearly always) passes without a call.
-    #[inline]
+    #[inline(always)]
     fn might_sleep(&mut self, task: TaskId, what: &str, at: &'static Location<'static>) {
         if self.tasks[task].preempt_count > 0 {
             self.sleep_in_atomic(task, what, at);
@@ -685,7 +696,7 @@ impl State {
     /// not yet retried is already runnable and pays the transfer with its next charge); wakes
     /// the head `woken` to retry; writers that spin on it stop if it is no longer spinnable.
     /// Inline: a release with nobody waiting (the common case) grants and wakes nobody.
-    #[inline]
+    #[inline(always)]
     fn grant_waiters(&mut self, lock: LockId, granted: &[TaskId], woken: Option<TaskId>) {
         for &w in granted {
             self.grant_waiter(lock, w);
