@@ -10,6 +10,26 @@
 //! 00f3c5a3df2c): whether an owner is on its CPU (`owner_on_cpu`: it owns its CPU, running,
 //! charging or spinning), whether the queue's head has waited `RWSEM_WAIT_TIMEOUT` (a hand-off
 //! is due), and it stops spinning writers when their owner sleeps or is preempted.
+//!
+//! Host cost. A page-cache replay makes a handful of scheduling points per request, nearly all
+//! of them a task running alone (issue 47): a charge that carries on (`carry_on`), an rwsem read
+//! lock nobody else wants, a wake-up of a folio wait queue nobody waits on. Those paths are
+//! kept short without changing what they do, each shortcut taking only a case in which the
+//! general code does nothing more:
+//! - a charge is inlined into its future, the switch's accounting (`resume`) into the charge,
+//!   and the time-ordered scheduler is held by value (`sched::Sched`), so a carried-on charge
+//!   makes no indirect call;
+//! - an acquisition looks at spinning and hand-off only when a writer owns the rwsem or a task
+//!   waits on it: without either `spinnable` and `handoff_due` are false anyway;
+//! - a release pops the hold it drops when it is the latest (the usual nesting), and grants and
+//!   wakes waiters out of line, only when there are any;
+//! - `might_sleep` and `check_spinners` test their common case (no spinlock held, no spinning
+//!   writer) inline and call their work out of line;
+//! - a wake-up of an empty wait queue returns before touching anything, as `__wake_up_common`
+//!   walks an empty list.
+//!
+//! The digest words, statistics, lockdep records and trace are those of the general path, in the
+//! same order; the pinned replay histories (`trace` tests) and digests prove it.
 
 use crate::cacheline::CacheLine;
 use crate::config::{ConfigError, SimConfig};
@@ -21,7 +41,7 @@ use crate::lock::state::{Attempt, LockState, RWSEM_WAIT_TIMEOUT_NS};
 use crate::lock::stats::{ClassId, LockClassStats, LockClasses, lock_stat_text};
 use crate::lock::{Completion, LockId, Mode, Mutex, RwSem, SpinLock, WaitQueue, op::Op};
 use crate::membus::MemBus;
-use crate::sched::{self, ReadyEntry, Scheduler};
+use crate::sched::{ReadyEntry, Sched, Scheduler};
 use crate::task::{HeldLock, Point, PointKind, Status, Task, TaskId, TaskStats};
 use crate::watchdog::DeadlockReport;
 use simcore::id::Id as _;
@@ -52,7 +72,7 @@ pub(crate) struct State {
     seq: u64,
     pub events: u64,
     pub digest: Digest,
-    sched: Box<dyn Scheduler>,
+    sched: Sched,
     pub preempts_at_every_point: bool,
     /// Daemons' wake-ups held back under the exploration schedulers (see `fairness`).
     fairness: DaemonFairness,
@@ -155,7 +175,7 @@ pub struct RunReport {
 impl State {
     fn new(config: SimConfig, sched: Option<Box<dyn Scheduler>>) -> State {
         let prng = Prng::from_seed(config.seed);
-        let sched = sched.unwrap_or_else(|| sched::build(config.scheduler, &prng));
+        let sched = Sched::new(config.scheduler, &prng, sched);
         let mut cpus = IdVec::new();
         for _ in 0..config.cpus {
             cpus.push(Cpu::default());
@@ -246,6 +266,7 @@ impl State {
 
     /// `task` starts on `cpu`: the context switch, if any, is counted and owed
     /// (`cpu::Cpu::switch_in`).
+    #[inline]
     fn switch_in(&mut self, cpu: CpuId, task: TaskId) {
         let t = &mut self.tasks[task];
         if let Some(cost) = self.cpus[cpu].switch_in(task, t.context, &self.config.switch_costs) {
@@ -306,8 +327,8 @@ impl State {
     }
 
     /// The end of a dispatch that runs its task: it runs, and the switch is accounted, digested
-    /// and traced at the current time.
-    #[inline]
+    /// and traced at the current time. Always inlined: it is the tail of every carried-on charge.
+    #[inline(always)]
     fn resume(&mut self, id: TaskId) {
         let now = self.now;
         let task = &mut self.tasks[id];
@@ -326,30 +347,41 @@ impl State {
         t
     }
 
+    /// [`State::running`], to change it.
+    #[inline]
+    fn running_mut(&mut self, task: TaskId) -> &mut Task {
+        let t = &mut self.tasks[task];
+        debug_assert_eq!(t.status, Status::Running, "task {task} acts while not running");
+        t
+    }
+
     /// Charges `d` (and the task's debt); true if the task carries on at once
     /// ([`State::carry_on`]), false if it waits for the run loop.
     #[must_use = "true: the task carries on; false: it waits for the run loop"]
+    #[inline]
     pub(crate) fn charge(
         &mut self,
         task: TaskId,
         d: SimDuration,
         at: &'static Location<'static>,
     ) -> bool {
-        let t = &mut self.tasks[task];
-        debug_assert_eq!(t.status, Status::Running, "task {task} acts while not running");
-        let cpu = t.cpu;
+        let t = self.running_mut(task);
         let d = d + std::mem::take(&mut t.debt);
         t.point = Point { kind: PointKind::Charge, at };
         t.stats.cpu += d;
-        self.cpus[cpu].stats.busy += d;
+        let cpu = t.cpu;
+        let cpu = &mut self.cpus[cpu];
+        debug_assert_eq!(cpu.owner, Some(task), "a running task owns its CPU");
+        cpu.stats.busy += d;
+        // Read before the entry is taken, which touches no CPU.
+        let contended = !cpu.runqueue.is_empty();
         let entry = self.queue_entry(task, self.now + d);
         if !self.take(entry) {
             return false;
         }
-        debug_assert_eq!(self.cpus[cpu].owner, Some(task), "a running task owns its CPU");
         // The pass's dispatch of a charge whose task owns its CPU: with nobody waiting for the
         // CPU there is no time-slice preemption to decide, and the task simply runs on.
-        if !self.cpus[cpu].runqueue.is_empty() {
+        if contended {
             return self.dispatch_contended(entry);
         }
         self.now = self.now.max(entry.time);
@@ -360,6 +392,7 @@ impl State {
     /// Whether `task`, charging `d` now, would run on to the end of the charge (with its debt)
     /// without any other task running meanwhile: nobody waits for its CPU and nothing queued is
     /// due by then. Never under the exploration schedulers, which may switch at any point.
+    #[inline]
     pub(crate) fn runs_alone_through(&self, task: TaskId, d: SimDuration) -> bool {
         let t = self.running(task);
         let end = self.now + d + t.debt;
@@ -375,10 +408,11 @@ impl State {
         at: &'static Location<'static>,
     ) -> bool {
         self.might_sleep(task, "a timer", at);
-        let cpu = self.running(task).cpu;
-        self.tasks[task].point = Point { kind: PointKind::Sleep, at };
-        self.tasks[task].stats.timed_sleep += d;
-        if self.preempts_at_every_point && self.tasks[task].daemon {
+        let t = self.running_mut(task);
+        t.point = Point { kind: PointKind::Sleep, at };
+        t.stats.timed_sleep += d;
+        let (cpu, daemon) = (t.cpu, t.daemon);
+        if self.preempts_at_every_point && daemon {
             self.schedule_daemon_wakeup(task, self.now + d);
             self.release_cpu(cpu);
             self.left_cpu(task);
@@ -442,12 +476,14 @@ impl State {
     }
 
     /// Whether `task` is on its CPU (running, charging or spinning), as `owner_on_cpu` asks.
+    #[inline]
     fn on_cpu(&self, task: TaskId) -> bool {
         self.cpus[self.tasks[task].cpu].owner == Some(task)
     }
 
     /// Whether the head of `lock`'s queue has waited `RWSEM_WAIT_TIMEOUT` since it first
     /// blocked: nobody may steal the lock from it any more.
+    #[inline]
     fn handoff_due(&self, lock: LockId) -> bool {
         let head = self.locks[lock].state.rwsem_owner_and_head().and_then(|(_, head)| head);
         head.is_some_and(|h| {
@@ -458,16 +494,23 @@ impl State {
 
     /// Whether a writer may spin on `lock` (`rwsem_can_spin_on_owner`): a writer owns it and
     /// is on its CPU, and no hand-off is due.
+    #[inline]
     fn spinnable(&self, lock: LockId) -> bool {
         let owner = self.locks[lock].state.rwsem_owner_and_head().and_then(|(w, _)| w);
         owner.is_some_and(|o| self.on_cpu(o)) && !self.handoff_due(lock)
     }
 
-    /// Spinners on `lock` stop when it is no longer spinnable, and sleep in its queue.
+    /// Spinners on `lock` stop when it is no longer spinnable, and sleep in its queue. Inline:
+    /// most locks have no spinners, which this sees without a call.
+    #[inline(always)]
     fn check_spinners(&mut self, lock: LockId) {
-        if !self.locks[lock].state.has_spinners() || self.spinnable(lock) {
-            return;
+        if self.locks[lock].state.has_spinners() && !self.spinnable(lock) {
+            self.stop_spinners(lock);
         }
+    }
+
+    /// [`State::check_spinners`] of a lock whose spinners must stop.
+    fn stop_spinners(&mut self, lock: LockId) {
         let mut stopped = Vec::new();
         self.locks[lock].state.stop_spinning(&mut stopped);
         for t in stopped {
@@ -521,10 +564,16 @@ impl State {
     }
 
     /// The kernel's `might_sleep()`: sleeping with a spinlock held is a bug lockdep reports.
+    /// Inline: a task holding no spinlock (nearly always) passes without a call.
+    #[inline(always)]
     fn might_sleep(&mut self, task: TaskId, what: &str, at: &'static Location<'static>) {
-        if self.tasks[task].preempt_count == 0 {
-            return;
+        if self.tasks[task].preempt_count > 0 {
+            self.sleep_in_atomic(task, what, at);
         }
+    }
+
+    /// [`State::might_sleep`] of a task holding a spinlock: lockdep's report.
+    fn sleep_in_atomic(&mut self, task: TaskId, what: &str, at: &'static Location<'static>) {
         let held = self.tasks[task].held.iter().rev().find(|h| self.locks[h.lock].state.is_spin());
         let spin = held.map(|h| ClassKey { class: self.locks[h.lock].class, subclass: h.subclass });
         let spin = spin.expect("preempt_count without a spinlock");
@@ -558,6 +607,7 @@ impl State {
     }
 
     /// Records that `task` now holds `lock`.
+    #[inline]
     fn hold(
         &mut self,
         task: TaskId,
@@ -601,8 +651,12 @@ impl State {
         }
         self.lockdep_acquire(task, lock, subclass, at);
         let transfer = self.write_lock_word(task, lock);
-        let may_spin = self.spinnable(lock);
-        let handoff = self.handoff_due(lock);
+        // Both rules need a writer owning the rwsem or a queue: without either (any lock taken
+        // uncontended) both are false, as `spinnable` and `handoff_due` would find.
+        let (may_spin, handoff) = match self.locks[lock].state.rwsem_owner_and_head() {
+            None | Some((None, None)) => (false, false),
+            Some(_) => (self.spinnable(lock), self.handoff_due(lock)),
+        };
         match self.locks[lock].state.attempt(task, mode, true, may_spin, handoff) {
             Attempt::Granted => {
                 self.hold(task, lock, mode, subclass, at);
@@ -641,23 +695,30 @@ impl State {
     /// Hands `lock` to tasks that waited for it (spinning ones kept their CPUs; a woken head
     /// not yet retried is already runnable and pays the transfer with its next charge); wakes
     /// the head `woken` to retry; writers that spin on it stop if it is no longer spinnable.
+    /// Inline: a release with nobody waiting (the common case) grants and wakes nobody.
+    #[inline(always)]
     fn grant_waiters(&mut self, lock: LockId, granted: &[TaskId], woken: Option<TaskId>) {
         for &w in granted {
-            let PointKind::Lock(_, mode) = self.tasks[w].point.kind else {
-                panic!("task {w} granted {lock} without waiting for it");
-            };
-            let transfer = self.take_pending(w, lock, mode);
-            if self.tasks[w].status == Status::Blocked {
-                let spinning = self.on_cpu(w);
-                self.wake(w, spinning, transfer);
-            } else {
-                self.tasks[w].debt += transfer;
-            }
+            self.grant_waiter(lock, w);
         }
         if let Some(w) = woken {
             self.wake(w, false, SimDuration::ZERO);
         }
         self.check_spinners(lock);
+    }
+
+    /// [`State::grant_waiters`] of one waiter `w`, now holding `lock`.
+    fn grant_waiter(&mut self, lock: LockId, w: TaskId) {
+        let PointKind::Lock(_, mode) = self.tasks[w].point.kind else {
+            panic!("task {w} granted {lock} without waiting for it");
+        };
+        let transfer = self.take_pending(w, lock, mode);
+        if self.tasks[w].status == Status::Blocked {
+            let spinning = self.on_cpu(w);
+            self.wake(w, spinning, transfer);
+        } else {
+            self.tasks[w].debt += transfer;
+        }
     }
 
     /// `task`, queued for `lock`, now holds it: records its wait since it first blocked (retries
@@ -688,10 +749,8 @@ impl State {
 
     pub(crate) fn release(&mut self, task: TaskId, lock: LockId, mode: Mode) {
         let t = &mut self.tasks[task];
-        let i = t.held.iter().rposition(|h| h.lock == lock && h.mode == mode);
-        let h = t
-            .held
-            .remove(i.unwrap_or_else(|| panic!("task {task} releases {lock} it does not hold")));
+        let h = t.unhold(lock, mode);
+        let h = h.unwrap_or_else(|| panic!("task {task} releases {lock} it does not hold"));
         let spin = self.locks[lock].state.is_spin();
         if spin {
             t.preempt_count -= 1;
@@ -750,12 +809,21 @@ impl State {
         self.granted = woken;
     }
 
+    /// `wake_up` / `wake_up_all`. On an empty queue (a folio unlocked with nobody waiting,
+    /// the common case) it returns before touching anything, as `__wake_up_common` finds
+    /// nobody on the list.
+    #[inline]
     pub(crate) fn wake_queue(&mut self, lock: LockId, all: bool) {
-        let mut woken = std::mem::take(&mut self.granted);
-        if !self.locks[lock].state.wake_queue(all, &mut woken) {
-            self.granted = woken;
+        if self.locks[lock].state.wait_queue_is_empty() {
             return;
         }
+        self.wake_queued(lock, all);
+    }
+
+    /// [`State::wake_queue`] of a queue with waiters.
+    fn wake_queued(&mut self, lock: LockId, all: bool) {
+        let mut woken = std::mem::take(&mut self.granted);
+        self.locks[lock].state.wake_queue(all, &mut woken);
         for &t in &woken {
             self.wake(t, false, SimDuration::ZERO);
         }
@@ -849,6 +917,7 @@ fn point_tag(kind: PointKind) -> u64 {
 }
 
 impl Handle {
+    #[inline]
     pub(crate) fn core(&self) -> &Core {
         &self.0
     }

@@ -94,6 +94,7 @@ pub(crate) struct Cpu {
 impl Cpu {
     /// `task`, running in `context`, starts on this CPU: the context switch it pays, if the
     /// CPU passes to it from another task (see the module note), counted in the CPU's figures.
+    #[inline]
     pub(crate) fn switch_in(
         &mut self,
         task: TaskId,

@@ -28,6 +28,7 @@ impl fmt::Debug for Cx {
 
 impl Deref for Cx {
     type Target = Handle;
+    #[inline]
     fn deref(&self) -> &Handle {
         &self.handle
     }
@@ -38,14 +39,17 @@ impl Cx {
         Cx { handle, task, cpu }
     }
 
+    #[inline]
     pub(crate) fn core(&self) -> &Core {
         self.handle.core()
     }
 
+    #[inline]
     pub fn task(&self) -> TaskId {
         self.task
     }
 
+    #[inline]
     pub fn cpu(&self) -> CpuId {
         self.cpu
     }
@@ -54,6 +58,7 @@ impl Cx {
     /// A zero charge passes at once under the time-ordered scheduler and is a preemption point
     /// under the exploration schedulers.
     #[track_caller]
+    #[inline]
     pub fn charge(&self, d: SimDuration) -> PointFuture<'_> {
         PointFuture { cx: self, kind: Kind::Charge(d), at: Location::caller(), started: false }
     }
@@ -61,6 +66,7 @@ impl Cx {
     /// A preemption point that spends no time: a no-op under the time-ordered scheduler, a place
     /// where the exploration schedulers may switch tasks.
     #[track_caller]
+    #[inline]
     pub fn preempt_point(&self) -> PointFuture<'_> {
         PointFuture {
             cx: self,
@@ -73,12 +79,14 @@ impl Cx {
     /// Whether a charge of `d` now would end with no other task having run in between (the
     /// state this task leaves is the state it finds after the charge): the time-ordered
     /// scheduler has nothing due by its end and nobody waits for this CPU.
+    #[inline]
     pub fn runs_alone_through(&self, d: SimDuration) -> bool {
         self.core().state.borrow().runs_alone_through(self.task, d)
     }
 
     /// Sleeps for `d` without using the CPU (`msleep`, a device's latency).
     #[track_caller]
+    #[inline]
     pub fn sleep(&self, d: SimDuration) -> PointFuture<'_> {
         PointFuture { cx: self, kind: Kind::Sleep(d), at: Location::caller(), started: false }
     }
@@ -102,6 +110,7 @@ impl Cx {
 
     /// Waits until `task` has ended.
     #[track_caller]
+    #[inline]
     pub fn join(&self, task: TaskId) -> PointFuture<'_> {
         PointFuture { cx: self, kind: Kind::Join(task), at: Location::caller(), started: false }
     }
@@ -135,7 +144,7 @@ impl Future for PointFuture<'_> {
         let task = this.cx.task;
         let mut st = this.cx.core().state.borrow_mut();
         let passes = match this.kind {
-            Kind::Charge(d) if d.is_zero() => {
+            Kind::Charge(d) if d == SimDuration::ZERO => {
                 if st.preempts_at_every_point {
                     st.yield_point(task, Point { kind: PointKind::Yield, at: this.at });
                     false

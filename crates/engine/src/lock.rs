@@ -101,6 +101,7 @@ pub struct LockGuard<'a> {
 }
 
 impl<'a> LockGuard<'a> {
+    #[inline]
     fn new(cx: &'a Cx, lock: LockId, mode: Mode) -> LockGuard<'a> {
         LockGuard { cx, lock, mode }
     }
@@ -125,6 +126,7 @@ impl<'a> LockGuard<'a> {
 }
 
 impl Drop for LockGuard<'_> {
+    #[inline]
     fn drop(&mut self) {
         if std::thread::panicking() {
             return;
@@ -234,6 +236,7 @@ exclusive_methods!(Mutex);
 impl RwSem {
     /// `down_read`.
     #[track_caller]
+    #[inline]
     pub fn read<'a>(self, cx: &'a Cx) -> impl Future<Output = LockGuard<'a>> + 'a {
         let op = LockOp::new(cx, self.0, Op::Acquire(Mode::Read, 0), Location::caller());
         acquired(cx, op, self.0, Mode::Read)
@@ -307,10 +310,12 @@ impl WaitQueue {
         }
     }
 
+    #[inline]
     pub fn wake_up_one(self, handle: &Handle) {
         handle.core().state.borrow_mut().wake_queue(self.0, false);
     }
 
+    #[inline]
     pub fn wake_up_all(self, handle: &Handle) {
         handle.core().state.borrow_mut().wake_queue(self.0, true);
     }

@@ -77,6 +77,68 @@ pub fn build(kind: SchedulerKind, prng: &Prng) -> Box<dyn Scheduler> {
     }
 }
 
+/// The run's scheduler as the executor core holds it: the time-ordered one by value, so that
+/// the calls every charge makes ([`Scheduler::push_or_take`]) are direct and inlined; any
+/// other (an exploration scheduler, or one of the caller's) boxed. Either way each call goes to
+/// the same scheduler code: only the call is cheaper.
+#[derive(Debug)]
+pub(crate) enum Sched {
+    TimeOrdered(TimeOrdered),
+    Boxed(Box<dyn Scheduler>),
+}
+
+impl Sched {
+    /// The scheduler `kind` (as [`build`] makes it), or the caller's own.
+    pub(crate) fn new(kind: SchedulerKind, prng: &Prng, own: Option<Box<dyn Scheduler>>) -> Sched {
+        match (own, kind) {
+            (Some(own), _) => Sched::Boxed(own),
+            (None, SchedulerKind::TimeOrdered) => Sched::TimeOrdered(TimeOrdered::default()),
+            (None, kind) => Sched::Boxed(build(kind, prng)),
+        }
+    }
+}
+
+/// `$s` bound to the scheduler inside a [`Sched`], whichever it is, in `$call`.
+macro_rules! on_sched {
+    ($sched:expr, $s:ident => $call:expr) => {
+        match $sched {
+            Sched::TimeOrdered($s) => $call,
+            Sched::Boxed($s) => $call,
+        }
+    };
+}
+
+impl Scheduler for Sched {
+    #[inline]
+    fn push(&mut self, entry: ReadyEntry) {
+        on_sched!(self, s => s.push(entry))
+    }
+
+    #[inline]
+    fn pop(&mut self) -> Option<ReadyEntry> {
+        on_sched!(self, s => s.pop())
+    }
+
+    #[inline]
+    fn is_empty(&self) -> bool {
+        on_sched!(self, s => s.is_empty())
+    }
+
+    fn preempts_at_every_point(&self) -> bool {
+        on_sched!(self, s => s.preempts_at_every_point())
+    }
+
+    #[inline]
+    fn push_or_take(&mut self, entry: ReadyEntry, may_take: bool) -> bool {
+        on_sched!(self, s => s.push_or_take(entry, may_take))
+    }
+
+    #[inline]
+    fn nothing_due_through(&self, time: SimTime) -> bool {
+        on_sched!(self, s => s.nothing_due_through(time))
+    }
+}
+
 /// Earliest time first, ties by sequence number.
 #[derive(Debug, Default)]
 pub(crate) struct TimeOrdered {
@@ -103,6 +165,7 @@ impl Scheduler for TimeOrdered {
     /// Entries are totally ordered by `(time, seq)`: `entry` is next when it is below the heap's
     /// least (an entry due at the same time but queued earlier goes first, as at a pass), and
     /// then never enters the heap.
+    #[inline]
     fn push_or_take(&mut self, entry: ReadyEntry, may_take: bool) -> bool {
         if may_take && self.heap.peek().is_none_or(|Reverse(least)| entry < *least) {
             return true;
@@ -113,6 +176,7 @@ impl Scheduler for TimeOrdered {
 
     /// An entry pushed now gets the highest sequence number, so a queued one due at `time`
     /// would still go first.
+    #[inline]
     fn nothing_due_through(&self, time: SimTime) -> bool {
         self.heap.peek().is_none_or(|Reverse(least)| least.time > time)
     }

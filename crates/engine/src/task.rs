@@ -124,3 +124,13 @@ pub(crate) struct Task {
     pub slice_start: SimTime,
     pub stats: TaskStats,
 }
+
+impl Task {
+    /// Forgets the latest hold of `lock` in `mode`, keeping the others in order; `None` if the
+    /// task holds no such lock. Locks are nearly always released latest first, which pops.
+    #[inline]
+    pub(crate) fn unhold(&mut self, lock: LockId, mode: Mode) -> Option<HeldLock> {
+        let i = self.held.iter().rposition(|h| h.lock == lock && h.mode == mode)?;
+        if i + 1 == self.held.len() { self.held.pop() } else { Some(self.held.remove(i)) }
+    }
+}

@@ -10,6 +10,7 @@
 use super::{LockId, Mode};
 use crate::cx::Cx;
 use crate::task::{Point, PointKind};
+use simcore::SimDuration;
 use std::future::Future;
 use std::panic::Location;
 use std::pin::Pin;
@@ -44,6 +45,7 @@ pub(crate) struct LockOp<'a> {
 }
 
 impl<'a> LockOp<'a> {
+    #[inline]
     pub(crate) fn new(cx: &'a Cx, lock: LockId, op: Op, at: &'static Location<'static>) -> Self {
         LockOp { cx, lock, op, at, stage: Stage::Start }
     }
@@ -92,7 +94,7 @@ impl Future for LockOp<'_> {
                 return Poll::Pending;
             }
         };
-        if transfer.is_zero() {
+        if transfer == SimDuration::ZERO {
             return Poll::Ready(outcome);
         }
         if st.charge(task, transfer, this.at) {

@@ -95,6 +95,7 @@ impl LockState {
         }
     }
 
+    #[inline]
     pub(crate) fn is_spin(&self) -> bool {
         matches!(self, LockState::Exclusive { spin: true, .. })
     }
@@ -171,7 +172,8 @@ impl LockState {
     /// HANDOFF, else the head is woken. A writer's release of an rwsem goes to the first
     /// spinning writer, stealing it from the queue, unless `handoff` (the queue's head has
     /// waited `RWSEM_WAIT_TIMEOUT`); queued readers at the head are granted; a writer at the
-    /// head is woken, or granted if `handoff`.
+    /// head is woken, or granted if `handoff`. Inline: its one caller is every release.
+    #[inline]
     pub(crate) fn release(
         &mut self,
         task: TaskId,
@@ -275,6 +277,7 @@ impl LockState {
     }
 
     /// The writer owning an rwsem, and the head of its queue (for the spinning rules).
+    #[inline]
     pub(crate) fn rwsem_owner_and_head(&self) -> Option<(Option<TaskId>, Option<TaskId>)> {
         match self {
             LockState::RwSem { writer, waiters, .. } => {
@@ -285,6 +288,7 @@ impl LockState {
     }
 
     /// Whether writers spin on this rwsem (an optimistic spinner on its OSQ).
+    #[inline]
     pub(crate) fn has_spinners(&self) -> bool {
         matches!(self, LockState::RwSem { spinners, .. } if !spinners.is_empty())
     }
@@ -335,18 +339,24 @@ impl LockState {
         }
     }
 
-    /// `wake_up` / `wake_up_all`; false (nothing done) on an empty queue, as `wake_up` finds
-    /// nobody on the list and returns.
-    pub(crate) fn wake_queue(&mut self, all: bool, woken: &mut Vec<TaskId>) -> bool {
+    /// Whether a wait queue has nobody on it: `wake_up` then finds nobody on the list and
+    /// returns.
+    #[inline]
+    pub(crate) fn wait_queue_is_empty(&self) -> bool {
         let LockState::WaitQueue { waiters } = self else {
             panic!("wake_up on a {}", self.kind_name());
         };
-        if waiters.is_empty() {
-            return false;
-        }
+        waiters.is_empty()
+    }
+
+    /// `wake_up` / `wake_up_all` of a queue with waiters ([`LockState::wait_queue_is_empty`]
+    /// says when there are none).
+    pub(crate) fn wake_queue(&mut self, all: bool, woken: &mut Vec<TaskId>) {
+        let LockState::WaitQueue { waiters } = self else {
+            panic!("wake_up on a {}", self.kind_name());
+        };
         let n = if all { waiters.len() } else { 1 };
         woken.extend(waiters.drain(..n));
-        true
     }
 
     /// Mixes everything that decides later grants into `d`: holders, the queue in order, and a
@@ -413,6 +423,7 @@ fn wake_head(head: Option<TaskId>, woken: &mut bool) -> Option<TaskId> {
 }
 
 /// Hands a free rwsem to the head of its queue: a writer alone, or all queued readers.
+#[inline]
 fn rwsem_wake(
     readers: &mut Vec<TaskId>,
     writer: &mut Option<TaskId>,
