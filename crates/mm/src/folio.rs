@@ -272,6 +272,7 @@ impl Group {
         self.sel[o / 32] = (self.sel[o / 32] & !(3 << shift)) | ((k as u64) << shift);
     }
 
+    #[inline]
     fn get(&self, o: usize) -> (u32, u32) {
         if let Some(f) = &self.full {
             return f[o];
@@ -333,6 +334,7 @@ impl MapIndex {
         }
     }
 
+    #[inline]
     fn get(&self, pfn: Pfn) -> (u32, u32) {
         self.groups[(pfn.0 >> GROUP_SHIFT) as usize].get(pfn.0 as usize % GROUP)
     }
@@ -366,6 +368,7 @@ struct MemcgGroup {
 const _: () = assert!(size_of::<MemcgGroup>() == 40);
 
 impl MemcgGroup {
+    #[inline]
     fn get(&self, o: usize, sel: u16) -> u16 {
         match (&self.full, sel) {
             (Some(f), _) => f[o],
@@ -518,10 +521,12 @@ impl Folios {
         }
     }
 
+    #[inline]
     pub fn meta(&self, pfn: Pfn) -> &PageMeta {
         &self.meta[pfn.0 as usize]
     }
 
+    #[inline]
     pub(crate) fn meta_mut(&mut self, pfn: Pfn) -> &mut PageMeta {
         &mut self.meta[pfn.0 as usize]
     }
@@ -608,25 +613,30 @@ impl Folios {
         nr
     }
 
+    #[inline]
     pub fn is_tail(&self, pfn: Pfn) -> bool {
         self.meta(pfn).flags & pg::TAIL != 0
     }
 
     /// `compound_head`.
+    #[inline]
     pub fn head(&self, pfn: Pfn) -> Pfn {
         let m = self.meta(pfn);
         if m.flags & pg::TAIL != 0 { Pfn(pfn.0 - u64::from(m.lru_prev)) } else { pfn }
     }
 
+    #[inline]
     pub fn order(&self, head: Pfn) -> Order {
-        debug_assert!(!self.is_tail(head));
-        if self.meta(head).flags & pg::HEAD != 0 {
+        let flags = self.meta(head).flags;
+        debug_assert_eq!(flags & pg::TAIL, 0, "order of tail {head}");
+        if flags & pg::HEAD != 0 {
             Order(self.large[&(head.0 as u32)].order)
         } else {
             Order::BASE
         }
     }
 
+    #[inline]
     pub fn large(&self, head: Pfn) -> Option<&LargeInfo> {
         self.large.get(&(head.0 as u32))
     }
@@ -636,14 +646,17 @@ impl Folios {
         self.large.keys().map(|&h| Pfn(u64::from(h)))
     }
 
+    #[inline]
     pub fn test(&self, pfn: Pfn, flag: u16) -> bool {
         self.meta(pfn).flags & flag != 0
     }
 
+    #[inline]
     pub(crate) fn set(&mut self, pfn: Pfn, flag: u16) {
         self.meta_mut(pfn).flags |= flag;
     }
 
+    #[inline]
     pub(crate) fn clear_flag(&mut self, pfn: Pfn, flag: u16) {
         self.meta_mut(pfn).flags &= !flag;
     }
@@ -655,11 +668,13 @@ impl Folios {
         was
     }
 
+    #[inline]
     pub fn mapping(&self, head: Pfn) -> Mapping {
         Mapping::unpack(self.map_index.get(head).0)
     }
 
     /// `folio->index` (page offset in the file, or the anon index relative to its anon_vma).
+    #[inline]
     pub fn index(&self, head: Pfn) -> u32 {
         self.map_index.get(head).1
     }
@@ -678,6 +693,7 @@ impl Folios {
         matches!(self.mapping(head), Mapping::Ksm(_))
     }
 
+    #[inline]
     pub fn refcount(&self, head: Pfn) -> u32 {
         match self.meta(head).refcount {
             REF_ESCAPED => self.big_refs[&(head.0 as u32)],
@@ -784,6 +800,7 @@ impl Folios {
         }
     }
 
+    #[inline]
     pub fn extra_refs(&self, head: Pfn) -> u32 {
         match self.extra.get(head.0 as usize).copied() {
             None => 0,
@@ -792,6 +809,7 @@ impl Folios {
         }
     }
 
+    #[inline]
     pub fn page_mapcount(&self, pfn: Pfn) -> u32 {
         match self.meta(pfn).map_lru & MAP_MASK {
             MAP_ESCAPED => self.big_maps[&(pfn.0 as u32)],
@@ -932,9 +950,11 @@ impl Folios {
 
     /// The memory cgroup a folio is charged to (`folio_memcg`), as its raw id (0, the root, for
     /// a free frame or a tail).
+    #[inline]
     pub fn memcg_raw(&self, head: Pfn) -> u16 {
-        debug_assert!(!self.is_tail(head), "memcg of tail {head}");
-        let sel = (self.meta(head).map_lru & MEMCG_MASK) >> MEMCG_SHIFT;
+        let m = self.meta(head);
+        debug_assert_eq!(m.flags & pg::TAIL, 0, "memcg of tail {head}");
+        let sel = (m.map_lru & MEMCG_MASK) >> MEMCG_SHIFT;
         self.memcgs[(head.0 >> GROUP_SHIFT) as usize].get(head.0 as usize % GROUP, sel)
     }
 
@@ -973,6 +993,7 @@ impl Folios {
     }
 
     /// The multi-gen LRU generation the folio is on (`folio_lru_gen`), if any.
+    #[inline]
     pub fn lru_gen(&self, head: Pfn) -> Option<u8> {
         let g = (self.meta(head).map_lru & GEN_MASK) >> GEN_SHIFT;
         (g != 0).then(|| (g - 1) as u8)
@@ -985,6 +1006,7 @@ impl Folios {
     }
 
     /// The 2-bit reference counter of the multi-gen LRU (`LRU_REFS_MASK`).
+    #[inline]
     pub fn lru_refs(&self, head: Pfn) -> u8 {
         ((self.meta(head).map_lru & REFS_MASK) >> REFS_SHIFT) as u8
     }
