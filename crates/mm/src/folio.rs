@@ -636,9 +636,12 @@ impl Folios {
         }
     }
 
+    /// The large folio `head` heads, if any: for a small folio (`PG_head` clear, as it is on
+    /// exactly the frames without an entry) a flag test rather than a search.
     #[inline]
     pub fn large(&self, head: Pfn) -> Option<&LargeInfo> {
-        self.large.get(&(head.0 as u32))
+        let is_head = self.meta.get(head.0 as usize).is_some_and(|m| m.flags & pg::HEAD != 0);
+        if is_head { self.large.get(&(head.0 as u32)) } else { None }
     }
 
     /// The heads of the large folios, in frame order.
