@@ -20,7 +20,8 @@
 //! and an `async fn` is as large as the largest future it awaits, moved whole at every call; so
 //! the two reclaim calls here are boxed, keeping every allocation's futures a few words. A
 //! page-cache replay reclaims about once per seven allocations: classic, P6 at 256 MiB,
-//! 6182 -> 5398 instructions per request (`/work/wt/ipr.sh`, cachegrind), most of it `memcpy`.
+//! 6182 -> 5398 instructions per request (cachegrind, requests 100 001-200 000), most of it
+//! `memcpy`.
 //!
 //! Approximations: one zone, no per-CPU lists, no compaction (a high-order allocation that finds
 //! no free block reclaims as an order-0 one would), and the OOM killer's victim is the

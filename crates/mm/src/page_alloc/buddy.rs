@@ -7,7 +7,8 @@
 //!
 //! Each order's free blocks are a bitmap over block numbers with summary levels above it
 //! ([`FreeBlocks`]), so taking the lowest block, finding the highest and merging a buddy cost a
-//! few word operations instead of an ordered-set search.
+//! few word operations instead of an ordered-set search. An insertion or removal tests its bit
+//! once and climbs the summary levels only when its first-level word turns non-zero or zero.
 //!
 //! Laziness: the frames above a high-water mark (`bump`) have never been handed out and cost no
 //! host memory; a 1 TiB machine starts instantly. Blocks freed back next to the mark return to
