@@ -110,6 +110,7 @@ impl Order {
     /// PUD order (1 GiB) on x86-64.
     pub const PUD: Order = Order((PUD_SHIFT - PAGE_SHIFT) as u8);
 
+    #[inline]
     pub const fn pages(self) -> u64 {
         1 << self.0
     }

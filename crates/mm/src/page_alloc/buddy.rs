@@ -7,7 +7,8 @@
 //!
 //! Each order's free blocks are a bitmap over block numbers with summary levels above it
 //! ([`FreeBlocks`]), so taking the lowest block, finding the highest and merging a buddy cost a
-//! few word operations instead of an ordered-set search.
+//! few word operations instead of an ordered-set search. An insertion or removal tests its bit
+//! once and climbs the summary levels only when its first-level word turns non-zero or zero.
 //!
 //! Laziness: the frames above a high-water mark (`bump`) have never been handed out and cost no
 //! host memory; a 1 TiB machine starts instantly. Blocks freed back next to the mark return to
@@ -179,6 +180,7 @@ impl FreeBlocks {
         FreeBlocks { order, levels: vec![vec![0]], len: 0 }
     }
 
+    #[inline]
     fn is_empty(&self) -> bool {
         self.len == 0
     }
@@ -205,47 +207,63 @@ impl FreeBlocks {
         }
     }
 
+    #[inline]
     fn contains(&self, head: u64) -> bool {
         let (w, bit) = word_bit(head >> self.order);
         self.levels[0].get(w).is_some_and(|&x| x & bit != 0)
     }
 
+    #[inline]
     fn insert(&mut self, head: u64) {
-        let mut n = head >> self.order;
+        let n = head >> self.order;
+        let (w, bit) = word_bit(n);
         // The levels above the first always cover it, so a block inside it needs no growing.
-        if word_bit(n).0 >= self.levels[0].len() {
+        if w >= self.levels[0].len() {
             self.grow(n);
         }
-        self.len += u64::from(!self.contains(head));
-        for level in &mut self.levels {
-            let (w, bit) = word_bit(n);
-            let was = level[w];
-            level[w] |= bit;
-            if was != 0 {
-                break;
-            }
-            n /= 64;
+        let was = self.levels[0][w];
+        self.levels[0][w] = was | bit;
+        if was & bit != 0 {
+            return;
+        }
+        self.len += 1;
+        if was == 0 {
+            self.mark_above(n / 64, |word, bit| *word |= bit);
         }
     }
 
+    #[inline]
     fn remove(&mut self, head: u64) -> bool {
-        if !self.contains(head) {
+        let n = head >> self.order;
+        let (w, bit) = word_bit(n);
+        let Some(word) = self.levels[0].get_mut(w).filter(|x| **x & bit != 0) else {
             return false;
-        }
+        };
+        *word &= !bit;
         self.len -= 1;
-        let mut n = head >> self.order;
-        for level in &mut self.levels {
-            let (w, bit) = word_bit(n);
-            level[w] &= !bit;
-            if level[w] != 0 {
-                break;
-            }
-            n /= 64;
+        if *word == 0 {
+            self.mark_above(n / 64, |word, bit| *word &= !bit);
         }
         true
     }
 
+    /// Updates the summary levels after word `n` of the first level turned non-zero or zero:
+    /// `update` sets or clears its bit in each level above, up to the first word that stays
+    /// non-zero either way.
+    fn mark_above(&mut self, mut n: u64, update: impl Fn(&mut u64, u64)) {
+        for level in &mut self.levels[1..] {
+            let (w, bit) = word_bit(n);
+            let was = level[w];
+            update(&mut level[w], bit);
+            if was != 0 && level[w] != 0 {
+                break;
+            }
+            n /= 64;
+        }
+    }
+
     /// The lowest (`lowest`) or highest block.
+    #[inline]
     fn end(&self, lowest: bool) -> Option<u64> {
         if self.is_empty() {
             return None;
@@ -262,6 +280,7 @@ impl FreeBlocks {
         self.end(false)
     }
 
+    #[inline]
     fn pop_first(&mut self) -> Option<u64> {
         let head = self.end(true)?;
         self.remove(head);
