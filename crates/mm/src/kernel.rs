@@ -215,10 +215,12 @@ impl Kernel {
         }
     }
 
+    #[inline]
     pub fn state(&self) -> Ref<'_, KState> {
         self.st.borrow()
     }
 
+    #[inline]
     pub(crate) fn state_mut(&self) -> RefMut<'_, KState> {
         self.writes.set(self.writes.get() + 1);
         self.st.borrow_mut()
@@ -336,6 +338,7 @@ impl Cx {
     }
 
     /// Borrows the kernel state until the next blocking point.
+    #[inline]
     pub(crate) fn st(&self) -> RefMut<'_, KState> {
         self.k.state_mut()
     }
@@ -396,6 +399,7 @@ impl Cx {
         self.current.expect("a kernel thread has no current process")
     }
 
+    #[inline]
     pub(crate) fn cost(&self, c: Cost) -> SimDuration {
         self.k.costs.get(c)
     }
@@ -418,6 +422,7 @@ impl Cx {
     }
 
     /// Spends the cost of one basic operation.
+    #[inline]
     #[track_caller]
     pub(crate) fn charge(&self, c: Cost) -> engine::PointFuture<'_> {
         self.charge_n(c, 1)
@@ -438,6 +443,7 @@ impl Cx {
     /// Spends `n` times the cost of a basic operation; an operation that streams through the
     /// memory bus ([`Cost::bus_bytes`]) lasts until the bus has carried its bytes if that is
     /// later (`engine::membus`).
+    #[inline]
     #[track_caller]
     pub(crate) fn charge_n(&self, c: Cost, n: u64) -> engine::PointFuture<'_> {
         self.charge_streaming(self.k.costs.get(c) * n, c.bus_bytes().saturating_mul(n))
@@ -445,6 +451,7 @@ impl Cx {
 
     /// Spends `work`, streaming `bytes` through the memory bus meanwhile: lasts until the bus
     /// has carried them if that is later (`engine::membus`).
+    #[inline]
     #[track_caller]
     pub(crate) fn charge_streaming(
         &self,

@@ -18,10 +18,11 @@
 //!
 //! Host cost: reclaim's futures (`try_to_free_pages`, `try_to_free_mem_cgroup_pages`) are large,
 //! and an `async fn` is as large as the largest future it awaits, moved whole at every call; so
-//! the two reclaim calls here are boxed, keeping every allocation's futures a few words. A
-//! page-cache replay reclaims about once per seven allocations: classic, P6 at 256 MiB,
-//! 6182 -> 5398 instructions per request (cachegrind, requests 100 001-200 000), most of it
-//! `memcpy`.
+//! the global reclaim call here is boxed, and the memcg one boxes its full pass inside
+//! (`vmscan.rs`), keeping every allocation's futures a few words while the pure LRU's tail
+//! path, taken on every miss, allocates nothing. A page-cache replay reclaims about once per
+//! seven allocations: classic, P6 at 256 MiB, 6182 -> 5398 instructions per request in the test
+//! profile (cachegrind, requests 100 001-200 000), most of it `memcpy`.
 //!
 //! Approximations: one zone, no per-CPU lists, no compaction (a high-order allocation that finds
 //! no free block reclaims as an order-0 one would), and the OOM killer's victim is the
@@ -138,8 +139,8 @@ async fn try_charge(cx: &Cx, memcg: MemcgId, nr: u64) -> bool {
             }
         };
         let target = cx.st().lru.reclaim.memcg_reclaim_target(nr);
-        // Boxed, as is `try_to_free_pages` below: see the module note.
-        let reclaimed = Box::pin(try_to_free_mem_cgroup_pages(cx, over, target)).await;
+        // Its full pass is boxed inside, as is `try_to_free_pages` below: see the module note.
+        let reclaimed = try_to_free_mem_cgroup_pages(cx, over, target).await;
         if reclaimed == 0 {
             retries += 1;
             if retries >= MAX_RECLAIM_RETRIES {

@@ -242,7 +242,10 @@ pub(crate) async fn try_to_free_mem_cgroup_pages(cx: &Cx, memcg: MemcgId, nr: u6
         return freed;
     }
     let mut sc = ScanControl::new(Reclaimer::Direct, memcg, nr);
-    do_try_to_free_pages(cx, &mut sc).await;
+    // Boxed (a host-cost measure, `page_alloc.rs`'s note): the pass's future is large, and an
+    // allocation awaiting it in place would carry it whole; the pure LRU's tail path above
+    // stays in place, as it runs on every miss.
+    Box::pin(do_try_to_free_pages(cx, &mut sc)).await;
     sc.nr_reclaimed
 }
 
@@ -709,7 +712,9 @@ async fn prepare_reclaim(
         && crate::era::lazyfree_on_anon_lru(cx.kernel().version);
     if anon && !lazyfree && !cx.st().folios.test(head, pg::SWAPCACHE) {
         let clean = !cx.st().folios.test(head, pg::DIRTY);
-        add_anon_to_swap(cx, head, more).await?;
+        // The deep paths are boxed so that this future stays small for the common clean
+        // page-cache folio, which awaits none of them (a host-cost measure only).
+        Box::pin(add_anon_to_swap(cx, head, more)).await?;
         if lzfree && clean {
             // Those kernels' `add_to_swap` leaves the page clean: the PTEs say if it is dirty.
             cx.st().folios.clear_flag(head, pg::DIRTY);
@@ -717,10 +722,10 @@ async fn prepare_reclaim(
     }
     if anon && cx.st().folios.large(head).is_some() {
         // `try_to_unmap` with `TTU_SPLIT_HUGE_PMD`: the PMDs become PTEs, then swap entries.
-        crate::huge_memory::split::split_folio_pmds(cx, head).await;
+        Box::pin(crate::huge_memory::split::split_folio_pmds(cx, head)).await;
     }
     let mapped = cx.st().folios.folio_mapcount(head) > 0;
-    if mapped && !try_to_unmap(cx, head, lzfree).await {
+    if mapped && !Box::pin(try_to_unmap(cx, head, lzfree)).await {
         return Err(true);
     }
     if lzfree && mapped && !cx.st().folios.test(head, pg::DIRTY) {
@@ -821,7 +826,7 @@ async fn write_out(cx: &Cx, folios: &mut Vec<Pfn>, rejected: &mut Vec<Rejected>)
     };
     for batch in [swap, file] {
         if !batch.is_empty() {
-            write_batch(cx, &batch, folios, rejected).await;
+            Box::pin(write_batch(cx, &batch, folios, rejected)).await;
         }
         cx.st().reclaim_lists.give_folios(batch);
     }

@@ -19,20 +19,24 @@ pub(crate) fn fnv1a(state: u64, bytes: &[u8]) -> u64 {
 pub struct Digest(u64);
 
 impl Digest {
+    #[inline]
     pub const fn new() -> Digest {
         Digest(FNV_OFFSET)
     }
 
     /// Mixes one word in (one multiply-xorshift round: cheap enough for every event).
+    #[inline]
     pub fn write_u64(&mut self, x: u64) {
         let h = (self.0 ^ x).wrapping_mul(0x9e37_79b9_7f4a_7c15);
         self.0 = h ^ (h >> 29);
     }
 
+    #[inline]
     pub fn write_str(&mut self, s: &str) {
         self.write_u64(fnv1a(0, s.as_bytes()));
     }
 
+    #[inline]
     pub const fn value(self) -> u64 {
         self.0
     }

@@ -19,15 +19,18 @@ pub struct SimDuration(u64);
 impl SimTime {
     pub const ZERO: SimTime = SimTime(0);
 
+    #[inline]
     pub const fn from_ns(ns: u64) -> SimTime {
         SimTime(ns)
     }
 
+    #[inline]
     pub const fn as_ns(self) -> u64 {
         self.0
     }
 
     /// The span from `earlier` to `self`; panics if `earlier` is later.
+    #[inline]
     pub fn since(self, earlier: SimTime) -> SimDuration {
         assert!(earlier.0 <= self.0, "time went backwards: {earlier} > {self}");
         SimDuration(self.0 - earlier.0)
@@ -38,35 +41,43 @@ impl SimDuration {
     pub const ZERO: SimDuration = SimDuration(0);
     pub const MAX: SimDuration = SimDuration(u64::MAX);
 
+    #[inline]
     pub const fn from_ns(ns: u64) -> SimDuration {
         SimDuration(ns)
     }
 
+    #[inline]
     pub const fn from_us(us: u64) -> SimDuration {
         SimDuration(us * 1_000)
     }
 
+    #[inline]
     pub const fn from_ms(ms: u64) -> SimDuration {
         SimDuration(ms * 1_000_000)
     }
 
+    #[inline]
     pub const fn from_secs(secs: u64) -> SimDuration {
         SimDuration(secs * 1_000_000_000)
     }
 
+    #[inline]
     pub const fn as_ns(self) -> u64 {
         self.0
     }
 
     /// Seconds as a float, for reports only (never inside the simulation).
+    #[inline]
     pub fn as_secs_f64(self) -> f64 {
         self.0 as f64 / 1e9
     }
 
+    #[inline]
     pub const fn is_zero(self) -> bool {
         self.0 == 0
     }
 
+    #[inline]
     pub fn saturating_sub(self, other: SimDuration) -> SimDuration {
         SimDuration(self.0.saturating_sub(other.0))
     }
@@ -74,12 +85,14 @@ impl SimDuration {
 
 impl Add<SimDuration> for SimTime {
     type Output = SimTime;
+    #[inline]
     fn add(self, d: SimDuration) -> SimTime {
         SimTime(self.0.checked_add(d.0).expect("virtual time overflow"))
     }
 }
 
 impl AddAssign<SimDuration> for SimTime {
+    #[inline]
     fn add_assign(&mut self, d: SimDuration) {
         *self = *self + d;
     }
@@ -87,12 +100,14 @@ impl AddAssign<SimDuration> for SimTime {
 
 impl Add for SimDuration {
     type Output = SimDuration;
+    #[inline]
     fn add(self, d: SimDuration) -> SimDuration {
         SimDuration(self.0.checked_add(d.0).expect("duration overflow"))
     }
 }
 
 impl AddAssign for SimDuration {
+    #[inline]
     fn add_assign(&mut self, d: SimDuration) {
         *self = *self + d;
     }
@@ -100,12 +115,14 @@ impl AddAssign for SimDuration {
 
 impl Sub for SimDuration {
     type Output = SimDuration;
+    #[inline]
     fn sub(self, d: SimDuration) -> SimDuration {
         SimDuration(self.0.checked_sub(d.0).expect("negative duration"))
     }
 }
 
 impl SubAssign for SimDuration {
+    #[inline]
     fn sub_assign(&mut self, d: SimDuration) {
         *self = *self - d;
     }
@@ -113,6 +130,7 @@ impl SubAssign for SimDuration {
 
 impl Mul<u64> for SimDuration {
     type Output = SimDuration;
+    #[inline]
     fn mul(self, n: u64) -> SimDuration {
         SimDuration(self.0.checked_mul(n).expect("duration overflow"))
     }
@@ -120,6 +138,7 @@ impl Mul<u64> for SimDuration {
 
 impl Div<u64> for SimDuration {
     type Output = SimDuration;
+    #[inline]
     fn div(self, n: u64) -> SimDuration {
         SimDuration(self.0 / n)
     }

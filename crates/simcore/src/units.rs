@@ -27,45 +27,55 @@ impl Bytes {
     pub const PMD: Bytes = Bytes(PMD_SIZE);
     pub const PUD: Bytes = Bytes(PUD_SIZE);
 
+    #[inline]
     pub const fn kib(n: u64) -> Bytes {
         Bytes(n << 10)
     }
 
+    #[inline]
     pub const fn mib(n: u64) -> Bytes {
         Bytes(n << 20)
     }
 
+    #[inline]
     pub const fn gib(n: u64) -> Bytes {
         Bytes(n << 30)
     }
 
+    #[inline]
     pub const fn tib(n: u64) -> Bytes {
         Bytes(n << 40)
     }
 
+    #[inline]
     pub const fn as_u64(self) -> u64 {
         self.0
     }
 
     /// Kilobytes, as `/proc` prints them (truncating).
+    #[inline]
     pub const fn as_kib(self) -> u64 {
         self.0 >> 10
     }
 
     /// Pages needed to hold this size (rounding up).
+    #[inline]
     pub const fn pages_ceil(self) -> u64 {
         self.0.div_ceil(PAGE_SIZE)
     }
 
+    #[inline]
     pub const fn is_page_aligned(self) -> bool {
         self.0.is_multiple_of(PAGE_SIZE)
     }
 
+    #[inline]
     pub const fn from_pages(pages: u64) -> Bytes {
         Bytes(pages << PAGE_SHIFT)
     }
 
     /// Rounds up to a multiple of `align` (a power of two); `None` on overflow.
+    #[inline]
     pub fn align_up(self, align: Bytes) -> Option<Bytes> {
         debug_assert!(align.0.is_power_of_two());
         self.0.checked_add(align.0 - 1).map(|v| Bytes(v & !(align.0 - 1)))
@@ -74,6 +84,7 @@ impl Bytes {
 
 impl Add for Bytes {
     type Output = Bytes;
+    #[inline]
     fn add(self, o: Bytes) -> Bytes {
         Bytes(self.0.checked_add(o.0).expect("Bytes overflow"))
     }
@@ -81,6 +92,7 @@ impl Add for Bytes {
 
 impl Sub for Bytes {
     type Output = Bytes;
+    #[inline]
     fn sub(self, o: Bytes) -> Bytes {
         Bytes(self.0.checked_sub(o.0).expect("negative Bytes"))
     }
@@ -115,6 +127,7 @@ impl Order {
         1 << self.0
     }
 
+    #[inline]
     pub const fn bytes(self) -> Bytes {
         Bytes(PAGE_SIZE << self.0)
     }
@@ -131,38 +144,46 @@ macro_rules! address_type {
         pub struct $page(pub u64);
 
         impl $name {
+            #[inline]
             pub const fn as_u64(self) -> u64 {
                 self.0
             }
 
+            #[inline]
             pub const fn $to_page(self) -> $page {
                 $page(self.0 >> PAGE_SHIFT)
             }
 
             /// Offset inside the 4 KiB page.
+            #[inline]
             pub const fn page_offset(self) -> u64 {
                 self.0 & (PAGE_SIZE - 1)
             }
 
+            #[inline]
             pub const fn is_aligned(self, align: Bytes) -> bool {
                 self.0 & (align.0 - 1) == 0
             }
 
+            #[inline]
             pub const fn align_down(self, align: Bytes) -> $name {
                 $name(self.0 & !(align.0 - 1))
             }
 
             /// Rounds up to `align`; `None` on overflow.
+            #[inline]
             pub fn align_up(self, align: Bytes) -> Option<$name> {
                 Bytes(self.0).align_up(align).map(|b| $name(b.0))
             }
 
             /// `self + len`, or `None` on overflow.
+            #[inline]
             pub fn checked_add(self, len: Bytes) -> Option<$name> {
                 self.0.checked_add(len.0).map($name)
             }
 
             /// The distance from `base` up to `self`; panics if `base` is above.
+            #[inline]
             pub fn offset_from(self, base: $name) -> Bytes {
                 Bytes(self.0.checked_sub(base.0).expect("address below base"))
             }
@@ -170,6 +191,7 @@ macro_rules! address_type {
 
         impl Add<Bytes> for $name {
             type Output = $name;
+            #[inline]
             fn add(self, b: Bytes) -> $name {
                 $name(self.0.checked_add(b.0).expect("address overflow"))
             }
@@ -182,10 +204,12 @@ macro_rules! address_type {
         }
 
         impl $page {
+            #[inline]
             pub const fn as_u64(self) -> u64 {
                 self.0
             }
 
+            #[inline]
             pub const fn $from_page(self) -> $name {
                 $name(self.0 << PAGE_SHIFT)
             }
@@ -193,6 +217,7 @@ macro_rules! address_type {
 
         impl Add<u64> for $page {
             type Output = $page;
+            #[inline]
             fn add(self, n: u64) -> $page {
                 $page(self.0.checked_add(n).expect("page number overflow"))
             }
@@ -200,6 +225,7 @@ macro_rules! address_type {
 
         impl Sub for $page {
             type Output = u64;
+            #[inline]
             fn sub(self, o: $page) -> u64 {
                 self.0.checked_sub(o.0).expect("page number below base")
             }

@@ -135,6 +135,7 @@ impl CostTable {
         CostTable { ns }
     }
 
+    #[inline]
     pub fn get(&self, c: Cost) -> SimDuration {
         use simcore::CounterKey;
         SimDuration::from_ns(self.ns[c.index()])
