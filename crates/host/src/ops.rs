@@ -36,6 +36,7 @@ pub(crate) fn run(agent: &mut Agent<'_>, op: &Op) -> OpResult {
         OpKind::Mmap { .. }
         | OpKind::Munmap { .. }
         | OpKind::Mprotect { .. }
+        | OpKind::RemapFilePages { .. }
         | OpKind::Madvise { .. }
         | OpKind::Mremap { .. }
         | OpKind::Mlock { .. }
@@ -119,6 +120,11 @@ fn mapping_op(agent: &mut Agent<'_>, op: &Op) -> OpResult {
         OpKind::Mprotect { addr, len, prot } => {
             let a = [at(agent, addr)?, len.as_u64(), u64::from(*prot), 0, 0, 0];
             done(agent.sys(|| sys::raw(SYS_mprotect, a)))
+        }
+        OpKind::RemapFilePages { addr, len, prot, pgoff, flags } => {
+            let a =
+                [at(agent, addr)?, len.as_u64(), u64::from(*prot), *pgoff, u64::from(*flags), 0];
+            done(agent.sys(|| sys::raw(libc::SYS_remap_file_pages, a)))
         }
         OpKind::Madvise { addr, len, advice } => {
             let a = [at(agent, addr)?, len.as_u64(), u64::from(*advice), 0, 0, 0];

@@ -50,6 +50,7 @@ pub mod page_alloc;
 mod page_io;
 pub mod pgtable;
 pub mod process;
+mod remap_file_pages;
 pub mod rmap;
 pub mod shm;
 pub mod shmem;

@@ -492,10 +492,11 @@ pub(crate) async fn do_mmap_file(
     }
     let shared = mmap_shared(k, &MmapArgs { flags: given_flags, ..a }, backing.flatten())?;
     let mut vm = calc_vm_flags(k, &a, cx.st().mm(mm).def_flags);
-    let file = mmap_file(cx, pid, &a, given, huge, len, &mut vm)?;
     if shared {
         vm |= VmFlags::SHARED | VmFlags::MAYSHARE;
-    } else if vm & VmFlags::WRITE != 0 && file.is_none() {
+    }
+    let file = mmap_file(cx, pid, &a, given, huge, len, &mut vm)?;
+    if !shared && vm & VmFlags::WRITE != 0 && file.is_none() {
         vm |= VmFlags::ACCOUNT;
     }
     vm = fs_mmap_flags(k, backing.flatten(), vm)?;
@@ -792,8 +793,11 @@ impl KState {
         if *vm & VmFlags::GROWSDOWN != 0 {
             return Err(Errno::EINVAL);
         }
+        // A file opened without write access is mapped `VM_MAYSHARE` only: neither
+        // `VM_SHARED` nor `VM_MAYWRITE` (`do_mmap`), so smaps shows no `sh` and `mprotect`
+        // cannot make it writable.
         if shared && !file.writable() {
-            *vm &= !(VmFlags::MAYWRITE | VmFlags::WRITE);
+            *vm &= !(VmFlags::MAYWRITE | VmFlags::WRITE | VmFlags::SHARED);
         }
         self.file_mut(f).refs += 1;
         Ok(f)

@@ -210,6 +210,18 @@ impl Thread {
         crate::mlock::do_munlockall(&self.cx, self.mm()?).await
     }
 
+    /// `remap_file_pages(2)` of `[start, start + size)` to file page `pgoff`
+    /// (`remap_file_pages.rs`; `prot` must be 0, `flags` only `MAP_NONBLOCK`).
+    pub async fn remap_file_pages(
+        &self,
+        (start, size): (VirtAddr, u64),
+        (prot, pgoff, flags): (u32, u64, u32),
+    ) -> Result<(), Errno> {
+        let who = (self.pid(), self.mm()?);
+        let args = (prot, pgoff, flags);
+        crate::remap_file_pages::do_remap_file_pages(&self.cx, who, (start, size), args).await
+    }
+
     /// `msync(2)` with `msync::ms` flags.
     pub async fn msync(&self, addr: VirtAddr, len: Bytes, flags: u32) -> Result<(), Errno> {
         crate::msync::do_msync(&self.cx, self.mm()?, addr, len, flags).await

@@ -283,6 +283,7 @@ pub async fn execute(t: &Thread, op: &Op, env: &RefCell<Env>) -> OpResult {
         OpKind::Mmap { .. }
         | OpKind::Munmap { .. }
         | OpKind::Mprotect { .. }
+        | OpKind::RemapFilePages { .. }
         | OpKind::Madvise { .. }
         | OpKind::Mremap { .. }
         | OpKind::Brk { .. }
@@ -363,6 +364,15 @@ async fn lock_op(t: &Thread, op: &Op, env: &RefCell<Env>) -> Result<Outcome, Sto
 }
 
 /// `mremap`, binding the new address.
+async fn remap_file_pages(t: &Thread, op: &Op, env: &RefCell<Env>) -> Result<Outcome, Stop> {
+    let OpKind::RemapFilePages { addr, len, prot, pgoff, flags } = &op.kind else {
+        unreachable!("remap_file_pages is routed here only")
+    };
+    let start = env.borrow().addr(addr)?;
+    t.remap_file_pages((start, len.as_u64()), (*prot, *pgoff, *flags)).await?;
+    Ok(Outcome::Done)
+}
+
 async fn mremap(t: &Thread, op: &Op, env: &RefCell<Env>) -> Result<Outcome, Stop> {
     let OpKind::Mremap { addr, old_len, new_len, flags, new_addr } = &op.kind else {
         unreachable!("mremap is routed here only")
@@ -406,6 +416,7 @@ async fn memory_op(t: &Thread, op: &Op, env: &RefCell<Env>) -> Result<Outcome, S
             t.madvise(addr(a)?, *len, *advice).await?;
             Outcome::Done
         }
+        OpKind::RemapFilePages { .. } => remap_file_pages(t, op, env).await?,
         OpKind::Mremap { .. } => mremap(t, op, env).await?,
         OpKind::Brk { addr: a } => Outcome::Bound(Value::Addr(t.brk(addr(a)?).await?)),
         OpKind::Touch { addr: a, len, access } => {

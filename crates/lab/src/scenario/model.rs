@@ -307,6 +307,15 @@ pub enum OpKind {
         len: Bytes,
         prot: u32,
     },
+    /// `remap_file_pages(addr, len, prot, pgoff, flags)`: `prot` must be 0 and `flags` at most
+    /// `MAP_NONBLOCK` (anything else is the kernel's EINVAL to ask about).
+    RemapFilePages {
+        addr: AddrExpr,
+        len: Bytes,
+        prot: u32,
+        pgoff: u64,
+        flags: u32,
+    },
     Madvise {
         addr: AddrExpr,
         len: Bytes,
@@ -665,6 +674,7 @@ impl OpKind {
             OpKind::Mmap { .. } => "mmap",
             OpKind::Munmap { .. } => "munmap",
             OpKind::Mprotect { .. } => "mprotect",
+            OpKind::RemapFilePages { .. } => "remap_file_pages",
             OpKind::Madvise { .. } => "madvise",
             OpKind::Mlock { flags: None, .. } => "mlock",
             OpKind::Mlock { flags: Some(_), .. } => "mlock2",

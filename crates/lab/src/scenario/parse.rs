@@ -1030,8 +1030,10 @@ mod tests {
             "{}",
             err(&task(hwpoison))
         );
-        let sync = "{ op = \"mmap\", len = 4096, prot = \"rw\", flags = \"shared|sync\" }";
-        assert!(err(&task(sync)).contains("`sync`: MAP_SYNC"), "{}", err(&task(sync)));
+        let low = "{ op = \"mmap\", len = 4096, prot = \"rw\", flags = \"private|32bit\" }";
+        assert!(err(&task(low)).contains("`32bit`: MAP_32BIT"), "{}", err(&task(low)));
+        let guard = "{ op = \"madvise\", addr = \"0x1000\", len = 4096, advice = 102 }";
+        assert!(err(&task(guard)).contains("MADV_GUARD_INSTALL"), "{}", err(&task(guard)));
     }
 
     #[test]

@@ -329,6 +329,7 @@ fn op_refs(k: &OpKind) -> Vec<(String, ValueKind)> {
         | OpKind::Shmdt { addr: a }
         | OpKind::Brk { addr: a }
         | OpKind::Mprotect { addr: a, .. }
+        | OpKind::RemapFilePages { addr: a, .. }
         | OpKind::Madvise { addr: a, .. }
         | OpKind::Mlock { addr: a, .. }
         | OpKind::Munlock { addr: a, .. }

@@ -6,10 +6,10 @@
 use super::Parser;
 use super::fields::Fields;
 use super::words::{
-    UNMODELLED_OPS, parse_fallocate_mode, parse_kernel_cond, parse_mcl_flags, parse_memfd_flags,
-    parse_mlock2_flags, parse_mremap_flags, parse_msync_flags, parse_percent, parse_shmat_flags,
-    parse_shmget_flags, parse_uffd_copy_mode, parse_uffd_features, parse_uffd_flags,
-    parse_uffd_mode, unmodelled,
+    UNMODELLED_OPS, parse_fallocate_mode, parse_kernel_cond, parse_map_flags, parse_mcl_flags,
+    parse_memfd_flags, parse_mlock2_flags, parse_mremap_flags, parse_msync_flags, parse_percent,
+    parse_prot, parse_shmat_flags, parse_shmget_flags, parse_uffd_copy_mode, parse_uffd_features,
+    parse_uffd_flags, parse_uffd_mode, unmodelled,
 };
 use crate::scenario::ScenarioError;
 use crate::scenario::limits;
@@ -115,6 +115,13 @@ impl Parser<'_> {
                 addr: f.addr("addr")?,
                 len: f.size("len")?,
                 prot: f.prot("prot")?,
+            },
+            "remap_file_pages" => OpKind::RemapFilePages {
+                addr: f.addr("addr")?,
+                len: f.size("len")?,
+                prot: f.keyword("prot", parse_prot, Some(0))?,
+                pgoff: f.opt_u64("pgoff")?.unwrap_or(0),
+                flags: f.keyword("flags", parse_map_flags, Some(0))?,
             },
             "madvise" => OpKind::Madvise {
                 addr: f.addr("addr")?,
@@ -813,6 +820,7 @@ fn op_keys(kind: &OpKind) -> &'static [&'static str] {
         OpKind::Mlockall { .. } => &["flags"],
         OpKind::Munlockall => &[],
         OpKind::Mprotect { .. } => &["addr", "len", "prot"],
+        OpKind::RemapFilePages { .. } => &["addr", "len", "prot", "pgoff", "flags"],
         OpKind::Madvise { .. } => &["addr", "len", "advice"],
         OpKind::Mremap { .. } => &["addr", "old_len", "new_len", "flags", "new_addr"],
         OpKind::Open { .. } => &["path", "flags"],

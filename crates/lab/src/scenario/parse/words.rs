@@ -507,7 +507,6 @@ pub(super) const UNMODELLED_OPS: &[(&str, &str)] = &[
     ),
     ("move_pages", "NUMA page migration, move_pages(2) (mm/migrate.c): the model has one node"),
     ("process_madvise", "process_madvise(2) (mm/madvise.c)"),
-    ("remap_file_pages", "remap_file_pages(2) (mm/mmap.c)"),
     ("pkey_mprotect", "memory protection keys, pkey_mprotect(2) (mm/mprotect.c)"),
     ("pkey_alloc", "memory protection keys, pkey_alloc(2) (mm/mprotect.c)"),
     ("swapon", "swapon(2) (mm/swapfile.c): the swap device is the machine's `swap`"),
@@ -572,11 +571,14 @@ mod tests {
         assert_eq!(parse_map_flags("private|anonymous"), Ok(map::PRIVATE | map::ANONYMOUS));
         assert_eq!(
             parse_map_flags("private|anon").unwrap_err(),
-            "unknown `anon`, expected private, shared, anonymous, fixed, fixed_noreplace, populate, locked, growsdown, noreserve, denywrite, hugetlb, huge_2mb, huge_1gb"
+            "unknown `anon`, expected private, shared, anonymous, fixed, fixed_noreplace, populate, locked, growsdown, noreserve, denywrite, hugetlb, huge_2mb, huge_1gb, shared_validate, sync, stack, executable, nonblock, file"
         );
-        // A word the table knows is taken; the same word elsewhere is still refused by name.
+        // A word each table knows is its own: msync's MS_SYNC, mmap's MAP_SYNC.
         assert_eq!(parse_msync_flags("sync|invalidate"), Ok(4 | 2));
-        assert!(parse_map_flags("shared|sync").unwrap_err().contains("MAP_SYNC"));
+        assert_eq!(parse_map_flags("shared_validate|sync"), Ok(map::SHARED_VALIDATE | map::SYNC));
+        assert!(parse_map_flags("private|32bit").unwrap_err().contains("MAP_32BIT"));
+        assert!(parse_advice_number(102).unwrap_err().contains("MADV_GUARD_INSTALL"));
+        assert_eq!(parse_advice_number(1212), Ok(1212));
         assert_eq!(parse_mcl_flags(""), Ok(0));
         assert_eq!(
             parse_map_flags("shared|anonymous|hugetlb|huge_1gb"),
