@@ -176,11 +176,25 @@ pub mod madv {
     pub const DONTNEED_LOCKED: u32 = 24;
 }
 
-/// The range of a call for which an empty one is done at once (`mprotect`, `madvise`): EINVAL
+/// The `PROT_*` bits and the VMA access flags they give.
+const PROT_VM: [(u32, u64); 3] =
+    [(prot::READ, VmFlags::READ), (prot::WRITE, VmFlags::WRITE), (prot::EXEC, VmFlags::EXEC)];
+
+/// The VMA access flags of `prot` (`calc_vm_prot_bits`).
+fn calc_vm_prot_bits(prot: u32) -> u64 {
+    PROT_VM.iter().filter(|&&(p, _)| prot & p != 0).fold(0, |vm, &(_, f)| vm | f)
+}
+
+/// The `PROT_*` bits of a VMA whose flags are `vm` (`remap_file_pages` maps with them).
+pub(crate) fn vm_prot(vm: u64) -> u32 {
+    PROT_VM.iter().filter(|&&(_, f)| vm & f != 0).fold(0, |p, &(bit, _)| p | bit)
+}
+
+/// The range of a call for which an empty one is done at once (`mprotect`, `madvise`, `mseal`): EINVAL
 /// for an unaligned `addr`, `None` for `len` 0 (success, whatever else the call was given),
 /// `wrap` when `addr + len` rounded up to pages wraps. No upper bound: a range beyond user
 /// space holds no VMA and fails as unmapped (ENOMEM).
-fn range_or_empty(
+pub(crate) fn range_or_empty(
     addr: VirtAddr,
     len: Bytes,
     wrap: Errno,
@@ -734,15 +748,12 @@ async fn mmap_link(cx: &Cx, vma: Vma) -> Result<(), Errno> {
 /// ask for, with the mm's `def_flags` (`VM_NOHUGEPAGE` after `PR_SET_THP_DISABLE` before
 /// v4.13), before the file has its say.
 fn calc_vm_flags(k: KernelVersion, a: &MmapArgs, def_flags: u64) -> u64 {
-    let mut vm =
-        VmFlags::MAYREAD | VmFlags::MAYWRITE | VmFlags::MAYEXEC | VmFlags::SOFTDIRTY | def_flags;
-    for (p, f) in
-        [(prot::READ, VmFlags::READ), (prot::WRITE, VmFlags::WRITE), (prot::EXEC, VmFlags::EXEC)]
-    {
-        if a.prot & p != 0 {
-            vm |= f;
-        }
-    }
+    let mut vm = VmFlags::MAYREAD
+        | VmFlags::MAYWRITE
+        | VmFlags::MAYEXEC
+        | VmFlags::SOFTDIRTY
+        | def_flags
+        | calc_vm_prot_bits(a.prot);
     if a.flags & map::GROWSDOWN != 0 {
         vm |= VmFlags::GROWSDOWN;
     }
@@ -1122,16 +1133,8 @@ async fn mprotect_apply(
             if breaks_cow_ahead(kernel, old, new_prot) {
                 cow_ahead.push((st.vma(v).start, st.vma(v).end));
             }
-            let mut f = old.0 & !(VmFlags::READ | VmFlags::WRITE | VmFlags::EXEC);
-            for (p, b) in [
-                (prot::READ, VmFlags::READ),
-                (prot::WRITE, VmFlags::WRITE),
-                (prot::EXEC, VmFlags::EXEC),
-            ] {
-                if new_prot & p != 0 {
-                    f |= b;
-                }
-            }
+            let access = VmFlags::READ | VmFlags::WRITE | VmFlags::EXEC;
+            let f = old.0 & !access | calc_vm_prot_bits(new_prot);
             // `mprotect_fixup`: nothing to do when the flags do not change.
             if f == old.0 {
                 continue;

@@ -94,12 +94,10 @@ fn seal_range(
     len: Bytes,
     flags: u64,
 ) -> Result<Option<(VirtAddr, VirtAddr)>, Errno> {
-    if flags != 0 || !addr.is_aligned(Bytes::PAGE) {
+    if flags != 0 {
         return Err(Errno::EINVAL);
     }
-    let len = len.align_up(Bytes::PAGE).ok_or(Errno::EINVAL)?;
-    let end = addr.checked_add(len).ok_or(Errno::EINVAL)?;
-    Ok((end > addr).then_some((addr, end)))
+    crate::mmap::range_or_empty(addr, len, Errno::EINVAL)
 }
 
 /// Whether VMA `v` is sealed (`vma_is_sealed`).

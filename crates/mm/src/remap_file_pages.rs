@@ -18,7 +18,7 @@
 
 use crate::errno::Errno;
 use crate::kernel::{Cx, KState};
-use crate::mmap::{MmapArgs, map, prot};
+use crate::mmap::{MmapArgs, map};
 use crate::sim::cost::Cost;
 use crate::types::ids::{FileId, MmId, Pid};
 use crate::vma::VmFlags;
@@ -38,24 +38,15 @@ pub(crate) async fn do_remap_file_pages(
     let (start, size) = (VirtAddr(start.0 & !0xfff), size & !0xfff);
     let end = start.0.checked_add(size).filter(|&e| e > start.0).ok_or(Errno::EINVAL)?;
     pgoff.checked_add(size >> 12).ok_or(Errno::EINVAL)?;
-    let args = {
+    let (file, vm) = {
         let lock = cx.st().mm(mm).mmap_lock;
         let _g = lock.write(cx).await;
-        let st = cx.st();
-        let (file, vm) = shared_file_range(&st, mm, start, VirtAddr(end)).ok_or(Errno::EINVAL)?;
-        let bit = |f: u64, p: u32| if vm & f != 0 { p } else { 0 };
-        let p = bit(VmFlags::READ, prot::READ)
-            | bit(VmFlags::WRITE, prot::WRITE)
-            | bit(VmFlags::EXEC, prot::EXEC);
-        let flags = flags & map::NONBLOCK
-            | map::SHARED
-            | map::FIXED
-            | map::POPULATE
-            | bit(VmFlags::LOCKED, map::LOCKED);
-        let len = Bytes(size);
-        (file, MmapArgs { addr: Some(start), len, prot: p, flags, fd: None, offset: pgoff << 12 })
+        shared_file_range(&cx.st(), mm, start, VirtAddr(end)).ok_or(Errno::EINVAL)?
     };
-    let (file, args) = args;
+    let locked = if vm & VmFlags::LOCKED != 0 { map::LOCKED } else { 0 };
+    let flags = flags & map::NONBLOCK | map::SHARED | map::FIXED | map::POPULATE | locked;
+    let (len, prot) = (Bytes(size), crate::mmap::vm_prot(vm));
+    let args = MmapArgs { addr: Some(start), len, prot, flags, fd: None, offset: pgoff << 12 };
     cx.st().file_mut(file).refs += 1; // `get_file` for the call
     let mapped = crate::mmap::do_mmap_file(cx, pid, args, Some(file)).await;
     cx.st().file_put(file);
