@@ -635,12 +635,19 @@ impl Observer<'_> {
 
 /// A sysfs number as the scenario means it: a counter's change since the run began (a counter
 /// below its start was reset, KSM's `full_scans` by `run = 2`, and counts since), a hugetlb
-/// pool's count as it is (the run set the pool).
+/// pool's count and a setting (a file with a write bit: `max_page_sharing`, a THP knob) as
+/// they are (the run set them).
 pub(crate) fn since(path: &str, v: u64, baseline: &BTreeMap<String, u64>) -> u64 {
     match baseline.get(path) {
-        Some(&was) if !is_hugetlb_pool_file(path) && v >= was => v - was,
+        Some(&was) if !is_hugetlb_pool_file(path) && !is_setting(path) && v >= was => v - was,
         _ => v,
     }
+}
+
+/// Whether a sysfs or sysctl file is a setting: its mode lets someone write it.
+fn is_setting(path: &str) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.permissions().mode() & 0o222 != 0)
 }
 
 /// The numbers in the sysfs files at `paths` now.

@@ -1411,6 +1411,14 @@ pub fn has_ksm_use_zero_pages(k: KernelVersion) -> bool {
     k >= v(4, 11)
 }
 
+/// KSM's sharing limit and stable-node chains, with the files `max_page_sharing`,
+/// `stable_node_chains`, `stable_node_dups` and `stable_node_chains_prune_millisecs`: "ksm:
+/// introduce ksm_max_page_sharing per page deduplication limit" (2c653d0ee2ae, v4.13;
+/// `ksm/chain.rs`). Before, a KSM page takes any number of mappings.
+pub fn has_ksm_max_page_sharing(k: KernelVersion) -> bool {
+    k >= v(4, 13)
+}
+
 /// ksmd's smart scan, on by default, with its knob `/sys/kernel/mm/ksm/smart_scan` and the
 /// `pages_skipped` counter: "mm/ksm: add "smart" page scanning mode" (5e924ff54d08) and "mm/ksm:
 /// add pages_skipped metric" (e5a689912689), both v6.7. Before, ksmd looks at every page on

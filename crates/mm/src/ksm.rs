@@ -90,9 +90,13 @@
 //! active: `rmap_walk_ksm` is modelled for the checkers and `folio_referenced`, swapping KSM
 //! pages out is not); an exiting mm's rmap_items are freed when the cursor reaches it;
 //! `break_ksm` is a write fault in every era (v6.4 made it an unshare fault, 6cce3314b928, not
-//! verified: the copy would be mapped read-only); a checksum or compare costs `CopyPage4k`.
+//! verified: the copy would be mapped read-only); a checksum or compare costs `CopyPage4k`, the walk to each page
+//! visited `PteUpdate` (without it a round over merged pages took no time, and with
+//! `sleep_millisecs` 0 ksmd spun without virtual time passing).
 //! `ksm_zero_pages` (v6.10) and the unsharing of KSM-placed zero pages are not modelled: zero
 //! pages placed by KSM stay.
+
+mod chain;
 
 use crate::arch::tlbflush::flush_tlb_page;
 use crate::era::KernelVersion;
@@ -108,6 +112,7 @@ use crate::types::ids::StableNodeId;
 use crate::types::ids::VmaId;
 use crate::types::ksm::{ItemState, Ksm, RmapItem, StableNode};
 use crate::vma::VmFlags;
+use chain::Entry;
 use simcore::{Bytes, Pfn, SimDuration, VirtAddr};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -127,6 +132,10 @@ impl Default for Ksm {
             use_zero_pages: false,
             smart_scan: true,
             pages_skipped: 0,
+            max_page_sharing: chain::MAX_PAGE_SHARING,
+            chains_prune_millisecs: chain::CHAINS_PRUNE_MILLISECS,
+            chains: BTreeMap::new(),
+            next_chain: 0,
             mm_slots: Vec::new(),
             cursor: None,
             seqnr: 0,
@@ -157,6 +166,8 @@ impl Ksm {
     pub(crate) fn show(&self, name: &str, k: KernelVersion) -> Option<u64> {
         let (shared, sharing, unshared, volatile) = self.counts();
         let smart = crate::era::has_ksm_smart_scan(k);
+        let chains = crate::era::has_ksm_max_page_sharing(k);
+        let (nr_chains, nr_dups) = self.chain_counts();
         Some(match name {
             "run" => self.run,
             "pages_to_scan" => self.pages_to_scan,
@@ -167,6 +178,10 @@ impl Ksm {
             }
             "smart_scan" if smart => u64::from(self.smart_scan),
             "pages_skipped" if smart => self.pages_skipped,
+            "max_page_sharing" if chains => self.max_page_sharing,
+            "stable_node_chains_prune_millisecs" if chains => self.chains_prune_millisecs,
+            "stable_node_chains" if chains => nr_chains,
+            "stable_node_dups" if chains => nr_dups,
             "pages_shared" => shared,
             "pages_sharing" => sharing,
             "pages_unshared" => unshared,
@@ -184,6 +199,7 @@ impl Ksm {
     pub(crate) fn store(&mut self, name: &str, v: u64, k: KernelVersion) -> Result<(), Errno> {
         let bool_knob = |v: u64| if v > 1 { Err(Errno::EINVAL) } else { Ok(v) };
         let zero_pages_knob = crate::era::has_ksm_use_zero_pages(k);
+        let chains = crate::era::has_ksm_max_page_sharing(k);
         match name {
             // Applied by `sysfs_stored`, under `ksm_thread_mutex` as `run_store` does.
             "run" if v <= 2 => {}
@@ -191,6 +207,14 @@ impl Ksm {
                 return Err(Errno::EINVAL);
             }
             "pages_to_scan" => self.pages_to_scan = v,
+            // `kstrtoint`'s range, then at least 2; applied by `sysfs_stored`.
+            "max_page_sharing" if chains && v > i32::MAX as u64 => return Err(Errno::ERANGE),
+            "max_page_sharing" if chains && v < 2 => return Err(Errno::EINVAL),
+            "max_page_sharing" if chains => {}
+            "stable_node_chains_prune_millisecs" if chains && v > u64::from(u32::MAX) => {
+                return Err(Errno::EINVAL);
+            }
+            "stable_node_chains_prune_millisecs" if chains => self.chains_prune_millisecs = v,
             "sleep_millisecs" => self.sleep_millisecs = v,
             "merge_across_nodes" => self.merge_across_nodes = bool_knob(v)?,
             "use_zero_pages" if zero_pages_knob => self.use_zero_pages = bool_knob(v)? == 1,
@@ -207,7 +231,13 @@ impl Ksm {
     /// Adds what ksmd's future depends on to a state fingerprint.
     pub(crate) fn fingerprint(&self, d: &mut simcore::Digest) {
         d.write_u64(self.run ^ self.seqnr.rotate_left(8) ^ self.pages_to_scan.rotate_left(24));
-        d.write_u64(u64::from(self.smart_scan));
+        d.write_u64(u64::from(self.smart_scan) | self.max_page_sharing << 1);
+        for (id, c) in &self.chains {
+            d.write_u64(u64::from(id.0) ^ c.prune_time.as_ns().rotate_left(20));
+            for n in &c.dups {
+                d.write_u64(u64::from(n.0));
+            }
+        }
         d.write_u64(self.cursor.map_or(0, |(s, a)| a.0 ^ (s as u64 + 1).rotate_left(48)));
         for (&(mm, a), item) in &self.items {
             let state = match item.state {
@@ -282,6 +312,7 @@ impl KState {
         }
         let n = self.ksm.nodes.remove(&node).expect("looked up above");
         self.ksm.stable.remove(&(n.checksum, node));
+        self.chain_forget(node, n.chain);
         for (mm, a, _) in n.items {
             if let Some(item) = self.ksm.items.get_mut(&(mm, a)) {
                 item.state = ItemState::Volatile;
@@ -298,8 +329,12 @@ impl KState {
         {
             n.items.retain(|&(m, a, _)| (m, a) != (mm, addr));
         }
+        // An unstable item sits in the tree under the checksum it was inserted with, which is
+        // its `oldchecksum` until it leaves (only this pass's tree holds it).
+        if item.state == ItemState::Unstable {
+            self.ksm.unstable.remove(&(item.oldchecksum, mm, addr));
+        }
         item.state = ItemState::Volatile;
-        self.ksm.unstable.retain(|&(_, m, a)| (m, a) != (mm, addr));
     }
 
     /// Frees the rmap_items of `mm` in `[from, to)` (`get_next_rmap_item` passing them,
@@ -424,14 +459,20 @@ async fn ksm_scan_thread(cx: Cx) {
     }
 }
 
-/// `ksm_do_scan`: up to `pages_to_scan` pages, ending early at the end of a full scan.
+/// `ksm_do_scan`: up to `pages_to_scan` pages, ending early at the end of a full scan. The
+/// walk to each page visited (`folio_walk_start`, `get_next_rmap_item`), which the kernel pays
+/// for every page, merged or not, is charged once for the round at its end (one at least).
 async fn ksm_do_scan(cx: &Cx) {
     let pages = cx.st().ksm.pages_to_scan;
+    let mut visited = 0;
     for _ in 0..pages {
         cx.preempt_point().await;
-        let Some((mm, addr)) = scan_get_next_rmap_item(cx).await else { return };
+        let Some((mm, addr)) = scan_get_next_rmap_item(cx).await else { break };
+        visited += 1;
         cmp_and_merge_page(cx, mm, addr).await;
     }
+    // A round that finds no page still walks the mm list: time passes whatever it found.
+    cx.charge_n(Cost::PteUpdate, visited.max(1)).await;
 }
 
 /// `scan_get_next_rmap_item`: the next page from the cursor, with its rmap_item made; `None`
@@ -587,28 +628,29 @@ async fn cmp_and_merge_page(cx: &Cx, mm: MmId, addr: VirtAddr) {
     try_to_merge_two_pages(cx, (mm, addr, page), (tmm, taddr, tpage), checksum).await;
 }
 
-/// `stable_tree_search`: a KSM page with `page`'s contents that a mapping still counts on.
+/// `stable_tree_search`: the KSM page with `page`'s contents that may take one more mapping
+/// (the candidate dup of a chain, `ksm/chain.rs`); `page` itself when it is a KSM page (forked);
+/// `None` when the KSM page with those contents is full or has no mapping counted.
 async fn stable_tree_search(cx: &Cx, page: Pfn, checksum: u64) -> Option<(StableNodeId, Pfn)> {
-    let candidates: Vec<StableNodeId> = cx
-        .st()
-        .ksm
-        .stable
-        .range((checksum, StableNodeId(0))..)
-        .take_while(|(c, _)| *c == checksum)
-        .map(|&(_, n)| n)
-        .collect();
-    for node in candidates {
-        let Some(kpage) = cx.st().get_ksm_page(node) else { continue };
-        if cx.st().ksm.nodes[&node].items.is_empty() {
+    if let Mapping::Ksm(node) = cx.st().folios.mapping(page)
+        && cx.st().ksm.nodes.contains_key(&node)
+    {
+        return Some((node, page));
+    }
+    let now = cx.now();
+    let limit = crate::era::has_ksm_max_page_sharing(cx.kernel().version);
+    let entries = cx.st().ksm.entries(checksum, None);
+    for entry in entries {
+        let found = match entry {
+            Entry::Plain(n) => cx.st().get_ksm_page(n).map(|p| (n, p)),
+            Entry::Chain(c) => cx.st().stable_node_dup(c, true, now),
+        };
+        let Some((node, kpage)) = found else { continue };
+        cx.charge(Cost::CopyPage4k).await;
+        if !cx.st().mem.same(kpage.0, page.0) {
             continue;
         }
-        if kpage == page {
-            return Some((node, kpage));
-        }
-        cx.charge(Cost::CopyPage4k).await;
-        if cx.st().mem.same(kpage.0, page.0) {
-            return Some((node, kpage));
-        }
+        return cx.st().ksm.sharing_candidate(node, 0, limit).then_some((node, kpage));
     }
     None
 }
@@ -679,8 +721,14 @@ async fn try_to_merge_two_pages(
         break_cow(cx, mm, addr).await;
         return;
     }
+    let now = cx.now();
     let mut st = cx.st();
     st.ksm.stable.insert((checksum, node));
+    // The tree's item leaves the unstable tree before both are counted on the new node.
+    st.remove_rmap_item_from_tree(tmm, taddr);
+    if crate::era::has_ksm_max_page_sharing(st.thp.kernel) {
+        st.stable_tree_insert_chained(node, now);
+    }
     stable_tree_append(&mut st, node, tmm, taddr);
     stable_tree_append(&mut st, node, mm, addr);
 }
@@ -722,6 +770,7 @@ async fn try_to_merge_with_ksm_page(
                 checksum,
                 mapped: vec![(mm, addr, av)],
                 items: Vec::new(),
+                chain: None,
             };
             st.ksm.nodes.insert(node, n);
             st.folios.set_mapping(page, Mapping::Ksm(node), 0);
@@ -963,7 +1012,8 @@ pub(crate) fn ksm_fork(cx: &Cx, child: MmId, parent: MmId) {
 /// to 2 unmerges everything before the mutex is dropped (on failure `run` falls back to 0 and
 /// the error is returned); a merge request then wakes ksmd.
 pub(crate) async fn sysfs_stored(cx: &Cx, path: &str, value: u64) -> Result<(), Errno> {
-    if sysfs_name(path) != Some("run") {
+    let name = sysfs_name(path);
+    if name != Some("run") && name != Some("max_page_sharing") {
         return Ok(());
     }
     let mutex = cx.st().ksm.thread_mutex;
@@ -971,6 +1021,9 @@ pub(crate) async fn sysfs_stored(cx: &Cx, path: &str, value: u64) -> Result<(), 
         Some(m) => Some(m.lock(cx).await),
         None => None,
     };
+    if name == Some("max_page_sharing") {
+        return cx.st().set_max_page_sharing(value);
+    }
     let changed = cx.st().ksm.run != value;
     if changed {
         cx.st().ksm.run = value;
@@ -1024,10 +1077,8 @@ async fn unmerge_and_remove_all_rmap_items(cx: &Cx) -> Result<(), Errno> {
     k.unstable.clear();
     k.cursor = None;
     k.seqnr = 0;
-    let nodes: Vec<StableNodeId> = k.nodes.keys().copied().collect();
-    for n in nodes {
-        st.get_ksm_page(n);
-    }
+    // Its error (a KSM page still mapped) is ignored, as the kernel's caller does.
+    let _ = st.remove_all_stable_nodes();
     Ok(())
 }
 
@@ -1070,7 +1121,10 @@ mod tests {
         let (mm, av) = (MmId(0), AnonVmaId(0));
         let node = StableNodeId(0);
         let mapped = vec![(mm, VirtAddr(0), av)];
-        k.nodes.insert(node, StableNode { kpfn: Pfn(5), checksum: 1, mapped, items: Vec::new() });
+        k.nodes.insert(
+            node,
+            StableNode { kpfn: Pfn(5), checksum: 1, mapped, items: Vec::new(), chain: None },
+        );
         for i in 0..4u64 {
             let a = VirtAddr(i << 12);
             let state = match i {

@@ -6,6 +6,7 @@ use crate::types::ids::AnonVmaId;
 use crate::types::ids::MmId;
 use crate::types::ids::StableNodeId;
 use simcore::Pfn;
+use simcore::SimTime;
 use simcore::VirtAddr;
 use std::collections::BTreeMap;
 use std::collections::BTreeSet;
@@ -23,6 +24,13 @@ pub struct Ksm {
     pub smart_scan: bool,
     /// `pages_skipped` (v6.7+): pages smart scan skipped.
     pub pages_skipped: u64,
+    /// `max_page_sharing` (v4.13+): the mappings one KSM page may have (`ksm/chain.rs`).
+    pub max_page_sharing: u64,
+    /// `stable_node_chains_prune_millisecs` (v4.13+): how often a search walks a whole chain.
+    pub chains_prune_millisecs: u64,
+    /// The stable-node chains: KSM pages with the same contents beyond the sharing limit.
+    pub(crate) chains: BTreeMap<ChainId, Chain>,
+    pub(crate) next_chain: u32,
     pub(crate) mm_slots: Vec<MmId>,
     /// The mm being scanned (an index into `mm_slots`) and the next address; `None` between
     /// full scans (`ksm_scan.mm_slot == &ksm_mm_head`).
@@ -62,6 +70,20 @@ pub(crate) struct StableNode {
     pub(crate) checksum: u64,
     pub(crate) mapped: Vec<(MmId, VirtAddr, AnonVmaId)>,
     pub(crate) items: Vec<(MmId, VirtAddr, AnonVmaId)>,
+    /// The chain the node is a dup of (`STABLE_NODE_DUP_HEAD`), if any.
+    pub(crate) chain: Option<ChainId>,
+}
+
+/// A stable-node chain's identity (the kernel's chain is a `ksm_stable_node` of its own).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct ChainId(pub(crate) u32);
+
+/// `struct ksm_stable_node` as a chain (`STABLE_NODE_CHAIN`): its dups, KSM pages with the
+/// same contents, in `hlist` order (the head first), and when a search last walked them all.
+#[derive(Clone, Debug)]
+pub(crate) struct Chain {
+    pub(crate) dups: Vec<StableNodeId>,
+    pub(crate) prune_time: SimTime,
 }
 
 /// Where an rmap_item is (`UNSTABLE_FLAG`, `STABLE_FLAG`, neither).
