@@ -73,7 +73,7 @@ pub(crate) fn run(agent: &mut Agent<'_>, op: &Op) -> OpResult {
         | OpKind::Shmctl { .. } => shm_op(agent, op),
         OpKind::Exit
         | OpKind::ClearRefs { .. }
-        | OpKind::PrctlSetThpDisable { .. }
+        | OpKind::Prctl { .. }
         | OpKind::SysfsRead { .. }
         | OpKind::SysfsWrite { .. }
         | OpKind::MemoryReclaim { .. }
@@ -424,9 +424,9 @@ fn task_op(agent: &mut Agent<'_>, op: &Op) -> OpResult {
                 .map_err(|e| io_err(&e))
                 .map(|()| Outcome::Done)
         }
-        OpKind::PrctlSetThpDisable { disable } => {
-            let a = [libc::PR_SET_THP_DISABLE as u64, u64::from(*disable), 0, 0, 0, 0];
-            done(agent.sys(|| sys::raw(libc::SYS_prctl, a)))
+        OpKind::Prctl { option, arg } => {
+            let r = agent.sys(|| sys::raw(libc::SYS_prctl, [option.number(), *arg, 0, 0, 0, 0]));
+            r.map(|v| if option.is_get() { Outcome::Value(v) } else { Outcome::Done })
         }
         OpKind::SysfsRead { path } => {
             let v = agent.sys(|| read_number(path));

@@ -1411,6 +1411,13 @@ pub fn has_ksm_use_zero_pages(k: KernelVersion) -> bool {
     k >= v(4, 11)
 }
 
+/// `prctl(PR_SET_MEMORY_MERGE)` and `PR_GET_MEMORY_MERGE`: KSM for a whole process, "mm: add
+/// new api to enable ksm per process" (d7597f59d1d3, v6.4; `ksm/merge_any.rs`). Before, both
+/// are unknown options (EINVAL).
+pub fn has_prctl_memory_merge(k: KernelVersion) -> bool {
+    k >= v(6, 4)
+}
+
 /// KSM's sharing limit and stable-node chains, with the files `max_page_sharing`,
 /// `stable_node_chains`, `stable_node_dups` and `stable_node_chains_prune_millisecs`: "ksm:
 /// introduce ksm_max_page_sharing per page deduplication limit" (2c653d0ee2ae, v4.13;

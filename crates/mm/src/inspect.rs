@@ -104,7 +104,7 @@ const FOLIO: [(&str, &str); 20] = [
 
 /// Every name, with its target; the folio fields read on an address or a file index.
 /// The `vma.VM_*` fields and the flag each reads.
-const VM_FLAG_FIELDS: [(&str, u64); 10] = [
+const VM_FLAG_FIELDS: [(&str, u64); 11] = [
     ("vma.VM_MIXEDMAP", VmFlags::MIXEDMAP),
     ("vma.VM_HUGEPAGE", VmFlags::HUGEPAGE),
     ("vma.VM_LOCKED", VmFlags::LOCKED),
@@ -115,6 +115,7 @@ const VM_FLAG_FIELDS: [(&str, u64); 10] = [
     ("vma.VM_SEALED", VmFlags::SEALED),
     ("vma.VM_UFFD_MISSING", VmFlags::UFFD_MISSING),
     ("vma.VM_UFFD_MINOR", VmFlags::UFFD_MINOR),
+    ("vma.VM_MERGEABLE", VmFlags::MERGEABLE),
 ];
 
 /// The flag an `inspect` field `vma.VM_*` reads.
@@ -156,6 +157,7 @@ pub const FIELDS: &[Field] = &[
     f("vma.VM_SYNC", Target::Addr, "vm_flags & VM_SYNC (smaps `sf`, MAP_SYNC, v4.15)"),
     f("vma.VM_LOCKONFAULT", Target::Addr, "vm_flags & VM_LOCKONFAULT (v4.4)"),
     f("vma.VM_SEALED", Target::Addr, "vm_flags & VM_SEALED (smaps `sl`, v6.10)"),
+    f("vma.VM_MERGEABLE", Target::Addr, "vm_flags & VM_MERGEABLE (smaps `mg`: KSM may merge)"),
     f("vma.VM_UFFD_MISSING", Target::Addr, "vm_flags & VM_UFFD_MISSING (smaps `um`, v4.3)"),
     f("vma.VM_UFFD_MINOR", Target::Addr, "vm_flags & VM_UFFD_MINOR (smaps `ui`, v5.13)"),
     f(

@@ -97,6 +97,10 @@
 //! pages placed by KSM stay.
 
 mod chain;
+mod merge_any;
+
+pub use merge_any::MMF_VM_MERGE_ANY;
+pub(crate) use merge_any::{ksm_vma_flags, prctl_get_memory_merge, prctl_set_memory_merge};
 
 use crate::arch::tlbflush::flush_tlb_page;
 use crate::era::KernelVersion;
@@ -1000,11 +1004,12 @@ pub(crate) async fn ksm_madvise(
     unmapped
 }
 
-/// `ksm_fork`: a child of a registered mm is registered.
+/// `ksm_fork`: a child of a registered mm is registered, and merges any if its parent does.
 pub(crate) fn ksm_fork(cx: &Cx, child: MmId, parent: MmId) {
     if cx.st().mm(parent).flags & MMF_VM_MERGEABLE != 0 {
         ksm_enter(cx, child);
     }
+    merge_any::inherit_merge_any(&mut cx.st(), child, parent);
 }
 
 /// After a write of `value` (validated by [`Ksm::store`]) to a KSM sysfs file: `run_store`

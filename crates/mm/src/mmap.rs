@@ -522,7 +522,7 @@ pub(crate) async fn do_mmap_file(
         }
         unmap_locked(cx, mm, start, start + len).await;
     }
-    let vma = Vma {
+    let mut vma = Vma {
         mm,
         start,
         end: start + len,
@@ -535,6 +535,7 @@ pub(crate) async fn do_mmap_file(
         role: VmaRole::Plain,
         uffd: None,
     };
+    vma.flags = crate::ksm::ksm_vma_flags(cx, mm, vma.flags, vma.vm_ops.is_dax());
     mmap_link(cx, vma).await?;
     drop(_guard);
     if mmap_populates(&a, vm) {

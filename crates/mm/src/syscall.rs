@@ -149,21 +149,32 @@ impl Thread {
         }
     }
 
-    /// `prctl(PR_SET_THP_DISABLE, disable)` (`kernel/sys.c`; `huge_memory/policy.rs`).
-    pub async fn prctl_set_thp_disable(&self, disable: bool) -> Result<(), Errno> {
+    /// `prctl(option, arg)` with arguments 3 to 5 zero (`kernel/sys.c`): the value a get
+    /// returns, `None` for a set. A get with `arg` other than 0 is EINVAL, as is an option the
+    /// kernel lacks (`PR_SET_MEMORY_MERGE` and `PR_GET_MEMORY_MERGE` before v6.4).
+    pub async fn prctl(&self, option: Prctl, arg: u64) -> Result<Option<u64>, Errno> {
         self.cx.charge(crate::sim::cost::Cost::Syscall).await;
+        let merge = matches!(option, Prctl::SetMemoryMerge | Prctl::GetMemoryMerge);
+        if merge && !crate::era::has_prctl_memory_merge(self.cx.kernel().version) {
+            return Err(Errno::EINVAL);
+        }
         let mm = self.mm()?;
-        let lock = self.cx.st().mm(mm).mmap_lock;
-        let _g = lock.write(&self.cx).await;
-        self.cx.st().prctl_set_thp_disable(mm, disable);
-        Ok(())
-    }
-
-    /// `prctl(PR_GET_THP_DISABLE)`.
-    pub async fn prctl_get_thp_disable(&self) -> Result<bool, Errno> {
-        self.cx.charge(crate::sim::cost::Cost::Syscall).await;
-        let mm = self.mm()?;
-        Ok(self.cx.st().prctl_get_thp_disable(mm))
+        match option {
+            Prctl::SetThpDisable => {
+                let lock = self.cx.st().mm(mm).mmap_lock;
+                let _g = lock.write(&self.cx).await;
+                self.cx.st().prctl_set_thp_disable(mm, arg != 0);
+                Ok(None)
+            }
+            Prctl::SetMemoryMerge => {
+                crate::ksm::prctl_set_memory_merge(&self.cx, mm, arg != 0).await.map(|()| None)
+            }
+            _ if arg != 0 => Err(Errno::EINVAL),
+            Prctl::GetThpDisable => Ok(Some(u64::from(self.cx.st().prctl_get_thp_disable(mm)))),
+            Prctl::GetMemoryMerge => {
+                Ok(Some(u64::from(crate::ksm::prctl_get_memory_merge(&self.cx.st(), mm))))
+            }
+        }
     }
 
     /// `mremap(2)`; returns the mapping's address (`mremap.rs`).
@@ -939,3 +950,45 @@ impl Thread {
 
 /// Protection bits for convenience: `prot::READ | prot::WRITE`.
 pub const PROT_RW: u32 = prot::READ | prot::WRITE;
+
+/// The `prctl(2)` options the model has (`include/uapi/linux/prctl.h`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Prctl {
+    SetThpDisable,
+    GetThpDisable,
+    SetMemoryMerge,
+    GetMemoryMerge,
+}
+
+impl Prctl {
+    /// Every option with its name and number.
+    pub const ALL: [(Prctl, &'static str, u64); 4] = [
+        (Prctl::SetThpDisable, "PR_SET_THP_DISABLE", 41),
+        (Prctl::GetThpDisable, "PR_GET_THP_DISABLE", 42),
+        (Prctl::SetMemoryMerge, "PR_SET_MEMORY_MERGE", 67),
+        (Prctl::GetMemoryMerge, "PR_GET_MEMORY_MERGE", 68),
+    ];
+
+    /// The option named `name` (`"PR_SET_THP_DISABLE"`).
+    pub fn from_name(name: &str) -> Option<Prctl> {
+        Prctl::ALL.iter().find(|(_, n, _)| *n == name).map(|&(p, _, _)| p)
+    }
+
+    fn entry(self) -> &'static (Prctl, &'static str, u64) {
+        Prctl::ALL.iter().find(|(p, _, _)| *p == self).expect("every option is listed")
+    }
+
+    pub fn name(self) -> &'static str {
+        self.entry().1
+    }
+
+    /// The option's number, as the syscall takes it.
+    pub fn number(self) -> u64 {
+        self.entry().2
+    }
+
+    /// Whether the option reads a value (its `arg` must be 0).
+    pub fn is_get(self) -> bool {
+        matches!(self, Prctl::GetThpDisable | Prctl::GetMemoryMerge)
+    }
+}

@@ -324,7 +324,7 @@ pub async fn execute(t: &Thread, op: &Op, env: &RefCell<Env>) -> OpResult {
         | OpKind::Exit
         | OpKind::Exec { .. }
         | OpKind::ClearRefs { .. }
-        | OpKind::PrctlSetThpDisable { .. }
+        | OpKind::Prctl { .. }
         | OpKind::SysfsWrite { .. }
         | OpKind::SysfsRead { .. }
         | OpKind::Sleep { .. }
@@ -575,10 +575,10 @@ async fn task_op(t: &Thread, op: &Op, env: &RefCell<Env>) -> Result<Outcome, Sto
             t.cx().sleep(*duration).await;
             Outcome::Done
         }
-        OpKind::PrctlSetThpDisable { disable } => {
-            t.prctl_set_thp_disable(*disable).await?;
-            Outcome::Done
-        }
+        OpKind::Prctl { option, arg } => match t.prctl(*option, *arg).await? {
+            Some(v) => Outcome::Value(v),
+            None => Outcome::Done,
+        },
         OpKind::SysfsRead { path } => Outcome::Value(t.sysfs_read(path).await?),
         OpKind::SysfsWrite { path, value } => {
             t.sysfs_write(path, value).await?;

@@ -514,9 +514,10 @@ pub enum OpKind {
     Complete {
         io: String,
     },
-    /// `prctl(PR_SET_THP_DISABLE, disable)`.
-    PrctlSetThpDisable {
-        disable: bool,
+    /// `prctl(option, arg)`: a get returns its value.
+    Prctl {
+        option: mm::syscall::Prctl,
+        arg: u64,
     },
     /// A read of a number from a sysfs or sysctl file (khugepaged's `full_scans`, as the
     /// kernel's selftest polls it).
@@ -721,7 +722,7 @@ impl OpKind {
             OpKind::Fixed { write: false, .. } => "read_fixed",
             OpKind::Fixed { write: true, .. } => "write_fixed",
             OpKind::ClearRefs { .. } => "clear_refs",
-            OpKind::PrctlSetThpDisable { .. } => "prctl",
+            OpKind::Prctl { .. } => "prctl",
             OpKind::Pipe => "pipe",
             OpKind::Vmsplice { .. } => "vmsplice",
             OpKind::Sleep { .. } => "sleep",

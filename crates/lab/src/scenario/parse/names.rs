@@ -376,7 +376,7 @@ fn op_refs(k: &OpKind) -> Vec<(String, ValueKind)> {
         | OpKind::Exec { .. }
         | OpKind::Sleep { .. }
         | OpKind::MemoryReclaim { .. }
-        | OpKind::PrctlSetThpDisable { .. }
+        | OpKind::Prctl { .. }
         | OpKind::SysfsWrite { .. }
         | OpKind::SysfsRead { .. }
         | OpKind::Pipe

@@ -489,19 +489,21 @@ impl Parser<'_> {
         Ok(OpKind::Repeat { body, until, max })
     }
 
-    /// `prctl`: only `PR_SET_THP_DISABLE` is modelled.
+    /// `prctl`: an option the model has, by name; `arg` (arg2) defaults to 1 for a set and 0
+    /// for a get.
     fn prctl_op(&self, f: &Fields<'_>) -> Result<OpKind, ScenarioError> {
-        let option = f.string("option")?;
-        if option != "PR_SET_THP_DISABLE" {
+        use mm::syscall::Prctl;
+        let name = f.string("option")?;
+        let Some(option) = Prctl::from_name(&name) else {
+            let names: Vec<String> =
+                Prctl::ALL.iter().map(|(_, n, _)| format!("\"{n}\"")).collect();
             return Err(self.err(
                 f.line_of("option"),
-                format!(
-                    "`prctl`: option `{option}` is not modelled: expected \"PR_SET_THP_DISABLE\""
-                ),
+                format!("`prctl`: option `{name}` is not modelled: expected {}", names.join(", ")),
             ));
-        }
-        let arg = f.opt_u64("arg")?.unwrap_or(1);
-        Ok(OpKind::PrctlSetThpDisable { disable: arg != 0 })
+        };
+        let arg = f.opt_u64("arg")?.unwrap_or(u64::from(!option.is_get()));
+        Ok(OpKind::Prctl { option, arg })
     }
 
     /// `run`: a workload (pmbench) over a range.
@@ -689,7 +691,12 @@ impl Parser<'_> {
             return Ok(Some(OpExpect::Iterations(self.iterations(n)?)));
         }
         if let Some(n) = f.get("value") {
-            if !matches!(kind, OpKind::SysfsRead { .. } | OpKind::Shmctl { stat: Some(_), .. }) {
+            let reads = match kind {
+                OpKind::SysfsRead { .. } | OpKind::Shmctl { stat: Some(_), .. } => true,
+                OpKind::Prctl { option, .. } => option.is_get(),
+                _ => false,
+            };
+            if !reads {
                 return Err(self.err(node.line, format!("`{}` reads no number", kind.name())));
             }
             return Ok(Some(OpExpect::Value(self.iterations(n)?)));
@@ -855,7 +862,7 @@ fn op_keys(kind: &OpKind) -> &'static [&'static str] {
         OpKind::Uffd(u) => uffd_keys(u),
         OpKind::Fixed { .. } => &["buf", "addr", "len", "fd", "offset"],
         OpKind::ClearRefs { .. } => &["process", "value"],
-        OpKind::PrctlSetThpDisable { .. } => &["option", "arg"],
+        OpKind::Prctl { .. } => &["option", "arg"],
         OpKind::SysfsWrite { .. } => &["path", "value"],
         OpKind::SysfsRead { .. } => &["path"],
         OpKind::Pipe => &[],
