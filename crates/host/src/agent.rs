@@ -522,6 +522,26 @@ impl Agent<'_> {
         Some(model.wrapping_add(shift))
     }
 
+    /// Writes the agent's own writable memory again (its mappings at start, its heap as it is
+    /// now, its stack), outside any operation: after a soft-dirty `clear_refs` of its own
+    /// process every page is write-protected, and the executor's writes would fault inside the
+    /// operations that follow.
+    pub(crate) fn rewrite_own(&self) {
+        populate_own(&self.own, true);
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
+        let heap = maps.lines().find(|l| l.ends_with("[heap]"));
+        let range = heap.and_then(|l| l.split_whitespace().next()?.split_once('-'));
+        if let Some((a, b)) = range
+            && let (Ok(a), Ok(b)) = (u64::from_str_radix(a, 16), u64::from_str_radix(b, 16))
+        {
+            let _ = sys::raw(
+                libc::SYS_madvise,
+                [a, b - a, u64::from(mm::madv::POPULATE_WRITE), 0, 0, 0],
+            );
+        }
+        dirty_stack();
+    }
+
     /// The registered buffers' rings.
     pub(crate) fn rings(&mut self) -> &mut BTreeMap<i32, crate::uring::Ring> {
         &mut self.rings
@@ -535,8 +555,10 @@ impl Agent<'_> {
         self.plan
     }
 
-    /// Runs a system call or access, counting its faults.
+    /// Runs a system call or access, counting its faults. The stack below is written first, so
+    /// that a page of it a soft-dirty `clear_refs` write-protected faults outside the count.
     pub(crate) fn sys<T>(&mut self, f: impl FnOnce() -> T) -> T {
+        dirty_stack();
         self.counted(f)
     }
 }

@@ -177,7 +177,7 @@ fn memory_op(agent: &mut Agent<'_>, op: &Op) -> OpResult {
         }
         OpKind::ReadBytes { addr, len } => {
             let a = at(agent, addr)?;
-            let mut out = vec![0u8; *len as usize];
+            let mut out = sys::own_buffer(*len);
             agent.sys(|| access::read(a, &mut out))?;
             Ok(Outcome::Data(out))
         }
@@ -301,7 +301,7 @@ fn read(
     offset: Option<u64>,
 ) -> OpResult {
     let Some(b) = buf else {
-        let mut own = vec![0u8; len as usize];
+        let mut own = sys::own_buffer(len);
         let p = own.as_mut_ptr() as u64;
         return Ok(count(agent.sys(|| sys::read_to(f, p, len, offset))));
     };
@@ -310,7 +310,7 @@ fn read(
         Ok(n) => n,
         Err(e) => return Ok(Err(e)),
     };
-    let mut out = vec![0u8; n as usize];
+    let mut out = sys::own_buffer(n);
     agent.sys(|| access::read(b, &mut out))?;
     Ok(Ok(Outcome::Data(out)))
 }
@@ -470,10 +470,17 @@ fn task_op(agent: &mut Agent<'_>, op: &Op) -> OpResult {
         OpKind::ClearRefs { process, value } => {
             let Pid(pid) = agent.names().process(process)?;
             let path = format!("/proc/{pid}/clear_refs");
-            agent
-                .sys(|| std::fs::write(&path, value.to_string()))
-                .map_err(|e| io_err(&e))
-                .map(|()| Outcome::Done)
+            let write = || std::fs::write(&path, value.to_string());
+            // Of the agent's own process, not counted: the kernel's clear_refs takes no fault, but
+            // the agent's own stack and heap, write-protected by it, would until rewritten.
+            let r = if pid == std::process::id() {
+                let r = write();
+                agent.rewrite_own();
+                r
+            } else {
+                agent.sys(write)
+            };
+            r.map_err(|e| io_err(&e)).map(|()| Outcome::Done)
         }
         OpKind::PrctlSetThpDisable { disable } => {
             let a = [libc::PR_SET_THP_DISABLE as u64, u64::from(*disable), 0, 0, 0, 0];

@@ -223,7 +223,7 @@ impl Queued<'_> {
 pub(crate) fn pinned_bytes(ring: &Ring, offset: u64, len: Option<u64>) -> SysResult<Vec<u8>> {
     let start = offset.min(ring.len);
     let n = len.map_or(ring.len - start, |l| l.min(ring.len - start));
-    let mut out = vec![0u8; n as usize];
+    let mut out = sys::own_buffer(n);
     if n == 0 {
         return Ok(out);
     }

@@ -1613,6 +1613,16 @@ pub fn mremap_expand_merges(k: KernelVersion) -> bool {
     k >= v(6, 1)
 }
 
+/// A VMA whose flags changed (mprotect, madvise, mlock) merges into a neighbour without an
+/// anon_vma while it has one (its chain a single link: not a fork child's): "mm/vma: fix
+/// incorrectly disallowed anonymous VMA merges" (879bca0a2c4f, v6.16; `is_mergeable_anon_vma`'s
+/// case 1 in mm/vma.c, v6.18). Before, `is_mergeable_anon_vma` asked the neighbour's chain to be
+/// a single link, which a neighbour without an anon_vma never has (mm/vma.c v6.12, mm/mmap.c
+/// v6.8), so the two stayed apart.
+pub fn anon_merge_into_unfaulted(k: KernelVersion) -> bool {
+    k >= v(6, 16)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
