@@ -238,3 +238,38 @@ pub(crate) fn pinned_bytes(ring: &Ring, offset: u64, len: Option<u64>) -> SysRes
     let _ = sys::close(scratch);
     read.map(|_| out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A registered buffer's pinned pages are what the process wrote; a fixed read lands in
+    /// them and a request outside the buffer is EFAULT. Skipped where io_uring does not run.
+    #[test]
+    fn fixed_requests_move_the_pinned_pages() {
+        if unavailable().is_some() {
+            return;
+        }
+        let flags = (libc::MAP_PRIVATE | libc::MAP_ANONYMOUS) as u32;
+        let prot = (libc::PROT_READ | libc::PROT_WRITE) as u32;
+        let buf = sys::mmap(0, 8192, prot, flags, -1, 0).expect("an anonymous mapping");
+        // SAFETY: `buf` is a fresh private mapping of 8 KiB that nothing else uses.
+        unsafe { std::ptr::write_bytes(buf as *mut u8, 7, 8192) };
+        let ring = register(buf, 8192).expect("io_uring_register_buffers");
+        assert_eq!(pinned_bytes(&ring, 4095, Some(2)).unwrap(), vec![7, 7]);
+        let file = sys::memfd_create("mmsim-uring-test", 0).expect("a memfd");
+        sys::write_from(file, b"abc", Some(0)).expect("pwrite");
+        let read = Fixed { write: false, addr: buf + 4096, len: 3, fd: file, offset: 0 };
+        let q = queue(&ring, &read).expect("queued");
+        q.enter().expect("io_uring_enter");
+        assert_eq!(q.result(), Ok(3));
+        assert_eq!(pinned_bytes(&ring, 4096, Some(4)).unwrap(), b"abc\x07".to_vec());
+        let outside = Fixed { write: true, addr: buf + 8190, len: 4, fd: file, offset: 0 };
+        let q = queue(&ring, &outside).expect("queued");
+        q.enter().expect("io_uring_enter");
+        assert_eq!(q.result(), Err(SysErr::Errno(Errno::EFAULT)));
+        unregister(&ring).expect("unregister");
+        let _ = sys::close(file);
+        let _ = sys::munmap(buf, 8192);
+    }
+}
