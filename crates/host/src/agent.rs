@@ -34,6 +34,8 @@ pub(crate) enum Bound {
     Pipe(i32, i32),
     Shm(i32),
     Frame(u64),
+    /// A registered io_uring buffer: its ring's descriptor (`uring.rs`).
+    Hold(i32),
 }
 
 impl Bound {
@@ -45,6 +47,7 @@ impl Bound {
             Bound::Pipe(r, w) => Value::Pipe(r, w),
             Bound::Shm(id) => Value::Shm(id),
             Bound::Frame(pfn) => Value::Frame(pfn),
+            Bound::Hold(fd) => Value::Hold(mm::types::ids::HoldId(fd as u32)),
         }
     }
 
@@ -56,7 +59,8 @@ impl Bound {
             Value::Pipe(r, w) => Bound::Pipe(r, w),
             Value::Shm(id) => Bound::Shm(id),
             Value::Frame(pfn) => Bound::Frame(pfn),
-            Value::Layout(_) | Value::Hold(_) | Value::Io(_) => return None,
+            Value::Hold(h) => Bound::Hold(h.0 as i32),
+            Value::Layout(_) | Value::Io(_) => return None,
         })
     }
 }
@@ -159,6 +163,9 @@ pub(crate) struct Agent<'a> {
     shift: Option<u64>,
     /// The agent's own mappings (`own_mappings`).
     own: Vec<(u64, u64, u32)>,
+    /// The io_uring rings holding registered buffers, by descriptor (a forked child inherits
+    /// them with its descriptors).
+    rings: BTreeMap<i32, crate::uring::Ring>,
 }
 
 impl std::fmt::Debug for Agent<'_> {
@@ -193,6 +200,7 @@ pub(crate) fn main(plan: &Plan<'_>, process: &str) -> ! {
                 bound: Vec::new(),
                 shift: None,
                 own,
+                rings: BTreeMap::new(),
             };
             agent.serve()
         }
@@ -514,6 +522,31 @@ impl Agent<'_> {
         Some(model.wrapping_add(shift))
     }
 
+    /// Writes the agent's own writable memory again (its mappings at start, its heap as it is
+    /// now, its stack), outside any operation: after a soft-dirty `clear_refs` of its own
+    /// process every page is write-protected, and the executor's writes would fault inside the
+    /// operations that follow.
+    pub(crate) fn rewrite_own(&self) {
+        populate_own(&self.own, true);
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
+        let heap = maps.lines().find(|l| l.ends_with("[heap]"));
+        let range = heap.and_then(|l| l.split_whitespace().next()?.split_once('-'));
+        if let Some((a, b)) = range
+            && let (Ok(a), Ok(b)) = (u64::from_str_radix(a, 16), u64::from_str_radix(b, 16))
+        {
+            let _ = sys::raw(
+                libc::SYS_madvise,
+                [a, b - a, u64::from(mm::madv::POPULATE_WRITE), 0, 0, 0],
+            );
+        }
+        dirty_stack();
+    }
+
+    /// The registered buffers' rings.
+    pub(crate) fn rings(&mut self) -> &mut BTreeMap<i32, crate::uring::Ring> {
+        &mut self.rings
+    }
+
     pub(crate) fn names(&self) -> &Names {
         &self.names
     }
@@ -522,8 +555,10 @@ impl Agent<'_> {
         self.plan
     }
 
-    /// Runs a system call or access, counting its faults.
+    /// Runs a system call or access, counting its faults. The stack below is written first, so
+    /// that a page of it a soft-dirty `clear_refs` write-protected faults outside the count.
     pub(crate) fn sys<T>(&mut self, f: impl FnOnce() -> T) -> T {
+        dirty_stack();
         self.counted(f)
     }
 }

@@ -11,6 +11,7 @@
 //! - `agent.rs` and `ops.rs`: one process per scenario process, running its tasks;
 //! - `access.rs`: loads and stores whose SIGSEGV or SIGBUS is a result;
 //! - `sys.rs`: the system calls, over the `libc` crate;
+//! - `uring.rs`: io_uring's registered buffers and fixed-buffer requests, over raw system calls;
 //! - `observe.rs`: the host's files read by comparison class;
 //! - `diff.rs`: the kernel against the model;
 //! - `guest.rs`: the same in a Debian kernel booted under qemu, for other eras and swap;
@@ -34,6 +35,7 @@ mod ops;
 mod setup;
 pub mod support;
 mod sys;
+mod uring;
 
 pub use controller::{HostReading, NativeOptions, NativeReport, run_native};
 pub use support::Refusal;

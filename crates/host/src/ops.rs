@@ -7,6 +7,7 @@
 use crate::access;
 use crate::agent::{Agent, Stop};
 use crate::sys::{self, SysErr, SysResult};
+use crate::uring;
 use lab::scenario::interp::{Outcome, Value};
 use lab::scenario::model::{AddrExpr, Op, OpKind, UffdOp};
 use mm::{Access, Errno, OpenFlags, Pid};
@@ -79,6 +80,11 @@ pub(crate) fn run(agent: &mut Agent<'_>, op: &Op) -> OpResult {
         | OpKind::MemoryReclaim { .. }
         | OpKind::Sleep { .. } => task_op(agent, op),
         OpKind::Uffd(u) => uffd_op(agent, u),
+        OpKind::IoUringRegister { .. }
+        | OpKind::IoUringUnregister { .. }
+        | OpKind::Unpin { .. }
+        | OpKind::Fixed { .. }
+        | OpKind::PinRead { .. } => uring_op(agent, op),
         // Refused before anything runs (`support.rs`), or run by the agent itself.
         _ => Ok(Err(SysErr::Errno(Errno::ENOSYS))),
     }
@@ -171,7 +177,7 @@ fn memory_op(agent: &mut Agent<'_>, op: &Op) -> OpResult {
         }
         OpKind::ReadBytes { addr, len } => {
             let a = at(agent, addr)?;
-            let mut out = vec![0u8; *len as usize];
+            let mut out = sys::own_buffer(*len);
             agent.sys(|| access::read(a, &mut out))?;
             Ok(Outcome::Data(out))
         }
@@ -295,7 +301,7 @@ fn read(
     offset: Option<u64>,
 ) -> OpResult {
     let Some(b) = buf else {
-        let mut own = vec![0u8; len as usize];
+        let mut own = sys::own_buffer(len);
         let p = own.as_mut_ptr() as u64;
         return Ok(count(agent.sys(|| sys::read_to(f, p, len, offset))));
     };
@@ -304,7 +310,7 @@ fn read(
         Ok(n) => n,
         Err(e) => return Ok(Err(e)),
     };
-    let mut out = vec![0u8; n as usize];
+    let mut out = sys::own_buffer(n);
     agent.sys(|| access::read(b, &mut out))?;
     Ok(Ok(Outcome::Data(out)))
 }
@@ -360,6 +366,51 @@ fn uffd_op(agent: &mut Agent<'_>, u: &UffdOp) -> OpResult {
                 mm::userfaultfd::UffdMsg::decode(&msg).map_or(Outcome::Done, Outcome::Uffd)
             })
         }
+    })
+}
+
+/// The ring of the registered buffer `name` holds.
+fn ring(agent: &mut Agent<'_>, name: &str) -> Result<SysResult<uring::Ring>, Stop> {
+    let fd = agent.names().hold(name)?.0 as i32;
+    Ok(agent.rings().get(&fd).copied().ok_or(SysErr::Errno(Errno::EBADF)))
+}
+
+/// io_uring's registered buffers (`uring.rs`); `unpin` and `pin_read` run on them (a `pin`'s
+/// scenario is refused, `support.rs`).
+fn uring_op(agent: &mut Agent<'_>, op: &Op) -> OpResult {
+    Ok(match &op.kind {
+        OpKind::IoUringRegister { addr, len } => {
+            let a = at(agent, addr)?;
+            agent.sys(|| uring::register(a, *len)).map(|r| {
+                agent.rings().insert(r.fd, r);
+                Outcome::Bound(Value::Hold(mm::types::ids::HoldId(r.fd as u32)))
+            })
+        }
+        OpKind::IoUringUnregister { hold } | OpKind::Unpin { hold } => match ring(agent, hold)? {
+            Ok(r) => {
+                agent.rings().remove(&r.fd);
+                done(agent.sys(|| uring::unregister(&r)))
+            }
+            Err(e) => Err(e),
+        },
+        OpKind::Fixed { write, hold, addr, len, fd: f, offset } => {
+            let req = uring::Fixed {
+                write: *write,
+                addr: at(agent, addr)?,
+                len: *len,
+                fd: fd(agent, f)?,
+                offset: *offset,
+            };
+            ring(agent, hold)?.and_then(|r| {
+                let q = uring::queue(&r, &req)?;
+                agent.sys(|| q.enter())?;
+                q.result().map(Outcome::Count)
+            })
+        }
+        OpKind::PinRead { hold, offset, len } => ring(agent, hold)?
+            .and_then(|r| uring::pinned_bytes(&r, *offset, *len))
+            .map(Outcome::Data),
+        _ => unreachable!("`run` routes only io_uring operations here"),
     })
 }
 
@@ -419,10 +470,17 @@ fn task_op(agent: &mut Agent<'_>, op: &Op) -> OpResult {
         OpKind::ClearRefs { process, value } => {
             let Pid(pid) = agent.names().process(process)?;
             let path = format!("/proc/{pid}/clear_refs");
-            agent
-                .sys(|| std::fs::write(&path, value.to_string()))
-                .map_err(|e| io_err(&e))
-                .map(|()| Outcome::Done)
+            let write = || std::fs::write(&path, value.to_string());
+            // Of the agent's own process, not counted: the kernel's clear_refs takes no fault, but
+            // the agent's own stack and heap, write-protected by it, would until rewritten.
+            let r = if pid == std::process::id() {
+                let r = write();
+                agent.rewrite_own();
+                r
+            } else {
+                agent.sys(write)
+            };
+            r.map_err(|e| io_err(&e)).map(|()| Outcome::Done)
         }
         OpKind::Prctl { option, arg } => {
             let r = agent.sys(|| sys::raw(libc::SYS_prctl, [option.number(), *arg, 0, 0, 0, 0]));

@@ -8,10 +8,17 @@
 //! where the kernel has the multi-gen LRU's switch (`/sys/kernel/mm/lru_gen/enabled`); a scenario that only
 //! makes sense under exploration (`[[explore]]` tables, a random or PCT scheduler); two tasks
 //! of one process in one step (the agents are single-threaded); and the operations the
-//! executor does not make natively yet: GUP pins (`pin`, `pin_read`, `unpin`: they need
-//! `CONFIG_GUP_TEST`'s `/sys/kernel/debug/gup_test`), io_uring, asynchronous O_DIRECT, `exec`,
-//! `brk`, the `run` workload, an exec `touch`, `memory_reclaim` without a cgroup v2 memory
-//! controller, soft-dirty `clear_refs` (4) without `CONFIG_MEM_SOFT_DIRTY`.
+//! executor does not make natively yet: GUP pins (`pin`: it needs `CONFIG_GUP_TEST`'s
+//! `/sys/kernel/debug/gup_test`), asynchronous O_DIRECT (`pread_direct` with `async`, `complete`:
+//! the model's device writes at `complete`, a real disk long before), `exec`, `brk`, the `run`
+//! workload, an exec `touch`, `memory_reclaim` without a cgroup v2 memory controller, soft-dirty
+//! `clear_refs` (4) without `CONFIG_MEM_SOFT_DIRTY`; io_uring's operations where the kernel does
+//! not run io_uring (`io_uring_setup` fails: built without `CONFIG_IO_URING`, or
+//! `kernel.io_uring_disabled`), which the model's version would have run.
+//!
+//! io_uring's registered buffers run natively (`uring.rs`): `io_uring_register_buffers`,
+//! `io_uring_unregister_buffers`, `read_fixed`, `write_fixed`, and `pin_read`/`unpin` of a
+//! registered buffer (the only holds a native run makes).
 
 use crate::sys;
 use lab::scenario::model::{Observable, Op, OpKind, Scenario};
@@ -118,8 +125,31 @@ pub fn check(s: &Scenario, host: KernelVersion, provided: Provided) -> Result<()
         }
     }
     check_config(s)?;
-    let soft_dirty = has_soft_dirty();
-    s.all_ops().try_for_each(|op| check_op(op, soft_dirty))
+    let uring = s.all_ops().any(|op| is_uring(&op.kind));
+    let host = HostOps {
+        soft_dirty: has_soft_dirty(),
+        no_io_uring: uring.then(crate::uring::unavailable).flatten(),
+    };
+    s.all_ops().try_for_each(|op| check_op(op, &host))
+}
+
+/// What the host's kernel offers the operations.
+struct HostOps {
+    soft_dirty: bool,
+    /// Why io_uring does not run here, when it does not.
+    no_io_uring: Option<String>,
+}
+
+/// The operations run on io_uring's registered buffers (`uring.rs`).
+fn is_uring(op: &OpKind) -> bool {
+    matches!(
+        op,
+        OpKind::IoUringRegister { .. }
+            | OpKind::IoUringUnregister { .. }
+            | OpKind::Fixed { .. }
+            | OpKind::PinRead { .. }
+            | OpKind::Unpin { .. }
+    )
 }
 
 /// An option of the running kernel's build configuration, from `/boot/config-<release>`
@@ -261,14 +291,15 @@ fn check_fs(fs: FsType, path: &str, dax: bool) -> Result<(), Refusal> {
 }
 
 /// The operations the native executor does not make.
-fn check_op(op: &Op, soft_dirty: bool) -> Result<(), Refusal> {
+fn check_op(op: &Op, host: &HostOps) -> Result<(), Refusal> {
     let why = match &op.kind {
-        OpKind::Pin { .. } | OpKind::PinRead { .. } | OpKind::Unpin { .. } => {
+        OpKind::Pin { .. } => {
             "GUP pins need CONFIG_GUP_TEST's /sys/kernel/debug/gup_test (not run natively yet)"
         }
-        OpKind::IoUringRegister { .. }
-        | OpKind::IoUringUnregister { .. }
-        | OpKind::Fixed { .. } => "io_uring is not run natively yet",
+        k if is_uring(k) && host.no_io_uring.is_some() => {
+            let why = host.no_io_uring.as_deref().unwrap_or_default();
+            return refuse(format!("line {}: `{}`: {why}", op.line, op.kind.name()));
+        }
         OpKind::PreadDirect { submit: true, .. } | OpKind::Complete { .. } => {
             "asynchronous O_DIRECT reads are not run natively yet"
         }
@@ -282,7 +313,7 @@ fn check_op(op: &Op, soft_dirty: bool) -> Result<(), Refusal> {
         OpKind::MemoryReclaim { .. } if !matches!(cgroup_kind(), Some(CgroupKind::V2(_))) => {
             "`memory_reclaim` needs a cgroup v2 memory controller (memory.reclaim)"
         }
-        OpKind::ClearRefs { value: 4, .. } if !soft_dirty => {
+        OpKind::ClearRefs { value: 4, .. } if !host.soft_dirty => {
             "soft-dirty `clear_refs` needs CONFIG_MEM_SOFT_DIRTY"
         }
         OpKind::SysfsWrite { path, .. } if path == mm::syscall::LOCK_STAT => {

@@ -96,6 +96,18 @@ pub(crate) fn read_to(fd: i32, buf: u64, len: u64, offset: Option<u64>) -> SysRe
     }
 }
 
+/// A buffer of the agent's own for `len` bytes, every page written before the operation that
+/// fills it: its faults are the executor's, not the operation's (after a soft-dirty
+/// `clear_refs`, every page of the process is write-protected, the agent's heap too).
+pub(crate) fn own_buffer(len: u64) -> Vec<u8> {
+    let mut buf = vec![0u8; len as usize];
+    for i in (0..buf.len()).step_by(4096) {
+        // SAFETY: `i` is inside `buf`; a volatile store so that the write is not elided.
+        unsafe { std::ptr::write_volatile(buf.as_mut_ptr().add(i), 0) };
+    }
+    buf
+}
+
 /// `pwrite`/`write` of `data`.
 pub(crate) fn write_from(fd: i32, data: &[u8], offset: Option<u64>) -> SysResult<u64> {
     let (p, n) = (data.as_ptr() as u64, data.len() as u64);

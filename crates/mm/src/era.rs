@@ -1628,6 +1628,27 @@ pub fn mremap_expand_merges(k: KernelVersion) -> bool {
     k >= v(6, 1)
 }
 
+/// Splitting an anonymous THP's PMD (`__split_huge_pmd_locked`) makes its PTEs dirty when the
+/// PMD was: "mm/thp: carry over dirty bit when thp splits on pmd" (0ccf7f168e17, v6.0); taken
+/// back for small pages in v6.1 ("Partly revert ...", 624a2c94f5b7, for sparc64) and restored
+/// in v6.2 ("mm/thp: re-apply mkdirty for small pages after split", e833bc503405). Before v6.0
+/// and in v6.1 the PTEs are clean and only the page is marked dirty (`SetPageDirty`), so
+/// mprotect's `can_change_pte_writable`, which wants a dirty PTE before v6.2, leaves them
+/// read-only (Debian's 6.1.192 answers so: `scenarios/selftests/cow-iouring-fork.toml`).
+pub fn split_ptes_dirty(k: KernelVersion) -> bool {
+    k == v(6, 0) || k >= v(6, 2)
+}
+
+/// A VMA whose flags changed (mprotect, madvise, mlock) merges into a neighbour without an
+/// anon_vma while it has one (its chain a single link: not a fork child's): "mm/vma: fix
+/// incorrectly disallowed anonymous VMA merges" (879bca0a2c4f, v6.16; `is_mergeable_anon_vma`'s
+/// case 1 in mm/vma.c, v6.18). Before, `is_mergeable_anon_vma` asked the neighbour's chain to be
+/// a single link, which a neighbour without an anon_vma never has (mm/vma.c v6.12, mm/mmap.c
+/// v6.8), so the two stayed apart.
+pub fn anon_merge_into_unfaulted(k: KernelVersion) -> bool {
+    k >= v(6, 16)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -41,9 +41,10 @@
 //! VMA without one joins a neighbour whose chain is a single link, whose anon_vma the merged
 //! VMA keeps). The VMA below survives (else the one above, its start lowered); the others are
 //! freed. Approximations: the model merges with the flags after the file system's `->mmap`
-//! (the kernel tries before it and again after when `->mmap` changed them); it joins a VMA with
-//! an anon_vma to a neighbour without one (mremap only) as v6.12's rewrite does, where earlier
-//! kernels keep them apart; two VMAs with the same anon_vma merge only with the same chain; and
+//! (the kernel tries before it and again after when `->mmap` changed them); it joins a moved VMA
+//! with an anon_vma to a neighbour without one (mremap only) in every era, where the kernel
+//! does so from v6.16 (879bca0a2c4f; `is_mergeable_anon_vma` in mm/vma.c v6.12 still asks the
+//! neighbour's chain to be a single link, which an empty one is not); two VMAs with the same anon_vma merge only with the same chain; and
 //! a merge that would put the VMA's page indexes out of its anon_vma's 32-bit relative reach
 //! (`AnonVma::base`, more than 8 TiB away) is not done. `vma_merge_range` frees a file VMA
 //! under its mapping's `i_mmap_rwsem` for write, as the kernel's `vma_prepare` holds it around
@@ -53,7 +54,11 @@
 //! (`mmap_link`); mremap's merges (`vma_merge_new` from `mremap.rs`) do not take it yet.
 //!
 //! `mprotect` and the flag-only `madvise` advice end by merging the range's VMAs with
-//! compatible neighbours (`vma_merge_range`), as `mprotect_fixup` and `madvise_update_vma` do.
+//! compatible neighbours (`vma_merge_range`), as `mprotect_fixup` and `madvise_update_vma` do,
+//! by the same anon_vma rule with the changed VMA as the source: one without an anon_vma joins a
+//! neighbour whose chain is a single link in every era, one with an anon_vma joins a neighbour
+//! without from v6.16 (`era::anon_merge_into_unfaulted`; the host oracle found the first missing,
+//! `scenarios/regressions/anon-merge-after-change.toml`).
 //! `mprotect` changes nothing when a VMA's flags stay the same (`mprotect_fixup`). Otherwise
 //! each present PTE takes the new protection (`pte_modify`: only a shared writable mapping
 //! without write notification has a writable `vm_page_prot`), and a read-only PTE in a writable
@@ -290,12 +295,27 @@ impl KState {
         self.mm(mm).vmas_in(start, end, |id| self.vma(id).end)
     }
 
-    /// Whether `b`, right after `a`, could be part of it.
-    pub(crate) fn vmas_mergeable(&self, a: VmaId, b: VmaId) -> bool {
-        let (x, y) = (self.vma(a), self.vma(b));
-        self.vmas_compatible(a, b)
-            && x.anon_vma == y.anon_vma
-            && x.anon_vma_chain == y.anon_vma_chain
+    /// Whether `b`, right after `a`, merges with it after the flags of one of them changed
+    /// (`b` when `changed_is_b`): `is_mergeable_anon_vma` with the changed VMA as the source and
+    /// the other as the target (`vma_merge_range`).
+    fn vmas_mergeable_after_change(
+        &self,
+        a: VmaId,
+        b: VmaId,
+        changed_is_b: bool,
+        k: KernelVersion,
+    ) -> bool {
+        let (src, tgt) = if changed_is_b { (b, a) } else { (a, b) };
+        let (s, t) = (self.vma(src), self.vma(tgt));
+        let anon = match (s.anon_vma, t.anon_vma) {
+            (None, None) => true,
+            (None, Some(_)) => t.anon_vma_chain.len() == 1,
+            (Some(_), None) => {
+                crate::era::anon_merge_into_unfaulted(k) && s.anon_vma_chain.len() == 1
+            }
+            (Some(_), Some(_)) => s.anon_vma == t.anon_vma && s.anon_vma_chain == t.anon_vma_chain,
+        };
+        anon && self.vmas_compatible(a, b) && self.anon_index_fits(&[a, b])
     }
 
     /// `is_mergeable_vma` and `vma_merge`'s `VM_SPECIAL` test, the anon_vmas aside: `b`, right
@@ -340,13 +360,31 @@ impl KState {
         });
         let mut avs: Vec<_> = vmas.iter().filter_map(|&v| self.vma(v).anon_vma).collect();
         avs.dedup();
+        pairs && avs.len() <= 1 && self.anon_index_fits(vmas)
+    }
+
+    /// Whether the range of the adjacent VMAs `vmas` keeps its page indexes inside what the
+    /// first anon_vma among them reaches with its 32-bit relative index (`AnonVma::base`).
+    fn anon_index_fits(&self, vmas: &[VmaId]) -> bool {
         let (first, last) = (self.vma(vmas[0]), self.vma(vmas[vmas.len() - 1]));
         let pages = last.end.offset_from(first.start).as_u64() >> 12;
-        let fits = avs.first().is_none_or(|&av| {
+        vmas.iter().find_map(|&v| self.vma(v).anon_vma).is_none_or(|av| {
             let base = self.anon_vmas[av].base;
             first.pgoff >= base && first.pgoff + pages - base <= 1 << 32
-        });
-        pairs && avs.len() <= 1 && fits
+        })
+    }
+
+    /// Gives `into` the anon_vma and chain of `from`, its neighbour about to be freed, when it
+    /// has none (`dup_anon_vma` in `vma_merge`).
+    fn vma_take_anon(&mut self, into: VmaId, from: VmaId) {
+        let (av, chain) = (self.vma(from).anon_vma, self.vma(from).anon_vma_chain.clone());
+        if self.vma(into).anon_vma.is_none() && av.is_some() {
+            for &a in &chain {
+                self.anon_vmas[a].vmas.push(into);
+            }
+            let v = self.vma_mut(into);
+            (v.anon_vma, v.anon_vma_chain) = (av, chain);
+        }
     }
 
     /// The merge of a new VMA `id` (a new mapping's, `vma_merge_new_range` in mm/vma.c from
@@ -380,14 +418,7 @@ impl KState {
     /// `into`, its neighbour on either side, then drops `from` (`vma_detach`, `vma_free`: its
     /// file reference and `i_mmap` link go); the caller sets `into`'s range.
     fn vma_absorb(&mut self, into: VmaId, from: VmaId) {
-        let (av, chain) = (self.vma(from).anon_vma, self.vma(from).anon_vma_chain.clone());
-        if self.vma(into).anon_vma.is_none() && av.is_some() {
-            for &a in &chain {
-                self.anon_vmas[a].vmas.push(into);
-            }
-            let v = self.vma_mut(into);
-            (v.anon_vma, v.anon_vma_chain) = (av, chain);
-        }
+        self.vma_take_anon(into, from);
         let soft = self.vma(from).flags.0 & VmFlags::SOFTDIRTY;
         self.vma_mut(into).flags.0 |= soft;
         self.vma_detach(from);
@@ -930,28 +961,37 @@ impl KState {
 
 /// `vma_merge` after `[start, end)`'s flags changed (`vma_modify_flags`, mm/vma.c v6.8;
 /// mm/mmap.c `vma_merge` before): each VMA there, and the neighbours at its edges, merges
-/// with the next when `is_mergeable_vma` and `is_mergeable_anon_vma` would let it. The
-/// model merges only what a split made: compatible VMAs (`vmas_compatible`) with the same
-/// anon_vmas; a VMA with no anon_vma next to one with an anon_vma (which the kernel merges
-/// when the chain is singular) stays apart. A merge that frees a file VMA holds the file's
-/// `i_mmap_rwsem` for write, as `vma_prepare` does around the tree update, so that a walker of
-/// `i_mmap` sleeping under the read lock (`unmap_mapping_range`) never meets the freed VMA.
+/// with the next when `is_mergeable_vma` and `is_mergeable_anon_vma` would let it
+/// (`KState::vmas_mergeable_after_change`): compatible VMAs (`vmas_compatible`) with the same
+/// anon_vma and chain, or where one has none: a changed VMA without an anon_vma joins a
+/// neighbour whose chain is a single link (every era: mm/mmap.c v6.8, mm/vma.c v6.12 and
+/// v6.18), and one with an anon_vma (its chain a single link) joins a neighbour without from
+/// v6.16 (`era::anon_merge_into_unfaulted`). The VMA below survives and takes the anon_vma.
+/// A merge that frees a file VMA holds the file's `i_mmap_rwsem` for write, as `vma_prepare`
+/// does around the tree update, so that a walker of `i_mmap` sleeping under the read lock
+/// (`unmap_mapping_range`) never meets the freed VMA.
 pub(crate) async fn vma_merge_range(cx: &Cx, mm: MmId, start: VirtAddr, end: VirtAddr) {
     let lo = VirtAddr(start.0.saturating_sub(1));
     let hi = VirtAddr(end.0.saturating_add(1).min(TASK_SIZE));
+    let k = cx.kernel().version;
     let vmas = {
         let st = cx.st();
         st.mm(mm).vmas_in(lo, hi, |id| st.vma(id).end)
     };
     let mut prev: Option<VmaId> = None;
     for v in vmas {
-        let Some(p) = prev.filter(|&p| cx.st().vmas_mergeable(p, v)) else {
+        // The VMA whose flags changed is the kernel's `middle` (the source), its neighbour
+        // the target: `v` when it starts inside the range, else `prev` (merging with `next`).
+        let changed_is_v = cx.st().vma(v).start < end;
+        let Some(p) = prev.filter(|&p| cx.st().vmas_mergeable_after_change(p, v, changed_is_v, k))
+        else {
             prev = Some(v);
             continue;
         };
         let _g = file_rmap_write(cx, v).await;
         let mut st = cx.st();
         let end = st.vma(v).end;
+        st.vma_take_anon(p, v);
         st.vma_detach(v);
         st.vma_free(v);
         st.vma_mut(p).end = end;

@@ -83,7 +83,7 @@ impl Names {
         }
     }
 
-    fn hold(&self, name: &str) -> Result<HoldId, String> {
+    pub fn hold(&self, name: &str) -> Result<HoldId, String> {
         match self.values.get(name) {
             Some(Value::Hold(h)) => Ok(*h),
             _ => Err(format!("`{name}` is not a pin{UNBOUND}")),
@@ -203,7 +203,7 @@ impl Env {
             .ok_or_else(|| format!("process `{process}` has no address space"))
     }
 
-    fn hold(&self, name: &str) -> Result<HoldId, String> {
+    pub fn hold(&self, name: &str) -> Result<HoldId, String> {
         self.names.hold(name)
     }
 

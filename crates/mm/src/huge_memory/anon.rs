@@ -38,7 +38,9 @@
 //!
 //! Splitting the PMD (`__split_huge_pmd_locked`; partial munmap, mprotect, `MADV_DONTNEED`, the
 //! COW above, fork of a pinned THP) withdraws the deposited table and fills it with 512 PTEs
-//! carrying the PMD's write, dirty, young and soft-dirty bits, each subpage mapped once
+//! carrying the PMD's write, young and soft-dirty bits, and its dirty bit where the era carries
+//! it (`era::split_ptes_dirty`: v6.0 and from v6.2; the folio takes it in every era,
+//! `SetPageDirty`), each subpage mapped once
 //! (PageAnonExclusive passes from the head to every subpage), and counts `thp_split_pmd`; the
 //! folio stays one order-9 folio, mapped by PTEs. The huge zero page splits into zero-page PTEs.
 //! `nr_anon_transparent_hugepages` and `AnonHugePages` count the folios a PMD maps.
@@ -296,7 +298,10 @@ impl KState {
         let Some(frame) = self.withdraw_pgtable(mm, pmd_table, idx) else { return false };
         let table = self.pt.alloc(Level::Pte, frame, || handle.spin_lock("ptlock"));
         let keep = Pte::RW | Pte::DIRTY | Pte::ACCESSED | Pte::SOFT_DIRTY | Pte::SPECIAL;
-        let bits = leaf.0 & (keep | Pte::USER | Pte::NX);
+        let mut bits = leaf.0 & (keep | Pte::USER | Pte::NX);
+        if !era::split_ptes_dirty(self.thp.kernel) {
+            bits &= !Pte::DIRTY;
+        }
         if leaf.special() {
             let zero = self.zero_pfn;
             for i in 0..512 {
@@ -304,6 +309,9 @@ impl KState {
             }
         } else {
             let head = leaf.pfn();
+            if leaf.dirty() {
+                self.folios.set(head, pg::DIRTY); // the PMD's dirty bit passes to the folio
+            }
             let exclusive = self.folios.test(head, pg::ANON_EXCLUSIVE);
             for i in 0..HPAGE_PMD_NR {
                 let page = head + i;
