@@ -566,6 +566,12 @@ pub enum OpKind {
         len: i64,
         advice: i32,
     },
+    /// `readahead(fd, offset, count)`.
+    Readahead {
+        fd: String,
+        offset: u64,
+        len: u64,
+    },
     /// A write of `amount` to the cgroup's `memory.reclaim`.
     MemoryReclaim {
         cgroup: String,
@@ -726,6 +732,7 @@ impl OpKind {
             OpKind::Vmsplice { .. } => "vmsplice",
             OpKind::Sleep { .. } => "sleep",
             OpKind::Fadvise { .. } => "fadvise",
+            OpKind::Readahead { .. } => "readahead",
             OpKind::MemoryReclaim { .. } => "memory_reclaim",
             OpKind::Fallocate { .. } => "fallocate",
             OpKind::SysfsRead { .. } => "sysfs_read",
