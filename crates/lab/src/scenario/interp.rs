@@ -1018,14 +1018,14 @@ pub struct Log {
     /// A failed operation is recorded and the task goes on (swarm testing, whose random
     /// operations may fail), instead of ending the task.
     pub keep_going: bool,
-    /// The last reading of each operation and expectation, by line (a loop's body keeps its
-    /// last iteration's).
-    pub readings: BTreeMap<usize, Reading>,
+    /// The last reading of each operation and expectation, by line and what it reads (a loop's
+    /// body keeps its last iteration's; two expectations on one line keep one each).
+    pub readings: BTreeMap<(usize, String), Reading>,
 }
 
 impl Log {
     pub fn record(&mut self, r: Reading) {
-        self.readings.insert(r.line, r);
+        self.readings.insert((r.line, r.what.clone()), r);
     }
 }
 
