@@ -351,7 +351,8 @@ struct Run<'a> {
     names: Names,
     bound: Vec<(String, Bound)>,
     baseline: Baseline,
-    readings: BTreeMap<usize, HostReading>,
+    /// By line and what it reads, as the model's log keeps them.
+    readings: BTreeMap<(usize, String), HostReading>,
     failures: Vec<Failure>,
     host: observe::HostTraits,
     /// Each operation's class, by line.
@@ -553,7 +554,8 @@ impl<'a> Run<'a> {
         }
         for r in report.readings {
             let class = self.op_classes.get(&r.line).cloned().unwrap_or(Class::Exact);
-            self.readings.insert(r.line, HostReading { reading: r, class });
+            let key = (r.line, r.what.clone());
+            self.readings.insert(key, HostReading { reading: r, class });
         }
         for (name, b) in report.bound {
             self.names.bind(&name, b.value());
@@ -584,7 +586,7 @@ impl<'a> Run<'a> {
         for e in expects.iter().filter(|e| e.when.holds(&switches, kernel)) {
             let (reading, held) = self.judge(e);
             ok &= held;
-            self.readings.insert(e.line, reading);
+            self.readings.insert((e.line, reading.reading.what.clone()), reading);
         }
         ok
     }

@@ -161,17 +161,10 @@ pub struct Declared {
 /// The rows of a native run and a model run of one scenario; `declared` are the lines the
 /// scenario declares to differ (or to vary) on this kernel, with their reasons.
 pub fn compare(native: &NativeReport, model: &Report, declared: &[Declared]) -> DiffReport {
-    let mut lines: BTreeMap<usize, (Option<&HostReading>, Option<&Reading>)> = BTreeMap::new();
-    for r in &native.readings {
-        lines.entry(r.reading.line).or_default().0 = Some(r);
-    }
-    for r in &model.readings {
-        lines.entry(r.line).or_default().1 = Some(r);
-    }
     let mut after: Option<usize> = None;
-    let rows = lines
+    let rows = pair_readings(native, model)
         .into_iter()
-        .map(|(line, (k, m))| {
+        .map(|(line, k, m)| {
             let mut r = row(line, k, m);
             if let Some(d) = declared.iter().find(|d| d.line == line) {
                 r.verdict = match r.verdict {
@@ -197,6 +190,29 @@ pub fn compare(native: &NativeReport, model: &Report, declared: &[Declared]) -> 
         kernel_failures: native.failures.len(),
         model_failures: model.failures.len(),
     }
+}
+
+/// A line's kernel and model readings.
+type Paired<'a> = (usize, Option<&'a HostReading>, Option<&'a Reading>);
+
+/// The two runs' readings paired by line and observable, in the order of the lines and, within
+/// a line, of their first reading: two expectations written on one line are two rows, while
+/// the iterations of a loop, which read the same observable on the same line, are one (the
+/// last reading of each side).
+fn pair_readings<'a>(native: &'a NativeReport, model: &'a Report) -> Vec<Paired<'a>> {
+    type Slot<'a> = (usize, Option<&'a HostReading>, Option<&'a Reading>);
+    let mut pairs: BTreeMap<(usize, &'a str), Slot<'a>> = BTreeMap::new();
+    let sides = native.readings.iter().map(|k| (&k.reading, Some(k), None));
+    let sides = sides.chain(model.readings.iter().map(|m| (m, None, Some(m))));
+    for (n, (r, k, m)) in sides.enumerate() {
+        let slot = pairs.entry((r.line, r.what.as_str())).or_insert((n, None, None));
+        slot.1 = k.or(slot.1);
+        slot.2 = m.or(slot.2);
+    }
+    let mut rows: Vec<(usize, usize, Option<&HostReading>, Option<&Reading>)> =
+        pairs.into_iter().map(|((line, _), (first, k, m))| (line, first, k, m)).collect();
+    rows.sort_by_key(|&(line, first, ..)| (line, first));
+    rows.into_iter().map(|(line, _, k, m)| (line, k, m)).collect()
 }
 
 fn row(line: usize, k: Option<&HostReading>, m: Option<&Reading>) -> Row {

@@ -64,6 +64,7 @@ pub(crate) fn run(agent: &mut Agent<'_>, op: &Op) -> OpResult {
         | OpKind::Fsync { .. }
         | OpKind::Fallocate { .. }
         | OpKind::Fadvise { .. }
+        | OpKind::Readahead { .. }
         | OpKind::PreadDirect { submit: false, .. }
         | OpKind::PwriteFrom { .. }
         | OpKind::Pipe
@@ -232,7 +233,7 @@ fn open_flags(f: OpenFlags) -> i32 {
 
 /// Files, descriptors and pipes.
 fn file_op(agent: &mut Agent<'_>, op: &Op) -> OpResult {
-    use libc::{SYS_dup, SYS_fadvise64, SYS_fallocate, SYS_fsync, SYS_ftruncate};
+    use libc::{SYS_dup, SYS_fadvise64, SYS_fallocate, SYS_fsync, SYS_ftruncate, SYS_readahead};
     let path = |p: &str| (agent.plan().host_path)(p);
     Ok(match &op.kind {
         OpKind::Open { path: p, flags } => {
@@ -281,6 +282,10 @@ fn file_op(agent: &mut Agent<'_>, op: &Op) -> OpResult {
             let a =
                 [fd(agent, f)? as u64, *offset as u64, *len as u64, *advice as i64 as u64, 0, 0];
             done(agent.sys(|| sys::raw(SYS_fadvise64, a)))
+        }
+        OpKind::Readahead { fd: f, offset, len } => {
+            let a = [fd(agent, f)? as u64, *offset, *len, 0, 0, 0];
+            done(agent.sys(|| sys::raw(SYS_readahead, a)))
         }
         OpKind::Pipe => agent.sys(sys::pipe).map(|(r, w)| Outcome::Bound(Value::Pipe(r, w))),
         OpKind::Vmsplice { fd: f, addr, len } => {

@@ -1612,6 +1612,25 @@ pub fn has_map_fixed_noreplace(k: KernelVersion) -> bool {
     k >= v(4, 17)
 }
 
+/// `readahead(2)` is `vfs_fadvise(POSIX_FADV_WILLNEED)` on a regular file: "vfs: implement
+/// readahead(2) using POSIX_FADV_WILLNEED" (3d8f7615319b, Amir Goldstein, v4.19), so a file
+/// system without a backing device (tmpfs, hugetlbfs) accepts it and does nothing, and
+/// anything but a regular file is EINVAL. Before, `do_readahead` called
+/// `force_page_cache_readahead`, EINVAL on a mapping without `readpage`/`readpages` (tmpfs,
+/// hugetlbfs, a pipe).
+pub fn readahead_via_fadvise(k: KernelVersion) -> bool {
+    k >= v(4, 19)
+}
+
+/// `readahead(2)` accepts a block device again: "vfs: fix readahead(2) on block devices"
+/// (Reuben Hawkins, merged for v6.7 through the vfs.misc branch, backported to the stable
+/// kernels from 4.19.298; mainline id not verified) added `S_ISBLK` beside the `S_ISREG` test
+/// `readahead_via_fadvise` brought; from v4.19 to v6.6 (as released, before the backports) a
+/// block device was EINVAL.
+pub fn readahead_takes_block_devices(k: KernelVersion) -> bool {
+    k >= v(6, 7) || k < v(4, 19)
+}
+
 /// `MAP_FIXED_NOREPLACE` fails with EEXIST when any VMA overlaps the range: "mm/mmap.c: don't
 /// clobber partially overlapping VMA with MAP_FIXED_NOREPLACE" (7aa867dd8952, committed
 /// 2018-10-13 for v4.19-rc8, so v4.19). In v4.17 and v4.18 only a VMA containing the address
@@ -1723,6 +1742,10 @@ mod tests {
             !hugetlb_zap_restores_reserve(k("v6.8")) && hugetlb_zap_restores_reserve(k("v6.9"))
         );
         assert!(!hugetlb_lazy_fork_copy(k("v5.19")) && hugetlb_lazy_fork_copy(k("v6.0")));
+        assert!(!readahead_via_fadvise(k("v4.18")) && readahead_via_fadvise(k("v4.19")));
+        let bdev: Vec<bool> =
+            ["v4.18", "v4.19", "v6.6", "v6.7"].map(|s| readahead_takes_block_devices(k(s))).into();
+        assert_eq!(bdev, [true, false, false, true]);
     }
 
     #[test]

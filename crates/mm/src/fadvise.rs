@@ -17,7 +17,16 @@
 //!   `struct file`, so `dup` and `fork` share it, another `open` does not, and mappings read it
 //!   live (`vma_has_recency`), including mappings made before the advice.
 //!
-//! Approximations: `WILLNEED`'s reads are waited for (the kernel only submits them); the
+//! `readahead(2)` (`mm/readahead.c` `ksys_readahead`) is EBADF on a descriptor not open for
+//! reading; from v4.19 (`era::readahead_via_fadvise`) EINVAL on anything but a regular file
+//! (or a block device: `era::readahead_takes_block_devices`), then `vfs_fadvise(WILLNEED)` of
+//! `[offset, offset + count)` (a count of 0 is fadvise's "to the end"), so tmpfs and hugetlbfs
+//! accept it and do nothing (LTP hugemmap30's reservation check); before, `do_readahead`: EINVAL
+//! where the mapping has no `readpage` (tmpfs, hugetlbfs, a pipe), otherwise the pages of the
+//! range read (a count of 0 reads none).
+//!
+//! Approximations: a DAX file's `readahead` succeeds and does nothing in every era;
+//! `WILLNEED`'s reads are waited for (the kernel only submits them); the
 //! writeback `DONTNEED` starts is completed at once, and the pages it wrote are left cached, as
 //! the kernel leaves them under writeback.
 
@@ -26,6 +35,7 @@ use crate::filemap::{folio_unlock, read_pages};
 use crate::folio::folio_trylock;
 use crate::folio::{Mapping, pg};
 use crate::fs::fmode;
+use crate::fs::ops::Readahead;
 use crate::kernel::Cx;
 use crate::sim::cost::Cost;
 use crate::types::ids::FileId;
@@ -51,6 +61,35 @@ pub(crate) async fn fadvise(
 ) -> Result<(), Errno> {
     cx.charge(Cost::Syscall).await;
     vfs_fadvise(cx, f, offset, len, advice).await
+}
+
+/// `readahead(2)` on open file `f`.
+pub(crate) async fn readahead(cx: &Cx, f: FileId, offset: u64, count: u64) -> Result<(), Errno> {
+    cx.charge(Cost::Syscall).await;
+    let (readable, fs, inode) = {
+        let st = cx.st();
+        let file = st.file(f);
+        (file.readable(), st.inodes[file.inode].fs, file.inode)
+    };
+    if !readable {
+        return Err(Errno::EBADF);
+    }
+    match fs.readahead(cx.kernel().version)? {
+        Readahead::Fadvise => {
+            let len = i64::try_from(count).map_err(|_| Errno::EINVAL)?;
+            return vfs_fadvise(cx, f, offset as i64, len, advice::WILLNEED).await;
+        }
+        Readahead::Nothing => return Ok(()),
+        Readahead::ReadPages => {}
+    }
+    // `do_readahead`'s pages: from the offset's page to the page of its last byte.
+    let start = offset / 4096;
+    let last = offset.saturating_add(count).div_ceil(4096);
+    let end = last.min(cx.st().inodes[inode].size_pages());
+    if count > 0 && start < end {
+        read_pages(cx, inode, start, end).await.map_err(|_| Errno::ENOMEM)?;
+    }
+    Ok(())
 }
 
 /// `vfs_fadvise` → `generic_fadvise` on open file `f` (the syscall's, and `MADV_WILLNEED`'s on

@@ -16,8 +16,13 @@
 //! adds one. `IPC_RMID` destroys a segment nobody has attached; otherwise it marks it
 //! `SHM_DEST`, makes its key private, and the segment goes when its last VMA does.
 //!
-//! Limits are the defaults since "ipc,shm: increase the defaults for SHMALL, SHMMAX" (v3.16):
-//! `SHMMAX` and `SHMALL` are `ULONG_MAX - 2^24` (bytes and pages), `SHMMNI` 4096, `SHMMIN` 1.
+//! Limits boot at the defaults since "ipc,shm: increase the defaults for SHMALL, SHMMAX"
+//! (v3.16): `SHMMAX` and `SHMALL` are `ULONG_MAX - 2^24` (bytes and pages), `SHMMNI` 4096,
+//! `SHMMIN` 1; `/proc/sys/kernel/shmmax`, `shmall` and `shmmni` change them (`ipc/ipc_sysctl.c`:
+//! `shmmni` at most `IPCMNI`, 32768, else EINVAL). `newseg` checks the size against `shmmax`
+//! (EINVAL) and the pages against `shmall` (ENOSPC) first, then makes the segment's file (a
+//! hugetlb segment's reservation: ENOMEM), and only then `ipc_addid` finds the table full at
+//! `shmmni` (ENOSPC, the file dropped with its reservation), as LTP's hugeshmget03 fills it.
 //!
 //! Approximations: the caller is root (no `ipcperms` refusals, no `hugetlb_shm_group` check);
 //! ids are `seq * 32768 + index` with `seq` counting every segment made, which differs from the
@@ -38,7 +43,7 @@ use crate::types::hugetlb::HugeSize;
 use crate::types::ids::FileId;
 use crate::types::ids::InodeId;
 use crate::types::ids::Pid;
-use crate::types::shm::{ShmIds, ShmSegment};
+use crate::types::shm::{ShmIds, ShmLimits, ShmSegment};
 use simcore::{Bytes, VirtAddr};
 
 /// `shmget` and `shmat` flags (`include/uapi/linux/ipc.h`, `include/uapi/linux/shm.h`).
@@ -57,11 +62,17 @@ pub mod shmflg {
 
 /// `IPC_PRIVATE`: a key that always makes a new segment.
 pub const IPC_PRIVATE: i32 = 0;
-/// `SHMMNI`: segments at most.
-const SHMMNI: usize = 4096;
-/// `SHMMAX` (bytes) and `SHMALL` (pages) since v3.16.
-const SHMMAX: u64 = u64::MAX - (1 << 24);
-const SHMALL: u64 = u64::MAX - (1 << 24);
+/// The sysctl files of the limits.
+const SHMMAX_PATH: &str = "/proc/sys/kernel/shmmax";
+const SHMALL_PATH: &str = "/proc/sys/kernel/shmall";
+const SHMMNI_PATH: &str = "/proc/sys/kernel/shmmni";
+
+impl Default for ShmLimits {
+    /// `SHMMAX`, `SHMALL` (since v3.16) and `SHMMNI`.
+    fn default() -> Self {
+        ShmLimits { max: u64::MAX - (1 << 24), all: u64::MAX - (1 << 24), mni: 4096 }
+    }
+}
 /// `SHMLBA` on x86-64: attach addresses are page-aligned.
 const SHMLBA: u64 = 4096;
 /// `IPCMNI`: an id is `seq * IPCMNI + index`.
@@ -135,18 +146,20 @@ impl KState {
         size: u64,
         flg: u32,
     ) -> Result<i32, Errno> {
-        if !(1..=SHMMAX).contains(&size) {
+        let limits = self.shm.limits;
+        if !(1..=limits.max).contains(&size) {
             return Err(Errno::EINVAL);
         }
         let pages = size.div_ceil(4096);
-        if self.shm.tot.checked_add(pages).is_none_or(|t| t > SHMALL) {
-            return Err(Errno::ENOSPC);
-        }
-        if self.shm.segs.len() >= SHMMNI {
+        if self.shm.tot.checked_add(pages).is_none_or(|t| t > limits.all) {
             return Err(Errno::ENOSPC);
         }
         let name = format!("/SYSV{:08x} (deleted)", key as u32);
         let (inode, file) = self.shm_file_setup(handle, name, size, flg)?;
+        if self.shm.segs.len() as u64 >= limits.mni {
+            self.file_put(file);
+            return Err(Errno::ENOSPC);
+        }
         let id = self.shm.seq.wrapping_mul(IPCMNI) + self.shm.lowest_free_index();
         self.shm.seq = (self.shm.seq + 1) % (i32::MAX / IPCMNI);
         self.shm.tot += pages;
@@ -192,6 +205,31 @@ impl KState {
             return Err(Errno::ENOMEM);
         }
         Ok((inode, file))
+    }
+
+    /// The value of `/proc/sys/kernel/shmmax`, `shmall` or `shmmni`, if `path` names one.
+    pub(crate) fn shm_sysctl_read(&self, path: &str) -> Option<u64> {
+        let l = &self.shm.limits;
+        match path {
+            SHMMAX_PATH => Some(l.max),
+            SHMALL_PATH => Some(l.all),
+            SHMMNI_PATH => Some(l.mni),
+            _ => None,
+        }
+    }
+
+    /// A write of `v` to a System V shm sysctl, if `path` names one (`shmmni` above `IPCMNI`:
+    /// EINVAL).
+    pub(crate) fn shm_sysctl_write(&mut self, path: &str, v: u64) -> Option<Result<(), Errno>> {
+        let l = &mut self.shm.limits;
+        match path {
+            SHMMAX_PATH => l.max = v,
+            SHMALL_PATH => l.all = v,
+            SHMMNI_PATH if v > IPCMNI as u64 => return Some(Err(Errno::EINVAL)),
+            SHMMNI_PATH => l.mni = v,
+            _ => return None,
+        }
+        Some(Ok(()))
     }
 
     /// The segment `id` names, if it exists.

@@ -524,6 +524,12 @@ impl Thread {
         crate::fadvise::fadvise(&self.cx, f, offset, len, advice).await
     }
 
+    /// `readahead(2)` of `count` bytes from `offset` ([`crate::fadvise`]).
+    pub async fn readahead(&self, fd: i32, offset: u64, count: u64) -> Result<(), Errno> {
+        let f = self.fd(fd)?;
+        crate::fadvise::readahead(&self.cx, f, offset, count).await
+    }
+
     /// A write of `amount` to a cgroup's `memory.reclaim`: reclaims from it until that much was
     /// freed (EAGAIN when reclaim stops making progress first).
     pub async fn memory_reclaim(

@@ -312,6 +312,7 @@ pub async fn execute(t: &Thread, op: &Op, env: &RefCell<Env>) -> OpResult {
         | OpKind::Fsync { .. }
         | OpKind::Fallocate { .. }
         | OpKind::Fadvise { .. }
+        | OpKind::Readahead { .. }
         | OpKind::PreadDirect { .. }
         | OpKind::PwriteFrom { .. }
         | OpKind::Pipe
@@ -514,24 +515,13 @@ async fn file_op(t: &Thread, op: &Op, env: &RefCell<Env>) -> Result<Outcome, Sto
             Some(off) => t.pwrite_data(fd(f)?, data, *off).await?,
             None => t.write_data(fd(f)?, data).await?,
         }),
-        OpKind::Truncate { path, size } => {
-            t.truncate(path, *size).await?;
-            Outcome::Done
-        }
-        OpKind::Ftruncate { fd: f, size } => {
-            t.ftruncate(fd(f)?, *size).await?;
-            Outcome::Done
-        }
-        OpKind::Fsync { fd: f } => {
-            t.fsync(fd(f)?).await?;
-            Outcome::Done
-        }
-        OpKind::Fallocate { fd: f, mode, offset, len } => {
-            t.fallocate(fd(f)?, *mode, *offset, *len).await?;
-            Outcome::Done
-        }
-        OpKind::Fadvise { fd: f, offset, len, advice } => {
-            t.fadvise(fd(f)?, *offset, *len, *advice).await?;
+        OpKind::Truncate { .. }
+        | OpKind::Ftruncate { .. }
+        | OpKind::Fsync { .. }
+        | OpKind::Fallocate { .. }
+        | OpKind::Fadvise { .. }
+        | OpKind::Readahead { .. } => {
+            file_effect(t, op, env).await?;
             Outcome::Done
         }
         OpKind::PreadDirect { fd: f, buf, len, offset, submit: true } => {
@@ -555,6 +545,25 @@ async fn file_op(t: &Thread, op: &Op, env: &RefCell<Env>) -> Result<Outcome, Sto
         }
         _ => unreachable!("`execute` routes only these operations here"),
     })
+}
+
+/// The file operations that return nothing but success or an errno.
+async fn file_effect(t: &Thread, op: &Op, env: &RefCell<Env>) -> Result<(), Stop> {
+    let fd = |n: &String| env.borrow().fd(n);
+    match &op.kind {
+        OpKind::Truncate { path, size } => t.truncate(path, *size).await?,
+        OpKind::Ftruncate { fd: f, size } => t.ftruncate(fd(f)?, *size).await?,
+        OpKind::Fsync { fd: f } => t.fsync(fd(f)?).await?,
+        OpKind::Fallocate { fd: f, mode, offset, len } => {
+            t.fallocate(fd(f)?, *mode, *offset, *len).await?;
+        }
+        OpKind::Fadvise { fd: f, offset, len, advice } => {
+            t.fadvise(fd(f)?, *offset, *len, *advice).await?;
+        }
+        OpKind::Readahead { fd: f, offset, len } => t.readahead(fd(f)?, *offset, *len).await?,
+        _ => unreachable!("`file_op` routes only these operations here"),
+    }
+    Ok(())
 }
 
 /// The task and its process.
@@ -1009,14 +1018,14 @@ pub struct Log {
     /// A failed operation is recorded and the task goes on (swarm testing, whose random
     /// operations may fail), instead of ending the task.
     pub keep_going: bool,
-    /// The last reading of each operation and expectation, by line (a loop's body keeps its
-    /// last iteration's).
-    pub readings: BTreeMap<usize, Reading>,
+    /// The last reading of each operation and expectation, by line and what it reads (a loop's
+    /// body keeps its last iteration's; two expectations on one line keep one each).
+    pub readings: BTreeMap<(usize, String), Reading>,
 }
 
 impl Log {
     pub fn record(&mut self, r: Reading) {
-        self.readings.insert(r.line, r);
+        self.readings.insert((r.line, r.what.clone()), r);
     }
 }
 

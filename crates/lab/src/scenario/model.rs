@@ -567,6 +567,12 @@ pub enum OpKind {
         len: i64,
         advice: i32,
     },
+    /// `readahead(fd, offset, count)`.
+    Readahead {
+        fd: String,
+        offset: u64,
+        len: u64,
+    },
     /// A write of `amount` to the cgroup's `memory.reclaim`.
     MemoryReclaim {
         cgroup: String,
@@ -727,6 +733,7 @@ impl OpKind {
             OpKind::Vmsplice { .. } => "vmsplice",
             OpKind::Sleep { .. } => "sleep",
             OpKind::Fadvise { .. } => "fadvise",
+            OpKind::Readahead { .. } => "readahead",
             OpKind::MemoryReclaim { .. } => "memory_reclaim",
             OpKind::Fallocate { .. } => "fallocate",
             OpKind::SysfsRead { .. } => "sysfs_read",

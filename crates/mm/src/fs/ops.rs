@@ -58,7 +58,33 @@ pub(crate) enum PageFill {
     AllocZeroed,
 }
 
+/// What `readahead(2)` does with a file it may read (`ksys_readahead`, `do_readahead`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Readahead {
+    /// `vfs_fadvise(POSIX_FADV_WILLNEED)` (v4.19+).
+    Fadvise,
+    /// `force_page_cache_readahead` of the range (before v4.19).
+    ReadPages,
+    /// Nothing: a DAX file (approximated so in every era).
+    Nothing,
+}
+
 impl FsType {
+    /// `readahead(2)`'s answer for this file system under kernel `k`: from v4.19 EINVAL for
+    /// anything but a regular file (a block device too until v6.7), otherwise `fadvise`;
+    /// before, EINVAL for a mapping without `readpage` (tmpfs, hugetlbfs, pipes, anon inodes).
+    pub(crate) fn readahead(self, k: crate::era::KernelVersion) -> Result<Readahead, Errno> {
+        let via_fadvise = crate::era::readahead_via_fadvise(k);
+        match self {
+            FsType::Pipe | FsType::AnonInode => Err(Errno::EINVAL),
+            FsType::Bdev if !crate::era::readahead_takes_block_devices(k) => Err(Errno::EINVAL),
+            _ if via_fadvise => Ok(Readahead::Fadvise),
+            FsType::Dax => Ok(Readahead::Nothing),
+            FsType::Disk | FsType::Xfs | FsType::Bdev => Ok(Readahead::ReadPages),
+            FsType::Tmpfs(_) | FsType::Hugetlbfs(_) => Err(Errno::EINVAL),
+        }
+    }
+
     /// `file_system_type.name`.
     pub fn name(self) -> &'static str {
         match self {

@@ -17,7 +17,10 @@ impl KState {
         }
         match sysfs_knob(path) {
             Some(knob) => self.thp_show(knob),
-            None => self.hugetlb_sysfs_read(path).map(|v| v.to_string()),
+            None => self
+                .hugetlb_sysfs_read(path)
+                .or_else(|| self.shm_sysctl_read(path))
+                .map(|v| v.to_string()),
         }
     }
 
@@ -39,6 +42,8 @@ impl KState {
         let v = value.trim().parse::<u64>().map_err(|_| Errno::EINVAL)?;
         if let Some(name) = crate::ksm::sysfs_name(path) {
             self.ksm.store(name, v, k)?;
+        } else if let Some(stored) = self.shm_sysctl_write(path, v) {
+            stored?;
         } else {
             self.hugetlb_sysfs_write(path, v)?;
         }

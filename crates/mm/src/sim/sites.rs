@@ -200,6 +200,7 @@ const SYSCALLS: &[(&str, &str)] = &[
     ("ftruncate", "sys_ftruncate"),
     ("truncate", "sys_truncate"),
     ("fadvise", "sys_fadvise64"),
+    ("readahead", "sys_readahead"),
     ("fallocate", "sys_fallocate"),
     ("fsync", "sys_fsync"),
     ("pipe", "sys_pipe2"),

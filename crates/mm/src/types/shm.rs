@@ -14,6 +14,16 @@ pub struct ShmIds {
     pub(crate) seq: i32,
     /// Pages of every segment (`ns->shm_tot`).
     pub(crate) tot: u64,
+    /// The namespace's `kernel.shmmax`, `shmall` and `shmmni` (defaults in `shm.rs`).
+    pub(crate) limits: ShmLimits,
+}
+
+/// `ns->shm_ctlmax` (bytes), `shm_ctlall` (pages) and `shm_ctlmni` (segments).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ShmLimits {
+    pub(crate) max: u64,
+    pub(crate) all: u64,
+    pub(crate) mni: u64,
 }
 
 /// A segment (`struct shmid_kernel`).

@@ -314,8 +314,8 @@ fn uffd_refs(u: &UffdOp) -> Vec<(String, ValueKind)> {
     }
 }
 
-/// The names an operation reads, with the kind each must be.
-fn op_refs(k: &OpKind) -> Vec<(String, ValueKind)> {
+/// The names `mmap` and `mremap` read: their addresses and `mmap`'s descriptor.
+fn map_refs(k: &OpKind) -> Vec<(String, ValueKind)> {
     match k {
         OpKind::Mmap { addr: a, fd: f, .. } => {
             a.iter().flat_map(addr).chain(f.iter().flat_map(|f| fd(f))).collect()
@@ -323,6 +323,14 @@ fn op_refs(k: &OpKind) -> Vec<(String, ValueKind)> {
         OpKind::Mremap { addr: a, new_addr: n, .. } => {
             addr(a).into_iter().chain(n.iter().flat_map(addr)).collect()
         }
+        _ => unreachable!("`op_refs` routes only `mmap` and `mremap` here"),
+    }
+}
+
+/// The names an operation reads, with the kind each must be.
+fn op_refs(k: &OpKind) -> Vec<(String, ValueKind)> {
+    match k {
+        OpKind::Mmap { .. } | OpKind::Mremap { .. } => map_refs(k),
         OpKind::Shmat { shmid, addr: a, .. } => shm_and(shmid, a),
         OpKind::Shmctl { shmid, .. } => shm_and(shmid, None),
         OpKind::Munmap { addr: a, .. }
@@ -341,21 +349,22 @@ fn op_refs(k: &OpKind) -> Vec<(String, ValueKind)> {
         | OpKind::WriteBytes { addr: a, .. }
         | OpKind::ProcMemWrite { addr: a, .. }
         | OpKind::Increment { addr: a }
+        | OpKind::Pin { addr: a, .. }
+        | OpKind::IoUringRegister { addr: a, .. }
+        | OpKind::Pagemap { addr: a }
         | OpKind::Run { addr: a, .. } => addr(a),
         OpKind::Close { fd: f }
         | OpKind::Dup { fd: f }
         | OpKind::Fsync { fd: f }
         | OpKind::Ftruncate { fd: f, .. }
         | OpKind::Fadvise { fd: f, .. }
+        | OpKind::Readahead { fd: f, .. }
         | OpKind::Write { fd: f, .. }
         | OpKind::Fallocate { fd: f, .. } => fd(f),
         OpKind::Read { fd: f, buf, .. } => fd_and(f, buf),
         OpKind::PreadDirect { fd: f, buf: a, .. }
         | OpKind::PwriteFrom { fd: f, buf: a, .. }
         | OpKind::Vmsplice { fd: f, addr: a, .. } => fd_and(f, [a]),
-        OpKind::Pin { addr: a, .. }
-        | OpKind::IoUringRegister { addr: a, .. }
-        | OpKind::Pagemap { addr: a } => addr(a),
         OpKind::PinRead { hold, .. }
         | OpKind::Unpin { hold }
         | OpKind::IoUringUnregister { hold } => vec![(hold.clone(), ValueKind::Hold)],

@@ -260,6 +260,11 @@ impl Parser<'_> {
                 len: f.opt_signed_size("len")?.unwrap_or(0),
                 advice: f.fadvice("advice")?,
             },
+            "readahead" => OpKind::Readahead {
+                fd: f.string("fd")?,
+                offset: f.opt_size("offset")?.map_or(0, Bytes::as_u64),
+                len: f.size("len")?.as_u64(),
+            },
             "pread_direct" => self.pread_direct_op(f)?,
             "pwrite" => OpKind::PwriteFrom {
                 fd: f.string("fd")?,
@@ -867,6 +872,7 @@ fn op_keys(kind: &OpKind) -> &'static [&'static str] {
         OpKind::SysfsRead { .. } => &["path"],
         OpKind::Pipe => &[],
         OpKind::Fadvise { .. } => &["fd", "offset", "len", "advice"],
+        OpKind::Readahead { .. } => &["fd", "offset", "len"],
         OpKind::MemoryReclaim { .. } => &["cgroup", "amount"],
         OpKind::Vmsplice { .. } => &["fd", "addr", "len"],
         OpKind::Sleep { .. } => &["duration"],
