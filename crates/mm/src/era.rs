@@ -1411,6 +1411,12 @@ pub fn has_ksm_use_zero_pages(k: KernelVersion) -> bool {
     k >= v(4, 11)
 }
 
+/// `/proc/PID/ksm_merging_pages`: "ksm: count ksm merging pages for each process"
+/// (7609385337a4, v5.19). Before, the file is absent.
+pub fn has_ksm_merging_pages(k: KernelVersion) -> bool {
+    k >= v(5, 19)
+}
+
 /// `prctl(PR_SET_MEMORY_MERGE)` and `PR_GET_MEMORY_MERGE`: KSM for a whole process, "mm: add
 /// new api to enable ksm per process" (d7597f59d1d3, v6.4; `ksm/merge_any.rs`). Before, both
 /// are unknown options (EINVAL).

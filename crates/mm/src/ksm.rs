@@ -123,6 +123,20 @@ use std::collections::{BTreeMap, BTreeSet};
 /// `MMF_VM_MERGEABLE`: the mm is on ksmd's list.
 pub const MMF_VM_MERGEABLE: u32 = 1 << 3;
 
+/// `/proc/self/ksm_merging_pages` (v5.19): the pages of the process KSM counts as merged.
+pub const PROC_SELF_MERGING_PAGES: &str = "/proc/self/ksm_merging_pages";
+
+/// What `/proc/PID/ksm_merging_pages` shows for `mm` (`mm->ksm_merging_pages`: its rmap_items
+/// counted on a stable node; "ksm: count ksm merging pages for each process", 7609385337a4,
+/// v5.19, ENOENT before).
+pub(crate) fn proc_merging_pages(st: &KState, mm: MmId) -> Result<u64, Errno> {
+    if !crate::era::has_ksm_merging_pages(st.thp.kernel) {
+        return Err(Errno::ENOENT);
+    }
+    let items = st.ksm.items.range((mm, VirtAddr(0))..=(mm, VirtAddr(u64::MAX)));
+    Ok(items.filter(|(_, i)| matches!(i.state, ItemState::Stable(_))).count() as u64)
+}
+
 /// The directory of KSM's sysfs files.
 pub const SYSFS_DIR: &str = "/sys/kernel/mm/ksm/";
 
@@ -636,7 +650,8 @@ async fn cmp_and_merge_page(cx: &Cx, mm: MmId, addr: VirtAddr) {
 /// (the candidate dup of a chain, `ksm/chain.rs`); `page` itself when it is a KSM page (forked);
 /// `None` when the KSM page with those contents is full or has no mapping counted.
 async fn stable_tree_search(cx: &Cx, page: Pfn, checksum: u64) -> Option<(StableNodeId, Pfn)> {
-    if let Mapping::Ksm(node) = cx.st().folios.mapping(page)
+    let mapping = cx.st().folios.mapping(page);
+    if let Mapping::Ksm(node) = mapping
         && cx.st().ksm.nodes.contains_key(&node)
     {
         return Some((node, page));

@@ -114,6 +114,10 @@ impl Thread {
     /// kernel or the model lacks.
     pub async fn sysfs_read(&self, path: &str) -> Result<u64, Errno> {
         self.cx.charge(crate::sim::cost::Cost::Syscall).await;
+        if path == crate::ksm::PROC_SELF_MERGING_PAGES {
+            let mm = self.mm()?;
+            return crate::ksm::proc_merging_pages(&self.cx.st(), mm);
+        }
         let text = self.cx.st().sysfs_show(path).ok_or(Errno::ENOENT)?;
         text.trim().parse().map_err(|_| Errno::EINVAL)
     }
