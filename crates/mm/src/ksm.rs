@@ -90,9 +90,9 @@
 //! active: `rmap_walk_ksm` is modelled for the checkers and `folio_referenced`, swapping KSM
 //! pages out is not); an exiting mm's rmap_items are freed when the cursor reaches it;
 //! `break_ksm` is a write fault in every era (v6.4 made it an unshare fault, 6cce3314b928, not
-//! verified: the copy would be mapped read-only); a checksum or compare costs `CopyPage4k`, the walk to each page
-//! visited `PteUpdate` (without it a round over merged pages took no time, and with
-//! `sleep_millisecs` 0 ksmd spun without virtual time passing).
+//! verified: the copy would be mapped read-only); a checksum or compare costs `CopyPage4k`,
+//! the walk to each page visited `PteUpdate` (without it a round over merged pages took no
+//! time, and with `sleep_millisecs` 0 ksmd spun without virtual time passing).
 //! `ksm_zero_pages` (v6.10) and the unsharing of KSM-placed zero pages are not modelled: zero
 //! pages placed by KSM stay.
 

@@ -44,14 +44,15 @@
 //! (the kernel tries before it and again after when `->mmap` changed them); it joins a moved VMA
 //! with an anon_vma to a neighbour without one (mremap only) in every era, where the kernel
 //! does so from v6.16 (879bca0a2c4f; `is_mergeable_anon_vma` in mm/vma.c v6.12 still asks the
-//! neighbour's chain to be a single link, which an empty one is not); two VMAs with the same anon_vma merge only with the same chain; and
-//! a merge that would put the VMA's page indexes out of its anon_vma's 32-bit relative reach
-//! (`AnonVma::base`, more than 8 TiB away) is not done. `vma_merge_range` frees a file VMA
-//! under its mapping's `i_mmap_rwsem` for write, as the kernel's `vma_prepare` holds it around
-//! the tree update, so a walker of `i_mmap` that sleeps under the read lock
-//! (`unmap_mapping_range` in a truncation) never meets the freed VMA (swarm seed 50 did, with an
-//! mprotect's split and merge beside a truncation). `mmap` merges under the new VMA's lock
-//! (`mmap_link`); mremap's merges (`vma_merge_new` from `mremap.rs`) do not take it yet.
+//! neighbour's chain to be a single link, which an empty one is not); two VMAs with the same
+//! anon_vma merge only with the same chain; and a merge that would put the VMA's page indexes
+//! out of its anon_vma's 32-bit relative reach (`AnonVma::base`, more than 8 TiB away) is not
+//! done. `vma_merge_range` frees a file VMA under its mapping's `i_mmap_rwsem` for write, as the
+//! kernel's `vma_prepare` holds it around the tree update, so a walker of `i_mmap` that sleeps
+//! under the read lock (`unmap_mapping_range` in a truncation) never meets the freed VMA (swarm
+//! seed 50 did, with an mprotect's split and merge beside a truncation). `mmap` merges under the
+//! new VMA's lock (`mmap_link`); mremap's merges (`vma_merge_new` from `mremap.rs`) do not take it
+//! yet.
 //!
 //! `mprotect` and the flag-only `madvise` advice end by merging the range's VMAs with
 //! compatible neighbours (`vma_merge_range`), as `mprotect_fixup` and `madvise_update_vma` do,
