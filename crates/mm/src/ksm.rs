@@ -960,6 +960,12 @@ async fn unmerge_ksm_pages(
     Ok(())
 }
 
+/// `__ksm_should_add_vma`: whether a VMA with `flags` (`dax`: a DAX file) becomes mergeable
+/// when asked (`MADV_MERGEABLE`, `PR_SET_MEMORY_MERGE`): not mergeable yet, and compatible.
+fn ksm_should_add_vma(flags: VmFlags, dax: bool) -> bool {
+    !flags.has(VmFlags::MERGEABLE) && !ksm_incompatible(flags, dax)
+}
+
 /// Whether `ksm_madvise` ignores `MADV_MERGEABLE` on a VMA with `flags` (`dax`: a DAX file).
 fn ksm_incompatible(flags: VmFlags, dax: bool) -> bool {
     dax || flags.has(
@@ -994,11 +1000,8 @@ pub(crate) async fn ksm_madvise(
             let dax = st.vma_is_dax(v);
             (vma.start.max(start), vma.end.min(end), vma.flags, dax, vma.anon_vma.is_some())
         };
-        let changes = if mergeable {
-            !flags.has(VmFlags::MERGEABLE) && !ksm_incompatible(flags, dax)
-        } else {
-            flags.has(VmFlags::MERGEABLE)
-        };
+        let changes =
+            if mergeable { ksm_should_add_vma(flags, dax) } else { flags.has(VmFlags::MERGEABLE) };
         if !changes {
             continue;
         }

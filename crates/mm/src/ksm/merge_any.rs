@@ -21,7 +21,7 @@
 //! 3c6f33b7273a, keeps it across exec). `brk`'s new heap VMA is not made mergeable
 //! (`do_brk_flags` calls `ksm_add_vma` too).
 
-use super::{MMF_VM_MERGEABLE, ksm_enter, ksm_incompatible, unmerge_ksm_pages};
+use super::{MMF_VM_MERGEABLE, ksm_enter, ksm_should_add_vma, unmerge_ksm_pages};
 use crate::errno::Errno;
 use crate::kernel::{Cx, KState};
 use crate::types::ids::{MmId, VmaId};
@@ -63,7 +63,7 @@ pub(crate) fn prctl_get_memory_merge(st: &KState, mm: MmId) -> bool {
 /// merges any and the mapping qualifies (the mm registered again if ksmd had let it go).
 pub(crate) fn ksm_vma_flags(cx: &Cx, mm: MmId, vm: VmFlags, dax: bool) -> VmFlags {
     let flags = cx.st().mm(mm).flags;
-    if flags & MMF_VM_MERGE_ANY == 0 || vm.has(VmFlags::MERGEABLE) || ksm_incompatible(vm, dax) {
+    if flags & MMF_VM_MERGE_ANY == 0 || !ksm_should_add_vma(vm, dax) {
         return vm;
     }
     if flags & MMF_VM_MERGEABLE == 0 {
@@ -84,7 +84,7 @@ impl KState {
         let vmas: Vec<VmaId> = self.mm(mm).vmas.values().copied().collect();
         for v in vmas {
             let (flags, dax) = (self.vma(v).flags, self.vma_is_dax(v));
-            if !flags.has(VmFlags::MERGEABLE) && !ksm_incompatible(flags, dax) {
+            if ksm_should_add_vma(flags, dax) {
                 self.vma_mut(v).flags = VmFlags(flags.0 | VmFlags::MERGEABLE);
             }
         }
