@@ -37,13 +37,17 @@
 //!   least 1x. Beside the timed ratio, each side's host instructions per request counted by
 //!   cachegrind (`bench/cachegrind.rs`: requests `n+1..2n` of the same file, n =
 //!   `--cachegrind-requests`, 100,000 by default; 0 skips the counts), which the machine's load
-//!   does not move.
+//!   does not move. As root, each round also replays the same requests on this machine's kernel
+//!   (`bench/kernel.rs`: real `pread`s in a memory cgroup of the cache's size) and prints the
+//!   kernel's system CPU per request beside mmsim's host time per request: whether the model's
+//!   machinery costs less than the kernel work it models (`--no-kernel` skips it).
 //! - `record`: `mmsim record`'s references per host second end to end, per CPU second and on
 //!   qemu-user's side, against a baseline mmsim binary's in alternated rounds, and whether the
 //!   two recordings' reference streams are identical (`bench/record.rs`). Target: 20 M per
 //!   second end to end.
 
 mod cachegrind;
+mod kernel;
 mod record;
 
 use clap::{Args, Subcommand};
@@ -112,6 +116,10 @@ pub(crate) struct PagecacheBenchArgs {
     /// cachegrind counts for mmsim's side).
     #[arg(long, hide = true)]
     child: Option<String>,
+    /// Skip the kernel's side (the same requests as real `pread`s in a memory cgroup; needs
+    /// root, and runs only where the host can).
+    #[arg(long)]
+    no_kernel: bool,
 }
 
 #[derive(Debug, Args)]
@@ -745,6 +753,8 @@ struct PagecacheCase {
     requests: u64,
     cache: simcore::Bytes,
     lcs_instructions: Option<f64>,
+    /// The requests' pages, for the kernel's side (`None`: it is not run).
+    kernel_pages: Option<Vec<u64>>,
 }
 
 fn pagecache_bench(a: &PagecacheBenchArgs) -> Result<(), String> {
@@ -789,30 +799,41 @@ fn pagecache_bench(a: &PagecacheBenchArgs) -> Result<(), String> {
         "lcs i/req",
         "i ratio"
     );
-    let case = PagecacheCase { og, requests: n, cache, lcs_instructions };
+    let kernel_pages = if a.no_kernel { None } else { kernel::pages(&og)? };
+    let case = PagecacheCase { og, requests: n, cache, lcs_instructions, kernel_pages };
+    let mut kernel_lines = Vec::new();
     for policy in policies {
-        pagecache_policy(a, &case, policy, counted)?;
+        let k = pagecache_policy(a, &case, policy, counted)?;
+        kernel_lines.extend(k.map(|k| (policy, k)));
     }
+    kernel::print(&kernel_lines);
     let _ = std::fs::remove_file(&case.og);
     Ok(())
 }
 
 /// One policy's line of `bench pagecache`: alternated timed rounds, then (when `counted`) its
-/// instructions per request.
+/// instructions per request; and the kernel side's rounds when it ran.
 fn pagecache_policy(
     a: &PagecacheBenchArgs,
     c: &PagecacheCase,
     policy: trace::pagecache::Policy,
     counted: Option<u64>,
-) -> Result<(), String> {
+) -> Result<Option<kernel::Rounds>, String> {
     use trace::pagecache::Policy;
     let og_path = c.og.to_string_lossy().into_owned();
     let pages = c.cache.pages_ceil();
     let (mut rates, mut lcs_rates, mut ratios) = (vec![], vec![], vec![]);
     let (mut misses, mut lcs_misses) = (0, None);
+    let mut kernel = c.kernel_pages.as_ref().map(|_| kernel::Rounds::default());
     for _ in 0..a.rounds {
         let lcs = libcachesim_lru(&a.python, &c.og, pages, c.requests);
+        if let (Some(k), Some(p)) = (&mut kernel, &c.kernel_pages) {
+            k.run(p, c.cache, policy);
+        }
         let (m, rate) = mmsim_round(&og_path, policy, c.cache, None)?;
+        if let Some(k) = &mut kernel {
+            k.mmsim(rate);
+        }
         misses = m;
         rates.push(rate);
         match lcs {
@@ -851,5 +872,5 @@ fn pagecache_policy(
         show(mine),
         show(c.lcs_instructions)
     );
-    Ok(())
+    Ok(kernel)
 }

@@ -177,6 +177,7 @@ fn a_native_run_stopped_midway_restores_the_host() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     // The killed run's agents may outlive it for a moment; their cgroup goes with the next run.
     assert_eq!(host_state(), before, "SIGKILL: the next run did not restore the host");
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

@@ -15,6 +15,8 @@
 //! - `observe.rs`: the host's files read by comparison class;
 //! - `diff.rs`: the kernel against the model;
 //! - `guest.rs`: the same in a Debian kernel booted under qemu, for other eras and swap;
+//! - `pagecache.rs`: the page-cache replay's requests as real `pread`s, the kernel work that
+//!   `mmsim bench pagecache` sets the model's machinery beside;
 //! - `calibrate.rs`: the basic costs of a machine profile and seed 001's hugetlb loops, timed
 //!   natively (`mmsim calibrate`).
 //!
@@ -32,6 +34,7 @@ pub mod diff;
 pub mod guest;
 pub mod observe;
 mod ops;
+pub mod pagecache;
 mod setup;
 pub mod support;
 mod sys;

@@ -315,6 +315,22 @@ impl HostSetup {
         Ok(())
     }
 
+    /// A memory cgroup of its own limited to `max` bytes, for a process that is not a scenario's
+    /// (`bench pagecache`'s kernel side): its directory and the file a process joins it by.
+    pub(crate) fn replay_cgroup(&mut self, max: u64) -> Result<(String, String), Refusal> {
+        let (root, max_file, procs) = match self.kind {
+            Some(CgroupKind::V2(root)) => (root.to_string(), "memory.max", "cgroup.procs"),
+            Some(CgroupKind::V1) => {
+                ("/sys/fs/cgroup/memory".into(), "memory.limit_in_bytes", "tasks")
+            }
+            None => return refuse("the host mounts no memory cgroup controller"),
+        };
+        let dir = format!("{root}/mmsim-replay-{}", std::process::id());
+        self.new_cgroup(&dir, max_file, Some(max))?;
+        let procs = format!("{dir}/{procs}");
+        Ok((dir, procs))
+    }
+
     /// Gives `parent`'s children the memory controller (cgroup v2's `cgroup.subtree_control`).
     fn delegate_memory(&mut self, parent: &str) -> Result<(), Refusal> {
         let path = format!("{parent}/cgroup.subtree_control");

@@ -235,6 +235,42 @@ pub(crate) fn exit_now(code: i32) -> ! {
     unsafe { libc::_exit(code) }
 }
 
+/// `ftruncate(fd, size)`.
+pub(crate) fn ftruncate(fd: i32, size: u64) -> SysResult<u64> {
+    raw(libc::SYS_ftruncate, [fd as u64, size, 0, 0, 0, 0])
+}
+
+/// `posix_fadvise(fd, 0, 0, advice)`: the advice on the whole file.
+pub(crate) fn fadvise(fd: i32, advice: i32) -> SysResult<u64> {
+    raw(libc::SYS_fadvise64, [fd as u64, 0, 0, advice as u64, 0, 0])
+}
+
+/// Everything readable from `fd` until its end (a pipe's until every writer closed it), as text.
+pub(crate) fn read_all(fd: i32) -> String {
+    let mut out = Vec::new();
+    let mut buf = [0u8; 4096];
+    while let Ok(n @ 1..) = read_to(fd, buf.as_mut_ptr() as u64, buf.len() as u64, None) {
+        out.extend_from_slice(&buf[..n as usize]);
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Waits for child `pid` to end.
+pub(crate) fn wait(pid: i32) {
+    let mut status = 0;
+    // SAFETY: `status` is a valid out-parameter.
+    unsafe { libc::waitpid(pid, &mut status, 0) };
+}
+
+/// This process's system CPU time so far, in nanoseconds (`getrusage(RUSAGE_SELF)`).
+pub(crate) fn system_time_ns() -> u64 {
+    // SAFETY: an all-zero rusage is valid, and the kernel fills it.
+    let mut r: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `r` is a valid out-parameter.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut r) };
+    r.ru_stime.tv_sec as u64 * 1_000_000_000 + r.ru_stime.tv_usec as u64 * 1_000
+}
+
 /// Minor and major faults of this process so far (`getrusage(RUSAGE_SELF)`).
 pub(crate) fn faults() -> (u64, u64) {
     // SAFETY: an all-zero rusage is valid, and the kernel fills it.
