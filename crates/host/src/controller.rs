@@ -376,7 +376,10 @@ impl<'a> Run<'a> {
         let read_paths: Vec<String> = s
             .all_ops()
             .filter_map(|op| match &op.kind {
-                OpKind::SysfsRead { path } => Some(path.clone()),
+                // A process's own files are not the machine's counters.
+                OpKind::SysfsRead { path, field: None } if !path.starts_with("/proc/self/") => {
+                    Some(path.clone())
+                }
                 _ => None,
             })
             .collect();

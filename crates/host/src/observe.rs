@@ -105,7 +105,7 @@ pub fn op_class(op: &lab::scenario::model::Op) -> Class {
         OpKind::Shmctl { stat: Some(ShmField::Cpid | ShmField::Lpid), .. } => {
             Class::ModelOnly("a PID the host chooses".into())
         }
-        OpKind::SysfsRead { path } if is_progress(path) => Class::Progress,
+        OpKind::SysfsRead { path, .. } if is_progress(path) => Class::Progress,
         _ => Class::Exact,
     }
 }

@@ -456,6 +456,15 @@ fn read_number(path: &str) -> SysResult<u64> {
     text.trim().parse().map_err(|_| SysErr::Errno(Errno::EINVAL))
 }
 
+/// The number on the line of `path` that starts with `field` (`name value`, as
+/// `/proc/PID/ksm_stat` has them); ENOENT when no line does.
+fn read_field(path: &str, field: &str) -> SysResult<u64> {
+    let text = std::fs::read_to_string(path).map_err(|e| io_err(&e))?;
+    let line = text.lines().find_map(|l| l.strip_prefix(field)?.strip_prefix(' '));
+    let line = line.ok_or(SysErr::Errno(Errno::ENOENT))?;
+    line.trim().parse().map_err(|_| SysErr::Errno(Errno::EINVAL))
+}
+
 /// Writes `value` to the sysfs file `path` opened without `O_CREAT`, so a file the kernel lacks
 /// is ENOENT, as the model answers (with `O_CREAT` kernfs refuses the create: EACCES).
 fn write_existing(path: &str, value: &str) -> std::io::Result<()> {
@@ -491,7 +500,10 @@ fn task_op(agent: &mut Agent<'_>, op: &Op) -> OpResult {
             let r = agent.sys(|| sys::raw(libc::SYS_prctl, [option.number(), *arg, 0, 0, 0, 0]));
             r.map(|v| if option.is_get() { Outcome::Value(v) } else { Outcome::Done })
         }
-        OpKind::SysfsRead { path } => {
+        OpKind::SysfsRead { path, field: Some(field) } => {
+            agent.sys(|| read_field(path, field)).map(Outcome::Value)
+        }
+        OpKind::SysfsRead { path, field: None } => {
             let v = agent.sys(|| read_number(path));
             v.map(|v| Outcome::Value(crate::observe::since(path, v, agent.plan().sysfs_start)))
         }

@@ -1417,6 +1417,38 @@ pub fn has_ksm_merging_pages(k: KernelVersion) -> bool {
     k >= v(5, 19)
 }
 
+/// `/proc/PID/ksm_stat` with `ksm_rmap_items`: "ksm: count allocated ksm rmap_items for each
+/// process" (cb4df4cae4f2, v6.1). Before, the file is absent; `ksm_merging_pages` joins it in
+/// v6.4 ("mm: add new KSM process and sysfs knobs", d21077fbc2fc) and `ksm_zero_pages` with
+/// [`has_ksm_zero_pages`].
+pub fn has_proc_ksm_stat(k: KernelVersion) -> bool {
+    k >= v(6, 1)
+}
+
+/// `ksm_merging_pages` in `/proc/PID/ksm_stat` (d21077fbc2fc, v6.4, with `ksm_process_profit`
+/// and the `general_profit` file, which the model does not offer: see `ksm/zero.rs`).
+pub fn ksm_stat_has_merging_pages(k: KernelVersion) -> bool {
+    k >= v(6, 4)
+}
+
+/// KSM-placed zero pages tracked: the PTE of a zero page KSM maps is made dirty, counted in
+/// `/sys/kernel/mm/ksm/ksm_zero_pages` and `ksm_stat`'s `ksm_zero_pages`, uncounted when the
+/// PTE is zapped or copied away, and unshared by `MADV_UNMERGEABLE` and `run` 2 (xu xin's series
+/// "ksm: support tracking KSM-placed zero-pages": "ksm: support unsharing KSM-placed zero
+/// pages", "ksm: count all zero pages placed by KSM", "ksm: add ksm zero pages for each
+/// process"; placed at v6.6 by its merge, the commits' hashes not verified here; absent from
+/// Debian's 6.1, present in 6.8, 6.12 and 6.18). Before, KSM's zero pages stay when unmerged.
+pub fn has_ksm_zero_pages(k: KernelVersion) -> bool {
+    k >= v(6, 6)
+}
+
+/// `/sys/kernel/mm/ksm/pages_scanned`: "mm/ksm: add pages scanned metric" (Stefan Roesch;
+/// placed at v6.6 by its merge, the hash not verified here; absent from Debian's 6.1, present in
+/// 6.8, 6.12 and 6.18).
+pub fn has_ksm_pages_scanned(k: KernelVersion) -> bool {
+    k >= v(6, 6)
+}
+
 /// `prctl(PR_SET_MEMORY_MERGE)` and `PR_GET_MEMORY_MERGE`: KSM for a whole process, "mm: add
 /// new api to enable ksm per process" (d7597f59d1d3, v6.4; `ksm/merge_any.rs`). Before, both
 /// are unknown options (EINVAL).

@@ -785,6 +785,7 @@ async fn wp_page_copy(vmf: &Vmf<'_>, ptl: LockGuard<'_>) -> Result<FaultOutcome,
             if let (Some(p), Some(h)) = (old, old_head) {
                 unmap_old_page(&mut st, vmf.mm, p, h);
             }
+            st.ksm_might_unmap_zero_page(vmf.mm, orig);
             let in_lru_fault = cx.in_lru_fault();
             map_new_anon(&mut st, vmf.vma, vmf.address, table, new, !vmf.unshare(), in_lru_fault);
         } else {

@@ -58,6 +58,7 @@ impl KState {
             def_flags: 0,
             start_brk: VirtAddr(0),
             brk: VirtAddr(0),
+            ksm_zero_pages: 0,
         };
         Ok(self.mms.push(Some(Box::new(mm))))
     }

@@ -626,7 +626,7 @@ async fn collapse_locked(
             st.pt.set_upper(pmd_table, idx, Upper::Table(table));
             return r;
         }
-        let none_ptes = st.collapse_copy(table, new);
+        let none_ptes = st.collapse_copy(mm, table, new);
         st.collapse_install(mm, vma, haddr, (pmd_table, idx, table), new, cx.in_lru_fault());
         st.mm_mut(mm).add_rss(MmCounter::AnonPages, none_ptes);
     }
@@ -660,11 +660,12 @@ impl KState {
     /// `__collapse_huge_page_copy`: copies each page of `table` into `new` (a none or zero-page
     /// PTE leaves zeros), clears the PTEs and releases the old pages (those mapped elsewhere
     /// stay there). Returns the none and zero-page PTEs (pages the mm did not count yet).
-    fn collapse_copy(&mut self, table: PtId, new: Pfn) -> u64 {
+    fn collapse_copy(&mut self, mm: MmId, table: PtId, new: Pfn) -> u64 {
         let mut none_ptes = 0;
         for i in 0..512 {
             let pte = self.pt.pte(table, i);
             self.pt.set_pte(table, i, Pte::NONE);
+            self.ksm_might_unmap_zero_page(mm, pte);
             let Some(page) = vm_normal_page(pte) else {
                 none_ptes += 1;
                 continue;

@@ -84,23 +84,28 @@
 //!
 //! Approximations: trees are ordered maps keyed by a 64-bit checksum of the contents (the kernel
 //! orders by `memcmp` and checksums with xxhash, jhash2 before v5.1), every match confirmed by a
-//! full comparison; no stable-node chains (`max_page_sharing`, v4.13: not offered), no NUMA
+//! full comparison (stable-node chains past `max_page_sharing`: `ksm/chain.rs`); no NUMA
 //! trees, no scan-time advisor (`advisor_mode`, in v6.8's source); pages of large folios are
 //! skipped (the kernel splits them); reclaim never picks a KSM page (`vmscan.rs` keeps it
 //! active: `rmap_walk_ksm` is modelled for the checkers and `folio_referenced`, swapping KSM
 //! pages out is not); an exiting mm's rmap_items are freed when the cursor reaches it;
 //! `break_ksm` is a write fault in every era (v6.4 made it an unshare fault, 6cce3314b928, not
 //! verified: the copy would be mapped read-only); a checksum or compare costs `CopyPage4k`,
-//! the walk to each page visited `PteUpdate` (without it a round over merged pages took no
-//! time, and with `sleep_millisecs` 0 ksmd spun without virtual time passing).
-//! `ksm_zero_pages` (v6.10) and the unsharing of KSM-placed zero pages are not modelled: zero
-//! pages placed by KSM stay.
+//! the walk to each address of a populated page table `PteUpdate`, page or not (the kernel's
+//! `folio_walk_start` per address; without it a round over merged pages took no time, and with
+//! `sleep_millisecs` 0 ksmd spun without virtual time passing); empty page tables are passed
+//! for nothing. KSM-placed zero pages (v6.6): `ksm/zero.rs`; the per-process files:
+//! `ksm/proc.rs`.
 
 mod chain;
 mod merge_any;
+mod proc;
+mod zero;
 
 pub use merge_any::MMF_VM_MERGE_ANY;
 pub(crate) use merge_any::{ksm_vma_flags, prctl_get_memory_merge, prctl_set_memory_merge};
+pub(crate) use proc::proc_read;
+pub use proc::{PROC_SELF_KSM_STAT, PROC_SELF_MERGING_PAGES};
 
 use crate::arch::tlbflush::flush_tlb_page;
 use crate::era::KernelVersion;
@@ -123,20 +128,6 @@ use std::collections::{BTreeMap, BTreeSet};
 /// `MMF_VM_MERGEABLE`: the mm is on ksmd's list.
 pub const MMF_VM_MERGEABLE: u32 = 1 << 3;
 
-/// `/proc/self/ksm_merging_pages` (v5.19): the pages of the process KSM counts as merged.
-pub const PROC_SELF_MERGING_PAGES: &str = "/proc/self/ksm_merging_pages";
-
-/// What `/proc/PID/ksm_merging_pages` shows for `mm` (`mm->ksm_merging_pages`: its rmap_items
-/// counted on a stable node; "ksm: count ksm merging pages for each process", 7609385337a4,
-/// v5.19, ENOENT before).
-pub(crate) fn proc_merging_pages(st: &KState, mm: MmId) -> Result<u64, Errno> {
-    if !crate::era::has_ksm_merging_pages(st.thp.kernel) {
-        return Err(Errno::ENOENT);
-    }
-    let items = st.ksm.items.range((mm, VirtAddr(0))..=(mm, VirtAddr(u64::MAX)));
-    Ok(items.filter(|(_, i)| matches!(i.state, ItemState::Stable(_))).count() as u64)
-}
-
 /// The directory of KSM's sysfs files.
 pub const SYSFS_DIR: &str = "/sys/kernel/mm/ksm/";
 
@@ -150,6 +141,9 @@ impl Default for Ksm {
             use_zero_pages: false,
             smart_scan: true,
             pages_skipped: 0,
+            pages_scanned: 0,
+            zero_pages: 0,
+            walked: 0,
             max_page_sharing: chain::MAX_PAGE_SHARING,
             chains_prune_millisecs: chain::CHAINS_PRUNE_MILLISECS,
             chains: BTreeMap::new(),
@@ -196,6 +190,8 @@ impl Ksm {
             }
             "smart_scan" if smart => u64::from(self.smart_scan),
             "pages_skipped" if smart => self.pages_skipped,
+            "pages_scanned" if crate::era::has_ksm_pages_scanned(k) => self.pages_scanned,
+            "ksm_zero_pages" if crate::era::has_ksm_zero_pages(k) => self.zero_pages,
             "max_page_sharing" if chains => self.max_page_sharing,
             "stable_node_chains_prune_millisecs" if chains => self.chains_prune_millisecs,
             "stable_node_chains" if chains => nr_chains,
@@ -367,8 +363,16 @@ impl KState {
 
     /// The first page ksmd may look at in `mm` from `addr`: its address, or `None` with whether
     /// the mm still has a mergeable VMA.
-    fn next_mergeable_page(&self, mm: MmId, mut addr: VirtAddr) -> Result<VirtAddr, bool> {
-        let mut any = false;
+    fn next_mergeable_page(&mut self, mm: MmId, addr: VirtAddr) -> Result<VirtAddr, bool> {
+        let (found, walked) = self.find_mergeable_page(mm, addr);
+        self.ksm.walked += walked;
+        found
+    }
+
+    /// [`KState::next_mergeable_page`]'s search, with the addresses of populated page tables it
+    /// walked.
+    fn find_mergeable_page(&self, mm: MmId, mut addr: VirtAddr) -> (Result<VirtAddr, bool>, u64) {
+        let (mut any, mut walked) = (false, 0);
         for &v in self.mm(mm).vmas.values() {
             let vma = self.vma(v);
             if !vma.flags.has(VmFlags::MERGEABLE) {
@@ -385,13 +389,14 @@ impl KState {
                     addr = self.pt.skip_empty(pgd, addr).min(vma.end);
                     continue;
                 }
+                walked += 1;
                 if self.ksm_page_at(mm, addr).is_some() {
-                    return Ok(addr);
+                    return (Ok(addr), walked);
                 }
                 addr = addr + Bytes::PAGE;
             }
         }
-        Err(any)
+        (Err(any), walked)
     }
 
     /// Leaves the cursor's mm (slot `slot`): its rmap_items past the scan are freed, and the mm
@@ -482,15 +487,16 @@ async fn ksm_scan_thread(cx: Cx) {
 /// for every page, merged or not, is charged once for the round at its end (one at least).
 async fn ksm_do_scan(cx: &Cx) {
     let pages = cx.st().ksm.pages_to_scan;
-    let mut visited = 0;
+    cx.st().ksm.walked = 0;
     for _ in 0..pages {
         cx.preempt_point().await;
         let Some((mm, addr)) = scan_get_next_rmap_item(cx).await else { break };
-        visited += 1;
         cmp_and_merge_page(cx, mm, addr).await;
+        cx.st().ksm.pages_scanned += 1;
     }
     // A round that finds no page still walks the mm list: time passes whatever it found.
-    cx.charge_n(Cost::PteUpdate, visited.max(1)).await;
+    let walked = cx.st().ksm.walked;
+    cx.charge_n(Cost::PteUpdate, walked.max(1)).await;
 }
 
 /// `scan_get_next_rmap_item`: the next page from the cursor, with its rmap_item made; `None`
@@ -879,7 +885,9 @@ async fn replace_page(
         let flags = st.vma(vma).flags;
         let new = if kpage == st.zero_pfn {
             st.mm_mut(mm).sub_rss(MmCounter::AnonPages, 1);
-            Pte::new(kpage, pte_bits(flags, false, false) & !Pte::ACCESSED | Pte::SPECIAL)
+            st.ksm_map_zero_page(mm);
+            let ksm = st.ksm_zero_pte_bits();
+            Pte::new(kpage, pte_bits(flags, false, false) & !Pte::ACCESSED | Pte::SPECIAL | ksm)
         } else {
             if let Mapping::Ksm(node) = st.folios.mapping(kpage) {
                 let av = st.vma(vma).anon_vma.expect("a mergeable page's VMA has an anon_vma");
@@ -923,6 +931,10 @@ async fn break_ksm(cx: &Cx, mm: MmId, vma: VmaId, addr: VirtAddr) -> Result<(), 
         let ksm = {
             let st = cx.st();
             st.ksm_page_at(mm, addr).is_some_and(|p| st.folios.is_ksm(p))
+                || st
+                    .pt
+                    .pte_slot(st.mm(mm).pgd, addr)
+                    .is_some_and(|(t, i)| st.is_ksm_zero_pte(st.pt.pte(t, i)))
         };
         if !ksm {
             return Ok(());
@@ -1025,6 +1037,7 @@ pub(crate) async fn ksm_madvise(
 /// `ksm_fork`: a child of a registered mm is registered, and merges any if its parent does.
 pub(crate) fn ksm_fork(cx: &Cx, child: MmId, parent: MmId) {
     if cx.st().mm(parent).flags & MMF_VM_MERGEABLE != 0 {
+        cx.st().ksm_fork_zero_pages(child, parent);
         ksm_enter(cx, child);
     }
     merge_any::inherit_merge_any(&mut cx.st(), child, parent);

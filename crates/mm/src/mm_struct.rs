@@ -69,6 +69,8 @@ pub struct MmStruct {
     /// (`brk.rs`), set by `exec`.
     pub start_brk: VirtAddr,
     pub brk: VirtAddr,
+    /// `mm->ksm_zero_pages` (v6.6+): this mm's KSM-placed zero pages (`ksm/zero.rs`).
+    pub ksm_zero_pages: u64,
 }
 
 impl MmStruct {

@@ -110,13 +110,18 @@ impl Thread {
         do_mprotect(&self.cx, self.mm()?, addr, len, prot).await
     }
 
-    /// A read of a number from a sysfs or sysctl file (`fs/sysfs.rs`): ENOENT for a file this
-    /// kernel or the model lacks.
-    pub async fn sysfs_read(&self, path: &str) -> Result<u64, Errno> {
+    /// A read of a number from a sysfs or sysctl file (`fs/sysfs.rs`), or from KSM's
+    /// per-process files (`ksm/proc.rs`; `field`: the line of `/proc/self/ksm_stat`): ENOENT for
+    /// a file or line this kernel or the model lacks.
+    pub async fn sysfs_read(&self, path: &str, field: Option<&str>) -> Result<u64, Errno> {
         self.cx.charge(crate::sim::cost::Cost::Syscall).await;
-        if path == crate::ksm::PROC_SELF_MERGING_PAGES {
-            let mm = self.mm()?;
-            return crate::ksm::proc_merging_pages(&self.cx.st(), mm);
+        if let Ok(mm) = self.mm()
+            && let Some(read) = crate::ksm::proc_read(&self.cx.st(), mm, path, field)
+        {
+            return read;
+        }
+        if field.is_some() {
+            return Err(Errno::ENOENT);
         }
         let text = self.cx.st().sysfs_show(path).ok_or(Errno::ENOENT)?;
         text.trim().parse().map_err(|_| Errno::EINVAL)

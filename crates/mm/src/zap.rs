@@ -144,6 +144,7 @@ async fn zap_pte_range(
             }
             st.pt.set_pte(table, idx, Pte::NONE);
             cleared += 1;
+            st.ksm_might_unmap_zero_page(mm, pte);
             let Some(p) = page else { continue };
             st.zap_present_page((mm, vma), pte, p, &mut batch);
             freed.push(p);

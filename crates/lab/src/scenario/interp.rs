@@ -588,7 +588,9 @@ async fn task_op(t: &Thread, op: &Op, env: &RefCell<Env>) -> Result<Outcome, Sto
             Some(v) => Outcome::Value(v),
             None => Outcome::Done,
         },
-        OpKind::SysfsRead { path } => Outcome::Value(t.sysfs_read(path).await?),
+        OpKind::SysfsRead { path, field } => {
+            Outcome::Value(t.sysfs_read(path, field.as_deref()).await?)
+        }
         OpKind::SysfsWrite { path, value } => {
             t.sysfs_write(path, value).await?;
             Outcome::Done

@@ -520,9 +520,11 @@ pub enum OpKind {
         arg: u64,
     },
     /// A read of a number from a sysfs or sysctl file (khugepaged's `full_scans`, as the
-    /// kernel's selftest polls it).
+    /// kernel's selftest polls it), or from KSM's per-process files (`field`: the line of
+    /// `/proc/self/ksm_stat`).
     SysfsRead {
         path: String,
+        field: Option<String>,
     },
     /// A write of `value` to a sysfs or sysctl file (a THP knob, a hugetlb pool's size).
     SysfsWrite {

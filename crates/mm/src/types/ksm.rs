@@ -24,6 +24,13 @@ pub struct Ksm {
     pub smart_scan: bool,
     /// `pages_skipped` (v6.7+): pages smart scan skipped.
     pub pages_skipped: u64,
+    /// `pages_scanned` (v6.6+): pages ksmd looked at.
+    pub pages_scanned: u64,
+    /// `ksm_zero_pages` (v6.6+): zero pages KSM mapped that are still mapped (`ksm/zero.rs`).
+    pub zero_pages: u64,
+    /// The addresses of populated page tables ksmd's current round walked past, each a
+    /// `folio_walk_start` the round pays for, whether a page it can merge was there or not.
+    pub(crate) walked: u64,
     /// `max_page_sharing` (v4.13+): the mappings one KSM page may have (`ksm/chain.rs`).
     pub max_page_sharing: u64,
     /// `stable_node_chains_prune_millisecs` (v4.13+): how often a search walks a whole chain.

@@ -363,7 +363,7 @@ impl Parser<'_> {
             },
             "sleep" => OpKind::Sleep { duration: f.duration("duration")? },
             "prctl" => self.prctl_op(f)?,
-            "sysfs_read" => OpKind::SysfsRead { path: f.string("path")? },
+            "sysfs_read" => self.sysfs_read_op(f)?,
             "sysfs_write" => {
                 let path = f.string("path")?;
                 let per_size = mm::huge_memory::policy::sysfs_knob(&path)
@@ -509,6 +509,25 @@ impl Parser<'_> {
         };
         let arg = f.opt_u64("arg")?.unwrap_or(u64::from(!option.is_get()));
         Ok(OpKind::Prctl { option, arg })
+    }
+
+    /// `sysfs_read`: a file, with `field` (the line) for `/proc/self/ksm_stat` and only there.
+    fn sysfs_read_op(&self, f: &Fields<'_>) -> Result<OpKind, ScenarioError> {
+        let path = f.string("path")?;
+        let field = f.opt_str("field")?;
+        let stat = path == mm::ksm::PROC_SELF_KSM_STAT;
+        if stat && field.is_none() {
+            let why = format!("`sysfs_read` of {path}: expected `field` (the line to read)");
+            return Err(self.err(f.line_of("path"), why));
+        }
+        if !stat && field.is_some() {
+            let why = format!(
+                "`sysfs_read`: `field` reads a line of {} only",
+                mm::ksm::PROC_SELF_KSM_STAT
+            );
+            return Err(self.err(f.line_of("field"), why));
+        }
+        Ok(OpKind::SysfsRead { path, field })
     }
 
     /// `run`: a workload (pmbench) over a range.
@@ -869,7 +888,7 @@ fn op_keys(kind: &OpKind) -> &'static [&'static str] {
         OpKind::ClearRefs { .. } => &["process", "value"],
         OpKind::Prctl { .. } => &["option", "arg"],
         OpKind::SysfsWrite { .. } => &["path", "value"],
-        OpKind::SysfsRead { .. } => &["path"],
+        OpKind::SysfsRead { .. } => &["path", "field"],
         OpKind::Pipe => &[],
         OpKind::Fadvise { .. } => &["fd", "offset", "len", "advice"],
         OpKind::Readahead { .. } => &["fd", "offset", "len"],
