@@ -178,3 +178,28 @@ def test_thp_knobs_by_sysfs_path_and_madv_hugepage():
         assert "always, madvise, never" in str(e)
     else:
         raise AssertionError("a value the knob refuses is a configuration error")
+
+
+def test_prctl_sysfs_and_sleep_let_ksmd_place_zero_pages():
+    m = mmsim.Machine(kernel="v6.12")
+    p = m.process("p")
+    assert p.prctl("PR_GET_MEMORY_MERGE") == 0
+    p.sysfs_write("/sys/kernel/mm/ksm/use_zero_pages", "1")
+    buf = p.mmap("64KiB")
+    p.write_bytes(buf, bytes(64 << 10))
+    assert p.prctl("PR_SET_MEMORY_MERGE", 1) is None
+    assert p.prctl("PR_GET_MEMORY_MERGE") == 1
+    p.sysfs_write("/sys/kernel/mm/ksm/sleep_millisecs", "0")
+    p.sysfs_write("/sys/kernel/mm/ksm/run", "1")
+    p.sleep("20ms")
+    assert p.sysfs_read("/proc/self/ksm_stat", field="ksm_zero_pages") == 16
+    assert p.sysfs_read("/sys/kernel/mm/ksm/ksm_zero_pages") == 16
+    assert m.pagemap(p, buf, 16).zero_page.all()
+    with pytest.raises(OSError) as e:
+        mmsim.Machine(kernel="v6.1").process("q").sysfs_read("/proc/self/ksm_stat", field="ksm_zero_pages")
+    assert e.value.errno == errno.ENOENT
+    with pytest.raises(ValueError, match="option"):
+        p.prctl("PR_SET_NAME")
+    with pytest.raises(ValueError, match="duration"):
+        p.sleep("forever")
+    m.check()

@@ -1442,6 +1442,13 @@ pub fn has_ksm_zero_pages(k: KernelVersion) -> bool {
     k >= v(6, 6)
 }
 
+/// `exec` keeps `PR_SET_MEMORY_MERGE` (`MMF_VM_MERGE_ANY` in `MMF_INIT_MASK`, `ksm_execve`):
+/// "mm/ksm: support fork/exec for prctl" (3c6f33b7273a, v6.7). Before, the new image's mm
+/// does not merge any.
+pub fn ksm_merge_any_survives_exec(k: KernelVersion) -> bool {
+    k >= v(6, 7)
+}
+
 /// `/sys/kernel/mm/ksm/pages_scanned`: "mm/ksm: add pages scanned metric" (Stefan Roesch;
 /// placed at v6.6 by its merge, the hash not verified here; absent from Debian's 6.1, present in
 /// 6.8, 6.12 and 6.18).

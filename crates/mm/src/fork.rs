@@ -74,7 +74,8 @@ impl KState {
     ) -> Result<MmId, Errno> {
         let new = self.mm_alloc(handle, child)?;
         self.procs[child].mm = Some(new);
-        self.mm_inherit_flags(new, parent);
+        let flags = self.mm_init_flags(parent);
+        self.mm_inherit_flags(new, flags);
         let (start_brk, brk) = (self.mm(parent).start_brk, self.mm(parent).brk);
         let child_mm = self.mm_mut(new);
         (child_mm.start_brk, child_mm.brk) = (start_brk, brk);

@@ -103,7 +103,9 @@ mod proc;
 mod zero;
 
 pub use merge_any::MMF_VM_MERGE_ANY;
-pub(crate) use merge_any::{ksm_vma_flags, prctl_get_memory_merge, prctl_set_memory_merge};
+pub(crate) use merge_any::{
+    exec_keeps_merge_any, ksm_execve, ksm_vma_flags, prctl_get_memory_merge, prctl_set_memory_merge,
+};
 pub(crate) use proc::proc_read;
 pub use proc::{PROC_SELF_KSM_STAT, PROC_SELF_MERGING_PAGES};
 

@@ -4,8 +4,9 @@
 //! `ValueError` naming the argument and what was expected.
 
 use lab::scenario::parse::{
-    parse_access, parse_advice, parse_fadvice, parse_map_flags, parse_mcl_flags,
-    parse_mlock2_flags, parse_msync_flags, parse_open_flags, parse_prot, parse_size,
+    parse_access, parse_advice, parse_duration, parse_fadvice, parse_map_flags, parse_mcl_flags,
+    parse_mlock2_flags, parse_msync_flags, parse_open_flags, parse_prctl_option, parse_prot,
+    parse_size,
 };
 use mm::{Access, OpenFlags};
 use pyo3::exceptions::{PyTypeError, PyValueError};
@@ -80,6 +81,23 @@ pub(crate) fn mcl_flags(s: &str) -> PyResult<u32> {
 
 pub(crate) fn msync_flags(s: &str) -> PyResult<u32> {
     parse_msync_flags(s).map_err(|e| bad("flags", &e))
+}
+
+/// A duration like `"10us"` or `"2ms"`, at most a scenario's longest `sleep`.
+pub(crate) fn duration(s: &str) -> PyResult<simcore::SimDuration> {
+    let max = lab::scenario::limits::MAX_SLEEP;
+    match parse_duration(s) {
+        Some(d) if d <= max => Ok(d),
+        Some(_) => Err(bad("duration", &format!("\"{s}\": expected at most {max}"))),
+        None => Err(bad(
+            "duration",
+            &format!("expected a duration like \"10us\" or \"2ms\", found \"{s}\""),
+        )),
+    }
+}
+
+pub(crate) fn prctl_option(s: &str) -> PyResult<mm::syscall::Prctl> {
+    parse_prctl_option(s).map_err(|e| bad("option", &e))
 }
 
 pub(crate) fn access(s: &str) -> PyResult<Access> {

@@ -226,6 +226,62 @@ impl Process {
         })
     }
 
+    /// `prctl(2)` with `option` by name ("PR_SET_THP_DISABLE", "PR_GET_THP_DISABLE",
+    /// "PR_SET_MEMORY_MERGE", "PR_GET_MEMORY_MERGE") and `arg` (arg2: 1 by default for a set, 0
+    /// for a get). A get returns its value, a set `None`.
+    #[pyo3(signature = (option, arg=None, *, cpu=0))]
+    fn prctl(
+        &self,
+        py: Python<'_>,
+        option: &str,
+        arg: Option<u64>,
+        cpu: u32,
+    ) -> PyResult<Option<u64>> {
+        let option = args::prctl_option(option)?;
+        let arg = arg.unwrap_or(u64::from(!option.is_get()));
+        self.run(py, cpu, "prctl", None, move |t| async move { t.prctl(option, arg).await })
+    }
+
+    /// Sleeps `duration` (`"10us"`, `"2ms"`) of virtual time, while the machine's daemons
+    /// (ksmd, khugepaged, kswapd) run.
+    #[pyo3(signature = (duration, *, cpu=0))]
+    fn sleep(&self, py: Python<'_>, duration: &str, cpu: u32) -> PyResult<()> {
+        let d = args::duration(duration)?;
+        self.run(py, cpu, "sleep", None, move |t| async move {
+            t.cx().sleep(d).await;
+            Ok::<(), mm::Errno>(())
+        })
+    }
+
+    /// Reads the number in a sysfs or sysctl file (`/sys/kernel/mm/ksm/pages_sharing`), or in
+    /// the process's `/proc/self/ksm_merging_pages`, or with `field` one line of
+    /// `/proc/self/ksm_stat` (`ksm_zero_pages`). OSError ENOENT for a file or line the kernel
+    /// lacks.
+    #[pyo3(signature = (path, field=None, *, cpu=0))]
+    fn sysfs_read(
+        &self,
+        py: Python<'_>,
+        path: &str,
+        field: Option<String>,
+        cpu: u32,
+    ) -> PyResult<u64> {
+        let owned = path.to_string();
+        self.run(py, cpu, "sysfs_read", Some(path), move |t| async move {
+            t.sysfs_read(&owned, field.as_deref()).await
+        })
+    }
+
+    /// Writes `value` to a sysfs or sysctl file while the machine runs (a THP knob, KSM's
+    /// `run`, a hugetlb pool's size): OSError EINVAL for a value the file refuses, ENOENT for a
+    /// file the kernel lacks.
+    #[pyo3(signature = (path, value, *, cpu=0))]
+    fn sysfs_write(&self, py: Python<'_>, path: &str, value: &str, cpu: u32) -> PyResult<()> {
+        let (owned, value) = (path.to_string(), value.to_string());
+        self.run(py, cpu, "sysfs_write", Some(path), move |t| async move {
+            t.sysfs_write(&owned, &value).await
+        })
+    }
+
     /// `posix_fadvise(2)` with `advice` ("normal", "random", "sequential", "willneed",
     /// "dontneed", "noreuse") over `length` bytes at `offset` (0: to the end of the file).
     #[pyo3(signature = (fd, advice, offset=Size(0), length=Size(0), *, cpu=0))]

@@ -14,9 +14,10 @@ mod ops;
 mod words;
 
 pub use words::{
-    parse_access, parse_addr, parse_advice, parse_content, parse_fadvice, parse_fallocate_mode,
-    parse_fs, parse_hole, parse_map_flags, parse_mcl_flags, parse_mlock2_flags, parse_msync_flags,
-    parse_open_flags, parse_prot, parse_show, parse_size,
+    parse_access, parse_addr, parse_advice, parse_content, parse_duration, parse_fadvice,
+    parse_fallocate_mode, parse_fs, parse_hole, parse_map_flags, parse_mcl_flags,
+    parse_mlock2_flags, parse_msync_flags, parse_open_flags, parse_prctl_option, parse_prot,
+    parse_show, parse_size,
 };
 
 use super::ScenarioError;

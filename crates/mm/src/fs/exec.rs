@@ -153,10 +153,20 @@ pub(crate) async fn begin_new_exec(
     brk: VirtAddr,
 ) -> Result<(), Errno> {
     let old = cx.st().procs[pid].mm.take();
+    let inherited = old.map(|o| {
+        let st = cx.st();
+        (st.mm_init_flags(o), crate::ksm::exec_keeps_merge_any(&st, o))
+    });
     if let Some(old) = old {
         exit_mmap(cx, old).await;
     }
     let mm = cx.st().mm_alloc(cx, pid)?;
+    if let Some((flags, merge_any)) = inherited {
+        cx.st().mm_inherit_flags(mm, flags);
+        if merge_any {
+            crate::ksm::ksm_execve(cx, mm);
+        }
+    }
     let mut files: Vec<FileId> = Vec::new();
     for f in segments.iter().filter_map(|s| s.file.map(|(f, _)| f)) {
         if !files.contains(&f) {
@@ -172,9 +182,8 @@ pub(crate) async fn begin_new_exec(
             Some(l) => Some(l.write(cx).await),
             None => None,
         };
-        let mut st = cx.st();
         for s in segments.iter().filter(|s| s.file.map(|(g, _)| g) == f && s.len.as_u64() > 0) {
-            link_segment(&mut st, mm, s);
+            link_segment(cx, mm, s);
         }
     }
     {
@@ -196,19 +205,27 @@ pub(crate) async fn begin_new_exec(
     Ok(())
 }
 
-/// Links one segment into `mm`, with the operations `mmap` would choose for it.
-fn link_segment(st: &mut KState, mm: crate::types::ids::MmId, s: &ExecSegment) {
+/// Links one segment into `mm`, with the operations `mmap` would choose for it, mergeable when
+/// the mm merges any (the loader's `vm_mmap` and `vm_brk_flags` ask `ksm_vma_flags`; the stack,
+/// set up by `__bprm_mm_init`, is not).
+fn link_segment(cx: &Cx, mm: crate::types::ids::MmId, s: &ExecSegment) {
     let base = VmFlags::MAYREAD | VmFlags::MAYWRITE | VmFlags::MAYEXEC | VmFlags::SOFTDIRTY;
+    let flags = VmFlags(base | s.flags);
+    let flags = match s.role {
+        VmaRole::Stack => flags,
+        _ => crate::ksm::ksm_vma_flags(cx, mm, flags, false),
+    };
+    let mut st = cx.st();
     if let Some((f, _)) = s.file {
         st.file_mut(f).refs += 1;
     }
     let file = s.file.map(|(f, _)| f);
-    let vm_ops = VmOps::of(st, file);
+    let vm_ops = VmOps::of(&st, file);
     st.vma_link(Vma {
         mm,
         start: s.start,
         end: s.start + s.len,
-        flags: VmFlags(base | s.flags),
+        flags,
         pgoff: s.file.map_or(s.start.0 >> 12, |(_, pgoff)| pgoff),
         file,
         vm_ops,

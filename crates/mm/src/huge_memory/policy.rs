@@ -648,13 +648,16 @@ impl KState {
         m.flags & MMF_DISABLE_THP != 0 || m.def_flags & VmFlags::NOHUGEPAGE != 0
     }
 
-    /// What a child's mm inherits from its parent's at fork (`mm_init`: the `MMF_INIT_MASK`
-    /// flags, `MMF_DISABLE_THP` among them, and `def_flags`' `VM_NOHUGEPAGE`).
-    pub(crate) fn mm_inherit_flags(&mut self, child: MmId, parent: MmId) {
-        let (flags, def_flags) = {
-            let p = self.mm(parent);
-            (p.flags & MMF_DISABLE_THP, p.def_flags & VmFlags::NOHUGEPAGE)
-        };
+    /// What a new mm takes from the mm of the task that makes it, a fork's child or an exec's
+    /// image (`mm_init`: the `MMF_INIT_MASK` flags, `MMF_DISABLE_THP` among them, so the prctl
+    /// survives both, and `def_flags`' `VM_NOHUGEPAGE`, `VM_INIT_DEF_MASK`).
+    pub(crate) fn mm_init_flags(&self, from: MmId) -> (u32, u64) {
+        let m = self.mm(from);
+        (m.flags & MMF_DISABLE_THP, m.def_flags & VmFlags::NOHUGEPAGE)
+    }
+
+    /// Gives the new mm `child` what [`KState::mm_init_flags`] read.
+    pub(crate) fn mm_inherit_flags(&mut self, child: MmId, (flags, def_flags): (u32, u64)) {
         let c = self.mm_mut(child);
         c.flags |= flags;
         c.def_flags |= def_flags;

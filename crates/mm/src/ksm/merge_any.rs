@@ -16,10 +16,11 @@
 //!
 //! Approximations: a new mapping is made mergeable with the flags it is created with, so it may
 //! merge with a mergeable neighbour, as v6.18 does (`ksm_vma_flags`); v6.4 to at least v6.12
-//! set the flag after linking the VMA (`ksm_add_vma`), which could keep the two apart. `exec`
-//! makes a fresh mm without the flag, as before v6.7 ("mm/ksm: support fork/exec for prctl",
-//! 3c6f33b7273a, keeps it across exec). `brk`'s new heap VMA is not made mergeable
-//! (`do_brk_flags` calls `ksm_add_vma` too).
+//! set the flag after linking the VMA (`ksm_add_vma`), which could keep the two apart. From v6.7
+//! ("mm/ksm: support fork/exec for prctl", 3c6f33b7273a) `exec` keeps the flag (`mm_init`
+//! copies it with `MMF_INIT_MASK`): the new mm joins ksmd's list (`ksm_execve`) and the image's
+//! mappings but the stack are mergeable (`fs/exec.rs`); before, the new mm is without it.
+//! `brk`'s new heap VMA is not made mergeable (`do_brk_flags` calls `ksm_add_vma` too).
 
 use super::{MMF_VM_MERGEABLE, ksm_enter, ksm_should_add_vma, unmerge_ksm_pages};
 use crate::errno::Errno;
@@ -70,6 +71,19 @@ pub(crate) fn ksm_vma_flags(cx: &Cx, mm: MmId, vm: VmFlags, dax: bool) -> VmFlag
         ksm_enter(cx, mm);
     }
     VmFlags(vm.0 | VmFlags::MERGEABLE)
+}
+
+/// Whether the image `exec` gives a task whose mm is `old` merges any: `MMF_VM_MERGE_ANY` is in
+/// `MMF_INIT_MASK` from v6.7 (3c6f33b7273a), so `mm_init` copies it to the new mm.
+pub(crate) fn exec_keeps_merge_any(st: &KState, old: MmId) -> bool {
+    crate::era::ksm_merge_any_survives_exec(st.thp.kernel) && prctl_get_memory_merge(st, old)
+}
+
+/// `ksm_execve`: the new mm of an exec that keeps `MMF_VM_MERGE_ANY` gets it and joins ksmd's
+/// list before the loader maps anything.
+pub(crate) fn ksm_execve(cx: &Cx, mm: MmId) {
+    cx.st().mm_mut(mm).flags |= MMF_VM_MERGE_ANY;
+    ksm_enter(cx, mm);
 }
 
 /// `ksm_fork`'s part: a child of an mm that merges any does too.

@@ -497,16 +497,9 @@ impl Parser<'_> {
     /// `prctl`: an option the model has, by name; `arg` (arg2) defaults to 1 for a set and 0
     /// for a get.
     fn prctl_op(&self, f: &Fields<'_>) -> Result<OpKind, ScenarioError> {
-        use mm::syscall::Prctl;
         let name = f.string("option")?;
-        let Some(option) = Prctl::from_name(&name) else {
-            let names: Vec<String> =
-                Prctl::ALL.iter().map(|(_, n, _)| format!("\"{n}\"")).collect();
-            return Err(self.err(
-                f.line_of("option"),
-                format!("`prctl`: option `{name}` is not modelled: expected {}", names.join(", ")),
-            ));
-        };
+        let option = super::words::parse_prctl_option(&name)
+            .map_err(|e| self.err(f.line_of("option"), format!("`prctl`: {e}")))?;
         let arg = f.opt_u64("arg")?.unwrap_or(u64::from(!option.is_get()));
         Ok(OpKind::Prctl { option, arg })
     }

@@ -266,6 +266,15 @@ pub fn parse_msync_flags(s: &str) -> Result<u32, String> {
     flag_words_or_none(s, &table)
 }
 
+/// A `prctl` option the model has, by name (`"PR_SET_MEMORY_MERGE"`).
+pub fn parse_prctl_option(s: &str) -> Result<mm::syscall::Prctl, String> {
+    use mm::syscall::Prctl;
+    Prctl::from_name(s).ok_or_else(|| {
+        let names: Vec<String> = Prctl::ALL.iter().map(|(_, n, _)| format!("\"{n}\"")).collect();
+        format!("option `{s}` is not modelled: expected {}", names.join(", "))
+    })
+}
+
 /// `shmget` flags: `"creat|excl"`, `"hugetlb|huge_1gb|noreserve"`, with the permission bits
 /// as an octal word (`"creat|0600"`; 0600 when there are no flags at all).
 pub(super) fn parse_shmget_flags(s: &str) -> Result<u32, String> {
@@ -402,7 +411,8 @@ pub fn parse_open_flags(s: &str) -> Result<OpenFlags, String> {
     Ok(flags)
 }
 
-pub(super) fn parse_duration(s: &str) -> Option<SimDuration> {
+/// A duration like `"10us"`, `"2ms"` or `"1s"`.
+pub fn parse_duration(s: &str) -> Option<SimDuration> {
     let s = s.trim();
     let split = s.find(|c: char| !c.is_ascii_digit())?;
     let n: u64 = s[..split].parse().ok()?;
