@@ -428,6 +428,9 @@ fn check_mappings(
             *rss.entry((m.mm, MmCounter::SwapEnts as usize)).or_default() += 1;
             continue;
         }
+        if m.pte.is_marker() {
+            continue;
+        }
         let Some(page) = vm_normal_page(m.pte) else {
             let pfn = m.pte.pfn();
             let zero = if m.huge { Some(pfn) == st.huge_zero_pfn } else { pfn == st.zero_pfn };
