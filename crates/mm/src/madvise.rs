@@ -309,7 +309,8 @@ async fn install_guard_markers(
     let (mut addr, mut installed, mut done) = (start, 0, true);
     while addr < end && done {
         // `walk_page_range_mm` with `install_pte` allocates the missing tables.
-        let Some(table) = crate::memory::pte_alloc(cx, mm, addr).await.map_err(|_| Errno::ENOMEM)?
+        let Some(table) =
+            crate::memory::pte_alloc(cx, mm, addr).await.map_err(|_| Errno::ENOMEM)?
         else {
             done = false;
             break;

@@ -190,7 +190,10 @@ impl Pte {
 
     /// A swap entry for `(swap type, offset)`; offset 0 is a device's header, never an entry.
     pub fn swap(kind: u8, offset: u64, exclusive: bool, soft_dirty: bool) -> Pte {
-        assert!(u64::from(kind) < Pte::SWP_PTE_MARKER && offset < (1 << 45), "swap entry out of range");
+        assert!(
+            u64::from(kind) < Pte::SWP_PTE_MARKER && offset < (1 << 45),
+            "swap entry out of range"
+        );
         assert!(offset > 0, "swap offset 0 is the device's header");
         let mut v = (u64::from(kind) << 57) | (offset << 12);
         if exclusive {

@@ -6,7 +6,9 @@ use super::model::{
     AddrExpr, Expect, FileRef, GenSeq, InspectOn, LockStatColumn, LruGenField, Observable,
     PagemapBit, Show,
 };
-use mm::fs::proc::{PM_FILE, PM_GUARD_REGION, PM_MMAP_EXCLUSIVE, PM_PFN_MASK, PM_PRESENT, PM_SOFT_DIRTY, PM_SWAP};
+use mm::fs::proc::{
+    PM_FILE, PM_GUARD_REGION, PM_MMAP_EXCLUSIVE, PM_PFN_MASK, PM_PRESENT, PM_SOFT_DIRTY, PM_SWAP,
+};
 use mm::kernel::KState;
 use simcore::Pfn;
 

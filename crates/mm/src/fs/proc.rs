@@ -456,8 +456,7 @@ impl KState {
                         // from v6.15 `PM_GUARD_REGION`.
                         let (t, off) = pte.swap_entry();
                         e |= PM_SWAP | u64::from(t) | (off << 5);
-                        if pte.is_guard() && crate::era::pagemap_has_guard_region(self.thp.kernel)
-                        {
+                        if pte.is_guard() && crate::era::pagemap_has_guard_region(self.thp.kernel) {
                             e |= PM_GUARD_REGION;
                         }
                         if pte.soft_dirty() {
