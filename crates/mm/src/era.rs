@@ -1383,6 +1383,26 @@ pub fn retried_fault_counts_major(k: KernelVersion) -> bool {
     k >= v(5, 9)
 }
 
+/// `MADV_GUARD_INSTALL` and `MADV_GUARD_REMOVE` exist: "mm: madvise: implement lightweight
+/// guard page mechanism" (662df3e5c376, v6.13); before, the advice is EINVAL.
+pub fn has_madv_guard(k: KernelVersion) -> bool {
+    k >= v(6, 13)
+}
+
+/// Guard regions may be installed in any VMA but a special, hugetlb or (to install) locked one:
+/// "mm: allow guard regions in file-backed and read-only mappings" (f807123d578d, v6.15, the
+/// series "mm: permit guard regions for file-backed/shmem mappings"). In v6.13 and v6.14
+/// `is_valid_guard_vma` also asked for an anonymous VMA with `VM_MAYWRITE`.
+pub fn guard_regions_any_mapping(k: KernelVersion) -> bool {
+    k >= v(6, 15)
+}
+
+/// pagemap sets `PM_GUARD_REGION` (bit 58) on a guard marker's entry: "fs/proc/task_mmu: add
+/// guard region bit to pagemap" (8e2f2aeb8b48, v6.15); before, the entry shows only `PM_SWAP`.
+pub fn pagemap_has_guard_region(k: KernelVersion) -> bool {
+    k >= v(6, 15)
+}
+
 /// `MADV_POPULATE_READ` and `MADV_POPULATE_WRITE` exist: "mm/madvise: introduce
 /// MADV_POPULATE_(READ|WRITE) to prefault page tables" (4ca9b3859dac, v5.14); before, EINVAL.
 pub fn has_madv_populate(k: KernelVersion) -> bool {

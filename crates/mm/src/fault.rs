@@ -8,7 +8,8 @@
 //! calls `handle_mm_fault`, which builds the fault's [`Vmf`] and asks the VMA's operations
 //! (`vm_ops.rs`) for the PMD level (`huge_fault`), then walks to the PTE table and dispatches on
 //! the entry it finds: none (the operations' `fault`: `do_anonymous_page`, the page cache's
-//! `do_fault`, or another kind's own), a swap entry (`do_swap_page`), or a present PTE that a
+//! `do_fault`, or another kind's own), a swap entry (`do_swap_page`; a guard region's PTE marker
+//! there is `VM_FAULT_SIGSEGV`, `handle_pte_marker`, v6.13), or a present PTE that a
 //! write must make writable (`do_wp_page`; a shared mapping's goes to the operations'
 //! `page_mkwrite`). Shared helpers live in `memory.rs`.
 //!
@@ -296,6 +297,10 @@ async fn handle_pte_fault(vmf: &mut Vmf<'_>) -> Result<FaultOutcome, VmFault> {
     if vmf.orig_pte.is_none() {
         // `do_pte_missing`.
         return vmf.vm_ops.fault(vmf).await;
+    }
+    if vmf.orig_pte.is_guard() {
+        // `do_swap_page` -> `handle_pte_marker`: a guard region's page is always fatal (v6.13).
+        return Err(VmFault::SigSegv);
     }
     if vmf.orig_pte.is_swap() {
         return do_swap_page(vmf).await;

@@ -12,7 +12,8 @@
 //! A possibly pinned exclusive anonymous page of an mm that has pinned pages is copied for the
 //! child instead of shared ("mm: Do early cow for pinned pages during fork()", v5.9; under every
 //! `cow_reuse` rule but `mapcount_swapcount`, which ends with v5.8). A swap entry is shared with
-//! one more swap reference.
+//! one more swap reference; a guard marker (v6.13) is copied as it is, and `MADV_GUARD_INSTALL`
+//! gives its VMA an anon_vma, so that the VMA's tables are copied even when it maps a file (v6.15).
 
 use crate::arch::tlbflush::flush_tlb_range;
 use crate::era::CowReuse;
@@ -330,6 +331,11 @@ impl KState {
                 continue;
             }
             copied += 1;
+            if pte.is_marker() {
+                // `copy_nonpresent_pte`: a guard marker is copied as it is (`copy_pte_marker`).
+                self.pt.set_pte(r.dst_table, idx, pte);
+                continue;
+            }
             if pte.is_swap() {
                 self.copy_swap_pte(r, idx, pte);
                 continue;
@@ -447,7 +453,7 @@ pub(crate) async fn exit_mmap(cx: &Cx, mm: MmId) {
     for &v in &vmas {
         cx.st().hugetlb_vma_dying(v);
         let (s, e) = cx.st().vma_range(v);
-        zap_vma_range(cx, mm, v, s, e, ZapDetails::default()).await;
+        zap_vma_range(cx, mm, v, s, e, ZapDetails::UNMAP).await;
     }
     for &v in &vmas {
         cx.st().vma_detach(v);

@@ -445,7 +445,8 @@ fn census(st: &KState, table: PtId, who: Collapser, armed: bool) -> Result<PteCe
     let mut c = PteCensus::default();
     for i in 0..512 {
         let pte = st.pt.pte(table, i);
-        if pte.is_swap() {
+        // `is_swap_pte`: a guard marker counts as swapped, and its swap-in fails the collapse.
+        if pte.is_swap_pte() {
             c.swap += 1;
             if limits && c.swap > s.max_ptes_swap {
                 return Err(ScanResult::ExceedSwapPte);
@@ -557,7 +558,7 @@ async fn swapin_range(cx: &Cx, mm: MmId, haddr: VirtAddr, who: Collapser) -> Sca
         let addr = haddr + Bytes(i << 12);
         let swapped = {
             let st = cx.st();
-            st.pt.pte_slot(st.mm(mm).pgd, addr).is_some_and(|(t, j)| st.pt.pte(t, j).is_swap())
+            st.pt.pte_slot(st.mm(mm).pgd, addr).is_some_and(|(t, j)| st.pt.pte(t, j).is_swap_pte())
         };
         if swapped && {
             let acct = crate::fault::FaultAcct::Current;

@@ -1,4 +1,5 @@
-//! `MADV_FREE`, `MADV_COLD`/`MADV_PAGEOUT`, `MADV_REMOVE` and `MADV_WILLNEED` (`mm/madvise.c`
+//! `MADV_FREE`, `MADV_COLD`/`MADV_PAGEOUT`, `MADV_REMOVE`, `MADV_WILLNEED` and the guard
+//! regions' `MADV_GUARD_INSTALL`/`MADV_GUARD_REMOVE` (`mm/madvise.c`
 //! `madvise_free_single_vma` and `madvise_free_pte_range`, `madvise_cold_or_pageout_pte_range`,
 //! `mm/swap.c` `folio_mark_lazyfree`, Linux v6.8, with the eras below; the other advice is
 //! dispatched by `mmap::do_madvise`).
@@ -72,6 +73,24 @@
 //! cache (`shmem_swapin_range`), an anonymous VMA's swapped pages into the swap cache
 //! (`swapin_walk_ops`, `read_swap_cache_async`), left unmapped: a later fault finds them there
 //! and is minor.
+//!
+//! Guard regions (v6.13, 662df3e5c376 "mm: madvise: implement lightweight guard page mechanism"
+//! and its series; `era::has_madv_guard`, EINVAL before): `MADV_GUARD_INSTALL` puts a
+//! `PTE_MARKER_GUARD` marker (`pgtable.rs`) in each PTE of the range, zapping what was mapped
+//! there first (`madvise_guard_install`: a walk that installs markers into empty PTEs and stops
+//! at anything else, a zap that leaves markers, and again); an access to a marker is SIGSEGV
+//! (`fault.rs`), and GUP's fault there EFAULT (`MADV_POPULATE_*`, pins, O_DIRECT).
+//! `MADV_GUARD_REMOVE` clears the markers, leaving every other entry. The markers survive
+//! `MADV_DONTNEED`, `MADV_FREE`, `MADV_COLD`/`MADV_PAGEOUT`, truncation, hole punching and
+//! `mprotect`, go with `munmap` and `exit_mmap` (`zap.rs`), are copied by fork (`fork.rs`; not
+//! into a `VM_WIPEONFORK` VMA, whose tables fork never copies) and moved by `mremap`
+//! (`mremap.rs`); pagemap shows them (`fs/proc.rs`). Installing is EINVAL on a `VM_SPECIAL`,
+//! hugetlb or `VM_LOCKED` VMA (removing only on the first two); in v6.13-v6.14 also on a VMA
+//! that is not anonymous or lacks `VM_MAYWRITE`; from v6.15 file, shmem and read-only mappings
+//! take them too (`era::guard_regions_any_mapping`, f807123d578d). Installing gives the VMA an
+//! anon_vma (`anon_vma_prepare`), so fork copies its tables whatever it maps. Approximations:
+//! a khugepaged scan meets a marker as a swap entry whose swap-in fails (the kernel's
+//! `SCAN_FAIL` is counted as `SCAN_EXCEED_SWAP_PTE`); `process_madvise` is not modelled.
 
 use crate::arch::tlbflush::flush_tlb_range;
 use crate::era::PageoutSharing;
@@ -88,18 +107,19 @@ use crate::pgtable::{Level, Pte, Upper};
 use crate::sim::cost::Cost;
 use crate::types::ids::MmId;
 use crate::types::ids::PtId;
+use crate::types::ids::VmaId;
 use crate::vma::VmFlags;
-use crate::zap::split_huge_pmd_edges;
+use crate::zap::{ZapDetails, split_huge_pmd_edges};
 use simcore::{Bytes, Pfn, VirtAddr};
 
 /// The part of `[start, end)` that VMA `v` covers; EINVAL when `refused` says the advice does not
 /// apply to it.
 fn clip(
     st: &KState,
-    v: crate::types::ids::VmaId,
+    v: VmaId,
     start: VirtAddr,
     end: VirtAddr,
-    refused: impl Fn(&KState, crate::types::ids::VmaId) -> bool,
+    refused: impl Fn(&KState, VmaId) -> bool,
 ) -> Result<(VirtAddr, VirtAddr), Errno> {
     if refused(st, v) {
         return Err(Errno::EINVAL);
@@ -135,11 +155,23 @@ pub(crate) async fn madvise_free(
     unmapped
 }
 
-/// `madvise_free_pte_range` over `[start, end)`, one PTE table at a time under its lock;
-/// returns the entries changed.
+/// `madvise_free_pte_range` over `[start, end)`; returns the entries changed.
 async fn free_pte_range(cx: &Cx, mm: MmId, start: VirtAddr, end: VirtAddr) -> u64 {
     let anon_lru = crate::era::lazyfree_on_anon_lru(cx.kernel().version);
     let cpu = cx.cpu().0 as usize;
+    walk_ptes(cx, mm, start, end, |st, slot| st.madvise_free_pte(mm, slot, anon_lru, cpu)).await
+}
+
+/// Visits the PTEs of `[start, end)` of `mm` that PTE tables cover, one table at a time under
+/// its lock, stepping over what no table covers (`walk_page_range` without `install_pte`);
+/// `visit` says whether it changed the entry. Returns the entries changed.
+async fn walk_ptes(
+    cx: &Cx,
+    mm: MmId,
+    start: VirtAddr,
+    end: VirtAddr,
+    mut visit: impl FnMut(&mut KState, (PtId, usize)) -> bool,
+) -> u64 {
     let mut changed = 0;
     let mut addr = start;
     while addr < end {
@@ -162,7 +194,7 @@ async fn free_pte_range(cx: &Cx, mm: MmId, start: VirtAddr, end: VirtAddr) -> u6
         if st.pt.is_live(table) {
             while addr < table_end {
                 let idx = Level::Pte.index(addr);
-                changed += u64::from(st.madvise_free_pte(mm, (table, idx), anon_lru, cpu));
+                changed += u64::from(visit(&mut st, (table, idx)));
                 addr = addr + Bytes::PAGE;
             }
         }
@@ -222,10 +254,117 @@ pub(crate) fn walk_vmas(
     mm: MmId,
     start: VirtAddr,
     end: VirtAddr,
-) -> (Vec<crate::types::ids::VmaId>, Result<(), Errno>) {
+) -> (Vec<VmaId>, Result<(), Errno>) {
     let (_, hole) = crate::mmap::vmas_before_hole(st, mm, start, end);
     let unmapped = if hole { Err(Errno::ENOMEM) } else { Ok(()) };
     (st.mm(mm).vmas_in(start, end, |id| st.vma(id).end), unmapped)
+}
+
+/// `is_valid_guard_vma`: whether VMA `v` takes guard regions. Never a `VM_SPECIAL` or hugetlb
+/// VMA, nor, unless `allow_locked` (removal), a `VM_LOCKED` one; in v6.13-v6.14 only an
+/// anonymous VMA with `VM_MAYWRITE` (`era::guard_regions_any_mapping`).
+fn is_valid_guard_vma(st: &KState, v: VmaId, allow_locked: bool) -> bool {
+    let vma = st.vma(v);
+    let locked = if allow_locked { 0 } else { VmFlags::LOCKED };
+    if vma.flags.has(VmFlags::SPECIAL | VmFlags::HUGETLB | locked) || vma.vm_ops.is_hugetlb() {
+        return false;
+    }
+    crate::era::guard_regions_any_mapping(st.thp.kernel)
+        || (vma.is_anonymous() && vma.flags.has(VmFlags::MAYWRITE))
+}
+
+/// `MADV_GUARD_INSTALL` over `[start, end)` of `mm` (`madvise_guard_install`, v6.13), VMA by VMA
+/// under `mmap_lock` for read: EINVAL for a VMA [`is_valid_guard_vma`] refuses; otherwise the
+/// VMA gets an anon_vma (so fork copies its tables) and each empty PTE of the range a guard
+/// marker, PTE tables made where missing. An entry that maps something (a page, a swap entry,
+/// a huge PMD) stops the walk; the range is zapped (markers stay) and the walk starts again.
+pub(crate) async fn madvise_guard_install(
+    cx: &Cx,
+    mm: MmId,
+    start: VirtAddr,
+    end: VirtAddr,
+) -> Result<(), Errno> {
+    let lock = cx.st().mm(mm).mmap_lock;
+    let _g = lock.read(cx).await;
+    let (vmas, unmapped) = walk_vmas(&cx.st(), mm, start, end);
+    for v in vmas {
+        let (vs, ve) = clip(&cx.st(), v, start, end, |st, v| !is_valid_guard_vma(st, v, false))?;
+        crate::memory::anon_vma_prepare(cx, mm, v).await;
+        // The kernel gives up after three walks and restarts the syscall: the same loop.
+        while !install_guard_markers(cx, mm, vs, ve).await? {
+            crate::zap::zap_vma_range(cx, mm, v, vs, ve, ZapDetails::default()).await;
+        }
+    }
+    unmapped
+}
+
+/// One walk of `guard_install_walk_ops` over `[start, end)`: markers into the empty PTEs, up to
+/// the first entry that is neither empty nor a guard marker (`Ok(false)`: zap and walk again).
+async fn install_guard_markers(
+    cx: &Cx,
+    mm: MmId,
+    start: VirtAddr,
+    end: VirtAddr,
+) -> Result<bool, Errno> {
+    let (mut addr, mut installed, mut done) = (start, 0, true);
+    while addr < end && done {
+        // `walk_page_range_mm` with `install_pte` allocates the missing tables.
+        let Some(table) =
+            crate::memory::pte_alloc(cx, mm, addr).await.map_err(|_| Errno::ENOMEM)?
+        else {
+            done = false;
+            break;
+        };
+        let table_end = (addr.align_down(Bytes::PMD) + Bytes::PMD).min(end);
+        let ptl = cx.st().pt.ptl(table);
+        let _g = ptl.lock(cx).await;
+        let mut st = cx.st();
+        if !st.pt.is_live(table) {
+            continue;
+        }
+        while addr < table_end {
+            let idx = Level::Pte.index(addr);
+            let pte = st.pt.pte(table, idx);
+            if pte.is_none() {
+                st.pt.set_pte(table, idx, Pte::guard_marker());
+                installed += 1;
+            } else if !pte.is_guard() {
+                done = false;
+                break;
+            }
+            addr = addr + Bytes::PAGE;
+        }
+    }
+    cx.charge_n(Cost::PteUpdate, installed).await;
+    Ok(done)
+}
+
+/// `MADV_GUARD_REMOVE` over `[start, end)` of `mm` (`madvise_guard_remove`, v6.13): EINVAL for a
+/// VMA [`is_valid_guard_vma`] refuses (a locked one is allowed); otherwise the guard markers of
+/// the range's PTE tables are cleared, VMA by VMA under `mmap_lock` for read. A huge PMD has
+/// none and is stepped over.
+pub(crate) async fn madvise_guard_remove(
+    cx: &Cx,
+    mm: MmId,
+    start: VirtAddr,
+    end: VirtAddr,
+) -> Result<(), Errno> {
+    let lock = cx.st().mm(mm).mmap_lock;
+    let _g = lock.read(cx).await;
+    let (vmas, unmapped) = walk_vmas(&cx.st(), mm, start, end);
+    for v in vmas {
+        let (vs, ve) = clip(&cx.st(), v, start, end, |st, v| !is_valid_guard_vma(st, v, true))?;
+        let cleared = walk_ptes(cx, mm, vs, ve, |st, (table, idx)| {
+            let guard = st.pt.pte(table, idx).is_guard();
+            if guard {
+                st.pt.set_pte(table, idx, Pte::NONE);
+            }
+            guard
+        })
+        .await;
+        cx.charge_n(Cost::PteUpdate, cleared).await;
+    }
+    unmapped
 }
 
 /// `MADV_REMOVE` over `[start, end)` of `mm`: the VMAs' file ranges under `mmap_lock`, the

@@ -180,6 +180,8 @@ pub mod madv {
     pub const DONTDUMP: u32 = 16;
     pub const DODUMP: u32 = 17;
     pub const DONTNEED_LOCKED: u32 = 24;
+    pub const GUARD_INSTALL: u32 = 102;
+    pub const GUARD_REMOVE: u32 = 103;
 }
 
 /// The `PROT_*` bits and the VMA access flags they give.
@@ -1023,7 +1025,7 @@ pub(crate) async fn unmap_locked(cx: &Cx, mm: MmId, start: VirtAddr, end: VirtAd
     }
     for &v in &vmas {
         let (s, e) = cx.st().vma_range(v);
-        zap_vma_range(cx, mm, v, s, e, ZapDetails::default()).await;
+        zap_vma_range(cx, mm, v, s, e, ZapDetails::UNMAP).await;
     }
     cx.st().free_pgtables(mm, start, end);
     for v in vmas {
@@ -1406,7 +1408,7 @@ fn updates_vm_flags(advice: u32) -> bool {
 }
 
 /// `madvise_behavior_valid`: whether `kernel` has `advice` (among those mmsim models; the
-/// memory-failure and guard-region advice are refused by name before they reach the model).
+/// memory-failure advice is refused by name before it reaches the model).
 /// An advice it lacks is EINVAL before anything else is checked.
 fn madvise_behavior_valid(kernel: KernelVersion, advice: u32) -> bool {
     use crate::era;
@@ -1420,6 +1422,7 @@ fn madvise_behavior_valid(kernel: KernelVersion, advice: u32) -> bool {
         madv::COLLAPSE => era::has_madv_collapse(kernel),
         madv::FREE => era::has_madv_free(kernel),
         madv::POPULATE_READ | madv::POPULATE_WRITE => era::has_madv_populate(kernel),
+        madv::GUARD_INSTALL | madv::GUARD_REMOVE => era::has_madv_guard(kernel),
         _ => false,
     }
 }
@@ -1535,6 +1538,8 @@ async fn madvise_range(
             let write = advice == madv::POPULATE_WRITE;
             crate::gup::madvise_populate(cx, mm, start, end, write).await
         }
+        madv::GUARD_INSTALL => crate::madvise::madvise_guard_install(cx, mm, start, end).await,
+        madv::GUARD_REMOVE => crate::madvise::madvise_guard_remove(cx, mm, start, end).await,
         _ => unreachable!("advice {advice} was found valid by madvise_behavior_valid"),
     }
 }

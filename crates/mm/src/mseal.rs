@@ -24,7 +24,8 @@
 //! - `mremap` of a sealed source: v6.10-v6.11 check every VMA of `[addr, addr + old_len)`,
 //!   v6.12+ the VMA at `addr` (`vma_lookup`'s), after EFAULT for no VMA there.
 //! - The advice that discards data (`MADV_FREE`, `MADV_DONTNEED`, `MADV_REMOVE`,
-//!   `MADV_DONTFORK`, `MADV_WIPEONFORK`; `is_madv_discard`) on a sealed VMA that is private,
+//!   `MADV_DONTFORK`, `MADV_WIPEONFORK`, and from v6.13 `MADV_GUARD_INSTALL`, which zaps;
+//!   `is_madv_discard`) on a sealed VMA that is private,
 //!   anonymous and not writable (`is_ro_anon`: no file, not shared, no `VM_WRITE`; a file
 //!   mapping, private or shared, is allowed). v6.10-v6.11 refuse before any advice is given;
 //!   from v6.12 ("mseal: replace can_modify_mm_madv with a vma variant") the walk advises the
@@ -192,6 +193,7 @@ fn discards(advice: u32) -> bool {
             | madv::REMOVE
             | madv::DONTFORK
             | madv::WIPEONFORK
+            | madv::GUARD_INSTALL
     )
 }
 

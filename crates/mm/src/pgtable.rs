@@ -7,7 +7,13 @@
 //! points to where hardware holds its physical address; each table is still backed by one
 //! simulated frame, so page tables cost simulated memory (`PageTables` in meminfo) as in Linux.
 //! A non-present, non-zero PTE is a swap entry: offset in bits 12-56, type in bits 57-61, with the
-//! swap soft-dirty (bit 7) and exclusive (bit 3, `_PAGE_SWP_EXCLUSIVE`) bits.
+//! swap soft-dirty (bit 7) and exclusive (bit 3, `_PAGE_SWP_EXCLUSIVE`) bits. The last type,
+//! `SWP_PTE_MARKER` (31 on x86-64: 32 types less the device, migration, hardware-poison and
+//! marker ones leave `MAX_SWAPFILES` = 24, and the marker type comes after the other 7), is no
+//! swap device's: its offset holds marker bits (`include/linux/swapops.h`). The only marker
+//! modelled is `PTE_MARKER_GUARD` (bit 2, v6.13, 662df3e5c376), a guard region's page
+//! (`madvise.rs`). [`Pte::is_swap`] is a swap device's entry; the kernel's `is_swap_pte`, any
+//! non-present entry, is [`Pte::is_swap_pte`].
 //!
 //! Locks: each PTE and PMD table has its split page-table lock (`ptlock`, one lockdep class for
 //! both, as `ptlock_init` gives them); the upper levels are populated under
@@ -90,6 +96,9 @@ impl Pte {
     /// Swap entries (not present).
     pub const SWP_EXCLUSIVE: u64 = 1 << 3;
     pub const SWP_SOFT_DIRTY: u64 = 1 << 7;
+    /// The swap type of PTE markers, and the guard marker's bit in their offset.
+    const SWP_PTE_MARKER: u64 = 31;
+    const PTE_MARKER_GUARD: u64 = 1 << 2;
 
     pub const NONE: Pte = Pte(0);
 
@@ -107,8 +116,30 @@ impl Pte {
         self.0 & Pte::PRESENT != 0
     }
 
-    pub fn is_swap(self) -> bool {
+    /// The kernel's `is_swap_pte`: any entry neither none nor present (a swap entry or a PTE
+    /// marker).
+    pub fn is_swap_pte(self) -> bool {
         !self.is_none() && !self.is_present()
+    }
+
+    /// A swap device's entry (not a PTE marker).
+    pub fn is_swap(self) -> bool {
+        self.is_swap_pte() && (self.0 >> 57) & 31 != Pte::SWP_PTE_MARKER
+    }
+
+    /// A PTE marker (`is_pte_marker`).
+    pub fn is_marker(self) -> bool {
+        self.is_swap_pte() && (self.0 >> 57) & 31 == Pte::SWP_PTE_MARKER
+    }
+
+    /// A guard region's marker (`is_guard_swp_entry`).
+    pub fn is_guard(self) -> bool {
+        self.is_marker() && (self.0 >> 12) & Pte::PTE_MARKER_GUARD != 0
+    }
+
+    /// `make_pte_marker(PTE_MARKER_GUARD)`.
+    pub fn guard_marker() -> Pte {
+        Pte((Pte::SWP_PTE_MARKER << 57) | (Pte::PTE_MARKER_GUARD << 12))
     }
 
     pub fn pfn(self) -> Pfn {
@@ -159,7 +190,10 @@ impl Pte {
 
     /// A swap entry for `(swap type, offset)`; offset 0 is a device's header, never an entry.
     pub fn swap(kind: u8, offset: u64, exclusive: bool, soft_dirty: bool) -> Pte {
-        assert!(kind < 32 && offset < (1 << 45), "swap entry out of range");
+        assert!(
+            u64::from(kind) < Pte::SWP_PTE_MARKER && offset < (1 << 45),
+            "swap entry out of range"
+        );
         assert!(offset > 0, "swap offset 0 is the device's header");
         let mut v = (u64::from(kind) << 57) | (offset << 12);
         if exclusive {
@@ -173,7 +207,7 @@ impl Pte {
 
     /// `(type, offset)` of a swap entry.
     pub fn swap_entry(self) -> (u8, u64) {
-        debug_assert!(self.is_swap());
+        debug_assert!(self.is_swap_pte());
         (((self.0 >> 57) & 31) as u8, (self.0 >> 12) & ((1 << 45) - 1))
     }
 
@@ -186,6 +220,9 @@ impl std::fmt::Debug for Pte {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         if self.is_none() {
             return f.write_str("none");
+        }
+        if self.is_guard() {
+            return f.write_str("guard marker");
         }
         if self.is_swap() {
             let (t, o) = self.swap_entry();
@@ -630,6 +667,11 @@ mod tests {
         assert!(s.is_swap() && s.swap_exclusive() && s.soft_dirty());
         assert_eq!(s.swap_entry(), (3, 0xabcdef));
         assert_eq!(format!("{p:?}"), "pfn 0x1234 rw dirty");
+        let g = Pte::guard_marker();
+        assert!(g.is_guard() && g.is_marker() && g.is_swap_pte() && !g.is_swap());
+        assert!(!s.is_marker() && !s.is_guard() && !p.is_swap_pte());
+        assert_eq!(g.swap_entry(), (31, 4));
+        assert_eq!(format!("{g:?}"), "guard marker");
     }
 
     #[test]

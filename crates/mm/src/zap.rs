@@ -5,6 +5,10 @@
 //! its page-cache page, drops the rmap and RSS counts, and — as the kernel's `mmu_gather` does —
 //! frees the pages only after the TLB flush, so no CPU can still reach a freed frame.
 //!
+//! Guard markers (`madvise.rs`, v6.13) survive every zap but an unmap's and `exit_mmap`'s
+//! (`ZAP_FLAG_DROP_MARKER`, which `unmap_vmas` passes): `MADV_DONTNEED`, `MADV_FREE`,
+//! truncation and hole punching leave them (`zap_nonpresent_ptes`, mm/memory.c v6.13).
+//!
 //! `unmap_mapping_range` zaps every mapping of a file range found through `i_mmap` (truncation);
 //! with `even_cows = false` it leaves private anonymous copies in place, with `true` (truncate) it
 //! removes them too.
@@ -34,6 +38,15 @@ pub(crate) struct ZapDetails {
     /// Only pages of this file (truncation); anonymous copies only if `even_cows`.
     pub file_only: Option<InodeId>,
     pub even_cows: bool,
+    /// `ZAP_FLAG_DROP_MARKER`: guard markers go too (an unmap, `exit_mmap`); any other zap
+    /// (`MADV_DONTNEED`, `MADV_GUARD_INSTALL`'s, truncation) leaves them.
+    pub drop_markers: bool,
+}
+
+impl ZapDetails {
+    /// `unmap_vmas`' details: everything goes, markers included.
+    pub(crate) const UNMAP: ZapDetails =
+        ZapDetails { file_only: None, even_cows: false, drop_markers: true };
 }
 
 /// Zaps `[start, end)` of `vma` (inside one VMA); flushes the TLB, then frees the pages.
@@ -120,6 +133,14 @@ async fn zap_pte_range(
             let pte = st.pt.pte(table, idx);
             addr = addr + Bytes::PAGE;
             if pte.is_none() {
+                continue;
+            }
+            if pte.is_marker() {
+                // `zap_nonpresent_ptes`: a guard marker stays unless markers are dropped.
+                if details.drop_markers {
+                    st.pt.set_pte(table, idx, Pte::NONE);
+                    cleared += 1;
+                }
                 continue;
             }
             if pte.is_swap() {
@@ -333,7 +354,7 @@ pub(crate) async fn unmap_mapping_range(
     let lock = cx.st().inodes[inode].mapping.i_mmap_rwsem;
     let _g = lock.read(cx).await;
     let targets = cx.st().i_mmap_ranges(inode, first, last);
-    let details = ZapDetails { file_only: Some(inode), even_cows };
+    let details = ZapDetails { file_only: Some(inode), even_cows, drop_markers: false };
     for (vma, start, end) in targets {
         let mm = cx.st().vma(vma).mm;
         zap_vma_range(cx, mm, vma, start, end, details).await;

@@ -6,7 +6,9 @@ use super::model::{
     AddrExpr, Expect, FileRef, GenSeq, InspectOn, LockStatColumn, LruGenField, Observable,
     PagemapBit, Show,
 };
-use mm::fs::proc::{PM_FILE, PM_MMAP_EXCLUSIVE, PM_PFN_MASK, PM_PRESENT, PM_SOFT_DIRTY, PM_SWAP};
+use mm::fs::proc::{
+    PM_FILE, PM_GUARD_REGION, PM_MMAP_EXCLUSIVE, PM_PFN_MASK, PM_PRESENT, PM_SOFT_DIRTY, PM_SWAP,
+};
 use mm::kernel::KState;
 use simcore::Pfn;
 
@@ -174,6 +176,7 @@ fn pagemap_bit(st: &KState, e: u64, bit: PagemapBit) -> bool {
         PagemapBit::Exclusive => e & PM_MMAP_EXCLUSIVE != 0,
         PagemapBit::SoftDirty => e & PM_SOFT_DIRTY != 0,
         PagemapBit::File => e & PM_FILE != 0,
+        PagemapBit::Guard => e & PM_GUARD_REGION != 0,
         PagemapBit::ZeroPage => frame.is_some_and(|f| st.is_zero_pfn(f)),
         // KPF_THP of a page that is not a zero page (the huge zero page has both bits).
         PagemapBit::Thp => {

@@ -1018,10 +1018,13 @@ pub enum PagemapBit {
     ZeroPage,
     /// `/proc/kpageflags`' `KPF_THP` of the mapped page: part of a PMD-sized folio.
     Thp,
+    /// `PM_GUARD_REGION` (bit 58, v6.15): a guard region's page.
+    Guard,
 }
 
 impl PagemapBit {
-    pub const NAMES: &'static str = "present, swapped, exclusive, soft_dirty, file, zero_page, thp";
+    pub const NAMES: &'static str =
+        "present, swapped, exclusive, soft_dirty, file, zero_page, thp, guard";
 
     /// The bit named `name` in scenario files.
     pub fn named(name: &str) -> Option<PagemapBit> {
@@ -1033,6 +1036,7 @@ impl PagemapBit {
             ("file", PagemapBit::File),
             ("zero_page", PagemapBit::ZeroPage),
             ("thp", PagemapBit::Thp),
+            ("guard", PagemapBit::Guard),
         ];
         table.iter().find(|(n, _)| *n == name).map(|&(_, b)| b)
     }

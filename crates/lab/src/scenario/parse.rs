@@ -1033,8 +1033,8 @@ mod tests {
         );
         let low = "{ op = \"mmap\", len = 4096, prot = \"rw\", flags = \"private|32bit\" }";
         assert!(err(&task(low)).contains("`32bit`: MAP_32BIT"), "{}", err(&task(low)));
-        let guard = "{ op = \"madvise\", addr = \"0x1000\", len = 4096, advice = 102 }";
-        assert!(err(&task(guard)).contains("MADV_GUARD_INSTALL"), "{}", err(&task(guard)));
+        let offline = "{ op = \"madvise\", addr = \"0x1000\", len = 4096, advice = 101 }";
+        assert!(err(&task(offline)).contains("MADV_SOFT_OFFLINE"), "{}", err(&task(offline)));
     }
 
     #[test]

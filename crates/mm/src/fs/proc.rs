@@ -28,7 +28,9 @@
 //! `PM_FILE` from v6.11 (`era::pagemap_pmd_sets_file`). A hugetlb entry (`pagemap_hugetlb_range`)
 //! has both bits from v4.3 (`era::pagemap_hugetlb_sets_file_exclusive`): `PM_FILE` for a page
 //! that is not anonymous, `PM_MMAP_EXCLUSIVE` for a huge page mapped once and, from v6.10, not
-//! through a shared PMD table (`era::pagemap_hugetlb_exclusive_sees_pmd_share`).
+//! through a shared PMD table (`era::pagemap_hugetlb_exclusive_sees_pmd_share`). A guard
+//! region's PTE marker (v6.13) is an entry like a swap entry's, `PM_SWAP` with the marker's type
+//! and offset, and has `PM_GUARD_REGION` (bit 58) from v6.15 (`era::pagemap_has_guard_region`).
 //!
 //! status's page-table lines follow the era (`era::status_has_vm_pmd`): `VmPTE` counts the PTE
 //! tables and `VmPMD` the PMD tables from v4.0 (dc6c9a35b66b) to v4.14; from v4.15
@@ -449,9 +451,14 @@ impl KState {
                             };
                         }
                     }
-                    Some((pte, _)) if pte.is_swap() => {
+                    Some((pte, _)) if pte.is_swap_pte() => {
+                        // A guard marker too: `PM_SWAP` with the marker's type and bits, and
+                        // from v6.15 `PM_GUARD_REGION`.
                         let (t, off) = pte.swap_entry();
                         e |= PM_SWAP | u64::from(t) | (off << 5);
+                        if pte.is_guard() && crate::era::pagemap_has_guard_region(self.thp.kernel) {
+                            e |= PM_GUARD_REGION;
+                        }
                         if pte.soft_dirty() {
                             e |= PM_SOFT_DIRTY;
                         }
@@ -582,6 +589,7 @@ impl KState {
 pub const PM_PFN_MASK: u64 = (1 << 55) - 1;
 pub const PM_SOFT_DIRTY: u64 = 1 << 55;
 pub const PM_MMAP_EXCLUSIVE: u64 = 1 << 56;
+pub const PM_GUARD_REGION: u64 = 1 << 58;
 pub const PM_FILE: u64 = 1 << 61;
 pub const PM_SWAP: u64 = 1 << 62;
 pub const PM_PRESENT: u64 = 1 << 63;

@@ -548,10 +548,12 @@ impl KState {
     }
 
     /// Clears every PTE of `table` that maps a page of the THP `head` (each at its offset),
-    /// dropping their rmap, RSS and references; false, touching nothing, if a present PTE maps
-    /// anything else.
+    /// dropping their rmap, RSS and references; false, touching nothing, if a PTE maps anything
+    /// else or is not present (a guard marker).
     fn clear_thp_ptes(&mut self, mm: MmId, table: PtId, head: Pfn) -> bool {
-        let maps_own_page = |i: usize, pte: Pte| pte.is_none() || pte.pfn() == head + i as u64;
+        let maps_own_page = |i: usize, pte: Pte| {
+            pte.is_none() || (pte.is_present() && pte.pfn() == head + i as u64)
+        };
         if !(0..512).all(|i| maps_own_page(i, self.pt.pte(table, i))) {
             return false;
         }

@@ -305,8 +305,11 @@ fn check_selected(st: &KState, rule: CowReuse, want: &dyn Fn(&str) -> bool) -> R
     if want("page_tables_well_formed") {
         named("page_tables_well_formed", well_formed)?;
     }
-    // hugetlb pages have their own checker (`hugetlb/check.rs`) and count in no RSS.
-    ptes.retain(|m| !m.pte.is_present() || st.hugetlb.containing(m.pte.pfn()).is_none());
+    // hugetlb pages have their own checker (`hugetlb/check.rs`) and count in no RSS; a guard
+    // marker maps nothing.
+    ptes.retain(|m| {
+        !m.pte.is_marker() && (!m.pte.is_present() || st.hugetlb.containing(m.pte.pfn()).is_none())
+    });
     check_mappings(st, &ptes, rule, want)
         .map_err(|(name, m)| format!("invariant `{name}`: {m}"))?;
     for (name, checker) in CHECKERS {

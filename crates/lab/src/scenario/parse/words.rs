@@ -362,13 +362,14 @@ pub fn parse_advice(s: &str) -> Result<u32, String> {
         ("dontdump", madv::DONTDUMP),
         ("dodump", madv::DODUMP),
         ("dontneed_locked", madv::DONTNEED_LOCKED),
+        ("guard_install", madv::GUARD_INSTALL),
+        ("guard_remove", madv::GUARD_REMOVE),
     ];
     flag_words(s, &table, |_, b| b)
 }
 
 /// The advice numbers of `UNMODELLED_WORDS`' advice (`include/uapi/asm-generic/mman-common.h`).
-const UNMODELLED_ADVICE: [(i32, &str); 4] =
-    [(100, "hwpoison"), (101, "soft_offline"), (102, "guard_install"), (103, "guard_remove")];
+const UNMODELLED_ADVICE: [(i32, &str); 2] = [(100, "hwpoison"), (101, "soft_offline")];
 
 /// `madvise`'s advice given as the number the syscall takes: any `int` (the kernel answers one
 /// it lacks with EINVAL), but the number of an advice mmsim does not model is refused by name.
@@ -535,8 +536,6 @@ pub(super) const UNMODELLED_OPS: &[(&str, &str)] = &[
 const UNMODELLED_WORDS: &[(&str, &str)] = &[
     ("hwpoison", "MADV_HWPOISON, memory failure injection (mm/memory-failure.c)"),
     ("soft_offline", "MADV_SOFT_OFFLINE, memory failure injection (mm/memory-failure.c)"),
-    ("guard_install", "MADV_GUARD_INSTALL, guard regions (mm/madvise.c, v6.13)"),
-    ("guard_remove", "MADV_GUARD_REMOVE, guard regions (mm/madvise.c, v6.13)"),
     ("uninitialized", "MAP_UNINITIALIZED (no-MMU kernels only)"),
     ("32bit", "MAP_32BIT"),
 ];
@@ -587,7 +586,9 @@ mod tests {
         assert_eq!(parse_msync_flags("sync|invalidate"), Ok(4 | 2));
         assert_eq!(parse_map_flags("shared_validate|sync"), Ok(map::SHARED_VALIDATE | map::SYNC));
         assert!(parse_map_flags("private|32bit").unwrap_err().contains("MAP_32BIT"));
-        assert!(parse_advice_number(102).unwrap_err().contains("MADV_GUARD_INSTALL"));
+        assert!(parse_advice_number(101).unwrap_err().contains("MADV_SOFT_OFFLINE"));
+        assert_eq!(parse_advice_number(102), Ok(madv::GUARD_INSTALL));
+        assert_eq!(parse_advice("guard_remove"), Ok(madv::GUARD_REMOVE));
         assert_eq!(parse_advice_number(1212), Ok(1212));
         assert_eq!(parse_mcl_flags(""), Ok(0));
         assert_eq!(

@@ -126,7 +126,7 @@ async fn clear_table(
             continue;
         }
         if kind == ClearRefs::SoftDirty {
-            if pte.is_swap() {
+            if pte.is_swap_pte() {
                 st.pt.set_pte(table, idx, pte.without(Pte::SWP_SOFT_DIRTY));
                 continue;
             }
