@@ -201,6 +201,7 @@ async fn copy_page_range(
     while addr < end {
         let next = (addr + Bytes::PMD).align_down(Bytes::PMD).min(end);
         if copy_pmd_leaf(cx, dst_mm, src_mm, addr, &mut wrprotected).await? {
+            clear_child_pmd_uffd_wp(&mut cx.st(), cx.kernel().version, (src, dst), addr);
             addr = next;
             continue;
         }
@@ -237,6 +238,7 @@ async fn copy_page_range(
             src_mm,
             dst_mm,
             dst,
+            keep_uffd_wp: fork_keeps_uffd_wp(&cx.st(), cx.kernel().version, src, dst),
             src_table,
             dst_table,
             start: addr,
@@ -286,6 +288,26 @@ async fn copy_pmd_leaf(
     }
 }
 
+/// `copy_huge_pmd`'s uffd-wp rule: the child's PMD at `addr` loses the bit unless it keeps
+/// it ([`fork_keeps_uffd_wp`]).
+fn clear_child_pmd_uffd_wp(
+    st: &mut KState,
+    k: crate::era::KernelVersion,
+    (src, dst): (VmaId, VmaId),
+    addr: VirtAddr,
+) {
+    if fork_keeps_uffd_wp(st, k, src, dst) {
+        return;
+    }
+    let pgd = st.mm(st.vma(dst).mm).pgd;
+    if let Some((t, i)) = st.pt.pmd_slot(pgd, addr)
+        && let crate::pgtable::Upper::Leaf(leaf) = st.pt.upper(t, i)
+        && leaf.uffd_wp()
+    {
+        st.pt.set_upper(t, i, crate::pgtable::Upper::Leaf(leaf.with_uffd_wp(false)));
+    }
+}
+
 /// `needed` fresh pages for the copies fork must make (`folio_prealloc`).
 async fn preallocate(cx: &Cx, needed: usize) -> Result<Vec<Pfn>, Errno> {
     let mut prealloc = Vec::with_capacity(needed);
@@ -309,6 +331,16 @@ struct PteRange {
     cow: bool,
     rule: CowReuse,
     in_lru_fault: bool,
+    /// The child's entries keep their uffd-wp bits ([`fork_keeps_uffd_wp`]).
+    keep_uffd_wp: bool,
+}
+
+/// Whether the child's copies of `src`'s entries (in `dst`) keep their uffd-wp bits: when the
+/// child's VMA is registered for write-protection (`UFFD_FEATURE_EVENT_FORK`) from v5.16, when
+/// the parent's is before (`era::fork_uffd_wp_follows_child`; `userfaultfd/wp.rs`).
+fn fork_keeps_uffd_wp(st: &KState, k: crate::era::KernelVersion, src: VmaId, dst: VmaId) -> bool {
+    let by = if crate::era::fork_uffd_wp_follows_child(k) { dst } else { src };
+    st.userfaultfd_wp(by)
 }
 
 impl KState {
@@ -333,6 +365,9 @@ impl KState {
                 continue;
             }
             let mut child_pte = pte.without(Pte::ACCESSED);
+            if !r.keep_uffd_wp {
+                child_pte = child_pte.with_uffd_wp(false);
+            }
             if let Some(page) = vm_normal_page(pte) {
                 let head = self.folios.head(page);
                 if self.needs_cow_for_dma(r.src_mm, head, page, r.cow, r.rule) {
@@ -376,11 +411,11 @@ impl KState {
     fn copy_swap_pte(&mut self, r: &PteRange, idx: usize, pte: Pte) {
         let (_, slot) = pte.swap_entry();
         self.swap_duplicate(slot);
-        let shared = Pte::swap(0, slot, false, pte.soft_dirty());
+        let shared = Pte::swap(0, slot, false, pte.soft_dirty()).with_uffd_wp(pte.uffd_wp());
         if r.rule.tracks_anon_exclusive() && pte.swap_exclusive() {
             self.pt.set_pte(r.src_table, idx, shared);
         }
-        self.pt.set_pte(r.dst_table, idx, shared);
+        self.pt.set_pte(r.dst_table, idx, shared.with_uffd_wp(pte.uffd_wp() && r.keep_uffd_wp));
         self.mm_mut(r.dst_mm).add_rss(MmCounter::SwapEnts, 1);
     }
 

@@ -1216,11 +1216,20 @@ fn mprotect_wants_writenotify(st: &KState, v: VmaId) -> bool {
 /// Whether `change_pte_range` maps the read-only `pte` of a VMA whose new flags are `flags`
 /// writable at once (`can_change_pte_writable`), so that the next write does not fault; the
 /// caller checked that the VMA allows writes and wants the test (`MM_CP_TRY_CHANGE_WRITABLE`).
-fn can_change_pte_writable(st: &KState, kernel: KernelVersion, flags: VmFlags, pte: Pte) -> bool {
+pub(crate) fn can_change_pte_writable(
+    st: &KState,
+    kernel: KernelVersion,
+    flags: VmFlags,
+    pte: Pte,
+) -> bool {
     let shared = flags.has(VmFlags::SHARED);
     if !crate::era::mprotect_upgrades_exclusive_anon(kernel) {
         // `dirty_accountable`: only shared mappings, with the soft-dirty test as written.
         return shared && pte.dirty() && (pte.soft_dirty() || !flags.has(VmFlags::SOFTDIRTY));
+    }
+    // `userfaultfd_pte_wp`: the handler must see the write (`userfaultfd/wp.rs`).
+    if flags.has(VmFlags::UFFD_WP) && pte.uffd_wp() {
+        return false;
     }
     // `vma_soft_dirty_enabled`: tracking is on while VM_SOFTDIRTY is clear.
     if !flags.has(VmFlags::SOFTDIRTY) && !pte.soft_dirty() {
@@ -1259,8 +1268,9 @@ fn change_protection(st: &mut KState, kernel: KernelVersion, v: VmaId) -> u64 {
             _ => None,
         });
         if let Some((t, i, leaf)) = huge {
-            let keep =
-                leaf.0 & (Pte::DIRTY | Pte::ACCESSED | Pte::SOFT_DIRTY | Pte::SPECIAL | Pte::PSE);
+            let keep = leaf.0
+                & (Pte::DIRTY | Pte::ACCESSED | Pte::SOFT_DIRTY | Pte::SPECIAL | Pte::PSE)
+                | leaf.0 & Pte::UFFD_WP;
             let writable = flags.has(VmFlags::WRITE) && leaf.write();
             let bits = pte_bits(flags, writable, false) & !Pte::ACCESSED | keep;
             let mut new = Pte::new(leaf.pfn(), bits);
@@ -1280,7 +1290,8 @@ fn change_protection(st: &mut KState, kernel: KernelVersion, v: VmaId) -> u64 {
         let pte = st.pt.pte(t, i);
         if pte.is_present() {
             // `pte_modify` keeps these bits and takes the rest from `vm_page_prot`.
-            let keep = pte.0 & (Pte::DIRTY | Pte::ACCESSED | Pte::SOFT_DIRTY | Pte::SPECIAL);
+            let keep = pte.0
+                & (Pte::DIRTY | Pte::ACCESSED | Pte::SOFT_DIRTY | Pte::SPECIAL | Pte::UFFD_WP);
             let writable =
                 prot_writable || (try_upgrade && can_change_pte_writable(st, kernel, flags, pte));
             let mut new =

@@ -81,6 +81,7 @@
 pub mod events;
 pub mod mfill;
 pub mod register;
+pub mod wp;
 
 use crate::errno::{Errno, VmFault};
 use crate::kernel::{Cx, KState, UffdFlag};
@@ -89,8 +90,8 @@ use crate::pgtable::TASK_SIZE;
 use crate::types::fs::FsType;
 use crate::types::ids::{InodeId, MmId, Pid, VmaId};
 use crate::types::userfaultfd::{
-    PAGEFAULT_FLAG_MINOR, PAGEFAULT_FLAG_WRITE, UFFD_API, UffdCtx, UffdEvent, UffdFault,
-    UffdReason, UffdWaiter, Userfaultfds,
+    PAGEFAULT_FLAG_MINOR, PAGEFAULT_FLAG_WP, PAGEFAULT_FLAG_WRITE, UFFD_API, UffdCtx, UffdEvent,
+    UffdFault, UffdReason, UffdWaiter, Userfaultfds,
 };
 use crate::types::userfaultfd::{event, feature};
 use crate::vma::{VmFlags, Vma};
@@ -130,11 +131,15 @@ fn modelled_features(k: crate::era::KernelVersion) -> u64 {
     if crate::era::uffd_exact_address(k) {
         f |= feature::EXACT_ADDRESS;
     }
+    if crate::era::uffd_wp_anon(k) {
+        f |= feature::PAGEFAULT_FLAG_WP;
+    }
     f
 }
 
 /// `__VM_UFFD_FLAGS`: the registration modes modelled, as VMA flags.
-pub(crate) const VM_UFFD_FLAGS: u64 = VmFlags::UFFD_MISSING | VmFlags::UFFD_MINOR;
+pub(crate) const VM_UFFD_FLAGS: u64 =
+    VmFlags::UFFD_MISSING | VmFlags::UFFD_MINOR | VmFlags::UFFD_WP;
 
 /// `userfaultfd_reset_ctx`: `v` is no longer registered (a fork child's copy without
 /// `EVENT_FORK`, a VMA `mremap` moved without `EVENT_REMAP`, a released context's VMAs).
@@ -163,8 +168,13 @@ impl KState {
         let vmas: Vec<VmaId> = self.mms[ctx.mm]
             .as_deref()
             .map_or(Vec::new(), |mm| mm.vmas.values().copied().collect());
+        let clear_wp = crate::era::uffd_release_clears_wp(self.thp.kernel);
         for v in vmas {
             if self.vma(v).uffd == Some(inode) {
+                if clear_wp && self.userfaultfd_wp(v) {
+                    let (start, end) = (self.vma(v).start, self.vma(v).end);
+                    wp::uffd_wp_range(self, v, (start, end), false);
+                }
                 userfaultfd_reset(self.vma_mut(v));
             }
         }
@@ -182,6 +192,12 @@ impl KState {
             return Err(Errno::EINVAL);
         }
         Ok(inode)
+    }
+
+    /// `userfaultfd_wp`: writes to the PTEs of `vma` that carry the uffd-wp bit go to its
+    /// userfaultfd (v5.7).
+    pub(crate) fn userfaultfd_wp(&self, vma: VmaId) -> bool {
+        self.vma(vma).flags.has(VmFlags::UFFD_WP)
     }
 
     /// The context registered on `vma`.
@@ -333,7 +349,11 @@ pub(crate) fn handle_userfault(
     let fault = UffdFault {
         address: if exact { cx.fault_address() } else { address },
         flags: if write { PAGEFAULT_FLAG_WRITE } else { 0 }
-            | if reason == UffdReason::Minor { PAGEFAULT_FLAG_MINOR } else { 0 },
+            | match reason {
+                UffdReason::Missing => 0,
+                UffdReason::Minor => PAGEFAULT_FLAG_MINOR,
+                UffdReason::Wp => PAGEFAULT_FLAG_WP,
+            },
         ptid: if ctx.features & feature::THREAD_ID != 0 { cx.current().0 } else { 0 },
         read: false,
     };
