@@ -200,8 +200,7 @@ async fn copy_page_range(
     let mut addr = start;
     while addr < end {
         let next = (addr + Bytes::PMD).align_down(Bytes::PMD).min(end);
-        if copy_pmd_leaf(cx, dst_mm, src_mm, addr, &mut wrprotected).await? {
-            clear_child_pmd_uffd_wp(&mut cx.st(), cx.kernel().version, (src, dst), addr);
+        if copy_pmd_leaf(cx, (dst_mm, dst), (src_mm, src), addr, &mut wrprotected).await? {
             addr = next;
             continue;
         }
@@ -262,8 +261,8 @@ async fn copy_page_range(
 /// for the PTE-level copy.
 async fn copy_pmd_leaf(
     cx: &Cx,
-    dst_mm: MmId,
-    src_mm: MmId,
+    (dst_mm, dst): (MmId, VmaId),
+    (src_mm, src): (MmId, VmaId),
     addr: VirtAddr,
     wrprotected: &mut bool,
 ) -> Result<bool, Errno> {
@@ -281,6 +280,7 @@ async fn copy_pmd_leaf(
         CopyHuge::NotAnon => Ok(true),
         CopyHuge::Shared(was_writable) => {
             *wrprotected |= was_writable;
+            clear_child_pmd_uffd_wp(&mut cx.st(), cx.kernel().version, (src, dst), addr);
             cx.charge(Cost::PteUpdate).await;
             Ok(true)
         }

@@ -115,6 +115,12 @@ impl Pte {
         !self.is_none() && !self.is_present()
     }
 
+    /// The frame of a present entry that maps a normal page (`vm_normal_page`'s test: not a
+    /// special one such as the zero page).
+    pub fn normal_pfn(self) -> Option<Pfn> {
+        (self.is_present() && !self.special()).then(|| self.pfn())
+    }
+
     pub fn pfn(self) -> Pfn {
         debug_assert!(self.is_present());
         Pfn((self.0 & Pte::PFN_MASK) >> 12)

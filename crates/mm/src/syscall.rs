@@ -727,7 +727,8 @@ impl Thread {
         mode: u64,
     ) -> Result<(), Errno> {
         let at = (self.pid(), fd);
-        crate::userfaultfd::wp::userfaultfd_writeprotect(&self.cx, at, (addr, len), mode).await
+        crate::userfaultfd::writeprotect::userfaultfd_writeprotect(&self.cx, at, (addr, len), mode)
+            .await
     }
 
     /// `read(2)` of one message from userfaultfd `fd`, decoded: sleeps until a fault or an event

@@ -91,6 +91,7 @@ pub mod events;
 pub mod mfill;
 pub mod register;
 pub mod wp;
+pub mod writeprotect;
 
 use crate::errno::{Errno, VmFault};
 use crate::kernel::{Cx, KState, UffdFlag};

@@ -1,7 +1,9 @@
 //! userfaultfd write-protection of anonymous memory (fs/userfaultfd.c `userfaultfd_writeprotect`;
 //! mm/userfaultfd.c `mwriteprotect_range`, `uffd_wp_range`; mm/mprotect.c `change_pte_range`'s
 //! `MM_CP_UFFD_WP`/`MM_CP_UFFD_WP_RESOLVE`; mm/memory.c `do_wp_page`'s `userfaultfd_pte_wp`;
-//! Linux v5.7 to v6.19, `era::uffd_wp_anon`).
+//! Linux v5.7 to v6.19, `era::uffd_wp_anon`). The ioctl is `userfaultfd/writeprotect.rs`; this
+//! file holds the page-table walk and the fault path's tests, which the fault path, fork and
+//! the release reach without the ioctl's imports.
 //!
 //! A VMA registered with `UFFDIO_REGISTER_MODE_WP` (`VM_UFFD_WP`, private anonymous memory
 //! only) lets the handler write-protect its pages: `UFFDIO_WRITEPROTECT` with
@@ -43,39 +45,12 @@
 //! (the kernel's `hpage_collapse_scan_pmd` refuses a range with a uffd-wp PTE,
 //! `SCAN_PTE_UFFD_WP`), nor does `MADV_COLLAPSE`.
 
-use crate::errno::Errno;
 use crate::kernel::{Cx, KState};
 use crate::pgtable::{Pte, Upper};
-use crate::types::ids::{InodeId, Pid, VmaId};
-use crate::types::userfaultfd::{UffdWaiter, writeprotect_mode};
-use crate::userfaultfd::{RangeIoctl, range_ioctl, wake_userfault};
+use crate::types::ids::VmaId;
+use crate::types::userfaultfd::UffdWaiter;
 use crate::vma::VmFlags;
 use simcore::{Bytes, VirtAddr};
-
-/// `UFFDIO_WRITEPROTECT` of `[start, start + len)` with `mode` on descriptor `fd` of `pid`
-/// (v5.7; EINVAL before, an unknown ioctl).
-pub(crate) async fn userfaultfd_writeprotect(
-    cx: &Cx,
-    (pid, fd): (Pid, i32),
-    (start, len): (VirtAddr, u64),
-    mode: u64,
-) -> Result<(), Errno> {
-    let known = crate::era::uffd_wp_anon(cx.kernel().version);
-    let (ctx, end) = range_ioctl(cx, (pid, fd), (start, len), RangeIoctl::Fill { known }).await?;
-    if mode & !(writeprotect_mode::WP | writeprotect_mode::DONTWAKE) != 0 {
-        return Err(Errno::EINVAL);
-    }
-    let (wp, dontwake) =
-        (mode & writeprotect_mode::WP != 0, mode & writeprotect_mode::DONTWAKE != 0);
-    if wp && dontwake {
-        return Err(Errno::EINVAL);
-    }
-    mwriteprotect_range(cx, ctx, (start, end), wp).await?;
-    if !wp && !dontwake {
-        wake_userfault(cx, ctx, start, end);
-    }
-    Ok(())
-}
 
 /// Whether the fault `w` waits for is a write-protect fault taken under the per-VMA lock, whose
 /// retry comes without `FAULT_FLAG_TRIED` and counts minor (v6.7,
@@ -89,49 +64,6 @@ pub(crate) fn retry_counts_minor(cx: &Cx, w: UffdWaiter) -> bool {
         .and_then(|c| c.faults.get(&w.id))
         .is_some_and(|f| f.flags & crate::types::userfaultfd::PAGEFAULT_FLAG_WP != 0);
     wp && crate::era::uffd_wp_retry_counts_minor(cx.kernel().version)
-}
-
-/// `mwriteprotect_range`: under `mmap_lock` for read, the uffd-wp bits of every registered VMA
-/// of `[start, end)` set (`enable`) or cleared. EAGAIN while an event is delivered; ENOENT for
-/// no VMA, or one not registered for write-protection (before v6.5: unless one such VMA covers
-/// the whole range).
-async fn mwriteprotect_range(
-    cx: &Cx,
-    ctx: InodeId,
-    (start, end): (VirtAddr, VirtAddr),
-    enable: bool,
-) -> Result<(), Errno> {
-    let mm = cx.st().uffd_ctx(ctx).mm;
-    let lock = cx.st().mm(mm).mmap_lock;
-    let _g = lock.read(cx).await;
-    if cx.st().uffd_ctx(ctx).mmap_changing != 0 {
-        return Err(Errno::EAGAIN);
-    }
-    let vmas = {
-        let st = cx.st();
-        let vmas = st.mm(mm).vmas_in(start, end, |id| st.vma(id).end);
-        let spans = crate::era::uffd_writeprotect_spans_vmas(cx.kernel().version);
-        let covered =
-            vmas.first().is_some_and(|&v| st.vma(v).start <= start && st.vma(v).end >= end);
-        if vmas.is_empty() || (!spans && !covered) {
-            return Err(Errno::ENOENT);
-        }
-        vmas
-    };
-    for v in vmas {
-        if !cx.st().userfaultfd_wp(v) {
-            return Err(Errno::ENOENT);
-        }
-        let (s, e) = {
-            let st = cx.st();
-            (st.vma(v).start.max(start), st.vma(v).end.min(end))
-        };
-        crate::zap::split_huge_pmd_edges(cx, mm, s, e).await;
-        let changed = uffd_wp_range(&mut cx.st(), v, (s, e), enable);
-        cx.charge_n(crate::sim::cost::Cost::PteUpdate, changed).await;
-        crate::arch::tlbflush::flush_tlb_range(cx, mm, s, e).await;
-    }
-    Ok(())
 }
 
 /// `uffd_wp_range`: `change_protection` of `[start, end)` of VMA `v` (PMD leaves inside it
@@ -167,9 +99,7 @@ pub(crate) fn uffd_wp_range(
         let pte = st.pt.pte(t, i);
         if !pte.is_none() {
             let mut new = wp_entry(pte, enable);
-            if upgrade
-                && new.is_present()
-                && crate::mmap::can_change_pte_writable(st, k, flags, new)
+            if upgrade && new.is_present() && crate::cow::can_change_pte_writable(st, k, flags, new)
             {
                 new = new.with(Pte::RW);
             }
