@@ -607,6 +607,7 @@ impl Observer<'_> {
             PagemapBit::Exclusive => e >> 56 & 1 == 1,
             PagemapBit::SoftDirty => e >> 55 & 1 == 1,
             PagemapBit::Guard => e >> 58 & 1 == 1,
+            PagemapBit::UffdWp => e >> 57 & 1 == 1,
             PagemapBit::ZeroPage => pfn.is_some() && kpageflags(pfn)? & kpf("ZERO_PAGE") != 0,
             PagemapBit::Thp => {
                 let f = kpageflags(pfn)?;

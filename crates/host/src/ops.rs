@@ -363,6 +363,10 @@ fn uffd_op(agent: &mut Agent<'_>, u: &UffdOp) -> OpResult {
                 .sys(|| sys::uffd_ioctl(f, uffdio::CONTINUE, &mut cont))
                 .map(|_| Outcome::Count(*len))
         }
+        UffdOp::Writeprotect { fd: f, addr, len, mode } => {
+            let (f, mut wp) = (fd(agent, f)?, [at(agent, addr)?, *len, *mode]);
+            done(agent.sys(|| sys::uffd_ioctl(f, uffdio::WRITEPROTECT, &mut wp)))
+        }
         UffdOp::Read { fd: f, .. } => {
             let f = fd(agent, f)?;
             // An event the model does not know reads as a bare success, which no expectation

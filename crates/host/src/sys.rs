@@ -144,6 +144,8 @@ pub(crate) mod uffdio {
     pub(crate) const ZEROPAGE: u64 = 0xc020_aa04;
     pub(crate) const WAKE: u64 = 0x8010_aa02;
     pub(crate) const CONTINUE: u64 = 0xc020_aa07;
+    /// `UFFDIO_WRITEPROTECT` (`_IOWR(0xAA, 0x06, struct uffdio_writeprotect)`, 24 bytes, v5.7).
+    pub(crate) const WRITEPROTECT: u64 = 0xc018_aa06;
     /// `USERFAULTFD_IOC_NEW` of `/dev/userfaultfd` (`_IO(0xAA, 0x00)`, v6.1).
     pub(crate) const IOC_NEW: u64 = 0xaa00;
 }

@@ -43,9 +43,10 @@ fn hugetlb_runs_on_every_kernel() {
     }
 }
 
-/// userfaultfd is modelled (missing and minor modes, `UFFDIO_COPY`/`ZEROPAGE`/`WAKE`/`CONTINUE`,
-/// the events, `SIGBUS`, `THREAD_ID`, `EXACT_ADDRESS`); write-protection, `POISON` and `MOVE`
-/// are refused by name when the file is read.
+/// userfaultfd is modelled (missing, minor and anonymous write-protect modes,
+/// `UFFDIO_COPY`/`ZEROPAGE`/`WAKE`/`CONTINUE`/`WRITEPROTECT`, the events, `SIGBUS`, `THREAD_ID`,
+/// `EXACT_ADDRESS`); shmem and hugetlb write-protection, `WP_UNPOPULATED`, `WP_ASYNC`, `POISON`
+/// and `MOVE` are refused by name when the file is read.
 #[test]
 fn userfaultfd_runs_and_its_unmodelled_parts_are_refused() {
     let ops = |ops: &str| format!("{SCENARIO}\n[[step]]\nprocess = \"p\"\nops = [\n{ops}\n]\n");
@@ -54,15 +55,12 @@ fn userfaultfd_runs_and_its_unmodelled_parts_are_refused() {
     assert!(run(&s, &Overrides::default(), &mut |_| ()).unwrap().passed());
     let refused = [
         ("{ op = \"uffdio_move\", fd = \"u\" }", "UFFDIO_MOVE"),
-        ("{ op = \"uffdio_writeprotect\", fd = \"u\" }", "UFFDIO_WRITEPROTECT"),
+        ("{ op = \"uffdio_poison\", fd = \"u\" }", "UFFDIO_POISON"),
         ("{ op = \"uffdio_api\", fd = \"u\", features = \"poison\" }", "UFFD_FEATURE_POISON"),
+        ("{ op = \"uffdio_api\", fd = \"u\", features = \"wp_async\" }", "UFFD_FEATURE_WP_ASYNC"),
         (
-            "{ op = \"uffdio_copy\", fd = \"u\", dst = \"m\", src = \"m\", len = 4096, mode = \"wp\" }",
-            "UFFDIO_COPY_MODE_WP",
-        ),
-        (
-            "{ op = \"uffdio_register\", fd = \"u\", addr = \"0x1000\", len = 4096, mode = \"minor|wp\" }",
-            "UFFDIO_REGISTER_MODE_WP",
+            "{ op = \"uffdio_api\", fd = \"u\", features = \"pagefault_flag_wp|wp_unpopulated\" }",
+            "UFFD_FEATURE_WP_UNPOPULATED",
         ),
     ];
     for (op, name) in refused {

@@ -23,10 +23,13 @@
 //! `reuse_swap_page` rules), the model decides "copy" if the folio is locked at that instant.
 
 use crate::era::CowReuse;
+use crate::era::KernelVersion;
 use crate::folio::folio_trylock;
 use crate::folio::pg;
 use crate::kernel::KState;
+use crate::pgtable::Pte;
 use crate::types::ids::MmId;
+use crate::vma::VmFlags;
 use simcore::Pfn;
 
 /// Whether a write fault may reuse anonymous page `page` (of folio `head`) in place;
@@ -170,4 +173,36 @@ pub(crate) fn clear_refs_skips_pinned(rule: CowReuse, keeps_pinned: bool) -> boo
         CowReuse::AnonExclusive => true,
         CowReuse::MapcountSwapcount | CowReuse::Mapcount => false,
     }
+}
+
+/// Whether `change_pte_range` maps the read-only `pte` of a VMA whose new flags are `flags`
+/// writable at once (`can_change_pte_writable`), so that the next write does not fault; the
+/// caller checked that the VMA allows writes and wants the test (`MM_CP_TRY_CHANGE_WRITABLE`).
+pub(crate) fn can_change_pte_writable(
+    st: &KState,
+    kernel: KernelVersion,
+    flags: VmFlags,
+    pte: Pte,
+) -> bool {
+    let shared = flags.has(VmFlags::SHARED);
+    if !crate::era::mprotect_upgrades_exclusive_anon(kernel) {
+        // `dirty_accountable`: only shared mappings, with the soft-dirty test as written.
+        return shared && pte.dirty() && (pte.soft_dirty() || !flags.has(VmFlags::SOFTDIRTY));
+    }
+    // `userfaultfd_pte_wp`: the handler must see the write (`userfaultfd/wp.rs`).
+    if flags.has(VmFlags::UFFD_WP) && pte.uffd_wp() {
+        return false;
+    }
+    // `vma_soft_dirty_enabled`: tracking is on while VM_SOFTDIRTY is clear.
+    if !flags.has(VmFlags::SOFTDIRTY) && !pte.soft_dirty() {
+        return false;
+    }
+    if shared {
+        return pte.dirty();
+    }
+    let clean_ok = crate::era::mprotect_upgrades_clean_exclusive_anon(kernel);
+    (pte.dirty() || clean_ok)
+        && pte.normal_pfn().is_some_and(|page| {
+            st.folios.is_anon(st.folios.head(page)) && st.folios.test(page, pg::ANON_EXCLUSIVE)
+        })
 }

@@ -1376,6 +1376,65 @@ pub fn has_dev_userfaultfd(k: KernelVersion) -> bool {
     k >= v(6, 1)
 }
 
+/// userfaultfd write-protection of anonymous memory: `UFFDIO_REGISTER_MODE_WP`,
+/// `UFFD_FEATURE_PAGEFAULT_FLAG_WP`, `UFFDIO_WRITEPROTECT` and `UFFDIO_COPY_MODE_WP`, the
+/// uffd-wp bit in PTEs and swap entries (Peter Xu's series: "userfaultfd: wp: add WP pagetable
+/// tracking to x86" 5a281062af1d, "userfaultfd: wp: support swap and page migration"
+/// f45ec5ff16a7, "userfaultfd: wp: add the writeprotect API to userfaultfd ioctl",
+/// "userfaultfd: wp: enabled write protection in userfaultfd API", v5.7). Before, the mode and
+/// the copy mode are unknown bits, the feature unknown and the ioctl an unknown command
+/// (EINVAL).
+pub fn uffd_wp_anon(k: KernelVersion) -> bool {
+    k >= v(5, 7)
+}
+
+/// `/proc/PID/pagemap` bit 57, `PM_UFFD_WP`, shows a uffd-wp PTE or swap entry ("mm/pagemap:
+/// export uffd-wp protection information", fb8e37f35a2f, v5.13; pagemap.rst: "since 5.13").
+pub fn pagemap_uffd_wp(k: KernelVersion) -> bool {
+    k >= v(5, 13)
+}
+
+/// `fork` keeps a PTE's uffd-wp bit in the child only when the child's VMA is registered for
+/// write-protection (with `UFFD_FEATURE_EVENT_FORK`): "mm/userfaultfd: fix uffd-wp special
+/// cases for fork()" (8f34f1eac382, v5.16). From v5.7 to v5.15 `copy_one_pte` asked the
+/// parent's VMA ("userfaultfd: wp: drop _PAGE_UFFD_WP properly when fork", b569a1760782), so a
+/// child without `EVENT_FORK` kept the bits of a write-protect-registered parent.
+pub fn fork_uffd_wp_follows_child(k: KernelVersion) -> bool {
+    k >= v(5, 16)
+}
+
+/// `UFFDIO_UNREGISTER` of a write-protect-registered range clears the uffd-wp bits of its PTEs
+/// ("mm/uffd: reset write protection when unregister with wp-mode", f369b07c8614, v6.0);
+/// before, they stayed (inert, but visible in pagemap).
+pub fn uffd_unregister_clears_wp(k: KernelVersion) -> bool {
+    k >= v(6, 0)
+}
+
+/// The release of a userfaultfd clears the uffd-wp bits of the write-protect-registered VMAs it
+/// leaves, as unregistration does: `userfaultfd_release`'s "Reset ptes for the whole vma range
+/// if wr-protected" is in v6.11's fs/userfaultfd.c and not in v6.8's (the commit between was
+/// not identified; v6.11 is the first release the mirrors show it in).
+pub fn uffd_release_clears_wp(k: KernelVersion) -> bool {
+    k >= v(6, 11)
+}
+
+/// `UFFDIO_WRITEPROTECT` resolving the protection of an exclusive anonymous page makes its PTE
+/// writable at once (`uffd_wp_range` passes `MM_CP_TRY_CHANGE_WRITABLE`: "mm/userfaultfd: rely
+/// on vma->vm_page_prot in uffd_wp_range()", 931298e103c2, v6.3); before, the PTE stayed
+/// read-only and the next write took a write fault that reused the page.
+pub fn uffd_wp_resolve_makes_writable(k: KernelVersion) -> bool {
+    k >= v(6, 3)
+}
+
+/// `UFFDIO_WRITEPROTECT` walks every VMA of its range (`for_each_vma_range`), skipping holes,
+/// ENOENT at the first VMA not registered for write-protection or when the range holds no VMA:
+/// "mm/userfaultfd: support WP on multiple VMAs" (Muhammad Usama Anjum, v6.5, with
+/// `PAGEMAP_SCAN`'s series). Before, one registered VMA had to cover the whole range
+/// (`find_dst_vma`), ENOENT otherwise.
+pub fn uffd_writeprotect_spans_vmas(k: KernelVersion) -> bool {
+    k >= v(6, 5)
+}
+
 /// A fault retried after `VM_FAULT_RETRY` (`FAULT_FLAG_TRIED`) counts major: "mm: do page
 /// fault accounting in handle_mm_fault" (bce617edecad, v5.9). Before, x86's fault handler
 /// counted the last pass's `VM_FAULT_MAJOR` only.
@@ -1401,6 +1460,16 @@ pub fn guard_regions_any_mapping(k: KernelVersion) -> bool {
 /// guard region bit to pagemap" (8e2f2aeb8b48, v6.15); before, the entry shows only `PM_SWAP`.
 pub fn pagemap_has_guard_region(k: KernelVersion) -> bool {
     k >= v(6, 15)
+}
+
+/// A userfault taken under the per-VMA lock returns `VM_FAULT_RETRY` without
+/// `VM_FAULT_MAJOR`, so x86's `do_user_addr_fault` retries under `mmap_lock` without
+/// `FAULT_FLAG_TRIED` and the completed fault counts minor: "mm: handle userfaults under VMA
+/// lock" (29a22b9e08d7, v6.7). The model applies it to write-protect faults, whose VMA has its
+/// `anon_vma` (a missing fault of a VMA without one went to `mmap_lock` first and retried with
+/// `FAULT_FLAG_TRIED`); on 6.18 a resolved write-protect fault counts in `minflt`.
+pub fn uffd_wp_retry_counts_minor(k: KernelVersion) -> bool {
+    k >= v(6, 7)
 }
 
 /// `MADV_POPULATE_READ` and `MADV_POPULATE_WRITE` exist: "mm/madvise: introduce

@@ -39,13 +39,15 @@
 //! per-size knobs are `huge_memory/policy.rs`'s): the largest enabled order below the PMD's
 //! whose aligned range lies in the VMA with every PTE empty, mapped by one PTE per page, each
 //! page exclusive; a read still maps the zero page, and a COW copy is always one page. Not
-//! modelled: `init_on_alloc`'s skipped clearing (v6.13). (The kernel's choice skips a VMA a
-//! userfaultfd is armed on; in the model such a write fault never allocates: missing mode, the
-//! only one, sends it to the handler first.)
+//! modelled: `init_on_alloc`'s skipped clearing (v6.13). The choice skips a VMA a userfaultfd
+//! is armed on (`userfaultfd_armed`: in missing mode the handler fills the page, in
+//! write-protect mode the fault takes one page).
 //!
 //! An access just below a `VM_GROWSDOWN` VMA grows it (`expand_stack`, from v4.20; the
 //! method's note has the limits). Not yet modelled: swap readahead.
 //!
+//! A write to a uffd-wp PTE of a VMA registered for write-protection goes to the handler from
+//! `do_wp_page` before any reuse or copy (`userfaultfd/wp.rs`).
 //! A missing page of a VMA registered with a userfaultfd (`userfaultfd.rs`) goes to its handler:
 //! `do_anonymous_page` asks under the PTE lock for a read (before allocating for a write), a
 //! shmem fault before `filemap_fault` (`missing_userfault`); the fault returns
@@ -97,7 +99,8 @@ pub(crate) async fn do_user_addr_fault(
         FaultOutcome::Retry(w) => w,
         done => return Ok(done),
     };
-    let _tried = cx.uffd_scope(UffdFlag::Tried, true);
+    let tried = !crate::userfaultfd::wp::retry_counts_minor(cx, waiter);
+    let _tried = cx.uffd_scope(UffdFlag::Tried, tried);
     loop {
         userfaultfd_wait(cx, waiter).await;
         match lock_mm_and_fault(cx, mm, addr, access).await? {
@@ -373,7 +376,10 @@ async fn alloc_anon_folio(vmf: &Vmf<'_>) -> Result<Pfn, VmFault> {
     let k = cx.kernel().version;
     let (mut orders, may_reclaim) = {
         let st = cx.st();
-        let orders = vmf.vm_ops.anon_fault_orders(&st, vmf.vma, vmf.address);
+        // `userfaultfd_armed`: no large folio in a registered VMA (a write-protect one here).
+        let armed = st.vma(vmf.vma).uffd.is_some();
+        let orders =
+            if armed { 0 } else { vmf.vm_ops.anon_fault_orders(&st, vmf.vma, vmf.address) };
         (orders, st.thp.settings.fault_may_reclaim(st.vma(vmf.vma).flags))
     };
     while let Some(order) = highest_order(orders) {
@@ -578,8 +584,11 @@ async fn do_swap_page(vmf: &mut Vmf<'_>) -> Result<FaultOutcome, VmFault> {
     vmf.orig_pte = pte;
     if vmf.kind.write() && !pte.write() {
         // Not reusable: the write takes the write-protect path at once, as the kernel's
-        // do_swap_page calls do_wp_page with the PTE lock still held.
-        do_wp_page(vmf, g).await?;
+        // do_swap_page calls do_wp_page with the PTE lock still held; a write-protected page
+        // goes to the userfaultfd handler from there.
+        if let retry @ FaultOutcome::Retry(_) = do_wp_page(vmf, g).await? {
+            return Ok(retry);
+        }
     }
     Ok(outcome_of(major))
 }
@@ -643,7 +652,12 @@ fn map_swap_pte(st: &mut KState, vmf: &Vmf<'_>, head: Pfn, slot: u64) -> Pte {
     }
     let flags = st.vma(vmf.vma).flags;
     let soft_dirty = if orig.soft_dirty() { Pte::SOFT_DIRTY } else { 0 };
-    let pte = Pte::new(head, pte_bits(flags, writable, writable)).with(soft_dirty);
+    // A uffd-wp swap entry maps read-only with the bit (`pte_mkuffd_wp`), and the write goes
+    // on to `do_wp_page`, which sends it to the handler.
+    let writable = writable && !orig.uffd_wp();
+    let pte = Pte::new(head, pte_bits(flags, writable, writable))
+        .with(soft_dirty)
+        .with_uffd_wp(orig.uffd_wp());
     st.pt.set_pte(vmf.table(), vmf.pte_index(), pte);
     pte
 }
@@ -679,11 +693,19 @@ fn swapin_exclusive(st: &mut KState, vmf: &Vmf<'_>, head: Pfn) -> (bool, bool) {
 async fn do_wp_page(vmf: &Vmf<'_>, ptl: LockGuard<'_>) -> Result<FaultOutcome, VmFault> {
     let cx = vmf.cx;
     let (table, idx, orig) = (vmf.table(), vmf.pte_index(), vmf.orig_pte);
-    let (shared, page) = {
+    let (shared, page, uffd_wp) = {
         let st = cx.st();
         debug_assert_eq!(st.pt.pte(table, idx), orig, "the PTE lock keeps what the fault saw");
-        (st.vma(vmf.vma).is_shared(), vm_normal_page(orig))
+        let uffd_wp = st.userfaultfd_wp(vmf.vma) && orig.uffd_wp();
+        (st.vma(vmf.vma).is_shared(), vm_normal_page(orig), uffd_wp)
     };
+    // `userfaultfd_pte_wp`: a write to a write-protected page goes to the handler before any
+    // reuse or copy (`userfaultfd/wp.rs`).
+    if uffd_wp && !vmf.unshare() {
+        drop(ptl);
+        let why = (true, UffdReason::Wp);
+        return handle_userfault(cx, vmf.vma, vmf.address, why).map(FaultOutcome::Retry);
+    }
     if shared {
         if vmf.unshare() {
             return Ok(FaultOutcome::Minor);

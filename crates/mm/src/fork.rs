@@ -203,7 +203,7 @@ async fn copy_page_range(
     let mut addr = start;
     while addr < end {
         let next = (addr + Bytes::PMD).align_down(Bytes::PMD).min(end);
-        if copy_pmd_leaf(cx, dst_mm, src_mm, addr, &mut wrprotected).await? {
+        if copy_pmd_leaf(cx, (dst_mm, dst), (src_mm, src), addr, &mut wrprotected).await? {
             addr = next;
             continue;
         }
@@ -240,6 +240,7 @@ async fn copy_page_range(
             src_mm,
             dst_mm,
             dst,
+            keep_uffd_wp: fork_keeps_uffd_wp(&cx.st(), cx.kernel().version, src, dst),
             src_table,
             dst_table,
             start: addr,
@@ -263,8 +264,8 @@ async fn copy_page_range(
 /// for the PTE-level copy.
 async fn copy_pmd_leaf(
     cx: &Cx,
-    dst_mm: MmId,
-    src_mm: MmId,
+    (dst_mm, dst): (MmId, VmaId),
+    (src_mm, src): (MmId, VmaId),
     addr: VirtAddr,
     wrprotected: &mut bool,
 ) -> Result<bool, Errno> {
@@ -282,10 +283,31 @@ async fn copy_pmd_leaf(
         CopyHuge::NotAnon => Ok(true),
         CopyHuge::Shared(was_writable) => {
             *wrprotected |= was_writable;
+            clear_child_pmd_uffd_wp(&mut cx.st(), cx.kernel().version, (src, dst), addr);
             cx.charge(Cost::PteUpdate).await;
             Ok(true)
         }
         CopyHuge::Split => Ok(false),
+    }
+}
+
+/// `copy_huge_pmd`'s uffd-wp rule: the child's PMD at `addr` loses the bit unless it keeps
+/// it ([`fork_keeps_uffd_wp`]).
+fn clear_child_pmd_uffd_wp(
+    st: &mut KState,
+    k: crate::era::KernelVersion,
+    (src, dst): (VmaId, VmaId),
+    addr: VirtAddr,
+) {
+    if fork_keeps_uffd_wp(st, k, src, dst) {
+        return;
+    }
+    let pgd = st.mm(st.vma(dst).mm).pgd;
+    if let Some((t, i)) = st.pt.pmd_slot(pgd, addr)
+        && let crate::pgtable::Upper::Leaf(leaf) = st.pt.upper(t, i)
+        && leaf.uffd_wp()
+    {
+        st.pt.set_upper(t, i, crate::pgtable::Upper::Leaf(leaf.with_uffd_wp(false)));
     }
 }
 
@@ -312,6 +334,16 @@ struct PteRange {
     cow: bool,
     rule: CowReuse,
     in_lru_fault: bool,
+    /// The child's entries keep their uffd-wp bits ([`fork_keeps_uffd_wp`]).
+    keep_uffd_wp: bool,
+}
+
+/// Whether the child's copies of `src`'s entries (in `dst`) keep their uffd-wp bits: when the
+/// child's VMA is registered for write-protection (`UFFD_FEATURE_EVENT_FORK`) from v5.16, when
+/// the parent's is before (`era::fork_uffd_wp_follows_child`; `userfaultfd/wp.rs`).
+fn fork_keeps_uffd_wp(st: &KState, k: crate::era::KernelVersion, src: VmaId, dst: VmaId) -> bool {
+    let by = if crate::era::fork_uffd_wp_follows_child(k) { dst } else { src };
+    st.userfaultfd_wp(by)
 }
 
 impl KState {
@@ -341,6 +373,9 @@ impl KState {
                 continue;
             }
             let mut child_pte = pte.without(Pte::ACCESSED);
+            if !r.keep_uffd_wp {
+                child_pte = child_pte.with_uffd_wp(false);
+            }
             if let Some(page) = vm_normal_page(pte) {
                 let head = self.folios.head(page);
                 if self.needs_cow_for_dma(r.src_mm, head, page, r.cow, r.rule) {
@@ -384,11 +419,11 @@ impl KState {
     fn copy_swap_pte(&mut self, r: &PteRange, idx: usize, pte: Pte) {
         let (_, slot) = pte.swap_entry();
         self.swap_duplicate(slot);
-        let shared = Pte::swap(0, slot, false, pte.soft_dirty());
+        let shared = Pte::swap(0, slot, false, pte.soft_dirty()).with_uffd_wp(pte.uffd_wp());
         if r.rule.tracks_anon_exclusive() && pte.swap_exclusive() {
             self.pt.set_pte(r.src_table, idx, shared);
         }
-        self.pt.set_pte(r.dst_table, idx, shared);
+        self.pt.set_pte(r.dst_table, idx, shared.with_uffd_wp(pte.uffd_wp() && r.keep_uffd_wp));
         self.mm_mut(r.dst_mm).add_rss(MmCounter::SwapEnts, 1);
     }
 

@@ -104,7 +104,7 @@ const FOLIO: [(&str, &str); 20] = [
 
 /// Every name, with its target; the folio fields read on an address or a file index.
 /// The `vma.VM_*` fields and the flag each reads.
-const VM_FLAG_FIELDS: [(&str, u64); 11] = [
+const VM_FLAG_FIELDS: [(&str, u64); 12] = [
     ("vma.VM_MIXEDMAP", VmFlags::MIXEDMAP),
     ("vma.VM_HUGEPAGE", VmFlags::HUGEPAGE),
     ("vma.VM_LOCKED", VmFlags::LOCKED),
@@ -115,6 +115,7 @@ const VM_FLAG_FIELDS: [(&str, u64); 11] = [
     ("vma.VM_SEALED", VmFlags::SEALED),
     ("vma.VM_UFFD_MISSING", VmFlags::UFFD_MISSING),
     ("vma.VM_UFFD_MINOR", VmFlags::UFFD_MINOR),
+    ("vma.VM_UFFD_WP", VmFlags::UFFD_WP),
     ("vma.VM_MERGEABLE", VmFlags::MERGEABLE),
 ];
 
@@ -136,6 +137,7 @@ pub const FIELDS: &[Field] = &[
     f("pte.dirty", Target::Addr, "pte_dirty() (_PAGE_DIRTY)"),
     f("pte.young", Target::Addr, "pte_young() (_PAGE_ACCESSED)"),
     f("pte.soft_dirty", Target::Addr, "pte_soft_dirty() (or pte_swp_soft_dirty())"),
+    f("pte.uffd_wp", Target::Addr, "pte_uffd_wp() (or pte_swp_uffd_wp()), v5.7"),
     f("pte.special", Target::Addr, "pte_special() (zero page, DAX without struct page)"),
     f("pte.swp_exclusive", Target::Addr, "pte_swp_exclusive() of a swap entry"),
     f("pmd.none", Target::Addr, "pmd_none()"),
@@ -160,6 +162,7 @@ pub const FIELDS: &[Field] = &[
     f("vma.VM_MERGEABLE", Target::Addr, "vm_flags & VM_MERGEABLE (smaps `mg`: KSM may merge)"),
     f("vma.VM_UFFD_MISSING", Target::Addr, "vm_flags & VM_UFFD_MISSING (smaps `um`, v4.3)"),
     f("vma.VM_UFFD_MINOR", Target::Addr, "vm_flags & VM_UFFD_MINOR (smaps `ui`, v5.13)"),
+    f("vma.VM_UFFD_WP", Target::Addr, "vm_flags & VM_UFFD_WP (smaps `uw`, v5.7)"),
     f(
         "vma.has_recency",
         Target::Addr,
@@ -328,6 +331,7 @@ impl KState {
             "pte.dirty" => pte_bit(Pte::dirty),
             "pte.young" => pte_bit(Pte::young),
             "pte.soft_dirty" => b(!pte.is_none() && pte.soft_dirty()),
+            "pte.uffd_wp" => b(!pte.is_none() && pte.uffd_wp()),
             "pte.special" => pte_bit(Pte::special),
             "pte.swp_exclusive" => b(pte.swap_exclusive()),
             "pmd.none" => b(matches!(at.pmd, None | Some(Upper::None))),

@@ -164,7 +164,7 @@ pub(crate) fn wants_writenotify(st: &KState, vma: VmaId) -> bool {
 
 /// `vm_normal_page`: the page a PTE maps, or `None` for special mappings (the zero page).
 pub(crate) fn vm_normal_page(pte: Pte) -> Option<Pfn> {
-    (pte.is_present() && !pte.special()).then(|| pte.pfn())
+    pte.normal_pfn()
 }
 
 /// Makes sure the table below `parent`'s entry for `addr` exists (`__pud_alloc`, `__pmd_alloc`,

@@ -88,9 +88,9 @@
 use crate::arch::tlbflush::flush_tlb_range;
 use crate::era::KernelVersion;
 use crate::errno::Errno;
-use crate::folio::pg;
+
 use crate::kernel::{Cx, KState};
-use crate::memory::{pte_bits, vm_normal_page, wants_writenotify};
+use crate::memory::{pte_bits, wants_writenotify};
 use crate::mm_struct::MMAP_MIN;
 use crate::pgtable::{Pte, TASK_SIZE, Upper};
 use crate::sim::cost::Cost;
@@ -1215,29 +1215,6 @@ fn mprotect_wants_writenotify(st: &KState, v: VmaId) -> bool {
     wants_writenotify(st, v) || (shared_writable && !flags.has(VmFlags::SOFTDIRTY))
 }
 
-/// Whether `change_pte_range` maps the read-only `pte` of a VMA whose new flags are `flags`
-/// writable at once (`can_change_pte_writable`), so that the next write does not fault; the
-/// caller checked that the VMA allows writes and wants the test (`MM_CP_TRY_CHANGE_WRITABLE`).
-fn can_change_pte_writable(st: &KState, kernel: KernelVersion, flags: VmFlags, pte: Pte) -> bool {
-    let shared = flags.has(VmFlags::SHARED);
-    if !crate::era::mprotect_upgrades_exclusive_anon(kernel) {
-        // `dirty_accountable`: only shared mappings, with the soft-dirty test as written.
-        return shared && pte.dirty() && (pte.soft_dirty() || !flags.has(VmFlags::SOFTDIRTY));
-    }
-    // `vma_soft_dirty_enabled`: tracking is on while VM_SOFTDIRTY is clear.
-    if !flags.has(VmFlags::SOFTDIRTY) && !pte.soft_dirty() {
-        return false;
-    }
-    if shared {
-        return pte.dirty();
-    }
-    let clean_ok = crate::era::mprotect_upgrades_clean_exclusive_anon(kernel);
-    (pte.dirty() || clean_ok)
-        && vm_normal_page(pte).is_some_and(|page| {
-            st.folios.is_anon(st.folios.head(page)) && st.folios.test(page, pg::ANON_EXCLUSIVE)
-        })
-}
-
 /// `change_protection` for one VMA after its flags changed; returns the PTEs visited.
 fn change_protection(st: &mut KState, kernel: KernelVersion, v: VmaId) -> u64 {
     let (mm, start, end, flags) = {
@@ -1261,8 +1238,9 @@ fn change_protection(st: &mut KState, kernel: KernelVersion, v: VmaId) -> u64 {
             _ => None,
         });
         if let Some((t, i, leaf)) = huge {
-            let keep =
-                leaf.0 & (Pte::DIRTY | Pte::ACCESSED | Pte::SOFT_DIRTY | Pte::SPECIAL | Pte::PSE);
+            let keep = leaf.0
+                & (Pte::DIRTY | Pte::ACCESSED | Pte::SOFT_DIRTY | Pte::SPECIAL | Pte::PSE)
+                | leaf.0 & Pte::UFFD_WP;
             let writable = flags.has(VmFlags::WRITE) && leaf.write();
             let bits = pte_bits(flags, writable, false) & !Pte::ACCESSED | keep;
             let mut new = Pte::new(leaf.pfn(), bits);
@@ -1282,9 +1260,10 @@ fn change_protection(st: &mut KState, kernel: KernelVersion, v: VmaId) -> u64 {
         let pte = st.pt.pte(t, i);
         if pte.is_present() {
             // `pte_modify` keeps these bits and takes the rest from `vm_page_prot`.
-            let keep = pte.0 & (Pte::DIRTY | Pte::ACCESSED | Pte::SOFT_DIRTY | Pte::SPECIAL);
-            let writable =
-                prot_writable || (try_upgrade && can_change_pte_writable(st, kernel, flags, pte));
+            let keep = pte.0
+                & (Pte::DIRTY | Pte::ACCESSED | Pte::SOFT_DIRTY | Pte::SPECIAL | Pte::UFFD_WP);
+            let writable = prot_writable
+                || (try_upgrade && crate::cow::can_change_pte_writable(st, kernel, flags, pte));
             let mut new =
                 Pte::new(pte.pfn(), pte_bits(flags, writable, false) & !Pte::ACCESSED | keep);
             if !accessible {

@@ -91,6 +91,8 @@ impl Pte {
     pub const PSE: u64 = 1 << 7;
     pub const SPECIAL: u64 = 1 << 9;
     pub const SOFT_DIRTY: u64 = 1 << 11;
+    /// `_PAGE_UFFD_WP` (x86's software bit 10, v5.7): a userfaultfd write-protected the page.
+    pub const UFFD_WP: u64 = 1 << 10;
     pub const NX: u64 = 1 << 63;
     const PFN_MASK: u64 = ((1 << 52) - 1) & !0xfff;
     /// Swap entries (not present).
@@ -99,6 +101,8 @@ impl Pte {
     /// The swap type of PTE markers, and the guard marker's bit in their offset.
     const SWP_PTE_MARKER: u64 = 31;
     const PTE_MARKER_GUARD: u64 = 1 << 2;
+    /// `_PAGE_SWP_UFFD_WP` (bit 2 of a swap entry, v5.7).
+    pub const SWP_UFFD_WP: u64 = 1 << 2;
 
     pub const NONE: Pte = Pte(0);
 
@@ -142,6 +146,12 @@ impl Pte {
         Pte((Pte::SWP_PTE_MARKER << 57) | (Pte::PTE_MARKER_GUARD << 12))
     }
 
+    /// The frame of a present entry that maps a normal page (`vm_normal_page`'s test: not a
+    /// special one such as the zero page).
+    pub fn normal_pfn(self) -> Option<Pfn> {
+        (self.is_present() && !self.special()).then(|| self.pfn())
+    }
+
     pub fn pfn(self) -> Pfn {
         debug_assert!(self.is_present());
         Pfn((self.0 & Pte::PFN_MASK) >> 12)
@@ -169,6 +179,22 @@ impl Pte {
 
     pub fn soft_dirty(self) -> bool {
         if self.is_present() { self.has(Pte::SOFT_DIRTY) } else { self.has(Pte::SWP_SOFT_DIRTY) }
+    }
+
+    /// `pte_uffd_wp` (or `pte_swp_uffd_wp` of a swap entry).
+    pub fn uffd_wp(self) -> bool {
+        if self.is_present() { self.has(Pte::UFFD_WP) } else { self.has(Pte::SWP_UFFD_WP) }
+    }
+
+    /// `pte_mkuffd_wp` (write-protected as well) or `pte_swp_mkuffd_wp`; `pte_clear_uffd_wp`
+    /// or `pte_swp_clear_uffd_wp` when `on` is false.
+    pub fn with_uffd_wp(self, on: bool) -> Pte {
+        let bit = if self.is_present() { Pte::UFFD_WP } else { Pte::SWP_UFFD_WP };
+        match (on, self.is_present()) {
+            (true, true) => self.with(bit).wrprotect(),
+            (true, false) => self.with(bit),
+            (false, _) => self.without(bit),
+        }
     }
 
     pub fn huge(self) -> bool {
@@ -239,6 +265,7 @@ impl std::fmt::Debug for Pte {
             (Pte::ACCESSED, " young"),
             (Pte::SPECIAL, " special"),
             (Pte::SOFT_DIRTY, " soft-dirty"),
+            (Pte::UFFD_WP, " uffd-wp"),
             (Pte::PSE, " huge"),
         ] {
             if self.has(bit) {

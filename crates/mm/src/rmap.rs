@@ -485,7 +485,8 @@ impl KState {
             self.swap_duplicate(slot);
             let exclusive = self.folios.test(m.page, pg::ANON_EXCLUSIVE);
             let keep_exclusive = ttu.anon_exclusive && exclusive;
-            self.pt.set_pte(t, i, Pte::swap(0, slot, keep_exclusive, pte.soft_dirty()));
+            let swp = Pte::swap(0, slot, keep_exclusive, pte.soft_dirty());
+            self.pt.set_pte(t, i, swp.with_uffd_wp(pte.uffd_wp()));
             self.folios.clear_flag(m.page, pg::ANON_EXCLUSIVE);
             self.mm_mut(m.mm).add_rss(crate::mm_struct::MmCounter::SwapEnts, 1);
         } else {

@@ -661,7 +661,7 @@ impl Thread {
     }
 
     /// `ioctl(fd, UFFDIO_REGISTER)` of `[addr, addr + len)` with `mode`
-    /// (`UFFDIO_REGISTER_MODE_MISSING`).
+    /// (`UFFDIO_REGISTER_MODE_*`).
     pub async fn uffdio_register(
         &self,
         fd: i32,
@@ -720,6 +720,20 @@ impl Thread {
     ) -> Result<u64, Errno> {
         let at = (self.pid(), fd);
         crate::userfaultfd::mfill::userfaultfd_continue(&self.cx, at, dst, (len, mode)).await
+    }
+
+    /// `ioctl(fd, UFFDIO_WRITEPROTECT)` of `[addr, addr + len)` with `mode`
+    /// (`UFFDIO_WRITEPROTECT_MODE_*`, v5.7): sets or resolves the write-protection.
+    pub async fn uffdio_writeprotect(
+        &self,
+        fd: i32,
+        addr: VirtAddr,
+        len: u64,
+        mode: u64,
+    ) -> Result<(), Errno> {
+        let at = (self.pid(), fd);
+        crate::userfaultfd::writeprotect::userfaultfd_writeprotect(&self.cx, at, (addr, len), mode)
+            .await
     }
 
     /// `read(2)` of one message from userfaultfd `fd`, decoded: sleeps until a fault or an event

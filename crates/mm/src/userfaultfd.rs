@@ -36,7 +36,9 @@
 //! `MISSING_SHMEM` (`era::uffd_missing_hugetlb_shmem`) and the events `EVENT_FORK`,
 //! `EVENT_REMAP`, `EVENT_REMOVE`, `EVENT_UNMAP` (`era::uffd_noncooperative_events`) from v4.11;
 //! `SIGBUS` and `THREAD_ID` from v4.14 (`era::uffd_sigbus_thread_id`); `MINOR_HUGETLBFS` from
-//! v5.13, `MINOR_SHMEM` from v5.14; `EXACT_ADDRESS` from v5.18 (`era::uffd_exact_address`). A second `UFFDIO_API`, or any other ioctl before the
+//! v5.13, `MINOR_SHMEM` from v5.14; `EXACT_ADDRESS` from v5.18 (`era::uffd_exact_address`);
+//! `PAGEFAULT_FLAG_WP` from v5.7 (`era::uffd_wp_anon`). A second `UFFDIO_API`, or any other ioctl
+//! before the
 //! first, is EINVAL. With `SIGBUS` a fault in a registered range posts nothing and raises
 //! SIGBUS (`handle_userfault` returns `VM_FAULT_SIGBUS` before anything else); with
 //! `THREAD_ID` the message carries the faulting task's id (`feat.ptid`); with
@@ -55,13 +57,20 @@
 //! moved VMA's from v5.0 (`era::mremap_drops_uffd`). Without `EVENT_REMOVE`, `MADV_DONTNEED`'s
 //! zapped pages are simply missing again, and the next access faults to the handler.
 //!
-//! Approximations: the missing and minor modes are modelled. Refused by name in scenarios (and
-//! EINVAL through this API): write-protection (`UFFDIO_REGISTER_MODE_WP`,
-//! `UFFD_FEATURE_PAGEFAULT_FLAG_WP`, `UFFDIO_WRITEPROTECT`, `UFFDIO_COPY_MODE_WP`, v5.7;
-//! `WP_HUGETLBFS_SHMEM` v5.19, `WP_UNPOPULATED` v6.4, `WP_ASYNC` v6.7,
-//! `UFFDIO_CONTINUE_MODE_WP`), `UFFD_FEATURE_POISON`/`UFFDIO_POISON` (v6.6),
-//! `UFFD_FEATURE_MOVE`/`UFFDIO_MOVE` (v6.8), and the `vm.unprivileged_userfaultfd` sysctl (v5.2; the scenario's
-//! tasks are privileged, so `EVENT_FORK`'s `CAP_SYS_PTRACE` test of v5.3 passes too). From
+//! Write-protect mode (`UFFDIO_REGISTER_MODE_WP`, `VM_UFFD_WP`, `UFFD_FEATURE_PAGEFAULT_FLAG_WP`,
+//! `UFFDIO_WRITEPROTECT`, `UFFDIO_COPY_MODE_WP`; anonymous memory from v5.7, `era::uffd_wp_anon`)
+//! is `userfaultfd/wp.rs`: a write to a uffd-wp PTE posts a message with
+//! `UFFD_PAGEFAULT_FLAG_WP` and sleeps until the protection is resolved.
+//!
+//! Approximations: refused by name in scenarios (and EINVAL through this API): shmem and hugetlb
+//! write-protection (`WP_HUGETLBFS_SHMEM` v5.19), `WP_UNPOPULATED` v6.4, `WP_ASYNC` v6.7,
+//! `UFFD_FEATURE_POISON`/`UFFDIO_POISON` (v6.6), `UFFD_FEATURE_MOVE`/`UFFDIO_MOVE` (v6.8), and
+//! the `vm.unprivileged_userfaultfd` sysctl (v5.2; the scenario's tasks are privileged, so
+//! `EVENT_FORK`'s `CAP_SYS_PTRACE` test of v5.3 passes too). A retried write-protect fault
+//! counts minor from v6.7 (`era::uffd_wp_retry_counts_minor`: the kernel took it under the
+//! per-VMA lock); a retried missing fault counts major from v5.9 in every later era, as when
+//! the VMA has no `anon_vma` yet (the kernel's read fault of a VMA that has one is taken
+//! under the per-VMA lock from v6.7 and counts minor: not modelled). From
 //! v4.3 to v4.9 the kernel's message gave the unmasked address of an anonymous fault (the
 //! masking came with "mm: use vmf->address instead of of vmf->virtual_address", 1a29d85eb0f1,
 //! v4.10, which `EXACT_ADDRESS` undid on request); the model gives the page's there too. The
@@ -81,6 +90,8 @@
 pub mod events;
 pub mod mfill;
 pub mod register;
+pub mod wp;
+pub mod writeprotect;
 
 use crate::errno::{Errno, VmFault};
 use crate::kernel::{Cx, KState, UffdFlag};
@@ -89,8 +100,8 @@ use crate::pgtable::TASK_SIZE;
 use crate::types::fs::FsType;
 use crate::types::ids::{InodeId, MmId, Pid, VmaId};
 use crate::types::userfaultfd::{
-    PAGEFAULT_FLAG_MINOR, PAGEFAULT_FLAG_WRITE, UFFD_API, UffdCtx, UffdEvent, UffdFault,
-    UffdReason, UffdWaiter, Userfaultfds,
+    PAGEFAULT_FLAG_MINOR, PAGEFAULT_FLAG_WP, PAGEFAULT_FLAG_WRITE, UFFD_API, UffdCtx, UffdEvent,
+    UffdFault, UffdReason, UffdWaiter, Userfaultfds,
 };
 use crate::types::userfaultfd::{event, feature};
 use crate::vma::{VmFlags, Vma};
@@ -130,11 +141,15 @@ fn modelled_features(k: crate::era::KernelVersion) -> u64 {
     if crate::era::uffd_exact_address(k) {
         f |= feature::EXACT_ADDRESS;
     }
+    if crate::era::uffd_wp_anon(k) {
+        f |= feature::PAGEFAULT_FLAG_WP;
+    }
     f
 }
 
 /// `__VM_UFFD_FLAGS`: the registration modes modelled, as VMA flags.
-pub(crate) const VM_UFFD_FLAGS: u64 = VmFlags::UFFD_MISSING | VmFlags::UFFD_MINOR;
+pub(crate) const VM_UFFD_FLAGS: u64 =
+    VmFlags::UFFD_MISSING | VmFlags::UFFD_MINOR | VmFlags::UFFD_WP;
 
 /// `userfaultfd_reset_ctx`: `v` is no longer registered (a fork child's copy without
 /// `EVENT_FORK`, a VMA `mremap` moved without `EVENT_REMAP`, a released context's VMAs).
@@ -163,8 +178,13 @@ impl KState {
         let vmas: Vec<VmaId> = self.mms[ctx.mm]
             .as_deref()
             .map_or(Vec::new(), |mm| mm.vmas.values().copied().collect());
+        let clear_wp = crate::era::uffd_release_clears_wp(self.thp.kernel);
         for v in vmas {
             if self.vma(v).uffd == Some(inode) {
+                if clear_wp && self.userfaultfd_wp(v) {
+                    let (start, end) = (self.vma(v).start, self.vma(v).end);
+                    wp::uffd_wp_range(self, v, (start, end), false);
+                }
                 userfaultfd_reset(self.vma_mut(v));
             }
         }
@@ -182,6 +202,12 @@ impl KState {
             return Err(Errno::EINVAL);
         }
         Ok(inode)
+    }
+
+    /// `userfaultfd_wp`: writes to the PTEs of `vma` that carry the uffd-wp bit go to its
+    /// userfaultfd (v5.7).
+    pub(crate) fn userfaultfd_wp(&self, vma: VmaId) -> bool {
+        self.vma(vma).flags.has(VmFlags::UFFD_WP)
     }
 
     /// The context registered on `vma`.
@@ -333,7 +359,11 @@ pub(crate) fn handle_userfault(
     let fault = UffdFault {
         address: if exact { cx.fault_address() } else { address },
         flags: if write { PAGEFAULT_FLAG_WRITE } else { 0 }
-            | if reason == UffdReason::Minor { PAGEFAULT_FLAG_MINOR } else { 0 },
+            | match reason {
+                UffdReason::Missing => 0,
+                UffdReason::Minor => PAGEFAULT_FLAG_MINOR,
+                UffdReason::Wp => PAGEFAULT_FLAG_WP,
+            },
         ptid: if ctx.features & feature::THREAD_ID != 0 { cx.current().0 } else { 0 },
         read: false,
     };

@@ -37,6 +37,9 @@ impl VmFlags {
     /// (`userfaultfd.rs`).
     pub const UFFD_MISSING: u64 = 0x200;
     pub const PFNMAP: u64 = 0x400;
+    /// `VM_UFFD_WP` (v5.7): a userfaultfd handles writes to the PTEs it write-protected
+    /// (`userfaultfd/wp.rs`).
+    pub const UFFD_WP: u64 = 0x1000;
     /// Removed in v5.15; kept for the file-THP rule of older kernels.
     pub const DENYWRITE: u64 = 0x800;
     pub const LOCKED: u64 = 0x2000;
@@ -92,7 +95,7 @@ impl VmFlags {
 }
 
 /// smaps' `VmFlags:` mnemonics (`fs/proc/task_mmu.c` `show_smap_vma_flags`).
-const MNEMONICS: [(u64, &str); 31] = [
+const MNEMONICS: [(u64, &str); 32] = [
     (VmFlags::READ, "rd"),
     (VmFlags::WRITE, "wr"),
     (VmFlags::EXEC, "ex"),
@@ -105,6 +108,7 @@ const MNEMONICS: [(u64, &str); 31] = [
     (VmFlags::UFFD_MISSING, "um"),
     (VmFlags::PFNMAP, "pf"),
     (VmFlags::DENYWRITE, "dw"),
+    (VmFlags::UFFD_WP, "uw"),
     (VmFlags::LOCKED, "lo"),
     (VmFlags::IO, "io"),
     (VmFlags::SEQ_READ, "sr"),

@@ -175,6 +175,7 @@ fn pagemap_bit(st: &KState, e: u64, bit: PagemapBit) -> bool {
         PagemapBit::Swapped => e & PM_SWAP != 0,
         PagemapBit::Exclusive => e & PM_MMAP_EXCLUSIVE != 0,
         PagemapBit::SoftDirty => e & PM_SOFT_DIRTY != 0,
+        PagemapBit::UffdWp => e & mm::fs::proc::PM_UFFD_WP != 0,
         PagemapBit::File => e & PM_FILE != 0,
         PagemapBit::Guard => e & PM_GUARD_REGION != 0,
         PagemapBit::ZeroPage => frame.is_some_and(|f| st.is_zero_pfn(f)),

@@ -4,7 +4,7 @@
 use super::model::{AddrExpr, FileRef, MsgExpect, Op, OpExpect, OpKind, UffdOp, Until};
 use mm::kernel::KState;
 use mm::types::ids::HoldId;
-use mm::types::userfaultfd::{PAGEFAULT_FLAG_MINOR, PAGEFAULT_FLAG_WRITE};
+use mm::types::userfaultfd::{PAGEFAULT_FLAG_MINOR, PAGEFAULT_FLAG_WP, PAGEFAULT_FLAG_WRITE};
 use mm::userfaultfd::UffdMsg;
 use mm::{ExecLayout, MmapArgs, Pid, Switches, SysError, Thread};
 use simcore::VirtAddr;
@@ -678,6 +678,10 @@ async fn uffd_op(t: &Thread, u: &UffdOp, env: &RefCell<Env>) -> Result<Outcome, 
         UffdOp::Continue { fd: f, dst, len, mode } => {
             Outcome::Count(t.uffdio_continue(fd(f)?, addr(dst)?, *len, *mode).await?)
         }
+        UffdOp::Writeprotect { fd: f, addr: a, len, mode } => {
+            t.uffdio_writeprotect(fd(f)?, addr(a)?, *len, *mode).await?;
+            Outcome::Done
+        }
         UffdOp::Read { fd: f, .. } => Outcome::Uffd(t.uffd_read(fd(f)?).await?),
     })
 }
@@ -814,6 +818,9 @@ fn neutral(result: &Result<Outcome, SysError>) -> String {
 fn msg_kind(m: &UffdMsg) -> &'static str {
     match m {
         UffdMsg::Pagefault { flags, .. } if flags & PAGEFAULT_FLAG_MINOR != 0 => "a minor fault",
+        UffdMsg::Pagefault { flags, .. } if flags & PAGEFAULT_FLAG_WP != 0 => {
+            "a write-protect fault"
+        }
         UffdMsg::Pagefault { flags, .. } if flags & PAGEFAULT_FLAG_WRITE != 0 => "a write fault",
         UffdMsg::Pagefault { .. } => "a read fault",
         UffdMsg::Fork { .. } => "a fork event",
@@ -913,7 +920,7 @@ fn msg_meets(
     got: Option<&UffdMsg>,
 ) -> Result<(bool, String), String> {
     let want = match m {
-        MsgExpect::Pagefault { addr, write, minor, tid } => {
+        MsgExpect::Pagefault { addr, write, minor, wp, tid } => {
             let address = names.addr(addr)?;
             let ptid = tid.as_ref().map(|p| names.process(p)).transpose()?.map(|p| p.0);
             let flag = |want: &Option<bool>, flags: u64, bit: u64| {
@@ -924,6 +931,7 @@ fn msg_meets(
                     a == address
                         && flag(write, flags, PAGEFAULT_FLAG_WRITE)
                         && flag(minor, flags, PAGEFAULT_FLAG_MINOR)
+                        && flag(wp, flags, PAGEFAULT_FLAG_WP)
                         && ptid.is_none_or(|p| p == t)
                 }
                 _ => false,
@@ -933,7 +941,11 @@ fn msg_meets(
                 Some(false) => "a read fault",
                 None => "a fault",
             };
-            let minor = if *minor == Some(true) { " (minor)" } else { "" };
+            let minor = match (minor, wp) {
+                (Some(true), _) => " (minor)",
+                (_, Some(true)) => " (write-protect)",
+                _ => "",
+            };
             let by = tid.as_ref().map_or(String::new(), |p| format!(" by `{p}`"));
             return Ok((held, format!("{kind}{minor} at {address:?}{by}")));
         }

@@ -626,6 +626,9 @@ pub enum UffdOp {
     Zeropage { fd: String, dst: AddrExpr, len: u64, mode: u64 },
     /// `ioctl(UFFDIO_CONTINUE)` of `[dst, dst + len)` with `mode`; counts the bytes.
     Continue { fd: String, dst: AddrExpr, len: u64, mode: u64 },
+    /// `ioctl(UFFDIO_WRITEPROTECT)` of `[addr, addr + len)` with `mode` (`wp` sets the
+    /// protection, none resolves it, `dontwake`).
+    Writeprotect { fd: String, addr: AddrExpr, len: u64, mode: u64 },
     /// `read(2)` of one message from userfaultfd `fd` (sleeping for one): binds a fault's
     /// address, or with `fork` (its expectation is a fork event) the child's descriptor.
     Read { fd: String, fork: bool },
@@ -643,6 +646,7 @@ impl UffdOp {
             UffdOp::Copy { .. } => "uffdio_copy",
             UffdOp::Zeropage { .. } => "uffdio_zeropage",
             UffdOp::Continue { .. } => "uffdio_continue",
+            UffdOp::Writeprotect { .. } => "uffdio_writeprotect",
             UffdOp::Read { .. } => "uffd_read",
         }
     }
@@ -652,8 +656,15 @@ impl UffdOp {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum MsgExpect {
     /// A page fault at `addr`; a write fault or not when `write` is given, a minor fault or not
-    /// when `minor` is; raised by process `tid`'s thread when given (`UFFD_FEATURE_THREAD_ID`).
-    Pagefault { addr: AddrExpr, write: Option<bool>, minor: Option<bool>, tid: Option<String> },
+    /// when `minor` is, a write-protect fault or not when `wp` is; raised by process `tid`'s
+    /// thread when given (`UFFD_FEATURE_THREAD_ID`).
+    Pagefault {
+        addr: AddrExpr,
+        write: Option<bool>,
+        minor: Option<bool>,
+        wp: Option<bool>,
+        tid: Option<String>,
+    },
     /// `UFFD_EVENT_FORK`.
     Fork,
     /// `UFFD_EVENT_REMAP` of `len` bytes from `from` to `to`.
@@ -1014,6 +1025,8 @@ pub enum PagemapBit {
     Swapped,
     Exclusive,
     SoftDirty,
+    /// `PM_UFFD_WP` (bit 57, v5.13): the PTE or swap entry is uffd write-protected.
+    UffdWp,
     File,
     ZeroPage,
     /// `/proc/kpageflags`' `KPF_THP` of the mapped page: part of a PMD-sized folio.
@@ -1024,7 +1037,7 @@ pub enum PagemapBit {
 
 impl PagemapBit {
     pub const NAMES: &'static str =
-        "present, swapped, exclusive, soft_dirty, file, zero_page, thp, guard";
+        "present, swapped, exclusive, soft_dirty, uffd_wp, file, zero_page, thp, guard";
 
     /// The bit named `name` in scenario files.
     pub fn named(name: &str) -> Option<PagemapBit> {
@@ -1033,6 +1046,7 @@ impl PagemapBit {
             ("swapped", PagemapBit::Swapped),
             ("exclusive", PagemapBit::Exclusive),
             ("soft_dirty", PagemapBit::SoftDirty),
+            ("uffd_wp", PagemapBit::UffdWp),
             ("file", PagemapBit::File),
             ("zero_page", PagemapBit::ZeroPage),
             ("thp", PagemapBit::Thp),

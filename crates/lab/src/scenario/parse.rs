@@ -1015,13 +1015,11 @@ mod tests {
             format!("[[process]]\nname = \"p\"\n[[step]]\nprocess = \"p\"\nops = [ {ops} ]\n")
         };
         assert_eq!(
-            err(&task("{ op = \"uffdio_writeprotect\" }")),
-            "s.toml:5: `uffdio_writeprotect`: UFFDIO_WRITEPROTECT, userfaultfd write-protection (v5.7) is not modelled by mmsim"
+            err(&task("{ op = \"uffdio_move\" }")),
+            "s.toml:5: `uffdio_move`: UFFDIO_MOVE (v6.8) is not modelled by mmsim"
         );
-        let wp = "{ op = \"uffdio_register\", fd = \"u\", addr = \"0x1000\", len = 4096, mode = \"missing|wp\" }";
-        assert!(err(&task(wp)).contains("`wp`: UFFDIO_REGISTER_MODE_WP"), "{}", err(&task(wp)));
-        let wp = "{ op = \"uffdio_api\", fd = \"u\", features = \"event_fork|pagefault_flag_wp\" }";
-        assert!(err(&task(wp)).contains("`pagefault_flag_wp`: UFFD_FEATURE_PAGEFAULT_FLAG_WP"));
+        let wp = "{ op = \"uffdio_api\", fd = \"u\", features = \"event_fork|wp_unpopulated\" }";
+        assert!(err(&task(wp)).contains("`wp_unpopulated`: UFFD_FEATURE_WP_UNPOPULATED"));
         let wpa = "{ op = \"uffdio_api\", fd = \"u\", features = \"minor_shmem|wp_async\" }";
         assert!(err(&task(wpa)).contains("UFFD_FEATURE_WP_ASYNC"));
         assert!(err(&task("{ op = \"mbind\" }")).contains("NUMA memory policy"));

@@ -31,6 +31,8 @@
 //! through a shared PMD table (`era::pagemap_hugetlb_exclusive_sees_pmd_share`). A guard
 //! region's PTE marker (v6.13) is an entry like a swap entry's, `PM_SWAP` with the marker's type
 //! and offset, and has `PM_GUARD_REGION` (bit 58) from v6.15 (`era::pagemap_has_guard_region`).
+//! `PM_UFFD_WP` (bit 57, v5.13, `era::pagemap_uffd_wp`) shows a PTE, huge PMD or swap entry with
+//! the uffd-wp bit (`userfaultfd/wp.rs`).
 //!
 //! status's page-table lines follow the era (`era::status_has_vm_pmd`): `VmPTE` counts the PTE
 //! tables and `VmPMD` the PMD tables from v4.0 (dc6c9a35b66b) to v4.14; from v4.15
@@ -55,7 +57,7 @@ use crate::hugetlb::hugetlb_fault::Ptep;
 use crate::kernel::KState;
 use crate::memory::vm_normal_page;
 use crate::mm_struct::MmCounter;
-use crate::pgtable::Level;
+use crate::pgtable::{Level, Pte};
 use crate::types::hugetlb::Owner;
 use crate::types::ids::MmId;
 use crate::types::ids::Pid;
@@ -444,6 +446,7 @@ impl KState {
                         if pte.soft_dirty() {
                             e |= PM_SOFT_DIRTY;
                         }
+                        e |= self.pagemap_uffd_wp(pte);
                         if let Some(mapped) = vm_normal_page(pte) {
                             e |= match self.hugetlb.page(mapped) {
                                 Some(_) => self.pagemap_hugetlb_flags(mm, a, mapped),
@@ -462,6 +465,7 @@ impl KState {
                         if pte.soft_dirty() {
                             e |= PM_SOFT_DIRTY;
                         }
+                        e |= self.pagemap_uffd_wp(pte);
                     }
                     _ => {}
                 }
@@ -471,6 +475,13 @@ impl KState {
                 e
             })
             .collect()
+    }
+
+    /// `PM_UFFD_WP` of a present entry or swap entry with the uffd-wp bit (v5.13,
+    /// `era::pagemap_uffd_wp`).
+    fn pagemap_uffd_wp(&self, pte: Pte) -> u64 {
+        let shown = pte.uffd_wp() && crate::era::pagemap_uffd_wp(self.thp.kernel);
+        if shown { PM_UFFD_WP } else { 0 }
     }
 
     /// `PM_FILE` and `PM_MMAP_EXCLUSIVE` of the page `offset` pages into what an entry of
@@ -590,6 +601,7 @@ pub const PM_PFN_MASK: u64 = (1 << 55) - 1;
 pub const PM_SOFT_DIRTY: u64 = 1 << 55;
 pub const PM_MMAP_EXCLUSIVE: u64 = 1 << 56;
 pub const PM_GUARD_REGION: u64 = 1 << 58;
+pub const PM_UFFD_WP: u64 = 1 << 57;
 pub const PM_FILE: u64 = 1 << 61;
 pub const PM_SWAP: u64 = 1 << 62;
 pub const PM_PRESENT: u64 = 1 << 63;

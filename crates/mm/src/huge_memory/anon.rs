@@ -297,7 +297,8 @@ impl KState {
     ) -> bool {
         let Some(frame) = self.withdraw_pgtable(mm, pmd_table, idx) else { return false };
         let table = self.pt.alloc(Level::Pte, frame, || handle.spin_lock("ptlock"));
-        let keep = Pte::RW | Pte::DIRTY | Pte::ACCESSED | Pte::SOFT_DIRTY | Pte::SPECIAL;
+        let keep =
+            Pte::RW | Pte::DIRTY | Pte::ACCESSED | Pte::SOFT_DIRTY | Pte::SPECIAL | Pte::UFFD_WP;
         let mut bits = leaf.0 & (keep | Pte::USER | Pte::NX);
         if !era::split_ptes_dirty(self.thp.kernel) {
             bits &= !Pte::DIRTY;
@@ -365,6 +366,12 @@ async fn do_huge_pmd_wp_page(
 ) -> Result<Option<FaultOutcome>, VmFault> {
     let cx = vmf.cx;
     let k = cx.kernel().version;
+    // `wp_huge_pmd`: a write to a write-protected PMD goes to the userfaultfd handler.
+    if !vmf.unshare() && leaf.uffd_wp() && cx.st().userfaultfd_wp(vmf.vma) {
+        let why = (true, UffdReason::Wp);
+        return handle_userfault(cx, vmf.vma, vmf.address, why)
+            .map(|w| Some(FaultOutcome::Retry(w)));
+    }
     if leaf.special() {
         // The huge zero page (`do_huge_zero_wp_pmd` in the eras that allocate).
         if vmf.kind.write() && era::huge_zero_wp_allocates_thp(k) {

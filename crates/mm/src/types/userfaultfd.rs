@@ -42,6 +42,10 @@ pub mod register_mode {
 /// `uffd_msg.arg.pagefault.flags`: `UFFD_PAGEFAULT_FLAG_WRITE`.
 pub const PAGEFAULT_FLAG_WRITE: u64 = 1 << 0;
 
+/// `uffd_msg.arg.pagefault.flags`: `UFFD_PAGEFAULT_FLAG_WP` (v5.7), a write to a page the
+/// handler write-protected.
+pub const PAGEFAULT_FLAG_WP: u64 = 1 << 1;
+
 /// `uffd_msg.arg.pagefault.flags`: `UFFD_PAGEFAULT_FLAG_MINOR` (v5.13), a minor fault.
 pub const PAGEFAULT_FLAG_MINOR: u64 = 1 << 2;
 
@@ -52,6 +56,8 @@ pub enum UffdReason {
     Missing,
     /// `VM_UFFD_MINOR`: the page is in the page cache, not mapped here.
     Minor,
+    /// `VM_UFFD_WP`: a write to a page whose PTE carries the uffd-wp bit (v5.7).
+    Wp,
 }
 
 /// `uffdio_copy.mode` and `uffdio_zeropage.mode` bits: `UFFDIO_COPY_MODE_DONTWAKE` (the same
@@ -59,6 +65,14 @@ pub enum UffdReason {
 pub mod copy_mode {
     pub const DONTWAKE: u64 = 1 << 0;
     pub const WP: u64 = 1 << 1;
+}
+
+/// `uffdio_writeprotect.mode` bits (v5.7): `UFFDIO_WRITEPROTECT_MODE_WP` sets the protection
+/// (without it the call resolves it), `UFFDIO_WRITEPROTECT_MODE_DONTWAKE` resolves without
+/// waking the faults there.
+pub mod writeprotect_mode {
+    pub const WP: u64 = 1 << 0;
+    pub const DONTWAKE: u64 = 1 << 1;
 }
 
 /// `uffd_msg.event` codes (`UFFD_EVENT_*`).

@@ -39,8 +39,10 @@
 //! writable VMA, a read fault otherwise, the fill's own), so its PTE is the fault's: clean after
 //! a read fault where the kernel's `mfill_atomic_install_pte` marks it dirty.
 //! `UFFDIO_COPY_MODE_DONTWAKE` (and `UFFDIO_ZEROPAGE_MODE_DONTWAKE`) fill without waking the
-//! faults there (the handler wakes them with `UFFDIO_WAKE`); any other mode bit is EINVAL (so
-//! `UFFDIO_COPY_MODE_WP`, which wants a write-protect registration the model has none of).
+//! faults there (the handler wakes them with `UFFDIO_WAKE`). `UFFDIO_COPY_MODE_WP` (v5.7,
+//! `era::uffd_wp_anon`) maps the copied page write-protected (the uffd-wp bit, read-only;
+//! `userfaultfd/wp.rs`), EINVAL unless the VMA is registered in write-protect mode (only
+//! anonymous VMAs are, in the model); any other mode bit is EINVAL.
 //! While an event is being delivered both are EAGAIN from v4.18 (`userfaultfd/events.rs`).
 
 use crate::arch::uaccess::read_user;
@@ -71,14 +73,18 @@ pub(crate) async fn userfaultfd_copy(
     if src.0.checked_add(len).is_none() {
         return Err(Errno::EINVAL);
     }
-    // `UFFDIO_COPY_MODE_WP` (v5.7; EINVAL before as an unknown bit) asks for a VMA registered
-    // in write-protect mode, which no VMA is here: EINVAL in every era.
-    if mode & !copy_mode::DONTWAKE != 0 {
+    // `UFFDIO_COPY_MODE_WP` (v5.7; EINVAL before as an unknown bit).
+    let mut known = copy_mode::DONTWAKE;
+    if crate::era::uffd_wp_anon(cx.kernel().version) {
+        known |= copy_mode::WP;
+    }
+    if mode & !known != 0 {
         return Err(Errno::EINVAL);
     }
     let caller = cx.st().procs[pid].mm.ok_or(Errno::EFAULT)?;
     let data = read_user(cx, caller, src, len).await.map_err(|_| Errno::EFAULT)?;
-    fill_and_wake(cx, ctx, (dst, len), Source::Copy(&data), mode).await
+    let src = Source::Copy { data: &data, wp: mode & copy_mode::WP != 0 };
+    fill_and_wake(cx, ctx, (dst, len), src, mode).await
 }
 
 /// `UFFDIO_ZEROPAGE` of `[dst, dst + len)` with `mode`: the bytes zero-filled.
@@ -115,8 +121,8 @@ pub(crate) async fn userfaultfd_continue(
 /// What a fill puts in the pages.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Source<'a> {
-    /// `UFFDIO_COPY`: these bytes.
-    Copy(&'a [u8]),
+    /// `UFFDIO_COPY`: these bytes, write-protected with `UFFDIO_COPY_MODE_WP`.
+    Copy { data: &'a [u8], wp: bool },
     /// `UFFDIO_ZEROPAGE`: zeros.
     Zero,
     /// `UFFDIO_CONTINUE`: the page the file caches.
@@ -127,7 +133,7 @@ impl<'a> Source<'a> {
     /// The bytes of the page at `done` of `step` bytes, for a copy.
     fn bytes(self, done: u64, step: u64) -> Option<&'a [u8]> {
         match self {
-            Source::Copy(d) => Some(&d[done as usize..(done + step) as usize]),
+            Source::Copy { data, .. } => Some(&data[done as usize..(done + step) as usize]),
             Source::Zero | Source::Continue => None,
         }
     }
@@ -169,6 +175,10 @@ async fn mfill_atomic(
     let lock = cx.st().mm(mm).mmap_lock;
     let _g = lock.read(cx).await;
     let (vma, fill) = dst_vma(&cx.st(), mm, dst, len)?;
+    let wp = matches!(src, Source::Copy { wp: true, .. });
+    if wp && !cx.st().userfaultfd_wp(vma) {
+        return Err(Errno::EINVAL);
+    }
     let step = match fill {
         // `UFFDIO_CONTINUE` maps page-cache pages: not into anonymous memory.
         Fill::Private if src == Source::Continue && cx.st().vma(vma).is_anonymous() => {
@@ -189,7 +199,7 @@ async fn mfill_atomic(
         let bytes = src.bytes(done, step);
         let result = match (fill, src) {
             (_, Source::Continue) => continue_page(cx, (mm, vma), addr).await,
-            (Fill::Private, _) => fill_private(cx, (mm, vma), addr, bytes).await,
+            (Fill::Private, _) => fill_private(cx, (mm, vma), addr, (bytes, wp)).await,
             (Fill::ByFault { .. }, _) => fill_by_fault(cx, (mm, vma), addr, bytes).await,
         };
         match result {
@@ -233,7 +243,7 @@ async fn fill_private(
     cx: &Cx,
     (mm, vma): (MmId, VmaId),
     addr: VirtAddr,
-    data: Option<&[u8]>,
+    (data, wp): (Option<&[u8]>, bool),
 ) -> Result<(), Errno> {
     let mut vmf = Vmf::walk(cx, (mm, vma), WalkOps::Anonymous, addr, FaultKind::Write)
         .await
@@ -253,7 +263,17 @@ async fn fill_private(
     cx.charge(Cost::CopyPage4k).await;
     cx.st().mem.write(folio.0, 0, data);
     let writable = cx.st().vma(vma).flags.has(VmFlags::WRITE);
-    if install_new_anon(&vmf, folio, writable).await { Ok(()) } else { Err(Errno::EEXIST) }
+    if !install_new_anon(&vmf, folio, writable && !wp).await {
+        return Err(Errno::EEXIST);
+    }
+    if wp {
+        // `pte_mkuffd_wp` of the new PTE (`mfill_atomic_install_pte`), dirty as the kernel's.
+        let mut st = cx.st();
+        let idx = Level::Pte.index(addr);
+        let pte = st.pt.pte(table, idx);
+        st.pt.set_pte(table, idx, pte.with(Pte::DIRTY).with_uffd_wp(true));
+    }
+    Ok(())
 }
 
 /// `mfill_atomic_pte_zeropage`: the zero page, read-only, where the PTE is still empty.

@@ -3,12 +3,13 @@
 //!
 //! Registration, under `mmap_lock` for write: the range must be page-aligned, non-empty and in
 //! the user address space (`validate_range`, EINVAL), the mode non-zero with only known bits
-//! (EINVAL; `MISSING`, and `MINOR` from v5.13, `era::uffd_minor_hugetlbfs`; `WP` is refused by
-//! name in scenarios and EINVAL here). Every VMA overlapping the range must be one userfaultfd
+//! (EINVAL; `MISSING`, `WP` from v5.7, `era::uffd_wp_anon`, and `MINOR` from v5.13,
+//! `era::uffd_minor_hugetlbfs`). Every VMA overlapping the range must be one userfaultfd
 //! can handle (`vma_can_userfault`): private anonymous memory in every era, and from v4.11
 //! hugetlb and shmem (shared anonymous memory, tmpfs and memfd files, private or shared;
 //! `era::uffd_missing_hugetlb_shmem`); in minor mode only hugetlb, and shmem from v5.14
-//! (`era::uffd_minor_shmem`); else EINVAL; have `VM_MAYWRITE` from v4.20 (EPERM,
+//! (`era::uffd_minor_shmem`); in write-protect mode only anonymous memory (the model's, see
+//! `userfaultfd/wp.rs`); else EINVAL; have `VM_MAYWRITE` from v4.20 (EPERM,
 //! `era::uffd_register_needs_maywrite`); belong to no other userfaultfd (EBUSY); and a hugetlb
 //! VMA's range edges inside it must be huge-page aligned (EINVAL). A range with no VMA is EINVAL.
 //! Holes between VMAs are no error. Then each VMA not yet registered with those modes gets the
@@ -18,7 +19,9 @@
 //!
 //! Unregistration checks the range and the VMA kinds alike (no `VM_MAYWRITE` test), wakes the
 //! faults waiting in each registered part (`wake_userfault`: they retry as ordinary faults),
-//! and clears the flag and context, splitting and merging the same way.
+//! clears the uffd-wp bits of a write-protect-registered part from v6.0
+//! (`era::uffd_unregister_clears_wp`), and clears the flags and context, splitting and merging
+//! the same way.
 //!
 //! Approximations: up to v6.0 the kernel's walk (`find_vma_prev`) made a range above every VMA
 //! ENOMEM, where the model (as v6.1's maple-tree walk, `vma_find`) says EINVAL; the
@@ -77,6 +80,11 @@ pub(crate) async fn userfaultfd_unregister(
             (st.vma(v).start.max(start), st.vma(v).end.min(end))
         };
         wake_userfault(cx, owner, s, e);
+        let clear_wp = crate::era::uffd_unregister_clears_wp(cx.kernel().version);
+        if clear_wp && cx.st().userfaultfd_wp(v) {
+            crate::zap::split_huge_pmd_edges(cx, mm, s, e).await;
+            crate::userfaultfd::wp::uffd_wp_range(&mut cx.st(), v, (s, e), false);
+        }
         set_range_ctx(cx, mm, v, (start, end), None).await;
     }
     crate::mmap::vma_merge_range(cx, mm, start, end).await;
@@ -84,18 +92,22 @@ pub(crate) async fn userfaultfd_unregister(
 }
 
 /// The VMA flags of registration `mode`: EINVAL for no mode, an unknown bit, or a mode the
-/// kernel lacks (`MINOR` before v5.13) or the model does not implement (`WP`).
+/// kernel lacks (`WP` before v5.7, `MINOR` before v5.13).
 fn mode_flags(k: crate::era::KernelVersion, mode: u64) -> Result<u64, Errno> {
     let mut known = register_mode::MISSING;
     if crate::era::uffd_minor_hugetlbfs(k) {
         known |= register_mode::MINOR;
     }
+    if crate::era::uffd_wp_anon(k) {
+        known |= register_mode::WP;
+    }
     if mode == 0 || mode & !known != 0 {
         return Err(Errno::EINVAL);
     }
-    let missing = if mode & register_mode::MISSING != 0 { VmFlags::UFFD_MISSING } else { 0 };
-    let minor = if mode & register_mode::MINOR != 0 { VmFlags::UFFD_MINOR } else { 0 };
-    Ok(missing | minor)
+    let flag = |bit: u64, vm: u64| if mode & bit != 0 { vm } else { 0 };
+    Ok(flag(register_mode::MISSING, VmFlags::UFFD_MISSING)
+        | flag(register_mode::MINOR, VmFlags::UFFD_MINOR)
+        | flag(register_mode::WP, VmFlags::UFFD_WP))
 }
 
 /// The VMAs overlapping `[start, end)`, after the checks both ioctls make of each (registration,
@@ -149,6 +161,10 @@ fn vma_can_userfault(st: &KState, v: VmaId, vm_flags: u64) -> bool {
     if vm_flags & VmFlags::UFFD_MINOR != 0
         && !(hugetlb || (shmem && crate::era::uffd_minor_shmem(k)))
     {
+        return false;
+    }
+    // Write-protection of shmem and hugetlb (v5.19) is not modelled (`userfaultfd/wp.rs`).
+    if vm_flags & VmFlags::UFFD_WP != 0 && !anon {
         return false;
     }
     anon || (crate::era::uffd_missing_hugetlb_shmem(k) && (hugetlb || shmem))

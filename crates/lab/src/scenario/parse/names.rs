@@ -306,6 +306,7 @@ fn uffd_refs(u: &UffdOp) -> Vec<(String, ValueKind)> {
         UffdOp::Register { fd: f, addr: a, .. }
         | UffdOp::Unregister { fd: f, addr: a, .. }
         | UffdOp::Wake { fd: f, addr: a, .. }
+        | UffdOp::Writeprotect { fd: f, addr: a, .. }
         | UffdOp::Zeropage { fd: f, dst: a, .. }
         | UffdOp::Continue { fd: f, dst: a, .. } => fd(f).into_iter().chain(addr(a)).collect(),
         UffdOp::Copy { fd: f, dst, src, .. } => {

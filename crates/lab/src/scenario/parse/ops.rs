@@ -9,7 +9,7 @@ use super::words::{
     UNMODELLED_OPS, parse_fallocate_mode, parse_kernel_cond, parse_map_flags, parse_mcl_flags,
     parse_memfd_flags, parse_mlock2_flags, parse_mremap_flags, parse_msync_flags, parse_percent,
     parse_prot, parse_shmat_flags, parse_shmget_flags, parse_uffd_copy_mode, parse_uffd_features,
-    parse_uffd_flags, parse_uffd_mode, unmodelled,
+    parse_uffd_flags, parse_uffd_mode, parse_uffd_wp_mode, unmodelled,
 };
 use crate::scenario::ScenarioError;
 use crate::scenario::limits;
@@ -190,6 +190,11 @@ impl Parser<'_> {
                 len: f.size("len")?.as_u64(),
                 mode: f.keyword("mode", parse_uffd_copy_mode, Some(0))?,
             },
+            "uffdio_writeprotect" => {
+                let (addr, len) = range()?;
+                let mode = f.keyword("mode", parse_uffd_wp_mode, Some(0))?;
+                UffdOp::Writeprotect { fd: fd()?, addr, len, mode }
+            }
             // `fork` is set once the expectation is read (`Parser::op`).
             "uffd_read" => UffdOp::Read { fd: fd()?, fork: false },
             _ => return Ok(None),
@@ -754,10 +759,14 @@ impl Parser<'_> {
         let event = f.opt_str("event")?.unwrap_or_else(|| "pagefault".to_string());
         let (msg, keys): (MsgExpect, &[&str]) = match event.as_str() {
             "pagefault" => {
-                let (write, minor, tid) =
-                    (f.opt_bool("write")?, f.opt_bool("minor")?, f.opt_str("tid")?);
-                let msg = MsgExpect::Pagefault { addr: f.addr("addr")?, write, minor, tid };
-                (msg, &["addr", "write", "minor", "tid"])
+                let (write, minor, wp, tid) = (
+                    f.opt_bool("write")?,
+                    f.opt_bool("minor")?,
+                    f.opt_bool("wp")?,
+                    f.opt_str("tid")?,
+                );
+                let msg = MsgExpect::Pagefault { addr: f.addr("addr")?, write, minor, wp, tid };
+                (msg, &["addr", "write", "minor", "wp", "tid"])
             }
             "fork" => (MsgExpect::Fork, &[]),
             "remap" => {
@@ -804,7 +813,7 @@ impl Parser<'_> {
 }
 
 /// The keys of an operation's `expect` table.
-const EXPECT_KEYS: [&str; 20] = [
+const EXPECT_KEYS: [&str; 21] = [
     "errno",
     "signal",
     "data",
@@ -818,6 +827,7 @@ const EXPECT_KEYS: [&str; 20] = [
     "addr",
     "write",
     "minor",
+    "wp",
     "event",
     "tid",
     "from",
@@ -828,8 +838,8 @@ const EXPECT_KEYS: [&str; 20] = [
 ];
 
 /// The keys of a `uffd_read`'s expected message.
-const MSG_KEYS: [&str; 10] =
-    ["event", "addr", "write", "minor", "tid", "from", "to", "len", "start", "end"];
+const MSG_KEYS: [&str; 11] =
+    ["event", "addr", "write", "minor", "wp", "tid", "from", "to", "len", "start", "end"];
 
 /// The keys operation `kind` takes besides `op`, `as` and `expect`.
 fn op_keys(kind: &OpKind) -> &'static [&'static str] {
@@ -901,6 +911,7 @@ fn uffd_keys(u: &UffdOp) -> &'static [&'static str] {
         UffdOp::Api { .. } => &["fd", "features"],
         UffdOp::Register { .. } => &["fd", "addr", "len", "mode"],
         UffdOp::Unregister { .. } | UffdOp::Wake { .. } => &["fd", "addr", "len"],
+        UffdOp::Writeprotect { .. } => &["fd", "addr", "len", "mode"],
         UffdOp::Copy { .. } => &["fd", "dst", "src", "len", "mode"],
         UffdOp::Zeropage { .. } | UffdOp::Continue { .. } => &["fd", "dst", "len", "mode"],
         UffdOp::Read { .. } => &["fd"],

@@ -199,9 +199,10 @@ pub fn parse_mcl_flags(s: &str) -> Result<u32, String> {
 /// userfaultfd words of kernel features mmsim does not model (`crates/mm/src/userfaultfd.rs`),
 /// refused by name wherever a userfaultfd operation takes words.
 const UNMODELLED_UFFD: &[(&str, &str)] = &[
-    ("wp", "UFFDIO_REGISTER_MODE_WP and UFFDIO_COPY_MODE_WP, userfaultfd write-protection (v5.7)"),
-    ("pagefault_flag_wp", "UFFD_FEATURE_PAGEFAULT_FLAG_WP, write-protection (v5.7)"),
-    ("wp_hugetlbfs_shmem", "UFFD_FEATURE_WP_HUGETLBFS_SHMEM, write-protection (v5.19)"),
+    (
+        "wp_hugetlbfs_shmem",
+        "UFFD_FEATURE_WP_HUGETLBFS_SHMEM, shmem and hugetlb write-protection (v5.19)",
+    ),
     ("wp_unpopulated", "UFFD_FEATURE_WP_UNPOPULATED, write-protection (v6.4)"),
     ("poison", "UFFD_FEATURE_POISON, UFFDIO_POISON (v6.6)"),
     ("wp_async", "UFFD_FEATURE_WP_ASYNC, asynchronous write-protection (v6.7)"),
@@ -244,19 +245,33 @@ pub(super) fn parse_uffd_features(s: &str) -> Result<u64, String> {
         ("exact_address", feature::EXACT_ADDRESS),
         ("minor_hugetlbfs", feature::MINOR_HUGETLBFS),
         ("minor_shmem", feature::MINOR_SHMEM),
+        ("pagefault_flag_wp", feature::PAGEFAULT_FLAG_WP),
     ];
     uffd_words(s, &table)
 }
 
-/// `UFFDIO_COPY`, `UFFDIO_ZEROPAGE` and `UFFDIO_CONTINUE` modes: `"dontwake"`.
+/// `UFFDIO_COPY`, `UFFDIO_ZEROPAGE` and `UFFDIO_CONTINUE` modes: `"dontwake"`, `"wp"`
+/// (`UFFDIO_COPY_MODE_WP`, the same bit as `UFFDIO_CONTINUE_MODE_WP`).
 pub(super) fn parse_uffd_copy_mode(s: &str) -> Result<u64, String> {
-    uffd_words(s, &[("dontwake", mm::types::userfaultfd::copy_mode::DONTWAKE)])
+    use mm::types::userfaultfd::copy_mode;
+    uffd_words(s, &[("dontwake", copy_mode::DONTWAKE), ("wp", copy_mode::WP)])
 }
 
-/// `UFFDIO_REGISTER` modes: `"missing"`, `"minor"`, `"missing|minor"`.
+/// `UFFDIO_REGISTER` modes: `"missing"`, `"wp"`, `"minor"`, `"missing|wp"`, ...
 pub(super) fn parse_uffd_mode(s: &str) -> Result<u64, String> {
     use mm::types::userfaultfd::register_mode;
-    uffd_words(s, &[("missing", register_mode::MISSING), ("minor", register_mode::MINOR)])
+    let table = [
+        ("missing", register_mode::MISSING),
+        ("wp", register_mode::WP),
+        ("minor", register_mode::MINOR),
+    ];
+    uffd_words(s, &table)
+}
+
+/// `UFFDIO_WRITEPROTECT` modes: `"wp"`, `"dontwake"`, `""` (resolve and wake).
+pub(super) fn parse_uffd_wp_mode(s: &str) -> Result<u64, String> {
+    use mm::types::userfaultfd::writeprotect_mode;
+    uffd_words(s, &[("wp", writeprotect_mode::WP), ("dontwake", writeprotect_mode::DONTWAKE)])
 }
 
 /// `msync` flags: `"sync"`, `"async|invalidate"`, ...
@@ -500,7 +515,6 @@ pub(super) fn parse_percent(text: &str) -> Result<simcore::Ratio, String> {
 /// Kernel features a scenario may name that mmsim does not model, each with what it is in the
 /// kernel: operations by name ...
 pub(super) const UNMODELLED_OPS: &[(&str, &str)] = &[
-    ("uffdio_writeprotect", "UFFDIO_WRITEPROTECT, userfaultfd write-protection (v5.7)"),
     ("uffdio_poison", "UFFDIO_POISON (v6.6)"),
     ("uffdio_move", "UFFDIO_MOVE (v6.8)"),
     ("mbind", "NUMA memory policy, mbind(2) (mm/mempolicy.c): the model has one node"),
