@@ -265,18 +265,7 @@ impl Parser<'_> {
                 offset: f.opt_size("offset")?.map_or(0, Bytes::as_u64),
                 len: f.size("len")?.as_u64(),
             },
-            "cachestat" => OpKind::Cachestat {
-                fd: f.string("fd")?,
-                offset: f.opt_size("offset")?.map_or(0, Bytes::as_u64),
-                len: f.opt_size("len")?.map_or(0, Bytes::as_u64),
-                flags: self.c_uint(f, "flags")?,
-                null_range: f.opt_bool("null_range")?.unwrap_or(false),
-                null_cstat: f.opt_bool("null_cstat")?.unwrap_or(false),
-                field: f
-                    .get("field")
-                    .map(|_| f.keyword("field", CachestatField::parse, None))
-                    .transpose()?,
-            },
+            "cachestat" => self.cachestat_op(f)?,
             "pread_direct" => self.pread_direct_op(f)?,
             "pwrite" => OpKind::PwriteFrom {
                 fd: f.string("fd")?,
@@ -293,6 +282,21 @@ impl Parser<'_> {
             },
             _ => return Ok(None),
         }))
+    }
+
+    /// `cachestat`: the range (from `offset`, `len` bytes, 0 to the end), `flags`, NULL
+    /// pointers by `null_range` and `null_cstat`, and the `field` it reads, if any.
+    fn cachestat_op(&self, f: &Fields<'_>) -> Result<OpKind, ScenarioError> {
+        let field = f.get("field").map(|_| f.keyword("field", CachestatField::parse, None));
+        Ok(OpKind::Cachestat {
+            fd: f.string("fd")?,
+            offset: f.opt_size("offset")?.map_or(0, Bytes::as_u64),
+            len: f.opt_size("len")?.map_or(0, Bytes::as_u64),
+            flags: self.c_uint(f, "flags")?,
+            null_range: f.opt_bool("null_range")?.unwrap_or(false),
+            null_cstat: f.opt_bool("null_cstat")?.unwrap_or(false),
+            field: field.transpose()?,
+        })
     }
 
     /// An `unsigned int` argument at `key` (0 when absent).
