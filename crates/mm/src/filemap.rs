@@ -32,8 +32,10 @@
 //! holds for it asked as a file page (`lru.rs`, the classic test or `lru_gen_test_recent`);
 //! shmem's swap entries count as evicted, recently when the swap slot holds a shadow that
 //! passes the same test (a slot whose folio is still in the swap cache has none: not recent,
-//! as from v6.9's 3a75cb05d53f; before, the kernel handed `workingset_test_recent` a NULL
-//! shadow, which names no memory cgroup and is not recent either). Every file has a mapping to
+//! as the check "mm: cachestat: fix folio read-after-free in cache walk" added after v6.8
+//! (absent from the v6.8 mirror, present in v6.11; its id not verified); before, the kernel
+//! handed `workingset_test_recent` a NULL shadow, which names no memory cgroup and is not
+//! recent either). Every file has a mapping to
 //! walk, so a pipe, a userfaultfd, an empty or a DAX file answers zeros.
 //! From v6.13 (backported to 6.12.y) a caller that could not write the file is EPERM
 //! (`can_do_cachestat`, after the hugetlbfs test): the model's tasks run as root, whom
