@@ -10,6 +10,7 @@ use crate::sys::{self, SysErr, SysResult};
 use crate::uring;
 use lab::scenario::interp::{Outcome, Value};
 use lab::scenario::model::{AddrExpr, Op, OpKind, UffdOp};
+use mm::filemap::CachestatRange;
 use mm::{Access, Errno, OpenFlags, Pid};
 use simcore::VirtAddr;
 
@@ -65,6 +66,7 @@ pub(crate) fn run(agent: &mut Agent<'_>, op: &Op) -> OpResult {
         | OpKind::Fallocate { .. }
         | OpKind::Fadvise { .. }
         | OpKind::Readahead { .. }
+        | OpKind::Cachestat { .. }
         | OpKind::PreadDirect { submit: false, .. }
         | OpKind::PwriteFrom { .. }
         | OpKind::Pipe
@@ -286,6 +288,12 @@ fn file_op(agent: &mut Agent<'_>, op: &Op) -> OpResult {
         OpKind::Readahead { fd: f, offset, len } => {
             let a = [fd(agent, f)? as u64, *offset, *len, 0, 0, 0];
             done(agent.sys(|| sys::raw(SYS_readahead, a)))
+        }
+        OpKind::Cachestat { fd: f, offset, len, flags, null_range, null_cstat, field } => {
+            let f = fd(agent, f)?;
+            let range = (!null_range).then_some(CachestatRange { off: *offset, len: *len });
+            let stat = agent.sys(|| sys::cachestat(f, range, !null_cstat, *flags));
+            stat.map(|s| field.map_or(Outcome::Done, |field| Outcome::Value(field.of(&s))))
         }
         OpKind::Pipe => agent.sys(sys::pipe).map(|(r, w)| Outcome::Bound(Value::Pipe(r, w))),
         OpKind::Vmsplice { fd: f, addr, len } => {

@@ -220,6 +220,28 @@ pub(crate) fn shm_stat(id: i32) -> SysResult<mm::shm::ShmidDs> {
     })
 }
 
+/// `cachestat(2)`'s number on x86-64 (the libc crate names it only for some other targets).
+const SYS_CACHESTAT: libc::c_long = 451;
+
+/// `cachestat(fd, range, cstat, flags)`, as the model's: `range` `None` and `out` false pass
+/// NULL for that pointer.
+pub(crate) fn cachestat(
+    fd: i32,
+    range: Option<mm::filemap::CachestatRange>,
+    out: bool,
+    flags: u32,
+) -> SysResult<mm::filemap::Cachestat> {
+    // `struct cachestat_range` and `struct cachestat`: `__u64`s in this order.
+    let csr = range.map(|r| [r.off, r.len]);
+    let mut cs = [0u64; 5];
+    let range_ptr = csr.as_ref().map_or(0, |r| r.as_ptr() as u64);
+    let out_ptr = if out { cs.as_mut_ptr() as u64 } else { 0 };
+    // SAFETY: both pointers are this frame's arrays of the kernel's sizes, or NULL.
+    check(unsafe { libc::syscall(SYS_CACHESTAT, fd, range_ptr, out_ptr, flags) })?;
+    let [nr_cache, nr_dirty, nr_writeback, nr_evicted, nr_recently_evicted] = cs;
+    Ok(mm::filemap::Cachestat { nr_cache, nr_dirty, nr_writeback, nr_evicted, nr_recently_evicted })
+}
+
 pub(crate) fn shm_rmid(id: i32) -> SysResult<u64> {
     // SAFETY: IPC_RMID takes no buffer.
     check_int(unsafe { libc::shmctl(id, libc::IPC_RMID, std::ptr::null_mut()) })

@@ -1267,6 +1267,13 @@ pub fn has_mlock2(k: KernelVersion) -> bool {
     k >= v(4, 4)
 }
 
+/// `cachestat(2)` exists: "cachestat: implement cachestat syscall" (cf264e1329fb, Nhat Pham,
+/// v6.5; `CONFIG_CACHESTAT_SYSCALL`, on by default); before, the syscall is ENOSYS
+/// (`filemap.rs`).
+pub fn has_cachestat(k: KernelVersion) -> bool {
+    k >= v(6, 5)
+}
+
 /// `mseal(2)` and `VM_SEALED` exist: "mseal: add mseal syscall" (8be7258aad44, v6.10); before,
 /// the syscall is ENOSYS (`mseal.rs`).
 pub fn has_mseal(k: KernelVersion) -> bool {
@@ -1877,6 +1884,7 @@ mod tests {
         );
         assert!(!hugetlb_lazy_fork_copy(k("v5.19")) && hugetlb_lazy_fork_copy(k("v6.0")));
         assert!(!readahead_via_fadvise(k("v4.18")) && readahead_via_fadvise(k("v4.19")));
+        assert!(!has_cachestat(k("v6.4")) && has_cachestat(k("v6.5")));
         let bdev: Vec<bool> =
             ["v4.18", "v4.19", "v6.6", "v6.7"].map(|s| readahead_takes_block_devices(k(s))).into();
         assert_eq!(bdev, [true, false, false, true]);

@@ -19,10 +19,36 @@
 //!
 //! `read()` and `write()` of a DAX file go to `dax.rs` instead.
 //!
+//! `cachestat(2)` ("cachestat: implement cachestat syscall", cf264e1329fb, v6.5; ENOSYS before,
+//! `era::has_cachestat`; `filemap_cachestat` and `SYSCALL_DEFINE4(cachestat)`, read in v6.8,
+//! v6.12 and v6.18): EBADF for a descriptor that is not open, EFAULT when the range cannot be
+//! read, EOPNOTSUPP for a hugetlbfs file (`is_file_hugepages`), EINVAL for any flag, then a walk
+//! of the page cache's entries from the range's first page to its last (`off + len - 1`
+//! wrapping as the kernel's unsigned sum does; a `len` of 0 is every index from `off` on), and
+//! EFAULT when the result cannot be written. A folio counts the pages of it the range covers in
+//! `nr_cache`, and in `nr_dirty` and `nr_writeback` by the xarray's tags: shmem never tags a
+//! folio dirty (`noop_dirty_folio`), so a tmpfs or memfd page is never counted dirty. A shadow
+//! entry counts in `nr_evicted`, and in `nr_recently_evicted` when `workingset_test_recent`
+//! holds for it asked as a file page (`lru.rs`, the classic test or `lru_gen_test_recent`);
+//! shmem's swap entries count as evicted, recently when the swap slot holds a shadow that
+//! passes the same test (a slot whose folio is still in the swap cache has none: not recent,
+//! as the check "mm: cachestat: fix folio read-after-free in cache walk" added after v6.8
+//! (absent from the v6.8 mirror, present in v6.11; its id not verified); before, the kernel
+//! handed `workingset_test_recent` a NULL shadow, which names no memory cgroup and is not
+//! recent either). Every file has a mapping to
+//! walk, so a pipe, a userfaultfd, an empty or a DAX file answers zeros.
+//! From v6.13 (backported to 6.12.y) a caller that could not write the file is EPERM
+//! (`can_do_cachestat`, after the hugetlbfs test): the model's tasks run as root, whom
+//! `inode_owner_or_capable` lets through, so no era differs there.
+//! Approximations: a shadow counts one page (the model's shadow of an evicted large folio sits
+//! at its first index, not over all of its slots), and a poisoned shmem swap entry (a failed
+//! swap-in) is not modelled.
+//!
 //! Approximations: readahead is a fixed window (no ramp-up, no async `PG_readahead` marker);
 //! LRU additions are not batched per CPU; writeback is synchronous (`fsync`).
 
 use crate::era;
+use crate::errno::Errno;
 use crate::errno::VmFault;
 use crate::folio::folio_trylock;
 use crate::folio::{Mapping, pg};
@@ -32,8 +58,8 @@ use crate::memory::{Vmf, pte_bits, set_pte_range, wants_writenotify};
 use crate::page_alloc::alloc_folio;
 use crate::pgtable::Level;
 use crate::sim::cost::Cost;
-use crate::types::ids::InodeId;
-use crate::types::swap::Shadow;
+use crate::types::ids::{FileId, InodeId};
+use crate::types::swap::{Shadow, ShadowSlot};
 use crate::vma::VmFlags;
 use crate::vmstat::VmStat;
 use crate::xarray::Entry;
@@ -717,6 +743,107 @@ pub(crate) async fn writeback(cx: &Cx, inode: InodeId) {
     for head in dirty {
         if st.folios.mapping(head) == Mapping::File(inode) {
             st.writeback_folio(inode, head);
+        }
+    }
+}
+
+/// `struct cachestat_range`: the bytes `cachestat(2)` asks about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CachestatRange {
+    pub off: u64,
+    pub len: u64,
+}
+
+/// `struct cachestat`: what `cachestat(2)` counts, in pages.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Cachestat {
+    pub nr_cache: u64,
+    pub nr_dirty: u64,
+    pub nr_writeback: u64,
+    pub nr_evicted: u64,
+    pub nr_recently_evicted: u64,
+}
+
+/// `sys_cachestat` on the descriptor `f` resolved to (its lookup's EBADF comes after ENOSYS);
+/// `range` is `None` and `cstat` false for a pointer the kernel cannot copy through (EFAULT).
+pub(crate) async fn cachestat(
+    cx: &Cx,
+    f: Result<FileId, Errno>,
+    range: Option<CachestatRange>,
+    cstat: bool,
+    flags: u32,
+) -> Result<Cachestat, Errno> {
+    cx.charge(Cost::Syscall).await;
+    if !era::has_cachestat(cx.kernel().version) {
+        return Err(Errno::ENOSYS);
+    }
+    let f = f?;
+    let range = range.ok_or(Errno::EFAULT)?;
+    let inode = cx.st().file(f).inode;
+    if cx.st().inodes[inode].fs.hugetlb_size().is_some() {
+        return Err(Errno::EOPNOTSUPP);
+    }
+    if flags != 0 {
+        return Err(Errno::EINVAL);
+    }
+    let first = range.off >> simcore::units::PAGE_SHIFT;
+    let last = match range.len {
+        0 => u64::MAX,
+        len => range.off.wrapping_add(len).wrapping_sub(1) >> simcore::units::PAGE_SHIFT,
+    };
+    let (stat, entries) = cx.st().filemap_cachestat(inode, first, last);
+    cx.charge_n(Cost::PageCacheLookup, entries).await;
+    if !cstat {
+        return Err(Errno::EFAULT);
+    }
+    Ok(stat)
+}
+
+impl KState {
+    /// `filemap_cachestat`: the statistics of `inode`'s page-cache pages `[first, last]`, and
+    /// how many entries the walk met.
+    fn filemap_cachestat(&self, inode: InodeId, first: u64, last: u64) -> (Cachestat, u64) {
+        let mut cs = Cachestat::default();
+        if first > last {
+            return (cs, 0);
+        }
+        let (m, tags_dirty) = (&self.inodes[inode].mapping, self.inodes[inode].fs.can_writeback());
+        // The pages of `[start, start + nr)` inside the range (a folio may straddle its ends).
+        let covered = |start: u64, nr: u64| (start + nr - 1).min(last) - start.max(first) + 1;
+        // `xas_for_each` from `first` meets a large folio that starts before it.
+        let straddling = self.page_cache_get(inode, first).map(|h| (self.folio_index(h), h));
+        let straddling = straddling.filter(|&(start, _)| start < first);
+        let entries = straddling.map(|(s, h)| (s, Entry::Folio(h))).into_iter();
+        let mut walked = 0;
+        for (index, entry) in entries.chain(m.pages.entries(first..=last)) {
+            walked += 1;
+            match entry {
+                Entry::Folio(head) => {
+                    let nr = covered(index, self.folios.order(head).pages());
+                    cs.nr_cache += nr;
+                    if tags_dirty && self.folios.test(head, pg::DIRTY) {
+                        cs.nr_dirty += nr;
+                    }
+                    if self.folios.test(head, pg::WRITEBACK) {
+                        cs.nr_writeback += nr;
+                    }
+                }
+                Entry::Shadow(shadow) => self.cachestat_evicted(&mut cs, Some(shadow)),
+            }
+        }
+        for (_, &slot) in m.swapped.range(first..=last) {
+            walked += 1;
+            self.cachestat_evicted(&mut cs, self.shadow_at(ShadowSlot::Swap(slot)));
+        }
+        (cs, walked)
+    }
+
+    /// Counts an evicted page whose shadow, if any, is `shadow` (`filemap_cachestat` asks
+    /// `workingset_test_recent` as for a file page, whatever the page was).
+    fn cachestat_evicted(&self, cs: &mut Cachestat, shadow: Option<Shadow>) {
+        cs.nr_evicted += 1;
+        if shadow.is_some_and(|s| self.workingset_test_recent(&s, true)) {
+            cs.nr_recently_evicted += 1;
         }
     }
 }

@@ -290,6 +290,16 @@ impl KState {
         }
     }
 
+    /// `workingset_test_recent`: whether the page `shadow` stands for was evicted recently
+    /// enough that its refault would be activated (`lru_gen_test_recent` with the multi-gen
+    /// LRU), asked about as a page of type `file`.
+    pub(crate) fn workingset_test_recent(&self, shadow: &Shadow, file: bool) -> bool {
+        match self.lru.reclaim {
+            Reclaim::Classic | Reclaim::Pure => self.workingset_test_recent_classic(shadow, file),
+            Reclaim::MultiGen => self.lru_gen_test_recent(shadow, file),
+        }
+    }
+
     /// `folio_referenced_one` cleared a young PTE of `head` mapped at `addr` of `table`, with
     /// the PTE lock held (`lru_gen_look_around` with the multi-gen LRU).
     pub(crate) fn lru_referenced_pte(

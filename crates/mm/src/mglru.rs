@@ -966,6 +966,20 @@ impl KState {
         KState::make_shadow(memcg, min_seq << 2 | token_refs.min(3), workingset)
     }
 
+    /// `lru_gen_test_recent`: whether a shadow's generation is still recent in the lruvec that
+    /// evicted it: its sequence number is the oldest generation of type `file` (v6.1-v6.13), or
+    /// within `MAX_NR_GENS` of the youngest (v6.14). `file` is the caller's word, not the
+    /// shadow's: `filemap_cachestat` asks about a shmem page's shadow as file.
+    pub(crate) fn lru_gen_test_recent(&self, shadow: &Shadow, file: bool) -> bool {
+        let seq = shadow.eviction >> 2;
+        let g = self.lrugen(shadow.memcg);
+        if self.lru.lrugen.reworked {
+            g.max_seq.abs_diff(seq) < u64::from(MAX_NR_GENS)
+        } else {
+            seq == g.min_seq[usize::from(file)]
+        }
+    }
+
     /// `lru_gen_refault`: a folio brought back where a multi-generation shadow was, by a task
     /// inside a fault with recency or not (`current->in_lru_fault`).
     pub(crate) fn lru_gen_refault(&mut self, head: Pfn, shadow: Shadow, in_fault: bool) {
@@ -974,19 +988,13 @@ impl KState {
         let t = usize::from(file);
         let nr = self.folios.order(head).pages();
         let (refault_key, activate_key, restore_key) = KState::refault_keys(file);
-        let seq = shadow.eviction >> 2;
         let token_refs = shadow.eviction & 3;
-        let g = self.lrugen(memcg);
         let rules = self.lru.lrugen;
         // A refault into another memory cgroup than the one that evicted it counts nothing.
         if shadow.memcg != memcg {
             return;
         }
-        let recent = if rules.reworked {
-            g.max_seq.abs_diff(seq) < u64::from(MAX_NR_GENS)
-        } else {
-            seq == g.min_seq[t]
-        };
+        let recent = self.lru_gen_test_recent(&shadow, file);
         if rules.counts_every_refault {
             self.count_event(memcg, refault_key, nr);
         }

@@ -7,7 +7,7 @@
 
 use crate::arch::uaccess::{fault_and_retry, read_user, settle, touch, translate_run, write_user};
 use crate::errno::{Errno, Signal, SysError};
-use crate::filemap::writeback;
+use crate::filemap::{Cachestat, CachestatRange, writeback};
 use crate::fork::{do_fork, exit_mmap};
 use crate::fs::direct_io::{direct_read, direct_write, end_io, submit_read};
 use crate::fs::exec::{ExecImage, ExecLayout, do_exec};
@@ -531,6 +531,18 @@ impl Thread {
     pub async fn fadvise(&self, fd: i32, offset: i64, len: i64, advice: i32) -> Result<(), Errno> {
         let f = self.fd(fd)?;
         crate::fadvise::fadvise(&self.cx, f, offset, len, advice).await
+    }
+
+    /// `cachestat(2)` of `range` of open file `fd` ([`crate::filemap`]): `range` is `None` and
+    /// `cstat` false for a NULL pointer.
+    pub async fn cachestat(
+        &self,
+        fd: i32,
+        range: Option<CachestatRange>,
+        cstat: bool,
+        flags: u32,
+    ) -> Result<Cachestat, Errno> {
+        crate::filemap::cachestat(&self.cx, self.fd(fd), range, cstat, flags).await
     }
 
     /// `readahead(2)` of `count` bytes from `offset` ([`crate::fadvise`]).

@@ -280,7 +280,7 @@ impl KState {
 
     /// `workingset_test_recent` for the classic LRU: whether the refault distance fits in the
     /// workingset of the lruvec the page was evicted from.
-    fn workingset_test_recent(&self, shadow: &Shadow, file: bool) -> bool {
+    pub(crate) fn workingset_test_recent_classic(&self, shadow: &Shadow, file: bool) -> bool {
         let m = shadow.memcg;
         let refault = self.memcgs[m].lruvec.nonresident_age;
         let distance = refault.wrapping_sub(shadow.eviction);
@@ -315,7 +315,7 @@ impl KState {
         let nr = self.folios.order(head).pages();
         let memcg = self.folio_memcg(head);
         let (_, activate, restore) = Self::refault_keys(file);
-        if !self.workingset_test_recent(&shadow, file) {
+        if !self.workingset_test_recent_classic(&shadow, file) {
             return;
         }
         self.folios.set(head, pg::ACTIVE);

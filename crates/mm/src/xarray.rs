@@ -545,6 +545,11 @@ impl XArray {
         }
     }
 
+    /// Every entry at indices in `range`, folios and shadows, in index order (`xas_for_each`).
+    pub fn entries(&self, range: impl RangeBounds<u64>) -> impl Iterator<Item = (u64, Entry)> {
+        self.slots(range, Find::Any).map(|(i, slot)| (i, slot.entry()))
+    }
+
     /// The shadow entries at indices in `range`, in index order.
     pub fn shadows(&self, range: impl RangeBounds<u64>) -> impl Iterator<Item = (u64, Shadow)> {
         self.slots(range, Find::Any).filter_map(|(i, slot)| match *slot {

@@ -2,6 +2,7 @@
 //! each operation's expectation.
 
 use super::model::{AddrExpr, FileRef, MsgExpect, Op, OpExpect, OpKind, UffdOp, Until};
+use mm::filemap::CachestatRange;
 use mm::kernel::KState;
 use mm::types::ids::HoldId;
 use mm::types::userfaultfd::{PAGEFAULT_FLAG_MINOR, PAGEFAULT_FLAG_WP, PAGEFAULT_FLAG_WRITE};
@@ -313,6 +314,7 @@ pub async fn execute(t: &Thread, op: &Op, env: &RefCell<Env>) -> OpResult {
         | OpKind::Fallocate { .. }
         | OpKind::Fadvise { .. }
         | OpKind::Readahead { .. }
+        | OpKind::Cachestat { .. }
         | OpKind::PreadDirect { .. }
         | OpKind::PwriteFrom { .. }
         | OpKind::Pipe
@@ -500,6 +502,11 @@ async fn file_op(t: &Thread, op: &Op, env: &RefCell<Env>) -> Result<Outcome, Sto
             Outcome::Done
         }
         OpKind::Dup { fd: f } => Outcome::Bound(Value::Fd(t.dup(fd(f)?).await?)),
+        OpKind::Cachestat { fd: f, offset, len, flags, null_range, null_cstat, field } => {
+            let range = (!null_range).then_some(CachestatRange { off: *offset, len: *len });
+            let stat = t.cachestat(fd(f)?, range, !null_cstat, *flags).await?;
+            field.map_or(Outcome::Done, |field| Outcome::Value(field.of(&stat)))
+        }
         OpKind::Read { fd: f, buf, len, offset } => {
             let buf = buf.as_ref().map(addr).transpose()?;
             let n = match offset {

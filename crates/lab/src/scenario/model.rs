@@ -575,6 +575,18 @@ pub enum OpKind {
         offset: u64,
         len: u64,
     },
+    /// `cachestat(fd, &{offset, len}, &cstat, flags)`, reading one field of `struct cachestat`
+    /// (or none: success or an errno only); `null_range` and `null_cstat` pass NULL for that
+    /// pointer.
+    Cachestat {
+        fd: String,
+        offset: u64,
+        len: u64,
+        flags: u32,
+        null_range: bool,
+        null_cstat: bool,
+        field: Option<CachestatField>,
+    },
     /// A write of `amount` to the cgroup's `memory.reclaim`.
     MemoryReclaim {
         cgroup: String,
@@ -747,6 +759,7 @@ impl OpKind {
             OpKind::Sleep { .. } => "sleep",
             OpKind::Fadvise { .. } => "fadvise",
             OpKind::Readahead { .. } => "readahead",
+            OpKind::Cachestat { .. } => "cachestat",
             OpKind::MemoryReclaim { .. } => "memory_reclaim",
             OpKind::Fallocate { .. } => "fallocate",
             OpKind::SysfsRead { .. } => "sysfs_read",
@@ -801,6 +814,45 @@ pub enum ValueKind {
     Shm,
     /// A page frame number (`pagemap`).
     Frame,
+}
+
+/// The field of `struct cachestat` a `cachestat` reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CachestatField {
+    Cache,
+    Dirty,
+    Writeback,
+    Evicted,
+    RecentlyEvicted,
+}
+
+impl CachestatField {
+    pub const NAMES: [(&'static str, CachestatField); 5] = [
+        ("nr_cache", CachestatField::Cache),
+        ("nr_dirty", CachestatField::Dirty),
+        ("nr_writeback", CachestatField::Writeback),
+        ("nr_evicted", CachestatField::Evicted),
+        ("nr_recently_evicted", CachestatField::RecentlyEvicted),
+    ];
+
+    /// The field named `s` (`nr_cache`, ...).
+    pub fn parse(s: &str) -> Result<CachestatField, String> {
+        Self::NAMES.iter().find(|(n, _)| *n == s).map(|&(_, f)| f).ok_or_else(|| {
+            let names: Vec<&str> = Self::NAMES.iter().map(|(n, _)| *n).collect();
+            format!("unknown `struct cachestat` field `{s}`: expected {}", names.join(", "))
+        })
+    }
+
+    /// The field's value in `cs`.
+    pub fn of(self, cs: &mm::filemap::Cachestat) -> u64 {
+        match self {
+            CachestatField::Cache => cs.nr_cache,
+            CachestatField::Dirty => cs.nr_dirty,
+            CachestatField::Writeback => cs.nr_writeback,
+            CachestatField::Evicted => cs.nr_evicted,
+            CachestatField::RecentlyEvicted => cs.nr_recently_evicted,
+        }
+    }
 }
 
 /// The field of `struct shmid_ds` a `shmctl` with `IPC_STAT` reads.

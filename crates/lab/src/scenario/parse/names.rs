@@ -360,6 +360,7 @@ fn op_refs(k: &OpKind) -> Vec<(String, ValueKind)> {
         | OpKind::Ftruncate { fd: f, .. }
         | OpKind::Fadvise { fd: f, .. }
         | OpKind::Readahead { fd: f, .. }
+        | OpKind::Cachestat { fd: f, .. }
         | OpKind::Write { fd: f, .. }
         | OpKind::Fallocate { fd: f, .. } => fd(f),
         OpKind::Read { fd: f, buf, .. } => fd_and(f, buf),

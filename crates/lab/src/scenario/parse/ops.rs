@@ -74,7 +74,7 @@ impl Parser<'_> {
             return Err(self.err(f.line_of("op"), why));
         }
         Err(self.err(f.line_of("op"), format!(
-            "unknown operation `{name}`: expected one of mmap, munmap, mremap, mprotect, madvise, mlock, mlock2, munlock, mseal, mlockall, munlockall, msync, brk, open, memfd_create, shmget, shmat, shmdt, shmctl, close, dup, read, write, truncate, ftruncate, fallocate, fsync, fork, exit, exec, touch, read_bytes, write_bytes, increment, mincore, pagemap, run, pin, pin_read, unpin, io_uring_register_buffers, userfaultfd, uffdio_api, uffdio_register, uffdio_unregister, uffdio_wake, uffdio_copy, uffdio_zeropage, uffdio_continue, uffd_read, io_uring_unregister_buffers, read_fixed, write_fixed, pread_direct, pwrite, complete, clear_refs, pipe, vmsplice, sleep, fadvise, memory_reclaim, prctl, sysfs_write, repeat, notify, wait"
+            "unknown operation `{name}`: expected one of mmap, munmap, mremap, mprotect, madvise, mlock, mlock2, munlock, mseal, mlockall, munlockall, msync, brk, open, memfd_create, shmget, shmat, shmdt, shmctl, close, dup, read, write, truncate, ftruncate, fallocate, fsync, fork, exit, exec, touch, read_bytes, write_bytes, increment, mincore, pagemap, run, pin, pin_read, unpin, io_uring_register_buffers, userfaultfd, uffdio_api, uffdio_register, uffdio_unregister, uffdio_wake, uffdio_copy, uffdio_zeropage, uffdio_continue, uffd_read, io_uring_unregister_buffers, read_fixed, write_fixed, pread_direct, pwrite, complete, clear_refs, pipe, vmsplice, sleep, fadvise, readahead, cachestat, memory_reclaim, prctl, sysfs_write, repeat, notify, wait"
         )))
     }
 
@@ -270,6 +270,7 @@ impl Parser<'_> {
                 offset: f.opt_size("offset")?.map_or(0, Bytes::as_u64),
                 len: f.size("len")?.as_u64(),
             },
+            "cachestat" => self.cachestat_op(f)?,
             "pread_direct" => self.pread_direct_op(f)?,
             "pwrite" => OpKind::PwriteFrom {
                 fd: f.string("fd")?,
@@ -286,6 +287,29 @@ impl Parser<'_> {
             },
             _ => return Ok(None),
         }))
+    }
+
+    /// `cachestat`: the range (from `offset`, `len` bytes, 0 to the end), `flags`, NULL
+    /// pointers by `null_range` and `null_cstat`, and the `field` it reads, if any.
+    fn cachestat_op(&self, f: &Fields<'_>) -> Result<OpKind, ScenarioError> {
+        let field = f.get("field").map(|_| f.keyword("field", CachestatField::parse, None));
+        Ok(OpKind::Cachestat {
+            fd: f.string("fd")?,
+            offset: f.opt_size("offset")?.map_or(0, Bytes::as_u64),
+            len: f.opt_size("len")?.map_or(0, Bytes::as_u64),
+            flags: self.c_uint(f, "flags")?,
+            null_range: f.opt_bool("null_range")?.unwrap_or(false),
+            null_cstat: f.opt_bool("null_cstat")?.unwrap_or(false),
+            field: field.transpose()?,
+        })
+    }
+
+    /// An `unsigned int` argument at `key` (0 when absent).
+    fn c_uint(&self, f: &Fields<'_>, key: &str) -> Result<u32, ScenarioError> {
+        let n = f.opt_u64(key)?.unwrap_or(0);
+        u32::try_from(n).map_err(|_| {
+            self.err(f.line_of(key), format!("`{key}`: {n} does not fit an unsigned int"))
+        })
     }
 
     /// `pread_direct`: an O_DIRECT read, submitted only with `async` (then `as` names it).
@@ -714,7 +738,9 @@ impl Parser<'_> {
         }
         if let Some(n) = f.get("value") {
             let reads = match kind {
-                OpKind::SysfsRead { .. } | OpKind::Shmctl { stat: Some(_), .. } => true,
+                OpKind::SysfsRead { .. }
+                | OpKind::Shmctl { stat: Some(_), .. }
+                | OpKind::Cachestat { field: Some(_), .. } => true,
                 OpKind::Prctl { option, .. } => option.is_get(),
                 _ => false,
             };
@@ -895,6 +921,9 @@ fn op_keys(kind: &OpKind) -> &'static [&'static str] {
         OpKind::Pipe => &[],
         OpKind::Fadvise { .. } => &["fd", "offset", "len", "advice"],
         OpKind::Readahead { .. } => &["fd", "offset", "len"],
+        OpKind::Cachestat { .. } => {
+            &["fd", "offset", "len", "flags", "null_range", "null_cstat", "field"]
+        }
         OpKind::MemoryReclaim { .. } => &["cgroup", "amount"],
         OpKind::Vmsplice { .. } => &["fd", "addr", "len"],
         OpKind::Sleep { .. } => &["duration"],
