@@ -16,7 +16,7 @@
 use crate::errno::Errno;
 use crate::kernel::KState;
 use crate::types::ids::MmId;
-use crate::types::ksm::ItemState;
+use crate::types::ksm::{ItemState, RmapItem};
 use simcore::VirtAddr;
 
 /// `/proc/self/ksm_merging_pages` (v5.19): the pages of the process KSM counts as merged.
@@ -45,19 +45,21 @@ pub(crate) fn proc_read(
     Some(read)
 }
 
+/// The rmap_items of `mm`.
+fn mm_items(st: &KState, mm: MmId) -> impl Iterator<Item = &RmapItem> {
+    st.ksm.items.range((mm, VirtAddr(0))..=(mm, VirtAddr(u64::MAX))).map(|(_, i)| i)
+}
+
 /// `mm->ksm_merging_pages`: the process's rmap_items counted on a stable node.
 fn merging_pages(st: &KState, mm: MmId) -> u64 {
-    let items = st.ksm.items.range((mm, VirtAddr(0))..=(mm, VirtAddr(u64::MAX)));
-    items.filter(|(_, i)| matches!(i.state, ItemState::Stable(_))).count() as u64
+    mm_items(st, mm).filter(|i| matches!(i.state, ItemState::Stable(_))).count() as u64
 }
 
 /// One line of `/proc/PID/ksm_stat`.
 fn ksm_stat(st: &KState, mm: MmId, field: &str) -> Result<u64, Errno> {
     let k = st.thp.kernel;
     match field {
-        "ksm_rmap_items" => {
-            Ok(st.ksm.items.range((mm, VirtAddr(0))..=(mm, VirtAddr(u64::MAX))).count() as u64)
-        }
+        "ksm_rmap_items" => Ok(mm_items(st, mm).count() as u64),
         "ksm_zero_pages" if crate::era::has_ksm_zero_pages(k) => Ok(st.mm(mm).ksm_zero_pages),
         "ksm_merging_pages" if crate::era::ksm_stat_has_merging_pages(k) => {
             Ok(merging_pages(st, mm))
